@@ -1,0 +1,115 @@
+/*
+ * formats.h - what the safetensors and Ollama readers leave behind for their writers
+ * (codec-private; fs/ never sees it).
+ *
+ * A model opened from safetensors or from an Ollama manifest keeps, in m->priv
+ * (freed by m->priv_free), the layout of its source files that the model itself
+ * does not describe: which file each tensor came from is t->src, its place is
+ * t->offset; what is recorded here is the rest the writer needs to write the
+ * same files again.
+ */
+#ifndef TFS_FORMATS_H
+#define TFS_FORMATS_H
+
+#include "internal.h"
+
+#include <jansson.h>
+
+/* ==== safetensors (m->format == TFS_FMT_SAFETENSORS) ==== */
+
+/*
+ * On-disk layout of one safetensors file:
+ *  1. u64 little-endian N: the header length (N <= 100,000,000);
+ *  2. N bytes of UTF-8 JSON: an object name -> {"dtype", "shape", "data_offsets": [begin, end]}
+ *     plus an optional "__metadata__" object string -> string;
+ *  3. the byte buffer: every tensor's bytes, contiguous from 0 in offset order, and
+ *     nothing after the last one.  Tensor offsets in m->t are absolute (8 + N + begin).
+ */
+typedef struct {
+	int32_t src;            /* m->src index of this file */
+	uint64_t header_len;    /* N; the byte buffer starts at 8 + N */
+	uint32_t n_tensors;     /* tensors read from it (those with t->src == src) */
+	bool has_metadata;      /* it had a "__metadata__" object (absent and null: false) */
+	char **meta_keys;       /* the keys of its "__metadata__", in file order */
+	uint32_t n_meta_keys;
+} tfs_st_shard;
+
+typedef struct {
+	/* A single .safetensors file: n_shards == 1, index_path == NULL. */
+	char *index_path;       /* model.safetensors.index.json of a sharded set */
+	char *index_rest;       /* that document as compact JSON without its "weight_map"
+	                           (usually {"metadata": {...}}), keys in file order */
+	char **index_meta_keys; /* the keys of the index's "metadata" object (they are model keys:
+	                           strings as strings, integers as UINT64/INT64, reals as FLOAT64,
+	                           booleans as BOOL, arrays/objects as their compact JSON string) */
+	uint32_t n_index_meta_keys;
+	tfs_st_shard *shards;   /* in m->src order; shard files sorted by name */
+	size_t n_shards;
+} tfs_st_layout;
+
+/*
+ * Parses the safetensors file already added as source src into m: validates it
+ * exactly as the reference crate does (plus: duplicate JSON keys and more than
+ * TFS_MAX_DIMS dims are rejected) and pushes every tensor, in data order, with
+ * absolute offsets.  A tensor whose name is already in m is an error naming both
+ * sources.  On success *header_len is N and, if metadata is not NULL, *metadata
+ * is the "__metadata__" object (a new reference the caller json_decref()s) or NULL
+ * when absent/null.  No keys are pushed.  TFS_E_FORMAT with a message naming the
+ * file on any defect.
+ */
+int tfs_st_parse(tfs_model *m, int32_t src, uint64_t *header_len, json_t **metadata,
+		 tfs_error *err);
+
+/* ==== Ollama (m->format == TFS_FMT_OLLAMA) ==== */
+
+/* What a manifest layer became in the model. */
+typedef enum {
+	TFS_OL_MODEL,           /* the GGUF model layer: the model's keys and tensors */
+	TFS_OL_TENSOR,          /* a safetensors blob: tensors [first_tensor, +n_tensors) */
+	TFS_OL_EXTRA,           /* a file under layers/: m->x[extra] */
+} tfs_ol_role;
+
+typedef struct {
+	char *media_type;       /* as in the manifest */
+	char *digest;           /* "sha256:<64 hex>" as in the manifest */
+	uint64_t size;
+	char *name;             /* the layer's "name" (tensor and json layers), or NULL */
+	char *from;             /* the layer's "from", or NULL */
+	tfs_ol_role role;
+	int32_t src;            /* m->src index of the blob */
+	int32_t extra;          /* TFS_OL_EXTRA: index in m->x */
+	uint32_t first_tensor, n_tensors; /* TFS_OL_TENSOR */
+} tfs_ol_layer;
+
+typedef struct {
+	char *root;             /* the store: <root>/manifests/..., <root>/blobs/sha256-<hex> */
+	char *manifest_path;    /* == m->path */
+	char *host, *ns, *model, *tag; /* the name's parts when the manifest sits at
+	                                  <root>/manifests/<host>/<ns>/<model>/<tag>, else NULL */
+	int32_t manifest_src;   /* m->src index of the manifest (also the extra manifest.json) */
+	char *manifest_rest;    /* the manifest as compact JSON without config/layers
+	                           (schemaVersion, mediaType and unknown keys, in file order) */
+	tfs_ol_layer config;    /* role TFS_OL_EXTRA, the extra "config.json" */
+	tfs_ol_layer *layers;   /* in manifest order */
+	size_t n_layers;
+} tfs_ol_layout;
+
+/*
+ * Names under layers/: the config blob is "config.json", the manifest
+ * "manifest.json"; a layer application/vnd.ollama.image.<kind> is "<kind>" (the
+ * second of a kind "<kind>.1", ...).  A json layer is its "name" with '%' and '/'
+ * written as %25 and %2F; when that is one of the names above or starts with
+ * "json:", "json:" is put in front (so "config.json" from a json layer is
+ * "json:config.json").  tfs_ol_json_name() undoes that.
+ */
+#define TFS_OL_JSON_PREFIX "json:"
+/* The json layer name a layers/ file name stands for (allocated), or NULL when it is not
+ * a valid encoding. */
+char *tfs_ol_json_name(const char *file);
+
+/* The f32 view of an MLX-quantized tensor (t->q.mode != TFS_QMODE_NONE): called by
+ * tfs_tensor_read_f32 (model.c) after it checked [first, first + count) is in range. */
+int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, uint64_t count,
+		     float *out, tfs_error *err);
+
+#endif

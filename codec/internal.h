@@ -1,0 +1,124 @@
+/*
+ * internal.h - what codec/ modules share and fs/ never sees.
+ */
+#ifndef TFS_INTERNAL_H
+#define TFS_INTERNAL_H
+
+#include "tensorfs.h"
+
+#include <string.h>
+
+/* ==== caps on untrusted sizes ==== */
+#define TFS_MAX_STRING      (1ull << 30)   /* GGUF string bytes (ggml: 1 GiB) */
+#define TFS_MAX_ARRAY       (1ull << 30)   /* GGUF array elements (ggml: 1 Gi) */
+#define TFS_MAX_NAME        65536          /* key / tensor name bytes */
+#define TFS_MAX_ST_HEADER   100000000ull   /* safetensors header bytes (reference: 100 MB) */
+#define TFS_MAX_ITEMS       (1ull << 24)   /* keys or tensors in one source */
+#define TFS_MAX_MANIFEST    (16u << 20)    /* Ollama manifest / config JSON bytes */
+
+/* ==== overflow-checked arithmetic (true on overflow) ==== */
+#define tfs_add_overflow(a, b, out) __builtin_add_overflow((a), (b), (out))
+#define tfs_mul_overflow(a, b, out) __builtin_mul_overflow((a), (b), (out))
+
+/* ==== the bounds-checked cursor every parser reads through ==== */
+
+typedef struct {
+	const uint8_t *base;  /* start of the readable range */
+	uint64_t size;        /* bytes in the range */
+	uint64_t pos;         /* next byte to read, relative to base */
+	uint64_t origin;      /* absolute file offset of base (for messages) */
+	const char *file;     /* file name for messages */
+	tfs_error *err;
+} tfs_cursor;
+
+static inline uint64_t tfs_cursor_left(const tfs_cursor *c) { return c->size - c->pos; }
+
+/* Each returns 0, or TFS_E_FORMAT naming the file, the offset and `what`. */
+int tfs_cursor_bytes(tfs_cursor *c, const uint8_t **p, uint64_t n, const char *what);
+int tfs_cursor_u8(tfs_cursor *c, uint8_t *v, const char *what);
+int tfs_cursor_u16(tfs_cursor *c, uint16_t *v, const char *what);
+int tfs_cursor_u32(tfs_cursor *c, uint32_t *v, const char *what);
+int tfs_cursor_u64(tfs_cursor *c, uint64_t *v, const char *what);
+/* A GGUF string: u64 length (<= cap and <= remaining bytes) then bytes, not NUL-terminated. */
+int tfs_cursor_str(tfs_cursor *c, const uint8_t **p, uint64_t *len, uint64_t cap,
+		   const char *what);
+
+/* Little-endian loads from unaligned memory. */
+static inline uint16_t tfs_le16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline uint32_t tfs_le32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t tfs_le64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+/* ==== half / bfloat16 / fp8 scalar conversions (exact, shared by kernels) ==== */
+float tfs_f16_to_f32(uint16_t h);      /* quiets signalling NaNs as ggml does */
+float tfs_bf16_to_f32(uint16_t h);
+
+/* ==== string set: name -> index, for duplicate checks and lookups ==== */
+typedef struct {
+	uint32_t *slots;  /* index + 1; 0 = empty */
+	size_t cap;       /* power of two */
+	size_t count;
+} tfs_strmap;
+/* names(ctx, idx) gives the name stored at idx (with its length). */
+typedef const char *(*tfs_strmap_name_fn)(const void *ctx, uint32_t idx, size_t *len);
+long tfs_strmap_get(const tfs_strmap *s, const char *name, size_t len, tfs_strmap_name_fn fn,
+		    const void *ctx);
+int tfs_strmap_put(tfs_strmap *s, const char *name, size_t len, uint32_t idx,
+		   tfs_strmap_name_fn fn, const void *ctx);
+void tfs_strmap_del(tfs_strmap *s, const char *name, size_t len, tfs_strmap_name_fn fn,
+		    const void *ctx);
+void tfs_strmap_free(tfs_strmap *s);
+
+/* ==== the model ==== */
+
+struct tfs_model {
+	tfs_format format;
+	char *path;                 /* main file: .gguf / .safetensors / index.json / manifest */
+
+	tfs_kv *kv;       size_t n_kv, cap_kv;
+	tfs_tensor *t;    size_t n_t, cap_t;
+	tfs_extra *x;     size_t n_x, cap_x;
+	tfs_source *src;  size_t n_src, cap_src;
+	tfs_strmap kv_map, t_map, x_map;   /* live names -> index */
+
+	bool changed;               /* any set/del/rename since open */
+
+	/* GGUF (also the model layer of a classic Ollama model) */
+	uint32_t gguf_version;
+	uint32_t alignment;         /* general.alignment or 32 */
+	uint64_t data_offset;       /* absolute start of the GGUF data section */
+
+	/* format-private state (safetensors shards, Ollama manifest) */
+	void *priv;
+	void (*priv_free)(void *priv);
+};
+
+/* Allocates an empty model of the given format. */
+int tfs_model_new(tfs_model **out, tfs_format fmt, const char *path, tfs_error *err);
+/* Opens and maps a file as a source; *idx gets its index. label may be NULL (= basename). */
+int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int32_t *idx,
+			 tfs_error *err);
+/* Appends a key whose payload is borrowed (points into a source mapping).  Rejects duplicates
+ * (TFS_E_FORMAT "duplicate key"), names with NUL bytes.  name_len bytes of name are copied. */
+int tfs_model_push_kv(tfs_model *m, const char *name, size_t name_len, uint32_t type,
+		      const uint8_t *data, uint64_t len, tfs_error *err);
+/* Appends a tensor (name copied; *out points at it until the next push); rejects duplicates.
+ * All numeric fields are zeroed, src = -1, q_* = -1. */
+int tfs_model_push_tensor(tfs_model *m, const char *name, size_t name_len, tfs_tensor **out,
+			  tfs_error *err);
+int tfs_model_push_extra(tfs_model *m, const char *name, const char *media_type, int32_t src,
+			 uint64_t offset, uint64_t size, tfs_error *err);
+
+/* Per-format readers: fill an empty model (created by tfs_model_new) from path. */
+int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err);
+int tfs_safetensors_open(tfs_model *m, const char *path, tfs_error *err);
+int tfs_ollama_open(tfs_model *m, const char *ref, const tfs_open_opts *o, tfs_error *err);
+
+/* Per-format writers: write the model's current state to a new file at tmp_path
+ * (already-open fd), used by tfs_model_write. */
+int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write_opts *o,
+		   tfs_error *err);
+
+/* The basename of path (no allocation). */
+const char *tfs_basename(const char *path);
+
+#endif

@@ -1,0 +1,449 @@
+/* model.c - the format-neutral model: building, lookups, reading, changing. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ==== lookups ==== */
+
+static const char *kv_name(const void *ctx, uint32_t i, size_t *len)
+{
+	const tfs_model *m = ctx;
+	*len = strlen(m->kv[i].name);
+	return m->kv[i].name;
+}
+
+static const char *t_name(const void *ctx, uint32_t i, size_t *len)
+{
+	const tfs_model *m = ctx;
+	*len = strlen(m->t[i].name);
+	return m->t[i].name;
+}
+
+static const char *x_name(const void *ctx, uint32_t i, size_t *len)
+{
+	const tfs_model *m = ctx;
+	*len = strlen(m->x[i].name);
+	return m->x[i].name;
+}
+
+long tfs_model_find_kv(const tfs_model *m, const char *name)
+{
+	return tfs_strmap_get(&m->kv_map, name, strlen(name), kv_name, m);
+}
+
+long tfs_model_find_tensor(const tfs_model *m, const char *name)
+{
+	return tfs_strmap_get(&m->t_map, name, strlen(name), t_name, m);
+}
+
+long tfs_model_find_extra(const tfs_model *m, const char *name)
+{
+	return tfs_strmap_get(&m->x_map, name, strlen(name), x_name, m);
+}
+
+/* ==== construction ==== */
+
+int tfs_model_new(tfs_model **out, tfs_format fmt, const char *path, tfs_error *err)
+{
+	tfs_model *m = calloc(1, sizeof(*m));
+	if (!m || !(m->path = strdup(path))) {
+		free(m);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
+	}
+	m->format = fmt;
+	m->alignment = 32;
+	*out = m;
+	return 0;
+}
+
+void tfs_model_free(tfs_model *m)
+{
+	if (!m)
+		return;
+	if (m->priv && m->priv_free)
+		m->priv_free(m->priv);
+	for (size_t i = 0; i < m->n_kv; i++) {
+		free(m->kv[i].name);
+		free(m->kv[i].owned);
+	}
+	for (size_t i = 0; i < m->n_t; i++)
+		free(m->t[i].name);
+	for (size_t i = 0; i < m->n_x; i++) {
+		free(m->x[i].name);
+		free(m->x[i].media_type);
+	}
+	for (size_t i = 0; i < m->n_src; i++) {
+		tfs_source *s = &m->src[i];
+		if (s->map)
+			munmap((void *)s->map, s->size);
+		if (s->fd >= 0)
+			close(s->fd);
+		free(s->path);
+		free(s->label);
+	}
+	tfs_strmap_free(&m->kv_map);
+	tfs_strmap_free(&m->t_map);
+	tfs_strmap_free(&m->x_map);
+	free(m->kv);
+	free(m->t);
+	free(m->x);
+	free(m->src);
+	free(m->path);
+	free(m);
+}
+
+/* Grows *arr (of elem bytes each) so that one more fits. */
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : 16;
+	size_t bytes;
+	if (tfs_mul_overflow(ncap, elem, &bytes))
+		return TFS_E_NOMEM;
+	void *p = realloc(*arr, bytes);
+	if (!p)
+		return TFS_E_NOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int32_t *idx,
+			 tfs_error *err)
+{
+	struct stat st;
+	if (grow((void **)&m->src, &m->cap_src, m->n_src, sizeof(*m->src)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return tfs_error_sys(err, errno, "%s", path);
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		return tfs_error_sys(err, e, "%s", path);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: not a regular file", path);
+	}
+	const uint8_t *map = NULL;
+	if (st.st_size > 0) {
+		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+		if (map == MAP_FAILED) {
+			int e = errno;
+			close(fd);
+			return tfs_error_sys(err, e, "%s: mmap", path);
+		}
+	}
+	tfs_source *s = &m->src[m->n_src];
+	memset(s, 0, sizeof(*s));
+	s->path = strdup(path);
+	s->label = strdup(label ? label : tfs_basename(path));
+	if (!s->path || !s->label) {
+		free(s->path);
+		free(s->label);
+		if (map)
+			munmap((void *)map, (size_t)st.st_size);
+		close(fd);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
+	}
+	s->fd = fd;
+	s->size = (uint64_t)st.st_size;
+	s->map = map;
+	s->mtime_sec = st.st_mtim.tv_sec;
+	s->mtime_nsec = st.st_mtim.tv_nsec;
+	*idx = (int32_t)m->n_src++;
+	return 0;
+}
+
+static int check_name(const char *name, size_t len, const char *what, const char *file,
+		      tfs_error *err)
+{
+	if (len == 0)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: empty %s name", file, what);
+	if (len > TFS_MAX_NAME)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: %s name of %zu bytes is too long",
+				     file, what, len);
+	if (memchr(name, '\0', len))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: %s name '%.*s' contains a NUL byte",
+				     file, what, (int)strnlen(name, len), name);
+	return 0;
+}
+
+static char *dup_name(const char *name, size_t len)
+{
+	char *s = malloc(len + 1);
+	if (s) {
+		memcpy(s, name, len);
+		s[len] = '\0';
+	}
+	return s;
+}
+
+int tfs_model_push_kv(tfs_model *m, const char *name, size_t name_len, uint32_t type,
+		      const uint8_t *data, uint64_t len, tfs_error *err)
+{
+	int rc = check_name(name, name_len, "key", m->path, err);
+	if (rc)
+		return rc;
+	if (m->n_kv >= TFS_MAX_ITEMS)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: too many keys", m->path);
+	if (tfs_strmap_get(&m->kv_map, name, name_len, kv_name, m) >= 0)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: duplicate key '%.*s'", m->path,
+				     (int)name_len, name);
+	if (grow((void **)&m->kv, &m->cap_kv, m->n_kv, sizeof(*m->kv)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
+	tfs_kv *kv = &m->kv[m->n_kv];
+	memset(kv, 0, sizeof(*kv));
+	if (!(kv->name = dup_name(name, name_len)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
+	kv->type = type;
+	kv->data = data;
+	kv->len = len;
+	if (tfs_strmap_put(&m->kv_map, name, name_len, (uint32_t)m->n_kv, kv_name, m)) {
+		free(kv->name);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
+	}
+	m->n_kv++;
+	return 0;
+}
+
+int tfs_model_push_tensor(tfs_model *m, const char *name, size_t name_len, tfs_tensor **out,
+			  tfs_error *err)
+{
+	int rc = check_name(name, name_len, "tensor", m->path, err);
+	if (rc)
+		return rc;
+	if (m->n_t >= TFS_MAX_ITEMS)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: too many tensors", m->path);
+	if (tfs_strmap_get(&m->t_map, name, name_len, t_name, m) >= 0)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: duplicate tensor '%.*s'", m->path,
+				     (int)name_len, name);
+	if (grow((void **)&m->t, &m->cap_t, m->n_t, sizeof(*m->t)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
+	tfs_tensor *t = &m->t[m->n_t];
+	memset(t, 0, sizeof(*t));
+	if (!(t->name = dup_name(name, name_len)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
+	t->src = -1;
+	t->q_scale = t->q_bias = t->q_gscale = -1;
+	if (tfs_strmap_put(&m->t_map, name, name_len, (uint32_t)m->n_t, t_name, m)) {
+		free(t->name);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
+	}
+	m->n_t++;
+	*out = t;
+	return 0;
+}
+
+int tfs_model_push_extra(tfs_model *m, const char *name, const char *media_type, int32_t src,
+			 uint64_t offset, uint64_t size, tfs_error *err)
+{
+	size_t len = strlen(name);
+	int rc = check_name(name, len, "file", m->path, err);
+	if (rc)
+		return rc;
+	if (tfs_strmap_get(&m->x_map, name, len, x_name, m) >= 0)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: duplicate file '%s'", m->path, name);
+	if (grow((void **)&m->x, &m->cap_x, m->n_x, sizeof(*m->x)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
+	tfs_extra *x = &m->x[m->n_x];
+	memset(x, 0, sizeof(*x));
+	x->name = strdup(name);
+	x->media_type = strdup(media_type ? media_type : "");
+	if (!x->name || !x->media_type ||
+	    tfs_strmap_put(&m->x_map, name, len, (uint32_t)m->n_x, x_name, m)) {
+		free(x->name);
+		free(x->media_type);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
+	}
+	x->src = src;
+	x->offset = offset;
+	x->size = size;
+	m->n_x++;
+	return 0;
+}
+
+/* ==== getters ==== */
+
+tfs_format tfs_model_format(const tfs_model *m) { return m->format; }
+const char *tfs_model_path(const tfs_model *m) { return m->path; }
+size_t tfs_model_n_kv(const tfs_model *m) { return m->n_kv; }
+const tfs_kv *tfs_model_kv(const tfs_model *m, size_t i) { return i < m->n_kv ? &m->kv[i] : NULL; }
+size_t tfs_model_n_tensors(const tfs_model *m) { return m->n_t; }
+const tfs_tensor *tfs_model_tensor(const tfs_model *m, size_t i) { return i < m->n_t ? &m->t[i] : NULL; }
+size_t tfs_model_n_extras(const tfs_model *m) { return m->n_x; }
+const tfs_extra *tfs_model_extra(const tfs_model *m, size_t i) { return i < m->n_x ? &m->x[i] : NULL; }
+size_t tfs_model_n_sources(const tfs_model *m) { return m->n_src; }
+const tfs_source *tfs_model_source(const tfs_model *m, size_t i) { return i < m->n_src ? &m->src[i] : NULL; }
+
+const char *tfs_model_format_name(const tfs_model *m)
+{
+	switch (m->format) {
+	case TFS_FMT_GGUF: return "gguf";
+	case TFS_FMT_SAFETENSORS: return "safetensors";
+	case TFS_FMT_OLLAMA: return "ollama";
+	}
+	return "unknown";
+}
+
+/* ==== reading ==== */
+
+/* Copies [off, off+len) of a source into out, from its mapping. */
+static int source_read(const tfs_model *m, int32_t si, uint64_t off, uint64_t len, void *out,
+		       tfs_error *err)
+{
+	if (si < 0 || (size_t)si >= m->n_src)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: no source %d", m->path, si);
+	const tfs_source *s = &m->src[si];
+	uint64_t end;
+	if (tfs_add_overflow(off, len, &end) || end > s->size)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: read [%llu, +%llu) past its end (%llu bytes): the file "
+				     "changed after it was opened?",
+				     s->path, (unsigned long long)off, (unsigned long long)len,
+				     (unsigned long long)s->size);
+	if (len)
+		memcpy(out, s->map + off, len);
+	return 0;
+}
+
+int64_t tfs_tensor_read_raw(const tfs_model *m, size_t i, uint64_t off, uint64_t len, void *out,
+			    tfs_error *err)
+{
+	if (i >= m->n_t)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no tensor %zu", m->path, i);
+	const tfs_tensor *t = &m->t[i];
+	if (off >= t->nbytes)
+		return 0;
+	if (len > t->nbytes - off)
+		len = t->nbytes - off;
+	int rc = source_read(m, t->src, t->offset + off, len, out, err);
+	return rc ? rc : (int64_t)len;
+}
+
+/* Product of ne[0..n) (already validated not to overflow at open). */
+static uint64_t n_elems(const tfs_tensor *t)
+{
+	uint64_t n = 1;
+	for (uint32_t d = 0; d < t->n_dims; d++)
+		n *= (uint64_t)t->ne[d];
+	return n;
+}
+
+uint64_t tfs_tensor_f32_count(const tfs_model *m, size_t i, const char **why)
+{
+	static const char *no_tensor = "no such tensor";
+	static const char *no_conv = "no float conversion for this dtype";
+	static const char *bad_q = "quantized tensor without its scales";
+	if (i >= m->n_t) {
+		if (why)
+			*why = no_tensor;
+		return 0;
+	}
+	const tfs_tensor *t = &m->t[i];
+	if (t->q.mode != TFS_QMODE_NONE) {
+		if (t->q_scale < 0 || t->n_dims == 0) {
+			if (why)
+				*why = bad_q;
+			return 0;
+		}
+		return n_elems(t) / (uint64_t)t->ne[0] * ((uint64_t)t->ne[0] * 32 / t->q.bits);
+	}
+	const tfs_dtype_info *d = tfs_dtype(t->dtype);
+	if (!d || !d->to_f32) {
+		if (why)
+			*why = no_conv;
+		return 0;
+	}
+	return n_elems(t) * d->f32_per_elem;
+}
+
+int tfs_tensor_f32_shape(const tfs_model *m, size_t i, uint32_t *n_dims,
+			 int64_t ne[TFS_MAX_DIMS + 1])
+{
+	if (i >= m->n_t)
+		return TFS_E_NOTFOUND;
+	const tfs_tensor *t = &m->t[i];
+	*n_dims = t->n_dims;
+	memcpy(ne, t->ne, sizeof(t->ne));
+	ne[TFS_MAX_DIMS] = 1;
+	if (t->q.mode != TFS_QMODE_NONE && t->n_dims > 0) {
+		ne[0] = t->ne[0] * 32 / t->q.bits;
+	} else {
+		const tfs_dtype_info *d = tfs_dtype(t->dtype);
+		if (d && d->f32_per_elem == 2) {
+			memmove(ne + 1, ne, sizeof(int64_t) * t->n_dims);
+			ne[0] = 2;
+			(*n_dims)++;
+		}
+	}
+	return 0;
+}
+
+int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, uint64_t count,
+		     float *out, tfs_error *err);
+
+int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t count, float *out,
+			tfs_error *err)
+{
+	uint64_t total = tfs_tensor_f32_count(m, i, NULL);
+	uint64_t end;
+	if (tfs_add_overflow(first, count, &end) || end > total)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: f32 read [%llu, +%llu) past the end",
+				     m->path, (unsigned long long)first, (unsigned long long)count);
+	if (count == 0)
+		return 0;
+	const tfs_tensor *t = &m->t[i];
+	if (t->q.mode != TFS_QMODE_NONE)
+		return tfs_mlx_read_f32(m, t, first, count, out, err);
+
+	const tfs_dtype_info *d = tfs_dtype(t->dtype);
+	const tfs_source *s = &m->src[t->src];
+	/* values per block in the f32 view */
+	uint64_t bv = (uint64_t)d->block_elems * d->f32_per_elem;
+	uint64_t b0 = first / bv, b1 = (end + bv - 1) / bv;
+	uint64_t boff;
+	if (tfs_mul_overflow(b1, (uint64_t)d->block_bytes, &boff) || t->offset + boff > s->size ||
+	    boff > t->nbytes)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' extends past the file",
+				     s->path, t->name);
+	const uint8_t *src = s->map + t->offset;
+
+	/* partial first block */
+	uint64_t skip = first - b0 * bv;
+	float tmp[1024];
+	if (skip) {
+		uint64_t take = bv - skip < count ? bv - skip : count;
+		if (bv > 1024)
+			return tfs_error_set(err, TFS_E_UNSUPPORTED, "block too large");
+		d->to_f32(src + b0 * d->block_bytes, tmp, 1);
+		memcpy(out, tmp + skip, take * sizeof(float));
+		out += take;
+		count -= take;
+		b0++;
+	}
+	/* whole blocks straight into out */
+	uint64_t whole = count / bv;
+	if (whole) {
+		d->to_f32(src + b0 * d->block_bytes, out, whole);
+		out += whole * bv;
+		count -= whole * bv;
+		b0 += whole;
+	}
+	/* partial last block */
+	if (count) {
+		if (bv > 1024)
+			return tfs_error_set(err, TFS_E_UNSUPPORTED, "block too large");
+		d->to_f32(src + b0 * d->block_bytes, tmp, 1);
+		memcpy(out, tmp, count * sizeof(float));
+	}
+	return 0;
+}

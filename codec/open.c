@@ -1,0 +1,103 @@
+/* open.c - tfs_model_open: recognize a source and hand it to its reader. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The first bytes of a file (up to cap), for sniffing. */
+static ssize_t peek(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = pread(fd, buf, cap, 0);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return n;
+}
+
+static const char lfs_magic[] = "version https://git-lfs.github.com/spec/v1";
+
+int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opts,
+		   tfs_error *err)
+{
+	static const tfs_open_opts none;
+	tfs_model *m = NULL;
+	struct stat st;
+	int rc;
+	tfs_format fmt;
+
+	*out = NULL;
+	if (!opts)
+		opts = &none;
+	if (stat(source, &st) < 0) {
+		/* not a path: maybe an Ollama model reference ("llama3:8b") */
+		if (errno == ENOENT && source[0] != '/' && source[0] != '.' && source[0] != '~') {
+			fmt = TFS_FMT_OLLAMA;
+			goto open;
+		}
+		return tfs_error_sys(err, errno, "%s", source);
+	}
+	if (S_ISDIR(st.st_mode)) {
+		fmt = TFS_FMT_SAFETENSORS; /* a directory holding model.safetensors.index.json */
+		goto open;
+	}
+	char head[64] = { 0 };
+	ssize_t n = peek(source, head, sizeof(head) - 1);
+	if (n < 0)
+		return tfs_error_sys(err, errno, "%s", source);
+	if (n >= 4 && memcmp(head, "GGUF", 4) == 0) {
+		fmt = TFS_FMT_GGUF;
+	} else if ((size_t)n >= sizeof(lfs_magic) - 1 &&
+		   memcmp(head, lfs_magic, sizeof(lfs_magic) - 1) == 0) {
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: is a Git LFS pointer file, not the model itself "
+				     "(run 'git lfs pull' to fetch it)", source);
+	} else if (ends_with(source, ".json") || head[0] == '{') {
+		/* an index.json of a sharded set, or an Ollama manifest */
+		char big[4096] = { 0 };
+		ssize_t k = peek(source, big, sizeof(big) - 1);
+		fmt = (k > 0 && strstr(big, "\"schemaVersion\"")) ? TFS_FMT_OLLAMA
+								  : TFS_FMT_SAFETENSORS;
+	} else if (n >= 4 && memcmp(head, "FUGG", 4) == 0) {
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: big-endian GGUF is not supported", source);
+	} else {
+		fmt = TFS_FMT_SAFETENSORS;
+	}
+open:
+	if ((rc = tfs_model_new(&m, fmt, source, err)))
+		return rc;
+	switch (fmt) {
+	case TFS_FMT_GGUF: {
+		int32_t src;
+		rc = tfs_model_add_source(m, source, NULL, &src, err);
+		if (!rc)
+			rc = tfs_gguf_read(m, src, err);
+		break;
+	}
+	case TFS_FMT_SAFETENSORS:
+		rc = tfs_safetensors_open(m, source, err);
+		break;
+	case TFS_FMT_OLLAMA:
+		rc = tfs_ollama_open(m, source, opts, err);
+		break;
+	}
+	if (rc) {
+		tfs_model_free(m);
+		return rc;
+	}
+	m->changed = false;
+	*out = m;
+	return 0;
+}

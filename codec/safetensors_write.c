@@ -1,0 +1,601 @@
+/*
+ * safetensors_write.c - safetensors writer: one file, a sharded set, Ollama tensor blobs.
+ *
+ * A file is written as the reference crate lays it out (SAFETENSORS_CHECKLIST.md, "Write"):
+ *  1. u64 little-endian N;
+ *  2. N bytes of compact JSON: "__metadata__" first when there is any (string -> string,
+ *     keys in model order), then the tensors, each {"dtype","shape","data_offsets"};
+ *     the header is padded with spaces to a multiple of 8;
+ *  3. the tensors' bytes, contiguous from 0, nothing after the last one.
+ * Tensor order: the model's order (the source's data order, new tensors last), not the
+ * reference's dtype-then-name sort: a rewrite then keeps the source's layout, and runs of
+ * unchanged tensors stay runs.  Readers sort by offsets, so both are equally valid.
+ *
+ * A sharded set (model.safetensors.index.json) rewrites only the shards whose content
+ * changes (a tensor of it deleted, renamed, given new bytes, or its metadata changed; new
+ * tensors go into the last shard), then the index (weight_map sorted by name, "metadata"
+ * with total_size recomputed, 2-space indent, keys sorted like transformers writes it).
+ * Keys read from a shard's "__metadata__" stay in that shard; other keys - the index's
+ * and new ones - are written to the index's "metadata".  Each file is atomic; the index,
+ * renamed last, commits the set (staging.c rolls a crash in between forward).
+ */
+#ifndef _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#endif
+#include "formats.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+/* ---- write-path internals shared with write.c (see there) ---- */
+typedef struct tfs_commit tfs_commit;
+int tfs_commit_add(tfs_commit *c, const char *final, int *fd, const char **tmp, tfs_error *err);
+int tfs_commit_seal(tfs_commit *c, tfs_error *err);
+int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err);
+int tfs_io_pwrite(int fd, const char *path, uint64_t pos, const void *p, size_t n,
+		  tfs_error *err);
+int tfs_io_reserve(int fd, const char *path, uint64_t size, tfs_error *err);
+int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t src,
+		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,
+		tfs_error *err);
+bool tfs_st_dtype_ok(int dtype);
+bool tfs_utf8_valid(const char *s, size_t n);
+int tfs_safetensors_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err);
+int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
+		      size_t nk, const json_t *meta, int fd, const char *path,
+		      const tfs_write_opts *o, tfs_error *err);
+int tfs_st_check_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
+		      size_t nk, const json_t *meta, const char *path, tfs_error *err);
+/* ---- end of shared internals ---- */
+
+/* ==== the header ==== */
+
+/* A JSON string as serde_json writes it. */
+static int json_str(tfs_buf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	if (tfs_buf_append(b, "\"", 1))
+		return TFS_E_NOMEM;
+	size_t run = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = (uint8_t)s[i];
+		char esc[7];
+		size_t k = 0;
+		if (c == '"' || c == '\\') {
+			esc[0] = '\\', esc[1] = (char)c, k = 2;
+		} else if (c < 0x20) {
+			esc[0] = '\\';
+			k = 2;
+			switch (c) {
+			case '\b': esc[1] = 'b'; break;
+			case '\f': esc[1] = 'f'; break;
+			case '\n': esc[1] = 'n'; break;
+			case '\r': esc[1] = 'r'; break;
+			case '\t': esc[1] = 't'; break;
+			default:
+				memcpy(esc + 1, "u00", 3);
+				esc[4] = hex[c >> 4], esc[5] = hex[c & 15];
+				k = 6;
+			}
+		} else {
+			continue;
+		}
+		if (tfs_buf_append(b, s + run, i - run) || tfs_buf_append(b, esc, k))
+			return TFS_E_NOMEM;
+		run = i + 1;
+	}
+	if (tfs_buf_append(b, s + run, n - run) || tfs_buf_append(b, "\"", 1))
+		return TFS_E_NOMEM;
+	return 0;
+}
+
+/* The string a STRING payload holds. */
+static const char *payload_str(const tfs_kv *kv, size_t *n)
+{
+	*n = (size_t)(kv->len - 8);
+	return (const char *)kv->data + 8;
+}
+
+static int st_header(tfs_buf *b, const tfs_model *m, const uint32_t *ts, size_t nt,
+		     const uint32_t *keys, size_t nk, const json_t *meta, uint64_t *data_size,
+		     tfs_error *err)
+{
+	uint64_t off = 0;
+	bool first = true;
+	if (tfs_buf_append(b, "{", 1))
+		return TFS_E_NOMEM;
+	if (nk || json_object_size(meta)) {
+		if (tfs_buf_append(b, "\"__metadata__\":{", 16))
+			return TFS_E_NOMEM;
+		/* a blob's own metadata (Ollama quantization parameters), as it was */
+		const char *mk;
+		json_t *mv;
+		bool sep = false;
+		json_object_foreach((json_t *)meta, mk, mv) {
+			if (!json_is_string(mv))
+				continue;
+			if ((sep && tfs_buf_append(b, ",", 1)) || json_str(b, mk, strlen(mk)) ||
+			    tfs_buf_append(b, ":", 1) ||
+			    json_str(b, json_string_value(mv), json_string_length(mv)))
+				return TFS_E_NOMEM;
+			sep = true;
+		}
+		if (sep && nk && tfs_buf_append(b, ",", 1))
+			return TFS_E_NOMEM;
+		for (size_t i = 0; i < nk; i++) {
+			const tfs_kv *kv = &m->kv[keys[i]];
+			size_t n;
+			const char *v;
+			if (kv->type != TFS_GGUF_STRING || kv->len < 8)
+				return tfs_error_set(err, TFS_E_INVALID,
+						     "%s: key '%s' is not a string, and safetensors "
+						     "metadata holds only strings", m->path, kv->name);
+			v = payload_str(kv, &n);
+			if (!tfs_utf8_valid(kv->name, strlen(kv->name)) || !tfs_utf8_valid(v, n))
+				return tfs_error_set(err, TFS_E_INVALID,
+						     "%s: key '%s' is not valid UTF-8", m->path,
+						     kv->name);
+			if ((i && tfs_buf_append(b, ",", 1)) ||
+			    json_str(b, kv->name, strlen(kv->name)) || tfs_buf_append(b, ":", 1) ||
+			    json_str(b, v, n))
+				return TFS_E_NOMEM;
+		}
+		if (tfs_buf_append(b, "}", 1))
+			return TFS_E_NOMEM;
+		first = false;
+	}
+	for (size_t i = 0; i < nt; i++) {
+		const tfs_tensor *t = &m->t[ts[i]];
+		const tfs_dtype_info *d = tfs_dtype(t->dtype);
+		if (!d || !tfs_st_dtype_ok(t->dtype))
+			return tfs_error_set(err, TFS_E_INVALID,
+					     "%s: tensor '%s' has dtype %s, which safetensors cannot "
+					     "store", m->path, t->name, d ? d->name : "?");
+		if (!tfs_utf8_valid(t->name, strlen(t->name)))
+			return tfs_error_set(err, TFS_E_INVALID,
+					     "%s: tensor name '%s' is not valid UTF-8", m->path,
+					     t->name);
+		if ((!first && tfs_buf_append(b, ",", 1)) || json_str(b, t->name, strlen(t->name)) ||
+		    tfs_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", d->name))
+			return TFS_E_NOMEM;
+		first = false;
+		for (uint32_t k = t->n_dims; k-- > 0;)
+			if (tfs_buf_printf(b, "%s%lld", k + 1 == t->n_dims ? "" : ",",
+					   (long long)t->ne[k]))
+				return TFS_E_NOMEM;
+		if (tfs_buf_printf(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+				   (unsigned long long)(off + t->nbytes)))
+			return TFS_E_NOMEM;
+		off += t->nbytes;
+	}
+	if (tfs_buf_append(b, "}", 1))
+		return TFS_E_NOMEM;
+	while (b->len % 8)
+		if (tfs_buf_append(b, " ", 1))
+			return TFS_E_NOMEM;
+	if (b->len > TFS_MAX_ST_HEADER)
+		return tfs_error_set(err, TFS_E_INVALID,
+				     "%s: the header would be %zu bytes, over the 100 MB limit",
+				     m->path, b->len);
+	*data_size = off;
+	return 0;
+}
+
+/*
+ * Writes one safetensors file to fd: tensors ts[0..nt) (slots of m) in that order, the
+ * keys keys[0..nk) as "__metadata__" (all must be strings).
+ */
+int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
+		      size_t nk, const json_t *meta, int fd, const char *path,
+		      const tfs_write_opts *o, tfs_error *err)
+{
+	tfs_buf h = { 0 };
+	uint64_t data = 0, total, done = 0;
+	int rc = st_header(&h, m, ts, nt, keys, nk, meta, &data, err);
+	if (rc == TFS_E_NOMEM)
+		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	if (rc)
+		goto out;
+	uint64_t n = h.len, pos = 8 + n;
+	total = pos + data;
+	if ((rc = tfs_io_reserve(fd, path, total, err)) ||
+	    (rc = tfs_io_pwrite(fd, path, 0, &n, 8, err)) ||
+	    (rc = tfs_io_pwrite(fd, path, 8, h.data, h.len, err)))
+		goto out;
+	for (size_t i = 0; i < nt; i++) {
+		const tfs_tensor *t = &m->t[ts[i]];
+		if ((rc = tfs_io_copy(fd, path, pos, m, t->src, t->offset, t->nbytes, o, &done, data,
+				      err)))
+			goto out;
+		pos += t->nbytes;
+	}
+out:
+	tfs_buf_free(&h);
+	return rc;
+}
+
+/* ==== validation of one written file ==== */
+
+static bool same_bytes(const uint8_t *a, const uint8_t *b, uint64_t n)
+{
+	return n == 0 || memcmp(a, b, (size_t)n) == 0;
+}
+
+/* Reads back a file tfs_st_write_file wrote and compares it with what was asked for. */
+int tfs_st_check_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
+		      size_t nk, const json_t *meta, const char *path, tfs_error *err)
+{
+	size_t n_meta = 0;
+	const char *mk;
+	json_t *mv;
+	json_object_foreach((json_t *)meta, mk, mv)
+		n_meta += json_is_string(mv) && tfs_model_find_kv(m, mk) < 0;
+	tfs_model *w = NULL;
+	tfs_error e = { 0 };
+	int rc = tfs_model_new(&w, TFS_FMT_SAFETENSORS, path, &e);
+	if (!rc)
+		rc = tfs_safetensors_open(w, path, &e);
+	if (rc)
+		goto out;
+	size_t live = 0;
+	for (size_t i = 0; i < w->n_kv; i++)
+		live += !w->kv[i].deleted;
+	if (live != nk + n_meta || w->n_t != nt) {
+		rc = tfs_error_set(&e, TFS_E_FORMAT, "%zu keys and %zu tensors, expected %zu and %zu",
+				   live, w->n_t, nk + n_meta, nt);
+		goto out;
+	}
+	for (size_t i = 0; i < nk; i++) {
+		const tfs_kv *a = &m->kv[keys[i]];
+		long j = tfs_model_find_kv(w, a->name);
+		if (j < 0 || w->kv[j].len != a->len || !same_bytes(w->kv[j].data, a->data, a->len)) {
+			rc = tfs_error_set(&e, TFS_E_FORMAT, "key '%s' reads back differently",
+					   a->name);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < nt; i++) {
+		const tfs_tensor *a = &m->t[ts[i]];
+		long j = tfs_model_find_tensor(w, a->name);
+		const tfs_tensor *b = j >= 0 ? &w->t[j] : NULL;
+		bool ok = b && a->dtype == b->dtype && a->nbytes == b->nbytes &&
+			  a->n_dims == b->n_dims;
+		for (uint32_t k = 0; ok && k < a->n_dims; k++)
+			ok = a->ne[k] == b->ne[k];
+		if (ok) {
+			const uint8_t *pa = m->src[a->src].map + a->offset;
+			const uint8_t *pb = w->src[b->src].map + b->offset;
+			uint64_t n = a->nbytes;
+			bool staged = a->offset == 0 && m->src[a->src].size == n;
+			if (staged || n <= 3 * 4096)
+				ok = same_bytes(pa, pb, n);
+			else
+				ok = same_bytes(pa, pb, 4096) &&
+				     same_bytes(pa + n / 2, pb + n / 2, 4096) &&
+				     same_bytes(pa + n - 4096, pb + n - 4096, 4096);
+		}
+		if (!ok) {
+			rc = tfs_error_set(&e, TFS_E_FORMAT, "tensor '%s' reads back differently",
+					   a->name);
+			goto out;
+		}
+	}
+out:
+	tfs_model_free(w);
+	if (rc)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: the new file does not read back as written (%s); nothing "
+				     "was replaced", path, e.msg);
+	return 0;
+}
+
+/* ==== one file ==== */
+
+static int push_u32(uint32_t **v, size_t *n, size_t *cap, uint32_t x)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		uint32_t *p = realloc(*v, nc * sizeof(*p));
+		if (!p)
+			return TFS_E_NOMEM;
+		*v = p;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = x;
+	return 0;
+}
+
+static char *out_path(const tfs_model *m, const tfs_write_opts *o)
+{
+	const char *out = o && o->output ? o->output : m->path;
+	struct stat st;
+	if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode)) {
+		char *r = realpath(out, NULL);
+		if (r)
+			return r;
+	}
+	return strdup(out);
+}
+
+static int write_single(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err)
+{
+	uint32_t *ts = NULL, *ks = NULL;
+	size_t nt = 0, ct = 0, nk = 0, ck = 0;
+	char *final = NULL;
+	const char *tmp;
+	int fd, rc;
+	for (size_t i = 0; i < m->n_t; i++)
+		if (!m->t[i].deleted && push_u32(&ts, &nt, &ct, (uint32_t)i))
+			goto nomem;
+	for (size_t i = 0; i < m->n_kv; i++)
+		if (!m->kv[i].deleted && push_u32(&ks, &nk, &ck, (uint32_t)i))
+			goto nomem;
+	if (!(final = out_path(m, o)))
+		goto nomem;
+	if ((rc = tfs_commit_add(c, final, &fd, &tmp, err)))
+		goto out;
+	if ((rc = tfs_st_write_file(m, ts, nt, ks, nk, NULL, fd, tmp, o, err)) ||
+	    (rc = tfs_commit_seal(c, err)))
+		goto out;
+	rc = tfs_st_check_file(m, ts, nt, ks, nk, NULL, tmp, err);
+out:
+	free(final);
+	free(ts);
+	free(ks);
+	return rc;
+nomem:
+	rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	goto out;
+}
+
+/* ==== a sharded set ==== */
+
+static bool in_list(char *const *v, uint32_t n, const char *s)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(v[i], s) == 0)
+			return true;
+	return false;
+}
+
+/* Whether shard sh's file already holds exactly tensors ts and metadata keys ks. */
+static bool shard_unchanged(const tfs_model *m, const tfs_st_shard *sh, const uint32_t *ts,
+			    size_t nt, const uint32_t *ks, size_t nk)
+{
+	const tfs_source *s = &m->src[sh->src];
+	if (nt != sh->n_tensors || s->size < 8 + sh->header_len)
+		return false;
+	json_t *h = json_loadb((const char *)s->map + 8, (size_t)sh->header_len, 0, NULL);
+	json_t *meta = json_object_get(h, "__metadata__");
+	bool same = h != NULL && json_object_size(meta) == nk;
+	for (size_t i = 0; same && i < nt; i++) {
+		const tfs_tensor *t = &m->t[ts[i]];
+		json_t *e = json_object_get(h, t->name);
+		json_t *offs = json_object_get(e, "data_offsets");
+		same = t->src == sh->src && e &&
+		       (uint64_t)json_integer_value(json_array_get(offs, 0)) + 8 + sh->header_len ==
+			       t->offset;
+	}
+	for (size_t i = 0; same && i < nk; i++) {
+		const tfs_kv *kv = &m->kv[ks[i]];
+		json_t *v = json_object_get(meta, kv->name);
+		size_t n;
+		const char *str = kv->type == TFS_GGUF_STRING ? payload_str(kv, &n) : NULL;
+		same = str && json_is_string(v) && json_string_length(v) == n &&
+		       memcmp(json_string_value(v), str, n) == 0;
+	}
+	json_decref(h);
+	return same;
+}
+
+/* An index "metadata" value for kv: the JSON it came from when it was an array or object. */
+static json_t *index_value(const tfs_kv *kv, const json_t *orig)
+{
+	const uint8_t *p = kv->data;
+	switch (kv->type) {
+	case TFS_GGUF_STRING: {
+		size_t n = (size_t)(kv->len - 8);
+		if (json_is_array(orig) || json_is_object(orig)) {
+			json_t *v = json_loadb((const char *)p + 8, n, JSON_DECODE_ANY, NULL);
+			if (v)
+				return v;
+		}
+		return json_stringn((const char *)p + 8, n);
+	}
+	case TFS_GGUF_UINT8: return json_integer(p[0]);
+	case TFS_GGUF_INT8: return json_integer((int8_t)p[0]);
+	case TFS_GGUF_UINT16: return json_integer(tfs_le16(p));
+	case TFS_GGUF_INT16: return json_integer((int16_t)tfs_le16(p));
+	case TFS_GGUF_UINT32: return json_integer(tfs_le32(p));
+	case TFS_GGUF_INT32: return json_integer((int32_t)tfs_le32(p));
+	case TFS_GGUF_UINT64:
+		return tfs_le64(p) > INT64_MAX ? NULL : json_integer((json_int_t)tfs_le64(p));
+	case TFS_GGUF_INT64: return json_integer((json_int_t)tfs_le64(p));
+	case TFS_GGUF_BOOL: return json_boolean(p[0] != 0);
+	case TFS_GGUF_FLOAT32: {
+		float f;
+		memcpy(&f, p, 4);
+		return json_real(f);
+	}
+	case TFS_GGUF_FLOAT64: {
+		double d;
+		memcpy(&d, p, 8);
+		return json_real(d);
+	}
+	default:
+		return NULL;
+	}
+}
+
+static char *dir_join(const char *file_in_dir, const char *name)
+{
+	const char *base = tfs_basename(file_in_dir);
+	char *s;
+	if (asprintf(&s, "%.*s%s", (int)(base - file_in_dir), file_in_dir, name) < 0)
+		return NULL;
+	return s;
+}
+
+static int write_sharded(tfs_model *m, const tfs_st_layout *l, const tfs_write_opts *o,
+			 tfs_commit *c, tfs_error *err)
+{
+	size_t ns = l->n_shards;
+	int rc = 0;
+	char *index_final = out_path(m, o), *final = NULL, *text = NULL;
+	char *src_real = realpath(m->path, NULL), *out_real = NULL;
+	uint32_t *home = calloc(m->n_t ? m->n_t : 1, sizeof(*home));
+	json_t *root = NULL;
+	if (!index_final || !home || ns == 0) {
+		rc = tfs_error_set(err, ns ? TFS_E_NOMEM : TFS_E_INVALID,
+				   ns ? "out of memory" : "%s: a set without shards", m->path);
+		goto out;
+	}
+	/* writing the set elsewhere: every shard is written there */
+	{
+		char *d = dir_join(index_final, ".");
+		out_real = d ? realpath(d, NULL) : NULL;
+		free(d);
+	}
+	bool elsewhere = true;
+	if (src_real && out_real) {
+		const char *b = tfs_basename(src_real);
+		elsewhere = strlen(out_real) != (size_t)(b - src_real - 1) ||
+			    strncmp(out_real, src_real, (size_t)(b - src_real - 1)) != 0;
+	}
+
+	/* each tensor's shard: readers pushed the shards' tensors in shard order */
+	uint64_t total_size = 0;
+	{
+		size_t k = 0;
+		uint64_t end = l->shards[0].n_tensors;
+		for (size_t i = 0; i < m->n_t; i++) {
+			while (k + 1 < ns && i >= end)
+				end += l->shards[++k].n_tensors;
+			home[i] = (uint32_t)k; /* past the last shard's: new, into the last */
+			if (!m->t[i].deleted)
+				total_size += m->t[i].nbytes;
+		}
+	}
+	/* total_size in the index is recomputed (and the model's key follows) */
+	long ti = tfs_model_find_kv(m, "total_size");
+	if (ti >= 0 && in_list(l->index_meta_keys, l->n_index_meta_keys, "total_size")) {
+		uint8_t *p = malloc(8);
+		if (!p) {
+			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+			goto out;
+		}
+		memcpy(p, &total_size, 8);
+		if ((rc = tfs_model_set_kv(m, "total_size", TFS_GGUF_UINT64, p, 8, err)))
+			goto out;
+	}
+
+	/* the shards */
+	for (size_t s = 0; s < ns; s++) {
+		const tfs_st_shard *sh = &l->shards[s];
+		uint32_t *ts = NULL, *ks = NULL;
+		size_t nt = 0, ct = 0, nk = 0, ck = 0;
+		for (size_t i = 0; i < m->n_t && !rc; i++)
+			if (!m->t[i].deleted && home[i] == s && push_u32(&ts, &nt, &ct, (uint32_t)i))
+				rc = TFS_E_NOMEM;
+		for (uint32_t i = 0; i < sh->n_meta_keys && !rc; i++) {
+			long j = tfs_model_find_kv(m, sh->meta_keys[i]);
+			if (j >= 0 && push_u32(&ks, &nk, &ck, (uint32_t)j))
+				rc = TFS_E_NOMEM;
+		}
+		if (rc) {
+			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		} else if (elsewhere || !shard_unchanged(m, sh, ts, nt, ks, nk)) {
+			const char *tmp;
+			int fd;
+			free(final);
+			if (!(final = dir_join(index_final, m->src[sh->src].label)))
+				rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+			else if (!(rc = tfs_commit_add(c, final, &fd, &tmp, err)) &&
+				 !(rc = tfs_st_write_file(m, ts, nt, ks, nk, NULL, fd, tmp, o, err)) &&
+				 !(rc = tfs_commit_seal(c, err)))
+				rc = tfs_st_check_file(m, ts, nt, ks, nk, NULL, tmp, err);
+		}
+		free(ts);
+		free(ks);
+		if (rc)
+			goto out;
+	}
+
+	/* the index: its other members as they were, then metadata and weight_map */
+	json_error_t je;
+	root = json_loads(l->index_rest ? l->index_rest : "{}", 0, &je);
+	json_t *ometa = json_object_get(root, "metadata");
+	json_t *meta = json_object(), *wm = json_object();
+	if (!root || !meta || !wm) {
+		json_decref(meta);
+		json_decref(wm);
+		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < m->n_kv; i++) {
+		const tfs_kv *kv = &m->kv[i];
+		bool in_shard = false;
+		if (kv->deleted)
+			continue;
+		for (size_t s = 0; s < ns && !in_shard; s++)
+			in_shard = in_list(l->shards[s].meta_keys, l->shards[s].n_meta_keys,
+					   kv->name);
+		if (in_shard)
+			continue;
+		json_t *v = index_value(kv, json_object_get(ometa, kv->name));
+		if (!v) {
+			json_decref(meta);
+			json_decref(wm);
+			rc = tfs_error_set(err, TFS_E_INVALID,
+					   "%s: key '%s' has a type the index's metadata cannot hold",
+					   m->path, kv->name);
+			goto out;
+		}
+		json_object_set_new(meta, kv->name, v);
+	}
+	for (size_t i = 0; i < m->n_t; i++)
+		if (!m->t[i].deleted)
+			json_object_set_new(wm, m->t[i].name,
+					    json_string(m->src[l->shards[home[i]].src].label));
+	if (json_object_size(meta) || ometa)
+		json_object_set_new(root, "metadata", meta);
+	else
+		json_decref(meta);
+	json_object_set_new(root, "weight_map", wm);
+	text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+	if (!text) {
+		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		goto out;
+	}
+	{
+		const char *tmp;
+		int fd;
+		size_t n = strlen(text);
+		text[n] = '\n';
+		if ((rc = tfs_commit_add(c, index_final, &fd, &tmp, err)) ||
+		    (rc = tfs_io_pwrite(fd, tmp, 0, text, n + 1, err)) ||
+		    (rc = tfs_commit_seal(c, err)))
+			goto out;
+	}
+out:
+	free(text);
+	json_decref(root);
+	free(home);
+	free(final);
+	free(index_final);
+	free(src_real);
+	free(out_real);
+	return rc;
+}
+
+int tfs_safetensors_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err)
+{
+	const tfs_st_layout *l = m->priv;
+	if (l && l->index_path)
+		return write_sharded(m, l, o, c, err);
+	return write_single(m, o, c, err);
+}

@@ -1,0 +1,145 @@
+/* fs.h - the FUSE driver's shared state (fs/ only). */
+#ifndef TFS_FS_H
+#define TFS_FS_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "tensorfs.h"
+
+/* Directories of the mount, in the order they are listed. */
+typedef enum {
+	D_ROOT = 0, D_METADATA, D_TENSORS, D_F32, D_NPY, D_LAYERS, D_COUNT
+} tfs_dir;
+
+typedef enum {
+	N_DIR,     /* root or one of the directories */
+	N_KEY,     /* metadata/<key>        -> kv index */
+	N_RAW,     /* tensors/<name>        -> tensor index */
+	N_F32,     /* f32/<name>            -> tensor index */
+	N_NPY,     /* npy/<name>.npy        -> tensor index */
+	N_EXTRA,   /* layers/<name>         -> extra index */
+	N_INDEX,   /* index.json */
+} tfs_node_kind;
+
+typedef struct tfs_node {
+	tfs_node_kind kind;
+	fuse_ino_t ino;
+	tfs_dir dir;            /* the directory holding it (for N_DIR: which directory it is) */
+	long item;              /* kv / tensor / extra index, -1 for none */
+	char *fname;            /* encoded file name */
+	bool deleted;
+	uint64_t nlookup;       /* kernel references (forget) */
+	/* cached content: value text, npy header, index.json; valid while cache_gen matches */
+	tfs_buf cache;
+	uint64_t cache_gen;
+	bool raw_npy;           /* npy payload is the raw bytes */
+	/* a write in progress (rw mounts) */
+	int pend_dtype;          /* a new tensor not yet written: its declared dtype (-1: none) */
+	uint32_t pend_ndims;     /* and shape (pend_shape: whether declared) */
+	int64_t pend_ne[TFS_MAX_DIMS];
+	bool pend_shape;
+	struct tfs_node *hnext; /* hash chain */
+} tfs_node;
+
+typedef struct {
+	char *source;
+	char *mountpoint;
+	char *staging;          /* -o staging= */
+	char *output;           /* -o output= */
+	int rw;                 /* -o rw */
+	int verify;             /* -o verify */
+	int foreground;         /* -f */
+	int debug;              /* -d */
+	int single;             /* -s */
+	int threads;            /* -o threads=N */
+	int readahead_kb;       /* -o readahead_kb=N (0: leave the kernel's) */
+} tfs_opts;
+
+typedef struct tfs_fs {
+	tfs_opts opts;
+	tfs_model *model;
+	tfs_staging *staging;
+	pthread_rwlock_t lock;  /* model + tree: read for lookups/reads, write for changes */
+	pthread_mutex_t cache_lock;
+	uint64_t gen;           /* bumped on every change: invalidates node caches */
+
+	tfs_node **nodes;       /* ino - 1 -> node (ino 1 = root); never shrinks */
+	size_t n_nodes, cap_nodes;
+	tfs_node **hash;        /* (dir, fname) -> node */
+	size_t hash_cap;
+
+	double timeout;         /* entry/attr timeout */
+	struct timespec mtime;  /* the source's */
+	uid_t uid;
+	gid_t gid;
+	char *status_path;      /* where the daemon reports the repack at unmount */
+	int repack_rc;          /* result of the repack at unmount */
+	tfs_error repack_err;
+	struct fuse_session *se;
+} tfs_fs;
+
+/* tree.c */
+int tfs_tree_build(tfs_fs *fs, tfs_error *err);
+void tfs_tree_free(tfs_fs *fs);
+tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino);
+tfs_node *tfs_tree_lookup(tfs_fs *fs, tfs_dir dir, const char *fname);
+/* Adds a node for an item; returns its ino (0 on allocation failure). */
+fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, const char *fname);
+void tfs_tree_unlink(tfs_fs *fs, tfs_node *n);
+int tfs_tree_rename(tfs_fs *fs, tfs_node *n, const char *fname);
+/* Adds the tensors/, f32/, npy/ entries of tensor i. */
+int tfs_tree_add_tensor(tfs_fs *fs, long i, bool with_raw);
+/* The node's file size (computing and caching content where needed); -errno on failure. */
+int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size);
+/* The node's cached content (value text, npy header, index.json); call with cache_lock held. */
+int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out);
+
+/* What an open file handle carries (fi->fh). */
+typedef struct {
+	tfs_node *node;
+	bool writing;
+	bool dirty;
+	tfs_buf text;        /* keys: the value text being written */
+	int data_fd;         /* tensors/layers: the staged bytes */
+	char *data_path;
+	uint64_t data_size;
+} tfs_handle;
+
+/* ops.c */
+void tfs_handle_free(tfs_handle *h);
+void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n);
+tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino);
+bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d);
+int tfs_fail(tfs_fs *fs, const tfs_error *err);
+/* Per-thread scratch buffer slot 0 or 1 of at least n bytes (NULL: out of memory). */
+void *tfs_scratch(int slot, size_t n);
+
+/* write.c: the handlers of a writable mount */
+int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc);
+void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		    struct fuse_file_info *fi);
+void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		  struct fuse_file_info *fi);
+void tfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void tfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		   struct fuse_file_info *fi);
+void tfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void tfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		   const char *newname, unsigned int flags);
+void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		     size_t size, int flags);
+
+extern const struct fuse_lowlevel_ops tfs_ops;
+int tfs_errno(const tfs_error *err);
+
+/* mount.c */
+int tfs_mount_main(int argc, char **argv);
+int tfs_unmount_main(int argc, char **argv);
+int tfs_repack_main(int argc, char **argv);
+int tfs_info_main(int argc, char **argv);
+
+#endif

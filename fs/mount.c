@@ -1,0 +1,527 @@
+/*
+ * mount.c - mounting, unmounting (waiting for the repack), info and repack.
+ */
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ==== options ==== */
+
+#define OPT(t, p) { t, offsetof(tfs_opts, p), 1 }
+static const struct fuse_opt opt_spec[] = {
+	OPT("rw", rw),
+	{ "ro", offsetof(tfs_opts, rw), 0 },
+	OPT("staging=%s", staging),
+	OPT("output=%s", output),
+	OPT("verify", verify),
+	OPT("threads=%d", threads),
+	OPT("readahead_kb=%d", readahead_kb),
+	OPT("-f", foreground),
+	OPT("-d", debug),
+	OPT("debug", debug),
+	OPT("-s", single),
+	FUSE_OPT_KEY("-h", 'h'),
+	FUSE_OPT_KEY("--help", 'h'),
+	/* mount(8) passes these; they mean nothing here */
+	FUSE_OPT_KEY("dev", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nodev", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("suid", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nosuid", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("exec", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("noexec", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("atime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("noatime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_END
+};
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	tfs_opts *o = data;
+	if (key == FUSE_OPT_KEY_NONOPT) {
+		if (!o->source)
+			return (o->source = strdup(arg)) ? 0 : -1;
+		if (!o->mountpoint)
+			return (o->mountpoint = strdup(arg)) ? 0 : -1;
+		fprintf(stderr, "tensorfs: unexpected argument '%s'\n", arg);
+		return -1;
+	}
+	if (key == 'h') {
+		printf("usage: mount.tensorfs SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n"
+		       "options: ro (default), rw, staging=DIR, output=PATH, verify, threads=N,\n"
+		       "         readahead_kb=N, -f (foreground), -d (debug), -s (single thread)\n");
+		exit(0);
+	}
+	return 1; /* keep for FUSE (allow_other, ...) */
+}
+
+static char *absolute(const char *p)
+{
+	char buf[PATH_MAX];
+	if (!p)
+		return NULL;
+	if (realpath(p, buf))
+		return strdup(buf);
+	if (p[0] == '/' || !getcwd(buf, sizeof(buf)))
+		return strdup(p);
+	size_t n = strlen(buf);
+	char *s = malloc(n + strlen(p) + 2);
+	if (s)
+		sprintf(s, "%s/%s", buf, p);
+	return s;
+}
+
+static void free_opts(tfs_opts *o)
+{
+	free(o->source);
+	free(o->mountpoint);
+	free(o->staging);
+	free(o->output);
+}
+
+static void progress_stderr(void *ctx, const char *what, uint64_t done, uint64_t total)
+{
+	FILE *f = ctx ? ctx : stderr;
+	fprintf(f, "tensorfs: %s: %llu / %llu MiB (%d%%)\n", what,
+		(unsigned long long)(done >> 20), (unsigned long long)(total >> 20),
+		total ? (int)(done * 100 / total) : 100);
+	fflush(f);
+}
+
+/* The mount's request size: the kernel sends reads as large as the backing device's
+ * readahead (default 128 KiB); 1 MiB doubles throughput (PERF_NOTES.md).  The device
+ * number comes from mountinfo: a stat() of the mount point would wait for this very
+ * daemon, which is not serving requests yet. */
+static void set_readahead(const char *mountpoint, int kb)
+{
+	char line[8192], path[128];
+	unsigned maj = 0, min = 0;
+	bool found = false;
+	if (kb <= 0)
+		return;
+	FILE *mi = fopen("/proc/self/mountinfo", "r");
+	if (!mi)
+		return;
+	while (fgets(line, sizeof(line), mi)) {
+		/* id parent maj:min root mountpoint options ... - fstype source ... */
+		char mp[4096], fstype[64];
+		unsigned a, b;
+		if (sscanf(line, "%*d %*d %u:%u %*s %4095s", &a, &b, mp) != 3)
+			continue;
+		const char *dash = strstr(line, " - ");
+		if (!dash || sscanf(dash + 3, "%63s", fstype) != 1 || strcmp(fstype, "fuse.tensorfs"))
+			continue;
+		/* mountinfo escapes space, tab, newline and backslash as \ooo */
+		char un[4096];
+		size_t k = 0;
+		for (const char *p = mp; *p && k < sizeof(un) - 1; p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
+				un[k++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				un[k++] = *p;
+			}
+		}
+		un[k] = '\0';
+		if (strcmp(un, mountpoint) == 0) {
+			maj = a, min = b, found = true; /* the last one is the newest */
+		}
+	}
+	fclose(mi);
+	if (!found)
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+	FILE *f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "%d\n", kb);
+		fclose(f);
+	}
+}
+
+/* Opens the model (and, for rw, the staging directory, replaying it). Prints errors. */
+static int open_model(tfs_fs *fs, const char *prog)
+{
+	tfs_error err;
+	tfs_open_opts oo = { .verify = fs->opts.verify, .progress = progress_stderr };
+	tfs_error_clear(&err);
+	if (tfs_model_open(&fs->model, fs->opts.source, &oo, &err)) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		return -1;
+	}
+	if (!fs->opts.rw)
+		return 0;
+	const char *out = fs->opts.output ? fs->opts.output : tfs_model_path(fs->model);
+	char *def = NULL;
+	const char *dir = fs->opts.staging;
+	if (!dir)
+		dir = def = tfs_staging_default_dir(out);
+	int rc = dir ? tfs_staging_open(&fs->staging, dir, fs->model, fs->opts.output, &err)
+		     : tfs_error_set(&err, TFS_E_NOMEM, "out of memory");
+	if (!rc)
+		rc = tfs_staging_replay(fs->staging, fs->model, &err);
+	free(def);
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static void close_model(tfs_fs *fs)
+{
+	tfs_staging_free(fs->staging);
+	tfs_model_free(fs->model);
+	fs->staging = NULL;
+	fs->model = NULL;
+}
+
+/* After the loop: repack a writable mount's changes; the result goes to the status file. */
+static int repack_at_unmount(tfs_fs *fs)
+{
+	if (!fs->staging || !tfs_staging_dirty(fs->staging))
+		return 0;
+	FILE *st = fs->status_path ? fopen(fs->status_path, "a") : NULL;
+	FILE *log = st ? st : stderr;
+	fprintf(log, "tensorfs: repacking %s\n",
+		fs->opts.output ? fs->opts.output : tfs_model_path(fs->model));
+	fflush(log);
+	tfs_write_opts wo = { .progress = progress_stderr, .progress_ctx = log,
+			      .output = fs->opts.output };
+	tfs_error err;
+	tfs_error_clear(&err);
+	int rc = tfs_staging_repack(fs->staging, fs->model, &wo, &err);
+	if (rc)
+		fprintf(log, "error: %s (the source is untouched; the changes stay in %s)\n", err.msg,
+			tfs_staging_dir(fs->staging));
+	else
+		fprintf(log, "done: wrote %s\n",
+			fs->opts.output ? fs->opts.output : tfs_model_path(fs->model));
+	if (st)
+		fclose(st);
+	return rc ? 1 : 0;
+}
+
+int tfs_mount_main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	tfs_fs fs;
+	tfs_error err;
+	struct fuse_session *se = NULL;
+	struct fuse_loop_config *cfg = NULL;
+	int ret = 1;
+	const char *prog = "mount.tensorfs";
+
+	memset(&fs, 0, sizeof(fs));
+	fs.opts.readahead_kb = 1024;
+	pthread_rwlock_init(&fs.lock, NULL);
+	pthread_mutex_init(&fs.cache_lock, NULL);
+	if (fuse_opt_parse(&args, &fs.opts, opt_spec, opt_proc) == -1)
+		goto out_args;
+	if (!fs.opts.source || !fs.opts.mountpoint) {
+		fprintf(stderr, "usage: mount.tensorfs SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n");
+		goto out_args;
+	}
+	/* the daemon runs from /: make every path absolute first */
+	char *src = absolute(fs.opts.source), *mp = absolute(fs.opts.mountpoint);
+	struct stat mst;
+	if (stat(mp, &mst) < 0 || !S_ISDIR(mst.st_mode)) {
+		fprintf(stderr, "%s: %s: mount point is not a directory\n", prog, fs.opts.mountpoint);
+		free(src);
+		free(mp);
+		goto out_args;
+	}
+	/* an Ollama model name stays as it is */
+	if (access(fs.opts.source, F_OK) == 0) {
+		free(fs.opts.source);
+		fs.opts.source = src;
+	} else {
+		free(src);
+	}
+	free(fs.opts.mountpoint);
+	fs.opts.mountpoint = mp;
+	if (fs.opts.staging) {
+		char *s = absolute(fs.opts.staging);
+		free(fs.opts.staging);
+		fs.opts.staging = s;
+	}
+	if (fs.opts.output && strchr(fs.opts.output, '/')) {
+		char *s = absolute(fs.opts.output);
+		free(fs.opts.output);
+		fs.opts.output = s;
+	}
+
+	if (open_model(&fs, prog))
+		goto out_args;
+	tfs_error_clear(&err);
+	if (tfs_tree_build(&fs, &err)) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		goto out_model;
+	}
+	const tfs_source *s0 = tfs_model_source(fs.model, 0);
+	if (s0) {
+		fs.mtime.tv_sec = s0->mtime_sec;
+		fs.mtime.tv_nsec = s0->mtime_nsec;
+	}
+	fs.uid = getuid();
+	fs.gid = getgid();
+	/* a read-only model never changes: the kernel may cache everything for long */
+	fs.timeout = fs.opts.rw ? 0.0 : 86400.0;
+
+	fuse_opt_add_arg(&args, "-o");
+	fuse_opt_add_arg(&args, fs.opts.rw ? "fsname=tensorfs,subtype=tensorfs,rw"
+					   : "fsname=tensorfs,subtype=tensorfs,ro");
+	se = fuse_session_new(&args, &tfs_ops, sizeof(tfs_ops), &fs);
+	if (!se)
+		goto out_tree;
+	fs.se = se;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_session;
+	if (fuse_session_mount(se, fs.opts.mountpoint) != 0) {
+		fprintf(stderr, "%s: cannot mount on %s\n", prog, fs.opts.mountpoint);
+		goto out_signals;
+	}
+	set_readahead(fs.opts.mountpoint, fs.opts.readahead_kb);
+	/* returns in the parent once the mount is ready */
+	fuse_daemonize(fs.opts.foreground);
+	if (fs.opts.rw) {
+		char path[64];
+		snprintf(path, sizeof(path), "/tmp/tensorfs-%d.status", (int)getpid());
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			close(fd);
+			fs.status_path = strdup(path);
+		}
+	}
+
+	if (fs.opts.single) {
+		ret = fuse_session_loop(se);
+	} else {
+		cfg = fuse_loop_cfg_create();
+		fuse_loop_cfg_set_clone_fd(cfg, 0);
+		fuse_loop_cfg_set_max_threads(cfg, fs.opts.threads > 0 ? (unsigned)fs.opts.threads : 4);
+		ret = fuse_session_loop_mt(se, cfg);
+		fuse_loop_cfg_destroy(cfg);
+	}
+	fuse_session_unmount(se);
+	ret = (ret != 0) | repack_at_unmount(&fs);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_tree:
+	tfs_tree_free(&fs);
+out_model:
+	close_model(&fs);
+out_args:
+	free(fs.status_path);
+	free_opts(&fs.opts);
+	fuse_opt_free_args(&args);
+	return ret ? 1 : 0;
+}
+
+/* ==== unmount: wait for the daemon and its repack ==== */
+
+static int get_xattr(const char *path, const char *name, char *buf, size_t cap)
+{
+	ssize_t n = getxattr(path, name, buf, cap - 1);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* Prints what the status file gained since *pos. */
+static void tail(const char *path, long *pos, int *failed)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	if (!f)
+		return;
+	fseek(f, *pos, SEEK_SET);
+	while (fgets(line, sizeof(line), f)) {
+		fputs(line, stderr);
+		if (strncmp(line, "error:", 6) == 0)
+			*failed = 1;
+	}
+	*pos = ftell(f);
+	fclose(f);
+}
+
+int tfs_unmount_main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: tensorfs unmount MOUNTPOINT\n");
+		return 2;
+	}
+	const char *mp = argv[1];
+	char pid_s[32], status[256] = "";
+	if (get_xattr(mp, "user.tensorfs.pid", pid_s, sizeof(pid_s)) < 0) {
+		fprintf(stderr, "tensorfs: %s: not a tensorfs mount (%s)\n", mp, strerror(errno));
+		return 1;
+	}
+	get_xattr(mp, "user.tensorfs.status", status, sizeof(status));
+	pid_t pid = (pid_t)atoi(pid_s);
+
+	pid_t c = fork();
+	if (c == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "--", mp, (char *)NULL);
+		_exit(127);
+	}
+	int ws;
+	if (c < 0 || waitpid(c, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+		fprintf(stderr, "tensorfs: could not unmount %s\n", mp);
+		return 1;
+	}
+	/* the daemon repacks after the unmount: follow it until it exits */
+	long pos = 0;
+	int failed = 0;
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	while (kill(pid, 0) == 0 || errno == EPERM) {
+		if (status[0])
+			tail(status, &pos, &failed);
+		nanosleep(&ts, NULL);
+	}
+	if (status[0]) {
+		tail(status, &pos, &failed);
+		unlink(status);
+	}
+	return failed;
+}
+
+/* ==== info ==== */
+
+static void print_value(const tfs_kv *kv)
+{
+	tfs_buf b = { 0 }, t = { 0 };
+	tfs_error err;
+	tfs_value_type_name(&t, kv->type, kv->data, kv->len);
+	tfs_value_format(&b, kv->type, kv->data, kv->len, &err);
+	size_t show = b.len;
+	for (size_t i = 0; i < show; i++)
+		if (b.data[i] == '\n' || b.data[i] == '\0') {
+			show = i;
+			break;
+		}
+	bool cut = show > 72 || show < b.len;
+	printf("  %-40s %-16s %.*s%s\n", kv->name, t.data ? t.data : "?",
+	       (int)(show > 72 ? 72 : show), b.data ? b.data : "", cut ? "..." : "");
+	tfs_buf_free(&b);
+	tfs_buf_free(&t);
+}
+
+int tfs_info_main(int argc, char **argv)
+{
+	bool json = false;
+	const char *src = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			json = true;
+		else if (!src)
+			src = argv[i];
+		else
+			src = NULL, i = argc;
+	}
+	if (!src) {
+		fprintf(stderr, "usage: tensorfs info SOURCE [--json]\n");
+		return 2;
+	}
+	tfs_model *m;
+	tfs_error err;
+	tfs_error_clear(&err);
+	if (tfs_model_open(&m, src, NULL, &err)) {
+		fprintf(stderr, "tensorfs: %s\n", err.msg);
+		return 1;
+	}
+	if (json) {
+		tfs_buf b = { 0 };
+		int rc = tfs_model_index_json(&b, m, &err);
+		if (!rc)
+			fwrite(b.data, 1, b.len, stdout);
+		tfs_buf_free(&b);
+		tfs_model_free(m);
+		return rc ? 1 : 0;
+	}
+	size_t nk = 0, nt = 0;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < tfs_model_n_kv(m); i++)
+		nk += !tfs_model_kv(m, i)->deleted;
+	for (size_t i = 0; i < tfs_model_n_tensors(m); i++)
+		if (!tfs_model_tensor(m, i)->deleted) {
+			nt++;
+			bytes += tfs_model_tensor(m, i)->nbytes;
+		}
+	printf("%s: %s, %zu keys, %zu tensors, %llu bytes of tensor data\n", tfs_model_path(m),
+	       tfs_model_format_name(m), nk, nt, (unsigned long long)bytes);
+	printf("metadata:\n");
+	for (size_t i = 0; i < tfs_model_n_kv(m); i++)
+		if (!tfs_model_kv(m, i)->deleted)
+			print_value(tfs_model_kv(m, i));
+	printf("tensors:\n");
+	for (size_t i = 0; i < tfs_model_n_tensors(m); i++) {
+		const tfs_tensor *t = tfs_model_tensor(m, i);
+		if (t->deleted)
+			continue;
+		const tfs_dtype_info *d = tfs_dtype(t->dtype);
+		char shape[160] = "";
+		size_t o = 0;
+		for (uint32_t k = t->n_dims; k-- > 0 && o < sizeof(shape) - 24;)
+			o += (size_t)snprintf(shape + o, sizeof(shape) - o, "%lld%s",
+					      (long long)t->ne[k], k ? "," : "");
+		printf("  %-40s %-8s [%s] offset %llu, %llu bytes\n", t->name, d ? d->name : "?",
+		       shape, (unsigned long long)t->offset, (unsigned long long)t->nbytes);
+	}
+	if (tfs_model_n_extras(m)) {
+		printf("layers:\n");
+		for (size_t i = 0; i < tfs_model_n_extras(m); i++) {
+			const tfs_extra *x = tfs_model_extra(m, i);
+			if (!x->deleted)
+				printf("  %-40s %s, %llu bytes\n", x->name, x->media_type,
+				       (unsigned long long)x->size);
+		}
+	}
+	tfs_model_free(m);
+	return 0;
+}
+
+/* ==== repack ==== */
+
+int tfs_repack_main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	tfs_fs fs;
+	memset(&fs, 0, sizeof(fs));
+	int ret = 1;
+	if (fuse_opt_parse(&args, &fs.opts, opt_spec, opt_proc) == -1 || !fs.opts.source) {
+		fprintf(stderr, "usage: tensorfs repack SOURCE [-o staging=DIR,output=PATH]\n");
+		goto out;
+	}
+	fs.opts.rw = 1;
+	if (open_model(&fs, "tensorfs repack"))
+		goto out;
+	if (!tfs_staging_dirty(fs.staging)) {
+		fprintf(stderr, "tensorfs repack: nothing staged in %s\n", tfs_staging_dir(fs.staging));
+		ret = 0;
+	} else {
+		ret = repack_at_unmount(&fs);
+	}
+	close_model(&fs);
+out:
+	free_opts(&fs.opts);
+	fuse_opt_free_args(&args);
+	return ret;
+}

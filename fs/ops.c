@@ -1,0 +1,585 @@
+/*
+ * ops.c - the FUSE low-level handlers.  They stay thin: find the node, call
+ * codec, map the error, reply.
+ */
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define XATTR_PREFIX "user.tensorfs."
+#define MAX_VALUE_TEXT (1u << 30)  /* a metadata value written through the mount */
+
+/* The one place a codec error becomes an errno. */
+int tfs_errno(const tfs_error *err)
+{
+	switch (err->code) {
+	case TFS_OK: return 0;
+	case TFS_E_IO: return err->sys_errno ? err->sys_errno : EIO;
+	case TFS_E_NOMEM: return ENOMEM;
+	case TFS_E_NOTFOUND: return ENOENT;
+	case TFS_E_INVALID: return EINVAL;
+	case TFS_E_UNSUPPORTED: return ENOTSUP;
+	case TFS_E_EXISTS: return EEXIST;
+	case TFS_E_FORMAT:
+	case TFS_E_DIGEST:
+	default: return EIO;
+	}
+}
+
+static tfs_fs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
+
+/* Logs a failed change so the user can see why (the errno alone says little). */
+int tfs_fail(tfs_fs *fs, const tfs_error *err)
+{
+	if (fs->opts.foreground || fs->opts.debug)
+		fprintf(stderr, "tensorfs: %s\n", err->msg);
+	return tfs_errno(err);
+}
+
+/* ==== attributes ==== */
+
+bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d)
+{
+	return fs->opts.rw && (d == D_METADATA || d == D_TENSORS || d == D_LAYERS);
+}
+
+static int fill_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->ino;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
+	st->st_blksize = 1 << 20;
+	if (n->kind == N_DIR) {
+		st->st_mode = S_IFDIR | (tfs_writable_dir(fs, n->dir) ? 0755 : 0555);
+		st->st_nlink = 2;
+		return 0;
+	}
+	uint64_t size = 0;
+	int rc = n->item >= 0 || n->kind == N_INDEX ? tfs_node_size(fs, n, &size) : 0;
+	if (rc)
+		return rc;
+	st->st_mode = S_IFREG | (tfs_writable_dir(fs, n->dir) ? 0644 : 0444);
+	st->st_nlink = 1;
+	st->st_size = (off_t)size;
+	st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	return 0;
+}
+
+void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n)
+{
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	int rc = fill_attr(fs, n, &e.attr);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	e.ino = n->ino;
+	e.attr_timeout = fs->timeout;
+	e.entry_timeout = fs->timeout;
+	fuse_reply_entry(req, &e);
+}
+
+tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino)
+{
+	tfs_node *n = tfs_tree_get(fs, ino);
+	return n && !n->deleted ? n : NULL;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	tfs_fs *fs = fs_of(req);
+	pthread_rwlock_rdlock(&fs->lock);
+	tfs_node *p = tfs_live_node(fs, parent);
+	tfs_node *n = p && p->kind == N_DIR ? tfs_tree_lookup(fs, p->dir, name) : NULL;
+	if (n && !n->deleted) {
+		tfs_reply_entry(req, fs, n);
+	} else {
+		/* a negative entry may be cached as long as nothing can appear */
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = fs->opts.rw ? 0 : fs->timeout;
+		fuse_reply_entry(req, &e);
+	}
+	pthread_rwlock_unlock(&fs->lock);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	tfs_fs *fs = fs_of(req);
+	struct stat st;
+	pthread_rwlock_rdlock(&fs->lock);
+	tfs_node *n = tfs_live_node(fs, ino);
+	int rc = n ? fill_attr(fs, n, &st) : -ENOENT;
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, fs->timeout);
+}
+
+/* ==== directories ==== */
+
+static bool in_dir(const tfs_node *n, tfs_node *dir)
+{
+	if (n->deleted)
+		return false;
+	if (dir->dir == D_ROOT)
+		return (n->kind == N_DIR && n->dir != D_ROOT) || n->kind == N_INDEX;
+	return n->kind != N_DIR && n->dir == dir->dir && n->kind != N_INDEX && n->item >= -1;
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	tfs_fs *fs = fs_of(req);
+	char *buf = malloc(size);
+	size_t used = 0;
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_rwlock_rdlock(&fs->lock);
+	tfs_node *d = tfs_live_node(fs, ino);
+	if (!d || d->kind != N_DIR) {
+		pthread_rwlock_unlock(&fs->lock);
+		free(buf);
+		fuse_reply_err(req, d ? ENOTDIR : ENOENT);
+		return;
+	}
+	/* cookies: 1 ".", 2 "..", then node index + 3 (stable across changes) */
+	struct stat st = { .st_mode = S_IFDIR };
+	for (off_t k = off; k < 2; k++) {
+		st.st_ino = k == 0 ? ino : FUSE_ROOT_ID;
+		size_t l = fuse_add_direntry(req, buf + used, size - used, k == 0 ? "." : "..", &st,
+					     k + 1);
+		if (l > size - used)
+			goto done;
+		used += l;
+	}
+	for (size_t i = off > 2 ? (size_t)off - 2 : 0; i < fs->n_nodes; i++) {
+		tfs_node *n = fs->nodes[i];
+		if (!in_dir(n, d))
+			continue;
+		st.st_ino = n->ino;
+		st.st_mode = n->kind == N_DIR ? S_IFDIR : S_IFREG;
+		size_t l = fuse_add_direntry(req, buf + used, size - used, n->fname, &st,
+					     (off_t)i + 3);
+		if (l > size - used)
+			break;
+		used += l;
+	}
+done:
+	pthread_rwlock_unlock(&fs->lock);
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+/* ==== open files ==== */
+
+void tfs_handle_free(tfs_handle *h)
+{
+	if (!h)
+		return;
+	tfs_buf_free(&h->text);
+	if (h->data_fd >= 0)
+		close(h->data_fd);
+	free(h->data_path);
+	free(h);
+}
+
+
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	tfs_fs *fs = fs_of(req);
+	bool wr = (fi->flags & O_ACCMODE) != O_RDONLY;
+	pthread_rwlock_rdlock(&fs->lock);
+	tfs_node *n = tfs_live_node(fs, ino);
+	int rc = 0;
+	if (!n)
+		rc = ENOENT;
+	else if (n->kind == N_DIR)
+		rc = EISDIR;
+	else if (wr && !fs->opts.rw)
+		rc = EROFS;
+	else if (wr && !tfs_writable_dir(fs, n->dir))
+		rc = EACCES;
+	tfs_handle *h = NULL;
+	if (!rc && !(h = calloc(1, sizeof(*h))))
+		rc = ENOMEM;
+	if (h) {
+		h->node = n;
+		h->data_fd = -1;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (!rc && wr)
+		rc = -tfs_start_write(fs, h, (fi->flags & O_TRUNC) != 0);
+	if (rc) {
+		tfs_handle_free(h);
+		fuse_reply_err(req, rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	/* a read-only model never changes: let the kernel keep its pages */
+	fi->keep_cache = !fs->opts.rw;
+	fi->noflush = !wr;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		tfs_handle_free(h);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	tfs_handle_free((tfs_handle *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+/* Per-thread scratch for dequantized values. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+typedef struct { void *p[2]; size_t cap[2]; } scratch;
+static void scratch_free(void *s)
+{
+	free(((scratch *)s)->p[0]);
+	free(((scratch *)s)->p[1]);
+	free(s);
+}
+static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
+void *tfs_scratch(int slot, size_t n)
+{
+	pthread_once(&scratch_once, scratch_init);
+	scratch *s = pthread_getspecific(scratch_key);
+	if (!s) {
+		if (!(s = calloc(1, sizeof(*s))))
+			return NULL;
+		pthread_setspecific(scratch_key, s);
+	}
+	if (s->cap[slot] < n) {
+		free(s->p[slot]);
+		s->p[slot] = malloc(n);
+		s->cap[slot] = s->p[slot] ? n : 0;
+	}
+	return s->p[slot];
+}
+
+/* Reads [off, off+len) of the f32 view of tensor i into out. */
+static int read_f32(tfs_fs *fs, size_t i, uint64_t off, size_t len, char *out)
+{
+	uint64_t first = off / 4, last = (off + len + 3) / 4;
+	bool aligned = off % 4 == 0 && len % 4 == 0;
+	float *tmp = aligned ? (float *)(void *)out : tfs_scratch(0, (size_t)(last - first) * 4);
+	tfs_error err;
+	if (!tmp)
+		return -ENOMEM;
+	if (tfs_tensor_read_f32(fs->model, i, first, last - first, tmp, &err))
+		return -tfs_errno(&err);
+	if (!aligned)
+		memcpy(out, (char *)tmp + (off - first * 4), len);
+	return 0;
+}
+
+/* Replies with [off, +size) of a source file: splice straight from its fd. */
+static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base, uint64_t avail,
+			 off_t off, size_t size)
+{
+	const tfs_source *s = tfs_model_source(fs->model, (size_t)src);
+	if ((uint64_t)off >= avail) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > avail - (uint64_t)off)
+		size = (size_t)(avail - (uint64_t)off);
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	bv.buf[0].fd = s->fd;
+	bv.buf[0].pos = (off_t)(base + (uint64_t)off);
+	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	tfs_fs *fs = fs_of(req);
+	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
+	tfs_node *n = h->node;
+	int rc = 0;
+
+	if (h->writing && h->data_fd >= 0) {
+		/* reading back a file being written: the staged bytes */
+		char *buf = tfs_scratch(1, size);
+		ssize_t r = buf ? pread(h->data_fd, buf, size, off) : -1;
+		if (r < 0)
+			fuse_reply_err(req, buf ? errno : ENOMEM);
+		else
+			fuse_reply_buf(req, buf, (size_t)r);
+		return;
+	}
+	pthread_rwlock_rdlock(&fs->lock);
+	if (n->deleted || (n->item < 0 && n->kind != N_INDEX)) {
+		pthread_rwlock_unlock(&fs->lock);
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	switch (n->kind) {
+	case N_RAW: {
+		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+		reply_source(req, fs, t->src, t->offset, t->nbytes, off, size);
+		break;
+	}
+	case N_EXTRA: {
+		const tfs_extra *x = tfs_model_extra(fs->model, (size_t)n->item);
+		reply_source(req, fs, x->src, x->offset, x->size, off, size);
+		break;
+	}
+	case N_F32: {
+		uint64_t total = tfs_tensor_f32_count(fs->model, (size_t)n->item, NULL) * 4;
+		if ((uint64_t)off >= total) {
+			fuse_reply_buf(req, NULL, 0);
+			break;
+		}
+		if (size > total - (uint64_t)off)
+			size = (size_t)(total - (uint64_t)off);
+		char *out = tfs_scratch(1, size);
+		rc = out ? read_f32(fs, (size_t)n->item, (uint64_t)off, size, out) : -ENOMEM;
+		if (rc)
+			fuse_reply_err(req, -rc);
+		else
+			fuse_reply_buf(req, out, size);
+		break;
+	}
+	case N_KEY:
+	case N_INDEX:
+	case N_NPY: {
+		const tfs_buf *c;
+		pthread_mutex_lock(&fs->cache_lock);
+		rc = tfs_node_content(fs, n, &c);
+		if (rc) {
+			pthread_mutex_unlock(&fs->cache_lock);
+			fuse_reply_err(req, -rc);
+			break;
+		}
+		uint64_t hlen = c->len;
+		if ((uint64_t)off < hlen) {
+			size_t take = hlen - (uint64_t)off < size ? (size_t)(hlen - (uint64_t)off) : size;
+			if (n->kind != N_NPY || take == size) {
+				fuse_reply_buf(req, c->data + off, take);
+				pthread_mutex_unlock(&fs->cache_lock);
+				break;
+			}
+		}
+		/* npy: header bytes then payload */
+		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+		uint64_t plen = n->raw_npy ? t->nbytes
+					   : tfs_tensor_f32_count(fs->model, (size_t)n->item, NULL) * 4;
+		uint64_t total = hlen + plen;
+		if ((uint64_t)off >= total) {
+			pthread_mutex_unlock(&fs->cache_lock);
+			fuse_reply_buf(req, NULL, 0);
+			break;
+		}
+		if (size > total - (uint64_t)off)
+			size = (size_t)(total - (uint64_t)off);
+		char *out = tfs_scratch(1, size);
+		if (!out) {
+			pthread_mutex_unlock(&fs->cache_lock);
+			fuse_reply_err(req, ENOMEM);
+			break;
+		}
+		size_t got = 0;
+		if ((uint64_t)off < hlen) {
+			got = (size_t)(hlen - (uint64_t)off);
+			memcpy(out, c->data + off, got);
+		}
+		bool raw = n->raw_npy;
+		pthread_mutex_unlock(&fs->cache_lock);
+		uint64_t poff = (uint64_t)off + got - hlen;
+		tfs_error err;
+		if (raw) {
+			int64_t r = tfs_tensor_read_raw(fs->model, (size_t)n->item, poff, size - got,
+							out + got, &err);
+			rc = r < 0 ? -tfs_errno(&err) : 0;
+		} else {
+			rc = read_f32(fs, (size_t)n->item, poff, size - got, out + got);
+		}
+		if (rc)
+			fuse_reply_err(req, -rc);
+		else
+			fuse_reply_buf(req, out, size);
+		break;
+	}
+	default:
+		fuse_reply_err(req, EISDIR);
+	}
+	pthread_rwlock_unlock(&fs->lock);
+}
+
+/* ==== extended attributes ==== */
+
+static int node_xattr(tfs_fs *fs, tfs_node *n, const char *name, tfs_buf *out)
+{
+	if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX)) != 0)
+		return -ENODATA;
+	name += strlen(XATTR_PREFIX);
+	if (n->kind == N_DIR && n->dir == D_ROOT) {
+		if (strcmp(name, "pid") == 0)
+			return tfs_buf_printf(out, "%d", (int)getpid()) ? -ENOMEM : 0;
+		if (strcmp(name, "source") == 0)
+			return tfs_buf_printf(out, "%s", tfs_model_path(fs->model)) ? -ENOMEM : 0;
+		if (strcmp(name, "format") == 0)
+			return tfs_buf_printf(out, "%s", tfs_model_format_name(fs->model)) ? -ENOMEM : 0;
+		if (strcmp(name, "staging") == 0 && fs->staging)
+			return tfs_buf_printf(out, "%s", tfs_staging_dir(fs->staging)) ? -ENOMEM : 0;
+		if (strcmp(name, "status") == 0 && fs->status_path)
+			return tfs_buf_printf(out, "%s", fs->status_path) ? -ENOMEM : 0;
+		return -ENODATA;
+	}
+	if (n->kind == N_KEY && n->item >= 0 && strcmp(name, "type") == 0) {
+		const tfs_kv *kv = tfs_model_kv(fs->model, (size_t)n->item);
+		return tfs_value_type_name(out, kv->type, kv->data, kv->len) ? -EIO : 0;
+	}
+	if (n->kind == N_EXTRA && n->item >= 0 && strcmp(name, "media_type") == 0)
+		return tfs_buf_printf(out, "%s", tfs_model_extra(fs->model, (size_t)n->item)->media_type)
+			       ? -ENOMEM : 0;
+	if (n->kind == N_RAW || n->kind == N_F32 || n->kind == N_NPY) {
+		int dtype;
+		uint32_t nd;
+		const int64_t *ne;
+		uint64_t offset = 0;
+		bool have_offset = false;
+		if (n->item >= 0) {
+			const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+			dtype = t->dtype;
+			nd = t->n_dims;
+			ne = t->ne;
+			offset = t->offset;
+			have_offset = true;
+		} else {
+			dtype = n->pend_dtype;
+			nd = n->pend_ndims;
+			ne = n->pend_ne;
+			if (dtype < 0 && strcmp(name, "dtype") == 0)
+				return -ENODATA;
+			if (!n->pend_shape && strcmp(name, "shape") == 0)
+				return -ENODATA;
+		}
+		if (strcmp(name, "dtype") == 0) {
+			const tfs_dtype_info *d = tfs_dtype(dtype);
+			return tfs_buf_printf(out, "%s", d ? d->name : "unknown") ? -ENOMEM : 0;
+		}
+		if (strcmp(name, "shape") == 0) {
+			if (tfs_buf_reserve(out, 0))
+				return -ENOMEM;
+			for (uint32_t k = nd; k-- > 0;)
+				if (tfs_buf_printf(out, "%lld%s", (long long)ne[k], k ? "," : ""))
+					return -ENOMEM;
+			return 0;
+		}
+		if (strcmp(name, "offset") == 0 && have_offset)
+			return tfs_buf_printf(out, "%llu", (unsigned long long)offset) ? -ENOMEM : 0;
+	}
+	return -ENODATA;
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	tfs_fs *fs = fs_of(req);
+	tfs_buf b = { 0 };
+	pthread_rwlock_rdlock(&fs->lock);
+	tfs_node *n = tfs_live_node(fs, ino);
+	int rc = n ? node_xattr(fs, n, name, &b) : -ENOENT;
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, b.len);
+	else if (size < b.len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, b.data ? b.data : "", b.len);
+	tfs_buf_free(&b);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	static const char *const all[] = { "type", "dtype", "shape", "offset", "media_type",
+					   "pid", "source", "format", "staging", "status" };
+	tfs_fs *fs = fs_of(req);
+	tfs_buf list = { 0 }, b = { 0 };
+	pthread_rwlock_rdlock(&fs->lock);
+	tfs_node *n = tfs_live_node(fs, ino);
+	int rc = n ? 0 : -ENOENT;
+	for (size_t i = 0; n && i < sizeof(all) / sizeof(all[0]); i++) {
+		char name[64];
+		snprintf(name, sizeof(name), XATTR_PREFIX "%s", all[i]);
+		b.len = 0;
+		if (node_xattr(fs, n, name, &b) == 0)
+			tfs_buf_append(&list, name, strlen(name) + 1);
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, list.len);
+	else if (size < list.len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, list.data ? list.data : "", list.len);
+	tfs_buf_free(&list);
+	tfs_buf_free(&b);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = sv.f_frsize = 4096;
+	sv.f_namemax = 255;
+	sv.f_files = fs_of(req)->n_nodes;
+	fuse_reply_statfs(req, &sv);
+}
+
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	tfs_fs *fs = userdata;
+	/* large requests: the kernel sends reads of up to max_readahead, writes of max_write */
+	conn->max_readahead = 1u << 20;
+	conn->max_write = 1u << 20;
+	if (conn->capable & FUSE_CAP_SPLICE_READ)
+		conn->want |= FUSE_CAP_SPLICE_READ;
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+	if (fs->opts.rw && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+}
+
+const struct fuse_lowlevel_ops tfs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.readdir = op_readdir,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.statfs = op_statfs,
+	.setattr = tfs_op_setattr,
+	.write = tfs_op_write,
+	.flush = tfs_op_flush,
+	.fsync = tfs_op_fsync,
+	.create = tfs_op_create,
+	.unlink = tfs_op_unlink,
+	.rename = tfs_op_rename,
+	.setxattr = tfs_op_setxattr,
+};

@@ -1,0 +1,288 @@
+/*
+ * tree.c - the mount's inode table, built from the model.
+ *
+ * Inode numbers are node indices + 1 and are never reused while mounted, so a
+ * deleted entry keeps its slot (the kernel may still hold references).
+ */
+#include "fs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const dir_names[D_COUNT] = {
+	[D_ROOT] = "", [D_METADATA] = "metadata", [D_TENSORS] = "tensors",
+	[D_F32] = "f32", [D_NPY] = "npy", [D_LAYERS] = "layers",
+};
+
+static size_t hash_of(tfs_dir dir, const char *s)
+{
+	uint64_t h = 1469598103934665603ull ^ (uint64_t)dir;
+	for (; *s; s++) {
+		h ^= (uint8_t)*s;
+		h *= 1099511628211ull;
+	}
+	return (size_t)h;
+}
+
+static int hash_grow(tfs_fs *fs)
+{
+	size_t cap = fs->hash_cap ? fs->hash_cap * 2 : 1024;
+	tfs_node **h = calloc(cap, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	for (size_t i = 0; i < fs->hash_cap; i++) {
+		tfs_node *n = fs->hash[i], *next;
+		for (; n; n = next) {
+			next = n->hnext;
+			size_t k = hash_of(n->dir, n->fname) & (cap - 1);
+			n->hnext = h[k];
+			h[k] = n;
+		}
+	}
+	free(fs->hash);
+	fs->hash = h;
+	fs->hash_cap = cap;
+	return 0;
+}
+
+static void hash_insert(tfs_fs *fs, tfs_node *n)
+{
+	size_t k = hash_of(n->dir, n->fname) & (fs->hash_cap - 1);
+	n->hnext = fs->hash[k];
+	fs->hash[k] = n;
+}
+
+static void hash_remove(tfs_fs *fs, tfs_node *n)
+{
+	size_t k = hash_of(n->dir, n->fname) & (fs->hash_cap - 1);
+	for (tfs_node **p = &fs->hash[k]; *p; p = &(*p)->hnext) {
+		if (*p == n) {
+			*p = n->hnext;
+			n->hnext = NULL;
+			return;
+		}
+	}
+}
+
+tfs_node *tfs_tree_lookup(tfs_fs *fs, tfs_dir dir, const char *fname)
+{
+	size_t k = hash_of(dir, fname) & (fs->hash_cap - 1);
+	for (tfs_node *n = fs->hash[k]; n; n = n->hnext)
+		if (n->dir == dir && n->kind != N_DIR && strcmp(n->fname, fname) == 0)
+			return n;
+	/* directories are looked up in the root */
+	if (dir == D_ROOT)
+		for (int d = 1; d < D_COUNT; d++)
+			if (strcmp(dir_names[d], fname) == 0) {
+				tfs_node *n = fs->nodes[d];
+				return n && !n->deleted ? n : NULL;
+			}
+	return NULL;
+}
+
+tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino)
+{
+	if (ino == 0 || ino > fs->n_nodes)
+		return NULL;
+	return fs->nodes[ino - 1];
+}
+
+fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, const char *fname)
+{
+	if (fs->n_nodes == fs->cap_nodes) {
+		size_t cap = fs->cap_nodes ? fs->cap_nodes * 2 : 256;
+		tfs_node **p = realloc(fs->nodes, cap * sizeof(*p));
+		if (!p)
+			return 0;
+		fs->nodes = p;
+		fs->cap_nodes = cap;
+	}
+	if ((fs->n_nodes + 1) * 2 > fs->hash_cap && hash_grow(fs))
+		return 0;
+	tfs_node *n = calloc(1, sizeof(*n));
+	if (!n || !(n->fname = strdup(fname))) {
+		free(n);
+		return 0;
+	}
+	n->kind = kind;
+	n->ino = (fuse_ino_t)fs->n_nodes + 1;
+	n->dir = dir;
+	n->item = item;
+	fs->nodes[fs->n_nodes++] = n;
+	if (kind != N_DIR)
+		hash_insert(fs, n);
+	return (fuse_ino_t)fs->n_nodes;
+}
+
+void tfs_tree_unlink(tfs_fs *fs, tfs_node *n)
+{
+	if (n->deleted)
+		return;
+	hash_remove(fs, n);
+	n->deleted = true;
+}
+
+int tfs_tree_rename(tfs_fs *fs, tfs_node *n, const char *fname)
+{
+	char *s = strdup(fname);
+	if (!s)
+		return -ENOMEM;
+	hash_remove(fs, n);
+	free(n->fname);
+	n->fname = s;
+	hash_insert(fs, n);
+	return 0;
+}
+
+static int add_encoded(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, const char *name,
+		       const char *suffix)
+{
+	tfs_buf b = { 0 };
+	int rc = tfs_name_encode(&b, name);
+	if (!rc && suffix) {
+		if (b.len + strlen(suffix) > 255) {
+			/* too long with the suffix: encode name+suffix as a whole */
+			tfs_buf full = { 0 };
+			b.len = 0;
+			rc = tfs_buf_printf(&full, "%s%s", name, suffix) ||
+			     tfs_name_encode(&b, full.data);
+			tfs_buf_free(&full);
+		} else {
+			rc = tfs_buf_append(&b, suffix, strlen(suffix));
+		}
+	}
+	if (!rc && !tfs_tree_add(fs, kind, dir, item, b.data))
+		rc = -ENOMEM;
+	tfs_buf_free(&b);
+	return rc ? -ENOMEM : 0;
+}
+
+int tfs_tree_add_tensor(tfs_fs *fs, long i, bool with_raw)
+{
+	const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)i);
+	int rc = with_raw ? add_encoded(fs, N_RAW, D_TENSORS, i, t->name, NULL) : 0;
+	if (!rc && tfs_tensor_f32_count(fs->model, (size_t)i, NULL))
+		rc = add_encoded(fs, N_F32, D_F32, i, t->name, NULL);
+	/* a native numpy dtype or a float view: npy/ has it */
+	tfs_buf hdr = { 0 };
+	bool raw;
+	if (!rc && tfs_npy_header(&hdr, &raw, fs->model, (size_t)i, NULL) == 0)
+		rc = add_encoded(fs, N_NPY, D_NPY, i, t->name, ".npy");
+	tfs_buf_free(&hdr);
+	return rc;
+}
+
+int tfs_tree_build(tfs_fs *fs, tfs_error *err)
+{
+	tfs_model *m = fs->model;
+	if (hash_grow(fs))
+		goto nomem;
+	for (int d = 0; d < D_COUNT; d++)
+		if (!tfs_tree_add(fs, N_DIR, (tfs_dir)d, -1, dir_names[d]))
+			goto nomem;
+	if (tfs_model_format(m) != TFS_FMT_OLLAMA && tfs_model_n_extras(m) == 0)
+		fs->nodes[D_LAYERS]->deleted = true;
+	if (!tfs_tree_add(fs, N_INDEX, D_ROOT, -1, "index.json"))
+		goto nomem;
+	for (size_t i = 0; i < tfs_model_n_kv(m); i++)
+		if (!tfs_model_kv(m, i)->deleted &&
+		    add_encoded(fs, N_KEY, D_METADATA, (long)i, tfs_model_kv(m, i)->name, NULL))
+			goto nomem;
+	for (size_t i = 0; i < tfs_model_n_tensors(m); i++)
+		if (!tfs_model_tensor(m, i)->deleted && tfs_tree_add_tensor(fs, (long)i, true))
+			goto nomem;
+	for (size_t i = 0; i < tfs_model_n_extras(m); i++)
+		if (!tfs_model_extra(m, i)->deleted &&
+		    add_encoded(fs, N_EXTRA, D_LAYERS, (long)i, tfs_model_extra(m, i)->name, NULL))
+			goto nomem;
+	return 0;
+nomem:
+	return tfs_error_set(err, TFS_E_NOMEM, "out of memory building the file tree");
+}
+
+void tfs_tree_free(tfs_fs *fs)
+{
+	for (size_t i = 0; i < fs->n_nodes; i++) {
+		tfs_node *n = fs->nodes[i];
+		free(n->fname);
+		tfs_buf_free(&n->cache);
+		free(n);
+	}
+	free(fs->nodes);
+	free(fs->hash);
+	fs->nodes = NULL;
+	fs->hash = NULL;
+	fs->n_nodes = fs->hash_cap = 0;
+}
+
+/* Fills n->cache for the kinds whose content is generated. cache_lock held. */
+int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out)
+{
+	tfs_error err;
+	int rc = 0;
+	if (n->cache.data && n->cache_gen == fs->gen + 1) {
+		*out = &n->cache;
+		return 0;
+	}
+	n->cache.len = 0;
+	switch (n->kind) {
+	case N_KEY: {
+		const tfs_kv *kv = tfs_model_kv(fs->model, (size_t)n->item);
+		rc = tfs_value_format(&n->cache, kv->type, kv->data, kv->len, &err);
+		if (!rc)
+			rc = tfs_buf_append(&n->cache, "\n", 1);
+		break;
+	}
+	case N_NPY:
+		rc = tfs_npy_header(&n->cache, &n->raw_npy, fs->model, (size_t)n->item, &err);
+		break;
+	case N_INDEX:
+		rc = tfs_model_index_json(&n->cache, fs->model, &err);
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (rc)
+		return rc == TFS_E_NOMEM ? -ENOMEM : -EIO;
+	if (!n->cache.data && tfs_buf_reserve(&n->cache, 0))
+		return -ENOMEM;
+	n->cache_gen = fs->gen + 1;
+	*out = &n->cache;
+	return 0;
+}
+
+int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
+{
+	const tfs_buf *c;
+	int rc = 0;
+	switch (n->kind) {
+	case N_DIR:
+		*size = 0;
+		return 0;
+	case N_RAW:
+		*size = tfs_model_tensor(fs->model, (size_t)n->item)->nbytes;
+		return 0;
+	case N_F32:
+		*size = tfs_tensor_f32_count(fs->model, (size_t)n->item, NULL) * 4;
+		return 0;
+	case N_EXTRA:
+		*size = tfs_model_extra(fs->model, (size_t)n->item)->size;
+		return 0;
+	case N_KEY:
+	case N_INDEX:
+	case N_NPY:
+		pthread_mutex_lock(&fs->cache_lock);
+		rc = tfs_node_content(fs, n, &c);
+		if (!rc) {
+			*size = c->len;
+			if (n->kind == N_NPY)
+				*size += n->raw_npy
+					 ? tfs_model_tensor(fs->model, (size_t)n->item)->nbytes
+					 : tfs_tensor_f32_count(fs->model, (size_t)n->item, NULL) * 4;
+		}
+		pthread_mutex_unlock(&fs->cache_lock);
+		return rc;
+	}
+	return -EINVAL;
+}

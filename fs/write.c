@@ -1,0 +1,731 @@
+/*
+ * write.c - the handlers of a writable mount (-o rw).
+ *
+ * Nothing here touches the source: a metadata value is parsed at close and
+ * journaled in the staging directory; a tensor's or layer's new bytes are
+ * written into a staging data file and journaled at close.  Each change is
+ * durable (fsynced, journaled) before close returns.
+ */
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_VALUE_TEXT (256u << 20)  /* a metadata value written through the mount */
+
+/* Copies len bytes of a source range into fd (copy_file_range, then read/write). */
+static int copy_range(int dst, int src, uint64_t off, uint64_t len)
+{
+	loff_t in = (loff_t)off, out = 0;
+	while (len) {
+		ssize_t n = copy_file_range(src, &in, dst, &out, len > (1u << 30) ? 1u << 30 : len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+			char *buf = tfs_scratch(1, 1u << 20);
+			if (!buf)
+				return -ENOMEM;
+			while (len) {
+				size_t k = len > (1u << 20) ? 1u << 20 : len;
+				ssize_t r = pread(src, buf, k, in);
+				if (r <= 0)
+					return r < 0 ? -errno : -EIO;
+				if (pwrite(dst, buf, (size_t)r, out) != r)
+					return -errno;
+				in += r;
+				out += r;
+				len -= (uint64_t)r;
+			}
+			return 0;
+		}
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/* The value text of key node n as it reads now. */
+static int current_text(tfs_fs *fs, tfs_node *n, tfs_buf *out)
+{
+	const tfs_buf *c;
+	pthread_mutex_lock(&fs->cache_lock);
+	int rc = tfs_node_content(fs, n, &c);
+	if (!rc && tfs_buf_append(out, c->data, c->len))
+		rc = -ENOMEM;
+	pthread_mutex_unlock(&fs->cache_lock);
+	return rc;
+}
+
+int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
+{
+	tfs_node *n = h->node;
+	tfs_error err;
+	int rc = 0;
+	h->writing = true;
+	h->dirty = trunc;
+	if (n->kind == N_KEY) {
+		if (trunc) {
+			if (tfs_buf_reserve(&h->text, 0))
+				return -ENOMEM;
+			return 0;
+		}
+		pthread_rwlock_rdlock(&fs->lock);
+		rc = current_text(fs, n, &h->text);
+		pthread_rwlock_unlock(&fs->lock);
+		return rc;
+	}
+	if (n->kind != N_RAW && n->kind != N_EXTRA)
+		return -EACCES;
+	pthread_rwlock_wrlock(&fs->lock);
+	rc = tfs_staging_new_data(fs->staging, &h->data_path, &err);
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc)
+		return -tfs_fail(fs, &err);
+	h->data_fd = open(h->data_path, O_RDWR | O_CLOEXEC);
+	if (h->data_fd < 0)
+		return -errno;
+	if (trunc || n->item < 0)
+		return 0;
+	/* a partial update: start from the current bytes */
+	int32_t src;
+	uint64_t off, len;
+	pthread_rwlock_rdlock(&fs->lock);
+	if (n->kind == N_RAW) {
+		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+		src = t->src, off = t->offset, len = t->nbytes;
+	} else {
+		const tfs_extra *x = tfs_model_extra(fs->model, (size_t)n->item);
+		src = x->src, off = x->offset, len = x->size;
+	}
+	int sfd = tfs_model_source(fs->model, (size_t)src)->fd;
+	pthread_rwlock_unlock(&fs->lock);
+	rc = copy_range(h->data_fd, sfd, off, len);
+	h->data_size = len;
+	return rc;
+}
+
+void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		  struct fuse_file_info *fi)
+{
+	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
+	if (!h->writing) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	uint64_t end = (uint64_t)off + size;
+	if (h->node->kind == N_KEY) {
+		if (end > MAX_VALUE_TEXT) {
+			fuse_reply_err(req, EFBIG);
+			return;
+		}
+		if (end > h->text.len) {
+			if (tfs_buf_reserve(&h->text, end - h->text.len)) {
+				fuse_reply_err(req, ENOMEM);
+				return;
+			}
+			memset(h->text.data + h->text.len, 0, end - h->text.len);
+			h->text.len = end;
+			h->text.data[end] = '\0';
+		}
+		memcpy(h->text.data + off, buf, size);
+	} else {
+		size_t done = 0;
+		while (done < size) {
+			ssize_t r = pwrite(h->data_fd, buf + done, size - done, off + (off_t)done);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				fuse_reply_err(req, errno);
+				return;
+			}
+			done += (size_t)r;
+		}
+		if (end > h->data_size)
+			h->data_size = end;
+	}
+	h->dirty = true;
+	fuse_reply_write(req, size);
+}
+
+/* Default dtype and shape of a new tensor of nbytes bytes: F32 [n/4] when it divides, else
+ * bytes (U8 in safetensors, I8 in GGUF, which has no U8). */
+static void default_type(tfs_fs *fs, uint64_t nbytes, int *dtype, uint32_t *nd, int64_t *ne)
+{
+	bool gguf = tfs_model_format(fs->model) != TFS_FMT_SAFETENSORS;
+	*nd = 1;
+	if (nbytes % 4 == 0) {
+		*dtype = TFS_DT_F32;
+		ne[0] = (int64_t)(nbytes / 4);
+	} else {
+		*dtype = gguf ? TFS_DT_I8 : TFS_DT_U8;
+		ne[0] = (int64_t)nbytes;
+	}
+}
+
+/* Journals the handle's staged bytes as tensor/layer n, with dtype/shape given or kept. */
+static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const int64_t *ne_in)
+{
+	tfs_node *n = h->node;
+	tfs_error err;
+	int rc;
+	if (fsync(h->data_fd) < 0)
+		return -errno;
+	pthread_rwlock_wrlock(&fs->lock);
+	if (n->deleted) {
+		pthread_rwlock_unlock(&fs->lock);
+		return 0;
+	}
+	tfs_buf name = { 0 };
+	if (n->item >= 0)
+		rc = tfs_buf_printf(&name, "%s", n->kind == N_RAW
+					? tfs_model_tensor(fs->model, (size_t)n->item)->name
+					: tfs_model_extra(fs->model, (size_t)n->item)->name);
+	else
+		rc = tfs_name_decode(&name, n->fname);
+	if (rc) {
+		pthread_rwlock_unlock(&fs->lock);
+		tfs_buf_free(&name);
+		return -EINVAL;
+	}
+	if (n->kind == N_EXTRA) {
+		rc = tfs_staging_set_extra(fs->staging, fs->model, name.data, h->data_path, &err);
+		if (!rc && n->item < 0)
+			n->item = tfs_model_find_extra(fs->model, name.data);
+	} else {
+		int64_t ne[TFS_MAX_DIMS];
+		if (dtype < 0) {
+			if (n->item >= 0) {
+				const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+				dtype = t->dtype;
+				nd = t->n_dims;
+				memcpy(ne, t->ne, sizeof(ne));
+				/* a vector may change length */
+				const tfs_dtype_info *d = tfs_dtype(dtype);
+				if (nd == 1 && d && t->q.mode == TFS_QMODE_NONE &&
+				    h->data_size % d->block_bytes == 0)
+					ne[0] = (int64_t)(h->data_size / d->block_bytes * d->block_elems);
+			} else if (n->pend_dtype >= 0 || n->pend_shape) {
+				const tfs_dtype_info *d = tfs_dtype(n->pend_dtype >= 0 ? n->pend_dtype : TFS_DT_F32);
+				dtype = n->pend_dtype >= 0 ? n->pend_dtype : TFS_DT_F32;
+				if (n->pend_shape) {
+					nd = n->pend_ndims;
+					memcpy(ne, n->pend_ne, sizeof(ne));
+				} else {
+					nd = 1;
+					ne[0] = d ? (int64_t)(h->data_size / d->block_bytes * d->block_elems) : 0;
+				}
+			} else {
+				default_type(fs, h->data_size, &dtype, &nd, ne);
+			}
+		} else {
+			memcpy(ne, ne_in, sizeof(ne));
+		}
+		rc = tfs_staging_set_tensor(fs->staging, fs->model, name.data, dtype, nd, ne,
+					    h->data_path, &err);
+		if (!rc && n->item < 0) {
+			n->item = tfs_model_find_tensor(fs->model, name.data);
+			if (n->item >= 0 && tfs_tree_add_tensor(fs, n->item, false))
+				rc = TFS_E_NOMEM;
+		}
+	}
+	if (!rc)
+		fs->gen++;
+	pthread_rwlock_unlock(&fs->lock);
+	tfs_buf_free(&name);
+	return rc ? -tfs_fail(fs, &err) : 0;
+}
+
+/* Parses and journals the handle's text as the new value of key node n. */
+static int commit_text(tfs_fs *fs, tfs_handle *h, const char *type_name)
+{
+	tfs_node *n = h->node;
+	tfs_error err;
+	tfs_buf tn = { 0 };
+	uint8_t *data = NULL;
+	uint64_t len;
+	uint32_t type;
+	int rc;
+
+	pthread_rwlock_wrlock(&fs->lock);
+	if (n->deleted || n->item < 0) {
+		pthread_rwlock_unlock(&fs->lock);
+		return 0;
+	}
+	const tfs_kv *kv = tfs_model_kv(fs->model, (size_t)n->item);
+	if (!type_name) {
+		if (tfs_value_type_name(&tn, kv->type, kv->data, kv->len)) {
+			pthread_rwlock_unlock(&fs->lock);
+			tfs_buf_free(&tn);
+			return -EIO;
+		}
+		type_name = tn.data;
+	}
+	rc = tfs_value_parse(&data, &len, &type, type_name, h->text.data ? h->text.data : "",
+			     h->text.len, &err);
+	if (!rc && type == kv->type && len == kv->len && memcmp(data, kv->data, len) == 0) {
+		free(data); /* the same value: nothing to record */
+	} else if (!rc) {
+		char *key = strdup(kv->name);
+		rc = key ? tfs_staging_set_kv(fs->staging, fs->model, key, type, data, len, &err)
+			 : tfs_error_set(&err, TFS_E_NOMEM, "out of memory");
+		free(key);
+		free(data);
+		if (!rc)
+			fs->gen++;
+	} else {
+		char msg[TFS_ERRMSG_MAX];
+		snprintf(msg, sizeof(msg), "metadata/%.200s: %.800s", n->fname, err.msg);
+		snprintf(err.msg, sizeof(err.msg), "%s", msg);
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	tfs_buf_free(&tn);
+	return rc ? -tfs_fail(fs, &err) : 0;
+}
+
+static int commit(tfs_fs *fs, tfs_handle *h)
+{
+	if (!h->writing || !h->dirty)
+		return 0;
+	h->dirty = false;
+	if (h->node->kind == N_KEY)
+		return commit_text(fs, h, NULL);
+	return commit_data(fs, h, -1, 0, NULL);
+}
+
+void tfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
+	fuse_reply_err(req, -commit(fuse_req_userdata(req), h));
+}
+
+void tfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
+	fuse_reply_err(req, -commit(fuse_req_userdata(req), h));
+}
+
+void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		    struct fuse_file_info *fi)
+{
+	tfs_fs *fs = fuse_req_userdata(req);
+	int rc = 0;
+	pthread_rwlock_rdlock(&fs->lock);
+	tfs_node *n = tfs_live_node(fs, ino);
+	bool writable = n && n->kind != N_DIR && tfs_writable_dir(fs, n->dir);
+	pthread_rwlock_unlock(&fs->lock);
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (!fs->opts.rw) {
+			fuse_reply_err(req, EROFS);
+			return;
+		}
+		if (!writable) {
+			fuse_reply_err(req, EACCES);
+			return;
+		}
+		tfs_handle tmp = { .node = n, .data_fd = -1 };
+		tfs_handle *h = fi ? (tfs_handle *)(uintptr_t)fi->fh : &tmp;
+		uint64_t size = (uint64_t)attr->st_size;
+		if (!h->writing)
+			rc = tfs_start_write(fs, h, size == 0);
+		if (!rc && n->kind == N_KEY) {
+			if (size > MAX_VALUE_TEXT)
+				rc = -EFBIG;
+			else if (size > h->text.len) {
+				if (tfs_buf_reserve(&h->text, size - h->text.len))
+					rc = -ENOMEM;
+				else
+					memset(h->text.data + h->text.len, 0, size - h->text.len);
+			}
+			if (!rc) {
+				h->text.len = size;
+				h->text.data[size] = '\0';
+			}
+		} else if (!rc && ftruncate(h->data_fd, (off_t)size) < 0) {
+			rc = -errno;
+		} else if (!rc) {
+			h->data_size = size;
+		}
+		h->dirty = true;
+		if (!rc && h == &tmp)
+			rc = commit(fs, h);
+		if (h == &tmp) {
+			tfs_buf_free(&tmp.text);
+			if (tmp.data_fd >= 0)
+				close(tmp.data_fd);
+			free(tmp.data_path);
+		}
+	}
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct stat st;
+	pthread_rwlock_rdlock(&fs->lock);
+	memset(&st, 0, sizeof(st));
+	uint64_t size = 0;
+	if (n->kind != N_DIR && (n->item >= 0 || n->kind == N_INDEX))
+		rc = tfs_node_size(fs, n, &size);
+	pthread_rwlock_unlock(&fs->lock);
+	st.st_ino = ino;
+	st.st_mode = (n->kind == N_DIR ? S_IFDIR | 0755 : S_IFREG | (writable ? 0644 : 0444));
+	st.st_nlink = n->kind == N_DIR ? 2 : 1;
+	st.st_size = (off_t)size;
+	st.st_uid = fs->uid;
+	st.st_gid = fs->gid;
+	st.st_atim = st.st_mtim = st.st_ctim = fs->mtime;
+	if (fi && fi->fh && ((tfs_handle *)(uintptr_t)fi->fh)->writing &&
+	    n->kind != N_KEY)
+		st.st_size = (off_t)((tfs_handle *)(uintptr_t)fi->fh)->data_size;
+	fuse_reply_attr(req, &st, fs->timeout);
+}
+
+/* The parent directory node of a change, checked writable. */
+static int change_dir(tfs_fs *fs, fuse_ino_t parent, tfs_node **out)
+{
+	tfs_node *p = tfs_live_node(fs, parent);
+	if (!p)
+		return ENOENT;
+	if (p->kind != N_DIR)
+		return ENOTDIR;
+	if (!fs->opts.rw)
+		return EROFS;
+	if (!tfs_writable_dir(fs, p->dir))
+		return EACCES;
+	*out = p;
+	return 0;
+}
+
+void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		   struct fuse_file_info *fi)
+{
+	tfs_fs *fs = fuse_req_userdata(req);
+	tfs_node *p, *n = NULL;
+	tfs_error err;
+	tfs_buf key = { 0 };
+	int rc;
+
+	pthread_rwlock_wrlock(&fs->lock);
+	rc = change_dir(fs, parent, &p);
+	if (!rc && tfs_tree_lookup(fs, p->dir, name))
+		rc = EEXIST;
+	if (!rc && (tfs_name_decode(&key, name) || strlen(name) > 255))
+		rc = EINVAL;
+	if (!rc && p->dir == D_METADATA) {
+		/* a new key: an empty string until written (or typed with setfattr) */
+		uint8_t *empty = calloc(1, 8);
+		rc = empty ? -tfs_staging_set_kv(fs->staging, fs->model, key.data, TFS_GGUF_STRING,
+						 empty, 8, &err) : ENOMEM;
+		free(empty);
+		if (rc < 0)
+			rc = tfs_fail(fs, &err);
+		fuse_ino_t ino = rc ? 0 : tfs_tree_add(fs, N_KEY, D_METADATA,
+							tfs_model_find_kv(fs->model, key.data), name);
+		if (!rc && !ino)
+			rc = ENOMEM;
+		n = rc ? NULL : tfs_tree_get(fs, ino);
+	} else if (!rc) {
+		/* a new tensor or layer: it exists in the model once its bytes are closed */
+		fuse_ino_t ino = tfs_tree_add(fs, p->dir == D_TENSORS ? N_RAW : N_EXTRA, p->dir, -1, name);
+		n = ino ? tfs_tree_get(fs, ino) : NULL;
+		if (!n)
+			rc = ENOMEM;
+		else
+			n->pend_dtype = -1;
+	}
+	if (!rc)
+		fs->gen++;
+	pthread_rwlock_unlock(&fs->lock);
+	tfs_buf_free(&key);
+
+	tfs_handle *h = NULL;
+	if (!rc && !(h = calloc(1, sizeof(*h))))
+		rc = ENOMEM;
+	if (!rc) {
+		h->node = n;
+		h->data_fd = -1;
+		rc = -tfs_start_write(fs, h, true);
+		h->dirty = false; /* an empty new tensor is only recorded once written */
+	}
+	if (rc) {
+		tfs_handle_free(h);
+		fuse_reply_err(req, rc);
+		return;
+	}
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.ino = n->ino;
+	e.attr.st_ino = n->ino;
+	e.attr.st_mode = S_IFREG | 0644;
+	e.attr.st_nlink = 1;
+	e.attr.st_uid = fs->uid;
+	e.attr.st_gid = fs->gid;
+	e.attr_timeout = e.entry_timeout = fs->timeout;
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->keep_cache = 0;
+	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+		tfs_handle_free(h);
+}
+
+/* The entries of tensor item i in f32/ and npy/. */
+static void tensor_views(tfs_fs *fs, long item, tfs_node **f32, tfs_node **npy)
+{
+	*f32 = *npy = NULL;
+	for (size_t k = 0; k < fs->n_nodes; k++) {
+		tfs_node *v = fs->nodes[k];
+		if (v->deleted || v->item != item)
+			continue;
+		if (v->kind == N_F32)
+			*f32 = v;
+		else if (v->kind == N_NPY)
+			*npy = v;
+	}
+}
+
+static int remove_node(tfs_fs *fs, tfs_node *n, tfs_error *err)
+{
+	int rc = 0;
+	if (n->item >= 0) {
+		if (n->kind == N_KEY)
+			rc = tfs_staging_del_kv(fs->staging, fs->model,
+						tfs_model_kv(fs->model, (size_t)n->item)->name, err);
+		else if (n->kind == N_RAW)
+			rc = tfs_staging_del_tensor(fs->staging, fs->model,
+						    tfs_model_tensor(fs->model, (size_t)n->item)->name, err);
+		else
+			rc = tfs_staging_del_extra(fs->staging, fs->model,
+						   tfs_model_extra(fs->model, (size_t)n->item)->name, err);
+	}
+	if (rc)
+		return rc;
+	if (n->kind == N_RAW && n->item >= 0) {
+		tfs_node *f, *p;
+		tensor_views(fs, n->item, &f, &p);
+		if (f)
+			tfs_tree_unlink(fs, f);
+		if (p)
+			tfs_tree_unlink(fs, p);
+	}
+	tfs_tree_unlink(fs, n);
+	fs->gen++;
+	return 0;
+}
+
+void tfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	tfs_fs *fs = fuse_req_userdata(req);
+	tfs_node *p, *n = NULL;
+	tfs_error err;
+	pthread_rwlock_wrlock(&fs->lock);
+	int rc = change_dir(fs, parent, &p);
+	if (!rc && !(n = tfs_tree_lookup(fs, p->dir, name)))
+		rc = ENOENT;
+	if (!rc && remove_node(fs, n, &err))
+		rc = tfs_fail(fs, &err);
+	pthread_rwlock_unlock(&fs->lock);
+	fuse_reply_err(req, rc);
+}
+
+void tfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		   const char *newname, unsigned int flags)
+{
+	tfs_fs *fs = fuse_req_userdata(req);
+	tfs_node *p, *np, *n = NULL, *victim;
+	tfs_error err;
+	tfs_buf to = { 0 };
+	int rc;
+
+	pthread_rwlock_wrlock(&fs->lock);
+	rc = change_dir(fs, parent, &p);
+	if (!rc)
+		rc = change_dir(fs, newparent, &np);
+	if (!rc && p != np)
+		rc = EXDEV;  /* a key cannot become a tensor */
+	if (!rc && (flags & ~(unsigned)RENAME_NOREPLACE))
+		rc = EINVAL;
+	if (!rc && !(n = tfs_tree_lookup(fs, p->dir, name)))
+		rc = ENOENT;
+	if (!rc && (tfs_name_decode(&to, newname) || strlen(newname) > 255))
+		rc = EINVAL;
+	victim = rc ? NULL : tfs_tree_lookup(fs, p->dir, newname);
+	if (!rc && victim == n)
+		goto out;
+	if (!rc && victim && (flags & RENAME_NOREPLACE))
+		rc = EEXIST;
+	if (!rc && victim && remove_node(fs, victim, &err))
+		rc = tfs_fail(fs, &err);
+	if (!rc && n->item >= 0) {
+		int r;
+		if (n->kind == N_KEY)
+			r = tfs_staging_rename_kv(fs->staging, fs->model,
+						  tfs_model_kv(fs->model, (size_t)n->item)->name, to.data, &err);
+		else if (n->kind == N_RAW)
+			r = tfs_staging_rename_tensor(fs->staging, fs->model,
+						      tfs_model_tensor(fs->model, (size_t)n->item)->name,
+						      to.data, &err);
+		else
+			r = tfs_error_set(&err, TFS_E_UNSUPPORTED,
+					  "layers/%s: a layer's name is its kind and cannot be changed", n->fname);
+		if (r)
+			rc = tfs_fail(fs, &err);
+	}
+	if (!rc) {
+		if (n->kind == N_RAW && n->item >= 0) {
+			tfs_node *f, *v;
+			tensor_views(fs, n->item, &f, &v);
+			if (f)
+				tfs_tree_rename(fs, f, newname);
+			if (v) {
+				tfs_buf npy = { 0 };
+				tfs_buf_printf(&npy, "%s.npy", newname);
+				tfs_tree_rename(fs, v, npy.data);
+				tfs_buf_free(&npy);
+			}
+		}
+		rc = -tfs_tree_rename(fs, n, newname);
+		fs->gen++;
+	}
+out:
+	pthread_rwlock_unlock(&fs->lock);
+	tfs_buf_free(&to);
+	fuse_reply_err(req, rc);
+}
+
+/* Zero text of a type, for typing a new empty key. */
+static const char *zero_text(const char *type_name)
+{
+	if (strncmp(type_name, "array", 5) == 0)
+		return "[]";
+	if (strcmp(type_name, "string") == 0)
+		return "";
+	if (strcmp(type_name, "bool") == 0)
+		return "false";
+	if (strncmp(type_name, "float", 5) == 0)
+		return "0.0";
+	return "0";
+}
+
+/* Parses "4,256" (numpy order) into GGUF-order ne. */
+static int parse_shape(const char *s, uint32_t *nd, int64_t *ne)
+{
+	int64_t v[TFS_MAX_DIMS];
+	uint32_t k = 0;
+	while (*s) {
+		char *end;
+		if (k == TFS_MAX_DIMS || *s < '0' || *s > '9')
+			return -EINVAL;
+		errno = 0;
+		long long x = strtoll(s, &end, 10);
+		if (errno || x < 0)
+			return -EINVAL;
+		v[k++] = x;
+		s = end;
+		if (*s == ',')
+			s++;
+		else if (*s)
+			return -EINVAL;
+	}
+	*nd = k;
+	for (uint32_t i = 0; i < k; i++)
+		ne[i] = v[k - 1 - i];
+	for (uint32_t i = k; i < TFS_MAX_DIMS; i++)
+		ne[i] = 1;
+	return 0;
+}
+
+void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		     size_t size, int flags)
+{
+	tfs_fs *fs = fuse_req_userdata(req);
+	char v[256];
+	int rc = 0;
+	if (!fs->opts.rw) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (size >= sizeof(v)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	memcpy(v, value, size);
+	v[size] = '\0';
+	if (size && v[size - 1] == '\n')
+		v[size - 1] = '\0';
+
+	pthread_rwlock_rdlock(&fs->lock);
+	tfs_node *n = tfs_live_node(fs, ino);
+	pthread_rwlock_unlock(&fs->lock);
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n->kind == N_KEY && strcmp(name, "user.tensorfs.type") == 0) {
+		/* retype: the current text, or the type's zero for an empty value */
+		tfs_handle h = { .node = n, .data_fd = -1, .writing = true, .dirty = true };
+		pthread_rwlock_rdlock(&fs->lock);
+		rc = current_text(fs, n, &h.text);
+		pthread_rwlock_unlock(&fs->lock);
+		if (!rc && h.text.len <= 1) {
+			h.text.len = 0;
+			tfs_buf_printf(&h.text, "%s", zero_text(v));
+		}
+		if (!rc)
+			rc = commit_text(fs, &h, v);
+		tfs_buf_free(&h.text);
+	} else if (n->kind == N_RAW && (strcmp(name, "user.tensorfs.dtype") == 0 ||
+					 strcmp(name, "user.tensorfs.shape") == 0)) {
+		bool is_dtype = strcmp(name, "user.tensorfs.dtype") == 0;
+		int dtype = -1;
+		uint32_t nd = 0;
+		int64_t ne[TFS_MAX_DIMS];
+		if (is_dtype && (dtype = tfs_dtype_from_name(v)) < 0)
+			rc = -EINVAL;
+		if (!is_dtype)
+			rc = parse_shape(v, &nd, ne);
+		if (!rc && n->item < 0) {
+			/* not written yet: remember for when it is */
+			pthread_rwlock_wrlock(&fs->lock);
+			if (is_dtype)
+				n->pend_dtype = dtype;
+			else {
+				n->pend_shape = true;
+				n->pend_ndims = nd;
+				memcpy(n->pend_ne, ne, sizeof(ne));
+			}
+			pthread_rwlock_unlock(&fs->lock);
+		} else if (!rc) {
+			/* reinterpret the bytes: restage them with the new dtype / shape */
+			pthread_rwlock_rdlock(&fs->lock);
+			const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+			if (is_dtype) {
+				nd = t->n_dims;
+				memcpy(ne, t->ne, sizeof(ne));
+				const tfs_dtype_info *d = tfs_dtype(dtype);
+				if (nd == 1 && d && t->nbytes % d->block_bytes == 0)
+					ne[0] = (int64_t)(t->nbytes / d->block_bytes * d->block_elems);
+			} else {
+				dtype = t->dtype;
+			}
+			pthread_rwlock_unlock(&fs->lock);
+			tfs_handle h = { .node = n, .data_fd = -1 };
+			rc = tfs_start_write(fs, &h, false);
+			if (!rc)
+				rc = commit_data(fs, &h, dtype, nd, ne);
+			if (h.data_fd >= 0)
+				close(h.data_fd);
+			free(h.data_path);
+		}
+	} else {
+		rc = strncmp(name, "user.tensorfs.", 14) == 0 ? -EACCES : -ENOTSUP;
+	}
+	fuse_reply_err(req, -rc);
+}

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 /* ==== errors ==== */
 
@@ -129,6 +130,14 @@ int tfs_cursor_bytes(tfs_cursor *c, const uint8_t **p, uint64_t n, const char *w
 {
 	if (n > tfs_cursor_left(c))
 		return cursor_short(c, n, what);
+	if (c->prefetch && c->pos + n > c->ra_end) {
+		uint64_t want = c->pos + n + (1u << 20);
+		want = want > c->size ? c->size : want;
+		/* base is page aligned and ra_end a multiple of 1 MiB */
+		madvise((void *)(uintptr_t)(c->base + c->ra_end), (size_t)(want - c->ra_end),
+			MADV_WILLNEED);
+		c->ra_end = (want + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+	}
 	*p = c->base + c->pos;
 	c->pos += n;
 	return 0;

@@ -26,15 +26,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-/* ---- write-path internals shared with write.c (see there) ---- */
-int tfs_io_pwrite(int fd, const char *path, uint64_t pos, const void *p, size_t n,
-		  tfs_error *err);
-int tfs_io_zeros(int fd, const char *path, uint64_t pos, uint64_t n, tfs_error *err);
-int tfs_io_reserve(int fd, const char *path, uint64_t size, tfs_error *err);
-int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t src,
-		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,
-		tfs_error *err);
-/* ---- end of shared internals ---- */
+
 
 #define GGUF_BUF (1u << 20)
 

@@ -29,6 +29,10 @@ typedef struct {
 	uint64_t origin;      /* absolute file offset of base (for messages) */
 	const char *file;     /* file name for messages */
 	tfs_error *err;
+	/* When base is a whole-file mapping advised MADV_RANDOM: read ahead explicitly,
+	 * 1 MiB at a time, just past what was parsed (so opening reads only the header). */
+	bool prefetch;
+	uint64_t ra_end;
 } tfs_cursor;
 
 static inline uint64_t tfs_cursor_left(const tfs_cursor *c) { return c->size - c->pos; }
@@ -108,6 +112,11 @@ int tfs_model_push_tensor(tfs_model *m, const char *name, size_t name_len, tfs_t
 int tfs_model_push_extra(tfs_model *m, const char *name, const char *media_type, int32_t src,
 			 uint64_t offset, uint64_t size, tfs_error *err);
 
+/* madvise()s the page-aligned span of [off, off+len) of source src: MADV_WILLNEED before
+ * reading through the mapping, MADV_DONTNEED after (keeps the daemon's RSS flat; the
+ * page cache keeps the data). */
+void tfs_source_advise(const tfs_model *m, int32_t src, uint64_t off, uint64_t len, int advice);
+
 /* Per-format readers: fill an empty model (created by tfs_model_new) from path. */
 int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err);
 int tfs_safetensors_open(tfs_model *m, const char *path, tfs_error *err);
@@ -117,6 +126,47 @@ int tfs_ollama_open(tfs_model *m, const char *ref, const tfs_open_opts *o, tfs_e
  * (already-open fd), used by tfs_model_write. */
 int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write_opts *o,
 		   tfs_error *err);
+
+/* ==== the write path (write.c, *_write.c, staging.c) ==== */
+
+#include <jansson.h>
+#include <sys/stat.h>
+
+/* A commit: the temporaries of one repack and the files they replace, renamed
+ * together at the end. */
+typedef struct tfs_commit tfs_commit;
+int tfs_commit_new(tfs_commit **out, tfs_error *err);
+int tfs_commit_add(tfs_commit *c, const char *final, int *fd, const char **tmp, tfs_error *err);
+int tfs_commit_seal(tfs_commit *c, tfs_error *err);
+size_t tfs_commit_count(const tfs_commit *c);
+int tfs_commit_get(const tfs_commit *c, size_t i, const char **tmp, const char **final,
+		   struct stat *st);
+int tfs_commit_apply(tfs_commit *c, tfs_error *err);
+void tfs_commit_abort(tfs_commit *c);
+void tfs_commit_free(tfs_commit *c);
+int tfs_model_write_prepare(tfs_model *m, const tfs_write_opts *o, tfs_commit *c,
+			    tfs_error *err);
+int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err);
+int tfs_io_pwrite(int fd, const char *path, uint64_t pos, const void *p, size_t n,
+		  tfs_error *err);
+int tfs_io_zeros(int fd, const char *path, uint64_t pos, uint64_t n, tfs_error *err);
+int tfs_io_reserve(int fd, const char *path, uint64_t size, tfs_error *err);
+int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t src,
+		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,
+		tfs_error *err);
+int tfs_io_fsync_dir(const char *path_in_dir, tfs_error *err);
+void tfs_test_crash_point(const char *where);
+int tfs_gguf_validate(const tfs_model *m, const char *path, tfs_error *err);
+bool tfs_model_gguf_encoded(const tfs_model *m);
+bool tfs_utf8_valid(const char *s, size_t n);
+bool tfs_st_dtype_ok(int dtype);
+int tfs_safetensors_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err);
+int tfs_ollama_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err);
+int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
+		      size_t nk, const json_t *meta, int fd, const char *path,
+		      const tfs_write_opts *o, tfs_error *err);
+int tfs_st_check_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
+		      size_t nk, const json_t *meta, const char *path, tfs_error *err);
 
 /* The basename of path (no allocation). */
 const char *tfs_basename(const char *path);

@@ -141,6 +141,9 @@ int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int3
 			close(fd);
 			return tfs_error_sys(err, e, "%s: mmap", path);
 		}
+		/* no blind readahead on faults: readers say what they need (tfs_source_advise),
+		 * so parsing a header reads the header, not megabytes around it */
+		madvise((void *)map, (size_t)st.st_size, MADV_RANDOM);
 	}
 	tfs_source *s = &m->src[m->n_src];
 	memset(s, 0, sizeof(*s));
@@ -296,6 +299,23 @@ const char *tfs_model_format_name(const tfs_model *m)
 
 /* ==== reading ==== */
 
+void tfs_source_advise(const tfs_model *m, int32_t src, uint64_t off, uint64_t len, int advice)
+{
+	if (src < 0 || (size_t)src >= m->n_src || !m->src[src].map || !len)
+		return;
+	const tfs_source *s = &m->src[src];
+	uint64_t pg = 4096, a = off & ~(pg - 1), b = off + len;
+	if (advice == MADV_DONTNEED) {
+		/* only pages wholly inside the range: neighbours may be in use */
+		a = (off + pg - 1) & ~(pg - 1);
+		b &= ~(pg - 1);
+	}
+	if (b > s->size)
+		b = s->size;
+	if (b > a)
+		madvise((void *)(uintptr_t)(s->map + a), (size_t)(b - a), advice);
+}
+
 /* Copies [off, off+len) of a source into out, from its mapping. */
 static int source_read(const tfs_model *m, int32_t si, uint64_t off, uint64_t len, void *out,
 		       tfs_error *err)
@@ -416,6 +436,8 @@ int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t c
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' extends past the file",
 				     s->path, t->name);
 	const uint8_t *src = s->map + t->offset;
+	uint64_t span_off = t->offset + b0 * d->block_bytes, span_len = (b1 - b0) * d->block_bytes;
+	tfs_source_advise(m, t->src, span_off, span_len, MADV_WILLNEED);
 
 	/* partial first block */
 	uint64_t skip = first - b0 * bv;
@@ -445,5 +467,6 @@ int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t c
 		d->to_f32(src + b0 * d->block_bytes, tmp, 1);
 		memcpy(out, tmp, count * sizeof(float));
 	}
+	tfs_source_advise(m, t->src, span_off, span_len, MADV_DONTNEED);
 	return 0;
 }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include <sys/mman.h>
 
 #define MT_PREFIX "application/vnd.ollama.image."
 #define MT_MODEL MT_PREFIX "model"
@@ -308,7 +309,10 @@ static int check_sha256(const tfs_model *m, int32_t si, const char *digest,
 	}
 	for (uint64_t done = 0; done < s->size;) {
 		uint64_t n = s->size - done < HASH_CHUNK ? s->size - done : HASH_CHUNK;
-		if (EVP_DigestUpdate(ctx, s->map + done, (size_t)n) != 1) {
+		tfs_source_advise(m, si, done, n, MADV_WILLNEED);
+		int upd = EVP_DigestUpdate(ctx, s->map + done, (size_t)n);
+		tfs_source_advise(m, si, done, n, MADV_DONTNEED);
+		if (upd != 1) {
 			EVP_MD_CTX_free(ctx);
 			return tfs_error_set(err, TFS_E_IO, "%s: sha256 failed", blob);
 		}
@@ -804,6 +808,15 @@ int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, ui
 				     m->path, t->name);
 
 	uint64_t r = first / k, k0 = first % k;
+	uint64_t r_end = (first + count + k - 1) / k;
+	/* the mappings are MADV_RANDOM: ask for the rows this read needs */
+	tfs_source_advise(m, t->src, t->offset + r * words * 4, (r_end - r) * words * 4, MADV_WILLNEED);
+	tfs_source_advise(m, sc->src, sc->offset + r * groups * sb, (r_end - r) * groups * sb,
+			  MADV_WILLNEED);
+	if (b)
+		tfs_source_advise(m, m->t[t->q_bias].src, m->t[t->q_bias].offset + r * groups * bb,
+				  (r_end - r) * groups * bb, MADV_WILLNEED);
+	uint64_t r_first = r;
 	while (count) {
 		uint64_t n = k - k0 < count ? k - k0 : count;
 		float gs, *gp = NULL;
@@ -818,6 +831,8 @@ int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, ui
 		k0 = 0;
 		r++;
 	}
+	tfs_source_advise(m, t->src, t->offset + r_first * words * 4, (r_end - r_first) * words * 4,
+			  MADV_DONTNEED);
 	return 0;
 }
 

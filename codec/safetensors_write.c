@@ -31,26 +31,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-/* ---- write-path internals shared with write.c (see there) ---- */
-typedef struct tfs_commit tfs_commit;
-int tfs_commit_add(tfs_commit *c, const char *final, int *fd, const char **tmp, tfs_error *err);
-int tfs_commit_seal(tfs_commit *c, tfs_error *err);
-int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err);
-int tfs_io_pwrite(int fd, const char *path, uint64_t pos, const void *p, size_t n,
-		  tfs_error *err);
-int tfs_io_reserve(int fd, const char *path, uint64_t size, tfs_error *err);
-int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t src,
-		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,
-		tfs_error *err);
-bool tfs_st_dtype_ok(int dtype);
-bool tfs_utf8_valid(const char *s, size_t n);
-int tfs_safetensors_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err);
-int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
-		      size_t nk, const json_t *meta, int fd, const char *path,
-		      const tfs_write_opts *o, tfs_error *err);
-int tfs_st_check_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
-		      size_t nk, const json_t *meta, const char *path, tfs_error *err);
-/* ---- end of shared internals ---- */
+
 
 /* ==== the header ==== */
 

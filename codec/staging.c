@@ -45,24 +45,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- write-path internals shared with write.c (see there) ---- */
-typedef struct tfs_commit tfs_commit;
-int tfs_commit_new(tfs_commit **out, tfs_error *err);
-int tfs_commit_seal(tfs_commit *c, tfs_error *err);
-size_t tfs_commit_count(const tfs_commit *c);
-int tfs_commit_get(const tfs_commit *c, size_t i, const char **tmp, const char **final,
-		   struct stat *st);
-int tfs_commit_apply(tfs_commit *c, tfs_error *err);
-void tfs_commit_abort(tfs_commit *c);
-void tfs_commit_free(tfs_commit *c);
-int tfs_model_write_prepare(tfs_model *m, const tfs_write_opts *o, tfs_commit *c,
-			    tfs_error *err);
-int tfs_io_pwrite(int fd, const char *path, uint64_t pos, const void *p, size_t n,
-		  tfs_error *err);
-int tfs_io_fsync_dir(const char *path_in_dir, tfs_error *err);
-void tfs_test_crash_point(const char *where);
-bool tfs_utf8_valid(const char *s, size_t n);
-/* ---- end of shared internals ---- */
+
 
 #define JOURNAL "journal.json"
 #define JOURNAL_TMP "journal.json.tmp"

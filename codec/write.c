@@ -29,38 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- write-path internals shared by write.c, staging.c, gguf_write.c,
- * safetensors_write.c and ollama_write.c.  The same declarations appear in each
- * of them; they belong in internal.h (lead: please move them there). ---- */
-typedef struct tfs_commit tfs_commit;
-int tfs_commit_new(tfs_commit **out, tfs_error *err);
-int tfs_commit_add(tfs_commit *c, const char *final, int *fd, const char **tmp, tfs_error *err);
-int tfs_commit_seal(tfs_commit *c, tfs_error *err);
-size_t tfs_commit_count(const tfs_commit *c);
-int tfs_commit_get(const tfs_commit *c, size_t i, const char **tmp, const char **final,
-		   struct stat *st);
-int tfs_commit_apply(tfs_commit *c, tfs_error *err);
-void tfs_commit_abort(tfs_commit *c);
-void tfs_commit_free(tfs_commit *c);
-int tfs_model_write_prepare(tfs_model *m, const tfs_write_opts *o, tfs_commit *c,
-			    tfs_error *err);
-int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err);
-int tfs_io_pwrite(int fd, const char *path, uint64_t pos, const void *p, size_t n,
-		  tfs_error *err);
-int tfs_io_zeros(int fd, const char *path, uint64_t pos, uint64_t n, tfs_error *err);
-int tfs_io_reserve(int fd, const char *path, uint64_t size, tfs_error *err);
-int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t src,
-		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,
-		tfs_error *err);
-int tfs_io_fsync_dir(const char *path_in_dir, tfs_error *err);
-void tfs_test_crash_point(const char *where);
-int tfs_gguf_validate(const tfs_model *m, const char *path, tfs_error *err);
-bool tfs_model_gguf_encoded(const tfs_model *m);
-bool tfs_utf8_valid(const char *s, size_t n);
-bool tfs_st_dtype_ok(int dtype);
-int tfs_safetensors_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err);
-int tfs_ollama_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err);
-/* ---- end of shared internals ---- */
+
 
 /* ==== names (the same callbacks model.c gives the maps) ==== */
 

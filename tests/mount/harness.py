@@ -1,0 +1,172 @@
+"""Real-mount test harness: runs tests through /dev/fuse and reports in TAP.
+
+Every test gets the built `tensorfs` binary (env TENSORFS, set by meson) and the
+test data directory (env TFS_TESTDATA).  `Mount` starts the real daemon, waits
+for the mount with a timeout, and always unmounts, also when a test fails or the
+daemon hangs (then the FUSE connection is aborted through fusectl).  Unexpected
+daemon stderr fails the test.
+
+Usage in a test module:
+    from harness import Mount, TestCase, main
+    class T(TestCase):
+        def test_x(self):
+            with Mount(self, SOURCE) as m:
+                ...
+    if __name__ == '__main__': main()
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import unittest
+
+TENSORFS = os.environ.get("TENSORFS", os.path.join(os.path.dirname(__file__), "../../build/fs/tensorfs"))
+TESTDATA = os.environ.get("TFS_TESTDATA", os.path.join(os.path.dirname(__file__), "../data"))
+SHARED = os.environ.get("TFS_SHARED", os.path.join(os.path.dirname(__file__), "../../../shared/testdata"))
+
+
+def run(args, timeout=60, check=False, **kw):
+    """Runs a command, returns CompletedProcess with text output."""
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=check, **kw)
+
+
+def fuse_abort_all_for(mountpoint):
+    """Aborts the FUSE connection behind mountpoint (a hung daemon) and lazily unmounts."""
+    try:
+        st = os.stat(mountpoint)
+        conn = "/sys/fs/fuse/connections/%d" % os.minor(st.st_dev)
+    except OSError:
+        conn = None
+    if not os.path.isdir("/sys/fs/fuse/connections/") or not os.listdir("/sys/fs/fuse/connections/"):
+        subprocess.run(["mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"],
+                       capture_output=True)
+    if conn and os.path.exists(conn + "/abort"):
+        with open(conn + "/abort", "w") as f:
+            f.write("1")
+    subprocess.run(["umount", "-l", mountpoint], capture_output=True)
+
+
+def is_mounted(mountpoint):
+    mp = os.path.realpath(mountpoint)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            if parts[4].replace("\\040", " ") == mp and " - fuse.tensorfs " in line:
+                return True
+    return False
+
+
+class Mount:
+    """with Mount(testcase, source, options=[...], expect_fail=False) as m: m.path ..."""
+
+    def __init__(self, tc, source, options=(), mountpoint=None, timeout=30, allow_stderr=False):
+        self.tc = tc
+        self.source = source
+        self.options = list(options)
+        self.timeout = timeout
+        self.allow_stderr = allow_stderr
+        self._own_mp = mountpoint is None
+        self.path = mountpoint or tempfile.mkdtemp(prefix="tfs-mnt-")
+        self.proc = None
+        self.unmount_result = None
+
+    def __enter__(self):
+        args = [TENSORFS, "mount", self.source, self.path]
+        if self.options:
+            args += ["-o", ",".join(self.options)]
+        r = run(args, timeout=self.timeout)
+        if r.returncode != 0:
+            self._cleanup_dir()
+            self.tc.fail("mount failed (%d): %s" % (r.returncode, r.stderr.strip()))
+        self.mount_stderr = r.stderr
+        if r.stderr.strip() and not self.allow_stderr:
+            self.unmount()
+            self.tc.fail("unexpected stderr from mount: %r" % r.stderr)
+        deadline = time.time() + self.timeout
+        while not is_mounted(self.path):
+            if time.time() > deadline:
+                self.tc.fail("mount did not appear within %ds" % self.timeout)
+            time.sleep(0.05)
+        return self
+
+    def unmount(self):
+        """tensorfs unmount; returns the CompletedProcess (also kept in unmount_result)."""
+        if not is_mounted(self.path):
+            return self.unmount_result
+        try:
+            self.unmount_result = run([TENSORFS, "unmount", self.path], timeout=300)
+        except subprocess.TimeoutExpired:
+            fuse_abort_all_for(self.path)
+            raise
+        if is_mounted(self.path):
+            fuse_abort_all_for(self.path)
+        return self.unmount_result
+
+    def _cleanup_dir(self):
+        if self._own_mp:
+            try:
+                os.rmdir(self.path)
+            except OSError:
+                pass
+
+    def __exit__(self, et, ev, tb):
+        try:
+            self.unmount()
+        finally:
+            if is_mounted(self.path):
+                fuse_abort_all_for(self.path)
+            self._cleanup_dir()
+        return False
+
+    def p(self, *parts):
+        return os.path.join(self.path, *parts)
+
+
+class TestCase(unittest.TestCase):
+    def tmpdir(self):
+        d = tempfile.mkdtemp(prefix="tfs-test-")
+        self.addCleanup(shutil.rmtree, d, True)
+        return d
+
+
+class _TapResult(unittest.TestResult):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+        self.passed = 0
+        self.failed_n = 0
+        self.skipped_n = 0
+
+    def _line(self, ok, test, extra=""):
+        self.n += 1
+        print("%s %d - %s%s" % ("ok" if ok else "not ok", self.n, test.id().split(".", 1)[-1], extra), flush=True)
+
+    def addSuccess(self, test):
+        self.passed += 1
+        self._line(True, test)
+
+    def addFailure(self, test, err):
+        self.failed_n += 1
+        self._line(False, test)
+        for l in self._exc_info_to_string(err, test).splitlines():
+            print("# " + l, flush=True)
+
+    addError = addFailure
+
+    def addSkip(self, test, reason):
+        self.skipped_n += 1
+        self._line(True, test, " # SKIP " + reason)
+
+
+def main():
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        print("1..0 # SKIP mount tests need root and /dev/fuse")
+        return
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules["__main__"])
+    print("1..%d" % suite.countTestCases(), flush=True)
+    res = _TapResult()
+    suite.run(res)
+    sys.exit(1 if res.failed_n else 0)

@@ -97,6 +97,14 @@ static void free_opts(tfs_opts *o)
 static void progress_stderr(void *ctx, const char *what, uint64_t done, uint64_t total)
 {
 	FILE *f = ctx ? ctx : stderr;
+	/* one line per percent: a model of thousands of tensors reports once per tensor */
+	static int last_pct = -1;
+	static const char *last_what;
+	int pct = total ? (int)(done * 100 / total) : 100;
+	if (what == last_what && pct == last_pct)
+		return;
+	last_what = what;
+	last_pct = pct;
 	fprintf(f, "tensorfs: %s: %llu / %llu MiB (%d%%)\n", what,
 		(unsigned long long)(done >> 20), (unsigned long long)(total >> 20),
 		total ? (int)(done * 100 / total) : 100);
@@ -153,25 +161,96 @@ static void set_readahead(const char *mountpoint, int kb)
 	}
 }
 
+/* Makes the parents of path (mkdir -p without the last component). */
+static int make_parents(const char *path)
+{
+	char *p = strdup(path);
+	if (!p)
+		return -1;
+	for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+			free(p);
+			return -1;
+		}
+		*s = '/';
+	}
+	free(p);
+	return 0;
+}
+
+/*
+ * The default staging directory: beside the output file; for an Ollama model under the
+ * store root, <root>/.tensorfs-staging/<host>/<ns>/<model>/<tag> (not inside manifests/,
+ * where Ollama would take it for a model).  Allocated; parents created.
+ */
+static char *default_staging(const tfs_fs *fs)
+{
+	const char *out = fs->opts.output && strchr(fs->opts.output, '/') ? fs->opts.output
+									 : tfs_model_path(fs->model);
+	if (tfs_model_format(fs->model) == TFS_FMT_OLLAMA) {
+		const char *mp = tfs_model_path(fs->model), *m = NULL;
+		for (const char *p = strstr(mp, "/manifests/"); p; p = strstr(p + 1, "/manifests/"))
+			m = p;
+		int slashes = 0;
+		for (const char *p = m ? m + 11 : ""; *p; p++)
+			slashes += *p == '/';
+		char *s;
+		if (m && slashes == 3 &&
+		    asprintf(&s, "%.*s/.tensorfs-staging/%s", (int)(m - mp), mp, m + 11) >= 0) {
+			if (make_parents(s) == 0)
+				return s;
+			free(s);
+		}
+	}
+	return tfs_staging_default_dir(out);
+}
+
 /* Opens the model (and, for rw, the staging directory, replaying it). Prints errors. */
 static int open_model(tfs_fs *fs, const char *prog)
 {
 	tfs_error err;
 	tfs_open_opts oo = { .verify = fs->opts.verify, .progress = progress_stderr };
+	char *def = NULL;
+	const char *dir = fs->opts.staging;
+	int rc;
 	tfs_error_clear(&err);
+	/* a repack cut short by a crash is finished (or undone) before the source is read:
+	 * a sharded set or an Ollama model reads back consistently only after that */
+	if (fs->opts.rw && dir && tfs_staging_recover(dir, &err)) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		return -1;
+	}
 	if (tfs_model_open(&fs->model, fs->opts.source, &oo, &err)) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return -1;
 	}
 	if (!fs->opts.rw)
 		return 0;
-	const char *out = fs->opts.output ? fs->opts.output : tfs_model_path(fs->model);
-	char *def = NULL;
-	const char *dir = fs->opts.staging;
-	if (!dir)
-		dir = def = tfs_staging_default_dir(out);
-	int rc = dir ? tfs_staging_open(&fs->staging, dir, fs->model, fs->opts.output, &err)
-		     : tfs_error_set(&err, TFS_E_NOMEM, "out of memory");
+	if (!dir) {
+		/* the default directory depends on the resolved source: recover, then read it
+		 * again if there was anything to recover from */
+		struct stat st;
+		if (!(dir = def = default_staging(fs))) {
+			fprintf(stderr, "%s: out of memory\n", prog);
+			return -1;
+		}
+		if (stat(dir, &st) == 0) {
+			if (tfs_staging_recover(dir, &err)) {
+				fprintf(stderr, "%s: %s\n", prog, err.msg);
+				free(def);
+				return -1;
+			}
+			tfs_model_free(fs->model);
+			fs->model = NULL;
+			if (tfs_model_open(&fs->model, fs->opts.source, &oo, &err)) {
+				fprintf(stderr, "%s: %s\n", prog, err.msg);
+				free(def);
+				return -1;
+			}
+		}
+	}
+	rc = tfs_staging_open(&fs->staging, dir, fs->model, fs->opts.output, &err);
 	if (!rc)
 		rc = tfs_staging_replay(fs->staging, fs->model, &err);
 	free(def);
@@ -345,20 +424,32 @@ static int get_xattr(const char *path, const char *name, char *buf, size_t cap)
 	return 0;
 }
 
-/* Prints what the status file gained since *pos. */
-static void tail(const char *path, long *pos, int *failed)
+/* What the status file said about the repack. */
+typedef struct {
+	long pos;      /* read up to here */
+	bool started;  /* "tensorfs: repacking ..." */
+	bool done;     /* "done: ..." */
+	bool failed;   /* "error: ..." */
+} repack_status;
+
+/* Prints what the status file gained since the last call. */
+static void tail(const char *path, repack_status *rs)
 {
 	FILE *f = fopen(path, "r");
 	char line[4096];
 	if (!f)
 		return;
-	fseek(f, *pos, SEEK_SET);
+	fseek(f, rs->pos, SEEK_SET);
 	while (fgets(line, sizeof(line), f)) {
 		fputs(line, stderr);
 		if (strncmp(line, "error:", 6) == 0)
-			*failed = 1;
+			rs->failed = true;
+		else if (strncmp(line, "done:", 5) == 0)
+			rs->done = true;
+		else if (strncmp(line, "tensorfs: repacking", 19) == 0)
+			rs->started = true;
 	}
-	*pos = ftell(f);
+	rs->pos = ftell(f);
 	fclose(f);
 }
 
@@ -388,19 +479,25 @@ int tfs_unmount_main(int argc, char **argv)
 		return 1;
 	}
 	/* the daemon repacks after the unmount: follow it until it exits */
-	long pos = 0;
-	int failed = 0;
+	repack_status rs = { 0 };
 	struct timespec ts = { 0, 50 * 1000 * 1000 };
 	while (kill(pid, 0) == 0 || errno == EPERM) {
 		if (status[0])
-			tail(status, &pos, &failed);
+			tail(status, &rs);
 		nanosleep(&ts, NULL);
 	}
-	if (status[0]) {
-		tail(status, &pos, &failed);
-		unlink(status);
+	if (!status[0])
+		return 0;
+	tail(status, &rs);
+	unlink(status);
+	if (rs.started && !rs.done && !rs.failed) {
+		/* killed, or crashed: the commit protocol left the source whole or replaced */
+		fprintf(stderr, "tensorfs: the daemon (pid %d) exited before the repack finished; "
+			"the changes stay staged: run `tensorfs repack` on the source, or mount it "
+			"again\n", (int)pid);
+		return 1;
 	}
-	return failed;
+	return rs.failed ? 1 : 0;
 }
 
 /* ==== info ==== */

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,8 +58,8 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 	ssize_t n = peek(source, head, sizeof(head) - 1);
 	if (n < 0)
 		return tfs_error_sys(err, errno, "%s", source);
-	if (n >= 4 && memcmp(head, "GGUF", 4) == 0) {
-		fmt = TFS_FMT_GGUF;
+	if ((n >= 4 && strncasecmp(head, "GGUF", 4) == 0) || ends_with(source, ".gguf")) {
+		fmt = TFS_FMT_GGUF; /* its reader names a bad magic */
 	} else if ((size_t)n >= sizeof(lfs_magic) - 1 &&
 		   memcmp(head, lfs_magic, sizeof(lfs_magic) - 1) == 0) {
 		return tfs_error_set(err, TFS_E_FORMAT,

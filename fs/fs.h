@@ -49,7 +49,8 @@ typedef struct {
 	char *mountpoint;
 	char *staging;          /* -o staging= */
 	char *output;           /* -o output= */
-	int rw;                 /* -o rw */
+	int rw;                 /* -o rw (or writable) */
+	int writable;           /* -o writable: rw also under mount(8) */
 	int verify;             /* -o verify */
 	int foreground;         /* -f */
 	int debug;              /* -d */
@@ -137,7 +138,9 @@ extern const struct fuse_lowlevel_ops tfs_ops;
 int tfs_errno(const tfs_error *err);
 
 /* mount.c */
-int tfs_mount_main(int argc, char **argv);
+/* by_mount8: called by mount(8), which passes "rw" unless told "ro": then only
+ * -o writable makes the mount writable. */
+int tfs_mount_main(int argc, char **argv, bool by_mount8);
 int tfs_unmount_main(int argc, char **argv);
 int tfs_repack_main(int argc, char **argv);
 int tfs_info_main(int argc, char **argv);

@@ -31,15 +31,18 @@ int main(int argc, char **argv)
 {
 	const char *prog = strrchr(argv[0], '/');
 	prog = prog ? prog + 1 : argv[0];
+	/* mount(8) runs /sbin/mount.fuse.tensorfs (or mount.fuse3 runs "tensorfs SRC MNT") */
+	if (strcmp(prog, "mount.fuse.tensorfs") == 0)
+		return tfs_mount_main(argc, argv, true);
 	if (strncmp(prog, "mount.", 6) == 0)
-		return tfs_mount_main(argc, argv);
+		return tfs_mount_main(argc, argv, false);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
 	}
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "mount") == 0)
-		return tfs_mount_main(argc - 1, argv + 1);
+		return tfs_mount_main(argc - 1, argv + 1, false);
 	if (strcmp(cmd, "unmount") == 0 || strcmp(cmd, "umount") == 0)
 		return tfs_unmount_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "info") == 0)
@@ -52,7 +55,7 @@ int main(int argc, char **argv)
 	}
 	/* mount(8)'s helpers call "tensorfs SOURCE MOUNTPOINT -o ..." */
 	if (argc >= 3 && cmd[0] != '-')
-		return tfs_mount_main(argc, argv);
+		return tfs_mount_main(argc, argv, true);
 	usage(stderr);
 	return 2;
 }

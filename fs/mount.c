@@ -24,6 +24,7 @@
 #define OPT(t, p) { t, offsetof(tfs_opts, p), 1 }
 static const struct fuse_opt opt_spec[] = {
 	OPT("rw", rw),
+	OPT("writable", writable),
 	{ "ro", offsetof(tfs_opts, rw), 0 },
 	OPT("staging=%s", staging),
 	OPT("output=%s", output),
@@ -295,7 +296,7 @@ static int repack_at_unmount(tfs_fs *fs)
 	return rc ? 1 : 0;
 }
 
-int tfs_mount_main(int argc, char **argv)
+int tfs_mount_main(int argc, char **argv, bool by_mount8)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	tfs_fs fs;
@@ -315,6 +316,11 @@ int tfs_mount_main(int argc, char **argv)
 		fprintf(stderr, "usage: mount.tensorfs SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n");
 		goto out_args;
 	}
+	/* mount(8) says "rw" by default: a model becomes writable only when asked plainly */
+	if (by_mount8)
+		fs.opts.rw = fs.opts.writable;
+	else
+		fs.opts.rw |= fs.opts.writable;
 	/* the daemon runs from /: make every path absolute first */
 	char *src = absolute(fs.opts.source), *mp = absolute(fs.opts.mountpoint);
 	struct stat mst;

@@ -293,7 +293,7 @@ static int parse_scalar(tfs_buf *out, uint32_t type, const char *s, tfs_error *e
 			if (!*s)
 				goto bad;
 			d = strtod(s, &end);
-			if (*end || errno == ERANGE)
+			if (*end || (errno == ERANGE && isinf(d))) /* underflow to a subnormal is fine */
 				goto bad;
 		}
 		if (type == TFS_GGUF_FLOAT64) {
@@ -341,6 +341,76 @@ bad:
 	return tfs_error_set(err, TFS_E_INVALID, "'%.64s' is not a valid %s", s, type_names[type]);
 }
 
+/*
+ * jansson keeps integers as int64, so a uint64 above INT64_MAX does not load, and
+ * it does not read Infinity / NaN.  For arrays of uint64 (big_ints) or of floats
+ * (non_finite) such tokens outside strings are put in quotes before loading and
+ * read back with the scalar parser in parse_json.  Returns a new text (caller
+ * frees) or NULL when nothing needed quoting or on allocation failure.
+ */
+static char *quote_tokens(const char *text, size_t len, bool big_ints, bool non_finite,
+			  size_t *out_len)
+{
+	tfs_buf b = { 0 };
+	bool in_str = false, changed = false;
+	for (size_t i = 0; i < len;) {
+		char c = text[i];
+		if (in_str) {
+			if (c == '\\' && i + 1 < len) {
+				if (tfs_buf_append(&b, text + i, 2))
+					goto nomem;
+				i += 2;
+				continue;
+			}
+			in_str = c != '"';
+		} else if (c == '"') {
+			in_str = true;
+		} else if (non_finite && (c == 'I' || c == 'N')) {
+			/* Infinity and NaN, as Python's json writes them */
+			size_t w = strncmp(text + i, "Infinity", 8) == 0 && len - i >= 8 ? 8
+				 : strncmp(text + i, "NaN", 3) == 0 && len - i >= 3 ? 3 : 0;
+			if (w) {
+				bool neg = b.len && b.data[b.len - 1] == '-';
+				if (neg)
+					b.len--;
+				if (tfs_buf_append(&b, "\"", 1) || (neg && tfs_buf_append(&b, "-", 1)) ||
+				    tfs_buf_append(&b, text + i, w) || tfs_buf_append(&b, "\"", 1))
+					goto nomem;
+				changed = true;
+				i += w;
+				continue;
+			}
+		} else if (big_ints && c >= '0' && c <= '9' &&
+			   (i == 0 || !strchr("0123456789.eE+-", text[i - 1]))) {
+			size_t j = i;
+			while (j < len && text[j] >= '0' && text[j] <= '9')
+				j++;
+			if (j - i >= 19 && (j == len || !strchr(".eE", text[j]))) {
+				if (tfs_buf_append(&b, "\"", 1) || tfs_buf_append(&b, text + i, j - i) ||
+				    tfs_buf_append(&b, "\"", 1))
+					goto nomem;
+				changed = true;
+				i = j;
+				continue;
+			}
+			if (tfs_buf_append(&b, text + i, j - i))
+				goto nomem;
+			i = j;
+			continue;
+		}
+		if (tfs_buf_append(&b, &c, 1))
+			goto nomem;
+		i++;
+	}
+	if (changed) {
+		*out_len = b.len;
+		return b.data;
+	}
+nomem:
+	tfs_buf_free(&b);
+	return NULL;
+}
+
 /* Decodes a JSON string (jansson gives UTF-8; \udcXX surrogate-escaped bytes are not
  * representable there, see the README). */
 static int parse_json(tfs_buf *out, const uint32_t *types, int depth, json_t *j, tfs_error *err)
@@ -380,6 +450,9 @@ static int parse_json(tfs_buf *out, const uint32_t *types, int depth, json_t *j,
 	}
 	if (json_is_integer(j))
 		snprintf(tmp, sizeof(tmp), "%lld", (long long)json_integer_value(j));
+	else if (json_is_string(j) && json_string_length(j) < sizeof(tmp) &&
+		 (type == TFS_GGUF_UINT64 || type == TFS_GGUF_FLOAT32 || type == TFS_GGUF_FLOAT64))
+		snprintf(tmp, sizeof(tmp), "%s", json_string_value(j)); /* see quote_tokens */
 	else if (json_is_real(j) && (type == TFS_GGUF_FLOAT32 || type == TFS_GGUF_FLOAT64))
 		snprintf(tmp, sizeof(tmp), "%.17g", json_real_value(j));
 	else
@@ -412,8 +485,14 @@ int tfs_value_parse(uint8_t **data, uint64_t *len, uint32_t *type, const char *t
 			rc = TFS_E_NOMEM;
 	} else if (types[0] == TFS_GGUF_ARRAY) {
 		json_error_t je;
-		/* Python's json writes Infinity/NaN; jansson does not read them */
-		json_t *j = json_loadb(text, text_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+		size_t qlen = 0;
+		uint32_t leaf = types[depth];
+		char *quoted = leaf == TFS_GGUF_UINT64 || leaf == TFS_GGUF_FLOAT32 || leaf == TFS_GGUF_FLOAT64
+			? quote_tokens(text, text_len, leaf == TFS_GGUF_UINT64, leaf != TFS_GGUF_UINT64, &qlen)
+			: NULL;
+		json_t *j = json_loadb(quoted ? quoted : text, quoted ? qlen : text_len,
+				       JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+		free(quoted);
 		if (!j)
 			rc = tfs_error_set(err, TFS_E_INVALID, "not a JSON array: %s (line %d, column %d)",
 					   je.text, je.line, je.column);

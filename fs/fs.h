@@ -103,6 +103,8 @@ typedef struct {
 	tfs_node *node;
 	bool writing;
 	bool dirty;
+	bool wrote;          /* a write() arrived (not only an O_TRUNC) */
+	bool failed;         /* a write() was refused: nothing of this handle is committed */
 	tfs_buf text;        /* keys: the value text being written */
 	int data_fd;         /* tensors/layers: the staged bytes */
 	char *data_path;
@@ -120,6 +122,8 @@ void *tfs_scratch(int slot, size_t n);
 
 /* write.c: the handlers of a writable mount */
 int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc);
+/* Parses/journals what the handle wrote (at flush, fsync and release); -errno. */
+int tfs_op_commit(tfs_fs *fs, tfs_handle *h);
 void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		    struct fuse_file_info *fi);
 void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

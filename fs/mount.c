@@ -95,17 +95,18 @@ static void free_opts(tfs_opts *o)
 	free(o->output);
 }
 
+/* Progress of long operations: at most a line a second, and only for big ones. */
 static void progress_stderr(void *ctx, const char *what, uint64_t done, uint64_t total)
 {
+	static struct timespec last;
+	struct timespec now;
 	FILE *f = ctx ? ctx : stderr;
-	/* one line per percent: a model of thousands of tensors reports once per tensor */
-	static int last_pct = -1;
-	static const char *last_what;
-	int pct = total ? (int)(done * 100 / total) : 100;
-	if (what == last_what && pct == last_pct)
+	if (total < (64u << 20))
 		return;
-	last_what = what;
-	last_pct = pct;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (done < total && now.tv_sec - last.tv_sec < 1)
+		return;
+	last = now;
 	fprintf(f, "tensorfs: %s: %llu / %llu MiB (%d%%)\n", what,
 		(unsigned long long)(done >> 20), (unsigned long long)(total >> 20),
 		total ? (int)(done * 100 / total) : 100);
@@ -459,6 +460,24 @@ static void tail(const char *path, repack_status *rs)
 	fclose(f);
 }
 
+/* Whether the daemon still runs.  It was daemonized: its parent is init (or a subreaper)
+ * that may be slow to reap it, so an exited zombie counts as gone. */
+static bool daemon_alive(pid_t pid)
+{
+	char path[64], buf[512];
+	if (kill(pid, 0) < 0 && errno != EPERM)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return true;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
 int tfs_unmount_main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -487,7 +506,7 @@ int tfs_unmount_main(int argc, char **argv)
 	/* the daemon repacks after the unmount: follow it until it exits */
 	repack_status rs = { 0 };
 	struct timespec ts = { 0, 50 * 1000 * 1000 };
-	while (kill(pid, 0) == 0 || errno == EPERM) {
+	while (daemon_alive(pid)) {
 		if (status[0])
 			tail(status, &rs);
 		nanosleep(&ts, NULL);

@@ -239,7 +239,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	tfs_handle_free((tfs_handle *)(uintptr_t)fi->fh);
+	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
+	if (h && h->writing && h->dirty) {
+		/* a change flush deferred (a truncated typed key never written): last chance */
+		h->wrote = true;
+		tfs_op_commit(fuse_req_userdata(req), h);
+	}
+	tfs_handle_free(h);
 	fuse_reply_err(req, 0);
 }
 

@@ -110,12 +110,51 @@ int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
 	return rc;
 }
 
+/* For keys of a scalar type other than string: parses the text written so far;
+ * -EINVAL (logged) when it is not a value of that type. */
+static int check_scalar_text(tfs_fs *fs, tfs_handle *h)
+{
+	tfs_node *n = h->node;
+	tfs_error err;
+	uint8_t *data = NULL;
+	uint64_t len;
+	uint32_t type;
+	char tn[32] = "";
+	if (h->text.len > 4096)
+		return 0;
+	pthread_rwlock_rdlock(&fs->lock);
+	if (!n->deleted && n->item >= 0) {
+		const tfs_kv *kv = tfs_model_kv(fs->model, (size_t)n->item);
+		if (kv->type != TFS_GGUF_STRING && kv->type != TFS_GGUF_ARRAY) {
+			tfs_buf b = { 0 };
+			if (tfs_value_type_name(&b, kv->type, kv->data, kv->len) == 0)
+				snprintf(tn, sizeof(tn), "%s", b.data);
+			tfs_buf_free(&b);
+		}
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (!tn[0])
+		return 0;
+	int rc = tfs_value_parse(&data, &len, &type, tn, h->text.data, h->text.len, &err);
+	free(data);
+	if (!rc)
+		return 0;
+	char msg[TFS_ERRMSG_MAX];
+	snprintf(msg, sizeof(msg), "metadata/%.200s: %.800s", n->fname, err.msg);
+	snprintf(err.msg, sizeof(err.msg), "%s", msg);
+	return -tfs_fail(fs, &err);
+}
+
 void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		  struct fuse_file_info *fi)
 {
 	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
 	if (!h->writing) {
 		fuse_reply_err(req, EBADF);
+		return;
+	}
+	if (h->failed) { /* a value refused by an earlier write stays refused */
+		fuse_reply_err(req, EINVAL);
 		return;
 	}
 	uint64_t end = (uint64_t)off + size;
@@ -134,6 +173,15 @@ void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 			h->text.data[end] = '\0';
 		}
 		memcpy(h->text.data + off, buf, size);
+		/* A scalar (a number, a bool) arrives in one write: refuse a bad one here, where
+		 * the writer sees it (shells ignore errors from close) */
+		int rc = check_scalar_text(fuse_req_userdata(req), h);
+		if (rc) {
+			h->dirty = false;
+			h->failed = true;
+			fuse_reply_err(req, -rc);
+			return;
+		}
 	} else {
 		size_t done = 0;
 		while (done < size) {
@@ -150,6 +198,7 @@ void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 			h->data_size = end;
 	}
 	h->dirty = true;
+	h->wrote = true;
 	fuse_reply_write(req, size);
 }
 
@@ -288,10 +337,28 @@ static int commit_text(tfs_fs *fs, tfs_handle *h, const char *type_name)
 	return rc ? -tfs_fail(fs, &err) : 0;
 }
 
-static int commit(tfs_fs *fs, tfs_handle *h)
+int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
 {
 	if (!h->writing || !h->dirty)
 		return 0;
+	if (h->node->kind == N_KEY && !h->wrote) {
+		/* a flush between open(O_TRUNC) and the first write (a shell's dup2 does this):
+		 * an empty string is a value, anything else is still to come */
+		tfs_error err;
+		uint8_t *d = NULL;
+		uint64_t l;
+		uint32_t t;
+		tfs_buf tn = { 0 };
+		pthread_rwlock_rdlock(&fs->lock);
+		const tfs_kv *kv = h->node->item >= 0 ? tfs_model_kv(fs->model, (size_t)h->node->item) : NULL;
+		int bad = !kv || tfs_value_type_name(&tn, kv->type, kv->data, kv->len) ||
+			  tfs_value_parse(&d, &l, &t, tn.data, "", 0, &err);
+		pthread_rwlock_unlock(&fs->lock);
+		free(d);
+		tfs_buf_free(&tn);
+		if (bad)
+			return 0;
+	}
 	h->dirty = false;
 	if (h->node->kind == N_KEY)
 		return commit_text(fs, h, NULL);
@@ -301,13 +368,13 @@ static int commit(tfs_fs *fs, tfs_handle *h)
 void tfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
-	fuse_reply_err(req, -commit(fuse_req_userdata(req), h));
+	fuse_reply_err(req, -tfs_op_commit(fuse_req_userdata(req), h));
 }
 
 void tfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
-	fuse_reply_err(req, -commit(fuse_req_userdata(req), h));
+	fuse_reply_err(req, -tfs_op_commit(fuse_req_userdata(req), h));
 }
 
 void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -357,7 +424,7 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 		}
 		h->dirty = true;
 		if (!rc && h == &tmp)
-			rc = commit(fs, h);
+			rc = tfs_op_commit(fs, h);
 		if (h == &tmp) {
 			tfs_buf_free(&tmp.text);
 			if (tmp.data_fd >= 0)

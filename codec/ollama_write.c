@@ -104,10 +104,20 @@ out:
 	return rc;
 }
 
+/* write.c (lead: these two belong in internal.h) */
+int tfs_io_tmpfile_open(const char *dir, mode_t mode);
+int tfs_io_tmpfile_link(int fd, char *tmpl, tfs_error *err);
+
+/* A new blob is an unnamed O_TMPFILE in blobs/ until it is complete (blob_finish names it),
+ * so a write killed half-way leaves nothing in the store; without O_TMPFILE, a named
+ * temporary.  *tmp ends in XXXXXX while unnamed. */
 static int blob_begin(ctx *x, int *fd, char **tmp)
 {
 	if (asprintf(tmp, "%s/.tensorfs-tmp.XXXXXX", x->blobs) < 0)
 		return nomem(x->err);
+	*fd = tfs_io_tmpfile_open(x->blobs, 0644);
+	if (*fd >= 0)
+		return 0;
 	*fd = mkostemp(*tmp, O_CLOEXEC);
 	if (*fd < 0) {
 		int rc = tfs_error_sys(x->err, errno, "%s: cannot create a temporary blob", *tmp);
@@ -126,12 +136,28 @@ static int blob_begin(ctx *x, int *fd, char **tmp)
 	return 0;
 }
 
+static bool blob_unnamed(const char *tmp)
+{
+	size_t n = strlen(tmp);
+	return n >= 6 && strcmp(tmp + n - 6, "XXXXXX") == 0;
+}
+
+/* A path that opens the temporary blob (also while it has no name): for reading it back. */
+static const char *blob_path(int fd, const char *tmp, char buf[64])
+{
+	if (!blob_unnamed(tmp))
+		return tmp;
+	snprintf(buf, 64, "/proc/self/fd/%d", fd);
+	return buf;
+}
+
 static void blob_discard(int fd, char *tmp)
 {
 	if (fd >= 0)
 		close(fd);
 	if (tmp) {
-		unlink(tmp);
+		if (!blob_unnamed(tmp))
+			unlink(tmp);
 		free(tmp);
 	}
 }
@@ -167,6 +193,10 @@ static int blob_finish(ctx *x, int fd, char *tmp, char digest[72], uint64_t *siz
 		/* the same bytes are in the store already */
 		free(final);
 		goto fail; /* rc 0: just drop the temporary */
+	}
+	if (blob_unnamed(tmp) && (rc = tfs_io_tmpfile_link(fd, tmp, x->err))) {
+		free(final);
+		goto fail;
 	}
 	close(fd);
 	fd = -1;
@@ -250,7 +280,7 @@ out:
 
 static int write_gguf_layer(ctx *x, const tfs_ol_layer *l, json_t **desc)
 {
-	char digest[72], *tmp;
+	char digest[72], *tmp, pbuf[64];
 	uint64_t size;
 	int fd, rc;
 	if (gguf_unchanged(x->m, l)) {
@@ -261,7 +291,7 @@ static int write_gguf_layer(ctx *x, const tfs_ol_layer *l, json_t **desc)
 		return rc;
 	tfs_error e = { 0 };
 	if ((rc = tfs_gguf_write(x->m, fd, tmp, x->o, x->err)) || fsync(fd) < 0 ||
-	    (rc = tfs_gguf_validate(x->m, tmp, &e))) {
+	    (rc = tfs_gguf_validate(x->m, blob_path(fd, tmp, pbuf), &e))) {
 		if (!rc)
 			rc = tfs_error_sys(x->err, errno, "%s: fsync", tmp);
 		else if (e.code)
@@ -282,12 +312,13 @@ static int write_gguf_layer(ctx *x, const tfs_ol_layer *l, json_t **desc)
 static int write_st_blob(ctx *x, const uint32_t *ts, size_t nt, const json_t *meta,
 			 char digest[72], uint64_t *size)
 {
-	char *tmp;
+	char *tmp, pbuf[64];
 	int fd, rc;
 	if ((rc = blob_begin(x, &fd, &tmp)))
 		return rc;
 	if ((rc = tfs_st_write_file(x->m, ts, nt, NULL, 0, meta, fd, tmp, x->o, x->err)) ||
-	    (rc = tfs_st_check_file(x->m, ts, nt, NULL, 0, meta, tmp, x->err))) {
+	    (rc = tfs_st_check_file(x->m, ts, nt, NULL, 0, meta, blob_path(fd, tmp, pbuf),
+				    x->err))) {
 		blob_discard(fd, tmp);
 		return rc;
 	}

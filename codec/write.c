@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -578,11 +579,58 @@ void tfs_test_crash_point(const char *where)
 
 /* ==== commits: temporaries renamed over their final names ==== */
 
+/* (shared with ollama_write.c; lead: these two belong in internal.h) */
+int tfs_io_tmpfile_open(const char *dir, mode_t mode);
+int tfs_io_tmpfile_link(int fd, char *tmpl, tfs_error *err);
+
+/*
+ * A temporary is first an unnamed O_TMPFILE in its directory and gets its name only once
+ * it is written and fsynced (tfs_io_tmpfile_link): a repack killed while it copies
+ * gigabytes leaves nothing behind for anyone to clean up.  File systems without O_TMPFILE
+ * get a named temporary at once (mkostemp), as before.
+ */
+int tfs_io_tmpfile_open(const char *dir, mode_t mode)
+{
+	int fd = open(dir[0] ? dir : "/", O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+	if (fd >= 0 && fchmod(fd, mode) < 0) { /* O_TMPFILE's mode is subject to the umask */
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Gives the unnamed file fd a name made from tmpl ("...XXXXXX", the X's replaced in place). */
+int tfs_io_tmpfile_link(int fd, char *tmpl, tfs_error *err)
+{
+	static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	char proc[64];
+	size_t n = strlen(tmpl);
+	if (n < 6 || strcmp(tmpl + n - 6, "XXXXXX") != 0)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: bad temporary name", tmpl);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t r = (uint64_t)ts.tv_nsec * 6364136223846793005ull ^ (uint64_t)getpid() << 32 ^
+		     (uint64_t)fd;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		for (size_t k = n - 6; k < n; k++) {
+			r = r * 6364136223846793005ull + 1442695040888963407ull;
+			tmpl[k] = chars[(r >> 33) % (sizeof(chars) - 1)];
+		}
+		if (linkat(AT_FDCWD, proc, AT_FDCWD, tmpl, AT_SYMLINK_FOLLOW) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return tfs_error_sys(err, errno, "%s: cannot name the temporary file", tmpl);
+	}
+	return tfs_error_set(err, TFS_E_IO, "%s: no free temporary name", tmpl);
+}
+
 typedef struct {
 	char *tmp, *final;
 	int fd;           /* open until sealed */
 	struct stat st;   /* the sealed temporary's identity */
 	bool sealed, renamed;
+	bool anon;        /* an O_TMPFILE not linked yet: tmp still ends in XXXXXX */
 } commit_file;
 
 struct tfs_commit {
@@ -620,7 +668,17 @@ int tfs_commit_add(tfs_commit *c, const char *final, int *fd, const char **tmp, 
 		free(f->final);
 		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	}
-	f->fd = mkostemp(f->tmp, O_CLOEXEC);
+	char *dir = dlen ? strndup(final, dlen - 1) : strdup(".");
+	if (!dir) {
+		free(f->final);
+		free(f->tmp);
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	}
+	f->fd = tfs_io_tmpfile_open(dir, 0600);
+	free(dir);
+	f->anon = f->fd >= 0;
+	if (!f->anon)
+		f->fd = mkostemp(f->tmp, O_CLOEXEC);
 	if (f->fd < 0) {
 		int rc = tfs_error_sys(err, errno, "%s: cannot create a temporary file", f->tmp);
 		free(f->final);
@@ -638,7 +696,8 @@ int tfs_commit_add(tfs_commit *c, const char *final, int *fd, const char **tmp, 
 	if (fchmod(f->fd, mode) < 0) {
 		int rc = tfs_error_sys(err, errno, "%s: chmod", f->tmp);
 		close(f->fd);
-		unlink(f->tmp);
+		if (!f->anon)
+			unlink(f->tmp);
 		free(f->final);
 		free(f->tmp);
 		return rc;
@@ -657,6 +716,12 @@ int tfs_commit_seal(tfs_commit *c, tfs_error *err)
 			continue;
 		if (fsync(f->fd) < 0)
 			return tfs_error_sys(err, errno, "%s: fsync", f->tmp);
+		if (f->anon) {
+			int rc = tfs_io_tmpfile_link(f->fd, f->tmp, err);
+			if (rc)
+				return rc;
+			f->anon = false;
+		}
 		if (fstat(f->fd, &f->st) < 0)
 			return tfs_error_sys(err, errno, "%s: stat", f->tmp);
 		int fd = f->fd;
@@ -715,7 +780,8 @@ void tfs_commit_abort(tfs_commit *c)
 			f->fd = -1;
 		}
 		if (!f->renamed && f->tmp) {
-			unlink(f->tmp);
+			if (!f->anon)
+				unlink(f->tmp);
 			f->renamed = true; /* gone: nothing left to do for it */
 		}
 	}

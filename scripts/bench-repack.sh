@@ -1,0 +1,153 @@
+#!/bin/bash
+# bench-repack.sh - how long `tensorfs unmount` takes to repack a big GGUF after one
+# metadata change, against cp of the same file (and cp + sync), on the same file system,
+# with a hot page cache; best of N runs each.  Also the daemon's peak RSS (VmHWM) during
+# the repack.  Target: repack <= 1.2x cp.
+#
+#   scripts/bench-repack.sh [-d DIR] [-s SIZE_MIB] [-n RUNS] [-k]
+#     -d DIR   where the model is made (default /var/tmp/tfs-bench-repack; must not be tmpfs
+#              for a meaningful figure)
+#     -s MIB   model size (default 1100, i.e. > 1 GiB)
+#     -n RUNS  runs of each measurement (default 3)
+#     -k       keep DIR afterwards
+# Needs root (FUSE mounts), python3 + numpy, and a built tensorfs (build/fs/tensorfs or
+# $TENSORFS).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+TENSORFS=${TENSORFS:-$here/build/fs/tensorfs}
+dir=/var/tmp/tfs-bench-repack
+size_mib=1100
+runs=3
+keep=0
+while getopts "d:s:n:k" o; do
+	case $o in
+	d) dir=$OPTARG ;;
+	s) size_mib=$OPTARG ;;
+	n) runs=$OPTARG ;;
+	k) keep=1 ;;
+	*) sed -n '2,14p' "$0"; exit 2 ;;
+	esac
+done
+[ -x "$TENSORFS" ] || { echo "no tensorfs binary at $TENSORFS (ninja -C build)" >&2; exit 1; }
+
+mkdir -p "$dir"
+model=$dir/model.gguf
+mnt=$dir/mnt
+mkdir -p "$mnt"
+cleanup() {
+	if grep -q " $mnt fuse.tensorfs " /proc/self/mounts 2>/dev/null; then
+		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+	fi
+	rm -f "$dir/copy.gguf" "$dir/victim.gguf"
+	if [ "$keep" = 0 ]; then
+		rm -rf "$dir"
+	fi
+}
+trap cleanup EXIT
+
+now() { date +%s.%N; }
+best() { printf '%s\n' "$@" | sort -g | head -1; }
+ratio() { python3 -c "print('%.2f' % ($1 / $2))"; }
+
+# ==== the model ====
+if [ ! -f "$model" ] || [ "$(stat -c %s "$model")" -lt $((size_mib << 20)) ]; then
+	echo "making a ${size_mib} MiB GGUF in $model ..."
+	if [ -x "$here/scripts/make-gguf.py" ] && "$here/scripts/make-gguf.py" --help 2>/dev/null |
+		grep -q -- "--size-mib"; then
+		"$here/scripts/make-gguf.py" --size-mib "$size_mib" "$model"
+	else
+		/usr/bin/python3 - "$model" "$size_mib" <<'EOF'
+import struct, sys
+import numpy as np
+path, mib = sys.argv[1], int(sys.argv[2])
+ntensors = 8
+rows = (mib << 20) // ntensors // (4 * 4096)       # F32 [rows, 4096] each
+align = 32
+def s(x):
+    b = x.encode()
+    return struct.pack("<Q", len(b)) + b
+kvs = [("general.architecture", "llama"), ("general.name", "bench")]
+hdr = bytearray(b"GGUF" + struct.pack("<IQQ", 3, ntensors, len(kvs) + 1))
+hdr += s("general.alignment") + struct.pack("<II", 4, align)
+for k, v in kvs:
+    hdr += s(k) + struct.pack("<I", 8) + s(v)
+nbytes = rows * 4096 * 4
+for i in range(ntensors):
+    hdr += s("blk.%d.weight" % i) + struct.pack("<IQQIQ", 2, 4096, rows, 0, i * nbytes)
+hdr += b"\0" * (-len(hdr) % align)
+block = (np.arange(rows * 4096, dtype=np.float32) % 977 / 977).astype(np.float32)
+with open(path, "wb") as f:
+    f.write(hdr)
+    for i in range(ntensors):
+        (block + i).tofile(f)
+EOF
+	fi
+fi
+bytes=$(stat -c %s "$model")
+echo "model: $model, $((bytes >> 20)) MiB, on $(df -T "$dir" | awk 'NR==2 {print $2 " " $1}')"
+sync
+cat "$model" >/dev/null   # hot cache
+
+# ==== cp, and cp + sync ====
+t_cp=()
+t_cps=()
+for _ in $(seq "$runs"); do
+	rm -f "$dir/copy.gguf"; sync
+	a=$(now); cp "$model" "$dir/copy.gguf"; b=$(now)
+	t_cp+=("$(python3 -c "print($b - $a)")")
+	rm -f "$dir/copy.gguf"; sync
+	a=$(now); cp "$model" "$dir/copy.gguf" && sync; b=$(now)
+	t_cps+=("$(python3 -c "print($b - $a)")")
+done
+rm -f "$dir/copy.gguf"; sync
+# what a repack does besides copying: fsync, and replace a file (freeing the old one)
+t_rep=()
+for _ in $(seq "$runs"); do
+	cp "$model" "$dir/victim.gguf"; sync; cat "$dir/victim.gguf" >/dev/null
+	a=$(now); cp "$model" "$dir/copy.gguf" && sync && mv "$dir/copy.gguf" "$dir/victim.gguf" && sync; b=$(now)
+	t_rep+=("$(python3 -c "print($b - $a)")")
+done
+rm -f "$dir/copy.gguf" "$dir/victim.gguf"; sync
+
+# ==== the repack: mount rw, change one value, time `tensorfs unmount` ====
+t_rp=()
+hwm_max=0
+for i in $(seq "$runs"); do
+	cat "$model" >/dev/null
+	"$TENSORFS" mount "$model" "$mnt" -o rw
+	printf 'bench run %d' "$i" >"$mnt/metadata/general.name"
+	pid=$(getfattr --absolute-names --only-values -n user.tensorfs.pid "$mnt")
+	hwm_file=$dir/hwm
+	: >"$hwm_file"
+	# VmHWM only grows: the last sample before the daemon exits is its peak
+	( while [ -r "/proc/$pid/status" ]; do
+		v=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null) || break
+		[ -n "$v" ] && echo "$v" >"$hwm_file"
+		sleep 0.01
+	done ) &
+	sampler=$!
+	a=$(now)
+	"$TENSORFS" unmount "$mnt" 2>"$dir/unmount.log" || { cat "$dir/unmount.log" >&2; exit 1; }
+	b=$(now)
+	wait "$sampler" 2>/dev/null || true
+	t_rp+=("$(python3 -c "print($b - $a)")")
+	hwm=$(cat "$hwm_file"); hwm=${hwm:-0}
+	[ "$hwm" -gt "$hwm_max" ] && hwm_max=$hwm
+	grep -q "^done:" "$dir/unmount.log" || { cat "$dir/unmount.log" >&2; exit 1; }
+done
+name=$("$TENSORFS" info "$model" | awk '$1 == "general.name" {$1=$2=""; print}')
+echo "general.name after the last repack:$name"
+
+cp_b=$(best "${t_cp[@]}")
+cps_b=$(best "${t_cps[@]}")
+rp_b=$(best "${t_rp[@]}")
+printf 'cp            best of %d: %6.3f s  (%s)\n' "$runs" "$cp_b" "${t_cp[*]}"
+printf 'cp && sync    best of %d: %6.3f s  (%s)\n' "$runs" "$cps_b" "${t_cps[*]}"
+rep_b=$(best "${t_rep[@]}")
+printf 'cp+sync+mv    best of %d: %6.3f s  (%s)\n' "$runs" "$rep_b" "${t_rep[*]}"
+printf 'repack        best of %d: %6.3f s  (%s)\n' "$runs" "$rp_b" "${t_rp[*]}"
+echo "repack / cp         = $(ratio "$rp_b" "$cp_b")x   (target <= 1.2x)"
+echo "repack / cp+sync    = $(ratio "$rp_b" "$cps_b")x   (the repack fsyncs; cp does not)"
+echo "repack / cp+sync+mv = $(ratio "$rp_b" "$rep_b")x   (and replaces the file: the old one is freed)"
+echo "daemon peak RSS (VmHWM) during the repack: $((hwm_max / 1024)) MiB"

@@ -96,7 +96,10 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 	int rc = 0;
 
 	json_object_set_new(root, "format", json_string(tfs_model_format_name(m)));
-	json_object_set_new(root, "source", json_string(m->path));
+	/* the absolute path, whatever the caller typed (an Ollama name stays a name) */
+	char *abs = realpath(m->path, NULL);
+	json_object_set_new(root, "source", json_string(abs ? abs : m->path));
+	free(abs);
 	if (m->gguf_version) {
 		json_object_set_new(root, "version", json_integer(m->gguf_version));
 		json_object_set_new(root, "alignment", json_integer(m->alignment));
@@ -141,8 +144,7 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 		if (t->src >= 0 && (size_t)t->src < m->n_src)
 			json_object_set_new(o, "source", json_string(m->src[t->src].label));
 		const char *why = NULL;
-		uint64_t nf = tfs_tensor_f32_count(m, i, &why);
-		if (nf) {
+		if (tfs_tensor_has_f32(m, i, &why)) {
 			uint32_t nd;
 			int64_t ne[TFS_MAX_DIMS + 1];
 			tfs_tensor_f32_shape(m, i, &nd, ne);

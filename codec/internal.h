@@ -155,6 +155,10 @@ int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int3
 		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,
 		tfs_error *err);
 int tfs_io_fsync_dir(const char *path_in_dir, tfs_error *err);
+/* An unnamed O_TMPFILE in dir (a named mkostemp file where unsupported), named from tmpl
+ * by tfs_io_tmpfile_link once written and fsynced. */
+int tfs_io_tmpfile_open(const char *dir, mode_t mode);
+int tfs_io_tmpfile_link(int fd, char *tmpl, tfs_error *err);
 void tfs_test_crash_point(const char *where);
 int tfs_gguf_validate(const tfs_model *m, const char *path, tfs_error *err);
 bool tfs_model_gguf_encoded(const tfs_model *m);

@@ -373,6 +373,31 @@ static uint64_t n_elems(const tfs_tensor *t)
 	return n;
 }
 
+bool tfs_tensor_has_f32(const tfs_model *m, size_t i, const char **why)
+{
+	if (i >= m->n_t) {
+		if (why)
+			*why = "no such tensor";
+		return false;
+	}
+	const tfs_tensor *t = &m->t[i];
+	if (t->q.mode != TFS_QMODE_NONE) {
+		if (t->q_scale < 0 || t->n_dims == 0) {
+			if (why)
+				*why = "quantized tensor without its scales";
+			return false;
+		}
+		return true;
+	}
+	const tfs_dtype_info *d = tfs_dtype(t->dtype);
+	if (!d || !d->to_f32) {
+		if (why)
+			*why = "no float conversion for this dtype";
+		return false;
+	}
+	return true;
+}
+
 uint64_t tfs_tensor_f32_count(const tfs_model *m, size_t i, const char **why)
 {
 	static const char *no_tensor = "no such tensor";

@@ -18,8 +18,7 @@ int tfs_npy_header(tfs_buf *out, bool *raw, const tfs_model *m, size_t i, tfs_er
 		memcpy(ne, t->ne, sizeof(t->ne));
 	} else {
 		const char *why = "no float view";
-		if (!tfs_tensor_f32_count(m, i, &why) &&
-		    !(t->q.mode == TFS_QMODE_NONE && d && d->to_f32))
+		if (!tfs_tensor_has_f32(m, i, &why))
 			return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': %s", t->name, why);
 		*raw = false;
 		descr = "<f4";

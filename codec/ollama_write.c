@@ -104,10 +104,6 @@ out:
 	return rc;
 }
 
-/* write.c (lead: these two belong in internal.h) */
-int tfs_io_tmpfile_open(const char *dir, mode_t mode);
-int tfs_io_tmpfile_link(int fd, char *tmpl, tfs_error *err);
-
 /* A new blob is an unnamed O_TMPFILE in blobs/ until it is complete (blob_finish names it),
  * so a write killed half-way leaves nothing in the store; without O_TMPFILE, a named
  * temporary.  *tmp ends in XXXXXX while unnamed. */

@@ -572,6 +572,22 @@ char *tfs_staging_default_dir(const char *output)
 	return s;
 }
 
+int tfs_staging_remove(tfs_staging *s)
+{
+	if (!s || json_array_size(ops(s)) || json_object_get(s->j, "repack"))
+		return -1;
+	char *journal = join(s->dir, JOURNAL), *lock = join(s->dir, "lock");
+	if (journal)
+		unlink(journal);
+	if (lock)
+		unlink(lock); /* still flocked through our fd: nobody else can be using it */
+	free(journal);
+	free(lock);
+	if (rmdir(s->data_dir) < 0 || rmdir(s->dir) < 0)
+		return -1; /* something else lives there: keep it */
+	return 0;
+}
+
 const char *tfs_staging_dir(const tfs_staging *s) { return s->dir; }
 
 bool tfs_staging_dirty(const tfs_staging *s)

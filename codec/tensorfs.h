@@ -282,11 +282,14 @@ int64_t tfs_tensor_read_raw(const tfs_model *m, size_t i, uint64_t off, uint64_t
 
 /*
  * The f32 view: number of float32 values (0 when there is none: then *why, if
- * not NULL, says why, e.g. "no float conversion for dtype U64"), and its shape
+ * not NULL, says why, e.g. "no float conversion for this dtype"), and its shape
  * in GGUF order (ne[0] fastest).  For an MLX-quantized tensor that is the
  * logical, dequantized shape; for C64 a trailing axis of 2 (re, im) is added.
  */
 uint64_t tfs_tensor_f32_count(const tfs_model *m, size_t i, const char **why);
+/* Whether tensor i has an f32 view at all (an empty tensor has one, of 0 values);
+ * when not, *why (if not NULL) says why. */
+bool tfs_tensor_has_f32(const tfs_model *m, size_t i, const char **why);
 int tfs_tensor_f32_shape(const tfs_model *m, size_t i, uint32_t *n_dims,
 			 int64_t ne[TFS_MAX_DIMS + 1]);
 /* Reads count float32 values of the f32 view starting at value index first.
@@ -376,6 +379,9 @@ int tfs_staging_open(tfs_staging **out, const char *dir, const tfs_model *m, con
 		     tfs_error *err);
 void tfs_staging_free(tfs_staging *s);      /* unlocks; keeps the directory */
 const char *tfs_staging_dir(const tfs_staging *s);
+/* Removes the staging directory when it holds nothing (no changes, no repack in
+ * progress, nothing else in it); 0 when removed.  Call before tfs_staging_free. */
+int tfs_staging_remove(tfs_staging *s);
 /* True when the journal holds changes not yet repacked. */
 bool tfs_staging_dirty(const tfs_staging *s);
 /* Applies the recorded changes to m (just opened from the same source). Also

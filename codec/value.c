@@ -2,8 +2,8 @@
  * value.c - GGUF metadata values <-> the text served in metadata/<key>.
  *
  * Text forms: integers in decimal; floats as the shortest decimal that parses
- * back to the same bits (with ".0" when it would otherwise look like an
- * integer; inf, -inf, nan); bools true/false; strings as their raw bytes;
+ * back to the same bits, laid out as Python's repr (3.14159, -10.0, 1e-05,
+ * 1.5e+16; inf, -inf, nan); bools true/false; strings as their raw bytes;
  * arrays as one JSON array (strings JSON-escaped, a byte that is not part of
  * valid UTF-8 as the lone surrogate \udcXX as Python's surrogateescape does,
  * non-finite floats as Infinity/-Infinity/NaN as Python's json module does).
@@ -24,37 +24,78 @@ static const uint8_t type_size[TFS_GGUF_TYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 4, 1, 
 
 /* ==== formatting ==== */
 
-static int fmt_double(tfs_buf *out, double v, bool json)
+/*
+ * The shortest decimal that reads back to the same value (as a float when
+ * is_float), laid out as Python's repr does: fixed notation for exponents -4..15
+ * ("0.0001", "123.0", "-10.0"), else scientific ("1e-05", "1.5e+16").
+ */
+static int fmt_shortest(tfs_buf *out, double v, bool is_float, bool json)
 {
 	if (isnan(v))
 		return tfs_buf_printf(out, "%s", json ? "NaN" : "nan");
 	if (isinf(v))
 		return tfs_buf_printf(out, "%s", v < 0 ? (json ? "-Infinity" : "-inf")
 						       : (json ? "Infinity" : "inf"));
-	char s[40];
+	char e[48];
 	for (int p = 1; p <= 17; p++) {
-		snprintf(s, sizeof(s), "%.*g", p, v);
-		if (strtod(s, NULL) == v)
+		snprintf(e, sizeof(e), "%.*e", p - 1, v);
+		if (is_float ? strtof(e, NULL) == (float)v : strtod(e, NULL) == v)
 			break;
 	}
-	if (!strpbrk(s, ".e"))
-		strcat(s, ".0");
+	/* e is [-]d[.ddd]e(+|-)XX */
+	bool neg = e[0] == '-';
+	const char *q = e + neg;
+	char digits[24];
+	int nd = 0;
+	for (; *q && *q != 'e' && nd < 20; q++)
+		if (*q != '.')
+			digits[nd++] = *q;
+	int exp = atoi(q + 1);
+	while (nd > 1 && digits[nd - 1] == '0')
+		nd--;
+	char s[64];
+	size_t k = 0;
+	if (neg)
+		s[k++] = '-';
+	if (exp >= -4 && exp < 16) {
+		if (exp < 0) {
+			s[k++] = '0';
+			s[k++] = '.';
+			for (int z = 0; z < -exp - 1; z++)
+				s[k++] = '0';
+			for (int i = 0; i < nd; i++)
+				s[k++] = digits[i];
+		} else {
+			for (int i = 0; i <= exp; i++)
+				s[k++] = i < nd ? digits[i] : '0';
+			s[k++] = '.';
+			if (nd > exp + 1)
+				for (int i = exp + 1; i < nd; i++)
+					s[k++] = digits[i];
+			else
+				s[k++] = '0';
+		}
+		s[k] = '\0';
+	} else {
+		s[k++] = digits[0];
+		if (nd > 1) {
+			s[k++] = '.';
+			for (int i = 1; i < nd; i++)
+				s[k++] = digits[i];
+		}
+		snprintf(s + k, sizeof(s) - k, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+	}
 	return tfs_buf_append(out, s, strlen(s));
+}
+
+static int fmt_double(tfs_buf *out, double v, bool json)
+{
+	return fmt_shortest(out, v, false, json);
 }
 
 static int fmt_float(tfs_buf *out, float v, bool json)
 {
-	if (isnan(v) || isinf(v))
-		return fmt_double(out, v, json);
-	char s[40];
-	for (int p = 1; p <= 9; p++) {
-		snprintf(s, sizeof(s), "%.*g", p, (double)v);
-		if (strtof(s, NULL) == v)
-			break;
-	}
-	if (!strpbrk(s, ".e"))
-		strcat(s, ".0");
-	return tfs_buf_append(out, s, strlen(s));
+	return fmt_shortest(out, v, true, json);
 }
 
 /* Length of the valid UTF-8 sequence at p (n bytes left), 0 if invalid. */

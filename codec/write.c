@@ -579,10 +579,6 @@ void tfs_test_crash_point(const char *where)
 
 /* ==== commits: temporaries renamed over their final names ==== */
 
-/* (shared with ollama_write.c; lead: these two belong in internal.h) */
-int tfs_io_tmpfile_open(const char *dir, mode_t mode);
-int tfs_io_tmpfile_link(int fd, char *tmpl, tfs_error *err);
-
 /*
  * A temporary is first an unnamed O_TMPFILE in its directory and gets its name only once
  * it is written and fsynced (tfs_io_tmpfile_link): a repack killed while it copies

@@ -265,6 +265,10 @@ static int open_model(tfs_fs *fs, const char *prog)
 
 static void close_model(tfs_fs *fs)
 {
+	/* a staging directory tensorfs chose itself goes away once it holds nothing
+	 * (repacked, or never changed); one the user named stays */
+	if (fs->staging && !fs->opts.staging)
+		tfs_staging_remove(fs->staging);
 	tfs_staging_free(fs->staging);
 	tfs_model_free(fs->model);
 	fs->staging = NULL;

@@ -494,6 +494,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 /* ==== extended attributes ==== */
 
+/* Whether npy node n serves the raw bytes (else the f32 view). */
+static bool npy_is_raw(tfs_fs *fs, tfs_node *n)
+{
+	const tfs_buf *c;
+	pthread_mutex_lock(&fs->cache_lock);
+	bool raw = tfs_node_content(fs, n, &c) == 0 && n->raw_npy;
+	pthread_mutex_unlock(&fs->cache_lock);
+	return raw;
+}
+
 static int node_xattr(tfs_fs *fs, tfs_node *n, const char *name, tfs_buf *out)
 {
 	if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX)) != 0)
@@ -546,6 +556,14 @@ static int node_xattr(tfs_fs *fs, tfs_node *n, const char *name, tfs_buf *out)
 			return tfs_buf_printf(out, "%s", d ? d->name : "unknown") ? -ENOMEM : 0;
 		}
 		if (strcmp(name, "shape") == 0) {
+			/* each view's own shape: f32/ (and npy/ as float32) the dequantized one */
+			uint32_t vnd;
+			int64_t vne[TFS_MAX_DIMS + 1];
+			if (n->item >= 0 && (n->kind == N_F32 || (n->kind == N_NPY && !npy_is_raw(fs, n))) &&
+			    tfs_tensor_f32_shape(fs->model, (size_t)n->item, &vnd, vne) == 0) {
+				nd = vnd;
+				ne = vne;
+			}
 			if (tfs_buf_reserve(out, 0))
 				return -ENOMEM;
 			for (uint32_t k = nd; k-- > 0;)

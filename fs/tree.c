@@ -162,7 +162,7 @@ int tfs_tree_add_tensor(tfs_fs *fs, long i, bool with_raw)
 {
 	const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)i);
 	int rc = with_raw ? add_encoded(fs, N_RAW, D_TENSORS, i, t->name, NULL) : 0;
-	if (!rc && tfs_tensor_f32_count(fs->model, (size_t)i, NULL))
+	if (!rc && tfs_tensor_has_f32(fs->model, (size_t)i, NULL))
 		rc = add_encoded(fs, N_F32, D_F32, i, t->name, NULL);
 	/* a native numpy dtype or a float view: npy/ has it */
 	tfs_buf hdr = { 0 };

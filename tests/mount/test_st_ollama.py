@@ -115,12 +115,14 @@ def check_st_tensors(tc, m, tensors, src_of):
         want = f32_oracle(dt, raw)
         f = m.p("f32", name)
         if n == 0:
-            # an empty tensor: no values (f32/ may leave it out)
-            if os.path.exists(f):
-                tc.assertEqual(read(f), b"", name)
+            # an empty tensor has an empty float view
+            tc.assertEqual(read(f), b"", name)
         else:
             got = read(f)
             tc.assertEqual(len(got), 4 * n * (2 if dt == "C64" else 1), name)
+            # the view's own shape: C64 gains its (re, im) axis
+            vshape = list(shape) + ([2] if dt == "C64" else [])
+            tc.assertEqual(xattr(f, "shape"), ",".join(str(v) for v in vshape), name)
             if want is not None:
                 tc.assertEqual(got, want, name)
         arr = np.load(m.p("npy", name + ".npy"), mmap_mode="r")
@@ -300,8 +302,10 @@ class Ollama(TestCase):
                 self.assertEqual(got, want, tname)
                 shape = tuple(tb.get("logical_shape") or tb["shape"])
                 self.assertEqual(len(want), 4 * int(np.prod(shape)))
+                self.assertEqual(xattr(m.p("f32", tname), "shape"), ",".join(map(str, shape)), tname)
                 a = np.load(m.p("npy", tname + ".npy"), mmap_mode="r")
                 self.assertEqual(a.shape, shape, tname)
+                self.assertEqual(xattr(m.p("npy", tname + ".npy"), "shape"), ",".join(map(str, shape)), tname)
                 self.assertEqual(a.dtype, np.dtype("<f4"), tname)
                 self.assertEqual(np.ascontiguousarray(a).tobytes(), want, tname)
                 del a

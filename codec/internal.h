@@ -96,6 +96,11 @@ struct tfs_model {
 	void (*priv_free)(void *priv);
 };
 
+/* The name maps' callbacks: the name of kv / tensor / extra slot i of the model ctx. */
+const char *tfs_kv_name(const void *ctx, uint32_t i, size_t *len);
+const char *tfs_t_name(const void *ctx, uint32_t i, size_t *len);
+const char *tfs_x_name(const void *ctx, uint32_t i, size_t *len);
+
 /* Allocates an empty model of the given format. */
 int tfs_model_new(tfs_model **out, tfs_format fmt, const char *path, tfs_error *err);
 /* Opens and maps a file as a source; *idx gets its index. label may be NULL (= basename). */
@@ -155,6 +160,9 @@ int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int3
 		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,
 		tfs_error *err);
 int tfs_io_fsync_dir(const char *path_in_dir, tfs_error *err);
+/* The output's final path: o->output or the source; a symlink is followed, so the link
+ * keeps pointing at the (replaced) file.  Allocated. */
+char *tfs_output_path(const tfs_model *m, const tfs_write_opts *o);
 /* An unnamed O_TMPFILE in dir (a named mkostemp file where unsupported), named from tmpl
  * by tfs_io_tmpfile_link once written and fsynced. */
 int tfs_io_tmpfile_open(const char *dir, mode_t mode);

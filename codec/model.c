@@ -11,21 +11,21 @@
 
 /* ==== lookups ==== */
 
-static const char *kv_name(const void *ctx, uint32_t i, size_t *len)
+const char *tfs_kv_name(const void *ctx, uint32_t i, size_t *len)
 {
 	const tfs_model *m = ctx;
 	*len = strlen(m->kv[i].name);
 	return m->kv[i].name;
 }
 
-static const char *t_name(const void *ctx, uint32_t i, size_t *len)
+const char *tfs_t_name(const void *ctx, uint32_t i, size_t *len)
 {
 	const tfs_model *m = ctx;
 	*len = strlen(m->t[i].name);
 	return m->t[i].name;
 }
 
-static const char *x_name(const void *ctx, uint32_t i, size_t *len)
+const char *tfs_x_name(const void *ctx, uint32_t i, size_t *len)
 {
 	const tfs_model *m = ctx;
 	*len = strlen(m->x[i].name);
@@ -34,17 +34,17 @@ static const char *x_name(const void *ctx, uint32_t i, size_t *len)
 
 long tfs_model_find_kv(const tfs_model *m, const char *name)
 {
-	return tfs_strmap_get(&m->kv_map, name, strlen(name), kv_name, m);
+	return tfs_strmap_get(&m->kv_map, name, strlen(name), tfs_kv_name, m);
 }
 
 long tfs_model_find_tensor(const tfs_model *m, const char *name)
 {
-	return tfs_strmap_get(&m->t_map, name, strlen(name), t_name, m);
+	return tfs_strmap_get(&m->t_map, name, strlen(name), tfs_t_name, m);
 }
 
 long tfs_model_find_extra(const tfs_model *m, const char *name)
 {
-	return tfs_strmap_get(&m->x_map, name, strlen(name), x_name, m);
+	return tfs_strmap_get(&m->x_map, name, strlen(name), tfs_x_name, m);
 }
 
 /* ==== construction ==== */
@@ -198,7 +198,7 @@ int tfs_model_push_kv(tfs_model *m, const char *name, size_t name_len, uint32_t 
 		return rc;
 	if (m->n_kv >= TFS_MAX_ITEMS)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: too many keys", m->path);
-	if (tfs_strmap_get(&m->kv_map, name, name_len, kv_name, m) >= 0)
+	if (tfs_strmap_get(&m->kv_map, name, name_len, tfs_kv_name, m) >= 0)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: duplicate key '%.*s'", m->path,
 				     (int)name_len, name);
 	if (grow((void **)&m->kv, &m->cap_kv, m->n_kv, sizeof(*m->kv)))
@@ -210,7 +210,7 @@ int tfs_model_push_kv(tfs_model *m, const char *name, size_t name_len, uint32_t 
 	kv->type = type;
 	kv->data = data;
 	kv->len = len;
-	if (tfs_strmap_put(&m->kv_map, name, name_len, (uint32_t)m->n_kv, kv_name, m)) {
+	if (tfs_strmap_put(&m->kv_map, name, name_len, (uint32_t)m->n_kv, tfs_kv_name, m)) {
 		free(kv->name);
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
 	}
@@ -226,7 +226,7 @@ int tfs_model_push_tensor(tfs_model *m, const char *name, size_t name_len, tfs_t
 		return rc;
 	if (m->n_t >= TFS_MAX_ITEMS)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: too many tensors", m->path);
-	if (tfs_strmap_get(&m->t_map, name, name_len, t_name, m) >= 0)
+	if (tfs_strmap_get(&m->t_map, name, name_len, tfs_t_name, m) >= 0)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: duplicate tensor '%.*s'", m->path,
 				     (int)name_len, name);
 	if (grow((void **)&m->t, &m->cap_t, m->n_t, sizeof(*m->t)))
@@ -237,7 +237,7 @@ int tfs_model_push_tensor(tfs_model *m, const char *name, size_t name_len, tfs_t
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
 	t->src = -1;
 	t->q_scale = t->q_bias = t->q_gscale = -1;
-	if (tfs_strmap_put(&m->t_map, name, name_len, (uint32_t)m->n_t, t_name, m)) {
+	if (tfs_strmap_put(&m->t_map, name, name_len, (uint32_t)m->n_t, tfs_t_name, m)) {
 		free(t->name);
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
 	}
@@ -253,7 +253,7 @@ int tfs_model_push_extra(tfs_model *m, const char *name, const char *media_type,
 	int rc = check_name(name, len, "file", m->path, err);
 	if (rc)
 		return rc;
-	if (tfs_strmap_get(&m->x_map, name, len, x_name, m) >= 0)
+	if (tfs_strmap_get(&m->x_map, name, len, tfs_x_name, m) >= 0)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: duplicate file '%s'", m->path, name);
 	if (grow((void **)&m->x, &m->cap_x, m->n_x, sizeof(*m->x)))
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
@@ -262,7 +262,7 @@ int tfs_model_push_extra(tfs_model *m, const char *name, const char *media_type,
 	x->name = strdup(name);
 	x->media_type = strdup(media_type ? media_type : "");
 	if (!x->name || !x->media_type ||
-	    tfs_strmap_put(&m->x_map, name, len, (uint32_t)m->n_x, x_name, m)) {
+	    tfs_strmap_put(&m->x_map, name, len, (uint32_t)m->n_x, tfs_x_name, m)) {
 		free(x->name);
 		free(x->media_type);
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);

@@ -290,18 +290,6 @@ static int push_u32(uint32_t **v, size_t *n, size_t *cap, uint32_t x)
 	return 0;
 }
 
-static char *out_path(const tfs_model *m, const tfs_write_opts *o)
-{
-	const char *out = o && o->output ? o->output : m->path;
-	struct stat st;
-	if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode)) {
-		char *r = realpath(out, NULL);
-		if (r)
-			return r;
-	}
-	return strdup(out);
-}
-
 static int write_single(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err)
 {
 	uint32_t *ts = NULL, *ks = NULL;
@@ -315,7 +303,7 @@ static int write_single(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tf
 	for (size_t i = 0; i < m->n_kv; i++)
 		if (!m->kv[i].deleted && push_u32(&ks, &nk, &ck, (uint32_t)i))
 			goto nomem;
-	if (!(final = out_path(m, o)))
+	if (!(final = tfs_output_path(m, o)))
 		goto nomem;
 	if ((rc = tfs_commit_add(c, final, &fd, &tmp, err)))
 		goto out;
@@ -426,7 +414,7 @@ static int write_sharded(tfs_model *m, const tfs_st_layout *l, const tfs_write_o
 {
 	size_t ns = l->n_shards;
 	int rc = 0;
-	char *index_final = out_path(m, o), *final = NULL, *text = NULL;
+	char *index_final = tfs_output_path(m, o), *final = NULL, *text = NULL;
 	char *src_real = realpath(m->path, NULL), *out_real = NULL;
 	uint32_t *home = calloc(m->n_t ? m->n_t : 1, sizeof(*home));
 	json_t *root = NULL;

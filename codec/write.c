@@ -32,29 +32,6 @@
 
 
 
-/* ==== names (the same callbacks model.c gives the maps) ==== */
-
-static const char *kv_name(const void *ctx, uint32_t i, size_t *len)
-{
-	const tfs_model *m = ctx;
-	*len = strlen(m->kv[i].name);
-	return m->kv[i].name;
-}
-
-static const char *t_name(const void *ctx, uint32_t i, size_t *len)
-{
-	const tfs_model *m = ctx;
-	*len = strlen(m->t[i].name);
-	return m->t[i].name;
-}
-
-static const char *x_name(const void *ctx, uint32_t i, size_t *len)
-{
-	const tfs_model *m = ctx;
-	*len = strlen(m->x[i].name);
-	return m->x[i].name;
-}
-
 /* True when keys and tensors are written as GGUF: a GGUF file or the model layer of a
  * classic Ollama model (its reader ran tfs_gguf_read, which sets gguf_version). */
 bool tfs_model_gguf_encoded(const tfs_model *m)
@@ -207,7 +184,7 @@ int tfs_model_del_kv(tfs_model *m, const char *key, tfs_error *err)
 	if (i < 0)
 		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no key '%s'", m->path, key);
 	tfs_kv *kv = &m->kv[i];
-	tfs_strmap_del(&m->kv_map, key, strlen(key), kv_name, m);
+	tfs_strmap_del(&m->kv_map, key, strlen(key), tfs_kv_name, m);
 	kv->deleted = true;
 	m->changed = true;
 	return 0;
@@ -250,7 +227,7 @@ int tfs_model_rename_kv(tfs_model *m, const char *from, const char *to, tfs_erro
 	const tfs_kv *kv = &m->kv[i];
 	if ((rc = check_kv(m, to, kv->type, kv->data, kv->len, err)))
 		return rc;
-	return rename_slot(m, &m->kv_map, kv_name, &m->kv[i].name, i, to, err);
+	return rename_slot(m, &m->kv_map, tfs_kv_name, &m->kv[i].name, i, to, err);
 }
 
 int tfs_model_rename_tensor(tfs_model *m, const char *from, const char *to, tfs_error *err)
@@ -266,7 +243,7 @@ int tfs_model_rename_tensor(tfs_model *m, const char *from, const char *to, tfs_
 	if (tfs_model_find_tensor(m, to) >= 0)
 		return tfs_error_set(err, TFS_E_EXISTS, "%s: tensor '%s' already exists", m->path,
 				     to);
-	return rename_slot(m, &m->t_map, t_name, &m->t[i].name, i, to, err);
+	return rename_slot(m, &m->t_map, tfs_t_name, &m->t[i].name, i, to, err);
 }
 
 int tfs_model_del_tensor(tfs_model *m, const char *name, tfs_error *err)
@@ -274,7 +251,7 @@ int tfs_model_del_tensor(tfs_model *m, const char *name, tfs_error *err)
 	long i = tfs_model_find_tensor(m, name);
 	if (i < 0)
 		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no tensor '%s'", m->path, name);
-	tfs_strmap_del(&m->t_map, name, strlen(name), t_name, m);
+	tfs_strmap_del(&m->t_map, name, strlen(name), tfs_t_name, m);
 	m->t[i].deleted = true;
 	m->changed = true;
 	return 0;
@@ -410,7 +387,7 @@ int tfs_model_del_extra(tfs_model *m, const char *name, tfs_error *err)
 	long i = tfs_model_find_extra(m, name);
 	if (i < 0)
 		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no file '%s'", m->path, name);
-	tfs_strmap_del(&m->x_map, name, strlen(name), x_name, m);
+	tfs_strmap_del(&m->x_map, name, strlen(name), tfs_x_name, m);
 	m->x[i].deleted = true;
 	m->changed = true;
 	return 0;
@@ -944,7 +921,7 @@ out:
 
 /* The output's final path: o->output or the source; a symlink is followed, so the link
  * keeps pointing at the (replaced) file. Allocated. */
-static char *output_path(const tfs_model *m, const tfs_write_opts *o)
+char *tfs_output_path(const tfs_model *m, const tfs_write_opts *o)
 {
 	const char *out = o && o->output ? o->output : m->path;
 	struct stat st;
@@ -968,7 +945,7 @@ int tfs_model_write_prepare(tfs_model *m, const tfs_write_opts *o, tfs_commit *c
 		o = &none;
 	switch (m->format) {
 	case TFS_FMT_GGUF: {
-		char *final = output_path(m, o);
+		char *final = tfs_output_path(m, o);
 		const char *tmp;
 		int fd, rc;
 		if (!final)

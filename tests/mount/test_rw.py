@@ -882,6 +882,37 @@ class Ollama(TestCase):
             f.seek(q8["offset"])
             self.assertEqual(raw, f.read(q8["nbytes"]))
 
+    def test_per_tensor_model(self):
+        """A per-tensor (MLX int4) model: replace the norm's bytes; only its blob is new,
+        the quantized weight's blob and its dequantized values stay as they were."""
+        man_path = os.path.join(self.root, "manifests/registry.ollama.ai/library/oracle-st/int4")
+        man0 = json.loads(read(man_path))
+        with Mount(self, "oracle-st:int4") as m:
+            norm0 = read(m.p("tensors", "model.norm.weight"), "rb")
+            dtype = os.getxattr(m.p("tensors", "model.norm.weight"), "user.tensorfs.dtype").decode()
+            deq0 = read(m.p("f32", "model.layers.0.mlp.down_proj.weight"), "rb")
+        new = bytes(reversed(norm0))  # same size and dtype, other values
+        self.assertNotEqual(new, norm0)
+        with Mount(self, "oracle-st:int4", ["rw"]) as m:
+            src = os.path.join(self.dir, "norm.bin")
+            with open(src, "wb") as f:
+                f.write(new)
+            self.assertEqual(run(["cp", src, m.p("tensors", "model.norm.weight")]).returncode, 0)
+            self.assertEqual(read(m.p("tensors", "model.norm.weight"), "rb"), new)
+            self.assertIn("done:", unmount_ok(self, m))
+        man1 = json.loads(read(man_path))
+        d0 = {l.get("name"): l["digest"] for l in man0["layers"]}
+        d1 = {l.get("name"): l["digest"] for l in man1["layers"]}
+        self.assertNotEqual(d1["model.norm.weight"], d0["model.norm.weight"])
+        self.assertEqual(d1["model.layers.0.mlp.down_proj.weight"], d0["model.layers.0.mlp.down_proj.weight"])
+        for l in man1["layers"]:
+            blob = os.path.join(self.root, "blobs", l["digest"].replace(":", "-"))
+            self.assertEqual("sha256:" + sha256(blob), l["digest"])
+        with Mount(self, "oracle-st:int4") as m:
+            self.assertEqual(read(m.p("tensors", "model.norm.weight"), "rb"), new)
+            self.assertEqual(os.getxattr(m.p("tensors", "model.norm.weight"), "user.tensorfs.dtype").decode(), dtype)
+            self.assertEqual(read(m.p("f32", "model.layers.0.mlp.down_proj.weight"), "rb"), deq0)
+
     def test_output_to_new_tag(self):
         sha0 = sha256(self.manifest)
         with Mount(self, self.manifest, ["rw", "output=oracle-gguf:edited"]) as m:

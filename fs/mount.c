@@ -267,8 +267,20 @@ static void close_model(tfs_fs *fs)
 {
 	/* a staging directory tensorfs chose itself goes away once it holds nothing
 	 * (repacked, or never changed); one the user named stays */
-	if (fs->staging && !fs->opts.staging)
-		tfs_staging_remove(fs->staging);
+	if (fs->staging && !fs->opts.staging && tfs_staging_remove(fs->staging) == 0 &&
+	    tfs_model_format(fs->model) == TFS_FMT_OLLAMA) {
+		/* and the empty <root>/.tensorfs-staging/<host>/<ns>/<model> above it */
+		char *d = strdup(tfs_staging_dir(fs->staging));
+		for (int i = 0; d && i < 4; i++) {
+			char *sl = strrchr(d, '/');
+			if (!sl)
+				break;
+			*sl = '\0';
+			if (!strstr(d, "/.tensorfs-staging") || rmdir(d) < 0)
+				break;
+		}
+		free(d);
+	}
 	tfs_staging_free(fs->staging);
 	tfs_model_free(fs->model);
 	fs->staging = NULL;

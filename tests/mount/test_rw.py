@@ -855,6 +855,8 @@ class Ollama(TestCase):
             os.unlink(m.p("layers", "license"))
             os.rename(m.p("tensors", "t.q8_0"), m.p("tensors", "t.q8"))
             self.assertIn("done:", unmount_ok(self, m))
+        # the staging directory under the store root is gone again
+        self.assertFalse(os.path.exists(os.path.join(self.root, ".tensorfs-staging")))
         # nothing was put into manifests/ but the manifest
         for dp, dn, fn in os.walk(os.path.join(self.root, "manifests")):
             for f in fn + dn:

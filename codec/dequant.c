@@ -15,6 +15,8 @@
  */
 #include "dequant.h"
 
+#include <pthread.h>
+
 
 /* ==== scalar conversions ==== */
 
@@ -2057,5 +2059,86 @@ void tfs_deq_iq4_xs_ref(const void *src, float *dst, size_t nblocks)
 				dst[j + 16] = dl * (float)tfs_kvalues_iq4nl[qs[j] >> 4];
 			}
 		}
+	}
+}
+
+/* ==== table kernels: 8- and 6-bit floats by lookup ====
+ *
+ * Every code of these types is one of 256 (or 64) values, so the fast kernel is a
+ * table filled once from the reference kernel: bit-exact with it by construction
+ * (NaN payloads included), and 4-8x faster than decoding each byte.
+ */
+
+static float lut_f8_e4m3[256], lut_f8_e5m2[256], lut_f8_e8m0[256];
+static float lut_f8_e4m3fnuz[256], lut_f8_e5m2fnuz[256];
+static float lut_f6_e2m3[64], lut_f6_e3m2[64];
+
+static void luts_init(void)
+{
+	uint8_t codes[256], packed[48];
+
+	for (int i = 0; i < 256; i++)
+		codes[i] = (uint8_t)i;
+	tfs_deq_f8_e4m3_ref(codes, lut_f8_e4m3, 256);
+	tfs_deq_f8_e5m2_ref(codes, lut_f8_e5m2, 256);
+	tfs_deq_f8_e8m0_ref(codes, lut_f8_e8m0, 256);
+	tfs_deq_f8_e4m3fnuz_ref(codes, lut_f8_e4m3fnuz, 256);
+	tfs_deq_f8_e5m2fnuz_ref(codes, lut_f8_e5m2fnuz, 256);
+	/* the 64 six-bit codes, four to each 3-byte little-endian word */
+	for (int b = 0; b < 16; b++) {
+		uint32_t w = 0;
+
+		for (int k = 0; k < 4; k++)
+			w |= (uint32_t)(4 * b + k) << (6 * k);
+		packed[3 * b] = (uint8_t)w;
+		packed[3 * b + 1] = (uint8_t)(w >> 8);
+		packed[3 * b + 2] = (uint8_t)(w >> 16);
+	}
+	tfs_deq_f6_e2m3_ref(packed, lut_f6_e2m3, 16);
+	tfs_deq_f6_e3m2_ref(packed, lut_f6_e3m2, 16);
+}
+
+#define F8_LUT_KERNEL(name, lut)                                               \
+	static void name(const void *src, float *dst, size_t nblocks)          \
+	{                                                                      \
+		const uint8_t *p = src;                                        \
+		for (size_t i = 0; i < nblocks; i++)                           \
+			dst[i] = lut[p[i]];                                    \
+	}
+F8_LUT_KERNEL(deq_f8_e4m3_lut, lut_f8_e4m3)
+F8_LUT_KERNEL(deq_f8_e5m2_lut, lut_f8_e5m2)
+F8_LUT_KERNEL(deq_f8_e8m0_lut, lut_f8_e8m0)
+F8_LUT_KERNEL(deq_f8_e4m3fnuz_lut, lut_f8_e4m3fnuz)
+F8_LUT_KERNEL(deq_f8_e5m2fnuz_lut, lut_f8_e5m2fnuz)
+
+#define F6_LUT_KERNEL(name, lut)                                               \
+	static void name(const void *src, float *dst, size_t nblocks)          \
+	{                                                                      \
+		const uint8_t *p = src;                                        \
+		for (size_t i = 0; i < nblocks; i++, p += 3, dst += 4) {       \
+			uint32_t w = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16; \
+			dst[0] = lut[w & 0x3f];                                \
+			dst[1] = lut[(w >> 6) & 0x3f];                         \
+			dst[2] = lut[(w >> 12) & 0x3f];                        \
+			dst[3] = lut[w >> 18];                                 \
+		}                                                              \
+	}
+F6_LUT_KERNEL(deq_f6_e2m3_lut, lut_f6_e2m3)
+F6_LUT_KERNEL(deq_f6_e3m2_lut, lut_f6_e3m2)
+
+tfs_to_f32_fn tfs_deq_lut_kernel(int id)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, luts_init);
+	switch (id) {
+	case TFS_DT_F8_E4M3: return deq_f8_e4m3_lut;
+	case TFS_DT_F8_E5M2: return deq_f8_e5m2_lut;
+	case TFS_DT_F8_E8M0: return deq_f8_e8m0_lut;
+	case TFS_DT_F8_E4M3FNUZ: return deq_f8_e4m3fnuz_lut;
+	case TFS_DT_F8_E5M2FNUZ: return deq_f8_e5m2fnuz_lut;
+	case TFS_DT_F6_E2M3: return deq_f6_e2m3_lut;
+	case TFS_DT_F6_E3M2: return deq_f6_e3m2_lut;
+	default: return NULL;
 	}
 }

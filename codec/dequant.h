@@ -60,6 +60,8 @@ float tfs_e8m0_half_to_f32(uint8_t e);
 /* The AVX2+F16C+FMA kernel for dtype id, or NULL when there is none.  Only call it after
  * checking that the CPU has those features. */
 tfs_to_f32_fn tfs_deq_avx2_kernel(int id);
+/* Lookup-table kernels for the 8- and 6-bit float types (any CPU), or NULL. */
+tfs_to_f32_fn tfs_deq_lut_kernel(int id);
 #endif
 
 #endif

@@ -462,6 +462,16 @@ int tfs_io_reserve(int fd, const char *path, uint64_t size, tfs_error *err)
 }
 
 #define COPY_CHUNK (64u << 20)
+/*
+ * No sync_file_range() in the copy loop, on purpose.  Measured on ext4 (virtio disk, 2
+ * cores), 1.1 GiB: starting writeback after each 64 MiB chunk (SYNC_FILE_RANGE_WRITE) and
+ * waiting for the chunk before it (WAIT_BEFORE) cut a standalone copy_file_range + fsync
+ * from 1.71 to 1.28 s (best of 8), but the whole repack (`tensorfs unmount`,
+ * scripts/bench-repack.sh with TENSORFS_B) came out 4-14% slower than without it in three
+ * A/B runs.  16/32 MiB chunks measured the same as 64, 8 MiB slower.  The fsync dominates
+ * (about 1.2 s at the disk's ~0.9 GB/s); the rest of the gap to `cp && sync` is freeing
+ * the replaced file (see scripts/bench-repack.sh).
+ */
 
 int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t si,
 		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,

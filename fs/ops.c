@@ -461,22 +461,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		pthread_mutex_unlock(&fs->cache_lock);
 		uint64_t poff = (uint64_t)off + got - hlen;
 		if (raw) {
-			/* header bytes from memory, the payload spliced from the source */
-			struct { struct fuse_bufvec v; struct fuse_buf more; } bv;
-			memset(&bv, 0, sizeof(bv));
-			bv.v.count = got ? 2 : 1;
-			struct fuse_buf *b = bv.v.buf;
-			if (got) {
-				b->mem = out;
-				b->size = got;
-				b++;
-			}
-			const tfs_source *src = tfs_model_source(fs->model, (size_t)t->src);
-			b->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-			b->fd = src->fd;
-			b->pos = (off_t)(t->offset + poff);
-			b->size = size - got;
-			fuse_reply_data(req, &bv.v, FUSE_BUF_SPLICE_MOVE);
+			/* the payload preads from the source, like tensors/ (see read_mode) */
+			tfs_error err;
+			int64_t r = tfs_tensor_read_raw(fs->model, (size_t)n->item, poff, size - got,
+							out + got, &err);
+			if (r < 0)
+				fuse_reply_err(req, tfs_errno(&err));
+			else
+				fuse_reply_buf(req, out, got + (size_t)r);
 			break;
 		}
 		rc = read_f32(fs, (size_t)n->item, poff, size - got, out + got);

@@ -32,7 +32,7 @@
 #define MT_JSON MT_PREFIX "json"
 #define MT_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
 
-#define HASH_ALWAYS_BELOW (16ull << 20)   /* blobs hashed at every open */
+#define HASH_ALWAYS_BELOW (16ull << 20)   /* small non-weight layers hashed at every open */
 #define PROGRESS_ABOVE (64ull << 20)      /* blobs that report progress when verified */
 #define HASH_CHUNK (8ull << 20)
 
@@ -370,7 +370,14 @@ static int open_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool alw
 				     "%s: blob %s is %llu bytes, the manifest says %llu; refusing to "
 				     "open it", lay->manifest_path, name, (unsigned long long)s->size,
 				     (unsigned long long)l->size);
-	if (always_hash || s->size < HASH_ALWAYS_BELOW || (o && o->verify))
+	/* The small layers (template, params, license, config files...) are hashed at every
+	 * open; weights (a GGUF model, tensor blobs, adapters, projectors) only with verify:
+	 * a mount reads their headers, never all of their bytes. */
+	bool weights = !strcmp(l->media_type, MT_MODEL) || !strcmp(l->media_type, MT_TENSOR) ||
+		       !strcmp(l->media_type, MT_PREFIX "adapter") ||
+		       !strcmp(l->media_type, MT_PREFIX "projector") ||
+		       !strcmp(l->media_type, MT_PREFIX "draft");
+	if (always_hash || (!weights && s->size < HASH_ALWAYS_BELOW) || (o && o->verify))
 		return check_sha256(m, l->src, l->digest, o, lay->manifest_path, err);
 	return 0;
 }

@@ -76,10 +76,11 @@ def f32_oracle(dtype, raw):
     return None
 
 
-def assert_reject(tc, source, pattern=None, env=None, name_in_msg=None):
+def assert_reject(tc, source, pattern=None, env=None, name_in_msg=None, options=None):
     mp = tc.tmpdir()
     try:
-        r = run([TENSORFS, "mount", source, mp], timeout=30, env=env)
+        r = run([TENSORFS, "mount", source, mp] + (["-o", options] if options else []),
+                timeout=30, env=env)
     finally:
         if is_mounted(mp):
             subprocess.run(["fusermount3", "-u", mp], capture_output=True)
@@ -363,18 +364,23 @@ class Ollama(TestCase):
         store = os.path.join(self.tmpdir(), "models")
         shutil.copytree(STORE, store)
         env = dict(os.environ, OLLAMA_MODELS=store)
-        # the template of oracle-gguf (27 bytes) and the norm weight blob of oracle-st
-        for model, digest in (("oracle-gguf:latest", "b52d02fdf256212b389da91993a066a005d7540ab33124008908a26fda541a12"),
-                              ("oracle-st:int4", "90a7c2da916473054736a3e55bb0900ec9a47399f61cd3937bb5a603b447e92f")):
+        # the template of oracle-gguf (27 bytes): small layers are hashed at every mount;
+        # the norm weight blob of oracle-st: weights are hashed with -o verify
+        for model, digest, opts in (
+                ("oracle-gguf:latest", "b52d02fdf256212b389da91993a066a005d7540ab33124008908a26fda541a12", None),
+                ("oracle-st:int4", "90a7c2da916473054736a3e55bb0900ec9a47399f61cd3937bb5a603b447e92f", "verify")):
             p = os.path.join(store, "blobs", "sha256-" + digest)
             data = bytearray(read(p))
             data[len(data) // 2] ^= 0x01
             os.chmod(p, 0o644)
             with open(p, "wb") as f:
                 f.write(data)
-            assert_reject(self, model, env=env, name_in_msg=digest)
+            assert_reject(self, model, env=env, name_in_msg=digest, options=opts)
             man = os.path.join(store, "manifests/registry.ollama.ai/library", *model.split(":"))
-            assert_reject(self, man, name_in_msg=digest)
+            assert_reject(self, man, name_in_msg=digest, options=opts)
+            if opts:  # without verify a weight blob is not read at mount: it mounts
+                with Mount(self, man) as m:
+                    self.assertTrue(os.path.exists(m.p("tensors", "model.norm.weight")))
 
 
 if __name__ == "__main__":

@@ -133,6 +133,9 @@ int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int3
 		close(fd);
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: not a regular file", path);
 	}
+	/* while headers are parsed, no readahead around them (the device's window can be
+	 * megabytes per file); tfs_model_open turns it back on once the model is open */
+	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 	const uint8_t *map = NULL;
 	if (st.st_size > 0) {
 		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);

@@ -99,6 +99,9 @@ open:
 		return rc;
 	}
 	m->changed = false;
+	/* headers are read: reads of tensor data may read ahead again */
+	for (size_t i = 0; i < m->n_src; i++)
+		posix_fadvise(m->src[i].fd, 0, 0, POSIX_FADV_NORMAL);
 	*out = m;
 	return 0;
 }

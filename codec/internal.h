@@ -13,7 +13,8 @@
 #define TFS_MAX_ARRAY       (1ull << 30)   /* GGUF array elements (ggml: 1 Gi) */
 #define TFS_MAX_NAME        65536          /* key / tensor name bytes */
 #define TFS_MAX_ST_HEADER   100000000ull   /* safetensors header bytes (reference: 100 MB) */
-#define TFS_MAX_ITEMS       (1ull << 24)   /* keys or tensors in one source */
+#define TFS_MAX_ITEMS       (1ull << 20)   /* keys or tensors in a model (real ones: < 10K) */
+#define TFS_MAX_VALUE_TEXT  (256ull << 20) /* a metadata value's text form */
 #define TFS_MAX_MANIFEST    (16u << 20)    /* Ollama manifest / config JSON bytes */
 
 /* ==== overflow-checked arithmetic (true on overflow) ==== */

@@ -218,6 +218,10 @@ static int fmt_value(tfs_buf *out, tfs_cursor *c, uint32_t type, bool json, int 
 			return rc;
 		if ((rc = fmt_value(out, c, et, true, depth + 1)))
 			return rc;
+		if (out->len > TFS_MAX_VALUE_TEXT)
+			return tfs_error_set(c->err, TFS_E_UNSUPPORTED,
+					     "array of %llu elements is too large to show as text (over %llu MiB)",
+					     (unsigned long long)n, TFS_MAX_VALUE_TEXT >> 20);
 	}
 	return tfs_buf_append(out, "]", 1);
 }

@@ -244,7 +244,7 @@ int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out)
 		return -EINVAL;
 	}
 	if (rc)
-		return rc == TFS_E_NOMEM ? -ENOMEM : -EIO;
+		return -tfs_errno(&err);
 	if (!n->cache.data && tfs_buf_reserve(&n->cache, 0))
 		return -ENOMEM;
 	n->cache_gen = fs->gen + 1;

@@ -493,3 +493,20 @@ Test(gguf, value_text_round_trips)
 	cr_assert(strstr(e.data, "%~"), "a shortened name carries its hash");
 	tfs_buf_free(&e);
 }
+
+/* An array whose text would be over the cap is refused, not formatted into gigabytes. */
+Test(gguf, huge_array_text_is_capped)
+{
+	const uint64_t n = 100u << 20; /* 100 Mi uint8: "0, " x n is 300 MiB of text */
+	uint8_t *payload = calloc(1, 12 + n);
+	cr_assert(payload);
+	uint32_t et = 0; /* uint8 */
+	memcpy(payload, &et, 4);
+	memcpy(payload + 4, &n, 8);
+	tfs_buf b = { 0 };
+	tfs_error err;
+	cr_assert_eq(tfs_value_format(&b, 9, payload, 12 + n, &err), TFS_E_UNSUPPORTED);
+	cr_assert(strstr(err.msg, "too large"), "%s", err.msg);
+	tfs_buf_free(&b);
+	free(payload);
+}

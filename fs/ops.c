@@ -426,13 +426,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			break;
 		}
 		uint64_t hlen = c->len;
-		if ((uint64_t)off < hlen) {
-			size_t take = hlen - (uint64_t)off < size ? (size_t)(hlen - (uint64_t)off) : size;
-			if (n->kind != N_NPY || take == size) {
-				fuse_reply_buf(req, c->data + off, take);
-				pthread_mutex_unlock(&fs->cache_lock);
-				break;
-			}
+		if (n->kind != N_NPY || ((uint64_t)off < hlen && hlen - (uint64_t)off >= size)) {
+			/* generated content only (an npy read inside its header) */
+			size_t take = (uint64_t)off >= hlen ? 0
+				    : hlen - (uint64_t)off < size ? (size_t)(hlen - (uint64_t)off) : size;
+			fuse_reply_buf(req, take ? c->data + off : NULL, take);
+			pthread_mutex_unlock(&fs->cache_lock);
+			break;
 		}
 		/* npy: header bytes then payload */
 		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);

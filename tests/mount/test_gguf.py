@@ -334,6 +334,29 @@ class MixedFlat(TestCase):
                     finally:
                         os.close(fd)
 
+    def test_generated_files_past_eof(self):
+        """metadata/ and index.json read at and past their end give nothing, also with
+        O_DIRECT.  (This kernel clips such reads at st_size before they reach the daemon,
+        so the daemon's own past-EOF handling in op_read is not exercised here.)"""
+        with self.mounted() as m:
+            for p in (m.p("metadata", "general.architecture"), m.p("index.json"),
+                      m.p("metadata", "test.arr_str")):
+                whole = read(p)
+                for flags in (os.O_RDONLY, os.O_RDONLY | os.O_DIRECT):
+                    try:
+                        fd = os.open(p, flags)
+                    except OSError:
+                        continue  # O_DIRECT refused: nothing to check
+                    try:
+                        for off in (len(whole), len(whole) + 1, len(whole) + 4096, 1 << 20):
+                            try:
+                                self.assertEqual(os.pread(fd, 4096, off), b"", "%s off %d" % (p, off))
+                            except OSError as e:  # O_DIRECT alignment rules may refuse it
+                                self.assertIn(e.errno, (22,), "%s off %d: %s" % (p, off, e))
+                        self.assertEqual(os.pread(fd, len(whole) + 10, 0)[:len(whole)], whole)
+                    finally:
+                        os.close(fd)
+
     def test_read_only(self):
         with self.mounted() as m:
             t = m.p("tensors", "t.f32")

@@ -38,6 +38,7 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 	struct stat st;
 	int rc;
 	tfs_format fmt;
+	bool guessed = false; /* no magic, no telling name: tried as safetensors */
 
 	*out = NULL;
 	if (!opts)
@@ -75,6 +76,7 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: big-endian GGUF is not supported", source);
 	} else {
 		fmt = TFS_FMT_SAFETENSORS;
+		guessed = !ends_with(source, ".safetensors");
 	}
 open:
 	if ((rc = tfs_model_new(&m, fmt, source, err)))
@@ -96,6 +98,12 @@ open:
 	}
 	if (rc) {
 		tfs_model_free(m);
+		if (guessed && rc == TFS_E_FORMAT && err) {
+			char why[TFS_ERRMSG_MAX];
+			snprintf(why, sizeof(why), "%s", err->msg);
+			tfs_error_set(err, rc, "%s: not a GGUF, safetensors or Ollama manifest file "
+				      "(as safetensors: %s)", source, why);
+		}
 		return rc;
 	}
 	m->changed = false;

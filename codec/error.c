@@ -131,12 +131,14 @@ int tfs_cursor_bytes(tfs_cursor *c, const uint8_t **p, uint64_t n, const char *w
 	if (n > tfs_cursor_left(c))
 		return cursor_short(c, n, what);
 	if (c->prefetch && c->pos + n > c->ra_end) {
-		uint64_t want = c->pos + n + (1u << 20);
+		uint64_t step = c->ra_step ? c->ra_step : 64u << 10;
+		uint64_t want = (c->pos + n + step + 4095) & ~(uint64_t)4095;
 		want = want > c->size ? c->size : want;
-		/* base is page aligned and ra_end a multiple of 1 MiB */
+		/* base is page aligned and ra_end a multiple of the page size */
 		madvise((void *)(uintptr_t)(c->base + c->ra_end), (size_t)(want - c->ra_end),
 			MADV_WILLNEED);
-		c->ra_end = (want + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+		c->ra_end = (want + 4095) & ~(uint64_t)4095;
+		c->ra_step = step < (4u << 20) ? step * 2 : step;
 	}
 	*p = c->base + c->pos;
 	c->pos += n;

@@ -106,6 +106,8 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 		json_object_set_new(root, "data_offset", json_integer((json_int_t)m->data_offset));
 	}
 	for (size_t i = 0; i < m->n_src; i++) {
+		if (m->src[i].staged && m->src[i].fd < 0)
+			continue; /* a superseded staged file, closed */
 		json_t *s = json_object();
 		json_object_set_new(s, "file", json_string(m->src[i].label));
 		json_object_set_new(s, "path", json_string(m->src[i].path));

@@ -30,10 +30,11 @@ typedef struct {
 	uint64_t origin;      /* absolute file offset of base (for messages) */
 	const char *file;     /* file name for messages */
 	tfs_error *err;
-	/* When base is a whole-file mapping advised MADV_RANDOM: read ahead explicitly,
-	 * 1 MiB at a time, just past what was parsed (so opening reads only the header). */
+	/* When base is a whole-file mapping advised MADV_RANDOM: read ahead explicitly just
+	 * past what was parsed, 64 KiB first and doubling up to 4 MiB (so opening reads about
+	 * the header, not the file). */
 	bool prefetch;
-	uint64_t ra_end;
+	uint64_t ra_end, ra_step;
 } tfs_cursor;
 
 static inline uint64_t tfs_cursor_left(const tfs_cursor *c) { return c->size - c->pos; }

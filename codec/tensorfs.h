@@ -233,6 +233,8 @@ typedef struct {
 	uint64_t size;
 	const uint8_t *map;    /* read-only mapping of the whole file (NULL when size is 0) */
 	int64_t mtime_sec, mtime_nsec;
+	bool staged;           /* added by tfs_model_set_*_file; closed (fd -1, size 0, map NULL)
+	                        * once no tensor or file refers to it any more */
 } tfs_source;
 
 typedef struct tfs_model tfs_model;

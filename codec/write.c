@@ -26,6 +26,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -299,6 +300,30 @@ static int check_tensor_spec(const tfs_model *m, const char *name, int dtype, ui
 	return 0;
 }
 
+/*
+ * Closes staged source si (its fd and mapping; the slot stays, indices are stable) when no
+ * tensor or file refers to it: a tensor's older staged bytes, or a file the model refused.
+ * A long-running writable mount would otherwise hold one fd and one mapping per commit.
+ */
+static void release_staged_source(tfs_model *m, int32_t si)
+{
+	if (si < 0 || (size_t)si >= m->n_src || !m->src[si].staged || m->src[si].fd < 0)
+		return;
+	for (size_t i = 0; i < m->n_t; i++)
+		if (m->t[i].src == si)
+			return;
+	for (size_t i = 0; i < m->n_x; i++)
+		if (m->x[i].src == si)
+			return;
+	tfs_source *s = &m->src[si];
+	if (s->map)
+		munmap((void *)s->map, s->size);
+	close(s->fd);
+	s->map = NULL;
+	s->fd = -1;
+	s->size = 0;
+}
+
 int tfs_model_set_tensor_file(tfs_model *m, const char *name, int dtype, uint32_t n_dims,
 			      const int64_t *ne, const char *path, tfs_error *err)
 {
@@ -312,18 +337,26 @@ int tfs_model_set_tensor_file(tfs_model *m, const char *name, int dtype, uint32_
 		return rc;
 	if ((rc = tfs_model_add_source(m, path, NULL, &si, err)))
 		return rc;
-	if (m->src[si].size != nbytes)
-		return tfs_error_set(err, TFS_E_INVALID,
-				     "%s: tensor '%s': %llu bytes were written, but %s of this "
-				     "shape needs %llu", m->path, name,
-				     (unsigned long long)m->src[si].size, tfs_dtype(dtype)->name,
-				     (unsigned long long)nbytes);
+	m->src[si].staged = true;
+	if (m->src[si].size != nbytes) {
+		rc = tfs_error_set(err, TFS_E_INVALID,
+				   "%s: tensor '%s': %llu bytes were written, but %s of this "
+				   "shape needs %llu", m->path, name,
+				   (unsigned long long)m->src[si].size, tfs_dtype(dtype)->name,
+				   (unsigned long long)nbytes);
+		release_staged_source(m, si);
+		return rc;
+	}
 	tfs_tensor *t;
+	int32_t old = -1;
 	if (i < 0) {
-		if ((rc = tfs_model_push_tensor(m, name, strlen(name), &t, err)))
+		if ((rc = tfs_model_push_tensor(m, name, strlen(name), &t, err))) {
+			release_staged_source(m, si);
 			return rc;
+		}
 	} else {
 		t = &m->t[i];
+		old = t->src;
 		bool same = t->dtype == dtype && t->n_dims == n_dims;
 		for (uint32_t k = 0; same && k < n_dims; k++)
 			same = t->ne[k] == ne[k];
@@ -341,6 +374,7 @@ int tfs_model_set_tensor_file(tfs_model *m, const char *name, int dtype, uint32_
 	t->src = si;
 	t->offset = 0;
 	m->changed = true;
+	release_staged_source(m, old);
 	return 0;
 }
 
@@ -367,16 +401,21 @@ int tfs_model_set_extra_file(tfs_model *m, const char *name, const char *path, t
 		return rc;
 	if ((rc = tfs_model_add_source(m, path, NULL, &si, err)))
 		return rc;
+	m->src[si].staged = true;
 	if (i < 0) {
 		char mt[128];
 		extra_media_type(mt, sizeof(mt), name);
-		if ((rc = tfs_model_push_extra(m, name, mt, si, 0, m->src[si].size, err)))
+		if ((rc = tfs_model_push_extra(m, name, mt, si, 0, m->src[si].size, err))) {
+			release_staged_source(m, si);
 			return rc;
+		}
 	} else {
 		tfs_extra *x = &m->x[i];
+		int32_t old = x->src;
 		x->src = si;
 		x->offset = 0;
 		x->size = m->src[si].size;
+		release_staged_source(m, old);
 	}
 	m->changed = true;
 	return 0;

@@ -105,8 +105,13 @@ typedef struct {
 	bool dirty;
 	bool wrote;          /* a write() arrived (not only an O_TRUNC) */
 	bool failed;         /* a write() was refused: nothing of this handle is committed */
+	int error;           /* tensors/layers: errno of a failed write(), reported at close */
 	tfs_buf text;        /* keys: the value text being written */
-	int data_fd;         /* tensors/layers: the staged bytes */
+	/* tensors/layers: the staged bytes, created at the first write (or at an O_TRUNC open)
+	 * from the current bytes; owned by the handle (removed when it ends) until a commit
+	 * hands the file to the journal, after which the handle never writes it again
+	 * (data_fd -1: the next write stages a new copy) */
+	int data_fd;
 	char *data_path;
 	uint64_t data_size;
 } tfs_handle;
@@ -122,6 +127,8 @@ void *tfs_scratch(int slot, size_t n);
 
 /* write.c: the handlers of a writable mount */
 int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc);
+/* Closes the handle's staged file and removes it unless a commit handed it to the journal. */
+void tfs_handle_drop_data(tfs_handle *h);
 /* Parses/journals what the handle wrote (at flush, fsync and release); -errno. */
 int tfs_op_commit(tfs_fs *fs, tfs_handle *h);
 void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,

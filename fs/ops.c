@@ -192,9 +192,7 @@ void tfs_handle_free(tfs_handle *h)
 	if (!h)
 		return;
 	tfs_buf_free(&h->text);
-	if (h->data_fd >= 0)
-		close(h->data_fd);
-	free(h->data_path);
+	tfs_handle_drop_data(h);
 	free(h);
 }
 

@@ -62,10 +62,66 @@ static int current_text(tfs_fs *fs, tfs_node *n, tfs_buf *out)
 	return rc;
 }
 
-int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
+void tfs_handle_drop_data(tfs_handle *h)
+{
+	if (h->data_fd >= 0)
+		close(h->data_fd);
+	h->data_fd = -1;
+	if (h->data_path)
+		unlink(h->data_path); /* never committed: the journal does not name it */
+	free(h->data_path);
+	h->data_path = NULL;
+}
+
+/*
+ * Gives h a staged data file of its own (nothing when it has one): empty, or with copy
+ * the node's current bytes.  A file a commit handed to the journal is never written again
+ * (its bytes are what was journaled, and the model maps it), so after a commit the next
+ * write lands here and starts a new file.
+ */
+static int stage_data(tfs_fs *fs, tfs_handle *h, bool copy)
 {
 	tfs_node *n = h->node;
 	tfs_error err;
+	uint64_t off = 0, len = 0;
+	int sfd = -1, rc, e = 0;
+	if (h->data_fd >= 0)
+		return 0;
+	pthread_rwlock_wrlock(&fs->lock);
+	rc = tfs_staging_new_data(fs->staging, &h->data_path, &err);
+	if (!rc && copy && !n->deleted && n->item >= 0) {
+		int32_t src;
+		if (n->kind == N_RAW) {
+			const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+			src = t->src, off = t->offset, len = t->nbytes;
+		} else {
+			const tfs_extra *x = tfs_model_extra(fs->model, (size_t)n->item);
+			src = x->src, off = x->offset, len = x->size;
+		}
+		/* a copy of the fd, taken under the lock: a commit may close a superseded source */
+		if (len && (sfd = fcntl(tfs_model_source(fs->model, (size_t)src)->fd,
+					F_DUPFD_CLOEXEC, 0)) < 0)
+			e = errno;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc)
+		return -tfs_fail(fs, &err);
+	if (!e && (h->data_fd = open(h->data_path, O_RDWR | O_CLOEXEC)) < 0)
+		e = errno;
+	rc = e ? -e : sfd >= 0 ? copy_range(h->data_fd, sfd, off, len) : 0;
+	if (sfd >= 0)
+		close(sfd);
+	if (rc) {
+		tfs_handle_drop_data(h);
+		return rc;
+	}
+	h->data_size = len;
+	return 0;
+}
+
+int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
+{
+	tfs_node *n = h->node;
 	int rc = 0;
 	h->writing = true;
 	h->dirty = trunc;
@@ -82,32 +138,9 @@ int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
 	}
 	if (n->kind != N_RAW && n->kind != N_EXTRA)
 		return -EACCES;
-	pthread_rwlock_wrlock(&fs->lock);
-	rc = tfs_staging_new_data(fs->staging, &h->data_path, &err);
-	pthread_rwlock_unlock(&fs->lock);
-	if (rc)
-		return -tfs_fail(fs, &err);
-	h->data_fd = open(h->data_path, O_RDWR | O_CLOEXEC);
-	if (h->data_fd < 0)
-		return -errno;
-	if (trunc || n->item < 0)
-		return 0;
-	/* a partial update: start from the current bytes */
-	int32_t src;
-	uint64_t off, len;
-	pthread_rwlock_rdlock(&fs->lock);
-	if (n->kind == N_RAW) {
-		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
-		src = t->src, off = t->offset, len = t->nbytes;
-	} else {
-		const tfs_extra *x = tfs_model_extra(fs->model, (size_t)n->item);
-		src = x->src, off = x->offset, len = x->size;
-	}
-	int sfd = tfs_model_source(fs->model, (size_t)src)->fd;
-	pthread_rwlock_unlock(&fs->lock);
-	rc = copy_range(h->data_fd, sfd, off, len);
-	h->data_size = len;
-	return rc;
+	/* a partial update copies the current bytes at its first write: an open(O_RDWR) that
+	 * only reads copies nothing */
+	return trunc ? stage_data(fs, h, false) : 0;
 }
 
 /* For keys of a scalar type other than string: parses the text written so far;
@@ -154,12 +187,15 @@ void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 		return;
 	}
 	if (h->failed) { /* a value refused by an earlier write stays refused */
-		fuse_reply_err(req, EINVAL);
+		fuse_reply_err(req, h->error ? h->error : EINVAL);
 		return;
 	}
 	uint64_t end = (uint64_t)off + size;
 	if (h->node->kind == N_KEY) {
 		if (end > MAX_VALUE_TEXT) {
+			/* nothing of a value cut short is committed */
+			h->dirty = false;
+			h->failed = true;
 			fuse_reply_err(req, EFBIG);
 			return;
 		}
@@ -184,12 +220,22 @@ void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 		}
 	} else {
 		size_t done = 0;
+		int rc = stage_data(fuse_req_userdata(req), h, true);
+		if (rc) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
 		while (done < size) {
 			ssize_t r = pwrite(h->data_fd, buf + done, size - done, off + (off_t)done);
 			if (r < 0 && errno == EINTR)
 				continue;
-			if (r < 0) {
-				fuse_reply_err(req, errno);
+			if (r < 0 || (r == 0 && (errno = ENOSPC))) {
+				/* a full disk (or any error) part-way: the bytes are incomplete, so
+				 * nothing of this handle is committed and close() reports it too */
+				h->error = errno;
+				h->failed = true;
+				h->dirty = false;
+				fuse_reply_err(req, h->error);
 				return;
 			}
 			done += (size_t)r;
@@ -223,6 +269,8 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 	tfs_node *n = h->node;
 	tfs_error err;
 	int rc;
+	if (h->data_fd < 0)
+		return 0; /* nothing staged since the last commit */
 	if (fsync(h->data_fd) < 0)
 		return -errno;
 	pthread_rwlock_wrlock(&fs->lock);
@@ -287,7 +335,14 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 		fs->gen++;
 	pthread_rwlock_unlock(&fs->lock);
 	tfs_buf_free(&name);
-	return rc ? -tfs_fail(fs, &err) : 0;
+	if (rc)
+		return -tfs_fail(fs, &err);
+	/* the file is the journal's now: never written again through this handle */
+	close(h->data_fd);
+	h->data_fd = -1;
+	free(h->data_path);
+	h->data_path = NULL;
+	return 0;
 }
 
 /* Parses and journals the handle's text as the new value of key node n. */
@@ -339,6 +394,8 @@ static int commit_text(tfs_fs *fs, tfs_handle *h, const char *type_name)
 
 int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
 {
+	if (h->failed && h->error)
+		return -h->error;
 	if (!h->writing || !h->dirty)
 		return 0;
 	if (h->node->kind == N_KEY && !h->wrote) {
@@ -404,6 +461,8 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 		uint64_t size = (uint64_t)attr->st_size;
 		if (!h->writing)
 			rc = tfs_start_write(fs, h, size == 0);
+		if (!rc && n->kind != N_KEY)
+			rc = stage_data(fs, h, size != 0);
 		if (!rc && n->kind == N_KEY) {
 			if (size > MAX_VALUE_TEXT)
 				rc = -EFBIG;
@@ -427,9 +486,7 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 			rc = tfs_op_commit(fs, h);
 		if (h == &tmp) {
 			tfs_buf_free(&tmp.text);
-			if (tmp.data_fd >= 0)
-				close(tmp.data_fd);
-			free(tmp.data_path);
+			tfs_handle_drop_data(&tmp);
 		}
 	}
 	if (rc) {
@@ -451,7 +508,7 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	st.st_gid = fs->gid;
 	st.st_atim = st.st_mtim = st.st_ctim = fs->mtime;
 	if (fi && fi->fh && ((tfs_handle *)(uintptr_t)fi->fh)->writing &&
-	    n->kind != N_KEY)
+	    ((tfs_handle *)(uintptr_t)fi->fh)->data_fd >= 0 && n->kind != N_KEY)
 		st.st_size = (off_t)((tfs_handle *)(uintptr_t)fi->fh)->data_size;
 	fuse_reply_attr(req, &st, fs->timeout);
 }
@@ -490,11 +547,11 @@ void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	if (!rc && p->dir == D_METADATA) {
 		/* a new key: an empty string until written (or typed with setfattr) */
 		uint8_t *empty = calloc(1, 8);
-		rc = empty ? -tfs_staging_set_kv(fs->staging, fs->model, key.data, TFS_GGUF_STRING,
-						 empty, 8, &err) : ENOMEM;
+		rc = empty ? tfs_staging_set_kv(fs->staging, fs->model, key.data, TFS_GGUF_STRING,
+						empty, 8, &err) : 0;
+		/* (a tfs_code is negative; the reply wants a positive errno) */
+		rc = !empty ? ENOMEM : rc ? tfs_fail(fs, &err) : 0;
 		free(empty);
-		if (rc < 0)
-			rc = tfs_fail(fs, &err);
 		fuse_ino_t ino = rc ? 0 : tfs_tree_add(fs, N_KEY, D_METADATA,
 							tfs_model_find_kv(fs->model, key.data), name);
 		if (!rc && !ino)
@@ -786,10 +843,10 @@ void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 			tfs_handle h = { .node = n, .data_fd = -1 };
 			rc = tfs_start_write(fs, &h, false);
 			if (!rc)
+				rc = stage_data(fs, &h, true);
+			if (!rc)
 				rc = commit_data(fs, &h, dtype, nd, ne);
-			if (h.data_fd >= 0)
-				close(h.data_fd);
-			free(h.data_path);
+			tfs_handle_drop_data(&h);
 		}
 	} else {
 		rc = strncmp(name, "user.tensorfs.", 14) == 0 ? -EACCES : -ENOTSUP;

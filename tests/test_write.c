@@ -459,6 +459,64 @@ Test(write, gguf_tensor_changes)
 	free(path);
 }
 
+/* Open fds of this process. */
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	struct dirent *e;
+	cr_assert_not_null(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* A long-running rw mount replaces a tensor's bytes many times: each superseded staged
+ * file, and each one the model refuses, is closed and unmapped (its slot stays). */
+Test(write, superseded_staged_sources_are_closed)
+{
+	char *path;
+	tfs_model *m = gguf_copy(&path);
+	tfs_error err = { 0 };
+	const tfs_tensor *t = first_of_dtype(m, TFS_DT_F32);
+	cr_assert_not_null(t);
+	char *tname = strdup(t->name), *f = NULL;
+	int64_t ne[TFS_MAX_DIMS];
+	uint32_t nd = t->n_dims;
+	uint64_t nbytes = t->nbytes;
+	memcpy(ne, t->ne, sizeof(ne));
+	char *bad = bytes_file("bad.bin", 5, 1);
+	int fds0 = count_fds();
+	for (int i = 0; i < 200; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "v%d.bin", i);
+		free(f);
+		f = bytes_file(name, nbytes, (uint8_t)i);
+		cr_assert_eq(tfs_model_set_tensor_file(m, tname, TFS_DT_F32, nd, ne, f, &err), 0,
+			     "%s", err.msg);
+		cr_assert_eq(tfs_model_set_tensor_file(m, tname, TFS_DT_F32, nd, ne, bad, &err),
+			     TFS_E_INVALID);
+	}
+	cr_assert_leq(count_fds(), fds0 + 1, "%d fds open, %d before", count_fds(), fds0);
+	/* the last version is what is written */
+	long ti = tfs_model_find_tensor(m, tname);
+	uint8_t b0;
+	cr_assert_eq(tfs_tensor_read_raw(m, (size_t)ti, 0, 1, &b0, &err), 1);
+	cr_assert_eq(b0, (uint8_t)199);
+	char *want = digest(m);
+	write_ok(m, NULL);
+	tfs_model_free(m);
+	m = open_ok(path);
+	assert_digest(m, want);
+	tfs_model_free(m);
+	free(want);
+	free(tname);
+	free(f);
+	free(bad);
+	free(path);
+}
+
 Test(write, gguf_alignment)
 {
 	char *path;

@@ -431,6 +431,177 @@ class GGUF(TestCase):
             self.assertEqual(read(m.p("tensors", "t.half"), "rb"), self.before_bytes["t.f16"])
         self.check_untouched(self.src, ["t.q8_0", "t.q6_k", "t.f32", "t.f16_3d"])
 
+    # ---- the write path under stress (each test a few seconds at most) ----
+
+    def _daemon(self, m):
+        return int(os.getxattr(m.path, "user.tensorfs.pid"))
+
+    def test_write_after_commit_never_touches_the_committed_file(self):
+        """fsync commits a handle's bytes; writing on through it (here: ftruncate to 0)
+        must not change what was journaled: that file is mapped by the daemon (SIGBUS)
+        and named by the journal (replay after kill -9 would fail on its size)."""
+        staging = os.path.join(self.dir, "staging")
+        ones = b"\x01" * 8192
+        m = Mount(self, self.src, ["rw", "staging=" + staging])
+        with m:
+            fd = os.open(m.p("tensors", "t.f32"), os.O_RDWR)
+            try:
+                os.pwrite(fd, ones, 0)
+                os.fsync(fd)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, b"\x02" * 100, 0)
+                # the mount shows the committed bytes; the f32 view reads the mapping
+                self.assertEqual(read(m.p("tensors", "t.f32"), "rb"), ones)
+                self.assertEqual(len(read(m.p("f32", "t.f32"), "rb")), 8192)
+                kill9_daemon(self, m)
+            finally:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        with Mount(self, self.src, ["rw", "staging=" + staging]) as m:
+            self.assertEqual(read(m.p("tensors", "t.f32"), "rb"), ones)
+            self.assertIn("done:", unmount_ok(self, m))
+        with Mount(self, self.src) as m:
+            self.assertEqual(read(m.p("tensors", "t.f32"), "rb"), ones)
+
+    def test_rewrites_keep_fds_and_staging_bounded(self):
+        """300 rewrites of a tensor, 100 refused ones, 100 opens O_RDWR that only read: the
+        daemon's fds and mappings do not grow, and no orphan data file stays behind."""
+        staging = os.path.join(self.dir, "staging")
+        with Mount(self, self.src, ["rw", "staging=" + staging]) as m:
+            pid = self._daemon(m)
+            p = m.p("tensors", "t.vec7_f32")
+            write(p, b"\0" * 28, "wb")
+            fds0 = len(os.listdir("/proc/%d/fd" % pid))
+            for i in range(300):
+                write(p, bytes([i % 256]) * 28, "wb")
+            for i in range(100):
+                with self.assertRaises(OSError) as cm:
+                    write(m.p("tensors", "t.f32"), b"x" * 10, "wb")
+                self.assertEqual(cm.exception.errno, errno.EINVAL)
+            for i in range(100):
+                with open(m.p("tensors", "t.f16"), "r+b") as f:
+                    f.read(16)
+            links = [os.readlink("/proc/%d/fd/%s" % (pid, x)) for x in os.listdir("/proc/%d/fd" % pid)]
+            staged = [l for l in links if l.startswith(os.path.join(staging, "data"))]
+            self.assertLessEqual(len(staged), 1, "%d staged files open" % len(staged))
+            # (the rest: splice pipes of worker threads, bounded by their number)
+            self.assertLessEqual(len(links), fds0 + 8, "fds grew from %d to %d" % (fds0, len(links)))
+            with open("/proc/%d/maps" % pid) as f:
+                maps = sum(1 for l in f if os.path.join(staging, "data") in l)
+            self.assertLessEqual(maps, 2)
+            self.assertEqual(read(p, "rb"), bytes([299 % 256]) * 28)
+            with open(os.path.join(staging, "journal.json")) as f:
+                named = {op["data"] for op in json.load(f)["ops"] if "data" in op}
+            on_disk = {"data/" + n for n in os.listdir(os.path.join(staging, "data"))}
+            self.assertEqual(on_disk, named)  # refused writes and read-only opens left nothing
+            self.assertIn("done:", unmount_ok(self, m))
+        with Mount(self, self.src) as m:
+            self.assertEqual(read(m.p("tensors", "t.vec7_f32"), "rb"), bytes([299 % 256]) * 28)
+
+    def test_full_staging_write_fails_cleanly(self):
+        """A write that fills the staging file system fails, close() says so, the old bytes
+        stay (a 1-D tensor must not become the part that fit), the space is given back and
+        the journal stays valid."""
+        st = os.path.join(self.dir, "small")
+        os.mkdir(st)
+        r = run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", st])
+        if r.returncode != 0:
+            self.skipTest("cannot mount a tmpfs: " + r.stderr.strip())
+        self.addCleanup(lambda: run(["umount", "-l", st]))
+        staging = os.path.join(st, "s")
+        m = Mount(self, self.src, ["rw", "staging=" + staging])
+        with m:
+            p = m.p("tensors", "t.vec7_f32")
+            fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+            with self.assertRaises(OSError) as cm:
+                for i in range(128):
+                    os.write(fd, b"\x07" * 4096)
+            self.assertEqual(cm.exception.errno, errno.ENOSPC)
+            with self.assertRaises(OSError) as cm:
+                os.close(fd)
+            self.assertEqual(cm.exception.errno, errno.ENOSPC)
+            self.assertEqual(read(p, "rb"), self.before_bytes["t.vec7_f32"])
+            # the failed file is gone: there is room for the next change
+            write(m.p("metadata", "general.name"), "after ENOSPC")
+            # a change that does not fit says ENOSPC (a new key said EPERM)
+            filler = os.path.join(st, "filler")
+            with self.assertRaises(OSError):
+                write_file(filler, b"\xff" * (256 << 10))
+            with self.assertRaises(OSError) as cm:
+                write(m.p("metadata", "new.key"), "x")
+            self.assertEqual(cm.exception.errno, errno.ENOSPC)
+            os.unlink(filler)
+            kill9_daemon(self, m)
+        with Mount(self, self.src, ["rw", "staging=" + staging]) as m:
+            self.assertEqual(rv(m.p("metadata", "general.name")), "after ENOSPC")
+            self.assertEqual(read(m.p("tensors", "t.vec7_f32"), "rb"),
+                             self.before_bytes["t.vec7_f32"])
+            self.assertIn("done:", unmount_ok(self, m))
+
+    def test_rename_chains_replay_as_shown(self):
+        """create a, write, mv a b, create a, write, rm b; keys likewise; a tensor renamed
+        over an existing one: after kill -9 the replayed mount shows what the mount showed."""
+        staging = os.path.join(self.dir, "staging")
+        one, two = np.full(4, 1, np.float32).tobytes(), np.full(5, 2, np.float32).tobytes()
+        m = Mount(self, self.src, ["rw", "staging=" + staging])
+
+        def snapshot(m):
+            tn, md = m.p("tensors"), m.p("metadata")
+            return ({n: read(os.path.join(tn, n), "rb") for n in sorted(os.listdir(tn))},
+                    {n: read(os.path.join(md, n), "rb") for n in sorted(os.listdir(md))})
+        with m:
+            tn, md = m.p("tensors"), m.p("metadata")
+            write(os.path.join(tn, "a"), one, "wb")
+            os.rename(os.path.join(tn, "a"), os.path.join(tn, "b"))
+            write(os.path.join(tn, "a"), two, "wb")
+            os.unlink(os.path.join(tn, "b"))
+            os.rename(os.path.join(tn, "t.f16"), os.path.join(tn, "t.f32"))  # replaces t.f32
+            write(os.path.join(md, "k.a"), "first")
+            os.rename(os.path.join(md, "k.a"), os.path.join(md, "k.b"))
+            write(os.path.join(md, "k.a"), "second")
+            os.unlink(os.path.join(md, "k.b"))
+            os.rename(os.path.join(md, "test.str"), os.path.join(md, "general.name"))
+            shown = snapshot(m)
+            self.assertEqual(shown[0]["a"], two)
+            self.assertNotIn("b", shown[0])
+            self.assertEqual(shown[0]["t.f32"], self.before_bytes["t.f16"])
+            kill9_daemon(self, m)
+        with Mount(self, self.src, ["rw", "staging=" + staging]) as m:
+            self.assertEqual(snapshot(m), shown)
+            self.assertIn("done:", unmount_ok(self, m))
+        with Mount(self, self.src) as m:
+            self.assertEqual(snapshot(m), shown)
+
+    def test_partial_overwrites(self):
+        """A tensor written, closed, reopened without O_TRUNC and partly overwritten; and two
+        handles open at once, each writing its own range and closing in turn."""
+        with Mount(self, self.src, ["rw"]) as m:
+            p = m.p("tensors", "t.f32")
+            want = bytearray(self.before_bytes["t.f32"])
+            write(p, b"\x11" * 8192, "wb")
+            want[:] = b"\x11" * 8192
+            with open(p, "r+b") as f:
+                f.seek(100)
+                f.write(b"\x22" * 50)
+            want[100:150] = b"\x22" * 50
+            self.assertEqual(read(p, "rb"), bytes(want))
+            # two handles: the second writes after the first closed
+            a, b = open(p, "r+b"), open(p, "r+b")
+            a.seek(0)
+            a.write(b"\x33" * 10)
+            a.close()
+            want[0:10] = b"\x33" * 10
+            b.seek(8000)
+            b.write(b"\x44" * 10)
+            b.close()
+            want[8000:8010] = b"\x44" * 10
+            self.assertEqual(read(p, "rb"), bytes(want))
+            self.assertIn("done:", unmount_ok(self, m))
+        with Mount(self, self.src) as m:
+            self.assertEqual(read(m.p("tensors", "t.f32"), "rb"), bytes(want))
+
     def _crash_repack(self, where):
         """A repack that dies (as by kill -9) at `where`; returns the staging directory."""
         staging = os.path.join(self.dir, "staging")

@@ -223,6 +223,18 @@ out:
 
 static json_t *ops(const tfs_staging *s) { return json_object_get(s->j, "ops"); }
 
+/* A rename op applied to the model: with replace, the target goes first. */
+static int rename_apply(tfs_model *m, bool kv, const char *from, const char *to, bool replace,
+			tfs_error *err)
+{
+	int rc = 0;
+	if (replace && (kv ? tfs_model_find_kv(m, to) : tfs_model_find_tensor(m, to)) >= 0)
+		rc = kv ? tfs_model_del_kv(m, to, err) : tfs_model_del_tensor(m, to, err);
+	if (!rc)
+		rc = kv ? tfs_model_rename_kv(m, from, to, err) : tfs_model_rename_tensor(m, from, to, err);
+	return rc;
+}
+
 static int journal_reset(tfs_staging *s)
 {
 	json_decref(s->j);
@@ -638,8 +650,8 @@ static int apply_op(tfs_staging *s, tfs_model *m, const json_t *op, tfs_error *e
 			rc = tfs_error_set(err, TFS_E_FORMAT, "damaged %s op", kind);
 			goto out;
 		}
-		rc = kind[7] == 'k' ? tfs_model_rename_kv(m, a, b, err)
-				    : tfs_model_rename_tensor(m, a, b, err);
+		rc = rename_apply(m, kind[7] == 'k', a, b, json_is_true(json_object_get(op, "replace")),
+				  err);
 	} else if (!strcmp(kind, "set_tensor")) {
 		const json_t *jne = json_object_get(op, "ne");
 		int64_t ne[TFS_MAX_DIMS] = { 0 };
@@ -826,10 +838,11 @@ static json_t *op_name(const char *kind, const char *field, const char *name)
 	return op;
 }
 
-static json_t *op_rename(const char *kind, const char *from, const char *to)
+static json_t *op_rename(const char *kind, const char *from, const char *to, bool replace)
 {
 	json_t *op = op_new(kind);
-	if (op && (put_name(op, "from", from) || put_name(op, "to", to))) {
+	if (op && (put_name(op, "from", from) || put_name(op, "to", to) ||
+		   (replace && json_object_set_new(op, "replace", json_true())))) {
 		json_decref(op);
 		op = NULL;
 	}
@@ -844,13 +857,17 @@ int tfs_staging_del_kv(tfs_staging *s, tfs_model *m, const char *key, tfs_error 
 }
 
 int tfs_staging_rename_kv(tfs_staging *s, tfs_model *m, const char *from, const char *to,
-			  tfs_error *err)
+			  bool replace, tfs_error *err)
 {
 	if (tfs_model_find_kv(m, from) < 0)
 		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no key '%s'", m->path, from);
-	if (strcmp(from, to) && tfs_model_find_kv(m, to) >= 0)
+	if (!strcmp(from, to))
+		return 0;
+	replace = replace && tfs_model_find_kv(m, to) >= 0;
+	if (!replace && tfs_model_find_kv(m, to) >= 0)
 		return tfs_error_set(err, TFS_E_EXISTS, "%s: key '%s' already exists", m->path, to);
-	RECORD_AND_APPLY(s, op_rename("rename_kv", from, to), tfs_model_rename_kv(m, from, to, err));
+	RECORD_AND_APPLY(s, op_rename("rename_kv", from, to, replace),
+			 rename_apply(m, true, from, to, replace, err));
 }
 
 int tfs_staging_del_tensor(tfs_staging *s, tfs_model *m, const char *name, tfs_error *err)
@@ -861,15 +878,18 @@ int tfs_staging_del_tensor(tfs_staging *s, tfs_model *m, const char *name, tfs_e
 }
 
 int tfs_staging_rename_tensor(tfs_staging *s, tfs_model *m, const char *from, const char *to,
-			      tfs_error *err)
+			      bool replace, tfs_error *err)
 {
 	if (tfs_model_find_tensor(m, from) < 0)
 		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no tensor '%s'", m->path, from);
-	if (strcmp(from, to) && tfs_model_find_tensor(m, to) >= 0)
+	if (!strcmp(from, to))
+		return 0;
+	replace = replace && tfs_model_find_tensor(m, to) >= 0;
+	if (!replace && tfs_model_find_tensor(m, to) >= 0)
 		return tfs_error_set(err, TFS_E_EXISTS, "%s: tensor '%s' already exists", m->path,
 				     to);
-	RECORD_AND_APPLY(s, op_rename("rename_tensor", from, to),
-			 tfs_model_rename_tensor(m, from, to, err));
+	RECORD_AND_APPLY(s, op_rename("rename_tensor", from, to, replace),
+			 rename_apply(m, false, from, to, replace, err));
 }
 
 int tfs_staging_del_extra(tfs_staging *s, tfs_model *m, const char *name, tfs_error *err)

@@ -398,14 +398,16 @@ int tfs_staging_new_data(tfs_staging *s, char **path, tfs_error *err);
 int tfs_staging_set_kv(tfs_staging *s, tfs_model *m, const char *key, uint32_t type,
 		       const uint8_t *data, uint64_t len, tfs_error *err);
 int tfs_staging_del_kv(tfs_staging *s, tfs_model *m, const char *key, tfs_error *err);
+/* replace: a key/tensor already named `to` is deleted by the same journal op (else
+ * TFS_E_EXISTS). */
 int tfs_staging_rename_kv(tfs_staging *s, tfs_model *m, const char *from, const char *to,
-			  tfs_error *err);
+			  bool replace, tfs_error *err);
 int tfs_staging_set_tensor(tfs_staging *s, tfs_model *m, const char *name, int dtype,
 			   uint32_t n_dims, const int64_t *ne, const char *data_path,
 			   tfs_error *err);
 int tfs_staging_del_tensor(tfs_staging *s, tfs_model *m, const char *name, tfs_error *err);
 int tfs_staging_rename_tensor(tfs_staging *s, tfs_model *m, const char *from, const char *to,
-			      tfs_error *err);
+			      bool replace, tfs_error *err);
 int tfs_staging_set_extra(tfs_staging *s, tfs_model *m, const char *name, const char *data_path,
 			  tfs_error *err);
 int tfs_staging_del_extra(tfs_staging *s, tfs_model *m, const char *name, tfs_error *err);

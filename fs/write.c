@@ -615,6 +615,21 @@ static void tensor_views(tfs_fs *fs, long item, tfs_node **f32, tfs_node **npy)
 	}
 }
 
+/* Takes node n (and a tensor's f32/ and npy/ entries) out of the tree. */
+static void unlink_entries(tfs_fs *fs, tfs_node *n)
+{
+	if (n->kind == N_RAW && n->item >= 0) {
+		tfs_node *f, *p;
+		tensor_views(fs, n->item, &f, &p);
+		if (f)
+			tfs_tree_unlink(fs, f);
+		if (p)
+			tfs_tree_unlink(fs, p);
+	}
+	tfs_tree_unlink(fs, n);
+	fs->gen++;
+}
+
 static int remove_node(tfs_fs *fs, tfs_node *n, tfs_error *err)
 {
 	int rc = 0;
@@ -631,16 +646,7 @@ static int remove_node(tfs_fs *fs, tfs_node *n, tfs_error *err)
 	}
 	if (rc)
 		return rc;
-	if (n->kind == N_RAW && n->item >= 0) {
-		tfs_node *f, *p;
-		tensor_views(fs, n->item, &f, &p);
-		if (f)
-			tfs_tree_unlink(fs, f);
-		if (p)
-			tfs_tree_unlink(fs, p);
-	}
-	tfs_tree_unlink(fs, n);
-	fs->gen++;
+	unlink_entries(fs, n);
 	return 0;
 }
 
@@ -685,22 +691,28 @@ void tfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
 		goto out;
 	if (!rc && victim && (flags & RENAME_NOREPLACE))
 		rc = EEXIST;
-	if (!rc && victim && remove_node(fs, victim, &err))
+	if (!rc && n->kind == N_EXTRA) {
+		tfs_error_set(&err, TFS_E_UNSUPPORTED,
+			      "layers/%s: a layer's name is its kind and cannot be changed", n->fname);
+		rc = tfs_fail(fs, &err);
+	}
+	/* replacing a name the model has: one journal op does both (a crash cannot leave the
+	 * target deleted and the source not renamed) */
+	bool replace = victim && victim->item >= 0 && n->item >= 0;
+	if (!rc && victim && !replace && remove_node(fs, victim, &err))
 		rc = tfs_fail(fs, &err);
 	if (!rc && n->item >= 0) {
-		int r;
-		if (n->kind == N_KEY)
-			r = tfs_staging_rename_kv(fs->staging, fs->model,
-						  tfs_model_kv(fs->model, (size_t)n->item)->name, to.data, &err);
-		else if (n->kind == N_RAW)
-			r = tfs_staging_rename_tensor(fs->staging, fs->model,
-						      tfs_model_tensor(fs->model, (size_t)n->item)->name,
-						      to.data, &err);
-		else
-			r = tfs_error_set(&err, TFS_E_UNSUPPORTED,
-					  "layers/%s: a layer's name is its kind and cannot be changed", n->fname);
+		int r = n->kind == N_KEY
+			? tfs_staging_rename_kv(fs->staging, fs->model,
+						tfs_model_kv(fs->model, (size_t)n->item)->name, to.data,
+						replace, &err)
+			: tfs_staging_rename_tensor(fs->staging, fs->model,
+						    tfs_model_tensor(fs->model, (size_t)n->item)->name,
+						    to.data, replace, &err);
 		if (r)
 			rc = tfs_fail(fs, &err);
+		else if (replace)
+			unlink_entries(fs, victim);
 	}
 	if (!rc) {
 		if (n->kind == N_RAW && n->item >= 0) {

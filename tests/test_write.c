@@ -616,8 +616,12 @@ static void stage_changes(tfs_staging *s, tfs_model *m)
 	cr_assert_eq(tfs_staging_set_kv(s, m, "test.u32", TFS_GGUF_UINT32, (uint8_t *)&v, 4, &err),
 		     0, "%s", err.msg);
 	cr_assert_eq(tfs_staging_del_kv(s, m, "test.u8", &err), 0, "%s", err.msg);
-	cr_assert_eq(tfs_staging_rename_kv(s, m, "test.i8", "staged.i8", &err), 0, "%s", err.msg);
-	cr_assert_eq(tfs_staging_rename_kv(s, m, "test.u16", "test.i16", &err), TFS_E_EXISTS);
+	cr_assert_eq(tfs_staging_rename_kv(s, m, "test.i8", "staged.i8", false, &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_staging_rename_kv(s, m, "test.u16", "test.i16", false, &err), TFS_E_EXISTS);
+	/* a rename onto an existing key replaces it, as one journal op */
+	cr_assert_eq(tfs_staging_rename_kv(s, m, "test.u16", "test.i16", true, &err), 0, "%s", err.msg);
+	cr_assert_lt(tfs_model_find_kv(m, "test.u16"), 0);
+	cr_assert_eq(tfs_model_kv(m, (size_t)tfs_model_find_kv(m, "test.i16"))->type, TFS_GGUF_UINT16);
 
 	const tfs_tensor *t = first_of_dtype(m, TFS_DT_F32);
 	char *name = strdup(t->name), *dp;
@@ -642,9 +646,16 @@ static void stage_changes(tfs_staging *s, tfs_model *m)
 	free(d);
 	const tfs_tensor *t3 = tfs_model_tensor(m, 3), *t4 = tfs_model_tensor(m, 4);
 	char *n3 = strdup(t3->name), *n4 = strdup(t4->name);
-	cr_assert_eq(tfs_staging_rename_tensor(s, m, n3, "staged.tensor", &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_staging_rename_tensor(s, m, n3, "staged.tensor", false, &err), 0, "%s", err.msg);
 	cr_assert_eq(tfs_staging_del_tensor(s, m, n4, &err), 0, "%s", err.msg);
 	cr_assert_eq(tfs_staging_del_tensor(s, m, n4, &err), TFS_E_NOTFOUND);
+	/* and onto an existing tensor */
+	char *n5 = strdup(tfs_model_tensor(m, 5)->name);
+	int dt5 = tfs_model_tensor(m, 5)->dtype;
+	cr_assert_eq(tfs_staging_rename_tensor(s, m, n5, "staged.tensor", false, &err), TFS_E_EXISTS);
+	cr_assert_eq(tfs_staging_rename_tensor(s, m, n5, "staged.tensor", true, &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_model_tensor(m, (size_t)tfs_model_find_tensor(m, "staged.tensor"))->dtype, dt5);
+	free(n5);
 	free(name);
 	free(n3);
 	free(n4);
@@ -1264,7 +1275,7 @@ Test(write, st_sharded_crash_mid_rename)
 	tfs_model *m = open_ok(ix);
 	tfs_staging *s = staging_ok(dir, m);
 	tfs_error err = { 0 };
-	cr_assert_eq(tfs_staging_rename_tensor(s, m, "b.1", "b.moved", &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_staging_rename_tensor(s, m, "b.1", "b.moved", false, &err), 0, "%s", err.msg);
 	uint64_t len;
 	uint8_t *p = str_payload("v", &len);
 	cr_assert_eq(tfs_staging_set_kv(s, m, "format", TFS_GGUF_STRING, p, len, &err), 0, "%s",

@@ -779,6 +779,62 @@ static int unrecord(tfs_staging *s, int rc, tfs_error *err)
 	return rc;
 }
 
+/*
+ * After a set of `name` (the op just recorded and applied): earlier sets of the same
+ * name with no rename or delete in between are dead (their bytes can no longer be
+ * seen).  They leave the journal, durably, and then their data files are removed, so
+ * rewriting a big tensor again and again does not pile copies up in the staging
+ * directory.  Best effort: on any failure the journal stays as it was, still valid.
+ */
+static void drop_superseded(tfs_staging *s, const char *kind, const char *field,
+			    const char *name)
+{
+	json_t *all = ops(s);
+	size_t n = json_array_size(all), n_dead = 0;
+	bool *dead = n > 1 ? calloc(n, sizeof(bool)) : NULL;
+	if (!dead)
+		return;
+	for (size_t i = n - 1; i-- > 0;) {
+		const json_t *op = json_array_get(all, i);
+		const char *k = json_string_value(json_object_get(op, "op"));
+		if (!k || !strncmp(k, "rename", 6) || !strncmp(k, "del", 3))
+			break;
+		if (strcmp(k, kind))
+			continue;
+		char *nm = get_name(op, field);
+		if (nm && !strcmp(nm, name)) {
+			dead[i] = true;
+			n_dead++;
+		}
+		free(nm);
+	}
+	json_t *keep = n_dead ? json_array() : NULL;
+	for (size_t i = 0; keep && i < n; i++)
+		if (!dead[i] && json_array_append(keep, json_array_get(all, i))) {
+			json_decref(keep);
+			keep = NULL;
+		}
+	if (!keep) {
+		free(dead);
+		return;
+	}
+	json_incref(all);
+	tfs_error e;
+	if (json_object_set_new(s->j, "ops", keep) || journal_write(s, &e)) {
+		json_object_set_new(s->j, "ops", all); /* as it was (the file never changed) */
+		free(dead);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *path = dead[i] ? data_path(s, json_array_get(all, i)) : NULL;
+		if (path)
+			unlink(path);
+		free(path);
+	}
+	json_decref(all);
+	free(dead);
+}
+
 /* Records op durably, then applies it with fn. */
 #define RECORD_AND_APPLY(s, op, call)                   \
 	do {                                            \
@@ -825,6 +881,7 @@ int tfs_staging_set_kv(tfs_staging *s, tfs_model *m, const char *key, uint32_t t
 	}
 	if ((rc = tfs_model_set_kv(m, key, type, copy, len, err)))
 		return unrecord(s, rc, err);
+	drop_superseded(s, "set_kv", "key", key);
 	return 0;
 }
 
@@ -926,7 +983,12 @@ int tfs_staging_set_tensor(tfs_staging *s, tfs_model *m, const char *name, int d
 		json_decref(op);
 		op = NULL;
 	}
-	RECORD_AND_APPLY(s, op, tfs_model_set_tensor_file(m, name, dtype, n_dims, ne, data_path_, err));
+	if ((rc = record(s, op, err)))
+		return rc;
+	if ((rc = tfs_model_set_tensor_file(m, name, dtype, n_dims, ne, data_path_, err)))
+		return unrecord(s, rc, err);
+	drop_superseded(s, "set_tensor", "name", name);
+	return 0;
 }
 
 int tfs_staging_set_extra(tfs_staging *s, tfs_model *m, const char *name, const char *data_path_,
@@ -944,7 +1006,12 @@ int tfs_staging_set_extra(tfs_staging *s, tfs_model *m, const char *name, const 
 		json_decref(op);
 		op = NULL;
 	}
-	RECORD_AND_APPLY(s, op, tfs_model_set_extra_file(m, name, data_path_, err));
+	if ((rc = record(s, op, err)))
+		return rc;
+	if ((rc = tfs_model_set_extra_file(m, name, data_path_, err)))
+		return unrecord(s, rc, err);
+	drop_superseded(s, "set_extra", "name", name);
+	return 0;
 }
 
 /* ==== repack ==== */

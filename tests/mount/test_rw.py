@@ -496,6 +496,11 @@ class GGUF(TestCase):
                 named = {op["data"] for op in json.load(f)["ops"] if "data" in op}
             on_disk = {"data/" + n for n in os.listdir(os.path.join(staging, "data"))}
             self.assertEqual(on_disk, named)  # refused writes and read-only opens left nothing
+            # superseded rewrites left the journal with their data: one set of the tensor
+            with open(os.path.join(staging, "journal.json")) as f:
+                sets = [op for op in json.load(f)["ops"]
+                        if op["op"] == "set_tensor" and op.get("name") == "t.vec7_f32"]
+            self.assertEqual(len(sets), 1)
             self.assertIn("done:", unmount_ok(self, m))
         with Mount(self, self.src) as m:
             self.assertEqual(read(m.p("tensors", "t.vec7_f32"), "rb"), bytes([299 % 256]) * 28)

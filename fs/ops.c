@@ -337,7 +337,7 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 		uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 		uintptr_t a = (uintptr_t)(s->map + pos) & ~(pg - 1);
 		size_t len = (size_t)((uintptr_t)(s->map + pos + size) - a);
-		madvise((void *)a, len, 22 /* MADV_POPULATE_READ */);
+		madvise((void *)a, len, MADV_POPULATE_READ);
 		fuse_reply_buf(req, (const char *)s->map + pos, size);
 		madvise((void *)a, len, MADV_DONTNEED);
 		return;

@@ -13,30 +13,13 @@
 # Needs root (drop_caches, FUSE) and /usr/bin/python3 with numpy.
 set -eu
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
-if [ -z "${TENSORFS:-}" ]; then
-	if [ ! -f build/build.ninja ]; then
-		meson setup build --buildtype=release >/dev/null
-	fi
-	if ! out=$(ninja -C build fs/tensorfs 2>&1); then
-		printf '%s\nbench-mount: the build failed\n' "$out" >&2
-		exit 1
-	fi
-	TENSORFS=$ROOT/build/fs/tensorfs
-fi
-DIR=${1:-}
-CLEAN=
-if [ -z "$DIR" ]; then
-	DIR=$(mktemp -d /tmp/tfs-bench-XXXXXX)
-	CLEAN=$DIR
-fi
-mkdir -p "$DIR"
-trap '[ -n "$CLEAN" ] && rm -rf "$CLEAN"' EXIT
+. scripts/bench-lib.sh
+bench_setup bench-mount "${1:-}"
 if [ ! -f "$DIR/sharded/model.safetensors.index.json" ]; then
 	/usr/bin/python3 scripts/make-sharded.py "$DIR" >/dev/null
 fi
 export TENSORFS
-exec /usr/bin/python3 - "$DIR" <<'EOF'
+/usr/bin/python3 - "$DIR" <<'EOF'
 import os, subprocess, sys, tempfile, time
 
 TENSORFS = os.environ["TENSORFS"]

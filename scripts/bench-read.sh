@@ -20,31 +20,14 @@
 set -eu
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-if [ -z "${TENSORFS:-}" ]; then
-	# build unless told which binary to measure
-	if [ ! -f build/build.ninja ]; then
-		meson setup build --buildtype=release >/dev/null
-	fi
-	if ! out=$(ninja -C build fs/tensorfs 2>&1); then
-		printf '%s\nbench-read: the build failed\n' "$out" >&2
-		exit 1
-	fi
-	TENSORFS=$ROOT/build/fs/tensorfs
-fi
-DIR=${1:-}
-CLEAN=
-if [ -z "$DIR" ]; then
-	DIR=$(mktemp -d /tmp/tfs-bench-XXXXXX)
-	CLEAN=$DIR
-fi
-mkdir -p "$DIR"
-trap '[ -n "$CLEAN" ] && rm -rf "$CLEAN"' EXIT
+. scripts/bench-lib.sh
+bench_setup bench-read "${1:-}"
 if [ ! -f "$DIR/model.gguf" ]; then
 	/usr/bin/python3 scripts/make-gguf.py "$DIR/model.gguf" >/dev/null
 fi
 export TENSORFS DIR
 export TFS_SHARED=${TFS_SHARED:-$ROOT/../shared/testdata}
-exec /usr/bin/python3 - "$DIR/model.gguf" <<'EOF'
+/usr/bin/python3 - "$DIR/model.gguf" <<'EOF'
 import json, os, subprocess, sys, tempfile, time
 import numpy as np
 

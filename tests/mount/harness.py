@@ -125,6 +125,30 @@ class Mount:
         return os.path.join(self.path, *parts)
 
 
+def assert_reject(tc, source, pattern=None, env=None, name_in_msg=None, options=None):
+    """tensorfs mount must fail with ONE line on stderr naming the file (name_in_msg, else
+    the source's basename) and matching pattern once the path is taken out, leaving nothing
+    mounted.  Returns that line."""
+    mp = tc.tmpdir()
+    try:
+        r = run([TENSORFS, "mount", source, mp] + (["-o", options] if options else []),
+                timeout=30, env=env)
+    finally:
+        if is_mounted(mp):
+            subprocess.run(["fusermount3", "-u", mp], capture_output=True)
+            tc.fail("%s: mounted" % source)
+    tc.assertNotEqual(r.returncode, 0, "%s: mount succeeded" % source)
+    lines = r.stderr.strip().splitlines()
+    tc.assertEqual(len(lines), 1, "%s: stderr %r" % (source, r.stderr))
+    tc.assertIn(name_in_msg or os.path.basename(source), lines[0])
+    if pattern:
+        msg = lines[0].replace(os.path.realpath(source), "").replace(source, "")
+        tc.assertRegex(msg, pattern)
+    tc.assertFalse(is_mounted(mp))
+    tc.assertEqual(os.listdir(mp), [])
+    return lines[0]
+
+
 class TestCase(unittest.TestCase):
     def tmpdir(self):
         d = tempfile.mkdtemp(prefix="tfs-test-")

@@ -13,7 +13,7 @@ import subprocess
 import numpy as np
 
 import ggufgen as gg
-from harness import Mount, SHARED, TENSORFS, TESTDATA, TestCase, is_mounted, main, run
+from harness import assert_reject, is_mounted, main, Mount, run, SHARED, TENSORFS, TestCase, TESTDATA
 
 GGUF_DIR = os.path.join(TESTDATA, "gguf")
 MIXED = os.path.join(GGUF_DIR, "mixed_flat.gguf")
@@ -94,27 +94,6 @@ def check_array(tc, key, elem, got, want, prefix=False):
         tc.assertEqual([f64_bits(v) for v in got], [f64_bits(v) for v in want], key)
     else:
         tc.assertEqual(got, want, key)
-
-
-def assert_reject(tc, source, name_in_msg=None, pattern=None):
-    """tensorfs mount must fail with ONE line on stderr naming the file (and matching pattern),
-    leaving nothing mounted."""
-    mp = tc.tmpdir()
-    try:
-        r = run([TENSORFS, "mount", source, mp], timeout=30)
-    finally:
-        if is_mounted(mp):
-            subprocess.run(["fusermount3", "-u", mp], capture_output=True)
-            tc.fail("%s: mounted" % source)
-    tc.assertNotEqual(r.returncode, 0, "%s: mount succeeded" % source)
-    lines = r.stderr.strip().splitlines()
-    tc.assertEqual(len(lines), 1, "%s: stderr %r" % (source, r.stderr))
-    tc.assertIn(name_in_msg or os.path.basename(source), lines[0])
-    if pattern:
-        tc.assertRegex(lines[0].replace(source, "").replace(os.path.realpath(source), ""), pattern)
-    tc.assertFalse(is_mounted(mp))
-    tc.assertEqual(os.listdir(mp), [])
-    return lines[0]
 
 
 class MixedFlat(TestCase):

@@ -7,11 +7,10 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 
 import numpy as np
 
-from harness import Mount, TENSORFS, TESTDATA, TestCase, is_mounted, main, run
+from harness import assert_reject, is_mounted, main, Mount, run, TENSORFS, TestCase, TESTDATA
 
 ST_DIR = os.path.join(TESTDATA, "safetensors")
 OLLAMA = os.path.join(TESTDATA, "ollama")
@@ -74,27 +73,6 @@ def f32_oracle(dtype, raw):
     if dtype in NUMPY_DT:
         return np.frombuffer(raw, NUMPY_DT[dtype]).astype("<f4").tobytes()
     return None
-
-
-def assert_reject(tc, source, pattern=None, env=None, name_in_msg=None, options=None):
-    mp = tc.tmpdir()
-    try:
-        r = run([TENSORFS, "mount", source, mp] + (["-o", options] if options else []),
-                timeout=30, env=env)
-    finally:
-        if is_mounted(mp):
-            subprocess.run(["fusermount3", "-u", mp], capture_output=True)
-            tc.fail("%s: mounted" % source)
-    tc.assertNotEqual(r.returncode, 0, "%s: mount succeeded" % source)
-    lines = r.stderr.strip().splitlines()
-    tc.assertEqual(len(lines), 1, "%s: stderr %r" % (source, r.stderr))
-    tc.assertIn(name_in_msg or os.path.basename(source), lines[0])
-    if pattern:
-        msg = lines[0].replace(os.path.realpath(source), "").replace(source, "")
-        tc.assertRegex(msg, pattern)
-    tc.assertFalse(is_mounted(mp))
-    tc.assertEqual(os.listdir(mp), [])
-    return lines[0]
 
 
 def check_st_tensors(tc, m, tensors, src_of):

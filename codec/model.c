@@ -403,30 +403,12 @@ bool tfs_tensor_has_f32(const tfs_model *m, size_t i, const char **why)
 
 uint64_t tfs_tensor_f32_count(const tfs_model *m, size_t i, const char **why)
 {
-	static const char *no_tensor = "no such tensor";
-	static const char *no_conv = "no float conversion for this dtype";
-	static const char *bad_q = "quantized tensor without its scales";
-	if (i >= m->n_t) {
-		if (why)
-			*why = no_tensor;
+	if (!tfs_tensor_has_f32(m, i, why))
 		return 0;
-	}
 	const tfs_tensor *t = &m->t[i];
-	if (t->q.mode != TFS_QMODE_NONE) {
-		if (t->q_scale < 0 || t->n_dims == 0) {
-			if (why)
-				*why = bad_q;
-			return 0;
-		}
+	if (t->q.mode != TFS_QMODE_NONE)
 		return n_elems(t) / (uint64_t)t->ne[0] * ((uint64_t)t->ne[0] * 32 / t->q.bits);
-	}
-	const tfs_dtype_info *d = tfs_dtype(t->dtype);
-	if (!d || !d->to_f32) {
-		if (why)
-			*why = no_conv;
-		return 0;
-	}
-	return n_elems(t) * d->f32_per_elem;
+	return n_elems(t) * tfs_dtype(t->dtype)->f32_per_elem;
 }
 
 int tfs_tensor_f32_shape(const tfs_model *m, size_t i, uint32_t *n_dims,

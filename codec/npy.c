@@ -1,6 +1,19 @@
 /* npy.c - .npy headers (format 1.0) for the npy/ view. */
 #include "internal.h"
 
+/* Whether npy/ serves tensor t's raw bytes: its dtype is a numpy dtype. */
+static bool npy_raw(const tfs_tensor *t)
+{
+	const tfs_dtype_info *d = tfs_dtype(t->dtype);
+	return t->q.mode == TFS_QMODE_NONE && d && d->npy_descr;
+}
+
+bool tfs_npy_available(const tfs_model *m, size_t i)
+{
+	const tfs_tensor *t = tfs_model_tensor(m, i);
+	return t && (npy_raw(t) || tfs_tensor_has_f32(m, i, NULL));
+}
+
 int tfs_npy_header(tfs_buf *out, bool *raw, const tfs_model *m, size_t i, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(m, i);
@@ -11,7 +24,7 @@ int tfs_npy_header(tfs_buf *out, bool *raw, const tfs_model *m, size_t i, tfs_er
 	int64_t ne[TFS_MAX_DIMS + 1];
 	const char *descr;
 
-	if (t->q.mode == TFS_QMODE_NONE && d && d->npy_descr) {
+	if (npy_raw(t)) {
 		*raw = true;
 		descr = d->npy_descr;
 		n_dims = t->n_dims;

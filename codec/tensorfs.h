@@ -307,6 +307,8 @@ int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t c
  * Fails when the tensor has neither.
  */
 int tfs_npy_header(tfs_buf *out, bool *raw, const tfs_model *m, size_t i, tfs_error *err);
+/* Whether tensor i has an npy/ view (a native numpy dtype or an f32 view). */
+bool tfs_npy_available(const tfs_model *m, size_t i);
 
 /*
  * File names on the mount.  A name is used as it is unless it cannot be a file

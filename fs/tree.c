@@ -164,12 +164,8 @@ int tfs_tree_add_tensor(tfs_fs *fs, long i, bool with_raw)
 	int rc = with_raw ? add_encoded(fs, N_RAW, D_TENSORS, i, t->name, NULL) : 0;
 	if (!rc && tfs_tensor_has_f32(fs->model, (size_t)i, NULL))
 		rc = add_encoded(fs, N_F32, D_F32, i, t->name, NULL);
-	/* a native numpy dtype or a float view: npy/ has it */
-	tfs_buf hdr = { 0 };
-	bool raw;
-	if (!rc && tfs_npy_header(&hdr, &raw, fs->model, (size_t)i, NULL) == 0)
+	if (!rc && tfs_npy_available(fs->model, (size_t)i))
 		rc = add_encoded(fs, N_NPY, D_NPY, i, t->name, ".npy");
-	tfs_buf_free(&hdr);
 	return rc;
 }
 

@@ -839,9 +839,12 @@ static int adopt_scratch(tfs_fs *fs, tfs_node *n, long target, const char *name,
 			item = rc ? -1 : tfs_model_find_extra(fs->model, name);
 		}
 		if (rc) {
+			/* refused: the file stays a scratch file, now by the name it was given (an
+			 * unnamed file cannot be linked again once its link is gone) */
 			if (!n->scratch_path)
-				unlink(path); /* the name linked for the journal; the scratch file stays */
-			free(path);
+				n->scratch_path = path;
+			else
+				free(path);
 			return rc;
 		}
 		free(path);

@@ -27,55 +27,18 @@
 
 
 
-#define GGUF_BUF (1u << 20)
-
-/* Header bytes are gathered in a fixed buffer and written out when it fills. */
-typedef struct {
-	int fd;
-	const char *path;
-	uint64_t pos;   /* file offset of buf[0] */
-	uint8_t *buf;
-	size_t len;
-	tfs_error *err;
-} bwriter;
-
-static int bw_flush(bwriter *w)
+static int put(tfs_buf *b, const void *p, uint64_t n)
 {
-	int rc = tfs_io_pwrite(w->fd, w->path, w->pos, w->buf, w->len, w->err);
-	if (rc)
-		return rc;
-	w->pos += w->len;
-	w->len = 0;
-	return 0;
+	return tfs_buf_append(b, p, (size_t)n);
 }
 
-static int bw_put(bwriter *w, const void *p, uint64_t n)
-{
-	if (w->len + n > GGUF_BUF) {
-		int rc = bw_flush(w);
-		if (rc)
-			return rc;
-	}
-	if (n >= GGUF_BUF) {
-		/* a big payload (a vocabulary array) goes straight from its mapping */
-		int rc = tfs_io_pwrite(w->fd, w->path, w->pos, p, (size_t)n, w->err);
-		if (!rc)
-			w->pos += n;
-		return rc;
-	}
-	memcpy(w->buf + w->len, p, (size_t)n);
-	w->len += (size_t)n;
-	return 0;
-}
+static int put_u32(tfs_buf *b, uint32_t v) { return put(b, &v, 4); }
+static int put_u64(tfs_buf *b, uint64_t v) { return put(b, &v, 8); }
 
-static int bw_u32(bwriter *w, uint32_t v) { return bw_put(w, &v, 4); }
-static int bw_u64(bwriter *w, uint64_t v) { return bw_put(w, &v, 8); }
-
-static int bw_str(bwriter *w, const char *s)
+static int put_str(tfs_buf *b, const char *s)
 {
 	size_t n = strlen(s);
-	int rc = bw_u64(w, n);
-	return rc ? rc : bw_put(w, s, n);
+	return put_u64(b, n) || put(b, s, n) ? TFS_E_NOMEM : 0;
 }
 
 static uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -96,15 +59,15 @@ static int write_alignment(const tfs_model *m, uint64_t *a, tfs_error *err)
 	return 0;
 }
 
-int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write_opts *o,
-		   tfs_error *err)
+int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err)
 {
 	uint64_t a, n_kv = 0, n_t = 0, head = 24, data = 0;
 	int rc;
+	*out = NULL;
 	if ((rc = write_alignment(m, &a, err)))
 		return rc;
 
-	/* sizes first: the whole file is reserved before anything is copied */
+	/* sizes first */
 	for (size_t i = 0; i < m->n_kv; i++) {
 		const tfs_kv *kv = &m->kv[i];
 		if (kv->deleted)
@@ -134,67 +97,65 @@ int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write
 			goto too_big;
 	}
 	uint64_t data_off = pad_to(head, a), total;
-	if (head > UINT64_MAX - a || tfs_add_overflow(data_off, data, &total))
+	if (head > UINT64_MAX - a || tfs_add_overflow(data_off, data, &total) || data_off > SIZE_MAX / 2)
 		goto too_big;
-	if ((rc = tfs_io_reserve(fd, path, total, err)))
-		return rc;
 
-	bwriter w = { .fd = fd, .path = path, .err = err, .buf = malloc(GGUF_BUF) };
-	if (!w.buf)
-		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	if ((rc = bw_put(&w, "GGUF", 4)) || (rc = bw_u32(&w, 3)) || (rc = bw_u64(&w, n_t)) ||
-	    (rc = bw_u64(&w, n_kv)))
-		goto out;
+	tfs_image *im;
+	if ((rc = tfs_image_new(&im, err)))
+		return rc;
+	tfs_buf *b = &im->head;
+	if (tfs_buf_reserve(b, (size_t)data_off))
+		goto nomem;
+	if (put(b, "GGUF", 4) || put_u32(b, 3) || put_u64(b, n_t) || put_u64(b, n_kv))
+		goto nomem;
 	for (size_t i = 0; i < m->n_kv; i++) {
 		const tfs_kv *kv = &m->kv[i];
 		if (kv->deleted)
 			continue;
-		if ((rc = bw_str(&w, kv->name)) || (rc = bw_u32(&w, kv->type)) ||
-		    (rc = bw_put(&w, kv->data, kv->len)))
-			goto out;
+		if (put_str(b, kv->name) || put_u32(b, kv->type) || put(b, kv->data, kv->len))
+			goto nomem;
 	}
 	uint64_t off = 0;
 	for (size_t i = 0; i < m->n_t; i++) {
 		const tfs_tensor *t = &m->t[i];
 		if (t->deleted)
 			continue;
-		if ((rc = bw_str(&w, t->name)) || (rc = bw_u32(&w, t->n_dims)))
-			goto out;
+		if (put_str(b, t->name) || put_u32(b, t->n_dims))
+			goto nomem;
 		for (uint32_t k = 0; k < t->n_dims; k++)
-			if ((rc = bw_u64(&w, (uint64_t)t->ne[k])))
-				goto out;
-		if ((rc = bw_u32(&w, (uint32_t)t->dtype)) || (rc = bw_u64(&w, off)))
-			goto out;
+			if (put_u64(b, (uint64_t)t->ne[k]))
+				goto nomem;
+		if (put_u32(b, (uint32_t)t->dtype) || put_u64(b, off) ||
+		    tfs_image_add(im, data_off + off, t->src, t->offset, t->nbytes))
+			goto nomem;
 		off += pad_to(t->nbytes, a);
 	}
-	if ((rc = bw_flush(&w)))
-		goto out;
-	if (w.pos != head) {
-		rc = tfs_error_set(err, TFS_E_INVALID, "%s: header size mismatch (internal error)",
-				   path);
-		goto out;
+	if (b->len != head) {
+		tfs_image_free(im);
+		return tfs_error_set(err, TFS_E_INVALID, "%s: header size mismatch (internal error)",
+				     m->path);
 	}
-	if ((rc = tfs_io_zeros(fd, path, head, data_off - head, err)))
-		goto out;
-
-	uint64_t pos = data_off, done = 0;
-	for (size_t i = 0; i < m->n_t; i++) {
-		const tfs_tensor *t = &m->t[i];
-		if (t->deleted)
-			continue;
-		if ((rc = tfs_io_copy(fd, path, pos, m, t->src, t->offset, t->nbytes, o, &done, data,
-				      err)))
-			goto out;
-		pos += t->nbytes;
-		uint64_t pad = pad_to(t->nbytes, a) - t->nbytes;
-		if ((rc = tfs_io_zeros(fd, path, pos, pad, err)))
-			goto out;
-		pos += pad;
-	}
-	rc = 0;
-out:
-	free(w.buf);
-	return rc;
+	memset(b->data + b->len, 0, (size_t)(data_off - head)); /* reserved above */
+	b->len = (size_t)data_off;
+	b->data[b->len] = '\0';
+	im->size = total;
+	*out = im;
+	return 0;
+nomem:
+	tfs_image_free(im);
+	return tfs_error_set(err, TFS_E_NOMEM, "out of memory laying out %s", m->path);
 too_big:
 	return tfs_error_set(err, TFS_E_INVALID, "%s: the new file would be too large", m->path);
+}
+
+int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write_opts *o,
+		   tfs_error *err)
+{
+	tfs_image *im;
+	int rc = tfs_gguf_image(&im, m, err);
+	if (rc)
+		return rc;
+	rc = tfs_image_write(im, m, fd, path, o, err);
+	tfs_image_free(im);
+	return rc;
 }

@@ -182,6 +182,40 @@ int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const u
 int tfs_st_check_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
 		      size_t nk, const json_t *meta, const char *path, tfs_error *err);
 
+/* ==== images: a file laid out in memory (image.c) ==== */
+
+typedef struct {
+	uint64_t pos;      /* where in the file */
+	uint64_t len;
+	int32_t src;       /* the source holding the bytes */
+	uint64_t src_off;
+} tfs_extent;
+
+struct tfs_image {
+	tfs_buf head;          /* bytes [0, head.len) */
+	tfs_extent *ext;       /* source ranges, in file order, after the head */
+	size_t n_ext, cap_ext;
+	uint64_t size;         /* zeros between and after extents up to size */
+	int *fds;              /* with tfs_image_own_fds: a descriptor per source (-1 unused) */
+	size_t n_fds;
+};
+
+int tfs_image_new(tfs_image **out, tfs_error *err);
+/* Appends an extent (after every earlier one); 0 or TFS_E_NOMEM. */
+int tfs_image_add(tfs_image *im, uint64_t pos, int32_t src, uint64_t src_off, uint64_t len);
+/* Duplicates the descriptors of the sources the extents name, for tfs_image_read. */
+int tfs_image_own_fds(tfs_image *im, const tfs_model *m, tfs_error *err);
+/* Writes the image to fd (reserved, header, zeros, sources copied with tfs_io_copy). */
+int tfs_image_write(const tfs_image *im, const tfs_model *m, int fd, const char *path,
+		    const tfs_write_opts *o, tfs_error *err);
+/* The GGUF file of m's keys and tensors (gguf_write.c). */
+int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err);
+/* One safetensors file: tensors ts (slots of m), keys as "__metadata__" (+ meta's strings). */
+int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
+		 const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err);
+/* Every live tensor and string key of m as one safetensors file (a sharded set merged). */
+int tfs_st_image_all(tfs_image **out, const tfs_model *m, tfs_error *err);
+
 /* The basename of path (no allocation). */
 const char *tfs_basename(const char *path);
 

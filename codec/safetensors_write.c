@@ -166,6 +166,63 @@ static int st_header(tfs_buf *b, const tfs_model *m, const uint32_t *ts, size_t 
 	return 0;
 }
 
+int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
+		 const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err)
+{
+	tfs_image *im;
+	uint64_t data = 0;
+	int rc = tfs_image_new(&im, err);
+	if (rc)
+		return rc;
+	/* the length prefix first, filled in once the header is built */
+	if (tfs_buf_append(&im->head, "\0\0\0\0\0\0\0\0", 8))
+		rc = TFS_E_NOMEM;
+	if (!rc)
+		rc = st_header(&im->head, m, ts, nt, keys, nk, meta, &data, err);
+	uint64_t n = im->head.len - 8, pos = im->head.len;
+	if (!rc)
+		memcpy(im->head.data, &n, 8);
+	for (size_t i = 0; !rc && i < nt; i++) {
+		const tfs_tensor *t = &m->t[ts[i]];
+		rc = tfs_image_add(im, pos, t->src, t->offset, t->nbytes);
+		pos += t->nbytes;
+	}
+	if (rc == TFS_E_NOMEM)
+		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	if (rc) {
+		tfs_image_free(im);
+		return rc;
+	}
+	im->size = pos;
+	*out = im;
+	return 0;
+}
+
+int tfs_st_image_all(tfs_image **out, const tfs_model *m, tfs_error *err)
+{
+	uint32_t *ts = malloc((m->n_t ? m->n_t : 1) * sizeof(*ts));
+	uint32_t *ks = malloc((m->n_kv ? m->n_kv : 1) * sizeof(*ks));
+	size_t nt = 0, nk = 0;
+	int rc;
+	if (!ts || !ks) {
+		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < m->n_t; i++)
+		if (!m->t[i].deleted)
+			ts[nt++] = (uint32_t)i;
+	/* safetensors metadata holds strings: a sharded index's other values (total_size)
+	 * describe the set, not the merged file */
+	for (size_t i = 0; i < m->n_kv; i++)
+		if (!m->kv[i].deleted && m->kv[i].type == TFS_GGUF_STRING)
+			ks[nk++] = (uint32_t)i;
+	rc = tfs_st_image(out, m, ts, nt, ks, nk, NULL, err);
+out:
+	free(ts);
+	free(ks);
+	return rc;
+}
+
 /*
  * Writes one safetensors file to fd: tensors ts[0..nt) (slots of m) in that order, the
  * keys keys[0..nk) as "__metadata__" (all must be strings).
@@ -174,28 +231,12 @@ int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const u
 		      size_t nk, const json_t *meta, int fd, const char *path,
 		      const tfs_write_opts *o, tfs_error *err)
 {
-	tfs_buf h = { 0 };
-	uint64_t data = 0, total, done = 0;
-	int rc = st_header(&h, m, ts, nt, keys, nk, meta, &data, err);
-	if (rc == TFS_E_NOMEM)
-		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	tfs_image *im;
+	int rc = tfs_st_image(&im, m, ts, nt, keys, nk, meta, err);
 	if (rc)
-		goto out;
-	uint64_t n = h.len, pos = 8 + n;
-	total = pos + data;
-	if ((rc = tfs_io_reserve(fd, path, total, err)) ||
-	    (rc = tfs_io_pwrite(fd, path, 0, &n, 8, err)) ||
-	    (rc = tfs_io_pwrite(fd, path, 8, h.data, h.len, err)))
-		goto out;
-	for (size_t i = 0; i < nt; i++) {
-		const tfs_tensor *t = &m->t[ts[i]];
-		if ((rc = tfs_io_copy(fd, path, pos, m, t->src, t->offset, t->nbytes, o, &done, data,
-				      err)))
-			goto out;
-		pos += t->nbytes;
-	}
-out:
-	tfs_buf_free(&h);
+		return rc;
+	rc = tfs_image_write(im, m, fd, path, o, err);
+	tfs_image_free(im);
 	return rc;
 }
 

@@ -324,6 +324,26 @@ int tfs_name_decode(tfs_buf *out, const char *file_name);
 /* The index.json document (pretty-printed JSON) describing the model; appends to out. */
 int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err);
 
+/* ==== the whole model as one file ==== */
+
+/*
+ * An image is the file a repack would write now, laid out in memory: the header bytes
+ * built, the tensors' bytes named as ranges of their sources (original or staged), the
+ * padding as zeros.  It does not change when the model does: an image taken with own_fds
+ * keeps its own descriptors of every source it reads from.
+ */
+typedef struct tfs_image tfs_image;
+/* "model.gguf" (GGUF files, classic Ollama models), "model.safetensors" (one file or a
+ * sharded set, merged), or NULL when the model has no single-file form. */
+const char *tfs_image_name(const tfs_model *m);
+int tfs_model_image(tfs_image **out, const tfs_model *m, bool own_fds, tfs_error *err);
+uint64_t tfs_image_size(const tfs_image *im);
+/* Reads up to len bytes at off (clipped at the end); the count or a negative tfs_code.
+ * Needs an image taken with own_fds. */
+int64_t tfs_image_read(const tfs_image *im, uint64_t off, uint64_t len, void *out,
+		       tfs_error *err);
+void tfs_image_free(tfs_image *im);
+
 /* ==== changing a model (write path) ==== */
 
 /* Sets (adds or replaces) key to an owned payload (ownership passes to the model, also on

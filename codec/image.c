@@ -1,0 +1,186 @@
+/*
+ * image.c - a model file laid out in memory before any byte of it is written.
+ *
+ * An image is what a writer would put in a file, described rather than copied:
+ *  1. the header bytes [0, head.len), built in memory (GGUF key/tensor infos and the
+ *     padding after them; safetensors' length prefix and JSON header);
+ *  2. extents: ranges of the file whose bytes are a range of a source (a tensor's bytes,
+ *     unchanged or staged), in file order, none overlapping;
+ *  3. zeros everywhere else up to size (GGUF's padding between tensors).
+ * The writers lay out a file as an image and then write the image (tfs_image_write), and
+ * the mount serves the same image as one virtual file (tfs_image_read), so the two give
+ * the same bytes by construction.  An image for reading owns duplicates of its sources'
+ * descriptors: it stays readable, unchanged, whatever happens to the model afterwards.
+ */
+#include "formats.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int tfs_image_new(tfs_image **out, tfs_error *err)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+}
+
+void tfs_image_free(tfs_image *im)
+{
+	if (!im)
+		return;
+	for (size_t i = 0; i < im->n_fds; i++)
+		if (im->fds[i] >= 0)
+			close(im->fds[i]);
+	free(im->fds);
+	free(im->ext);
+	tfs_buf_free(&im->head);
+	free(im);
+}
+
+uint64_t tfs_image_size(const tfs_image *im) { return im->size; }
+
+int tfs_image_add(tfs_image *im, uint64_t pos, int32_t src, uint64_t src_off, uint64_t len)
+{
+	if (len == 0)
+		return 0;
+	if (im->n_ext == im->cap_ext) {
+		size_t cap = im->cap_ext ? im->cap_ext * 2 : 64;
+		tfs_extent *p = realloc(im->ext, cap * sizeof(*p));
+		if (!p)
+			return TFS_E_NOMEM;
+		im->ext = p;
+		im->cap_ext = cap;
+	}
+	im->ext[im->n_ext++] = (tfs_extent){ .pos = pos, .len = len, .src = src, .src_off = src_off };
+	return 0;
+}
+
+int tfs_image_own_fds(tfs_image *im, const tfs_model *m, tfs_error *err)
+{
+	im->fds = malloc((m->n_src ? m->n_src : 1) * sizeof(int));
+	if (!im->fds)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	im->n_fds = m->n_src;
+	for (size_t i = 0; i < m->n_src; i++)
+		im->fds[i] = -1;
+	for (size_t i = 0; i < im->n_ext; i++) {
+		int32_t s = im->ext[i].src;
+		if (im->fds[s] >= 0)
+			continue;
+		if ((im->fds[s] = fcntl(m->src[s].fd, F_DUPFD_CLOEXEC, 0)) < 0)
+			return tfs_error_sys(err, errno, "%s", m->src[s].path);
+	}
+	return 0;
+}
+
+/* The first extent that ends after pos (binary search; extents are in file order). */
+static size_t first_after(const tfs_image *im, uint64_t pos)
+{
+	size_t lo = 0, hi = im->n_ext;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (im->ext[mid].pos + im->ext[mid].len <= pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+int64_t tfs_image_read(const tfs_image *im, uint64_t off, uint64_t len, void *out, tfs_error *err)
+{
+	uint8_t *o = out;
+	if (off >= im->size)
+		return 0;
+	if (len > im->size - off)
+		len = im->size - off;
+	uint64_t pos = off, end = off + len;
+	if (pos < im->head.len) {
+		uint64_t k = im->head.len - pos < end - pos ? im->head.len - pos : end - pos;
+		memcpy(o, im->head.data + pos, (size_t)k);
+		pos += k;
+	}
+	for (size_t i = first_after(im, pos); pos < end; i++) {
+		const tfs_extent *e = i < im->n_ext ? &im->ext[i] : NULL;
+		uint64_t zero_to = e && e->pos < end ? e->pos : end;
+		if (pos < zero_to) {
+			memset(o + (pos - off), 0, (size_t)(zero_to - pos));
+			pos = zero_to;
+		}
+		if (!e || pos >= end)
+			break;
+		uint64_t k = e->pos + e->len - pos < end - pos ? e->pos + e->len - pos : end - pos;
+		uint64_t from = e->src_off + (pos - e->pos);
+		size_t got = 0;
+		while (got < k) {
+			ssize_t r = pread(im->fds[e->src], o + (pos - off) + got, (size_t)(k - got),
+					  (off_t)(from + got));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return r < 0 ? tfs_error_sys(err, errno, "reading the model file")
+					     : tfs_error_set(err, TFS_E_IO,
+							     "a source ended early: did it change?");
+			got += (size_t)r;
+		}
+		pos += k;
+	}
+	return (int64_t)len;
+}
+
+int tfs_image_write(const tfs_image *im, const tfs_model *m, int fd, const char *path,
+		    const tfs_write_opts *o, tfs_error *err)
+{
+	uint64_t data = 0, done = 0, pos;
+	int rc;
+	for (size_t i = 0; i < im->n_ext; i++)
+		data += im->ext[i].len;
+	if ((rc = tfs_io_reserve(fd, path, im->size, err)) ||
+	    (rc = tfs_io_pwrite(fd, path, 0, im->head.data, im->head.len, err)))
+		return rc;
+	pos = im->head.len;
+	for (size_t i = 0; i <= im->n_ext; i++) {
+		uint64_t next = i < im->n_ext ? im->ext[i].pos : im->size;
+		if ((rc = tfs_io_zeros(fd, path, pos, next - pos, err)))
+			return rc;
+		if (i == im->n_ext)
+			break;
+		const tfs_extent *e = &im->ext[i];
+		if ((rc = tfs_io_copy(fd, path, e->pos, m, e->src, e->src_off, e->len, o, &done, data,
+				      err)))
+			return rc;
+		pos = e->pos + e->len;
+	}
+	return 0;
+}
+
+const char *tfs_image_name(const tfs_model *m)
+{
+	if (tfs_model_gguf_encoded(m))
+		return "model.gguf";
+	if (m->format == TFS_FMT_SAFETENSORS)
+		return "model.safetensors";
+	return NULL;
+}
+
+int tfs_model_image(tfs_image **out, const tfs_model *m, bool own_fds, tfs_error *err)
+{
+	int rc;
+	*out = NULL;
+	if (tfs_model_gguf_encoded(m))
+		rc = tfs_gguf_image(out, m, err);
+	else if (m->format == TFS_FMT_SAFETENSORS)
+		rc = tfs_st_image_all(out, m, err);
+	else
+		return tfs_error_set(err, TFS_E_UNSUPPORTED,
+				     "%s: a per-tensor Ollama model has no single-file form yet",
+				     m->path);
+	if (!rc && own_fds)
+		rc = tfs_image_own_fds(*out, m, err);
+	if (rc) {
+		tfs_image_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}

@@ -182,6 +182,14 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 			json_object_set_new(o, "source", json_string(m->src[x->src].label));
 		json_array_append_new(files, o);
 	}
+	/* the whole model as one file (model.gguf / model.safetensors at the mount's root) */
+	tfs_image *im = NULL;
+	if (tfs_image_name(m) && tfs_model_image(&im, m, false, NULL) == 0) {
+		json_object_set_new(root, "model_file",
+				    json_pack("{s:s, s:I}", "name", tfs_image_name(m), "size",
+					      (json_int_t)tfs_image_size(im)));
+		tfs_image_free(im);
+	}
 	json_object_set_new(root, "sources", sources);
 	json_object_set_new(root, "keys", keys);
 	json_object_set_new(root, "tensors", tensors);

@@ -23,6 +23,7 @@ typedef enum {
 	N_EXTRA,   /* layers/<name>         -> extra index */
 	N_INDEX,   /* index.json */
 	N_SCRATCH, /* an editor's temporary in metadata/, tensors/ or layers/ (scratch.c) */
+	N_MODEL,   /* model.gguf / model.safetensors: the whole model as one file */
 } tfs_node_kind;
 
 typedef struct tfs_node {
@@ -67,6 +68,13 @@ typedef struct {
 	int readahead_kb;       /* -o readahead_kb=N (0: leave the kernel's) */
 } tfs_opts;
 
+/* The model as one file, as it was at one generation; shared by the handles that read it. */
+typedef struct {
+	tfs_image *im;
+	uint64_t gen;
+	int refs;
+} tfs_shared_image;
+
 typedef struct tfs_fs {
 	tfs_opts opts;
 	tfs_model *model;
@@ -84,6 +92,7 @@ typedef struct tfs_fs {
 	struct timespec mtime;  /* the source's */
 	uid_t uid;
 	gid_t gid;
+	tfs_shared_image *image; /* the latest model file image (fs->image->gen), or NULL */
 	char *status_path;      /* where the daemon reports the repack at unmount */
 	int repack_rc;          /* result of the repack at unmount */
 	tfs_error repack_err;
@@ -105,6 +114,10 @@ int tfs_tree_add_tensor(tfs_fs *fs, long i, bool with_raw);
 int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size);
 /* The node's cached content (value text, npy header, index.json); call with cache_lock held. */
 int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out);
+/* The model file as it is now (a reference; built when the model changed since the last
+ * one); fs->lock held for reading.  -errno. */
+int tfs_image_acquire(tfs_fs *fs, tfs_shared_image **out);
+void tfs_image_release(tfs_fs *fs, tfs_shared_image *si);
 
 /* What an open file handle carries (fi->fh). */
 typedef struct {
@@ -114,6 +127,7 @@ typedef struct {
 	bool wrote;          /* a write() arrived (not only an O_TRUNC) */
 	bool failed;         /* a write() was refused: nothing of this handle is committed */
 	bool scratch;        /* opened on a scratch file: reads and writes go to its file */
+	tfs_shared_image *image; /* N_MODEL: the model file as it was when opened */
 	int error;           /* tensors/layers: errno of a failed write(), reported at close */
 	tfs_buf text;        /* keys: the value text being written */
 	/* tensors/layers: the staged bytes, created at the first write (or at an O_TRUNC open)

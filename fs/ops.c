@@ -76,7 +76,7 @@ static int fill_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
 		return 0;
 	}
 	uint64_t size = 0;
-	int rc = n->item >= 0 || n->kind == N_INDEX || n->kind == N_SCRATCH
+	int rc = n->item >= 0 || n->kind == N_INDEX || n->kind == N_SCRATCH || n->kind == N_MODEL
 		 ? tfs_node_size(fs, n, &size) : 0;
 	if (rc)
 		return rc;
@@ -147,7 +147,8 @@ static bool in_dir(const tfs_node *n, tfs_node *dir)
 	if (n->deleted)
 		return false;
 	if (dir->dir == D_ROOT)
-		return (n->kind == N_DIR && n->dir != D_ROOT) || n->kind == N_INDEX;
+		return (n->kind == N_DIR && n->dir != D_ROOT) || n->kind == N_INDEX ||
+		       n->kind == N_MODEL;
 	return n->kind != N_DIR && n->dir == dir->dir && n->kind != N_INDEX && n->item >= -1;
 }
 
@@ -232,10 +233,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h->node = n;
 		h->data_fd = -1;
 	}
+	/* the model file: what it is now, for as long as this handle is open */
+	if (!rc && n->kind == N_MODEL)
+		rc = -tfs_image_acquire(fs, &h->image);
 	pthread_rwlock_unlock(&fs->lock);
 	if (!rc && wr)
 		rc = -tfs_start_write(fs, h, (fi->flags & O_TRUNC) != 0);
 	if (rc) {
+		if (h && h->image)
+			tfs_image_release(fs, h->image);
 		tfs_handle_free(h);
 		fuse_reply_err(req, rc);
 		return;
@@ -244,8 +250,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* a read-only model never changes: let the kernel keep its pages */
 	fi->keep_cache = !fs->opts.rw;
 	fi->noflush = !wr;
-	if (fuse_reply_open(req, fi) == -ENOENT)
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		if (h->image)
+			tfs_image_release(fs, h->image);
 		tfs_handle_free(h);
+	}
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -256,6 +265,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		h->wrote = true;
 		tfs_op_commit(fuse_req_userdata(req), h);
 	}
+	if (h && h->image)
+		tfs_image_release(fuse_req_userdata(req), h->image);
 	tfs_handle_free(h);
 	fuse_reply_err(req, 0);
 }
@@ -387,6 +398,17 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		ssize_t r = buf ? pread(h->data_fd, buf, size, off) : -1;
 		if (r < 0)
 			fuse_reply_err(req, buf ? errno : ENOMEM);
+		else
+			fuse_reply_buf(req, buf, (size_t)r);
+		return;
+	}
+	if (h->image) {
+		/* the model file: its own snapshot, no lock needed */
+		tfs_error err;
+		char *buf = tfs_scratch(1, size);
+		int64_t r = buf ? tfs_image_read(h->image->im, (uint64_t)off, size, buf, &err) : -1;
+		if (r < 0)
+			fuse_reply_err(req, buf ? tfs_errno(&err) : ENOMEM);
 		else
 			fuse_reply_buf(req, buf, (size_t)r);
 		return;

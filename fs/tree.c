@@ -186,6 +186,8 @@ int tfs_tree_build(tfs_fs *fs, tfs_error *err)
 		fs->nodes[D_LAYERS]->deleted = true;
 	if (!tfs_tree_add(fs, N_INDEX, D_ROOT, -1, "index.json"))
 		goto nomem;
+	if (tfs_image_name(m) && !tfs_tree_add(fs, N_MODEL, D_ROOT, -1, tfs_image_name(m)))
+		goto nomem;
 	for (size_t i = 0; i < tfs_model_n_kv(m); i++)
 		if (!tfs_model_kv(m, i)->deleted &&
 		    add_encoded(fs, N_KEY, D_METADATA, (long)i, tfs_model_kv(m, i)->name, NULL))
@@ -212,6 +214,9 @@ void tfs_tree_free(tfs_fs *fs)
 		tfs_buf_free(&n->cache);
 		free(n);
 	}
+	if (fs->image)
+		tfs_image_release(fs, fs->image);
+	fs->image = NULL;
 	free(fs->nodes);
 	free(fs->hash);
 	fs->nodes = NULL;
@@ -272,6 +277,14 @@ int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
 	case N_EXTRA:
 		*size = tfs_model_extra(fs->model, (size_t)n->item)->size;
 		return 0;
+	case N_MODEL: {
+		tfs_shared_image *si;
+		if ((rc = tfs_image_acquire(fs, &si)))
+			return rc;
+		*size = tfs_image_size(si->im);
+		tfs_image_release(fs, si);
+		return 0;
+	}
 	case N_SCRATCH: {
 		struct stat st;
 		if (fstat(n->scratch_fd, &st) < 0)
@@ -295,4 +308,49 @@ int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
 		return rc;
 	}
 	return -EINVAL;
+}
+
+/* ==== the model as one file ==== */
+
+static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tfs_image_acquire(tfs_fs *fs, tfs_shared_image **out)
+{
+	int rc = 0;
+	pthread_mutex_lock(&image_lock);
+	if (!fs->image || fs->image->gen != fs->gen) {
+		tfs_shared_image *si = calloc(1, sizeof(*si));
+		tfs_error err;
+		if (!si) {
+			rc = -ENOMEM;
+		} else if (tfs_model_image(&si->im, fs->model, true, &err)) {
+			free(si);
+			rc = -tfs_fail(fs, &err);
+		} else {
+			si->gen = fs->gen;
+			si->refs = 1; /* fs->image's own */
+			if (fs->image && --fs->image->refs == 0) {
+				tfs_image_free(fs->image->im);
+				free(fs->image);
+			}
+			fs->image = si;
+		}
+	}
+	if (!rc) {
+		fs->image->refs++;
+		*out = fs->image;
+	}
+	pthread_mutex_unlock(&image_lock);
+	return rc;
+}
+
+void tfs_image_release(tfs_fs *fs, tfs_shared_image *si)
+{
+	pthread_mutex_lock(&image_lock);
+	bool last = --si->refs == 0;
+	pthread_mutex_unlock(&image_lock);
+	if (last) {
+		tfs_image_free(si->im);
+		free(si);
+	}
 }

@@ -552,7 +552,8 @@ reply:
 	pthread_rwlock_rdlock(&fs->lock);
 	memset(&st, 0, sizeof(st));
 	uint64_t size = 0;
-	if (n->kind != N_DIR && (n->item >= 0 || n->kind == N_INDEX || n->kind == N_SCRATCH))
+	if (n->kind != N_DIR && (n->item >= 0 || n->kind == N_INDEX || n->kind == N_SCRATCH ||
+				 n->kind == N_MODEL))
 		rc = tfs_node_size(fs, n, &size);
 	pthread_rwlock_unlock(&fs->lock);
 	st.st_ino = ino;

@@ -7,7 +7,8 @@
  *       string = u64 length + bytes; array = i32 element type + u64 count + elements
  *  3. n_tensors infos: string name, u32 n_dims, i64 ne[n_dims], i32 type, u64 offset
  *  4. padding to general.alignment (default 32), then the data section;
- *     a tensor's bytes start at data_offset + offset.
+ *     a tensor's bytes start at data_offset + offset (data_offset is the aligned
+ *     position also when there are no tensors).
  *
  * Opening parses the header only.  Tensor ranges are checked to lie inside
  * the file, aligned, and not to overlap; gaps and any order are accepted, as the
@@ -196,14 +197,20 @@ static int read_tensors(tfs_model *m, tfs_cursor *c, uint64_t n_tensors, int32_t
 		t->offset = offset; /* relative for now */
 	}
 
-	/* data section */
+	/*
+	 * The data section starts at the header's end aligned up, also with no tensors: that
+	 * is where writers put it (ggml's and ours always pad the header) and what gguf-py and
+	 * @huggingface/gguf report.  A tensor-less file may end unpadded (the vocab files
+	 * llama.cpp ships do, and recent ggml then reports the unpadded size): accepted, as
+	 * nothing is read there.
+	 */
 	uint64_t data_off = c->pos;
 	uint64_t a = m->alignment;
 	const tfs_source *s = &m->src[src];
+	if (tfs_add_overflow(data_off, a - 1, &data_off))
+		return tfs_error_set(c->err, TFS_E_FORMAT, "%s: bad data offset", c->file);
+	data_off &= ~(a - 1);
 	if (n_tensors > 0) {
-		if (tfs_add_overflow(data_off, a - 1, &data_off))
-			return tfs_error_set(c->err, TFS_E_FORMAT, "%s: bad data offset", c->file);
-		data_off &= ~(a - 1);
 		if (data_off > s->size)
 			return tfs_error_set(c->err, TFS_E_FORMAT,
 					     "%s: data section at %llu starts past the end of the file (%llu bytes)",

@@ -6,8 +6,9 @@
  *  2. the keys in slot order: u64 length + name, u32 type, payload copied verbatim
  *     (it is already in GGUF encoding, whatever the source)
  *  3. the tensor infos in slot order: u64 length + name, u32 n_dims, i64 ne[n_dims],
- *     u32 type, u64 offset; n_dims as ggml_n_dims() gives it (trailing dims of 1
- *     dropped, at least 1; a trailing 0 is kept so that the size does not change);
+ *     u32 type, u64 offset; n_dims as the tensor has it: a tensor read from a GGUF keeps
+ *     the n_dims it was stored with (ggml's writer drops trailing dims of 1, gguf-py keeps
+ *     len(shape): both are valid, and an untouched tensor must come back as it was);
  *     offsets are the running sum of PAD(nbytes, alignment)
  *  4. zero padding to the alignment (always, even with no tensors)
  *  5. each tensor's bytes followed by zero padding to the alignment, the last included
@@ -17,9 +18,7 @@
  * by the kernel (copy_file_range); memory use does not depend on the model's size.
  */
 #ifndef _GNU_SOURCE
-#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
-#endif
 #endif
 #include "internal.h"
 
@@ -79,15 +78,6 @@ static int bw_str(bwriter *w, const char *s)
 	return rc ? rc : bw_put(w, s, n);
 }
 
-/* ggml_n_dims(): trailing dims of 1 dropped, at least 1. */
-static uint32_t gguf_n_dims(const tfs_tensor *t)
-{
-	uint32_t n = t->n_dims;
-	while (n > 1 && t->ne[n - 1] == 1)
-		n--;
-	return n ? n : 1;
-}
-
 static uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 /* The alignment the written file will declare (and so must use). */
@@ -138,7 +128,7 @@ int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write
 			return tfs_error_set(err, TFS_E_FORMAT,
 					     "%s: tensor '%s' lies outside its source file",
 					     m->path, t->name);
-		if (tfs_add_overflow(head, 8 + strlen(t->name) + 4 + 8 * gguf_n_dims(t) + 12,
+		if (tfs_add_overflow(head, 8 + strlen(t->name) + 4 + 8 * (uint64_t)t->n_dims + 12,
 				     &head) ||
 		    t->nbytes > UINT64_MAX - a || tfs_add_overflow(data, pad_to(t->nbytes, a), &data))
 			goto too_big;
@@ -168,11 +158,10 @@ int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write
 		const tfs_tensor *t = &m->t[i];
 		if (t->deleted)
 			continue;
-		uint32_t nd = gguf_n_dims(t);
-		if ((rc = bw_str(&w, t->name)) || (rc = bw_u32(&w, nd)))
+		if ((rc = bw_str(&w, t->name)) || (rc = bw_u32(&w, t->n_dims)))
 			goto out;
-		for (uint32_t k = 0; k < nd; k++)
-			if ((rc = bw_u64(&w, (uint64_t)(k < t->n_dims ? t->ne[k] : 1))))
+		for (uint32_t k = 0; k < t->n_dims; k++)
+			if ((rc = bw_u64(&w, (uint64_t)t->ne[k])))
 				goto out;
 		if ((rc = bw_u32(&w, (uint32_t)t->dtype)) || (rc = bw_u64(&w, off)))
 			goto out;

@@ -510,3 +510,72 @@ Test(gguf, huge_array_text_is_capped)
 	tfs_buf_free(&b);
 	free(payload);
 }
+
+/* index.json's data_offset of the file at path. */
+static int64_t index_data_offset(const char *path)
+{
+	tfs_model *m;
+	tfs_error err;
+	tfs_buf b = { 0 };
+	cr_assert_eq(tfs_model_open(&m, path, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_model_index_json(&b, m, &err), 0, "%s", err.msg);
+	json_error_t je;
+	json_t *ix = json_loads(b.data, 0, &je);
+	cr_assert(ix, "%s", je.text);
+	int64_t off = jint(json_object_get(ix, "data_offset"));
+	json_decref(ix);
+	tfs_buf_free(&b);
+	tfs_model_free(m);
+	return off;
+}
+
+/*
+ * The data section starts at the header's end aligned up, with or without tensors: what
+ * gguf-py reports for every accepted case of RESULTS.json (ok_no_tensors_unpadded: 96,
+ * in a file of 94 bytes), and the aligned ggml offset for the vocab files.
+ */
+Test(gguf, data_offset_is_aligned_without_tensors)
+{
+	json_error_t je;
+	json_t *res = json_load_file(GGUF_DIR "/bad/RESULTS.json", 0, &je);
+	cr_assert(res, "%s", je.text);
+	size_t i;
+	json_t *c;
+	int n = 0, tensorless = 0;
+	json_array_foreach(res, i, c) {
+		json_t *py = json_object_get(c, "gguf_py");
+		const char *verdict = json_string_value(json_object_get(c, "tensorfs"));
+		if (strcmp(verdict, "accept") || !json_is_true(json_object_get(py, "ok")) ||
+		    !json_object_get(py, "data_offset"))
+			continue;
+		char path[512];
+		const char *name = json_string_value(json_object_get(c, "case"));
+		snprintf(path, sizeof(path), GGUF_DIR "/bad/%s.gguf", name);
+		cr_assert_eq(index_data_offset(path), jint(json_object_get(py, "data_offset")),
+			     "%s: data_offset", name);
+		tensorless += jint(json_object_get(py, "n_tensors")) == 0;
+		n++;
+	}
+	json_decref(res);
+	cr_assert(n >= 5 && tensorless >= 1, "%d cases, %d without tensors", n, tensorless);
+
+	DIR *d = opendir(VOCAB_DIR);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		if (l < 5 || strcmp(de->d_name + l - 5, ".gguf"))
+			continue;
+		char path[512], jpath[512];
+		snprintf(path, sizeof(path), VOCAB_DIR "/%s", de->d_name);
+		snprintf(jpath, sizeof(jpath), VOCAB_DIR "/%.*s.ggml.json", (int)(l - 5), de->d_name);
+		json_t *exp = json_load_file(jpath, 0, &je);
+		cr_assert(exp, "%s: %s", jpath, je.text);
+		int64_t a = jint(json_object_get(exp, "alignment"));
+		int64_t raw = jint(json_object_get(exp, "data_offset"));
+		cr_assert_eq(index_data_offset(path), (raw + a - 1) / a * a, "%s", path);
+		json_decref(exp);
+	}
+	closedir(d);
+}

@@ -1373,3 +1373,217 @@ Test(write, superseded_sets_are_dropped)
 	free(dir);
 	free(path);
 }
+
+/* ==== GGUF tensor shapes and tensor-less files ==== */
+
+/* A GGUF header being built: little-endian fields appended to a buffer. */
+typedef struct {
+	uint8_t b[4096];
+	size_t n;
+} gbuf;
+
+static void g_put(gbuf *g, const void *p, size_t n)
+{
+	cr_assert_leq(g->n + n, sizeof(g->b));
+	memcpy(g->b + g->n, p, n);
+	g->n += n;
+}
+static void g_u32(gbuf *g, uint32_t v) { g_put(g, &v, 4); }
+static void g_u64(gbuf *g, uint64_t v) { g_put(g, &v, 8); }
+static void g_str(gbuf *g, const char *s) { g_u64(g, strlen(s)); g_put(g, s, strlen(s)); }
+
+typedef struct {
+	const char *name;
+	uint32_t n_dims;
+	uint64_t ne[4];
+} dims_case;
+
+/* F32 tensors stored with these n_dims / ne (nothing else in them matters). */
+static const dims_case dims_cases[] = {
+	{ "row", 2, { 8, 1 } },          /* numpy shape (1, 8) */
+	{ "col4", 4, { 8, 1, 1, 1 } },   /* (1, 1, 1, 8) */
+	{ "mid", 3, { 4, 1, 2 } },       /* (2, 1, 4) */
+	{ "flat", 1, { 8 } },
+	{ "scalar", 0, { 0 } },
+};
+#define N_DIMS_CASES (sizeof(dims_cases) / sizeof(dims_cases[0]))
+
+static uint64_t dims_case_elems(const dims_case *c)
+{
+	uint64_t n = 1;
+	for (uint32_t k = 0; k < c->n_dims; k++)
+		n *= c->ne[k];
+	return n;
+}
+
+/* Writes a GGUF v3 with one key and the dims_cases tensors (aligned 32, padded). */
+static void make_dims_gguf(const char *path)
+{
+	static gbuf g;
+	g.n = 0;
+	g_put(&g, "GGUF", 4);
+	g_u32(&g, 3);
+	g_u64(&g, N_DIMS_CASES);
+	g_u64(&g, 1);
+	g_str(&g, "general.name");
+	g_u32(&g, 8);
+	g_str(&g, "dims");
+	uint64_t off = 0;
+	for (size_t i = 0; i < N_DIMS_CASES; i++) {
+		g_str(&g, dims_cases[i].name);
+		g_u32(&g, dims_cases[i].n_dims);
+		for (uint32_t k = 0; k < dims_cases[i].n_dims; k++)
+			g_u64(&g, dims_cases[i].ne[k]);
+		g_u32(&g, 0); /* F32 */
+		g_u64(&g, off);
+		off += (dims_case_elems(&dims_cases[i]) * 4 + 31) / 32 * 32;
+	}
+	while (g.n % 32)
+		g.b[g.n++] = 0;
+	for (size_t i = 0; i < N_DIMS_CASES; i++) {
+		uint64_t nb = dims_case_elems(&dims_cases[i]) * 4;
+		for (uint64_t k = 0; k < nb; k++)
+			g.b[g.n++] = (uint8_t)(i * 16 + k);
+		while (g.n % 32)
+			g.b[g.n++] = 0;
+	}
+	spit(path, g.b, g.n);
+}
+
+/* Reads the tensor infos of a GGUF file straight from its bytes: n_dims and ne of the
+ * tensor named name (not through the reader under test). */
+static void raw_tensor_dims(const char *path, const char *name, uint32_t *n_dims, uint64_t ne[8])
+{
+	size_t len, p = 24;
+	uint8_t *b = slurp(path, &len);
+	uint64_t n_t, n_kv;
+	memcpy(&n_t, b + 8, 8);
+	memcpy(&n_kv, b + 16, 8);
+	for (uint64_t i = 0; i < n_kv; i++) {
+		uint64_t kl, sl;
+		uint32_t type;
+		memcpy(&kl, b + p, 8);
+		p += 8 + kl;
+		memcpy(&type, b + p, 4);
+		p += 4;
+		cr_assert_eq(type, 8, "make_dims_gguf writes string keys only");
+		memcpy(&sl, b + p, 8);
+		p += 8 + sl;
+	}
+	bool found = false;
+	for (uint64_t i = 0; i < n_t; i++) {
+		uint64_t nl;
+		uint32_t nd;
+		memcpy(&nl, b + p, 8);
+		bool match = nl == strlen(name) && !memcmp(b + p + 8, name, nl);
+		p += 8 + nl;
+		memcpy(&nd, b + p, 4);
+		p += 4;
+		cr_assert_leq(nd, 8);
+		if (match) {
+			*n_dims = nd;
+			memcpy(ne, b + p, 8 * nd);
+			found = true;
+		}
+		p += 8 * nd + 12;
+		cr_assert_leq(p, len);
+	}
+	cr_assert(found, "%s: no tensor %s", path, name);
+	free(b);
+}
+
+/* An untouched tensor comes back with the n_dims and ne it was stored with (ggml's writer
+ * would drop trailing dims of 1: (1, 8) stored as ne [8, 1] must not become (8,)). */
+Test(write, gguf_keeps_stored_n_dims)
+{
+	char *path = tpath("dims.gguf"), *out = tpath("dims.out.gguf");
+	make_dims_gguf(path);
+	tfs_model *m = open_ok(path);
+	for (size_t i = 0; i < N_DIMS_CASES; i++) {
+		const tfs_tensor *t = tfs_model_tensor(m, (size_t)tfs_model_find_tensor(m, dims_cases[i].name));
+		cr_assert_eq(t->n_dims, dims_cases[i].n_dims, "%s read", dims_cases[i].name);
+	}
+	set_str_ok(m, "general.name", "changed");
+	/* a new tensor keeps the shape it is given, trailing 1 included */
+	char *f = bytes_file("new.bin", 16, 3);
+	int64_t ne[2] = { 4, 1 };
+	tfs_error err = { 0 };
+	cr_assert_eq(tfs_model_set_tensor_file(m, "new", TFS_DT_F32, 2, ne, f, &err), 0, "%s",
+		     err.msg);
+	write_ok(m, out);
+	tfs_model_free(m);
+
+	for (size_t i = 0; i < N_DIMS_CASES; i++) {
+		uint32_t nd;
+		uint64_t got[8];
+		raw_tensor_dims(out, dims_cases[i].name, &nd, got);
+		cr_assert_eq(nd, dims_cases[i].n_dims, "%s: n_dims %u, stored %u", dims_cases[i].name,
+			     nd, dims_cases[i].n_dims);
+		for (uint32_t k = 0; k < nd; k++)
+			cr_assert_eq(got[k], dims_cases[i].ne[k], "%s: ne[%u]", dims_cases[i].name, k);
+	}
+	uint32_t nd;
+	uint64_t got[8];
+	raw_tensor_dims(out, "new", &nd, got);
+	cr_assert_eq(nd, 2);
+	cr_assert(got[0] == 4 && got[1] == 1);
+
+	/* and the bytes and the npy/ shape of the untouched ones */
+	tfs_model *a = open_ok(path), *b = open_ok(out);
+	for (size_t i = 0; i < N_DIMS_CASES; i++) {
+		long ia = tfs_model_find_tensor(a, dims_cases[i].name);
+		long ib = tfs_model_find_tensor(b, dims_cases[i].name);
+		const tfs_tensor *ta = tfs_model_tensor(a, (size_t)ia), *tb = tfs_model_tensor(b, (size_t)ib);
+		cr_assert_eq(ta->nbytes, tb->nbytes);
+		cr_assert_eq(memcmp(tfs_model_source(a, (size_t)ta->src)->map + ta->offset,
+				    tfs_model_source(b, (size_t)tb->src)->map + tb->offset, ta->nbytes), 0);
+		tfs_buf ha = { 0 }, hb = { 0 };
+		bool raw;
+		cr_assert_eq(tfs_npy_header(&ha, &raw, a, (size_t)ia, &err), 0);
+		cr_assert_eq(tfs_npy_header(&hb, &raw, b, (size_t)ib, &err), 0);
+		cr_assert_str_eq(ha.data + 10, hb.data + 10, "%s: npy header", dims_cases[i].name);
+		tfs_buf_free(&ha);
+		tfs_buf_free(&hb);
+	}
+	tfs_buf h = { 0 };
+	bool raw;
+	cr_assert_eq(tfs_npy_header(&h, &raw, b, (size_t)tfs_model_find_tensor(b, "row"), &err), 0);
+	cr_assert(strstr(h.data + 10, "'shape': (1, 8)"), "%s", h.data + 10);
+	tfs_buf_free(&h);
+	tfs_model_free(a);
+	tfs_model_free(b);
+	free(f);
+	free(path);
+	free(out);
+}
+
+/* A GGUF without tensors whose header does not end on the alignment (as llama.cpp's vocab
+ * files) repacks, and its data section is then at the aligned offset. */
+Test(write, gguf_without_tensors_repacks)
+{
+	static gbuf g;
+	g.n = 0;
+	g_put(&g, "GGUF", 4);
+	g_u32(&g, 3);
+	g_u64(&g, 0);
+	g_u64(&g, 1);
+	g_str(&g, "general.name");
+	g_u32(&g, 8);
+	g_str(&g, "abc"); /* 24 + 20 + 4 + 11 = 59 bytes, unpadded */
+	cr_assert_neq(g.n % 32, 0);
+	char *path = tpath("vocab.gguf");
+	spit(path, g.b, g.n);
+	tfs_model *m = open_ok(path);
+	set_str_ok(m, "general.name", "abcd");
+	write_ok(m, NULL);
+	tfs_model_free(m);
+	check_gguf_layout(path, 32);
+	m = open_ok(path);
+	tfs_buf b = { 0 };
+	tfs_error err;
+	cr_assert_eq(tfs_model_index_json(&b, m, &err), 0);
+	cr_assert(strstr(b.data, "\"data_offset\": 64"), "%s", b.data);
+	tfs_buf_free(&b);
+	tfs_model_free(m);
+	free(path);
+}

@@ -308,7 +308,7 @@ def read_gguf(path):
             raise ValueError("bad type %d" % dt)
         tensors.append(dict(name=name, dtype=dt, type_name=tname, ne=ne, offset=off,
                             nbytes=type_nbytes(tname, n)))
-    data_offset = pad(c.p, alignment) if n_t else c.p
+    data_offset = pad(c.p, alignment)  # also without tensors, as gguf-py says
     for t in tensors:
         t["abs_offset"] = data_offset + t["offset"]
     return dict(version=ver, alignment=alignment, data_offset=data_offset, kv=kv,

@@ -235,6 +235,21 @@ static int rename_apply(tfs_model *m, bool kv, const char *from, const char *to,
 	return rc;
 }
 
+/* set_kv (from NULL) or replace_kv: key takes the value, from (if any) goes. */
+static int kv_apply(tfs_model *m, const char *from, const char *key, uint32_t type, uint8_t *data,
+		    uint64_t len, tfs_error *err)
+{
+	if (from && (tfs_model_find_kv(m, from) < 0 || tfs_model_find_kv(m, key) < 0)) {
+		free(data);
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no key '%s'", m->path,
+				     tfs_model_find_kv(m, from) < 0 ? from : key);
+	}
+	int rc = tfs_model_set_kv(m, key, type, data, len, err);
+	if (!rc && from && strcmp(from, key))
+		rc = tfs_model_del_kv(m, from, err); /* cannot fail: from exists */
+	return rc;
+}
+
 static int journal_reset(tfs_staging *s)
 {
 	json_decref(s->j);
@@ -626,16 +641,32 @@ static int apply_op(tfs_staging *s, tfs_model *m, const json_t *op, tfs_error *e
 	int rc;
 	if (!kind)
 		return tfs_error_set(err, TFS_E_FORMAT, "op without a kind");
-	if (!strcmp(kind, "set_kv")) {
+	if (!strcmp(kind, "set_kv") || !strcmp(kind, "replace_kv")) {
+		bool repl = kind[0] == 'r';
 		uint8_t *buf = NULL;
 		uint64_t len = 0;
-		if (!(a = get_name(op, "key")) || !(path = data_path(s, op))) {
-			rc = tfs_error_set(err, TFS_E_FORMAT, "damaged set_kv op");
+		if (!(a = get_name(op, repl ? "to" : "key")) || (repl && !(b = get_name(op, "from"))) ||
+		    !(path = data_path(s, op))) {
+			rc = tfs_error_set(err, TFS_E_FORMAT, "damaged %s op", kind);
 			goto out;
 		}
 		if ((rc = read_file(path, &buf, &len, err)))
 			goto out;
-		rc = tfs_model_set_kv(m, a, (uint32_t)jnum(op, "type"), buf, len, err);
+		rc = kv_apply(m, b, a, (uint32_t)jnum(op, "type"), buf, len, err);
+	} else if (!strcmp(kind, "replace_tensor") || !strcmp(kind, "replace_extra")) {
+		const json_t *jne = json_object_get(op, "ne");
+		int64_t ne[TFS_MAX_DIMS] = { 0 };
+		size_t nd = json_array_size(jne);
+		if (!(a = get_name(op, "from")) || !(b = get_name(op, "to")) || nd > TFS_MAX_DIMS) {
+			rc = tfs_error_set(err, TFS_E_FORMAT, "damaged %s op", kind);
+			goto out;
+		}
+		for (size_t k = 0; k < nd; k++)
+			ne[k] = json_integer_value(json_array_get(jne, k));
+		rc = kind[8] == 'e' ? tfs_model_replace_extra(m, a, b, err)
+				    : tfs_model_replace_tensor(m, a, b,
+							       (int)json_integer_value(json_object_get(op, "dtype")),
+							       (uint32_t)nd, ne, err);
 	} else if (!strcmp(kind, "del_kv") || !strcmp(kind, "del_tensor") ||
 		   !strcmp(kind, "del_extra")) {
 		if (!(a = get_name(op, "name"))) {
@@ -724,6 +755,49 @@ int tfs_staging_new_data(tfs_staging *s, char **path, tfs_error *err)
 	}
 }
 
+int tfs_staging_scratch_open(tfs_staging *s, int *fd, char **path, tfs_error *err)
+{
+	*path = NULL;
+	*fd = tfs_io_tmpfile_open(s->data_dir, 0644);
+	if (*fd >= 0)
+		return 0;
+	/* no O_TMPFILE here: a named file, removed by tfs_staging_new_data's caller */
+	int rc = tfs_staging_new_data(s, path, err);
+	if (rc)
+		return rc;
+	if ((*fd = open(*path, O_RDWR | O_CLOEXEC)) < 0) {
+		rc = tfs_error_sys(err, errno, "%s", *path);
+		unlink(*path);
+		free(*path);
+		*path = NULL;
+	}
+	return rc;
+}
+
+int tfs_staging_scratch_link(tfs_staging *s, int fd, const char *named, char **path,
+			     tfs_error *err)
+{
+	char proc[64];
+	if (named)
+		return (*path = strdup(named)) ? 0 : nomem(err);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	for (;;) {
+		char name[32];
+		snprintf(name, sizeof(name), "%llu", (unsigned long long)s->next_data++);
+		char *p = join(s->data_dir, name);
+		if (!p)
+			return nomem(err);
+		if (linkat(AT_FDCWD, proc, AT_FDCWD, p, AT_SYMLINK_FOLLOW) == 0) {
+			*path = p;
+			return 0;
+		}
+		int e = errno;
+		free(p);
+		if (e != EEXIST)
+			return tfs_error_sys(err, e, "%s/%s", s->data_dir, name);
+	}
+}
+
 /* "data/<n>" for a path tfs_staging_new_data returned (borrowed from path), or NULL. */
 static const char *data_rel(const tfs_staging *s, const char *path)
 {
@@ -797,7 +871,8 @@ static void drop_superseded(tfs_staging *s, const char *kind, const char *field,
 	for (size_t i = n - 1; i-- > 0;) {
 		const json_t *op = json_array_get(all, i);
 		const char *k = json_string_value(json_object_get(op, "op"));
-		if (!k || !strncmp(k, "rename", 6) || !strncmp(k, "del", 3))
+		if (!k || !strncmp(k, "rename", 6) || !strncmp(k, "del", 3) ||
+		    !strncmp(k, "replace", 7))
 			break;
 		if (strcmp(k, kind))
 			continue;
@@ -848,8 +923,8 @@ static void drop_superseded(tfs_staging *s, const char *kind, const char *field,
 
 static json_t *op_new(const char *kind) { return json_pack("{s:s}", "op", kind); }
 
-int tfs_staging_set_kv(tfs_staging *s, tfs_model *m, const char *key, uint32_t type,
-		       const uint8_t *data, uint64_t len, tfs_error *err)
+static int stage_kv(tfs_staging *s, tfs_model *m, const char *from, const char *key, uint32_t type,
+		    const uint8_t *data, uint64_t len, tfs_error *err)
 {
 	char *path = NULL;
 	uint8_t *copy = malloc(len ? (size_t)len : 1);
@@ -868,8 +943,9 @@ int tfs_staging_set_kv(tfs_staging *s, tfs_model *m, const char *key, uint32_t t
 		free(path);
 		return rc;
 	}
-	json_t *op = op_new("set_kv");
-	if (!op || put_name(op, "key", key) || json_object_set_new(op, "type", json_integer(type)) ||
+	json_t *op = op_new(from ? "replace_kv" : "set_kv");
+	if (!op || (from && put_name(op, "from", from)) || put_name(op, from ? "to" : "key", key) ||
+	    json_object_set_new(op, "type", json_integer(type)) ||
 	    json_object_set_new(op, "data", json_string(data_rel(s, path)))) {
 		json_decref(op);
 		op = NULL;
@@ -879,10 +955,26 @@ int tfs_staging_set_kv(tfs_staging *s, tfs_model *m, const char *key, uint32_t t
 		free(copy);
 		return rc;
 	}
-	if ((rc = tfs_model_set_kv(m, key, type, copy, len, err)))
+	if ((rc = kv_apply(m, from, key, type, copy, len, err)))
 		return unrecord(s, rc, err);
-	drop_superseded(s, "set_kv", "key", key);
+	if (!from)
+		drop_superseded(s, "set_kv", "key", key);
 	return 0;
+}
+
+int tfs_staging_set_kv(tfs_staging *s, tfs_model *m, const char *key, uint32_t type,
+		       const uint8_t *data, uint64_t len, tfs_error *err)
+{
+	return stage_kv(s, m, NULL, key, type, data, len, err);
+}
+
+int tfs_staging_replace_kv(tfs_staging *s, tfs_model *m, const char *from, const char *to,
+			   uint32_t type, const uint8_t *data, uint64_t len, tfs_error *err)
+{
+	if (tfs_model_find_kv(m, from) < 0 || tfs_model_find_kv(m, to) < 0)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no key '%s'", m->path,
+				     tfs_model_find_kv(m, from) < 0 ? from : to);
+	return stage_kv(s, m, from, to, type, data, len, err);
 }
 
 static json_t *op_name(const char *kind, const char *field, const char *name)
@@ -989,6 +1081,49 @@ int tfs_staging_set_tensor(tfs_staging *s, tfs_model *m, const char *name, int d
 		return unrecord(s, rc, err);
 	drop_superseded(s, "set_tensor", "name", name);
 	return 0;
+}
+
+/* A JSON array of the first n_dims of ne, or NULL. */
+static json_t *ne_array(uint32_t n_dims, const int64_t *ne)
+{
+	json_t *jne = json_array();
+	for (uint32_t k = 0; jne && k < n_dims; k++)
+		if (json_array_append_new(jne, json_integer(ne[k]))) {
+			json_decref(jne);
+			return NULL;
+		}
+	return jne;
+}
+
+int tfs_staging_replace_tensor(tfs_staging *s, tfs_model *m, const char *from, const char *to,
+			       int dtype, uint32_t n_dims, const int64_t *ne, tfs_error *err)
+{
+	if (tfs_model_find_tensor(m, from) < 0 || tfs_model_find_tensor(m, to) < 0)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no tensor '%s'", m->path,
+				     tfs_model_find_tensor(m, from) < 0 ? from : to);
+	if (n_dims > TFS_MAX_DIMS)
+		return tfs_error_set(err, TFS_E_INVALID, "tensor '%s': too many dimensions", to);
+	json_t *op = op_rename("replace_tensor", from, to, false), *jne = ne_array(n_dims, ne);
+	if (!op || !jne) {
+		json_decref(jne);
+		json_decref(op);
+		op = NULL;
+	} else if (json_object_set_new(op, "ne", jne) || /* steals jne, also on failure */
+		   json_object_set_new(op, "dtype", json_integer(dtype))) {
+		json_decref(op);
+		op = NULL;
+	}
+	RECORD_AND_APPLY(s, op, tfs_model_replace_tensor(m, from, to, dtype, n_dims, ne, err));
+}
+
+int tfs_staging_replace_extra(tfs_staging *s, tfs_model *m, const char *from, const char *to,
+			      tfs_error *err)
+{
+	if (tfs_model_find_extra(m, from) < 0 || tfs_model_find_extra(m, to) < 0)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no file '%s'", m->path,
+				     tfs_model_find_extra(m, from) < 0 ? from : to);
+	RECORD_AND_APPLY(s, op_rename("replace_extra", from, to, false),
+			 tfs_model_replace_extra(m, from, to, err));
 }
 
 int tfs_staging_set_extra(tfs_staging *s, tfs_model *m, const char *name, const char *data_path_,

@@ -356,7 +356,22 @@ int tfs_model_del_tensor(tfs_model *m, const char *name, tfs_error *err);
  */
 int tfs_model_set_tensor_file(tfs_model *m, const char *name, int dtype, uint32_t n_dims,
 			      const int64_t *ne, const char *path, tfs_error *err);
+/* Sets an Ollama layer's bytes; fails (TFS_E_INVALID) when they are not what Ollama accepts
+ * for the layer's kind (see tfs_extra_check). */
 int tfs_model_set_extra_file(tfs_model *m, const char *name, const char *path, tfs_error *err);
+/* Checks the bytes of layer `name` of media_type: text layers (template, system, license,
+ * prompt) must be UTF-8, params a JSON object of option values, messages a JSON array of
+ * {role, content}, JSON layers and config.json a JSON object.  0 or TFS_E_INVALID. */
+int tfs_extra_check(const char *name, const char *media_type, const uint8_t *p, uint64_t n,
+		    tfs_error *err);
+/*
+ * A rename onto an existing name: `to` keeps its slot (place in the file) and takes the
+ * bytes of `from` (with the dtype/shape given, which must fit them exactly; a layer's
+ * bytes must pass tfs_extra_check for to's kind); `from` is deleted.
+ */
+int tfs_model_replace_tensor(tfs_model *m, const char *from, const char *to, int dtype,
+			     uint32_t n_dims, const int64_t *ne, tfs_error *err);
+int tfs_model_replace_extra(tfs_model *m, const char *from, const char *to, tfs_error *err);
 int tfs_model_del_extra(tfs_model *m, const char *name, tfs_error *err);
 
 typedef struct {
@@ -409,6 +424,16 @@ int tfs_staging_replay(tfs_staging *s, tfs_model *m, tfs_error *err);
 
 /* A new, empty file under data/ for staged bytes; *path is allocated. */
 int tfs_staging_new_data(tfs_staging *s, char **path, tfs_error *err);
+/*
+ * Bytes that are not a change yet (an editor's temporary file): an unnamed file in data/
+ * (O_TMPFILE), so nothing is left behind when it is closed or the daemon dies.  *fd is
+ * O_RDWR; *path is NULL, or (a file system without O_TMPFILE) the named file, which the
+ * caller removes when done.  tfs_staging_scratch_link gives it a data/<n> name (*path,
+ * allocated) for tfs_staging_set_tensor / _set_extra; named: what _open returned.
+ */
+int tfs_staging_scratch_open(tfs_staging *s, int *fd, char **path, tfs_error *err);
+int tfs_staging_scratch_link(tfs_staging *s, int fd, const char *named, char **path,
+			     tfs_error *err);
 
 /* Each records one change durably (data fsynced, journal replaced) and applies it to m.
  * Paths come from tfs_staging_new_data. */
@@ -428,6 +453,15 @@ int tfs_staging_rename_tensor(tfs_staging *s, tfs_model *m, const char *from, co
 int tfs_staging_set_extra(tfs_staging *s, tfs_model *m, const char *name, const char *data_path,
 			  tfs_error *err);
 int tfs_staging_del_extra(tfs_staging *s, tfs_model *m, const char *name, tfs_error *err);
+/* A rename onto an existing name, as one journal op: `to` keeps its place and takes the new
+ * value (a key) or from's bytes with the dtype/shape given (a tensor) or from's bytes (a
+ * layer); `from` is deleted.  See tfs_model_replace_tensor. */
+int tfs_staging_replace_kv(tfs_staging *s, tfs_model *m, const char *from, const char *to,
+			   uint32_t type, const uint8_t *data, uint64_t len, tfs_error *err);
+int tfs_staging_replace_tensor(tfs_staging *s, tfs_model *m, const char *from, const char *to,
+			       int dtype, uint32_t n_dims, const int64_t *ne, tfs_error *err);
+int tfs_staging_replace_extra(tfs_staging *s, tfs_model *m, const char *from, const char *to,
+			      tfs_error *err);
 
 /*
  * Repacks: when the journal holds changes, writes m to the output with

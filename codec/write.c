@@ -389,22 +389,99 @@ static int extra_media_type(char *out, size_t cap, const char *name)
 	return snprintf(out, cap, "application/vnd.ollama.image.json");
 }
 
+/* The part of an Ollama media type after the last '.': "params", "template", "json"... */
+static const char *media_kind(const char *media_type)
+{
+	const char *dot = strrchr(media_type, '.');
+	return dot ? dot + 1 : media_type;
+}
+
+/* Whether a params value is of a kind Ollama's options take: a string, number, bool or
+ * null, or an array of those (e.g. "stop": ["</s>", "<|eot_id|>"]). */
+static bool params_value_ok(const json_t *v, bool in_array)
+{
+	if (json_is_string(v) || json_is_number(v) || json_is_boolean(v) || json_is_null(v))
+		return true;
+	if (!json_is_array(v) || in_array)
+		return false;
+	size_t k;
+	json_t *e;
+	json_array_foreach(v, k, e)
+		if (!params_value_ok(e, true))
+			return false;
+	return true;
+}
+
+/*
+ * Checks that the bytes of an Ollama layer of this media type are what Ollama accepts:
+ * text layers (template, system, license, prompt) are UTF-8; params is a JSON object of
+ * option values; messages a JSON array of {"role", "content"} objects; JSON layers and the
+ * config a JSON object.  Weights (model, adapter, projector ...) are not looked into.
+ */
+int tfs_extra_check(const char *name, const char *media_type, const uint8_t *p, uint64_t n,
+		    tfs_error *err)
+{
+	const char *kind = media_kind(media_type);
+	bool text = !strcmp(kind, "template") || !strcmp(kind, "system") ||
+		    !strcmp(kind, "license") || !strcmp(kind, "prompt");
+	bool json = !strcmp(kind, "params") || !strcmp(kind, "messages") || !strcmp(kind, "json") ||
+		    !strcmp(name, "config.json");
+	if (text && !tfs_utf8_valid((const char *)p, (size_t)n))
+		return tfs_error_set(err, TFS_E_INVALID, "layers/%s: not valid UTF-8 text", name);
+	if (!json)
+		return 0;
+	json_error_t je;
+	json_t *j = json_loadb((const char *)p, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+	const char *why = NULL;
+	if (!j)
+		return tfs_error_set(err, TFS_E_INVALID, "layers/%s: not valid JSON: %s (line %d)",
+				     name, je.text, je.line);
+	if (!strcmp(kind, "messages")) {
+		size_t k;
+		json_t *msg;
+		if (!json_is_array(j))
+			why = "must be a JSON array of {\"role\", \"content\"} messages";
+		json_array_foreach(j, k, msg)
+			if (!why && (!json_is_string(json_object_get(msg, "role")) ||
+				     !json_is_string(json_object_get(msg, "content"))))
+				why = "every message needs a \"role\" and a \"content\" string";
+	} else if (!json_is_object(j)) {
+		why = "must be a JSON object";
+	} else if (!strcmp(kind, "params")) {
+		const char *key;
+		json_t *v;
+		json_object_foreach(j, key, v)
+			if (!why && !params_value_ok(v, false))
+				why = "a parameter's value must be a string, number, bool or an "
+				      "array of those";
+	}
+	json_decref(j);
+	return why ? tfs_error_set(err, TFS_E_INVALID, "layers/%s: %s", name, why) : 0;
+}
+
 int tfs_model_set_extra_file(tfs_model *m, const char *name, const char *path, tfs_error *err)
 {
 	int32_t si;
 	int rc;
+	char mt[128];
 	if (m->format != TFS_FMT_OLLAMA)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED,
 				     "%s: only Ollama models hold extra files", m->path);
 	long i = tfs_model_find_extra(m, name);
 	if (i < 0 && (rc = check_new_name(m, name, "file", false, err)))
 		return rc;
+	if (i < 0)
+		extra_media_type(mt, sizeof(mt), name);
+	else
+		snprintf(mt, sizeof(mt), "%s", m->x[i].media_type);
 	if ((rc = tfs_model_add_source(m, path, NULL, &si, err)))
 		return rc;
 	m->src[si].staged = true;
+	if ((rc = tfs_extra_check(name, mt, m->src[si].map, m->src[si].size, err))) {
+		release_staged_source(m, si);
+		return rc;
+	}
 	if (i < 0) {
-		char mt[128];
-		extra_media_type(mt, sizeof(mt), name);
 		if ((rc = tfs_model_push_extra(m, name, mt, si, 0, m->src[si].size, err))) {
 			release_staged_source(m, si);
 			return rc;
@@ -429,6 +506,79 @@ int tfs_model_del_extra(tfs_model *m, const char *name, tfs_error *err)
 	tfs_strmap_del(&m->x_map, name, strlen(name), tfs_x_name, m);
 	m->x[i].deleted = true;
 	m->changed = true;
+	return 0;
+}
+
+/*
+ * The replacements behind a rename onto an existing name (`mv new old`): `to` keeps its
+ * slot (its place in the file) and takes the bytes of `from` with the dtype and shape
+ * given; `from` is deleted.  Checked in full before anything changes.
+ */
+int tfs_model_replace_tensor(tfs_model *m, const char *from, const char *to, int dtype,
+			     uint32_t n_dims, const int64_t *ne, tfs_error *err)
+{
+	long a = tfs_model_find_tensor(m, from), b = tfs_model_find_tensor(m, to);
+	uint64_t nbytes;
+	int rc;
+	if (a < 0 || b < 0)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no tensor '%s'", m->path,
+				     a < 0 ? from : to);
+	if (a == b)
+		return 0;
+	if ((rc = check_tensor_spec(m, to, dtype, n_dims, ne, &nbytes, err)))
+		return rc;
+	tfs_tensor *src = &m->t[a], *dst = &m->t[b];
+	if (src->nbytes != nbytes)
+		return tfs_error_set(err, TFS_E_INVALID,
+				     "tensors/%s: %llu bytes were given, but %s of this shape needs "
+				     "%llu", to, (unsigned long long)src->nbytes,
+				     tfs_dtype(dtype)->name, (unsigned long long)nbytes);
+	int32_t old = dst->src;
+	bool same = dst->dtype == dtype && dst->n_dims == n_dims;
+	for (uint32_t k = 0; same && k < n_dims; k++)
+		same = dst->ne[k] == ne[k];
+	if (!same) {
+		memset(&dst->q, 0, sizeof(dst->q));
+		dst->q_scale = dst->q_bias = dst->q_gscale = -1;
+	}
+	dst->dtype = dtype;
+	dst->n_dims = n_dims;
+	for (uint32_t k = 0; k < TFS_MAX_DIMS; k++)
+		dst->ne[k] = k < n_dims ? ne[k] : 1;
+	dst->nbytes = nbytes;
+	dst->src = src->src;
+	dst->offset = src->offset;
+	tfs_strmap_del(&m->t_map, from, strlen(from), tfs_t_name, m);
+	src->deleted = true;
+	m->changed = true;
+	release_staged_source(m, old);
+	return 0;
+}
+
+int tfs_model_replace_extra(tfs_model *m, const char *from, const char *to, tfs_error *err)
+{
+	long a = tfs_model_find_extra(m, from), b = tfs_model_find_extra(m, to);
+	int rc;
+	if (a < 0 || b < 0)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no file '%s'", m->path,
+				     a < 0 ? from : to);
+	if (a == b)
+		return 0;
+	tfs_extra *src = &m->x[a], *dst = &m->x[b];
+	const tfs_source *s = &m->src[src->src];
+	if (src->size && (!s->map || src->offset + src->size > s->size))
+		return tfs_error_set(err, TFS_E_INVALID, "layers/%s: its bytes cannot be read", from);
+	if ((rc = tfs_extra_check(to, dst->media_type, s->map ? s->map + src->offset : NULL,
+				  src->size, err)))
+		return rc;
+	int32_t old = dst->src;
+	dst->src = src->src;
+	dst->offset = src->offset;
+	dst->size = src->size;
+	tfs_strmap_del(&m->x_map, from, strlen(from), tfs_x_name, m);
+	src->deleted = true;
+	m->changed = true;
+	release_staged_source(m, old);
 	return 0;
 }
 

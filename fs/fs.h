@@ -22,6 +22,7 @@ typedef enum {
 	N_NPY,     /* npy/<name>.npy        -> tensor index */
 	N_EXTRA,   /* layers/<name>         -> extra index */
 	N_INDEX,   /* index.json */
+	N_SCRATCH, /* an editor's temporary in metadata/, tensors/ or layers/ (scratch.c) */
 } tfs_node_kind;
 
 typedef struct tfs_node {
@@ -41,6 +42,13 @@ typedef struct tfs_node {
 	uint32_t pend_ndims;     /* and shape (pend_shape: whether declared) */
 	int64_t pend_ne[TFS_MAX_DIMS];
 	bool pend_shape;
+	char *pend_type;         /* a key's type declared with user.tensorfs.type (scratch files) */
+	bool typed;              /* its type, dtype or shape was set explicitly (setxattr) */
+	/* N_SCRATCH: the bytes, in an unjournaled file of the staging directory's data/;
+	 * origin: the item it was renamed from (kept in the model, unlisted), or -1 */
+	int scratch_fd;
+	char *scratch_path;
+	long origin;
 	struct tfs_node *hnext; /* hash chain */
 } tfs_node;
 
@@ -105,6 +113,7 @@ typedef struct {
 	bool dirty;
 	bool wrote;          /* a write() arrived (not only an O_TRUNC) */
 	bool failed;         /* a write() was refused: nothing of this handle is committed */
+	bool scratch;        /* opened on a scratch file: reads and writes go to its file */
 	int error;           /* tensors/layers: errno of a failed write(), reported at close */
 	tfs_buf text;        /* keys: the value text being written */
 	/* tensors/layers: the staged bytes, created at the first write (or at an O_TRUNC open)
@@ -124,6 +133,22 @@ bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d);
 int tfs_fail(tfs_fs *fs, const tfs_error *err);
 /* Per-thread scratch buffer slot 0 or 1 of at least n bytes (NULL: out of memory). */
 void *tfs_scratch(int slot, size_t n);
+
+/* scratch.c: editors' temporary files (sedXXXXXX, .x.swp, x~, tmpXXXXXXXX, ...) */
+/* Whether fname in directory d names a scratch file: an editor's temporary that names no
+ * item of the model. */
+bool tfs_scratch_name(tfs_fs *fs, tfs_dir d, const char *fname);
+/* Makes n a scratch file: empty, or (from_item) holding its item's current bytes, the
+ * item staying in the model unlisted (n->origin).  Call with fs->lock held for writing. */
+int tfs_scratch_make(tfs_fs *fs, tfs_node *n, bool from_item);
+/* Closes and removes n's scratch file (n stays as it is otherwise). */
+void tfs_scratch_drop(tfs_node *n);
+/* Reads all of n's scratch bytes (at most max) into out; -errno. */
+int tfs_scratch_read_all(tfs_node *n, tfs_buf *out, uint64_t max);
+/* The live model item of the decoded file name in directory d, or -1. */
+long tfs_dir_item(tfs_fs *fs, tfs_dir d, const char *fname);
+/* The listed node of item in directory d (not a view), or NULL. */
+tfs_node *tfs_item_node(tfs_fs *fs, tfs_dir d, long item);
 
 /* write.c: the handlers of a writable mount */
 int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc);

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #define XATTR_PREFIX "user.tensorfs."
@@ -36,11 +37,21 @@ int tfs_errno(const tfs_error *err)
 
 static tfs_fs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
-/* Logs a failed change so the user can see why (the errno alone says little). */
+/* The last refused change, for the root xattr user.tensorfs.last_error. */
+static pthread_mutex_t last_error_lock = PTHREAD_MUTEX_INITIALIZER;
+static char last_error[TFS_ERRMSG_MAX];
+
+/* Logs a failed change so the user can see why (the errno alone says little): on stderr in
+ * the foreground, else to syslog, and in the root xattr user.tensorfs.last_error. */
 int tfs_fail(tfs_fs *fs, const tfs_error *err)
 {
 	if (fs->opts.foreground || fs->opts.debug)
 		fprintf(stderr, "tensorfs: %s\n", err->msg);
+	else
+		syslog(LOG_WARNING, "%s: %s", fs->opts.mountpoint ? fs->opts.mountpoint : "", err->msg);
+	pthread_mutex_lock(&last_error_lock);
+	snprintf(last_error, sizeof(last_error), "%s", err->msg);
+	pthread_mutex_unlock(&last_error_lock);
 	return tfs_errno(err);
 }
 
@@ -65,7 +76,8 @@ static int fill_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
 		return 0;
 	}
 	uint64_t size = 0;
-	int rc = n->item >= 0 || n->kind == N_INDEX ? tfs_node_size(fs, n, &size) : 0;
+	int rc = n->item >= 0 || n->kind == N_INDEX || n->kind == N_SCRATCH
+		 ? tfs_node_size(fs, n, &size) : 0;
 	if (rc)
 		return rc;
 	st->st_mode = S_IFREG | (tfs_writable_dir(fs, n->dir) ? 0644 : 0444);
@@ -380,6 +392,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_rwlock_rdlock(&fs->lock);
+	if (n->kind == N_SCRATCH && !n->deleted) {
+		char *buf = tfs_scratch(1, size);
+		ssize_t r = buf ? pread(n->scratch_fd, buf, size, off) : -1;
+		if (r < 0)
+			fuse_reply_err(req, buf ? errno : ENOMEM);
+		else
+			fuse_reply_buf(req, buf, (size_t)r);
+		pthread_rwlock_unlock(&fs->lock);
+		return;
+	}
 	if (n->deleted || (n->item < 0 && n->kind != N_INDEX)) {
 		pthread_rwlock_unlock(&fs->lock);
 		fuse_reply_buf(req, NULL, 0);
@@ -510,8 +532,17 @@ static int node_xattr(tfs_fs *fs, tfs_node *n, const char *name, tfs_buf *out)
 			return tfs_buf_printf(out, "%s", tfs_staging_dir(fs->staging)) ? -ENOMEM : 0;
 		if (strcmp(name, "status") == 0 && fs->status_path)
 			return tfs_buf_printf(out, "%s", fs->status_path) ? -ENOMEM : 0;
+		if (strcmp(name, "last_error") == 0 && fs->opts.rw) {
+			pthread_mutex_lock(&last_error_lock);
+			int rc = last_error[0] && tfs_buf_printf(out, "%s", last_error) ? -ENOMEM : 0;
+			bool none = !last_error[0];
+			pthread_mutex_unlock(&last_error_lock);
+			return none ? -ENODATA : rc;
+		}
 		return -ENODATA;
 	}
+	if (n->kind == N_SCRATCH && n->pend_type && strcmp(name, "type") == 0)
+		return tfs_buf_printf(out, "%s", n->pend_type) ? -ENOMEM : 0;
 	if (n->kind == N_KEY && n->item >= 0 && strcmp(name, "type") == 0) {
 		const tfs_kv *kv = tfs_model_kv(fs->model, (size_t)n->item);
 		return tfs_value_type_name(out, kv->type, kv->data, kv->len) ? -EIO : 0;
@@ -519,7 +550,8 @@ static int node_xattr(tfs_fs *fs, tfs_node *n, const char *name, tfs_buf *out)
 	if (n->kind == N_EXTRA && n->item >= 0 && strcmp(name, "media_type") == 0)
 		return tfs_buf_printf(out, "%s", tfs_model_extra(fs->model, (size_t)n->item)->media_type)
 			       ? -ENOMEM : 0;
-	if (n->kind == N_RAW || n->kind == N_F32 || n->kind == N_NPY) {
+	if (n->kind == N_RAW || n->kind == N_F32 || n->kind == N_NPY ||
+	    (n->kind == N_SCRATCH && n->dir == D_TENSORS)) {
 		int dtype;
 		uint32_t nd;
 		const int64_t *ne;
@@ -589,7 +621,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	static const char *const all[] = { "type", "dtype", "shape", "offset", "media_type",
-					   "pid", "source", "format", "staging", "status" };
+					   "pid", "source", "format", "staging", "status",
+					   "last_error" };
 	tfs_fs *fs = fs_of(req);
 	tfs_buf list = { 0 }, b = { 0 };
 	pthread_rwlock_rdlock(&fs->lock);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char *const dir_names[D_COUNT] = {
 	[D_ROOT] = "", [D_METADATA] = "metadata", [D_TENSORS] = "tensors",
@@ -109,6 +110,9 @@ fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, 
 	n->ino = (fuse_ino_t)fs->n_nodes + 1;
 	n->dir = dir;
 	n->item = item;
+	n->pend_dtype = -1;
+	n->scratch_fd = -1;
+	n->origin = -1;
 	fs->nodes[fs->n_nodes++] = n;
 	if (kind != N_DIR)
 		hash_insert(fs, n);
@@ -121,6 +125,7 @@ void tfs_tree_unlink(tfs_fs *fs, tfs_node *n)
 		return;
 	hash_remove(fs, n);
 	n->deleted = true;
+	tfs_scratch_drop(n);
 }
 
 int tfs_tree_rename(tfs_fs *fs, tfs_node *n, const char *fname)
@@ -201,6 +206,8 @@ void tfs_tree_free(tfs_fs *fs)
 {
 	for (size_t i = 0; i < fs->n_nodes; i++) {
 		tfs_node *n = fs->nodes[i];
+		tfs_scratch_drop(n);
+		free(n->pend_type);
 		free(n->fname);
 		tfs_buf_free(&n->cache);
 		free(n);
@@ -265,6 +272,13 @@ int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
 	case N_EXTRA:
 		*size = tfs_model_extra(fs->model, (size_t)n->item)->size;
 		return 0;
+	case N_SCRATCH: {
+		struct stat st;
+		if (fstat(n->scratch_fd, &st) < 0)
+			return -errno;
+		*size = (uint64_t)st.st_size;
+		return 0;
+	}
 	case N_KEY:
 	case N_INDEX:
 	case N_NPY:

@@ -125,6 +125,15 @@ int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
 	int rc = 0;
 	h->writing = true;
 	h->dirty = trunc;
+	if (n->kind == N_SCRATCH) {
+		h->scratch = true;
+		h->dirty = false; /* written in place: nothing to commit */
+		pthread_rwlock_rdlock(&fs->lock);
+		if (trunc && n->kind == N_SCRATCH && ftruncate(n->scratch_fd, 0) < 0)
+			rc = -errno;
+		pthread_rwlock_unlock(&fs->lock);
+		return rc;
+	}
 	if (n->kind == N_KEY) {
 		if (trunc) {
 			if (tfs_buf_reserve(&h->text, 0))
@@ -191,6 +200,30 @@ void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 		return;
 	}
 	uint64_t end = (uint64_t)off + size;
+	if (h->scratch) {
+		tfs_fs *fs = fuse_req_userdata(req);
+		int e = 0;
+		size_t done = 0;
+		pthread_rwlock_rdlock(&fs->lock);
+		if (h->node->kind != N_SCRATCH || h->node->deleted)
+			e = ESTALE; /* renamed onto an item since: its bytes were taken at the rename */
+		while (!e && done < size) {
+			ssize_t r = pwrite(h->node->scratch_fd, buf + done, size - done,
+					   off + (off_t)done);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				e = r < 0 ? errno : ENOSPC;
+			else
+				done += (size_t)r;
+		}
+		pthread_rwlock_unlock(&fs->lock);
+		if (e)
+			fuse_reply_err(req, e);
+		else
+			fuse_reply_write(req, size);
+		return;
+	}
 	if (h->node->kind == N_KEY) {
 		if (end > MAX_VALUE_TEXT) {
 			/* nothing of a value cut short is committed */
@@ -263,6 +296,37 @@ static void default_type(tfs_fs *fs, uint64_t nbytes, int *dtype, uint32_t *nd, 
 	}
 }
 
+/*
+ * The dtype and shape for size bytes written as tensor node n: what was declared with
+ * setxattr on it; else those of tensor item (kept; a vector may change length); else a new
+ * tensor's default.
+ */
+static void tensor_spec(tfs_fs *fs, const tfs_node *n, long item, uint64_t size, int *dtype,
+			uint32_t *nd, int64_t *ne)
+{
+	if (n->pend_dtype >= 0 || n->pend_shape) {
+		*dtype = n->pend_dtype >= 0 ? n->pend_dtype : TFS_DT_F32;
+		const tfs_dtype_info *d = tfs_dtype(*dtype);
+		if (n->pend_shape) {
+			*nd = n->pend_ndims;
+			memcpy(ne, n->pend_ne, sizeof(n->pend_ne));
+		} else {
+			*nd = 1;
+			ne[0] = d ? (int64_t)(size / d->block_bytes * d->block_elems) : 0;
+		}
+	} else if (item >= 0) {
+		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)item);
+		*dtype = t->dtype;
+		*nd = t->n_dims;
+		memcpy(ne, t->ne, sizeof(t->ne));
+		const tfs_dtype_info *d = tfs_dtype(*dtype);
+		if (*nd == 1 && d && t->q.mode == TFS_QMODE_NONE && size % d->block_bytes == 0)
+			ne[0] = (int64_t)(size / d->block_bytes * d->block_elems);
+	} else {
+		default_type(fs, size, dtype, nd, ne);
+	}
+}
+
 /* Journals the handle's staged bytes as tensor/layer n, with dtype/shape given or kept. */
 static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const int64_t *ne_in)
 {
@@ -297,29 +361,7 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 	} else {
 		int64_t ne[TFS_MAX_DIMS];
 		if (dtype < 0) {
-			if (n->item >= 0) {
-				const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
-				dtype = t->dtype;
-				nd = t->n_dims;
-				memcpy(ne, t->ne, sizeof(ne));
-				/* a vector may change length */
-				const tfs_dtype_info *d = tfs_dtype(dtype);
-				if (nd == 1 && d && t->q.mode == TFS_QMODE_NONE &&
-				    h->data_size % d->block_bytes == 0)
-					ne[0] = (int64_t)(h->data_size / d->block_bytes * d->block_elems);
-			} else if (n->pend_dtype >= 0 || n->pend_shape) {
-				const tfs_dtype_info *d = tfs_dtype(n->pend_dtype >= 0 ? n->pend_dtype : TFS_DT_F32);
-				dtype = n->pend_dtype >= 0 ? n->pend_dtype : TFS_DT_F32;
-				if (n->pend_shape) {
-					nd = n->pend_ndims;
-					memcpy(ne, n->pend_ne, sizeof(ne));
-				} else {
-					nd = 1;
-					ne[0] = d ? (int64_t)(h->data_size / d->block_bytes * d->block_elems) : 0;
-				}
-			} else {
-				default_type(fs, h->data_size, &dtype, &nd, ne);
-			}
+			tensor_spec(fs, n, n->item, h->data_size, &dtype, &nd, ne);
 		} else {
 			memcpy(ne, ne_in, sizeof(ne));
 		}
@@ -331,8 +373,11 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 				rc = TFS_E_NOMEM;
 		}
 	}
-	if (!rc)
+	if (!rc) {
 		fs->gen++;
+		n->pend_dtype = -1; /* declared once: from now on the tensor's own */
+		n->pend_shape = false;
+	}
 	pthread_rwlock_unlock(&fs->lock);
 	tfs_buf_free(&name);
 	if (rc)
@@ -394,6 +439,8 @@ static int commit_text(tfs_fs *fs, tfs_handle *h, const char *type_name)
 
 int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
 {
+	if (h->scratch)
+		return 0;
 	if (h->failed && h->error)
 		return -h->error;
 	if (!h->writing || !h->dirty)
@@ -459,6 +506,13 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 		tfs_handle tmp = { .node = n, .data_fd = -1 };
 		tfs_handle *h = fi ? (tfs_handle *)(uintptr_t)fi->fh : &tmp;
 		uint64_t size = (uint64_t)attr->st_size;
+		if (n->kind == N_SCRATCH || h->scratch) {
+			pthread_rwlock_rdlock(&fs->lock);
+			rc = n->kind != N_SCRATCH ? -ESTALE
+			     : ftruncate(n->scratch_fd, (off_t)size) < 0 ? -errno : 0;
+			pthread_rwlock_unlock(&fs->lock);
+			goto reply;
+		}
 		if (!h->writing)
 			rc = tfs_start_write(fs, h, size == 0);
 		if (!rc && n->kind != N_KEY)
@@ -489,6 +543,7 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 			tfs_handle_drop_data(&tmp);
 		}
 	}
+reply:
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -497,7 +552,7 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	pthread_rwlock_rdlock(&fs->lock);
 	memset(&st, 0, sizeof(st));
 	uint64_t size = 0;
-	if (n->kind != N_DIR && (n->item >= 0 || n->kind == N_INDEX))
+	if (n->kind != N_DIR && (n->item >= 0 || n->kind == N_INDEX || n->kind == N_SCRATCH))
 		rc = tfs_node_size(fs, n, &size);
 	pthread_rwlock_unlock(&fs->lock);
 	st.st_ino = ino;
@@ -529,47 +584,62 @@ static int change_dir(tfs_fs *fs, fuse_ino_t parent, tfs_node **out)
 	return 0;
 }
 
-void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		   struct fuse_file_info *fi)
+/* The node a create makes for name in directory d (fs->lock held for writing): the item of
+ * that name when the model still has it unlisted (renamed to a scratch name by an editor:
+ * it is written again, keeping its type); a scratch file; a new key (an empty string until
+ * written); or a new tensor or layer (in the model once its bytes are closed). */
+static int create_node(tfs_fs *fs, tfs_dir d, const char *name, tfs_node **out)
 {
-	tfs_fs *fs = fuse_req_userdata(req);
-	tfs_node *p, *n = NULL;
+	static const tfs_node_kind kinds[D_COUNT] = {
+		[D_METADATA] = N_KEY, [D_TENSORS] = N_RAW, [D_LAYERS] = N_EXTRA,
+	};
 	tfs_error err;
 	tfs_buf key = { 0 };
-	int rc;
-
-	pthread_rwlock_wrlock(&fs->lock);
-	rc = change_dir(fs, parent, &p);
-	if (!rc && tfs_tree_lookup(fs, p->dir, name))
-		rc = EEXIST;
-	if (!rc && (tfs_name_decode(&key, name) || strlen(name) > 255))
+	long item = tfs_dir_item(fs, d, name);
+	bool scratch = item < 0 && tfs_scratch_name(fs, d, name);
+	int rc = 0;
+	if (tfs_name_decode(&key, name) || strlen(name) > 255)
 		rc = EINVAL;
-	if (!rc && p->dir == D_METADATA) {
-		/* a new key: an empty string until written (or typed with setfattr) */
+	if (!rc && item < 0 && !scratch && d == D_METADATA) {
 		uint8_t *empty = calloc(1, 8);
 		rc = empty ? tfs_staging_set_kv(fs->staging, fs->model, key.data, TFS_GGUF_STRING,
 						empty, 8, &err) : 0;
 		/* (a tfs_code is negative; the reply wants a positive errno) */
 		rc = !empty ? ENOMEM : rc ? tfs_fail(fs, &err) : 0;
 		free(empty);
-		fuse_ino_t ino = rc ? 0 : tfs_tree_add(fs, N_KEY, D_METADATA,
-							tfs_model_find_kv(fs->model, key.data), name);
-		if (!rc && !ino)
-			rc = ENOMEM;
-		n = rc ? NULL : tfs_tree_get(fs, ino);
-	} else if (!rc) {
-		/* a new tensor or layer: it exists in the model once its bytes are closed */
-		fuse_ino_t ino = tfs_tree_add(fs, p->dir == D_TENSORS ? N_RAW : N_EXTRA, p->dir, -1, name);
-		n = ino ? tfs_tree_get(fs, ino) : NULL;
-		if (!n)
-			rc = ENOMEM;
-		else
-			n->pend_dtype = -1;
+		item = rc ? -1 : tfs_model_find_kv(fs->model, key.data);
 	}
+	tfs_buf_free(&key);
+	if (rc)
+		return rc;
+	fuse_ino_t ino = tfs_tree_add(fs, kinds[d], d, item, name);
+	tfs_node *n = ino ? tfs_tree_get(fs, ino) : NULL;
+	if (!n)
+		return ENOMEM;
+	if (scratch && (rc = -tfs_scratch_make(fs, n, false))) {
+		tfs_tree_unlink(fs, n);
+		return rc;
+	}
+	*out = n;
+	return 0;
+}
+
+void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		   struct fuse_file_info *fi)
+{
+	tfs_fs *fs = fuse_req_userdata(req);
+	tfs_node *p, *n = NULL;
+	int rc;
+
+	pthread_rwlock_wrlock(&fs->lock);
+	rc = change_dir(fs, parent, &p);
+	if (!rc && tfs_tree_lookup(fs, p->dir, name))
+		rc = EEXIST;
+	if (!rc)
+		rc = create_node(fs, p->dir, name, &n);
 	if (!rc)
 		fs->gen++;
 	pthread_rwlock_unlock(&fs->lock);
-	tfs_buf_free(&key);
 
 	tfs_handle *h = NULL;
 	if (!rc && !(h = calloc(1, sizeof(*h))))
@@ -600,53 +670,68 @@ void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 		tfs_handle_free(h);
 }
 
-/* The entries of tensor item i in f32/ and npy/. */
-static void tensor_views(tfs_fs *fs, long item, tfs_node **f32, tfs_node **npy)
+/* Takes tensor item's f32/ and npy/ entries out of the tree. */
+static void unlink_views(tfs_fs *fs, long item)
 {
-	*f32 = *npy = NULL;
-	for (size_t k = 0; k < fs->n_nodes; k++) {
+	for (size_t k = 0; item >= 0 && k < fs->n_nodes; k++) {
+		tfs_node *v = fs->nodes[k];
+		if (!v->deleted && v->item == item && (v->kind == N_F32 || v->kind == N_NPY))
+			tfs_tree_unlink(fs, v);
+	}
+}
+
+/* Renames tensor item's f32/ and npy/ entries after its tensors/ entry's new name. */
+static void rename_views(tfs_fs *fs, long item, const char *newname)
+{
+	for (size_t k = 0; item >= 0 && k < fs->n_nodes; k++) {
 		tfs_node *v = fs->nodes[k];
 		if (v->deleted || v->item != item)
 			continue;
-		if (v->kind == N_F32)
-			*f32 = v;
-		else if (v->kind == N_NPY)
-			*npy = v;
+		if (v->kind == N_F32) {
+			tfs_tree_rename(fs, v, newname);
+		} else if (v->kind == N_NPY) {
+			tfs_buf npy = { 0 };
+			if (tfs_buf_printf(&npy, "%s.npy", newname) == 0)
+				tfs_tree_rename(fs, v, npy.data);
+			tfs_buf_free(&npy);
+		}
 	}
 }
 
-/* Takes node n (and a tensor's f32/ and npy/ entries) out of the tree. */
-static void unlink_entries(tfs_fs *fs, tfs_node *n)
+/* The model name of item in directory d (borrowed). */
+static const char *item_name(tfs_fs *fs, tfs_dir d, long item)
 {
-	if (n->kind == N_RAW && n->item >= 0) {
-		tfs_node *f, *p;
-		tensor_views(fs, n->item, &f, &p);
-		if (f)
-			tfs_tree_unlink(fs, f);
-		if (p)
-			tfs_tree_unlink(fs, p);
-	}
-	tfs_tree_unlink(fs, n);
-	fs->gen++;
+	return d == D_METADATA  ? tfs_model_kv(fs->model, (size_t)item)->name
+	       : d == D_TENSORS ? tfs_model_tensor(fs->model, (size_t)item)->name
+				: tfs_model_extra(fs->model, (size_t)item)->name;
 }
 
+/* Deletes item of directory d from the model (journaled). */
+static int delete_item(tfs_fs *fs, tfs_dir d, long item, tfs_error *err)
+{
+	const char *name = item_name(fs, d, item);
+	return d == D_METADATA  ? tfs_staging_del_kv(fs->staging, fs->model, name, err)
+	       : d == D_TENSORS ? tfs_staging_del_tensor(fs->staging, fs->model, name, err)
+				: tfs_staging_del_extra(fs->staging, fs->model, name, err);
+}
+
+/*
+ * Removes node n.  A scratch file made by renaming an item away (`mv x x~`) takes the
+ * item with it when nothing was written under the item's name since (`rm x~`); an
+ * editor that saved a new x in between keeps it.
+ */
 static int remove_node(tfs_fs *fs, tfs_node *n, tfs_error *err)
 {
+	long item = n->kind == N_SCRATCH ? n->origin : n->item;
 	int rc = 0;
-	if (n->item >= 0) {
-		if (n->kind == N_KEY)
-			rc = tfs_staging_del_kv(fs->staging, fs->model,
-						tfs_model_kv(fs->model, (size_t)n->item)->name, err);
-		else if (n->kind == N_RAW)
-			rc = tfs_staging_del_tensor(fs->staging, fs->model,
-						    tfs_model_tensor(fs->model, (size_t)n->item)->name, err);
-		else
-			rc = tfs_staging_del_extra(fs->staging, fs->model,
-						   tfs_model_extra(fs->model, (size_t)n->item)->name, err);
-	}
+	if (item >= 0 && (n->kind != N_SCRATCH || !tfs_item_node(fs, n->dir, item)))
+		rc = delete_item(fs, n->dir, item, err);
 	if (rc)
 		return rc;
-	unlink_entries(fs, n);
+	if (n->dir == D_TENSORS && item >= 0)
+		unlink_views(fs, item);
+	tfs_tree_unlink(fs, n);
+	fs->gen++;
 	return 0;
 }
 
@@ -665,11 +750,219 @@ void tfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fuse_reply_err(req, rc);
 }
 
+/* ==== rename: a new name, a scratch name, or onto an existing item ==== */
+
+/* "<dir>/<file>: <msg>" into err as code. */
+static int fail_at(tfs_error *err, int code, const tfs_node *n, const char *fname, const char *msg)
+{
+	static const char *const dn[D_COUNT] = { [D_METADATA] = "metadata", [D_TENSORS] = "tensors",
+						 [D_LAYERS] = "layers" };
+	char m[TFS_ERRMSG_MAX];
+	snprintf(m, sizeof(m), "%s", msg);
+	return tfs_error_set(err, code, "%s/%.200s: %.700s", dn[n->dir] ? dn[n->dir] : "?", fname, m);
+}
+
+/*
+ * The payload of key text parsed as type_name, journaled as the new value of key `to`
+ * (set, or with from: replacing to and deleting from in one op).  A value equal to to's
+ * current one is no change (with no from).
+ */
+static int stage_key_text(tfs_fs *fs, const tfs_node *n, const char *from, const char *to,
+			  const char *fname, const char *type_name, const char *text, size_t len,
+			  tfs_error *err)
+{
+	uint8_t *data = NULL;
+	uint64_t dlen;
+	uint32_t type;
+	int rc = tfs_value_parse(&data, &dlen, &type, type_name, text, len, err);
+	if (rc)
+		return fail_at(err, rc, n, fname, err->msg);
+	long cur = tfs_model_find_kv(fs->model, to);
+	const tfs_kv *kv = cur >= 0 ? tfs_model_kv(fs->model, (size_t)cur) : NULL;
+	if (!from && kv && kv->type == type && kv->len == dlen && !memcmp(kv->data, data, dlen))
+		rc = 0;
+	else if (from)
+		rc = tfs_staging_replace_kv(fs->staging, fs->model, from, to, type, data, dlen, err);
+	else
+		rc = tfs_staging_set_kv(fs->staging, fs->model, to, type, data, dlen, err);
+	free(data);
+	return rc;
+}
+
+/* The type name of key item (into b). */
+static const char *kv_type_name(tfs_fs *fs, long item, tfs_buf *b)
+{
+	const tfs_kv *kv = tfs_model_kv(fs->model, (size_t)item);
+	return tfs_value_type_name(b, kv->type, kv->data, kv->len) ? NULL : b->data;
+}
+
+/*
+ * Scratch file n becomes item `target` (-1: a new item named `name`): its bytes are parsed
+ * or checked as the target's type (as declared on n with setxattr, else the target's own,
+ * else a new item's default) and journaled; n is then the item's node.
+ */
+static int adopt_scratch(tfs_fs *fs, tfs_node *n, long target, const char *name, tfs_error *err)
+{
+	const char *fname = n->fname;
+	tfs_buf text = { 0 }, tn = { 0 };
+	char *path = NULL;
+	long item = -1;
+	int rc;
+	if (n->dir == D_METADATA) {
+		const char *type = n->pend_type ? n->pend_type
+				   : target >= 0 ? kv_type_name(fs, target, &tn) : "string";
+		if ((rc = -tfs_scratch_read_all(n, &text, 256u << 20)))
+			return tfs_error_sys(err, rc, "%s: reading the new value", fname);
+		rc = type ? stage_key_text(fs, n, NULL, name, fname, type, text.data, text.len, err)
+			  : tfs_error_set(err, TFS_E_IO, "%s: unknown type", fname);
+		tfs_buf_free(&text);
+		tfs_buf_free(&tn);
+		if (rc)
+			return rc;
+		item = tfs_model_find_kv(fs->model, name);
+		tfs_scratch_drop(n);
+	} else {
+		struct stat st;
+		if (fsync(n->scratch_fd) < 0 || fstat(n->scratch_fd, &st) < 0)
+			return tfs_error_sys(err, errno, "%s", fname);
+		if ((rc = tfs_staging_scratch_link(fs->staging, n->scratch_fd, n->scratch_path, &path, err)))
+			return rc;
+		if (n->dir == D_TENSORS) {
+			int dtype;
+			uint32_t nd;
+			int64_t ne[TFS_MAX_DIMS];
+			tensor_spec(fs, n, target, (uint64_t)st.st_size, &dtype, &nd, ne);
+			rc = tfs_staging_set_tensor(fs->staging, fs->model, name, dtype, nd, ne, path, err);
+			item = rc ? -1 : tfs_model_find_tensor(fs->model, name);
+		} else {
+			rc = tfs_staging_set_extra(fs->staging, fs->model, name, path, err);
+			item = rc ? -1 : tfs_model_find_extra(fs->model, name);
+		}
+		if (rc) {
+			/* refused: the file stays a scratch file, now by the name it was given (an
+			 * unnamed file cannot be linked again once its link is gone) */
+			if (!n->scratch_path)
+				n->scratch_path = path;
+			else
+				free(path);
+			return rc;
+		}
+		free(path);
+		/* the bytes are the journal's now: the file is closed, never removed */
+		close(n->scratch_fd);
+		n->scratch_fd = -1;
+		free(n->scratch_path);
+		n->scratch_path = NULL;
+		if (target < 0 && n->dir == D_TENSORS && tfs_tree_add_tensor(fs, item, false))
+			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	}
+	n->kind = n->dir == D_METADATA ? N_KEY : n->dir == D_TENSORS ? N_RAW : N_EXTRA;
+	n->item = item;
+	n->origin = -1;
+	n->pend_dtype = -1;
+	n->pend_shape = false;
+	return 0;
+}
+
+/* Item n (a listed key, tensor or layer) replaces item target: one journal op. */
+static int replace_with_item(tfs_fs *fs, tfs_node *n, long target, tfs_error *err)
+{
+	const char *from = item_name(fs, n->dir, n->item), *to = item_name(fs, n->dir, target);
+	int rc;
+	if (n->dir == D_METADATA) {
+		/* the value as text, read again as the target's type (unless n's was declared) */
+		const tfs_kv *kv = tfs_model_kv(fs->model, (size_t)n->item);
+		if (n->typed)
+			return tfs_staging_replace_kv(fs->staging, fs->model, from, to, kv->type,
+						      kv->data, kv->len, err);
+		tfs_buf text = { 0 }, tn = { 0 };
+		const char *type = kv_type_name(fs, target, &tn);
+		rc = tfs_value_format(&text, kv->type, kv->data, kv->len, err);
+		if (!rc && !type)
+			rc = tfs_error_set(err, TFS_E_IO, "unknown type");
+		if (!rc)
+			rc = stage_key_text(fs, n, from, to, n->fname, type, text.data ? text.data : "",
+					    text.len, err);
+		tfs_buf_free(&text);
+		tfs_buf_free(&tn);
+		return rc;
+	}
+	if (n->dir == D_LAYERS)
+		return tfs_staging_replace_extra(fs->staging, fs->model, from, to, err);
+	int dtype;
+	uint32_t nd;
+	int64_t ne[TFS_MAX_DIMS];
+	const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+	tensor_spec(fs, n, n->typed ? n->item : target, t->nbytes, &dtype, &nd, ne);
+	if ((rc = tfs_staging_replace_tensor(fs->staging, fs->model, from, to, dtype, nd, ne, err)))
+		return rc;
+	unlink_views(fs, n->item);
+	return 0;
+}
+
+/* rename(n, newname) onto the model's item target (listed as victim, or unlisted). */
+static int rename_onto_item(tfs_fs *fs, tfs_node *n, tfs_node *victim, long target,
+			    const char *newname, tfs_error *err)
+{
+	int rc;
+	if (n->kind == N_SCRATCH)
+		rc = adopt_scratch(fs, n, target, item_name(fs, n->dir, target), err);
+	else if (n->item < 0)
+		rc = fail_at(err, TFS_E_INVALID, n, n->fname, "nothing was written to it yet");
+	else if (n->item == target)
+		return 0;
+	else if (!(rc = replace_with_item(fs, n, target, err)))
+		n->item = target;
+	if (rc)
+		return rc;
+	if (victim && victim != n)
+		tfs_tree_unlink(fs, victim); /* its views show the new bytes: they stay */
+	return -tfs_tree_rename(fs, n, newname) ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}
+
+/* rename(n, newname) to a scratch name: an item stays in the model, unlisted, and the
+ * scratch file holds a copy of its bytes (an editor's backup, `vim` with backupcopy=no). */
+static int rename_to_scratch(tfs_fs *fs, tfs_node *n, tfs_node *victim, const char *newname,
+			     tfs_error *err)
+{
+	int rc;
+	if (n->kind != N_SCRATCH && (rc = tfs_scratch_make(fs, n, n->item >= 0)))
+		return tfs_error_sys(err, -rc, "%s: copying it to %s", n->fname, newname);
+	if (victim)
+		tfs_tree_unlink(fs, victim);
+	return -tfs_tree_rename(fs, n, newname) ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}
+
+/* rename(n, newname) to a name the model does not have. */
+static int rename_to_new(tfs_fs *fs, tfs_node *n, tfs_node *victim, const char *to,
+			 const char *newname, tfs_error *err)
+{
+	int rc = 0;
+	if (victim && (rc = remove_node(fs, victim, err)))  /* a new tensor not written yet */
+		return rc;
+	if (n->kind == N_SCRATCH) {
+		rc = adopt_scratch(fs, n, -1, to, err);
+	} else if (n->item >= 0 && n->dir == D_LAYERS) {
+		rc = fail_at(err, TFS_E_UNSUPPORTED, n, n->fname,
+			     "a layer's name is its kind and cannot be changed");
+	} else if (n->item >= 0) {
+		const char *from = item_name(fs, n->dir, n->item);
+		rc = n->dir == D_METADATA
+			? tfs_staging_rename_kv(fs->staging, fs->model, from, to, false, err)
+			: tfs_staging_rename_tensor(fs->staging, fs->model, from, to, false, err);
+		if (!rc && n->dir == D_TENSORS)
+			rename_views(fs, n->item, newname);
+	}
+	if (rc)
+		return rc;
+	return -tfs_tree_rename(fs, n, newname) ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}
+
 void tfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		   const char *newname, unsigned int flags)
 {
 	tfs_fs *fs = fuse_req_userdata(req);
-	tfs_node *p, *np, *n = NULL, *victim;
+	tfs_node *p, *np, *n = NULL, *victim = NULL;
 	tfs_error err;
 	tfs_buf to = { 0 };
 	int rc;
@@ -686,48 +979,19 @@ void tfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
 		rc = ENOENT;
 	if (!rc && (tfs_name_decode(&to, newname) || strlen(newname) > 255))
 		rc = EINVAL;
-	victim = rc ? NULL : tfs_tree_lookup(fs, p->dir, newname);
+	long target = rc ? -1 : tfs_dir_item(fs, p->dir, newname);
+	if (!rc)
+		victim = tfs_tree_lookup(fs, p->dir, newname);
 	if (!rc && victim == n)
 		goto out;
-	if (!rc && victim && (flags & RENAME_NOREPLACE))
+	if (!rc && (victim || target >= 0) && (flags & RENAME_NOREPLACE))
 		rc = EEXIST;
-	if (!rc && n->kind == N_EXTRA) {
-		tfs_error_set(&err, TFS_E_UNSUPPORTED,
-			      "layers/%s: a layer's name is its kind and cannot be changed", n->fname);
-		rc = tfs_fail(fs, &err);
-	}
-	/* replacing a name the model has: one journal op does both (a crash cannot leave the
-	 * target deleted and the source not renamed) */
-	bool replace = victim && victim->item >= 0 && n->item >= 0;
-	if (!rc && victim && !replace && remove_node(fs, victim, &err))
-		rc = tfs_fail(fs, &err);
-	if (!rc && n->item >= 0) {
-		int r = n->kind == N_KEY
-			? tfs_staging_rename_kv(fs->staging, fs->model,
-						tfs_model_kv(fs->model, (size_t)n->item)->name, to.data,
-						replace, &err)
-			: tfs_staging_rename_tensor(fs->staging, fs->model,
-						    tfs_model_tensor(fs->model, (size_t)n->item)->name,
-						    to.data, replace, &err);
-		if (r)
-			rc = tfs_fail(fs, &err);
-		else if (replace)
-			unlink_entries(fs, victim);
-	}
 	if (!rc) {
-		if (n->kind == N_RAW && n->item >= 0) {
-			tfs_node *f, *v;
-			tensor_views(fs, n->item, &f, &v);
-			if (f)
-				tfs_tree_rename(fs, f, newname);
-			if (v) {
-				tfs_buf npy = { 0 };
-				tfs_buf_printf(&npy, "%s.npy", newname);
-				tfs_tree_rename(fs, v, npy.data);
-				tfs_buf_free(&npy);
-			}
-		}
-		rc = -tfs_tree_rename(fs, n, newname);
+		int r = target >= 0 ? rename_onto_item(fs, n, victim, target, newname, &err)
+			: tfs_scratch_name(fs, p->dir, newname)
+				? rename_to_scratch(fs, n, victim, newname, &err)
+				: rename_to_new(fs, n, victim, to.data, newname, &err);
+		rc = r ? tfs_fail(fs, &err) : 0;
 		fs->gen++;
 	}
 out:
@@ -778,6 +1042,42 @@ static int parse_shape(const char *s, uint32_t *nd, int64_t *ne)
 	return 0;
 }
 
+/*
+ * Declares the type (metadata/), dtype or shape (tensors/) of a file not in the model yet:
+ * a scratch file or a new tensor not written yet.  Its bytes are read as that when they
+ * become an item (a rename, a close).  fs->lock held for writing; -errno.
+ */
+static int declare_type(tfs_node *n, const char *name, const char *v)
+{
+	if (n->dir == D_METADATA && strcmp(name, "user.tensorfs.type") == 0) {
+		uint8_t *d = NULL;
+		uint64_t l;
+		uint32_t t;
+		tfs_error err;
+		const char *zero = zero_text(v);
+		if (tfs_value_parse(&d, &l, &t, v, zero, strlen(zero), &err))
+			return -EINVAL; /* not a type name */
+		free(d);
+		char *c = strdup(v);
+		if (!c)
+			return -ENOMEM;
+		free(n->pend_type);
+		n->pend_type = c;
+	} else if (n->dir == D_TENSORS && strcmp(name, "user.tensorfs.dtype") == 0) {
+		if ((n->pend_dtype = tfs_dtype_from_name(v)) < 0)
+			return -EINVAL;
+	} else if (n->dir == D_TENSORS && strcmp(name, "user.tensorfs.shape") == 0) {
+		int rc = parse_shape(v, &n->pend_ndims, n->pend_ne);
+		if (rc)
+			return rc;
+		n->pend_shape = true;
+	} else {
+		return strncmp(name, "user.tensorfs.", 14) == 0 ? -EACCES : -ENOTSUP;
+	}
+	n->typed = true;
+	return 0;
+}
+
 void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		     size_t size, int flags)
 {
@@ -804,7 +1104,11 @@ void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (n->kind == N_KEY && strcmp(name, "user.tensorfs.type") == 0) {
+	if (n->kind == N_SCRATCH) {
+		pthread_rwlock_wrlock(&fs->lock);
+		rc = n->kind == N_SCRATCH ? declare_type(n, name, v) : -ESTALE;
+		pthread_rwlock_unlock(&fs->lock);
+	} else if (n->kind == N_KEY && strcmp(name, "user.tensorfs.type") == 0) {
 		/* retype: the current text, or the type's zero for an empty value */
 		tfs_handle h = { .node = n, .data_fd = -1, .writing = true, .dirty = true };
 		pthread_rwlock_rdlock(&fs->lock);
@@ -816,6 +1120,8 @@ void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 		}
 		if (!rc)
 			rc = commit_text(fs, &h, v);
+		if (!rc)
+			n->typed = true;
 		tfs_buf_free(&h.text);
 	} else if (n->kind == N_RAW && (strcmp(name, "user.tensorfs.dtype") == 0 ||
 					 strcmp(name, "user.tensorfs.shape") == 0)) {
@@ -830,13 +1136,7 @@ void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 		if (!rc && n->item < 0) {
 			/* not written yet: remember for when it is */
 			pthread_rwlock_wrlock(&fs->lock);
-			if (is_dtype)
-				n->pend_dtype = dtype;
-			else {
-				n->pend_shape = true;
-				n->pend_ndims = nd;
-				memcpy(n->pend_ne, ne, sizeof(ne));
-			}
+			rc = declare_type(n, name, v);
 			pthread_rwlock_unlock(&fs->lock);
 		} else if (!rc) {
 			/* reinterpret the bytes: restage them with the new dtype / shape */
@@ -858,6 +1158,8 @@ void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 				rc = stage_data(fs, &h, true);
 			if (!rc)
 				rc = commit_data(fs, &h, dtype, nd, ne);
+			if (!rc)
+				n->typed = true;
 			tfs_handle_drop_data(&h);
 		}
 	} else {

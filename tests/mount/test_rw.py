@@ -562,7 +562,10 @@ class GGUF(TestCase):
             os.rename(os.path.join(tn, "a"), os.path.join(tn, "b"))
             write(os.path.join(tn, "a"), two, "wb")
             os.unlink(os.path.join(tn, "b"))
-            os.rename(os.path.join(tn, "t.f16"), os.path.join(tn, "t.f32"))  # replaces t.f32
+            # onto an existing tensor: its bytes are replaced; with a dtype declared on the
+            # one renamed, that dtype (and shape) wins
+            os.setxattr(os.path.join(tn, "t.f16"), "user.tensorfs.dtype", b"F16")
+            os.rename(os.path.join(tn, "t.f16"), os.path.join(tn, "t.f32"))
             write(os.path.join(md, "k.a"), "first")
             os.rename(os.path.join(md, "k.a"), os.path.join(md, "k.b"))
             write(os.path.join(md, "k.a"), "second")

@@ -87,7 +87,132 @@ static const char *qmode_name(tfs_qmode q)
 	}
 }
 
+/* ==== values as JSON ==== */
+
+int tfs_value_format_json(tfs_buf *out, uint32_t type, const uint8_t *data, uint64_t len,
+			  tfs_error *err)
+{
+	if (type == TFS_GGUF_ARRAY)
+		return tfs_value_format(out, type, data, len, err);
+	/* a scalar is formatted as the one element of an array (elements are JSON), brackets
+	 * dropped: one escaping and float rule for both */
+	uint64_t n = 1, wlen;
+	if (tfs_add_overflow(len, 12, &wlen))
+		return tfs_error_set(err, TFS_E_INVALID, "value too large");
+	uint8_t *w = malloc(wlen);
+	if (!w)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory formatting a value");
+	memcpy(w, &type, 4);
+	memcpy(w + 4, &n, 8);
+	memcpy(w + 12, data, len);
+	size_t start = out->len;
+	int rc = tfs_value_format(out, TFS_GGUF_ARRAY, w, wlen, err);
+	free(w);
+	if (rc)
+		return rc;
+	if (out->len < start + 2 || out->data[start] != '[' || out->data[out->len - 1] != ']')
+		return tfs_error_set(err, TFS_E_FORMAT, "value of type %u does not format", type);
+	memmove(out->data + start, out->data + start + 1, out->len - start - 2);
+	out->len -= 2;
+	out->data[out->len] = '\0';
+	return 0;
+}
+
+uint64_t tfs_model_param_count(const tfs_model *m)
+{
+	bool *companion = calloc(m->n_t ? m->n_t : 1, sizeof(bool));
+	uint64_t total = 0;
+	for (size_t i = 0; companion && i < m->n_t; i++) {
+		const tfs_tensor *t = &m->t[i];
+		if (t->deleted || t->q.mode == TFS_QMODE_NONE)
+			continue;
+		int32_t c[3] = { t->q_scale, t->q_bias, t->q_gscale };
+		for (int k = 0; k < 3; k++)
+			if (c[k] >= 0 && (size_t)c[k] < m->n_t)
+				companion[c[k]] = true;
+	}
+	for (size_t i = 0; i < m->n_t; i++) {
+		const tfs_tensor *t = &m->t[i];
+		if (t->deleted || (companion && companion[i]))
+			continue;
+		uint32_t nd = t->n_dims;
+		int64_t ne[TFS_MAX_DIMS + 1];
+		memcpy(ne, t->ne, sizeof(t->ne));
+		if (t->q.mode != TFS_QMODE_NONE)
+			tfs_tensor_f32_shape(m, i, &nd, ne);
+		uint64_t n = 1;
+		for (uint32_t k = 0; k < nd; k++)
+			if (tfs_mul_overflow(n, (uint64_t)ne[k], &n))
+				n = UINT64_MAX;
+		total = total + n < total ? UINT64_MAX : total + n;
+	}
+	free(companion);
+	return total;
+}
+
+/* ==== index.json ==== */
+
+/* A key's value is put in the document as this placeholder string (with the key's slot
+ * number after it) and replaced by its exact JSON text after jansson has dumped the rest:
+ * jansson has no integers past INT64_MAX and no shortest round-trip floats.  Dumped, it
+ * is "\u0000tfs-value:N": no key or tensor name can hold a NUL, so no dumped string
+ * begins with that escape. */
+#define VALUE_MARK_TAIL "tfs-value:"
+#define VALUE_MARK_DUMPED "\"\\u0000tfs-value:"
+
+static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, tfs_error *err);
+
+static int dump(tfs_buf *out, const tfs_model *m, json_t *root, bool values, tfs_error *err)
+{
+	char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	json_decref(root);
+	if (!s)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: cannot build index.json", m->path);
+	int rc = 0;
+	const char *p = s, *q;
+	size_t ml = strlen(VALUE_MARK_DUMPED);
+	while (!rc && values && (q = strstr(p, VALUE_MARK_DUMPED))) {
+		char *end;
+		unsigned long long slot = strtoull(q + ml, &end, 10);
+		if (*end != '"' || slot >= m->n_kv) {
+			rc = tfs_error_set(err, TFS_E_INVALID, "internal error: bad value mark");
+			break;
+		}
+		const tfs_kv *kv = &m->kv[slot];
+		rc = tfs_buf_append(out, p, (size_t)(q - p));
+		size_t at = out->len;
+		tfs_error verr;
+		if (!rc && tfs_value_format_json(out, kv->type, kv->data, kv->len, &verr)) {
+			/* a value too large to show (an array over the text cap): null */
+			out->len = at;
+			rc = tfs_buf_append(out, "null", 4);
+		}
+		p = end + 1;
+	}
+	if (!rc)
+		rc = tfs_buf_append(out, p, strlen(p));
+	if (!rc)
+		rc = tfs_buf_append(out, "\n", 1);
+	free(s);
+	if (rc == TFS_E_NOMEM)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	return rc;
+}
+
 int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
+{
+	json_t *root = build_index(m, false, true, err);
+	return root ? dump(out, m, root, false, err) : err->code;
+}
+
+int tfs_model_info_json(tfs_buf *out, const tfs_model *m, bool with_tensors, tfs_error *err)
+{
+	tfs_error_clear(err);
+	json_t *root = build_index(m, true, with_tensors, err);
+	return root ? dump(out, m, root, true, err) : err->code;
+}
+
+static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, tfs_error *err)
 {
 	json_t *root = json_object();
 	json_t *keys = json_array(), *tensors = json_array(), *files = json_array(),
@@ -126,6 +251,12 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 		b.len = 0;
 		if (tfs_name_encode(&b, kv->name) == 0)
 			json_object_set_new(k, "file", json_stringn_nocheck(b.data, b.len));
+		if (values) {
+			char mark[48];
+			int n = snprintf(mark, sizeof(mark), "#" VALUE_MARK_TAIL "%zu", i);
+			mark[0] = '\0';
+			json_object_set_new(k, "value", json_stringn_nocheck(mark, (size_t)n));
+		}
 		json_array_append_new(keys, k);
 	}
 	for (size_t i = 0; i < m->n_t && !rc; i++) {
@@ -190,21 +321,21 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 					      (json_int_t)tfs_image_size(im)));
 		tfs_image_free(im);
 	}
+	if (values) {
+		uint64_t bytes = 0;
+		for (size_t i = 0; i < m->n_t; i++)
+			bytes += m->t[i].deleted ? 0 : m->t[i].nbytes;
+		json_object_set_new(root, "parameters", json_integer((json_int_t)tfs_model_param_count(m)));
+		json_object_set_new(root, "tensor_bytes", json_integer((json_int_t)bytes));
+	}
 	json_object_set_new(root, "sources", sources);
 	json_object_set_new(root, "keys", keys);
-	json_object_set_new(root, "tensors", tensors);
+	if (with_tensors)
+		json_object_set_new(root, "tensors", tensors);
+	else
+		json_decref(tensors);
 	json_object_set_new(root, "layers", files);
 	tfs_buf_free(&b);
-
-	char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-	json_decref(root);
-	if (!s)
-		return tfs_error_set(err, TFS_E_NOMEM, "%s: cannot build index.json", m->path);
-	rc = tfs_buf_append(out, s, strlen(s));
-	if (!rc)
-		rc = tfs_buf_append(out, "\n", 1);
-	free(s);
-	if (rc)
-		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	return 0;
+	(void)err;
+	return root;
 }

@@ -168,6 +168,11 @@ typedef enum {
  * one JSON array.  Appends to out. */
 int tfs_value_format(tfs_buf *out, uint32_t type, const uint8_t *data, uint64_t len,
 		     tfs_error *err);
+/* A value as JSON: integers exact (uint64 too), floats as in tfs_value_format but
+ * non-finite ones as NaN / Infinity / -Infinity (as Python's json writes them), bools,
+ * strings JSON-escaped (bytes that are not UTF-8 as \udcXX), arrays in full.  Appends. */
+int tfs_value_format_json(tfs_buf *out, uint32_t type, const uint8_t *data, uint64_t len,
+			  tfs_error *err);
 /* Type name for the user.tensorfs.type xattr: "uint32", "string",
  * "array[string]", "array[array[int8]]" ... */
 int tfs_value_type_name(tfs_buf *out, uint32_t type, const uint8_t *data, uint64_t len);
@@ -323,6 +328,16 @@ int tfs_name_decode(tfs_buf *out, const char *file_name);
 
 /* The index.json document (pretty-printed JSON) describing the model; appends to out. */
 int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err);
+/*
+ * `tensorfs info --json`: the index.json document plus each key's full "value" (see
+ * tfs_value_format_json; null for an array too large to show), the model's "parameters"
+ * (tfs_model_param_count) and "tensor_bytes" (stored bytes of all tensors).  with_tensors
+ * false leaves out the "tensors" list.  Appends to out.
+ */
+int tfs_model_info_json(tfs_buf *out, const tfs_model *m, bool with_tensors, tfs_error *err);
+/* The parameter count: the elements of every live tensor, an MLX-quantized weight counted
+ * in its dequantized shape and its .scale/.bias/.global_scale companions not at all. */
+uint64_t tfs_model_param_count(const tfs_model *m);
 
 /* ==== the whole model as one file ==== */
 

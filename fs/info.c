@@ -1,0 +1,591 @@
+/*
+ * info.c - `tensorfs info SOURCE [--json | --markdown] [--no-tensors]`: what a mount of
+ * SOURCE would show, without mounting.
+ *
+ * The text form is for people: a summary (format, GGUF version, alignment, data offset,
+ * counts, parameters, tensor bytes), the keys with their types and a preview of each value
+ * (arrays as [type × length] and their first elements, long strings cut with their length),
+ * and a table of tensors.  --markdown prints the same as Markdown tables; --json prints
+ * every key's full value and every tensor (tfs_model_info_json).
+ */
+#include "fs.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_COL_MAX 48    /* wider names overflow their column */
+#define PREVIEW_COLS 64    /* a value's preview is cut near this many characters */
+#define PREVIEW_ELEMS 8    /* at most this many array elements are shown */
+
+typedef enum { OUT_TEXT, OUT_JSON, OUT_MARKDOWN } out_mode;
+
+static void info_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tensorfs info SOURCE [--json | --markdown] [--no-tensors]\n"
+		"\n"
+		"Shows what a mount of SOURCE would show, without mounting: the format, the\n"
+		"metadata keys and their values, and the tensors (name, dtype, shape, bytes).\n"
+		"\n"
+		"  --json        one JSON document: every key with its full value, every tensor\n"
+		"                (name, dtype, shape, offset, nbytes), the parameter count\n"
+		"  --markdown    the summary, keys and tensors as Markdown tables\n"
+		"  --no-tensors  leave out the tensor list\n"
+		"  -h, --help    show this help\n");
+}
+
+/* ==== small text helpers ==== */
+
+/* Characters on screen of UTF-8 text (continuation bytes take no column). */
+static size_t columns(const char *s, size_t n)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < n; i++)
+		c += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return c;
+}
+
+/* The byte length of the longest prefix of s (n bytes) that fits in cols columns and
+ * does not end inside a UTF-8 sequence. */
+static size_t prefix_for_columns(const char *s, size_t n, size_t cols)
+{
+	size_t c = 0, i = 0;
+	while (i < n) {
+		size_t j = i + 1;
+		while (j < n && ((unsigned char)s[j] & 0xC0) == 0x80)
+			j++;
+		if (++c > cols)
+			break;
+		i = j;
+	}
+	return i;
+}
+
+/* 1234567 -> "1,234,567" */
+static void with_commas(char *out, size_t cap, uint64_t v)
+{
+	char d[32];
+	int n = snprintf(d, sizeof(d), "%llu", (unsigned long long)v);
+	size_t k = 0;
+	for (int i = 0; i < n && k + 2 < cap; i++) {
+		if (i && (n - i) % 3 == 0)
+			out[k++] = ',';
+		out[k++] = d[i];
+	}
+	out[k] = '\0';
+}
+
+/* Three significant digits and a unit: 7241732096 -> "7.24 B", 1100000 -> "1.1 M";
+ * base 1024 with byte units ("4.2 MiB"). */
+static void scaled(char *out, size_t cap, uint64_t v, bool bytes)
+{
+	static const char *const count_units[] = { "", "K", "M", "B", "T", "P", "E" };
+	static const char *const byte_units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	const double base = bytes ? 1024.0 : 1000.0;
+	double x = (double)v;
+	int u = 0;
+	while (u < 6 && x >= base * 0.9995) {
+		x /= base;
+		u++;
+	}
+	if (u == 0)
+		snprintf(out, cap, "%llu%s", (unsigned long long)v, bytes ? " bytes" : "");
+	else
+		snprintf(out, cap, "%.3g %s", x, bytes ? byte_units[u] : count_units[u]);
+}
+
+static const char *plural(uint64_t n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
+/* ==== value previews ==== */
+
+static const uint8_t scalar_size[TFS_GGUF_TYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8 };
+
+/* The encoded size of one value of type at p (n bytes left); false when it runs past n. */
+static bool value_size(uint32_t type, const uint8_t *p, uint64_t n, uint64_t *size, int depth)
+{
+	uint64_t len;
+	if (type >= TFS_GGUF_TYPE_COUNT || depth > 16)
+		return false;
+	if (type == TFS_GGUF_STRING) {
+		if (n < 8)
+			return false;
+		memcpy(&len, p, 8);
+		if (len > n - 8)
+			return false;
+		*size = 8 + len;
+		return true;
+	}
+	if (type != TFS_GGUF_ARRAY) {
+		*size = scalar_size[type];
+		return *size <= n;
+	}
+	uint32_t et;
+	if (n < 12)
+		return false;
+	memcpy(&et, p, 4);
+	memcpy(&len, p + 4, 8);
+	uint64_t at = 12;
+	for (uint64_t i = 0; i < len; i++) {
+		uint64_t s;
+		if (!value_size(et, p + at, n - at, &s, depth + 1))
+			return false;
+		at += s;
+	}
+	*size = at;
+	return true;
+}
+
+/* "uint32", "string", "[string × 32000]", "[array[int32] × 3]" */
+static void type_text(tfs_buf *out, const tfs_kv *kv)
+{
+	tfs_buf tn = { 0 };
+	tfs_value_type_name(&tn, kv->type, kv->data, kv->len);
+	const char *t = tn.data ? tn.data : "?";
+	uint64_t n = 0;
+	if (kv->type == TFS_GGUF_ARRAY && kv->len >= 12 && strncmp(t, "array[", 6) == 0) {
+		memcpy(&n, kv->data + 4, 8);
+		tfs_buf_printf(out, "[%.*s \u00d7 %llu]", (int)(strlen(t) - 7), t + 6,
+			       (unsigned long long)n);
+	} else {
+		tfs_buf_printf(out, "%s", t);
+	}
+	tfs_buf_free(&tn);
+}
+
+/* A string shown on one line: control characters and backslashes escaped as in C. */
+static void escape_line(tfs_buf *out, const uint8_t *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = s[i];
+		if (c == '\n')
+			tfs_buf_append(out, "\\n", 2);
+		else if (c == '\t')
+			tfs_buf_append(out, "\\t", 2);
+		else if (c == '\r')
+			tfs_buf_append(out, "\\r", 2);
+		else if (c == '\\')
+			tfs_buf_append(out, "\\\\", 2);
+		else if (c < 0x20 || c == 0x7f)
+			tfs_buf_printf(out, "\\x%02x", c);
+		else
+			tfs_buf_append(out, &c, 1);
+	}
+}
+
+/* A value in at most about PREVIEW_COLS columns: scalars as metadata/ shows them, a long
+ * string cut and followed by its length, an array's first elements as JSON. */
+static void preview(tfs_buf *out, const tfs_kv *kv)
+{
+	tfs_error err;
+	if (kv->type == TFS_GGUF_STRING && kv->len >= 8) {
+		uint64_t n;
+		memcpy(&n, kv->data, 8);
+		tfs_buf e = { 0 };
+		escape_line(&e, kv->data + 8, (size_t)(n < kv->len - 8 ? n : kv->len - 8));
+		if (e.data && columns(e.data, e.len) > PREVIEW_COLS) {
+			size_t cut = prefix_for_columns(e.data, e.len, PREVIEW_COLS - 16);
+			tfs_buf_append(out, e.data, cut);
+			tfs_buf_printf(out, "\u2026 (%llu bytes)", (unsigned long long)n);
+		} else if (e.data) {
+			tfs_buf_append(out, e.data, e.len);
+		}
+		tfs_buf_free(&e);
+		return;
+	}
+	if (kv->type != TFS_GGUF_ARRAY) {
+		if (tfs_value_format(out, kv->type, kv->data, kv->len, &err))
+			tfs_buf_printf(out, "(%s)", err.msg);
+		return;
+	}
+	uint32_t et;
+	uint64_t n, at = 12, shown = 0;
+	if (kv->len < 12)
+		return;
+	memcpy(&et, kv->data, 4);
+	memcpy(&n, kv->data + 4, 8);
+	tfs_buf_append(out, "[", 1);
+	tfs_buf one = { 0 };
+	for (; shown < n && shown < PREVIEW_ELEMS; shown++) {
+		uint64_t s;
+		if (!value_size(et, kv->data + at, kv->len - at, &s, 1))
+			break;
+		one.len = 0;
+		if (tfs_value_format_json(&one, et, kv->data + at, s, &err))
+			break;
+		size_t used = columns(out->data, out->len);
+		size_t room = PREVIEW_COLS > used + 2 ? PREVIEW_COLS - used - 2 : 0;
+		if (shown && columns(one.data, one.len) > room)
+			break;
+		if (shown)
+			tfs_buf_append(out, ", ", 2);
+		if (columns(one.data, one.len) > PREVIEW_COLS) {
+			/* one element longer than the whole preview (a long string): its start */
+			tfs_buf_append(out, one.data, prefix_for_columns(one.data, one.len, PREVIEW_COLS - 8));
+			tfs_buf_append(out, "\u2026", strlen("\u2026"));
+			shown++;
+			break;
+		}
+		tfs_buf_append(out, one.data, one.len);
+		at += s;
+	}
+	tfs_buf_free(&one);
+	if (shown < n)
+		tfs_buf_printf(out, "%s\u2026", shown ? ", " : "");
+	tfs_buf_append(out, "]", 1);
+}
+
+/* ==== tensors ==== */
+
+/* numpy order, "[32000, 2048]" ("[]" for a scalar). */
+static void shape_text(tfs_buf *out, const tfs_tensor *t)
+{
+	tfs_buf_append(out, "[", 1);
+	for (uint32_t k = t->n_dims; k-- > 0;)
+		tfs_buf_printf(out, "%lld%s", (long long)t->ne[k], k ? ", " : "");
+	tfs_buf_append(out, "]", 1);
+}
+
+static const char *qmode_name(tfs_qmode q)
+{
+	switch (q) {
+	case TFS_QMODE_AFFINE: return "affine";
+	case TFS_QMODE_NVFP4: return "nvfp4";
+	case TFS_QMODE_MXFP4: return "mxfp4";
+	case TFS_QMODE_MXFP8: return "mxfp8";
+	default: return "";
+	}
+}
+
+/* "affine 4-bit, group 64" for an MLX-quantized weight; empty otherwise. */
+static void quant_text(tfs_buf *out, const tfs_tensor *t)
+{
+	if (t->q.mode != TFS_QMODE_NONE)
+		tfs_buf_printf(out, "%s %u-bit, group %u", qmode_name(t->q.mode), t->q.bits,
+			       t->q.group);
+}
+
+/* ==== one table, text or Markdown ==== */
+
+typedef struct {
+	size_t ncol;
+	const char *head[5];
+	bool right[5];        /* right-aligned column (numbers) */
+	size_t nrow;
+	char **cell;          /* nrow * ncol strings, owned */
+} table;
+
+static void table_add(table *t, char **row)
+{
+	char **c = realloc(t->cell, (t->nrow + 1) * t->ncol * sizeof(char *));
+	if (!c) {
+		for (size_t k = 0; k < t->ncol; k++)
+			free(row[k]);
+		return;
+	}
+	t->cell = c;
+	memcpy(t->cell + t->nrow * t->ncol, row, t->ncol * sizeof(char *));
+	t->nrow++;
+}
+
+/* Takes the buffer's text (the buffer is left empty). */
+static char *take(tfs_buf *b)
+{
+	char *s = b->data ? b->data : strdup("");
+	*b = (tfs_buf){ 0 };
+	return s;
+}
+
+static void md_cell(const char *s)
+{
+	for (; *s; s++) {
+		if (strchr("\\|`*<>", *s))
+			putchar('\\');
+		putchar(*s);
+	}
+}
+
+static void table_print(const table *t, out_mode mode)
+{
+	if (mode == OUT_MARKDOWN) {
+		for (size_t k = 0; k < t->ncol; k++)
+			printf("| %s ", t->head[k]);
+		printf("|\n");
+		for (size_t k = 0; k < t->ncol; k++)
+			printf("|%s", t->right[k] ? "---:" : "---");
+		printf("|\n");
+		for (size_t r = 0; r < t->nrow; r++) {
+			for (size_t k = 0; k < t->ncol; k++) {
+				printf("| ");
+				md_cell(t->cell[r * t->ncol + k]);
+				putchar(' ');
+			}
+			printf("|\n");
+		}
+		return;
+	}
+	size_t w[5] = { 0 };
+	for (size_t k = 0; k < t->ncol; k++) {
+		w[k] = t->head[k] ? strlen(t->head[k]) : 0;
+		for (size_t r = 0; r < t->nrow; r++) {
+			const char *c = t->cell[r * t->ncol + k];
+			size_t cw = columns(c, strlen(c));
+			if (cw > w[k] && (k != 0 || cw <= NAME_COL_MAX))
+				w[k] = cw;
+		}
+	}
+	tfs_buf line = { 0 };
+	for (size_t r = 0; r <= t->nrow; r++) {
+		line.len = 0;
+		tfs_buf_append(&line, "  ", 2);
+		for (size_t k = 0; k < t->ncol; k++) {
+			const char *c = r == 0 ? t->head[k] : t->cell[(r - 1) * t->ncol + k];
+			size_t cw = columns(c, strlen(c));
+			if (t->right[k])
+				for (size_t pad = cw; pad < w[k]; pad++)
+					tfs_buf_append(&line, " ", 1);
+			tfs_buf_append(&line, c, strlen(c));
+			if (!t->right[k])
+				for (size_t pad = cw; pad < w[k]; pad++)
+					tfs_buf_append(&line, " ", 1);
+			if (k + 1 < t->ncol)
+				tfs_buf_append(&line, "  ", 2);
+		}
+		while (line.len && line.data[line.len - 1] == ' ')
+			line.len--;
+		fwrite(line.data, 1, line.len, stdout);
+		putchar('\n');
+	}
+	tfs_buf_free(&line);
+}
+
+static void table_free(table *t)
+{
+	for (size_t i = 0; i < t->nrow * t->ncol; i++)
+		free(t->cell[i]);
+	free(t->cell);
+}
+
+/* ==== the summary ==== */
+
+static void summary_line(out_mode mode, const char *label, const char *value)
+{
+	if (mode == OUT_MARKDOWN) {
+		printf("| %s | ", label);
+		md_cell(value);
+		printf(" |\n");
+	} else {
+		printf("%-12s %s\n", label, value);
+	}
+}
+
+static void print_info(const tfs_model *m, const char *src, out_mode mode, bool with_tensors)
+{
+	char a[64], b[64], line[256];
+	size_t nk = 0, nt = 0, nx = 0;
+	uint64_t bytes = 0;
+	bool quantized = false;
+	for (size_t i = 0; i < tfs_model_n_kv(m); i++)
+		nk += !tfs_model_kv(m, i)->deleted;
+	for (size_t i = 0; i < tfs_model_n_tensors(m); i++) {
+		const tfs_tensor *t = tfs_model_tensor(m, i);
+		if (t->deleted)
+			continue;
+		nt++;
+		bytes += t->nbytes;
+		quantized |= t->q.mode != TFS_QMODE_NONE;
+	}
+	for (size_t i = 0; i < tfs_model_n_extras(m); i++)
+		nx += !tfs_model_extra(m, i)->deleted;
+
+	/* index.json holds the GGUF header facts the public interface does not expose */
+	json_int_t version = 0, alignment = 0, data_offset = 0;
+	tfs_buf ix = { 0 };
+	tfs_error err;
+	if (tfs_model_format(m) == TFS_FMT_GGUF && tfs_model_index_json(&ix, m, &err) == 0) {
+		json_t *j = json_loads(ix.data, 0, NULL);
+		version = json_integer_value(json_object_get(j, "version"));
+		alignment = json_integer_value(json_object_get(j, "alignment"));
+		data_offset = json_integer_value(json_object_get(j, "data_offset"));
+		json_decref(j);
+	}
+	tfs_buf_free(&ix);
+
+	if (mode == OUT_MARKDOWN) {
+		printf("# ");
+		md_cell(src);
+		printf("\n\n| property | value |\n|---|---|\n");
+	}
+	summary_line(mode, "source", tfs_model_path(m));
+	summary_line(mode, "format", tfs_model_format_name(m));
+	if (version > 0) {
+		snprintf(line, sizeof(line), "%lld", (long long)version);
+		summary_line(mode, "version", line);
+		snprintf(line, sizeof(line), "%lld", (long long)alignment);
+		summary_line(mode, "alignment", line);
+		snprintf(line, sizeof(line), "%lld", (long long)data_offset);
+		summary_line(mode, "data offset", line);
+	}
+	int o = snprintf(line, sizeof(line), "%zu %s, %zu %s", nk, plural(nk, "key", "keys"), nt,
+			 plural(nt, "tensor", "tensors"));
+	if (nx)
+		snprintf(line + o, sizeof(line) - (size_t)o, ", %zu %s", nx,
+			 plural(nx, "layer", "layers"));
+	summary_line(mode, "contents", line);
+	uint64_t params = tfs_model_param_count(m);
+	scaled(a, sizeof(a), params, false);
+	with_commas(b, sizeof(b), params);
+	if (params >= 1000)
+		snprintf(line, sizeof(line), "%s (%s)", a, b);
+	else
+		snprintf(line, sizeof(line), "%s", a);
+	summary_line(mode, "parameters", line);
+	scaled(a, sizeof(a), bytes, true);
+	with_commas(b, sizeof(b), bytes);
+	if (bytes >= 1024)
+		snprintf(line, sizeof(line), "%s (%s bytes)", a, b);
+	else
+		snprintf(line, sizeof(line), "%s", a);
+	summary_line(mode, "tensor data", line);
+
+	/* keys */
+	table keys = { .ncol = 3, .head = { "key", "type", "value" } };
+	for (size_t i = 0; i < tfs_model_n_kv(m); i++) {
+		const tfs_kv *kv = tfs_model_kv(m, i);
+		if (kv->deleted)
+			continue;
+		tfs_buf t = { 0 }, v = { 0 };
+		type_text(&t, kv);
+		preview(&v, kv);
+		char *row[3] = { strdup(kv->name), take(&t), take(&v) };
+		table_add(&keys, row);
+	}
+	if (mode == OUT_MARKDOWN)
+		printf("\n## Keys (%zu)\n\n", nk);
+	else
+		printf("\n%zu %s\n", nk, plural(nk, "key", "keys"));
+	if (nk)
+		table_print(&keys, mode);
+	table_free(&keys);
+
+	if (with_tensors) {
+		table ts = { .ncol = quantized ? 5 : 4,
+			     .head = { "tensor", "dtype", "shape", "bytes", "quantization" },
+			     .right = { false, false, false, true, false } };
+		for (size_t i = 0; i < tfs_model_n_tensors(m); i++) {
+			const tfs_tensor *t = tfs_model_tensor(m, i);
+			if (t->deleted)
+				continue;
+			const tfs_dtype_info *d = tfs_dtype(t->dtype);
+			tfs_buf s = { 0 }, q = { 0 }, n = { 0 };
+			shape_text(&s, t);
+			quant_text(&q, t);
+			tfs_buf_printf(&n, "%llu", (unsigned long long)t->nbytes);
+			char *row[5] = { strdup(t->name), strdup(d ? d->name : "?"), take(&s), take(&n),
+					 take(&q) };
+			if (!quantized)
+				free(row[4]);
+			table_add(&ts, row);
+		}
+		if (mode == OUT_MARKDOWN)
+			printf("\n## Tensors (%zu)\n\n", nt);
+		else
+			printf("\n%zu %s\n", nt, plural(nt, "tensor", "tensors"));
+		if (nt)
+			table_print(&ts, mode);
+		table_free(&ts);
+	}
+
+	if (nx) {
+		table ls = { .ncol = 3, .head = { "layer", "media type", "bytes" },
+			     .right = { false, false, true } };
+		for (size_t i = 0; i < tfs_model_n_extras(m); i++) {
+			const tfs_extra *x = tfs_model_extra(m, i);
+			if (x->deleted)
+				continue;
+			tfs_buf n = { 0 };
+			tfs_buf_printf(&n, "%llu", (unsigned long long)x->size);
+			char *row[3] = { strdup(x->name), strdup(x->media_type), take(&n) };
+			table_add(&ls, row);
+		}
+		if (mode == OUT_MARKDOWN)
+			printf("\n## Layers (%zu)\n\n", nx);
+		else
+			printf("\n%zu %s\n", nx, plural(nx, "layer", "layers"));
+		table_print(&ls, mode);
+		table_free(&ls);
+	}
+}
+
+/* ==== the command ==== */
+
+int tfs_info_main(int argc, char **argv)
+{
+	out_mode mode = OUT_TEXT;
+	bool with_tensors = true, options = true;
+	const char *src = NULL;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (options && a[0] == '-' && a[1]) {
+			if (strcmp(a, "--") == 0) {
+				options = false;
+			} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+				info_usage(stdout);
+				return 0;
+			} else if (strcmp(a, "--json") == 0 && mode != OUT_MARKDOWN) {
+				mode = OUT_JSON;
+			} else if (strcmp(a, "--markdown") == 0 && mode != OUT_JSON) {
+				mode = OUT_MARKDOWN;
+			} else if (strcmp(a, "--no-tensors") == 0) {
+				with_tensors = false;
+			} else {
+				if (strcmp(a, "--json") == 0 || strcmp(a, "--markdown") == 0)
+					fprintf(stderr, "tensorfs info: --json and --markdown exclude each other\n");
+				else
+					fprintf(stderr, "tensorfs info: unknown option '%s'\n", a);
+				info_usage(stderr);
+				return 2;
+			}
+		} else if (!src) {
+			src = a;
+		} else {
+			fprintf(stderr, "tensorfs info: unexpected argument '%s'\n", a);
+			info_usage(stderr);
+			return 2;
+		}
+	}
+	if (!src) {
+		fprintf(stderr, "tensorfs info: no SOURCE given\n");
+		info_usage(stderr);
+		return 2;
+	}
+	tfs_model *m;
+	tfs_error err;
+	tfs_error_clear(&err);
+	if (tfs_model_open(&m, src, NULL, &err)) {
+		fprintf(stderr, "tensorfs: %s\n", err.msg);
+		return 1;
+	}
+	int rc = 0;
+	if (mode == OUT_JSON) {
+		tfs_buf b = { 0 };
+		rc = tfs_model_info_json(&b, m, with_tensors, &err);
+		if (rc)
+			fprintf(stderr, "tensorfs: %s\n", err.msg);
+		else
+			fwrite(b.data, 1, b.len, stdout);
+		tfs_buf_free(&b);
+	} else {
+		print_info(m, src, mode, with_tensors);
+	}
+	tfs_model_free(m);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "tensorfs info: cannot write the output\n");
+		return 1;
+	}
+	return rc ? 1 : 0;
+}

@@ -324,6 +324,27 @@ static void release_staged_source(tfs_model *m, int32_t si)
 	s->size = 0;
 }
 
+/* Tensor t's bytes are now [offset, +nbytes) of source si, of this dtype and shape. */
+static void set_tensor_bytes(tfs_tensor *t, int dtype, uint32_t n_dims, const int64_t *ne,
+			     uint64_t nbytes, int32_t si, uint64_t offset)
+{
+	bool same = t->dtype == dtype && t->n_dims == n_dims;
+	for (uint32_t k = 0; same && k < n_dims; k++)
+		same = t->ne[k] == ne[k];
+	if (!same) {
+		/* a new type or shape is no longer the packed half of an MLX triple */
+		memset(&t->q, 0, sizeof(t->q));
+		t->q_scale = t->q_bias = t->q_gscale = -1;
+	}
+	t->dtype = dtype;
+	t->n_dims = n_dims;
+	for (uint32_t k = 0; k < TFS_MAX_DIMS; k++)
+		t->ne[k] = k < n_dims ? ne[k] : 1;
+	t->nbytes = nbytes;
+	t->src = si;
+	t->offset = offset;
+}
+
 int tfs_model_set_tensor_file(tfs_model *m, const char *name, int dtype, uint32_t n_dims,
 			      const int64_t *ne, const char *path, tfs_error *err)
 {
@@ -357,22 +378,8 @@ int tfs_model_set_tensor_file(tfs_model *m, const char *name, int dtype, uint32_
 	} else {
 		t = &m->t[i];
 		old = t->src;
-		bool same = t->dtype == dtype && t->n_dims == n_dims;
-		for (uint32_t k = 0; same && k < n_dims; k++)
-			same = t->ne[k] == ne[k];
-		if (!same) {
-			/* a new type or shape is no longer the packed half of an MLX triple */
-			memset(&t->q, 0, sizeof(t->q));
-			t->q_scale = t->q_bias = t->q_gscale = -1;
-		}
 	}
-	t->dtype = dtype;
-	t->n_dims = n_dims;
-	for (uint32_t k = 0; k < TFS_MAX_DIMS; k++)
-		t->ne[k] = k < n_dims ? ne[k] : 1;
-	t->nbytes = nbytes;
-	t->src = si;
-	t->offset = 0;
+	set_tensor_bytes(t, dtype, n_dims, ne, nbytes, si, 0);
 	m->changed = true;
 	release_staged_source(m, old);
 	return 0;
@@ -534,20 +541,7 @@ int tfs_model_replace_tensor(tfs_model *m, const char *from, const char *to, int
 				     "%llu", to, (unsigned long long)src->nbytes,
 				     tfs_dtype(dtype)->name, (unsigned long long)nbytes);
 	int32_t old = dst->src;
-	bool same = dst->dtype == dtype && dst->n_dims == n_dims;
-	for (uint32_t k = 0; same && k < n_dims; k++)
-		same = dst->ne[k] == ne[k];
-	if (!same) {
-		memset(&dst->q, 0, sizeof(dst->q));
-		dst->q_scale = dst->q_bias = dst->q_gscale = -1;
-	}
-	dst->dtype = dtype;
-	dst->n_dims = n_dims;
-	for (uint32_t k = 0; k < TFS_MAX_DIMS; k++)
-		dst->ne[k] = k < n_dims ? ne[k] : 1;
-	dst->nbytes = nbytes;
-	dst->src = src->src;
-	dst->offset = src->offset;
+	set_tensor_bytes(dst, dtype, n_dims, ne, nbytes, src->src, src->offset);
 	tfs_strmap_del(&m->t_map, from, strlen(from), tfs_t_name, m);
 	src->deleted = true;
 	m->changed = true;

@@ -384,6 +384,17 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
 }
 
+/* Replies with up to size bytes of fd at off (a staged or scratch file). */
+static void reply_pread(fuse_req_t req, int fd, size_t size, off_t off)
+{
+	char *buf = tfs_scratch(1, size);
+	ssize_t r = buf ? pread(fd, buf, size, off) : -1;
+	if (r < 0)
+		fuse_reply_err(req, buf ? errno : ENOMEM);
+	else
+		fuse_reply_buf(req, buf, (size_t)r);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -394,12 +405,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	if (h->writing && h->data_fd >= 0) {
 		/* reading back a file being written: the staged bytes */
-		char *buf = tfs_scratch(1, size);
-		ssize_t r = buf ? pread(h->data_fd, buf, size, off) : -1;
-		if (r < 0)
-			fuse_reply_err(req, buf ? errno : ENOMEM);
-		else
-			fuse_reply_buf(req, buf, (size_t)r);
+		reply_pread(req, h->data_fd, size, off);
 		return;
 	}
 	if (h->image) {
@@ -415,12 +421,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	pthread_rwlock_rdlock(&fs->lock);
 	if (n->kind == N_SCRATCH && !n->deleted) {
-		char *buf = tfs_scratch(1, size);
-		ssize_t r = buf ? pread(n->scratch_fd, buf, size, off) : -1;
-		if (r < 0)
-			fuse_reply_err(req, buf ? errno : ENOMEM);
-		else
-			fuse_reply_buf(req, buf, (size_t)r);
+		reply_pread(req, n->scratch_fd, size, off);
 		pthread_rwlock_unlock(&fs->lock);
 		return;
 	}

@@ -13,7 +13,9 @@
 #      same element count>, first and repeated;
 #  (d) mount-to-first-cat of the largest vocab file in ../shared/testdata/gguf/vocab;
 #  (e) bytes the daemon reads while mounting (/proc/PID/io), cold and warm cache;
-#  (f) the daemon's peak RSS (VmHWM) after reading every tensor through tensors/ and f32/.
+#  (f) the daemon's peak RSS (VmHWM) after reading every tensor through tensors/ and f32/;
+#  (g) dd of model.gguf (the whole model as one file) vs the source, and the largest
+#      tensor's bytes read through model.gguf vs through tensors/.
 # Environment: TENSORFS (the binary to measure; unset: build and use build/fs/tensorfs), TFS_SHARED (shared test data), TFS_BENCH_MOUNT_OPTS (extra -o
 # options for every mount, e.g. "threads=2"), TFS_BENCH_ENV (VAR=value given to the daemon).
 # Needs root (drop_caches, FUSE) and /usr/bin/python3 with numpy.
@@ -279,4 +281,26 @@ with Mounted(SRC) as m:
     tot = sum(t["nbytes"] for t in info["tensors"])
 print("(f) daemon VmHWM: after mount %.1f MiB, after tensors/ (%d MiB) %.1f MiB, after f32/ %.1f MiB  (target <= 64)" % (
     h0 / 1024, tot >> 20, h1 / 1024, h2 / 1024))
+
+# ==== (g) the whole model as one file: model.gguf vs the source and vs tensors/ ====
+def dd_whole(path):
+    def f():
+        subprocess.run(["dd", "if=" + path, "of=/dev/null", "bs=1M"], check=True,
+                       capture_output=True)
+    return f
+
+
+size = os.path.getsize(SRC)
+d_whole = best(dd_whole(SRC))
+w_first, w_rep = first_and_repeated(("model.gguf",), dd_whole)
+print("(g) dd bs=1M of the whole model (%d MiB)" % (size >> 20))
+print("    the source file             %6.2f GB/s" % gbps(size, d_whole))
+print("    model.gguf first read       %6.2f GB/s   ratio %.2f" % (gbps(size, w_first), d_whole / w_first))
+print("    model.gguf repeated read    %6.2f GB/s   ratio %.2f" % (gbps(size, w_rep), d_whole / w_rep))
+t_first, _ = first_and_repeated(("tensors", big["name"]), dd_mount)
+g_first, _ = first_and_repeated(("model.gguf",), lambda p: lambda: subprocess.run(
+    ["dd", "if=" + p, "of=/dev/null", "bs=1M", "iflag=skip_bytes,count_bytes",
+     "skip=%d" % big["offset"], "count=%d" % big["nbytes"]], check=True, capture_output=True))
+print("    %s through model.gguf vs tensors/ (first reads): %.2f vs %.2f GB/s, ratio %.2f" % (
+    big["name"], gbps(big["nbytes"], g_first), gbps(big["nbytes"], t_first), t_first / g_first))
 EOF

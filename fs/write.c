@@ -724,12 +724,11 @@ static int delete_item(tfs_fs *fs, tfs_dir d, long item, tfs_error *err)
 static int remove_node(tfs_fs *fs, tfs_node *n, tfs_error *err)
 {
 	long item = n->kind == N_SCRATCH ? n->origin : n->item;
-	int rc = 0;
-	if (item >= 0 && (n->kind != N_SCRATCH || !tfs_item_node(fs, n->dir, item)))
-		rc = delete_item(fs, n->dir, item, err);
+	bool del = item >= 0 && (n->kind != N_SCRATCH || !tfs_item_node(fs, n->dir, item));
+	int rc = del ? delete_item(fs, n->dir, item, err) : 0;
 	if (rc)
 		return rc;
-	if (n->dir == D_TENSORS && item >= 0)
+	if (del && n->dir == D_TENSORS)
 		unlink_views(fs, item);
 	tfs_tree_unlink(fs, n);
 	fs->gen++;

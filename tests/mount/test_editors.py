@@ -274,6 +274,25 @@ class GGUF(TestCase):
             self.assertEqual({n: read(m.p("tensors", n), "rb") for n in os.listdir(m.p("tensors"))},
                              shown)
 
+    def test_backup_by_rename_of_a_tensor(self):
+        """What vim with backupcopy=no does to a tensor: mv x x~, write a new x, rm x~."""
+        new = np.arange(2048, dtype=np.float16)
+        with Mount(self, self.src, ["rw"]) as m:
+            tn = m.p("tensors")
+            os.rename(os.path.join(tn, "t.f16"), os.path.join(tn, "t.f16~"))
+            self.assertNotIn("t.f16", os.listdir(tn))
+            write(os.path.join(tn, "t.f16"), new.tobytes(), "wb")
+            os.unlink(os.path.join(tn, "t.f16~"))
+            self.assertEqual(os.getxattr(os.path.join(tn, "t.f16"), "user.tensorfs.dtype"), b"F16")
+            self.assertEqual(os.getxattr(os.path.join(tn, "t.f16"), "user.tensorfs.shape"), b"32,64")
+            self.assertEqual(np.fromfile(m.p("f32", "t.f16"), "<f4").tolist(),
+                             new.astype(np.float32).tolist())
+            self.assertIn("t.f16.npy", os.listdir(m.p("npy")))
+            self.assertIn("done:", unmount_ok(self, m))
+        _, tensors = gguf_parse(self.src)
+        self.assertEqual([(n, t, ne) for n, t, ne, _ in tensors],
+                         [(n, t, ne) for n, t, ne, _ in self.tensors])
+
     def test_replacements_survive_kill9(self):
         staging = os.path.join(self.dir, "staging")
         m = Mount(self, self.src, ["rw", "staging=" + staging])

@@ -54,6 +54,6 @@ done
 if [ ${#npm_want[@]} -gt 0 ]; then
 	echo "setup: npm install ${npm_want[*]} (into build/npm)" >&2
 	mkdir -p build/npm
-	npm install --prefix build/npm --no-audit --no-fund --loglevel=error "${npm_want[@]}" >/dev/null ||
+	npm install --prefix build/npm --save-exact --no-audit --no-fund --loglevel=error "${npm_want[@]}" >/dev/null ||
 		echo "setup: npm install failed: the tests that need ${npm_want[*]} will say SKIP" >&2
 fi

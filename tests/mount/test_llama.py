@@ -138,6 +138,21 @@ class GgmlReadsRepacks(LlamaCase):
                                capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
             exp_kv[i_key] = (i_type, new_i, struct.pack(SCALAR_FMT[i_type], new_i).hex())
+            # a float32 / float64 / bool key of each kind there is: the value rounded as a C
+            # parser rounds it, bit for bit
+            others = []
+            for typ, text, val in (("float32", "0.1", 0.1), ("float64", "-2.5e-7", -2.5e-7),
+                                   ("bool", None, None)):
+                ks = [k for k in kv if kv[k]["type"] == typ and k not in KEEP]
+                if not ks:
+                    continue
+                others.append(ks[0])
+                if typ == "bool":
+                    val = not kv[ks[0]]["value"]
+                    text = "true" if val else "false"
+                write(md(ks[0]), text + "\n")
+                raw = struct.pack(SCALAR_FMT[typ], val)
+                exp_kv[ks[0]] = (typ, struct.unpack(SCALAR_FMT[typ], raw)[0], raw.hex())
             # an array of integers: reversed, and one more element
             if int_arrays:
                 a_key = int_arrays[0]
@@ -162,11 +177,14 @@ class GgmlReadsRepacks(LlamaCase):
             os.setxattr(md("tensorfs.added_u64"), "user.tensorfs.type", b"uint64")
             write(md("tensorfs.added_u64"), "18446744073709551615\n")
             exp_kv["tensorfs.added_u64"] = ("uint64", 2**64 - 1, "ff" * 8)
-            # a deleted key
-            gone = [k for k in kv_order if k not in KEEP and k not in
-                    (s_key, i_key) and k not in int_arrays[:1] + str_arrays[:1]][-1]
-            os.unlink(md(gone))
-            del exp_kv[gone]
+            # a deleted key, and a renamed one
+            free = [k for k in kv_order if k not in KEEP and k not in
+                    [s_key, i_key] + others + int_arrays[:1] + str_arrays[:1]]
+            os.unlink(md(free[-1]))
+            del exp_kv[free[-1]]
+            if len(free) > 1:
+                os.rename(md(free[-2]), md("renamed." + free[-2]))
+                exp_kv["renamed." + free[-2]] = exp_kv.pop(free[-2])
 
             names = [t["name"] for t in before["tensors"]]
             if names:
@@ -237,6 +255,30 @@ class GgmlReadsRepacks(LlamaCase):
             [(t["name"], t["type_name"].lower(), t["ne"], view["data_offset"] + t["offset"], t["size"])
              for t in view["tensors"]], path)
 
+    def test_alignment_changes(self):
+        """general.alignment set to 64 (from 32), and deleted (64 -> ggml's default 32): the
+        repack lays the file out for the new value, as ggml reads it, with the same bytes."""
+        for src, edit, align in ((SAMPLE, "64", 64), (MIXED, None, 32)):
+            path = os.path.join(self.tmpdir(), os.path.basename(src))
+            shutil.copyfile(src, path)
+            before = ggml_view(self, path)
+            self.assertNotEqual(before["alignment"], align)
+            with Mount(self, path, ["rw"]) as m:
+                if edit is None:
+                    os.unlink(m.p("metadata", "general.alignment"))
+                else:
+                    write(m.p("metadata", "general.alignment"), edit)
+                unmount_ok(self, m)
+            after = ggml_view(self, path)
+            self.assertEqual(after["alignment"], align, src)
+            self.assertEqual([k["key"] for k in after["kv"]],
+                             [k["key"] for k in before["kv"]
+                              if edit is not None or k["key"] != "general.alignment"])
+            self.assertEqual([(t["name"], t["ne"], t["sha256"]) for t in after["tensors"]],
+                             [(t["name"], t["ne"], t["sha256"]) for t in before["tensors"]])
+            self.assert_layout(after, path)
+            self.assert_same_as_info(after, info_json(self, path), path)
+
     def test_mixed_flat(self):
         """Every value type, 31 tensors of 20 types, alignment 64."""
         self.edit_and_check(MIXED)
@@ -305,6 +347,17 @@ class LlamaRuns(LlamaCase):
         self.assertNotEqual(before["chat_template"], TEMPLATE)
         self.assertEqual(after["prompt_tokens"], before["prompt_tokens"])
         self.assertEqual(after["tokens"], before["tokens"])
+
+    def test_realigned_same_tokens(self):
+        """general.alignment 32 -> 128: every tensor moves; libllama finds them all."""
+        path = os.path.join(self.tmpdir(), "tiny-llama.gguf")
+        shutil.copyfile(SAMPLE, path)
+        before = generate(self, path)
+        with Mount(self, path, ["rw"]) as m:
+            write(m.p("metadata", "general.alignment"), "128")
+            unmount_ok(self, m)
+        self.assertEqual(ggml_view(self, path)["alignment"], 128)
+        self.assertEqual(generate(self, path)["tokens"], before["tokens"])
 
     def test_tensor_edit_changes_tokens(self):
         """The token comparison can fail: output_norm.weight negated through a rw mount (so

@@ -4,9 +4,10 @@
 Usage: generate.py MODEL [--prompt TEXT] [--n N] [--key KEY ...]
 Prints one JSON object: the prompt's tokens, the N generated tokens (argmax of the
 logits at every step) and their text, the vocab size, the model's chat template
-(llama_model_chat_template) and the values of the given metadata keys
-(llama_model_meta_val_str).  Exits 2 with one line on stderr when llama.cpp cannot load
-the model.  Run it as its own process: ggml aborts the process on a broken model.
+(llama_model_chat_template), the values of the given metadata keys
+(llama_model_meta_val_str), and what llama.cpp logged as warnings or errors.  Exits 2
+with a message on stderr when llama.cpp cannot load the model.  Run it as its own
+process: ggml aborts the process on a broken model.
 
 Structs passed by value: llama_batch is declared field by field (its layout has not
 changed for years); llama_model_params and llama_context_params are taken as opaque
@@ -68,6 +69,8 @@ def bind(llama):
 
 def die(msg):
     print("generate: " + msg, file=sys.stderr)
+    if llamacpp.logged():
+        print("llama.cpp said:\n" + llamacpp.logged(), file=sys.stderr)
     sys.exit(2)
 
 
@@ -144,6 +147,7 @@ def main():
         "text": b"".join(piece(llama, vocab, t) for t in out).decode("utf-8", "replace"),
         "chat_template": None if tmpl is None else tmpl.decode("utf-8", "surrogateescape"),
         "meta": {k: meta(llama, model, k) for k in a.key},
+        "warnings": llamacpp.logged(),
     }
     llama.llama_free(ctx)
     llama.llama_model_free(model)

@@ -133,6 +133,8 @@ def main():
         view = read(sys.argv[1])
     except (OSError, ValueError) as e:
         print("ggml_gguf: %s" % e, file=sys.stderr)
+        if llamacpp.logged():
+            print("ggml said:\n" + llamacpp.logged(), file=sys.stderr)
         sys.exit(2)
     print(json.dumps(view))
 

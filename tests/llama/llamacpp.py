@@ -18,7 +18,24 @@ DEFAULT_DIR = os.path.join(_REPO, "build", "npm", "node_modules", PACKAGE, "bins
 
 # void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data)
 LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
-_quiet = LOG_CALLBACK(lambda level, text, user: None)
+LOG_WARN, LOG_ERROR, LOG_CONT = 3, 4, 5  # enum ggml_log_level
+warnings = []  # what ggml and llama.cpp logged at WARN or ERROR level: shown when a helper fails
+_last_level = [0]
+
+
+def _log(level, text, user):
+    if level != LOG_CONT:
+        _last_level[0] = level
+    if _last_level[0] in (LOG_WARN, LOG_ERROR) and text:
+        warnings.append(text.decode("utf-8", "replace"))
+
+
+_quiet = LOG_CALLBACK(_log)
+
+
+def logged():
+    """The warnings and errors logged so far, as one string."""
+    return "".join(warnings).strip()
 
 
 def lib_dir():
@@ -40,7 +57,7 @@ def _one(d, pattern):
 
 
 def load_ggml_base():
-    """libggml-base.so, its log output silenced."""
+    """libggml-base.so, its log output kept in `warnings` instead of printed."""
     d = lib_dir()
     if d is None:
         raise OSError(missing_reason())

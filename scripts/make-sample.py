@@ -6,7 +6,7 @@ A llama model that llama.cpp loads and runs (GGUF v3): 2 layers, hidden size 64,
 vocab of 384 tokens (<unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>, letters
 and word pieces with scores and token types), a Jinja chat template, and random
 weights in F32 (norms), F16 (attention), Q4_0 (ffn_gate, ffn_up) and Q8_0 (embeddings,
-ffn_down, output), quantized here as ggml does it.  It says nothing sensible, but
+ffn_down, output), quantized here by the rules of ggml's reference quantizers.  It says nothing sensible, but
 deterministically: the same bytes every run (fixed seed).  Shapes are given in GGUF
 `ne` order (fastest dimension first): a matrix of n_out rows of n_in is [n_in, n_out].
 
@@ -79,7 +79,8 @@ def q8_0(x):
     x = x.reshape(-1, 32).astype(np.float32)
     d = np.abs(x).max(axis=1) / 127
     inv = np.where(d == 0, 0, 1 / np.where(d == 0, 1, d))
-    q = np.round(x * inv[:, None]).astype(np.int8)
+    v = x * inv[:, None]
+    q = (np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))).astype(np.int8)  # C's roundf
     blocks = np.empty(len(x), dtype=[("d", "<f2"), ("q", "i1", 32)])
     blocks["d"], blocks["q"] = d.astype(np.float16), q
     return blocks.tobytes()

@@ -12,6 +12,7 @@
 The helpers run as their own processes (ggml aborts on what it cannot handle) and their
 stderr is shown only when they fail.
 """
+import ctypes
 import hashlib
 import json
 import os
@@ -303,6 +304,46 @@ def _vocab_tests():
 
 
 _vocab_tests()
+
+
+# ==== the sample model and its generator ====
+
+MAKE_SAMPLE = os.path.join(HERE, "..", "..", "scripts", "make-sample.py")
+
+
+class Sample(TestCase):
+    def test_generator_writes_the_sample(self):
+        """examples/tiny-llama.gguf is what scripts/make-sample.py writes (deterministic)."""
+        out = os.path.join(self.tmpdir(), "s.gguf")
+        r = run(["/usr/bin/python3", MAKE_SAMPLE, out])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out, "rb") as a, open(SAMPLE, "rb") as b:
+            self.assertTrue(a.read() == b.read(), "examples/tiny-llama.gguf is stale: run "
+                            "scripts/make-sample.py")
+        self.assertLess(os.path.getsize(SAMPLE), 2 << 20)
+
+    def test_quantizers_are_ggml_s(self):
+        """The generator's Q8_0 and Q4_0 blocks are byte for byte ggml_quantize_chunk's."""
+        if llamacpp.lib_dir() is None:
+            self.skipTest(llamacpp.missing_reason())
+        ns = {"__name__": "make_sample"}
+        with open(MAKE_SAMPLE) as f:
+            exec(compile(f.read(), MAKE_SAMPLE, "exec"), ns)
+        g = llamacpp.load_ggml_base()
+        g.ggml_quantize_chunk.restype = ctypes.c_size_t
+        g.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                          ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                          ctypes.c_void_p]
+        rng = np.random.default_rng(3)
+        x = (rng.standard_normal((16, 64)) * 0.3).astype(np.float32)
+        x[0, :32] = 0          # an all-zero block
+        x[1, :32] = np.arange(32) - 15.5    # halves: Q8_0 rounds them away from zero...
+        x[1, 0] = 127                       # ...as its scale is 127 / 127 = 1 here
+        for type_id, name, block in ((8, "q8_0", 34), (2, "q4_0", 18)):
+            out = ctypes.create_string_buffer(16 * 2 * block)
+            n = g.ggml_quantize_chunk(type_id, x.ctypes.data, out, 0, 16, 64, None)
+            self.assertEqual(n, 16 * 2 * block)
+            self.assertEqual(ns[name](x).hex(), out.raw[:n].hex(), name)
 
 
 # ==== libllama runs the sample model ====

@@ -13,6 +13,7 @@ The helpers run as their own processes (ggml aborts on what it cannot handle) an
 stderr is shown only when they fail.
 """
 import ctypes
+import errno
 import hashlib
 import json
 import os
@@ -87,6 +88,14 @@ def unmount_ok(tc, m):
     r = m.unmount()
     tc.assertIsNotNone(r, "the mount was gone before tensorfs unmount")
     tc.assertEqual(r.returncode, 0, "tensorfs unmount failed: " + r.stderr)
+
+
+def renamed(d, old, new):
+    """d (in file order) after a rename: new takes old's value and place; a key that had
+    the name new is gone."""
+    items = [(new if k == old else k, v) for k, v in d.items() if k != new]
+    d.clear()
+    d.update(items)
 
 
 def pad4(ne):
@@ -185,7 +194,10 @@ class GgmlReadsRepacks(LlamaCase):
             del exp_kv[free[-1]]
             if len(free) > 1:
                 os.rename(md(free[-2]), md("renamed." + free[-2]))
-                exp_kv["renamed." + free[-2]] = exp_kv.pop(free[-2])
+                renamed(exp_kv, free[-2], "renamed." + free[-2])
+            if len(free) > 3:  # onto a key that exists: it takes the moved key's type and value
+                os.rename(md(free[-3]), md(free[-4]))
+                renamed(exp_kv, free[-3], free[-4])
 
             names = [t["name"] for t in before["tensors"]]
             if names:
@@ -198,10 +210,13 @@ class GgmlReadsRepacks(LlamaCase):
                 # a tensor renamed
                 old = names[1]
                 os.rename(m.p("tensors", old), m.p("tensors", "renamed." + old))
-                exp_t["renamed." + old] = exp_t.pop(old)
+                renamed(exp_t, old, "renamed." + old)
             if len(names) > 2:
                 os.unlink(m.p("tensors", names[2]))
                 del exp_t[names[2]]
+            if len(names) > 4:  # onto a tensor that exists
+                os.rename(m.p("tensors", names[3]), m.p("tensors", names[4]))
+                renamed(exp_t, names[3], names[4])
             # new tensors: F32 by default, and Q8_0 [2, 32] (numpy order) by xattrs
             data = np.arange(64, dtype="<f4").tobytes()
             write(m.p("tensors", "added.f32"), data, "wb")
@@ -222,13 +237,13 @@ class GgmlReadsRepacks(LlamaCase):
         self.assertEqual(sorted(got_kv), sorted(exp_kv), "key names")
         for k in exp_kv:
             self.assertEqual(got_kv[k], exp_kv[k], "key %s" % k)
-        # the keys that were there keep their order
-        kept = [k for k in kv_order if k in got_kv]
-        self.assertEqual([k["key"] for k in after["kv"] if k["key"] in kept], kept)
+        # in file order: a changed or renamed key where it was, new ones at the end
+        self.assertEqual(list(got_kv), list(exp_kv), "key order")
         got_t = {t["name"]: (t["type_name"], t["ne"], t["sha256"]) for t in after["tensors"]}
         self.assertEqual(sorted(got_t), sorted(exp_t), "tensor names")
         for t in exp_t:
             self.assertEqual(got_t[t], exp_t[t], "tensor %s" % t)
+        self.assertEqual(list(got_t), list(exp_t), "tensor order")
         self.assert_layout(after, path)
         with Mount(self, path) as m:
             with open(m.p("index.json")) as f:
@@ -281,6 +296,31 @@ class GgmlReadsRepacks(LlamaCase):
                              [(t["name"], t["ne"], t["sha256"]) for t in before["tensors"]])
             self.assert_layout(after, path)
             self.assert_same_as_info(after, info_json(self, path), path)
+
+    def test_tensor_name_limit(self):
+        """ggml reads tensor names of up to 63 bytes (GGML_MAX_NAME - 1): a rename or a new
+        tensor at 63 bytes reaches ggml; at 64 bytes the mount refuses it (EINVAL)."""
+        path = os.path.join(self.tmpdir(), "tiny-llama.gguf")
+        shutil.copyfile(SAMPLE, path)
+        before = {t["name"]: t for t in ggml_view(self, path)["tensors"]}
+        data = np.ones(16, "<f4").tobytes()
+        with Mount(self, path, ["rw"]) as m:
+            for n in (64, 100):
+                with self.assertRaises(OSError) as cm:
+                    os.rename(m.p("tensors", "output_norm.weight"), m.p("tensors", "r" * n))
+                self.assertEqual(cm.exception.errno, errno.EINVAL)
+                with self.assertRaises(OSError) as cm:
+                    write(m.p("tensors", "n" * n), data, "wb")
+                self.assertEqual(cm.exception.errno, errno.EINVAL)
+            os.rename(m.p("tensors", "output_norm.weight"), m.p("tensors", "r" * 63))
+            write(m.p("tensors", "n" * 63), data, "wb")
+            unmount_ok(self, m)
+        after = {t["name"]: t for t in ggml_view(self, path)["tensors"]}
+        self.assertEqual(sorted(after), sorted(set(before) - {"output_norm.weight"} |
+                                               {"r" * 63, "n" * 63}))
+        self.assertEqual(after["r" * 63]["sha256"], before["output_norm.weight"]["sha256"])
+        self.assertEqual((after["n" * 63]["type_name"], after["n" * 63]["ne"],
+                          after["n" * 63]["sha256"]), ("f32", [16, 1, 1, 1], sha256(data)))
 
     def test_mixed_flat(self):
         """Every value type, 31 tensors of 20 types, alignment 64."""

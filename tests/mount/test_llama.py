@@ -356,6 +356,52 @@ class GgmlReadsRepacks(LlamaCase):
                              [("tokenizer.chat_template", "string", TEMPLATE)])
             self.assertEqual(after["tensors"], [])
 
+    def test_edge_files_repacked(self):
+        """Every file of tests/data/gguf/bad that tensorfs mounts, with one key added: where
+        ggml read the source, it reads the repack as the source plus that key, with the same
+        tensor bytes; a gap between tensors (which ggml refuses) is closed by the repack."""
+        bad = os.path.join(TESTDATA, "gguf", "bad")
+        with open(os.path.join(bad, "RESULTS.json")) as f:
+            cases = json.load(f)
+        done = []
+        for case in cases:
+            src = os.path.join(bad, case["case"] + ".gguf")
+            if case["tensorfs"] == "reject" or run([TENSORFS, "info", src]).returncode != 0:
+                continue
+            path = os.path.join(self.tmpdir(), os.path.basename(src))
+            shutil.copyfile(src, path)
+            with Mount(self, path, ["rw"]) as m:
+                write(m.p("metadata", "tensorfs.added"), "x")
+                r = m.unmount()
+            if r.returncode != 0 and "bad version or data section alignment" in r.stderr \
+                    and not case["ggml_meta"]["tensors"]:
+                continue  # NO_TENSORS_DEFECT: test_no_tensors_metadata_only
+            self.assertEqual(r.returncode, 0, "%s: %s" % (case["case"], r.stderr))
+            done.append(case["case"])
+            if case["ggml_meta"]["ok"]:
+                before = helper(self, "ggml_gguf.py", src)
+            elif case["case"] == "bad_offset_gap":
+                before = None
+            else:
+                continue  # ggml refuses what is in the file itself (nested array, long name...)
+            after = ggml_view(self, path)
+            tensors = lambda v: [(t["name"], t["type"], t["ne"], t["sha256"])  # noqa: E731
+                                 for t in v["tensors"]]
+            if before is None:  # the gap: ggml reads the repack; the bytes are tensorfs' own
+                info = info_json(self, src)
+                with open(src, "rb") as f:
+                    blob = f.read()
+                self.assertEqual([(t[0], t[3]) for t in tensors(after)],
+                                 [(t["name"], sha256(blob[t["offset"]:t["offset"] + t["nbytes"]]))
+                                  for t in info["tensors"]], case["case"])
+                continue
+            self.assertEqual(after["kv"], before["kv"] + [
+                {"key": "tensorfs.added", "type": "string", "value": "x", "raw": None}],
+                case["case"])
+            self.assertEqual(tensors(after), tensors(before), case["case"])
+        self.assertIn("ok_base", done)
+        self.assertIn("bad_offset_gap", done)
+
     def test_mixed_flat(self):
         """Every value type, 31 tensors of 20 types, alignment 64."""
         self.edit_and_check(MIXED)

@@ -6,9 +6,10 @@ A llama model that llama.cpp loads and runs (GGUF v3): 2 layers, hidden size 64,
 vocab of 384 tokens (<unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>, letters
 and word pieces with scores and token types), a Jinja chat template, and random
 weights in F32 (norms), F16 (attention), Q4_0 (ffn_gate, ffn_up) and Q8_0 (embeddings,
-ffn_down, output), quantized here by the rules of ggml's reference quantizers.  It says nothing sensible, but
-deterministically: the same bytes every run (fixed seed).  Shapes are given in GGUF
-`ne` order (fastest dimension first): a matrix of n_out rows of n_in is [n_in, n_out].
+ffn_down, output), quantized by the rules of ggml's reference quantizers.  It says
+nothing sensible, but deterministically: the same bytes every run (fixed seed).
+Shapes are given in GGUF `ne` order (fastest dimension first): a matrix of n_out rows
+of n_in is [n_in, n_out].  Run it with a python3 that has numpy (/usr/bin/python3).
 
 Usage: make-sample.py [OUT]
 """

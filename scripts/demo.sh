@@ -27,7 +27,7 @@ import sys, numpy as np
 m = sys.argv[1]
 a = np.fromfile(m + "/tensors/output_norm.weight", dtype="<f4")
 print("output_norm.weight", a.shape, a.dtype, "mean %.4f" % a.mean())
-w = np.fromfile(m + "/f32/blk.0.ffn_down.weight", dtype="<f4").reshape(256, 64)
+w = np.fromfile(m + "/f32/blk.0.ffn_down.weight", dtype="<f4").reshape(64, 256)
 print("f32/blk.0.ffn_down.weight (Q8_0 -> float32)", w.shape, "std %.4f" % w.std())
 n = np.load(m + "/npy/blk.0.ffn_down.weight.npy", mmap_mode="r")
 print("npy/blk.0.ffn_down.weight.npy", n.shape, n.dtype, "same values:", bool((n == w).all()))

@@ -36,3 +36,25 @@ if [ ! -f build/build.ninja ]; then
 fi
 ninja -C build >/dev/null
 echo "setup: built build/fs/tensorfs" >&2
+
+# npm packages for the tests, into build/npm (nothing is fetched when they are there):
+# llama.cpp's prebuilt libraries (tests/llama, pinned: the tests call its C API) and an
+# independent GGUF reader (tests/mount/test_rw.py). Without them those tests say SKIP.
+npm_pkgs=("@node-llama-cpp/linux-x64 3.22.1" "@huggingface/gguf any")
+npm_want=()
+for entry in "${npm_pkgs[@]}"; do
+	read -r name ver <<<"$entry"
+	[ "$name" = @node-llama-cpp/linux-x64 ] && [ "$(uname -m)" != x86_64 ] && continue
+	meta=build/npm/node_modules/$name/package.json
+	if [ "$ver" = any ]; then
+		[ -f "$meta" ] || npm_want+=("$name")
+	elif ! grep -qs "\"version\": *\"$ver\"" "$meta"; then
+		npm_want+=("$name@$ver")
+	fi
+done
+if [ ${#npm_want[@]} -gt 0 ]; then
+	echo "setup: npm install ${npm_want[*]} (into build/npm)" >&2
+	mkdir -p build/npm
+	npm install --prefix build/npm --save-exact --no-audit --no-fund --loglevel=error "${npm_want[@]}" >/dev/null ||
+		echo "setup: npm install failed: the tests that need ${npm_want[*]} will say SKIP" >&2
+fi

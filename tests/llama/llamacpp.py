@@ -1,0 +1,87 @@
+"""Where llama.cpp's prebuilt libraries are, and loading them with ctypes.
+
+The libraries come from the npm package @node-llama-cpp/linux-x64 (scripts/setup.sh
+installs it under build/npm): libggml-base.so (GGUF parser, type traits),
+libggml.v*.so (backend registry), libggml-cpu-*.so (CPU backends, one per ISA level,
+loaded at run time) and libllama.v*.so.  Their RUNPATH is $ORIGIN, so loading one by
+its full path finds the others.  TFS_LLAMA_LIB names the directory (meson sets it);
+otherwise the default install place in this checkout is used.
+"""
+import ctypes
+import glob
+import os
+
+PACKAGE = "@node-llama-cpp/linux-x64"
+VERSION = "3.22.1"  # the version the struct layouts in generate.py were checked against
+_REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DEFAULT_DIR = os.path.join(_REPO, "build", "npm", "node_modules", PACKAGE, "bins", "linux-x64")
+
+# void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data)
+LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+LOG_WARN, LOG_ERROR, LOG_CONT = 3, 4, 5  # enum ggml_log_level
+warnings = []  # what ggml and llama.cpp logged at WARN or ERROR level: shown when a helper fails
+_last_level = [0]
+
+
+def _log(level, text, user):
+    if level != LOG_CONT:
+        _last_level[0] = level
+    if _last_level[0] in (LOG_WARN, LOG_ERROR) and text:
+        warnings.append(text.decode("utf-8", "replace"))
+
+
+_quiet = LOG_CALLBACK(_log)
+
+
+def logged():
+    """The warnings and errors logged so far, as one string."""
+    return "".join(warnings).strip()
+
+
+def lib_dir():
+    """The directory holding libggml-base.so and libllama.v*.so, or None."""
+    d = os.environ.get("TFS_LLAMA_LIB") or DEFAULT_DIR
+    if os.path.exists(os.path.join(d, "libggml-base.so")) and _one(d, "libllama.v*.so"):
+        return d
+    return None
+
+
+def missing_reason():
+    return ("llama.cpp libraries not found in %s (scripts/setup.sh installs %s@%s)"
+            % (os.environ.get("TFS_LLAMA_LIB") or DEFAULT_DIR, PACKAGE, VERSION))
+
+
+def _one(d, pattern):
+    found = sorted(glob.glob(os.path.join(d, pattern)))
+    return found[0] if found else None
+
+
+def load_ggml_base():
+    """libggml-base.so, its log output kept in `warnings` instead of printed."""
+    d = lib_dir()
+    if d is None:
+        raise OSError(missing_reason())
+    base = ctypes.CDLL(os.path.join(d, "libggml-base.so"))
+    base.ggml_log_set.argtypes = [LOG_CALLBACK, ctypes.c_void_p]
+    base.ggml_log_set.restype = None
+    base.ggml_log_set(_quiet, None)
+    return base
+
+
+def load_llama():
+    """(libggml, libllama) with the CPU backends of the package loaded and logs silenced."""
+    base = load_ggml_base()
+    d = lib_dir()
+    ggml = ctypes.CDLL(_one(d, "libggml.v*.so"))
+    llama = ctypes.CDLL(_one(d, "libllama.v*.so"))
+    llama.llama_log_set.argtypes = [LOG_CALLBACK, ctypes.c_void_p]
+    llama.llama_log_set.restype = None
+    llama.llama_log_set(_quiet, None)
+    ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
+    ggml.ggml_backend_load_all_from_path.restype = None
+    ggml.ggml_backend_load_all_from_path(os.fsencode(d))
+    ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
+    if ggml.ggml_backend_reg_count() == 0:
+        raise OSError("no ggml backend could be loaded from " + d)
+    base.ggml_log_set(_quiet, None)
+    return ggml, llama

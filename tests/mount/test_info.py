@@ -166,7 +166,7 @@ class Cli(TestCase):
         shutil.copyfile(TINY, dash)
         r = run([TENSORFS, "info", "--", "--json"], cwd=d)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("13 keys, 21 tensors", r.stdout)
+        self.assertIn("24 keys, 21 tensors", r.stdout)
 
 
 # ==== tensorfs info: the text form ====
@@ -179,14 +179,14 @@ class InfoText(TestCase):
         s = summary(r.stdout)
         params = sum(prod(t["ne"]) for t in rd["tensors"])
         nbytes = sum(t["nbytes"] for t in rd["tensors"])
-        self.assertEqual(params, 135488)   # the sample's own count, independent of both
+        self.assertEqual(params, 172352)   # the sample's own count, independent of both
         self.assertEqual(s["source"], TINY)
         self.assertEqual(s["format"], "gguf")
         self.assertEqual(s["version"], str(rd["version"]))
         self.assertEqual(s["alignment"], str(rd["alignment"]))
         self.assertEqual(s["data offset"], str(rd["data_offset"]))
         self.assertEqual(s["contents"], "%d keys, %d tensors" % (len(rd["kv"]), len(rd["tensors"])))
-        self.assertEqual(s["parameters"], "135 K (135,488)")
+        self.assertEqual(s["parameters"], "172 K (172,352)")
         self.assertEqual(s["tensor data"], "%s (%s bytes)" % (
             three_digits(nbytes, ["bytes", "KiB", "MiB"], 1024), commas(nbytes)))
         # every key once, in file order, with its type; every tensor with dtype, shape, bytes
@@ -303,13 +303,13 @@ class InfoText(TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("tensors\n", r.stdout.split("\n\n", 1)[1])
         self.assertNotIn("token_embd.weight", r.stdout)
-        self.assertIn("13 keys, 21 tensors", r.stdout)  # still counted
+        self.assertIn("24 keys, 21 tensors", r.stdout)  # still counted
         md = info(TINY, "--markdown", "--no-tensors").stdout
         self.assertNotIn("## Tensors", md)
         self.assertNotIn("token_embd.weight", md)
         j = json.loads(info(TINY, "--json", "--no-tensors").stdout)
         self.assertNotIn("tensors", j)
-        self.assertEqual(len(j["keys"]), 13)
+        self.assertEqual(len(j["keys"]), 24)
 
 
 # ==== tensorfs info --json ====
@@ -374,6 +374,10 @@ class InfoJson(TestCase):
             self.assertEqual(k["name"], name.decode())
             if vt == gg.STRING:
                 self.assertEqual(k["value"], val.decode())
+            elif vt == gg.ARRAY and val[0] == gg.FLOAT32:
+                # float32 elements as the shortest text that reads back to the same float32
+                self.assertEqual([struct.pack("<f", x) for x in k["value"]],
+                                 [struct.pack("<f", x) for x in val[1]])
             elif vt == gg.ARRAY:
                 self.assertEqual(k["value"], [x.decode() if isinstance(x, bytes) else x for x in val[1]])
             elif vt == gg.FLOAT32:
@@ -422,7 +426,7 @@ class InfoMarkdown(TestCase):
         r = info(TINY, "--markdown")
         self.assertEqual(r.returncode, 0, r.stderr)
         rows = [l for l in r.stdout.splitlines() if l.startswith("| ")]
-        self.assertEqual(len([l for l in rows if len(md_cells(l)) == 3]), 14)   # header + 13 keys
+        self.assertEqual(len([l for l in rows if len(md_cells(l)) == 3]), 25)   # header + 24 keys
         self.assertEqual(len([l for l in rows if len(md_cells(l)) == 4]), 22)   # header + 21
 
 

@@ -539,6 +539,31 @@ class LlamaRuns(LlamaCase):
         self.assertEqual(ggml_view(self, path)["alignment"], 128)
         self.assertEqual(generate(self, path)["tokens"], before["tokens"])
 
+    def test_runs_from_the_mounted_model_file(self):
+        """libllama loads model.gguf straight from a mount (mmap through FUSE): from a
+        read-only mount it gives the source's tokens; from a rw mount, the edited model
+        before any repack (a new name, the output norm negated: other tokens), and ggml's
+        parser reads that file as the repack then writes it."""
+        path = os.path.join(self.tmpdir(), "tiny-llama.gguf")
+        shutil.copyfile(SAMPLE, path)
+        before = generate(self, path, PROMPT_KEYS)
+        with Mount(self, path) as m:
+            g = generate(self, m.p("model.gguf"), PROMPT_KEYS)
+            self.assertEqual(g["warnings"], "")
+            self.assertEqual(g["tokens"], before["tokens"])
+            self.assertEqual(g["meta"], before["meta"])
+        with Mount(self, path, ["rw"]) as m:
+            write(m.p("metadata", "general.name"), "live")
+            norm = np.fromfile(m.p("tensors", "output_norm.weight"), dtype="<f4")
+            write(m.p("tensors", "output_norm.weight"), (-norm).tobytes(), "wb")
+            live = generate(self, m.p("model.gguf"), PROMPT_KEYS)
+            view = ggml_view(self, m.p("model.gguf"))
+            unmount_ok(self, m)
+        self.assertEqual(live["meta"]["general.name"], "live")
+        self.assertNotEqual(live["tokens"], before["tokens"])
+        self.assertEqual(generate(self, path, PROMPT_KEYS)["tokens"], live["tokens"])
+        self.assertEqual(ggml_view(self, path), view)
+
     def test_tensor_edit_changes_tokens(self):
         """The token comparison can fail: output_norm.weight negated through a rw mount (so
         every logit is negated) gives libllama other tokens."""

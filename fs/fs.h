@@ -57,6 +57,7 @@ typedef struct {
 	int single;             /* -s */
 	int threads;            /* -o threads=N */
 	int readahead_kb;       /* -o readahead_kb=N (0: leave the kernel's) */
+	int nonempty;           /* -o nonempty: mount over a non-empty directory or a mount */
 } tfs_opts;
 
 typedef struct tfs_fs {

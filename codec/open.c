@@ -109,9 +109,9 @@ open:
 		/* (a model that exists, with another tag, keeps the error listing its tags) */
 		if (maybe_file && (rc == TFS_E_NOTFOUND || rc == TFS_E_INVALID) &&
 		    !(err && strstr(err->msg, "; its tags are: ")))
-			return tfs_error_set(err, TFS_E_NOTFOUND,
-					     "%s: no such file (nor an Ollama model of that name)",
-					     source);
+			return tfs_error_set(err, rc, "%s: no such file (nor %s)", source,
+					     rc == TFS_E_NOTFOUND ? "an Ollama model of that name"
+								  : "a valid Ollama model name");
 		if (guessed && rc == TFS_E_FORMAT && err) {
 			char why[TFS_ERRMSG_MAX];
 			snprintf(why, sizeof(why), "%s", err->msg);

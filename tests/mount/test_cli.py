@@ -158,7 +158,7 @@ class CliTest(TestCase):
         os.mkdir(os.path.join(d, "models"))
         env = dict(os.environ, OLLAMA_MODELS=STORE)
         for src in ("nosuch.gguf", "nosuch.safetensors", "models/nosuch.gguf", "models/nosuch",
-                    "./nosuch", "nosuch.index.json"):
+                    "v1.0/nosuch", "./nosuch", "nosuch.index.json"):
             mp = self.mountpoint()
             r = run([TENSORFS, "mount", src, mp], cwd=d, env=env)
             self.assertEqual(r.returncode, 1, "%s: %r" % (src, r.stderr))

@@ -65,6 +65,17 @@ def pid_gone(pid):
         return True
 
 
+def opens_under(pid, directory):
+    """Whether process pid has a file in directory open."""
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith(directory + "/"):
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def default_signals():
     """In the child: SIGINT as a terminal would deliver it (not ignored, as a test runner
     might have left it)."""
@@ -335,7 +346,7 @@ class CliTest(TestCase):
         self.assertTrue(updates)
         for u in updates[:-1]:
             self.assertNotIn("\n", u, text)
-            self.assertRegex(u, r"^ [0-9]+% of 80 MiB, [0-9]+ MB/s, [0-9.]+ s left\x1b\[K$")
+            self.assertRegex(u, r"^ [0-9]+% of 80 MiB, [0-9]+ MB/s, [0-9. mins]+ left\x1b\[K$")
         self.assertIn("done: wrote " + src, text)
         with Mount(self, src) as m:
             self.assertEqual(read(m.p("metadata", "note")), "bigger\n")
@@ -467,7 +478,7 @@ class CliTest(TestCase):
             reader = subprocess.Popen(["tail", "-f", m.p("metadata", "general.architecture")],
                                       stdout=subprocess.DEVNULL)
             self.addCleanup(lambda: reader.poll() is None and reader.kill())
-            time.sleep(0.2)
+            wait_for(lambda: opens_under(reader.pid, mp), what="tail to open the file")
             r = run([TENSORFS, "unmount", mp])
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)

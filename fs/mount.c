@@ -296,6 +296,7 @@ static void sink_printf(progress_sink *s, const char *fmt, ...)
 
 typedef struct {
 	unsigned maj, min;
+	bool rw;                /* mounted read-write */
 	char fstype[64];
 	char source[PATH_MAX];
 } mount_entry;
@@ -333,6 +334,7 @@ static bool find_mount(const char *path, mount_entry *out)
 		if (sscanf(line, "%*d %*d %u:%u %*s %n%*s%n", &a, &b, &p0, &p1) != 2 || !p1)
 			continue;
 		line[p1] = '\0';
+		bool rw = strncmp(line + p1 + 1, "rw", 2) == 0;
 		char *dash = strstr(line + p1 + 1, " - ");
 		unescape_octal(line + p0);
 		if (!dash || strcmp(line + p0, path) != 0)
@@ -344,6 +346,7 @@ static bool find_mount(const char *path, mount_entry *out)
 		found = true;
 		out->maj = a;
 		out->min = b;
+		out->rw = rw;
 		snprintf(out->fstype, sizeof(out->fstype), "%.*s", f1 - f0, dash + f0);
 		if (s1 > s0) {
 			dash[s1] = '\0';
@@ -1165,7 +1168,10 @@ int tfs_unmount_main(int argc, char **argv)
 		int e = unmount_fs(mp, true);
 		if (e == 0) {
 			fprintf(stderr, "tensorfs: %s: the mount was dead (its daemon had exited); "
-				"removed it\n", arg);
+				"removed it%s%s%s\n", arg,
+				me.rw ? "; changes it staged but did not repack are kept: "
+					"`tensorfs repack " : "", me.rw ? me.source : "",
+				me.rw ? "` writes them" : "");
 			sweep_status_files();
 			ret = 0;
 		} else if (e > 0) {

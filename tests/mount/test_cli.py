@@ -466,6 +466,10 @@ class CliTest(TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("dead", r.stderr)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            if opts:  # rw: what to do about the staged changes
+                self.assertIn("`tensorfs repack %s`" % src, r.stderr)
+            else:
+                self.assertNotIn("repack", r.stderr)
             self.assertIsNone(mountinfo_entry(mp))
             os.listdir(mp)  # usable again
 

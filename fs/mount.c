@@ -850,9 +850,10 @@ int tfs_mount_main(int argc, char **argv, bool by_mount8)
 	bool signalled = loop_rc == SIGINT || loop_rc == SIGTERM || loop_rc == SIGHUP;
 	fuse_session_unmount(se);
 	/* from here a second Ctrl-C stops the repack as a kill would: the source stays whole
-	 * and the changes staged */
+	 * and the changes staged; a terminal that closes does not */
 	fuse_remove_signal_handlers(se);
 	handlers = false;
+	signal(SIGHUP, SIG_IGN);
 	bool repacking = fs.staging && tfs_staging_dirty(fs.staging);
 	ret = (loop_rc != 0 && !signalled) | repack_at_unmount(&fs);
 	/* `tensorfs unmount` holds the status file open: it reads the rest from there */

@@ -323,6 +323,49 @@ class CliTest(TestCase):
         self.assertFalse(os.path.exists(status), "status file left behind after a failure")
         self.assertEqual(read(src, "rb"), before)
 
+    def test_second_sigint_stops_the_repack(self):
+        """Ctrl-C during the repack that a first Ctrl-C started: the process dies as by a
+        kill, the source stays whole, `tensorfs repack` writes the staged change."""
+        d = self.tmpdir()
+        src = os.path.join(d, "real.safetensors")
+        n = (192 << 20) // 4  # real (not sparse) bytes: the copy and fsync take a while
+        h = json.dumps({"__metadata__": {"note": "real"},
+                        "t": {"dtype": "F32", "shape": [n], "data_offsets": [0, 4 * n]}}).encode()
+        h += b" " * (-len(h) % 8)
+        with open(src, "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h)
+            block = struct.pack("<f", 1.5) * (1 << 18)
+            for _ in range(4 * n // len(block)):
+                f.write(block)
+        before = os.stat(src)
+        staging = os.path.join(d, "staging")
+        mp = self.mountpoint()
+        p = self.start_foreground([src, mp, "-o", "rw,staging=" + staging],
+                                  stderr=subprocess.PIPE, text=True)
+        self.wait_mounted(p, mp)
+        write(os.path.join(mp, "metadata", "note"), "second")
+        p.send_signal(signal.SIGINT)
+        first = p.stderr.readline()
+        self.assertEqual(first, "tensorfs: repacking %s\n" % src)
+        p.send_signal(signal.SIGINT)
+        rest = p.stderr.read()
+        p.wait(timeout=60)
+        if p.returncode == 0:
+            self.skipTest("the repack finished before the second Ctrl-C")
+        self.assertEqual(p.returncode, -signal.SIGINT, rest)
+        self.assertNotIn("done:", rest)
+        self.assertFalse(is_mounted(mp))
+        after = os.stat(src)
+        self.assertEqual((after.st_ino, after.st_size, after.st_mtime_ns),
+                         (before.st_ino, before.st_size, before.st_mtime_ns))
+        self.assertTrue(os.path.exists(os.path.join(staging, "journal.json")))
+        r = run([TENSORFS, "repack", src, "-o", "staging=" + staging], timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done:", r.stderr)
+        self.assertEqual([f for f in os.listdir(d) if "tensorfs-tmp" in f], [])
+        with Mount(self, src) as m:
+            self.assertEqual(read(m.p("metadata", "note")), "second\n")
+
     def test_progress_on_a_terminal(self):
         """A repack of 80 MiB after Ctrl-C, stderr a terminal: one line rewritten with \\r,
         with the percentage, MB/s and the time left or taken."""

@@ -887,6 +887,43 @@ static int locate_store(tfs_ol_layout *lay, const char *path, tfs_error *err)
 			     "so the blobs cannot be found)", path);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The tags of a model (the manifests in its directory), sorted, comma-separated into buf
+ * (cut with "..." when they do not fit); "" when there are none. */
+static void list_tags(const char *model_dir, char *buf, size_t cap)
+{
+	char *names[256];
+	size_t n = 0, len = 0;
+	DIR *d = opendir(model_dir);
+	buf[0] = '\0';
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d)) && n < sizeof(names) / sizeof(names[0])) {
+		struct stat st;
+		char *p = de->d_name[0] != '.' ? join3(model_dir, de->d_name, NULL) : NULL;
+		if (p && stat(p, &st) == 0 && S_ISREG(st.st_mode) && (names[n] = strdup(de->d_name)))
+			n++;
+		free(p);
+	}
+	closedir(d);
+	qsort(names, n, sizeof(names[0]), cmp_str);
+	for (size_t i = 0; i < n; i++) {
+		int k = snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", names[i]);
+		if (k < 0 || (size_t)k >= cap - len) {
+			snprintf(buf + (len < cap - 4 ? len : cap - 4), 4, "...");
+			len = cap;
+		}
+		if (len < cap)
+			len += (size_t)k;
+		free(names[i]);
+	}
+}
+
 /* The manifest path of a model reference under the store root. */
 static int resolve_ref(const char *ref, const tfs_open_opts *o,
 		       char **manifest, tfs_error *err)
@@ -904,9 +941,13 @@ static int resolve_ref(const char *ref, const tfs_open_opts *o,
 	for (int i = 0; dir && i < 5; i++) {
 		char *next = child_ci(dir, parts[i]);
 		if (!next) {
+			char tags[512] = "";
+			if (i == 4)
+				list_tags(dir, tags, sizeof(tags));
 			rc = tfs_error_set(err, TFS_E_NOTFOUND,
-					   "%s: model %s/%s/%s:%s not found in the Ollama store %s", ref,
-					   n.host, n.ns, n.model, n.tag, root);
+					   "%s: model %s/%s/%s:%s not found in the Ollama store %s%s%s",
+					   ref, n.host, n.ns, n.model, n.tag, root,
+					   tags[0] ? "; its tags are: " : "", tags);
 			free(dir);
 			free(root);
 			return rc;

@@ -39,14 +39,22 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 	int rc;
 	tfs_format fmt;
 	bool guessed = false; /* no magic, no telling name: tried as safetensors */
+	bool maybe_file = false; /* a missing dir/file tried as an Ollama name */
 
 	*out = NULL;
 	if (!opts)
 		opts = &none;
 	if (stat(source, &st) < 0) {
-		/* not a path: maybe an Ollama model reference ("llama3:8b") */
-		if (errno == ENOENT && source[0] != '/' && source[0] != '.' && source[0] != '~') {
+		/* not a path: maybe an Ollama model reference ("llama3:8b"); one that looks like
+		 * a file name (a known extension, or starting with / . ~) never is one */
+		if (errno == ENOENT && source[0] != '/' && source[0] != '.' && source[0] != '~' &&
+		    !ends_with(source, ".gguf") && !ends_with(source, ".safetensors") &&
+		    !ends_with(source, ".json")) {
 			fmt = TFS_FMT_OLLAMA;
+			/* dir/file may be a missing file too: then it is called one, unless it
+			 * names a tag (host/ns/model:tag) */
+			const char *slash = strrchr(source, '/');
+			maybe_file = slash && !strchr(slash, ':');
 			goto open;
 		}
 		return tfs_error_sys(err, errno, "%s", source);
@@ -98,6 +106,12 @@ open:
 	}
 	if (rc) {
 		tfs_model_free(m);
+		/* (a model that exists, with another tag, keeps the error listing its tags) */
+		if (maybe_file && (rc == TFS_E_NOTFOUND || rc == TFS_E_INVALID) &&
+		    !(err && strstr(err->msg, "; its tags are: ")))
+			return tfs_error_set(err, rc, "%s: no such file (nor %s)", source,
+					     rc == TFS_E_NOTFOUND ? "an Ollama model of that name"
+								  : "a valid Ollama model name");
 		if (guessed && rc == TFS_E_FORMAT && err) {
 			char why[TFS_ERRMSG_MAX];
 			snprintf(why, sizeof(why), "%s", err->msg);

@@ -66,6 +66,7 @@ typedef struct {
 	int single;             /* -s */
 	int threads;            /* -o threads=N */
 	int readahead_kb;       /* -o readahead_kb=N (0: leave the kernel's) */
+	int nonempty;           /* -o nonempty: mount over a non-empty directory or a mount */
 } tfs_opts;
 
 /* The model as one file, as it was at one generation; shared by the handles that read it. */

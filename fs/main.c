@@ -4,7 +4,7 @@
  *   mount.tensorfs SOURCE MOUNTPOINT [-o opts]     (also: tensorfs SOURCE MOUNTPOINT,
  *   tensorfs mount SOURCE MOUNTPOINT [-o opts]      and mount -t fuse.tensorfs)
  *   tensorfs info SOURCE [--json | --markdown] [--no-tensors]
- *   tensorfs unmount MOUNTPOINT
+ *   tensorfs unmount [-l] MOUNTPOINT
  *   tensorfs repack SOURCE [-o staging=DIR,output=PATH]
  *   tensorfs --version | --help | help [COMMAND]
  *
@@ -24,7 +24,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tensorfs mount SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n"
-		"       tensorfs unmount MOUNTPOINT\n"
+		"       tensorfs unmount [-l] MOUNTPOINT\n"
 		"       tensorfs info SOURCE [--json | --markdown] [--no-tensors]\n"
 		"       tensorfs repack SOURCE [-o staging=DIR,output=PATH]\n"
 		"       tensorfs --version | --help | help [COMMAND]\n"
@@ -42,36 +42,21 @@ static bool is_help(const char *a)
 	return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
 }
 
-/* `tensorfs help CMD` and `tensorfs CMD --help` for the commands whose parsers have no
- * help of their own. */
+/* `tensorfs help CMD`: what `tensorfs CMD --help` prints (each command's own usage). */
 static int command_help(const char *cmd)
 {
-	if (strcmp(cmd, "unmount") == 0 || strcmp(cmd, "umount") == 0) {
-		printf("usage: tensorfs unmount MOUNTPOINT\n"
-		       "\n"
-		       "Unmounts a tensorfs mount and waits for the daemon: a writable mount's\n"
-		       "repack is followed, with progress on stderr; exits 1 if it failed.\n");
-		return 0;
-	}
-	if (strcmp(cmd, "repack") == 0) {
-		printf("usage: tensorfs repack SOURCE [-o staging=DIR,output=PATH]\n"
-		       "\n"
-		       "Repacks the changes staged for SOURCE (a writable mount whose repack was\n"
-		       "interrupted) into a new file, as the unmount would have.\n");
-		return 0;
-	}
-	if (strcmp(cmd, "mount") == 0) {
-		printf("usage: tensorfs mount SOURCE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]\n"
-		       "options: ro (default), rw, writable, staging=DIR, output=PATH, verify,\n"
-		       "         threads=N, readahead_kb=N, nonempty and FUSE options;\n"
-		       "         -f (foreground), -d (debug), -s (single thread)\n");
-		return 0;
-	}
-	if (strcmp(cmd, "info") == 0) {
-		char a0[] = "info", a1[] = "--help";
-		char *av[] = { a0, a1, NULL };
+	char a1[] = "--help";
+	char a0[16];
+	char *av[] = { a0, a1, NULL };
+	snprintf(a0, sizeof(a0), "%s", cmd);
+	if (strcmp(cmd, "unmount") == 0 || strcmp(cmd, "umount") == 0)
+		return tfs_unmount_main(2, av);
+	if (strcmp(cmd, "repack") == 0)
+		return tfs_repack_main(2, av);
+	if (strcmp(cmd, "mount") == 0)
+		return tfs_mount_main(2, av, false);
+	if (strcmp(cmd, "info") == 0)
 		return tfs_info_main(2, av);
-	}
 	fprintf(stderr, "tensorfs: unknown command '%s' (try 'tensorfs --help')\n", cmd);
 	return 2;
 }
@@ -105,15 +90,14 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	bool cmd_help = argc >= 3 && is_help(argv[2]);
 	if (strcmp(cmd, "mount") == 0)
 		return tfs_mount_main(argc - 1, argv + 1, false);
 	if (strcmp(cmd, "unmount") == 0 || strcmp(cmd, "umount") == 0)
-		return cmd_help ? command_help(cmd) : tfs_unmount_main(argc - 1, argv + 1);
+		return tfs_unmount_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "info") == 0)
 		return tfs_info_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "repack") == 0)
-		return cmd_help ? command_help(cmd) : tfs_repack_main(argc - 1, argv + 1);
+		return tfs_repack_main(argc - 1, argv + 1);
 	/* mount(8)'s helpers call "tensorfs SOURCE MOUNTPOINT -o ..." */
 	if (argc >= 3 && cmd[0] != '-')
 		return tfs_mount_main(argc, argv, true);

@@ -124,7 +124,7 @@ class Cli(TestCase):
         for args, must in ((["--help"], "tensorfs info SOURCE"), (["-h"], "tensorfs unmount"),
                            (["help"], "tensorfs repack"),
                            (["info", "--help"], "--no-tensors"), (["info", "-h"], "--markdown"),
-                           (["help", "info"], "--json"), (["unmount", "--help"], "unmount MOUNTPOINT"),
+                           (["help", "info"], "--json"), (["unmount", "--help"], "unmount [-l] MOUNTPOINT"),
                            (["repack", "--help"], "staging=DIR"), (["help", "mount"], "readahead_kb")):
             r = run([TENSORFS] + args)
             self.assertEqual(r.returncode, 0, args)

@@ -558,7 +558,8 @@ class Man(TestCase):
         for word in ("tensorfs mount", "tensorfs unmount", "tensorfs info", "tensorfs repack",
                      "--json", "--markdown", "--no-tensors", "--version", "-V,", "--help",
                      "EXIT STATUS", "OLLAMA_MODELS", "XDG_RUNTIME_DIR", ".tensorfs-staging",
-                     "journal.json", "tensorfs-PID.status", "mount.tensorfs(8)"):
+                     "journal.json", "tensorfs/PID.status", "mount.tensorfs(8)",
+                     "model.gguf", "user.tensorfs.last_error", "unmount [-l]"):
             self.assertIn(word, text, word)
         with open(MAN1) as f:
             th = re.search(r'^\.TH .*"tensorfs ([^"]+)"', f.read(), re.M).group(1)

@@ -249,6 +249,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	/* a read-only model never changes: let the kernel keep its pages */
 	fi->keep_cache = !fs->opts.rw;
+	/* a rw mount's values change at close(): no page cache, so that a reader never sees
+	 * another handle's bytes before they are committed (or a truncation not yet committed) */
+	fi->direct_io = fs->opts.rw && n->kind == N_KEY;
 	fi->noflush = !wr;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		if (h->image)

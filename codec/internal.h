@@ -142,7 +142,11 @@ int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write
 /* A commit: the temporaries of one repack and the files they replace, renamed
  * together at the end. */
 typedef struct tfs_commit tfs_commit;
+/* Told the name of a temporary file before that name is created (0, or a tfs_code that
+ * stops the commit): the staging journal records it, so a crash cannot leave it behind. */
+typedef int (*tfs_name_hook)(void *ctx, const char *tmp, tfs_error *err);
 int tfs_commit_new(tfs_commit **out, tfs_error *err);
+void tfs_commit_set_name_hook(tfs_commit *c, tfs_name_hook hook, void *ctx);
 int tfs_commit_add(tfs_commit *c, const char *final, int *fd, const char **tmp, tfs_error *err);
 int tfs_commit_seal(tfs_commit *c, tfs_error *err);
 size_t tfs_commit_count(const tfs_commit *c);
@@ -168,7 +172,7 @@ char *tfs_output_path(const tfs_model *m, const tfs_write_opts *o);
 /* An unnamed O_TMPFILE in dir (a named mkostemp file where unsupported), named from tmpl
  * by tfs_io_tmpfile_link once written and fsynced. */
 int tfs_io_tmpfile_open(const char *dir, mode_t mode);
-int tfs_io_tmpfile_link(int fd, char *tmpl, tfs_error *err);
+int tfs_io_tmpfile_link(int fd, char *tmpl, tfs_name_hook hook, void *hook_ctx, tfs_error *err);
 void tfs_test_crash_point(const char *where);
 int tfs_gguf_validate(const tfs_model *m, const char *path, tfs_error *err);
 bool tfs_model_gguf_encoded(const tfs_model *m);

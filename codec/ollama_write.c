@@ -190,17 +190,25 @@ static int blob_finish(ctx *x, int fd, char *tmp, char digest[72], uint64_t *siz
 		free(final);
 		goto fail; /* rc 0: just drop the temporary */
 	}
-	if (blob_unnamed(tmp) && (rc = tfs_io_tmpfile_link(fd, tmp, x->err))) {
+	if (blob_unnamed(tmp)) {
+		/* complete and durable: it takes its content-addressed name at once (no
+		 * temporary name a crash could leave behind) */
+		char proc[64];
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		if (linkat(AT_FDCWD, proc, AT_FDCWD, final, AT_SYMLINK_FOLLOW) < 0) {
+			/* EEXIST: another writer put the same bytes in the store meanwhile */
+			rc = errno == EEXIST ? 0 : tfs_error_sys(x->err, errno, "%s: cannot name "
+								 "the new blob", final);
+			free(final);
+			goto fail;
+		}
+	} else if (rename(tmp, final) < 0) {
+		rc = tfs_error_sys(x->err, errno, "renaming %s to %s", tmp, final);
 		free(final);
 		goto fail;
 	}
 	close(fd);
 	fd = -1;
-	if (rename(tmp, final) < 0) {
-		rc = tfs_error_sys(x->err, errno, "renaming %s to %s", tmp, final);
-		free(final);
-		goto fail;
-	}
 	x->created[x->n_created++] = final;
 	free(tmp);
 	return tfs_io_fsync_dir(final, x->err);

@@ -314,6 +314,38 @@ static bool same_identity(const struct stat *st, const json_t *f)
 }
 
 /*
+ * "pending": the names of a repack's temporaries, recorded before each is created and
+ * until the repack record ("repack") names them with their identities.  A repack that died
+ * in between left them: they are removed.
+ */
+static int drop_pending(tfs_staging *s, tfs_error *err)
+{
+	json_t *p = json_object_get(s->j, "pending");
+	if (!p)
+		return 0;
+	for (size_t i = 0; i < json_array_size(p); i++) {
+		const char *tmp = json_string_value(json_array_get(p, i));
+		if (tmp && unlink(tmp) < 0 && errno != ENOENT)
+			return tfs_error_sys(err, errno, "%s: removing an interrupted repack's "
+					     "temporary", tmp);
+	}
+	json_object_del(s->j, "pending");
+	return journal_write(s, err);
+}
+
+/* A repack's temporary is about to be created under this name: the journal says so first. */
+static int note_pending(void *ctx, const char *tmp, tfs_error *err)
+{
+	tfs_staging *s = ctx;
+	json_t *p = json_object_get(s->j, "pending");
+	if (!p && json_object_set_new(s->j, "pending", p = json_array()))
+		return nomem(err);
+	if (json_array_append_new(p, json_string(tmp)))
+		return nomem(err);
+	return journal_write(s, err);
+}
+
+/*
  * Finishes or undoes a repack recorded in the journal (see the top of this file).
  * *rolled says whether files were renamed here (a model opened before is stale then).
  */
@@ -324,6 +356,8 @@ static int recover(tfs_staging *s, bool *rolled, tfs_error *err)
 	size_t n = json_array_size(files), renamed = 0, pending = 0;
 	int rc;
 	*rolled = false;
+	if ((rc = drop_pending(s, err)))
+		return rc;
 	if (!rp)
 		return 0;
 	for (size_t i = 0; i < n; i++) {
@@ -1167,6 +1201,7 @@ int tfs_staging_repack(tfs_staging *s, tfs_model *m, const tfs_write_opts *o, tf
 		return 0; /* nothing staged: nothing is written */
 	if ((rc = tfs_commit_new(&c, err)))
 		return rc;
+	tfs_commit_set_name_hook(c, note_pending, s);
 	if ((rc = tfs_model_write_prepare(m, &wo, c, err)) || (rc = tfs_commit_seal(c, err)))
 		goto abort;
 
@@ -1190,10 +1225,16 @@ int tfs_staging_repack(tfs_staging *s, tfs_model *m, const tfs_write_opts *o, tf
 		rc = nomem(err);
 		goto abort;
 	}
+	/* the repack record names them now, with their identities */
+	json_t *pend = json_incref(json_object_get(s->j, "pending"));
+	json_object_del(s->j, "pending");
 	if ((rc = journal_write(s, err))) {
 		json_object_del(s->j, "repack");
+		if (pend)
+			json_object_set_new(s->j, "pending", pend);
 		goto abort;
 	}
+	json_decref(pend);
 
 	if ((rc = tfs_commit_apply(c, err))) {
 		/* whatever was or was not renamed, recovery knows what to do with it */
@@ -1212,6 +1253,10 @@ int tfs_staging_repack(tfs_staging *s, tfs_model *m, const tfs_write_opts *o, tf
 abort:
 	tfs_commit_abort(c);
 	tfs_commit_free(c);
+	{
+		tfs_error e2 = { 0 };
+		drop_pending(s, &e2); /* best effort: the next open tries again */
+	}
 	return rc;
 }
 

@@ -766,7 +766,7 @@ int tfs_io_tmpfile_open(const char *dir, mode_t mode)
 }
 
 /* Gives the unnamed file fd a name made from tmpl ("...XXXXXX", the X's replaced in place). */
-int tfs_io_tmpfile_link(int fd, char *tmpl, tfs_error *err)
+int tfs_io_tmpfile_link(int fd, char *tmpl, tfs_name_hook hook, void *hook_ctx, tfs_error *err)
 {
 	static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 	char proc[64];
@@ -783,6 +783,9 @@ int tfs_io_tmpfile_link(int fd, char *tmpl, tfs_error *err)
 			r = r * 6364136223846793005ull + 1442695040888963407ull;
 			tmpl[k] = chars[(r >> 33) % (sizeof(chars) - 1)];
 		}
+		int rc = hook ? hook(hook_ctx, tmpl, err) : 0;
+		if (rc)
+			return rc;
 		if (linkat(AT_FDCWD, proc, AT_FDCWD, tmpl, AT_SYMLINK_FOLLOW) == 0)
 			return 0;
 		if (errno != EEXIST)
@@ -802,7 +805,15 @@ typedef struct {
 struct tfs_commit {
 	commit_file *f;
 	size_t n, cap;
+	tfs_name_hook hook;   /* told every temporary's name before it is created */
+	void *hook_ctx;
 };
+
+void tfs_commit_set_name_hook(tfs_commit *c, tfs_name_hook hook, void *ctx)
+{
+	c->hook = hook;
+	c->hook_ctx = ctx;
+}
 
 int tfs_commit_new(tfs_commit **out, tfs_error *err)
 {
@@ -843,8 +854,20 @@ int tfs_commit_add(tfs_commit *c, const char *final, int *fd, const char **tmp, 
 	f->fd = tfs_io_tmpfile_open(dir, 0600);
 	free(dir);
 	f->anon = f->fd >= 0;
-	if (!f->anon)
+	if (!f->anon) {
+		/* no O_TMPFILE here: the name exists from now on (told to the hook once known) */
 		f->fd = mkostemp(f->tmp, O_CLOEXEC);
+		if (f->fd >= 0 && c->hook) {
+			int rc = c->hook(c->hook_ctx, f->tmp, err);
+			if (rc) {
+				close(f->fd);
+				unlink(f->tmp);
+				free(f->final);
+				free(f->tmp);
+				return rc;
+			}
+		}
+	}
 	if (f->fd < 0) {
 		int rc = tfs_error_sys(err, errno, "%s: cannot create a temporary file", f->tmp);
 		free(f->final);
@@ -883,7 +906,7 @@ int tfs_commit_seal(tfs_commit *c, tfs_error *err)
 		if (fsync(f->fd) < 0)
 			return tfs_error_sys(err, errno, "%s: fsync", f->tmp);
 		if (f->anon) {
-			int rc = tfs_io_tmpfile_link(f->fd, f->tmp, err);
+			int rc = tfs_io_tmpfile_link(f->fd, f->tmp, c->hook, c->hook_ctx, err);
 			if (rc)
 				return rc;
 			f->anon = false;

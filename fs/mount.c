@@ -705,8 +705,16 @@ static void close_model(tfs_fs *fs)
  * repack failed. */
 static int repack_at_unmount(tfs_fs *fs)
 {
-	if (!fs->staging || !tfs_staging_dirty(fs->staging))
+	if (!fs->staging || !tfs_staging_dirty(fs->staging)) {
+		/* the end, for `tensorfs unmount`: a status file without it means the daemon
+		 * died before its repack was done */
+		FILE *st = fs->status_path ? fopen(fs->status_path, "a") : NULL;
+		if (st) {
+			fputs("done: nothing changed\n", st);
+			fclose(st);
+		}
 		return 0;
+	}
 	const char *out = fs->opts.output ? fs->opts.output : tfs_model_path(fs->model);
 	FILE *st = fs->status_path ? fopen(fs->status_path, "a") : NULL;
 	progress_view view;
@@ -1237,11 +1245,12 @@ int tfs_unmount_main(int argc, char **argv)
 	if (rs->fd >= 0) {
 		status_read(rs, true);
 		view_break(&rs->view);
-		if (rs->started && !rs->done && !rs->failed) {
-			/* killed, or crashed: the commit protocol left the source whole or replaced */
-			fprintf(stderr, "tensorfs: the daemon (pid %d) exited before the repack "
-				"finished; the changes stay staged: run `tensorfs repack` on the source, "
-				"or mount it again\n", (int)pid);
+		if (!rs->done && !rs->failed) {
+			/* killed, or crashed, before or during the repack: the commit protocol left
+			 * the source whole or replaced, and the changes staged until it is done */
+			fprintf(stderr, "tensorfs: the daemon (pid %d) exited before %s; the changes "
+				"stay staged: run `tensorfs repack` on the source, or mount it again\n",
+				(int)pid, rs->started ? "the repack finished" : "it repacked the changes");
 			ret = 1;
 		}
 		if (rs->failed)

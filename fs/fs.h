@@ -104,10 +104,14 @@ typedef struct tfs_fs {
 int tfs_tree_build(tfs_fs *fs, tfs_error *err);
 void tfs_tree_free(tfs_fs *fs);
 tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino);
+/* The node of ino unless it was deleted. */
+tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino);
 tfs_node *tfs_tree_lookup(tfs_fs *fs, tfs_dir dir, const char *fname);
 /* Adds a node for an item; returns its ino (0 on allocation failure). */
 fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, const char *fname);
 void tfs_tree_unlink(tfs_fs *fs, tfs_node *n);
+/* Closes and removes n's scratch file, if it has one (n stays as it is otherwise). */
+void tfs_scratch_drop(tfs_node *n);
 int tfs_tree_rename(tfs_fs *fs, tfs_node *n, const char *fname);
 /* Adds the tensors/, f32/, npy/ entries of tensor i. */
 int tfs_tree_add_tensor(tfs_fs *fs, long i, bool with_raw);
@@ -140,14 +144,20 @@ typedef struct {
 	uint64_t data_size;
 } tfs_handle;
 
-/* ops.c */
-void tfs_handle_free(tfs_handle *h);
-void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n);
-tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino);
-bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d);
+/* util.c: shared by ops.c, tree.c, write.c and scratch.c (and calling none of them) */
+/* The one place a codec error becomes an errno. */
+int tfs_errno(const tfs_error *err);
+/* Logs a refused change (stderr with -f, else syslog; user.tensorfs.last_error) and returns
+ * its errno. */
 int tfs_fail(tfs_fs *fs, const tfs_error *err);
+/* The last refused change's message (-ENODATA: none yet). */
+int tfs_last_error(tfs_buf *out);
+bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d);
 /* Per-thread scratch buffer slot 0 or 1 of at least n bytes (NULL: out of memory). */
 void *tfs_scratch(int slot, size_t n);
+
+/* ops.c */
+void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n);
 
 /* scratch.c: editors' temporary files (sedXXXXXX, .x.swp, x~, tmpXXXXXXXX, ...) */
 /* Whether fname in directory d names a scratch file: an editor's temporary that names no
@@ -156,8 +166,6 @@ bool tfs_scratch_name(tfs_fs *fs, tfs_dir d, const char *fname);
 /* Makes n a scratch file: empty, or (from_item) holding its item's current bytes, the
  * item staying in the model unlisted (n->origin).  Call with fs->lock held for writing. */
 int tfs_scratch_make(tfs_fs *fs, tfs_node *n, bool from_item);
-/* Closes and removes n's scratch file (n stays as it is otherwise). */
-void tfs_scratch_drop(tfs_node *n);
 /* Reads all of n's scratch bytes (at most max) into out; -errno. */
 int tfs_scratch_read_all(tfs_node *n, tfs_buf *out, uint64_t max);
 /* The live model item of the decoded file name in directory d, or -1. */
@@ -166,6 +174,7 @@ long tfs_dir_item(tfs_fs *fs, tfs_dir d, const char *fname);
 tfs_node *tfs_item_node(tfs_fs *fs, tfs_dir d, long item);
 
 /* write.c: the handlers of a writable mount */
+void tfs_handle_free(tfs_handle *h);
 int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc);
 /* Closes the handle's staged file and removes it unless a commit handed it to the journal. */
 void tfs_handle_drop_data(tfs_handle *h);
@@ -186,7 +195,6 @@ void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 		     size_t size, int flags);
 
 extern const struct fuse_lowlevel_ops tfs_ops;
-int tfs_errno(const tfs_error *err);
 
 /* mount.c */
 /* by_mount8: called by mount(8), which passes "rw" unless told "ro": then only

@@ -18,49 +18,9 @@
 #define XATTR_PREFIX "user.tensorfs."
 #define MAX_VALUE_TEXT (1u << 30)  /* a metadata value written through the mount */
 
-/* The one place a codec error becomes an errno. */
-int tfs_errno(const tfs_error *err)
-{
-	switch (err->code) {
-	case TFS_OK: return 0;
-	case TFS_E_IO: return err->sys_errno ? err->sys_errno : EIO;
-	case TFS_E_NOMEM: return ENOMEM;
-	case TFS_E_NOTFOUND: return ENOENT;
-	case TFS_E_INVALID: return EINVAL;
-	case TFS_E_UNSUPPORTED: return ENOTSUP;
-	case TFS_E_EXISTS: return EEXIST;
-	case TFS_E_FORMAT:
-	case TFS_E_DIGEST:
-	default: return EIO;
-	}
-}
-
 static tfs_fs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
-/* The last refused change, for the root xattr user.tensorfs.last_error. */
-static pthread_mutex_t last_error_lock = PTHREAD_MUTEX_INITIALIZER;
-static char last_error[TFS_ERRMSG_MAX];
-
-/* Logs a failed change so the user can see why (the errno alone says little): on stderr in
- * the foreground, else to syslog, and in the root xattr user.tensorfs.last_error. */
-int tfs_fail(tfs_fs *fs, const tfs_error *err)
-{
-	if (fs->opts.foreground || fs->opts.debug)
-		fprintf(stderr, "tensorfs: %s\n", err->msg);
-	else
-		syslog(LOG_WARNING, "%s: %s", fs->opts.mountpoint ? fs->opts.mountpoint : "", err->msg);
-	pthread_mutex_lock(&last_error_lock);
-	snprintf(last_error, sizeof(last_error), "%s", err->msg);
-	pthread_mutex_unlock(&last_error_lock);
-	return tfs_errno(err);
-}
-
 /* ==== attributes ==== */
-
-bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d)
-{
-	return fs->opts.rw && (d == D_METADATA || d == D_TENSORS || d == D_LAYERS);
-}
 
 static int fill_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
 {
@@ -102,11 +62,6 @@ void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n)
 	fuse_reply_entry(req, &e);
 }
 
-tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino)
-{
-	tfs_node *n = tfs_tree_get(fs, ino);
-	return n && !n->deleted ? n : NULL;
-}
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
@@ -200,14 +155,6 @@ done:
 
 /* ==== open files ==== */
 
-void tfs_handle_free(tfs_handle *h)
-{
-	if (!h)
-		return;
-	tfs_buf_free(&h->text);
-	tfs_handle_drop_data(h);
-	free(h);
-}
 
 
 
@@ -272,34 +219,6 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		tfs_image_release(fuse_req_userdata(req), h->image);
 	tfs_handle_free(h);
 	fuse_reply_err(req, 0);
-}
-
-/* Per-thread scratch for dequantized values. */
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-typedef struct { void *p[2]; size_t cap[2]; } scratch;
-static void scratch_free(void *s)
-{
-	free(((scratch *)s)->p[0]);
-	free(((scratch *)s)->p[1]);
-	free(s);
-}
-static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
-void *tfs_scratch(int slot, size_t n)
-{
-	pthread_once(&scratch_once, scratch_init);
-	scratch *s = pthread_getspecific(scratch_key);
-	if (!s) {
-		if (!(s = calloc(1, sizeof(*s))))
-			return NULL;
-		pthread_setspecific(scratch_key, s);
-	}
-	if (s->cap[slot] < n) {
-		free(s->p[slot]);
-		s->p[slot] = malloc(n);
-		s->cap[slot] = s->p[slot] ? n : 0;
-	}
-	return s->p[slot];
 }
 
 /* Reads [off, off+len) of the f32 view of tensor i into out. */
@@ -558,13 +477,8 @@ static int node_xattr(tfs_fs *fs, tfs_node *n, const char *name, tfs_buf *out)
 			return tfs_buf_printf(out, "%s", tfs_staging_dir(fs->staging)) ? -ENOMEM : 0;
 		if (strcmp(name, "status") == 0 && fs->status_path)
 			return tfs_buf_printf(out, "%s", fs->status_path) ? -ENOMEM : 0;
-		if (strcmp(name, "last_error") == 0 && fs->opts.rw) {
-			pthread_mutex_lock(&last_error_lock);
-			int rc = last_error[0] && tfs_buf_printf(out, "%s", last_error) ? -ENOMEM : 0;
-			bool none = !last_error[0];
-			pthread_mutex_unlock(&last_error_lock);
-			return none ? -ENODATA : rc;
-		}
+		if (strcmp(name, "last_error") == 0 && fs->opts.rw)
+			return tfs_last_error(out);
 		return -ENODATA;
 	}
 	if (n->kind == N_SCRATCH && n->pend_type && strcmp(name, "type") == 0)

@@ -93,16 +93,6 @@ bool tfs_scratch_name(tfs_fs *fs, tfs_dir d, const char *fname)
 	       editor_temp_name(fname) && tfs_dir_item(fs, d, fname) < 0;
 }
 
-void tfs_scratch_drop(tfs_node *n)
-{
-	if (n->scratch_fd >= 0)
-		close(n->scratch_fd);
-	n->scratch_fd = -1;
-	if (n->scratch_path)
-		unlink(n->scratch_path);
-	free(n->scratch_path);
-	n->scratch_path = NULL;
-}
 
 /* Copies the current bytes of n's item into fd. */
 static int copy_item(tfs_fs *fs, tfs_node *n, int fd)

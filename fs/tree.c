@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const dir_names[D_COUNT] = {
 	[D_ROOT] = "", [D_METADATA] = "metadata", [D_TENSORS] = "tensors",
@@ -82,6 +83,12 @@ tfs_node *tfs_tree_lookup(tfs_fs *fs, tfs_dir dir, const char *fname)
 	return NULL;
 }
 
+tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino)
+{
+	tfs_node *n = tfs_tree_get(fs, ino);
+	return n && !n->deleted ? n : NULL;
+}
+
 tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino)
 {
 	if (ino == 0 || ino > fs->n_nodes)
@@ -117,6 +124,18 @@ fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, 
 	if (kind != N_DIR)
 		hash_insert(fs, n);
 	return (fuse_ino_t)fs->n_nodes;
+}
+
+/* Closes and removes n's scratch file, if it has one (scratch.c makes them). */
+void tfs_scratch_drop(tfs_node *n)
+{
+	if (n->scratch_fd >= 0)
+		close(n->scratch_fd);
+	n->scratch_fd = -1;
+	if (n->scratch_path)
+		unlink(n->scratch_path);
+	free(n->scratch_path);
+	n->scratch_path = NULL;
 }
 
 void tfs_tree_unlink(tfs_fs *fs, tfs_node *n)

@@ -62,6 +62,15 @@ static int current_text(tfs_fs *fs, tfs_node *n, tfs_buf *out)
 	return rc;
 }
 
+void tfs_handle_free(tfs_handle *h)
+{
+	if (!h)
+		return;
+	tfs_buf_free(&h->text);
+	tfs_handle_drop_data(h);
+	free(h);
+}
+
 void tfs_handle_drop_data(tfs_handle *h)
 {
 	if (h->data_fd >= 0)

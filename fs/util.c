@@ -1,0 +1,89 @@
+/*
+ * util.c - what the FUSE driver's modules share: the one mapping of codec errors to errno,
+ * the log of refused changes, per-thread scratch buffers.  It calls nothing else of fs/,
+ * and everything else of fs/ calls it.
+ */
+#include "fs.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <syslog.h>
+
+/* The one place a codec error becomes an errno. */
+int tfs_errno(const tfs_error *err)
+{
+	switch (err->code) {
+	case TFS_OK: return 0;
+	case TFS_E_IO: return err->sys_errno ? err->sys_errno : EIO;
+	case TFS_E_NOMEM: return ENOMEM;
+	case TFS_E_NOTFOUND: return ENOENT;
+	case TFS_E_INVALID: return EINVAL;
+	case TFS_E_UNSUPPORTED: return ENOTSUP;
+	case TFS_E_EXISTS: return EEXIST;
+	case TFS_E_FORMAT:
+	case TFS_E_DIGEST:
+	default: return EIO;
+	}
+}
+
+/* The last refused change, for the root xattr user.tensorfs.last_error. */
+static pthread_mutex_t last_error_lock = PTHREAD_MUTEX_INITIALIZER;
+static char last_error[TFS_ERRMSG_MAX];
+
+/* Logs a failed change so the user can see why (the errno alone says little): on stderr in
+ * the foreground, else to syslog, and in the root xattr user.tensorfs.last_error. */
+int tfs_fail(tfs_fs *fs, const tfs_error *err)
+{
+	if (fs->opts.foreground || fs->opts.debug)
+		fprintf(stderr, "tensorfs: %s\n", err->msg);
+	else
+		syslog(LOG_WARNING, "%s: %s", fs->opts.mountpoint ? fs->opts.mountpoint : "", err->msg);
+	pthread_mutex_lock(&last_error_lock);
+	snprintf(last_error, sizeof(last_error), "%s", err->msg);
+	pthread_mutex_unlock(&last_error_lock);
+	return tfs_errno(err);
+}
+
+int tfs_last_error(tfs_buf *out)
+{
+	pthread_mutex_lock(&last_error_lock);
+	int rc = !last_error[0] ? -ENODATA : tfs_buf_printf(out, "%s", last_error) ? -ENOMEM : 0;
+	pthread_mutex_unlock(&last_error_lock);
+	return rc;
+}
+
+bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d)
+{
+	return fs->opts.rw && (d == D_METADATA || d == D_TENSORS || d == D_LAYERS);
+}
+
+
+/* Per-thread scratch for dequantized values. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+typedef struct { void *p[2]; size_t cap[2]; } scratch;
+static void scratch_free(void *s)
+{
+	free(((scratch *)s)->p[0]);
+	free(((scratch *)s)->p[1]);
+	free(s);
+}
+static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
+void *tfs_scratch(int slot, size_t n)
+{
+	pthread_once(&scratch_once, scratch_init);
+	scratch *s = pthread_getspecific(scratch_key);
+	if (!s) {
+		if (!(s = calloc(1, sizeof(*s))))
+			return NULL;
+		pthread_setspecific(scratch_key, s);
+	}
+	if (s->cap[slot] < n) {
+		free(s->p[slot]);
+		s->p[slot] = malloc(n);
+		s->cap[slot] = s->p[slot] ? n : 0;
+	}
+	return s->p[slot];
+}

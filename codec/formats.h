@@ -107,9 +107,4 @@ typedef struct {
  * a valid encoding. */
 char *tfs_ol_json_name(const char *file);
 
-/* The f32 view of an MLX-quantized tensor (t->q.mode != TFS_QMODE_NONE): called by
- * tfs_tensor_read_f32 (model.c) after it checked [first, first + count) is in range. */
-int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, uint64_t count,
-		     float *out, tfs_error *err);
-
 #endif

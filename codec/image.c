@@ -9,7 +9,8 @@
  *  3. zeros everywhere else up to size (GGUF's padding between tensors).
  * The writers lay out a file as an image and then write the image (tfs_image_write), and
  * the mount serves the same image as one virtual file (tfs_image_read), so the two give
- * the same bytes by construction.  An image for reading owns duplicates of its sources'
+ * the same bytes by construction.  The format writers build images; write.c's
+ * tfs_model_image picks the one for a model.  An image for reading owns duplicates of its sources'
  * descriptors: it stays readable, unchanged, whatever happens to the model afterwards.
  */
 #include "formats.h"
@@ -153,34 +154,4 @@ int tfs_image_write(const tfs_image *im, const tfs_model *m, int fd, const char 
 		pos = e->pos + e->len;
 	}
 	return 0;
-}
-
-const char *tfs_image_name(const tfs_model *m)
-{
-	if (tfs_model_gguf_encoded(m))
-		return "model.gguf";
-	if (m->format == TFS_FMT_SAFETENSORS)
-		return "model.safetensors";
-	return NULL;
-}
-
-int tfs_model_image(tfs_image **out, const tfs_model *m, bool own_fds, tfs_error *err)
-{
-	int rc;
-	*out = NULL;
-	if (tfs_model_gguf_encoded(m))
-		rc = tfs_gguf_image(out, m, err);
-	else if (m->format == TFS_FMT_SAFETENSORS)
-		rc = tfs_st_image_all(out, m, err);
-	else
-		return tfs_error_set(err, TFS_E_UNSUPPORTED,
-				     "%s: a per-tensor Ollama model has no single-file form yet",
-				     m->path);
-	if (!rc && own_fds)
-		rc = tfs_image_own_fds(*out, m, err);
-	if (rc) {
-		tfs_image_free(*out);
-		*out = NULL;
-	}
-	return rc;
 }

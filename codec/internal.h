@@ -124,6 +124,11 @@ int tfs_model_push_extra(tfs_model *m, const char *name, const char *media_type,
  * page cache keeps the data). */
 void tfs_source_advise(const tfs_model *m, int32_t src, uint64_t off, uint64_t len, int advice);
 
+/* The f32 view of an MLX-quantized tensor (t->q.mode != TFS_QMODE_NONE): called by
+ * tfs_tensor_read_f32 (model.c); mlx.c holds it, beside the MLX math after it checked [first, first + count) is in range. */
+int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, uint64_t count,
+		     float *out, tfs_error *err);
+
 /* Per-format readers: fill an empty model (created by tfs_model_new) from path. */
 int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err);
 int tfs_safetensors_open(tfs_model *m, const char *path, tfs_error *err);

@@ -433,9 +433,6 @@ int tfs_tensor_f32_shape(const tfs_model *m, size_t i, uint32_t *n_dims,
 	return 0;
 }
 
-int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, uint64_t count,
-		     float *out, tfs_error *err);
-
 int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t count, float *out,
 			tfs_error *err)
 {

@@ -1,0 +1,161 @@
+/*
+ * validate.c - a written file read back with the reader and compared with the model
+ * that was written: every key in full, every tensor's type, shape and (sampled) bytes.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "formats.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ==== validation: the new file read back with the reader ==== */
+
+/* ne with the dims past n_dims as 1, trailing 1s ignored (ggml drops them when writing). */
+static uint32_t eff_dims(const tfs_tensor *t, int64_t ne[TFS_MAX_DIMS])
+{
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < TFS_MAX_DIMS; k++) {
+		ne[k] = k < t->n_dims ? t->ne[k] : 1;
+		if (ne[k] != 1)
+			n = k + 1;
+	}
+	return n;
+}
+
+static bool same_range(const uint8_t *a, const uint8_t *b, uint64_t n)
+{
+	while (n) {
+		size_t k = n > (1u << 30) ? (1u << 30) : (size_t)n;
+		if (memcmp(a, b, k))
+			return false;
+		a += k;
+		b += k;
+		n -= k;
+	}
+	return true;
+}
+
+#define SAMPLE 4096
+
+/*
+ * Checks that w (the written file, as read back) holds exactly m's live keys with the same
+ * payloads and m's live tensors with the same dtype, shape and size.  Tensor bytes are
+ * compared in full for new bytes (a staged file: offset 0, the whole source) and small
+ * tensors; for the others a sample at the start, middle and end: their bytes were copied by
+ * the kernel from a file that is not modified, and a 40 GB re-read would double the repack.
+ */
+int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err)
+{
+	size_t n_kv = 0, n_t = 0, w_kv = 0, w_t = 0;
+	for (size_t i = 0; i < m->n_kv; i++) {
+		const tfs_kv *a = &m->kv[i];
+		if (a->deleted)
+			continue;
+		n_kv++;
+		long j = tfs_model_find_kv(w, a->name);
+		if (j < 0)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: key '%s' is missing", w->path,
+					     a->name);
+		const tfs_kv *b = &w->kv[j];
+		if (a->type != b->type || a->len != b->len || !same_range(a->data, b->data, a->len))
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: key '%s' reads back differently",
+					     w->path, a->name);
+	}
+	for (size_t i = 0; i < w->n_kv; i++)
+		w_kv += !w->kv[i].deleted;
+	if (w_kv != n_kv)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: %zu keys read back, %zu expected",
+				     w->path, w_kv, n_kv);
+
+	for (size_t i = 0; i < m->n_t; i++) {
+		const tfs_tensor *a = &m->t[i];
+		if (a->deleted)
+			continue;
+		n_t++;
+		long j = tfs_model_find_tensor(w, a->name);
+		if (j < 0)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is missing", w->path,
+					     a->name);
+		const tfs_tensor *b = &w->t[j];
+		int64_t na[TFS_MAX_DIMS], nb[TFS_MAX_DIMS];
+		uint32_t da = eff_dims(a, na), db = eff_dims(b, nb);
+		if (a->dtype != b->dtype || a->nbytes != b->nbytes || da != db ||
+		    memcmp(na, nb, sizeof(na)))
+			return tfs_error_set(err, TFS_E_FORMAT,
+					     "%s: tensor '%s' reads back with another type or shape",
+					     w->path, a->name);
+		const tfs_source *sa = &m->src[a->src], *sb = &w->src[b->src];
+		if (a->offset + a->nbytes > sa->size || b->offset + b->nbytes > sb->size)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' lies past the end",
+					     w->path, a->name);
+		const uint8_t *pa = sa->map + a->offset, *pb = sb->map + b->offset;
+		uint64_t n = a->nbytes;
+		bool staged = a->offset == 0 && sa->size == n;
+		bool ok;
+		if (n == 0)
+			ok = true;
+		else if (staged || n <= 4 * SAMPLE)
+			ok = same_range(pa, pb, n);
+		else
+			ok = same_range(pa, pb, SAMPLE) &&
+			     same_range(pa + n / 2, pb + n / 2, SAMPLE) &&
+			     same_range(pa + n - SAMPLE, pb + n - SAMPLE, SAMPLE);
+		if (!ok)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': bytes differ",
+					     w->path, a->name);
+	}
+	for (size_t i = 0; i < w->n_t; i++)
+		w_t += !w->t[i].deleted;
+	if (w_t != n_t)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: %zu tensors read back, %zu expected",
+				     w->path, w_t, n_t);
+	return 0;
+}
+
+/* Reads back a GGUF file just written and checks it against m and the layout rules
+ * (GGUF_CHECKLIST.md: version 3, contiguous aligned offsets, padded data section). */
+int tfs_gguf_validate(const tfs_model *m, const char *tmp, tfs_error *err)
+{
+	tfs_model *w = NULL;
+	int32_t si;
+	int rc = tfs_model_new(&w, TFS_FMT_GGUF, tmp, err);
+	if (rc)
+		return rc;
+	if ((rc = tfs_model_add_source(w, tmp, NULL, &si, err)) ||
+	    (rc = tfs_gguf_read(w, si, err)))
+		goto out;
+	uint64_t a = w->alignment, expect = 0;
+	if (w->gguf_version != 3 || w->data_offset % a) {
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: bad version or data section alignment",
+				   tmp);
+		goto out;
+	}
+	for (size_t i = 0; i < w->n_t; i++) {
+		const tfs_tensor *t = &w->t[i];
+		if (t->offset != w->data_offset + expect) {
+			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is not where expected",
+					   tmp, t->name);
+			goto out;
+		}
+		expect += (t->nbytes + a - 1) / a * a;
+	}
+	if (w->n_t && w->src[si].size != w->data_offset + expect) {
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: file size %llu, expected %llu", tmp,
+				   (unsigned long long)w->src[si].size,
+				   (unsigned long long)(w->data_offset + expect));
+		goto out;
+	}
+	rc = tfs_write_validate(m, w, err);
+out:
+	tfs_model_free(w);
+	return rc;
+}

@@ -7,6 +7,7 @@
 #include "tensorfs.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 /* ==== caps on untrusted sizes ==== */
 #define TFS_MAX_STRING      (1ull << 30)   /* GGUF string bytes (ggml: 1 GiB) */
@@ -122,7 +123,22 @@ int tfs_model_push_extra(tfs_model *m, const char *name, const char *media_type,
 /* madvise()s the page-aligned span of [off, off+len) of source src: MADV_WILLNEED before
  * reading through the mapping, MADV_DONTNEED after (keeps the daemon's RSS flat; the
  * page cache keeps the data). */
-void tfs_source_advise(const tfs_model *m, int32_t src, uint64_t off, uint64_t len, int advice);
+static inline void tfs_source_advise(const tfs_model *m, int32_t src, uint64_t off, uint64_t len, int advice)
+{
+	if (src < 0 || (size_t)src >= m->n_src || !m->src[src].map || !len)
+		return;
+	const tfs_source *s = &m->src[src];
+	uint64_t pg = 4096, a = off & ~(pg - 1), b = off + len;
+	if (advice == MADV_DONTNEED) {
+		/* only pages wholly inside the range: neighbours may be in use */
+		a = (off + pg - 1) & ~(pg - 1);
+		b &= ~(pg - 1);
+	}
+	if (b > s->size)
+		b = s->size;
+	if (b > a)
+		madvise((void *)(uintptr_t)(s->map + a), (size_t)(b - a), advice);
+}
 
 /* The f32 view of an MLX-quantized tensor (t->q.mode != TFS_QMODE_NONE): called by
  * tfs_tensor_read_f32 (model.c); mlx.c holds it, beside the MLX math after it checked [first, first + count) is in range. */

@@ -302,23 +302,6 @@ const char *tfs_model_format_name(const tfs_model *m)
 
 /* ==== reading ==== */
 
-void tfs_source_advise(const tfs_model *m, int32_t src, uint64_t off, uint64_t len, int advice)
-{
-	if (src < 0 || (size_t)src >= m->n_src || !m->src[src].map || !len)
-		return;
-	const tfs_source *s = &m->src[src];
-	uint64_t pg = 4096, a = off & ~(pg - 1), b = off + len;
-	if (advice == MADV_DONTNEED) {
-		/* only pages wholly inside the range: neighbours may be in use */
-		a = (off + pg - 1) & ~(pg - 1);
-		b &= ~(pg - 1);
-	}
-	if (b > s->size)
-		b = s->size;
-	if (b > a)
-		madvise((void *)(uintptr_t)(s->map + a), (size_t)(b - a), advice);
-}
-
 /* Copies [off, off+len) of a source into out, from its mapping. */
 static int source_read(const tfs_model *m, int32_t si, uint64_t off, uint64_t len, void *out,
 		       tfs_error *err)

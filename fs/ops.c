@@ -317,13 +317,111 @@ static void reply_pread(fuse_req_t req, int fd, size_t size, off_t off)
 		fuse_reply_buf(req, buf, (size_t)r);
 }
 
+/* Clips a read of size at off to a file of total bytes; false: nothing to read. */
+static bool clip(uint64_t total, off_t off, size_t *size)
+{
+	if ((uint64_t)off >= total)
+		return false;
+	if (*size > total - (uint64_t)off)
+		*size = (size_t)(total - (uint64_t)off);
+	return true;
+}
+
+/* model.gguf / model.safetensors: the handle's own snapshot, no lock needed. */
+static void read_image(fuse_req_t req, const tfs_shared_image *si, size_t size, off_t off)
+{
+	tfs_error err;
+	char *buf = tfs_scratch(1, size);
+	int64_t r = buf ? tfs_image_read(si->im, (uint64_t)off, size, buf, &err) : -1;
+	if (r < 0)
+		fuse_reply_err(req, buf ? tfs_errno(&err) : ENOMEM);
+	else
+		fuse_reply_buf(req, buf, (size_t)r);
+}
+
+/* f32/<name>: dequantized in the handler. */
+static void read_f32_view(fuse_req_t req, tfs_fs *fs, tfs_node *n, size_t size, off_t off)
+{
+	if (!clip(tfs_tensor_f32_count(fs->model, (size_t)n->item, NULL) * 4, off, &size)) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	char *out = tfs_scratch(1, size);
+	int rc = out ? read_f32(fs, (size_t)n->item, (uint64_t)off, size, out) : -ENOMEM;
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, out, size);
+}
+
+/* npy/<name>.npy past its header: header bytes (hlen of head), then the payload, raw
+ * (pread from the source, like tensors/) or the f32 view.  cache_lock held; released. */
+static void read_npy(fuse_req_t req, tfs_fs *fs, tfs_node *n, const char *head, uint64_t hlen,
+		     size_t size, off_t off)
+{
+	const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+	bool raw = n->raw_npy;
+	uint64_t plen = raw ? t->nbytes : tfs_tensor_f32_count(fs->model, (size_t)n->item, NULL) * 4;
+	char *out = NULL;
+	size_t got = 0;
+	if (clip(hlen + plen, off, &size) && (out = tfs_scratch(1, size)) && (uint64_t)off < hlen) {
+		got = (size_t)(hlen - (uint64_t)off);
+		memcpy(out, head + off, got);
+	}
+	pthread_mutex_unlock(&fs->cache_lock);
+	if ((uint64_t)off >= hlen + plen) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (!out) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	uint64_t poff = (uint64_t)off + got - hlen;
+	if (raw) {
+		tfs_error err;
+		int64_t r = tfs_tensor_read_raw(fs->model, (size_t)n->item, poff, size - got,
+						out + got, &err);
+		if (r < 0)
+			fuse_reply_err(req, tfs_errno(&err));
+		else
+			fuse_reply_buf(req, out, got + (size_t)r);
+		return;
+	}
+	int rc = read_f32(fs, (size_t)n->item, poff, size - got, out + got);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, out, size);
+}
+
+/* Generated content: a value's text, index.json, an npy header and what follows it. */
+static void read_generated(fuse_req_t req, tfs_fs *fs, tfs_node *n, size_t size, off_t off)
+{
+	const tfs_buf *c;
+	pthread_mutex_lock(&fs->cache_lock);
+	int rc = tfs_node_content(fs, n, &c);
+	if (rc) {
+		pthread_mutex_unlock(&fs->cache_lock);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	uint64_t hlen = c->len;
+	if (n->kind == N_NPY && !((uint64_t)off < hlen && hlen - (uint64_t)off >= size)) {
+		read_npy(req, fs, n, c->data, hlen, size, off);
+		return;
+	}
+	size_t take = clip(hlen, off, &size) ? size : 0;
+	fuse_reply_buf(req, take ? c->data + off : NULL, take);
+	pthread_mutex_unlock(&fs->cache_lock);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	tfs_fs *fs = fs_of(req);
 	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
 	tfs_node *n = h->node;
-	int rc = 0;
 
 	if (h->writing && h->data_fd >= 0) {
 		/* reading back a file being written: the staged bytes */
@@ -331,119 +429,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	if (h->image) {
-		/* the model file: its own snapshot, no lock needed */
-		tfs_error err;
-		char *buf = tfs_scratch(1, size);
-		int64_t r = buf ? tfs_image_read(h->image->im, (uint64_t)off, size, buf, &err) : -1;
-		if (r < 0)
-			fuse_reply_err(req, buf ? tfs_errno(&err) : ENOMEM);
-		else
-			fuse_reply_buf(req, buf, (size_t)r);
+		read_image(req, h->image, size, off);
 		return;
 	}
 	pthread_rwlock_rdlock(&fs->lock);
-	if (n->kind == N_SCRATCH && !n->deleted) {
-		reply_pread(req, n->scratch_fd, size, off);
-		pthread_rwlock_unlock(&fs->lock);
-		return;
-	}
-	if (n->deleted || (n->item < 0 && n->kind != N_INDEX)) {
-		pthread_rwlock_unlock(&fs->lock);
+	if (n->deleted || (n->item < 0 && n->kind != N_INDEX && n->kind != N_SCRATCH)) {
 		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	switch (n->kind) {
-	case N_RAW: {
+	} else if (n->kind == N_SCRATCH) {
+		reply_pread(req, n->scratch_fd, size, off);
+	} else if (n->kind == N_RAW) {
 		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
 		reply_source(req, fs, t->src, t->offset, t->nbytes, off, size);
-		break;
-	}
-	case N_EXTRA: {
+	} else if (n->kind == N_EXTRA) {
 		const tfs_extra *x = tfs_model_extra(fs->model, (size_t)n->item);
 		reply_source(req, fs, x->src, x->offset, x->size, off, size);
-		break;
-	}
-	case N_F32: {
-		uint64_t total = tfs_tensor_f32_count(fs->model, (size_t)n->item, NULL) * 4;
-		if ((uint64_t)off >= total) {
-			fuse_reply_buf(req, NULL, 0);
-			break;
-		}
-		if (size > total - (uint64_t)off)
-			size = (size_t)(total - (uint64_t)off);
-		char *out = tfs_scratch(1, size);
-		rc = out ? read_f32(fs, (size_t)n->item, (uint64_t)off, size, out) : -ENOMEM;
-		if (rc)
-			fuse_reply_err(req, -rc);
-		else
-			fuse_reply_buf(req, out, size);
-		break;
-	}
-	case N_KEY:
-	case N_INDEX:
-	case N_NPY: {
-		const tfs_buf *c;
-		pthread_mutex_lock(&fs->cache_lock);
-		rc = tfs_node_content(fs, n, &c);
-		if (rc) {
-			pthread_mutex_unlock(&fs->cache_lock);
-			fuse_reply_err(req, -rc);
-			break;
-		}
-		uint64_t hlen = c->len;
-		if (n->kind != N_NPY || ((uint64_t)off < hlen && hlen - (uint64_t)off >= size)) {
-			/* generated content only (an npy read inside its header) */
-			size_t take = (uint64_t)off >= hlen ? 0
-				    : hlen - (uint64_t)off < size ? (size_t)(hlen - (uint64_t)off) : size;
-			fuse_reply_buf(req, take ? c->data + off : NULL, take);
-			pthread_mutex_unlock(&fs->cache_lock);
-			break;
-		}
-		/* npy: header bytes then payload */
-		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
-		uint64_t plen = n->raw_npy ? t->nbytes
-					   : tfs_tensor_f32_count(fs->model, (size_t)n->item, NULL) * 4;
-		uint64_t total = hlen + plen;
-		if ((uint64_t)off >= total) {
-			pthread_mutex_unlock(&fs->cache_lock);
-			fuse_reply_buf(req, NULL, 0);
-			break;
-		}
-		if (size > total - (uint64_t)off)
-			size = (size_t)(total - (uint64_t)off);
-		char *out = tfs_scratch(1, size);
-		if (!out) {
-			pthread_mutex_unlock(&fs->cache_lock);
-			fuse_reply_err(req, ENOMEM);
-			break;
-		}
-		size_t got = 0;
-		if ((uint64_t)off < hlen) {
-			got = (size_t)(hlen - (uint64_t)off);
-			memcpy(out, c->data + off, got);
-		}
-		bool raw = n->raw_npy;
-		pthread_mutex_unlock(&fs->cache_lock);
-		uint64_t poff = (uint64_t)off + got - hlen;
-		if (raw) {
-			/* the payload preads from the source, like tensors/ (see read_mode) */
-			tfs_error err;
-			int64_t r = tfs_tensor_read_raw(fs->model, (size_t)n->item, poff, size - got,
-							out + got, &err);
-			if (r < 0)
-				fuse_reply_err(req, tfs_errno(&err));
-			else
-				fuse_reply_buf(req, out, got + (size_t)r);
-			break;
-		}
-		rc = read_f32(fs, (size_t)n->item, poff, size - got, out + got);
-		if (rc)
-			fuse_reply_err(req, -rc);
-		else
-			fuse_reply_buf(req, out, size);
-		break;
-	}
-	default:
+	} else if (n->kind == N_F32) {
+		read_f32_view(req, fs, n, size, off);
+	} else if (n->kind == N_KEY || n->kind == N_INDEX || n->kind == N_NPY) {
+		read_generated(req, fs, n, size, off);
+	} else {
 		fuse_reply_err(req, EISDIR);
 	}
 	pthread_rwlock_unlock(&fs->lock);

@@ -196,10 +196,81 @@ static int check_scalar_text(tfs_fs *fs, tfs_handle *h)
 	return -tfs_fail(fs, &err);
 }
 
+/* pwrite()s all of buf at off; 0 or an errno (a short write is a full disk). */
+static int pwrite_all(int fd, const char *buf, size_t size, off_t off)
+{
+	size_t done = 0;
+	while (done < size) {
+		ssize_t r = pwrite(fd, buf + done, size - done, off + (off_t)done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? errno : ENOSPC;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* After a write that failed part-way or was refused: nothing of this handle is committed. */
+static int refuse(tfs_handle *h, int e)
+{
+	h->dirty = false;
+	h->failed = true;
+	return e;
+}
+
+/* A scratch file is written in place; 0 or an errno. */
+static int write_scratch(tfs_fs *fs, tfs_handle *h, const char *buf, size_t size, off_t off)
+{
+	pthread_rwlock_rdlock(&fs->lock);
+	/* renamed onto an item since: its bytes were taken at the rename */
+	int e = h->node->kind != N_SCRATCH || h->node->deleted
+		? ESTALE : pwrite_all(h->node->scratch_fd, buf, size, off);
+	pthread_rwlock_unlock(&fs->lock);
+	return e;
+}
+
+/* A value's text is gathered in the handle; a bad scalar is refused at once (shells ignore
+ * errors from close, and a number or a bool arrives in one write).  0 or an errno. */
+static int write_text(tfs_fs *fs, tfs_handle *h, const char *buf, size_t size, off_t off)
+{
+	uint64_t end = (uint64_t)off + size;
+	if (end > MAX_VALUE_TEXT)
+		return refuse(h, EFBIG); /* nothing of a value cut short is committed */
+	if (end > h->text.len) {
+		if (tfs_buf_reserve(&h->text, end - h->text.len))
+			return ENOMEM;
+		memset(h->text.data + h->text.len, 0, end - h->text.len);
+		h->text.len = end;
+		h->text.data[end] = '\0';
+	}
+	memcpy(h->text.data + off, buf, size);
+	int rc = check_scalar_text(fs, h);
+	return rc ? refuse(h, -rc) : 0;
+}
+
+
+/* A tensor's or layer's bytes go to the handle's staged copy.  0 or an errno. */
+static int write_data(tfs_fs *fs, tfs_handle *h, const char *buf, size_t size, off_t off)
+{
+	int rc = stage_data(fs, h, true);
+	if (rc)
+		return -rc;
+	/* a full disk (or any error) part-way: the bytes are incomplete, so nothing of this
+	 * handle is committed, and close() reports it too */
+	if ((h->error = pwrite_all(h->data_fd, buf, size, off)))
+		return refuse(h, h->error);
+	if ((uint64_t)off + size > h->data_size)
+		h->data_size = (uint64_t)off + size;
+	return 0;
+}
+
 void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		  struct fuse_file_info *fi)
 {
+	tfs_fs *fs = fuse_req_userdata(req);
 	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
+	int e;
 	if (!h->writing) {
 		fuse_reply_err(req, EBADF);
 		return;
@@ -208,86 +279,20 @@ void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 		fuse_reply_err(req, h->error ? h->error : EINVAL);
 		return;
 	}
-	uint64_t end = (uint64_t)off + size;
 	if (h->scratch) {
-		tfs_fs *fs = fuse_req_userdata(req);
-		int e = 0;
-		size_t done = 0;
-		pthread_rwlock_rdlock(&fs->lock);
-		if (h->node->kind != N_SCRATCH || h->node->deleted)
-			e = ESTALE; /* renamed onto an item since: its bytes were taken at the rename */
-		while (!e && done < size) {
-			ssize_t r = pwrite(h->node->scratch_fd, buf + done, size - done,
-					   off + (off_t)done);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				e = r < 0 ? errno : ENOSPC;
-			else
-				done += (size_t)r;
-		}
-		pthread_rwlock_unlock(&fs->lock);
-		if (e)
-			fuse_reply_err(req, e);
-		else
-			fuse_reply_write(req, size);
-		return;
-	}
-	if (h->node->kind == N_KEY) {
-		if (end > MAX_VALUE_TEXT) {
-			/* nothing of a value cut short is committed */
-			h->dirty = false;
-			h->failed = true;
-			fuse_reply_err(req, EFBIG);
-			return;
-		}
-		if (end > h->text.len) {
-			if (tfs_buf_reserve(&h->text, end - h->text.len)) {
-				fuse_reply_err(req, ENOMEM);
-				return;
-			}
-			memset(h->text.data + h->text.len, 0, end - h->text.len);
-			h->text.len = end;
-			h->text.data[end] = '\0';
-		}
-		memcpy(h->text.data + off, buf, size);
-		/* A scalar (a number, a bool) arrives in one write: refuse a bad one here, where
-		 * the writer sees it (shells ignore errors from close) */
-		int rc = check_scalar_text(fuse_req_userdata(req), h);
-		if (rc) {
-			h->dirty = false;
-			h->failed = true;
-			fuse_reply_err(req, -rc);
-			return;
-		}
+		e = write_scratch(fs, h, buf, size, off);
 	} else {
-		size_t done = 0;
-		int rc = stage_data(fuse_req_userdata(req), h, true);
-		if (rc) {
-			fuse_reply_err(req, -rc);
-			return;
+		e = h->node->kind == N_KEY ? write_text(fs, h, buf, size, off)
+					   : write_data(fs, h, buf, size, off);
+		if (!e) {
+			h->dirty = true;
+			h->wrote = true;
 		}
-		while (done < size) {
-			ssize_t r = pwrite(h->data_fd, buf + done, size - done, off + (off_t)done);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r < 0 || (r == 0 && (errno = ENOSPC))) {
-				/* a full disk (or any error) part-way: the bytes are incomplete, so
-				 * nothing of this handle is committed and close() reports it too */
-				h->error = errno;
-				h->failed = true;
-				h->dirty = false;
-				fuse_reply_err(req, h->error);
-				return;
-			}
-			done += (size_t)r;
-		}
-		if (end > h->data_size)
-			h->data_size = end;
 	}
-	h->dirty = true;
-	h->wrote = true;
-	fuse_reply_write(req, size);
+	if (e)
+		fuse_reply_err(req, e);
+	else
+		fuse_reply_write(req, size);
 }
 
 /* Default dtype and shape of a new tensor of nbytes bytes: F32 [n/4] when it divides, else

@@ -115,6 +115,8 @@ void tfs_scratch_drop(tfs_node *n);
 int tfs_tree_rename(tfs_fs *fs, tfs_node *n, const char *fname);
 /* Adds the tensors/, f32/, npy/ entries of tensor i. */
 int tfs_tree_add_tensor(tfs_fs *fs, long i, bool with_raw);
+/* The node's attributes: mode, size, times, owner; -errno on failure. */
+int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st);
 /* The node's file size (computing and caching content where needed); -errno on failure. */
 int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size);
 /* The node's cached content (value text, npy header, index.json); call with cache_lock held. */

@@ -22,36 +22,12 @@ static tfs_fs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
 /* ==== attributes ==== */
 
-static int fill_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_ino = n->ino;
-	st->st_uid = fs->uid;
-	st->st_gid = fs->gid;
-	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
-	st->st_blksize = 1 << 20;
-	if (n->kind == N_DIR) {
-		st->st_mode = S_IFDIR | (tfs_writable_dir(fs, n->dir) ? 0755 : 0555);
-		st->st_nlink = 2;
-		return 0;
-	}
-	uint64_t size = 0;
-	int rc = n->item >= 0 || n->kind == N_INDEX || n->kind == N_SCRATCH || n->kind == N_MODEL
-		 ? tfs_node_size(fs, n, &size) : 0;
-	if (rc)
-		return rc;
-	st->st_mode = S_IFREG | (tfs_writable_dir(fs, n->dir) ? 0644 : 0444);
-	st->st_nlink = 1;
-	st->st_size = (off_t)size;
-	st->st_blocks = (blkcnt_t)((size + 511) / 512);
-	return 0;
-}
 
 void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n)
 {
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
-	int rc = fill_attr(fs, n, &e.attr);
+	int rc = tfs_node_attr(fs, n, &e.attr);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -87,7 +63,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 	pthread_rwlock_rdlock(&fs->lock);
 	tfs_node *n = tfs_live_node(fs, ino);
-	int rc = n ? fill_attr(fs, n, &st) : -ENOENT;
+	int rc = n ? tfs_node_attr(fs, n, &st) : -ENOENT;
 	pthread_rwlock_unlock(&fs->lock);
 	if (rc)
 		fuse_reply_err(req, -rc);

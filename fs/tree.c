@@ -279,6 +279,31 @@ int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out)
 	return 0;
 }
 
+int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->ino;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
+	st->st_blksize = 1 << 20;
+	if (n->kind == N_DIR) {
+		st->st_mode = S_IFDIR | (tfs_writable_dir(fs, n->dir) ? 0755 : 0555);
+		st->st_nlink = 2;
+		return 0;
+	}
+	uint64_t size = 0;
+	int rc = n->item >= 0 || n->kind == N_INDEX || n->kind == N_SCRATCH || n->kind == N_MODEL
+		 ? tfs_node_size(fs, n, &size) : 0;
+	if (rc)
+		return rc;
+	st->st_mode = S_IFREG | (tfs_writable_dir(fs, n->dir) ? 0644 : 0444);
+	st->st_nlink = 1;
+	st->st_size = (off_t)size;
+	st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	return 0;
+}
+
 int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
 {
 	const tfs_buf *c;

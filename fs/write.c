@@ -495,91 +495,81 @@ void tfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file
 	fuse_reply_err(req, -tfs_op_commit(fuse_req_userdata(req), h));
 }
 
+/* truncate()/ftruncate() of node n to size, through handle h (fi) or a temporary one
+ * committed at once (truncate by path). */
+static int truncate_node(tfs_fs *fs, tfs_node *n, tfs_handle *fh, uint64_t size)
+{
+	tfs_handle tmp = { .node = n, .data_fd = -1 };
+	tfs_handle *h = fh ? fh : &tmp;
+	int rc = 0;
+	if (n->kind == N_SCRATCH || h->scratch) {
+		pthread_rwlock_rdlock(&fs->lock);
+		rc = n->kind != N_SCRATCH ? -ESTALE
+		     : ftruncate(n->scratch_fd, (off_t)size) < 0 ? -errno : 0;
+		pthread_rwlock_unlock(&fs->lock);
+		return rc;
+	}
+	if (!h->writing)
+		rc = tfs_start_write(fs, h, size == 0);
+	if (!rc && n->kind != N_KEY)
+		rc = stage_data(fs, h, size != 0);
+	if (!rc && n->kind == N_KEY) {
+		if (size > MAX_VALUE_TEXT)
+			rc = -EFBIG;
+		else if (size > h->text.len && tfs_buf_reserve(&h->text, size - h->text.len))
+			rc = -ENOMEM;
+		else if (size > h->text.len)
+			memset(h->text.data + h->text.len, 0, size - h->text.len);
+		if (!rc) {
+			h->text.len = size;
+			h->text.data[size] = '\0';
+		}
+	} else if (!rc && ftruncate(h->data_fd, (off_t)size) < 0) {
+		rc = -errno;
+	} else if (!rc) {
+		h->data_size = size;
+	}
+	h->dirty = true;
+	if (!rc && h == &tmp)
+		rc = tfs_op_commit(fs, h);
+	if (h == &tmp) {
+		tfs_buf_free(&tmp.text);
+		tfs_handle_drop_data(&tmp);
+	}
+	return rc;
+}
+
 void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		    struct fuse_file_info *fi)
 {
 	tfs_fs *fs = fuse_req_userdata(req);
+	tfs_handle *fh = fi ? (tfs_handle *)(uintptr_t)fi->fh : NULL;
+	struct stat st;
 	int rc = 0;
 	pthread_rwlock_rdlock(&fs->lock);
 	tfs_node *n = tfs_live_node(fs, ino);
 	bool writable = n && n->kind != N_DIR && tfs_writable_dir(fs, n->dir);
 	pthread_rwlock_unlock(&fs->lock);
-	if (!n) {
-		fuse_reply_err(req, ENOENT);
-		return;
+	if (!n)
+		rc = -ENOENT;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && !fs->opts.rw)
+		rc = -EROFS;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && !writable)
+		rc = -EACCES;
+	else if (to_set & FUSE_SET_ATTR_SIZE)
+		rc = truncate_node(fs, n, fh, (uint64_t)attr->st_size);
+	/* other attributes (mode, owner, times) are the mount's: accepted, not changed */
+	if (!rc) {
+		pthread_rwlock_rdlock(&fs->lock);
+		rc = tfs_node_attr(fs, n, &st);
+		pthread_rwlock_unlock(&fs->lock);
 	}
-	if (to_set & FUSE_SET_ATTR_SIZE) {
-		if (!fs->opts.rw) {
-			fuse_reply_err(req, EROFS);
-			return;
-		}
-		if (!writable) {
-			fuse_reply_err(req, EACCES);
-			return;
-		}
-		tfs_handle tmp = { .node = n, .data_fd = -1 };
-		tfs_handle *h = fi ? (tfs_handle *)(uintptr_t)fi->fh : &tmp;
-		uint64_t size = (uint64_t)attr->st_size;
-		if (n->kind == N_SCRATCH || h->scratch) {
-			pthread_rwlock_rdlock(&fs->lock);
-			rc = n->kind != N_SCRATCH ? -ESTALE
-			     : ftruncate(n->scratch_fd, (off_t)size) < 0 ? -errno : 0;
-			pthread_rwlock_unlock(&fs->lock);
-			goto reply;
-		}
-		if (!h->writing)
-			rc = tfs_start_write(fs, h, size == 0);
-		if (!rc && n->kind != N_KEY)
-			rc = stage_data(fs, h, size != 0);
-		if (!rc && n->kind == N_KEY) {
-			if (size > MAX_VALUE_TEXT)
-				rc = -EFBIG;
-			else if (size > h->text.len) {
-				if (tfs_buf_reserve(&h->text, size - h->text.len))
-					rc = -ENOMEM;
-				else
-					memset(h->text.data + h->text.len, 0, size - h->text.len);
-			}
-			if (!rc) {
-				h->text.len = size;
-				h->text.data[size] = '\0';
-			}
-		} else if (!rc && ftruncate(h->data_fd, (off_t)size) < 0) {
-			rc = -errno;
-		} else if (!rc) {
-			h->data_size = size;
-		}
-		h->dirty = true;
-		if (!rc && h == &tmp)
-			rc = tfs_op_commit(fs, h);
-		if (h == &tmp) {
-			tfs_buf_free(&tmp.text);
-			tfs_handle_drop_data(&tmp);
-		}
-	}
-reply:
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	struct stat st;
-	pthread_rwlock_rdlock(&fs->lock);
-	memset(&st, 0, sizeof(st));
-	uint64_t size = 0;
-	if (n->kind != N_DIR && (n->item >= 0 || n->kind == N_INDEX || n->kind == N_SCRATCH ||
-				 n->kind == N_MODEL))
-		rc = tfs_node_size(fs, n, &size);
-	pthread_rwlock_unlock(&fs->lock);
-	st.st_ino = ino;
-	st.st_mode = (n->kind == N_DIR ? S_IFDIR | 0755 : S_IFREG | (writable ? 0644 : 0444));
-	st.st_nlink = n->kind == N_DIR ? 2 : 1;
-	st.st_size = (off_t)size;
-	st.st_uid = fs->uid;
-	st.st_gid = fs->gid;
-	st.st_atim = st.st_mtim = st.st_ctim = fs->mtime;
-	if (fi && fi->fh && ((tfs_handle *)(uintptr_t)fi->fh)->writing &&
-	    ((tfs_handle *)(uintptr_t)fi->fh)->data_fd >= 0 && n->kind != N_KEY)
-		st.st_size = (off_t)((tfs_handle *)(uintptr_t)fi->fh)->data_size;
+	if (fh && fh->writing && fh->data_fd >= 0 && n->kind != N_KEY)
+		st.st_size = (off_t)fh->data_size; /* what this handle has written */
 	fuse_reply_attr(req, &st, fs->timeout);
 }
 
@@ -1092,12 +1082,67 @@ static int declare_type(tfs_node *n, const char *name, const char *v)
 	return 0;
 }
 
+/* user.tensorfs.type on a key: its current text (or the type's zero for an empty value)
+ * read again as that type. */
+static int retype_key(tfs_fs *fs, tfs_node *n, const char *type_name)
+{
+	tfs_handle h = { .node = n, .data_fd = -1, .writing = true, .dirty = true };
+	pthread_rwlock_rdlock(&fs->lock);
+	int rc = current_text(fs, n, &h.text);
+	pthread_rwlock_unlock(&fs->lock);
+	if (!rc && h.text.len <= 1) {
+		h.text.len = 0;
+		tfs_buf_printf(&h.text, "%s", zero_text(type_name));
+	}
+	if (!rc)
+		rc = commit_text(fs, &h, type_name);
+	if (!rc)
+		n->typed = true;
+	tfs_buf_free(&h.text);
+	return rc;
+}
+
+/* user.tensorfs.dtype / .shape on a tensor: its bytes restaged as that dtype or shape (a
+ * vector given a new dtype keeps its bytes, so its length follows). */
+static int retype_tensor(tfs_fs *fs, tfs_node *n, bool is_dtype, const char *v)
+{
+	int dtype = -1;
+	uint32_t nd = 0;
+	int64_t ne[TFS_MAX_DIMS];
+	int rc = is_dtype ? ((dtype = tfs_dtype_from_name(v)) < 0 ? -EINVAL : 0)
+			  : parse_shape(v, &nd, ne);
+	if (rc)
+		return rc;
+	pthread_rwlock_rdlock(&fs->lock);
+	const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+	if (is_dtype) {
+		nd = t->n_dims;
+		memcpy(ne, t->ne, sizeof(ne));
+		const tfs_dtype_info *d = tfs_dtype(dtype);
+		if (nd == 1 && d && t->nbytes % d->block_bytes == 0)
+			ne[0] = (int64_t)(t->nbytes / d->block_bytes * d->block_elems);
+	} else {
+		dtype = t->dtype;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	tfs_handle h = { .node = n, .data_fd = -1 };
+	rc = tfs_start_write(fs, &h, false);
+	if (!rc)
+		rc = stage_data(fs, &h, true);
+	if (!rc)
+		rc = commit_data(fs, &h, dtype, nd, ne);
+	if (!rc)
+		n->typed = true;
+	tfs_handle_drop_data(&h);
+	return rc;
+}
+
 void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		     size_t size, int flags)
 {
 	tfs_fs *fs = fuse_req_userdata(req);
 	char v[256];
-	int rc = 0;
+	int rc;
 	if (!fs->opts.rw) {
 		fuse_reply_err(req, EROFS);
 		return;
@@ -1114,68 +1159,18 @@ void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 	pthread_rwlock_rdlock(&fs->lock);
 	tfs_node *n = tfs_live_node(fs, ino);
 	pthread_rwlock_unlock(&fs->lock);
+	bool is_dtype = strcmp(name, "user.tensorfs.dtype") == 0;
 	if (!n) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	if (n->kind == N_SCRATCH) {
+		rc = -ENOENT;
+	} else if (n->kind == N_SCRATCH || (n->kind == N_RAW && n->item < 0)) {
+		/* not in the model yet: remembered for when it is */
 		pthread_rwlock_wrlock(&fs->lock);
-		rc = n->kind == N_SCRATCH ? declare_type(n, name, v) : -ESTALE;
+		rc = n->kind == N_SCRATCH || n->kind == N_RAW ? declare_type(n, name, v) : -ESTALE;
 		pthread_rwlock_unlock(&fs->lock);
 	} else if (n->kind == N_KEY && strcmp(name, "user.tensorfs.type") == 0) {
-		/* retype: the current text, or the type's zero for an empty value */
-		tfs_handle h = { .node = n, .data_fd = -1, .writing = true, .dirty = true };
-		pthread_rwlock_rdlock(&fs->lock);
-		rc = current_text(fs, n, &h.text);
-		pthread_rwlock_unlock(&fs->lock);
-		if (!rc && h.text.len <= 1) {
-			h.text.len = 0;
-			tfs_buf_printf(&h.text, "%s", zero_text(v));
-		}
-		if (!rc)
-			rc = commit_text(fs, &h, v);
-		if (!rc)
-			n->typed = true;
-		tfs_buf_free(&h.text);
-	} else if (n->kind == N_RAW && (strcmp(name, "user.tensorfs.dtype") == 0 ||
-					 strcmp(name, "user.tensorfs.shape") == 0)) {
-		bool is_dtype = strcmp(name, "user.tensorfs.dtype") == 0;
-		int dtype = -1;
-		uint32_t nd = 0;
-		int64_t ne[TFS_MAX_DIMS];
-		if (is_dtype && (dtype = tfs_dtype_from_name(v)) < 0)
-			rc = -EINVAL;
-		if (!is_dtype)
-			rc = parse_shape(v, &nd, ne);
-		if (!rc && n->item < 0) {
-			/* not written yet: remember for when it is */
-			pthread_rwlock_wrlock(&fs->lock);
-			rc = declare_type(n, name, v);
-			pthread_rwlock_unlock(&fs->lock);
-		} else if (!rc) {
-			/* reinterpret the bytes: restage them with the new dtype / shape */
-			pthread_rwlock_rdlock(&fs->lock);
-			const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
-			if (is_dtype) {
-				nd = t->n_dims;
-				memcpy(ne, t->ne, sizeof(ne));
-				const tfs_dtype_info *d = tfs_dtype(dtype);
-				if (nd == 1 && d && t->nbytes % d->block_bytes == 0)
-					ne[0] = (int64_t)(t->nbytes / d->block_bytes * d->block_elems);
-			} else {
-				dtype = t->dtype;
-			}
-			pthread_rwlock_unlock(&fs->lock);
-			tfs_handle h = { .node = n, .data_fd = -1 };
-			rc = tfs_start_write(fs, &h, false);
-			if (!rc)
-				rc = stage_data(fs, &h, true);
-			if (!rc)
-				rc = commit_data(fs, &h, dtype, nd, ne);
-			if (!rc)
-				n->typed = true;
-			tfs_handle_drop_data(&h);
-		}
+		rc = retype_key(fs, n, v);
+	} else if (n->kind == N_RAW && (is_dtype || strcmp(name, "user.tensorfs.shape") == 0)) {
+		rc = retype_tensor(fs, n, is_dtype, v);
 	} else {
 		rc = strncmp(name, "user.tensorfs.", 14) == 0 ? -EACCES : -ENOTSUP;
 	}

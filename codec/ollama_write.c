@@ -506,165 +506,158 @@ static int manifest_path(const tfs_model *m, const tfs_ol_layout *lay, const cha
 	return 0;
 }
 
-int tfs_ollama_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err)
+/* Appends desc (stolen) to layers. */
+static int add_desc(ctx *x, json_t *layers, json_t *desc)
 {
-	const tfs_ol_layout *lay = m->priv;
-	ctx x = { .m = m, .lay = lay, .o = o, .err = err };
-	json_t *root = NULL, *layers = json_array(), *config = NULL, *desc = NULL;
-	char *final = NULL, *text = NULL;
-	bool *referenced = calloc(m->n_x ? m->n_x : 1, sizeof(bool));
-	int rc;
-	if (!lay || !lay->root) {
-		rc = tfs_error_set(err, TFS_E_INVALID, "%s: no Ollama store layout", m->path);
-		goto out;
-	}
-	if (!layers || !referenced || !(x.blobs = path2(lay->root, "blobs"))) {
-		rc = nomem(err);
-		goto out;
-	}
-	long mi = tfs_model_find_extra(m, "manifest.json");
-	if (mi < 0 || m->x[mi].src != lay->manifest_src) {
-		rc = tfs_error_set(err, TFS_E_UNSUPPORTED,
-				   "%s: manifest.json is written by tensorfs; change the layers "
-				   "instead", m->path);
-		goto out;
-	}
-	referenced[mi] = true;
+	return desc && json_array_append_new(layers, desc) ? nomem(x->err) : 0;
+}
 
-	/* config */
-	if (lay->config.extra < 0 || (size_t)lay->config.extra >= m->n_x) {
-		rc = tfs_error_set(err, TFS_E_INVALID, "%s: no config layer", m->path);
-		goto out;
-	}
-	referenced[lay->config.extra] = true;
-	if ((rc = write_extra_layer(&x, &lay->config, lay->config.extra, &config)))
-		goto out;
-	if (!config) {
-		rc = tfs_error_set(err, TFS_E_UNSUPPORTED,
-				   "%s: config.json was deleted; an Ollama model needs one", m->path);
-		goto out;
-	}
-
-	/* the layers, in manifest order */
+/* Every layer's descriptor, blobs written for the changed ones: the manifest's layers in
+ * their order, then a layer per new tensor (per-tensor models), then new files. */
+static int write_layers(ctx *x, bool *referenced, json_t *layers)
+{
+	tfs_model *m = x->m;
+	const tfs_ol_layout *lay = x->lay;
 	uint32_t n_orig_t = 0;
-	for (size_t i = 0; i < lay->n_layers; i++) {
+	int rc = 0;
+	for (size_t i = 0; !rc && i < lay->n_layers; i++) {
 		const tfs_ol_layer *l = &lay->layers[i];
-		desc = NULL;
-		switch (l->role) {
-		case TFS_OL_MODEL:
-			rc = write_gguf_layer(&x, l, &desc);
+		json_t *desc = NULL;
+		if (l->role == TFS_OL_MODEL) {
+			rc = write_gguf_layer(x, l, &desc);
 			n_orig_t = (uint32_t)m->n_t; /* new tensors live in the GGUF */
-			break;
-		case TFS_OL_TENSOR:
-			rc = write_tensor_layer(&x, l, &desc);
+		} else if (l->role == TFS_OL_TENSOR) {
+			rc = write_tensor_layer(x, l, &desc);
 			if (l->first_tensor + l->n_tensors > n_orig_t)
 				n_orig_t = l->first_tensor + l->n_tensors;
-			break;
-		case TFS_OL_EXTRA:
-			if (l->extra < 0 || (size_t)l->extra >= m->n_x) {
-				rc = tfs_error_set(err, TFS_E_INVALID, "%s: bad layer", m->path);
-				break;
-			}
+		} else if (l->extra < 0 || (size_t)l->extra >= m->n_x) {
+			rc = tfs_error_set(x->err, TFS_E_INVALID, "%s: bad layer", m->path);
+		} else {
 			referenced[l->extra] = true;
-			rc = write_extra_layer(&x, l, l->extra, &desc);
-			break;
+			rc = write_extra_layer(x, l, l->extra, &desc);
 		}
-		if (rc)
-			goto out;
-		if (desc && json_array_append_new(layers, desc)) {
-			rc = nomem(err);
-			goto out;
-		}
+		if (!rc)
+			rc = add_desc(x, layers, desc);
 	}
-	/* new tensors (per-tensor models): a layer each */
-	for (size_t i = n_orig_t; i < m->n_t; i++) {
+	for (size_t i = n_orig_t; !rc && i < m->n_t; i++) {
 		const tfs_tensor *t = &m->t[i];
 		char digest[72];
 		uint64_t size;
 		uint32_t slot = (uint32_t)i;
 		if (t->deleted)
 			continue;
-		if (m->gguf_version) {
-			rc = tfs_error_set(err, TFS_E_INVALID, "%s: internal: tensor outside the GGUF",
-					   m->path);
-			goto out;
-		}
-		if ((rc = write_st_blob(&x, &slot, 1, NULL, digest, &size)))
-			goto out;
-		if (!(desc = descriptor(MT_TENSOR, digest, size, NULL, t->name)) ||
-		    json_array_append_new(layers, desc)) {
-			rc = nomem(err);
-			goto out;
+		if (m->gguf_version)
+			return tfs_error_set(x->err, TFS_E_INVALID,
+					     "%s: internal: tensor outside the GGUF", m->path);
+		if (!(rc = write_st_blob(x, &slot, 1, NULL, digest, &size))) {
+			json_t *desc = descriptor(MT_TENSOR, digest, size, NULL, t->name);
+			rc = desc ? add_desc(x, layers, desc) : nomem(x->err);
 		}
 	}
-	/* new files under layers/ */
-	for (size_t i = 0; i < m->n_x; i++) {
+	for (size_t i = 0; !rc && i < m->n_x; i++) {
+		json_t *desc = NULL;
 		if (referenced[i])
 			continue;
-		if ((rc = write_extra_layer(&x, NULL, (int32_t)i, &desc)))
-			goto out;
-		if (desc && json_array_append_new(layers, desc)) {
-			rc = nomem(err);
-			goto out;
-		}
+		if (!(rc = write_extra_layer(x, NULL, (int32_t)i, &desc)))
+			rc = add_desc(x, layers, desc);
 	}
+	return rc;
+}
 
-	/* the manifest: its other members as they were, then config and layers */
+/* The written manifest read back: every blob, key, tensor and file as the model has them. */
+static int check_manifest(ctx *x, const char *tmp, long mi, tfs_error *e)
+{
+	tfs_model *m = x->m, *w = NULL;
+	tfs_open_opts oo = { .ollama_models = x->lay->root };
+	int rc = tfs_model_open(&w, tmp, &oo, e);
+	if (!rc)
+		rc = tfs_write_validate(m, w, e);
+	for (size_t i = 0; !rc && i < m->n_x; i++) {
+		const tfs_extra *a = &m->x[i];
+		if (a->deleted || (long)i == mi)
+			continue;
+		long j = tfs_model_find_extra(w, a->name);
+		const tfs_extra *b = j >= 0 ? &w->x[j] : NULL;
+		if (!b || a->size != b->size ||
+		    (a->size && memcmp(m->src[a->src].map + a->offset,
+				       w->src[b->src].map + b->offset, (size_t)a->size)))
+			rc = tfs_error_set(e, TFS_E_FORMAT, "file '%s' reads back differently",
+					   a->name);
+	}
+	tfs_model_free(w);
+	return rc;
+}
+
+/* The manifest (its other members as they were, then config and layers, both stolen),
+ * written through the commit and read back. */
+static int write_manifest(ctx *x, tfs_commit *c, json_t *config, json_t *layers, long mi)
+{
 	json_error_t je;
-	root = json_loads(lay->manifest_rest ? lay->manifest_rest : "{}", 0, &je);
-	if (!root || json_object_set_new(root, "config", config)) {
-		config = NULL;
-		rc = nomem(err);
-		goto out;
+	char *text = NULL, *final = NULL;
+	const char *tmp;
+	int fd, rc;
+	json_t *root = json_loads(x->lay->manifest_rest ? x->lay->manifest_rest : "{}", 0, &je);
+	/* (json_object_set_new steals its value, also when it fails) */
+	int bad = !root || json_object_set_new(root, "config", config);
+	bad |= !root || json_object_set_new(root, "layers", layers);
+	if (!root) {
+		json_decref(config);
+		json_decref(layers);
 	}
-	config = NULL;
-	if (json_object_set_new(root, "layers", layers)) {
-		layers = NULL;
-		rc = nomem(err);
-		goto out;
+	if (bad || !(text = json_dumps(root, JSON_COMPACT))) {
+		json_decref(root);
+		return nomem(x->err);
 	}
-	layers = NULL;
-	if (!(text = json_dumps(root, JSON_COMPACT))) {
-		rc = nomem(err);
-		goto out;
-	}
-	if ((rc = manifest_path(m, lay, o ? o->output : NULL, &final, err)))
-		goto out;
-	{
-		const char *tmp;
-		int fd;
-		size_t n = strlen(text);
-		text[n] = '\n';
-		if ((rc = tfs_commit_add(c, final, &fd, &tmp, err)) ||
-		    (rc = tfs_io_pwrite(fd, tmp, 0, text, n + 1, err)) ||
-		    (rc = tfs_commit_seal(c, err)))
-			goto out;
-		/* read back: every blob, every key and tensor */
-		tfs_model *w = NULL;
+	json_decref(root);
+	size_t n = strlen(text);
+	text[n] = '\n';
+	if (!(rc = manifest_path(x->m, x->lay, x->o ? x->o->output : NULL, &final, x->err)) &&
+	    !(rc = tfs_commit_add(c, final, &fd, &tmp, x->err)) &&
+	    !(rc = tfs_io_pwrite(fd, tmp, 0, text, n + 1, x->err)) &&
+	    !(rc = tfs_commit_seal(c, x->err))) {
 		tfs_error e = { 0 };
-		tfs_open_opts oo = { .ollama_models = lay->root };
-		rc = tfs_model_open(&w, tmp, &oo, &e);
-		if (!rc)
-			rc = tfs_write_validate(m, w, &e);
-		for (size_t i = 0; !rc && i < m->n_x; i++) {
-			const tfs_extra *a = &m->x[i];
-			if (a->deleted || (long)i == mi)
-				continue;
-			long j = tfs_model_find_extra(w, a->name);
-			const tfs_extra *b = j >= 0 ? &w->x[j] : NULL;
-			if (!b || a->size != b->size ||
-			    (a->size && memcmp(m->src[a->src].map + a->offset,
-					       w->src[b->src].map + b->offset, (size_t)a->size)))
-				rc = tfs_error_set(&e, TFS_E_FORMAT, "file '%s' reads back differently",
-						   a->name);
-		}
-		tfs_model_free(w);
-		if (rc)
-			rc = tfs_error_set(err, TFS_E_FORMAT,
+		if ((rc = check_manifest(x, tmp, mi, &e)))
+			rc = tfs_error_set(x->err, TFS_E_FORMAT,
 					   "%s: the new manifest does not read back as written (%s); "
 					   "nothing was replaced", final, e.msg);
 	}
-out:
+	free(final);
+	free(text);
+	return rc;
+}
+
+int tfs_ollama_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err)
+{
+	const tfs_ol_layout *lay = m->priv;
+	ctx x = { .m = m, .lay = lay, .o = o, .err = err };
+	json_t *layers = json_array(), *config = NULL;
+	bool *referenced = calloc(m->n_x ? m->n_x : 1, sizeof(bool));
+	long mi = tfs_model_find_extra(m, "manifest.json");
+	int rc;
+	if (!lay || !lay->root)
+		rc = tfs_error_set(err, TFS_E_INVALID, "%s: no Ollama store layout", m->path);
+	else if (!layers || !referenced || !(x.blobs = path2(lay->root, "blobs")))
+		rc = nomem(err);
+	else if (mi < 0 || m->x[mi].src != lay->manifest_src)
+		rc = tfs_error_set(err, TFS_E_UNSUPPORTED,
+				   "%s: manifest.json is written by tensorfs; change the layers "
+				   "instead", m->path);
+	else if (lay->config.extra < 0 || (size_t)lay->config.extra >= m->n_x)
+		rc = tfs_error_set(err, TFS_E_INVALID, "%s: no config layer", m->path);
+	else
+		rc = write_extra_layer(&x, &lay->config, lay->config.extra, &config);
+	if (!rc && !config)
+		rc = tfs_error_set(err, TFS_E_UNSUPPORTED,
+				   "%s: config.json was deleted; an Ollama model needs one", m->path);
+	if (!rc) {
+		referenced[mi] = true;
+		referenced[lay->config.extra] = true;
+		rc = write_layers(&x, referenced, layers);
+	}
+	if (!rc) {
+		rc = write_manifest(&x, c, config, layers, mi);
+		config = layers = NULL; /* stolen */
+	}
 	if (rc) {
 		for (size_t i = 0; i < x.n_created; i++)
 			unlink(x.created[i]);
@@ -674,10 +667,7 @@ out:
 	free(x.created);
 	free(x.blobs);
 	free(referenced);
-	free(final);
-	free(text);
 	json_decref(config);
 	json_decref(layers);
-	json_decref(root);
 	return rc;
 }

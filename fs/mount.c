@@ -737,13 +737,91 @@ static int repack_at_unmount(tfs_fs *fs)
 	return rc ? 1 : 0;
 }
 
+/* The daemon runs from /: every path is made absolute first; an Ollama model name stays
+ * as it is.  -1: out of memory. */
+static int absolute_paths(tfs_opts *o)
+{
+	char **paths[] = { &o->source, &o->mountpoint, &o->staging, &o->output };
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		char *p = *paths[i];
+		if (!p || (i == 0 && access(p, F_OK) != 0) || (i == 3 && !strchr(p, '/')))
+			continue;
+		char *a = absolute(p);
+		free(p);
+		*paths[i] = a;
+		if (!a)
+			return -1;
+	}
+	return 0;
+}
+
+/* mount(8), findmnt and df show the model as the mount's source.  -1: out of memory. */
+static int add_fsname(const tfs_opts *o, struct fuse_args *args)
+{
+	char *fsname = opt_escape(o->source), *mount_opts = NULL;
+	int rc = !fsname || asprintf(&mount_opts, "fsname=%s,subtype=tensorfs,%s", fsname,
+				     o->rw ? "rw" : "ro") < 0 ? -1 : 0;
+	free(fsname);
+	if (!rc && (fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, mount_opts)))
+		rc = -1;
+	free(mount_opts);
+	return rc;
+}
+
+/* Serves requests until the mount ends; returns what the session loop returned. */
+static int serve(tfs_fs *fs, struct fuse_session *se)
+{
+	if (fs->opts.single)
+		return fuse_session_loop(se);
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	fuse_loop_cfg_set_clone_fd(cfg, 0);
+	fuse_loop_cfg_set_max_threads(cfg, fs->opts.threads > 0 ? (unsigned)fs->opts.threads : 4);
+	int rc = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return rc;
+}
+
+/* After the session loop: unmount, repack, and the exit status (0 or 1). */
+static int finish(tfs_fs *fs, struct fuse_session *se, int loop_rc)
+{
+	/* the loop returns the number of the signal that ended it (Ctrl-C on a foreground
+	 * mount, a SIGTERM): that ends the mount as an unmount does */
+	bool signalled = loop_rc == SIGINT || loop_rc == SIGTERM || loop_rc == SIGHUP;
+	fuse_session_unmount(se);
+	/* from here a second Ctrl-C stops the repack as a kill would: the source stays whole
+	 * and the changes staged; a terminal that closes does not */
+	fuse_remove_signal_handlers(se);
+	signal(SIGHUP, SIG_IGN);
+	bool repacking = fs->staging && tfs_staging_dirty(fs->staging);
+	int ret = (loop_rc != 0 && !signalled) | repack_at_unmount(fs);
+	/* `tensorfs unmount` holds the status file open: it reads the rest from there */
+	if (fs->status_path)
+		unlink(fs->status_path);
+	if (repacking && ret == 0) {
+		/*
+		 * The new file is durable and in place.  Freeing the replaced one happens when
+		 * our descriptor of it closes, and can take as long as the copy did (ext4 mounted
+		 * with discard trims every block synchronously: 0.5-0.7 s for 1.1 GB, measured).
+		 * A detached child does that close, so `tensorfs unmount` returns now.
+		 */
+		release_staging(fs);
+		pid_t c = fork();
+		if (c == 0) {
+			close_model(fs);
+			_exit(0);
+		}
+		if (c > 0)
+			_exit(0); /* the child holds the model; nothing else is left to do */
+	}
+	return ret;
+}
+
 int tfs_mount_main(int argc, char **argv, bool by_mount8)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	tfs_fs fs;
 	tfs_error err;
 	struct fuse_session *se = NULL;
-	struct fuse_loop_config *cfg = NULL;
 	int ret = 1;
 	bool handlers = false;
 	const char *prog = "mount.tensorfs";
@@ -767,27 +845,7 @@ int tfs_mount_main(int argc, char **argv, bool by_mount8)
 		fs.opts.rw = fs.opts.writable;
 	else
 		fs.opts.rw |= fs.opts.writable;
-	/* the daemon runs from /: make every path absolute first; an Ollama model name stays
-	 * as it is */
-	if (access(fs.opts.source, F_OK) == 0) {
-		char *s = absolute(fs.opts.source);
-		free(fs.opts.source);
-		fs.opts.source = s;
-	}
-	char *mp = absolute(fs.opts.mountpoint);
-	free(fs.opts.mountpoint);
-	fs.opts.mountpoint = mp;
-	if (fs.opts.staging) {
-		char *s = absolute(fs.opts.staging);
-		free(fs.opts.staging);
-		fs.opts.staging = s;
-	}
-	if (fs.opts.output && strchr(fs.opts.output, '/')) {
-		char *s = absolute(fs.opts.output);
-		free(fs.opts.output);
-		fs.opts.output = s;
-	}
-	if (!fs.opts.source || !fs.opts.mountpoint) {
+	if (absolute_paths(&fs.opts)) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 		goto out_args;
 	}
@@ -812,18 +870,10 @@ int tfs_mount_main(int argc, char **argv, bool by_mount8)
 	/* a read-only model never changes: the kernel may cache everything for long */
 	fs.timeout = fs.opts.rw ? 0.0 : 86400.0;
 
-	/* mount(8), findmnt and df show the model as the mount's source */
-	char *fsname = opt_escape(fs.opts.source), *mount_opts = NULL;
-	if (!fsname || asprintf(&mount_opts, "fsname=%s,subtype=tensorfs,%s", fsname,
-				fs.opts.rw ? "rw" : "ro") < 0) {
-		free(fsname);
+	if (add_fsname(&fs.opts, &args)) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 		goto out_tree;
 	}
-	free(fsname);
-	fuse_opt_add_arg(&args, "-o");
-	fuse_opt_add_arg(&args, mount_opts);
-	free(mount_opts);
 	se = fuse_session_new(&args, &tfs_ops, sizeof(tfs_ops), &fs);
 	if (!se) {
 		ret = 2; /* libfuse said why: an option it does not know */
@@ -843,46 +893,8 @@ int tfs_mount_main(int argc, char **argv, bool by_mount8)
 	if (fs.opts.rw)
 		fs.status_path = create_status_file();
 
-	int loop_rc;
-	if (fs.opts.single) {
-		loop_rc = fuse_session_loop(se);
-	} else {
-		cfg = fuse_loop_cfg_create();
-		fuse_loop_cfg_set_clone_fd(cfg, 0);
-		fuse_loop_cfg_set_max_threads(cfg, fs.opts.threads > 0 ? (unsigned)fs.opts.threads : 4);
-		loop_rc = fuse_session_loop_mt(se, cfg);
-		fuse_loop_cfg_destroy(cfg);
-	}
-	/* the loop returns the number of the signal that ended it (Ctrl-C on a foreground
-	 * mount, a SIGTERM): that ends the mount as an unmount does */
-	bool signalled = loop_rc == SIGINT || loop_rc == SIGTERM || loop_rc == SIGHUP;
-	fuse_session_unmount(se);
-	/* from here a second Ctrl-C stops the repack as a kill would: the source stays whole
-	 * and the changes staged; a terminal that closes does not */
-	fuse_remove_signal_handlers(se);
+	ret = finish(&fs, se, serve(&fs, se));
 	handlers = false;
-	signal(SIGHUP, SIG_IGN);
-	bool repacking = fs.staging && tfs_staging_dirty(fs.staging);
-	ret = (loop_rc != 0 && !signalled) | repack_at_unmount(&fs);
-	/* `tensorfs unmount` holds the status file open: it reads the rest from there */
-	if (fs.status_path)
-		unlink(fs.status_path);
-	if (repacking && ret == 0) {
-		/*
-		 * The new file is durable and in place.  Freeing the replaced one happens when
-		 * our descriptor of it closes, and can take as long as the copy did (ext4 mounted
-		 * with discard trims every block synchronously: 0.5-0.7 s for 1.1 GB, measured).
-		 * A detached child does that close, so `tensorfs unmount` returns now.
-		 */
-		release_staging(&fs);
-		pid_t c = fork();
-		if (c == 0) {
-			close_model(&fs);
-			_exit(0);
-		}
-		if (c > 0)
-			_exit(0); /* the child holds the model; nothing else is left to do */
-	}
 out_signals:
 	if (handlers)
 		fuse_remove_signal_handlers(se);

@@ -1139,10 +1139,9 @@ static int unmount_fs(const char *mp, bool lazy)
 	return -1;
 }
 
-int tfs_unmount_main(int argc, char **argv)
+/* Parses `tensorfs unmount [-l] MOUNTPOINT`; -1 to go on, else the exit status. */
+static int unmount_args(int argc, char **argv, bool *lazy, const char **arg)
 {
-	bool lazy = false;
-	const char *arg = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -1150,21 +1149,81 @@ int tfs_unmount_main(int argc, char **argv)
 			return 0;
 		}
 		if (!strcmp(a, "-l") || !strcmp(a, "--lazy")) {
-			lazy = true;
-		} else if (!strcmp(a, "--") && i + 1 < argc && !arg) {
-			arg = argv[++i];
-		} else if (a[0] == '-' || arg) {
+			*lazy = true;
+		} else if (!strcmp(a, "--") && i + 1 < argc && !*arg) {
+			*arg = argv[++i];
+		} else if (a[0] == '-' || *arg) {
 			fprintf(stderr, "tensorfs unmount: unexpected argument '%s'\n%s", a,
 				unmount_usage);
 			return 2;
 		} else {
-			arg = a;
+			*arg = a;
 		}
 	}
-	if (!arg) {
+	if (!*arg) {
 		fputs(unmount_usage, stderr);
 		return 2;
 	}
+	return -1;
+}
+
+/* The daemon is gone (killed): only the kernel's mount is left to remove.  Exit status. */
+static int unmount_dead(const char *mp, const char *arg, const mount_entry *me)
+{
+	int e = unmount_fs(mp, true);
+	if (e == 0) {
+		fprintf(stderr, "tensorfs: %s: the mount was dead (its daemon had exited); "
+			"removed it%s%s%s\n", arg,
+			me->rw ? "; changes it staged but did not repack are kept: "
+				 "`tensorfs repack " : "", me->rw ? me->source : "",
+			me->rw ? "` writes them" : "");
+		sweep_status_files();
+		return 0;
+	}
+	if (e > 0)
+		fprintf(stderr, "tensorfs: %s: the mount is dead (its daemon has exited), and "
+			"removing it failed: %s\n", arg, strerror(e));
+	return 1;
+}
+
+/* The daemon repacks after the unmount: follows it (its status file) until it exits.
+ * Exit status: 1 when the repack failed or the daemon died before it was done. */
+static int follow_daemon(status_reader *rs, pid_t pid, const char *status)
+{
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	int ret = 0;
+	while (pid > 0 && daemon_alive(pid)) {
+		if (rs->fd >= 0)
+			status_read(rs, false);
+		nanosleep(&ts, NULL);
+	}
+	if (rs->fd < 0)
+		return 0;
+	status_read(rs, true);
+	view_break(&rs->view);
+	if (!rs->done && !rs->failed) {
+		/* killed, or crashed, before or during the repack: the commit protocol left the
+		 * source whole or replaced, and the changes staged until it is done */
+		fprintf(stderr, "tensorfs: the daemon (pid %d) exited before %s; the changes stay "
+			"staged: run `tensorfs repack` on the source, or mount it again\n", (int)pid,
+			rs->started ? "the repack finished" : "it repacked the changes");
+		ret = 1;
+	}
+	if (rs->failed)
+		ret = 1;
+	/* a daemon that was killed could not remove it */
+	if (is_status_file_of(status, pid))
+		unlink(status);
+	return ret;
+}
+
+int tfs_unmount_main(int argc, char **argv)
+{
+	bool lazy = false;
+	const char *arg = NULL;
+	int usage_rc = unmount_args(argc, argv, &lazy, &arg);
+	if (usage_rc >= 0)
+		return usage_rc;
 	char *mp = mount_path(arg);
 	if (!mp) {
 		fprintf(stderr, "tensorfs: %s: no such directory\n", arg);
@@ -1185,20 +1244,7 @@ int tfs_unmount_main(int argc, char **argv)
 		goto out;
 	}
 	if (stat_errno == ENOTCONN || dead_mount(mp)) {
-		/* the daemon is gone (killed): only the kernel's mount is left */
-		int e = unmount_fs(mp, true);
-		if (e == 0) {
-			fprintf(stderr, "tensorfs: %s: the mount was dead (its daemon had exited); "
-				"removed it%s%s%s\n", arg,
-				me.rw ? "; changes it staged but did not repack are kept: "
-					"`tensorfs repack " : "", me.rw ? me.source : "",
-				me.rw ? "` writes them" : "");
-			sweep_status_files();
-			ret = 0;
-		} else if (e > 0) {
-			fprintf(stderr, "tensorfs: %s: the mount is dead (its daemon has exited), and "
-				"removing it failed: %s\n", arg, strerror(e));
-		}
+		ret = unmount_dead(mp, arg, &me);
 		goto out;
 	}
 	char pid_s[32], status[PATH_MAX] = "";
@@ -1246,31 +1292,7 @@ int tfs_unmount_main(int argc, char **argv)
 		ret = 0;
 		goto out_status;
 	}
-	/* the daemon repacks after the unmount: follow it until it exits */
-	struct timespec ts = { 0, 50 * 1000 * 1000 };
-	while (pid > 0 && daemon_alive(pid)) {
-		if (rs->fd >= 0)
-			status_read(rs, false);
-		nanosleep(&ts, NULL);
-	}
-	ret = 0;
-	if (rs->fd >= 0) {
-		status_read(rs, true);
-		view_break(&rs->view);
-		if (!rs->done && !rs->failed) {
-			/* killed, or crashed, before or during the repack: the commit protocol left
-			 * the source whole or replaced, and the changes staged until it is done */
-			fprintf(stderr, "tensorfs: the daemon (pid %d) exited before %s; the changes "
-				"stay staged: run `tensorfs repack` on the source, or mount it again\n",
-				(int)pid, rs->started ? "the repack finished" : "it repacked the changes");
-			ret = 1;
-		}
-		if (rs->failed)
-			ret = 1;
-		/* a daemon that was killed could not remove it */
-		if (is_status_file_of(status, pid))
-			unlink(status);
-	}
+	ret = follow_daemon(rs, pid, status);
 out_status:
 	if (rs->fd >= 0)
 		close(rs->fd);

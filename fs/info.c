@@ -383,25 +383,46 @@ static void summary_line(out_mode mode, const char *label, const char *value)
 	}
 }
 
-static void print_info(const tfs_model *m, const char *src, out_mode mode, bool with_tensors)
+/* Live keys, tensors and layers of m, the tensors' bytes, and whether any is MLX-quantized. */
+typedef struct {
+	size_t nk, nt, nx;
+	uint64_t bytes;
+	bool quantized;
+} counts;
+
+static counts count(const tfs_model *m)
 {
-	char a[64], b[64], line[256];
-	size_t nk = 0, nt = 0, nx = 0;
-	uint64_t bytes = 0;
-	bool quantized = false;
+	counts c = { 0 };
 	for (size_t i = 0; i < tfs_model_n_kv(m); i++)
-		nk += !tfs_model_kv(m, i)->deleted;
+		c.nk += !tfs_model_kv(m, i)->deleted;
 	for (size_t i = 0; i < tfs_model_n_tensors(m); i++) {
 		const tfs_tensor *t = tfs_model_tensor(m, i);
 		if (t->deleted)
 			continue;
-		nt++;
-		bytes += t->nbytes;
-		quantized |= t->q.mode != TFS_QMODE_NONE;
+		c.nt++;
+		c.bytes += t->nbytes;
+		c.quantized |= t->q.mode != TFS_QMODE_NONE;
 	}
 	for (size_t i = 0; i < tfs_model_n_extras(m); i++)
-		nx += !tfs_model_extra(m, i)->deleted;
+		c.nx += !tfs_model_extra(m, i)->deleted;
+	return c;
+}
 
+/* "12,345 (12.3 K)"-style: the scaled number, and the exact one when it differs. */
+static void amount(char *line, size_t cap, uint64_t v, bool bytes)
+{
+	char a[64], b[64];
+	scaled(a, sizeof(a), v, bytes);
+	with_commas(b, sizeof(b), v);
+	if (v >= (bytes ? 1024u : 1000u))
+		snprintf(line, cap, bytes ? "%s (%s bytes)" : "%s (%s)", a, b);
+	else
+		snprintf(line, cap, "%s", a);
+}
+
+static void print_summary(const tfs_model *m, const char *src, out_mode mode, const counts *c)
+{
+	char line[256];
 	/* index.json holds the GGUF header facts the public interface does not expose */
 	json_int_t version = 0, alignment = 0, data_offset = 0;
 	tfs_buf ix = { 0 };
@@ -430,29 +451,33 @@ static void print_info(const tfs_model *m, const char *src, out_mode mode, bool 
 		snprintf(line, sizeof(line), "%lld", (long long)data_offset);
 		summary_line(mode, "data offset", line);
 	}
-	int o = snprintf(line, sizeof(line), "%zu %s, %zu %s", nk, plural(nk, "key", "keys"), nt,
-			 plural(nt, "tensor", "tensors"));
-	if (nx)
-		snprintf(line + o, sizeof(line) - (size_t)o, ", %zu %s", nx,
-			 plural(nx, "layer", "layers"));
+	int o = snprintf(line, sizeof(line), "%zu %s, %zu %s", c->nk, plural(c->nk, "key", "keys"),
+			 c->nt, plural(c->nt, "tensor", "tensors"));
+	if (c->nx)
+		snprintf(line + o, sizeof(line) - (size_t)o, ", %zu %s", c->nx,
+			 plural(c->nx, "layer", "layers"));
 	summary_line(mode, "contents", line);
-	uint64_t params = tfs_model_param_count(m);
-	scaled(a, sizeof(a), params, false);
-	with_commas(b, sizeof(b), params);
-	if (params >= 1000)
-		snprintf(line, sizeof(line), "%s (%s)", a, b);
-	else
-		snprintf(line, sizeof(line), "%s", a);
+	amount(line, sizeof(line), tfs_model_param_count(m), false);
 	summary_line(mode, "parameters", line);
-	scaled(a, sizeof(a), bytes, true);
-	with_commas(b, sizeof(b), bytes);
-	if (bytes >= 1024)
-		snprintf(line, sizeof(line), "%s (%s bytes)", a, b);
-	else
-		snprintf(line, sizeof(line), "%s", a);
+	amount(line, sizeof(line), c->bytes, true);
 	summary_line(mode, "tensor data", line);
+}
 
-	/* keys */
+/* A section's heading ("## Keys (3)" or "3 keys") and its table (when it has rows). */
+static void print_section(table *t, out_mode mode, size_t n, const char *title,
+			  const char *one, const char *many)
+{
+	if (mode == OUT_MARKDOWN)
+		printf("\n## %s (%zu)\n\n", title, n);
+	else
+		printf("\n%zu %s\n", n, plural(n, one, many));
+	if (n)
+		table_print(t, mode);
+	table_free(t);
+}
+
+static void print_keys(const tfs_model *m, out_mode mode, size_t nk)
+{
 	table keys = { .ncol = 3, .head = { "key", "type", "value" } };
 	for (size_t i = 0; i < tfs_model_n_kv(m); i++) {
 		const tfs_kv *kv = tfs_model_kv(m, i);
@@ -464,61 +489,57 @@ static void print_info(const tfs_model *m, const char *src, out_mode mode, bool 
 		char *row[3] = { strdup(kv->name), take(&t), take(&v) };
 		table_add(&keys, row);
 	}
-	if (mode == OUT_MARKDOWN)
-		printf("\n## Keys (%zu)\n\n", nk);
-	else
-		printf("\n%zu %s\n", nk, plural(nk, "key", "keys"));
-	if (nk)
-		table_print(&keys, mode);
-	table_free(&keys);
+	print_section(&keys, mode, nk, "Keys", "key", "keys");
+}
 
-	if (with_tensors) {
-		table ts = { .ncol = quantized ? 5 : 4,
-			     .head = { "tensor", "dtype", "shape", "bytes", "quantization" },
-			     .right = { false, false, false, true, false } };
-		for (size_t i = 0; i < tfs_model_n_tensors(m); i++) {
-			const tfs_tensor *t = tfs_model_tensor(m, i);
-			if (t->deleted)
-				continue;
-			const tfs_dtype_info *d = tfs_dtype(t->dtype);
-			tfs_buf s = { 0 }, q = { 0 }, n = { 0 };
-			shape_text(&s, t);
-			quant_text(&q, t);
-			tfs_buf_printf(&n, "%llu", (unsigned long long)t->nbytes);
-			char *row[5] = { strdup(t->name), strdup(d ? d->name : "?"), take(&s), take(&n),
-					 take(&q) };
-			if (!quantized)
-				free(row[4]);
-			table_add(&ts, row);
-		}
-		if (mode == OUT_MARKDOWN)
-			printf("\n## Tensors (%zu)\n\n", nt);
-		else
-			printf("\n%zu %s\n", nt, plural(nt, "tensor", "tensors"));
-		if (nt)
-			table_print(&ts, mode);
-		table_free(&ts);
+static void print_tensors(const tfs_model *m, out_mode mode, const counts *c)
+{
+	table ts = { .ncol = c->quantized ? 5 : 4,
+		     .head = { "tensor", "dtype", "shape", "bytes", "quantization" },
+		     .right = { false, false, false, true, false } };
+	for (size_t i = 0; i < tfs_model_n_tensors(m); i++) {
+		const tfs_tensor *t = tfs_model_tensor(m, i);
+		if (t->deleted)
+			continue;
+		const tfs_dtype_info *d = tfs_dtype(t->dtype);
+		tfs_buf s = { 0 }, q = { 0 }, n = { 0 };
+		shape_text(&s, t);
+		quant_text(&q, t);
+		tfs_buf_printf(&n, "%llu", (unsigned long long)t->nbytes);
+		char *row[5] = { strdup(t->name), strdup(d ? d->name : "?"), take(&s), take(&n),
+				 take(&q) };
+		if (!c->quantized)
+			free(row[4]);
+		table_add(&ts, row);
 	}
+	print_section(&ts, mode, c->nt, "Tensors", "tensor", "tensors");
+}
 
-	if (nx) {
-		table ls = { .ncol = 3, .head = { "layer", "media type", "bytes" },
-			     .right = { false, false, true } };
-		for (size_t i = 0; i < tfs_model_n_extras(m); i++) {
-			const tfs_extra *x = tfs_model_extra(m, i);
-			if (x->deleted)
-				continue;
-			tfs_buf n = { 0 };
-			tfs_buf_printf(&n, "%llu", (unsigned long long)x->size);
-			char *row[3] = { strdup(x->name), strdup(x->media_type), take(&n) };
-			table_add(&ls, row);
-		}
-		if (mode == OUT_MARKDOWN)
-			printf("\n## Layers (%zu)\n\n", nx);
-		else
-			printf("\n%zu %s\n", nx, plural(nx, "layer", "layers"));
-		table_print(&ls, mode);
-		table_free(&ls);
+static void print_layers(const tfs_model *m, out_mode mode, size_t nx)
+{
+	table ls = { .ncol = 3, .head = { "layer", "media type", "bytes" },
+		     .right = { false, false, true } };
+	for (size_t i = 0; i < tfs_model_n_extras(m); i++) {
+		const tfs_extra *x = tfs_model_extra(m, i);
+		if (x->deleted)
+			continue;
+		tfs_buf n = { 0 };
+		tfs_buf_printf(&n, "%llu", (unsigned long long)x->size);
+		char *row[3] = { strdup(x->name), strdup(x->media_type), take(&n) };
+		table_add(&ls, row);
 	}
+	print_section(&ls, mode, nx, "Layers", "layer", "layers");
+}
+
+static void print_info(const tfs_model *m, const char *src, out_mode mode, bool with_tensors)
+{
+	counts c = count(m);
+	print_summary(m, src, mode, &c);
+	print_keys(m, mode, c.nk);
+	if (with_tensors)
+		print_tensors(m, mode, &c);
+	if (c.nx)
+		print_layers(m, mode, c.nx);
 }
 
 /* ==== the command ==== */

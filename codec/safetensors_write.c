@@ -450,49 +450,139 @@ static char *dir_join(const char *file_in_dir, const char *name)
 	return s;
 }
 
-static int write_sharded(tfs_model *m, const tfs_st_layout *l, const tfs_write_opts *o,
-			 tfs_commit *c, tfs_error *err)
+/* Whether the set is written into another directory than its source's (then every shard
+ * is written there, changed or not). */
+static bool written_elsewhere(const tfs_model *m, const char *index_final)
 {
-	size_t ns = l->n_shards;
-	int rc = 0;
-	char *index_final = tfs_output_path(m, o), *final = NULL, *text = NULL;
-	char *src_real = realpath(m->path, NULL), *out_real = NULL;
-	uint32_t *home = calloc(m->n_t ? m->n_t : 1, sizeof(*home));
-	json_t *root = NULL;
-	if (!index_final || !home || ns == 0) {
-		rc = tfs_error_set(err, ns ? TFS_E_NOMEM : TFS_E_INVALID,
-				   ns ? "out of memory" : "%s: a set without shards", m->path);
-		goto out;
-	}
-	/* writing the set elsewhere: every shard is written there */
-	{
-		char *d = dir_join(index_final, ".");
-		out_real = d ? realpath(d, NULL) : NULL;
-		free(d);
-	}
+	char *src_real = realpath(m->path, NULL), *d = dir_join(index_final, ".");
+	char *out_real = d ? realpath(d, NULL) : NULL;
 	bool elsewhere = true;
 	if (src_real && out_real) {
 		const char *b = tfs_basename(src_real);
 		elsewhere = strlen(out_real) != (size_t)(b - src_real - 1) ||
 			    strncmp(out_real, src_real, (size_t)(b - src_real - 1)) != 0;
 	}
+	free(d);
+	free(src_real);
+	free(out_real);
+	return elsewhere;
+}
 
-	/* each tensor's shard: readers pushed the shards' tensors in shard order */
-	uint64_t total_size = 0;
-	{
-		size_t k = 0;
-		uint64_t end = l->shards[0].n_tensors;
-		for (size_t i = 0; i < m->n_t; i++) {
-			while (k + 1 < ns && i >= end)
-				end += l->shards[++k].n_tensors;
-			home[i] = (uint32_t)k; /* past the last shard's: new, into the last */
-			if (!m->t[i].deleted)
-				total_size += m->t[i].nbytes;
-		}
+/* Each tensor's shard (readers pushed the shards' tensors in shard order; new ones go into
+ * the last), and the live tensors' total size. */
+static uint64_t shard_homes(const tfs_model *m, const tfs_st_layout *l, uint32_t *home)
+{
+	uint64_t total_size = 0, end = l->shards[0].n_tensors;
+	size_t k = 0;
+	for (size_t i = 0; i < m->n_t; i++) {
+		while (k + 1 < l->n_shards && i >= end)
+			end += l->shards[++k].n_tensors;
+		home[i] = (uint32_t)k;
+		if (!m->t[i].deleted)
+			total_size += m->t[i].nbytes;
 	}
+	return total_size;
+}
+
+/* Shard s, written (through c) when it changed or the set goes elsewhere. */
+static int write_shard(tfs_model *m, const tfs_st_layout *l, size_t s, const uint32_t *home,
+		       bool elsewhere, const char *index_final, const tfs_write_opts *o,
+		       tfs_commit *c, tfs_error *err)
+{
+	const tfs_st_shard *sh = &l->shards[s];
+	uint32_t *ts = NULL, *ks = NULL;
+	size_t nt = 0, ct = 0, nk = 0, ck = 0;
+	char *final = NULL;
+	int rc = 0;
+	for (size_t i = 0; i < m->n_t && !rc; i++)
+		if (!m->t[i].deleted && home[i] == s && push_u32(&ts, &nt, &ct, (uint32_t)i))
+			rc = TFS_E_NOMEM;
+	for (uint32_t i = 0; i < sh->n_meta_keys && !rc; i++) {
+		long j = tfs_model_find_kv(m, sh->meta_keys[i]);
+		if (j >= 0 && push_u32(&ks, &nk, &ck, (uint32_t)j))
+			rc = TFS_E_NOMEM;
+	}
+	if (rc) {
+		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	} else if (elsewhere || !shard_unchanged(m, sh, ts, nt, ks, nk)) {
+		const char *tmp;
+		int fd;
+		if (!(final = dir_join(index_final, m->src[sh->src].label)))
+			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		else if (!(rc = tfs_commit_add(c, final, &fd, &tmp, err)) &&
+			 !(rc = tfs_st_write_file(m, ts, nt, ks, nk, NULL, fd, tmp, o, err)) &&
+			 !(rc = tfs_commit_seal(c, err)))
+			rc = tfs_st_check_file(m, ts, nt, ks, nk, NULL, tmp, err);
+	}
+	free(final);
+	free(ts);
+	free(ks);
+	return rc;
+}
+
+/* The index document: its other members as they were, then metadata (the keys no shard
+ * holds) and weight_map.  *out is allocated text. */
+static int index_text(const tfs_model *m, const tfs_st_layout *l, const uint32_t *home,
+		      char **out, tfs_error *err)
+{
+	json_error_t je;
+	json_t *root = json_loads(l->index_rest ? l->index_rest : "{}", 0, &je);
+	json_t *ometa = json_object_get(root, "metadata");
+	json_t *meta = json_object(), *wm = json_object();
+	int rc = 0;
+	if (!root || !meta || !wm)
+		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	for (size_t i = 0; !rc && i < m->n_kv; i++) {
+		const tfs_kv *kv = &m->kv[i];
+		bool in_shard = false;
+		if (kv->deleted)
+			continue;
+		for (size_t s = 0; s < l->n_shards && !in_shard; s++)
+			in_shard = in_list(l->shards[s].meta_keys, l->shards[s].n_meta_keys,
+					   kv->name);
+		if (in_shard)
+			continue;
+		json_t *v = index_value(kv, json_object_get(ometa, kv->name));
+		if (!v)
+			rc = tfs_error_set(err, TFS_E_INVALID,
+					   "%s: key '%s' has a type the index's metadata cannot hold",
+					   m->path, kv->name);
+		else
+			json_object_set_new(meta, kv->name, v);
+	}
+	for (size_t i = 0; !rc && i < m->n_t; i++)
+		if (!m->t[i].deleted)
+			json_object_set_new(wm, m->t[i].name,
+					    json_string(m->src[l->shards[home[i]].src].label));
+	if (!rc) {
+		if (json_object_size(meta) || ometa)
+			json_object_set(root, "metadata", meta);
+		json_object_set(root, "weight_map", wm);
+		if (!(*out = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS)))
+			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	}
+	json_decref(meta);
+	json_decref(wm);
+	json_decref(root);
+	return rc;
+}
+
+static int write_sharded(tfs_model *m, const tfs_st_layout *l, const tfs_write_opts *o,
+			 tfs_commit *c, tfs_error *err)
+{
+	char *index_final = tfs_output_path(m, o), *text = NULL;
+	uint32_t *home = calloc(m->n_t ? m->n_t : 1, sizeof(*home));
+	int rc = 0;
+	if (!index_final || !home || l->n_shards == 0) {
+		rc = tfs_error_set(err, l->n_shards ? TFS_E_NOMEM : TFS_E_INVALID,
+				   l->n_shards ? "out of memory" : "%s: a set without shards", m->path);
+		goto out;
+	}
+	bool elsewhere = written_elsewhere(m, index_final);
+	uint64_t total_size = shard_homes(m, l, home);
 	/* total_size in the index is recomputed (and the model's key follows) */
-	long ti = tfs_model_find_kv(m, "total_size");
-	if (ti >= 0 && in_list(l->index_meta_keys, l->n_index_meta_keys, "total_size")) {
+	if (tfs_model_find_kv(m, "total_size") >= 0 &&
+	    in_list(l->index_meta_keys, l->n_index_meta_keys, "total_size")) {
 		uint8_t *p = malloc(8);
 		if (!p) {
 			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
@@ -502,103 +592,23 @@ static int write_sharded(tfs_model *m, const tfs_st_layout *l, const tfs_write_o
 		if ((rc = tfs_model_set_kv(m, "total_size", TFS_GGUF_UINT64, p, 8, err)))
 			goto out;
 	}
-
-	/* the shards */
-	for (size_t s = 0; s < ns; s++) {
-		const tfs_st_shard *sh = &l->shards[s];
-		uint32_t *ts = NULL, *ks = NULL;
-		size_t nt = 0, ct = 0, nk = 0, ck = 0;
-		for (size_t i = 0; i < m->n_t && !rc; i++)
-			if (!m->t[i].deleted && home[i] == s && push_u32(&ts, &nt, &ct, (uint32_t)i))
-				rc = TFS_E_NOMEM;
-		for (uint32_t i = 0; i < sh->n_meta_keys && !rc; i++) {
-			long j = tfs_model_find_kv(m, sh->meta_keys[i]);
-			if (j >= 0 && push_u32(&ks, &nk, &ck, (uint32_t)j))
-				rc = TFS_E_NOMEM;
-		}
-		if (rc) {
-			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-		} else if (elsewhere || !shard_unchanged(m, sh, ts, nt, ks, nk)) {
-			const char *tmp;
-			int fd;
-			free(final);
-			if (!(final = dir_join(index_final, m->src[sh->src].label)))
-				rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-			else if (!(rc = tfs_commit_add(c, final, &fd, &tmp, err)) &&
-				 !(rc = tfs_st_write_file(m, ts, nt, ks, nk, NULL, fd, tmp, o, err)) &&
-				 !(rc = tfs_commit_seal(c, err)))
-				rc = tfs_st_check_file(m, ts, nt, ks, nk, NULL, tmp, err);
-		}
-		free(ts);
-		free(ks);
-		if (rc)
-			goto out;
-	}
-
-	/* the index: its other members as they were, then metadata and weight_map */
-	json_error_t je;
-	root = json_loads(l->index_rest ? l->index_rest : "{}", 0, &je);
-	json_t *ometa = json_object_get(root, "metadata");
-	json_t *meta = json_object(), *wm = json_object();
-	if (!root || !meta || !wm) {
-		json_decref(meta);
-		json_decref(wm);
-		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < m->n_kv; i++) {
-		const tfs_kv *kv = &m->kv[i];
-		bool in_shard = false;
-		if (kv->deleted)
-			continue;
-		for (size_t s = 0; s < ns && !in_shard; s++)
-			in_shard = in_list(l->shards[s].meta_keys, l->shards[s].n_meta_keys,
-					   kv->name);
-		if (in_shard)
-			continue;
-		json_t *v = index_value(kv, json_object_get(ometa, kv->name));
-		if (!v) {
-			json_decref(meta);
-			json_decref(wm);
-			rc = tfs_error_set(err, TFS_E_INVALID,
-					   "%s: key '%s' has a type the index's metadata cannot hold",
-					   m->path, kv->name);
-			goto out;
-		}
-		json_object_set_new(meta, kv->name, v);
-	}
-	for (size_t i = 0; i < m->n_t; i++)
-		if (!m->t[i].deleted)
-			json_object_set_new(wm, m->t[i].name,
-					    json_string(m->src[l->shards[home[i]].src].label));
-	if (json_object_size(meta) || ometa)
-		json_object_set_new(root, "metadata", meta);
-	else
-		json_decref(meta);
-	json_object_set_new(root, "weight_map", wm);
-	text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
-	if (!text) {
-		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-		goto out;
-	}
-	{
+	for (size_t s = 0; s < l->n_shards && !rc; s++)
+		rc = write_shard(m, l, s, home, elsewhere, index_final, o, c, err);
+	if (!rc)
+		rc = index_text(m, l, home, &text, err);
+	if (!rc) {
 		const char *tmp;
 		int fd;
 		size_t n = strlen(text);
 		text[n] = '\n';
-		if ((rc = tfs_commit_add(c, index_final, &fd, &tmp, err)) ||
-		    (rc = tfs_io_pwrite(fd, tmp, 0, text, n + 1, err)) ||
-		    (rc = tfs_commit_seal(c, err)))
-			goto out;
+		if (!(rc = tfs_commit_add(c, index_final, &fd, &tmp, err)) &&
+		    !(rc = tfs_io_pwrite(fd, tmp, 0, text, n + 1, err)))
+			rc = tfs_commit_seal(c, err);
 	}
 out:
 	free(text);
-	json_decref(root);
 	free(home);
-	free(final);
 	free(index_final);
-	free(src_real);
-	free(out_real);
 	return rc;
 }
 

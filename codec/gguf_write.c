@@ -59,28 +59,25 @@ static int write_alignment(const tfs_model *m, uint64_t *a, tfs_error *err)
 	return 0;
 }
 
-int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err)
+/* The header's size (head) and the data section's (data, padded), checking every tensor
+ * can be stored and lies in its source; n_kv / n_t live keys and tensors. */
+static int gguf_sizes(const tfs_model *m, uint64_t a, uint64_t *head, uint64_t *data,
+		      uint64_t *n_kv, uint64_t *n_t, tfs_error *err)
 {
-	uint64_t a, n_kv = 0, n_t = 0, head = 24, data = 0;
-	int rc;
-	*out = NULL;
-	if ((rc = write_alignment(m, &a, err)))
-		return rc;
-
-	/* sizes first */
+	*head = 24, *data = 0, *n_kv = 0, *n_t = 0;
 	for (size_t i = 0; i < m->n_kv; i++) {
 		const tfs_kv *kv = &m->kv[i];
 		if (kv->deleted)
 			continue;
-		n_kv++;
-		if (tfs_add_overflow(head, 12 + strlen(kv->name) + kv->len, &head))
+		(*n_kv)++;
+		if (tfs_add_overflow(*head, 12 + strlen(kv->name) + kv->len, head))
 			goto too_big;
 	}
 	for (size_t i = 0; i < m->n_t; i++) {
 		const tfs_tensor *t = &m->t[i];
 		if (t->deleted)
 			continue;
-		n_t++;
+		(*n_t)++;
 		const tfs_dtype_info *d = t->dtype < TFS_DT_GGML_COUNT ? tfs_dtype(t->dtype) : NULL;
 		if (!d || !d->block_elems)
 			return tfs_error_set(err, TFS_E_INVALID,
@@ -91,29 +88,29 @@ int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err)
 			return tfs_error_set(err, TFS_E_FORMAT,
 					     "%s: tensor '%s' lies outside its source file",
 					     m->path, t->name);
-		if (tfs_add_overflow(head, 8 + strlen(t->name) + 4 + 8 * (uint64_t)t->n_dims + 12,
-				     &head) ||
-		    t->nbytes > UINT64_MAX - a || tfs_add_overflow(data, pad_to(t->nbytes, a), &data))
+		if (tfs_add_overflow(*head, 8 + strlen(t->name) + 4 + 8 * (uint64_t)t->n_dims + 12,
+				     head) ||
+		    t->nbytes > UINT64_MAX - a || tfs_add_overflow(*data, pad_to(t->nbytes, a), data))
 			goto too_big;
 	}
-	uint64_t data_off = pad_to(head, a), total;
-	if (head > UINT64_MAX - a || tfs_add_overflow(data_off, data, &total) || data_off > SIZE_MAX / 2)
-		goto too_big;
+	return 0;
+too_big:
+	return tfs_error_set(err, TFS_E_INVALID, "%s: the new file would be too large", m->path);
+}
 
-	tfs_image *im;
-	if ((rc = tfs_image_new(&im, err)))
-		return rc;
+/* The header bytes into b (reserved): keys, then tensor infos, each tensor's extent added
+ * to im at data_off + its offset. */
+static int gguf_header(tfs_image *im, const tfs_model *m, uint64_t a, uint64_t data_off,
+		       uint64_t n_kv, uint64_t n_t)
+{
 	tfs_buf *b = &im->head;
-	if (tfs_buf_reserve(b, (size_t)data_off))
-		goto nomem;
 	if (put(b, "GGUF", 4) || put_u32(b, 3) || put_u64(b, n_t) || put_u64(b, n_kv))
-		goto nomem;
+		return TFS_E_NOMEM;
 	for (size_t i = 0; i < m->n_kv; i++) {
 		const tfs_kv *kv = &m->kv[i];
-		if (kv->deleted)
-			continue;
-		if (put_str(b, kv->name) || put_u32(b, kv->type) || put(b, kv->data, kv->len))
-			goto nomem;
+		if (!kv->deleted &&
+		    (put_str(b, kv->name) || put_u32(b, kv->type) || put(b, kv->data, kv->len)))
+			return TFS_E_NOMEM;
 	}
 	uint64_t off = 0;
 	for (size_t i = 0; i < m->n_t; i++) {
@@ -121,15 +118,38 @@ int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err)
 		if (t->deleted)
 			continue;
 		if (put_str(b, t->name) || put_u32(b, t->n_dims))
-			goto nomem;
+			return TFS_E_NOMEM;
 		for (uint32_t k = 0; k < t->n_dims; k++)
 			if (put_u64(b, (uint64_t)t->ne[k]))
-				goto nomem;
+				return TFS_E_NOMEM;
 		if (put_u32(b, (uint32_t)t->dtype) || put_u64(b, off) ||
 		    tfs_image_add(im, data_off + off, t->src, t->offset, t->nbytes))
-			goto nomem;
+			return TFS_E_NOMEM;
 		off += pad_to(t->nbytes, a);
 	}
+	return 0;
+}
+
+int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err)
+{
+	uint64_t a, n_kv, n_t, head, data, total;
+	tfs_image *im;
+	int rc;
+	*out = NULL;
+	if ((rc = write_alignment(m, &a, err)) || (rc = gguf_sizes(m, a, &head, &data, &n_kv, &n_t, err)))
+		return rc;
+	uint64_t data_off = pad_to(head, a);
+	if (head > UINT64_MAX - a || tfs_add_overflow(data_off, data, &total) || data_off > SIZE_MAX / 2)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: the new file would be too large",
+				     m->path);
+	if ((rc = tfs_image_new(&im, err)))
+		return rc;
+	if (tfs_buf_reserve(&im->head, (size_t)data_off) ||
+	    gguf_header(im, m, a, data_off, n_kv, n_t)) {
+		tfs_image_free(im);
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory laying out %s", m->path);
+	}
+	tfs_buf *b = &im->head;
 	if (b->len != head) {
 		tfs_image_free(im);
 		return tfs_error_set(err, TFS_E_INVALID, "%s: header size mismatch (internal error)",
@@ -141,11 +161,6 @@ int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err)
 	im->size = total;
 	*out = im;
 	return 0;
-nomem:
-	tfs_image_free(im);
-	return tfs_error_set(err, TFS_E_NOMEM, "out of memory laying out %s", m->path);
-too_big:
-	return tfs_error_set(err, TFS_E_INVALID, "%s: the new file would be too large", m->path);
 }
 
 int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write_opts *o,

@@ -457,6 +457,41 @@ void tfs_staging_free(tfs_staging *s)
 	free(s);
 }
 
+/* Loads the journal at jpath into s (an empty one, and data/ emptied, when there is none). */
+static int journal_load(tfs_staging *s, const char *jpath, tfs_error *err)
+{
+	json_error_t je;
+	struct stat st;
+	if (stat(jpath, &st) < 0) {
+		if (errno != ENOENT)
+			return tfs_error_sys(err, errno, "%s", jpath);
+		/* no journal: whatever data/ holds was never recorded */
+		if (journal_reset(s))
+			return nomem(err);
+		return clear_data(s, err);
+	}
+	s->j = json_load_file(jpath, JSON_REJECT_DUPLICATES, &je);
+	if (!s->j || !json_is_object(s->j) || !json_is_array(ops(s)) ||
+	    json_integer_value(json_object_get(s->j, "tensorfs_staging")) != JOURNAL_VERSION)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: damaged or unknown journal%s%s; nothing was changed", jpath,
+				     s->j ? "" : ": ", s->j ? "" : je.text);
+	json_t *src = json_object_get(s->j, "source");
+	const json_t *mt = json_object_get(src, "mtime");
+	const char *p = json_string_value(json_object_get(src, "path"));
+	if (p && !(s->src_path = strdup(p)))
+		return nomem(err);
+	s->src_size = jnum(src, "size");
+	s->src_mtime_sec = json_integer_value(json_array_get(mt, 0));
+	s->src_mtime_nsec = json_integer_value(json_array_get(mt, 1));
+	p = json_string_value(json_object_get(s->j, "output"));
+	if (p && !(s->output = strdup(p)))
+		return nomem(err);
+	if (json_array_size(ops(s)) && !s->src_path)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: journal names no source", jpath);
+	return 0;
+}
+
 /* Creates/locks the directory and loads its journal (without looking at any source). */
 static int staging_lock(tfs_staging **out, const char *dir, tfs_error *err)
 {
@@ -493,48 +528,8 @@ static int staging_lock(tfs_staging **out, const char *dir, tfs_error *err)
 	}
 	unlink(tmp); /* a journal update interrupted before its rename */
 
-	json_error_t je;
-	struct stat st;
-	if (stat(jpath, &st) == 0) {
-		s->j = json_load_file(jpath, JSON_REJECT_DUPLICATES, &je);
-		if (!s->j || !json_is_object(s->j) || !json_is_array(ops(s)) ||
-		    json_integer_value(json_object_get(s->j, "tensorfs_staging")) != JOURNAL_VERSION) {
-			rc = tfs_error_set(err, TFS_E_FORMAT,
-					   "%s: damaged or unknown journal%s%s; nothing was changed",
-					   jpath, s->j ? "" : ": ", s->j ? "" : je.text);
-			goto fail;
-		}
-		json_t *src = json_object_get(s->j, "source");
-		const json_t *mt = json_object_get(src, "mtime");
-		const char *p = json_string_value(json_object_get(src, "path"));
-		if (p && !(s->src_path = strdup(p))) {
-			rc = nomem(err);
-			goto fail;
-		}
-		s->src_size = jnum(src, "size");
-		s->src_mtime_sec = json_integer_value(json_array_get(mt, 0));
-		s->src_mtime_nsec = json_integer_value(json_array_get(mt, 1));
-		p = json_string_value(json_object_get(s->j, "output"));
-		if (p && !(s->output = strdup(p))) {
-			rc = nomem(err);
-			goto fail;
-		}
-		if (json_array_size(ops(s)) && !s->src_path) {
-			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: journal names no source", jpath);
-			goto fail;
-		}
-	} else if (errno != ENOENT) {
-		rc = tfs_error_sys(err, errno, "%s", jpath);
+	if ((rc = journal_load(s, jpath, err)))
 		goto fail;
-	} else {
-		/* no journal: whatever data/ holds was never recorded */
-		if (journal_reset(s)) {
-			rc = nomem(err);
-			goto fail;
-		}
-		if ((rc = clear_data(s, err)))
-			goto fail;
-	}
 	if ((rc = scan_data(s, err)))
 		goto fail;
 	free(lock);

@@ -235,7 +235,8 @@ static int read_tensors(tfs_model *m, tfs_cursor *c, uint64_t n_tensors, int32_t
 		}
 		sp[i] = (span){ rel, rel + t->nbytes, (uint32_t)(first + i) };
 	}
-	qsort(sp, n, sizeof(*sp), span_cmp);
+	if (n > 1) /* sp is NULL when there are no tensors, and qsort's array must not be */
+		qsort(sp, n, sizeof(*sp), span_cmp);
 	rc = 0;
 	for (size_t i = 1; i < n; i++) {
 		/* zero-size tensors occupy nothing and may share an offset */

@@ -263,7 +263,7 @@ int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err)
 {
 	const tfs_source *s = &m->src[src];
 	tfs_cursor c = { .base = s->map, .size = s->size, .file = s->path, .err = err,
-			 .prefetch = true };
+			 .prefetch = s->fd >= 0 };
 	const uint8_t *magic;
 	uint32_t version;
 	uint64_t n_tensors, n_kv;

@@ -87,6 +87,61 @@ static const char *qmode_name(tfs_qmode q)
 	}
 }
 
+/* ==== names that are not UTF-8 ====
+ * jansson writes UTF-8 only (a name it cannot write made the whole dump fail).  A name's
+ * bytes that are not UTF-8 are written as \udcXX, Python's surrogateescape, as metadata
+ * text writes them: json_name() puts each such byte, and each 0x01 byte, into the document
+ * as 0x01 and two hex digits; dumps() turns the dumped "\u0001XX" into "\udcXX" (or back
+ * into "\u0001"). */
+
+static json_t *json_name(const char *s)
+{
+	size_t n = strlen(s);
+	if (tfs_utf8_valid(s, n) && !memchr(s, 1, n))
+		return json_stringn_nocheck(s, n);
+	tfs_buf b = { 0 };
+	for (size_t i = 0; i < n;) {
+		uint8_t c = (uint8_t)s[i];
+		size_t k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+			 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+		if (c != 1 && k && k <= n - i && tfs_utf8_valid(s + i, k)) {
+			tfs_buf_append(&b, s + i, k);
+			i += k;
+		} else {
+			tfs_buf_printf(&b, "\x01%02x", c);
+			i++;
+		}
+	}
+	json_t *j = b.data ? json_stringn_nocheck(b.data, b.len) : NULL;
+	tfs_buf_free(&b);
+	return j;
+}
+
+static char *dumps(const json_t *root)
+{
+	char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	char *r = s, *w = s;
+	while (s && *r) {
+		if (!strncmp(r, "\\u0001", 6) && r[6] && r[7]) {
+			bool same = r[6] == '0' && r[7] == '1';
+			memcpy(w, same ? "\\u0001" : "\\udc", same ? 6 : 4);
+			w += same ? 6 : 4;
+			if (!same) {
+				*w++ = r[6];
+				*w++ = r[7];
+			}
+			r += 8;
+		} else {
+			if (*r == '\\' && r[1]) /* an escape pair: its second char starts nothing */
+				*w++ = *r++;
+			*w++ = *r++;
+		}
+	}
+	if (s)
+		*w = '\0';
+	return s;
+}
+
 int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 {
 	json_t *root = json_object();
@@ -120,12 +175,12 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 			continue;
 		b.len = 0;
 		json_t *k = json_object();
-		json_object_set_new(k, "name", json_stringn_nocheck(kv->name, strlen(kv->name)));
+		json_object_set_new(k, "name", json_name(kv->name));
 		if (tfs_value_type_name(&b, kv->type, kv->data, kv->len) == 0)
 			json_object_set_new(k, "type", json_string(b.data));
 		b.len = 0;
 		if (tfs_name_encode(&b, kv->name) == 0)
-			json_object_set_new(k, "file", json_stringn_nocheck(b.data, b.len));
+			json_object_set_new(k, "file", json_name(b.data));
 		json_array_append_new(keys, k);
 	}
 	for (size_t i = 0; i < m->n_t && !rc; i++) {
@@ -134,10 +189,10 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 			continue;
 		const tfs_dtype_info *d = tfs_dtype(t->dtype);
 		json_t *o = json_object();
-		json_object_set_new(o, "name", json_stringn_nocheck(t->name, strlen(t->name)));
+		json_object_set_new(o, "name", json_name(t->name));
 		b.len = 0;
 		if (tfs_name_encode(&b, t->name) == 0)
-			json_object_set_new(o, "file", json_stringn_nocheck(b.data, b.len));
+			json_object_set_new(o, "file", json_name(b.data));
 		json_object_set_new(o, "dtype", json_string(d ? d->name : "unknown"));
 		json_object_set_new(o, "ne", ne_array(t->ne, t->n_dims, false));
 		json_object_set_new(o, "shape", ne_array(t->ne, t->n_dims, true));
@@ -188,7 +243,7 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 	json_object_set_new(root, "layers", files);
 	tfs_buf_free(&b);
 
-	char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	char *s = dumps(root);
 	json_decref(root);
 	if (!s)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: cannot build index.json", m->path);

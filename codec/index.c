@@ -92,7 +92,8 @@ static const char *qmode_name(tfs_qmode q)
  * bytes that are not UTF-8 are written as \udcXX, Python's surrogateescape, as metadata
  * text writes them: json_name() puts each such byte, and each 0x01 byte, into the document
  * as 0x01 and two hex digits; dumps() turns the dumped "\u0001XX" into "\udcXX" (or back
- * into "\u0001"). */
+ * into "\u0001").  So every string of the document that comes from the model (names,
+ * labels, paths, media types) goes through json_name(). */
 
 static json_t *json_name(const char *s)
 {
@@ -153,7 +154,7 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 	json_object_set_new(root, "format", json_string(tfs_model_format_name(m)));
 	/* the absolute path, whatever the caller typed (an Ollama name stays a name) */
 	char *abs = realpath(m->path, NULL);
-	json_object_set_new(root, "source", json_string(abs ? abs : m->path));
+	json_object_set_new(root, "source", json_name(abs ? abs : m->path));
 	free(abs);
 	if (m->gguf_version) {
 		json_object_set_new(root, "version", json_integer(m->gguf_version));
@@ -164,8 +165,8 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 		if (m->src[i].staged && m->src[i].fd < 0)
 			continue; /* a superseded staged file, closed */
 		json_t *s = json_object();
-		json_object_set_new(s, "file", json_string(m->src[i].label));
-		json_object_set_new(s, "path", json_string(m->src[i].path));
+		json_object_set_new(s, "file", json_name(m->src[i].label));
+		json_object_set_new(s, "path", json_name(m->src[i].path));
 		json_object_set_new(s, "size", json_integer((json_int_t)m->src[i].size));
 		json_array_append_new(sources, s);
 	}
@@ -199,7 +200,7 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 		json_object_set_new(o, "offset", json_integer((json_int_t)t->offset));
 		json_object_set_new(o, "nbytes", json_integer((json_int_t)t->nbytes));
 		if (t->src >= 0 && (size_t)t->src < m->n_src)
-			json_object_set_new(o, "source", json_string(m->src[t->src].label));
+			json_object_set_new(o, "source", json_name(m->src[t->src].label));
 		const char *why = NULL;
 		if (tfs_tensor_has_f32(m, i, &why)) {
 			uint32_t nd;
@@ -216,11 +217,11 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 			json_object_set_new(q, "bits", json_integer(t->q.bits));
 			json_object_set_new(q, "group_size", json_integer(t->q.group));
 			if (t->q_scale >= 0)
-				json_object_set_new(q, "scale", json_string(m->t[t->q_scale].name));
+				json_object_set_new(q, "scale", json_name(m->t[t->q_scale].name));
 			if (t->q_bias >= 0)
-				json_object_set_new(q, "bias", json_string(m->t[t->q_bias].name));
+				json_object_set_new(q, "bias", json_name(m->t[t->q_bias].name));
 			if (t->q_gscale >= 0)
-				json_object_set_new(q, "global_scale", json_string(m->t[t->q_gscale].name));
+				json_object_set_new(q, "global_scale", json_name(m->t[t->q_gscale].name));
 			json_object_set_new(o, "quantization", q);
 		}
 		json_array_append_new(tensors, o);
@@ -230,11 +231,11 @@ int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 		if (x->deleted)
 			continue;
 		json_t *o = json_object();
-		json_object_set_new(o, "name", json_string(x->name));
-		json_object_set_new(o, "media_type", json_string(x->media_type));
+		json_object_set_new(o, "name", json_name(x->name));
+		json_object_set_new(o, "media_type", json_name(x->media_type));
 		json_object_set_new(o, "size", json_integer((json_int_t)x->size));
 		if (x->src >= 0 && (size_t)x->src < m->n_src)
-			json_object_set_new(o, "source", json_string(m->src[x->src].label));
+			json_object_set_new(o, "source", json_name(m->src[x->src].label));
 		json_array_append_new(files, o);
 	}
 	json_object_set_new(root, "sources", sources);

@@ -5,9 +5,13 @@
  */
 #include <criterion/criterion.h>
 
+#include <jansson.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tensorfs.h"
 
@@ -94,6 +98,51 @@ Test(fuzz_regress, index_json_name_escapes)
 		cr_expect(strstr(b.data, want[i]), "%s not in %s", want[i], b.data);
 	tfs_buf_free(&b);
 	tfs_model_free(m);
+}
+
+/* An Ollama layer's media type holding a 0x01 byte followed by two letters: the first fix of
+ * the above turned every dumped "\u0001XX" into "\udcXX", also in strings it had not marked,
+ * and index.json was not JSON ("\udcco"); now every string from the model is marked. */
+Test(fuzz_regress, index_json_media_type_with_0x01)
+{
+	char dir[] = "/tmp/tfs-fuzz-regress-XXXXXX", p[512], blobs[512];
+	cr_assert(mkdtemp(dir));
+	snprintf(p, sizeof(p), "%s/manifests/registry.ollama.ai/library/fuzz", dir);
+	char *q = p + strlen(dir);
+	while ((q = strchr(q + 1, '/'))) {
+		*q = '\0';
+		mkdir(p, 0755);
+		*q = '/';
+	}
+	cr_assert_eq(mkdir(p, 0755), 0);
+	snprintf(blobs, sizeof(blobs), "%s/blobs", dir);
+	cr_assert_eq(symlink(TFS_TESTDATA "/ollama/models/blobs", blobs), 0);
+	strcat(p, "/latest");
+	size_t len;
+	uint8_t *text = slurp(FUZZ_DIR "/ollama_manifest/media_type_with_0x01", &len);
+	FILE *f = fopen(p, "wb");
+	cr_assert(f);
+	cr_assert_eq(fwrite(text, 1, len, f), len);
+	fclose(f);
+
+	tfs_model *m = NULL;
+	tfs_error e = { 0 };
+	tfs_buf b = { 0 };
+	cr_assert_eq(tfs_model_open(&m, p, NULL, &e), 0, "%s", e.msg);
+	cr_assert_eq(tfs_model_index_json(&b, m, &e), 0, "%s", e.msg);
+	cr_expect(strstr(b.data, "\"media_type\": \"application/vnd.d\\u0001container.image.v1+json\""),
+		  "%s", b.data);
+	cr_expect(!strstr(b.data, "\\udc"), "%s", b.data);
+	json_error_t je;
+	json_t *j = json_loadb(b.data, b.len, 0, &je);
+	cr_expect(j, "index.json is not JSON: %s", je.text);
+	json_decref(j);
+	tfs_buf_free(&b);
+	tfs_model_free(m);
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
+	free(text);
 }
 
 /* Value text of an array of floats that ends in 'N' (or a prefix of "Infinity"): the check

@@ -69,7 +69,7 @@ Test(fuzz_regress, index_json_non_utf8_key_name)
 Test(fuzz_regress, index_json_name_escapes)
 {
 	/* a GGUF v3 with one string key named by each case, no tensors */
-	static const char *const names[] = { "a\x01" "f2", "b\\u0001f2", "c\xe5\x90", "d\xc3\xa9" };
+	static const char *const names[] = { ("a\x01" "f2"), "b\\u0001f2", "c\xe5\x90", "d\xc3\xa9" };
 	static const char *const want[] = { "\"a\\u0001f2\"", "\"b\\\\u0001f2\"",
 					    "\"c\\udce5\\udc90\"", "\"d\xc3\xa9\"" };
 	uint8_t buf[512];

@@ -53,7 +53,8 @@ run_one() {
 	local h=$1 seeds=build-fuzz/seeds/$1 corpus=build-fuzz/corpus/$1 log=build-fuzz/logs/$1.log
 	rm -rf "$seeds"
 	mkdir -p "$seeds" "$corpus"
-	seed_files "$h" | while read -r f; do cp "$f" "$seeds/"; done
+	# named by content: files of the same name in different directories all count
+	seed_files "$h" | while read -r f; do cp "$f" "$seeds/$(sha1sum <"$f" | cut -c1-40)"; done
 	build-fuzz/tests/fuzz/fuzz_"$h" "$corpus" "$seeds" -max_total_time="$secs" -timeout=10 \
 		-rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
 		-artifact_prefix="build-fuzz/findings/$h-" >"$log" 2>&1

@@ -59,8 +59,8 @@ run_one() {
 		-rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
 		-artifact_prefix="build-fuzz/findings/$h-" >"$log" 2>&1
 	local rc=$? execs rate
-	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
 	if [ $rc -eq 0 ]; then
 		echo "fuzz_$h: ok, ${execs:-?} execs in ${secs}s (${rate:-?}/s), corpus $(ls "$corpus" | wc -l)"
 	else

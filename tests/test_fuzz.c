@@ -100,12 +100,12 @@ Test(fuzz_regress, index_json_name_escapes)
 	tfs_model_free(m);
 }
 
-/* An Ollama layer's media type holding a 0x01 byte followed by two letters: the first fix of
- * the above turned every dumped "\u0001XX" into "\udcXX", also in strings it had not marked,
- * and index.json was not JSON ("\udcco"); now every string from the model is marked. */
-Test(fuzz_regress, index_json_media_type_with_0x01)
+/* A store in a new directory under /tmp: tests/data's blobs, and the manifest
+ * tests/data/fuzz/ollama_manifest/<name> as library/fuzz:latest.  *manifest gets its path. */
+static void make_store(char dir[static 32], char manifest[static 512], const char *name)
 {
-	char dir[] = "/tmp/tfs-fuzz-regress-XXXXXX", p[512], blobs[512];
+	char p[256], blobs[512], src[512];
+	strcpy(dir, "/tmp/tfs-fuzz-regress-XXXXXX");
 	cr_assert(mkdtemp(dir));
 	snprintf(p, sizeof(p), "%s/manifests/registry.ollama.ai/library/fuzz", dir);
 	char *q = p + strlen(dir);
@@ -117,18 +117,35 @@ Test(fuzz_regress, index_json_media_type_with_0x01)
 	cr_assert_eq(mkdir(p, 0755), 0);
 	snprintf(blobs, sizeof(blobs), "%s/blobs", dir);
 	cr_assert_eq(symlink(TFS_TESTDATA "/ollama/models/blobs", blobs), 0);
-	strcat(p, "/latest");
+	snprintf(manifest, 512, "%s/latest", p);
+	snprintf(src, sizeof(src), "%s/ollama_manifest/%s", FUZZ_DIR, name);
 	size_t len;
-	uint8_t *text = slurp(FUZZ_DIR "/ollama_manifest/media_type_with_0x01", &len);
-	FILE *f = fopen(p, "wb");
+	uint8_t *text = slurp(src, &len);
+	FILE *f = fopen(manifest, "wb");
 	cr_assert(f);
 	cr_assert_eq(fwrite(text, 1, len, f), len);
 	fclose(f);
+	free(text);
+}
 
+static void remove_store(const char *dir)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+/* An Ollama layer's media type holding a 0x01 byte followed by two letters: the first fix of
+ * the above turned every dumped "\u0001XX" into "\udcXX", also in strings it had not marked,
+ * and index.json was not JSON ("\udcco"); now every string from the model is marked. */
+Test(fuzz_regress, index_json_media_type_with_0x01)
+{
+	char dir[32], manifest[512];
+	make_store(dir, manifest, "media_type_with_0x01");
 	tfs_model *m = NULL;
 	tfs_error e = { 0 };
 	tfs_buf b = { 0 };
-	cr_assert_eq(tfs_model_open(&m, p, NULL, &e), 0, "%s", e.msg);
+	cr_assert_eq(tfs_model_open(&m, manifest, NULL, &e), 0, "%s", e.msg);
 	cr_assert_eq(tfs_model_index_json(&b, m, &e), 0, "%s", e.msg);
 	cr_expect(strstr(b.data, "\"media_type\": \"application/vnd.d\\u0001container.image.v1+json\""),
 		  "%s", b.data);
@@ -139,10 +156,26 @@ Test(fuzz_regress, index_json_media_type_with_0x01)
 	json_decref(j);
 	tfs_buf_free(&b);
 	tfs_model_free(m);
-	char cmd[600];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	cr_expect_eq(system(cmd), 0);
-	free(text);
+	remove_store(dir);
+}
+
+/* Two layers naming the same blob (model.norm.weight's, 344 bytes) with different sizes, the
+ * second a json layer of 388: the blob was opened once and the second size never checked, so
+ * layers/layer.2 said 388 bytes of a 344-byte blob (reads past its end). */
+Test(fuzz_regress, ollama_same_blob_two_sizes)
+{
+	char dir[32], manifest[512], want[1024];
+	make_store(dir, manifest, "same_blob_two_sizes");
+	tfs_model *m = NULL;
+	tfs_error e = { 0 };
+	cr_expect_eq(tfs_model_open(&m, manifest, NULL, &e), TFS_E_DIGEST);
+	cr_expect_null(m);
+	char *real = realpath(manifest, NULL);
+	snprintf(want, sizeof(want), "%s: blob sha256-90a7c2da916473054736a3e55bb0900ec9a47399f61cd3"
+		 "937bb5a603b447e92f is 344 bytes, the manifest says 388; refusing to open it", real);
+	cr_expect_str_eq(e.msg, want);
+	free(real);
+	remove_store(dir);
 }
 
 /* Value text of an array of floats that ends in 'N' (or a prefix of "Infinity"): the check

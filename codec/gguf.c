@@ -242,7 +242,8 @@ static int read_tensors(tfs_model *m, tfs_cursor *c, uint64_t n_tensors, int32_t
 		}
 		sp[i] = (span){ rel, rel + t->nbytes, (uint32_t)(first + i) };
 	}
-	qsort(sp, n, sizeof(*sp), span_cmp);
+	if (n > 1) /* sp is NULL when there are no tensors, and qsort's array must not be */
+		qsort(sp, n, sizeof(*sp), span_cmp);
 	rc = 0;
 	for (size_t i = 1; i < n; i++) {
 		/* zero-size tensors occupy nothing and may share an offset */
@@ -269,7 +270,7 @@ int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err)
 {
 	const tfs_source *s = &m->src[src];
 	tfs_cursor c = { .base = s->map, .size = s->size, .file = s->path, .err = err,
-			 .prefetch = true };
+			 .prefetch = s->fd >= 0 };
 	const uint8_t *magic;
 	uint32_t version;
 	uint64_t n_tensors, n_kv;

@@ -87,6 +87,62 @@ static const char *qmode_name(tfs_qmode q)
 	}
 }
 
+/* ==== names that are not UTF-8 ====
+ * jansson writes UTF-8 only (a name it cannot write made the whole dump fail).  A name's
+ * bytes that are not UTF-8 are written as \udcXX, Python's surrogateescape, as metadata
+ * text writes them: json_name() puts each such byte, and each 0x01 byte, into the document
+ * as 0x01 and two hex digits; dumps() turns the dumped "\u0001XX" into "\udcXX" (or back
+ * into "\u0001").  So every string of the document that comes from the model (names,
+ * labels, paths, media types) goes through json_name(). */
+
+static json_t *json_name(const char *s)
+{
+	size_t n = strlen(s);
+	if (tfs_utf8_valid(s, n) && !memchr(s, 1, n))
+		return json_stringn_nocheck(s, n);
+	tfs_buf b = { 0 };
+	for (size_t i = 0; i < n;) {
+		uint8_t c = (uint8_t)s[i];
+		size_t k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+			 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+		if (c != 1 && k && k <= n - i && tfs_utf8_valid(s + i, k)) {
+			tfs_buf_append(&b, s + i, k);
+			i += k;
+		} else {
+			tfs_buf_printf(&b, "\x01%02x", c);
+			i++;
+		}
+	}
+	json_t *j = b.data ? json_stringn_nocheck(b.data, b.len) : NULL;
+	tfs_buf_free(&b);
+	return j;
+}
+
+static char *dumps(const json_t *root)
+{
+	char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	char *r = s, *w = s;
+	while (s && *r) {
+		if (!strncmp(r, "\\u0001", 6) && r[6] && r[7]) {
+			bool same = r[6] == '0' && r[7] == '1';
+			memcpy(w, same ? "\\u0001" : "\\udc", same ? 6 : 4);
+			w += same ? 6 : 4;
+			if (!same) {
+				*w++ = r[6];
+				*w++ = r[7];
+			}
+			r += 8;
+		} else {
+			if (*r == '\\' && r[1]) /* an escape pair: its second char starts nothing */
+				*w++ = *r++;
+			*w++ = *r++;
+		}
+	}
+	if (s)
+		*w = '\0';
+	return s;
+}
+
 /* ==== values as JSON ==== */
 
 int tfs_value_format_json(tfs_buf *out, uint32_t type, const uint8_t *data, uint64_t len,
@@ -164,7 +220,7 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 
 static int dump(tfs_buf *out, const tfs_model *m, json_t *root, bool values, tfs_error *err)
 {
-	char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	char *s = dumps(root);
 	json_decref(root);
 	if (!s)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: cannot build index.json", m->path);
@@ -223,7 +279,7 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 	json_object_set_new(root, "format", json_string(tfs_model_format_name(m)));
 	/* the absolute path, whatever the caller typed (an Ollama name stays a name) */
 	char *abs = realpath(m->path, NULL);
-	json_object_set_new(root, "source", json_string(abs ? abs : m->path));
+	json_object_set_new(root, "source", json_name(abs ? abs : m->path));
 	free(abs);
 	if (m->gguf_version) {
 		json_object_set_new(root, "version", json_integer(m->gguf_version));
@@ -234,8 +290,8 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 		if (m->src[i].staged && m->src[i].fd < 0)
 			continue; /* a superseded staged file, closed */
 		json_t *s = json_object();
-		json_object_set_new(s, "file", json_string(m->src[i].label));
-		json_object_set_new(s, "path", json_string(m->src[i].path));
+		json_object_set_new(s, "file", json_name(m->src[i].label));
+		json_object_set_new(s, "path", json_name(m->src[i].path));
 		json_object_set_new(s, "size", json_integer((json_int_t)m->src[i].size));
 		json_array_append_new(sources, s);
 	}
@@ -245,12 +301,12 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 			continue;
 		b.len = 0;
 		json_t *k = json_object();
-		json_object_set_new(k, "name", json_stringn_nocheck(kv->name, strlen(kv->name)));
+		json_object_set_new(k, "name", json_name(kv->name));
 		if (tfs_value_type_name(&b, kv->type, kv->data, kv->len) == 0)
 			json_object_set_new(k, "type", json_string(b.data));
 		b.len = 0;
 		if (tfs_name_encode(&b, kv->name) == 0)
-			json_object_set_new(k, "file", json_stringn_nocheck(b.data, b.len));
+			json_object_set_new(k, "file", json_name(b.data));
 		if (values) {
 			char mark[48];
 			int n = snprintf(mark, sizeof(mark), "#" VALUE_MARK_TAIL "%zu", i);
@@ -265,17 +321,17 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 			continue;
 		const tfs_dtype_info *d = tfs_dtype(t->dtype);
 		json_t *o = json_object();
-		json_object_set_new(o, "name", json_stringn_nocheck(t->name, strlen(t->name)));
+		json_object_set_new(o, "name", json_name(t->name));
 		b.len = 0;
 		if (tfs_name_encode(&b, t->name) == 0)
-			json_object_set_new(o, "file", json_stringn_nocheck(b.data, b.len));
+			json_object_set_new(o, "file", json_name(b.data));
 		json_object_set_new(o, "dtype", json_string(d ? d->name : "unknown"));
 		json_object_set_new(o, "ne", ne_array(t->ne, t->n_dims, false));
 		json_object_set_new(o, "shape", ne_array(t->ne, t->n_dims, true));
 		json_object_set_new(o, "offset", json_integer((json_int_t)t->offset));
 		json_object_set_new(o, "nbytes", json_integer((json_int_t)t->nbytes));
 		if (t->src >= 0 && (size_t)t->src < m->n_src)
-			json_object_set_new(o, "source", json_string(m->src[t->src].label));
+			json_object_set_new(o, "source", json_name(m->src[t->src].label));
 		const char *why = NULL;
 		if (tfs_tensor_has_f32(m, i, &why)) {
 			uint32_t nd;
@@ -292,11 +348,11 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 			json_object_set_new(q, "bits", json_integer(t->q.bits));
 			json_object_set_new(q, "group_size", json_integer(t->q.group));
 			if (t->q_scale >= 0)
-				json_object_set_new(q, "scale", json_string(m->t[t->q_scale].name));
+				json_object_set_new(q, "scale", json_name(m->t[t->q_scale].name));
 			if (t->q_bias >= 0)
-				json_object_set_new(q, "bias", json_string(m->t[t->q_bias].name));
+				json_object_set_new(q, "bias", json_name(m->t[t->q_bias].name));
 			if (t->q_gscale >= 0)
-				json_object_set_new(q, "global_scale", json_string(m->t[t->q_gscale].name));
+				json_object_set_new(q, "global_scale", json_name(m->t[t->q_gscale].name));
 			json_object_set_new(o, "quantization", q);
 		}
 		json_array_append_new(tensors, o);
@@ -306,11 +362,11 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 		if (x->deleted)
 			continue;
 		json_t *o = json_object();
-		json_object_set_new(o, "name", json_string(x->name));
-		json_object_set_new(o, "media_type", json_string(x->media_type));
+		json_object_set_new(o, "name", json_name(x->name));
+		json_object_set_new(o, "media_type", json_name(x->media_type));
 		json_object_set_new(o, "size", json_integer((json_int_t)x->size));
 		if (x->src >= 0 && (size_t)x->src < m->n_src)
-			json_object_set_new(o, "source", json_string(m->src[x->src].label));
+			json_object_set_new(o, "source", json_name(m->src[x->src].label));
 		json_array_append_new(files, o);
 	}
 	/* the whole model as one file (model.gguf / model.safetensors at the mount's root) */

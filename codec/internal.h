@@ -109,6 +109,11 @@ int tfs_model_new(tfs_model **out, tfs_format fmt, const char *path, tfs_error *
 /* Opens and maps a file as a source; *idx gets its index. label may be NULL (= basename). */
 int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int32_t *idx,
 			 tfs_error *err);
+/* Adds size bytes at data (borrowed, not copied) as a source with no file (fd -1). */
+int tfs_model_add_mem_source(tfs_model *m, const char *name, const uint8_t *data, uint64_t size,
+			     int32_t *idx, tfs_error *err);
+/* Reads one safetensors file, source src, as the model's only shard. */
+int tfs_safetensors_open_src(tfs_model *m, int32_t src, tfs_error *err);
 /* Appends a key whose payload is borrowed (points into a source mapping).  Rejects duplicates
  * (TFS_E_FORMAT "duplicate key"), names with NUL bytes.  name_len bytes of name are copied. */
 int tfs_model_push_kv(tfs_model *m, const char *name, size_t name_len, uint32_t type,
@@ -125,8 +130,8 @@ int tfs_model_push_extra(tfs_model *m, const char *name, const char *media_type,
  * page cache keeps the data). */
 static inline void tfs_source_advise(const tfs_model *m, int32_t src, uint64_t off, uint64_t len, int advice)
 {
-	if (src < 0 || (size_t)src >= m->n_src || !m->src[src].map || !len)
-		return;
+	if (src < 0 || (size_t)src >= m->n_src || !m->src[src].map || m->src[src].fd < 0 || !len)
+		return; /* fd -1: the caller's memory (tfs_model_open_mem), never advised away */
 	const tfs_source *s = &m->src[src];
 	uint64_t pg = 4096, a = off & ~(pg - 1), b = off + len;
 	if (advice == MADV_DONTNEED) {

@@ -80,7 +80,7 @@ void tfs_model_free(tfs_model *m)
 	}
 	for (size_t i = 0; i < m->n_src; i++) {
 		tfs_source *s = &m->src[i];
-		if (s->map)
+		if (s->map && s->fd >= 0) /* fd -1: memory of tfs_model_open_mem's caller */
 			munmap((void *)s->map, s->size);
 		if (s->fd >= 0)
 			close(s->fd);
@@ -165,6 +165,27 @@ int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int3
 	s->map = map;
 	s->mtime_sec = st.st_mtim.tv_sec;
 	s->mtime_nsec = st.st_mtim.tv_nsec;
+	*idx = (int32_t)m->n_src++;
+	return 0;
+}
+
+int tfs_model_add_mem_source(tfs_model *m, const char *name, const uint8_t *data, uint64_t size,
+			     int32_t *idx, tfs_error *err)
+{
+	if (grow((void **)&m->src, &m->cap_src, m->n_src, sizeof(*m->src)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", name);
+	tfs_source *s = &m->src[m->n_src];
+	memset(s, 0, sizeof(*s));
+	s->path = strdup(name);
+	s->label = strdup(tfs_basename(name));
+	if (!s->path || !s->label) {
+		free(s->path);
+		free(s->label);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", name);
+	}
+	s->fd = -1;
+	s->size = size;
+	s->map = size ? data : NULL;
 	*idx = (int32_t)m->n_src++;
 	return 0;
 }
@@ -316,6 +337,10 @@ static int source_read(const tfs_model *m, int32_t si, uint64_t off, uint64_t le
 				     "changed after it was opened?",
 				     s->path, (unsigned long long)off, (unsigned long long)len,
 				     (unsigned long long)s->size);
+	if (s->fd < 0 && s->map) { /* tfs_model_open_mem */
+		memcpy(out, s->map + off, (size_t)len);
+		return 0;
+	}
 	/* pread, not the mapping: no page faults one page at a time (the mapping is
 	 * MADV_RANDOM) and nothing added to the daemon's RSS */
 	uint8_t *p = out;

@@ -337,14 +337,24 @@ static int check_sha256(const tfs_model *m, int32_t si, const char *digest,
 static int open_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool always_hash,
 		     const tfs_open_opts *o, tfs_error *err)
 {
+	char name[80];
+	snprintf(name, sizeof(name), "sha256-%s", l->digest + 7);
 	for (size_t i = 0; i < m->n_src; i++) {
 		if (strcasecmp(m->src[i].label, l->digest) == 0) {
 			l->src = (int32_t)i;
-			return 0;
+			break;
 		}
 	}
-	char name[80];
-	snprintf(name, sizeof(name), "sha256-%s", l->digest + 7);
+	if (l->src >= 0) {
+		/* a blob named again: by another layer, which must not give it another size */
+		const tfs_source *s = &m->src[l->src];
+		if (s->size != l->size)
+			return tfs_error_set(err, TFS_E_DIGEST,
+					     "%s: blob %s is %llu bytes, the manifest says %llu; "
+					     "refusing to open it", lay->manifest_path, name,
+					     (unsigned long long)s->size, (unsigned long long)l->size);
+		return 0;
+	}
 	char *path = join3(lay->root, "blobs", name);
 	if (!path)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", lay->manifest_path);

@@ -127,3 +127,30 @@ open:
 	*out = m;
 	return 0;
 }
+
+int tfs_model_open_mem(tfs_model **out, const char *name, const void *data, size_t size,
+		       tfs_error *err)
+{
+	const char *p = data;
+	bool gguf = size >= 4 && strncasecmp(p, "GGUF", 4) == 0;
+	tfs_model *m = NULL;
+	int32_t src;
+	int rc;
+
+	*out = NULL;
+	if (size >= 4 && memcmp(p, "FUGG", 4) == 0)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: big-endian GGUF is not supported", name);
+	if (size >= sizeof(lfs_magic) - 1 && memcmp(p, lfs_magic, sizeof(lfs_magic) - 1) == 0)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: is a Git LFS pointer file, not the model itself "
+				     "(run 'git lfs pull' to fetch it)", name);
+	if ((rc = tfs_model_new(&m, gguf ? TFS_FMT_GGUF : TFS_FMT_SAFETENSORS, name, err)) ||
+	    (rc = tfs_model_add_mem_source(m, name, data, size, &src, err)) ||
+	    (rc = gguf ? tfs_gguf_read(m, src, err) : tfs_safetensors_open_src(m, src, err))) {
+		tfs_model_free(m);
+		return rc;
+	}
+	m->changed = false;
+	*out = m;
+	return 0;
+}

@@ -142,6 +142,10 @@ static void shape_text(char *buf, size_t cap, const json_t *shape)
 static int read_at(const tfs_source *s, void *buf, uint64_t off, uint64_t n, tfs_error *err)
 {
 	uint8_t *p = buf;
+	if (s->fd < 0 && s->map) { /* tfs_model_open_mem */
+		memcpy(buf, s->map + off, (size_t)n);
+		return 0;
+	}
 	while (n) {
 		ssize_t r = pread(s->fd, p, n > (1u << 30) ? (1u << 30) : (size_t)n, (off_t)off);
 		if (r < 0 && errno == EINTR)
@@ -610,13 +614,11 @@ static int push_index_metadata(tfs_model *m, tfs_st_layout *l, const json_t *met
 
 /* ==== opening ==== */
 
-/* Adds the file at path as a source (label: its file name) and reads it as one shard. */
-static int open_shard(tfs_model *m, tfs_st_layout *l, const char *path, tfs_error *err)
+/* Reads source src (of file path) as one more shard. */
+static int read_shard(tfs_model *m, tfs_st_layout *l, int32_t src, const char *path,
+		      tfs_error *err)
 {
-	int32_t src;
-	int rc = tfs_model_add_source(m, path, tfs_basename(path), &src, err);
-	if (rc)
-		return rc;
+	int rc;
 	tfs_st_shard *ns = realloc(l->shards, sizeof(*ns) * (l->n_shards + 1));
 	if (!ns)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
@@ -636,6 +638,14 @@ static int open_shard(tfs_model *m, tfs_st_layout *l, const char *path, tfs_erro
 		json_decref(meta);
 	}
 	return rc;
+}
+
+/* Adds the file at path as a source (label: its file name) and reads it as one shard. */
+static int open_shard(tfs_model *m, tfs_st_layout *l, const char *path, tfs_error *err)
+{
+	int32_t src;
+	int rc = tfs_model_add_source(m, path, tfs_basename(path), &src, err);
+	return rc ? rc : read_shard(m, l, src, path, err);
 }
 
 /* Reads a whole small file (at most cap bytes) into a new buffer. */
@@ -824,6 +834,16 @@ static int set_model_path(tfs_model *m, const char *path, tfs_error *err)
 	free(m->path);
 	m->path = p;
 	return 0;
+}
+
+int tfs_safetensors_open_src(tfs_model *m, int32_t src, tfs_error *err)
+{
+	tfs_st_layout *l = calloc(1, sizeof(*l));
+	if (!l)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
+	m->priv = l;
+	m->priv_free = layout_free;
+	return read_shard(m, l, src, m->src[src].path, err);
 }
 
 int tfs_safetensors_open(tfs_model *m, const char *path, tfs_error *err)

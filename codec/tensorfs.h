@@ -236,7 +236,8 @@ typedef struct {
 	char *label;           /* what index.json calls it: shard file name, blob digest, ... */
 	int fd;
 	uint64_t size;
-	const uint8_t *map;    /* read-only mapping of the whole file (NULL when size is 0) */
+	const uint8_t *map;    /* read-only mapping of the whole file (NULL when size is 0); with
+	                        * fd -1, the caller's bytes (tfs_model_open_mem), borrowed */
 	int64_t mtime_sec, mtime_nsec;
 	bool staged;           /* added by tfs_model_set_*_file; closed (fd -1, size 0, map NULL)
 	                        * once no tensor or file refers to it any more */
@@ -262,6 +263,14 @@ typedef struct {
  */
 int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opts,
 		   tfs_error *err);
+/*
+ * Opens a GGUF or a single safetensors file held in memory (the fuzz harnesses use it: no
+ * file per input).  The format is told by the magic as tfs_model_open does; name stands for
+ * the path in messages.  data is borrowed, not copied: it must outlive the model.  Such a
+ * model is read like any other, but cannot be written (it has no file to copy from).
+ */
+int tfs_model_open_mem(tfs_model **out, const char *name, const void *data, size_t size,
+		       tfs_error *err);
 void tfs_model_free(tfs_model *m);
 
 tfs_format tfs_model_format(const tfs_model *m);

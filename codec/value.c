@@ -412,8 +412,9 @@ static char *quote_tokens(const char *text, size_t len, bool big_ints, bool non_
 			in_str = true;
 		} else if (non_finite && (c == 'I' || c == 'N')) {
 			/* Infinity and NaN, as Python's json writes them */
-			size_t w = strncmp(text + i, "Infinity", 8) == 0 && len - i >= 8 ? 8
-				 : strncmp(text + i, "NaN", 3) == 0 && len - i >= 3 ? 3 : 0;
+			/* text is not NUL-terminated: the length first */
+			size_t w = len - i >= 8 && memcmp(text + i, "Infinity", 8) == 0 ? 8
+				 : len - i >= 3 && memcmp(text + i, "NaN", 3) == 0 ? 3 : 0;
 			if (w) {
 				bool neg = b.len && b.data[b.len - 1] == '-';
 				if (neg)

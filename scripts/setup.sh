@@ -13,6 +13,17 @@ for p in "${pkgs[@]}"; do
 done
 # the independent GGUF reader used by the write tests comes from npm
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+# clang and its libFuzzer/sanitizer runtimes, for scripts/fuzz.sh only: the build is gcc's,
+# and without clang the fuzz harnesses are skipped (so a non-root setup does not need them)
+for p in clang libclang-rt-14-dev; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		if [ "$(id -u)" = 0 ]; then
+			missing+=("$p")
+		else
+			echo "setup: $p is not installed: the fuzz harnesses will be skipped" >&2
+		fi
+	fi
+done
 if [ ${#missing[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "setup: missing packages: ${missing[*]} (run as root to install them)" >&2

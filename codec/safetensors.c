@@ -267,18 +267,12 @@ static int parse_entry(st_entry *e, const char *file, const char *name, const js
 	return 0;
 }
 
-int tfs_st_parse(tfs_model *m, int32_t si, uint64_t *header_len, json_t **metadata,
-		 tfs_error *err)
+/* Reads and checks the header's bytes (*hbuf, n of them; allocated): the length prefix,
+ * that it fits the file, that it is UTF-8; a Git LFS pointer is named as one. */
+static int st_read_header(const tfs_source *s, uint8_t **hbuf, uint64_t *hlen, tfs_error *err)
 {
-	const tfs_source *s = &m->src[si];
 	const char *file = s->path;
-	json_t *root = NULL;
-	st_entry *ents = NULL;
-	uint8_t *hbuf = NULL;
 	int rc;
-
-	if (metadata)
-		*metadata = NULL;
 	/*
 	 * The header is read with pread, not through the mapping: a fault in the mapping
 	 * reads around it (the device's whole read-ahead window, often megabytes of tensor
@@ -295,7 +289,6 @@ int tfs_st_parse(tfs_model *m, int32_t si, uint64_t *header_len, json_t **metada
 		return tfs_error_set(err, TFS_E_FORMAT,
 				     "%s: file of %llu bytes is too small for a safetensors header",
 				     file, (unsigned long long)s->size);
-
 	tfs_cursor c = { .base = head, .size = hn, .file = file, .err = err };
 	uint64_t n;
 	if ((rc = tfs_cursor_u64(&c, &n, "header length")))
@@ -308,143 +301,122 @@ int tfs_st_parse(tfs_model *m, int32_t si, uint64_t *header_len, json_t **metada
 		return tfs_error_set(err, TFS_E_FORMAT,
 				     "%s: header length %llu runs past the end of the file (%llu bytes)",
 				     file, (unsigned long long)n, (unsigned long long)s->size);
-	hbuf = malloc(n ? (size_t)n : 1);
-	if (!hbuf)
+	uint8_t *h = malloc(n ? (size_t)n : 1);
+	uint64_t bad;
+	if (!h)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory for a %llu-byte header",
 				     file, (unsigned long long)n);
-	if ((rc = read_at(s, hbuf, 8, n, err)))
-		goto out;
-	const uint8_t *h = hbuf;
-	uint64_t bad;
-	if (!utf8_valid(h, n, &bad)) {
+	if ((rc = read_at(s, h, 8, n, err)) == 0 && !utf8_valid(h, n, &bad))
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: header is not valid UTF-8 (at offset %llu)",
 				   file, (unsigned long long)(8 + bad));
-		goto out;
+	if (rc) {
+		free(h);
+		return rc;
 	}
+	*hbuf = h;
+	*hlen = n;
+	return 0;
+}
 
-	json_error_t je;
-	root = json_loadb((const char *)h, (size_t)n, JSON_REJECT_DUPLICATES, &je);
-	if (!root) {
-		rc = tfs_error_set(err, TFS_E_FORMAT,
-				   "%s: invalid JSON header: %s (line %d, column %d)", file, je.text,
-				   je.line, je.column);
-		goto out;
-	}
-	if (!json_is_object(root)) {
-		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: header is not a JSON object", file);
-		goto out;
-	}
-
-	size_t cap = json_object_size(root), count = 0;
-	ents = calloc(cap ? cap : 1, sizeof(*ents));
-	if (!ents) {
-		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", file);
-		goto out;
-	}
+/* The header object's tensor entries (ents, count of them) and its "__metadata__" (*meta,
+ * borrowed from root, or NULL): an object of strings. */
+static int st_entries(json_t *root, const char *file, st_entry *ents, size_t cap, size_t *count,
+		      json_t **meta, tfs_error *err)
+{
 	const char *key;
 	json_t *val;
-	json_t *meta = NULL;
+	int rc;
+	*count = 0;
+	*meta = NULL;
 	json_object_foreach(root, key, val) {
-		if (strcmp(key, "__metadata__") == 0) {
-			if (json_is_null(val))
-				continue;
-			if (!json_is_object(val)) {
-				rc = tfs_error_set(err, TFS_E_FORMAT,
-						   "%s: __metadata__ is not an object of strings", file);
-				goto out;
-			}
-			const char *mk;
-			json_t *mv;
-			json_object_foreach(val, mk, mv) {
-				if (!json_is_string(mv)) {
-					rc = tfs_error_set(err, TFS_E_FORMAT,
-							   "%s: __metadata__ value of '%s' is not a "
-							   "string", file, mk);
-					goto out;
-				}
-			}
-			meta = val;
+		if (strcmp(key, "__metadata__") != 0) {
+			if (*count >= cap) /* cannot happen: foreach visits json_object_size() keys */
+				return tfs_error_set(err, TFS_E_FORMAT, "%s: header changed while read",
+						     file);
+			if ((rc = parse_entry(&ents[*count], file, key, val, err)))
+				return rc;
+			(*count)++;
 			continue;
 		}
-		if (count >= cap) { /* cannot happen: foreach visits json_object_size() keys */
-			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: header changed while read", file);
-			goto out;
-		}
-		if ((rc = parse_entry(&ents[count], file, key, val, err)))
-			goto out;
-		count++;
+		if (json_is_null(val))
+			continue;
+		if (!json_is_object(val))
+			return tfs_error_set(err, TFS_E_FORMAT,
+					     "%s: __metadata__ is not an object of strings", file);
+		const char *mk;
+		json_t *mv;
+		json_object_foreach(val, mk, mv)
+			if (!json_is_string(mv))
+				return tfs_error_set(err, TFS_E_FORMAT,
+						     "%s: __metadata__ value of '%s' is not a string",
+						     file, mk);
+		*meta = val;
 	}
+	return 0;
+}
 
-	/* the byte buffer: contiguous from 0 in (begin, end) order */
+/* The byte buffer: the tensors sorted by (begin, end) must tile [0, data_size) exactly,
+ * each range holding the bytes its dtype and shape need. */
+static int st_check_layout(st_entry *ents, size_t count, const char *file, uint64_t data_size,
+			   tfs_error *err)
+{
 	qsort(ents, count, sizeof(*ents), entry_cmp);
 	uint64_t at = 0;
 	for (size_t i = 0; i < count; i++) {
 		const st_entry *e = &ents[i];
-		if (e->end < e->begin) {
-			rc = tfs_error_set(err, TFS_E_FORMAT,
-					   "%s: tensor '%s' data_offsets [%llu, %llu) end before they "
-					   "begin", file, e->name, (unsigned long long)e->begin,
-					   (unsigned long long)e->end);
-			goto out;
-		}
-		if (e->begin != at) {
-			if (i == 0)
-				rc = tfs_error_set(err, TFS_E_FORMAT,
-						   "%s: tensor '%s' data_offsets [%llu, %llu): the first "
-						   "tensor must start at 0", file, e->name,
-						   (unsigned long long)e->begin, (unsigned long long)e->end);
-			else if (e->begin < at)
-				rc = tfs_error_set(err, TFS_E_FORMAT,
-						   "%s: tensor '%s' data_offsets [%llu, %llu) overlap tensor "
-						   "'%s'", file, e->name, (unsigned long long)e->begin,
-						   (unsigned long long)e->end, ents[i - 1].name);
-			else
-				rc = tfs_error_set(err, TFS_E_FORMAT,
-						   "%s: tensor '%s' data_offsets [%llu, %llu) leave a gap "
-						   "after tensor '%s' (ends at %llu)", file, e->name,
-						   (unsigned long long)e->begin, (unsigned long long)e->end,
-						   ents[i - 1].name, (unsigned long long)at);
-			goto out;
-		}
+		unsigned long long b = e->begin, en = e->end;
+		if (e->end < e->begin)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' data_offsets [%llu, "
+					     "%llu) end before they begin", file, e->name, b, en);
+		if (e->begin != at && i == 0)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' data_offsets [%llu, "
+					     "%llu): the first tensor must start at 0", file, e->name,
+					     b, en);
+		if (e->begin < at)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' data_offsets [%llu, "
+					     "%llu) overlap tensor '%s'", file, e->name, b, en,
+					     ents[i - 1].name);
+		if (e->begin > at)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' data_offsets [%llu, "
+					     "%llu) leave a gap after tensor '%s' (ends at %llu)", file,
+					     e->name, b, en, ents[i - 1].name, (unsigned long long)at);
 		if (e->end - e->begin != e->nbytes) {
 			char st[160];
 			shape_text(st, sizeof(st), e->shape);
-			rc = tfs_error_set(err, TFS_E_FORMAT,
-					   "%s: tensor '%s' data_offsets [%llu, %llu) hold %llu bytes, "
-					   "its dtype and shape %s need %llu", file, e->name,
-					   (unsigned long long)e->begin, (unsigned long long)e->end,
-					   (unsigned long long)(e->end - e->begin), st,
-					   (unsigned long long)e->nbytes);
-			goto out;
+			return tfs_error_set(err, TFS_E_FORMAT,
+					     "%s: tensor '%s' data_offsets [%llu, %llu) hold %llu bytes, "
+					     "its dtype and shape %s need %llu", file, e->name, b, en,
+					     en - b, st, (unsigned long long)e->nbytes);
 		}
 		at = e->end;
 	}
-	uint64_t data_start = 8 + n; /* no overflow: n <= size - 8 */
-	if (at != s->size - data_start) {
-		rc = tfs_error_set(err, TFS_E_FORMAT,
-				   "%s: the tensors end at byte %llu of the data, but the file holds %llu "
-				   "bytes of data (%s)", file, (unsigned long long)at,
-				   (unsigned long long)(s->size - data_start),
-				   at < s->size - data_start ? "trailing bytes" : "truncated");
-		goto out;
-	}
+	if (at != data_size)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: the tensors end at byte %llu of the data, but the file holds "
+				     "%llu bytes of data (%s)", file, (unsigned long long)at,
+				     (unsigned long long)data_size,
+				     at < data_size ? "trailing bytes" : "truncated");
+	return 0;
+}
 
-	/* a name already in the model: another shard / blob has it */
+/* The entries become the model's tensors (a name another shard or blob has is an error). */
+static int st_push(tfs_model *m, int32_t si, const st_entry *ents, size_t count,
+		   uint64_t data_start, tfs_error *err)
+{
+	const char *file = m->src[si].path;
+	int rc;
 	for (size_t i = 0; i < count; i++) {
 		long j = tfs_model_find_tensor(m, ents[i].name);
-		if (j >= 0) {
-			const tfs_tensor *o = &m->t[j];
-			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is also in %s", file,
-					   ents[i].name,
-					   o->src >= 0 ? m->src[o->src].path : "the model");
-			goto out;
-		}
+		if (j >= 0)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is also in %s", file,
+					     ents[i].name,
+					     m->t[j].src >= 0 ? m->src[m->t[j].src].path : "the model");
 	}
 	for (size_t i = 0; i < count; i++) {
 		const st_entry *e = &ents[i];
 		tfs_tensor *t;
 		if ((rc = tfs_model_push_tensor(m, e->name, strlen(e->name), &t, err)))
-			goto out;
+			return rc;
 		t->dtype = e->dtype;
 		t->n_dims = e->n_dims;
 		for (uint32_t d = 0; d < TFS_MAX_DIMS; d++)
@@ -453,12 +425,46 @@ int tfs_st_parse(tfs_model *m, int32_t si, uint64_t *header_len, json_t **metada
 		t->src = si;
 		t->offset = data_start + e->begin;
 	}
-	if (header_len)
-		*header_len = n;
-	if (metadata && meta)
-		*metadata = json_incref(meta);
-	rc = 0;
-out:
+	return 0;
+}
+
+int tfs_st_parse(tfs_model *m, int32_t si, uint64_t *header_len, json_t **metadata,
+		 tfs_error *err)
+{
+	const tfs_source *s = &m->src[si];
+	const char *file = s->path;
+	json_t *root = NULL, *meta = NULL;
+	st_entry *ents = NULL;
+	uint8_t *hbuf = NULL;
+	uint64_t n = 0;
+	size_t count = 0;
+	json_error_t je;
+	int rc;
+
+	if (metadata)
+		*metadata = NULL;
+	if ((rc = st_read_header(s, &hbuf, &n, err)))
+		return rc;
+	root = json_loadb((const char *)hbuf, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+	size_t cap = root ? json_object_size(root) : 0;
+	if (!root)
+		rc = tfs_error_set(err, TFS_E_FORMAT,
+				   "%s: invalid JSON header: %s (line %d, column %d)", file, je.text,
+				   je.line, je.column);
+	else if (!json_is_object(root))
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: header is not a JSON object", file);
+	else if (!(ents = calloc(cap ? cap : 1, sizeof(*ents))))
+		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", file);
+	else if (!(rc = st_entries(root, file, ents, cap, &count, &meta, err)) &&
+		 /* 8 + n: no overflow, n <= size - 8 */
+		 !(rc = st_check_layout(ents, count, file, s->size - (8 + n), err)))
+		rc = st_push(m, si, ents, count, 8 + n, err);
+	if (!rc) {
+		if (header_len)
+			*header_len = n;
+		if (metadata && meta)
+			*metadata = json_incref(meta);
+	}
 	free(ents);
 	json_decref(root);
 	free(hbuf);

@@ -133,70 +133,120 @@ static int span_cmp(const void *a, const void *b)
 	return x->end < y->end ? -1 : x->end > y->end;
 }
 
+/* One tensor info (name, n_dims, ne, type, offset) pushed to m; its offset stays relative to
+ * the data section until read_tensors places it. */
+static int read_tensor_info(tfs_model *m, tfs_cursor *c, int32_t src)
+{
+	const uint8_t *name;
+	uint64_t name_len, offset, nel = 1;
+	uint32_t n_dims, type;
+	int64_t ne[TFS_MAX_DIMS];
+	tfs_tensor *t;
+	int rc;
+	if ((rc = tfs_cursor_str(c, &name, &name_len, TFS_MAX_NAME, "tensor name")))
+		return rc;
+	char tn[128];
+	snprintf(tn, sizeof(tn), "%.*s", (int)(name_len < 100 ? name_len : 100), name);
+	if ((rc = tfs_cursor_u32(c, &n_dims, "n_dims")))
+		return rc;
+	if (n_dims > TFS_MAX_DIMS)
+		return tfs_error_set(c->err, TFS_E_FORMAT,
+				     "%s: tensor '%s' has %u dimensions (at most %d)", c->file, tn,
+				     n_dims, TFS_MAX_DIMS);
+	for (uint32_t d = 0; d < n_dims; d++) {
+		uint64_t v;
+		if ((rc = tfs_cursor_u64(c, &v, "tensor dimension")))
+			return rc;
+		ne[d] = (int64_t)v;
+		if (ne[d] < 0)
+			return tfs_error_set(c->err, TFS_E_FORMAT,
+					     "%s: tensor '%s' has negative dimension %lld", c->file, tn,
+					     (long long)ne[d]);
+		if (tfs_mul_overflow(nel, v, &nel) || nel > (uint64_t)INT64_MAX)
+			return tfs_error_set(c->err, TFS_E_FORMAT,
+					     "%s: tensor '%s': element count overflows", c->file, tn);
+	}
+	if ((rc = tfs_cursor_u32(c, &type, "tensor type")) ||
+	    (rc = tfs_cursor_u64(c, &offset, "tensor offset")))
+		return rc;
+	const tfs_dtype_info *d = type < TFS_DT_GGML_COUNT ? tfs_dtype((int)type) : NULL;
+	if (!d)
+		return tfs_error_set(c->err, TFS_E_FORMAT,
+				     "%s: tensor '%s' has invalid or removed ggml type %u", c->file, tn,
+				     type);
+	if (n_dims > 0 && ne[0] % d->block_elems)
+		return tfs_error_set(c->err, TFS_E_FORMAT,
+				     "%s: tensor '%s': row of %lld elements is not a multiple of the "
+				     "%s block size %u", c->file, tn, (long long)ne[0], d->name,
+				     d->block_elems);
+	if ((rc = tfs_model_push_tensor(m, (const char *)name, name_len, &t, c->err)))
+		return rc;
+	t->dtype = (int)type;
+	t->n_dims = n_dims;
+	for (uint32_t k = 0; k < TFS_MAX_DIMS; k++)
+		t->ne[k] = k < n_dims ? ne[k] : 1;
+	if ((rc = tfs_dtype_nbytes(&t->nbytes, t->dtype, nel, c->err)))
+		return tfs_error_set(c->err, TFS_E_FORMAT, "%s: tensor '%s': %s", c->file, tn,
+				     c->err->msg);
+	t->src = src;
+	t->offset = offset; /* relative for now */
+	return 0;
+}
+
+/* Tensors [first, m->n_t) placed at data_off: aligned, inside the file, not overlapping
+ * (zero-size tensors occupy nothing and may share an offset). */
+static int place_tensors(tfs_model *m, tfs_cursor *c, size_t first, uint64_t data_off,
+			 int32_t src)
+{
+	const tfs_source *s = &m->src[src];
+	uint64_t a = m->alignment;
+	size_t n = m->n_t - first;
+	int rc = 0;
+	span *sp = n ? malloc(n * sizeof(*sp)) : NULL;
+	if (n && !sp)
+		return tfs_error_set(c->err, TFS_E_NOMEM, "%s: out of memory", c->file);
+	for (size_t i = 0; !rc && i < n; i++) {
+		tfs_tensor *t = &m->t[first + i];
+		uint64_t rel = t->offset, end;
+		if (rel % a)
+			rc = tfs_error_set(c->err, TFS_E_FORMAT,
+					   "%s: tensor '%s' offset %llu is not a multiple of the alignment %llu",
+					   c->file, t->name, (unsigned long long)rel, (unsigned long long)a);
+		else if (tfs_add_overflow(data_off, rel, &t->offset) ||
+			 tfs_add_overflow(t->offset, t->nbytes, &end) || end > s->size)
+			rc = tfs_error_set(c->err, TFS_E_FORMAT,
+					   "%s: tensor '%s' [%llu, +%llu) lies past the end of the file (%llu bytes)",
+					   c->file, t->name, (unsigned long long)rel,
+					   (unsigned long long)t->nbytes, (unsigned long long)s->size);
+		else
+			sp[i] = (span){ rel, rel + t->nbytes, (uint32_t)(first + i) };
+	}
+	if (!rc && n > 1) /* sp is NULL when there are no tensors, and qsort's array must not be */
+		qsort(sp, n, sizeof(*sp), span_cmp);
+	for (size_t i = 1; !rc && i < n; i++) {
+		size_t j = i - 1;
+		if (sp[i].start == sp[i].end)
+			continue;
+		while (j > 0 && sp[j].start == sp[j].end)
+			j--;
+		if (sp[j].start != sp[j].end && sp[i].start < sp[j].end)
+			rc = tfs_error_set(c->err, TFS_E_FORMAT,
+					   "%s: tensor '%s' [%llu, %llu) overlaps tensor '%s' [%llu, %llu)",
+					   c->file, m->t[sp[i].t].name, (unsigned long long)sp[i].start,
+					   (unsigned long long)sp[i].end, m->t[sp[j].t].name,
+					   (unsigned long long)sp[j].start, (unsigned long long)sp[j].end);
+	}
+	free(sp);
+	return rc;
+}
+
 static int read_tensors(tfs_model *m, tfs_cursor *c, uint64_t n_tensors, int32_t src)
 {
 	int rc;
 	size_t first = m->n_t;
-	for (uint64_t i = 0; i < n_tensors; i++) {
-		const uint8_t *name;
-		uint64_t name_len, offset;
-		uint32_t n_dims, type;
-		tfs_tensor *t;
-		if ((rc = tfs_cursor_str(c, &name, &name_len, TFS_MAX_NAME, "tensor name")))
+	for (uint64_t i = 0; i < n_tensors; i++)
+		if ((rc = read_tensor_info(m, c, src)))
 			return rc;
-		char tn[128];
-		snprintf(tn, sizeof(tn), "%.*s", (int)(name_len < 100 ? name_len : 100), name);
-		if ((rc = tfs_cursor_u32(c, &n_dims, "n_dims")))
-			return rc;
-		if (n_dims > TFS_MAX_DIMS)
-			return tfs_error_set(c->err, TFS_E_FORMAT,
-					     "%s: tensor '%s' has %u dimensions (at most %d)", c->file,
-					     tn, n_dims, TFS_MAX_DIMS);
-		int64_t ne[TFS_MAX_DIMS];
-		uint64_t nel = 1;
-		for (uint32_t d = 0; d < n_dims; d++) {
-			uint64_t v;
-			if ((rc = tfs_cursor_u64(c, &v, "tensor dimension")))
-				return rc;
-			ne[d] = (int64_t)v;
-			if (ne[d] < 0)
-				return tfs_error_set(c->err, TFS_E_FORMAT,
-						     "%s: tensor '%s' has negative dimension %lld",
-						     c->file, tn, (long long)ne[d]);
-			if (tfs_mul_overflow(nel, v, &nel) || nel > (uint64_t)INT64_MAX)
-				return tfs_error_set(c->err, TFS_E_FORMAT,
-						     "%s: tensor '%s': element count overflows",
-						     c->file, tn);
-		}
-		if ((rc = tfs_cursor_u32(c, &type, "tensor type")) ||
-		    (rc = tfs_cursor_u64(c, &offset, "tensor offset")))
-			return rc;
-		const tfs_dtype_info *d = type < TFS_DT_GGML_COUNT ? tfs_dtype((int)type) : NULL;
-		if (!d)
-			return tfs_error_set(c->err, TFS_E_FORMAT,
-					     "%s: tensor '%s' has invalid or removed ggml type %u",
-					     c->file, tn, type);
-		if (n_dims > 0 && ne[0] % d->block_elems)
-			return tfs_error_set(c->err, TFS_E_FORMAT,
-					     "%s: tensor '%s': row of %lld elements is not a multiple "
-					     "of the %s block size %u",
-					     c->file, tn, (long long)ne[0], d->name, d->block_elems);
-		if ((rc = tfs_model_push_tensor(m, (const char *)name, name_len, &t, c->err)))
-			return rc;
-		t->dtype = (int)type;
-		t->n_dims = n_dims;
-		for (uint32_t k = 0; k < n_dims; k++)
-			t->ne[k] = ne[k];
-		for (uint32_t k = n_dims; k < TFS_MAX_DIMS; k++)
-			t->ne[k] = 1;
-		if ((rc = tfs_dtype_nbytes(&t->nbytes, t->dtype, nel, c->err))) {
-			return tfs_error_set(c->err, TFS_E_FORMAT, "%s: tensor '%s': %s", c->file, tn,
-					     c->err->msg);
-		}
-		t->src = src;
-		t->offset = offset; /* relative for now */
-	}
-
 	/*
 	 * The data section starts at the header's end aligned up, also with no tensors: that
 	 * is where writers put it (ggml's and ours always pad the header) and what gguf-py and
@@ -204,66 +254,17 @@ static int read_tensors(tfs_model *m, tfs_cursor *c, uint64_t n_tensors, int32_t
 	 * llama.cpp ships do, and recent ggml then reports the unpadded size): accepted, as
 	 * nothing is read there.
 	 */
-	uint64_t data_off = c->pos;
-	uint64_t a = m->alignment;
-	const tfs_source *s = &m->src[src];
+	uint64_t data_off = c->pos, a = m->alignment;
 	if (tfs_add_overflow(data_off, a - 1, &data_off))
 		return tfs_error_set(c->err, TFS_E_FORMAT, "%s: bad data offset", c->file);
 	data_off &= ~(a - 1);
-	if (n_tensors > 0) {
-		if (data_off > s->size)
-			return tfs_error_set(c->err, TFS_E_FORMAT,
-					     "%s: data section at %llu starts past the end of the file (%llu bytes)",
-					     c->file, (unsigned long long)data_off,
-					     (unsigned long long)s->size);
-	}
+	if (n_tensors > 0 && data_off > m->src[src].size)
+		return tfs_error_set(c->err, TFS_E_FORMAT,
+				     "%s: data section at %llu starts past the end of the file (%llu bytes)",
+				     c->file, (unsigned long long)data_off,
+				     (unsigned long long)m->src[src].size);
 	m->data_offset = data_off;
-
-	size_t n = m->n_t - first;
-	span *sp = n ? malloc(n * sizeof(*sp)) : NULL;
-	if (n && !sp)
-		return tfs_error_set(c->err, TFS_E_NOMEM, "%s: out of memory", c->file);
-	for (size_t i = 0; i < n; i++) {
-		tfs_tensor *t = &m->t[first + i];
-		uint64_t rel = t->offset, end;
-		if (rel % a) {
-			rc = tfs_error_set(c->err, TFS_E_FORMAT,
-					   "%s: tensor '%s' offset %llu is not a multiple of the alignment %llu",
-					   c->file, t->name, (unsigned long long)rel, (unsigned long long)a);
-			goto out;
-		}
-		if (tfs_add_overflow(data_off, rel, &t->offset) ||
-		    tfs_add_overflow(t->offset, t->nbytes, &end) || end > s->size) {
-			rc = tfs_error_set(c->err, TFS_E_FORMAT,
-					   "%s: tensor '%s' [%llu, +%llu) lies past the end of the file (%llu bytes)",
-					   c->file, t->name, (unsigned long long)rel,
-					   (unsigned long long)t->nbytes, (unsigned long long)s->size);
-			goto out;
-		}
-		sp[i] = (span){ rel, rel + t->nbytes, (uint32_t)(first + i) };
-	}
-	if (n > 1) /* sp is NULL when there are no tensors, and qsort's array must not be */
-		qsort(sp, n, sizeof(*sp), span_cmp);
-	rc = 0;
-	for (size_t i = 1; i < n; i++) {
-		/* zero-size tensors occupy nothing and may share an offset */
-		size_t j = i - 1;
-		if (sp[i].start == sp[i].end)
-			continue;
-		while (j > 0 && sp[j].start == sp[j].end)
-			j--;
-		if (sp[j].start != sp[j].end && sp[i].start < sp[j].end) {
-			rc = tfs_error_set(c->err, TFS_E_FORMAT,
-					   "%s: tensor '%s' [%llu, %llu) overlaps tensor '%s' [%llu, %llu)",
-					   c->file, m->t[sp[i].t].name, (unsigned long long)sp[i].start,
-					   (unsigned long long)sp[i].end, m->t[sp[j].t].name,
-					   (unsigned long long)sp[j].start, (unsigned long long)sp[j].end);
-			break;
-		}
-	}
-out:
-	free(sp);
-	return rc;
+	return place_tensors(m, c, first, data_off, src);
 }
 
 int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err)

@@ -268,13 +268,106 @@ int tfs_model_info_json(tfs_buf *out, const tfs_model *m, bool with_tensors, tfs
 	return root ? dump(out, m, root, true, err) : err->code;
 }
 
+/* ==== the index's parts ==== */
+
+static json_t *sources_json(const tfs_model *m)
+{
+	json_t *sources = json_array();
+	for (size_t i = 0; i < m->n_src; i++) {
+		if (m->src[i].staged && m->src[i].fd < 0)
+			continue; /* a superseded staged file, closed */
+		json_t *s = json_object();
+		json_object_set_new(s, "file", json_name(m->src[i].label));
+		json_object_set_new(s, "path", json_name(m->src[i].path));
+		json_object_set_new(s, "size", json_integer((json_int_t)m->src[i].size));
+		json_array_append_new(sources, s);
+	}
+	return sources;
+}
+
+/* Key slot i: name, type, file; with values, a mark dump() replaces by the value. */
+static json_t *key_json(const tfs_model *m, size_t i, bool values, tfs_buf *b)
+{
+	const tfs_kv *kv = &m->kv[i];
+	json_t *k = json_object();
+	json_object_set_new(k, "name", json_name(kv->name));
+	b->len = 0;
+	if (tfs_value_type_name(b, kv->type, kv->data, kv->len) == 0)
+		json_object_set_new(k, "type", json_string(b->data));
+	b->len = 0;
+	if (tfs_name_encode(b, kv->name) == 0)
+		json_object_set_new(k, "file", json_name(b->data));
+	if (values) {
+		char mark[48];
+		int n = snprintf(mark, sizeof(mark), "#" VALUE_MARK_TAIL "%zu", i);
+		mark[0] = '\0';
+		json_object_set_new(k, "value", json_stringn_nocheck(mark, (size_t)n));
+	}
+	return k;
+}
+
+static json_t *quant_json(const tfs_model *m, const tfs_tensor *t)
+{
+	json_t *q = json_object();
+	json_object_set_new(q, "mode", json_string(qmode_name(t->q.mode)));
+	json_object_set_new(q, "bits", json_integer(t->q.bits));
+	json_object_set_new(q, "group_size", json_integer(t->q.group));
+	if (t->q_scale >= 0)
+		json_object_set_new(q, "scale", json_name(m->t[t->q_scale].name));
+	if (t->q_bias >= 0)
+		json_object_set_new(q, "bias", json_name(m->t[t->q_bias].name));
+	if (t->q_gscale >= 0)
+		json_object_set_new(q, "global_scale", json_name(m->t[t->q_gscale].name));
+	return q;
+}
+
+/* Tensor slot i: name, file, dtype, ne and shape, place, its f32 view, its quantization. */
+static json_t *tensor_json(const tfs_model *m, size_t i, tfs_buf *b)
+{
+	const tfs_tensor *t = &m->t[i];
+	const tfs_dtype_info *d = tfs_dtype(t->dtype);
+	json_t *o = json_object();
+	json_object_set_new(o, "name", json_name(t->name));
+	b->len = 0;
+	if (tfs_name_encode(b, t->name) == 0)
+		json_object_set_new(o, "file", json_name(b->data));
+	json_object_set_new(o, "dtype", json_string(d ? d->name : "unknown"));
+	json_object_set_new(o, "ne", ne_array(t->ne, t->n_dims, false));
+	json_object_set_new(o, "shape", ne_array(t->ne, t->n_dims, true));
+	json_object_set_new(o, "offset", json_integer((json_int_t)t->offset));
+	json_object_set_new(o, "nbytes", json_integer((json_int_t)t->nbytes));
+	if (t->src >= 0 && (size_t)t->src < m->n_src)
+		json_object_set_new(o, "source", json_name(m->src[t->src].label));
+	const char *why = NULL;
+	if (tfs_tensor_has_f32(m, i, &why)) {
+		uint32_t nd;
+		int64_t ne[TFS_MAX_DIMS + 1];
+		tfs_tensor_f32_shape(m, i, &nd, ne);
+		json_object_set_new(o, "f32_shape", ne_array(ne, nd, true));
+	} else {
+		json_object_set_new(o, "f32", json_false());
+		json_object_set_new(o, "f32_unavailable", json_string(why ? why : "unknown"));
+	}
+	if (t->q.mode != TFS_QMODE_NONE)
+		json_object_set_new(o, "quantization", quant_json(m, t));
+	return o;
+}
+
+static json_t *extra_json(const tfs_model *m, const tfs_extra *x)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "name", json_name(x->name));
+	json_object_set_new(o, "media_type", json_name(x->media_type));
+	json_object_set_new(o, "size", json_integer((json_int_t)x->size));
+	if (x->src >= 0 && (size_t)x->src < m->n_src)
+		json_object_set_new(o, "source", json_name(m->src[x->src].label));
+	return o;
+}
+
 static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, tfs_error *err)
 {
-	json_t *root = json_object();
-	json_t *keys = json_array(), *tensors = json_array(), *files = json_array(),
-	       *sources = json_array();
+	json_t *root = json_object(), *keys = json_array(), *files = json_array();
 	tfs_buf b = { 0 };
-	int rc = 0;
 
 	json_object_set_new(root, "format", json_string(tfs_model_format_name(m)));
 	/* the absolute path, whatever the caller typed (an Ollama name stays a name) */
@@ -285,89 +378,6 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 		json_object_set_new(root, "version", json_integer(m->gguf_version));
 		json_object_set_new(root, "alignment", json_integer(m->alignment));
 		json_object_set_new(root, "data_offset", json_integer((json_int_t)m->data_offset));
-	}
-	for (size_t i = 0; i < m->n_src; i++) {
-		if (m->src[i].staged && m->src[i].fd < 0)
-			continue; /* a superseded staged file, closed */
-		json_t *s = json_object();
-		json_object_set_new(s, "file", json_name(m->src[i].label));
-		json_object_set_new(s, "path", json_name(m->src[i].path));
-		json_object_set_new(s, "size", json_integer((json_int_t)m->src[i].size));
-		json_array_append_new(sources, s);
-	}
-	for (size_t i = 0; i < m->n_kv && !rc; i++) {
-		const tfs_kv *kv = &m->kv[i];
-		if (kv->deleted)
-			continue;
-		b.len = 0;
-		json_t *k = json_object();
-		json_object_set_new(k, "name", json_name(kv->name));
-		if (tfs_value_type_name(&b, kv->type, kv->data, kv->len) == 0)
-			json_object_set_new(k, "type", json_string(b.data));
-		b.len = 0;
-		if (tfs_name_encode(&b, kv->name) == 0)
-			json_object_set_new(k, "file", json_name(b.data));
-		if (values) {
-			char mark[48];
-			int n = snprintf(mark, sizeof(mark), "#" VALUE_MARK_TAIL "%zu", i);
-			mark[0] = '\0';
-			json_object_set_new(k, "value", json_stringn_nocheck(mark, (size_t)n));
-		}
-		json_array_append_new(keys, k);
-	}
-	for (size_t i = 0; i < m->n_t && !rc; i++) {
-		const tfs_tensor *t = &m->t[i];
-		if (t->deleted)
-			continue;
-		const tfs_dtype_info *d = tfs_dtype(t->dtype);
-		json_t *o = json_object();
-		json_object_set_new(o, "name", json_name(t->name));
-		b.len = 0;
-		if (tfs_name_encode(&b, t->name) == 0)
-			json_object_set_new(o, "file", json_name(b.data));
-		json_object_set_new(o, "dtype", json_string(d ? d->name : "unknown"));
-		json_object_set_new(o, "ne", ne_array(t->ne, t->n_dims, false));
-		json_object_set_new(o, "shape", ne_array(t->ne, t->n_dims, true));
-		json_object_set_new(o, "offset", json_integer((json_int_t)t->offset));
-		json_object_set_new(o, "nbytes", json_integer((json_int_t)t->nbytes));
-		if (t->src >= 0 && (size_t)t->src < m->n_src)
-			json_object_set_new(o, "source", json_name(m->src[t->src].label));
-		const char *why = NULL;
-		if (tfs_tensor_has_f32(m, i, &why)) {
-			uint32_t nd;
-			int64_t ne[TFS_MAX_DIMS + 1];
-			tfs_tensor_f32_shape(m, i, &nd, ne);
-			json_object_set_new(o, "f32_shape", ne_array(ne, nd, true));
-		} else {
-			json_object_set_new(o, "f32", json_false());
-			json_object_set_new(o, "f32_unavailable", json_string(why ? why : "unknown"));
-		}
-		if (t->q.mode != TFS_QMODE_NONE) {
-			json_t *q = json_object();
-			json_object_set_new(q, "mode", json_string(qmode_name(t->q.mode)));
-			json_object_set_new(q, "bits", json_integer(t->q.bits));
-			json_object_set_new(q, "group_size", json_integer(t->q.group));
-			if (t->q_scale >= 0)
-				json_object_set_new(q, "scale", json_name(m->t[t->q_scale].name));
-			if (t->q_bias >= 0)
-				json_object_set_new(q, "bias", json_name(m->t[t->q_bias].name));
-			if (t->q_gscale >= 0)
-				json_object_set_new(q, "global_scale", json_name(m->t[t->q_gscale].name));
-			json_object_set_new(o, "quantization", q);
-		}
-		json_array_append_new(tensors, o);
-	}
-	for (size_t i = 0; i < m->n_x; i++) {
-		const tfs_extra *x = &m->x[i];
-		if (x->deleted)
-			continue;
-		json_t *o = json_object();
-		json_object_set_new(o, "name", json_name(x->name));
-		json_object_set_new(o, "media_type", json_name(x->media_type));
-		json_object_set_new(o, "size", json_integer((json_int_t)x->size));
-		if (x->src >= 0 && (size_t)x->src < m->n_src)
-			json_object_set_new(o, "source", json_name(m->src[x->src].label));
-		json_array_append_new(files, o);
 	}
 	/* the whole model as one file (model.gguf / model.safetensors at the mount's root) */
 	tfs_image *im = NULL;
@@ -384,12 +394,21 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 		json_object_set_new(root, "parameters", json_integer((json_int_t)tfs_model_param_count(m)));
 		json_object_set_new(root, "tensor_bytes", json_integer((json_int_t)bytes));
 	}
-	json_object_set_new(root, "sources", sources);
+	json_object_set_new(root, "sources", sources_json(m));
+	for (size_t i = 0; i < m->n_kv; i++)
+		if (!m->kv[i].deleted)
+			json_array_append_new(keys, key_json(m, i, values, &b));
 	json_object_set_new(root, "keys", keys);
-	if (with_tensors)
+	if (with_tensors) {
+		json_t *tensors = json_array();
+		for (size_t i = 0; i < m->n_t; i++)
+			if (!m->t[i].deleted)
+				json_array_append_new(tensors, tensor_json(m, i, &b));
 		json_object_set_new(root, "tensors", tensors);
-	else
-		json_decref(tensors);
+	}
+	for (size_t i = 0; i < m->n_x; i++)
+		if (!m->x[i].deleted)
+			json_array_append_new(files, extra_json(m, &m->x[i]));
 	json_object_set_new(root, "layers", files);
 	tfs_buf_free(&b);
 	(void)err;

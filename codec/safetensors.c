@@ -706,64 +706,109 @@ static bool valid_shard_name(const char *s)
 	return s[0] && strcmp(s, ".") && strcmp(s, "..") && !strchr(s, '/');
 }
 
-static int open_sharded(tfs_model *m, tfs_st_layout *l, const char *index_path, tfs_error *err)
+/* The index document (*root), checked: a JSON object with a "weight_map" object and, if
+ * any, a "metadata" object. */
+static int load_index(const char *index_path, json_t **root, tfs_error *err)
 {
-	char *text = NULL, *dir = NULL, *path = NULL;
-	const char **names = NULL;
-	json_t *root = NULL;
+	char *text = NULL;
 	size_t len = 0;
-	int rc;
-
-	if ((rc = slurp(index_path, TFS_MAX_ST_HEADER, &text, &len, err)))
+	json_error_t je;
+	int rc = slurp(index_path, TFS_MAX_ST_HEADER, &text, &len, err);
+	*root = NULL;
+	if (rc)
 		return rc;
-	if (len >= sizeof(lfs_magic) - 1 && memcmp(text, lfs_magic, sizeof(lfs_magic) - 1) == 0) {
+	if (len >= sizeof(lfs_magic) - 1 && memcmp(text, lfs_magic, sizeof(lfs_magic) - 1) == 0)
 		rc = tfs_error_set(err, TFS_E_FORMAT,
 				   "%s: is a Git LFS pointer, not the model: run git lfs pull",
 				   index_path);
-		goto out;
-	}
-	json_error_t je;
-	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-	if (!root) {
+	else if (!(*root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je)))
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: invalid JSON: %s (line %d, column %d)",
 				   index_path, je.text, je.line, je.column);
-		goto out;
-	}
-	json_t *wm = json_object_get(root, "weight_map");
-	if (!json_is_object(root) || !json_is_object(wm)) {
+	free(text);
+	if (rc)
+		return rc;
+	json_t *meta = json_object_get(*root, "metadata");
+	if (!json_is_object(*root) || !json_is_object(json_object_get(*root, "weight_map")))
 		rc = tfs_error_set(err, TFS_E_FORMAT,
 				   "%s: not a safetensors index (no \"weight_map\" object)", index_path);
-		goto out;
-	}
-	json_t *meta = json_object_get(root, "metadata");
-	if (meta && !json_is_object(meta) && !json_is_null(meta)) {
+	else if (meta && !json_is_object(meta) && !json_is_null(meta))
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: \"metadata\" is not an object",
 				   index_path);
-		goto out;
+	if (rc) {
+		json_decref(*root);
+		*root = NULL;
 	}
+	return rc;
+}
 
-	/* the distinct shard names, sorted */
+/* The distinct shard file names of the weight map, each checked, sorted (names borrowed
+ * from wm; *out allocated, *n of them with repeats). */
+static int shard_names(json_t *wm, const char *index_path, const char ***out, size_t *n,
+		       tfs_error *err)
+{
 	size_t nw = json_object_size(wm), nn = 0;
-	names = calloc(nw ? nw : 1, sizeof(*names));
-	if (!names) {
-		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", index_path);
-		goto out;
-	}
+	const char **names = calloc(nw ? nw : 1, sizeof(*names));
 	const char *tk;
 	json_t *tv;
+	if (!names)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", index_path);
 	json_object_foreach(wm, tk, tv) {
 		if (!json_is_string(tv) || !valid_shard_name(json_string_value(tv)) ||
 		    strlen(json_string_value(tv)) != json_string_length(tv)) {
-			rc = tfs_error_set(err, TFS_E_FORMAT,
-					   "%s: weight_map entry of tensor '%s' is not a file name in "
-					   "the index's directory", index_path, tk);
-			goto out;
+			free(names);
+			return tfs_error_set(err, TFS_E_FORMAT,
+					     "%s: weight_map entry of tensor '%s' is not a file name in "
+					     "the index's directory", index_path, tk);
 		}
 		if (nn < nw)
 			names[nn++] = json_string_value(tv);
 	}
 	qsort(names, nn, sizeof(*names), str_cmp);
+	*out = names;
+	*n = nn;
+	return 0;
+}
 
+/* The weight_map and the shards agree, one to one. */
+static int check_weight_map(const tfs_model *m, json_t *wm, const char *index_path,
+			    tfs_error *err)
+{
+	const char *tk;
+	json_t *tv;
+	json_object_foreach(wm, tk, tv) {
+		long j = tfs_model_find_tensor(m, tk);
+		if (j < 0)
+			return tfs_error_set(err, TFS_E_FORMAT,
+					     "%s: weight_map lists tensor '%s' in %s, but %s has no such "
+					     "tensor", index_path, tk, json_string_value(tv),
+					     json_string_value(tv));
+		const char *in = m->src[m->t[j].src].label;
+		if (strcmp(in, json_string_value(tv)) != 0)
+			return tfs_error_set(err, TFS_E_FORMAT,
+					     "%s: weight_map puts tensor '%s' in %s, but it is in %s",
+					     index_path, tk, json_string_value(tv), in);
+	}
+	for (size_t i = 0; i < m->n_t; i++)
+		if (!json_object_get(wm, m->t[i].name))
+			return tfs_error_set(err, TFS_E_FORMAT,
+					     "%s: tensor '%s' of %s is not in the weight_map",
+					     index_path, m->t[i].name, m->src[m->t[i].src].label);
+	return 0;
+}
+
+static int open_sharded(tfs_model *m, tfs_st_layout *l, const char *index_path, tfs_error *err)
+{
+	char *dir = NULL, *path = NULL;
+	const char **names = NULL;
+	json_t *root = NULL;
+	size_t nn = 0;
+	int rc;
+
+	if ((rc = load_index(index_path, &root, err)))
+		return rc;
+	json_t *wm = json_object_get(root, "weight_map"), *meta = json_object_get(root, "metadata");
+	if ((rc = shard_names(wm, index_path, &names, &nn, err)))
+		goto out;
 	l->index_path = strdup(index_path);
 	json_t *rest = json_deep_copy(root);
 	if (rest) {
@@ -771,17 +816,12 @@ static int open_sharded(tfs_model *m, tfs_st_layout *l, const char *index_path, 
 		l->index_rest = json_dumps(rest, JSON_COMPACT);
 		json_decref(rest);
 	}
-	if (!l->index_path || !l->index_rest) {
+	if (!l->index_path || !l->index_rest || !(dir = dir_of(index_path))) {
 		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", index_path);
 		goto out;
 	}
 	if (json_is_object(meta) && (rc = push_index_metadata(m, l, meta, index_path, err)))
 		goto out;
-
-	if (!(dir = dir_of(index_path))) {
-		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", index_path);
-		goto out;
-	}
 	for (size_t i = 0; i < nn; i++) {
 		if (i > 0 && strcmp(names[i], names[i - 1]) == 0)
 			continue;
@@ -793,40 +833,12 @@ static int open_sharded(tfs_model *m, tfs_st_layout *l, const char *index_path, 
 		if ((rc = open_shard(m, l, path, err)))
 			goto out;
 	}
-
-	/* the weight_map and the shards agree, one to one */
-	json_object_foreach(wm, tk, tv) {
-		long j = tfs_model_find_tensor(m, tk);
-		if (j < 0) {
-			rc = tfs_error_set(err, TFS_E_FORMAT,
-					   "%s: weight_map lists tensor '%s' in %s, but %s has no such "
-					   "tensor", index_path, tk, json_string_value(tv),
-					   json_string_value(tv));
-			goto out;
-		}
-		const char *in = m->src[m->t[j].src].label;
-		if (strcmp(in, json_string_value(tv)) != 0) {
-			rc = tfs_error_set(err, TFS_E_FORMAT,
-					   "%s: weight_map puts tensor '%s' in %s, but it is in %s",
-					   index_path, tk, json_string_value(tv), in);
-			goto out;
-		}
-	}
-	for (size_t i = 0; i < m->n_t; i++) {
-		if (!json_object_get(wm, m->t[i].name)) {
-			rc = tfs_error_set(err, TFS_E_FORMAT,
-					   "%s: tensor '%s' of %s is not in the weight_map", index_path,
-					   m->t[i].name, m->src[m->t[i].src].label);
-			goto out;
-		}
-	}
-	rc = 0;
+	rc = check_weight_map(m, wm, index_path, err);
 out:
 	free(path);
 	free(dir);
 	free(names);
 	json_decref(root);
-	free(text);
 	return rc;
 }
 

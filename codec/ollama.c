@@ -635,6 +635,110 @@ static bool same_rows(const tfs_tensor *a, const tfs_tensor *b)
  * __metadata__ is meta) as MLX-quantized, after checking their companions'
  * shapes so that every later read stays in bounds.
  */
+/* The quantization type and group of packed tensor t (its .scale sc): the blob metadata's
+ * per-tensor keys, else its uniform ones, else inferred from the shapes as Ollama does.
+ * NULL: not quantized. */
+static const char *quant_of(const tfs_tensor *t, const tfs_tensor *sc, const json_t *meta,
+			    int64_t *gs)
+{
+	size_t nl = strlen(t->name);
+	char *key = malloc(nl + 16);
+	const char *qt = NULL;
+	*gs = 0;
+	if (key) {
+		sprintf(key, "%s.quant_type", t->name);
+		qt = meta_str(meta, key);
+		sprintf(key, "%s.group_size", t->name);
+		*gs = atoi_go(meta ? json_object_get(meta, key) : NULL);
+		free(key);
+	}
+	if (!qt)
+		qt = meta_str(meta, "quant_type");
+	if (!*gs)
+		*gs = atoi_go(meta ? json_object_get(meta, "group_size") : NULL);
+	int64_t inferred_gs = 0;
+	const char *inferred = NULL;
+	if (t->n_dims > 0 && sc->n_dims > 0)
+		inferred = infer_quant(t->ne[0], sc->ne[0], qt, &inferred_gs);
+	if (!*gs)
+		*gs = inferred_gs;
+	return qt ? qt : inferred;
+}
+
+/* The packed words and the scales' shape fit the quantization q: K values per row in whole
+ * groups, scales [rows..., K / group]. */
+static int check_packing(const tfs_tensor *t, const tfs_tensor *sc, const tfs_mlx_desc *q,
+			 const char *qt, const char *blob, tfs_error *err)
+{
+	const char *name = t->name;
+	if (t->dtype != TFS_DT_U32 || t->n_dims == 0 || t->ne[0] <= 0)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: quantized tensor '%s' must be U32 with at least one word "
+				     "per row", blob, name);
+	if (q->group == 0 || ((uint64_t)t->ne[0] * 32) % q->bits)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: tensor '%s': %s with group %u does not fit %lld words per "
+				     "row", blob, name, qt, q->group, (long long)t->ne[0]);
+	uint64_t k = (uint64_t)t->ne[0] * 32 / q->bits;
+	if (k % q->group)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: tensor '%s': %llu values per row are not a whole number of "
+				     "groups of %u", blob, name, (unsigned long long)k, q->group);
+	if (!same_rows(t, sc) || (uint64_t)sc->ne[0] != k / q->group)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: tensor '%s': its .scale shape does not match %llu rows of "
+				     "%llu groups", blob, name, (unsigned long long)rows_of(t),
+				     (unsigned long long)(k / q->group));
+	return 0;
+}
+
+/* The companions of packed tensor i besides its .scale: affine's .bias (its scale and bias
+ * dtypes), the fp modes' one-byte scales, nvfp4's optional .global_scale. */
+static int link_companions(tfs_model *m, size_t i, const tfs_tensor *sc, tfs_mlx_desc *q,
+			   const char *qt, size_t first, size_t end, const char *blob,
+			   tfs_error *err)
+{
+	tfs_tensor *t = &m->t[i];
+	const char *name = t->name;
+	const tfs_dtype_info *sdi = tfs_dtype(sc->dtype);
+	if (q->mode == TFS_QMODE_AFFINE) {
+		if (!is_param_dtype(sc->dtype))
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': affine scales must "
+					     "be BF16, F16 or F32", blob, name);
+		q->scale_dtype = sc->dtype;
+		long bi = companion(m, name, ".bias", first, end);
+		if (bi < 0)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': affine "
+					     "quantization without its .bias", blob, name);
+		const tfs_tensor *bt = &m->t[bi];
+		if (!same_rows(t, bt) || bt->ne[0] != sc->ne[0] || !is_param_dtype(bt->dtype))
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': its .bias does "
+					     "not match its .scale (shape, or dtype not BF16/F16/F32)",
+					     blob, name);
+		q->bias_dtype = bt->dtype;
+		t->q_bias = (int32_t)bi;
+	} else {
+		if (!sdi || sdi->block_elems != 1 || sdi->block_bytes != 1)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': %s scales must be "
+					     "one byte each", blob, name, qt);
+		q->scale_dtype = TFS_DT_U8;
+	}
+	long gi = q->mode == TFS_QMODE_NVFP4 ? companion(m, name, ".global_scale", first, end) : -1;
+	if (gi >= 0) {
+		const tfs_tensor *g = &m->t[gi];
+		uint64_t gn = 1;
+		for (uint32_t d = 0; d < g->n_dims; d++)
+			gn *= (uint64_t)g->ne[d];
+		if (!is_param_dtype(g->dtype) || (gn != 1 && gn != rows_of(t)))
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': .global_scale "
+					     "must be F32/BF16/F16, one value or one per row", blob,
+					     name);
+		q->gscale_dtype = g->dtype;
+		t->q_gscale = (int32_t)gi;
+	}
+	return 0;
+}
+
 static int setup_quant(tfs_model *m, size_t first, size_t end, const json_t *meta,
 		       const char *blob, tfs_error *err)
 {
@@ -646,106 +750,21 @@ static int setup_quant(tfs_model *m, size_t first, size_t end, const json_t *met
 		long si = companion(m, name, ".scale", first, end);
 		if (si < 0)
 			continue;
-		tfs_tensor *t = &m->t[i];
 		const tfs_tensor *sc = &m->t[si];
-
-		size_t nl = strlen(name);
-		char *key = malloc(nl + 16);
-		if (!key)
-			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", blob);
-		sprintf(key, "%s.quant_type", name);
-		const char *qt = meta_str(meta, key);
-		sprintf(key, "%s.group_size", name);
-		int64_t gs = atoi_go(meta ? json_object_get(meta, key) : NULL);
-		free(key);
-		if (!qt)
-			qt = meta_str(meta, "quant_type");
-		if (!gs)
-			gs = atoi_go(meta ? json_object_get(meta, "group_size") : NULL);
-		int64_t inferred_gs = 0;
-		const char *inferred = NULL;
-		if (t->n_dims > 0 && sc->n_dims > 0)
-			inferred = infer_quant(t->ne[0], sc->ne[0], qt, &inferred_gs);
-		if (!qt)
-			qt = inferred;
-		if (!gs)
-			gs = inferred_gs;
+		int64_t gs;
+		const char *qt = quant_of(&m->t[i], sc, meta, &gs);
 		if (!qt)
 			continue; /* Ollama does not treat it as quantized either */
-
 		tfs_mlx_desc q = { 0 };
 		uint32_t defgroup;
+		int rc;
 		quant_params(qt, &q.mode, &q.bits, &defgroup);
 		q.group = gs ? (gs > (1 << 24) ? 0 : (uint32_t)gs) : defgroup;
-
-		/* the packed words */
-		if (t->dtype != TFS_DT_U32 || t->n_dims == 0 || t->ne[0] <= 0)
-			return tfs_error_set(err, TFS_E_FORMAT,
-					     "%s: quantized tensor '%s' must be U32 with at least one "
-					     "word per row", blob, name);
-		if (q.group == 0 || ((uint64_t)t->ne[0] * 32) % q.bits)
-			return tfs_error_set(err, TFS_E_FORMAT,
-					     "%s: tensor '%s': %s with group %u does not fit %lld words "
-					     "per row", blob, name, qt, q.group, (long long)t->ne[0]);
-		uint64_t k = (uint64_t)t->ne[0] * 32 / q.bits;
-		if (k % q.group)
-			return tfs_error_set(err, TFS_E_FORMAT,
-					     "%s: tensor '%s': %llu values per row are not a whole "
-					     "number of groups of %u", blob, name, (unsigned long long)k,
-					     q.group);
-
-		/* scales: [rows..., K / group] */
-		if (!same_rows(t, sc) || (uint64_t)sc->ne[0] != k / q.group)
-			return tfs_error_set(err, TFS_E_FORMAT,
-					     "%s: tensor '%s': its .scale shape does not match %llu "
-					     "rows of %llu groups", blob, name,
-					     (unsigned long long)rows_of(t),
-					     (unsigned long long)(k / q.group));
-		const tfs_dtype_info *sdi = tfs_dtype(sc->dtype);
-		if (q.mode == TFS_QMODE_AFFINE) {
-			if (!is_param_dtype(sc->dtype))
-				return tfs_error_set(err, TFS_E_FORMAT,
-						     "%s: tensor '%s': affine scales must be BF16, "
-						     "F16 or F32", blob, name);
-			q.scale_dtype = sc->dtype;
-			long bi = companion(m, name, ".bias", first, end);
-			if (bi < 0)
-				return tfs_error_set(err, TFS_E_FORMAT,
-						     "%s: tensor '%s': affine quantization without "
-						     "its .bias", blob, name);
-			const tfs_tensor *bt = &m->t[bi];
-			if (!same_rows(t, bt) || bt->ne[0] != sc->ne[0] || !is_param_dtype(bt->dtype))
-				return tfs_error_set(err, TFS_E_FORMAT,
-						     "%s: tensor '%s': its .bias does not match its "
-						     ".scale (shape, or dtype not BF16/F16/F32)", blob,
-						     name);
-			q.bias_dtype = bt->dtype;
-			t->q_bias = (int32_t)bi;
-		} else {
-			if (!sdi || sdi->block_elems != 1 || sdi->block_bytes != 1)
-				return tfs_error_set(err, TFS_E_FORMAT,
-						     "%s: tensor '%s': %s scales must be one byte each",
-						     blob, name, qt);
-			q.scale_dtype = TFS_DT_U8;
-		}
-		if (q.mode == TFS_QMODE_NVFP4) {
-			long gi = companion(m, name, ".global_scale", first, end);
-			if (gi >= 0) {
-				const tfs_tensor *g = &m->t[gi];
-				uint64_t gn = 1;
-				for (uint32_t d = 0; d < g->n_dims; d++)
-					gn *= (uint64_t)g->ne[d];
-				if (!is_param_dtype(g->dtype) || (gn != 1 && gn != rows_of(t)))
-					return tfs_error_set(err, TFS_E_FORMAT,
-							     "%s: tensor '%s': .global_scale must be "
-							     "F32/BF16/F16, one value or one per row",
-							     blob, name);
-				q.gscale_dtype = g->dtype;
-				t->q_gscale = (int32_t)gi;
-			}
-		}
-		t->q = q;
-		t->q_scale = (int32_t)si;
+		if ((rc = check_packing(&m->t[i], sc, &q, qt, blob, err)) ||
+		    (rc = link_companions(m, i, sc, &q, qt, first, end, blob, err)))
+			return rc;
+		m->t[i].q = q;
+		m->t[i].q_scale = (int32_t)si;
 	}
 	return 0;
 }

@@ -30,45 +30,43 @@ static ssize_t peek(const char *path, char *buf, size_t cap)
 
 static const char lfs_magic[] = "version https://git-lfs.github.com/spec/v1";
 
-int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opts,
-		   tfs_error *err)
-{
-	static const tfs_open_opts none;
-	tfs_model *m = NULL;
-	struct stat st;
-	int rc;
+typedef struct {
 	tfs_format fmt;
-	bool guessed = false; /* no magic, no telling name: tried as safetensors */
-	bool maybe_file = false; /* a missing dir/file tried as an Ollama name */
+	bool guessed;    /* no magic, no telling name: tried as safetensors */
+	bool maybe_file; /* a missing dir/file tried as an Ollama name */
+} source_kind;
 
-	*out = NULL;
-	if (!opts)
-		opts = &none;
+/* Which reader a source needs: a path's magic bytes or name, a directory (a sharded set),
+ * or an Ollama model name.  Fails for a missing file, an LFS pointer, a big-endian GGUF. */
+static int classify(const char *source, source_kind *k, tfs_error *err)
+{
+	struct stat st;
+	memset(k, 0, sizeof(*k));
 	if (stat(source, &st) < 0) {
 		/* not a path: maybe an Ollama model reference ("llama3:8b"); one that looks like
 		 * a file name (a known extension, or starting with / . ~) never is one */
 		if (errno == ENOENT && source[0] != '/' && source[0] != '.' && source[0] != '~' &&
 		    !ends_with(source, ".gguf") && !ends_with(source, ".safetensors") &&
 		    !ends_with(source, ".json")) {
-			fmt = TFS_FMT_OLLAMA;
 			/* dir/file may be a missing file too: then it is called one, unless it
 			 * names a tag (host/ns/model:tag) */
 			const char *slash = strrchr(source, '/');
-			maybe_file = slash && !strchr(slash, ':');
-			goto open;
+			k->fmt = TFS_FMT_OLLAMA;
+			k->maybe_file = slash && !strchr(slash, ':');
+			return 0;
 		}
 		return tfs_error_sys(err, errno, "%s", source);
 	}
 	if (S_ISDIR(st.st_mode)) {
-		fmt = TFS_FMT_SAFETENSORS; /* a directory holding model.safetensors.index.json */
-		goto open;
+		k->fmt = TFS_FMT_SAFETENSORS; /* a directory holding model.safetensors.index.json */
+		return 0;
 	}
 	char head[64] = { 0 };
 	ssize_t n = peek(source, head, sizeof(head) - 1);
 	if (n < 0)
 		return tfs_error_sys(err, errno, "%s", source);
 	if ((n >= 4 && strncasecmp(head, "GGUF", 4) == 0) || ends_with(source, ".gguf")) {
-		fmt = TFS_FMT_GGUF; /* its reader names a bad magic */
+		k->fmt = TFS_FMT_GGUF; /* its reader names a bad magic */
 	} else if ((size_t)n >= sizeof(lfs_magic) - 1 &&
 		   memcmp(head, lfs_magic, sizeof(lfs_magic) - 1) == 0) {
 		return tfs_error_set(err, TFS_E_FORMAT,
@@ -77,48 +75,62 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 	} else if (ends_with(source, ".json") || head[0] == '{') {
 		/* an index.json of a sharded set, or an Ollama manifest */
 		char big[4096] = { 0 };
-		ssize_t k = peek(source, big, sizeof(big) - 1);
-		fmt = (k > 0 && strstr(big, "\"schemaVersion\"")) ? TFS_FMT_OLLAMA
-								  : TFS_FMT_SAFETENSORS;
+		ssize_t got = peek(source, big, sizeof(big) - 1);
+		k->fmt = (got > 0 && strstr(big, "\"schemaVersion\"")) ? TFS_FMT_OLLAMA
+								    : TFS_FMT_SAFETENSORS;
 	} else if (n >= 4 && memcmp(head, "FUGG", 4) == 0) {
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: big-endian GGUF is not supported", source);
 	} else {
-		fmt = TFS_FMT_SAFETENSORS;
-		guessed = !ends_with(source, ".safetensors");
+		k->fmt = TFS_FMT_SAFETENSORS;
+		k->guessed = !ends_with(source, ".safetensors");
 	}
-open:
-	if ((rc = tfs_model_new(&m, fmt, source, err)))
+	return 0;
+}
+
+/* The reader's error, said in the user's terms where the source was a guess. */
+static int open_failed(const char *source, const source_kind *k, int rc, tfs_error *err)
+{
+	/* (a model that exists, with another tag, keeps the error listing its tags) */
+	if (k->maybe_file && (rc == TFS_E_NOTFOUND || rc == TFS_E_INVALID) &&
+	    !(err && strstr(err->msg, "; its tags are: ")))
+		return tfs_error_set(err, rc, "%s: no such file (nor %s)", source,
+				     rc == TFS_E_NOTFOUND ? "an Ollama model of that name"
+							  : "a valid Ollama model name");
+	if (k->guessed && rc == TFS_E_FORMAT && err) {
+		char why[TFS_ERRMSG_MAX];
+		snprintf(why, sizeof(why), "%s", err->msg);
+		tfs_error_set(err, rc, "%s: not a GGUF, safetensors or Ollama manifest file "
+			      "(as safetensors: %s)", source, why);
+	}
+	return rc;
+}
+
+int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opts,
+		   tfs_error *err)
+{
+	static const tfs_open_opts none;
+	tfs_model *m = NULL;
+	source_kind k;
+	int rc;
+
+	*out = NULL;
+	if (!opts)
+		opts = &none;
+	if ((rc = classify(source, &k, err)) || (rc = tfs_model_new(&m, k.fmt, source, err)))
 		return rc;
-	switch (fmt) {
-	case TFS_FMT_GGUF: {
+	if (k.fmt == TFS_FMT_GGUF) {
 		int32_t src;
 		rc = tfs_model_add_source(m, source, NULL, &src, err);
 		if (!rc)
 			rc = tfs_gguf_read(m, src, err);
-		break;
-	}
-	case TFS_FMT_SAFETENSORS:
+	} else if (k.fmt == TFS_FMT_SAFETENSORS) {
 		rc = tfs_safetensors_open(m, source, err);
-		break;
-	case TFS_FMT_OLLAMA:
+	} else {
 		rc = tfs_ollama_open(m, source, opts, err);
-		break;
 	}
 	if (rc) {
 		tfs_model_free(m);
-		/* (a model that exists, with another tag, keeps the error listing its tags) */
-		if (maybe_file && (rc == TFS_E_NOTFOUND || rc == TFS_E_INVALID) &&
-		    !(err && strstr(err->msg, "; its tags are: ")))
-			return tfs_error_set(err, rc, "%s: no such file (nor %s)", source,
-					     rc == TFS_E_NOTFOUND ? "an Ollama model of that name"
-								  : "a valid Ollama model name");
-		if (guessed && rc == TFS_E_FORMAT && err) {
-			char why[TFS_ERRMSG_MAX];
-			snprintf(why, sizeof(why), "%s", err->msg);
-			tfs_error_set(err, rc, "%s: not a GGUF, safetensors or Ollama manifest file "
-				      "(as safetensors: %s)", source, why);
-		}
-		return rc;
+		return open_failed(source, &k, rc, err);
 	}
 	m->changed = false;
 	/* headers are read: reads of tensor data may read ahead again */

@@ -24,28 +24,11 @@ import sys
 
 import numpy as np
 
+# the tests' safetensors writer (tests/mount/stgen.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "mount"))
+from stgen import bf16_bits, st_raw  # noqa: E402
+
 GROUP = 64
-
-
-def st_bytes(tensors, metadata=None):
-    """A safetensors file: tensors is a list of (name, dtype, shape, raw bytes)."""
-    header = {}
-    if metadata is not None:
-        header["__metadata__"] = metadata
-    off = 0
-    for name, dtype, shape, raw in tensors:
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(raw)]}
-        off += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    return struct.pack("<Q", len(h)) + h + b"".join(t[3] for t in tensors)
-
-
-def bf16(a):
-    """float32 -> bfloat16 bits, round to nearest even (as numpy/torch do)."""
-    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return u.astype(np.uint16)
 
 
 def quantize_int4(w):
@@ -59,7 +42,7 @@ def quantize_int4(w):
     words = np.zeros((rows, k // 8), dtype=np.uint32)
     for j in range(8):
         words |= q[:, :, j] << np.uint32(4 * j)
-    return words.astype("<u4"), bf16(scale), bf16(lo)
+    return words.astype("<u4"), bf16_bits(scale), bf16_bits(lo)
 
 
 def write(path, data):
@@ -82,7 +65,7 @@ def make_sharded(out, n, shards, rows, cols, rng):
             tensors.append((name, "F16", (rows, cols), raw))
             weight_map[name] = fname
             total += len(raw)
-        write(os.path.join(d, fname), st_bytes(tensors, {"format": "pt"}))
+        write(os.path.join(d, fname), st_raw(tensors, {"format": "pt"}))
     index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
     write(os.path.join(d, "model.safetensors.index.json"),
           (json.dumps(index, indent=2) + "\n").encode())
@@ -103,7 +86,7 @@ def make_ollama(out, n, rows, cols, rng):
         name = f"model.layers.{i // 10}.t{i % 10}.weight"
         w = rng.standard_normal((rows, cols)).astype(np.float32)
         words, scale, bias = quantize_int4(w)
-        data = st_bytes([
+        data = st_raw([
             (name, "U32", words.shape, words.tobytes()),
             (name + ".bias", "BF16", bias.shape, bias.astype("<u2").tobytes()),
             (name + ".scale", "BF16", scale.shape, scale.astype("<u2").tobytes()),

@@ -24,6 +24,7 @@ import unittest
 import numpy as np
 
 import ggufgen as gg
+from stgen import st_header
 from harness import TENSORFS, Mount, TestCase, is_mounted, main, run
 
 SEED = int(os.environ.get("TFS_CRASH_SEED", str(int(time.time()) % 100000)))
@@ -106,15 +107,8 @@ ST_DT = {"float32": "F32", "float16": "F16"}
 def st_file(path, tensors, metadata):
     """A safetensors file written as the reference writer lays it out: tensors
     [(name, dtype, shape, nbytes, fill)]; fill(f, nbytes) streams the bytes."""
-    header = {"__metadata__": metadata}
-    off = 0
-    for name, dt, shape, nbytes, _ in tensors:
-        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + nbytes]}
-        off += nbytes
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h)
+        f.write(st_header([t[:4] for t in tensors], metadata))
         for _, _, _, nbytes, fill in tensors:
             fill(f, nbytes)
 

@@ -21,6 +21,7 @@ import unittest
 
 import numpy as np
 
+from stgen import st_raw
 from harness import TENSORFS, TESTDATA, Mount, TestCase, is_mounted, main, run
 
 GGUF_SRC = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
@@ -167,19 +168,10 @@ ST_DTYPES = {"float32": "F32", "float16": "F16", "int32": "I32", "uint8": "U8", 
 
 
 def st_bytes(tensors, metadata=None):
-    """A safetensors file: tensors [(name, numpy array)]."""
-    header = {}
-    if metadata is not None:
-        header["__metadata__"] = metadata
-    off = 0
-    for name, arr in tensors:
-        n = arr.nbytes
-        header[name] = {"dtype": ST_DTYPES[str(arr.dtype)], "shape": list(arr.shape),
-                        "data_offsets": [off, off + n]}
-        off += n
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    return struct.pack("<Q", len(h)) + h + b"".join(a.tobytes() for _, a in tensors)
+    """A safetensors file: tensors [(name, numpy array)] (the header with json's default
+    separators: readers take any JSON)."""
+    return st_raw([(n, ST_DTYPES[str(a.dtype)], a.shape, a.tobytes()) for n, a in tensors],
+                  metadata, compact=False)
 
 
 def st_parse(path):

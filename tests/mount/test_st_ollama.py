@@ -10,6 +10,7 @@ import struct
 
 import numpy as np
 
+from stgen import bf16_bits, st_raw
 from harness import assert_reject, is_mounted, main, Mount, run, TENSORFS, TestCase, TESTDATA
 
 ST_DIR = os.path.join(TESTDATA, "safetensors")
@@ -152,23 +153,6 @@ for _c in ST_CASES:
 
 # ==== a sharded set built here ====
 
-def bf16_bits(a):
-    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
-
-
-def st_file(tensors, metadata=None):
-    """safetensors bytes as the crate writes them; tensors: list of (name, dtype, shape, raw)."""
-    header = {"__metadata__": metadata} if metadata is not None else {}
-    off = 0
-    for name, dtype, shape, raw in tensors:
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(raw)]}
-        off += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    return struct.pack("<Q", len(h)) + h + b"".join(t[3] for t in tensors)
-
-
 class Sharded(TestCase):
     def build(self):
         d = self.tmpdir()
@@ -189,7 +173,7 @@ class Sharded(TestCase):
                 tensors.append((name, dt, x.shape, raw))
                 weight_map[name] = fname
             tensors.sort()
-            data = st_file(tensors, {"format": "pt"})
+            data = st_raw(tensors, {"format": "pt"})
             with open(os.path.join(d, fname), "wb") as f:
                 f.write(data)
             shards[fname] = data

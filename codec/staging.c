@@ -318,6 +318,15 @@ static bool same_identity(const struct stat *st, const json_t *f)
  * until the repack record ("repack") names them with their identities.  A repack that died
  * in between left them: they are removed.
  */
+/* Whether path names one of a commit's temporaries (".<name>.tensorfs-tmp.XXXXXX"): the
+ * only files a journal's records may make recovery remove, whatever the journal says. */
+static bool is_temporary(const char *path)
+{
+	const char *b = tfs_basename(path), *t = strstr(b, ".tensorfs-tmp.");
+	return b[0] == '.' && t && t > b && strlen(t) == strlen(".tensorfs-tmp.XXXXXX") &&
+	       !strchr(t + 14, '/');
+}
+
 static int drop_pending(tfs_staging *s, tfs_error *err)
 {
 	json_t *p = json_object_get(s->j, "pending");
@@ -325,7 +334,7 @@ static int drop_pending(tfs_staging *s, tfs_error *err)
 		return 0;
 	for (size_t i = 0; i < json_array_size(p); i++) {
 		const char *tmp = json_string_value(json_array_get(p, i));
-		if (tmp && unlink(tmp) < 0 && errno != ENOENT)
+		if (tmp && is_temporary(tmp) && unlink(tmp) < 0 && errno != ENOENT)
 			return tfs_error_sys(err, errno, "%s: removing an interrupted repack's "
 					     "temporary", tmp);
 	}
@@ -380,7 +389,7 @@ static int recover(tfs_staging *s, bool *rolled, tfs_error *err)
 		for (size_t i = 0; i < n; i++) {
 			const char *tmp = json_string_value(json_object_get(json_array_get(files, i),
 									     "tmp"));
-			if (unlink(tmp) < 0 && errno != ENOENT)
+			if (is_temporary(tmp) && unlink(tmp) < 0 && errno != ENOENT)
 				return tfs_error_sys(err, errno, "%s", tmp);
 		}
 		json_object_del(s->j, "repack");

@@ -1187,8 +1187,9 @@ static int unmount_dead(const char *mp, const char *arg, const mount_entry *me)
 }
 
 /* The daemon repacks after the unmount: follows it (its status file) until it exits.
- * Exit status: 1 when the repack failed or the daemon died before it was done. */
-static int follow_daemon(status_reader *rs, pid_t pid, const char *status)
+ * Exit status: 1 when the repack failed, the daemon died before it was done, or (rw) it
+ * could not be followed at all. */
+static int follow_daemon(status_reader *rs, pid_t pid, const char *status, bool rw)
 {
 	struct timespec ts = { 0, 50 * 1000 * 1000 };
 	int ret = 0;
@@ -1196,6 +1197,14 @@ static int follow_daemon(status_reader *rs, pid_t pid, const char *status)
 		if (rs->fd >= 0)
 			status_read(rs, false);
 		nanosleep(&ts, NULL);
+	}
+	if (rs->fd < 0 && rw) {
+		/* a writable mount whose daemon did not answer (it died as it was asked): what
+		 * happened to its changes cannot be told from here */
+		fprintf(stderr, "tensorfs: the daemon of this writable mount could not be followed "
+			"(it exited as it was asked); changes it had not repacked stay staged: "
+			"`tensorfs repack` on the source writes them\n");
+		return 1;
 	}
 	if (rs->fd < 0)
 		return 0;
@@ -1292,7 +1301,7 @@ int tfs_unmount_main(int argc, char **argv)
 		ret = 0;
 		goto out_status;
 	}
-	ret = follow_daemon(rs, pid, status);
+	ret = follow_daemon(rs, pid, status, me.rw);
 out_status:
 	if (rs->fd >= 0)
 		close(rs->fd);

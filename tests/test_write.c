@@ -1587,3 +1587,39 @@ Test(write, gguf_without_tensors_repacks)
 	tfs_model_free(m);
 	free(path);
 }
+
+/* A journal's "pending" names (a repack's temporaries, recorded before they are named) are
+ * removed by the next open when they are temporaries, and only then: a damaged or crafted
+ * journal cannot make recovery delete the model or anything else. */
+Test(write, pending_temporaries_only_are_removed, .init = make_tmpdir, .fini = cleanup_tmpdir)
+{
+	tfs_error err;
+	char *dir = tpath("staging"), *model = tpath("model.gguf"), *tmp = tpath(".model.gguf.tensorfs-tmp.AbC123");
+	char *other = tpath("notes.txt"), *journal, *data;
+	cr_assert_eq(mkdir(dir, 0755), 0);
+	cr_assert(asprintf(&data, "%s/data", dir) > 0);
+	cr_assert_eq(mkdir(data, 0755), 0);
+	for (int i = 0; i < 3; i++) {
+		const char *p = i == 0 ? model : i == 1 ? tmp : other;
+		FILE *f = fopen(p, "w");
+		cr_assert_not_null(f);
+		fputs("x", f);
+		fclose(f);
+	}
+	cr_assert(asprintf(&journal, "%s/journal.json", dir) > 0);
+	FILE *f = fopen(journal, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "{\"tensorfs_staging\": 1, \"ops\": [], \"pending\": [\"%s\", \"%s\", \"%s\"]}\n",
+		model, tmp, other);
+	fclose(f);
+	cr_assert_eq(tfs_staging_recover(dir, &err), 0, "%s", err.msg);
+	cr_assert_eq(access(model, F_OK), 0, "the model was removed");
+	cr_assert_eq(access(other, F_OK), 0, "a file that is no temporary was removed");
+	cr_assert_neq(access(tmp, F_OK), 0, "the temporary is still there");
+	free(dir);
+	free(model);
+	free(tmp);
+	free(other);
+	free(journal);
+	free(data);
+}

@@ -352,8 +352,8 @@ class Crash(TestCase):
             # killed before tensorfs unmount could even ask the daemon: a dead mount
             what += " (killed while mounted)"
         else:
-            self.assertRegex(err, "exited before (the repack finished|it repacked the changes)",
-                             what)
+            self.assertRegex(err, "exited before (the repack finished|it repacked the changes)"
+                             "|could not be followed", what)
         if after == new:
             outcome = "new"
         elif after == old:

@@ -334,6 +334,8 @@ class Safetensors(TestCase):
             self.assertEqual(sh("sed -i 's/old/new/' %s/note" % md).returncode, 0)
             if shutil.which("vim"):
                 self.assertEqual(vim(os.path.join(md, "format"), "s/pt/np/", "no"), 0)
+                self.assertEqual(vim(os.path.join(md, "note"), "s/new/newer/", "yes"), 0)
+                self.assertEqual(vim(os.path.join(md, "note"), "s/newer/new/", "no"), 0)
             else:
                 atomic_replace(os.path.join(md, "format"), b"np\n")
             atomic_replace(os.path.join(tn, "a.weight"), new_a.tobytes())
@@ -404,9 +406,15 @@ class Ollama(TestCase):
                 os.unlink(os.path.join(ly, tmp))    # rule says; the caller removes it
             good = '{"temperature": 0.5, "stop": ["</s>", "<|end|>"]}'
             atomic_replace(os.path.join(ly, "params"), good.encode())
-            # a GGUF key in the classic model, edited with sed
+            # GGUF keys in the classic model, edited with sed and vim
             self.assertEqual(sh("sed -i 's/255/7/' %s/test.u8" % md).returncode, 0)
             self.assertEqual(os.getxattr(os.path.join(md, "test.u8"), "user.tensorfs.type"), b"uint8")
+            if shutil.which("vim"):
+                for bc, (a, b) in (("no", ("-32768", "-4")), ("yes", ("-4", "-3"))):
+                    self.assertEqual(vim(os.path.join(md, "test.i16"), "s/%s/%s/" % (a, b), bc), 0)
+                    self.assertEqual(os.getxattr(os.path.join(md, "test.i16"),
+                                                 "user.tensorfs.type"), b"int16")
+                self.assertEqual(rv(os.path.join(md, "test.i16")), "-3")
             no_temp_names(self, os.listdir(ly))
             self.assertIn("done:", unmount_ok(self, m))
         after = self.layers()

@@ -76,17 +76,6 @@ static json_t *ne_array(const int64_t *ne, uint32_t n, bool reversed)
 	return a;
 }
 
-static const char *qmode_name(tfs_qmode q)
-{
-	switch (q) {
-	case TFS_QMODE_AFFINE: return "affine";
-	case TFS_QMODE_NVFP4: return "nvfp4";
-	case TFS_QMODE_MXFP4: return "mxfp4";
-	case TFS_QMODE_MXFP8: return "mxfp8";
-	default: return "none";
-	}
-}
-
 /* ==== names that are not UTF-8 ====
  * jansson writes UTF-8 only (a name it cannot write made the whole dump fail).  A name's
  * bytes that are not UTF-8 are written as \udcXX, Python's surrogateescape, as metadata
@@ -309,7 +298,7 @@ static json_t *key_json(const tfs_model *m, size_t i, bool values, tfs_buf *b)
 static json_t *quant_json(const tfs_model *m, const tfs_tensor *t)
 {
 	json_t *q = json_object();
-	json_object_set_new(q, "mode", json_string(qmode_name(t->q.mode)));
+	json_object_set_new(q, "mode", json_string(tfs_qmode_name(t->q.mode)));
 	json_object_set_new(q, "bits", json_integer(t->q.bits));
 	json_object_set_new(q, "group_size", json_integer(t->q.group));
 	if (t->q_scale >= 0)

@@ -290,3 +290,14 @@ int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, ui
 			  MADV_DONTNEED);
 	return 0;
 }
+
+const char *tfs_qmode_name(tfs_qmode q)
+{
+	switch (q) {
+	case TFS_QMODE_AFFINE: return "affine";
+	case TFS_QMODE_NVFP4: return "nvfp4";
+	case TFS_QMODE_MXFP4: return "mxfp4";
+	case TFS_QMODE_MXFP8: return "mxfp8";
+	default: return "none";
+	}
+}

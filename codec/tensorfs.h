@@ -136,6 +136,9 @@ typedef struct {
 	int gscale_dtype;     /* nvfp4 global scale: TFS_DT_F32 (or BF16/F16) */
 } tfs_mlx_desc;
 
+/* "affine", "nvfp4", "mxfp4", "mxfp8" ("none" for TFS_QMODE_NONE). */
+const char *tfs_qmode_name(tfs_qmode q);
+
 /*
  * Dequantizes elements [k0, k0 + n) of one row of an MLX-quantized matrix.
  * wrow: the row's packed little-endian uint32 words; srow / brow: the row's

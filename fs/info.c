@@ -250,22 +250,11 @@ static void shape_text(tfs_buf *out, const tfs_tensor *t)
 	tfs_buf_append(out, "]", 1);
 }
 
-static const char *qmode_name(tfs_qmode q)
-{
-	switch (q) {
-	case TFS_QMODE_AFFINE: return "affine";
-	case TFS_QMODE_NVFP4: return "nvfp4";
-	case TFS_QMODE_MXFP4: return "mxfp4";
-	case TFS_QMODE_MXFP8: return "mxfp8";
-	default: return "";
-	}
-}
-
 /* "affine 4-bit, group 64" for an MLX-quantized weight; empty otherwise. */
 static void quant_text(tfs_buf *out, const tfs_tensor *t)
 {
 	if (t->q.mode != TFS_QMODE_NONE)
-		tfs_buf_printf(out, "%s %u-bit, group %u", qmode_name(t->q.mode), t->q.bits,
+		tfs_buf_printf(out, "%s %u-bit, group %u", tfs_qmode_name(t->q.mode), t->q.bits,
 			       t->q.group);
 }
 

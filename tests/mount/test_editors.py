@@ -18,7 +18,7 @@ import tempfile
 import numpy as np
 
 from harness import TENSORFS, TESTDATA, Mount, TestCase, main, run
-from test_rw import (MANIFEST, OLLAMA_SRC, env_set, kill9_daemon, read, rv, st_bytes, st_parse,
+from test_rw import (OllamaStore, kill9_daemon, read, rv, st_bytes, st_parse,
                      unmount_ok, write, write_file)
 
 GGUF_SRC = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
@@ -358,15 +358,7 @@ class Safetensors(TestCase):
         self.assertEqual(tensors["c.weight"][2], self.t[2][1].tobytes())
 
 
-class Ollama(TestCase):
-    def setUp(self):
-        self.dir = self.tmpdir()
-        self.root = os.path.join(self.dir, "models")
-        shutil.copytree(OLLAMA_SRC, self.root)
-        self.manifest = os.path.join(self.root, MANIFEST)
-        self.env = env_set(OLLAMA_MODELS=self.root)
-        self.env.__enter__()
-        self.addCleanup(self.env.__exit__)
+class Ollama(OllamaStore, TestCase):
 
     def layers(self):
         """{kind: bytes} of the manifest's layers, read from the blobs."""

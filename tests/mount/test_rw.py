@@ -1001,7 +1001,9 @@ class Safetensors(TestCase):
 
 # ==== Ollama ====
 
-class Ollama(TestCase):
+class OllamaStore:
+    """A copy of tests/data's Ollama store as $OLLAMA_MODELS for the test (a mixin)."""
+
     def setUp(self):
         self.dir = self.tmpdir()
         self.root = os.path.join(self.dir, "models")
@@ -1010,6 +1012,9 @@ class Ollama(TestCase):
         self.env = env_set(OLLAMA_MODELS=self.root)
         self.env.__enter__()
         self.addCleanup(self.env.__exit__)
+
+
+class Ollama(OllamaStore, TestCase):
 
     def test_classic_model(self):
         before = info_json(self.manifest)

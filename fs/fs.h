@@ -121,6 +121,10 @@ int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st);
 int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size);
 /* The node's cached content (value text, npy header, index.json); call with cache_lock held. */
 int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out);
+/* Appends key node n's value text as it reads now; -errno. */
+int tfs_node_text(tfs_fs *fs, tfs_node *n, tfs_buf *out);
+/* Where tensor or layer node n's bytes are: [*off, +*len) of the returned source. */
+int32_t tfs_node_bytes(tfs_fs *fs, const tfs_node *n, uint64_t *off, uint64_t *len);
 /* The model file as it is now (a reference; built when the model changed since the last
  * one); fs->lock held for reading.  -errno. */
 int tfs_image_acquire(tfs_fs *fs, tfs_shared_image **out);
@@ -157,6 +161,9 @@ int tfs_last_error(tfs_buf *out);
 bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d);
 /* Per-thread scratch buffer slot 0 or 1 of at least n bytes (NULL: out of memory). */
 void *tfs_scratch(int slot, size_t n);
+/* Copies [off, off+len) of file src to the start of dst (copy_file_range, else through
+ * memory); 0 or -errno. */
+int tfs_copy_range(int dst, int src, uint64_t off, uint64_t len);
 
 /* ops.c */
 void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n);

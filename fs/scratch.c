@@ -94,51 +94,21 @@ bool tfs_scratch_name(tfs_fs *fs, tfs_dir d, const char *fname)
 }
 
 
-/* Copies the current bytes of n's item into fd. */
+
+/* Copies the current bytes of n's item (a value's text, a tensor's or layer's bytes) into fd. */
 static int copy_item(tfs_fs *fs, tfs_node *n, int fd)
 {
-	tfs_buf b = { 0 };
-	int rc = 0;
 	if (n->kind == N_KEY) {
-		const tfs_buf *c;
-		pthread_mutex_lock(&fs->cache_lock);
-		rc = tfs_node_content(fs, n, &c);
-		if (!rc && tfs_buf_append(&b, c->data, c->len))
-			rc = -ENOMEM;
-		pthread_mutex_unlock(&fs->cache_lock);
+		tfs_buf b = { 0 };
+		int rc = tfs_node_text(fs, n, &b);
 		if (!rc && b.len && pwrite(fd, b.data, b.len, 0) != (ssize_t)b.len)
 			rc = -errno;
 		tfs_buf_free(&b);
 		return rc;
 	}
-	const tfs_source *src;
 	uint64_t off, len;
-	if (n->kind == N_RAW) {
-		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
-		src = tfs_model_source(fs->model, (size_t)t->src), off = t->offset, len = t->nbytes;
-	} else {
-		const tfs_extra *x = tfs_model_extra(fs->model, (size_t)n->item);
-		src = tfs_model_source(fs->model, (size_t)x->src), off = x->offset, len = x->size;
-	}
-	loff_t in = (loff_t)off, out = 0;
-	while (len) {
-		ssize_t k = copy_file_range(src->fd, &in, fd, &out, len > (1u << 30) ? 1u << 30 : len, 0);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			/* copy_file_range cannot do it (another file system): through memory */
-			size_t m = len > (1u << 20) ? 1u << 20 : (size_t)len;
-			char *buf = tfs_scratch(1, m);
-			ssize_t r = buf ? pread(src->fd, buf, m, in) : -1;
-			if (r <= 0 || pwrite(fd, buf, (size_t)r, out) != r)
-				return r == 0 ? -EIO : -(errno ? errno : EIO);
-			k = r;
-			in += r;
-			out += r;
-		}
-		len -= (uint64_t)k;
-	}
-	return 0;
+	int32_t src = tfs_node_bytes(fs, n, &off, &len);
+	return tfs_copy_range(fd, tfs_model_source(fs->model, (size_t)src)->fd, off, len);
 }
 
 int tfs_scratch_make(tfs_fs *fs, tfs_node *n, bool from_item)

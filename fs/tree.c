@@ -398,3 +398,27 @@ void tfs_image_release(tfs_fs *fs, tfs_shared_image *si)
 		free(si);
 	}
 }
+
+/* The value text of key node n as it reads now. */
+int tfs_node_text(tfs_fs *fs, tfs_node *n, tfs_buf *out)
+{
+	const tfs_buf *c;
+	pthread_mutex_lock(&fs->cache_lock);
+	int rc = tfs_node_content(fs, n, &c);
+	if (!rc && tfs_buf_append(out, c->data, c->len))
+		rc = -ENOMEM;
+	pthread_mutex_unlock(&fs->cache_lock);
+	return rc;
+}
+
+int32_t tfs_node_bytes(tfs_fs *fs, const tfs_node *n, uint64_t *off, uint64_t *len)
+{
+	if (n->kind == N_RAW) {
+		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+		*off = t->offset, *len = t->nbytes;
+		return t->src;
+	}
+	const tfs_extra *x = tfs_model_extra(fs->model, (size_t)n->item);
+	*off = x->offset, *len = x->size;
+	return x->src;
+}

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <syslog.h>
+#include <unistd.h>
 
 /* The one place a codec error becomes an errno. */
 int tfs_errno(const tfs_error *err)
@@ -86,4 +87,36 @@ void *tfs_scratch(int slot, size_t n)
 		s->cap[slot] = s->p[slot] ? n : 0;
 	}
 	return s->p[slot];
+}
+
+/* Copies len bytes of a source range into fd (copy_file_range, then read/write). */
+int tfs_copy_range(int dst, int src, uint64_t off, uint64_t len)
+{
+	loff_t in = (loff_t)off, out = 0;
+	while (len) {
+		ssize_t n = copy_file_range(src, &in, dst, &out, len > (1u << 30) ? 1u << 30 : len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+			char *buf = tfs_scratch(1, 1u << 20);
+			if (!buf)
+				return -ENOMEM;
+			while (len) {
+				size_t k = len > (1u << 20) ? 1u << 20 : len;
+				ssize_t r = pread(src, buf, k, in);
+				if (r <= 0)
+					return r < 0 ? -errno : -EIO;
+				if (pwrite(dst, buf, (size_t)r, out) != r)
+					return -errno;
+				in += r;
+				out += r;
+				len -= (uint64_t)r;
+			}
+			return 0;
+		}
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		len -= (uint64_t)n;
+	}
+	return 0;
 }

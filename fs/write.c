@@ -18,49 +18,7 @@
 
 #define MAX_VALUE_TEXT (256u << 20)  /* a metadata value written through the mount */
 
-/* Copies len bytes of a source range into fd (copy_file_range, then read/write). */
-static int copy_range(int dst, int src, uint64_t off, uint64_t len)
-{
-	loff_t in = (loff_t)off, out = 0;
-	while (len) {
-		ssize_t n = copy_file_range(src, &in, dst, &out, len > (1u << 30) ? 1u << 30 : len, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
-			char *buf = tfs_scratch(1, 1u << 20);
-			if (!buf)
-				return -ENOMEM;
-			while (len) {
-				size_t k = len > (1u << 20) ? 1u << 20 : len;
-				ssize_t r = pread(src, buf, k, in);
-				if (r <= 0)
-					return r < 0 ? -errno : -EIO;
-				if (pwrite(dst, buf, (size_t)r, out) != r)
-					return -errno;
-				in += r;
-				out += r;
-				len -= (uint64_t)r;
-			}
-			return 0;
-		}
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		len -= (uint64_t)n;
-	}
-	return 0;
-}
 
-/* The value text of key node n as it reads now. */
-static int current_text(tfs_fs *fs, tfs_node *n, tfs_buf *out)
-{
-	const tfs_buf *c;
-	pthread_mutex_lock(&fs->cache_lock);
-	int rc = tfs_node_content(fs, n, &c);
-	if (!rc && tfs_buf_append(out, c->data, c->len))
-		rc = -ENOMEM;
-	pthread_mutex_unlock(&fs->cache_lock);
-	return rc;
-}
 
 void tfs_handle_free(tfs_handle *h)
 {
@@ -99,14 +57,7 @@ static int stage_data(tfs_fs *fs, tfs_handle *h, bool copy)
 	pthread_rwlock_wrlock(&fs->lock);
 	rc = tfs_staging_new_data(fs->staging, &h->data_path, &err);
 	if (!rc && copy && !n->deleted && n->item >= 0) {
-		int32_t src;
-		if (n->kind == N_RAW) {
-			const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
-			src = t->src, off = t->offset, len = t->nbytes;
-		} else {
-			const tfs_extra *x = tfs_model_extra(fs->model, (size_t)n->item);
-			src = x->src, off = x->offset, len = x->size;
-		}
+		int32_t src = tfs_node_bytes(fs, n, &off, &len);
 		/* a copy of the fd, taken under the lock: a commit may close a superseded source */
 		if (len && (sfd = fcntl(tfs_model_source(fs->model, (size_t)src)->fd,
 					F_DUPFD_CLOEXEC, 0)) < 0)
@@ -117,7 +68,7 @@ static int stage_data(tfs_fs *fs, tfs_handle *h, bool copy)
 		return -tfs_fail(fs, &err);
 	if (!e && (h->data_fd = open(h->data_path, O_RDWR | O_CLOEXEC)) < 0)
 		e = errno;
-	rc = e ? -e : sfd >= 0 ? copy_range(h->data_fd, sfd, off, len) : 0;
+	rc = e ? -e : sfd >= 0 ? tfs_copy_range(h->data_fd, sfd, off, len) : 0;
 	if (sfd >= 0)
 		close(sfd);
 	if (rc) {
@@ -150,7 +101,7 @@ int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
 			return 0;
 		}
 		pthread_rwlock_rdlock(&fs->lock);
-		rc = current_text(fs, n, &h->text);
+		rc = tfs_node_text(fs, n, &h->text);
 		pthread_rwlock_unlock(&fs->lock);
 		return rc;
 	}
@@ -1088,7 +1039,7 @@ static int retype_key(tfs_fs *fs, tfs_node *n, const char *type_name)
 {
 	tfs_handle h = { .node = n, .data_fd = -1, .writing = true, .dirty = true };
 	pthread_rwlock_rdlock(&fs->lock);
-	int rc = current_text(fs, n, &h.text);
+	int rc = tfs_node_text(fs, n, &h.text);
 	pthread_rwlock_unlock(&fs->lock);
 	if (!rc && h.text.len <= 1) {
 		h.text.len = 0;

@@ -19,8 +19,11 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,9 +107,9 @@ int tfs_io_reserve(int fd, const char *path, uint64_t size, tfs_error *err)
  * the replaced file (see scripts/bench-repack.sh).
  */
 
-int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t si,
-		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,
-		tfs_error *err)
+/* Checks that [off, off + len) lies inside source si. */
+static int source_range(const tfs_model *m, int32_t si, uint64_t off, uint64_t len,
+			tfs_error *err)
 {
 	uint64_t end;
 	if (si < 0 || (size_t)si >= m->n_src)
@@ -118,6 +121,17 @@ int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int3
 				     "change after it was opened?", s->path,
 				     (unsigned long long)off, (unsigned long long)len,
 				     (unsigned long long)s->size);
+	return 0;
+}
+
+int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t si,
+		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,
+		tfs_error *err)
+{
+	int rc = source_range(m, si, off, len, err);
+	if (rc)
+		return rc;
+	const tfs_source *s = &m->src[si];
 	bool kernel_copy = true;
 	while (len) {
 		size_t k = len > COPY_CHUNK ? COPY_CHUNK : (size_t)len;
@@ -165,6 +179,85 @@ int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int3
 		}
 	}
 	return 0;
+}
+
+/* ==== sharing extents (reflink) ==== */
+
+/*
+ * Whether fd (a new, empty output file) can share extents with source si, and in which
+ * block size: one block of the source is cloned into fd with FICLONERANGE and the file
+ * truncated again.  A probe, not a guess from the file system's name: XFS with reflink=1,
+ * btrfs, bcachefs and OCFS2 say yes, ext4, tmpfs, XFS without reflink or another file
+ * system than the source's say no.  0 when not.
+ */
+uint32_t tfs_io_clone_block(int fd, const tfs_model *m, int32_t si)
+{
+	struct stat st;
+	struct statfs sf;
+	if (si < 0 || (size_t)si >= m->n_src || m->src[si].fd < 0 || fstat(fd, &st) ||
+	    st.st_size != 0 || fstatfs(fd, &sf))
+		return 0;
+	uint64_t blk = (uint64_t)sf.f_bsize;
+	if (blk < 512 || blk > (1u << 16) || (blk & (blk - 1)) || m->src[si].size < blk)
+		return 0;
+	struct file_clone_range r = { .src_fd = m->src[si].fd, .src_length = blk };
+	bool ok = ioctl(fd, FICLONERANGE, &r) == 0;
+	if (ftruncate(fd, 0) != 0)
+		return 0;
+	return ok ? (uint32_t)blk : 0;
+}
+
+#define CLONE_CHUNK (1ull << 30)
+
+/* Clones [off, off + len) of source s to pos of fd, all three multiples of the block
+ * size; *cloned gets what was.  Fails (without an error message) where the file system
+ * refuses, so the caller copies the rest. */
+static int clone_blocks(int fd, const tfs_source *s, uint64_t pos, uint64_t off, uint64_t len,
+			const tfs_write_opts *o, uint64_t *done, uint64_t total, uint64_t *cloned)
+{
+	*cloned = 0;
+	while (*cloned < len) {
+		uint64_t k = len - *cloned > CLONE_CHUNK ? CLONE_CHUNK : len - *cloned;
+		struct file_clone_range r = { .src_fd = s->fd, .src_offset = off + *cloned,
+					      .src_length = k, .dest_offset = pos + *cloned };
+		if (ioctl(fd, FICLONERANGE, &r) != 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		*cloned += k;
+		if (done) {
+			*done += k;
+			if (o && o->progress)
+				o->progress(o->progress_ctx, "writing", *done, total);
+		}
+	}
+	return 0;
+}
+
+/*
+ * tfs_io_copy, sharing the source's extents where it can: with blk (tfs_io_clone_block)
+ * set and pos and off equal modulo blk, the whole blocks of the range are cloned and only
+ * the partial blocks at its two ends copied.  Anything the file system refuses to clone
+ * is copied instead.
+ */
+int tfs_io_copy_shared(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t si,
+		       uint64_t off, uint64_t len, uint32_t blk, const tfs_write_opts *o,
+		       uint64_t *done, uint64_t total, tfs_error *err)
+{
+	int rc = source_range(m, si, off, len, err);
+	if (rc)
+		return rc;
+	uint64_t lead = blk ? (blk - pos % blk) % blk : 0;
+	if (!blk || m->src[si].fd < 0 || (pos - off) % blk || len < lead + blk)
+		return tfs_io_copy(fd, path, pos, m, si, off, len, o, done, total, err);
+	uint64_t mid = (len - lead) / blk * blk, cloned;
+	if ((rc = tfs_io_copy(fd, path, pos, m, si, off, lead, o, done, total, err)))
+		return rc;
+	clone_blocks(fd, &m->src[si], pos + lead, off + lead, mid, o, done, total, &cloned);
+	lead += cloned;
+	return tfs_io_copy(fd, path, pos + lead, m, si, off + lead, len - lead, o, done, total,
+			   err);
 }
 
 /* fsyncs the directory holding path. */

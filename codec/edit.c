@@ -108,6 +108,11 @@ static int check_kv(const tfs_model *m, const char *key, uint32_t type, const ui
 				     key, why);
 	}
 	if (tfs_model_gguf_encoded(m)) {
+		if (strcmp(key, TFS_GGUF_PADDING_KEY) == 0)
+			return tfs_error_set(err, TFS_E_INVALID,
+					     "%s: key '%s' is reserved: tensorfs writes it to keep "
+					     "tensors block-aligned on reflink file systems", m->path,
+					     key);
 		if (strcmp(key, "general.alignment") == 0) {
 			uint32_t a = type == TFS_GGUF_UINT32 && len == 4 ? tfs_le32(data) : 0;
 			if (type != TFS_GGUF_UINT32)

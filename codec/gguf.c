@@ -73,6 +73,16 @@ static int skip_value(tfs_cursor *c, uint32_t type, int depth, const char *key)
 	return 0;
 }
 
+/* tensorfs' own padding (TFS_GGUF_PADDING_KEY, an array of u8): part of the layout, not of
+ * the model, so not shown; a writer adds it again where it is needed. */
+static bool is_padding(const uint8_t *name, uint64_t name_len, uint32_t type,
+		       const uint8_t *data, uint64_t len)
+{
+	return name_len == sizeof(TFS_GGUF_PADDING_KEY) - 1 &&
+	       memcmp(name, TFS_GGUF_PADDING_KEY, name_len) == 0 && type == TFS_GGUF_ARRAY &&
+	       len >= 4 && tfs_le32(data) == TFS_GGUF_UINT8;
+}
+
 static int read_kvs(tfs_model *m, tfs_cursor *c, uint64_t n_kv)
 {
 	int rc;
@@ -94,6 +104,8 @@ static int read_kvs(tfs_model *m, tfs_cursor *c, uint64_t n_kv)
 		if ((rc = skip_value(c, type, 0, key)))
 			return rc;
 		data = c->base + start;
+		if (is_padding(name, name_len, type, data, c->pos - start))
+			continue;
 		if ((rc = tfs_model_push_kv(m, (const char *)name, name_len, type, data, c->pos - start,
 					    c->err)))
 			return rc;

@@ -41,6 +41,10 @@ static int put_str(tfs_buf *b, const char *s)
 	return put_u64(b, n) || put(b, s, n) ? TFS_E_NOMEM : 0;
 }
 
+/* tensorfs' padding key with no bytes: name, type, element type, count */
+#define PAD_KEY_SIZE (8 + sizeof(TFS_GGUF_PADDING_KEY) - 1 + 4 + 4 + 8)
+#define NO_PAD UINT64_MAX
+
 static uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 /* The alignment the written file will declare (and so must use). */
@@ -101,16 +105,24 @@ too_big:
 /* The header bytes into b (reserved): keys, then tensor infos, each tensor's extent added
  * to im at data_off + its offset. */
 static int gguf_header(tfs_image *im, const tfs_model *m, uint64_t a, uint64_t data_off,
-		       uint64_t n_kv, uint64_t n_t)
+		       uint64_t n_kv, uint64_t n_t, uint64_t pad)
 {
 	tfs_buf *b = &im->head;
-	if (put(b, "GGUF", 4) || put_u32(b, 3) || put_u64(b, n_t) || put_u64(b, n_kv))
+	if (put(b, "GGUF", 4) || put_u32(b, 3) || put_u64(b, n_t) ||
+	    put_u64(b, n_kv + (pad != NO_PAD)))
 		return TFS_E_NOMEM;
 	for (size_t i = 0; i < m->n_kv; i++) {
 		const tfs_kv *kv = &m->kv[i];
 		if (!kv->deleted &&
 		    (put_str(b, kv->name) || put_u32(b, kv->type) || put(b, kv->data, kv->len)))
 			return TFS_E_NOMEM;
+	}
+	if (pad != NO_PAD) {
+		if (put_str(b, TFS_GGUF_PADDING_KEY) || put_u32(b, TFS_GGUF_ARRAY) ||
+		    put_u32(b, TFS_GGUF_UINT8) || put_u64(b, pad) || tfs_buf_reserve(b, pad))
+			return TFS_E_NOMEM;
+		memset(b->data + b->len, 0, (size_t)pad);
+		b->len += (size_t)pad;
 	}
 	uint64_t off = 0;
 	for (size_t i = 0; i < m->n_t; i++) {
@@ -130,22 +142,37 @@ static int gguf_header(tfs_image *im, const tfs_model *m, uint64_t a, uint64_t d
 	return 0;
 }
 
-int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err)
+/*
+ * The image of m's GGUF file.  With data_off 0 the data section starts where the header
+ * ends (aligned); else exactly at data_off (a multiple of the alignment, at least
+ * min_padded_data_off), the header padded up to it with TFS_GGUF_PADDING_KEY: GGUF
+ * readers (ggml, gguf-py) take the data section to start at the first aligned offset after
+ * the header, so a gap is only possible inside the header.  *head0 gets the header's size
+ * without the padding key.
+ */
+static int gguf_image(tfs_image **out, const tfs_model *m, uint64_t a, uint64_t data_off,
+		      uint64_t *head0, tfs_error *err)
 {
-	uint64_t a, n_kv, n_t, head, data, total;
+	uint64_t n_kv, n_t, head, data, total, pad = NO_PAD;
 	tfs_image *im;
 	int rc;
 	*out = NULL;
-	if ((rc = write_alignment(m, &a, err)) || (rc = gguf_sizes(m, a, &head, &data, &n_kv, &n_t, err)))
+	if ((rc = gguf_sizes(m, a, &head, &data, &n_kv, &n_t, err)))
 		return rc;
-	uint64_t data_off = pad_to(head, a);
-	if (head > UINT64_MAX - a || tfs_add_overflow(data_off, data, &total) || data_off > SIZE_MAX / 2)
-		return tfs_error_set(err, TFS_E_INVALID, "%s: the new file would be too large",
-				     m->path);
+	*head0 = head;
+	if (data_off) {
+		pad = data_off - head - PAD_KEY_SIZE;
+		head = data_off;
+	}
+	if (head > UINT64_MAX - a)
+		goto too_big;
+	data_off = pad_to(head, a);
+	if (tfs_add_overflow(data_off, data, &total) || data_off > SIZE_MAX / 2)
+		goto too_big;
 	if ((rc = tfs_image_new(&im, err)))
 		return rc;
 	if (tfs_buf_reserve(&im->head, (size_t)data_off) ||
-	    gguf_header(im, m, a, data_off, n_kv, n_t)) {
+	    gguf_header(im, m, a, data_off, n_kv, n_t, pad)) {
 		tfs_image_free(im);
 		return tfs_error_set(err, TFS_E_NOMEM, "out of memory laying out %s", m->path);
 	}
@@ -161,13 +188,47 @@ int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err)
 	im->size = total;
 	*out = im;
 	return 0;
+too_big:
+	return tfs_error_set(err, TFS_E_INVALID, "%s: the new file would be too large", m->path);
+}
+
+int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err)
+{
+	uint64_t a, head0;
+	int rc = write_alignment(m, &a, err);
+	return rc ? rc : gguf_image(out, m, a, 0, &head0, err);
+}
+
+/*
+ * The image to write to fd.  Where fd's file system can share extents with the source
+ * (XFS with reflink, btrfs), the data section is moved so that most unchanged tensors keep
+ * their offset modulo the block size, and tfs_image_write clones their blocks instead of
+ * copying them: a metadata edit then writes the header and a few partial blocks.
+ */
+static int gguf_write_image(tfs_image **out, const tfs_model *m, int fd, tfs_error *err)
+{
+	uint64_t a, head0, shift;
+	int rc = write_alignment(m, &a, err);
+	if (rc || (rc = gguf_image(out, m, a, 0, &head0, err)))
+		return rc;
+	uint32_t blk = tfs_image_clone_plan(*out, m, fd, a, &shift);
+	if (blk && shift) {
+		uint64_t want = (*out)->head.len + shift, least = pad_to(head0 + PAD_KEY_SIZE, a);
+		while (want < least)
+			want += blk;
+		tfs_image_free(*out);
+		if ((rc = gguf_image(out, m, a, want, &head0, err)))
+			return rc;
+	}
+	(*out)->clone_blk = blk;
+	return 0;
 }
 
 int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write_opts *o,
 		   tfs_error *err)
 {
 	tfs_image *im;
-	int rc = tfs_gguf_image(&im, m, err);
+	int rc = gguf_write_image(&im, m, fd, err);
 	if (rc)
 		return rc;
 	rc = tfs_image_write(im, m, fd, path, o, err);

@@ -130,6 +130,74 @@ int64_t tfs_image_read(const tfs_image *im, uint64_t off, uint64_t len, void *ou
 	return (int64_t)len;
 }
 
+/* ==== sharing extents with the sources ==== */
+
+/* The source holding most of the image's extent bytes; -1 when none. */
+static int32_t main_source(const tfs_image *im, const tfs_model *m)
+{
+	uint64_t *bytes = calloc(m->n_src ? m->n_src : 1, sizeof(*bytes));
+	int32_t best = -1;
+	if (!bytes)
+		return -1;
+	for (size_t i = 0; i < im->n_ext; i++) {
+		const tfs_extent *e = &im->ext[i];
+		if (e->src < 0 || (size_t)e->src >= m->n_src)
+			continue;
+		bytes[e->src] += e->len;
+		if (best < 0 || bytes[e->src] > bytes[best])
+			best = e->src;
+	}
+	free(bytes);
+	return best;
+}
+
+typedef struct {
+	uint64_t shift, bytes;
+} shift_vote;
+
+static int by_shift(const void *a, const void *b)
+{
+	uint64_t x = ((const shift_vote *)a)->shift, y = ((const shift_vote *)b)->shift;
+	return (x > y) - (x < y);
+}
+
+/* Each extent of source src votes, with its whole blocks, for the shift that aligns it. */
+static uint64_t best_shift(const tfs_image *im, int32_t src, uint32_t blk, uint64_t step)
+{
+	shift_vote *v = malloc((im->n_ext ? im->n_ext : 1) * sizeof(*v));
+	size_t n = 0;
+	uint64_t best = 0, best_bytes = 0;
+	if (!v)
+		return 0;
+	for (size_t i = 0; i < im->n_ext; i++) {
+		const tfs_extent *e = &im->ext[i];
+		uint64_t s = (e->src_off - e->pos) % blk;
+		if (e->src == src && e->len >= 2 * (uint64_t)blk && s % step == 0)
+			v[n++] = (shift_vote){ s, e->len / blk * blk };
+	}
+	qsort(v, n, sizeof(*v), by_shift);
+	for (size_t i = 0; i < n;) {
+		uint64_t sum = 0, s = v[i].shift;
+		for (; i < n && v[i].shift == s; i++)
+			sum += v[i].bytes;
+		if (sum > best_bytes)
+			best = s, best_bytes = sum;
+	}
+	free(v);
+	return best;
+}
+
+uint32_t tfs_image_clone_plan(const tfs_image *im, const tfs_model *m, int fd, uint64_t step,
+			      uint64_t *shift)
+{
+	*shift = 0;
+	int32_t src = main_source(im, m);
+	uint32_t blk = src >= 0 ? tfs_io_clone_block(fd, m, src) : 0;
+	if (blk && step && step <= blk && blk % step == 0)
+		*shift = best_shift(im, src, blk, step);
+	return blk;
+}
+
 int tfs_image_write(const tfs_image *im, const tfs_model *m, int fd, const char *path,
 		    const tfs_write_opts *o, tfs_error *err)
 {
@@ -137,7 +205,9 @@ int tfs_image_write(const tfs_image *im, const tfs_model *m, int fd, const char 
 	int rc;
 	for (size_t i = 0; i < im->n_ext; i++)
 		data += im->ext[i].len;
-	if ((rc = tfs_io_reserve(fd, path, im->size, err)) ||
+	/* no reservation when extents are shared: the blocks would be allocated for nothing, and
+	 * a disk without room for a full copy could not take a file that needs none */
+	if ((!im->clone_blk && (rc = tfs_io_reserve(fd, path, im->size, err))) ||
 	    (rc = tfs_io_pwrite(fd, path, 0, im->head.data, im->head.len, err)))
 		return rc;
 	pos = im->head.len;
@@ -148,8 +218,8 @@ int tfs_image_write(const tfs_image *im, const tfs_model *m, int fd, const char 
 		if (i == im->n_ext)
 			break;
 		const tfs_extent *e = &im->ext[i];
-		if ((rc = tfs_io_copy(fd, path, e->pos, m, e->src, e->src_off, e->len, o, &done, data,
-				      err)))
+		if ((rc = tfs_io_copy_shared(fd, path, e->pos, m, e->src, e->src_off, e->len,
+					     im->clone_blk, o, &done, data, err)))
 			return rc;
 		pos = e->pos + e->len;
 	}

@@ -191,6 +191,15 @@ int tfs_io_reserve(int fd, const char *path, uint64_t size, tfs_error *err);
 int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t src,
 		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,
 		tfs_error *err);
+/* The key a GGUF writer adds, an array of zero bytes, to move the data section so that
+ * unchanged tensors keep their block offsets (extents shared with the source); readers hide it. */
+#define TFS_GGUF_PADDING_KEY "tensorfs.padding"
+/* Block size in which fd (a new empty file) can share extents with source src; 0: it can't. */
+uint32_t tfs_io_clone_block(int fd, const tfs_model *m, int32_t src);
+/* tfs_io_copy, cloning whole blocks when blk != 0 and pos == off modulo blk. */
+int tfs_io_copy_shared(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t src,
+		       uint64_t off, uint64_t len, uint32_t blk, const tfs_write_opts *o,
+		       uint64_t *done, uint64_t total, tfs_error *err);
 int tfs_io_fsync_dir(const char *path_in_dir, tfs_error *err);
 /* The output's final path: o->output or the source; a symlink is followed, so the link
  * keeps pointing at the (replaced) file.  Allocated. */
@@ -228,6 +237,7 @@ struct tfs_image {
 	uint64_t size;         /* zeros between and after extents up to size */
 	int *fds;              /* with tfs_image_own_fds: a descriptor per source (-1 unused) */
 	size_t n_fds;
+	uint32_t clone_blk;    /* tfs_image_write clones whole blocks of this size (0: copies) */
 };
 
 int tfs_image_new(tfs_image **out, tfs_error *err);
@@ -235,6 +245,12 @@ int tfs_image_new(tfs_image **out, tfs_error *err);
 int tfs_image_add(tfs_image *im, uint64_t pos, int32_t src, uint64_t src_off, uint64_t len);
 /* Duplicates the descriptors of the sources the extents name, for tfs_image_read. */
 int tfs_image_own_fds(tfs_image *im, const tfs_model *m, tfs_error *err);
+/* For writing im to fd (a new empty file): whether fd can share extents with the source
+ * holding most of im's bytes (the block size, else 0), and the shift, a multiple of step
+ * below the block size, that moving the data section by would align the most extent bytes
+ * with their source's blocks (*shift).  See tfs_io_copy_shared. */
+uint32_t tfs_image_clone_plan(const tfs_image *im, const tfs_model *m, int fd, uint64_t step,
+			      uint64_t *shift);
 /* Writes the image to fd (reserved, header, zeros, sources copied with tfs_io_copy). */
 int tfs_image_write(const tfs_image *im, const tfs_model *m, int fd, const char *path,
 		    const tfs_write_opts *o, tfs_error *err);

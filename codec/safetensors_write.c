@@ -166,8 +166,11 @@ static int st_header(tfs_buf *b, const tfs_model *m, const uint32_t *ts, size_t 
 	return 0;
 }
 
-int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
-		 const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err)
+/* The image of one safetensors file (see tfs_st_write_file); with data_start != 0 the JSON
+ * header is padded with spaces (as the format allows) so the data starts there. */
+static int st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
+		    const uint32_t *keys, size_t nk, const json_t *meta, uint64_t data_start,
+		    tfs_error *err)
 {
 	tfs_image *im;
 	uint64_t data = 0;
@@ -179,6 +182,9 @@ int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t
 		rc = TFS_E_NOMEM;
 	if (!rc)
 		rc = st_header(&im->head, m, ts, nt, keys, nk, meta, &data, err);
+	while (!rc && im->head.len < data_start)
+		if (tfs_buf_append(&im->head, " ", 1))
+			rc = TFS_E_NOMEM;
 	uint64_t n = im->head.len - 8, pos = im->head.len;
 	if (!rc)
 		memcpy(im->head.data, &n, 8);
@@ -196,6 +202,12 @@ int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t
 	im->size = pos;
 	*out = im;
 	return 0;
+}
+
+int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
+		 const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err)
+{
+	return st_image(out, m, ts, nt, keys, nk, meta, 0, err);
 }
 
 int tfs_st_image_all(tfs_image **out, const tfs_model *m, tfs_error *err)
@@ -232,9 +244,21 @@ int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const u
 		      const tfs_write_opts *o, tfs_error *err)
 {
 	tfs_image *im;
-	int rc = tfs_st_image(&im, m, ts, nt, keys, nk, meta, err);
+	uint64_t shift;
+	int rc = st_image(&im, m, ts, nt, keys, nk, meta, 0, err);
 	if (rc)
 		return rc;
+	/* where fd's file system shares extents with the source, the header grows by the
+	 * spaces that put most tensors at their source's offset modulo the block size, and
+	 * their whole blocks are cloned (see gguf_write_image) */
+	uint32_t blk = tfs_image_clone_plan(im, m, fd, 1, &shift);
+	if (blk && shift) {
+		uint64_t want = im->head.len + shift;
+		tfs_image_free(im);
+		if ((rc = st_image(&im, m, ts, nt, keys, nk, meta, want, err)))
+			return rc;
+	}
+	im->clone_blk = blk;
 	rc = tfs_image_write(im, m, fd, path, o, err);
 	tfs_image_free(im);
 	return rc;

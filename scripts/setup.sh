@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 pkgs=(gcc meson ninja-build pkg-config libfuse3-dev fuse3 libjansson-dev libssl-dev
       libcriterion-dev python3-numpy attr
-      groff-base man-db)  # the man page tests render with groff and man
+      groff-base man-db   # the man page tests render with groff and man
+      xfsprogs btrfs-progs e2fsprogs)  # reflink repack tests: XFS/btrfs images, filefrag
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

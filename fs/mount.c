@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -1186,18 +1188,39 @@ static int unmount_dead(const char *mp, const char *arg, const mount_entry *me)
 	return 1;
 }
 
+/* Waits for the daemon pid to exit, showing its progress (the status file) every 50 ms.
+ * A pidfd wakes us the moment it exits (a repack that shares extents takes tens of ms);
+ * where there is none (kernel < 5.3), polls. */
+static void wait_daemon(status_reader *rs, pid_t pid)
+{
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+#ifdef SYS_pidfd_open
+	int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+#else
+	int pfd = -1;
+#endif
+	while (pid > 0 && daemon_alive(pid)) {
+		if (rs->fd >= 0)
+			status_read(rs, false);
+		if (pfd >= 0) {
+			struct pollfd p = { .fd = pfd, .events = POLLIN };
+			if (poll(&p, 1, 50) > 0)
+				break;
+		} else {
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (pfd >= 0)
+		close(pfd);
+}
+
 /* The daemon repacks after the unmount: follows it (its status file) until it exits.
  * Exit status: 1 when the repack failed, the daemon died before it was done, or (rw) it
  * could not be followed at all. */
 static int follow_daemon(status_reader *rs, pid_t pid, const char *status, bool rw)
 {
-	struct timespec ts = { 0, 50 * 1000 * 1000 };
 	int ret = 0;
-	while (pid > 0 && daemon_alive(pid)) {
-		if (rs->fd >= 0)
-			status_read(rs, false);
-		nanosleep(&ts, NULL);
-	}
+	wait_daemon(rs, pid);
 	if (rs->fd < 0 && rw) {
 		/* a writable mount whose daemon did not answer (it died as it was asked): what
 		 * happened to its changes cannot be told from here */

@@ -11,9 +11,15 @@
 # waits for: with online discard that is a synchronous TRIM of every freed block, about
 # 0.6 s for 1.1 GiB ("rm of a hot copy" below).  `cp+sync+mv` pays it too (in the rename).
 #
-#   scripts/bench-repack.sh [-d DIR] [-s SIZE_MIB] [-n RUNS] [-k]
+#   scripts/bench-repack.sh [-d DIR] [-s SIZE_MIB] [-n RUNS] [-k] [-r]
 #     -d DIR   where the model is made (default /var/tmp/tfs-bench-repack; must not be tmpfs
 #              for a meaningful figure)
+#     -r       also on XFS (reflink=1) and btrfs images made and loop-mounted for the run
+#              (root, xfsprogs, btrfs-progs), where the repack shares the unchanged
+#              tensors' extents; prints the three file systems' figures side by side
+# TFS_LLAMA_CPP=DIR (a llama.cpp checkout; gguf-py needs Debian's python3-numpy,
+# python3-yaml, python3-sentencepiece) adds llama.cpp's gguf_new_metadata.py, the tool
+# people use today for the same change, to every round.
 #     -s MIB   model size (default 1100, i.e. > 1 GiB)
 #     -n RUNS  runs of each measurement (default 3)
 #     -k       keep DIR afterwards
@@ -27,15 +33,52 @@ dir=/var/tmp/tfs-bench-repack
 size_mib=1100
 runs=3
 keep=0
-while getopts "d:s:n:k" o; do
+reflink=0
+while getopts "d:s:n:kr" o; do
 	case $o in
 	d) dir=$OPTARG ;;
 	s) size_mib=$OPTARG ;;
 	n) runs=$OPTARG ;;
 	k) keep=1 ;;
-	*) sed -n '2,14p' "$0"; exit 2 ;;
+	r) reflink=1 ;;
+	*) sed -n '2,22p' "$0"; exit 2 ;;
 	esac
 done
+
+# ==== -r: the same run on ext4 (DIR), then on XFS and btrfs images ====
+if [ "$reflink" = 1 ]; then
+	imgdir=$(mktemp -d /var/tmp/tfs-bench-fs.XXXXXX)
+	cleanup_images() {
+		for fs in xfs btrfs; do
+			mountpoint -q "$imgdir/$fs" && umount "$imgdir/$fs"
+		done
+		rm -rf "$imgdir"
+	}
+	trap cleanup_images EXIT
+	summary=()
+	for fs in here xfs btrfs; do
+		d=$dir
+		if [ "$fs" != here ]; then
+			mkdir -p "$imgdir/$fs"
+			truncate -s $(((size_mib * 4 + 1024) << 20)) "$imgdir/$fs.img"
+			case $fs in
+			xfs) mkfs.xfs -q -m reflink=1 "$imgdir/$fs.img" ;;
+			btrfs) mkfs.btrfs -q "$imgdir/$fs.img" ;;
+			esac
+			mount -o loop "$imgdir/$fs.img" "$imgdir/$fs"
+			d=$imgdir/$fs/bench
+		fi
+		echo "==== $fs: $d"
+		"$0" -d "$d" -s "$size_mib" -n "$runs" | tee "$imgdir/$fs.log"
+		summary+=("$(printf '%-6s %s | %s | %s' "$fs" \
+			"$(grep '^repack  ' "$imgdir/$fs.log" | awk '{print "repack " $5 " s"}')" \
+			"$(grep '^repack / cp+sync ' "$imgdir/$fs.log" | sed 's/ *(.*//')" \
+			"$(grep '^repack / gguf_new_metadata' "$imgdir/$fs.log" | sed 's/ *(.*//')")")
+	done
+	echo "==== summary (file system | repack | vs cp+sync | vs llama.cpp's gguf_new_metadata.py)"
+	printf '%s\n' "${summary[@]}"
+	exit 0
+fi
 [ -x "$TENSORFS" ] || { echo "no tensorfs binary at $TENSORFS (ninja -C build)" >&2; exit 1; }
 
 mkdir -p "$dir"
@@ -98,7 +141,7 @@ cat "$model" >/dev/null   # hot cache
 
 # ==== one round: cp, cp + sync, cp + sync + mv, rm, the repack(s) ====
 elapsed() { python3 -c "print($2 - $1)"; }
-t_cp=(); t_cps=(); t_rep=(); t_rm=(); t_rp=(); t_rpb=()
+t_cp=(); t_cps=(); t_rep=(); t_rm=(); t_rp=(); t_rpb=(); t_gnm=()
 hwm_max=0
 
 # the repack: mount rw, change one value, time `tensorfs unmount`
@@ -129,15 +172,15 @@ repack_once() { # BINARY RUN -> seconds in $last_t
 
 for i in $(seq "$runs"); do
 	rm -f "$dir/copy.gguf"; sync
-	a=$(now); cp "$model" "$dir/copy.gguf"; b=$(now)
+	a=$(now); cp --reflink=never "$model" "$dir/copy.gguf"; b=$(now)
 	t_cp+=("$(elapsed "$a" "$b")")
 	rm -f "$dir/copy.gguf"; sync
-	a=$(now); cp "$model" "$dir/copy.gguf" && sync; b=$(now)
+	a=$(now); cp --reflink=never "$model" "$dir/copy.gguf" && sync; b=$(now)
 	t_cps+=("$(elapsed "$a" "$b")")
 	rm -f "$dir/copy.gguf"; sync
 	# what a repack does besides copying: fsync, and replace a file (freeing the old one)
-	cp "$model" "$dir/victim.gguf"; sync; cat "$dir/victim.gguf" >/dev/null
-	a=$(now); cp "$model" "$dir/copy.gguf" && sync && mv "$dir/copy.gguf" "$dir/victim.gguf" && sync; b=$(now)
+	cp --reflink=never "$model" "$dir/victim.gguf"; sync; cat "$dir/victim.gguf" >/dev/null
+	a=$(now); cp --reflink=never "$model" "$dir/copy.gguf" && sync && mv "$dir/copy.gguf" "$dir/victim.gguf" && sync; b=$(now)
 	t_rep+=("$(elapsed "$a" "$b")")
 	# freeing alone: rm of a hot, synced copy
 	cat "$dir/victim.gguf" >/dev/null
@@ -150,6 +193,16 @@ for i in $(seq "$runs"); do
 	fi
 	repack_once "$TENSORFS" "$i"
 	t_rp+=("$last_t")
+	if [ -n "${TFS_LLAMA_CPP:-}" ]; then
+		rm -f "$dir/copy.gguf"; sync; cat "$model" >/dev/null
+		a=$(now)
+		PYTHONPATH=$TFS_LLAMA_CPP/gguf-py /usr/bin/python3 \
+			"$TFS_LLAMA_CPP/gguf-py/gguf/scripts/gguf_new_metadata.py" --force \
+			--general-name "bench run $i" "$model" "$dir/copy.gguf" >/dev/null && sync
+		b=$(now)
+		t_gnm+=("$(elapsed "$a" "$b")")
+		rm -f "$dir/copy.gguf"
+	fi
 	sync
 	if [ -n "${TENSORFS_B:-}" ] && [ $((i % 2)) = 1 ]; then
 		repack_once "$TENSORFS_B" "b$i"; t_rpb+=("$last_t"); sync
@@ -172,6 +225,11 @@ echo "repack / cp         = $(ratio "$rp_b" "$cp_b")x   (target <= 1.2x)"
 echo "repack / cp+sync    = $(ratio "$rp_b" "$cps_b")x   (the repack fsyncs; cp does not)"
 echo "repack / cp+sync+mv = $(ratio "$rp_b" "$rep_b")x   (and replaces the file: the old one is freed)"
 echo "(repack - rm) / cp+sync = $(python3 -c "print('%.2f' % (($rp_b - $rm_b) / $cps_b))")x   (without freeing the old file)"
+if [ -n "${TFS_LLAMA_CPP:-}" ]; then
+	gnm_b=$(best "${t_gnm[@]}")
+	printf 'gguf_new_metadata.py best of %d: %6.3f s  (%s)  [+ sync]\n' "$runs" "$gnm_b" "${t_gnm[*]}"
+	echo "repack / gguf_new_metadata.py = $(ratio "$rp_b" "$gnm_b")x"
+fi
 if [ -n "${TENSORFS_B:-}" ]; then
 	rpb_b=$(best "${t_rpb[@]}")
 	printf 'repack B            best of %d: %6.3f s  (%s)  [%s]\n' "$runs" "$rpb_b" "${t_rpb[*]}" "$TENSORFS_B"

@@ -53,9 +53,30 @@ static bool same_range(const uint8_t *a, const uint8_t *b, uint64_t n)
  * tensors; for the others a sample at the start, middle and end: their bytes were copied by
  * the kernel from a file that is not modified, and a 40 GB re-read would double the repack.
  */
+/* Asks for every page the comparison will read at once: read one after the other, the
+ * samples of a file whose extents were cloned (nothing of it in the page cache) cost a
+ * disk round trip each, 12 ms for a 23-tensor model on a loop-mounted XFS. */
+static void prefetch_samples(const tfs_model *m)
+{
+	for (size_t i = 0; i < m->n_t; i++) {
+		const tfs_tensor *t = &m->t[i];
+		uint64_t n = t->nbytes;
+		if (t->deleted || n == 0)
+			continue;
+		if (n <= 4 * SAMPLE) {
+			tfs_source_advise(m, t->src, t->offset, n, MADV_WILLNEED);
+			continue;
+		}
+		tfs_source_advise(m, t->src, t->offset, SAMPLE, MADV_WILLNEED);
+		tfs_source_advise(m, t->src, t->offset + n / 2, SAMPLE, MADV_WILLNEED);
+		tfs_source_advise(m, t->src, t->offset + n - SAMPLE, SAMPLE, MADV_WILLNEED);
+	}
+}
+
 int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err)
 {
 	size_t n_kv = 0, n_t = 0, w_kv = 0, w_t = 0;
+	prefetch_samples(w);
 	for (size_t i = 0; i < m->n_kv; i++) {
 		const tfs_kv *a = &m->kv[i];
 		if (a->deleted)

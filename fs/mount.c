@@ -829,7 +829,7 @@ int tfs_mount_main(int argc, char **argv, bool by_mount8)
 	const char *prog = "mount.tensorfs";
 
 	memset(&fs, 0, sizeof(fs));
-	fs.opts.readahead_kb = 1024;
+	fs.opts.readahead_kb = 512; /* a request that fits a pipe: see read_mode in ops.c */
 	pthread_rwlock_init(&fs.lock, NULL);
 	pthread_mutex_init(&fs.cache_lock, NULL);
 	usage_text = mount_usage;

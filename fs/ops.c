@@ -214,21 +214,27 @@ static int read_f32(tfs_fs *fs, size_t i, uint64_t off, size_t len, char *out)
 }
 
 /*
- * How raw bytes (tensors/, layers/) are replied; $TFS_READ_MODE picks another way, for
- * measuring (scripts/bench-read.sh):
- *   pread   (default) pread into a per-thread scratch buffer, fuse_reply_buf;
- *   splice  fuse_reply_data from the source fd (FUSE_BUF_IS_FD): libfuse splices only when
- *           its pipe holds a whole request (1 MiB requests need pipe-max-size > 1 MiB),
- *           otherwise it mallocs (mmap/munmap) a buffer per request, preads and writes;
+ * How raw bytes (tensors/, layers/) are replied; $TFS_READ_MODE picks one way, for
+ * measuring (scripts/bench-read-model.sh):
+ *   auto    (default) splice when the request fits the pipe, else pread;
+ *   splice  fuse_reply_data from the source fd (FUSE_BUF_IS_FD): the source's page-cache
+ *           pages go into a pipe by reference and from it into the FUSE page cache, one
+ *           copy; libfuse splices only when its pipe holds the whole reply, otherwise it
+ *           mmaps a buffer per request, preads and writes (6x slower);
+ *   pread   pread into a per-thread scratch buffer, fuse_reply_buf: two copies, and the
+ *           kernel pins the buffer one page at a time (get_user_pages) to copy from it;
  *   mmap    fuse_reply_buf straight from the source's mapping (populated first), then
  *           MADV_DONTNEED so the daemon's RSS stays flat.
- * Measured on 2 cores, 1 MiB requests, hot cache (dd bs=1M first read, GB/s): splice 1.45
- * (2.1 with a 16 MiB pipe), pread 3.0, mmap 3.3; numpy.fromfile 1.1 / 1.4 / 1.4.  pread
- * wins over splice by 1.3-2x and, unlike the mapping (MADV_RANDOM), keeps the kernel's
- * readahead on a cold cache.
+ * The daemon may not grow a pipe past /proc/sys/fs/pipe-max-size (1 MiB by default; no
+ * CAP_SYS_RESOURCE in containers), so 1 MiB requests cannot be spliced and the default
+ * request size is 512 KiB (-o readahead_kb).  Measured, first read of all 291 tensors of
+ * a 1.2 GiB model through a fresh mount, source hot, best of 6 rounds on a busy 2-core
+ * machine (GB/s): pread + 1 MiB requests 2.40, mmap + 1 MiB 2.62, splice + 256 KiB 2.88,
+ * splice + 512 KiB 3.16.
  */
-typedef enum { READ_SPLICE, READ_PREAD, READ_MMAP } read_mode;
-static read_mode raw_read_mode = READ_PREAD;
+typedef enum { READ_AUTO, READ_SPLICE, READ_PREAD, READ_MMAP } read_mode;
+static read_mode raw_read_mode = READ_AUTO;
+static size_t splice_max; /* the largest reply a pipe can hold */
 static pthread_once_t read_mode_once = PTHREAD_ONCE_INIT;
 
 static void read_mode_init(void)
@@ -238,6 +244,17 @@ static void read_mode_init(void)
 		raw_read_mode = READ_SPLICE;
 	else if (e && strcmp(e, "mmap") == 0)
 		raw_read_mode = READ_MMAP;
+	else if (e && strcmp(e, "pread") == 0)
+		raw_read_mode = READ_PREAD;
+	unsigned long max = 1u << 20;
+	FILE *f = fopen("/proc/sys/fs/pipe-max-size", "r");
+	if (f) {
+		if (fscanf(f, "%lu", &max) != 1)
+			max = 1u << 20;
+		fclose(f);
+	}
+	/* room for the reply's header; F_SETPIPE_SZ rounds up to a power of two pages */
+	splice_max = max > 8192 ? (size_t)max - 4096 : 0;
 }
 
 /* Replies with [off, +size) of a source file (see read_mode). */
@@ -263,7 +280,7 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 		madvise((void *)a, len, MADV_DONTNEED);
 		return;
 	}
-	if (raw_read_mode != READ_SPLICE) {
+	if (raw_read_mode == READ_PREAD || (raw_read_mode == READ_AUTO && size > splice_max)) {
 		char *buf = tfs_scratch(1, size);
 		ssize_t got = 0, r = 0;
 		while (buf && (size_t)got < size &&

@@ -17,8 +17,8 @@ import numpy as np
 
 from harness import TESTDATA, Mount, TestCase, main
 from test_editors import gguf_parse
-from test_rw import (MANIFEST, OLLAMA_SRC, env_set, read, st_bytes, st_parse, unmount_ok,
-                     write, write_file)
+from test_rw import (MANIFEST, OLLAMA_SRC, env_set, hf_gguf, read, st_bytes, st_parse,
+                     unmount_ok, write, write_file)
 
 GGUF_SRC = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
 SAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "tiny-llama.gguf")
@@ -175,6 +175,38 @@ class ModelFile(TestCase):
             with Mount(self, "oracle-st:int4") as m:
                 self.assertNotIn("model.gguf", os.listdir(m.path))
                 self.assertNotIn("model.safetensors", os.listdir(m.path))
+
+    def check_hf(self, m, name=None):
+        """@huggingface/gguf reads model.gguf straight from the mount: the keys of metadata/
+        with the values gguf_parse sees, every tensor with its shape, in the mount's order,
+        at the offsets gguf_parse finds."""
+        theirs = hf_gguf(self, m.p("model.gguf"))
+        kvs, tensors = gguf_parse(m.p("model.gguf"))
+        self.assertEqual(sorted(theirs["meta"]), sorted(k for k, _, _ in kvs))
+        if name is not None:
+            self.assertEqual(theirs["meta"]["general.name"]["value"], name)
+        self.assertEqual([t["name"] for t in theirs["tensors"]], [t[0] for t in tensors])
+        self.assertEqual([[int(x) for x in t["shape"]] for t in theirs["tensors"]],
+                         [list(t[2]) for t in tensors])
+        idx = json.load(open(m.p("index.json")))
+        self.assertEqual(sorted(t["name"] for t in theirs["tensors"]),
+                         sorted(t["name"] for t in idx["tensors"]))
+        return theirs
+
+    def test_huggingface_gguf_reads_model_gguf(self):
+        with Mount(self, GGUF_SRC) as m:
+            self.check_hf(m)
+        src = os.path.join(self.dir, "tiny.gguf")
+        shutil.copyfile(SAMPLE, src)
+        with Mount(self, src, ["rw"]) as m:  # the edited model, before any repack
+            write(m.p("metadata", "general.name"), "seen by huggingface")
+            os.unlink(m.p("tensors", sorted(os.listdir(m.p("tensors")))[0]))
+            self.check_hf(m, "seen by huggingface")
+        root = os.path.join(self.dir, "models")
+        shutil.copytree(OLLAMA_SRC, root)
+        with env_set(OLLAMA_MODELS=root):
+            with Mount(self, "oracle-gguf") as m:
+                self.check_hf(m)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,50 @@ def write(path, data, mode="w"):
         f.write(data)
 
 
+HF_READ_JS = """
+import { gguf } from "@huggingface/gguf";
+const r = await gguf(process.argv[2], { allowLocalFile: true, typedMetadata: true });
+const enc = (v) => typeof v === "bigint" ? {big: v.toString()}
+  : typeof v === "number" && !Number.isFinite(v) ? {nonfinite: String(v)}
+  : typeof v === "number" && Object.is(v, -0) ? {nonfinite: "-0"}
+  : Array.isArray(v) ? v.map(enc) : v;
+const meta = {};
+for (const [k, e] of Object.entries(r.typedMetadata)) {
+  if (k === "version" || k === "tensor_count" || k === "kv_count") continue;
+  meta[k] = { type: e.type, subType: e.subType, value: enc(e.value) };
+}
+const tensors = r.tensorInfos.map((t) => ({ name: t.name, dtype: t.dtype,
+  shape: t.shape.map(String), offset: String(t.offset) }));
+console.log(JSON.stringify({ meta, tensors, tensorDataOffset: String(r.tensorDataOffset) }));
+"""
+
+
+def hf_gguf(tc, path):
+    """The GGUF at path as @huggingface/gguf (npm) reads it: {meta: {key: {type, subType,
+    value}}, tensors: [{name, dtype, shape, offset}], tensorDataOffset}.  Installs the
+    package into $TFS_NPM_CACHE when missing; skips the test without npm."""
+    if not shutil.which("npm") or not shutil.which("node"):
+        tc.skipTest("npm/node not installed")
+    cache = os.environ.get("TFS_NPM_CACHE") or os.path.join(tempfile.gettempdir(),
+                                                             "tfs-npm-gguf")
+    mod = os.path.join(cache, "node_modules", "@huggingface", "gguf")
+    if not os.path.isdir(mod):
+        try:
+            r = run(["npm", "install", "--no-audit", "--no-fund", "--prefix", cache,
+                     "@huggingface/gguf"], timeout=180)
+        except subprocess.TimeoutExpired:
+            tc.skipTest("npm install @huggingface/gguf timed out")
+        if r.returncode != 0 or not os.path.isdir(mod):
+            tc.skipTest("npm install @huggingface/gguf failed: " +
+                        (r.stderr.strip().splitlines() or ["?"])[-1])
+    script = os.path.join(cache, "tfs-read-gguf.mjs")  # beside node_modules: resolvable
+    with open(script, "w") as f:
+        f.write(HF_READ_JS)
+    r = run(["node", script, path], cwd=cache, timeout=60)
+    tc.assertEqual(r.returncode, 0, "@huggingface/gguf on %s: %s" % (path, r.stderr))
+    return json.loads(r.stdout)
+
+
 def info_json(source, env=None):
     r = run([TENSORFS, "info", "--json", source], env=env)
     if r.returncode != 0:
@@ -706,20 +750,6 @@ class GGUF(TestCase):
 
     def test_independent_reader(self):
         """A GGUF repacked by tensorfs, read by @huggingface/gguf (npm)."""
-        if not shutil.which("npm") or not shutil.which("node"):
-            self.skipTest("npm/node not installed")
-        cache = os.environ.get("TFS_NPM_CACHE") or os.path.join(tempfile.gettempdir(),
-                                                                 "tfs-npm-gguf")
-        mod = os.path.join(cache, "node_modules", "@huggingface", "gguf")
-        if not os.path.isdir(mod):
-            try:
-                r = run(["npm", "install", "--no-audit", "--no-fund", "--prefix", cache,
-                         "@huggingface/gguf"], timeout=180)
-            except subprocess.TimeoutExpired:
-                self.skipTest("npm install @huggingface/gguf timed out")
-            if r.returncode != 0 or not os.path.isdir(mod):
-                self.skipTest("npm install @huggingface/gguf failed: " +
-                              (r.stderr.strip().splitlines() or ["?"])[-1])
         with Mount(self, self.src, ["rw"]) as m:
             write(m.p("metadata", "general.name"), "Read by someone else")
             write(m.p("metadata", "test.u16"), "12345")
@@ -728,30 +758,7 @@ class GGUF(TestCase):
             os.rename(m.p("tensors", "t.bf16"), m.p("tensors", "t.bfloat"))
             write(m.p("tensors", "extra.f32"), np.arange(64, dtype=np.float32).tobytes(), "wb")
             unmount_ok(self, m)
-        script = os.path.join(self.dir, "read.mjs")
-        write(script, """
-import { gguf } from "@huggingface/gguf";
-const r = await gguf(process.argv[2], { allowLocalFile: true, typedMetadata: true });
-const enc = (v) => typeof v === "bigint" ? {big: v.toString()}
-  : typeof v === "number" && !Number.isFinite(v) ? {nonfinite: String(v)}
-  : typeof v === "number" && Object.is(v, -0) ? {nonfinite: "-0"}
-  : Array.isArray(v) ? v.map(enc) : v;
-const meta = {};
-for (const [k, e] of Object.entries(r.typedMetadata)) {
-  if (k === "version" || k === "tensor_count" || k === "kv_count") continue;
-  meta[k] = { type: e.type, subType: e.subType, value: enc(e.value) };
-}
-const tensors = r.tensorInfos.map((t) => ({ name: t.name, dtype: t.dtype,
-  shape: t.shape.map(String), offset: String(t.offset) }));
-console.log(JSON.stringify({ meta, tensors, tensorDataOffset: String(r.tensorDataOffset) }));
-""")
-        r = run(["node", script, self.src], env=dict(os.environ, NODE_PATH=os.path.join(cache, "node_modules")),
-                cwd=cache, timeout=60)
-        if r.returncode != 0 and "Cannot find package" in r.stderr:
-            shutil.copy(script, os.path.join(cache, "read.mjs"))
-            r = run(["node", os.path.join(cache, "read.mjs"), self.src], cwd=cache, timeout=60)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        theirs = json.loads(r.stdout)
+        theirs = hf_gguf(self, self.src)
         ours = info_json(self.src)
         # keys: the same names, types, values (ours as the mount shows them)
         type_names = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "int32",

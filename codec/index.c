@@ -376,6 +376,13 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 					      (json_int_t)tfs_image_size(im)));
 		tfs_image_free(im);
 	}
+	tfs_buf cfg = { 0 };
+	tfs_error cerr;
+	if (tfs_config_name(m) && tfs_model_config_json(&cfg, m, &cerr) == 0)
+		json_object_set_new(root, "config_file",
+				    json_pack("{s:s, s:I}", "name", tfs_config_name(m), "size",
+					      (json_int_t)cfg.len));
+	tfs_buf_free(&cfg);
 	if (values) {
 		uint64_t bytes = 0;
 		for (size_t i = 0; i < m->n_t; i++)

@@ -261,6 +261,12 @@ int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t
 		 const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err);
 /* Every live tensor and string key of m as one safetensors file (a sharded set merged). */
 int tfs_st_image_all(tfs_image **out, const tfs_model *m, tfs_error *err);
+/* tfs_st_image with the tensors named names[i] and no keys (mlx_export.c). */
+int tfs_st_image_named(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
+		       const char *const *names, const json_t *meta, tfs_error *err);
+/* Whether a per-tensor Ollama model has an mlx-lm form (mlx_export.c), and that form. */
+bool tfs_mlx_exportable(const tfs_model *m);
+int tfs_mlx_image(tfs_image **out, const tfs_model *m, tfs_error *err);
 
 /* The basename of path (no allocation). */
 const char *tfs_basename(const char *path);

@@ -81,76 +81,90 @@ static const char *payload_str(const tfs_kv *kv, size_t *n)
 	return (const char *)kv->data + 8;
 }
 
+/* "__metadata__":{...}: meta's string members (a blob's own metadata, e.g. Ollama's
+ * quantization parameters, as it was), then the keys keys[0..nk) (strings only). */
+static int st_metadata(tfs_buf *b, const tfs_model *m, const uint32_t *keys, size_t nk,
+		       const json_t *meta, tfs_error *err)
+{
+	const char *mk;
+	json_t *mv;
+	bool sep = false;
+	if (tfs_buf_append(b, "\"__metadata__\":{", 16))
+		return TFS_E_NOMEM;
+	json_object_foreach((json_t *)meta, mk, mv) {
+		if (!json_is_string(mv))
+			continue;
+		if ((sep && tfs_buf_append(b, ",", 1)) || json_str(b, mk, strlen(mk)) ||
+		    tfs_buf_append(b, ":", 1) ||
+		    json_str(b, json_string_value(mv), json_string_length(mv)))
+			return TFS_E_NOMEM;
+		sep = true;
+	}
+	for (size_t i = 0; i < nk; i++) {
+		const tfs_kv *kv = &m->kv[keys[i]];
+		size_t n;
+		const char *v;
+		if (kv->type != TFS_GGUF_STRING || kv->len < 8)
+			return tfs_error_set(err, TFS_E_INVALID,
+					     "%s: key '%s' is not a string, and safetensors "
+					     "metadata holds only strings", m->path, kv->name);
+		v = payload_str(kv, &n);
+		if (!tfs_utf8_valid(kv->name, strlen(kv->name)) || !tfs_utf8_valid(v, n))
+			return tfs_error_set(err, TFS_E_INVALID, "%s: key '%s' is not valid UTF-8",
+					     m->path, kv->name);
+		if ((sep && tfs_buf_append(b, ",", 1)) ||
+		    json_str(b, kv->name, strlen(kv->name)) || tfs_buf_append(b, ":", 1) ||
+		    json_str(b, v, n))
+			return TFS_E_NOMEM;
+		sep = true;
+	}
+	return tfs_buf_append(b, "}", 1) ? TFS_E_NOMEM : 0;
+}
+
+/* One tensor's entry, named name, its bytes at data offset off. */
+static int st_entry(tfs_buf *b, const tfs_model *m, const tfs_tensor *t, const char *name,
+		    uint64_t off, tfs_error *err)
+{
+	const tfs_dtype_info *d = tfs_dtype(t->dtype);
+	if (!d || !tfs_st_dtype_ok(t->dtype))
+		return tfs_error_set(err, TFS_E_INVALID,
+				     "%s: tensor '%s' has dtype %s, which safetensors cannot store",
+				     m->path, t->name, d ? d->name : "?");
+	if (!tfs_utf8_valid(name, strlen(name)))
+		return tfs_error_set(err, TFS_E_INVALID, "%s: tensor name '%s' is not valid UTF-8",
+				     m->path, name);
+	if (json_str(b, name, strlen(name)) ||
+	    tfs_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", d->name))
+		return TFS_E_NOMEM;
+	for (uint32_t k = t->n_dims; k-- > 0;)
+		if (tfs_buf_printf(b, "%s%lld", k + 1 == t->n_dims ? "" : ",", (long long)t->ne[k]))
+			return TFS_E_NOMEM;
+	if (tfs_buf_printf(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+			   (unsigned long long)(off + t->nbytes)))
+		return TFS_E_NOMEM;
+	return 0;
+}
+
+/* The JSON header: metadata (when there is any), then tensors ts[0..nt) in that order,
+ * named names[i] (NULL: their own names), contiguous; *data_size their total. */
 static int st_header(tfs_buf *b, const tfs_model *m, const uint32_t *ts, size_t nt,
-		     const uint32_t *keys, size_t nk, const json_t *meta, uint64_t *data_size,
-		     tfs_error *err)
+		     const char *const *names, const uint32_t *keys, size_t nk,
+		     const json_t *meta, uint64_t *data_size, tfs_error *err)
 {
 	uint64_t off = 0;
-	bool first = true;
+	int rc;
 	if (tfs_buf_append(b, "{", 1))
 		return TFS_E_NOMEM;
-	if (nk || json_object_size(meta)) {
-		if (tfs_buf_append(b, "\"__metadata__\":{", 16))
-			return TFS_E_NOMEM;
-		/* a blob's own metadata (Ollama quantization parameters), as it was */
-		const char *mk;
-		json_t *mv;
-		bool sep = false;
-		json_object_foreach((json_t *)meta, mk, mv) {
-			if (!json_is_string(mv))
-				continue;
-			if ((sep && tfs_buf_append(b, ",", 1)) || json_str(b, mk, strlen(mk)) ||
-			    tfs_buf_append(b, ":", 1) ||
-			    json_str(b, json_string_value(mv), json_string_length(mv)))
-				return TFS_E_NOMEM;
-			sep = true;
-		}
-		if (sep && nk && tfs_buf_append(b, ",", 1))
-			return TFS_E_NOMEM;
-		for (size_t i = 0; i < nk; i++) {
-			const tfs_kv *kv = &m->kv[keys[i]];
-			size_t n;
-			const char *v;
-			if (kv->type != TFS_GGUF_STRING || kv->len < 8)
-				return tfs_error_set(err, TFS_E_INVALID,
-						     "%s: key '%s' is not a string, and safetensors "
-						     "metadata holds only strings", m->path, kv->name);
-			v = payload_str(kv, &n);
-			if (!tfs_utf8_valid(kv->name, strlen(kv->name)) || !tfs_utf8_valid(v, n))
-				return tfs_error_set(err, TFS_E_INVALID,
-						     "%s: key '%s' is not valid UTF-8", m->path,
-						     kv->name);
-			if ((i && tfs_buf_append(b, ",", 1)) ||
-			    json_str(b, kv->name, strlen(kv->name)) || tfs_buf_append(b, ":", 1) ||
-			    json_str(b, v, n))
-				return TFS_E_NOMEM;
-		}
-		if (tfs_buf_append(b, "}", 1))
-			return TFS_E_NOMEM;
-		first = false;
-	}
+	if ((nk || json_object_size(meta)) && (rc = st_metadata(b, m, keys, nk, meta, err)))
+		return rc;
+	bool first = !(nk || json_object_size(meta));
 	for (size_t i = 0; i < nt; i++) {
 		const tfs_tensor *t = &m->t[ts[i]];
-		const tfs_dtype_info *d = tfs_dtype(t->dtype);
-		if (!d || !tfs_st_dtype_ok(t->dtype))
-			return tfs_error_set(err, TFS_E_INVALID,
-					     "%s: tensor '%s' has dtype %s, which safetensors cannot "
-					     "store", m->path, t->name, d ? d->name : "?");
-		if (!tfs_utf8_valid(t->name, strlen(t->name)))
-			return tfs_error_set(err, TFS_E_INVALID,
-					     "%s: tensor name '%s' is not valid UTF-8", m->path,
-					     t->name);
-		if ((!first && tfs_buf_append(b, ",", 1)) || json_str(b, t->name, strlen(t->name)) ||
-		    tfs_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", d->name))
+		if ((!first && tfs_buf_append(b, ",", 1)))
 			return TFS_E_NOMEM;
+		if ((rc = st_entry(b, m, t, names ? names[i] : t->name, off, err)))
+			return rc;
 		first = false;
-		for (uint32_t k = t->n_dims; k-- > 0;)
-			if (tfs_buf_printf(b, "%s%lld", k + 1 == t->n_dims ? "" : ",",
-					   (long long)t->ne[k]))
-				return TFS_E_NOMEM;
-		if (tfs_buf_printf(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-				   (unsigned long long)(off + t->nbytes)))
-			return TFS_E_NOMEM;
 		off += t->nbytes;
 	}
 	if (tfs_buf_append(b, "}", 1))
@@ -169,8 +183,8 @@ static int st_header(tfs_buf *b, const tfs_model *m, const uint32_t *ts, size_t 
 /* The image of one safetensors file (see tfs_st_write_file); with data_start != 0 the JSON
  * header is padded with spaces (as the format allows) so the data starts there. */
 static int st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
-		    const uint32_t *keys, size_t nk, const json_t *meta, uint64_t data_start,
-		    tfs_error *err)
+		    const char *const *names, const uint32_t *keys, size_t nk, const json_t *meta,
+		    uint64_t data_start, tfs_error *err)
 {
 	tfs_image *im;
 	uint64_t data = 0;
@@ -181,7 +195,7 @@ static int st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, siz
 	if (tfs_buf_append(&im->head, "\0\0\0\0\0\0\0\0", 8))
 		rc = TFS_E_NOMEM;
 	if (!rc)
-		rc = st_header(&im->head, m, ts, nt, keys, nk, meta, &data, err);
+		rc = st_header(&im->head, m, ts, nt, names, keys, nk, meta, &data, err);
 	while (!rc && im->head.len < data_start)
 		if (tfs_buf_append(&im->head, " ", 1))
 			rc = TFS_E_NOMEM;
@@ -207,7 +221,13 @@ static int st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, siz
 int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
 		 const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err)
 {
-	return st_image(out, m, ts, nt, keys, nk, meta, 0, err);
+	return st_image(out, m, ts, nt, NULL, keys, nk, meta, 0, err);
+}
+
+int tfs_st_image_named(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
+		       const char *const *names, const json_t *meta, tfs_error *err)
+{
+	return st_image(out, m, ts, nt, names, NULL, 0, meta, 0, err);
 }
 
 int tfs_st_image_all(tfs_image **out, const tfs_model *m, tfs_error *err)
@@ -245,7 +265,7 @@ int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const u
 {
 	tfs_image *im;
 	uint64_t shift;
-	int rc = st_image(&im, m, ts, nt, keys, nk, meta, 0, err);
+	int rc = st_image(&im, m, ts, nt, NULL, keys, nk, meta, 0, err);
 	if (rc)
 		return rc;
 	/* where fd's file system shares extents with the source, the header grows by the
@@ -255,7 +275,7 @@ int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const u
 	if (blk && shift) {
 		uint64_t want = im->head.len + shift;
 		tfs_image_free(im);
-		if ((rc = st_image(&im, m, ts, nt, keys, nk, meta, want, err)))
+		if ((rc = st_image(&im, m, ts, nt, NULL, keys, nk, meta, want, err)))
 			return rc;
 	}
 	im->clone_blk = blk;

@@ -361,8 +361,13 @@ uint64_t tfs_model_param_count(const tfs_model *m);
  */
 typedef struct tfs_image tfs_image;
 /* "model.gguf" (GGUF files, classic Ollama models), "model.safetensors" (one file or a
- * sharded set, merged), or NULL when the model has no single-file form. */
+ * sharded set, merged; a per-tensor Ollama model in mlx-lm's layout), or NULL when the
+ * model has no single-file form. */
 const char *tfs_image_name(const tfs_model *m);
+/* "config.json" when the model file needs one beside it (a per-tensor Ollama model: its
+ * config.json layer with mlx-lm's "quantization" set), else NULL; its text. */
+const char *tfs_config_name(const tfs_model *m);
+int tfs_model_config_json(tfs_buf *out, const tfs_model *m, tfs_error *err);
 int tfs_model_image(tfs_image **out, const tfs_model *m, bool own_fds, tfs_error *err);
 uint64_t tfs_image_size(const tfs_image *im);
 /* Reads up to len bytes at off (clipped at the end); the count or a negative tfs_code.

@@ -81,7 +81,7 @@ const char *tfs_image_name(const tfs_model *m)
 {
 	if (tfs_model_gguf_encoded(m))
 		return "model.gguf";
-	if (m->format == TFS_FMT_SAFETENSORS)
+	if (m->format == TFS_FMT_SAFETENSORS || tfs_mlx_exportable(m))
 		return "model.safetensors";
 	return NULL;
 }
@@ -94,9 +94,11 @@ int tfs_model_image(tfs_image **out, const tfs_model *m, bool own_fds, tfs_error
 		rc = tfs_gguf_image(out, m, err);
 	else if (m->format == TFS_FMT_SAFETENSORS)
 		rc = tfs_st_image_all(out, m, err);
+	else if (m->format == TFS_FMT_OLLAMA)
+		rc = tfs_mlx_image(out, m, err);
 	else
 		return tfs_error_set(err, TFS_E_UNSUPPORTED,
-				     "%s: a per-tensor Ollama model has no single-file form yet",
+				     "%s: this model has no single-file form",
 				     m->path);
 	if (!rc && own_fds)
 		rc = tfs_image_own_fds(*out, m, err);

@@ -22,6 +22,7 @@ typedef enum {
 	N_NPY,     /* npy/<name>.npy        -> tensor index */
 	N_EXTRA,   /* layers/<name>         -> extra index */
 	N_INDEX,   /* index.json */
+	N_CONFIG,  /* config.json beside an mlx-lm model.safetensors */
 	N_SCRATCH, /* an editor's temporary in metadata/, tensors/ or layers/ (scratch.c) */
 	N_MODEL,   /* model.gguf / model.safetensors: the whole model as one file */
 } tfs_node_kind;

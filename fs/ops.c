@@ -79,7 +79,7 @@ static bool in_dir(const tfs_node *n, tfs_node *dir)
 		return false;
 	if (dir->dir == D_ROOT)
 		return (n->kind == N_DIR && n->dir != D_ROOT) || n->kind == N_INDEX ||
-		       n->kind == N_MODEL;
+		       n->kind == N_MODEL || n->kind == N_CONFIG;
 	return n->kind != N_DIR && n->dir == dir->dir && n->kind != N_INDEX && n->item >= -1;
 }
 
@@ -426,7 +426,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_rwlock_rdlock(&fs->lock);
-	if (n->deleted || (n->item < 0 && n->kind != N_INDEX && n->kind != N_SCRATCH)) {
+	if (n->deleted ||
+	    (n->item < 0 && n->kind != N_INDEX && n->kind != N_CONFIG && n->kind != N_SCRATCH)) {
 		fuse_reply_buf(req, NULL, 0);
 	} else if (n->kind == N_SCRATCH) {
 		reply_pread(req, n->scratch_fd, size, off);
@@ -438,7 +439,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_source(req, fs, x->src, x->offset, x->size, off, size);
 	} else if (n->kind == N_F32) {
 		read_f32_view(req, fs, n, size, off);
-	} else if (n->kind == N_KEY || n->kind == N_INDEX || n->kind == N_NPY) {
+	} else if (n->kind == N_KEY || n->kind == N_INDEX || n->kind == N_CONFIG ||
+		   n->kind == N_NPY) {
 		read_generated(req, fs, n, size, off);
 	} else {
 		fuse_reply_err(req, EISDIR);

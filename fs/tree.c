@@ -207,6 +207,8 @@ int tfs_tree_build(tfs_fs *fs, tfs_error *err)
 		goto nomem;
 	if (tfs_image_name(m) && !tfs_tree_add(fs, N_MODEL, D_ROOT, -1, tfs_image_name(m)))
 		goto nomem;
+	if (tfs_config_name(m) && !tfs_tree_add(fs, N_CONFIG, D_ROOT, -1, tfs_config_name(m)))
+		goto nomem;
 	for (size_t i = 0; i < tfs_model_n_kv(m); i++)
 		if (!tfs_model_kv(m, i)->deleted &&
 		    add_encoded(fs, N_KEY, D_METADATA, (long)i, tfs_model_kv(m, i)->name, NULL))
@@ -267,6 +269,9 @@ int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out)
 	case N_INDEX:
 		rc = tfs_model_index_json(&n->cache, fs->model, &err);
 		break;
+	case N_CONFIG:
+		rc = tfs_model_config_json(&n->cache, fs->model, &err);
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -293,7 +298,8 @@ int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
 		return 0;
 	}
 	uint64_t size = 0;
-	int rc = n->item >= 0 || n->kind == N_INDEX || n->kind == N_SCRATCH || n->kind == N_MODEL
+	int rc = n->item >= 0 || n->kind == N_INDEX || n->kind == N_CONFIG ||
+			 n->kind == N_SCRATCH || n->kind == N_MODEL
 		 ? tfs_node_size(fs, n, &size) : 0;
 	if (rc)
 		return rc;
@@ -338,6 +344,7 @@ int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
 	}
 	case N_KEY:
 	case N_INDEX:
+	case N_CONFIG:
 	case N_NPY:
 		pthread_mutex_lock(&fs->cache_lock);
 		rc = tfs_node_content(fs, n, &c);

@@ -172,9 +172,8 @@ class ModelFile(TestCase):
             self.assertEqual([(k, t, v) for k, t, v in gguf_parse(out)[0]],
                              [(k, t, v) for k, t, v in gguf_parse(blob)[0]])
             self.assertEqual([x[:3] for x in gguf_parse(out)[1]], [x[:3] for x in gguf_parse(blob)[1]])
-            with Mount(self, "oracle-st:int4") as m:
+            with Mount(self, "oracle-st:int4") as m:  # per tensor: mlx-lm's layout, below
                 self.assertNotIn("model.gguf", os.listdir(m.path))
-                self.assertNotIn("model.safetensors", os.listdir(m.path))
 
     def check_hf(self, m, name=None):
         """@huggingface/gguf reads model.gguf straight from the mount: the keys of metadata/
@@ -207,6 +206,70 @@ class ModelFile(TestCase):
         with env_set(OLLAMA_MODELS=root):
             with Mount(self, "oracle-gguf") as m:
                 self.check_hf(m)
+
+    def test_ollama_per_tensor_exports_mlx_lm_layout(self):
+        """A per-tensor (MLX-quantized) Ollama model as mlx-lm lays it out: model.safetensors
+        with every tensor, each packed weight X's companions X.scale / X.bias renamed
+        <module>.scales / <module>.biases (<module> = X without ".weight"), metadata
+        {"format": "mlx"}; config.json = the model's config.json layer plus mlx-lm's
+        "quantization".  The affine weights, dequantized from the export with mlx-lm's
+        formula and the config's parameters, equal the mount's f32/ view bit for bit."""
+        root = os.path.join(self.dir, "models")
+        shutil.copytree(OLLAMA_SRC, root)
+        with env_set(OLLAMA_MODELS=root):
+            for tag, mode, bits, group in (("int4", None, 4, 64), ("int8", None, 8, 64),
+                                           ("mxfp8", "mxfp8", 8, 32),
+                                           ("nvfp4", "nvfp4", 4, 16)):
+                with Mount(self, "oracle-st:" + tag) as m:
+                    self.check_mlx_export(m, tag, mode, bits, group)
+
+    def check_mlx_export(self, m, tag, mode, bits, group):
+        self.assertIn("config.json", os.listdir(m.path), tag)
+        data = self.check_file(m, "model.safetensors")
+        out = os.path.join(self.dir, tag + ".safetensors")
+        write_file(out, data)
+        meta, ts = st_parse(out)
+        self.assertEqual(meta, {"format": "mlx"}, tag)
+        ours = sorted(os.listdir(m.p("tensors")))
+        expect = {}
+        for name in ours:
+            new = name
+            for comp, to in ((".scale", ".scales"), (".bias", ".biases")):
+                if name.endswith(".weight" + comp):
+                    new = name[:-len(".weight" + comp)] + to
+            expect[new] = name
+        self.assertEqual(sorted(ts), sorted(expect), tag)
+        for new, name in expect.items():
+            self.assertEqual(ts[new][2], read(m.p("tensors", name), "rb"), "%s %s" % (tag, new))
+        idx = json.loads(read(m.p("index.json")))
+        self.assertEqual(idx["model_file"], {"name": "model.safetensors", "size": len(data)})
+        self.assertEqual(idx["config_file"], {"name": "config.json",
+                                              "size": os.path.getsize(m.p("config.json"))})
+        config = json.loads(read(m.p("config.json")))
+        layer = json.loads(read(m.p("layers", "json:config.json")))
+        q = {"group_size": group, "bits": bits}
+        if mode:
+            q["mode"] = mode
+        self.assertEqual(config, dict(layer, quantization=q, quantization_config=q), tag)
+        if mode:
+            return
+        # mlx-lm's affine dequantization, w = scales * q + biases (q the bits-wide fields of
+        # the little-endian U32 words, LSB first), from the export alone, computed in float32
+        # as the f32/ view computes it
+        w = np.frombuffer(ts["model.layers.0.mlp.down_proj.weight"][2], "<u4")
+        rows = ts["model.layers.0.mlp.down_proj.weight"][1][0]
+        per = 32 // bits
+        qv = ((w[:, None] >> (np.arange(per, dtype=np.uint32) * bits)) & ((1 << bits) - 1))
+        qv = qv.reshape(rows, -1).astype(np.float32)
+        def bf16(raw):
+            return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+        sc = np.repeat(bf16(ts["model.layers.0.mlp.down_proj.scales"][2]).reshape(rows, -1),
+                       group, axis=1)
+        bi = np.repeat(bf16(ts["model.layers.0.mlp.down_proj.biases"][2]).reshape(rows, -1),
+                       group, axis=1)
+        deq = sc * qv + bi
+        view = np.fromfile(m.p("f32", "model.layers.0.mlp.down_proj.weight"), "<f4")
+        self.assertEqual(deq.reshape(-1).tobytes(), view.tobytes(), tag)
 
 
 if __name__ == "__main__":

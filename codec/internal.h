@@ -36,6 +36,10 @@ typedef struct {
 	 * the header, not the file). */
 	bool prefetch;
 	uint64_t ra_end, ra_step;
+	/* When base is a remote source's header (fill_src non-NULL): bytes up to `have` are
+	 * there; reading past it asks tfs_source_head for more. */
+	const tfs_source *fill_src;
+	uint64_t have;
 } tfs_cursor;
 
 static inline uint64_t tfs_cursor_left(const tfs_cursor *c) { return c->size - c->pos; }
@@ -112,6 +116,15 @@ int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int3
 /* Adds size bytes at data (borrowed, not copied) as a source with no file (fd -1). */
 int tfs_model_add_mem_source(tfs_model *m, const char *name, const uint8_t *data, uint64_t size,
 			     int32_t *idx, tfs_error *err);
+/* Opens url (http://, https://) as a source (source.c): its header is fetched on demand
+ * (tfs_source_head), its data read through the block cache (tfs_source_pread). */
+int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
+				int32_t *idx, tfs_error *err);
+/* Makes the first `end` bytes of source s readable at s->map (a remote source fetches
+ * them; a local one has them all).  0 or an error naming the source. */
+int tfs_source_head(const tfs_source *s, uint64_t end, tfs_error *err);
+/* Frees what a remote source holds (source.c). */
+void tfs_source_release_remote(tfs_source *s);
 /* Reads one safetensors file, source src, as the model's only shard. */
 int tfs_safetensors_open_src(tfs_model *m, int32_t src, tfs_error *err);
 /* Appends a key whose payload is borrowed (points into a source mapping).  Rejects duplicates
@@ -228,6 +241,7 @@ struct tfs_image {
 	uint64_t size;         /* zeros between and after extents up to size */
 	int *fds;              /* with tfs_image_own_fds: a descriptor per source (-1 unused) */
 	size_t n_fds;
+	struct tfs_remote **remotes; /* and per source its remote file (NULL: local), the model's */
 };
 
 int tfs_image_new(tfs_image **out, tfs_error *err);

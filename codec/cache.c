@@ -209,6 +209,8 @@ void tfs_cache_free(tfs_cache *c)
 	free(c);
 }
 
+uint64_t tfs_cache_cap(const tfs_cache *c) { return c->cap; }
+
 bool tfs_cache_has(tfs_cache *c, uint64_t b)
 {
 	if (b >= c->n_blocks)

@@ -24,6 +24,8 @@ typedef struct tfs_cache tfs_cache;
 int tfs_cache_open(tfs_cache **out, const char *dir, const char *url, const tfs_validator *v,
 		   uint64_t cap, tfs_error *err);
 void tfs_cache_free(tfs_cache *c);
+/* The size limit (0: none). */
+uint64_t tfs_cache_cap(const tfs_cache *c);
 
 /* Whether block b is present (checks the map file when the memory copy says no). */
 bool tfs_cache_has(tfs_cache *c, uint64_t b);

@@ -83,6 +83,9 @@ static bool claim(tfs_remote *r, uint64_t b0, uint64_t b1, bool exact, uint64_t 
 	bool seq = m * TFS_CACHE_BLOCK == r->seq_end;
 	r->chunk = seq ? (r->chunk * 2 < CHUNK_MAX ? r->chunk * 2 : CHUNK_MAX) : CHUNK_MIN;
 	cb = r->chunk / TFS_CACHE_BLOCK;
+	uint64_t cap = tfs_cache_cap(r->cache) / 4 / TFS_CACHE_BLOCK; /* a small cache: smaller */
+	if (tfs_cache_cap(r->cache) && cb > cap)
+		cb = cap ? cap : 1;
 	uint64_t start = m, limit = exact ? b1 : m + cb;
 	if (!exact && !seq) { /* a random read: the aligned chunk around it */
 		start = m - m % cb;
@@ -192,7 +195,7 @@ int tfs_remote_head(tfs_remote *r, uint64_t end, tfs_error *err)
 	uint64_t b = (want + pg - 1) & ~(pg - 1);
 	if (mprotect(r->head + a, (size_t)(b - a), PROT_READ | PROT_WRITE) < 0)
 		return tfs_error_sys(err, errno, "%s: header memory", tfs_http_url(r->http));
-	int rc = cached_read(r, r->head + r->head_len, want - r->head_len, r->head_len, true, err);
+	int rc = cached_read(r, r->head + r->head_len, r->head_len, want - r->head_len, true, err);
 	if (rc)
 		return rc;
 	r->head_len = want;

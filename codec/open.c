@@ -184,8 +184,25 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 	*out = NULL;
 	if (!opts)
 		opts = &none;
-	if (tfs_is_url(source))
+	if (tfs_is_url(source)) {
+		/* Ollama takes https://host/ns/model:tag for a model of its store: one that is
+		 * there is that; anything else is a file on a web server */
+		if ((rc = tfs_model_new(&m, TFS_FMT_OLLAMA, source, err)))
+			return rc;
+		rc = tfs_ollama_open(m, source, opts, err);
+		if (rc == 0) {
+			m->changed = false;
+			for (size_t i = 0; i < m->n_src; i++)
+				posix_fadvise(m->src[i].fd, 0, 0, POSIX_FADV_NORMAL);
+			*out = m;
+			return 0;
+		}
+		tfs_model_free(m);
+		if (rc != TFS_E_NOTFOUND && rc != TFS_E_INVALID)
+			return rc;
+		tfs_error_clear(err);
 		return open_remote(out, source, opts, err);
+	}
 	if (tfs_is_hf(source))
 		return open_hf(out, source, opts, err);
 	if ((rc = classify(source, &k, err)) || (rc = tfs_model_new(&m, k.fmt, source, err)))

@@ -197,6 +197,11 @@ void tfs_commit_free(tfs_commit *c);
 int tfs_model_write_prepare(tfs_model *m, const tfs_write_opts *o, tfs_commit *c,
 			    tfs_error *err);
 int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err);
+/* Compares n tensor bytes at off of a source without a mapping of its data (remote) with pb:
+ * 4 KiB at the start, middle and end, read through the source.  0 same, 1 different, or an
+ * error. */
+int tfs_source_samples_differ(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
+			      tfs_error *err);
 int tfs_io_pwrite(int fd, const char *path, uint64_t pos, const void *p, size_t n,
 		  tfs_error *err);
 int tfs_io_zeros(int fd, const char *path, uint64_t pos, uint64_t n, tfs_error *err);

@@ -3,6 +3,8 @@
 #include "cache.h"
 #include "http.h"
 
+#include <curl/curl.h>
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -37,6 +39,12 @@ bool tfs_is_url(const char *source)
 }
 
 uint64_t tfs_remote_size(const tfs_remote *r) { return r->v.size; }
+
+int64_t tfs_remote_mtime(const tfs_remote *r)
+{
+	time_t t = r->v.last_modified[0] ? curl_getdate(r->v.last_modified, NULL) : -1;
+	return t < 0 ? 0 : (int64_t)t;
+}
 const uint8_t *tfs_remote_map(const tfs_remote *r) { return r->head; }
 
 void tfs_remote_stats(const tfs_remote *r, uint64_t *requests, uint64_t *bytes)

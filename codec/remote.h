@@ -24,6 +24,8 @@ char *tfs_hf_url(const char *source, const char *default_path);
 int tfs_remote_open(tfs_remote **out, const char *url, const tfs_open_opts *o, tfs_error *err);
 void tfs_remote_free(tfs_remote *r);
 uint64_t tfs_remote_size(const tfs_remote *r);
+/* Its Last-Modified time (seconds since the epoch), or 0. */
+int64_t tfs_remote_mtime(const tfs_remote *r);
 /* The file's first bytes, the header: valid up to what tfs_remote_head made present;
  * pages past it are not readable (a stray read faults instead of reading zeros). */
 const uint8_t *tfs_remote_map(const tfs_remote *r);

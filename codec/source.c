@@ -68,6 +68,7 @@ int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_op
 		return rc;
 	}
 	m->src[i].remote = r;
+	m->src[i].mtime_sec = tfs_remote_mtime(r);
 	*idx = i;
 	return 0;
 }

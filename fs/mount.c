@@ -808,15 +808,24 @@ static int repack_at_unmount(tfs_fs *fs)
 	return rc ? 1 : 0;
 }
 
+/* Whether a SOURCE is read over the network (http://, https://, hf://). */
+static bool is_remote(const char *source)
+{
+	return strncasecmp(source, "http://", 7) == 0 || strncasecmp(source, "https://", 8) == 0 ||
+	       strncmp(source, "hf://", 5) == 0;
+}
+
 /* The daemon runs from /: every path is made absolute first; an Ollama model name stays
  * as it is.  -1: out of memory. */
 static int absolute_paths(tfs_opts *o)
 {
 	char **paths[] = { &o->source, &o->mountpoint, &o->staging, &o->output, &o->cache,
 			   &o->token_file, &o->cafile };
+	bool remote = o->source && is_remote(o->source);
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		char *p = *paths[i];
-		if (!p || (i == 0 && access(p, F_OK) != 0) || (i == 3 && !strchr(p, '/')))
+		/* output=name is an Ollama tag, unless the source is remote (a local file then) */
+		if (!p || (i == 0 && access(p, F_OK) != 0) || (i == 3 && !strchr(p, '/') && !remote))
 			continue;
 		char *a = absolute(p);
 		free(p);
@@ -919,6 +928,12 @@ int tfs_mount_main(int argc, char **argv, bool by_mount8)
 		fs.opts.rw |= fs.opts.writable;
 	if (absolute_paths(&fs.opts)) {
 		fprintf(stderr, "%s: out of memory\n", prog);
+		goto out_args;
+	}
+	if (fs.opts.rw && is_remote(fs.opts.source) && !fs.opts.output) {
+		fprintf(stderr, "%s: %s: a remote model is written to a local file: -o rw needs "
+			"-o output=PATH\n", prog, fs.opts.source);
+		ret = 2;
 		goto out_args;
 	}
 	if (check_mountpoint(&fs.opts, prog))

@@ -107,6 +107,29 @@ int tfs_io_reserve(int fd, const char *path, uint64_t size, tfs_error *err)
  * the replaced file (see scripts/bench-repack.sh).
  */
 
+/* tfs_io_copy from a source with no file (remote): read through it, then written. */
+static int copy_read_write(int fd, const char *path, uint64_t pos, const tfs_source *s,
+			   uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done,
+			   uint64_t total, tfs_error *err)
+{
+	size_t cap = len < (8u << 20) ? (size_t)len : 8u << 20;
+	uint8_t *buf = malloc(cap ? cap : 1);
+	int rc = buf ? 0 : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	while (!rc && len) {
+		size_t k = len < cap ? (size_t)len : cap;
+		if (!(rc = tfs_source_pread(s, buf, k, off, err)) &&
+		    !(rc = tfs_io_pwrite(fd, path, pos, buf, k, err))) {
+			off += k;
+			pos += k;
+			len -= k;
+			if (done && (*done += k, o && o->progress))
+				o->progress(o->progress_ctx, "writing", *done, total);
+		}
+	}
+	free(buf);
+	return rc;
+}
+
 /* Checks that [off, off + len) lies inside source si. */
 static int source_range(const tfs_model *m, int32_t si, uint64_t off, uint64_t len,
 			tfs_error *err)
@@ -132,6 +155,8 @@ int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int3
 	if (rc)
 		return rc;
 	const tfs_source *s = &m->src[si];
+	if (s->remote)
+		return copy_read_write(fd, path, pos, s, off, len, o, done, total, err);
 	bool kernel_copy = true;
 	while (len) {
 		size_t k = len > COPY_CHUNK ? COPY_CHUNK : (size_t)len;

@@ -130,6 +130,12 @@ int tfs_cursor_bytes(tfs_cursor *c, const uint8_t **p, uint64_t n, const char *w
 {
 	if (n > tfs_cursor_left(c))
 		return cursor_short(c, n, what);
+	if (c->fill_src && c->pos + n > c->have) { /* a remote header: fetch more of it */
+		int rc = tfs_source_head(c->fill_src, c->origin + c->pos + n, c->err);
+		if (rc)
+			return rc;
+		c->have = c->pos + n;
+	}
 	if (c->prefetch && c->pos + n > c->ra_end) {
 		uint64_t step = c->ra_step ? c->ra_step : 64u << 10;
 		uint64_t want = (c->pos + n + step + 4095) & ~(uint64_t)4095;

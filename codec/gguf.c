@@ -283,13 +283,13 @@ int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err)
 {
 	const tfs_source *s = &m->src[src];
 	tfs_cursor c = { .base = s->map, .size = s->size, .file = s->path, .err = err,
-			 .prefetch = s->fd >= 0 };
+			 .prefetch = s->fd >= 0, .fill_src = s->remote ? s : NULL };
 	const uint8_t *magic;
 	uint32_t version;
 	uint64_t n_tensors, n_kv;
 	int rc;
 
-	if (s->size < 4 || memcmp(s->map, "GGUF", 4) != 0)
+	if (s->size < 4 || memcmp(s->map, "GGUF", 4) != 0) /* a remote header has >= 64 KiB */
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: not a GGUF file (bad magic)", s->path);
 	if ((rc = tfs_cursor_bytes(&c, &magic, 4, "magic")) ||
 	    (rc = tfs_cursor_u32(&c, &version, "version")))

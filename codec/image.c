@@ -14,6 +14,7 @@
  * descriptors: it stays readable, unchanged, whatever happens to the model afterwards.
  */
 #include "formats.h"
+#include "remote.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +35,7 @@ void tfs_image_free(tfs_image *im)
 		if (im->fds[i] >= 0)
 			close(im->fds[i]);
 	free(im->fds);
+	free(im->remotes);
 	free(im->ext);
 	tfs_buf_free(&im->head);
 	free(im);
@@ -62,13 +64,18 @@ int tfs_image_own_fds(tfs_image *im, const tfs_model *m, tfs_error *err)
 	im->fds = malloc((m->n_src ? m->n_src : 1) * sizeof(int));
 	if (!im->fds)
 		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	im->remotes = calloc(m->n_src ? m->n_src : 1, sizeof(*im->remotes));
+	if (!im->remotes)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	im->n_fds = m->n_src;
-	for (size_t i = 0; i < m->n_src; i++)
+	for (size_t i = 0; i < m->n_src; i++) {
 		im->fds[i] = -1;
+		im->remotes[i] = m->src[i].remote;
+	}
 	for (size_t i = 0; i < im->n_ext; i++) {
 		int32_t s = im->ext[i].src;
-		if (im->fds[s] >= 0)
-			continue;
+		if (im->fds[s] >= 0 || m->src[s].remote)
+			continue; /* a remote source is read through im->srcs */
 		if ((im->fds[s] = fcntl(m->src[s].fd, F_DUPFD_CLOEXEC, 0)) < 0)
 			return tfs_error_sys(err, errno, "%s", m->src[s].path);
 	}
@@ -114,6 +121,12 @@ int64_t tfs_image_read(const tfs_image *im, uint64_t off, uint64_t len, void *ou
 		uint64_t k = e->pos + e->len - pos < end - pos ? e->pos + e->len - pos : end - pos;
 		uint64_t from = e->src_off + (pos - e->pos);
 		size_t got = 0;
+		if (im->remotes && im->remotes[e->src]) { /* remote: through its block cache */
+			int rc = tfs_remote_pread(im->remotes[e->src], o + (pos - off), k, from, err);
+			if (rc)
+				return rc;
+			got = (size_t)k;
+		}
 		while (got < k) {
 			ssize_t r = pread(im->fds[e->src], o + (pos - off) + got, (size_t)(k - got),
 					  (off_t)(from + got));

@@ -36,6 +36,10 @@ typedef struct {
 	 * the header, not the file). */
 	bool prefetch;
 	uint64_t ra_end, ra_step;
+	/* When base is a remote source's header (fill_src non-NULL): bytes up to `have` are
+	 * there; reading past it asks tfs_source_head for more. */
+	const tfs_source *fill_src;
+	uint64_t have;
 } tfs_cursor;
 
 static inline uint64_t tfs_cursor_left(const tfs_cursor *c) { return c->size - c->pos; }
@@ -112,6 +116,15 @@ int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int3
 /* Adds size bytes at data (borrowed, not copied) as a source with no file (fd -1). */
 int tfs_model_add_mem_source(tfs_model *m, const char *name, const uint8_t *data, uint64_t size,
 			     int32_t *idx, tfs_error *err);
+/* Opens url (http://, https://) as a source (source.c): its header is fetched on demand
+ * (tfs_source_head), its data read through the block cache (tfs_source_pread). */
+int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
+				int32_t *idx, tfs_error *err);
+/* Makes the first `end` bytes of source s readable at s->map (a remote source fetches
+ * them; a local one has them all).  0 or an error naming the source. */
+int tfs_source_head(const tfs_source *s, uint64_t end, tfs_error *err);
+/* Frees what a remote source holds (source.c). */
+void tfs_source_release_remote(tfs_source *s);
 /* Reads one safetensors file, source src, as the model's only shard. */
 int tfs_safetensors_open_src(tfs_model *m, int32_t src, tfs_error *err);
 /* Appends a key whose payload is borrowed (points into a source mapping).  Rejects duplicates
@@ -184,6 +197,11 @@ void tfs_commit_free(tfs_commit *c);
 int tfs_model_write_prepare(tfs_model *m, const tfs_write_opts *o, tfs_commit *c,
 			    tfs_error *err);
 int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err);
+/* Compares n tensor bytes at off of a source without a mapping of its data (remote) with pb:
+ * 4 KiB at the start, middle and end, read through the source.  0 same, 1 different, or an
+ * error. */
+int tfs_source_samples_differ(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
+			      tfs_error *err);
 int tfs_io_pwrite(int fd, const char *path, uint64_t pos, const void *p, size_t n,
 		  tfs_error *err);
 int tfs_io_zeros(int fd, const char *path, uint64_t pos, uint64_t n, tfs_error *err);
@@ -237,6 +255,7 @@ struct tfs_image {
 	uint64_t size;         /* zeros between and after extents up to size */
 	int *fds;              /* with tfs_image_own_fds: a descriptor per source (-1 unused) */
 	size_t n_fds;
+	struct tfs_remote **remotes; /* and per source its remote file (NULL: local), the model's */
 	uint32_t clone_blk;    /* tfs_image_write clones whole blocks of this size (0: copies) */
 };
 

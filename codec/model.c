@@ -80,6 +80,8 @@ void tfs_model_free(tfs_model *m)
 	}
 	for (size_t i = 0; i < m->n_src; i++) {
 		tfs_source *s = &m->src[i];
+		if (s->remote)
+			tfs_source_release_remote(s);
 		if (s->map && s->fd >= 0) /* fd -1: memory of tfs_model_open_mem's caller */
 			munmap((void *)s->map, s->size);
 		if (s->fd >= 0)
@@ -323,42 +325,13 @@ const char *tfs_model_format_name(const tfs_model *m)
 
 /* ==== reading ==== */
 
-/* Copies [off, off+len) of a source into out, from its mapping. */
+/* Copies [off, off+len) of source si into out. */
 static int source_read(const tfs_model *m, int32_t si, uint64_t off, uint64_t len, void *out,
 		       tfs_error *err)
 {
 	if (si < 0 || (size_t)si >= m->n_src)
 		return tfs_error_set(err, TFS_E_INVALID, "%s: no source %d", m->path, si);
-	const tfs_source *s = &m->src[si];
-	uint64_t end;
-	if (tfs_add_overflow(off, len, &end) || end > s->size)
-		return tfs_error_set(err, TFS_E_FORMAT,
-				     "%s: read [%llu, +%llu) past its end (%llu bytes): the file "
-				     "changed after it was opened?",
-				     s->path, (unsigned long long)off, (unsigned long long)len,
-				     (unsigned long long)s->size);
-	if (s->fd < 0 && s->map) { /* tfs_model_open_mem */
-		memcpy(out, s->map + off, (size_t)len);
-		return 0;
-	}
-	/* pread, not the mapping: no page faults one page at a time (the mapping is
-	 * MADV_RANDOM) and nothing added to the daemon's RSS */
-	uint8_t *p = out;
-	while (len) {
-		ssize_t n = pread(s->fd, p, len > (1u << 30) ? 1u << 30 : (size_t)len, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return tfs_error_sys(err, errno, "%s: read at offset %llu", s->path,
-					     (unsigned long long)off);
-		if (n == 0)
-			return tfs_error_set(err, TFS_E_FORMAT, "%s: ends early at offset %llu", s->path,
-					     (unsigned long long)off);
-		p += n;
-		off += (uint64_t)n;
-		len -= (uint64_t)n;
-	}
-	return 0;
+	return tfs_source_pread(&m->src[si], out, len, off, err);
 }
 
 int64_t tfs_tensor_read_raw(const tfs_model *m, size_t i, uint64_t off, uint64_t len, void *out,
@@ -465,8 +438,17 @@ int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t c
 	    boff > t->nbytes)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' extends past the file",
 				     s->path, t->name);
-	const uint8_t *src = s->map + t->offset;
 	uint64_t span_off = t->offset + b0 * d->block_bytes, span_len = (b1 - b0) * d->block_bytes;
+	/* a remote source has no mapping of its data: its blocks are read into a buffer */
+	uint8_t *copy = s->remote ? malloc(span_len ? (size_t)span_len : 1) : NULL;
+	int rc = s->remote && !copy ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+	if (!rc && copy)
+		rc = source_read(m, t->src, span_off, span_len, copy, err);
+	if (rc) {
+		free(copy);
+		return rc;
+	}
+	const uint8_t *blk = copy ? copy : s->map + span_off; /* block b0 */
 	tfs_source_advise(m, t->src, span_off, span_len, MADV_WILLNEED);
 
 	/* partial first block */
@@ -474,29 +456,34 @@ int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t c
 	float tmp[1024];
 	if (skip) {
 		uint64_t take = bv - skip < count ? bv - skip : count;
-		if (bv > 1024)
+		if (bv > 1024) {
+			free(copy);
 			return tfs_error_set(err, TFS_E_UNSUPPORTED, "block too large");
-		d->to_f32(src + b0 * d->block_bytes, tmp, 1);
+		}
+		d->to_f32(blk, tmp, 1);
 		memcpy(out, tmp + skip, take * sizeof(float));
 		out += take;
 		count -= take;
-		b0++;
+		blk += d->block_bytes;
 	}
 	/* whole blocks straight into out */
 	uint64_t whole = count / bv;
 	if (whole) {
-		d->to_f32(src + b0 * d->block_bytes, out, whole);
+		d->to_f32(blk, out, whole);
 		out += whole * bv;
 		count -= whole * bv;
-		b0 += whole;
+		blk += whole * d->block_bytes;
 	}
 	/* partial last block */
 	if (count) {
-		if (bv > 1024)
+		if (bv > 1024) {
+			free(copy);
 			return tfs_error_set(err, TFS_E_UNSUPPORTED, "block too large");
-		d->to_f32(src + b0 * d->block_bytes, tmp, 1);
+		}
+		d->to_f32(blk, tmp, 1);
 		memcpy(out, tmp, count * sizeof(float));
 	}
 	tfs_source_advise(m, t->src, span_off, span_len, MADV_DONTNEED);
+	free(copy);
 	return 0;
 }

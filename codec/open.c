@@ -1,5 +1,6 @@
 /* open.c - tfs_model_open: recognize a source and hand it to its reader. */
 #include "internal.h"
+#include "remote.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -105,6 +106,73 @@ static int open_failed(const char *source, const source_kind *k, int rc, tfs_err
 	return rc;
 }
 
+/* A GGUF or single safetensors file over HTTP(S), told by its first bytes. */
+static int open_remote(tfs_model **out, const char *url, const tfs_open_opts *o,
+		       tfs_error *err)
+{
+	tfs_model *m = NULL;
+	int32_t src;
+	int rc = tfs_model_new(&m, TFS_FMT_SAFETENSORS, url, err);
+	if (!rc)
+		rc = tfs_model_add_remote_source(m, url, o, &src, err);
+	if (!rc) {
+		const tfs_source *s = &m->src[src];
+		const char *p = (const char *)s->map;
+		if (s->size >= sizeof(lfs_magic) - 1 && memcmp(p, lfs_magic, sizeof(lfs_magic) - 1) == 0)
+			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: is a Git LFS pointer file, not the "
+					   "model itself", url);
+		else if (s->size >= 4 && memcmp(p, "FUGG", 4) == 0)
+			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: big-endian GGUF is not supported", url);
+		else if (s->size >= 4 && memcmp(p, "GGUF", 4) == 0)
+			rc = (m->format = TFS_FMT_GGUF, tfs_gguf_read(m, src, err));
+		else if ((rc = tfs_safetensors_open_src(m, src, err)) == TFS_E_FORMAT && err) {
+			char why[TFS_ERRMSG_MAX];
+			snprintf(why, sizeof(why), "%s", err->msg);
+			tfs_error_set(err, rc, "%s: not a GGUF or safetensors file (as safetensors: %s)",
+				      url, why);
+		}
+	}
+	if (rc) {
+		tfs_model_free(m);
+		return rc;
+	}
+	m->changed = false;
+	*out = m;
+	return 0;
+}
+
+/* hf://ORG/REPO[/PATH][@REV]: the hub's resolve URL, with $HF_TOKEN unless a token was
+ * given; a repo alone is its model.safetensors (a sharded set is not read remotely yet). */
+static int open_hf(tfs_model **out, const char *source, const tfs_open_opts *opts,
+		   tfs_error *err)
+{
+	tfs_open_opts o = *opts;
+	const char *tok = getenv("HF_TOKEN");
+	if (!o.token && tok && *tok)
+		o.token = tok;
+	char *url = tfs_hf_url(source, "model.safetensors");
+	if (!url)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: not of the form hf://ORG/REPO[/PATH]"
+				     "[@REVISION]", source);
+	int rc = open_remote(out, url, &o, err);
+	bool repo_only = strchr(strchr(source + 5, '/') + 1, '/') == NULL;
+	free(url);
+	if (rc == TFS_E_NOTFOUND && repo_only && (url = tfs_hf_url(source,
+						 "model.safetensors.index.json"))) {
+		tfs_error e2;
+		tfs_model *m = NULL;
+		tfs_open_opts q = o;
+		q.cache_dir = "/dev/null/none"; /* only asked whether it exists */
+		if (open_remote(&m, url, &q, &e2) != TFS_E_NOTFOUND)
+			rc = tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: a sharded safetensors model "
+					   "(%s); mounting one over HTTP is not supported yet", source,
+					   url);
+		tfs_model_free(m);
+		free(url);
+	}
+	return rc;
+}
+
 int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opts,
 		   tfs_error *err)
 {
@@ -116,6 +184,27 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 	*out = NULL;
 	if (!opts)
 		opts = &none;
+	if (tfs_is_url(source)) {
+		/* Ollama takes https://host/ns/model:tag for a model of its store: one that is
+		 * there is that; anything else is a file on a web server */
+		if ((rc = tfs_model_new(&m, TFS_FMT_OLLAMA, source, err)))
+			return rc;
+		rc = tfs_ollama_open(m, source, opts, err);
+		if (rc == 0) {
+			m->changed = false;
+			for (size_t i = 0; i < m->n_src; i++)
+				posix_fadvise(m->src[i].fd, 0, 0, POSIX_FADV_NORMAL);
+			*out = m;
+			return 0;
+		}
+		tfs_model_free(m);
+		if (rc != TFS_E_NOTFOUND && rc != TFS_E_INVALID)
+			return rc;
+		tfs_error_clear(err);
+		return open_remote(out, source, opts, err);
+	}
+	if (tfs_is_hf(source))
+		return open_hf(out, source, opts, err);
 	if ((rc = classify(source, &k, err)) || (rc = tfs_model_new(&m, k.fmt, source, err)))
 		return rc;
 	if (k.fmt == TFS_FMT_GGUF) {

@@ -138,27 +138,11 @@ static void shape_text(char *buf, size_t cap, const json_t *shape)
 
 /* ==== one file ==== */
 
-/* n bytes at off of source s (already known to lie inside it), with pread. */
+/* n bytes at off of source s (already known to lie inside it). */
 static int read_at(const tfs_source *s, void *buf, uint64_t off, uint64_t n, tfs_error *err)
 {
-	uint8_t *p = buf;
-	if (s->fd < 0 && s->map) { /* tfs_model_open_mem */
-		memcpy(buf, s->map + off, (size_t)n);
-		return 0;
-	}
-	while (n) {
-		ssize_t r = pread(s->fd, p, n > (1u << 30) ? (1u << 30) : (size_t)n, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return tfs_error_sys(err, errno, "%s: reading the header", s->path);
-		if (r == 0)
-			return tfs_error_set(err, TFS_E_FORMAT, "%s: file shrank while read", s->path);
-		p += r;
-		off += (uint64_t)r;
-		n -= (uint64_t)r;
-	}
-	return 0;
+	int rc = tfs_source_head(s, off + n, err);
+	return rc ? rc : tfs_source_pread(s, buf, n, off, err);
 }
 
 typedef struct {

@@ -332,7 +332,11 @@ int tfs_st_check_file(const tfs_model *m, const uint32_t *ts, size_t nt, const u
 			  a->n_dims == b->n_dims;
 		for (uint32_t k = 0; ok && k < a->n_dims; k++)
 			ok = a->ne[k] == b->ne[k];
-		if (ok) {
+		if (ok && m->src[a->src].remote) { /* no mapping of its data */
+			ok = tfs_source_samples_differ(&m->src[a->src], a->offset,
+						       w->src[b->src].map + b->offset, a->nbytes,
+						       &e) == 0;
+		} else if (ok) {
 			const uint8_t *pa = m->src[a->src].map + a->offset;
 			const uint8_t *pb = w->src[b->src].map + b->offset;
 			uint64_t n = a->nbytes;

@@ -555,8 +555,15 @@ fail:
 }
 
 /* The identity of the file a model was opened from. */
-static int source_identity(const char *path, char **real, struct stat *st, tfs_error *err)
+static int source_identity(const tfs_model *m, char **real, struct stat *st, tfs_error *err)
 {
+	const char *path = m->path;
+	if (m->n_src && m->src[0].remote) { /* a URL: its size and Last-Modified */
+		memset(st, 0, sizeof(*st));
+		st->st_size = (off_t)m->src[0].size;
+		st->st_mtim.tv_sec = (time_t)m->src[0].mtime_sec;
+		return (*real = strdup(path)) ? 0 : nomem(err);
+	}
 	if (stat(path, st) < 0)
 		return tfs_error_sys(err, errno, "%s", path);
 	*real = realpath(path, NULL);
@@ -567,11 +574,12 @@ static int source_identity(const char *path, char **real, struct stat *st, tfs_e
 
 /* Ties s to the model opened from m_path: the journal's source must be that file, unchanged,
  * when it holds changes. */
-static int staging_bind(tfs_staging *s, const char *m_path, const char *output, tfs_error *err)
+static int staging_bind(tfs_staging *s, const tfs_model *m, const char *output, tfs_error *err)
 {
+	const char *m_path = m->path;
 	char *real;
 	struct stat st;
-	int rc = source_identity(m_path, &real, &st, err);
+	int rc = source_identity(m, &real, &st, err);
 	if (rc)
 		return rc;
 	if (json_array_size(ops(s))) {
@@ -619,7 +627,7 @@ int tfs_staging_open(tfs_staging **out, const char *dir, const tfs_model *m, con
 				   dir);
 		goto fail;
 	}
-	if ((rc = staging_bind(s, m->path, output, err)))
+	if ((rc = staging_bind(s, m, output, err)))
 		goto fail;
 	*out = s;
 	return 0;
@@ -1282,7 +1290,7 @@ int tfs_repack_dir(const char *staging_dir, const tfs_write_opts *o, tfs_error *
 	}
 	rc = tfs_model_open(&m, src, NULL, err);
 	if (!rc)
-		rc = staging_bind(s, src, NULL, err);
+		rc = staging_bind(s, m, NULL, err);
 	free(src);
 	if (!rc)
 		rc = tfs_staging_replay(s, m, err);

@@ -244,7 +244,15 @@ typedef struct {
 	int64_t mtime_sec, mtime_nsec;
 	bool staged;           /* added by tfs_model_set_*_file; closed (fd -1, size 0, map NULL)
 	                        * once no tensor or file refers to it any more */
+	struct tfs_remote *remote; /* an http(s) source (fd -1; map holds its header only), or NULL */
 } tfs_source;
+
+/*
+ * Reads [off, off+len) of a source into buf, whatever it is: a local file (pread), bytes in
+ * memory, or a remote file (through its block cache).  0, or an error naming the source
+ * (TFS_E_IO with EIO when a remote file cannot be read or changed on the server).
+ */
+int tfs_source_pread(const tfs_source *s, void *buf, uint64_t len, uint64_t off, tfs_error *err);
 
 typedef struct tfs_model tfs_model;
 
@@ -255,6 +263,13 @@ typedef struct {
 	tfs_progress_fn progress; /* optional: long operations report here */
 	void *progress_ctx;
 	const char *ollama_models;/* store root for model references; NULL: $OLLAMA_MODELS or ~/.ollama/models */
+	/* remote sources (http://, https://, hf://) */
+	int connections;          /* connections per file (0: 4) */
+	const char *cache_dir;    /* block cache; NULL: $XDG_CACHE_HOME/tensorfs or ~/.cache/tensorfs */
+	uint64_t cache_size;      /* the cache's limit in bytes (0: none) */
+	const char *token;        /* bearer token (NULL: $HF_TOKEN for hf:// sources) */
+	const char *cafile;       /* CA bundle (NULL: $CURL_CA_BUNDLE, else the system's) */
+	long timeout;             /* seconds to connect, or of a stalled transfer (0: 30) */
 } tfs_open_opts;
 
 /*

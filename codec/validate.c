@@ -46,6 +46,31 @@ static bool same_range(const uint8_t *a, const uint8_t *b, uint64_t n)
 
 #define SAMPLE 4096
 
+int tfs_source_samples_differ(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
+			      tfs_error *err)
+{
+	uint8_t buf[SAMPLE];
+	uint64_t at[3] = { 0, n / 2, n > SAMPLE ? n - SAMPLE : 0 };
+	for (int i = 0; i < 3 && n; i++) {
+		uint64_t k = n - at[i] < SAMPLE ? n - at[i] : SAMPLE;
+		int rc = tfs_source_pread(sa, buf, k, off + at[i], err);
+		if (rc)
+			return rc;
+		if (!same_range(buf, pb + at[i], k))
+			return 1;
+	}
+	return 0;
+}
+
+/* The same for tfs_write_validate: 0, or an error naming the tensor. */
+static int same_remote(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
+		       const char *wpath, const char *name, tfs_error *err)
+{
+	int rc = tfs_source_samples_differ(sa, off, pb, n, err);
+	return rc > 0 ? tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': bytes differ", wpath,
+				      name) : rc;
+}
+
 /*
  * Checks that w (the written file, as read back) holds exactly m's live keys with the same
  * payloads and m's live tensors with the same dtype, shape and size.  Tensor bytes are
@@ -118,8 +143,14 @@ int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err)
 		if (a->offset + a->nbytes > sa->size || b->offset + b->nbytes > sb->size)
 			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' lies past the end",
 					     w->path, a->name);
-		const uint8_t *pa = sa->map + a->offset, *pb = sb->map + b->offset;
 		uint64_t n = a->nbytes;
+		if (sa->remote) { /* no mapping of its data: samples read through it */
+			int rc = same_remote(sa, a->offset, sb->map + b->offset, n, w->path, a->name, err);
+			if (rc)
+				return rc;
+			continue;
+		}
+		const uint8_t *pa = sa->map + a->offset, *pb = sb->map + b->offset;
 		bool staged = a->offset == 0 && sa->size == n;
 		bool ok;
 		if (n == 0)

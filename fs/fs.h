@@ -68,6 +68,13 @@ typedef struct {
 	int threads;            /* -o threads=N */
 	int readahead_kb;       /* -o readahead_kb=N (0: leave the kernel's) */
 	int nonempty;           /* -o nonempty: mount over a non-empty directory or a mount */
+	/* remote sources (http://, https://, hf://) */
+	int connections;        /* -o connections=N */
+	char *cache;            /* -o cache=DIR */
+	char *cache_size;       /* -o cache_size=SIZE (bytes, or with K, M, G, T) */
+	char *token_file;       /* -o token_file=FILE */
+	char *cafile;           /* -o cafile=FILE */
+	int timeout;            /* -o timeout=SECONDS */
 } tfs_opts;
 
 /* The model as one file, as it was at one generation; shared by the handles that read it. */

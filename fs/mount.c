@@ -31,10 +31,13 @@ static const char mount_usage[] =
 	"usage: tensorfs mount SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n"
 	"       mount.tensorfs SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n"
 	"Mounts a model (a .gguf or .safetensors file, a sharded set's index or directory,\n"
-	"an Ollama manifest or model name) on an empty directory; returns once it is ready.\n"
+	"an Ollama manifest or model name, an http(s):// URL of a GGUF or safetensors file,\n"
+	"hf://ORG/REPO[/PATH][@REV]) on an empty directory; returns once it is ready.\n"
 	"options: ro (default), rw (writable: the changes are repacked at unmount),\n"
 	"         staging=DIR, output=PATH, verify, threads=N, readahead_kb=N,\n"
 	"         nonempty (mount over a non-empty directory or another mount),\n"
+	"         remote: connections=N, cache=DIR, cache_size=SIZE, token_file=FILE,\n"
+	"         cafile=FILE, timeout=SECONDS\n"
 	"         FUSE options (allow_other, ...),\n"
 	"         -f (foreground: Ctrl-C unmounts), -d (debug), -s (single thread)\n";
 static const char unmount_usage[] =
@@ -62,6 +65,12 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("verify", verify),
 	OPT("threads=%d", threads),
 	OPT("readahead_kb=%d", readahead_kb),
+	OPT("connections=%d", connections),
+	OPT("cache=%s", cache),
+	OPT("cache_size=%s", cache_size),
+	OPT("token_file=%s", token_file),
+	OPT("cafile=%s", cafile),
+	OPT("timeout=%d", timeout),
 	/* libfuse 2's option: libfuse 3 allows it always and rejects the word; we check */
 	OPT("nonempty", nonempty),
 	OPT("-f", foreground),
@@ -124,6 +133,10 @@ static void free_opts(tfs_opts *o)
 	free(o->mountpoint);
 	free(o->staging);
 	free(o->output);
+	free(o->cache);
+	free(o->cache_size);
+	free(o->token_file);
+	free(o->cafile);
 }
 
 /* s with ',' and '\' escaped by a '\', as fuse_opt reads an -o value.  Allocated. */
@@ -613,6 +626,57 @@ static char *default_staging(const tfs_fs *fs)
 	return tfs_staging_default_dir(out);
 }
 
+/* SIZE with an optional K, M, G or T (powers of 1024); false when it is not one. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	int shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (end == s || errno || *end || s[0] == '-' || (shift && v > (UINT64_MAX >> shift)))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+/* The remote options into oo; the token file's first line into *token (allocated).
+ * Prints errors. */
+static int remote_opts(const tfs_opts *o, tfs_open_opts *oo, char **token, const char *prog)
+{
+	oo->connections = o->connections;
+	oo->cache_dir = o->cache;
+	oo->cafile = o->cafile;
+	oo->timeout = o->timeout;
+	if (o->cache_size && !parse_size(o->cache_size, &oo->cache_size)) {
+		fprintf(stderr, "%s: cache_size=%s is not a size (bytes, or with K, M, G, T)\n",
+			prog, o->cache_size);
+		return -1;
+	}
+	if (!o->token_file)
+		return 0;
+	FILE *f = fopen(o->token_file, "re");
+	char line[4096];
+	if (!f || !fgets(line, sizeof(line), f)) {
+		fprintf(stderr, "%s: token_file %s: %s\n", prog, o->token_file,
+			f ? "empty" : strerror(errno));
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	line[strcspn(line, "\r\n")] = '\0';
+	*token = strdup(line);
+	explicit_bzero(line, sizeof(line));
+	oo->token = *token;
+	return *token ? 0 : -1;
+}
+
 /* Opens the model (and, for rw, the staging directory, replaying it). Prints errors. */
 static int open_model(tfs_fs *fs, const char *prog)
 {
@@ -623,7 +687,7 @@ static int open_model(tfs_fs *fs, const char *prog)
 	sink_init(&sink, &view, NULL);
 	tfs_open_opts oo = { .verify = fs->opts.verify, .progress = progress_report,
 			     .progress_ctx = &sink };
-	char *def = NULL;
+	char *def = NULL, *token = NULL;
 	const char *dir = fs->opts.staging;
 	int rc;
 	tfs_error_clear(&err);
@@ -633,7 +697,14 @@ static int open_model(tfs_fs *fs, const char *prog)
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return -1;
 	}
-	if (tfs_model_open(&fs->model, fs->opts.source, &oo, &err)) {
+	if (remote_opts(&fs->opts, &oo, &token, prog))
+		return -1;
+	rc = tfs_model_open(&fs->model, fs->opts.source, &oo, &err);
+	if (token) { /* libcurl has its copy; none is kept here */
+		explicit_bzero(token, strlen(token));
+		free(token);
+	}
+	if (rc) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return -1;
 	}
@@ -739,14 +810,24 @@ static int repack_at_unmount(tfs_fs *fs)
 	return rc ? 1 : 0;
 }
 
+/* Whether a SOURCE is read over the network (http://, https://, hf://). */
+static bool is_remote(const char *source)
+{
+	return strncasecmp(source, "http://", 7) == 0 || strncasecmp(source, "https://", 8) == 0 ||
+	       strncmp(source, "hf://", 5) == 0;
+}
+
 /* The daemon runs from /: every path is made absolute first; an Ollama model name stays
  * as it is.  -1: out of memory. */
 static int absolute_paths(tfs_opts *o)
 {
-	char **paths[] = { &o->source, &o->mountpoint, &o->staging, &o->output };
+	char **paths[] = { &o->source, &o->mountpoint, &o->staging, &o->output, &o->cache,
+			   &o->token_file, &o->cafile };
+	bool remote = o->source && is_remote(o->source);
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		char *p = *paths[i];
-		if (!p || (i == 0 && access(p, F_OK) != 0) || (i == 3 && !strchr(p, '/')))
+		/* output=name is an Ollama tag, unless the source is remote (a local file then) */
+		if (!p || (i == 0 && access(p, F_OK) != 0) || (i == 3 && !strchr(p, '/') && !remote))
 			continue;
 		char *a = absolute(p);
 		free(p);
@@ -849,6 +930,12 @@ int tfs_mount_main(int argc, char **argv, bool by_mount8)
 		fs.opts.rw |= fs.opts.writable;
 	if (absolute_paths(&fs.opts)) {
 		fprintf(stderr, "%s: out of memory\n", prog);
+		goto out_args;
+	}
+	if (fs.opts.rw && is_remote(fs.opts.source) && !fs.opts.output) {
+		fprintf(stderr, "%s: %s: a remote model is written to a local file: -o rw needs "
+			"-o output=PATH\n", prog, fs.opts.source);
+		ret = 2;
 		goto out_args;
 	}
 	if (check_mountpoint(&fs.opts, prog))

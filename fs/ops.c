@@ -270,6 +270,15 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 		size = (size_t)(avail - (uint64_t)off);
 	pthread_once(&read_mode_once, read_mode_init);
 	uint64_t pos = base + (uint64_t)off;
+	if (s->remote) { /* no file to read from: codec's block cache */
+		tfs_error err;
+		char *buf = tfs_scratch(1, size);
+		if (!buf || tfs_source_pread(s, buf, size, pos, &err))
+			fuse_reply_err(req, buf ? tfs_errno(&err) : ENOMEM);
+		else
+			fuse_reply_buf(req, buf, size);
+		return;
+	}
 	if (raw_read_mode == READ_MMAP && s->map) {
 		/* whole pages around the range: madvise wants an aligned start */
 		uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);

@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(gcc meson ninja-build pkg-config libfuse3-dev fuse3 libjansson-dev libssl-dev
-      libcriterion-dev python3-numpy attr
+      libcurl4-openssl-dev libcriterion-dev python3-numpy attr
       groff-base man-db   # the man page tests render with groff and man
+      nginx-light openssl  # the remote-model tests serve models with nginx, over TLS too
       xfsprogs btrfs-progs e2fsprogs)  # reflink repack tests: XFS/btrfs images, filefrag
 missing=()
 for p in "${pkgs[@]}"; do

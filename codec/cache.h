@@ -1,0 +1,51 @@
+/*
+ * cache.h - the on-disk block cache of remote files (codec/cache.c).
+ *
+ * One entry per version of a remote file, in the cache directory:
+ *   1. <key>.data  a sparse file of the remote file's size; present blocks hold its bytes
+ *   2. <key>.map   one byte per TFS_CACHE_BLOCK block: 1 = present in .data, 0 = not
+ *   3. <hash of the URL>.last  the URL's newest validator (ETag, Last-Modified, size)
+ * key is the sha256 of the URL and its validator, so another version is another entry.
+ * A block's bytes are written before its map byte (one-byte pwrites, atomic), and a
+ * block is evicted map byte first, then punched; readers check the map again after
+ * reading data: two mounts can share a directory without locks and never read a hole.
+ */
+#ifndef TFS_CACHE_H
+#define TFS_CACHE_H
+
+#include "http.h"
+
+#define TFS_CACHE_BLOCK (64u << 10)
+
+typedef struct tfs_cache tfs_cache;
+
+/* Opens or creates the entry of (url, v) in dir (created with its parents).  cap: the
+ * directory's size limit in bytes (0: none). */
+int tfs_cache_open(tfs_cache **out, const char *dir, const char *url, const tfs_validator *v,
+		   uint64_t cap, tfs_error *err);
+void tfs_cache_free(tfs_cache *c);
+/* The size limit (0: none). */
+uint64_t tfs_cache_cap(const tfs_cache *c);
+
+/* Whether block b is present (checks the map file when the memory copy says no). */
+bool tfs_cache_has(tfs_cache *c, uint64_t b);
+/* Writes data at pos of the entry's data file. 0 or -1 (errno). */
+int tfs_cache_write(tfs_cache *c, uint64_t pos, const void *data, size_t n);
+/* Marks blocks [b0, b1) present (their bytes are written) and evicts what exceeds the cap. */
+void tfs_cache_mark(tfs_cache *c, uint64_t b0, uint64_t b1);
+/* Reads [off, off+len) (present blocks) into buf.  0; 1 when a block was evicted meanwhile
+ * (read again); or TFS_E_IO. */
+int tfs_cache_read(tfs_cache *c, void *buf, uint64_t off, uint64_t len, tfs_error *err);
+
+/* Reloads the memory map of the blocks of [off, off+len) from the map file (after a read
+ * that answered 1). */
+void tfs_cache_resync(tfs_cache *c, uint64_t off, uint64_t len);
+
+/* The newest validator cached for url (0), or -1. */
+int tfs_cache_last_get(const char *dir, const char *url, tfs_validator *v);
+void tfs_cache_last_put(const char *dir, const char *url, const tfs_validator *v);
+
+/* The default directory: $XDG_CACHE_HOME/tensorfs or ~/.cache/tensorfs.  Allocated. */
+char *tfs_cache_default_dir(void);
+
+#endif

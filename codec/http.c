@@ -1,0 +1,425 @@
+/* http.c - ranged GETs with libcurl: a small pool of connections, every response checked. */
+#include "http.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <time.h>
+
+#define MAX_CONNECTIONS 64
+#define MAX_ATTEMPTS 8        /* tries of one range without progress */
+#define MAX_TOTAL_ATTEMPTS 64 /* tries of one range in all */
+#define MAX_RETRY_AFTER 30    /* seconds: a longer Retry-After is cut to this */
+
+struct tfs_http {
+	char *url;
+	char *token;              /* bearer token, or NULL; never logged */
+	char *cafile;
+	long timeout;             /* seconds: connect, and a stall of the body */
+	pthread_mutex_t lock;
+	pthread_cond_t freed;
+	CURL *easy[MAX_CONNECTIONS];
+	bool busy[MAX_CONNECTIONS];
+	int n;
+	uint64_t requests, bytes;
+};
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static void global_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+int tfs_http_new(tfs_http **out, const char *url, const tfs_open_opts *o, tfs_error *err)
+{
+	pthread_once(&global_once, global_init);
+	tfs_http *h = calloc(1, sizeof(*h));
+	const char *ca = o->cafile ? o->cafile : getenv("CURL_CA_BUNDLE");
+	if (!h || !(h->url = strdup(url)) || (o->token && !(h->token = strdup(o->token))) ||
+	    (ca && *ca && !(h->cafile = strdup(ca)))) {
+		tfs_http_free(h);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", url);
+	}
+	h->n = o->connections > 0 ? (o->connections < MAX_CONNECTIONS ? o->connections
+								       : MAX_CONNECTIONS) : 4;
+	h->timeout = o->timeout > 0 ? o->timeout : 30;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_cond_init(&h->freed, NULL);
+	*out = h;
+	return 0;
+}
+
+void tfs_http_free(tfs_http *h)
+{
+	if (!h)
+		return;
+	for (int i = 0; i < MAX_CONNECTIONS; i++)
+		if (h->easy[i])
+			curl_easy_cleanup(h->easy[i]);
+	if (h->token)
+		explicit_bzero(h->token, strlen(h->token));
+	free(h->token);
+	free(h->cafile);
+	free(h->url);
+	if (h->n) {
+		pthread_mutex_destroy(&h->lock);
+		pthread_cond_destroy(&h->freed);
+	}
+	free(h);
+}
+
+const char *tfs_http_url(const tfs_http *h) { return h->url; }
+
+void tfs_http_stats(const tfs_http *h, uint64_t *requests, uint64_t *bytes)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&h->lock);
+	*requests = h->requests;
+	*bytes = h->bytes;
+	pthread_mutex_unlock((pthread_mutex_t *)&h->lock);
+}
+
+/* ==== one transfer ==== */
+
+typedef enum { OK, CHANGED, NO_RANGE, BAD_RANGE, SINK } xfer_fail;
+
+typedef struct {
+	long status;
+	char etag[256], last_modified[64];
+	bool have_range;
+	uint64_t first, last, total;
+	long retry_after;
+	/* the request */
+	uint64_t pos, end;        /* next byte expected; end (exclusive) */
+	tfs_validator *v;
+	bool checked;
+	xfer_fail fail;
+	tfs_http_sink sink;
+	void *ctx;
+	uint64_t received;
+} xfer;
+
+/* Copies a header's value (trimmed) into dst. */
+static void header_value(char *dst, size_t cap, const char *p, size_t n)
+{
+	while (n && (*p == ' ' || *p == '\t')) {
+		p++;
+		n--;
+	}
+	while (n && (p[n - 1] == '\r' || p[n - 1] == '\n' || p[n - 1] == ' '))
+		n--;
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(dst, p, n);
+	dst[n] = '\0';
+}
+
+static size_t on_header(char *line, size_t size, size_t nitems, void *ud)
+{
+	xfer *x = ud;
+	size_t n = size * nitems;
+	char val[256];
+	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) { /* a new response (redirects) */
+		const char *sp = memchr(line, ' ', n);
+		x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+		x->etag[0] = x->last_modified[0] = '\0';
+		x->have_range = false;
+		x->retry_after = -1;
+		return n;
+	}
+	const char *colon = memchr(line, ':', n);
+	if (!colon)
+		return n;
+	size_t kl = (size_t)(colon - line), vl = n - kl - 1;
+	if (kl == 4 && strncasecmp(line, "etag", 4) == 0) {
+		header_value(x->etag, sizeof(x->etag), colon + 1, vl);
+	} else if (kl == 13 && strncasecmp(line, "last-modified", 13) == 0) {
+		header_value(x->last_modified, sizeof(x->last_modified), colon + 1, vl);
+	} else if (kl == 11 && strncasecmp(line, "retry-after", 11) == 0) {
+		header_value(val, sizeof(val), colon + 1, vl);
+		x->retry_after = strtol(val, NULL, 10);
+	} else if (kl == 13 && strncasecmp(line, "content-range", 13) == 0) {
+		unsigned long long a, b, t;
+		header_value(val, sizeof(val), colon + 1, vl);
+		x->have_range = sscanf(val, "bytes %llu-%llu/%llu", &a, &b, &t) == 3 && a <= b &&
+				b < t;
+		x->first = a;
+		x->last = b;
+		x->total = t;
+	}
+	return n;
+}
+
+/* Whether this response is the same version of the file as v (an empty ETag or date on
+ * both sides is no difference; one side without it is). */
+static bool same_version(const xfer *x, const tfs_validator *v, uint64_t total)
+{
+	return strcmp(x->etag, v->etag) == 0 && strcmp(x->last_modified, v->last_modified) == 0 &&
+	       total == v->size;
+}
+
+/* Checks a 206 before any of its body is used; fills v on the first response. */
+static xfer_fail check_response(xfer *x)
+{
+	if (x->status == 200)
+		return NO_RANGE;
+	if (x->status != 206 || !x->have_range || x->first != x->pos)
+		return BAD_RANGE;
+	if (!x->v->known) {
+		snprintf(x->v->etag, sizeof(x->v->etag), "%s", x->etag);
+		snprintf(x->v->last_modified, sizeof(x->v->last_modified), "%s", x->last_modified);
+		x->v->size = x->total;
+		x->v->known = true;
+		if (x->end > x->total) /* the first request may ask past a small file's end */
+			x->end = x->total;
+	} else if (!same_version(x, x->v, x->total)) {
+		return CHANGED;
+	}
+	if (x->last + 1 != x->end)
+		return BAD_RANGE;
+	return OK;
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
+{
+	xfer *x = ud;
+	size_t n = size * nmemb;
+	if (!x->checked) {
+		if (x->status != 200 && x->status != 206)
+			return n; /* an error page: dropped, the status says it all */
+		if ((x->fail = check_response(x)) != OK)
+			return 0;
+		x->checked = true;
+	}
+	if (n > x->end - x->pos) { /* more than Content-Range said */
+		x->fail = BAD_RANGE;
+		return 0;
+	}
+	if (x->sink(x->ctx, x->pos, data, n)) {
+		x->fail = SINK;
+		return 0;
+	}
+	x->pos += n;
+	x->received += n;
+	return n;
+}
+
+/* ==== the pool ==== */
+
+/* A connection of the pool for this thread's transfer (waits while all are busy). */
+static int take(tfs_http *h, tfs_error *err)
+{
+	pthread_mutex_lock(&h->lock);
+	for (;;) {
+		for (int i = 0; i < h->n; i++) {
+			if (h->busy[i])
+				continue;
+			if (!h->easy[i] && !(h->easy[i] = curl_easy_init()))
+				break;
+			h->busy[i] = true;
+			pthread_mutex_unlock(&h->lock);
+			return i;
+		}
+		bool none = true;
+		for (int i = 0; i < h->n; i++)
+			none &= !h->busy[i];
+		if (none) {
+			pthread_mutex_unlock(&h->lock);
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: cannot start libcurl", h->url);
+		}
+		pthread_cond_wait(&h->freed, &h->lock);
+	}
+}
+
+static void give_back(tfs_http *h, int i, uint64_t requests, uint64_t bytes)
+{
+	pthread_mutex_lock(&h->lock);
+	h->busy[i] = false;
+	h->requests += requests;
+	h->bytes += bytes;
+	pthread_cond_signal(&h->freed);
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* Sets up easy handle c for a GET of [x->pos, x->end). */
+static void setup(tfs_http *h, CURL *c, xfer *x, char *range, size_t cap,
+		  struct curl_slist *hdrs)
+{
+	curl_easy_reset(c); /* keeps the connection, the DNS and TLS session caches */
+	snprintf(range, cap, "%llu-%llu", (unsigned long long)x->pos,
+		 (unsigned long long)(x->end - 1));
+	curl_easy_setopt(c, CURLOPT_URL, h->url);
+	curl_easy_setopt(c, CURLOPT_RANGE, range);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+	curl_easy_setopt(c, CURLOPT_UNRESTRICTED_AUTH, 0L); /* no token to another host */
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, h->timeout);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L); /* a stall of timeout seconds */
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->timeout);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "tensorfs/0.1.0");
+	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, NULL); /* bytes as stored, no gzip */
+	if (h->cafile)
+		curl_easy_setopt(c, CURLOPT_CAINFO, h->cafile);
+	if (h->token) {
+		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+		curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, h->token);
+	}
+	if (hdrs)
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+}
+
+/* One request on connection i; returns the curl code (x says the rest). */
+static CURLcode perform(tfs_http *h, int i, xfer *x, struct curl_slist *hdrs)
+{
+	char range[64];
+	CURL *c = h->easy[i];
+	setup(h, c, x, range, sizeof(range), hdrs);
+	x->status = 0;
+	x->checked = false;
+	x->fail = OK;
+	x->retry_after = -1;
+	x->received = 0;
+	CURLcode rc = curl_easy_perform(c);
+	long redirects = 0;
+	curl_easy_getinfo(c, CURLINFO_REDIRECT_COUNT, &redirects);
+	give_back(h, i, 1 + (uint64_t)redirects, x->received);
+	return rc;
+}
+
+/* ==== retries ==== */
+
+static bool retryable_curl(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_OPERATION_TIMEDOUT: case CURLE_RECV_ERROR: case CURLE_SEND_ERROR:
+	case CURLE_PARTIAL_FILE: case CURLE_GOT_NOTHING: case CURLE_COULDNT_CONNECT:
+	case CURLE_HTTP2: case CURLE_HTTP2_STREAM: case CURLE_SSL_CONNECT_ERROR:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* The error of a response that is not retried: a clear line naming the URL. */
+static int final_error(const tfs_http *h, const xfer *x, tfs_error *err)
+{
+	const char *u = h->url;
+	if (x->fail == CHANGED) {
+		x->v->changed = true;
+		return tfs_error_sys(err, EIO, "%s: the file changed on the server (ETag %s, %llu "
+				     "bytes, was %s, %llu bytes): remount to read the new version", u,
+				     x->etag[0] ? x->etag : "none", (unsigned long long)x->total,
+				     x->v->etag[0] ? x->v->etag : "none",
+				     (unsigned long long)x->v->size);
+	}
+	if (x->fail == NO_RANGE)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: the server does not support Range "
+				     "requests (HTTP 200 for a ranged GET)", u);
+	if (x->status == 404 || x->status == 410)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: not found (HTTP %ld)", u, x->status);
+	if (x->status == 401 || x->status == 403)
+		return tfs_error_sys(err, EACCES, "%s: access denied (HTTP %ld)%s", u, x->status,
+				     h->token ? ": is the token right, and granted access to this "
+						"model?"
+					      : ": a private or gated model needs a token: set "
+						"HF_TOKEN or -o token_file=FILE");
+	if (x->status == 416)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: empty file (HTTP 416 for its first "
+				     "bytes)", u);
+	return tfs_error_sys(err, EIO, "%s: HTTP %ld", u, x->status);
+}
+
+/* How long to wait before try number `tries` (>= 1) of a range. */
+static long backoff_ms(const xfer *x, int tries)
+{
+	if ((x->status == 429 || x->status == 503) && x->retry_after >= 0)
+		return (x->retry_after < MAX_RETRY_AFTER ? x->retry_after : MAX_RETRY_AFTER) * 1000L;
+	long ms = 100L << (tries < 6 ? tries : 6); /* 200 ms doubling, up to 6.4 s */
+	return ms;
+}
+
+static bool retryable(CURLcode rc, const xfer *x)
+{
+	if (x->fail == CHANGED || x->fail == NO_RANGE || x->fail == SINK)
+		return false;
+	if (x->fail == BAD_RANGE)
+		return true; /* a wrong Content-Range: a confused proxy, maybe not the next time */
+	if (rc != CURLE_OK && rc != CURLE_WRITE_ERROR)
+		return retryable_curl(rc);
+	if (x->status == 206)
+		return true; /* a body that ended early without an error */
+	return x->status == 429 || x->status == 408 || x->status >= 500;
+}
+
+int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
+		 const char *if_none_match, tfs_http_sink sink, void *ctx, uint64_t *got,
+		 tfs_error *err)
+{
+	xfer x = { .pos = off, .end = off + len, .v = v, .sink = sink, .ctx = ctx };
+	struct curl_slist *hdrs = NULL;
+	char inm[300];
+	int tries = 0, total = 0, rc = 0;
+	CURLcode cc = CURLE_OK;
+	if (if_none_match && *if_none_match) {
+		snprintf(inm, sizeof(inm), "If-None-Match: %s", if_none_match);
+		if (!(hdrs = curl_slist_append(NULL, inm)))
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->url);
+	}
+	while (x.pos < x.end || !v->known) {
+		int i = take(h, err);
+		if (i < 0) {
+			rc = i;
+			break;
+		}
+		uint64_t before = x.pos;
+		cc = perform(h, i, &x, hdrs);
+		if (x.status == 304 && hdrs && x.fail == OK) {
+			rc = strcmp(x.etag[0] ? x.etag : if_none_match, if_none_match) == 0 ? 1 : 0;
+			if (rc) {
+				v->known = true;
+				break;
+			}
+		}
+		if (cc == CURLE_OK && x.fail == OK && x.status == 206 && x.pos == x.end)
+			break;
+		if (x.pos > before)
+			tries = 0; /* progress: a dropped connection resumes where it stopped */
+		if (!retryable(cc, &x) || ++tries >= MAX_ATTEMPTS || ++total >= MAX_TOTAL_ATTEMPTS) {
+			if (x.status && x.fail != OK && x.fail != BAD_RANGE)
+				rc = final_error(h, &x, err);
+			else if (x.fail == OK && x.status >= 300 && cc == CURLE_OK)
+				rc = final_error(h, &x, err);
+			else if (cc != CURLE_OK && cc != CURLE_WRITE_ERROR)
+				rc = tfs_error_sys(err, EIO, "%s: %s (after %d tries)", h->url,
+						   curl_easy_strerror(cc), total + 1);
+			else if (x.fail == SINK)
+				rc = tfs_error_sys(err, EIO, "%s: cannot store what was received",
+						   h->url);
+			else
+				rc = tfs_error_sys(err, EIO, "%s: bad responses (HTTP %ld, Content-Range "
+						   "not the bytes asked for) after %d tries", h->url,
+						   x.status, total + 1);
+			break;
+		}
+		sleep_ms(backoff_ms(&x, tries));
+	}
+	curl_slist_free_all(hdrs);
+	if (got)
+		*got = x.pos - off;
+	return rc;
+}

@@ -1,0 +1,322 @@
+/* remote.c - a model file over HTTP(S): the header in memory, data through the block cache. */
+#include "remote.h"
+#include "cache.h"
+#include "http.h"
+
+#include <curl/curl.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#define FIRST_FETCH  (64u << 10)   /* the first request: most headers fit */
+#define HEAD_MAX     (1ull << 30)  /* a header larger than this is refused */
+#define CHUNK_MIN    (8ull << 20)  /* a data fetch, doubling on sequential reads... */
+#define CHUNK_MAX    (128ull << 20)/* ...up to this */
+
+struct tfs_remote {
+	tfs_http *http;
+	tfs_cache *cache;
+	tfs_validator v;
+	uint8_t *head;            /* reserved for min(size, HEAD_MAX) bytes; head_len readable */
+	uint64_t head_cap, head_len;
+	pthread_mutex_t lock;     /* the cache's map, inflight, chunk */
+	pthread_cond_t fetched;
+	uint8_t *inflight;        /* per block: being fetched by some thread */
+	uint64_t n_blocks;
+	uint64_t chunk, seq_end;  /* the next fetch's size; where the last one ended */
+	bool changed;             /* the file changed on the server: every read fails */
+};
+
+bool tfs_is_url(const char *source)
+{
+	return strncasecmp(source, "http://", 7) == 0 || strncasecmp(source, "https://", 8) == 0;
+}
+
+uint64_t tfs_remote_size(const tfs_remote *r) { return r->v.size; }
+
+int64_t tfs_remote_mtime(const tfs_remote *r)
+{
+	time_t t = r->v.last_modified[0] ? curl_getdate(r->v.last_modified, NULL) : -1;
+	return t < 0 ? 0 : (int64_t)t;
+}
+const uint8_t *tfs_remote_map(const tfs_remote *r) { return r->head; }
+
+void tfs_remote_stats(const tfs_remote *r, uint64_t *requests, uint64_t *bytes)
+{
+	tfs_http_stats(r->http, requests, bytes);
+}
+
+void tfs_remote_free(tfs_remote *r)
+{
+	if (!r)
+		return;
+	if (r->head)
+		munmap(r->head, (size_t)r->head_cap);
+	tfs_cache_free(r->cache);
+	tfs_http_free(r->http);
+	free(r->inflight);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->fetched);
+	free(r);
+}
+
+/* ==== fetching into the cache ==== */
+
+static int to_cache(void *ctx, uint64_t pos, const void *data, size_t n)
+{
+	return tfs_cache_write(ctx, pos, data, n);
+}
+
+/* The first missing block of [b0, b1) whose fetch this thread takes on, as [*s, *e):
+ * blocks others fetch are waited for.  Called with the lock; false when all are present. */
+static bool claim(tfs_remote *r, uint64_t b0, uint64_t b1, bool exact, uint64_t *s, uint64_t *e)
+{
+	uint64_t m = b0, cb;
+	for (;;) {
+		while (m < b1 && tfs_cache_has(r->cache, m))
+			m++;
+		if (m == b1)
+			return false;
+		if (!r->inflight[m])
+			break;
+		pthread_cond_wait(&r->fetched, &r->lock);
+		m = b0;
+	}
+	bool seq = m * TFS_CACHE_BLOCK == r->seq_end;
+	r->chunk = seq ? (r->chunk * 2 < CHUNK_MAX ? r->chunk * 2 : CHUNK_MAX) : CHUNK_MIN;
+	cb = r->chunk / TFS_CACHE_BLOCK;
+	uint64_t cap = tfs_cache_cap(r->cache) / 4 / TFS_CACHE_BLOCK; /* a small cache: smaller */
+	if (tfs_cache_cap(r->cache) && cb > cap)
+		cb = cap ? cap : 1;
+	uint64_t start = m, limit = exact ? b1 : m + cb;
+	if (!exact && !seq) { /* a random read: the aligned chunk around it */
+		start = m - m % cb;
+		limit = start + cb;
+		for (uint64_t b = m; b > start; b--)
+			if (tfs_cache_has(r->cache, b - 1) || r->inflight[b - 1]) {
+				start = b;
+				break;
+			}
+	}
+	if (limit > r->n_blocks)
+		limit = r->n_blocks;
+	uint64_t end = m + 1;
+	while (end < limit && !r->inflight[end] && !tfs_cache_has(r->cache, end))
+		end++;
+	memset(r->inflight + start, 1, (size_t)(end - start));
+	*s = start;
+	*e = end;
+	r->seq_end = end * TFS_CACHE_BLOCK;
+	return true;
+}
+
+/* Fetches blocks [s, e) into the cache (the lock not held). */
+static int fetch(tfs_remote *r, uint64_t s, uint64_t e, tfs_error *err)
+{
+	uint64_t off = s * TFS_CACHE_BLOCK, end = e * TFS_CACHE_BLOCK;
+	if (end > r->v.size)
+		end = r->v.size;
+	int rc = tfs_http_get(r->http, off, end - off, &r->v, NULL, to_cache, r->cache, NULL, err);
+	pthread_mutex_lock(&r->lock);
+	if (!rc)
+		tfs_cache_mark(r->cache, s, e);
+	else if (r->v.changed && !r->changed) {
+		r->changed = true; /* said once; every read fails from now on */
+		syslog(LOG_ERR, "tensorfs: %s", err ? err->msg : tfs_http_url(r->http));
+	}
+	memset(r->inflight + s, 0, (size_t)(e - s));
+	pthread_cond_broadcast(&r->fetched);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+/* Reads [off, off+len) through the cache, fetching what is missing: exactly that (the
+ * header), or whole chunks (data). */
+static int cached_read(tfs_remote *r, void *buf, uint64_t off, uint64_t len, bool exact,
+		       tfs_error *err)
+{
+	uint64_t b0 = off / TFS_CACHE_BLOCK, b1 = (off + len + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK;
+	for (int round = 0; round < 100; round++) {
+		uint64_t s, e;
+		pthread_mutex_lock(&r->lock);
+		bool changed = r->changed;
+		bool need = !changed && claim(r, b0, b1, exact, &s, &e);
+		pthread_mutex_unlock(&r->lock);
+		if (changed)
+			return tfs_error_sys(err, EIO, "%s: the file changed on the server since it "
+					     "was mounted: remount to read the new version",
+					     tfs_http_url(r->http));
+		if (need) {
+			int rc = fetch(r, s, e, err);
+			if (rc)
+				return rc;
+			continue;
+		}
+		int rc = tfs_cache_read(r->cache, buf, off, len, err);
+		if (rc <= 0)
+			return rc;
+		pthread_mutex_lock(&r->lock); /* evicted meanwhile: fetch it again */
+		tfs_cache_resync(r->cache, off, len);
+		pthread_mutex_unlock(&r->lock);
+	}
+	return tfs_error_sys(err, EIO, "%s: the cache keeps losing [%llu, +%llu)",
+			     tfs_http_url(r->http), (unsigned long long)off,
+			     (unsigned long long)len);
+}
+
+int tfs_remote_pread(tfs_remote *r, void *buf, uint64_t len, uint64_t off, tfs_error *err)
+{
+	uint64_t end;
+	if (tfs_add_overflow(off, len, &end) || end > r->v.size)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: read [%llu, +%llu) past its end",
+				     tfs_http_url(r->http), (unsigned long long)off,
+				     (unsigned long long)len);
+	if (!len)
+		return 0;
+	if (end <= r->head_len && !r->changed) {
+		memcpy(buf, r->head + off, (size_t)len);
+		return 0;
+	}
+	return cached_read(r, buf, off, len, false, err);
+}
+
+/* ==== the header ==== */
+
+int tfs_remote_head(tfs_remote *r, uint64_t end, tfs_error *err)
+{
+	if (end <= r->head_len)
+		return 0;
+	if (end > r->head_cap)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: header of more than %llu bytes",
+				     tfs_http_url(r->http), (unsigned long long)r->head_cap);
+	uint64_t want = r->head_len * 2 > end ? r->head_len * 2 : end;
+	want = (want + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK * TFS_CACHE_BLOCK;
+	if (want > r->head_cap)
+		want = r->head_cap;
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), a = r->head_len & ~(pg - 1);
+	uint64_t b = (want + pg - 1) & ~(pg - 1);
+	if (mprotect(r->head + a, (size_t)(b - a), PROT_READ | PROT_WRITE) < 0)
+		return tfs_error_sys(err, errno, "%s: header memory", tfs_http_url(r->http));
+	int rc = cached_read(r, r->head + r->head_len, r->head_len, want - r->head_len, true, err);
+	if (rc)
+		return rc;
+	r->head_len = want;
+	return 0;
+}
+
+typedef struct {
+	uint8_t *buf;
+	uint64_t cap;
+} first_bytes;
+
+static int to_buffer(void *ctx, uint64_t pos, const void *data, size_t n)
+{
+	first_bytes *f = ctx;
+	if (pos + n > f->cap)
+		return -1;
+	memcpy(f->buf + pos, data, n);
+	return 0;
+}
+
+/* The first request: the size and validator, and the first bytes (into the cache). */
+static int first_request(tfs_remote *r, const char *url, const tfs_open_opts *o,
+			 tfs_error *err)
+{
+	char *dir = o->cache_dir ? strdup(o->cache_dir) : tfs_cache_default_dir();
+	static uint8_t none;
+	first_bytes f = { malloc(FIRST_FETCH), FIRST_FETCH };
+	tfs_validator old;
+	uint64_t got = 0;
+	bool cached = dir && tfs_cache_last_get(dir, url, &old) == 0 && old.etag[0];
+	int rc = !dir || !f.buf ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+	if (!rc) {
+		r->v = cached ? old : r->v;
+		rc = tfs_http_get(r->http, 0, FIRST_FETCH, &r->v, cached ? old.etag : NULL,
+				  to_buffer, &f, &got, err);
+	}
+	if (rc == 1) /* 304: the cached version is the server's */
+		got = 0, rc = 0;
+	if (!rc && r->v.size == 0)
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: empty file", url);
+	if (!rc)
+		rc = tfs_cache_open(&r->cache, dir, url, &r->v, o->cache_size, err);
+	if (!rc) {
+		tfs_cache_last_put(dir, url, &r->v);
+		uint64_t full = got == r->v.size ? (got + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK
+						 : got / TFS_CACHE_BLOCK;
+		if (got && tfs_cache_write(r->cache, 0, f.buf ? f.buf : &none, (size_t)got) == 0)
+			tfs_cache_mark(r->cache, 0, full);
+	}
+	free(f.buf);
+	free(dir);
+	return rc;
+}
+
+int tfs_remote_open(tfs_remote **out, const char *url, const tfs_open_opts *o, tfs_error *err)
+{
+	tfs_remote *r = calloc(1, sizeof(*r));
+	*out = NULL;
+	if (!r)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", url);
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->fetched, NULL);
+	r->chunk = CHUNK_MIN;
+	int rc = tfs_http_new(&r->http, url, o, err);
+	if (!rc)
+		rc = first_request(r, url, o, err);
+	if (!rc) {
+		r->n_blocks = (r->v.size + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK;
+		r->head_cap = r->v.size < HEAD_MAX ? r->v.size : HEAD_MAX;
+		r->head = mmap(NULL, (size_t)r->head_cap, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (r->head == MAP_FAILED) {
+			r->head = NULL;
+			rc = tfs_error_sys(err, errno, "%s: header memory", url);
+		} else if (!(r->inflight = calloc(r->n_blocks + 1, 1))) {
+			rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", url);
+		}
+	}
+	if (!rc)
+		rc = tfs_remote_head(r, r->head_cap < FIRST_FETCH ? r->head_cap : FIRST_FETCH, err);
+	if (rc) {
+		tfs_remote_free(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+/* ==== hf:// ==== */
+
+bool tfs_is_hf(const char *source) { return strncmp(source, "hf://", 5) == 0; }
+
+char *tfs_hf_url(const char *source, const char *default_path)
+{
+	const char *endpoint = getenv("HF_ENDPOINT"), *spec = source + 5;
+	const char *at = strrchr(spec, '@'), *rev = at ? at + 1 : "main";
+	size_t n = at ? (size_t)(at - spec) : strlen(spec);
+	const char *s1 = memchr(spec, '/', n);
+	const char *s2 = s1 ? memchr(s1 + 1, '/', n - (size_t)(s1 + 1 - spec)) : NULL;
+	size_t repo = s2 ? (size_t)(s2 - spec) : n;
+	const char *path = s2 ? s2 + 1 : default_path;
+	int path_len = s2 ? (int)(n - repo - 1) : (int)strlen(default_path);
+	char *url;
+	if (!endpoint || !*endpoint)
+		endpoint = "https://huggingface.co";
+	if (!s1 || s1 == spec || repo == (size_t)(s1 - spec) + 1 || path_len <= 0 || !*rev ||
+	    strchr(rev, '/'))
+		return NULL;
+	size_t el = strlen(endpoint);
+	while (el && endpoint[el - 1] == '/')
+		el--;
+	if (asprintf(&url, "%.*s/%.*s/resolve/%s/%.*s", (int)el, endpoint, (int)repo, spec, rev,
+		     path_len, path) < 0)
+		return NULL;
+	return url;
+}

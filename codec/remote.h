@@ -1,0 +1,40 @@
+/*
+ * remote.h - a model file read over HTTP(S) (codec/remote.c): its header held in memory
+ * for the parsers, its data read through the block cache (cache.h) in large chunks.
+ */
+#ifndef TFS_REMOTE_H
+#define TFS_REMOTE_H
+
+#include "internal.h"
+
+typedef struct tfs_remote tfs_remote;
+
+/* Whether source is a URL tensorfs reads remotely (http://, https://); hf://. */
+bool tfs_is_url(const char *source);
+bool tfs_is_hf(const char *source);
+/* The URL of hf://ORG/REPO[/PATH][@REV]: $HF_ENDPOINT (default https://huggingface.co)
+ * /ORG/REPO/resolve/REV (default main)/PATH, default_path when there is none.  Allocated;
+ * NULL when source is not of that form (or out of memory). */
+char *tfs_hf_url(const char *source, const char *default_path);
+
+/*
+ * Opens url: one ranged GET of its first 64 KiB (or a 304 when the cache holds them),
+ * which gives its size and validator.  The first bytes are then at tfs_remote_map().
+ */
+int tfs_remote_open(tfs_remote **out, const char *url, const tfs_open_opts *o, tfs_error *err);
+void tfs_remote_free(tfs_remote *r);
+uint64_t tfs_remote_size(const tfs_remote *r);
+/* Its Last-Modified time (seconds since the epoch), or 0. */
+int64_t tfs_remote_mtime(const tfs_remote *r);
+/* The file's first bytes, the header: valid up to what tfs_remote_head made present;
+ * pages past it are not readable (a stray read faults instead of reading zeros). */
+const uint8_t *tfs_remote_map(const tfs_remote *r);
+/* Makes the first `end` bytes present at tfs_remote_map() (fetching at least twice what
+ * it had, so a header takes few requests).  0, or an error naming the URL. */
+int tfs_remote_head(tfs_remote *r, uint64_t end, tfs_error *err);
+/* Reads [off, off+len) (inside the file) into buf, through the cache. */
+int tfs_remote_pread(tfs_remote *r, void *buf, uint64_t len, uint64_t off, tfs_error *err);
+/* Requests and body bytes since the open. */
+void tfs_remote_stats(const tfs_remote *r, uint64_t *requests, uint64_t *bytes);
+
+#endif

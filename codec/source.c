@@ -1,0 +1,74 @@
+/* source.c - reading a source's bytes, whatever holds them: a file, memory, a remote file. */
+#include "internal.h"
+#include "remote.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int tfs_source_pread(const tfs_source *s, void *buf, uint64_t len, uint64_t off, tfs_error *err)
+{
+	uint64_t end;
+	if (tfs_add_overflow(off, len, &end) || end > s->size)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: read [%llu, +%llu) past its end (%llu bytes): the file "
+				     "changed after it was opened?",
+				     s->path, (unsigned long long)off, (unsigned long long)len,
+				     (unsigned long long)s->size);
+	if (s->remote)
+		return tfs_remote_pread(s->remote, buf, len, off, err);
+	if (s->fd < 0 && s->map) { /* tfs_model_open_mem */
+		memcpy(buf, s->map + off, (size_t)len);
+		return 0;
+	}
+	/* pread, not the mapping: no page faults one page at a time (the mapping is
+	 * MADV_RANDOM) and nothing added to the daemon's RSS */
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t n = pread(s->fd, p, len > (1u << 30) ? 1u << 30 : (size_t)len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return tfs_error_sys(err, errno, "%s: read at offset %llu", s->path,
+					     (unsigned long long)off);
+		if (n == 0)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: ends early at offset %llu", s->path,
+					     (unsigned long long)off);
+		p += n;
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+int tfs_source_head(const tfs_source *s, uint64_t end, tfs_error *err)
+{
+	return s->remote ? tfs_remote_head(s->remote, end, err) : 0;
+}
+
+void tfs_source_release_remote(tfs_source *s)
+{
+	tfs_remote_free(s->remote);
+	s->remote = NULL;
+	s->map = NULL;
+}
+
+int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
+				int32_t *idx, tfs_error *err)
+{
+	tfs_remote *r = NULL;
+	int32_t i;
+	int rc = tfs_remote_open(&r, url, o, err);
+	if (rc)
+		return rc;
+	/* a source in memory first (its bytes: the header, as fetched), then made remote */
+	if ((rc = tfs_model_add_mem_source(m, url, tfs_remote_map(r), tfs_remote_size(r), &i,
+					   err))) {
+		tfs_remote_free(r);
+		return rc;
+	}
+	m->src[i].remote = r;
+	m->src[i].mtime_sec = tfs_remote_mtime(r);
+	*idx = i;
+	return 0;
+}

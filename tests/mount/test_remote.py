@@ -1,0 +1,469 @@
+"""Remote models (http://, https://, hf://) against real local servers: nginx from Debian
+(HTTP and HTTPS with a throwaway certificate), a fault-injecting proxy, a hub imitation.
+Every byte read through a remote mount is compared with a local mount of the same file."""
+import errno
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from harness import TENSORFS, TESTDATA, Mount, TestCase, is_mounted, main, run
+import faultproxy
+import ggufgen
+import stgen
+import websrv
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(HERE, "../../examples")
+WWW = None
+NG = None
+SKIP = None
+
+
+def make_big_gguf(path):
+    """A GGUF whose header is over 64 KiB (a vocabulary) and whose tensors span several
+    8 MiB chunks."""
+    rng = np.random.default_rng(14)
+    w = ggufgen.GGUFWriter(alignment=32)
+    w.add_kv("general.architecture", ggufgen.STRING, "llama")
+    w.add_kv("tokenizer.ggml.tokens", ggufgen.ARRAY,
+             (ggufgen.STRING, ["token-%05d" % i for i in range(12000)]))
+    w.add_tensor("big", "F32", rng.standard_normal((5 << 20) // 4 * 4 // 4, dtype=np.float32)
+                 .reshape(-1, 256))
+    x = rng.standard_normal(64 * 4096, dtype=np.float32)
+    w.add_tensor("q", "Q8_0", ggufgen.quantize_q8_0(x), ne=[4096, 64])
+    w.add_tensor("half", "F16", rng.standard_normal((1024, 2048)).astype(np.float16))
+    w.add_tensor("tail", "F32", rng.standard_normal((3, 5), dtype=np.float32))
+    w.write(path)
+
+
+def make_big_st(path):
+    rng = np.random.default_rng(15)
+    tensors = [("t%03d" % i, "F32", [4], rng.standard_normal(4, dtype=np.float32).tobytes())
+               for i in range(1500)]  # a header of > 64 KiB
+    tensors.append(("big", "F32", [3 << 20], rng.standard_normal(3 << 20, dtype=np.float32)
+                    .tobytes()))
+    tensors.append(("bf", "BF16", [1000], rng.integers(0, 65535, 1000, dtype=np.uint16)
+                    .astype("<u2").tobytes()))
+    with open(path, "wb") as f:
+        f.write(stgen.st_raw(tensors, {"format": "pt"}))
+
+
+def setUpModule():
+    global WWW, NG, SKIP
+    if not websrv.NGINX or not websrv.OPENSSL:
+        SKIP = "nginx or openssl not installed (scripts/setup.sh installs them)"
+        print("# SKIP: " + SKIP, flush=True)
+        return
+    if "remote" not in run([TENSORFS, "mount", "--help"]).stdout + "remote":
+        SKIP = "tensorfs built without remote support"
+        return
+    WWW = tempfile.mkdtemp(prefix="tfs-www-")
+    os.chmod(WWW, 0o755)
+    shutil.copy(os.path.join(EXAMPLES, "tiny-llama.gguf"), WWW)
+    shutil.copy(os.path.join(TESTDATA, "gguf/mixed_flat.gguf"), WWW)
+    shutil.copy(os.path.join(TESTDATA, "safetensors/ok_all_dtypes.safetensors"), WWW)
+    make_big_gguf(os.path.join(WWW, "big.gguf"))
+    make_big_st(os.path.join(WWW, "big.safetensors"))
+    with open(os.path.join(WWW, "hello.txt"), "w") as f:
+        f.write("hello, this is not a model\n" * 10)
+    NG = websrv.Nginx(WWW)
+
+
+def tearDownModule():
+    if NG:
+        NG.stop()
+    if WWW:
+        shutil.rmtree(WWW, ignore_errors=True)
+
+
+def files_of(root):
+    """Every file under root, relative, sorted."""
+    out = []
+    for d, _, fs in os.walk(root):
+        for f in fs:
+            out.append(os.path.relpath(os.path.join(d, f), root))
+    return sorted(out)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def index_without_source(b):
+    """index.json minus what names the source (a path locally, the URL remotely)."""
+    doc = json.loads(b)
+    doc.pop("source", None)
+    doc.pop("sources", None)
+    for t in doc.get("tensors", []):
+        t.pop("source", None)
+    return doc
+
+
+class Remote(TestCase):
+    def setUp(self):
+        if SKIP:
+            self.skipTest(SKIP)
+        self.cache = self.tmpdir()
+
+    def opts(self, *more):
+        return ["cache=" + self.cache, "timeout=2"] + list(more)
+
+    def assert_same_tree(self, rm, name):
+        """Every file of the remote mount rm equals the local mount's of WWW/name."""
+        with Mount(self, os.path.join(WWW, name)) as lm:
+            names = files_of(lm.path)
+            self.assertEqual(files_of(rm.path), names)
+            self.assertGreater(len(names), 3)
+            for f in names:
+                a, b = read(rm.p(f)), read(lm.p(f))
+                if f == "index.json":
+                    self.assertEqual(index_without_source(a), index_without_source(b))
+                else:
+                    self.assertEqual(a, b, f)
+            # odd offsets and lengths, as numpy and readers do
+            for f in [n for n in names if n.startswith(("tensors/", "f32/"))][:6]:
+                with open(rm.p(f), "rb") as x, open(lm.p(f), "rb") as y:
+                    for off, n in ((1, 7), (4093, 10000), (65535, 3), (1 << 20, 123457)):
+                        x.seek(off)
+                        y.seek(off)
+                        self.assertEqual(x.read(n), y.read(n), "%s at %d" % (f, off))
+
+    # ==== plain HTTP and HTTPS against nginx ====
+
+    def test_http_every_file_equals_local(self):
+        for name in ("tiny-llama.gguf", "mixed_flat.gguf", "ok_all_dtypes.safetensors",
+                     "big.gguf", "big.safetensors"):
+            with Mount(self, NG.url(name), self.opts()) as rm:
+                self.assert_same_tree(rm, name)
+
+    def test_https_with_cafile(self):
+        for name in ("tiny-llama.gguf", "big.safetensors"):
+            with Mount(self, NG.surl(name), self.opts("cafile=" + NG.cafile)) as rm:
+                self.assert_same_tree(rm, name)
+
+    def test_https_ca_bundle_env(self):
+        mp = self.tmpdir()
+        env = dict(os.environ, CURL_CA_BUNDLE=NG.cafile)
+        r = run([TENSORFS, "mount", NG.surl("tiny-llama.gguf"), mp, "-o",
+                 ",".join(self.opts())], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        try:
+            self.assertEqual(read(os.path.join(mp, "metadata/general.architecture")),
+                             b"llama\n")
+        finally:
+            run([TENSORFS, "unmount", mp])
+
+    def test_https_untrusted_certificate_fails(self):
+        mp = self.tmpdir()
+        env = {k: v for k, v in os.environ.items() if k != "CURL_CA_BUNDLE"}
+        r = run([TENSORFS, "mount", NG.surl("tiny-llama.gguf"), mp, "-o",
+                 ",".join(self.opts())], env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertFalse(is_mounted(mp))
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn(NG.surl("tiny-llama.gguf"), lines[0])
+        self.assertRegex(lines[0], "(?i)certificate")
+
+    def test_mount_fetches_header_only(self):
+        for name in ("big.gguf", "big.safetensors", "tiny-llama.gguf"):
+            NG.clear_log()
+            with Mount(self, NG.url(name), self.opts()) as rm:
+                idx = json.loads(read(rm.p("index.json")))
+                log = NG.log()
+            header = idx.get("data_offset") or min(t["offset"] for t in idx["tensors"])
+            self.assertGreater(header, 0)
+            self.assertLessEqual(len(log), 3, log)
+            body = sum(r.body_bytes for r in log)
+            self.assertLessEqual(body, max(2 * header, 65536), (name, header, log))
+            if name.startswith("big"):
+                self.assertGreater(header, 65536)  # the header did have to grow
+            print("# %s: header %d bytes; mount: %d requests, %d body bytes"
+                  % (name, header, len(log), body), flush=True)
+
+    def test_second_mount_reads_nothing_again(self):
+        with Mount(self, NG.url("big.gguf"), self.opts()) as rm:
+            first = {f: read(rm.p(f)) for f in files_of(rm.path)}
+        NG.clear_log()
+        with Mount(self, NG.url("big.gguf"), self.opts()) as rm:
+            again = {f: read(rm.p(f)) for f in files_of(rm.path)}
+        self.assertEqual(first, again)
+        log = NG.log()
+        self.assertEqual(sum(r.body_bytes for r in log), 0, log)
+        self.assertEqual([r.status for r in log], [304])
+        self.assertEqual(first["tensors/big"], self.tensor_bytes("big.gguf", "big"))
+
+    def tensor_bytes(self, name, tensor):
+        with Mount(self, os.path.join(WWW, name)) as lm:
+            return read(lm.p("tensors", tensor))
+
+    def test_chunks_are_large_and_reads_sparse(self):
+        """One f32 value of a 5 MiB tensor fetches one chunk, not the file."""
+        with Mount(self, NG.url("big.gguf"), self.opts()) as rm:
+            NG.clear_log()
+            with open(rm.p("f32/half"), "rb") as f:
+                f.seek(4 * 1000)
+                v = f.read(4)
+            log = NG.log()
+        self.assertEqual(len(v), 4)
+        self.assertEqual(len(log), 1, log)
+        self.assertLessEqual(log[0].body_bytes, 8 << 20)
+        self.assertLess(log[0].body_bytes, os.path.getsize(os.path.join(WWW, "big.gguf")))
+
+    def test_cache_size_is_kept(self):
+        cap = 3 << 20
+        with Mount(self, NG.url("big.gguf"), self.opts("cache_size=3M")) as rm:
+            data = read(rm.p("tensors/big"))
+            self.assertEqual(data, self.tensor_bytes("big.gguf", "big"))
+            used = sum(os.stat(os.path.join(self.cache, f)).st_blocks * 512
+                       for f in os.listdir(self.cache) if f.endswith(".data"))
+        self.assertLessEqual(used, cap)
+
+    # ==== refusals ====
+
+    def assert_refused(self, url, pattern, opts=None, env=None):
+        mp = self.tmpdir()
+        r = run([TENSORFS, "mount", url, mp, "-o", ",".join(opts or self.opts())], env=env,
+                timeout=60)
+        if is_mounted(mp):
+            run(["fusermount3", "-u", mp])
+            self.fail("%s: mounted" % url)
+        self.assertNotEqual(r.returncode, 0)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn(url, lines[0])
+        self.assertRegex(lines[0], pattern)
+        return lines[0]
+
+    def test_refused_404_non_model_401_no_range(self):
+        self.assert_refused(NG.url("missing.gguf"), "not found .HTTP 404")
+        self.assert_refused(NG.url("hello.txt"), "not a GGUF or safetensors file")
+        p = faultproxy.FaultProxy(NG.url(""))
+        try:
+            p.always = "401"
+            self.assert_refused(p.url("tiny-llama.gguf"), "HTTP 401.*HF_TOKEN")
+            p.always = "norange"
+            self.assert_refused(p.url("tiny-llama.gguf"), "does not support Range")
+            p.always = "404"
+            self.assert_refused(p.url("tiny-llama.gguf"), "HTTP 404")
+        finally:
+            p.stop()
+        self.assert_refused("http://127.0.0.1:1/x.gguf", "(?i)connect")
+        self.assert_refused("hf://just-a-name", "hf://ORG/REPO")
+
+    # ==== faults ====
+
+    def test_faults_are_retried_and_never_served(self):
+        p = faultproxy.FaultProxy(NG.url(""))
+        p.stall_seconds = 4
+        try:
+            with Mount(self, p.url("big.gguf"), self.opts()) as rm:
+                p.faults = ["drop", "500", "429", "short", "stall", "badrange", "drop", "500"]
+                with Mount(self, os.path.join(WWW, "big.gguf")) as lm:
+                    for f in files_of(lm.path):
+                        if f.startswith(("tensors/", "f32/")):
+                            self.assertEqual(read(rm.p(f)), read(lm.p(f)), f)
+                self.assertEqual(p.faults, [])
+        finally:
+            p.stop()
+
+    def test_persistent_failure_is_eio(self):
+        p = faultproxy.FaultProxy(NG.url(""))
+        try:
+            with Mount(self, p.url("big.gguf"), self.opts()) as rm:
+                p.always = "500"
+                with self.assertRaises(OSError) as cm:
+                    read(rm.p("tensors/big"))
+                self.assertEqual(cm.exception.errno, errno.EIO)
+                p.always = None
+                self.assertEqual(read(rm.p("tensors/tail")), self.tensor_bytes("big.gguf", "tail"))
+        finally:
+            p.stop()
+
+    def test_changed_file_is_eio_until_remount(self):
+        p = faultproxy.FaultProxy(NG.url(""))
+        try:
+            with Mount(self, p.url("big.gguf"), self.opts()) as rm:
+                good = read(rm.p("tensors/tail"))
+                p.etag_suffix = "v2"
+                for f in ("tensors/big", "f32/q"):
+                    with self.assertRaises(OSError) as cm:
+                        read(rm.p(f))
+                    self.assertEqual(cm.exception.errno, errno.EIO)
+                p.etag_suffix = None  # back to the first version: still refused
+                with self.assertRaises(OSError):
+                    read(rm.p("tensors/half"))
+                self.assertEqual(len(good), 60)
+        finally:
+            p.stop()
+
+
+class RemoteWrite(TestCase):
+    def setUp(self):
+        if SKIP:
+            self.skipTest(SKIP)
+        self.cache = self.tmpdir()
+
+    def test_rw_repacks_to_a_local_output(self):
+        """Edits through a rw mount of a URL are repacked into -o output, unchanged tensors
+        streamed from the remote; the result equals the same edits on a local copy."""
+        for name, key in (("big.gguf", "general.name"), ("big.safetensors", "format")):
+            d = self.tmpdir()
+            out, ref = os.path.join(d, "out-" + name), os.path.join(d, "ref-" + name)
+            shutil.copy(os.path.join(WWW, name), ref)
+            new_tail = np.arange(15, dtype=np.float32).tobytes()
+            tail = "tail" if name.endswith("gguf") else "bf"
+            if tail == "bf":
+                new_tail = np.arange(1000, dtype="<u2").tobytes()
+            for src, opts in ((NG.url(name), ["rw", "output=" + out, "cache=" + self.cache]),
+                              (ref, ["rw"])):
+                with Mount(self, src, opts) as m:
+                    with open(m.p("metadata", key), "w") as f:
+                        f.write("edited remotely")
+                    with open(m.p("tensors", tail), "wb") as f:
+                        f.write(new_tail)
+                self.assertEqual(m.unmount_result.returncode, 0, m.unmount_result.stderr)
+            self.assertEqual(read(out), read(ref), name)
+            self.assertTrue(os.path.exists(out))
+
+    def test_rw_without_output_is_refused(self):
+        mp = self.tmpdir()
+        r = run([TENSORFS, "mount", NG.url("big.gguf"), mp, "-o", "rw,cache=" + self.cache])
+        self.assertEqual(r.returncode, 2)
+        self.assertFalse(is_mounted(mp))
+        self.assertIn("-o output=PATH", r.stderr)
+
+
+# ==== hf:// against a hub imitation ====
+
+class _Hub(http.server.BaseHTTPRequestHandler):
+    """/ORG/REPO/resolve/REV/PATH -> 302 to the proxy on another host name (localhost);
+    401 without the token."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        hub = self.server.hub
+        hub.seen.append((self.path, self.headers.get("Authorization")))
+        parts = self.path.split("/")
+        ok = len(parts) >= 6 and parts[3] == "resolve" and parts[1:3] == ["org", "repo"]
+        if self.headers.get("Authorization") != "Bearer " + hub.token:
+            status, loc = 401, None
+        elif not ok or parts[4] not in ("main", "v1") or not os.path.exists(
+                os.path.join(WWW, "/".join(parts[5:]))):
+            status, loc = 404, None
+        else:
+            status, loc = 302, hub.target("/".join(parts[5:]))
+        self.send_response(status)
+        if loc:
+            self.send_header("Location", loc)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+class Hub:
+    def __init__(self, token, target):
+        self.token, self.target, self.seen = token, target, []
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
+        self.server.daemon_threads = True
+        self.server.hub = self
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.endpoint = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class HuggingFace(TestCase):
+    def setUp(self):
+        if SKIP:
+            self.skipTest(SKIP)
+        self.cache = self.tmpdir()
+        self.proxy = faultproxy.FaultProxy(NG.url(""), host="localhost")
+        self.hub = Hub("secret-token-14", self.proxy.url)
+        self.addCleanup(self.proxy.stop)
+        self.addCleanup(self.hub.stop)
+        self.env = dict(os.environ, HF_ENDPOINT=self.hub.endpoint, HF_TOKEN="secret-token-14")
+
+    def mount(self, source, env, opts=()):
+        mp = self.tmpdir()
+        r = run([TENSORFS, "mount", source, mp, "-o",
+                 ",".join(["cache=" + self.cache, "timeout=2"] + list(opts))], env=env)
+        if r.returncode == 0:
+            self.addCleanup(run, [TENSORFS, "unmount", mp])
+        return r, mp
+
+    def test_hf_file_and_repo_token_stays_with_the_hub(self):
+        for source, name in (("hf://org/repo/big.gguf", "big.gguf"),
+                             ("hf://org/repo/tiny-llama.gguf@v1", "tiny-llama.gguf")):
+            r, mp = self.mount(source, self.env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr, "")
+            with Mount(self, os.path.join(WWW, name)) as lm:
+                for f in files_of(lm.path):
+                    if f != "index.json":
+                        self.assertEqual(read(os.path.join(mp, f)), read(lm.p(f)), f)
+            idx = read(os.path.join(mp, "index.json"))
+            self.assertNotIn(b"secret-token-14", idx)
+            src = subprocess.run(["getfattr", "-d", "-m", "-", mp], capture_output=True).stdout
+            self.assertNotIn(b"secret-token-14", src)
+            run([TENSORFS, "unmount", mp])
+        # the hub got the token; the other host (localhost) never did
+        self.assertTrue(self.hub.seen)
+        self.assertTrue(all(a == "Bearer secret-token-14" for _, a in self.hub.seen))
+        self.assertTrue(self.proxy.auth_seen)
+        self.assertEqual(set(self.proxy.auth_seen), {None})
+        self.assertIn("/org/repo/resolve/v1/tiny-llama.gguf", [p for p, _ in self.hub.seen])
+
+    def test_hf_repo_is_its_model_safetensors(self):
+        r, mp = self.mount("hf://org/repo", self.env)
+        # WWW has no model.safetensors: the repo's single file is missing
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("model.safetensors", r.stderr)
+        shutil.copy(os.path.join(WWW, "big.safetensors"), os.path.join(WWW, "model.safetensors"))
+        try:
+            r, mp = self.mount("hf://org/repo", self.env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(read(os.path.join(mp, "tensors/bf")),
+                             self.local_tensor("big.safetensors", "bf"))
+        finally:
+            run([TENSORFS, "unmount", mp])
+            os.unlink(os.path.join(WWW, "model.safetensors"))
+
+    def local_tensor(self, name, t):
+        with Mount(self, os.path.join(WWW, name)) as lm:
+            return read(lm.p("tensors", t))
+
+    def test_hf_without_token_says_how(self):
+        env = {k: v for k, v in self.env.items() if k != "HF_TOKEN"}
+        r, mp = self.mount("hf://org/repo/big.gguf", env)
+        self.assertNotEqual(r.returncode, 0)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertRegex(lines[0], "HTTP 401.*HF_TOKEN or -o token_file=")
+
+    def test_hf_token_file(self):
+        env = {k: v for k, v in self.env.items() if k != "HF_TOKEN"}
+        tf = os.path.join(self.tmpdir(), "token")
+        with open(tf, "w") as f:
+            f.write("secret-token-14\n")
+        r, mp = self.mount("hf://org/repo/tiny-llama.gguf", env, ["token_file=" + tf])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(read(os.path.join(mp, "metadata/general.architecture")), b"llama\n")
+        self.assertEqual(set(self.proxy.auth_seen), {None})
+
+
+if __name__ == "__main__":
+    main()

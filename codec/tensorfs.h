@@ -117,6 +117,28 @@ int tfs_dtype_from_name(const char *name);
  * whole number of blocks, or on overflow. */
 int tfs_dtype_nbytes(uint64_t *out, int id, uint64_t nelems, tfs_error *err);
 
+/* ==== float32 to a dtype (quant.c) ==== */
+
+/*
+ * Writes nelems float32 values at src as dtype id into dst (nelems / block_elems *
+ * block_bytes bytes; the caller owns both).  For the GGML types the bytes equal ggml's
+ * ggml_quantize_chunk() with no importance matrix (Q8_K: quantize_row_q8_K_ref) bit for bit;
+ * every block is quantized on its own, so any whole run of blocks can be redone alone.  F16,
+ * BF16, F8_E4M3, F8_E5M2 round to nearest-even (as ggml, torch and ml_dtypes do); integer
+ * and BOOL types take only integral values in range.  Returns 0; TFS_E_INVALID when nelems
+ * is not a whole number of blocks or a value does not fit an integer type (the message
+ * names the element); TFS_E_UNSUPPORTED for a type it cannot write (the IQ1/IQ2/IQ3 types,
+ * which need an importance matrix; Q8_1, C64, F8_E8M0, the FNUZ, F6 and F4 types).
+ */
+int tfs_quantize(void *dst, int id, const float *src, uint64_t nelems, tfs_error *err);
+/* Whether tfs_quantize writes dtype id. */
+bool tfs_quantize_supported(int id);
+/* Whether ggml quantizes dtype id only with an importance matrix (IQ1_*, IQ2_*, IQ3_*). */
+bool tfs_quantize_needs_imatrix(int id);
+/* IEEE half and bfloat16 from float32, nearest-even (NaN stays NaN). */
+uint16_t tfs_f32_to_f16(float f);
+uint16_t tfs_f32_to_bf16(float f);
+
 /* ==== MLX / Ollama quantized tensors ==== */
 
 typedef enum {

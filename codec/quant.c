@@ -15,10 +15,12 @@
  * unless said otherwise; multi-byte fields are little-endian.
  */
 #include "dequant.h"
+#include "quant.h"
 
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 
 /* ==== scalar conversions ==== */
 
@@ -107,6 +109,38 @@ static inline void put_half(uint8_t *p, float v)
 static inline float half_back(const uint8_t *p)
 {
 	return tfs_f16_to_f32(tfs_le16(p));
+}
+
+/* ==== run-time kernel choice ==== */
+
+static struct {
+	void (*affine8)(int n, const float *x, const float *w, uint8_t *L, float *scale,
+			float *neg_min, const tfs_affine_search *a);
+	void (*symmetric8)(int nmax, const float *x, int8_t *L, float *scale);
+	void (*f16)(const float *x, uint8_t *y, size_t n);
+	void (*bf16)(const float *x, uint8_t *y, size_t n);
+} g_simd;
+static pthread_once_t g_simd_once = PTHREAD_ONCE_INIT;
+static bool g_force_scalar;   /* tests: tfs_quantize_set_scalar */
+
+static void choose_simd(void)
+{
+#if defined(__x86_64__)
+	if (!g_force_scalar && tfs_cpu_has_avx2()) {
+		g_simd.affine8 = tfs_fit_affine8_avx2;
+		g_simd.symmetric8 = tfs_fit_symmetric8_avx2;
+		g_simd.f16 = tfs_f32_to_f16_avx2;
+		g_simd.bf16 = tfs_f32_to_bf16_avx2;
+	}
+#endif
+}
+
+void tfs_quantize_set_scalar(bool scalar)
+{
+	pthread_once(&g_simd_once, choose_simd);
+	g_force_scalar = scalar;
+	memset(&g_simd, 0, sizeof(g_simd));
+	choose_simd();
 }
 
 /* ==== the plain 32-element blocks ==== */
@@ -494,17 +528,10 @@ static float fit_q3(const float *x, int8_t *L)
 	return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-typedef struct {
-	int nmax;       /* levels 0..nmax */
-	float rmin, rdelta;
-	int nstep;
-	bool use_mad;   /* weigh |error| rather than error^2 */
-} affine_search;
-
 /* Affine levels 0..nmax with an offset (min <= 0): fits x ~ scale * L + min by weighted
  * least squares over nstep + 1 candidate scales.  *neg_min gets -min; returns the scale. */
 static float fit_affine(int n, const float *x, const float *w, uint8_t *L, float *neg_min,
-			const affine_search *a)
+			const tfs_affine_search *a)
 {
 	uint8_t Laux[32];
 	float mn = x[0], mx = x[0], sum_w = w[0], sum_x = sum_w * x[0];
@@ -586,14 +613,20 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs)
  * w = d * sc * q - dmin * m */
 static void enc_q2_k(const float *x, uint8_t *b)
 {
-	static const affine_search search = { 3, -0.5f, 0.1f, 15, true };
+	static const tfs_affine_search search = { 3, -0.5f, 0.1f, 15, true };
 	uint8_t L[256];
-	float w[16], mins[16], scales[16], max_scale = 0, max_min = 0;
+	float w[256], mins[16], scales[16], max_scale = 0, max_min = 0;
 
+	for (int l = 0; l < 256; l++)
+		w[l] = fabsf(x[l]);
+	if (g_simd.affine8) {
+		g_simd.affine8(16, x, w, L, scales, mins, &search);
+		g_simd.affine8(16, x + 128, w + 128, L + 128, scales + 8, mins + 8, &search);
+	} else {
+		for (int j = 0; j < 16; j++)
+			scales[j] = fit_affine(16, x + 16 * j, w + 16 * j, L + 16 * j, &mins[j], &search);
+	}
 	for (int j = 0; j < 16; j++) {
-		for (int l = 0; l < 16; l++)
-			w[l] = fabsf(x[16 * j + l]);
-		scales[j] = fit_affine(16, x + 16 * j, w, L + 16 * j, &mins[j], &search);
 		if (scales[j] > max_scale)
 			max_scale = scales[j];
 		if (mins[j] > max_min)
@@ -717,9 +750,9 @@ static void get_scale_min_k4(const uint8_t *s, int j, uint8_t *ls, uint8_t *lm)
 
 /* The part Q4_K and Q5_K share: fits 8 sub-blocks of 32 with levels 0..nmax, writes d, dmin
  * (at b) and the 12 scale bytes (at b + 4), and leaves the final levels in L. */
-static void fit_k4(const float *x, uint8_t *b, uint8_t *L, const affine_search *search)
+static void fit_k4(const float *x, uint8_t *b, uint8_t *L, const tfs_affine_search *search)
 {
-	float w[32], mins[8], scales[8], max_scale = 0, max_min = 0;
+	float w[256], mins[8], scales[8], max_scale = 0, max_min = 0;
 
 	for (int j = 0; j < 8; j++) {
 		const float *xs = x + 32 * j;
@@ -730,8 +763,14 @@ static void fit_k4(const float *x, uint8_t *b, uint8_t *L, const affine_search *
 		const float av_x = sqrtf(sum_x2 / 32);
 
 		for (int l = 0; l < 32; l++)
-			w[l] = av_x + fabsf(xs[l]);
-		scales[j] = fit_affine(32, xs, w, L + 32 * j, &mins[j], search);
+			w[32 * j + l] = av_x + fabsf(xs[l]);
+	}
+	if (g_simd.affine8)
+		g_simd.affine8(32, x, w, L, scales, mins, search);
+	else
+		for (int j = 0; j < 8; j++)
+			scales[j] = fit_affine(32, x + 32 * j, w + 32 * j, L + 32 * j, &mins[j], search);
+	for (int j = 0; j < 8; j++) {
 		if (scales[j] > max_scale)
 			max_scale = scales[j];
 		if (mins[j] > max_min)
@@ -768,7 +807,7 @@ static void fit_k4(const float *x, uint8_t *b, uint8_t *L, const affine_search *
  * and 64c + 32 + l (high)|  (144)  w = d * sc * q - dmin * m */
 static void enc_q4_k(const float *x, uint8_t *b)
 {
-	static const affine_search search = { 15, -1.f, 0.1f, 20, false };
+	static const tfs_affine_search search = { 15, -1.f, 0.1f, 20, false };
 	uint8_t L[256];
 
 	fit_k4(x, b, L, &search);
@@ -781,7 +820,7 @@ static void enc_q4_k(const float *x, uint8_t *b)
  * 64c + l, 64c + 32 + l|128 bytes low nibbles as Q4_K|  (176) */
 static void enc_q5_k(const float *x, uint8_t *b)
 {
-	static const affine_search search = { 31, -0.5f, 0.1f, 15, false };
+	static const tfs_affine_search search = { 31, -0.5f, 0.1f, 15, false };
 	uint8_t L[256], *qh = b + 16, *ql = b + 48;
 
 	fit_k4(x, b, L, &search);
@@ -805,8 +844,14 @@ static void enc_q6_k(const float *x, uint8_t *b)
 	uint8_t *ql = b, *qh = b + 128;
 	int8_t sc[16];
 
+	if (g_simd.symmetric8) {
+		g_simd.symmetric8(32, x, L, scales);
+		g_simd.symmetric8(32, x + 128, L + 128, scales + 8);
+	} else {
+		for (int j = 0; j < 16; j++)
+			scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j);
+	}
 	for (int j = 0; j < 16; j++) {
-		scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j);
 		if (fabsf(scales[j]) > max_abs) {
 			max_abs = fabsf(scales[j]);
 			max_scale = scales[j];
@@ -1119,6 +1164,10 @@ static bool encode_floats(uint8_t *dst, int id, const float *src, uint64_t n)
 		}
 		return true;
 	case TFS_DT_F16: case TFS_DT_BF16:
+		if (id == TFS_DT_F16 ? g_simd.f16 != NULL : g_simd.bf16 != NULL) {
+			(id == TFS_DT_F16 ? g_simd.f16 : g_simd.bf16)(src, dst, n);
+			return true;
+		}
 		for (uint64_t i = 0; i < n; i++) {
 			uint16_t h = id == TFS_DT_F16 ? tfs_f32_to_f16(src[i]) : tfs_f32_to_bf16(src[i]);
 
@@ -1156,6 +1205,8 @@ bool tfs_quantize_supported(int id)
 int tfs_quantize(void *dst, int id, const float *src, uint64_t nelems, tfs_error *err)
 {
 	const tfs_dtype_info *t = tfs_dtype(id);
+
+	pthread_once(&g_simd_once, choose_simd);
 
 	if (!t)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "unknown tensor type %d", id);

@@ -131,6 +131,9 @@ int tfs_dtype_nbytes(uint64_t *out, int id, uint64_t nelems, tfs_error *err);
  * which need an importance matrix; Q8_1, C64, F8_E8M0, the FNUZ, F6 and F4 types).
  */
 int tfs_quantize(void *dst, int id, const float *src, uint64_t nelems, tfs_error *err);
+/* Tests and benchmarks: true makes tfs_quantize use only the portable scalar code (the
+ * reference the SIMD kernels must match), false lets it choose again.  Not thread-safe. */
+void tfs_quantize_set_scalar(bool scalar);
 /* Whether tfs_quantize writes dtype id. */
 bool tfs_quantize_supported(int id);
 /* Whether ggml quantizes dtype id only with an importance matrix (IQ1_*, IQ2_*, IQ3_*). */

@@ -145,7 +145,12 @@ static void ggml_quantize(int id, const float *x, void *dst, int64_t nrows, int6
 				     tfs_dtype(id)->block_bytes);
 }
 
-/* Compares one input; returns the blocks compared. */
+static void compare_bytes(const tfs_dtype_info *t, const uint8_t *ours, const uint8_t *theirs,
+			  size_t nbytes, const float *x, int dist, int64_t nrows, int64_t n_per_row,
+			  int scalar);
+
+/* Compares one input, quantized by each of tensorfs's code paths; returns the blocks
+ * compared. */
 static size_t compare_one(int id, int dist, int64_t nrows, int64_t n_per_row)
 {
 	const tfs_dtype_info *t = tfs_dtype(id);
@@ -156,25 +161,36 @@ static size_t compare_one(int id, int dist, int64_t nrows, int64_t n_per_row)
 	tfs_error err = { 0 };
 
 	cr_assert(ours && theirs);
-	memset(ours, 0xa5, nbytes);
 	ggml_quantize(id, x, theirs, nrows, n_per_row);
-	cr_assert_eq(tfs_quantize(ours, id, x, n, &err), 0, "%s: %s", t->name, err.msg);
+	for (int scalar = 0; scalar < 2; scalar++) {   /* the SIMD kernels (if any), the reference */
+		memset(ours, 0xa5, nbytes);
+		tfs_quantize_set_scalar(scalar);
+		cr_assert_eq(tfs_quantize(ours, id, x, n, &err), 0, "%s: %s", t->name, err.msg);
+		compare_bytes(t, ours, theirs, nbytes, x, dist, nrows, n_per_row, scalar);
+	}
+	tfs_quantize_set_scalar(false);
+	free(x);
+	free(ours);
+	free(theirs);
+	return nbytes / t->block_bytes;
+}
+
+static void compare_bytes(const tfs_dtype_info *t, const uint8_t *ours, const uint8_t *theirs,
+			  size_t nbytes, const float *x, int dist, int64_t nrows, int64_t n_per_row,
+			  int scalar)
+{
 	for (size_t off = 0; off < nbytes; off += t->block_bytes)
 		if (memcmp(ours + off, theirs + off, t->block_bytes) != 0) {
 			size_t blk = off / t->block_bytes, k = 0;
 
 			while (ours[off + k] == theirs[off + k])
 				k++;
-			cr_assert_fail("%s, %s input, %lld x %lld: block %zu differs at byte %zu (ours %02x, "
-				"ggml %02x); its first value %a", t->name, k_dist_names[dist],
-				(long long)nrows, (long long)n_per_row, blk, k, ours[off + k],
-				theirs[off + k], (double)x[blk * t->block_elems]);
-			break;
+			cr_assert_fail("%s (%s code), %s input, %lld x %lld: block %zu differs at byte "
+				       "%zu (ours %02x, ggml %02x); its first value %a", t->name,
+				       scalar ? "scalar" : "SIMD", k_dist_names[dist],
+				       (long long)nrows, (long long)n_per_row, blk, k, ours[off + k],
+				       theirs[off + k], (double)x[blk * t->block_elems]);
 		}
-	free(x);
-	free(ours);
-	free(theirs);
-	return nbytes / t->block_bytes;
 }
 
 ParameterizedTestParameters(quant_ggml, bit_exact)
@@ -215,6 +231,34 @@ Test(quant_ggml, half_rounding_matches)
 
 		cr_assert_eq(ours, theirs, "%08x: ours %04x, ggml %04x", bits, ours, theirs);
 	}
+}
+
+/* The same through tfs_quantize (F16C where the CPU has it), NaNs included, 2^20 at a time. */
+Test(quant_ggml, half_rows_match)
+{
+	enum { N = 1 << 20 };
+	float *x = malloc(N * sizeof(float));
+	uint16_t *ours = malloc(N * 2), *theirs = malloc(N * 2);
+	tfs_error err = { 0 };
+
+	NEED_GGML();
+	cr_assert(x && ours && theirs);
+	for (uint64_t base = 0; base <= 0xffffffffull; base += (uint64_t)N * 61) {
+		for (uint32_t i = 0; i < N; i++) {
+			uint32_t bits = (uint32_t)(base + (uint64_t)i * 61);
+
+			memcpy(&x[i], &bits, 4);
+		}
+		cr_assert_eq(g.chunk(TFS_DT_F16, x, theirs, 0, 1, N, NULL), (size_t)N * 2);
+		cr_assert_eq(tfs_quantize(ours, TFS_DT_F16, x, N, &err), 0, "%s", err.msg);
+		for (uint32_t i = 0; i < N; i++)
+			if (x[i] == x[i] || (ours[i] & 0x7fff) != 0x7e00)   /* NaN: any quiet half */
+				cr_assert_eq(ours[i], theirs[i], "%a: ours %04x, ggml %04x",
+					     (double)x[i], ours[i], theirs[i]);
+	}
+	free(x);
+	free(ours);
+	free(theirs);
 }
 
 /* ggml refuses these without an imatrix; so does tensorfs, saying why. */

@@ -1,0 +1,35 @@
+/*
+ * quant.h - what quant.c shares with its SIMD kernels (codec-private).
+ *
+ * The SIMD kernels (quant_avx2.c) fit eight sub-blocks at once, one per lane, each lane
+ * doing exactly the scalar arithmetic of quant.c in the same order; their results must
+ * equal the scalar ones bit for bit (tests/test_quant_ggml.c checks both paths against ggml).
+ */
+#ifndef TFS_QUANT_H
+#define TFS_QUANT_H
+
+#include "internal.h"
+
+/* The search of an affine (scale and min) fit: levels 0..nmax, nstep + 1 candidate scales
+ * (nmax + rmin + rdelta * step) / (max - min), error |e| (use_mad) or e^2. */
+typedef struct {
+	int nmax;
+	float rmin, rdelta;
+	int nstep;
+	bool use_mad;
+} tfs_affine_search;
+
+#if defined(__x86_64__)
+/* Fits 8 sub-blocks of n (16 or 32) values: sub-block j is x[n*j .. n*j + n) with weights
+ * w[n*j ..]; its levels go to L[n*j ..], its scale to scale[j], minus its min to neg_min[j]. */
+void tfs_fit_affine8_avx2(int n, const float *x, const float *w, uint8_t *L, float *scale,
+			  float *neg_min, const tfs_affine_search *a);
+/* Fits 8 sub-blocks of 16 values with symmetric levels -nmax..nmax-1 weighted by x^2
+ * (Q6_K's fit); L gets level + nmax. */
+void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale);
+/* n floats to IEEE halves / bfloat16, nearest-even, as tfs_f32_to_f16 / tfs_f32_to_bf16. */
+void tfs_f32_to_f16_avx2(const float *x, uint8_t *y, size_t n);
+void tfs_f32_to_bf16_avx2(const float *x, uint8_t *y, size_t n);
+#endif
+
+#endif

@@ -1,0 +1,295 @@
+/*
+ * quant_avx2.c - AVX2 + F16C versions of the costly parts of quant.c.
+ *
+ * Built with -mavx2 -mfma -mf16c -ffp-contract=off and only called after quant.c has
+ * checked the CPU.  The scale searches of the K-quants are sequential sums over a
+ * sub-block, so they cannot be split across lanes without changing the rounding; instead
+ * each of the eight lanes runs one whole sub-block, with the scalar code's operations in
+ * the scalar code's order (and never a fused multiply-add).  Where the scalar code branches,
+ * the lanes compute both sides and blend.
+ */
+#include "quant.h"
+
+#include <immintrin.h>
+
+/* ==== helpers ==== */
+
+/* Round half to even through the 1.5 * 2^23 trick, as nearest_int in quant.c. */
+static inline __m256i nearest8(__m256 v)
+{
+	__m256i bits = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12582912.f)));
+
+	return _mm256_sub_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)),
+				_mm256_set1_epi32(0x00400000));
+}
+
+static inline __m256i clamp8(__m256i v, int lo, int hi)
+{
+	return _mm256_max_epi32(_mm256_set1_epi32(lo), _mm256_min_epi32(_mm256_set1_epi32(hi), v));
+}
+
+static inline __m256 absf8(__m256 v)
+{
+	return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
+
+/* x (8 sub-blocks of n, lane-major) into t[i][lane]. */
+static void transpose_in(int n, const float *x, float *t)
+{
+	for (int j = 0; j < 8; j++)
+		for (int i = 0; i < n; i++)
+			t[8 * i + j] = x[n * j + i];
+}
+
+static void levels_out(int n, const __m256i *Lv, int add, uint8_t *L)
+{
+	int32_t tmp[8];
+
+	for (int i = 0; i < n; i++) {
+		_mm256_storeu_si256((__m256i *)tmp, Lv[i]);
+		for (int j = 0; j < 8; j++)
+			L[n * j + i] = (uint8_t)(tmp[j] + add);
+	}
+}
+
+/* ==== affine fits (Q2_K, Q4_K, Q5_K) ==== */
+
+typedef struct {
+	int n;
+	__m256 xt[32], wt[32];
+	__m256 sum_w, sum_x, mx;
+	__m256i L[32], Laux[32];
+} affine_lanes;
+
+/* The weighted error of levels Lv at scale sc and min mn. */
+static __m256 affine_error(const affine_lanes *s, const __m256i *Lv, __m256 sc, __m256 mn,
+			   bool use_mad)
+{
+	__m256 err = _mm256_setzero_ps();
+
+	for (int i = 0; i < s->n; i++) {
+		__m256 diff = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(sc, _mm256_cvtepi32_ps(Lv[i])), mn),
+					    s->xt[i]);
+
+		diff = use_mad ? absf8(diff) : _mm256_mul_ps(diff, diff);
+		err = _mm256_add_ps(err, _mm256_mul_ps(s->wt[i], diff));
+	}
+	return err;
+}
+
+/* One candidate scale: levels into Laux, and the least-squares scale and min they give;
+ * returns the lanes where that fit beats best_err (and updates it, scale, mn and L there). */
+static void affine_try(affine_lanes *s, const tfs_affine_search *a, int is, __m256 *best_err,
+		       __m256 *scale, __m256 *mn)
+{
+	const __m256 iscale = _mm256_div_ps(_mm256_set1_ps(a->rmin + a->rdelta * is + a->nmax),
+					    _mm256_sub_ps(s->mx, *mn));
+	__m256 sum_l = _mm256_setzero_ps(), sum_l2 = sum_l, sum_xl = sum_l;
+
+	for (int i = 0; i < s->n; i++) {
+		__m256i l = clamp8(nearest8(_mm256_mul_ps(iscale, _mm256_sub_ps(s->xt[i], *mn))), 0, a->nmax);
+		__m256 lf = _mm256_cvtepi32_ps(l), wl = _mm256_mul_ps(s->wt[i], lf);
+
+		s->Laux[i] = l;
+		sum_l = _mm256_add_ps(sum_l, wl);
+		sum_l2 = _mm256_add_ps(sum_l2, _mm256_mul_ps(wl, lf));
+		sum_xl = _mm256_add_ps(sum_xl, _mm256_mul_ps(wl, s->xt[i]));
+	}
+	const __m256 D = _mm256_sub_ps(_mm256_mul_ps(s->sum_w, sum_l2), _mm256_mul_ps(sum_l, sum_l));
+	const __m256 ok = _mm256_cmp_ps(D, _mm256_setzero_ps(), _CMP_GT_OQ);
+
+	if (_mm256_movemask_ps(ok) == 0)
+		return;
+	__m256 this_scale = _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(s->sum_w, sum_xl),
+							_mm256_mul_ps(s->sum_x, sum_l)), D);
+	__m256 this_min = _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(sum_l2, s->sum_x),
+						      _mm256_mul_ps(sum_l, sum_xl)), D);
+	const __m256 pos = _mm256_cmp_ps(this_min, _mm256_setzero_ps(), _CMP_GT_OQ);
+
+	this_min = _mm256_blendv_ps(this_min, _mm256_setzero_ps(), pos);
+	this_scale = _mm256_blendv_ps(this_scale, _mm256_div_ps(sum_xl, sum_l2), pos);
+	const __m256 err = affine_error(s, s->Laux, this_scale, this_min, a->use_mad);
+	const __m256 better = _mm256_and_ps(ok, _mm256_cmp_ps(err, *best_err, _CMP_LT_OQ));
+
+	if (_mm256_movemask_ps(better) == 0)
+		return;
+	for (int i = 0; i < s->n; i++)
+		s->L[i] = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(s->L[i]),
+							       _mm256_castsi256_ps(s->Laux[i]), better));
+	*best_err = _mm256_blendv_ps(*best_err, err, better);
+	*scale = _mm256_blendv_ps(*scale, this_scale, better);
+	*mn = _mm256_blendv_ps(*mn, this_min, better);
+}
+
+void tfs_fit_affine8_avx2(int n, const float *x, const float *w, uint8_t *L, float *scale_out,
+			  float *neg_min, const tfs_affine_search *a)
+{
+	affine_lanes s;
+	float xt[32 * 8], wt[32 * 8];
+
+	memset(&s, 0, sizeof(s));
+	s.n = n;
+	transpose_in(n, x, xt);
+	transpose_in(n, w, wt);
+	for (int i = 0; i < n; i++) {
+		s.xt[i] = _mm256_loadu_ps(xt + 8 * i);
+		s.wt[i] = _mm256_loadu_ps(wt + 8 * i);
+	}
+	__m256 mn = s.xt[0], mx = s.xt[0];
+
+	s.sum_w = s.wt[0];
+	s.sum_x = _mm256_mul_ps(s.sum_w, s.xt[0]);
+	for (int i = 1; i < n; i++) {
+		mn = _mm256_min_ps(s.xt[i], mn);   /* x < mn ? x : mn, as the scalar test */
+		mx = _mm256_max_ps(s.xt[i], mx);
+		s.sum_w = _mm256_add_ps(s.sum_w, s.wt[i]);
+		s.sum_x = _mm256_add_ps(s.sum_x, _mm256_mul_ps(s.wt[i], s.xt[i]));
+	}
+	mn = _mm256_blendv_ps(mn, _mm256_setzero_ps(), _mm256_cmp_ps(mn, _mm256_setzero_ps(), _CMP_GT_OQ));
+	s.mx = mx;
+	const __m256 flat = _mm256_cmp_ps(mx, mn, _CMP_EQ_OQ), flat_min = mn;
+	const __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)a->nmax), _mm256_sub_ps(mx, mn));
+	__m256 scale = _mm256_div_ps(_mm256_set1_ps(1.0f), iscale);
+
+	for (int i = 0; i < n; i++)
+		s.L[i] = clamp8(nearest8(_mm256_mul_ps(iscale, _mm256_sub_ps(s.xt[i], mn))), 0, a->nmax);
+	__m256 best_err = affine_error(&s, s.L, scale, mn, a->use_mad);
+
+	for (int is = 0; is <= a->nstep; is++)
+		affine_try(&s, a, is, &best_err, &scale, &mn);
+	/* a flat sub-block (max == min) has no levels and no scale */
+	for (int i = 0; i < n; i++)
+		s.L[i] = _mm256_castps_si256(_mm256_andnot_ps(flat, _mm256_castsi256_ps(s.L[i])));
+	scale = _mm256_andnot_ps(flat, scale);
+	mn = _mm256_blendv_ps(mn, flat_min, flat);
+	levels_out(n, s.L, 0, L);
+	_mm256_storeu_ps(scale_out, scale);
+	_mm256_storeu_ps(neg_min, _mm256_sub_ps(_mm256_setzero_ps(), mn));
+}
+
+/* ==== symmetric fits (Q6_K) ==== */
+
+/* Sums of x^2-weighted x*l and l*l for levels at iscale, the levels into Lv (plus nmax). */
+static void symmetric_pass(const __m256 *xt, int nmax, __m256 iscale, __m256i *Lv, __m256 *sumlx,
+			   __m256 *suml2)
+{
+	__m256 slx = _mm256_setzero_ps(), sl2 = slx;
+
+	for (int i = 0; i < 16; i++) {
+		__m256i l = clamp8(nearest8(_mm256_mul_ps(iscale, xt[i])), -nmax, nmax - 1);
+		__m256 lf = _mm256_cvtepi32_ps(l), w = _mm256_mul_ps(xt[i], xt[i]);
+
+		Lv[i] = _mm256_add_epi32(l, _mm256_set1_epi32(nmax));
+		slx = _mm256_add_ps(slx, _mm256_mul_ps(_mm256_mul_ps(w, xt[i]), lf));
+		sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(w, lf), lf));
+	}
+	*sumlx = slx;
+	*suml2 = sl2;
+}
+
+void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale_out)
+{
+	float t[16 * 8];
+	__m256 xt[16], amax = _mm256_setzero_ps(), max = amax, sumlx, suml2;
+	__m256i Lv[16], Laux[16];
+
+	transpose_in(16, x, t);
+	for (int i = 0; i < 16; i++) {
+		xt[i] = _mm256_loadu_ps(t + 8 * i);
+		__m256 ax = absf8(xt[i]), gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
+
+		amax = _mm256_blendv_ps(amax, ax, gt);
+		max = _mm256_blendv_ps(max, xt[i], gt);
+	}
+	const __m256 zero = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
+	symmetric_pass(xt, nmax, _mm256_div_ps(_mm256_set1_ps((float)-nmax), max), Lv, &sumlx, &suml2);
+	__m256 scale = _mm256_blendv_ps(_mm256_setzero_ps(), _mm256_div_ps(sumlx, suml2),
+					_mm256_cmp_ps(suml2, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+	__m256 best = _mm256_mul_ps(scale, sumlx);
+
+	for (int is = -9; is <= 9; is++) {
+		if (is == 0)
+			continue;
+		const __m256 iscale = _mm256_div_ps(_mm256_set1_ps(-(nmax + 0.1f * is)), max);
+
+		symmetric_pass(xt, nmax, iscale, Laux, &sumlx, &suml2);
+		const __m256 better = _mm256_and_ps(
+			_mm256_cmp_ps(suml2, _mm256_setzero_ps(), _CMP_GT_OQ),
+			_mm256_cmp_ps(_mm256_mul_ps(sumlx, sumlx), _mm256_mul_ps(best, suml2), _CMP_GT_OQ));
+
+		if (_mm256_movemask_ps(better) == 0)
+			continue;
+		for (int i = 0; i < 16; i++)
+			Lv[i] = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(Lv[i]),
+								     _mm256_castsi256_ps(Laux[i]), better));
+		const __m256 sc = _mm256_div_ps(sumlx, suml2);
+
+		scale = _mm256_blendv_ps(scale, sc, better);
+		best = _mm256_blendv_ps(best, _mm256_mul_ps(sc, sumlx), better);
+	}
+	for (int i = 0; i < 16; i++)
+		Lv[i] = _mm256_castps_si256(_mm256_andnot_ps(zero, _mm256_castsi256_ps(Lv[i])));
+	levels_out(16, Lv, 0, (uint8_t *)L);
+	_mm256_storeu_ps(scale_out, _mm256_andnot_ps(zero, scale));
+}
+
+/* ==== halves and bfloat16 ==== */
+
+void tfs_f32_to_f16_avx2(const float *x, uint8_t *y, size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(x + i);
+		__m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		__m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+
+		if (_mm256_movemask_ps(nan)) {   /* NaN: 0x7E00 with its sign, not its payload */
+			for (int k = 0; k < 8; k++) {
+				uint16_t hk = tfs_f32_to_f16(x[i + k]);
+
+				memcpy(y + 2 * (i + k), &hk, 2);
+			}
+			continue;
+		}
+		_mm_storeu_si128((__m128i *)(y + 2 * i), h);
+	}
+	for (; i < n; i++) {
+		uint16_t h = tfs_f32_to_f16(x[i]);
+
+		memcpy(y + 2 * i, &h, 2);
+	}
+}
+
+void tfs_f32_to_bf16_avx2(const float *x, uint8_t *y, size_t n)
+{
+	const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+	const __m256i absmask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16) {
+		__m256i r[2];
+
+		for (int h = 0; h < 2; h++) {
+			__m256i u = _mm256_loadu_si256((const __m256i *)(x + i + 8 * h));
+			__m256i rounded = _mm256_srli_epi32(
+				_mm256_add_epi32(_mm256_add_epi32(u, bias),
+						 _mm256_and_si256(_mm256_srli_epi32(u, 16), one)), 16);
+			__m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+			__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absmask), inf);
+
+			r[h] = _mm256_blendv_epi8(rounded, quiet, nan);
+		}
+		/* 16 results of 16 bits: pack (no saturation: every value < 65536) and undo the
+		 * lane interleave */
+		__m256i p = _mm256_packus_epi32(r[0], r[1]);
+
+		p = _mm256_permute4x64_epi64(p, 0xd8);
+		_mm256_storeu_si256((__m256i *)(y + 2 * i), p);
+	}
+	for (; i < n; i++) {
+		uint16_t h = tfs_f32_to_bf16(x[i]);
+
+		memcpy(y + 2 * i, &h, 2);
+	}
+}

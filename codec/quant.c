@@ -21,6 +21,9 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 /* ==== scalar conversions ==== */
 
@@ -78,7 +81,22 @@ uint16_t tfs_f32_to_bf16(float f)
  * ggml's (int8_t)/(uint8_t) casts of floats compile to it and keep the low byte. */
 static inline int32_t trunc_i32(float v)
 {
+#if defined(__x86_64__)
+	return _mm_cvttss_si32(_mm_set_ss(v));
+#else
 	return (v >= -2147483648.f && v < 2147483648.f) ? (int32_t)v : INT32_MIN;
+#endif
+}
+
+/* roundf (half away from zero) without the call: v - trunc(v) is exact, so comparing it
+ * with 0.5 decides as roundf does; beyond 2^23 every float is already an integer. */
+static inline float round_away(float v)
+{
+	if (!(fabsf(v) < 8388608.f))
+		return v;
+	const float t = (float)(int32_t)v, f = v - t;
+
+	return t + (float)((f >= 0.5f) - (f <= -0.5f));   /* no branch: the sign is random */
 }
 
 static inline uint8_t trunc_u8(float v)
@@ -119,6 +137,12 @@ static struct {
 	void (*symmetric8)(int nmax, const float *x, int8_t *L, float *scale);
 	void (*f16)(const float *x, uint8_t *y, size_t n);
 	void (*bf16)(const float *x, uint8_t *y, size_t n);
+	void (*q4_nibbles)(const float *x, float off, float id, float add, uint8_t *q);
+	uint32_t (*q5_levels)(const float *x, float off, float id, float add, int cap, uint8_t *q);
+	void (*fp4_nibbles)(const float *x, int n, float d, uint8_t *q);
+	bool (*tq2_0)(const float *x, float id, uint8_t *qs);
+	bool (*q8_k)(const float *x, uint8_t *b);
+	bool (*min_max32)(const float *x, float *mn, float *mx);
 } g_simd;
 static pthread_once_t g_simd_once = PTHREAD_ONCE_INIT;
 static bool g_force_scalar;   /* tests: tfs_quantize_set_scalar */
@@ -131,6 +155,12 @@ static void choose_simd(void)
 		g_simd.symmetric8 = tfs_fit_symmetric8_avx2;
 		g_simd.f16 = tfs_f32_to_f16_avx2;
 		g_simd.bf16 = tfs_f32_to_bf16_avx2;
+		g_simd.q4_nibbles = tfs_q4_nibbles_avx2;
+		g_simd.q5_levels = tfs_q5_levels_avx2;
+		g_simd.fp4_nibbles = tfs_fp4_nibbles_avx2;
+		g_simd.tq2_0 = tfs_tq2_0_avx2;
+		g_simd.q8_k = tfs_q8_k_avx2;
+		g_simd.min_max32 = tfs_min_max32_avx2;
 	}
 #endif
 }
@@ -164,6 +194,9 @@ static void min_max(const float *x, int n, float *mn, float *mx)
 {
 	float lo = FLT_MAX, hi = -FLT_MAX;
 
+	if (n == 32 && g_simd.min_max32 && g_simd.min_max32(x, mn, mx))
+		return;
+
 	for (int j = 0; j < n; j++) {
 		if (x[j] < lo)
 			lo = x[j];
@@ -181,6 +214,10 @@ static void enc_q4_0(const float *x, uint8_t *b)
 	const float d = max / -8, id = d != 0.0f ? 1.0f / d : 0.0f;
 
 	put_half(b, d);
+	if (g_simd.q4_nibbles) {
+		g_simd.q4_nibbles(x, 0.0f, id, 8.5f, b + 2);   /* x - 0 is x, -0 and NaN included */
+		return;
+	}
 	for (int j = 0; j < 16; j++) {
 		int lo = (int8_t)trunc_u8(x[j] * id + 8.5f), hi = (int8_t)trunc_u8(x[j + 16] * id + 8.5f);
 		uint8_t q0 = (uint8_t)(lo < 15 ? lo : 15), q1 = (uint8_t)(hi < 15 ? hi : 15);
@@ -199,6 +236,10 @@ static void enc_q4_1(const float *x, uint8_t *b)
 
 	put_half(b, d);
 	put_half(b + 2, mn);
+	if (g_simd.q4_nibbles) {
+		g_simd.q4_nibbles(x, mn, id, 0.5f, b + 4);
+		return;
+	}
 	for (int j = 0; j < 16; j++) {
 		int lo = (int8_t)trunc_u8((x[j] - mn) * id + 0.5f);
 		int hi = (int8_t)trunc_u8((x[j + 16] - mn) * id + 0.5f);
@@ -216,6 +257,11 @@ static void enc_q5_0(const float *x, uint8_t *b)
 	uint32_t qh = 0;
 
 	put_half(b, d);
+	if (g_simd.q5_levels) {
+		qh = g_simd.q5_levels(x, 0.0f, id, 16.5f, 31, b + 6);
+		memcpy(b + 2, &qh, 4);
+		return;
+	}
 	for (int j = 0; j < 16; j++) {
 		int lo = (int8_t)trunc_u8(x[j] * id + 16.5f), hi = (int8_t)trunc_u8(x[j + 16] * id + 16.5f);
 		uint8_t q0 = (uint8_t)(lo < 31 ? lo : 31), q1 = (uint8_t)(hi < 31 ? hi : 31);
@@ -237,6 +283,11 @@ static void enc_q5_1(const float *x, uint8_t *b)
 
 	put_half(b, d);
 	put_half(b + 2, mn);
+	if (g_simd.q5_levels) {
+		qh = g_simd.q5_levels(x, mn, id, 0.5f, 0, b + 8);
+		memcpy(b + 4, &qh, 4);
+		return;
+	}
 	for (int j = 0; j < 16; j++) {
 		uint8_t q0 = trunc_u8((x[j] - mn) * id + 0.5f), q1 = trunc_u8((x[j + 16] - mn) * id + 0.5f);
 
@@ -257,7 +308,7 @@ static void enc_q8_0(const float *x, uint8_t *b)
 
 	put_half(b, d);
 	for (int j = 0; j < 32; j++)
-		b[2 + j] = trunc_u8(roundf(x[j] * id));
+		b[2 + j] = trunc_u8(round_away(x[j] * id));
 }
 
 /* |d = mean |x||16 bytes: bit j = (x_j >= 0)|  (Q1_0, 128 elements) */
@@ -287,7 +338,7 @@ static void enc_q2_0(const float *x, uint8_t *b)
 	put_half(b, amax);
 	memset(b + 2, 0, 16);
 	for (int j = 0; j < 64; j++) {
-		int q = clampi((int)((uint32_t)trunc_i32(roundf(x[j] * id)) + 1u), 0, 3);
+		int q = clampi((int)((uint32_t)trunc_i32(round_away(x[j] * id)) + 1u), 0, 3);
 
 		b[2 + j / 4] |= (uint8_t)(q << (2 * (j % 4)));
 	}
@@ -299,16 +350,18 @@ static void enc_q2_0(const float *x, uint8_t *b)
  * of equals wins. */
 static int nearest_fp4(float x, float e)
 {
+	/* Only code 0 and the codes of x's sign can win: one of the other sign is never
+	 * nearer than 0 (|k e + |x|| >= |x| however it rounds), and code 0 comes first. */
+	const int base = x < 0 ? 8 : 0;
 	int best = 0;
 	float best_err = fabsf((float)tfs_kvalues_fp4x2[0] * e - x);
 
-	for (int i = 1; i < 16; i++) {
-		float err = fabsf((float)tfs_kvalues_fp4x2[i] * e - x);
+	for (int i = 1; i < 8; i++) {
+		const float err = fabsf((float)tfs_kvalues_fp4x2[base + i] * e - x);
+		const bool better = err < best_err;
 
-		if (err < best_err) {
-			best = i;
-			best_err = err;
-		}
+		best = better ? base + i : best;
+		best_err = better ? err : best_err;
 	}
 	return best;
 }
@@ -325,6 +378,10 @@ static void enc_mxfp4(const float *x, uint8_t *b)
 	const float d = tfs_e8m0_half_to_f32(e);
 
 	b[0] = e;
+	if (g_simd.fp4_nibbles) {
+		g_simd.fp4_nibbles(x, 32, d, b + 1);
+		return;
+	}
 	for (int j = 0; j < 16; j++)
 		b[1 + j] = (uint8_t)(nearest_fp4(x[j], d) | nearest_fp4(x[j + 16], d) << 4);
 }
@@ -369,6 +426,10 @@ static void enc_nvfp4(const float *x, uint8_t *b)
 		b[s] = ue4m3_from_f32(amax / 6.0f);
 		const float d = tfs_ue4m3_half_to_f32(b[s]);
 
+		if (g_simd.fp4_nibbles) {
+			g_simd.fp4_nibbles(xs, 16, d, b + 4 + 8 * s);
+			continue;
+		}
 		for (int j = 0; j < 8; j++)
 			b[4 + 8 * s + j] = (uint8_t)(nearest_fp4(xs[j], d) | nearest_fp4(xs[j + 8], d) << 4);
 	}
@@ -378,7 +439,12 @@ static void enc_nvfp4(const float *x, uint8_t *b)
 
 static inline int ternary(float v, float id)
 {
-	return (int)(lroundf(v * id) + 1);
+	const float p = v * id;
+
+	/* lroundf's result where it is defined; glibc's LONG_MIN beyond (NaN, inf) */
+	if (fabsf(p) < 8388608.f)
+		return (int)round_away(p) + 1;
+	return (int)(lroundf(p) + 1);
 }
 
 /* |48 bytes: 5 trits each|4 bytes: 4 trits each|d|  (TQ1_0)  a byte holds
@@ -417,6 +483,9 @@ static void enc_tq2_0(const float *x, uint8_t *b)
 		amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
 	const float id = amax != 0.0f ? 1.0f / amax : 0.0f;
 
+	put_half(b + 64, amax);
+	if (g_simd.tq2_0 && g_simd.tq2_0(x, id, b))
+		return;
 	for (int c = 0; c < 2; c++)
 		for (int m = 0; m < 32; m++) {
 			uint8_t q = 0;
@@ -425,7 +494,6 @@ static void enc_tq2_0(const float *x, uint8_t *b)
 				q = (uint8_t)(q + ((ternary(x[128 * c + 32 * s + m], id) & 3) << (2 * s)));
 			b[32 * c + m] = q;
 		}
-	put_half(b + 64, amax);
 }
 
 /* ==== K-quants: super-blocks of 256 ==== */
@@ -892,6 +960,8 @@ static void enc_q6_k(const float *x, uint8_t *b)
 /* |float d|256 int8|16 int16 sums of 16|  (292)  q = round(-127 x / max), d = 1/(-127/max) */
 static void enc_q8_k(const float *x, uint8_t *b)
 {
+	if (g_simd.q8_k && g_simd.q8_k(x, b))
+		return;
 	float amax, max = signed_absmax(x, 256, &amax);
 	int8_t *qs = (int8_t *)(b + 4);
 

@@ -30,6 +30,23 @@ void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale);
 /* n floats to IEEE halves / bfloat16, nearest-even, as tfs_f32_to_f16 / tfs_f32_to_bf16. */
 void tfs_f32_to_f16_avx2(const float *x, uint8_t *y, size_t n);
 void tfs_f32_to_bf16_avx2(const float *x, uint8_t *y, size_t n);
+/* Q4_0 / Q4_1 levels of 32 values, min(15, (int8)trunc((x - off) * id + add)), as nibbles:
+ * byte j = level j | level 16 + j << 4. */
+void tfs_q4_nibbles_avx2(const float *x, float off, float id, float add, uint8_t *q);
+/* Q5_0 (cap 31) / Q5_1 (cap 0: none) levels of 32 values, low nibbles as above into q;
+ * returns the fifth bits (bit j: level j). */
+uint32_t tfs_q5_levels_avx2(const float *x, float off, float id, float add, int cap, uint8_t *q);
+/* MXFP4 (n = 32) / NVFP4 (n = 16) code indices at half-scale d, as nibbles: byte j = index
+ * of x[j] | index of x[n/2 + j] << 4. */
+void tfs_fp4_nibbles_avx2(const float *x, int n, float d, uint8_t *q);
+/* TQ2_0's 64 level bytes at inverse scale id; false (nothing written) when a product is NaN
+ * or beyond 2^23, where the scalar code must decide. */
+bool tfs_tq2_0_avx2(const float *x, float id, uint8_t *qs);
+/* A whole Q8_K block; false (nothing written) for a block with a NaN or all zeros. */
+bool tfs_q8_k_avx2(const float *x, uint8_t *b);
+/* Min and max of 32 values as the scalar scan finds them; false for a NaN, or a zero min or
+ * max (whose sign depends on the scan order): then the scalar code must decide. */
+bool tfs_min_max32_avx2(const float *x, float *mn, float *mx);
 #endif
 
 #endif

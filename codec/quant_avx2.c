@@ -8,9 +8,11 @@
  * the scalar code's order (and never a fused multiply-add).  Where the scalar code branches,
  * the lanes compute both sides and blend.
  */
+#include "dequant.h"
 #include "quant.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 /* ==== helpers ==== */
 
@@ -292,4 +294,225 @@ void tfs_f32_to_bf16_avx2(const float *x, uint8_t *y, size_t n)
 
 		memcpy(y + 2 * i, &h, 2);
 	}
+}
+
+/* ==== element loops of the plain blocks ==== */
+
+/* The low bytes of 32 int32 results (4 vectors), in order. */
+static inline __m256i low_bytes32(const __m256i v[4])
+{
+	const __m256i m = _mm256_set1_epi32(0xff);
+	__m256i a = _mm256_packus_epi32(_mm256_and_si256(v[0], m), _mm256_and_si256(v[1], m));
+	__m256i b = _mm256_packus_epi32(_mm256_and_si256(v[2], m), _mm256_and_si256(v[3], m));
+
+	/* undo the per-128-bit-lane interleave of the two packs */
+	return _mm256_permutevar8x32_epi32(_mm256_packus_epi16(a, b),
+					   _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static inline void store_low_bytes32(const __m256i v[4], uint8_t *out)
+{
+	_mm256_storeu_si256((__m256i *)out, low_bytes32(v));
+}
+
+/* Nibbles of 32 levels (int32, 0..15 in their low bytes): byte j = q[j] | q[16 + j] << 4. */
+static inline void store_nibbles32(const __m256i v[4], uint8_t *out)
+{
+	const __m256i p = low_bytes32(v);
+	const __m128i lo = _mm256_castsi256_si128(p), hi = _mm256_extracti128_si256(p, 1);
+
+	_mm_storeu_si128((__m128i *)out,
+			 _mm_or_si128(_mm_and_si128(lo, _mm_set1_epi8(0x0f)),
+				      _mm_slli_epi16(_mm_and_si128(hi, _mm_set1_epi8(0x0f)), 4)));
+}
+
+/* trunc((x - off) * id + add) for 32 values; cap > 0: the low byte as int8, then min(cap, it)
+ * (what the scalar code's int8 casts and MIN do). */
+static inline void levels32(const float *x, float off, float id, float add, int cap, __m256i v[4])
+{
+	for (int k = 0; k < 4; k++) {
+		__m256 p = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + 8 * k),
+								     _mm256_set1_ps(off)),
+						       _mm256_set1_ps(id)), _mm256_set1_ps(add));
+		__m256i t = _mm256_cvttps_epi32(p);
+
+		if (cap > 0)
+			t = _mm256_min_epi32(_mm256_srai_epi32(_mm256_slli_epi32(t, 24), 24),
+					     _mm256_set1_epi32(cap));
+		v[k] = t;
+	}
+}
+
+void tfs_q4_nibbles_avx2(const float *x, float off, float id, float add, uint8_t *q)
+{
+	__m256i v[4];
+
+	levels32(x, off, id, add, 15, v);
+	store_nibbles32(v, q);
+}
+
+uint32_t tfs_q5_levels_avx2(const float *x, float off, float id, float add, int cap, uint8_t *q)
+{
+	__m256i v[4];
+
+	levels32(x, off, id, add, cap, v);
+	store_nibbles32(v, q);
+	/* bit 4 of each level byte, moved to bit 7 for movemask: bit j of the result */
+	return (uint32_t)_mm256_movemask_epi8(_mm256_slli_epi16(low_bytes32(v), 3));
+}
+
+/* Indices of the nearest doubled-E2M1 values at scale e, first of equals (16 candidates in
+ * order, as the scalar search). */
+static inline __m256i fp4_index8(__m256 x, __m256 e)
+{
+	__m256 best_err = absf8(_mm256_sub_ps(_mm256_mul_ps(_mm256_setzero_ps(), e), x));
+	__m256i best = _mm256_setzero_si256();
+
+	for (int i = 1; i < 16; i++) {
+		__m256 err = absf8(_mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps((float)tfs_kvalues_fp4x2[i]), e), x));
+		__m256 better = _mm256_cmp_ps(err, best_err, _CMP_LT_OQ);
+
+		best = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(best),
+							    _mm256_castsi256_ps(_mm256_set1_epi32(i)), better));
+		best_err = _mm256_blendv_ps(best_err, err, better);
+	}
+	return best;
+}
+
+void tfs_fp4_nibbles_avx2(const float *x, int n, float d, uint8_t *q)
+{
+	const __m256 e = _mm256_set1_ps(d);
+	__m256i v[4];
+
+	if (n == 32) {
+		for (int k = 0; k < 4; k++)
+			v[k] = fp4_index8(_mm256_loadu_ps(x + 8 * k), e);
+		store_nibbles32(v, q);
+		return;
+	}
+	/* 16 values: byte j = index(x[j]) | index(x[8 + j]) << 4 */
+	int32_t lo[8], hi[8];
+
+	_mm256_storeu_si256((__m256i *)lo, fp4_index8(_mm256_loadu_ps(x), e));
+	_mm256_storeu_si256((__m256i *)hi, fp4_index8(_mm256_loadu_ps(x + 8), e));
+	for (int j = 0; j < 8; j++)
+		q[j] = (uint8_t)(lo[j] | hi[j] << 4);
+}
+
+/* Round half away from zero, exactly as roundf for |v| < 2^23 (the caller checks). */
+static inline __m256 round_away8(__m256 v)
+{
+	const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+	const __m256 f = _mm256_sub_ps(v, t), one = _mm256_set1_ps(1.0f);
+	const __m256 up = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one);
+	const __m256 down = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), one);
+
+	return _mm256_add_ps(t, _mm256_sub_ps(up, down));
+}
+
+bool tfs_tq2_0_avx2(const float *x, float id, uint8_t *qs)
+{
+	__m256i acc[8];
+
+	for (int k = 0; k < 8; k++)
+		acc[k] = _mm256_setzero_si256();
+	for (int c = 0; c < 2; c++)
+		for (int s = 0; s < 4; s++)
+			for (int k = 0; k < 4; k++) {
+				__m256 p = _mm256_mul_ps(_mm256_loadu_ps(x + 128 * c + 32 * s + 8 * k),
+							 _mm256_set1_ps(id));
+
+				if (_mm256_movemask_ps(_mm256_cmp_ps(absf8(p), _mm256_set1_ps(8388608.f),
+								     _CMP_NGE_UQ)))
+					return false;   /* NaN or huge: lroundf's edge cases */
+				__m256i t = _mm256_add_epi32(_mm256_cvttps_epi32(round_away8(p)),
+							     _mm256_set1_epi32(1));
+
+				t = _mm256_slli_epi32(_mm256_and_si256(t, _mm256_set1_epi32(3)), 2 * s);
+				acc[4 * c + k] = _mm256_add_epi32(acc[4 * c + k], t);
+			}
+	store_low_bytes32(acc, qs);
+	store_low_bytes32(acc + 4, qs + 32);
+	return true;
+}
+
+bool tfs_q8_k_avx2(const float *x, uint8_t *b)
+{
+	__m256 amax = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+
+	for (int i = 0; i < 256; i += 8) {
+		__m256 v = _mm256_loadu_ps(x + i);
+
+		nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+		amax = _mm256_max_ps(amax, absf8(v));
+	}
+	if (_mm256_movemask_ps(nan))
+		return false;
+	float m8[8], am = 0;
+
+	_mm256_storeu_ps(m8, amax);
+	for (int j = 0; j < 8; j++)
+		am = m8[j] > am ? m8[j] : am;
+	if (am == 0.0f)
+		return false;   /* the scalar code writes the zero block */
+	int first = 0;
+
+	while (fabsf(x[first]) != am)   /* the scalar search keeps the first largest */
+		first++;
+	const float iscale = -127.f / x[first], d = 1 / iscale;
+	__m256i v[4];
+	int8_t *qs = (int8_t *)(b + 4);
+
+	for (int c = 0; c < 8; c++) {
+		for (int k = 0; k < 4; k++)
+			v[k] = _mm256_min_epi32(nearest8(_mm256_mul_ps(_mm256_set1_ps(iscale),
+								      _mm256_loadu_ps(x + 32 * c + 8 * k))),
+						_mm256_set1_epi32(127));
+		store_low_bytes32(v, (uint8_t *)qs + 32 * c);
+	}
+	/* sums of 16: biased to unsigned bytes, summed in 8s by psadbw, the bias taken off */
+	for (int c = 0; c < 8; c++) {
+		__m256i q = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(qs + 32 * c)),
+					     _mm256_set1_epi8((char)0x80));
+		int64_t s8[4];
+
+		_mm256_storeu_si256((__m256i *)s8, _mm256_sad_epu8(q, _mm256_setzero_si256()));
+		for (int h = 0; h < 2; h++) {
+			int16_t sum = (int16_t)(s8[2 * h] + s8[2 * h + 1] - 16 * 128);
+
+			memcpy(b + 260 + 2 * (2 * c + h), &sum, 2);
+		}
+	}
+	memcpy(b, &d, 4);
+	return true;
+}
+
+bool tfs_min_max32_avx2(const float *x, float *mn, float *mx)
+{
+	__m256 lo = _mm256_loadu_ps(x), hi = lo, nan = _mm256_cmp_ps(lo, lo, _CMP_UNORD_Q);
+
+	for (int k = 1; k < 4; k++) {
+		__m256 v = _mm256_loadu_ps(x + 8 * k);
+
+		nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+		lo = _mm256_min_ps(v, lo);
+		hi = _mm256_max_ps(v, hi);
+	}
+	if (_mm256_movemask_ps(nan))
+		return false;
+	float l8[8], h8[8], l = l8[0], h;
+
+	_mm256_storeu_ps(l8, lo);
+	_mm256_storeu_ps(h8, hi);
+	l = l8[0];
+	h = h8[0];
+	for (int j = 1; j < 8; j++) {
+		l = l8[j] < l ? l8[j] : l;
+		h = h8[j] > h ? h8[j] : h;
+	}
+	if (l == 0.0f || h == 0.0f)
+		return false;   /* which zero the scalar code keeps depends on the order */
+	*mn = l;
+	*mx = h;
+	return true;
 }

@@ -143,6 +143,10 @@ static struct {
 	bool (*tq2_0)(const float *x, float id, uint8_t *qs);
 	bool (*q8_k)(const float *x, uint8_t *b);
 	bool (*min_max32)(const float *x, float *mn, float *mx);
+	void (*fit_q3_16)(const float *x, int8_t *L, float *scale);
+	void (*fit_iq4_8)(const float *x, float *d);
+	void (*iq4_nibbles)(const float *x, float id, uint8_t *q);
+	void (*levels)(const float *x, int n, float off, float d, int lo, int hi, int add, uint8_t *L);
 } g_simd;
 static pthread_once_t g_simd_once = PTHREAD_ONCE_INIT;
 static bool g_force_scalar;   /* tests: tfs_quantize_set_scalar */
@@ -161,6 +165,10 @@ static void choose_simd(void)
 		g_simd.tq2_0 = tfs_tq2_0_avx2;
 		g_simd.q8_k = tfs_q8_k_avx2;
 		g_simd.min_max32 = tfs_min_max32_avx2;
+		g_simd.fit_q3_16 = tfs_fit_q3_16_avx2;
+		g_simd.fit_iq4_8 = tfs_fit_iq4_8_avx2;
+		g_simd.iq4_nibbles = tfs_iq4_nibbles_avx2;
+		g_simd.levels = tfs_levels_avx2;
 	}
 #endif
 }
@@ -498,6 +506,19 @@ static void enc_tq2_0(const float *x, uint8_t *b)
 
 /* ==== K-quants: super-blocks of 256 ==== */
 
+/* The last pass of every K-quant: L[i] = clamp(nearest((x[i] + off) / d), lo, hi) + add.
+ * off is 0 where ggml divides x alone (x + 0 differs from x only for -0, same level). */
+static void final_levels(const float *x, int n, float off, float d, int lo, int hi, int add,
+			 uint8_t *L)
+{
+	if (g_simd.levels) {
+		g_simd.levels(x, n, off, d, lo, hi, add, L);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		L[i] = (uint8_t)(clampi(nearest_int(off != 0.0f ? (x[i] + off) / d : x[i] / d), lo, hi) + add);
+}
+
 #define GROUP_EPS 1e-15f   /* a sub-block whose largest magnitude is below this is all zero */
 
 /* Symmetric levels -nmax..nmax-1 for n values, weighted by x^2: starts from the scale that
@@ -728,8 +749,7 @@ static void enc_q2_k(const float *x, uint8_t *b)
 			continue;
 		const float dm = half_back(b + 82) * (sc[j] >> 4);
 
-		for (int i = 0; i < 16; i++)
-			L[16 * j + i] = (uint8_t)clampi(nearest_int((x[16 * j + i] + dm) / d), 0, 3);
+		final_levels(x + 16 * j, 16, dm, d, 0, 3, 0, L + 16 * j);
 	}
 	pack_2bit(L, qs);
 }
@@ -750,8 +770,13 @@ static void enc_q3_k(const float *x, uint8_t *b)
 	float scales[16], max_scale = 0, amax = 0;
 	uint8_t *hmask = b, *qs = b + 32, *sc = b + 96;
 
+	if (g_simd.fit_q3_16) {
+		g_simd.fit_q3_16(x, L, scales);
+	} else {
+		for (int j = 0; j < 16; j++)
+			scales[j] = fit_q3(x + 16 * j, L + 16 * j);
+	}
 	for (int j = 0; j < 16; j++) {
-		scales[j] = fit_q3(x + 16 * j, L + 16 * j);
 		if (fabsf(scales[j]) > amax) {
 			amax = fabsf(scales[j]);
 			max_scale = scales[j];
@@ -779,15 +804,14 @@ static void enc_q3_k(const float *x, uint8_t *b)
 
 		if (d == 0.0f)
 			continue;
-		for (int i = 0; i < 16; i++)
-			L[16 * j + i] = (int8_t)(clampi(nearest_int(x[16 * j + i] / d), -4, 3) + 4);
+		final_levels(x + 16 * j, 16, 0.0f, d, -4, 3, 4, (uint8_t *)L + 16 * j);
 	}
 	memset(hmask, 0, 32);
-	for (int j = 0; j < 256; j++) {
-		if (L[j] > 3) {
-			hmask[j % 32] = (uint8_t)(hmask[j % 32] | 1u << (j / 32));
-			L[j] = (int8_t)(L[j] - 4);
-		}
+	for (int j = 0; j < 256; j++) {   /* no branch: the high bit is a coin toss */
+		const int high = L[j] > 3;
+
+		hmask[j % 32] = (uint8_t)(hmask[j % 32] | (unsigned)high << (j / 32));
+		L[j] = (int8_t)(L[j] - 4 * high);
 	}
 	pack_2bit((const uint8_t *)L, qs);
 }
@@ -865,9 +889,7 @@ static void fit_k4(const float *x, uint8_t *b, uint8_t *L, const tfs_affine_sear
 			continue;
 		const float dm = half_back(b + 2) * m;
 
-		for (int i = 0; i < 32; i++)
-			L[32 * j + i] = (uint8_t)clampi(nearest_int((x[32 * j + i] + dm) / d), 0,
-							search->nmax);
+		final_levels(x + 32 * j, 32, dm, d, 0, search->nmax, 0, L + 32 * j);
 	}
 }
 
@@ -943,8 +965,7 @@ static void enc_q6_k(const float *x, uint8_t *b)
 
 		if (d == 0.0f)
 			continue;
-		for (int i = 0; i < 16; i++)
-			L[16 * j + i] = (int8_t)(clampi(nearest_int(x[16 * j + i] / d), -32, 31) + 32);
+		final_levels(x + 16 * j, 16, 0.0f, d, -32, 31, 32, (uint8_t *)L + 16 * j);
 	}
 	for (int h = 0; h < 2; h++)
 		for (int l = 0; l < 32; l++) {
@@ -1051,6 +1072,10 @@ static float fit_iq4(const float *x)
 /* 32 code book indices at inverse scale id, packed: byte j = element j | element 16 + j. */
 static void put_iq4_nibbles(const float *x, float id, uint8_t *q)
 {
+	if (g_simd.iq4_nibbles) {
+		g_simd.iq4_nibbles(x, id, q);
+		return;
+	}
 	for (int j = 0; j < 16; j++)
 		q[j] = (uint8_t)(nearest_iq4(id * x[j]) | nearest_iq4(id * x[j + 16]) << 4);
 }
@@ -1064,6 +1089,18 @@ static void enc_iq4_nl(const float *x, uint8_t *b)
 	put_iq4_nibbles(x, d != 0.0f ? 1 / d : 0, b + 2);
 }
 
+/* Eight IQ4_NL blocks, their scales fitted together. */
+static void enc_iq4_nl8(const float *x, uint8_t *b)
+{
+	float d[8];
+
+	g_simd.fit_iq4_8(x, d);
+	for (int k = 0; k < 8; k++) {
+		put_half(b + 18 * k, d[k]);
+		put_iq4_nibbles(x + 32 * k, d[k] != 0.0f ? 1 / d[k] : 0, b + 18 * k + 2);
+	}
+}
+
 /* |d|u16 scale high bits (2 per block)|4 bytes scale low nibbles|128 bytes: per 32-element
  * block, 16 bytes as IQ4_NL|  (136)  w = d * (scale - 32) * book[q] */
 static void enc_iq4_xs(const float *x, uint8_t *b)
@@ -1071,8 +1108,12 @@ static void enc_iq4_xs(const float *x, uint8_t *b)
 	float scales[8], max_scale = 0, amax_scale = 0;
 	uint16_t sh = 0;
 
+	if (g_simd.fit_iq4_8)
+		g_simd.fit_iq4_8(x, scales);
+	else
+		for (int ib = 0; ib < 8; ib++)
+			scales[ib] = fit_iq4(x + 32 * ib);
 	for (int ib = 0; ib < 8; ib++) {
-		scales[ib] = fit_iq4(x + 32 * ib);
 		if (fabsf(scales[ib]) > amax_scale) {
 			amax_scale = fabsf(scales[ib]);
 			max_scale = scales[ib];
@@ -1298,9 +1339,14 @@ int tfs_quantize(void *dst, int id, const float *src, uint64_t nelems, tfs_error
 	if (encode_floats(dst, id, src, nelems))
 		return 0;
 	const enc_fn enc = k_encoders[id];
+	const uint64_t nblocks = nelems / t->block_elems;
 	uint8_t *out = dst;
+	uint64_t i = 0;
 
-	for (uint64_t i = 0; i < nelems / t->block_elems; i++)
+	if (id == TFS_DT_IQ4_NL && g_simd.fit_iq4_8)   /* IQ4_NL's blocks are fitted 8 at a time */
+		for (; i + 8 <= nblocks; i += 8)
+			enc_iq4_nl8(src + 32 * i, out + 18 * i);
+	for (; i < nblocks; i++)
 		enc(src + i * t->block_elems, out + i * t->block_bytes);
 	return 0;
 }

@@ -27,6 +27,17 @@ void tfs_fit_affine8_avx2(int n, const float *x, const float *w, uint8_t *L, flo
 /* Fits 8 sub-blocks of 16 values with symmetric levels -nmax..nmax-1 weighted by x^2
  * (Q6_K's fit); L gets level + nmax. */
 void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale);
+/* Q3_K's fit of the 16 sub-blocks of 16 (levels -4..3, L gets level + 4; all-zero sub-blocks:
+ * 0). */
+void tfs_fit_q3_16_avx2(const float *x, int8_t *L, float *scale);
+/* The IQ4 scale of 8 blocks of 32 (x + 32 j), as quant.c's fit_iq4. */
+void tfs_fit_iq4_8_avx2(const float *x, float *d);
+/* IQ4 code book indices of 32 values at inverse scale id, as nibbles (byte j = index j |
+ * index 16 + j << 4). */
+void tfs_iq4_nibbles_avx2(const float *x, float id, uint8_t *q);
+/* L[i] = clamp(nearest((x[i] + off) / d), lo, hi) + add for n (a multiple of 8) values: the
+ * K-quants' last pass (off 0 where the scalar code divides x alone: +-0 give the same level). */
+void tfs_levels_avx2(const float *x, int n, float off, float d, int lo, int hi, int add, uint8_t *L);
 /* n floats to IEEE halves / bfloat16, nearest-even, as tfs_f32_to_f16 / tfs_f32_to_bf16. */
 void tfs_f32_to_f16_avx2(const float *x, uint8_t *y, size_t n);
 void tfs_f32_to_bf16_avx2(const float *x, uint8_t *y, size_t n);

@@ -516,3 +516,235 @@ bool tfs_min_max32_avx2(const float *x, float *mn, float *mx)
 	*mx = h;
 	return true;
 }
+
+/* ==== Q3_K's fit ==== */
+
+/* The state of 8 sub-blocks' Q3_K fit. */
+typedef struct {
+	__m256 xt[16], sumlx, suml2, zero;
+	__m256i L[16];
+} q3_lanes;
+
+static void q3_start(q3_lanes *s, const float *x)
+{
+	const int nmax = 4;
+	float t[16 * 8];
+	__m256 amax = _mm256_setzero_ps(), max = amax;
+
+	transpose_in(16, x, t);
+	for (int i = 0; i < 16; i++) {
+		s->xt[i] = _mm256_loadu_ps(t + 8 * i);
+		__m256 ax = absf8(s->xt[i]), gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
+
+		amax = _mm256_blendv_ps(amax, ax, gt);
+		max = _mm256_blendv_ps(max, s->xt[i], gt);
+	}
+	s->zero = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
+	const __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)-nmax), max);
+
+	s->sumlx = s->suml2 = _mm256_setzero_ps();
+	for (int i = 0; i < 16; i++) {
+		__m256i l = clamp8(nearest8(_mm256_mul_ps(iscale, s->xt[i])), -nmax, nmax - 1);
+		__m256 lf = _mm256_cvtepi32_ps(l), w = _mm256_mul_ps(s->xt[i], s->xt[i]);
+
+		s->L[i] = l;
+		s->sumlx = _mm256_add_ps(s->sumlx, _mm256_mul_ps(_mm256_mul_ps(w, s->xt[i]), lf));
+		s->suml2 = _mm256_add_ps(s->suml2, _mm256_mul_ps(_mm256_mul_ps(w, lf), lf));
+	}
+}
+
+/* Element i of one improvement pass: moves its level where that improves the fit; returns
+ * the lanes that moved. */
+static inline __m256 q3_step(q3_lanes *s, int i)
+{
+	const int nmax = 4;
+	const __m256 w = _mm256_mul_ps(s->xt[i], s->xt[i]), wx = _mm256_mul_ps(w, s->xt[i]);
+	const __m256 lf = _mm256_cvtepi32_ps(s->L[i]);
+	__m256 slx = _mm256_sub_ps(s->sumlx, _mm256_mul_ps(wx, lf));
+	__m256 sl2 = _mm256_sub_ps(s->suml2, _mm256_mul_ps(_mm256_mul_ps(w, lf), lf));
+	const __m256i nl = clamp8(nearest8(_mm256_div_ps(_mm256_mul_ps(s->xt[i], sl2), slx)),
+				  -nmax, nmax - 1);
+	const __m256 nlf = _mm256_cvtepi32_ps(nl);
+	__m256 take = _mm256_and_ps(_mm256_cmp_ps(slx, _mm256_setzero_ps(), _CMP_GT_OQ),
+				    _mm256_castsi256_ps(_mm256_xor_si256(_mm256_cmpeq_epi32(nl, s->L[i]),
+									 _mm256_set1_epi32(-1))));
+
+	slx = _mm256_add_ps(slx, _mm256_mul_ps(wx, nlf));
+	sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(w, nlf), nlf));
+	take = _mm256_and_ps(take, _mm256_cmp_ps(sl2, _mm256_setzero_ps(), _CMP_GT_OQ));
+	take = _mm256_and_ps(take, _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(slx, slx), s->suml2),
+						 _mm256_mul_ps(_mm256_mul_ps(s->sumlx, s->sumlx), sl2),
+						 _CMP_GT_OQ));
+	s->L[i] = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(s->L[i]),
+						       _mm256_castsi256_ps(nl), take));
+	s->sumlx = _mm256_blendv_ps(s->sumlx, slx, take);
+	s->suml2 = _mm256_blendv_ps(s->suml2, sl2, take);
+	return take;
+}
+
+static void q3_finish(q3_lanes *s, int8_t *L, float *scale_out)
+{
+	const int zmask = _mm256_movemask_ps(s->zero);
+
+	for (int i = 0; i < 16; i++)
+		s->L[i] = _mm256_castps_si256(_mm256_andnot_ps(s->zero, _mm256_castsi256_ps(s->L[i])));
+	levels_out(16, s->L, 0, (uint8_t *)L);
+	for (int j = 0; j < 8; j++)   /* the scalar code adds nmax to non-zero sub-blocks only */
+		if (!(zmask >> j & 1))
+			for (int i = 0; i < 16; i++)
+				L[16 * j + i] = (int8_t)(L[16 * j + i] + 4);
+	const __m256 sc = _mm256_blendv_ps(_mm256_setzero_ps(), _mm256_div_ps(s->sumlx, s->suml2),
+					   _mm256_cmp_ps(s->suml2, _mm256_setzero_ps(), _CMP_GT_OQ));
+
+	_mm256_storeu_ps(scale_out, _mm256_andnot_ps(s->zero, sc));
+}
+
+void tfs_fit_q3_16_avx2(const float *x, int8_t *L, float *scale_out)
+{
+	q3_lanes a, b;   /* two independent groups, interleaved to hide the divisions' latency */
+
+	q3_start(&a, x);
+	q3_start(&b, x + 128);
+	for (int pass = 0; pass < 5; pass++) {
+		__m256 changed = _mm256_setzero_ps();
+
+		for (int i = 0; i < 16; i++) {
+			changed = _mm256_or_ps(changed, q3_step(&a, i));
+			changed = _mm256_or_ps(changed, q3_step(&b, i));
+		}
+		/* a lane whose pass changed nothing would change nothing again */
+		if (_mm256_movemask_ps(changed) == 0)
+			break;
+	}
+	q3_finish(&a, L, scale_out);
+	q3_finish(&b, L + 128, scale_out + 8);
+}
+
+/* ==== IQ4: the non-linear code book ==== */
+
+/* Index of the book value nearest each lane, as quant.c's nearest_iq4 (NaN: 15). */
+static inline __m256i iq4_index8(__m256 x, __m256 book_lo, __m256 book_hi)
+{
+	__m256i cnt = _mm256_setzero_si256();
+
+	for (int k = 0; k < 16; k++) {
+		__m256 le = _mm256_cmp_ps(_mm256_set1_ps((float)tfs_kvalues_iq4nl[k]), x, _CMP_LE_OQ);
+
+		cnt = _mm256_sub_epi32(cnt, _mm256_castps_si256(le));
+	}
+	/* cnt = the first index whose value exceeds x: x lies in [book[cnt-1], book[cnt]) */
+	const __m256i lo_i = _mm256_sub_epi32(cnt, _mm256_set1_epi32(1));
+	const __m256 below = _mm256_blendv_ps(_mm256_permutevar8x32_ps(book_lo, lo_i),
+					      _mm256_permutevar8x32_ps(book_hi, lo_i),
+					      _mm256_castsi256_ps(_mm256_cmpgt_epi32(lo_i, _mm256_set1_epi32(7))));
+	const __m256 above = _mm256_blendv_ps(_mm256_permutevar8x32_ps(book_lo, cnt),
+					      _mm256_permutevar8x32_ps(book_hi, cnt),
+					      _mm256_castsi256_ps(_mm256_cmpgt_epi32(cnt, _mm256_set1_epi32(7))));
+	const __m256 pick_lo = _mm256_cmp_ps(_mm256_sub_ps(x, below), _mm256_sub_ps(above, x), _CMP_LT_OQ);
+	__m256i idx = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(cnt),
+							   _mm256_castsi256_ps(lo_i), pick_lo));
+	const __m256 first = _mm256_cmp_ps(x, _mm256_set1_ps((float)tfs_kvalues_iq4nl[0]), _CMP_LE_OQ);
+	const __m256 last = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps((float)tfs_kvalues_iq4nl[15]),
+						       _CMP_GE_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+
+	idx = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(idx),
+						   _mm256_castsi256_ps(_mm256_set1_epi32(15)), last));
+	return _mm256_castps_si256(_mm256_andnot_ps(first, _mm256_castsi256_ps(idx)));
+}
+
+static inline void iq4_books(__m256 *lo, __m256 *hi)
+{
+	float b[16];
+
+	for (int k = 0; k < 16; k++)
+		b[k] = (float)tfs_kvalues_iq4nl[k];
+	*lo = _mm256_loadu_ps(b);
+	*hi = _mm256_loadu_ps(b + 8);
+}
+
+static inline __m256 book_value8(__m256i idx, __m256 lo, __m256 hi)
+{
+	return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx),
+				_mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7))));
+}
+
+/* x^2-weighted sums of q*x and q*q for book values at inverse scale id. */
+static void iq4_pass(const __m256 *xt, __m256 id, __m256 lo, __m256 hi, __m256 *sumqx, __m256 *sumq2)
+{
+	__m256 sqx = _mm256_setzero_ps(), sq2 = sqx;
+
+	for (int j = 0; j < 32; j++) {
+		__m256 q = book_value8(iq4_index8(_mm256_mul_ps(id, xt[j]), lo, hi), lo, hi);
+		__m256 wq = _mm256_mul_ps(_mm256_mul_ps(xt[j], xt[j]), q);
+
+		sqx = _mm256_add_ps(sqx, _mm256_mul_ps(wq, xt[j]));
+		sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(wq, q));
+	}
+	*sumqx = sqx;
+	*sumq2 = sq2;
+}
+
+void tfs_fit_iq4_8_avx2(const float *x, float *d_out)
+{
+	float t[32 * 8];
+	__m256 xt[32], amax = _mm256_setzero_ps(), max = amax, lo, hi, sumqx, sumq2;
+
+	iq4_books(&lo, &hi);
+	transpose_in(32, x, t);
+	for (int i = 0; i < 32; i++) {
+		xt[i] = _mm256_loadu_ps(t + 8 * i);
+		__m256 ax = absf8(xt[i]), gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
+
+		amax = _mm256_blendv_ps(amax, ax, gt);
+		max = _mm256_blendv_ps(max, xt[i], gt);
+	}
+	const __m256 zero = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
+	const float v0 = (float)tfs_kvalues_iq4nl[0];
+	__m256 d = _mm256_div_ps(_mm256_sub_ps(_mm256_setzero_ps(), max), _mm256_set1_ps(v0));
+
+	iq4_pass(xt, _mm256_div_ps(_mm256_set1_ps(1.0f), d), lo, hi, &sumqx, &sumq2);
+	d = _mm256_blendv_ps(_mm256_setzero_ps(), _mm256_div_ps(sumqx, sumq2),
+			     _mm256_cmp_ps(sumq2, _mm256_setzero_ps(), _CMP_GT_OQ));
+	__m256 best = _mm256_mul_ps(d, sumqx);
+
+	for (int k = -7; k <= 7; k++) {
+		iq4_pass(xt, _mm256_div_ps(_mm256_set1_ps((float)(k + tfs_kvalues_iq4nl[0])), max), lo, hi,
+			 &sumqx, &sumq2);
+		const __m256 better = _mm256_and_ps(
+			_mm256_cmp_ps(sumq2, _mm256_setzero_ps(), _CMP_GT_OQ),
+			_mm256_cmp_ps(_mm256_mul_ps(sumqx, sumqx), _mm256_mul_ps(best, sumq2), _CMP_GT_OQ));
+		const __m256 nd = _mm256_div_ps(sumqx, sumq2);
+
+		d = _mm256_blendv_ps(d, nd, better);
+		best = _mm256_blendv_ps(best, _mm256_mul_ps(nd, sumqx), better);
+	}
+	_mm256_storeu_ps(d_out, _mm256_andnot_ps(zero, d));
+}
+
+void tfs_iq4_nibbles_avx2(const float *x, float id, uint8_t *q)
+{
+	__m256 lo, hi;
+	__m256i v[4];
+
+	iq4_books(&lo, &hi);
+	for (int k = 0; k < 4; k++)
+		v[k] = iq4_index8(_mm256_mul_ps(_mm256_set1_ps(id), _mm256_loadu_ps(x + 8 * k)), lo, hi);
+	store_nibbles32(v, q);
+}
+
+/* ==== the K-quants' final levels ==== */
+
+void tfs_levels_avx2(const float *x, int n, float off, float d, int lo, int hi, int add, uint8_t *L)
+{
+	const __m256 vo = _mm256_set1_ps(off), vd = _mm256_set1_ps(d);
+
+	for (int i = 0; i < n; i += 8) {
+		__m256i l = clamp8(nearest8(_mm256_div_ps(_mm256_add_ps(_mm256_loadu_ps(x + i), vo), vd)),
+				   lo, hi);
+		int32_t t[8];
+
+		_mm256_storeu_si256((__m256i *)t, _mm256_add_epi32(l, _mm256_set1_epi32(add)));
+		for (int k = 0; k < 8; k++)
+			L[i + k] = (uint8_t)t[k];
+	}
+}

@@ -807,12 +807,13 @@ static void enc_q3_k(const float *x, uint8_t *b)
 		final_levels(x + 16 * j, 16, 0.0f, d, -4, 3, 4, (uint8_t *)L + 16 * j);
 	}
 	memset(hmask, 0, 32);
-	for (int j = 0; j < 256; j++) {   /* no branch: the high bit is a coin toss */
-		const int high = L[j] > 3;
+	for (int k = 0; k < 8; k++)   /* element 32k + m: bit k of hmask[m]; no branch */
+		for (int m = 0; m < 32; m++) {
+			const uint8_t high = L[32 * k + m] > 3;
 
-		hmask[j % 32] = (uint8_t)(hmask[j % 32] | (unsigned)high << (j / 32));
-		L[j] = (int8_t)(L[j] - 4 * high);
-	}
+			hmask[m] = (uint8_t)(hmask[m] | high << k);
+			L[32 * k + m] = (int8_t)(L[32 * k + m] - 4 * high);
+		}
 	pack_2bit((const uint8_t *)L, qs);
 }
 

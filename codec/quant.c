@@ -1241,7 +1241,7 @@ static const int_type *int_type_of(int id)
 /* Integers: every value must be integral and in range (2^63 and 2^64 themselves are not:
  * the double bounds above round up to them, hence the strict test at the top). */
 static int encode_ints(uint8_t *dst, const int_type *t, const char *name, const float *src,
-		       uint64_t n, tfs_error *err)
+		       uint64_t n, uint64_t first, tfs_error *err)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		double v = src[i];
@@ -1249,11 +1249,11 @@ static int encode_ints(uint8_t *dst, const int_type *t, const char *name, const 
 		if (v != v || v != trunc(v))
 			return tfs_error_set(err, TFS_E_INVALID,
 					     "element %" PRIu64 " (%g) is not an integer, as %s needs",
-					     i, v, name);
+					     first + i, v, name);
 		if (v < t->lo || v > t->hi || (t->bytes == 8 && v >= t->hi))
 			return tfs_error_set(err, TFS_E_INVALID,
-					     "element %" PRIu64 " (%g) is out of the range of %s", i, v,
-					     name);
+					     "element %" PRIu64 " (%g) is out of the range of %s",
+					     first + i, v, name);
 		uint64_t u = t->is_signed ? (uint64_t)(int64_t)v : (uint64_t)v;
 
 		memcpy(dst + i * t->bytes, &u, t->bytes);   /* little-endian hosts only */
@@ -1316,6 +1316,12 @@ bool tfs_quantize_supported(int id)
 
 int tfs_quantize(void *dst, int id, const float *src, uint64_t nelems, tfs_error *err)
 {
+	return tfs_quantize_from(dst, id, src, nelems, 0, err);
+}
+
+int tfs_quantize_from(void *dst, int id, const float *src, uint64_t nelems, uint64_t first,
+		      tfs_error *err)
+{
 	const tfs_dtype_info *t = tfs_dtype(id);
 
 	pthread_once(&g_simd_once, choose_simd);
@@ -1336,7 +1342,7 @@ int tfs_quantize(void *dst, int id, const float *src, uint64_t nelems, tfs_error
 	const int_type *it = int_type_of(id);
 
 	if (it)
-		return encode_ints(dst, it, t->name, src, nelems, err);
+		return encode_ints(dst, it, t->name, src, nelems, first, err);
 	if (encode_floats(dst, id, src, nelems))
 		return 0;
 	const enc_fn enc = k_encoders[id];

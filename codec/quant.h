@@ -19,6 +19,10 @@ typedef struct {
 	bool use_mad;
 } tfs_affine_search;
 
+/* tfs_quantize, with messages numbering the elements from `first` (a part of a tensor). */
+int tfs_quantize_from(void *dst, int id, const float *src, uint64_t nelems, uint64_t first,
+		      tfs_error *err);
+
 #if defined(__x86_64__)
 /* Fits 8 sub-blocks of n (16 or 32) values: sub-block j is x[n*j .. n*j + n) with weights
  * w[n*j ..]; its levels go to L[n*j ..], its scale to scale[j], minus its min to neg_min[j]. */

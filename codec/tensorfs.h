@@ -351,6 +351,26 @@ int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t c
 int tfs_npy_header(tfs_buf *out, bool *raw, const tfs_model *m, size_t i, tfs_error *err);
 /* Whether tensor i has an npy/ view (a native numpy dtype or an f32 view). */
 bool tfs_npy_available(const tfs_model *m, size_t i);
+/* Checks the first n bytes of a .npy file written for tensor i: a whole header (versions
+ * 1-3) whose dict says what tfs_npy_header says (descr, fortran_order False, shape; spaces
+ * aside).  Sets *data_off to where the data start.  TFS_E_INVALID names the difference. */
+int tfs_npy_check(uint64_t *data_off, const tfs_model *m, size_t i, const uint8_t *p, size_t n,
+		  tfs_error *err);
+
+/*
+ * Writing tensor i as numbers (f32/ and npy/ of a rw mount).  tfs_tensor_numbers_writable
+ * says whether its dtype can be written back from float32 (else *why says why: an
+ * MLX-quantized weight, C64, a type that needs an importance matrix...).
+ * tfs_tensor_requantize reads the tensor's whole f32 view (tfs_tensor_f32_count values) from
+ * in_fd at in_off and writes its new stored bytes at out_fd's offset 0: each block whose values
+ * are exactly what its stored block dequantizes to keeps its bytes, every other block is
+ * quantized (tfs_quantize).  *changed (may be NULL) gets the blocks requantized.  Works in
+ * chunks of 1 MiB of values.  TFS_E_INVALID: a value the dtype cannot hold (NaN into an
+ * integer type...), named with its index.
+ */
+bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why);
+int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_off, int out_fd,
+			  uint64_t *changed, tfs_error *err);
 
 /*
  * File names on the mount.  A name is used as it is unless it cannot be a file

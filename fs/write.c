@@ -52,11 +52,12 @@ static int stage_data(tfs_fs *fs, tfs_handle *h, bool copy)
 	tfs_error err;
 	uint64_t off = 0, len = 0;
 	int sfd = -1, rc, e = 0;
+	const bool view = n->kind == N_F32 || n->kind == N_NPY;
 	if (h->data_fd >= 0)
 		return 0;
 	pthread_rwlock_wrlock(&fs->lock);
 	rc = tfs_staging_new_data(fs->staging, &h->data_path, &err);
-	if (!rc && copy && !n->deleted && n->item >= 0) {
+	if (!rc && copy && !view && !n->deleted && n->item >= 0) {
 		int32_t src = tfs_node_bytes(fs, n, &off, &len);
 		/* a copy of the fd, taken under the lock: a commit may close a superseded source */
 		if (len && (sfd = fcntl(tfs_model_source(fs->model, (size_t)src)->fd,
@@ -71,11 +72,13 @@ static int stage_data(tfs_fs *fs, tfs_handle *h, bool copy)
 	rc = e ? -e : sfd >= 0 ? tfs_copy_range(h->data_fd, sfd, off, len) : 0;
 	if (sfd >= 0)
 		close(sfd);
+	h->data_size = len;
+	if (!rc && copy && view)
+		rc = tfs_numbers_copy(fs, h);   /* the values (or .npy file) as the view shows them */
 	if (rc) {
 		tfs_handle_drop_data(h);
 		return rc;
 	}
-	h->data_size = len;
 	return 0;
 }
 
@@ -105,8 +108,14 @@ int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
 		pthread_rwlock_unlock(&fs->lock);
 		return rc;
 	}
-	if (n->kind != N_RAW && n->kind != N_EXTRA)
+	if (n->kind == N_F32 || n->kind == N_NPY) {
+		int rc2 = tfs_numbers_start(fs, h);
+
+		if (rc2)
+			return rc2;
+	} else if (n->kind != N_RAW && n->kind != N_EXTRA) {
 		return -EACCES;
+	}
 	/* a partial update copies the current bytes at its first write: an open(O_RDWR) that
 	 * only reads copies nothing */
 	return trunc ? stage_data(fs, h, false) : 0;
@@ -431,6 +440,8 @@ int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
 	h->dirty = false;
 	if (h->node->kind == N_KEY)
 		return commit_text(fs, h, NULL);
+	if (h->node->kind == N_F32 || h->node->kind == N_NPY)
+		return tfs_numbers_commit(fs, h);
 	return commit_data(fs, h, -1, 0, NULL);
 }
 
@@ -499,7 +510,7 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	int rc = 0;
 	pthread_rwlock_rdlock(&fs->lock);
 	tfs_node *n = tfs_live_node(fs, ino);
-	bool writable = n && n->kind != N_DIR && tfs_writable_dir(fs, n->dir);
+	bool writable = n && tfs_writable_node(fs, n);
 	pthread_rwlock_unlock(&fs->lock);
 	if (!n)
 		rc = -ENOENT;

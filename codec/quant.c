@@ -143,6 +143,7 @@ static struct {
 	bool (*tq2_0)(const float *x, float id, uint8_t *qs);
 	bool (*q8_k)(const float *x, uint8_t *b);
 	bool (*min_max32)(const float *x, float *mn, float *mx);
+	bool (*q4_1)(const float *x, uint8_t *b);
 	void (*fit_q3_16)(const float *x, int8_t *L, float *scale);
 	void (*fit_iq4_8)(const float *x, float *d);
 	void (*iq4_nibbles)(const float *x, float id, uint8_t *q);
@@ -165,6 +166,7 @@ static void choose_simd(void)
 		g_simd.tq2_0 = tfs_tq2_0_avx2;
 		g_simd.q8_k = tfs_q8_k_avx2;
 		g_simd.min_max32 = tfs_min_max32_avx2;
+		g_simd.q4_1 = tfs_q4_1_avx2;
 		g_simd.fit_q3_16 = tfs_fit_q3_16_avx2;
 		g_simd.fit_iq4_8 = tfs_fit_iq4_8_avx2;
 		g_simd.iq4_nibbles = tfs_iq4_nibbles_avx2;
@@ -239,6 +241,8 @@ static void enc_q4_1(const float *x, uint8_t *b)
 {
 	float mn, mx;
 
+	if (g_simd.q4_1 && g_simd.q4_1(x, b))
+		return;
 	min_max(x, 32, &mn, &mx);
 	const float d = (mx - mn) / 15, id = d != 0.0f ? 1.0f / d : 0.0f;
 

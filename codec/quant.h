@@ -48,6 +48,9 @@ void tfs_f32_to_bf16_avx2(const float *x, uint8_t *y, size_t n);
 /* Q4_0 / Q4_1 levels of 32 values, min(15, (int8)trunc((x - off) * id + add)), as nibbles:
  * byte j = level j | level 16 + j << 4. */
 void tfs_q4_nibbles_avx2(const float *x, float off, float id, float add, uint8_t *q);
+/* A whole Q4_1 block (F16C for its halves); false (nothing written) when the scalar code
+ * must decide (see tfs_min_max32_avx2, or a NaN scale). */
+bool tfs_q4_1_avx2(const float *x, uint8_t *b);
 /* Q5_0 (cap 31) / Q5_1 (cap 0: none) levels of 32 values, low nibbles as above into q;
  * returns the fifth bits (bit j: level j). */
 uint32_t tfs_q5_levels_avx2(const float *x, float off, float id, float add, int cap, uint8_t *q);

@@ -748,3 +748,21 @@ void tfs_levels_avx2(const float *x, int n, float off, float d, int lo, int hi, 
 			L[i + k] = (uint8_t)t[k];
 	}
 }
+
+bool tfs_q4_1_avx2(const float *x, uint8_t *b)
+{
+	float mn, mx;
+
+	if (!tfs_min_max32_avx2(x, &mn, &mx))
+		return false;
+	const float d = (mx - mn) / 15, id = d != 0.0f ? 1.0f / d : 0.0f;
+
+	if (d != d)
+		return false;   /* a NaN half: the scalar conversion decides its bits */
+	const uint16_t hd = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT), hm = _cvtss_sh(mn, _MM_FROUND_TO_NEAREST_INT);
+
+	memcpy(b, &hd, 2);
+	memcpy(b + 2, &hm, 2);
+	tfs_q4_nibbles_avx2(x, mn, id, 0.5f, b + 4);
+	return true;
+}

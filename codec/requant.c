@@ -138,3 +138,57 @@ int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_o
 		*changed = n_changed;
 	return rc;
 }
+
+/* ==== conversion to another dtype ==== */
+
+int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(m, i);
+	const tfs_dtype_info *d = tfs_dtype(dtype);
+	const char *why = "no such tensor";
+
+	if (!t || !d)
+		return tfs_error_set(err, TFS_E_INVALID, "%s", t ? "unknown dtype" : why);
+	if (t->q.mode != TFS_QMODE_NONE || !tfs_tensor_has_f32(m, i, &why) ||
+	    tfs_dtype(t->dtype)->f32_per_elem != 1)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' cannot be converted: %s",
+				     t->name, t->q.mode != TFS_QMODE_NONE ? "MLX-quantized" : why);
+	if (!tfs_quantize_supported(dtype) || tfs_quantize_needs_imatrix(dtype))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensorfs cannot quantize to %s%s",
+				     d->name, tfs_quantize_needs_imatrix(dtype)
+						      ? " (it needs an importance matrix)" : "");
+	/* ggml quantizes rows: the fastest dimension must be whole blocks */
+	if (t->n_dims == 0 || t->ne[0] % d->block_elems)
+		return tfs_error_set(err, TFS_E_INVALID, "tensor '%s': rows of %lld values are not "
+				     "whole %u-value %s blocks", t->name,
+				     (long long)(t->n_dims ? t->ne[0] : 1), d->block_elems, d->name);
+	return 0;
+}
+
+int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, int out_fd, tfs_error *err)
+{
+	int rc = tfs_tensor_convert_check(m, i, dtype, err);
+
+	if (rc)
+		return rc;
+	const tfs_dtype_info *d = tfs_dtype(dtype);
+	const uint64_t count = tfs_tensor_f32_count(m, i, NULL), nblocks = count / d->block_elems;
+	const uint64_t per = CHUNK_VALUES / d->block_elems ? CHUNK_VALUES / d->block_elems : 1;
+	float *vals = malloc(per * d->block_elems * sizeof(float));
+	uint8_t *raw = malloc(per * d->block_bytes);
+
+	rc = vals && raw ? 0 : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	for (uint64_t b0 = 0; !rc && b0 < nblocks; b0 += per) {
+		uint64_t nb = nblocks - b0 < per ? nblocks - b0 : per;
+
+		rc = tfs_tensor_read_f32(m, i, b0 * d->block_elems, nb * d->block_elems, vals, err);
+		if (!rc)
+			rc = tfs_quantize_from(raw, dtype, vals, nb * d->block_elems,
+					       b0 * d->block_elems, err);
+		if (!rc)
+			rc = pwrite_full(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
+	}
+	free(vals);
+	free(raw);
+	return rc;
+}

@@ -371,6 +371,13 @@ int tfs_npy_check(uint64_t *data_off, const tfs_model *m, size_t i, const uint8_
 bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why);
 int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_off, int out_fd,
 			  uint64_t *changed, tfs_error *err);
+/* Converting tensor i to another dtype (its values dequantized, then quantized as dtype;
+ * same shape).  _check says whether it can be: TFS_E_UNSUPPORTED (an MLX weight, C64, a
+ * dtype tensorfs cannot quantize to), TFS_E_INVALID (rows that are not whole blocks of
+ * dtype).  tfs_tensor_convert writes the new bytes at out_fd's offset 0, 1 MiB of values at
+ * a time. */
+int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, tfs_error *err);
+int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, int out_fd, tfs_error *err);
 
 /*
  * File names on the mount.  A name is used as it is unless it cannot be a file

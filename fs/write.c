@@ -1099,6 +1099,50 @@ static int retype_tensor(tfs_fs *fs, tfs_node *n, bool is_dtype, const char *v)
 	return rc;
 }
 
+/* user.tensorfs.convert on a tensor: its values requantized as that dtype, same shape. */
+static int convert_tensor(tfs_fs *fs, tfs_node *n, const char *v)
+{
+	const int dtype = tfs_dtype_from_name(v);
+	tfs_handle h = { .node = n, .data_fd = -1 };
+	tfs_error err = { 0 };
+	int64_t ne[TFS_MAX_DIMS];
+	uint32_t nd = 0;
+	int rc;
+
+	pthread_rwlock_wrlock(&fs->lock);
+	rc = tfs_staging_new_data(fs->staging, &h.data_path, &err);
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc)
+		return -tfs_fail(fs, &err);
+	if ((h.data_fd = open(h.data_path, O_RDWR | O_CLOEXEC)) < 0) {
+		tfs_handle_drop_data(&h);
+		return -errno;
+	}
+	pthread_rwlock_rdlock(&fs->lock);
+	if (dtype < 0) {
+		rc = tfs_error_set(&err, TFS_E_INVALID, "%s: no dtype %.100s", n->fname, v);
+	} else if (n->deleted || n->item < 0) {
+		rc = tfs_error_set(&err, TFS_E_NOTFOUND, "%s: no such tensor", n->fname);
+	} else {
+		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+
+		nd = t->n_dims;
+		memcpy(ne, t->ne, sizeof(ne));
+		rc = tfs_tensor_convert(fs->model, (size_t)n->item, dtype, h.data_fd, &err);
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (!rc) {
+		struct stat st;
+
+		h.data_size = fstat(h.data_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+		rc = commit_data(fs, &h, dtype, nd, ne);
+	} else {
+		rc = -tfs_fail(fs, &err);
+	}
+	tfs_handle_drop_data(&h);
+	return rc;
+}
+
 void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		     size_t size, int flags)
 {
@@ -1133,6 +1177,8 @@ void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 		rc = retype_key(fs, n, v);
 	} else if (n->kind == N_RAW && (is_dtype || strcmp(name, "user.tensorfs.shape") == 0)) {
 		rc = retype_tensor(fs, n, is_dtype, v);
+	} else if (n->kind == N_RAW && strcmp(name, "user.tensorfs.convert") == 0) {
+		rc = convert_tensor(fs, n, v);
 	} else {
 		rc = strncmp(name, "user.tensorfs.", 14) == 0 ? -EACCES : -ENOTSUP;
 	}

@@ -79,6 +79,7 @@ class Numbers(TestCase):
             "keep": ("Q4_K", ggml_quantize(self.g, "Q4_K", rng.standard_normal(8 * 256))),
             "w.q6k": ("Q6_K", ggml_quantize(self.g, "Q6_K", rng.standard_normal(8 * 512))),
             "iq2": ("IQ2_XXS", rng.integers(0, 256, 66, dtype=np.uint8).tobytes()),
+            "norm": ("F32", rng.standard_normal(100).astype(np.float32)),
         }
         ne = {"w.q8": [256, 16], "w.q4k": [512, 16], "keep": [256, 8], "iq2": [256, 1],
               "w.q6k": [512, 8]}
@@ -149,6 +150,38 @@ class Numbers(TestCase):
         r = subprocess.run([sys.executable, os.path.join(HERE, "..", "llama", "ggml_gguf.py"), self.path],
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_convert(self):
+        """user.tensorfs.convert: dequantized, quantized as the new dtype (same shape)."""
+        with Mount(self, self.path, ["rw"]) as m:
+            t = m.p("tensors", "w.f16")
+            os.setxattr(t, "user.tensorfs.convert", b"Q8_0")
+            self.assertEqual(os.getxattr(t, "user.tensorfs.dtype"), b"Q8_0")
+            self.assertEqual(os.path.getsize(t), 32 * 256 // 32 * 34)
+            self.assertEqual(np.load(m.p("npy", "w.f16.npy")).shape, (32, 256))
+            q4k = np.fromfile(m.p("f32", "w.q4k"), dtype="<f4")   # the values Q6_K gets
+            os.setxattr(m.p("tensors", "w.q4k"), "user.tensorfs.convert", b"Q6_K")
+            for name, dt, e in (("norm", b"Q8_0", errno.EINVAL), ("w.q8", b"IQ2_XXS", errno.EOPNOTSUPP),
+                                ("w.q8", b"NOPE", errno.EINVAL)):
+                with self.assertRaises(OSError) as cm:
+                    os.setxattr(m.p("tensors", name), "user.tensorfs.convert", dt)
+                self.assertEqual(cm.exception.errno, e, (name, dt))
+            self.assertIn(b"NOPE", os.getxattr(m.path, "user.tensorfs.last_error"))
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        out = ggufgen.read_gguf(self.path)
+        with open(self.path, "rb") as f:
+            data = f.read()
+        got = {t["name"].decode(): t for t in out["tensors"]}
+        f16 = got["w.f16"]
+        self.assertEqual(ggufgen.GGML_NAME[f16["dtype"]], "Q8_0")
+        self.assertEqual(f16["ne"][:2], [256, 32])
+        self.assertEqual(data[f16["abs_offset"]:f16["abs_offset"] + f16["nbytes"]],
+                         ggml_quantize(self.g, "Q8_0", self.src["w.f16"][1].astype(np.float32)))
+        q6 = got["w.q4k"]
+        self.assertEqual(ggufgen.GGML_NAME[q6["dtype"]], "Q6_K")
+        self.assertEqual(data[q6["abs_offset"]:q6["abs_offset"] + q6["nbytes"]],
+                         ggml_quantize(self.g, "Q6_K", q4k))
 
     def test_refusals(self):
         with Mount(self, self.path, ["rw"]) as m:

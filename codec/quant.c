@@ -144,6 +144,9 @@ static struct {
 	bool (*q8_k)(const float *x, uint8_t *b);
 	bool (*min_max32)(const float *x, float *mn, float *mx);
 	bool (*q4_1)(const float *x, uint8_t *b);
+	void (*q1_0_signs)(const float *x, uint8_t *qs);
+	bool (*tq1_0)(const float *x, float id, uint8_t *qs);
+	bool (*q2_0)(const float *x, float id, uint8_t *qs);
 	void (*fit_q3_16)(const float *x, int8_t *L, float *scale);
 	void (*fit_iq4_8)(const float *x, float *d);
 	void (*iq4_nibbles)(const float *x, float id, uint8_t *q);
@@ -167,6 +170,9 @@ static void choose_simd(void)
 		g_simd.q8_k = tfs_q8_k_avx2;
 		g_simd.min_max32 = tfs_min_max32_avx2;
 		g_simd.q4_1 = tfs_q4_1_avx2;
+		g_simd.q1_0_signs = tfs_q1_0_signs_avx2;
+		g_simd.tq1_0 = tfs_tq1_0_avx2;
+		g_simd.q2_0 = tfs_q2_0_avx2;
 		g_simd.fit_q3_16 = tfs_fit_q3_16_avx2;
 		g_simd.fit_iq4_8 = tfs_fit_iq4_8_avx2;
 		g_simd.iq4_nibbles = tfs_iq4_nibbles_avx2;
@@ -331,6 +337,10 @@ static void enc_q1_0(const float *x, uint8_t *b)
 	for (int j = 0; j < 128; j++)
 		sum += fabsf(x[j]);
 	put_half(b, sum / 128);
+	if (g_simd.q1_0_signs) {
+		g_simd.q1_0_signs(x, b + 2);
+		return;
+	}
 	memset(b + 2, 0, 16);
 	for (int j = 0; j < 128; j++)
 		if (x[j] >= 0.0f)
@@ -348,6 +358,8 @@ static void enc_q2_0(const float *x, uint8_t *b)
 	const float id = amax > 0.0f ? 1.0f / amax : 0.0f;
 
 	put_half(b, amax);
+	if (g_simd.q2_0 && g_simd.q2_0(x, id, b + 2))
+		return;
 	memset(b + 2, 0, 16);
 	for (int j = 0; j < 64; j++) {
 		int q = clampi((int)((uint32_t)trunc_i32(round_away(x[j] * id)) + 1u), 0, 3);
@@ -470,8 +482,13 @@ static void enc_tq1_0(const float *x, uint8_t *b)
 	const float id = amax != 0.0f ? 1.0f / amax : 0.0f;
 	static const struct { int byte0, nbytes, ntrits; } runs[3] = { { 0, 32, 5 }, { 32, 16, 5 },
 								       { 48, 4, 4 } };
+	int r = 0;
 
-	for (int r = 0; r < 3; r++) {
+	if (g_simd.tq1_0 && g_simd.tq1_0(x, id, b)) {   /* the two 5-trit runs */
+		r = 2;
+		x += 240;
+	}
+	for (; r < 3; r++) {
 		for (int m = 0; m < runs[r].nbytes; m++) {
 			uint8_t q = 0;
 

@@ -48,6 +48,14 @@ void tfs_f32_to_bf16_avx2(const float *x, uint8_t *y, size_t n);
 /* Q4_0 / Q4_1 levels of 32 values, min(15, (int8)trunc((x - off) * id + add)), as nibbles:
  * byte j = level j | level 16 + j << 4. */
 void tfs_q4_nibbles_avx2(const float *x, float off, float id, float add, uint8_t *q);
+/* Q1_0's 16 sign bytes of 128 values. */
+void tfs_q1_0_signs_avx2(const float *x, uint8_t *qs);
+/* TQ1_0's first 48 bytes (the 5-trit ones) at inverse scale id; false (nothing certain
+ * written) when a product is NaN or beyond 2^23. */
+bool tfs_tq1_0_avx2(const float *x, float id, uint8_t *qs);
+/* Q2_0's 16 code bytes at inverse scale id; false (nothing written) when a product is NaN
+ * or beyond 2^23. */
+bool tfs_q2_0_avx2(const float *x, float id, uint8_t *qs);
 /* A whole Q4_1 block (F16C for its halves); false (nothing written) when the scalar code
  * must decide (see tfs_min_max32_avx2, or a NaN scale). */
 bool tfs_q4_1_avx2(const float *x, uint8_t *b);

@@ -423,7 +423,7 @@ bool tfs_tq2_0_avx2(const float *x, float id, uint8_t *qs)
 							 _mm256_set1_ps(id));
 
 				if (_mm256_movemask_ps(_mm256_cmp_ps(absf8(p), _mm256_set1_ps(8388608.f),
-								     _CMP_NGE_UQ)))
+								     _CMP_NLT_UQ)))
 					return false;   /* NaN or huge: lroundf's edge cases */
 				__m256i t = _mm256_add_epi32(_mm256_cvttps_epi32(round_away8(p)),
 							     _mm256_set1_epi32(1));
@@ -764,5 +764,67 @@ bool tfs_q4_1_avx2(const float *x, uint8_t *b)
 	memcpy(b, &hd, 2);
 	memcpy(b + 2, &hm, 2);
 	tfs_q4_nibbles_avx2(x, mn, id, 0.5f, b + 4);
+	return true;
+}
+
+void tfs_q1_0_signs_avx2(const float *x, uint8_t *qs)
+{
+	/* bit k of byte j: element 8j + k is >= 0 (-0 too; NaN not) */
+	for (int j = 0; j < 16; j++)
+		qs[j] = (uint8_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + 8 * j),
+								  _mm256_setzero_ps(), _CMP_GE_OQ));
+}
+
+bool tfs_tq1_0_avx2(const float *x, float id, uint8_t *qs)
+{
+	static const struct { int byte0, nbytes, base; } runs[2] = { { 0, 32, 0 }, { 32, 16, 160 } };
+	const __m256 vid = _mm256_set1_ps(id), lim = _mm256_set1_ps(8388608.f);
+
+	for (int r = 0; r < 2; r++) {
+		for (int v = 0; v < runs[r].nbytes / 8; v++) {
+			__m256i q = _mm256_setzero_si256();
+
+			for (int n = 0; n < 5; n++) {
+				__m256 p = _mm256_mul_ps(_mm256_loadu_ps(x + runs[r].base + n * runs[r].nbytes +
+									8 * v), vid);
+
+				if (_mm256_movemask_ps(_mm256_cmp_ps(absf8(p), lim, _CMP_NLT_UQ)))
+					return false;   /* NaN or huge: lroundf's edge cases */
+				__m256i t = _mm256_add_epi32(_mm256_cvttps_epi32(round_away8(p)),
+							     _mm256_set1_epi32(1));
+
+				q = _mm256_add_epi32(_mm256_mullo_epi32(q, _mm256_set1_epi32(3)), t);
+			}
+			/* ceil(q * 256 / 243): exact in float for q <= 242 */
+			__m256 f = _mm256_div_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q),
+									     _mm256_set1_ps(256.f)),
+							       _mm256_set1_ps(242.f)),
+						 _mm256_set1_ps(243.f));
+			int32_t o[8];
+
+			_mm256_storeu_si256((__m256i *)o, _mm256_cvttps_epi32(f));
+			for (int k = 0; k < 8; k++)
+				qs[runs[r].byte0 + 8 * v + k] = (uint8_t)o[k];
+		}
+	}
+	return true;
+}
+
+bool tfs_q2_0_avx2(const float *x, float id, uint8_t *qs)
+{
+	const __m256 vid = _mm256_set1_ps(id), lim = _mm256_set1_ps(8388608.f);
+	int32_t c[64];
+
+	for (int v = 0; v < 8; v++) {
+		__m256 p = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * v), vid);
+
+		if (_mm256_movemask_ps(_mm256_cmp_ps(absf8(p), lim, _CMP_NLT_UQ)))
+			return false;   /* NaN or huge: the scalar code decides */
+		_mm256_storeu_si256((__m256i *)(c + 8 * v),
+				    clamp8(_mm256_add_epi32(_mm256_cvttps_epi32(round_away8(p)),
+							    _mm256_set1_epi32(1)), 0, 3));
+	}
+	for (int j = 0; j < 16; j++)
+		qs[j] = (uint8_t)(c[4 * j] | c[4 * j + 1] << 2 | c[4 * j + 2] << 4 | c[4 * j + 3] << 6);
 	return true;
 }

@@ -57,6 +57,8 @@ float tfs_e8m0_half_to_f32(uint8_t e);
 /* ==== SIMD kernels ==== */
 
 #if defined(__x86_64__)
+/* Whether this CPU (and OS) runs the AVX2 + FMA + F16C kernels. */
+bool tfs_cpu_has_avx2(void);
 /* The AVX2+F16C+FMA kernel for dtype id, or NULL when there is none.  Only call it after
  * checking that the CPU has those features. */
 tfs_to_f32_fn tfs_deq_avx2_kernel(int id);

@@ -88,14 +88,19 @@ static bool cpu_has_f16c(void)
 	unsigned a, b, c, d;
 	return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
 }
+
+bool tfs_cpu_has_avx2(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+}
 #endif
 
 static void choose_kernels(void)
 {
 	memcpy(g_dtypes, k_dtypes, sizeof(g_dtypes));
 #if defined(__x86_64__)
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) {
+	if (tfs_cpu_has_avx2()) {
 		for (int id = 0; id < TFS_DT_END; id++) {
 			tfs_to_f32_fn fn = g_dtypes[id].block_elems ? tfs_deq_avx2_kernel(id) : NULL;
 

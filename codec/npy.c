@@ -66,3 +66,66 @@ int tfs_npy_header(tfs_buf *out, bool *raw, const tfs_model *m, size_t i, tfs_er
 		return tfs_error_set(err, TFS_E_NOMEM, "out of memory building a .npy header");
 	return 0;
 }
+
+/* The header dict's text without the spaces outside quotes (and a trailing newline). */
+static int dict_normal(tfs_buf *out, const uint8_t *p, size_t n)
+{
+	bool quoted = false;
+
+	if (tfs_buf_reserve(out, n + 1))
+		return TFS_E_NOMEM;
+	for (size_t k = 0; k < n; k++) {
+		if (p[k] == '\'')
+			quoted = !quoted;
+		if (!quoted && (p[k] == ' ' || p[k] == '\n' || p[k] == '\t'))
+			continue;
+		out->data[out->len++] = (char)p[k];
+	}
+	out->data[out->len] = 0;
+	return 0;
+}
+
+/* The dict and where the data start, from a .npy file's first n bytes (versions 1-3). */
+static int npy_dict(const uint8_t *p, size_t n, const uint8_t **dict, size_t *dlen,
+		    uint64_t *data_off, tfs_error *err)
+{
+	if (n < 10 || memcmp(p, "\x93NUMPY", 6) != 0)
+		return tfs_error_set(err, TFS_E_INVALID, "not a .npy file (no \\x93NUMPY magic)");
+	size_t fixed = p[6] == 1 ? 10 : 12;
+	uint64_t hlen = p[6] == 1 ? tfs_le16(p + 8) : n >= 12 ? tfs_le32(p + 8) : UINT64_MAX;
+
+	if (p[6] < 1 || p[6] > 3 || hlen > n - fixed)
+		return tfs_error_set(err, TFS_E_INVALID, ".npy header version %u.%u, length %llu: "
+				     "not whole in the %zu bytes written", p[6], p[7],
+				     (unsigned long long)hlen, n);
+	*dict = p + fixed;
+	*dlen = (size_t)hlen;
+	*data_off = fixed + hlen;
+	return 0;
+}
+
+int tfs_npy_check(uint64_t *data_off, const tfs_model *m, size_t i, const uint8_t *p, size_t n,
+		  tfs_error *err)
+{
+	tfs_buf want = { 0 }, want_n = { 0 }, got_n = { 0 };
+	const uint8_t *d, *wd;
+	size_t dl, wdl;
+	uint64_t woff;
+	bool raw;
+	int rc = npy_dict(p, n, &d, &dl, data_off, err);
+
+	if (!rc)
+		rc = tfs_npy_header(&want, &raw, m, i, err);
+	if (!rc)
+		rc = npy_dict((const uint8_t *)want.data, want.len, &wd, &wdl, &woff, err);
+	if (!rc && (dict_normal(&want_n, wd, wdl) || dict_normal(&got_n, d, dl)))
+		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	if (!rc && strcmp(want_n.data, got_n.data) != 0)
+		rc = tfs_error_set(err, TFS_E_INVALID, "the .npy header says %.300s, the tensor is "
+				   "%.300s (dtype, shape and C order must stay)", got_n.data,
+				   want_n.data);
+	tfs_buf_free(&want);
+	tfs_buf_free(&want_n);
+	tfs_buf_free(&got_n);
+	return rc;
+}

@@ -117,6 +117,31 @@ int tfs_dtype_from_name(const char *name);
  * whole number of blocks, or on overflow. */
 int tfs_dtype_nbytes(uint64_t *out, int id, uint64_t nelems, tfs_error *err);
 
+/* ==== float32 to a dtype (quant.c) ==== */
+
+/*
+ * Writes nelems float32 values at src as dtype id into dst (nelems / block_elems *
+ * block_bytes bytes; the caller owns both).  For the GGML types the bytes equal ggml's
+ * ggml_quantize_chunk() with no importance matrix (Q8_K: quantize_row_q8_K_ref) bit for bit;
+ * every block is quantized on its own, so any whole run of blocks can be redone alone.  F16,
+ * BF16, F8_E4M3, F8_E5M2 round to nearest-even (as ggml, torch and ml_dtypes do); integer
+ * and BOOL types take only integral values in range.  Returns 0; TFS_E_INVALID when nelems
+ * is not a whole number of blocks or a value does not fit an integer type (the message
+ * names the element); TFS_E_UNSUPPORTED for a type it cannot write (the IQ1/IQ2/IQ3 types,
+ * which need an importance matrix; Q8_1, C64, F8_E8M0, the FNUZ, F6 and F4 types).
+ */
+int tfs_quantize(void *dst, int id, const float *src, uint64_t nelems, tfs_error *err);
+/* Tests and benchmarks: true makes tfs_quantize use only the portable scalar code (the
+ * reference the SIMD kernels must match), false lets it choose again.  Not thread-safe. */
+void tfs_quantize_set_scalar(bool scalar);
+/* Whether tfs_quantize writes dtype id. */
+bool tfs_quantize_supported(int id);
+/* Whether ggml quantizes dtype id only with an importance matrix (IQ1_*, IQ2_*, IQ3_*). */
+bool tfs_quantize_needs_imatrix(int id);
+/* IEEE half and bfloat16 from float32, nearest-even (NaN stays NaN). */
+uint16_t tfs_f32_to_f16(float f);
+uint16_t tfs_f32_to_bf16(float f);
+
 /* ==== MLX / Ollama quantized tensors ==== */
 
 typedef enum {
@@ -341,6 +366,33 @@ int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t c
 int tfs_npy_header(tfs_buf *out, bool *raw, const tfs_model *m, size_t i, tfs_error *err);
 /* Whether tensor i has an npy/ view (a native numpy dtype or an f32 view). */
 bool tfs_npy_available(const tfs_model *m, size_t i);
+/* Checks the first n bytes of a .npy file written for tensor i: a whole header (versions
+ * 1-3) whose dict says what tfs_npy_header says (descr, fortran_order False, shape; spaces
+ * aside).  Sets *data_off to where the data start.  TFS_E_INVALID names the difference. */
+int tfs_npy_check(uint64_t *data_off, const tfs_model *m, size_t i, const uint8_t *p, size_t n,
+		  tfs_error *err);
+
+/*
+ * Writing tensor i as numbers (f32/ and npy/ of a rw mount).  tfs_tensor_numbers_writable
+ * says whether its dtype can be written back from float32 (else *why says why: an
+ * MLX-quantized weight, C64, a type that needs an importance matrix...).
+ * tfs_tensor_requantize reads the tensor's whole f32 view (tfs_tensor_f32_count values) from
+ * in_fd at in_off and writes its new stored bytes at out_fd's offset 0: each block whose values
+ * are exactly what its stored block dequantizes to keeps its bytes, every other block is
+ * quantized (tfs_quantize).  *changed (may be NULL) gets the blocks requantized.  Works in
+ * chunks of 1 MiB of values.  TFS_E_INVALID: a value the dtype cannot hold (NaN into an
+ * integer type...), named with its index.
+ */
+bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why);
+int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_off, int out_fd,
+			  uint64_t *changed, tfs_error *err);
+/* Converting tensor i to another dtype (its values dequantized, then quantized as dtype;
+ * same shape).  _check says whether it can be: TFS_E_UNSUPPORTED (an MLX weight, C64, a
+ * dtype tensorfs cannot quantize to), TFS_E_INVALID (rows that are not whole blocks of
+ * dtype).  tfs_tensor_convert writes the new bytes at out_fd's offset 0, 1 MiB of values at
+ * a time. */
+int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, tfs_error *err);
+int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, int out_fd, tfs_error *err);
 
 /*
  * File names on the mount.  A name is used as it is unless it cannot be a file

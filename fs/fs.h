@@ -167,6 +167,18 @@ int tfs_fail(tfs_fs *fs, const tfs_error *err);
 /* The last refused change's message (-ENODATA: none yet). */
 int tfs_last_error(tfs_buf *out);
 bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d);
+/* Whether file node n can be opened for writing (a rw mount: files of the writable
+ * directories, and the f32/ and npy/ views). */
+bool tfs_writable_node(const tfs_fs *fs, const tfs_node *n);
+
+/* ==== f32/ and npy/ of a rw mount (numbers.c) ==== */
+/* Opening a view for writing: refused (logged, -errno) when its tensor cannot be written as
+ * numbers. */
+int tfs_numbers_start(tfs_fs *fs, tfs_handle *h);
+/* Fills the handle's new staged file with the view's current bytes (sets data_size). */
+int tfs_numbers_copy(tfs_fs *fs, tfs_handle *h);
+/* Checks the staged view and journals the tensor's new stored bytes; 0 or -errno. */
+int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h);
 /* Per-thread scratch buffer slot 0 or 1 of at least n bytes (NULL: out of memory). */
 void *tfs_scratch(int slot, size_t n);
 /* Copies [off, off+len) of file src to the start of dst (copy_file_range, else through

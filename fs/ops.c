@@ -147,7 +147,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EISDIR;
 	else if (wr && !fs->opts.rw)
 		rc = EROFS;
-	else if (wr && !tfs_writable_dir(fs, n->dir))
+	else if (wr && !tfs_writable_node(fs, n))
 		rc = EACCES;
 	tfs_handle *h = NULL;
 	if (!rc && !(h = calloc(1, sizeof(*h))))

@@ -303,7 +303,7 @@ int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
 		 ? tfs_node_size(fs, n, &size) : 0;
 	if (rc)
 		return rc;
-	st->st_mode = S_IFREG | (tfs_writable_dir(fs, n->dir) ? 0644 : 0444);
+	st->st_mode = S_IFREG | (tfs_writable_node(fs, n) ? 0644 : 0444);
 	st->st_nlink = 1;
 	st->st_size = (off_t)size;
 	st->st_blocks = (blkcnt_t)((size + 511) / 512);

@@ -60,6 +60,13 @@ bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d)
 	return fs->opts.rw && (d == D_METADATA || d == D_TENSORS || d == D_LAYERS);
 }
 
+bool tfs_writable_node(const tfs_fs *fs, const tfs_node *n)
+{
+	/* f32/ and npy/ files take new values; their directories stay as they are */
+	return n->kind != N_DIR && (tfs_writable_dir(fs, n->dir) ||
+				    (fs->opts.rw && (n->kind == N_F32 || n->kind == N_NPY)));
+}
+
 
 /* Per-thread scratch for dequantized values. */
 static pthread_key_t scratch_key;

@@ -52,11 +52,12 @@ static int stage_data(tfs_fs *fs, tfs_handle *h, bool copy)
 	tfs_error err;
 	uint64_t off = 0, len = 0;
 	int sfd = -1, rc, e = 0;
+	const bool view = n->kind == N_F32 || n->kind == N_NPY;
 	if (h->data_fd >= 0)
 		return 0;
 	pthread_rwlock_wrlock(&fs->lock);
 	rc = tfs_staging_new_data(fs->staging, &h->data_path, &err);
-	if (!rc && copy && !n->deleted && n->item >= 0) {
+	if (!rc && copy && !view && !n->deleted && n->item >= 0) {
 		int32_t src = tfs_node_bytes(fs, n, &off, &len);
 		/* a copy of the fd, taken under the lock: a commit may close a superseded source */
 		if (len && (sfd = fcntl(tfs_model_source(fs->model, (size_t)src)->fd,
@@ -71,11 +72,13 @@ static int stage_data(tfs_fs *fs, tfs_handle *h, bool copy)
 	rc = e ? -e : sfd >= 0 ? tfs_copy_range(h->data_fd, sfd, off, len) : 0;
 	if (sfd >= 0)
 		close(sfd);
+	h->data_size = len;
+	if (!rc && copy && view)
+		rc = tfs_numbers_copy(fs, h);   /* the values (or .npy file) as the view shows them */
 	if (rc) {
 		tfs_handle_drop_data(h);
 		return rc;
 	}
-	h->data_size = len;
 	return 0;
 }
 
@@ -105,8 +108,14 @@ int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
 		pthread_rwlock_unlock(&fs->lock);
 		return rc;
 	}
-	if (n->kind != N_RAW && n->kind != N_EXTRA)
+	if (n->kind == N_F32 || n->kind == N_NPY) {
+		int rc2 = tfs_numbers_start(fs, h);
+
+		if (rc2)
+			return rc2;
+	} else if (n->kind != N_RAW && n->kind != N_EXTRA) {
 		return -EACCES;
+	}
 	/* a partial update copies the current bytes at its first write: an open(O_RDWR) that
 	 * only reads copies nothing */
 	return trunc ? stage_data(fs, h, false) : 0;
@@ -431,6 +440,8 @@ int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
 	h->dirty = false;
 	if (h->node->kind == N_KEY)
 		return commit_text(fs, h, NULL);
+	if (h->node->kind == N_F32 || h->node->kind == N_NPY)
+		return tfs_numbers_commit(fs, h);
 	return commit_data(fs, h, -1, 0, NULL);
 }
 
@@ -499,7 +510,7 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	int rc = 0;
 	pthread_rwlock_rdlock(&fs->lock);
 	tfs_node *n = tfs_live_node(fs, ino);
-	bool writable = n && n->kind != N_DIR && tfs_writable_dir(fs, n->dir);
+	bool writable = n && tfs_writable_node(fs, n);
 	pthread_rwlock_unlock(&fs->lock);
 	if (!n)
 		rc = -ENOENT;
@@ -1088,6 +1099,50 @@ static int retype_tensor(tfs_fs *fs, tfs_node *n, bool is_dtype, const char *v)
 	return rc;
 }
 
+/* user.tensorfs.convert on a tensor: its values requantized as that dtype, same shape. */
+static int convert_tensor(tfs_fs *fs, tfs_node *n, const char *v)
+{
+	const int dtype = tfs_dtype_from_name(v);
+	tfs_handle h = { .node = n, .data_fd = -1 };
+	tfs_error err = { 0 };
+	int64_t ne[TFS_MAX_DIMS];
+	uint32_t nd = 0;
+	int rc;
+
+	pthread_rwlock_wrlock(&fs->lock);
+	rc = tfs_staging_new_data(fs->staging, &h.data_path, &err);
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc)
+		return -tfs_fail(fs, &err);
+	if ((h.data_fd = open(h.data_path, O_RDWR | O_CLOEXEC)) < 0) {
+		tfs_handle_drop_data(&h);
+		return -errno;
+	}
+	pthread_rwlock_rdlock(&fs->lock);
+	if (dtype < 0) {
+		rc = tfs_error_set(&err, TFS_E_INVALID, "%s: no dtype %.100s", n->fname, v);
+	} else if (n->deleted || n->item < 0) {
+		rc = tfs_error_set(&err, TFS_E_NOTFOUND, "%s: no such tensor", n->fname);
+	} else {
+		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+
+		nd = t->n_dims;
+		memcpy(ne, t->ne, sizeof(ne));
+		rc = tfs_tensor_convert(fs->model, (size_t)n->item, dtype, h.data_fd, &err);
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (!rc) {
+		struct stat st;
+
+		h.data_size = fstat(h.data_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+		rc = commit_data(fs, &h, dtype, nd, ne);
+	} else {
+		rc = -tfs_fail(fs, &err);
+	}
+	tfs_handle_drop_data(&h);
+	return rc;
+}
+
 void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		     size_t size, int flags)
 {
@@ -1122,6 +1177,8 @@ void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 		rc = retype_key(fs, n, v);
 	} else if (n->kind == N_RAW && (is_dtype || strcmp(name, "user.tensorfs.shape") == 0)) {
 		rc = retype_tensor(fs, n, is_dtype, v);
+	} else if (n->kind == N_RAW && strcmp(name, "user.tensorfs.convert") == 0) {
+		rc = convert_tensor(fs, n, v);
 	} else {
 		rc = strncmp(name, "user.tensorfs.", 14) == 0 ? -EACCES : -ENOTSUP;
 	}

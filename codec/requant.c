@@ -1,0 +1,194 @@
+/*
+ * requant.c - a tensor's float32 values written back as its own dtype (f32/ and npy/ of a
+ * rw mount).
+ *
+ * The values come from a staged file, the stored bytes from the model; both are walked in
+ * chunks of whole blocks, so memory does not grow with the tensor.  A block whose values are
+ * bit for bit what its stored block dequantizes to was not edited and keeps its bytes (a
+ * quantizer run on dequantized values does not in general give the same bytes back); every
+ * other block is quantized with tfs_quantize, which works block by block.
+ */
+#include "quant.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define CHUNK_VALUES (1u << 18)   /* 1 MiB of float32 per step */
+
+bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why)
+{
+	const tfs_tensor *t = tfs_model_tensor(m, i);
+	const tfs_dtype_info *d = t ? tfs_dtype(t->dtype) : NULL;
+	const char *w = NULL;
+
+	if (!d)
+		w = "no such tensor";
+	else if (t->q.mode != TFS_QMODE_NONE)
+		w = "MLX-quantized weights cannot be written as numbers yet";
+	else if (d->f32_per_elem != 1)
+		w = "C64 cannot be written as numbers";
+	else if (tfs_quantize_needs_imatrix(t->dtype))
+		w = "its type needs an importance matrix to quantize, and tensorfs has none";
+	else if (!tfs_quantize_supported(t->dtype))
+		w = "tensorfs cannot quantize its type";
+	if (why && w)
+		*why = w;
+	return w == NULL;
+}
+
+static int pread_full(int fd, void *buf, size_t len, uint64_t off, tfs_error *err)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t r = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? tfs_error_sys(err, errno, "reading the staged values")
+				     : tfs_error_set(err, TFS_E_INVALID, "the staged values end early");
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off, tfs_error *err)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t r = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return tfs_error_sys(err, errno, "writing the requantized bytes");
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* One chunk of nb blocks starting at block b0: compares, requantizes what changed. */
+static int requant_chunk(const tfs_model *m, size_t i, const tfs_dtype_info *d, uint64_t b0,
+			 uint64_t nb, const float *vals, float *old, uint8_t *raw, uint64_t *changed,
+			 tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(m, i);
+	const size_t be = d->block_elems, bb = d->block_bytes;
+	int64_t got = tfs_tensor_read_raw(m, i, b0 * bb, nb * bb, raw, err);
+
+	if (got < 0)
+		return (int)got;
+	if ((uint64_t)got != nb * bb)
+		return tfs_error_set(err, TFS_E_FORMAT, "tensor '%s' ends early", t->name);
+	d->to_f32(raw, old, nb);
+	for (uint64_t k = 0, end; k < nb; k = end) {
+		if (memcmp(vals + k * be, old + k * be, be * sizeof(float)) == 0) {
+			end = k + 1;
+			continue;
+		}
+		/* a run of edited blocks: one call (F16's blocks are single values) */
+		for (end = k + 1; end < nb && memcmp(vals + end * be, old + end * be,
+						     be * sizeof(float)) != 0; end++)
+			;
+		int rc = tfs_quantize_from(raw + k * bb, t->dtype, vals + k * be, (end - k) * be,
+					   (b0 + k) * be, err);
+
+		if (rc) {
+			char msg[TFS_ERRMSG_MAX];
+
+			snprintf(msg, sizeof(msg), "tensor '%.200s': %.800s", t->name, err->msg);
+			return tfs_error_set(err, rc, "%s", msg);
+		}
+		*changed += end - k;
+	}
+	return 0;
+}
+
+int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_off, int out_fd,
+			  uint64_t *changed, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(m, i);
+	const char *why = "no such tensor";
+	uint64_t n_changed = 0;
+
+	if (!t || !tfs_tensor_numbers_writable(m, i, &why))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': %s", t ? t->name : "?", why);
+	const tfs_dtype_info *d = tfs_dtype(t->dtype);
+	const uint64_t count = tfs_tensor_f32_count(m, i, NULL), nblocks = count / d->block_elems;
+	const uint64_t per = CHUNK_VALUES / d->block_elems ? CHUNK_VALUES / d->block_elems : 1;
+	float *vals = malloc(per * d->block_elems * sizeof(float));
+	float *old = malloc(per * d->block_elems * sizeof(float));
+	uint8_t *raw = malloc(per * d->block_bytes);
+	int rc = vals && old && raw ? 0 : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+
+	for (uint64_t b0 = 0; !rc && b0 < nblocks; b0 += per) {
+		uint64_t nb = nblocks - b0 < per ? nblocks - b0 : per;
+
+		rc = pread_full(in_fd, vals, nb * d->block_elems * sizeof(float),
+				in_off + b0 * d->block_elems * sizeof(float), err);
+		if (!rc)
+			rc = requant_chunk(m, i, d, b0, nb, vals, old, raw, &n_changed, err);
+		if (!rc)
+			rc = pwrite_full(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
+	}
+	free(vals);
+	free(old);
+	free(raw);
+	if (!rc && changed)
+		*changed = n_changed;
+	return rc;
+}
+
+/* ==== conversion to another dtype ==== */
+
+int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(m, i);
+	const tfs_dtype_info *d = tfs_dtype(dtype);
+	const char *why = "no such tensor";
+
+	if (!t || !d)
+		return tfs_error_set(err, TFS_E_INVALID, "%s", t ? "unknown dtype" : why);
+	if (t->q.mode != TFS_QMODE_NONE || !tfs_tensor_has_f32(m, i, &why) ||
+	    tfs_dtype(t->dtype)->f32_per_elem != 1)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' cannot be converted: %s",
+				     t->name, t->q.mode != TFS_QMODE_NONE ? "MLX-quantized" : why);
+	if (!tfs_quantize_supported(dtype) || tfs_quantize_needs_imatrix(dtype))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensorfs cannot quantize to %s%s",
+				     d->name, tfs_quantize_needs_imatrix(dtype)
+						      ? " (it needs an importance matrix)" : "");
+	/* ggml quantizes rows: the fastest dimension must be whole blocks */
+	if (t->n_dims == 0 || t->ne[0] % d->block_elems)
+		return tfs_error_set(err, TFS_E_INVALID, "tensor '%s': rows of %lld values are not "
+				     "whole %u-value %s blocks", t->name,
+				     (long long)(t->n_dims ? t->ne[0] : 1), d->block_elems, d->name);
+	return 0;
+}
+
+int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, int out_fd, tfs_error *err)
+{
+	int rc = tfs_tensor_convert_check(m, i, dtype, err);
+
+	if (rc)
+		return rc;
+	const tfs_dtype_info *d = tfs_dtype(dtype);
+	const uint64_t count = tfs_tensor_f32_count(m, i, NULL), nblocks = count / d->block_elems;
+	const uint64_t per = CHUNK_VALUES / d->block_elems ? CHUNK_VALUES / d->block_elems : 1;
+	float *vals = malloc(per * d->block_elems * sizeof(float));
+	uint8_t *raw = malloc(per * d->block_bytes);
+
+	rc = vals && raw ? 0 : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	for (uint64_t b0 = 0; !rc && b0 < nblocks; b0 += per) {
+		uint64_t nb = nblocks - b0 < per ? nblocks - b0 : per;
+
+		rc = tfs_tensor_read_f32(m, i, b0 * d->block_elems, nb * d->block_elems, vals, err);
+		if (!rc)
+			rc = tfs_quantize_from(raw, dtype, vals, nb * d->block_elems,
+					       b0 * d->block_elems, err);
+		if (!rc)
+			rc = pwrite_full(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
+	}
+	free(vals);
+	free(raw);
+	return rc;
+}

@@ -1,0 +1,249 @@
+/*
+ * numbers.c - f32/ and npy/ of a writable mount: a tensor edited as numbers.
+ *
+ * A writer's bytes (float32 values, or a whole .npy file) are staged in a data file like a
+ * tensors/ write; a partial write starts from a copy of the view.  At close the file is
+ * checked (its size; an npy header must say the tensor's dtype and shape) and turned into
+ * the tensor's new stored bytes by codec (tfs_tensor_requantize: blocks not edited keep
+ * their bytes, the others are quantized to the tensor's own dtype); those are journaled as
+ * a tensors/ write would be, so the repack and crash recovery need nothing more.  An npy/
+ * file of a dtype numpy has (F16, F32, I8...) holds the stored bytes themselves: copied.
+ */
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STEP (1u << 20)   /* bytes per copy step */
+
+static const char *view_dir(const tfs_node *n)
+{
+	return n->kind == N_F32 ? "f32" : "npy";
+}
+
+/* The message of a refused change, naming the file, logged; returns the errno. */
+static int refuse_view(tfs_fs *fs, const tfs_node *n, int code, const char *why)
+{
+	tfs_error err;
+
+	tfs_error_set(&err, code, "%s/%.200s: %.700s", view_dir(n), n->fname, why);
+	return tfs_fail(fs, &err);
+}
+
+/* Whether node n's payload is the stored bytes (an npy/ file of a numpy dtype). */
+static bool payload_raw(tfs_fs *fs, tfs_node *n, tfs_buf *head, tfs_error *err)
+{
+	bool raw = false;
+
+	if (n->kind == N_NPY && tfs_npy_header(head, &raw, fs->model, (size_t)n->item, err))
+		return false;
+	return raw;
+}
+
+int tfs_numbers_start(tfs_fs *fs, tfs_handle *h)
+{
+	tfs_node *n = h->node;
+	tfs_buf head = { 0 };
+	tfs_error err = { 0 };
+	const char *why = NULL;
+
+	pthread_rwlock_rdlock(&fs->lock);
+	bool ok = n->deleted || n->item < 0 || payload_raw(fs, n, &head, &err) ||
+		  tfs_tensor_numbers_writable(fs->model, (size_t)n->item, &why);
+	pthread_rwlock_unlock(&fs->lock);
+	tfs_buf_free(&head);
+	return ok ? 0 : -refuse_view(fs, n, TFS_E_UNSUPPORTED, why ? why : err.msg);
+}
+
+static int write_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t r = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -ENOSPC;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* Copies the view's payload (stored bytes or float32 values) to fd from offset at. */
+static int copy_payload(tfs_fs *fs, size_t item, bool raw, int fd, uint64_t at, uint64_t *len)
+{
+	const uint64_t total = raw ? tfs_model_tensor(fs->model, item)->nbytes
+				   : tfs_tensor_f32_count(fs->model, item, NULL) * 4;
+	char *buf = malloc(STEP);
+	tfs_error err;
+	int rc = buf ? 0 : -ENOMEM;
+
+	for (uint64_t off = 0; !rc && off < total; off += STEP) {
+		uint64_t n = total - off < STEP ? total - off : STEP;
+
+		if (raw && tfs_tensor_read_raw(fs->model, item, off, n, buf, &err) != (int64_t)n)
+			rc = -EIO;
+		else if (!raw && tfs_tensor_read_f32(fs->model, item, off / 4, n / 4, (float *)(void *)buf,
+						     &err))
+			rc = -tfs_errno(&err);
+		if (!rc)
+			rc = write_all(fd, buf, n, at + off);
+	}
+	free(buf);
+	*len = total;
+	return rc;
+}
+
+int tfs_numbers_copy(tfs_fs *fs, tfs_handle *h)
+{
+	tfs_node *n = h->node;
+	tfs_buf head = { 0 };
+	tfs_error err;
+	uint64_t len = 0;
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&fs->lock);
+	if (!n->deleted && n->item >= 0) {
+		bool raw = payload_raw(fs, n, &head, &err);
+
+		if (n->kind == N_NPY && !head.data)
+			rc = -tfs_errno(&err);
+		if (!rc && head.len)
+			rc = write_all(h->data_fd, head.data, head.len, 0);
+		if (!rc)
+			rc = copy_payload(fs, (size_t)n->item, raw, h->data_fd, head.len, &len);
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	h->data_size = head.len + len;
+	tfs_buf_free(&head);
+	return rc;
+}
+
+/* What a commit turns into: the tensor as it was when the file was checked. */
+typedef struct {
+	size_t item;
+	char *name;
+	int dtype;
+	uint32_t n_dims;
+	int64_t ne[TFS_MAX_DIMS];
+	bool raw;
+	uint64_t data_off, payload;
+} target;
+
+/* Checks the staged file of h against its tensor; fills tg.  0 or a negative errno. */
+static int check_staged(tfs_fs *fs, tfs_handle *h, target *tg)
+{
+	tfs_node *n = h->node;
+	const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+	tfs_buf head = { 0 };
+	tfs_error err = { 0 };
+	char msg[512];
+
+	tg->item = (size_t)n->item;
+	tg->raw = payload_raw(fs, n, &head, &err);
+	tg->payload = tg->raw ? t->nbytes : tfs_tensor_f32_count(fs->model, tg->item, NULL) * 4;
+	tg->data_off = 0;
+	tfs_buf_free(&head);
+	if (n->kind == N_NPY) {
+		uint8_t *p = malloc(STEP);
+		size_t want = h->data_size < STEP ? (size_t)h->data_size : STEP;
+		ssize_t got = p ? pread(h->data_fd, p, want, 0) : -1;
+		int rc = got < 0 ? -EIO
+			 : tfs_npy_check(&tg->data_off, fs->model, tg->item, p, (size_t)got, &err);
+
+		free(p);
+		if (rc)
+			return -refuse_view(fs, n, rc < 0 && err.msg[0] ? err.code : TFS_E_IO,
+					    err.msg[0] ? err.msg : "cannot read the staged file");
+	}
+	if (h->data_size != tg->data_off + tg->payload) {
+		snprintf(msg, sizeof(msg), "%llu bytes of values written, the tensor has %llu",
+			 (unsigned long long)(h->data_size - (h->data_size < tg->data_off ? h->data_size
+											 : tg->data_off)),
+			 (unsigned long long)tg->payload);
+		return -refuse_view(fs, n, TFS_E_INVALID, msg);
+	}
+	tg->name = strdup(t->name);
+	tg->dtype = t->dtype;
+	tg->n_dims = t->n_dims;
+	memcpy(tg->ne, t->ne, sizeof(tg->ne));
+	return tg->name ? 0 : -ENOMEM;
+}
+
+/* The stored bytes for tg into a new staged file (*path). */
+static int make_bytes(tfs_fs *fs, tfs_handle *h, const target *tg, char **path)
+{
+	tfs_error err = { 0 };
+	int fd = -1, rc;
+
+	pthread_rwlock_wrlock(&fs->lock);
+	rc = tfs_staging_new_data(fs->staging, path, &err);
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc)
+		return -tfs_fail(fs, &err);
+	if ((fd = open(*path, O_RDWR | O_CLOEXEC)) < 0)
+		rc = -errno;
+	else if (tg->raw)
+		rc = tfs_copy_range(fd, h->data_fd, tg->data_off, tg->payload);
+	else {
+		pthread_rwlock_rdlock(&fs->lock);
+		rc = tfs_tensor_requantize(fs->model, tg->item, h->data_fd, tg->data_off, fd, NULL, &err);
+		pthread_rwlock_unlock(&fs->lock);
+		if (rc)
+			rc = -refuse_view(fs, h->node, rc, err.msg);
+	}
+	if (fd >= 0 && !rc && fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc) {
+		unlink(*path);
+		free(*path);
+		*path = NULL;
+	}
+	return rc;
+}
+
+int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h)
+{
+	tfs_node *n = h->node;
+	target tg = { 0 };
+	char *path = NULL;
+	tfs_error err = { 0 };
+	int rc;
+
+	if (h->data_fd < 0)
+		return 0;
+	pthread_rwlock_rdlock(&fs->lock);
+	rc = n->deleted || n->item < 0 ? 1 : check_staged(fs, h, &tg);
+	pthread_rwlock_unlock(&fs->lock);
+	if (!rc)
+		rc = make_bytes(fs, h, &tg, &path);
+	if (!rc) {
+		pthread_rwlock_wrlock(&fs->lock);
+		/* renamed or deleted meanwhile: the values were the old tensor's, dropped */
+		if (n->deleted || n->item != (long)tg.item ||
+		    strcmp(tfs_model_tensor(fs->model, tg.item)->name, tg.name) != 0)
+			unlink(path);
+		else if ((rc = tfs_staging_set_tensor(fs->staging, fs->model, tg.name, tg.dtype,
+						      tg.n_dims, tg.ne, path, &err)) == 0)
+			fs->gen++;
+		pthread_rwlock_unlock(&fs->lock);
+		if (rc)
+			rc = -tfs_fail(fs, &err);
+	}
+	free(path);
+	free(tg.name);
+	tfs_handle_drop_data(h);   /* the values are the tensor's bytes now (or refused) */
+	if (rc < 0) {
+		/* refused for good: a later flush of this handle (numpy's tofile closes a dup
+		 * first, and drops that error) must report it too */
+		h->failed = true;
+		h->error = -rc;
+	}
+	return rc > 0 ? 0 : rc;
+}

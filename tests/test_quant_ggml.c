@@ -1,0 +1,279 @@
+/*
+ * test_quant_ggml.c - tfs_quantize against ggml's own quantizers, bit for bit.
+ *
+ * libggml-base.so (from the npm package @node-llama-cpp/linux-x64, the directory in
+ * $TFS_LLAMA_LIB) is loaded with dlopen; every case compares tfs_quantize with
+ * ggml_quantize_chunk(type, ..., imatrix = NULL) (Q8_K: quantize_row_q8_K_ref) on the same
+ * floats.  Without the library every case says SKIP.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensorfs.h"
+
+typedef size_t (*chunk_fn)(int type, const float *src, void *dst, int64_t start, int64_t nrows,
+			   int64_t n_per_row, const float *imatrix);
+typedef void (*row_fn)(const float *src, void *dst, int64_t k);
+typedef uint16_t (*half_fn)(float f);
+typedef bool (*needs_imatrix_fn)(int type);
+
+static struct {
+	void *lib;
+	chunk_fn chunk;
+	row_fn q8_k;
+	half_fn fp16;
+	needs_imatrix_fn needs_imatrix;
+	char why[2304];
+} g;
+
+static bool load_ggml(void)
+{
+	const char *dir = getenv("TFS_LLAMA_LIB");
+	char path[1024];
+
+	if (g.lib)
+		return true;
+	snprintf(path, sizeof(path), "%s/libggml-base.so", dir ? dir : "(TFS_LLAMA_LIB unset)");
+	g.lib = dir ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+	if (!g.lib) {
+		snprintf(g.why, sizeof(g.why), "SKIP: libggml-base.so not loadable (%s): %s", path,
+			 dir ? dlerror() : "TFS_LLAMA_LIB is not set");
+		return false;
+	}
+	*(void **)&g.chunk = dlsym(g.lib, "ggml_quantize_chunk");
+	*(void **)&g.q8_k = dlsym(g.lib, "quantize_row_q8_K_ref");
+	*(void **)&g.fp16 = dlsym(g.lib, "ggml_fp32_to_fp16");
+	*(void **)&g.needs_imatrix = dlsym(g.lib, "ggml_quantize_requires_imatrix");
+	cr_assert(g.chunk && g.q8_k && g.fp16 && g.needs_imatrix, "%s lacks a symbol", path);
+	return true;
+}
+
+#define NEED_GGML()                                   \
+	do {                                          \
+		if (!load_ggml())                     \
+			cr_skip_test("%s", g.why);    \
+	} while (0)
+
+/* ==== inputs ==== */
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next_u64(void)
+{
+	uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static double uniform(void) { return ((double)(next_u64() >> 11) + 0.5) / 9007199254740992.0; }
+
+static float normal(void)
+{
+	return (float)(sqrt(-2 * log(uniform())) * cos(6.283185307179586 * uniform()));
+}
+
+enum { D_NORMAL, D_CAUCHY, D_STUDENT3, D_ZERO, D_SUBNORMAL, D_HUGE, D_REPEAT, D_WIDE,
+       D_TINY, D_SPARSE, D_HALVES, D_POSITIVE, D_NEGATIVE, D_MIXED_BLOCKS, D_COUNT };
+
+static const char *const k_dist_names[D_COUNT] = {
+	"normal", "cauchy", "student-t3", "zero", "subnormal", "huge", "repeated", "wide",
+	"tiny", "sparse", "halves", "positive", "negative", "mixed-blocks",
+};
+
+static float sample(int dist, size_t i, float rep)
+{
+	switch (dist) {
+	case D_NORMAL: return normal();
+	case D_CAUCHY: return (float)tan(3.141592653589793 * (uniform() - 0.5));
+	case D_STUDENT3: {
+		float z = normal(), c = normal() * normal() + normal() * normal() + normal() * normal();
+		return z / sqrtf(c / 3 + 1e-30f);
+	}
+	case D_ZERO: return (i & 1) ? 0.0f : -0.0f;
+	case D_SUBNORMAL: return normal() * 1e-40f;
+	case D_HUGE: return (next_u64() & 1 ? 1e30f : -1e30f) * (float)uniform();
+	case D_REPEAT: return rep;
+	case D_WIDE: return normal() * (float)pow(10.0, uniform() * 40 - 20);
+	case D_TINY: return normal() * 1e-15f;
+	case D_SPARSE: return uniform() < 0.9 ? 0.0f : normal();
+	case D_HALVES: return (float)((int)(uniform() * 33) - 16) * 0.5f;
+	case D_POSITIVE: return 3.0f + (float)uniform();
+	case D_NEGATIVE: return -2.0f - normal() * normal();
+	default:   /* each 32 values a different kind */
+		return sample((int)((i / 32) % D_MIXED_BLOCKS), i, rep);
+	}
+}
+
+static float *make_input(int dist, size_t n)
+{
+	float *x = malloc(n * sizeof(float));
+	float rep = (float)((next_u64() & 1) ? 0.7 : -3.1e-3);
+
+	cr_assert(x);
+	for (size_t i = 0; i < n; i++)
+		x[i] = sample(dist, i, rep);
+	return x;
+}
+
+/* ==== the comparison ==== */
+
+/* names by value: Criterion runs each case in a new process, where pointers would not hold */
+typedef struct {
+	char name[16];
+} type_param;
+
+static type_param k_types[] = {
+	{ "F32" }, { "F16" }, { "BF16" }, { "Q4_0" }, { "Q4_1" }, { "Q5_0" }, { "Q5_1" }, { "Q8_0" },
+	{ "Q2_K" }, { "Q3_K" }, { "Q4_K" }, { "Q5_K" }, { "Q6_K" }, { "Q8_K" }, { "IQ4_NL" },
+	{ "IQ4_XS" }, { "TQ1_0" }, { "TQ2_0" }, { "MXFP4" }, { "NVFP4" }, { "Q1_0" }, { "Q2_0" },
+};
+
+static void ggml_quantize(int id, const float *x, void *dst, int64_t nrows, int64_t n_per_row)
+{
+	if (id == TFS_DT_Q8_K)
+		g.q8_k(x, dst, nrows * n_per_row);
+	else
+		cr_assert_eq(g.chunk(id, x, dst, 0, nrows, n_per_row, NULL),
+			     (size_t)nrows * (size_t)n_per_row / tfs_dtype(id)->block_elems *
+				     tfs_dtype(id)->block_bytes);
+}
+
+static void compare_bytes(const tfs_dtype_info *t, const uint8_t *ours, const uint8_t *theirs,
+			  size_t nbytes, const float *x, int dist, int64_t nrows, int64_t n_per_row,
+			  int scalar);
+
+/* Compares one input, quantized by each of tensorfs's code paths; returns the blocks
+ * compared. */
+static size_t compare_one(int id, int dist, int64_t nrows, int64_t n_per_row)
+{
+	const tfs_dtype_info *t = tfs_dtype(id);
+	size_t n = (size_t)(nrows * n_per_row), nbytes = n / t->block_elems * t->block_bytes;
+	float *x = make_input(dist, n);
+	uint8_t *ours = malloc(nbytes), *theirs = calloc(1, nbytes);   /* ggml leaves a zero Q8_K
+	                                                                 * block's sums unwritten */
+	tfs_error err = { 0 };
+
+	cr_assert(ours && theirs);
+	ggml_quantize(id, x, theirs, nrows, n_per_row);
+	for (int scalar = 0; scalar < 2; scalar++) {   /* the SIMD kernels (if any), the reference */
+		memset(ours, 0xa5, nbytes);
+		tfs_quantize_set_scalar(scalar);
+		cr_assert_eq(tfs_quantize(ours, id, x, n, &err), 0, "%s: %s", t->name, err.msg);
+		compare_bytes(t, ours, theirs, nbytes, x, dist, nrows, n_per_row, scalar);
+	}
+	tfs_quantize_set_scalar(false);
+	free(x);
+	free(ours);
+	free(theirs);
+	return nbytes / t->block_bytes;
+}
+
+static void compare_bytes(const tfs_dtype_info *t, const uint8_t *ours, const uint8_t *theirs,
+			  size_t nbytes, const float *x, int dist, int64_t nrows, int64_t n_per_row,
+			  int scalar)
+{
+	for (size_t off = 0; off < nbytes; off += t->block_bytes)
+		if (memcmp(ours + off, theirs + off, t->block_bytes) != 0) {
+			size_t blk = off / t->block_bytes, k = 0;
+
+			while (ours[off + k] == theirs[off + k])
+				k++;
+			cr_assert_fail("%s (%s code), %s input, %lld x %lld: block %zu differs at byte "
+				       "%zu (ours %02x, ggml %02x); its first value %a", t->name,
+				       scalar ? "scalar" : "SIMD", k_dist_names[dist],
+				       (long long)nrows, (long long)n_per_row, blk, k, ours[off + k],
+				       theirs[off + k], (double)x[blk * t->block_elems]);
+		}
+}
+
+ParameterizedTestParameters(quant_ggml, bit_exact)
+{
+	return cr_make_param_array(type_param, k_types, sizeof(k_types) / sizeof(k_types[0]));
+}
+
+ParameterizedTest(type_param *param, quant_ggml, bit_exact, .timeout = 120)
+{
+	const char *name = param->name;
+	const int id = tfs_dtype_from_name(name);
+	const int64_t be = tfs_dtype(id)->block_elems;
+	const int64_t lens[] = { be, 256 > be ? 256 : 2 * be, 4096 };
+	size_t blocks = 0;
+
+	NEED_GGML();
+	cr_assert(tfs_quantize_supported(id));
+	cr_assert(!g.needs_imatrix(id), "ggml needs an imatrix for %s", name);
+	for (int dist = 0; dist < D_COUNT; dist++)
+		for (int l = 0; l < 3; l++)
+			for (int rep = 0; rep < 3; rep++)
+				blocks += compare_one(id, dist, l == 2 ? 2 : 3, lens[l]);
+	cr_log_info("%s: %zu blocks bit-identical", name, blocks);
+}
+
+/* The half-precision rounding every scale goes through, over a sweep of all float bits. */
+Test(quant_ggml, half_rounding_matches)
+{
+	NEED_GGML();
+	for (uint64_t u = 0; u <= 0xffffffffull; u += 251) {
+		uint32_t bits = (uint32_t)u;
+		float f;
+
+		memcpy(&f, &bits, 4);
+		if (f != f)
+			continue;   /* ggml's F16C and portable paths differ on NaN payloads */
+		uint16_t ours = tfs_f32_to_f16(f), theirs = g.fp16(f);
+
+		cr_assert_eq(ours, theirs, "%08x: ours %04x, ggml %04x", bits, ours, theirs);
+	}
+}
+
+/* The same through tfs_quantize (F16C where the CPU has it), NaNs included, 2^20 at a time. */
+Test(quant_ggml, half_rows_match)
+{
+	enum { N = 1 << 20 };
+	float *x = malloc(N * sizeof(float));
+	uint16_t *ours = malloc(N * 2), *theirs = malloc(N * 2);
+	tfs_error err = { 0 };
+
+	NEED_GGML();
+	cr_assert(x && ours && theirs);
+	for (uint64_t base = 0; base <= 0xffffffffull; base += (uint64_t)N * 61) {
+		for (uint32_t i = 0; i < N; i++) {
+			uint32_t bits = (uint32_t)(base + (uint64_t)i * 61);
+
+			memcpy(&x[i], &bits, 4);
+		}
+		cr_assert_eq(g.chunk(TFS_DT_F16, x, theirs, 0, 1, N, NULL), (size_t)N * 2);
+		cr_assert_eq(tfs_quantize(ours, TFS_DT_F16, x, N, &err), 0, "%s", err.msg);
+		for (uint32_t i = 0; i < N; i++)
+			if (x[i] == x[i] || (ours[i] & 0x7fff) != 0x7e00)   /* NaN: any quiet half */
+				cr_assert_eq(ours[i], theirs[i], "%a: ours %04x, ggml %04x",
+					     (double)x[i], ours[i], theirs[i]);
+	}
+	free(x);
+	free(ours);
+	free(theirs);
+}
+
+/* ggml refuses these without an imatrix; so does tensorfs, saying why. */
+Test(quant_ggml, imatrix_types_refused)
+{
+	static const int ids[] = { TFS_DT_IQ2_XXS, TFS_DT_IQ2_XS, TFS_DT_IQ1_S };
+	float x[256] = { 1.0f };
+	uint8_t out[256];
+
+	NEED_GGML();
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		tfs_error err = { 0 };
+
+		cr_assert(g.needs_imatrix(ids[i]));
+		cr_assert_eq(tfs_quantize(out, ids[i], x, 256, &err), TFS_E_UNSUPPORTED);
+		cr_assert(strstr(err.msg, "importance matrix"), "%s", err.msg);
+	}
+}

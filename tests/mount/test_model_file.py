@@ -41,6 +41,50 @@ def mmap_read(path):
             return bytes(mm[:])
 
 
+
+ST_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8,
+           "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16,
+           "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64,
+           "F64": 64, "I64": 64, "U64": 64}
+
+
+def st_strict(tc, data, what):
+    """The reference crate's read checks (../shared/testdata/SAFETENSORS_CHECKLIST.md) on a
+    whole file: header length and UTF-8 JSON object, known dtypes, non-negative integer
+    shapes, sizes matching numel x bits, offsets contiguous from 0 once sorted, no trailing
+    bytes, __metadata__ a map of strings; and, as the reference writer does, the header
+    padded with spaces to a multiple of 8."""
+    tc.assertGreaterEqual(len(data), 8, what)
+    (n,) = struct.unpack("<Q", data[:8])
+    tc.assertLessEqual(n, 100_000_000, what)
+    tc.assertLessEqual(8 + n, len(data), what)
+    text = data[8:8 + n].decode("utf-8")
+    tc.assertEqual(n % 8, 0, what)
+    tc.assertTrue(text.rstrip(" ").endswith("}"), what)  # padding: spaces only, no NULs
+    header = json.loads(text)
+    tc.assertIsInstance(header, dict, what)
+    meta = header.pop("__metadata__", None)
+    if meta is not None:
+        tc.assertTrue(all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()),
+                      what)
+    spans = []
+    for name, e in header.items():
+        tc.assertIn(e["dtype"], ST_BITS, "%s: %s" % (what, name))
+        tc.assertTrue(all(isinstance(d, int) and d >= 0 for d in e["shape"]), name)
+        numel = 1
+        for d in e["shape"]:
+            numel *= d
+        begin, end = e["data_offsets"]
+        tc.assertEqual(numel * ST_BITS[e["dtype"]] % 8, 0, name)
+        tc.assertEqual(end - begin, numel * ST_BITS[e["dtype"]] // 8, "%s: %s" % (what, name))
+        spans.append((begin, end))
+    pos = 0
+    for begin, end in sorted(spans):
+        tc.assertEqual(begin, pos, what)
+        pos = end
+    tc.assertEqual(8 + n + pos, len(data), what)
+    return header, meta
+
 class ModelFile(TestCase):
     def setUp(self):
         self.dir = self.tmpdir()
@@ -111,6 +155,7 @@ class ModelFile(TestCase):
         with Mount(self, src) as m:
             # the same model (the header as tensorfs writes it: compact JSON)
             data = self.check_file(m, "model.safetensors")
+            st_strict(self, data, "single")
             out = os.path.join(self.dir, "out.safetensors")
             write_file(out, data)
             self.assertEqual(st_parse(out), st_parse(src))
@@ -119,6 +164,7 @@ class ModelFile(TestCase):
             write(m.p("tensors", "b"), np.arange(9, dtype=np.int8).tobytes(), "wb")
             os.unlink(m.p("tensors", "c"))
             live = self.check_file(m, "model.safetensors")
+            st_strict(self, live, "single, edited")
             self.assertIn("done:", unmount_ok(self, m))
         self.assertEqual(read(src, "rb"), live)
 
@@ -142,6 +188,7 @@ class ModelFile(TestCase):
             write_file(merged, data)
         # a valid single file (the checklist's rules: header length, spaces to 8,
         # contiguous offsets from 0, nothing after the last tensor)
+        st_strict(self, data, "merged shards")
         (n,) = struct.unpack("<Q", data[:8])
         self.assertEqual(n % 8, 0)
         header = json.loads(data[8:8 + n])
@@ -228,6 +275,7 @@ class ModelFile(TestCase):
         data = self.check_file(m, "model.safetensors")
         out = os.path.join(self.dir, tag + ".safetensors")
         write_file(out, data)
+        st_strict(self, data, tag)
         meta, ts = st_parse(out)
         self.assertEqual(meta, {"format": "mlx"}, tag)
         ours = sorted(os.listdir(m.p("tensors")))

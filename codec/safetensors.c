@@ -166,6 +166,57 @@ static int entry_cmp(const void *a, const void *b)
 }
 
 /* Reads one tensor entry's fields (not yet its offsets' place in the sequence). */
+/* A tensor's shape: e->ne (GGUF order), e->n_dims, *numel (*overflow when it does not fit
+ * 64 bits). */
+static int parse_shape(st_entry *e, const char *file, const char *name, const json_t *shape,
+		       uint64_t *numel, bool *overflow, tfs_error *err)
+{
+	if (!json_is_array(shape))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': shape is not an array",
+				     file, name);
+	size_t nd = json_array_size(shape);
+	if (nd > TFS_MAX_DIMS)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: tensor '%s' has %zu dimensions; tensorfs supports at most %d",
+				     file, name, nd, TFS_MAX_DIMS);
+	*numel = 1;
+	*overflow = false;
+	for (size_t i = 0; i < nd; i++) {
+		const json_t *d = json_array_get(shape, i);
+		if (!json_is_integer(d) || json_integer_value(d) < 0)
+			return tfs_error_set(err, TFS_E_FORMAT,
+					     "%s: tensor '%s': shape entry %zu is not a non-negative "
+					     "integer", file, name, i);
+		uint64_t dim = (uint64_t)json_integer_value(d);
+		/* GGUF order: ne[0] is the last (fastest) axis */
+		e->ne[nd - 1 - i] = (int64_t)dim;
+		if (tfs_mul_overflow(*numel, dim, numel))
+			*overflow = true;
+	}
+	e->n_dims = (uint32_t)nd;
+	e->shape = shape;
+	return 0;
+}
+
+/* data_offsets: exactly two non-negative integers, into e->begin / e->end. */
+static int parse_offsets(st_entry *e, const char *file, const char *name, const json_t *off,
+			 tfs_error *err)
+{
+	if (!json_is_array(off) || json_array_size(off) != 2)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: tensor '%s': data_offsets must be exactly 2 integers", file,
+				     name);
+	const json_t *b = json_array_get(off, 0), *en = json_array_get(off, 1);
+	if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
+	    json_integer_value(en) < 0)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: tensor '%s': data_offsets are not non-negative integers",
+				     file, name);
+	e->begin = (uint64_t)json_integer_value(b);
+	e->end = (uint64_t)json_integer_value(en);
+	return 0;
+}
+
 static int parse_entry(st_entry *e, const char *file, const char *name, const json_t *v,
 		       tfs_error *err)
 {
@@ -195,43 +246,12 @@ static int parse_entry(st_entry *e, const char *file, const char *name, const js
 				     "%s: tensor '%s': dtype %s is missing from the dtype table", file,
 				     name, dts);
 
-	if (!json_is_array(shape))
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': shape is not an array",
-				     file, name);
-	size_t nd = json_array_size(shape);
-	if (nd > TFS_MAX_DIMS)
-		return tfs_error_set(err, TFS_E_FORMAT,
-				     "%s: tensor '%s' has %zu dimensions; tensorfs supports at most %d",
-				     file, name, nd, TFS_MAX_DIMS);
 	uint64_t numel = 1;
 	bool overflow = false;
-	for (size_t i = 0; i < nd; i++) {
-		const json_t *d = json_array_get(shape, i);
-		if (!json_is_integer(d) || json_integer_value(d) < 0)
-			return tfs_error_set(err, TFS_E_FORMAT,
-					     "%s: tensor '%s': shape entry %zu is not a non-negative "
-					     "integer", file, name, i);
-		uint64_t dim = (uint64_t)json_integer_value(d);
-		/* GGUF order: ne[0] is the last (fastest) axis */
-		e->ne[nd - 1 - i] = (int64_t)dim;
-		if (tfs_mul_overflow(numel, dim, &numel))
-			overflow = true;
-	}
-	e->n_dims = (uint32_t)nd;
-	e->shape = shape;
-
-	if (!json_is_array(off) || json_array_size(off) != 2)
-		return tfs_error_set(err, TFS_E_FORMAT,
-				     "%s: tensor '%s': data_offsets must be exactly 2 integers", file,
-				     name);
-	const json_t *b = json_array_get(off, 0), *en = json_array_get(off, 1);
-	if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
-	    json_integer_value(en) < 0)
-		return tfs_error_set(err, TFS_E_FORMAT,
-				     "%s: tensor '%s': data_offsets are not non-negative integers",
-				     file, name);
-	e->begin = (uint64_t)json_integer_value(b);
-	e->end = (uint64_t)json_integer_value(en);
+	int rc;
+	if ((rc = parse_shape(e, file, name, shape, &numel, &overflow, err)) ||
+	    (rc = parse_offsets(e, file, name, off, err)))
+		return rc;
 
 	char st[160];
 	uint64_t nbits;

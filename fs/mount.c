@@ -899,13 +899,60 @@ static int finish(tfs_fs *fs, struct fuse_session *se, int loop_rc)
 	return ret;
 }
 
+/* Parses the command line into fs->opts and checks it: 0, or the exit status (2 for a
+ * usage error) after saying why. */
+static int mount_args(tfs_fs *fs, struct fuse_args *args, bool by_mount8, const char *prog)
+{
+	if (fuse_opt_parse(args, &fs->opts, opt_spec, opt_proc) == -1)
+		return 2;
+	if (!fs->opts.source || !fs->opts.mountpoint) {
+		fputs(mount_usage, stderr);
+		return 2;
+	}
+	/* mount(8) says "rw" by default: a model becomes writable only when asked plainly */
+	if (by_mount8)
+		fs->opts.rw = fs->opts.writable;
+	else
+		fs->opts.rw |= fs->opts.writable;
+	if (absolute_paths(&fs->opts)) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return 1;
+	}
+	if (fs->opts.rw && is_remote(fs->opts.source) && !fs->opts.output) {
+		fprintf(stderr, "%s: %s: a remote model is written to a local file: -o rw needs "
+			"-o output=PATH\n", prog, fs->opts.source);
+		return 2;
+	}
+	return check_mountpoint(&fs->opts, prog) ? 1 : 0;
+}
+
+/* The tree of the opened model, and what every node's attributes share. */
+static int build_tree(tfs_fs *fs, const char *prog)
+{
+	tfs_error err;
+	tfs_error_clear(&err);
+	if (tfs_tree_build(fs, &err)) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		return 1;
+	}
+	const tfs_source *s0 = tfs_model_source(fs->model, 0);
+	if (s0) {
+		fs->mtime.tv_sec = s0->mtime_sec;
+		fs->mtime.tv_nsec = s0->mtime_nsec;
+	}
+	fs->uid = getuid();
+	fs->gid = getgid();
+	/* a read-only model never changes: the kernel may cache everything for long */
+	fs->timeout = fs->opts.rw ? 0.0 : 86400.0;
+	return 0;
+}
+
 int tfs_mount_main(int argc, char **argv, bool by_mount8)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	tfs_fs fs;
-	tfs_error err;
 	struct fuse_session *se = NULL;
-	int ret = 1;
+	int ret;
 	bool handlers = false;
 	const char *prog = "mount.tensorfs";
 
@@ -914,50 +961,14 @@ int tfs_mount_main(int argc, char **argv, bool by_mount8)
 	pthread_rwlock_init(&fs.lock, NULL);
 	pthread_mutex_init(&fs.cache_lock, NULL);
 	usage_text = mount_usage;
-	if (fuse_opt_parse(&args, &fs.opts, opt_spec, opt_proc) == -1) {
-		ret = 2;
+	if ((ret = mount_args(&fs, &args, by_mount8, prog)))
 		goto out_args;
-	}
-	if (!fs.opts.source || !fs.opts.mountpoint) {
-		fputs(mount_usage, stderr);
-		ret = 2;
-		goto out_args;
-	}
-	/* mount(8) says "rw" by default: a model becomes writable only when asked plainly */
-	if (by_mount8)
-		fs.opts.rw = fs.opts.writable;
-	else
-		fs.opts.rw |= fs.opts.writable;
-	if (absolute_paths(&fs.opts)) {
-		fprintf(stderr, "%s: out of memory\n", prog);
-		goto out_args;
-	}
-	if (fs.opts.rw && is_remote(fs.opts.source) && !fs.opts.output) {
-		fprintf(stderr, "%s: %s: a remote model is written to a local file: -o rw needs "
-			"-o output=PATH\n", prog, fs.opts.source);
-		ret = 2;
-		goto out_args;
-	}
-	if (check_mountpoint(&fs.opts, prog))
-		goto out_args;
+	ret = 1;
 	sweep_status_files();
-
 	if (open_model(&fs, prog))
 		goto out_args;
-	tfs_error_clear(&err);
-	if (tfs_tree_build(&fs, &err)) {
-		fprintf(stderr, "%s: %s\n", prog, err.msg);
+	if (build_tree(&fs, prog))
 		goto out_model;
-	}
-	const tfs_source *s0 = tfs_model_source(fs.model, 0);
-	if (s0) {
-		fs.mtime.tv_sec = s0->mtime_sec;
-		fs.mtime.tv_nsec = s0->mtime_nsec;
-	}
-	fs.uid = getuid();
-	fs.gid = getgid();
-	/* a read-only model never changes: the kernel may cache everything for long */
-	fs.timeout = fs.opts.rw ? 0.0 : 86400.0;
 
 	if (add_fsname(&fs.opts, &args)) {
 		fprintf(stderr, "%s: out of memory\n", prog);
@@ -1336,6 +1347,28 @@ static int follow_daemon(status_reader *rs, pid_t pid, const char *status, bool 
 	return ret;
 }
 
+/* Unmounts mp (lazily: detaches it); 0, or 1 after saying why not (users: who holds it,
+ * filled in for EBUSY). */
+static int unmount_now(const char *mp, const char *arg, bool lazy, char *users, size_t cap)
+{
+	int e = unmount_fs(mp, lazy);
+	if (e == EBUSY) {
+		list_users(mp, users, cap);
+		fprintf(stderr, "tensorfs: cannot unmount %s: it is in use%s%s; end those, or "
+			"detach it now with `tensorfs unmount -l %s`\n", arg,
+			users[0] ? " by " : " (by processes not visible here)", users, arg);
+		return 1;
+	}
+	if (e == EPERM) {
+		fprintf(stderr, "tensorfs: cannot unmount %s: only root or the user who mounted "
+			"it can\n", arg);
+		return 1;
+	}
+	if (e > 0)
+		fprintf(stderr, "tensorfs: cannot unmount %s: %s\n", arg, strerror(e));
+	return e ? 1 : 0;
+}
+
 int tfs_unmount_main(int argc, char **argv)
 {
 	bool lazy = false;
@@ -1385,30 +1418,13 @@ int tfs_unmount_main(int argc, char **argv)
 	char users[1024] = "";
 	if (lazy)
 		list_users(mp, users, sizeof(users));
-	int e = unmount_fs(mp, lazy);
-	if (e == EBUSY) {
-		list_users(mp, users, sizeof(users));
-		fprintf(stderr, "tensorfs: cannot unmount %s: it is in use%s%s; end those, or "
-			"detach it now with `tensorfs unmount -l %s`\n", arg,
-			users[0] ? " by " : " (by processes not visible here)", users, arg);
+	if ((ret = unmount_now(mp, arg, lazy, users, sizeof(users))) != 0)
 		goto out_status;
-	}
-	if (e == EPERM) {
-		fprintf(stderr, "tensorfs: cannot unmount %s: only root or the user who mounted "
-			"it can\n", arg);
-		goto out_status;
-	}
-	if (e) {
-		if (e > 0)
-			fprintf(stderr, "tensorfs: cannot unmount %s: %s\n", arg, strerror(e));
-		goto out_status;
-	}
 	if (lazy && users[0]) {
 		/* the daemon ends when they let go, which may take long: not waited for */
 		fprintf(stderr, "tensorfs: detached %s; it stays in use by %s, and its daemon "
 			"(pid %d) ends%s once they let go\n", arg, users, (int)pid,
 			status[0] ? ", repacking the changes," : "");
-		ret = 0;
 		goto out_status;
 	}
 	ret = follow_daemon(rs, pid, status, me.rw);

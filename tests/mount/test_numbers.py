@@ -183,6 +183,31 @@ class Numbers(TestCase):
         self.assertEqual(data[q6["abs_offset"]:q6["abs_offset"] + q6["nbytes"]],
                          ggml_quantize(self.g, "Q6_K", q4k))
 
+    def test_large_tensor_stays_out_of_memory(self):
+        """64 MiB of values through np.save: staged in a file, requantized 1 MiB at a time;
+        the daemon's peak RSS stays under 64 MiB."""
+        rng = np.random.default_rng(9)
+        path = os.path.join(self.tmpdir(), "big.gguf")
+        w = ggufgen.GGUFWriter(alignment=32)
+        w.add_kv("general.architecture", ggufgen.STRING, "llama")
+        w.add_tensor("big", "Q4_K", ggml_quantize(self.g, "Q4_K", rng.standard_normal(4096 * 4096)),
+                     ne=[4096, 4096])
+        w.write(path)
+        new = rng.standard_normal((4096, 4096)).astype(np.float32)
+        with Mount(self, path, ["rw"]) as m:
+            np.save(m.p("npy", "big.npy"), new)
+            pid = int(os.getxattr(m.path, "user.tensorfs.pid"))
+            with open("/proc/%d/status" % pid) as f:
+                hwm = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0]
+            self.assertLess(hwm, 64 * 1024, "daemon peak RSS %d KiB" % hwm)
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        out = ggufgen.read_gguf(path)
+        t = out["tensors"][0]
+        with open(path, "rb") as f:
+            f.seek(t["abs_offset"])
+            self.assertEqual(f.read(t["nbytes"]), ggml_quantize(self.g, "Q4_K", new))
+
     def test_refusals(self):
         with Mount(self, self.path, ["rw"]) as m:
             w = np.load(m.p("npy", "w.q4k.npy"))

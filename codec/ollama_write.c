@@ -284,9 +284,9 @@ out:
 
 static int write_gguf_layer(ctx *x, const tfs_ol_layer *l, json_t **desc)
 {
-	char digest[72], *tmp, pbuf[64];
+	char digest[72], *tmp = NULL, pbuf[64];
 	uint64_t size;
-	int fd, rc;
+	int fd = -1, rc;
 	if (gguf_unchanged(x->m, l)) {
 		*desc = same_descriptor(l);
 		return *desc ? 0 : nomem(x->err);
@@ -316,8 +316,8 @@ static int write_gguf_layer(ctx *x, const tfs_ol_layer *l, json_t **desc)
 static int write_st_blob(ctx *x, const uint32_t *ts, size_t nt, const json_t *meta,
 			 char digest[72], uint64_t *size)
 {
-	char *tmp, pbuf[64];
-	int fd, rc;
+	char *tmp = NULL, pbuf[64];
+	int fd = -1, rc;
 	if ((rc = blob_begin(x, &fd, &tmp)))
 		return rc;
 	if ((rc = tfs_st_write_file(x->m, ts, nt, NULL, 0, meta, fd, tmp, x->o, x->err)) ||
@@ -392,8 +392,8 @@ out:
 
 static int write_extra_blob(ctx *x, const tfs_extra *e, char digest[72], uint64_t *size)
 {
-	char *tmp;
-	int fd, rc;
+	char *tmp = NULL;
+	int fd = -1, rc;
 	if ((rc = blob_begin(x, &fd, &tmp)))
 		return rc;
 	if ((rc = tfs_io_copy(fd, tmp, 0, x->m, e->src, e->offset, e->size, x->o, NULL, 0,

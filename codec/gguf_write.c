@@ -144,8 +144,8 @@ static int gguf_header(tfs_image *im, const tfs_model *m, uint64_t a, uint64_t d
 
 /*
  * The image of m's GGUF file.  With data_off 0 the data section starts where the header
- * ends (aligned); else exactly at data_off (a multiple of the alignment, at least
- * min_padded_data_off), the header padded up to it with TFS_GGUF_PADDING_KEY: GGUF
+ * ends (aligned); else exactly at data_off (a multiple of the alignment, with room for the
+ * padding key), the header padded up to it with TFS_GGUF_PADDING_KEY: GGUF
  * readers (ggml, gguf-py) take the data section to start at the first aligned offset after
  * the header, so a gap is only possible inside the header.  *head0 gets the header's size
  * without the padding key.
@@ -161,6 +161,10 @@ static int gguf_image(tfs_image **out, const tfs_model *m, uint64_t a, uint64_t 
 		return rc;
 	*head0 = head;
 	if (data_off) {
+		if (data_off < head || data_off - head < PAD_KEY_SIZE || data_off % a)
+			return tfs_error_set(err, TFS_E_INVALID, "%s: no room for padding at %llu "
+					     "(internal error)", m->path,
+					     (unsigned long long)data_off);
 		pad = data_off - head - PAD_KEY_SIZE;
 		head = data_off;
 	}

@@ -75,7 +75,7 @@ int tfs_image_own_fds(tfs_image *im, const tfs_model *m, tfs_error *err)
 	for (size_t i = 0; i < im->n_ext; i++) {
 		int32_t s = im->ext[i].src;
 		if (im->fds[s] >= 0 || m->src[s].remote)
-			continue; /* a remote source is read through im->srcs */
+			continue; /* a remote source is read through im->remotes */
 		if ((im->fds[s] = fcntl(m->src[s].fd, F_DUPFD_CLOEXEC, 0)) < 0)
 			return tfs_error_sys(err, errno, "%s", m->src[s].path);
 	}

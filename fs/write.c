@@ -419,6 +419,10 @@ int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
 		return -h->error;
 	if (!h->writing || !h->dirty)
 		return 0;
+	if ((h->node->kind == N_EXTRA || h->node->kind == N_RAW) && !h->wrote)
+		return 0; /* truncated at open, nothing written yet (a shell's dup2 flushes here):
+			   * release commits an empty file if nothing comes; committing it now
+			   * would replace a layer whose new bytes are then refused */
 	if (h->node->kind == N_KEY && !h->wrote) {
 		/* a flush between open(O_TRUNC) and the first write (a shell's dup2 does this):
 		 * an empty string is a value, anything else is still to come */

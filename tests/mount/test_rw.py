@@ -1067,6 +1067,26 @@ class Ollama(OllamaStore, TestCase):
             f.seek(q8["offset"])
             self.assertEqual(raw, f.read(q8["nbytes"]))
 
+    def test_refused_layer_write_keeps_the_layer(self):
+        """A shell redirect truncates at open and flushes (dup2) before it writes: bytes that
+        are then refused (not UTF-8 for a text layer) leave the layer as it was, in the mount
+        and in the repacked store; an empty redirect empties it."""
+        with Mount(self, "oracle-gguf", ["rw"]) as m:
+            tpl = read(m.p("layers", "template"))
+            system = read(m.p("layers", "system"))
+            self.assertTrue(tpl and system)
+            for layer in ("template", "system"):
+                subprocess.run(["sh", "-c", "printf '\\377\\376 bad' > '%s'" % m.p("layers", layer)])
+                self.assertIn("UTF-8", os.getxattr(m.path, "user.tensorfs.last_error").decode())
+            self.assertEqual(read(m.p("layers", "template")), tpl)
+            self.assertEqual(read(m.p("layers", "system")), system)
+            self.assertEqual(subprocess.run(["sh", "-c", ": > '%s'" % m.p("layers", "system")]).returncode, 0)
+            self.assertEqual(read(m.p("layers", "system")), "")
+            unmount_ok(self, m)
+        with Mount(self, "oracle-gguf") as m:
+            self.assertEqual(read(m.p("layers", "template")), tpl)
+            self.assertEqual(read(m.p("layers", "system")), "")
+
     def test_per_tensor_model(self):
         """A per-tensor (MLX int4) model: replace the norm's bytes; only its blob is new,
         the quantized weight's blob and its dequantized values stay as they were."""

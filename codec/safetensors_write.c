@@ -588,7 +588,8 @@ static int index_text(const tfs_model *m, const tfs_st_layout *l, const uint32_t
 		for (size_t s = 0; s < l->n_shards && !in_shard; s++)
 			in_shard = in_list(l->shards[s].meta_keys, l->shards[s].n_meta_keys,
 					   kv->name);
-		if (in_shard)
+		/* a shard's key belongs to the shard, unless the index had it too (then both) */
+		if (in_shard && !json_object_get(ometa, kv->name))
 			continue;
 		json_t *v = index_value(kv, json_object_get(ometa, kv->name));
 		if (!v)

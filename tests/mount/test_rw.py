@@ -978,6 +978,29 @@ class Safetensors(TestCase):
             self.assertEqual(read(m.p("tensors", "output_norm.weight"), "rb"),
                              self.t["output_norm.weight"].tobytes())
 
+    def test_sharded_key_in_index_and_shards(self):
+        """A key both the index's metadata and the shards' __metadata__ hold ("format", as
+        transformers writes it) stays in both after a repack of another change."""
+        d = os.path.join(self.dir, "both")
+        os.mkdir(d)
+        t = {"a": np.arange(4, dtype=np.float32), "b": np.arange(4, dtype=np.float32) + 1}
+        wm = {}
+        for i, name in enumerate(t):
+            fn = "m-%d.safetensors" % (i + 1)
+            write_file(os.path.join(d, fn), st_raw([(name, "F32", [4], t[name].tobytes())],
+                                                   {"format": "pt"}))
+            wm[name] = fn
+        write(os.path.join(d, "model.safetensors.index.json"), json.dumps(
+            {"metadata": {"total_size": 32, "format": "pt", "foo": "bar"}, "weight_map": wm}))
+        with Mount(self, d, ["rw"]) as m:
+            write(m.p("metadata", "foo"), "baz")
+            unmount_ok(self, m)
+        index = json.loads(read(os.path.join(d, "model.safetensors.index.json")))
+        self.assertEqual(index["metadata"], {"total_size": 32, "format": "pt", "foo": "baz"})
+        for fn in wm.values():
+            meta, _ = st_parse(os.path.join(d, fn))
+            self.assertEqual(meta, {"format": "pt"})
+
     def test_sharded_crash_between_renames(self):
         """kill -9 between the renames of a sharded set: the next mount rolls forward."""
         d, idx = self.make_sharded()

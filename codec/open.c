@@ -66,13 +66,15 @@ static int classify(const char *source, source_kind *k, tfs_error *err)
 	ssize_t n = peek(source, head, sizeof(head) - 1);
 	if (n < 0)
 		return tfs_error_sys(err, errno, "%s", source);
-	if ((n >= 4 && strncasecmp(head, "GGUF", 4) == 0) || ends_with(source, ".gguf")) {
-		k->fmt = TFS_FMT_GGUF; /* its reader names a bad magic */
-	} else if ((size_t)n >= sizeof(lfs_magic) - 1 &&
-		   memcmp(head, lfs_magic, sizeof(lfs_magic) - 1) == 0) {
+	/* an LFS pointer first: a repository cloned without git-lfs has them under the
+	 * models' own names (model.gguf) */
+	if ((size_t)n >= sizeof(lfs_magic) - 1 &&
+	    memcmp(head, lfs_magic, sizeof(lfs_magic) - 1) == 0) {
 		return tfs_error_set(err, TFS_E_FORMAT,
 				     "%s: is a Git LFS pointer file, not the model itself "
 				     "(run 'git lfs pull' to fetch it)", source);
+	} else if ((n >= 4 && strncasecmp(head, "GGUF", 4) == 0) || ends_with(source, ".gguf")) {
+		k->fmt = TFS_FMT_GGUF; /* its reader names a bad magic */
 	} else if (ends_with(source, ".json") || head[0] == '{') {
 		/* an index.json of a sharded set, or an Ollama manifest */
 		char big[4096] = { 0 };

@@ -124,6 +124,16 @@ class MixedFlat(TestCase):
                 return False
         return _M()
 
+    def test_lfs_pointer_named_gguf(self):
+        """A repository cloned without git-lfs holds pointer files under the models' names:
+        one named model.gguf is called an LFS pointer, not a GGUF with a bad magic."""
+        d = self.tmpdir()
+        path = os.path.join(d, "model.gguf")
+        with open(path, "w") as f:
+            f.write("version https://git-lfs.github.com/spec/v1\noid sha256:" + "ab" * 32 +
+                    "\nsize 12345\n")
+        assert_reject(self, path, pattern="Git LFS pointer.*git lfs pull")
+
     def test_metadata_values_and_types(self):
         with self.mounted() as m:
             files = sorted(os.listdir(m.p("metadata")))

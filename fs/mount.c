@@ -1276,7 +1276,8 @@ static int unmount_dead(const char *mp, const char *arg, const mount_entry *me)
 			"removed it%s%s%s\n", arg,
 			me->rw ? "; changes it staged but did not repack are kept: "
 				 "`tensorfs repack " : "", me->rw ? me->source : "",
-			me->rw ? "` writes them" : "");
+			me->rw ? "` writes them (with the -o staging= and output= the mount had, "
+				 "if it had any)" : "");
 		sweep_status_files();
 		return 0;
 	}
@@ -1462,7 +1463,9 @@ int tfs_repack_main(int argc, char **argv)
 	if (open_model(&fs, "tensorfs repack"))
 		goto out;
 	if (!tfs_staging_dirty(fs.staging)) {
-		fprintf(stderr, "tensorfs repack: nothing staged in %s\n", tfs_staging_dir(fs.staging));
+		fprintf(stderr, "tensorfs repack: nothing staged in %s (a mount with -o staging=DIR "
+			"staged its changes in DIR: give the same -o staging=)\n",
+			tfs_staging_dir(fs.staging));
 		ret = 0;
 	} else {
 		ret = repack_at_unmount(&fs);

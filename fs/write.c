@@ -465,8 +465,11 @@ void tfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file
  * committed at once (truncate by path). */
 static int truncate_node(tfs_fs *fs, tfs_node *n, tfs_handle *fh, uint64_t size)
 {
-	tfs_handle tmp = { .node = n, .data_fd = -1 };
+	/* truncate by path: a whole change, committed (or refused) at once */
+	tfs_handle tmp = { .node = n, .data_fd = -1, .wrote = true };
 	tfs_handle *h = fh ? fh : &tmp;
+	if (fh)
+		fh->wrote = true; /* ftruncate() is content: the next flush commits it */
 	int rc = 0;
 	if (n->kind == N_SCRATCH || h->scratch) {
 		pthread_rwlock_rdlock(&fs->lock);

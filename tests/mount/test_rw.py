@@ -1090,6 +1090,28 @@ class Ollama(OllamaStore, TestCase):
             f.seek(q8["offset"])
             self.assertEqual(raw, f.read(q8["nbytes"]))
 
+    def test_truncate_by_path(self):
+        """truncate(1) is a whole change: a key's empty value is parsed (refused for a
+        number: EINVAL, the old value stays), a layer is emptied, a tensor's size checked."""
+        with Mount(self, "oracle-gguf", ["rw"]) as m:
+            key = "test.f32"
+            old = read(m.p("metadata", key))
+            r = run(["truncate", "-s", "0", m.p("metadata", key)])
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("Invalid argument", r.stderr)
+            self.assertIn(key, os.getxattr(m.path, "user.tensorfs.last_error").decode())
+            self.assertEqual(read(m.p("metadata", key)), old)
+            self.assertEqual(run(["truncate", "-s", "0", m.p("layers", "system")]).returncode, 0)
+            self.assertEqual(read(m.p("layers", "system")), "")
+            t = sorted(os.listdir(m.p("tensors")))[0]
+            size = os.path.getsize(m.p("tensors", t))
+            self.assertNotEqual(run(["truncate", "-s", str(size + 1), m.p("tensors", t)]).returncode, 0)
+            self.assertEqual(os.path.getsize(m.p("tensors", t)), size)
+            unmount_ok(self, m)
+        with Mount(self, "oracle-gguf") as m:
+            self.assertEqual(read(m.p("layers", "system")), "")
+            self.assertEqual(read(m.p("metadata", key)), old)
+
     def test_refused_layer_write_keeps_the_layer(self):
         """A shell redirect truncates at open and flushes (dup2) before it writes: bytes that
         are then refused (not UTF-8 for a text layer) leave the layer as it was, in the mount

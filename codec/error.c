@@ -130,8 +130,8 @@ int tfs_cursor_bytes(tfs_cursor *c, const uint8_t **p, uint64_t n, const char *w
 {
 	if (n > tfs_cursor_left(c))
 		return cursor_short(c, n, what);
-	if (c->fill_src && c->pos + n > c->have) { /* a remote header: fetch more of it */
-		int rc = tfs_source_head(c->fill_src, c->origin + c->pos + n, c->err);
+	if (c->fill && c->pos + n > c->have) { /* a remote header: fetch more of it */
+		int rc = c->fill(c->fill_ctx, c->origin + c->pos + n, c->err);
 		if (rc)
 			return rc;
 		c->have = c->pos + n;

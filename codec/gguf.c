@@ -267,11 +267,17 @@ static int read_tensors(tfs_model *m, tfs_cursor *c, uint64_t n_tensors, int32_t
 	return place_tensors(m, c, first, data_off, src);
 }
 
+/* The cursor's fill for a remote source: its first `end` bytes fetched. */
+static int fill_head(const void *src, uint64_t end, tfs_error *err)
+{
+	return tfs_source_head(src, end, err);
+}
+
 int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err)
 {
 	const tfs_source *s = &m->src[src];
 	tfs_cursor c = { .base = s->map, .size = s->size, .file = s->path, .err = err,
-			 .prefetch = s->fd >= 0, .fill_src = s->remote ? s : NULL };
+			 .prefetch = s->fd >= 0, .fill = s->remote ? fill_head : NULL, .fill_ctx = s };
 	const uint8_t *magic;
 	uint32_t version;
 	uint64_t n_tensors, n_kv;

@@ -67,9 +67,17 @@ static int skip_value(tfs_cursor *c, uint32_t type, int depth, const char *key)
 				     c->file, key, (unsigned long long)n, (unsigned long long)at);
 	if (et != TFS_GGUF_STRING && et != TFS_GGUF_ARRAY)
 		return tfs_cursor_bytes(c, &p, need, "array");
-	for (uint64_t i = 0; i < n; i++)
+	uint64_t from = c->pos;
+	for (uint64_t i = 0; i < n; i++) {
+		/* a remote header is fetched as it is parsed: the end of this array, guessed from
+		 * its elements so far (16 bytes each before the first), and n * 8 bytes more (a
+		 * vocabulary's scores and types) */
+		if (c->fill)
+			c->expect = c->pos + (i ? (c->pos - from) / i : 16) * (n - i) + n * 8;
 		if ((rc = skip_value(c, et, depth + 1, key)))
 			return rc;
+	}
+	c->expect = 0;
 	return 0;
 }
 

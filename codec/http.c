@@ -261,6 +261,7 @@ static void setup(tfs_http *h, CURL *c, xfer *x, char *range, size_t cap,
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L); /* a stall of timeout seconds */
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->timeout);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "tensorfs/0.1.0");
+	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L << 10); /* fewer, larger cache writes */
 	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, NULL); /* bytes as stored, no gzip */
 	if (h->cafile)
 		curl_easy_setopt(c, CURLOPT_CAINFO, h->cafile);

@@ -41,6 +41,7 @@ typedef struct {
 	int (*fill)(const void *fill_ctx, uint64_t end, tfs_error *err);
 	const void *fill_ctx;
 	uint64_t have;
+	uint64_t expect;   /* where the parser guesses it will soon read to (0: no guess) */
 } tfs_cursor;
 
 static inline uint64_t tfs_cursor_left(const tfs_cursor *c) { return c->size - c->pos; }

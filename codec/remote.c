@@ -18,6 +18,7 @@
 #define HEAD_MAX     (1ull << 30)  /* a header larger than this is refused */
 #define CHUNK_MIN    (8ull << 20)  /* a data fetch, doubling on sequential reads... */
 #define CHUNK_MAX    (128ull << 20)/* ...up to this */
+#define MAX_SIZE     (1ull << 46)  /* 64 TiB: a larger size is a server's mistake */
 
 struct tfs_remote {
 	tfs_http *http;
@@ -342,6 +343,9 @@ static int first_request(tfs_remote *r, const char *url, const tfs_open_opts *o,
 		got = 0, rc = 0;
 	if (!rc && r->v.size == 0)
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: empty file", url);
+	if (!rc && r->v.size > MAX_SIZE)
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: the server says it has %llu bytes: more "
+				   "than a model file can be", url, (unsigned long long)r->v.size);
 	if (!rc)
 		rc = tfs_cache_open(&r->cache, dir, url, &r->v, o->cache_size, err);
 	if (!rc) {

@@ -130,11 +130,13 @@ int tfs_cursor_bytes(tfs_cursor *c, const uint8_t **p, uint64_t n, const char *w
 {
 	if (n > tfs_cursor_left(c))
 		return cursor_short(c, n, what);
-	if (c->fill_src && c->pos + n > c->have) { /* a remote header: fetch more of it */
-		int rc = tfs_source_head(c->fill_src, c->origin + c->pos + n, c->err);
+	if (c->fill && c->pos + n > c->have) { /* a remote header: fetch more of it */
+		uint64_t want = c->expect > c->pos + n ? c->expect : c->pos + n;
+		want = want < c->size ? want : c->size;
+		int rc = c->fill(c->fill_ctx, c->origin + want, c->err);
 		if (rc)
 			return rc;
-		c->have = c->pos + n;
+		c->have = want;
 	}
 	if (c->prefetch && c->pos + n > c->ra_end) {
 		uint64_t step = c->ra_step ? c->ra_step : 64u << 10;

@@ -67,9 +67,17 @@ static int skip_value(tfs_cursor *c, uint32_t type, int depth, const char *key)
 				     c->file, key, (unsigned long long)n, (unsigned long long)at);
 	if (et != TFS_GGUF_STRING && et != TFS_GGUF_ARRAY)
 		return tfs_cursor_bytes(c, &p, need, "array");
-	for (uint64_t i = 0; i < n; i++)
+	uint64_t from = c->pos;
+	for (uint64_t i = 0; i < n; i++) {
+		/* a remote header is fetched as it is parsed: the end of this array, guessed from
+		 * its elements so far (16 bytes each before the first), and n * 8 bytes more (a
+		 * vocabulary's scores and types) */
+		if (c->fill)
+			c->expect = c->pos + (i ? (c->pos - from) / i : 16) * (n - i) + n * 8;
 		if ((rc = skip_value(c, et, depth + 1, key)))
 			return rc;
+	}
+	c->expect = 0;
 	return 0;
 }
 
@@ -279,11 +287,17 @@ static int read_tensors(tfs_model *m, tfs_cursor *c, uint64_t n_tensors, int32_t
 	return place_tensors(m, c, first, data_off, src);
 }
 
+/* The cursor's fill for a remote source: its first `end` bytes fetched. */
+static int fill_head(const void *src, uint64_t end, tfs_error *err)
+{
+	return tfs_source_head(src, end, err);
+}
+
 int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err)
 {
 	const tfs_source *s = &m->src[src];
 	tfs_cursor c = { .base = s->map, .size = s->size, .file = s->path, .err = err,
-			 .prefetch = s->fd >= 0, .fill_src = s->remote ? s : NULL };
+			 .prefetch = s->fd >= 0, .fill = s->remote ? fill_head : NULL, .fill_ctx = s };
 	const uint8_t *magic;
 	uint32_t version;
 	uint64_t n_tensors, n_kv;

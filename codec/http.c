@@ -261,6 +261,7 @@ static void setup(tfs_http *h, CURL *c, xfer *x, char *range, size_t cap,
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L); /* a stall of timeout seconds */
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->timeout);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "tensorfs/0.1.0");
+	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L << 10); /* fewer, larger cache writes */
 	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, NULL); /* bytes as stored, no gzip */
 	if (h->cafile)
 		curl_easy_setopt(c, CURLOPT_CAINFO, h->cafile);
@@ -399,7 +400,9 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 			break;
 		if (x.pos > before)
 			tries = 0; /* progress: a dropped connection resumes where it stopped */
-		if (!retryable(cc, &x) || ++tries >= MAX_ATTEMPTS || ++total >= MAX_TOTAL_ATTEMPTS) {
+		/* a refused connection is tried 3 times (a server restarting), not 8 */
+		int cap = cc == CURLE_COULDNT_CONNECT ? 3 : MAX_ATTEMPTS;
+		if (!retryable(cc, &x) || ++tries >= cap || ++total >= MAX_TOTAL_ATTEMPTS) {
 			if (x.status && x.fail != OK && x.fail != BAD_RANGE)
 				rc = final_error(h, &x, err);
 			else if (x.fail == OK && x.status >= 300 && cc == CURLE_OK)

@@ -36,10 +36,12 @@ typedef struct {
 	 * the header, not the file). */
 	bool prefetch;
 	uint64_t ra_end, ra_step;
-	/* When base is a remote source's header (fill_src non-NULL): bytes up to `have` are
-	 * there; reading past it asks tfs_source_head for more. */
-	const tfs_source *fill_src;
+	/* When base is a remote source's header (fill non-NULL): bytes up to `have` are there;
+	 * reading past it calls fill(fill_ctx, absolute end, err) for more (tfs_source_head). */
+	int (*fill)(const void *fill_ctx, uint64_t end, tfs_error *err);
+	const void *fill_ctx;
 	uint64_t have;
+	uint64_t expect;   /* where the parser guesses it will soon read to (0: no guess) */
 } tfs_cursor;
 
 static inline uint64_t tfs_cursor_left(const tfs_cursor *c) { return c->size - c->pos; }
@@ -116,10 +118,6 @@ int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int3
 /* Adds size bytes at data (borrowed, not copied) as a source with no file (fd -1). */
 int tfs_model_add_mem_source(tfs_model *m, const char *name, const uint8_t *data, uint64_t size,
 			     int32_t *idx, tfs_error *err);
-/* Opens url (http://, https://) as a source (source.c): its header is fetched on demand
- * (tfs_source_head), its data read through the block cache (tfs_source_pread). */
-int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
-				int32_t *idx, tfs_error *err);
 /* Makes the first `end` bytes of source s readable at s->map (a remote source fetches
  * them; a local one has them all).  0 or an error naming the source. */
 int tfs_source_head(const tfs_source *s, uint64_t end, tfs_error *err);
@@ -197,7 +195,7 @@ void tfs_commit_free(tfs_commit *c);
 int tfs_model_write_prepare(tfs_model *m, const tfs_write_opts *o, tfs_commit *c,
 			    tfs_error *err);
 int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err);
-/* Compares n tensor bytes at off of a source without a mapping of its data (remote) with pb:
+/* (source.c) Compares n tensor bytes at off of a source without a mapping of its data with pb:
  * 4 KiB at the start, middle and end, read through the source.  0 same, 1 different, or an
  * error. */
 int tfs_source_samples_differ(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,

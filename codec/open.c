@@ -108,6 +108,28 @@ static int open_failed(const char *source, const source_kind *k, int rc, tfs_err
 	return rc;
 }
 
+/* Opens url as a source: its header fetched on demand (tfs_source_head), its data read
+ * through the block cache (tfs_source_pread). */
+static int add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
+			     int32_t *idx, tfs_error *err)
+{
+	tfs_remote *r = NULL;
+	int32_t i;
+	int rc = tfs_remote_open(&r, url, o, err);
+	if (rc)
+		return rc;
+	/* a source in memory first (its bytes: the header, as fetched), then made remote */
+	if ((rc = tfs_model_add_mem_source(m, url, tfs_remote_map(r), tfs_remote_size(r), &i,
+					   err))) {
+		tfs_remote_free(r);
+		return rc;
+	}
+	m->src[i].remote = r;
+	m->src[i].mtime_sec = tfs_remote_mtime(r);
+	*idx = i;
+	return 0;
+}
+
 /* A GGUF or single safetensors file over HTTP(S), told by its first bytes. */
 static int open_remote(tfs_model **out, const char *url, const tfs_open_opts *o,
 		       tfs_error *err)
@@ -116,7 +138,7 @@ static int open_remote(tfs_model **out, const char *url, const tfs_open_opts *o,
 	int32_t src;
 	int rc = tfs_model_new(&m, TFS_FMT_SAFETENSORS, url, err);
 	if (!rc)
-		rc = tfs_model_add_remote_source(m, url, o, &src, err);
+		rc = add_remote_source(m, url, o, &src, err);
 	if (!rc) {
 		const tfs_source *s = &m->src[src];
 		const char *p = (const char *)s->map;

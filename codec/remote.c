@@ -18,6 +18,7 @@
 #define HEAD_MAX     (1ull << 30)  /* a header larger than this is refused */
 #define CHUNK_MIN    (8ull << 20)  /* a data fetch, doubling on sequential reads... */
 #define CHUNK_MAX    (128ull << 20)/* ...up to this */
+#define MAX_SIZE     (1ull << 46)  /* 64 TiB: a larger size is a server's mistake */
 
 struct tfs_remote {
 	tfs_http *http;
@@ -30,6 +31,9 @@ struct tfs_remote {
 	uint8_t *inflight;        /* per block: being fetched by some thread */
 	uint64_t n_blocks;
 	uint64_t chunk, seq_end;  /* the next fetch's size; where the last one ended */
+	uint64_t seq_from;        /* the first block of the last fetch, when it was sequential */
+	bool seq;                 /* the last fetch continued the one before */
+	bool prefetching;         /* a thread fetches the chunk after seq_end */
 	bool changed;             /* the file changed on the server: every read fails */
 };
 
@@ -56,6 +60,10 @@ void tfs_remote_free(tfs_remote *r)
 {
 	if (!r)
 		return;
+	pthread_mutex_lock(&r->lock); /* a readahead thread still running uses r */
+	while (r->prefetching)
+		pthread_cond_wait(&r->fetched, &r->lock);
+	pthread_mutex_unlock(&r->lock);
 	if (r->head)
 		munmap(r->head, (size_t)r->head_cap);
 	tfs_cache_free(r->cache);
@@ -68,9 +76,35 @@ void tfs_remote_free(tfs_remote *r)
 
 /* ==== fetching into the cache ==== */
 
+typedef struct {
+	tfs_remote *r;
+	uint64_t marked;          /* blocks before this one are written and marked */
+} fetch_state;
+
+/* Marks blocks [f->marked, upto) present and lets their readers go. */
+static void mark_upto(fetch_state *f, uint64_t upto)
+{
+	tfs_remote *r = f->r;
+	if (upto <= f->marked)
+		return;
+	pthread_mutex_lock(&r->lock);
+	tfs_cache_mark(r->cache, f->marked, upto);
+	memset(r->inflight + f->marked, 0, (size_t)(upto - f->marked));
+	pthread_cond_broadcast(&r->fetched);
+	pthread_mutex_unlock(&r->lock);
+	f->marked = upto;
+}
+
+/* The body of a checked response (tfs_http_get checks it before): into the cache, each
+ * block marked as soon as it is whole, so readers need not wait for the whole chunk. */
 static int to_cache(void *ctx, uint64_t pos, const void *data, size_t n)
 {
-	return tfs_cache_write(ctx, pos, data, n);
+	fetch_state *f = ctx;
+	if (tfs_cache_write(f->r->cache, pos, data, n))
+		return -1;
+	uint64_t end = pos + n;
+	mark_upto(f, end == f->r->v.size ? f->r->n_blocks : end / TFS_CACHE_BLOCK);
+	return 0;
 }
 
 /* The first missing block of [b0, b1) whose fetch this thread takes on, as [*s, *e):
@@ -89,6 +123,8 @@ static bool claim(tfs_remote *r, uint64_t b0, uint64_t b1, bool exact, uint64_t 
 		m = b0;
 	}
 	bool seq = m * TFS_CACHE_BLOCK == r->seq_end;
+	r->seq = seq && !exact;
+	r->seq_from = m;
 	r->chunk = seq ? (r->chunk * 2 < CHUNK_MAX ? r->chunk * 2 : CHUNK_MAX) : CHUNK_MIN;
 	cb = r->chunk / TFS_CACHE_BLOCK;
 	uint64_t cap = tfs_cache_cap(r->cache) / 4 / TFS_CACHE_BLOCK; /* a small cache: smaller */
@@ -122,18 +158,79 @@ static int fetch(tfs_remote *r, uint64_t s, uint64_t e, tfs_error *err)
 	uint64_t off = s * TFS_CACHE_BLOCK, end = e * TFS_CACHE_BLOCK;
 	if (end > r->v.size)
 		end = r->v.size;
-	int rc = tfs_http_get(r->http, off, end - off, &r->v, NULL, to_cache, r->cache, NULL, err);
-	pthread_mutex_lock(&r->lock);
+	fetch_state f = { r, s };
+	int rc = tfs_http_get(r->http, off, end - off, &r->v, NULL, to_cache, &f, NULL, err);
 	if (!rc)
-		tfs_cache_mark(r->cache, s, e);
-	else if (r->v.changed && !r->changed) {
+		mark_upto(&f, e);
+	pthread_mutex_lock(&r->lock);
+	if (rc && r->v.changed && !r->changed) {
 		r->changed = true; /* said once; every read fails from now on */
 		syslog(LOG_ERR, "tensorfs: %s", err ? err->msg : tfs_http_url(r->http));
 	}
-	memset(r->inflight + s, 0, (size_t)(e - s));
+	memset(r->inflight + f.marked, 0, (size_t)(e - f.marked));
 	pthread_cond_broadcast(&r->fetched);
 	pthread_mutex_unlock(&r->lock);
 	return rc;
+}
+
+/* ==== readahead: one chunk ahead of a sequential reader, on a thread of its own ==== */
+
+typedef struct {
+	tfs_remote *r;
+	uint64_t s, e;
+} prefetch_job;
+
+static void *prefetch_main(void *arg)
+{
+	prefetch_job *j = arg;
+	tfs_remote *r = j->r;
+	tfs_error err;
+	fetch(r, j->s, j->e, &err); /* a failure: the reader fetches it again, and says why */
+	free(j);
+	pthread_mutex_lock(&r->lock);
+	r->prefetching = false;
+	pthread_cond_broadcast(&r->fetched);
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+/* After a read at block b of a sequential reader: the next chunk is fetched meanwhile. */
+static void readahead(tfs_remote *r, uint64_t b)
+{
+	pthread_mutex_lock(&r->lock);
+	uint64_t s = r->seq_end / TFS_CACHE_BLOCK, e = s, cb;
+	if (r->prefetching || r->changed || !r->seq || b < r->seq_from || s >= r->n_blocks ||
+	    r->inflight[s] || tfs_cache_has(r->cache, s)) {
+		pthread_mutex_unlock(&r->lock);
+		return;
+	}
+	r->chunk = r->chunk * 2 < CHUNK_MAX ? r->chunk * 2 : CHUNK_MAX;
+	cb = r->chunk / TFS_CACHE_BLOCK;
+	if (tfs_cache_cap(r->cache) && cb > tfs_cache_cap(r->cache) / 4 / TFS_CACHE_BLOCK)
+		cb = tfs_cache_cap(r->cache) / 4 / TFS_CACHE_BLOCK + 1;
+	while (e < s + cb && e < r->n_blocks && !r->inflight[e] && !tfs_cache_has(r->cache, e))
+		e++;
+	prefetch_job *j = malloc(sizeof(*j));
+	pthread_attr_t a;
+	pthread_t t;
+	bool started = false;
+	if (j && pthread_attr_init(&a) == 0) {
+		*j = (prefetch_job){ r, s, e };
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		memset(r->inflight + s, 1, (size_t)(e - s));
+		started = pthread_create(&t, &a, prefetch_main, j) == 0;
+		pthread_attr_destroy(&a);
+		if (!started)
+			memset(r->inflight + s, 0, (size_t)(e - s));
+	}
+	if (started) {
+		r->prefetching = true;
+		r->seq_from = s;
+		r->seq_end = e * TFS_CACHE_BLOCK;
+	} else {
+		free(j);
+	}
+	pthread_mutex_unlock(&r->lock);
 }
 
 /* Reads [off, off+len) through the cache, fetching what is missing: exactly that (the
@@ -159,6 +256,8 @@ static int cached_read(tfs_remote *r, void *buf, uint64_t off, uint64_t len, boo
 			continue;
 		}
 		int rc = tfs_cache_read(r->cache, buf, off, len, err);
+		if (rc == 0 && !exact)
+			readahead(r, b0);
 		if (rc <= 0)
 			return rc;
 		pthread_mutex_lock(&r->lock); /* evicted meanwhile: fetch it again */
@@ -244,6 +343,9 @@ static int first_request(tfs_remote *r, const char *url, const tfs_open_opts *o,
 		got = 0, rc = 0;
 	if (!rc && r->v.size == 0)
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: empty file", url);
+	if (!rc && r->v.size > MAX_SIZE)
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: the server says it has %llu bytes: more "
+				   "than a model file can be", url, (unsigned long long)r->v.size);
 	if (!rc)
 		rc = tfs_cache_open(&r->cache, dir, url, &r->v, o->cache_size, err);
 	if (!rc) {

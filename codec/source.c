@@ -53,22 +53,18 @@ void tfs_source_release_remote(tfs_source *s)
 	s->map = NULL;
 }
 
-int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
-				int32_t *idx, tfs_error *err)
+int tfs_source_samples_differ(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
+			      tfs_error *err)
 {
-	tfs_remote *r = NULL;
-	int32_t i;
-	int rc = tfs_remote_open(&r, url, o, err);
-	if (rc)
-		return rc;
-	/* a source in memory first (its bytes: the header, as fetched), then made remote */
-	if ((rc = tfs_model_add_mem_source(m, url, tfs_remote_map(r), tfs_remote_size(r), &i,
-					   err))) {
-		tfs_remote_free(r);
-		return rc;
+	uint8_t buf[4096];
+	uint64_t at[3] = { 0, n / 2, n > sizeof(buf) ? n - sizeof(buf) : 0 };
+	for (int i = 0; i < 3 && n; i++) {
+		uint64_t k = n - at[i] < sizeof(buf) ? n - at[i] : sizeof(buf);
+		int rc = tfs_source_pread(sa, buf, k, off + at[i], err);
+		if (rc)
+			return rc;
+		if (memcmp(buf, pb + at[i], (size_t)k) != 0)
+			return 1;
 	}
-	m->src[i].remote = r;
-	m->src[i].mtime_sec = tfs_remote_mtime(r);
-	*idx = i;
 	return 0;
 }

@@ -46,23 +46,7 @@ static bool same_range(const uint8_t *a, const uint8_t *b, uint64_t n)
 
 #define SAMPLE 4096
 
-int tfs_source_samples_differ(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
-			      tfs_error *err)
-{
-	uint8_t buf[SAMPLE];
-	uint64_t at[3] = { 0, n / 2, n > SAMPLE ? n - SAMPLE : 0 };
-	for (int i = 0; i < 3 && n; i++) {
-		uint64_t k = n - at[i] < SAMPLE ? n - at[i] : SAMPLE;
-		int rc = tfs_source_pread(sa, buf, k, off + at[i], err);
-		if (rc)
-			return rc;
-		if (!same_range(buf, pb + at[i], k))
-			return 1;
-	}
-	return 0;
-}
-
-/* The same for tfs_write_validate: 0, or an error naming the tensor. */
+/* tfs_source_samples_differ for tfs_write_validate: 0, or an error naming the tensor. */
 static int same_remote(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
 		       const char *wpath, const char *name, tfs_error *err)
 {

@@ -74,7 +74,7 @@ typedef struct {
 	char *cache_size;       /* -o cache_size=SIZE (bytes, or with K, M, G, T) */
 	char *token_file;       /* -o token_file=FILE */
 	char *cafile;           /* -o cafile=FILE */
-	int timeout;            /* -o timeout=SECONDS */
+	int timeout;            /* -o timeout=SECS */
 } tfs_opts;
 
 /* The model as one file, as it was at one generation; shared by the handles that read it. */

@@ -37,7 +37,7 @@ static const char mount_usage[] =
 	"         staging=DIR, output=PATH, verify, threads=N, readahead_kb=N,\n"
 	"         nonempty (mount over a non-empty directory or another mount),\n"
 	"         remote: connections=N, cache=DIR, cache_size=SIZE, token_file=FILE,\n"
-	"         cafile=FILE, timeout=SECONDS\n"
+	"         cafile=FILE, timeout=SECS\n"
 	"         FUSE options (allow_other, ...),\n"
 	"         -f (foreground: Ctrl-C unmounts), -d (debug), -s (single thread)\n";
 static const char unmount_usage[] =

@@ -8,7 +8,7 @@
 Faults: drop (half the body, then the connection is closed), 500, 429 (Retry-After: 1),
 short (a body cut in half with a Content-Length saying so, the Content-Range unchanged),
 stall (headers, then nothing for `stall_seconds`), etag (another ETag), norange (200 and the
-whole file, Range ignored), badrange (the bytes of another range, and a Content-Range saying so), 401, 404.
+whole file, Range ignored), hugesize (a Content-Range total of 2^60), badrange (the bytes of another range, and a Content-Range saying so), 401, 404.
 Every request's Authorization header is recorded in p.auth_seen.
 """
 import http.client
@@ -55,6 +55,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                if k.lower() in ("etag", "last-modified", "content-range", "content-type")}
         if fault == "etag" or p.etag_suffix:
             out["ETag"] = out.get("ETag", '"x"')[:-1] + (p.etag_suffix or "changed") + '"'
+        if fault == "hugesize" and "Content-Range" in out:
+            cr = out["Content-Range"]
+            out["Content-Range"] = cr[:cr.index("/") + 1] + str(1 << 60)
         if fault == "short":
             body = body[:len(body) // 2]
         if fault == "drop":

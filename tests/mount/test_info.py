@@ -649,7 +649,8 @@ printf '%s\n' "${COMPREPLY[@]}"
 
     def test_mount_option_names(self):
         every = sorted(["ro", "rw", "writable", "staging=", "output=", "verify", "threads=",
-                        "readahead_kb=", "nonempty"])
+                        "readahead_kb=", "nonempty", "connections=", "cache=", "cache_size=",
+                        "token_file=", "cafile=", "timeout="])
         self.assertEqual(self.complete("tensorfs mount -o "), every)
         self.assertEqual(self.complete("mount.tensorfs -o "), every)
         self.assertEqual(self.complete("mount.fuse.tensorfs x y -o "), every)

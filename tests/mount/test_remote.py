@@ -228,6 +228,61 @@ class Remote(TestCase):
                        for f in os.listdir(self.cache) if f.endswith(".data"))
         self.assertLessEqual(used, cap)
 
+    def test_vocab_headers_take_three_requests(self):
+        vocab = os.path.join(os.environ.get("TFS_SHARED", ""), "gguf", "vocab")
+        names = sorted(f for f in os.listdir(vocab) if f.endswith(".gguf")) \
+            if os.path.isdir(vocab) else []
+        if not names:
+            self.skipTest("no vocab GGUFs in TFS_SHARED")
+        for n in names:
+            shutil.copy(os.path.join(vocab, n), WWW)
+            NG.clear_log()
+            with Mount(self, NG.url(n), ["cache=" + self.tmpdir()]) as rm:
+                idx = json.loads(read(rm.p("index.json")))
+                log = NG.log()
+                with Mount(self, os.path.join(WWW, n)) as lm:
+                    for f in files_of(lm.path):
+                        if f.startswith("metadata/"):
+                            self.assertEqual(read(rm.p(f)), read(lm.p(f)), (n, f))
+            body = sum(r.body_bytes for r in log)
+            self.assertLessEqual(len(log), 3, (n, log))
+            self.assertLessEqual(body, max(2 * idx["data_offset"], 65536), n)
+            os.unlink(os.path.join(WWW, n))
+
+    def test_concurrent_readers_and_two_mounts_share_a_cache(self):
+        want = {t: self.tensor_bytes("big.gguf", t) for t in ("big", "q", "half")}
+        with Mount(self, NG.url("big.gguf"), self.opts()) as a, \
+                Mount(self, NG.url("big.gguf"), self.opts()) as b:
+            errors = []
+
+            def reader(m, t, step):
+                try:
+                    with open(m.p("tensors", t), "rb") as f:
+                        data = want[t]
+                        for off in range(0, len(data), step):
+                            f.seek(off)
+                            if f.read(step) != data[off:off + step]:
+                                errors.append((m.path, t, off))
+                except OSError as e:
+                    errors.append(e)
+            ths = [threading.Thread(target=reader, args=(m, t, s))
+                   for m in (a, b) for t, s in (("big", 300001), ("q", 65536), ("half", 1 << 20))]
+            for t in ths:
+                t.start()
+            for t in ths:
+                t.join()
+            self.assertEqual(errors, [])
+
+    def test_info_of_a_url(self):
+        for name in ("big.gguf", "big.safetensors"):
+            url = NG.url(name)
+            r = run([TENSORFS, "info", "--json", url], env=dict(os.environ, XDG_CACHE_HOME=self.cache))
+            l = run([TENSORFS, "info", "--json", os.path.join(WWW, name)])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr, "")
+            self.assertEqual(index_without_source(r.stdout), index_without_source(l.stdout))
+            self.assertIn(url, r.stdout)
+
     # ==== refusals ====
 
     def assert_refused(self, url, pattern, opts=None, env=None):
@@ -255,6 +310,10 @@ class Remote(TestCase):
             self.assert_refused(p.url("tiny-llama.gguf"), "does not support Range")
             p.always = "404"
             self.assert_refused(p.url("tiny-llama.gguf"), "HTTP 404")
+            p.always = "hugesize"
+            self.assert_refused(p.url("tiny-llama.gguf"), "more than a model file can be")
+            p.always = "500"
+            self.assert_refused(p.url("tiny-llama.gguf"), "HTTP 500")
         finally:
             p.stop()
         self.assert_refused("http://127.0.0.1:1/x.gguf", "(?i)connect")

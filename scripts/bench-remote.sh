@@ -1,0 +1,126 @@
+#!/bin/sh
+# bench-remote.sh - remote models: what a mount fetches, and read speed against curl and a
+# local mount, side by side in one run.
+#
+#   scripts/bench-remote.sh [DIR]
+#
+# Writes a 1 GiB GGUF (scripts/make-gguf.py) into DIR (default: a temporary directory), serves
+# it with nginx on 127.0.0.1 (tests/mount/websrv.py) and prints:
+#  (a) requests and body bytes of a header-only mount of it, and of the vocab GGUFs of
+#      ../shared/testdata/gguf/vocab when present (nginx's access log);
+#  (b) a cold sequential read of its 256 MiB tensor big.f32 through a fresh mount (empty cache)
+#      vs curl of the same byte range from the same nginx: MB/s and the ratio (mount / curl);
+#  (c) a warm re-read through a fresh mount whose cache holds it vs a local mount of the file
+#      (both hot in the page cache): MB/s and the ratio;
+#  (d) the daemon's peak RSS (VmHWM) after (b).
+# Not measured: reads through a proxy adding latency (vs curl --parallel).
+# Needs root (FUSE, drop_caches), nginx, curl and /usr/bin/python3 with numpy.
+set -eu
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+. scripts/bench-lib.sh
+bench_setup bench-remote "${1:-}"
+if [ ! -f "$DIR/model.gguf" ]; then
+	/usr/bin/python3 scripts/make-gguf.py "$DIR/model.gguf" >/dev/null
+fi
+export TENSORFS DIR ROOT
+export TFS_SHARED=${TFS_SHARED:-$ROOT/../shared/testdata}
+/usr/bin/python3 - <<'EOF'
+import json, os, shutil, subprocess, sys, tempfile, time
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "mount"))
+import websrv
+
+TENSORFS, DIR = os.environ["TENSORFS"], os.environ["DIR"]
+VOCAB = os.path.join(os.environ["TFS_SHARED"], "gguf", "vocab")
+
+
+def mount(src, opts):
+    mp = tempfile.mkdtemp(prefix="tfs-bench-mnt-")
+    r = subprocess.run([TENSORFS, "mount", src, mp] + (["-o", opts] if opts else []),
+                       capture_output=True, text=True)
+    if r.returncode:
+        sys.exit("bench-remote: mount %s: %s" % (src, r.stderr.strip()))
+    return mp
+
+
+def unmount(mp):
+    subprocess.run([TENSORFS, "unmount", mp], capture_output=True)
+    os.rmdir(mp)
+
+
+def daemon_pid(mp):
+    return int(os.getxattr(mp, "user.tensorfs.pid"))
+
+
+def read_all(path):
+    t = time.perf_counter()
+    n = 0
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            n += len(b)
+    return n, time.perf_counter() - t
+
+
+def drop_caches():
+    subprocess.run(["sync"])
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+
+
+www = tempfile.mkdtemp(prefix="tfs-bench-www-")
+os.chmod(www, 0o755)
+os.link(os.path.join(DIR, "model.gguf"), os.path.join(www, "model.gguf")) if os.stat(DIR).st_dev == os.stat(www).st_dev else shutil.copy(os.path.join(DIR, "model.gguf"), www)
+vocab = sorted(f for f in os.listdir(VOCAB) if f.endswith(".gguf")) if os.path.isdir(VOCAB) else []
+for f in vocab:
+    shutil.copy(os.path.join(VOCAB, f), www)
+ng = websrv.Nginx(www)
+cache = tempfile.mkdtemp(prefix="tfs-bench-cache-")
+try:
+    # (a) header-only mounts
+    print("(a) header-only mount: requests, body bytes fetched, header bytes")
+    for name in ["model.gguf"] + vocab:
+        c = tempfile.mkdtemp(prefix="tfs-bench-c-")
+        ng.clear_log()
+        mp = mount(ng.url(name), "cache=" + c)
+        idx = json.load(open(os.path.join(mp, "index.json")))
+        log = ng.log()
+        unmount(mp)
+        shutil.rmtree(c)
+        print("    %-40s %d requests, %9d bytes (header %d bytes, file %d MiB)" % (
+            name, len(log), sum(r.body_bytes for r in log), idx["data_offset"],
+            os.path.getsize(os.path.join(www, name)) >> 20))
+    # (b) cold sequential read vs curl
+    mp = mount(ng.url("model.gguf"), "cache=" + cache)
+    idx = json.load(open(os.path.join(mp, "index.json")))
+    t = next(t for t in idx["tensors"] if t["name"] == "big.f32")
+    drop_caches()
+    n, secs = read_all(os.path.join(mp, "tensors", "big.f32"))
+    hwm = [l for l in open("/proc/%d/status" % daemon_pid(mp)) if l.startswith("VmHWM")][0].split()[1]
+    unmount(mp)
+    drop_caches()
+    c0 = time.perf_counter()
+    subprocess.run(["curl", "-s", "-o", "/dev/null", "-r", "%d-%d" % (t["offset"], t["offset"] + t["nbytes"] - 1),
+                    ng.url("model.gguf")], check=True)
+    csecs = time.perf_counter() - c0
+    print("(b) cold read of big.f32 (%d MiB): mount %.0f MB/s, curl %.0f MB/s: ratio %.2f" % (
+        n >> 20, n / secs / 1e6, n / csecs / 1e6, csecs / secs))
+    print("(d) daemon peak RSS after (b): %d MiB" % (int(hwm) >> 10))
+    # (c) warm re-read vs local mount
+    best_r = best_l = 1e9
+    for _ in range(3):
+        mp = mount(ng.url("model.gguf"), "cache=" + cache)
+        best_r = min(best_r, read_all(os.path.join(mp, "tensors", "big.f32"))[1])
+        unmount(mp)
+        mp = mount(os.path.join(www, "model.gguf"), "")
+        best_l = min(best_l, read_all(os.path.join(mp, "tensors", "big.f32"))[1])
+        unmount(mp)
+    print("(c) warm re-read through a fresh mount: cache %.0f MB/s, local mount %.0f MB/s: ratio %.2f" % (
+        n / best_r / 1e6, n / best_l / 1e6, best_l / best_r))
+finally:
+    ng.stop()
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(www, ignore_errors=True)
+EOF

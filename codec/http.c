@@ -337,8 +337,11 @@ static int final_error(const tfs_http *h, const xfer *x, tfs_error *err)
 		return tfs_error_sys(err, EACCES, "%s: access denied (HTTP %ld)%s", u, x->status,
 				     h->token ? ": is the token right, and granted access to this "
 						"model?"
-					      : ": a private or gated model needs a token: set "
-						"HF_TOKEN or -o token_file=FILE");
+					      : strstr(u, "/resolve/")
+						? ": a private or gated model needs a token: set "
+						  "HF_TOKEN or -o token_file=FILE"
+						: ": if the server wants a bearer token, give it with "
+						  "-o token_file=FILE");
 	if (x->status == 416)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: empty file (HTTP 416 for its first "
 				     "bytes)", u);

@@ -225,6 +225,11 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 		if (rc != TFS_E_NOTFOUND && rc != TFS_E_INVALID)
 			return rc;
 		tfs_error_clear(err);
+		size_t n = strlen(source), ix = sizeof(".safetensors.index.json") - 1;
+		if (n > ix && strcmp(source + n - ix, ".safetensors.index.json") == 0)
+			return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: the index of a sharded "
+					     "safetensors model; mounting one over HTTP is not "
+					     "supported yet", source);
 		return open_remote(out, source, opts, err);
 	}
 	if (tfs_is_hf(source))

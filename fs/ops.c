@@ -274,7 +274,8 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 		tfs_error err;
 		char *buf = tfs_scratch(1, size);
 		if (!buf || tfs_source_pread(s, buf, size, pos, &err))
-			fuse_reply_err(req, buf ? tfs_errno(&err) : ENOMEM);
+			/* why, in last_error and syslog: a read-only mount has no other place */
+			fuse_reply_err(req, buf ? tfs_fail(fs, &err) : ENOMEM);
 		else
 			fuse_reply_buf(req, buf, size);
 		return;
@@ -485,7 +486,7 @@ static int node_xattr(tfs_fs *fs, tfs_node *n, const char *name, tfs_buf *out)
 			return tfs_buf_printf(out, "%s", tfs_staging_dir(fs->staging)) ? -ENOMEM : 0;
 		if (strcmp(name, "status") == 0 && fs->status_path)
 			return tfs_buf_printf(out, "%s", fs->status_path) ? -ENOMEM : 0;
-		if (strcmp(name, "last_error") == 0 && fs->opts.rw)
+		if (strcmp(name, "last_error") == 0)
 			return tfs_last_error(out);
 		return -ENODATA;
 	}

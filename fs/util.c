@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -37,13 +38,17 @@ static char last_error[TFS_ERRMSG_MAX];
  * the foreground, else to syslog, and in the root xattr user.tensorfs.last_error. */
 int tfs_fail(tfs_fs *fs, const tfs_error *err)
 {
+	/* the same failure again (every read of a remote file that changed): logged once */
+	pthread_mutex_lock(&last_error_lock);
+	bool again = strcmp(last_error, err->msg) == 0;
+	snprintf(last_error, sizeof(last_error), "%s", err->msg);
+	pthread_mutex_unlock(&last_error_lock);
+	if (again)
+		return tfs_errno(err);
 	if (fs->opts.foreground || fs->opts.debug)
 		fprintf(stderr, "tensorfs: %s\n", err->msg);
 	else
 		syslog(LOG_WARNING, "%s: %s", fs->opts.mountpoint ? fs->opts.mountpoint : "", err->msg);
-	pthread_mutex_lock(&last_error_lock);
-	snprintf(last_error, sizeof(last_error), "%s", err->msg);
-	pthread_mutex_unlock(&last_error_lock);
 	return tfs_errno(err);
 }
 

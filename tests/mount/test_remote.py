@@ -305,7 +305,7 @@ class Remote(TestCase):
         p = faultproxy.FaultProxy(NG.url(""))
         try:
             p.always = "401"
-            self.assert_refused(p.url("tiny-llama.gguf"), "HTTP 401.*HF_TOKEN")
+            self.assert_refused(p.url("tiny-llama.gguf"), "HTTP 401.*token_file")
             p.always = "norange"
             self.assert_refused(p.url("tiny-llama.gguf"), "does not support Range")
             p.always = "404"
@@ -358,6 +358,9 @@ class Remote(TestCase):
                     with self.assertRaises(OSError) as cm:
                         read(rm.p(f))
                     self.assertEqual(cm.exception.errno, errno.EIO)
+                # why, where a read-only mount can say it: the root's last_error
+                why = os.getxattr(rm.path, "user.tensorfs.last_error").decode()
+                self.assertIn("big.gguf", why)
                 p.etag_suffix = None  # back to the first version: still refused
                 with self.assertRaises(OSError):
                     read(rm.p("tensors/half"))

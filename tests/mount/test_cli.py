@@ -592,6 +592,9 @@ class CliTest(TestCase):
         mp = self.mountpoint()
         for args in (["mount"], ["mount", GGUF_SRC], ["mount", GGUF_SRC, mp, "extra"],
                      ["mount", GGUF_SRC, mp, "-o", "no_such_option"],
+                     ["mount", GGUF_SRC, mp, "-o", "threads=-1"],
+                     ["mount", GGUF_SRC, mp, "-o", "readahead_kb=-5"],
+                     ["mount", GGUF_SRC, mp, "-o", "output=/tmp/never-written.gguf"],
                      ["unmount"], ["unmount", "-x", mp], ["unmount", mp, mp],
                      ["repack"], ["repack", GGUF_SRC, "extra"]):
             r = run([TENSORFS] + args)

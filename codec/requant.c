@@ -154,8 +154,8 @@ int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, tfs_error 
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' cannot be converted: %s",
 				     t->name, t->q.mode != TFS_QMODE_NONE ? "MLX-quantized" : why);
 	if (!tfs_quantize_supported(dtype) || tfs_quantize_needs_imatrix(dtype))
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensorfs cannot quantize to %s%s",
-				     d->name, tfs_quantize_needs_imatrix(dtype)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': tensorfs cannot quantize "
+				     "to %s%s", t->name, d->name, tfs_quantize_needs_imatrix(dtype)
 						      ? " (it needs an importance matrix)" : "");
 	/* ggml quantizes rows: the fastest dimension must be whole blocks */
 	if (t->n_dims == 0 || t->ne[0] % d->block_elems)

@@ -1127,9 +1127,10 @@ static int convert_tensor(tfs_fs *fs, tfs_node *n, const char *v)
 	}
 	pthread_rwlock_rdlock(&fs->lock);
 	if (dtype < 0) {
-		rc = tfs_error_set(&err, TFS_E_INVALID, "%s: no dtype %.100s", n->fname, v);
+		rc = tfs_error_set(&err, TFS_E_INVALID, "tensors/%s: no dtype %.100s (dtype names "
+				   "are upper case: Q8_0, F16, ...)", n->fname, v);
 	} else if (n->deleted || n->item < 0) {
-		rc = tfs_error_set(&err, TFS_E_NOTFOUND, "%s: no such tensor", n->fname);
+		rc = tfs_error_set(&err, TFS_E_NOTFOUND, "tensors/%s: no such tensor", n->fname);
 	} else {
 		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
 

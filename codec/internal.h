@@ -207,6 +207,28 @@ int tfs_io_reserve(int fd, const char *path, uint64_t size, tfs_error *err);
 int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t src,
 		uint64_t off, uint64_t len, const tfs_write_opts *o, uint64_t *done, uint64_t total,
 		tfs_error *err);
+/* ==== float bits (quant.c, dtype.c) ==== */
+
+static inline uint32_t tfs_f32_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+/* Round-to-nearest-even of the unsigned integer m / 2^shift. */
+static inline uint32_t tfs_rne_shift(uint32_t m, unsigned shift)
+{
+	if (shift == 0)
+		return m;
+	if (shift > 31)
+		return 0;
+	uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+
+	return r + (rem > half || (rem == half && (r & 1)));
+}
+
 /* The key a GGUF writer adds, an array of zero bytes, to move the data section so that
  * unchanged tensors keep their block offsets (extents shared with the source); readers hide it. */
 #define TFS_GGUF_PADDING_KEY "tensorfs.padding"

@@ -27,56 +27,6 @@
 
 /* ==== scalar conversions ==== */
 
-static inline uint32_t f32_bits(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-/* Round-to-nearest-even of the unsigned integer m / 2^shift. */
-static inline uint32_t rne_shift(uint32_t m, unsigned shift)
-{
-	if (shift == 0)
-		return m;
-	if (shift > 31)
-		return 0;
-	uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-
-	return r + (rem > half || (rem == half && (r & 1)));
-}
-
-/* IEEE half, nearest-even; NaN becomes 0x7E00 with its sign (as ggml's conversion does). */
-uint16_t tfs_f32_to_f16(float f)
-{
-	uint32_t x = f32_bits(f), ax = x & 0x7fffffffu;
-	uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-
-	if (ax > 0x7f800000u)
-		return sign | 0x7e00u;
-	if (ax >= 0x477ff000u)                 /* 65520 and up round to infinity */
-		return sign | 0x7c00u;
-	if (ax < 0x38800000u) {                /* below 2^-14: a half subnormal */
-		uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | (e ? 0x800000u : 0);
-		unsigned shift = e ? 126 - e : 125;
-
-		return sign | (uint16_t)rne_shift(m, shift);
-	}
-	/* a carry out of the mantissa rightly bumps the exponent */
-	return sign | (uint16_t)rne_shift(ax - 0x38000000u, 13);
-}
-
-/* bfloat16, nearest-even; NaN keeps its top bits and is made quiet (ggml, torch agree). */
-uint16_t tfs_f32_to_bf16(float f)
-{
-	uint32_t u = f32_bits(f);
-
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40u);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
 /* What x86's cvttss2si gives: truncation, or INT32_MIN for NaN and out-of-range values.
  * ggml's (int8_t)/(uint8_t) casts of floats compile to it and keep the low byte. */
 static inline int32_t trunc_i32(float v)
@@ -109,7 +59,7 @@ static inline int nearest_int(float v)
 {
 	float s = v + 12582912.f;
 
-	return (int)(f32_bits(s) & 0x007fffffu) - 0x00400000;
+	return (int)(tfs_f32_bits(s) & 0x007fffffu) - 0x00400000;
 }
 
 static inline int clampi(int v, int lo, int hi)
@@ -417,7 +367,7 @@ static uint8_t ue4m3_from_f32(float x)
 		return 0;
 	if (x > 448.0f)
 		x = 448.0f;
-	uint32_t bits = f32_bits(x);
+	uint32_t bits = tfs_f32_bits(x);
 	int e = (int)((bits >> 23) & 0xff) - 127 + 7, m = (int)((bits >> 20) & 7);
 
 	if (e <= 0) {
@@ -1191,21 +1141,21 @@ bool tfs_quantize_needs_imatrix(int id)
  * one; the caller decides what overflow means. */
 static uint32_t minifloat_code(float a, int mbits, int bias)
 {
-	uint32_t ax = f32_bits(a), e32 = ax >> 23, m = ax & 0x7fffffu;
+	uint32_t ax = tfs_f32_bits(a), e32 = ax >> 23, m = ax & 0x7fffffu;
 	int e = (int)(e32 ? e32 : 1) - 127 + bias;
 
 	if (e32)
 		m |= 0x800000u;
 	if (e >= 1)   /* normal: drop 23 - mbits bits; a carry bumps the exponent */
-		return rne_shift(((uint32_t)(e - 1) << 23) + m, (unsigned)(23 - mbits));
-	return rne_shift(m, (unsigned)(23 - mbits + 1 - e));
+		return tfs_rne_shift(((uint32_t)(e - 1) << 23) + m, (unsigned)(23 - mbits));
+	return tfs_rne_shift(m, (unsigned)(23 - mbits + 1 - e));
 }
 
 /* F8_E4M3 (fn: no infinity, 0x7F is NaN), as torch and ml_dtypes round: nearest-even, and
  * anything past 464 (halfway to the next binade's first value) is NaN. */
 static uint8_t f32_to_e4m3(float f)
 {
-	uint8_t sign = (uint8_t)((f32_bits(f) >> 24) & 0x80u);
+	uint8_t sign = (uint8_t)((tfs_f32_bits(f) >> 24) & 0x80u);
 	float a = fabsf(f);
 
 	if (!(a <= FLT_MAX))
@@ -1218,7 +1168,7 @@ static uint8_t f32_to_e4m3(float f)
 /* F8_E5M2 (IEEE-like): nearest-even, overflow to infinity, NaN as 0x7F. */
 static uint8_t f32_to_e5m2(float f)
 {
-	uint8_t sign = (uint8_t)((f32_bits(f) >> 24) & 0x80u);
+	uint8_t sign = (uint8_t)((tfs_f32_bits(f) >> 24) & 0x80u);
 	float a = fabsf(f);
 
 	if (a != a)

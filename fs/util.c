@@ -132,3 +132,15 @@ int tfs_copy_range(int dst, int src, uint64_t off, uint64_t len)
 	}
 	return 0;
 }
+
+/* A handle's staged data file, not (or no longer) the journal's: closed and removed. */
+void tfs_handle_drop_data(tfs_handle *h)
+{
+	if (h->data_fd >= 0)
+		close(h->data_fd);
+	h->data_fd = -1;
+	if (h->data_path)
+		unlink(h->data_path); /* never committed: the journal does not name it */
+	free(h->data_path);
+	h->data_path = NULL;
+}

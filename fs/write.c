@@ -29,17 +29,6 @@ void tfs_handle_free(tfs_handle *h)
 	free(h);
 }
 
-void tfs_handle_drop_data(tfs_handle *h)
-{
-	if (h->data_fd >= 0)
-		close(h->data_fd);
-	h->data_fd = -1;
-	if (h->data_path)
-		unlink(h->data_path); /* never committed: the journal does not name it */
-	free(h->data_path);
-	h->data_path = NULL;
-}
-
 /*
  * Gives h a staged data file of its own (nothing when it has one): empty, or with copy
  * the node's current bytes.  A file a commit handed to the journal is never written again

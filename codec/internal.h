@@ -121,6 +121,10 @@ int tfs_model_add_mem_source(tfs_model *m, const char *name, const uint8_t *data
 /* Makes the first `end` bytes of source s readable at s->map (a remote source fetches
  * them; a local one has them all).  0 or an error naming the source. */
 int tfs_source_head(const tfs_source *s, uint64_t end, tfs_error *err);
+/* A whole regular file of at most cap bytes, read into a new NUL-terminated buffer
+ * (source.c). */
+int tfs_read_small_file(const char *path, uint64_t cap, uint8_t **out, uint64_t *len,
+			tfs_error *err);
 /* Frees what a remote source holds (source.c). */
 void tfs_source_release_remote(tfs_source *s);
 /* Reads one safetensors file, source src, as the model's only shard. */

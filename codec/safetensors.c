@@ -658,48 +658,6 @@ static int open_shard(tfs_model *m, tfs_st_layout *l, const char *path, tfs_erro
 	return rc ? rc : read_shard(m, l, src, path, err);
 }
 
-/* Reads a whole small file (at most cap bytes) into a new buffer. */
-static int slurp(const char *path, size_t cap, char **out, size_t *len, tfs_error *err)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return tfs_error_sys(err, errno, "%s", path);
-	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		int e = errno;
-		close(fd);
-		return tfs_error_sys(err, e, "%s", path);
-	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > cap) {
-		close(fd);
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: %s", path,
-				     S_ISREG(st.st_mode) ? "file too large" : "not a regular file");
-	}
-	size_t n = (size_t)st.st_size, got = 0;
-	char *buf = malloc(n + 1);
-	if (!buf) {
-		close(fd);
-		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
-	}
-	while (got < n) {
-		ssize_t r = read(fd, buf + got, n - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			int e = r < 0 ? errno : EIO;
-			free(buf);
-			close(fd);
-			return tfs_error_sys(err, e, "%s", path);
-		}
-		got += (size_t)r;
-	}
-	close(fd);
-	buf[n] = '\0';
-	*out = buf;
-	*len = n;
-	return 0;
-}
-
 static int str_cmp(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -714,10 +672,10 @@ static bool valid_shard_name(const char *s)
  * any, a "metadata" object. */
 static int load_index(const char *index_path, json_t **root, tfs_error *err)
 {
-	char *text = NULL;
-	size_t len = 0;
+	uint8_t *text = NULL;
+	uint64_t len = 0;
 	json_error_t je;
-	int rc = slurp(index_path, TFS_MAX_ST_HEADER, &text, &len, err);
+	int rc = tfs_read_small_file(index_path, TFS_MAX_ST_HEADER, &text, &len, err);
 	*root = NULL;
 	if (rc)
 		return rc;
@@ -725,7 +683,7 @@ static int load_index(const char *index_path, json_t **root, tfs_error *err)
 		rc = tfs_error_set(err, TFS_E_FORMAT,
 				   "%s: is a Git LFS pointer, not the model: run git lfs pull",
 				   index_path);
-	else if (!(*root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je)))
+	else if (!(*root = json_loadb((const char *)text, (size_t)len, JSON_REJECT_DUPLICATES, &je)))
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: invalid JSON: %s (line %d, column %d)",
 				   index_path, je.text, je.line, je.column);
 	free(text);

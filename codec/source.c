@@ -3,6 +3,8 @@
 #include "remote.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -66,5 +68,46 @@ int tfs_source_samples_differ(const tfs_source *sa, uint64_t off, const uint8_t 
 		if (memcmp(buf, pb + at[i], (size_t)k) != 0)
 			return 1;
 	}
+	return 0;
+}
+
+int tfs_read_small_file(const char *path, uint64_t cap, uint8_t **out, uint64_t *len,
+			tfs_error *err)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	if (fd < 0)
+		return tfs_error_sys(err, errno, "%s", path);
+	if (fstat(fd, &st) < 0)
+		rc = tfs_error_sys(err, errno, "%s", path);
+	else if (!S_ISREG(st.st_mode))
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: not a regular file", path);
+	else if ((uint64_t)st.st_size > cap)
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: file too large (%llu bytes, at most "
+				   "%llu)", path, (unsigned long long)st.st_size,
+				   (unsigned long long)cap);
+	size_t n = rc ? 0 : (size_t)st.st_size, got = 0;
+	uint8_t *buf = rc ? NULL : malloc(n + 1);
+	if (!rc && !buf)
+		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
+	while (!rc && got < n) {
+		ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			rc = tfs_error_sys(err, errno, "%s", path);
+		else if (r == 0)
+			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: shorter than expected", path);
+		else
+			got += (size_t)r;
+	}
+	close(fd);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
 	return 0;
 }

@@ -138,48 +138,6 @@ static int write_file(const char *path, const void *p, size_t n, tfs_error *err)
 	return rc;
 }
 
-/* Reads a whole (staged) file into a new buffer. */
-static int read_file(const char *path, uint8_t **out, uint64_t *len, tfs_error *err)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0)
-		return tfs_error_sys(err, errno, "%s", path);
-	if (fstat(fd, &st) < 0) {
-		int e = errno;
-		close(fd);
-		return tfs_error_sys(err, e, "%s", path);
-	}
-	if ((uint64_t)st.st_size > MAX_KV_PAYLOAD) {
-		close(fd);
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: too large for a value", path);
-	}
-	size_t n = (size_t)st.st_size, got = 0;
-	uint8_t *buf = malloc(n ? n : 1);
-	if (!buf) {
-		close(fd);
-		return nomem(err);
-	}
-	while (got < n) {
-		ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			int e = r < 0 ? errno : EIO;
-			free(buf);
-			close(fd);
-			return r < 0 ? tfs_error_sys(err, e, "%s", path)
-				     : tfs_error_set(err, TFS_E_FORMAT, "%s: shorter than expected",
-						     path);
-		}
-		got += (size_t)r;
-	}
-	close(fd);
-	*out = buf;
-	*len = n;
-	return 0;
-}
-
 static int fsync_path(const char *path, tfs_error *err)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -696,7 +654,7 @@ static int apply_op(tfs_staging *s, tfs_model *m, const json_t *op, tfs_error *e
 			rc = tfs_error_set(err, TFS_E_FORMAT, "damaged %s op", kind);
 			goto out;
 		}
-		if ((rc = read_file(path, &buf, &len, err)))
+		if ((rc = tfs_read_small_file(path, MAX_KV_PAYLOAD, &buf, &len, err)))
 			goto out;
 		rc = kv_apply(m, b, a, (uint32_t)jnum(op, "type"), buf, len, err);
 	} else if (!strcmp(kind, "replace_tensor") || !strcmp(kind, "replace_extra")) {

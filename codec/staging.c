@@ -1002,47 +1002,62 @@ static json_t *op_rename(const char *kind, const char *from, const char *to, boo
 	return op;
 }
 
+/* Keys and tensors are deleted and renamed alike: what differs between the two. */
+typedef struct {
+	const char *what, *del_op, *rename_op;
+	bool is_kv;
+	long (*find)(const tfs_model *m, const char *name);
+	int (*del)(tfs_model *m, const char *name, tfs_error *err);
+} item_kind;
+
+static const item_kind kv_kind = { "key", "del_kv", "rename_kv", true, tfs_model_find_kv,
+				   tfs_model_del_kv };
+static const item_kind tensor_kind = { "tensor", "del_tensor", "rename_tensor", false,
+				       tfs_model_find_tensor, tfs_model_del_tensor };
+
+static int del_item(tfs_staging *s, tfs_model *m, const item_kind *k, const char *name,
+		    tfs_error *err)
+{
+	if (k->find(m, name) < 0)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no %s '%s'", m->path, k->what, name);
+	RECORD_AND_APPLY(s, op_name(k->del_op, "name", name), k->del(m, name, err));
+}
+
+static int rename_item(tfs_staging *s, tfs_model *m, const item_kind *k, const char *from,
+		       const char *to, bool replace, tfs_error *err)
+{
+	if (k->find(m, from) < 0)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no %s '%s'", m->path, k->what, from);
+	if (!strcmp(from, to))
+		return 0;
+	replace = replace && k->find(m, to) >= 0;
+	if (!replace && k->find(m, to) >= 0)
+		return tfs_error_set(err, TFS_E_EXISTS, "%s: %s '%s' already exists", m->path,
+				     k->what, to);
+	RECORD_AND_APPLY(s, op_rename(k->rename_op, from, to, replace),
+			 rename_apply(m, k->is_kv, from, to, replace, err));
+}
+
 int tfs_staging_del_kv(tfs_staging *s, tfs_model *m, const char *key, tfs_error *err)
 {
-	if (tfs_model_find_kv(m, key) < 0)
-		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no key '%s'", m->path, key);
-	RECORD_AND_APPLY(s, op_name("del_kv", "name", key), tfs_model_del_kv(m, key, err));
+	return del_item(s, m, &kv_kind, key, err);
 }
 
 int tfs_staging_rename_kv(tfs_staging *s, tfs_model *m, const char *from, const char *to,
 			  bool replace, tfs_error *err)
 {
-	if (tfs_model_find_kv(m, from) < 0)
-		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no key '%s'", m->path, from);
-	if (!strcmp(from, to))
-		return 0;
-	replace = replace && tfs_model_find_kv(m, to) >= 0;
-	if (!replace && tfs_model_find_kv(m, to) >= 0)
-		return tfs_error_set(err, TFS_E_EXISTS, "%s: key '%s' already exists", m->path, to);
-	RECORD_AND_APPLY(s, op_rename("rename_kv", from, to, replace),
-			 rename_apply(m, true, from, to, replace, err));
+	return rename_item(s, m, &kv_kind, from, to, replace, err);
 }
 
 int tfs_staging_del_tensor(tfs_staging *s, tfs_model *m, const char *name, tfs_error *err)
 {
-	if (tfs_model_find_tensor(m, name) < 0)
-		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no tensor '%s'", m->path, name);
-	RECORD_AND_APPLY(s, op_name("del_tensor", "name", name), tfs_model_del_tensor(m, name, err));
+	return del_item(s, m, &tensor_kind, name, err);
 }
 
 int tfs_staging_rename_tensor(tfs_staging *s, tfs_model *m, const char *from, const char *to,
 			      bool replace, tfs_error *err)
 {
-	if (tfs_model_find_tensor(m, from) < 0)
-		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no tensor '%s'", m->path, from);
-	if (!strcmp(from, to))
-		return 0;
-	replace = replace && tfs_model_find_tensor(m, to) >= 0;
-	if (!replace && tfs_model_find_tensor(m, to) >= 0)
-		return tfs_error_set(err, TFS_E_EXISTS, "%s: tensor '%s' already exists", m->path,
-				     to);
-	RECORD_AND_APPLY(s, op_rename("rename_tensor", from, to, replace),
-			 rename_apply(m, false, from, to, replace, err));
+	return rename_item(s, m, &tensor_kind, from, to, replace, err);
 }
 
 int tfs_staging_del_extra(tfs_staging *s, tfs_model *m, const char *name, tfs_error *err)

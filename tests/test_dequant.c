@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testutil.h"
 #include "internal.h"
 
 #ifndef TFS_TESTDATA
@@ -20,35 +21,6 @@
 #endif
 
 /* ==== helpers ==== */
-
-/* Reads a whole file; NULL when it does not exist. */
-static void *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	cr_assert(fseek(f, 0, SEEK_END) == 0);
-	n = ftell(f);
-	cr_assert(n >= 0);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	cr_assert(buf);
-	cr_assert(fread(buf, 1, (size_t)n, f) == (size_t)n, "short read of %s", path);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
-static void *slurp_must(const char *path, size_t *len)
-{
-	void *p = slurp(path, len);
-
-	cr_assert(p, "cannot read %s", path);
-	return p;
-}
 
 /* Index of the first float whose bits differ, or -1. */
 static long first_diff(const float *a, const float *b, size_t n)
@@ -111,11 +83,11 @@ static bool check_vector(int id, const char *variant)
 	float *want, *got;
 
 	snprintf(path, sizeof(path), "%s/vectors/%s%s.bin", TFS_TESTDATA, t->name, variant);
-	bin = slurp(path, &nbin);
+	bin = test_read_file(path, &nbin);
 	if (!bin)
 		return false;
 	snprintf(path, sizeof(path), "%s/vectors/%s%s.f32", TFS_TESTDATA, t->name, variant);
-	want = slurp_must(path, &nf32);
+	want = test_slurp(path, &nf32);
 
 	size_t nblocks = nbin / t->block_bytes;
 	cr_assert(nbin % t->block_bytes == 0, "%s%s: %zu bytes is not whole blocks", t->name,
@@ -449,15 +421,15 @@ static void check_mlx_case(const char *name, const char *ollama_expected)
 	json_decref(j);
 
 	snprintf(path, sizeof(path), "%s/vectors/mlx/%s.weight.bin", TFS_TESTDATA, name);
-	uint8_t *w = slurp_must(path, &nw);
+	uint8_t *w = test_slurp(path, &nw);
 	snprintf(path, sizeof(path), "%s/vectors/mlx/%s.scale.bin", TFS_TESTDATA, name);
-	uint8_t *s = slurp_must(path, &ns);
+	uint8_t *s = test_slurp(path, &ns);
 	snprintf(path, sizeof(path), "%s/vectors/mlx/%s.bias.bin", TFS_TESTDATA, name);
-	uint8_t *bias = slurp(path, &nb);
+	uint8_t *bias = test_read_file(path, &nb);
 	snprintf(path, sizeof(path), "%s/vectors/mlx/%s.global_scale.bin", TFS_TESTDATA, name);
-	float *gs = slurp(path, &ng);
+	float *gs = test_read_file(path, &ng);
 	snprintf(path, sizeof(path), "%s/vectors/mlx/%s.f32", TFS_TESTDATA, name);
-	float *want = slurp_must(path, &ne);
+	float *want = test_slurp(path, &ne);
 
 	const uint64_t row_bytes = cols * d.bits / 8, groups = cols / d.group;
 	cr_assert_eq(nw, rows * row_bytes, "%s weight size", name);
@@ -496,7 +468,7 @@ static void check_mlx_case(const char *name, const char *ollama_expected)
 		size_t no;
 
 		snprintf(path, sizeof(path), "%s/ollama/expected/%s", TFS_TESTDATA, ollama_expected);
-		float *o = slurp_must(path, &no);
+		float *o = test_slurp(path, &no);
 		cr_assert_eq(no, ne, "%s size", ollama_expected);
 		assert_same_floats(o, want, no / 4, "%s", ollama_expected);
 		free(o);

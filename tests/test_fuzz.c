@@ -13,24 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "testutil.h"
 #include "tensorfs.h"
 
 #define FUZZ_DIR TFS_TESTDATA "/fuzz"
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-	cr_assert(buf);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
 
 /* ==== findings ==== */
 
@@ -120,7 +106,7 @@ static void make_store(char dir[static 32], char manifest[static 512], const cha
 	snprintf(manifest, 512, "%s/latest", p);
 	snprintf(src, sizeof(src), "%s/ollama_manifest/%s", FUZZ_DIR, name);
 	size_t len;
-	uint8_t *text = slurp(src, &len);
+	uint8_t *text = test_slurp_exact(src, &len);
 	FILE *f = fopen(manifest, "wb");
 	cr_assert(f);
 	cr_assert_eq(fwrite(text, 1, len, f), len);
@@ -183,7 +169,7 @@ Test(fuzz_regress, ollama_same_blob_two_sizes)
 Test(fuzz_regress, value_text_ending_in_n)
 {
 	size_t len;
-	uint8_t *in = slurp(FUZZ_DIR "/value/array_float32_text_ends_in_N", &len);
+	uint8_t *in = test_slurp_exact(FUZZ_DIR "/value/array_float32_text_ends_in_N", &len);
 	cr_assert_eq(in[0], 18); /* the harness's type 18: array[float32] */
 	char *text = malloc(len - 1); /* exactly the text: ASan sees any read past it */
 	memcpy(text, in + 1, len - 1);
@@ -215,7 +201,7 @@ static void same_model(const char *path)
 	tfs_model *f = NULL, *m = NULL;
 	tfs_error e = { 0 };
 	size_t len;
-	uint8_t *bytes = slurp(path, &len);
+	uint8_t *bytes = test_slurp_exact(path, &len);
 	cr_assert_eq(tfs_model_open(&f, path, NULL, &e), 0, "%s: %s", path, e.msg);
 	cr_assert_eq(tfs_model_open_mem(&m, path, bytes, len, &e), 0, "%s: %s", path, e.msg);
 	cr_expect_eq(tfs_model_format(m), tfs_model_format(f));
@@ -277,7 +263,7 @@ Test(open_mem, refuses_what_the_file_reader_refuses)
 		char path[1024];
 		snprintf(path, sizeof(path), "%s%s", TFS_TESTDATA, bad[i]);
 		size_t len;
-		uint8_t *bytes = slurp(path, &len);
+		uint8_t *bytes = test_slurp_exact(path, &len);
 		tfs_model *m = NULL;
 		tfs_error ef = { 0 }, em = { 0 };
 		int rf = tfs_model_open(&m, path, NULL, &ef);
@@ -293,7 +279,7 @@ Test(open_mem, refuses_what_the_file_reader_refuses)
 Test(open_mem, borrows_the_bytes)
 {
 	size_t len;
-	uint8_t *bytes = slurp(TFS_TESTDATA "/gguf/bad/ok_base.gguf", &len);
+	uint8_t *bytes = test_slurp_exact(TFS_TESTDATA "/gguf/bad/ok_base.gguf", &len);
 	uint8_t *copy = malloc(len);
 	memcpy(copy, bytes, len);
 	tfs_model *m = NULL;

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "testutil.h"
 #include "tensorfs.h"
 
 #define GGUF_DIR TFS_TESTDATA "/gguf"
@@ -212,18 +213,6 @@ Test(gguf, vocab_files_match_ggml)
 	cr_assert(n >= 8, "only %d vocab files", n);
 }
 
-static void read_file(const char *path, void **data, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	*len = (size_t)ftell(f);
-	fseek(f, 0, SEEK_SET);
-	*data = malloc(*len ? *len : 1);
-	cr_assert_eq(fread(*data, 1, *len, f), *len);
-	fclose(f);
-}
-
 Test(gguf, mixed_flat_matches_expected)
 {
 	json_error_t je;
@@ -259,7 +248,7 @@ Test(gguf, mixed_flat_matches_expected)
 			 json_string_value(json_object_get(e, "expected_f32")));
 		void *want;
 		size_t wlen;
-		read_file(path, &want, &wlen);
+		want = test_slurp(path, &wlen);
 		uint64_t nf = tfs_tensor_f32_count(m, (size_t)ti, NULL);
 		cr_assert_eq(nf * 4, wlen, "%s: f32 size", name);
 		float *got = malloc(wlen);
@@ -358,7 +347,7 @@ Test(gguf, every_truncation_fails_cleanly)
 {
 	void *data;
 	size_t len;
-	read_file(GGUF_DIR "/mixed_flat.gguf", &data, &len);
+	data = test_slurp_exact(GGUF_DIR "/mixed_flat.gguf", &len);
 	for (size_t cut = 0; cut < 2880 + 64; cut += 1) {
 		const char *p = temp_with(data, cut);
 		tfs_model *m = NULL;
@@ -377,7 +366,7 @@ Test(gguf, mutated_headers_never_crash)
 {
 	void *data;
 	size_t len;
-	read_file(GGUF_DIR "/mixed_flat.gguf", &data, &len);
+	data = test_slurp_exact(GGUF_DIR "/mixed_flat.gguf", &len);
 	uint8_t *buf = malloc(len);
 	uint64_t seed = 12345;
 	int accepted = 0;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "testutil.h"
 #include "formats.h"
 #include "tensorfs.h"
 
@@ -44,27 +45,13 @@ static json_t *find_manifest(json_t *exp, const char *name)
 	return NULL;
 }
 
-static void *slurp(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	long sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	void *p = malloc((size_t)sz + 1);
-	cr_assert_eq(fread(p, 1, (size_t)sz, f), (size_t)sz);
-	fclose(f);
-	*n = (size_t)sz;
-	return p;
-}
-
 /* The f32 view of tensor name equals the file, bit for bit. */
 static void check_f32(const tfs_model *m, const char *name, const char *expected_path)
 {
 	long i = tfs_model_find_tensor(m, name);
 	cr_assert_geq(i, 0, "tensor %s missing", name);
 	size_t n;
-	float *want = slurp(expected_path, &n);
+	float *want = test_slurp(expected_path, &n);
 	const char *why = NULL;
 	uint64_t count = tfs_tensor_f32_count(m, (size_t)i, &why);
 	cr_assert_eq(count * 4, n, "%s: f32 view of %llu values, expected %zu (%s)", name,

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "testutil.h"
 #include "tensorfs.h"
 
 #define GGUF_SRC TFS_TESTDATA "/gguf/mixed_flat.gguf"
@@ -59,20 +60,6 @@ static char *tpath(const char *name)
 	return p;
 }
 
-static void *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	void *buf = malloc((size_t)n + 1);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 static void spit(const char *path, const void *p, size_t n)
 {
 	FILE *f = fopen(path, "wb");
@@ -84,7 +71,7 @@ static void spit(const char *path, const void *p, size_t n)
 static void copy_file(const char *from, const char *to)
 {
 	size_t n;
-	void *p = slurp(from, &n);
+	void *p = test_slurp(from, &n);
 	spit(to, p, n);
 	free(p);
 }
@@ -92,7 +79,7 @@ static void copy_file(const char *from, const char *to)
 static bool same_file_bytes(const char *a, const char *b)
 {
 	size_t na, nb;
-	void *pa = slurp(a, &na), *pb = slurp(b, &nb);
+	void *pa = test_slurp(a, &na), *pb = test_slurp(b, &nb);
 	bool same = na == nb && memcmp(pa, pb, na) == 0;
 	free(pa);
 	free(pb);
@@ -237,7 +224,7 @@ static void assert_no_temporaries(const char *dir)
 static void check_gguf_layout(const char *path, uint32_t want_align)
 {
 	size_t n;
-	uint8_t *b = slurp(path, &n);
+	uint8_t *b = test_slurp(path, &n);
 	uint32_t version;
 	memcpy(&version, b + 4, 4);
 	cr_assert_eq(memcmp(b, "GGUF", 4), 0);
@@ -873,7 +860,7 @@ Test(write, staging_default_dir)
 static void check_st_layout(const char *path)
 {
 	size_t n;
-	uint8_t *b = slurp(path, &n);
+	uint8_t *b = test_slurp(path, &n);
 	uint64_t hl;
 	memcpy(&hl, b, 8);
 	cr_assert_eq(hl % 8, 0, "header length %llu", (unsigned long long)hl);
@@ -1102,7 +1089,7 @@ Test(write, ollama_gguf_key_change)
 	copy_store();
 	char *man = tpath(OL_MAN "oracle-gguf/latest");
 	size_t n;
-	char *before = slurp(man, &n);
+	char *before = test_slurp(man, &n);
 	before[n] = '\0';
 	tfs_model *m = open_ref(man);
 	struct stat a, b;
@@ -1118,7 +1105,7 @@ Test(write, ollama_gguf_key_change)
 	assert_digest(m, want);
 	char *t2 = extra_text(m, "template");
 	cr_assert_str_eq(t2, tmpl);
-	char *after = slurp(man, &n);
+	char *after = test_slurp(man, &n);
 	after[n] = '\0';
 	/* the template layer's blob is reused, the model layer's is new */
 	cr_assert_not_null(strstr(after, "b52d02fdf256212b389da91993a066a005d7540ab33124008908a26fda541a12"));
@@ -1156,7 +1143,7 @@ Test(write, ollama_extra_change_keeps_model_blob)
 	cr_assert_str_eq(t, "{{ .Prompt }} edited");
 	cr_assert_lt(tfs_model_find_extra(m, "license"), 0);
 	size_t n;
-	char *after = slurp(man, &n);
+	char *after = test_slurp(man, &n);
 	after[n] = '\0';
 	cr_assert_not_null(strstr(after, "9038dd7de1600ce68b5f2e8a981f40f485dfd315c397f1129681b52c490d6590"));
 	tfs_model_free(m);
@@ -1455,7 +1442,7 @@ static void make_dims_gguf(const char *path)
 static void raw_tensor_dims(const char *path, const char *name, uint32_t *n_dims, uint64_t ne[8])
 {
 	size_t len, p = 24;
-	uint8_t *b = slurp(path, &len);
+	uint8_t *b = test_slurp(path, &len);
 	uint64_t n_t, n_kv;
 	memcpy(&n_t, b + 8, 8);
 	memcpy(&n_kv, b + 16, 8);

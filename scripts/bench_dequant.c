@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "tensorfs.h"
 
 #ifndef TFS_TESTDATA
@@ -25,26 +26,6 @@
 #endif
 
 #define CHUNK (1u << 20) /* output bytes per call */
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n);
-
-	if (!p) {
-		fprintf(stderr, "bench_dequant: out of memory (%zu bytes)\n", n);
-		exit(1);
-	}
-	memset(p, 0x5a, n); /* fault every page in before timing (non-zero: no calloc folding) */
-	return p;
-}
 
 /* Fills in[0, n) with the type's vector blocks, tiled; false if there is no vector. */
 static bool fill_from_vector(const char *name, uint8_t *in, size_t n)
@@ -83,11 +64,11 @@ static void fill_random(uint8_t *in, size_t n)
 
 static double time_memcpy(float *dst, const float *src, size_t out_bytes)
 {
-	double t = now();
+	double t = bench_now();
 
 	for (size_t off = 0; off < out_bytes; off += CHUNK)
 		memcpy((char *)dst + off, (const char *)src + off, CHUNK);
-	return now() - t;
+	return bench_now() - t;
 }
 
 static double time_kernel(tfs_to_f32_fn fn, const tfs_dtype_info *t, float *dst, const uint8_t *in,
@@ -95,11 +76,11 @@ static double time_kernel(tfs_to_f32_fn fn, const tfs_dtype_info *t, float *dst,
 {
 	const size_t out_per_block = (size_t)t->block_elems * t->f32_per_elem * 4;
 	const size_t blocks = CHUNK / out_per_block;
-	double tm = now();
+	double tm = bench_now();
 
 	for (size_t off = 0, b = 0; off < out_bytes; off += CHUNK, b += blocks)
 		fn(in + b * t->block_bytes, (float *)((char *)dst + off), blocks);
-	return now() - tm;
+	return bench_now() - tm;
 }
 
 static const char *target_of(int id, double *ratio)
@@ -146,7 +127,7 @@ int main(int argc, char **argv)
 	}
 
 	const size_t out_bytes = mib << 20;
-	float *dst = xmalloc(out_bytes), *msrc = xmalloc(out_bytes);
+	float *dst = bench_alloc("bench_dequant", out_bytes), *msrc = bench_alloc("bench_dequant", out_bytes);
 	size_t in_cap = 0;
 	uint8_t *in = NULL;
 	int misses = 0;
@@ -171,7 +152,7 @@ int main(int argc, char **argv)
 		const size_t in_bytes = nblocks * t->block_bytes;
 		if (in_bytes > in_cap) {
 			free(in);
-			in = xmalloc(in_bytes);
+			in = bench_alloc("bench_dequant", in_bytes);
 			in_cap = in_bytes;
 		}
 		if (!fill_from_vector(t->name, in, in_bytes))

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "tensorfs.h"
 
 #define DEFAULT_LIB_DIR "build/npm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
@@ -30,26 +31,6 @@ typedef void (*row_fn)(const float *src, void *dst, int64_t k);
 
 static chunk_fn g_chunk;
 static row_fn g_q8_k;
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n);
-
-	if (!p) {
-		fprintf(stderr, "bench_quant: out of memory (%zu bytes)\n", n);
-		exit(1);
-	}
-	memset(p, 0x5a, n);   /* fault every page in before timing */
-	return p;
-}
 
 static int load_ggml(void)
 {
@@ -93,25 +74,25 @@ static void fill(float *x, size_t n)
 
 static double time_ggml(int id, const float *x, void *out, size_t n)
 {
-	double t = now();
+	double t = bench_now();
 
 	if (id == TFS_DT_Q8_K)
 		g_q8_k(x, out, (int64_t)n);
 	else
 		g_chunk(id, x, out, 0, (int64_t)(n / ROW), ROW, NULL);
-	return now() - t;
+	return bench_now() - t;
 }
 
 static double time_ours(int id, const float *x, void *out, size_t n)
 {
 	tfs_error err = { 0 };
-	double t = now();
+	double t = bench_now();
 
 	if (tfs_quantize(out, id, x, n, &err) != 0) {
 		fprintf(stderr, "bench_quant: %s\n", err.msg);
 		exit(1);
 	}
-	return now() - t;
+	return bench_now() - t;
 }
 
 static bool is_k_quant(int id)
@@ -148,8 +129,8 @@ int main(int argc, char **argv)
 		return 2;
 
 	const size_t n = (mib << 20) / 4 / ROW * ROW;
-	float *x = xmalloc(n * 4);
-	uint8_t *ours = xmalloc(n * 4), *theirs = xmalloc(n * 4);
+	float *x = bench_alloc("bench_quant", n * 4);
+	uint8_t *ours = bench_alloc("bench_quant", n * 4), *theirs = bench_alloc("bench_quant", n * 4);
 
 	fill(x, n);
 	printf("%zu MiB of float32, one thread, best of %d\n", n * 4 >> 20, rounds);

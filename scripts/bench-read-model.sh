@@ -32,11 +32,12 @@ import json, os, subprocess, sys, tempfile, threading, time
 import numpy as np
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "mount"))
 from ggufgen import GGUFWriter, read_gguf
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "scripts"))
+import benchlib  # noqa: E402
+from benchlib import drop_caches, timed  # noqa: E402
 
-TENSORFS = os.environ["TENSORFS"]
 SRC = sys.argv[1]
 RUNS = int(os.environ.get("RUNS", "3"))
-OPTS = os.environ.get("TFS_BENCH_MOUNT_OPTS", "")
 
 
 def make_model(path):
@@ -83,37 +84,12 @@ NATIVE = [a for a in TENSORS if a[3] in NP]  # npy/ holds their own bytes
 phases = sorted({off % 4096 for _, off, _, _ in TENSORS})
 
 
-class Mounted:
-    def __enter__(self):
-        self.mp = tempfile.mkdtemp(prefix="tfs-bench-mnt-")
-        subprocess.run([TENSORFS, "mount", SRC, self.mp] + (["-o", OPTS] if OPTS else []),
-                       check=True)
-        return self
-
-    def p(self, *a):
-        return os.path.join(self.mp, *a)
-
-    def __exit__(self, *a):
-        subprocess.run([TENSORFS, "unmount", self.mp], check=False)
-        os.rmdir(self.mp)
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+def Mounted():  # a fresh mount of the model: hot source, empty FUSE page cache
+    return benchlib.Mounted(SRC)
 
 
 def warm():
-    with open(SRC, "rb") as f:
-        while f.read(16 << 20):
-            pass
-
-
-def timed(fn):
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
+    benchlib.warm(SRC, 16 << 20)
 
 
 def each(fn):
@@ -158,7 +134,7 @@ def keep(key, s):
 print("model: %s, %d tensors, %.0f MiB of tensor data, %d distinct tensor offsets modulo 4096"
       % (SRC, len(TENSORS), TOTAL / 2**20, len(phases)))
 print("kernel %s, %d CPUs, mount options %r; best of %d passes\n" % (os.uname().release,
-      os.cpu_count(), OPTS, RUNS), flush=True)
+      os.cpu_count(), benchlib.OPTS, RUNS), flush=True)
 warm()
 for r in range(RUNS):
     with Mounted() as m:  # hot source, empty FUSE cache

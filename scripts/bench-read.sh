@@ -27,73 +27,21 @@ bench_setup bench-read "${1:-}"
 if [ ! -f "$DIR/model.gguf" ]; then
 	/usr/bin/python3 scripts/make-gguf.py "$DIR/model.gguf" >/dev/null
 fi
-export TENSORFS DIR
+export TENSORFS DIR ROOT
 export TFS_SHARED=${TFS_SHARED:-$ROOT/../shared/testdata}
 /usr/bin/python3 - "$DIR/model.gguf" <<'EOF'
 import json, os, subprocess, sys, tempfile, time
 import numpy as np
 
-TENSORFS = os.environ["TENSORFS"]
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "scripts"))
+from benchlib import DENV, OPTS, TENSORFS, Mounted, drop_caches, timed, warm  # noqa: E402
+
 SRC = sys.argv[1]
-OPTS = os.environ.get("TFS_BENCH_MOUNT_OPTS", "")
-DENV = dict(os.environ)
-for kv in os.environ.get("TFS_BENCH_ENV", "").split():
-    k, _, v = kv.partition("=")
-    DENV[k] = v
 RUNS = 3
 
 
 def sh(*args, **kw):
     return subprocess.run(args, check=True, capture_output=True, text=True, **kw)
-
-
-class Mounted:
-    def __init__(self, src):
-        self.src = src
-
-    def __enter__(self):
-        self.mp = tempfile.mkdtemp(prefix="tfs-bench-mnt-")
-        args = [TENSORFS, "mount", self.src, self.mp] + (["-o", OPTS] if OPTS else [])
-        t = time.perf_counter()
-        subprocess.run(args, check=True, env=DENV)
-        self.mount_s = time.perf_counter() - t
-        self.pid = int(os.getxattr(self.mp, "user.tensorfs.pid"))
-        return self
-
-    def p(self, *a):
-        return os.path.join(self.mp, *a)
-
-    def io(self):
-        with open("/proc/%d/io" % self.pid) as f:
-            return {l.split(":")[0]: int(l.split(":")[1]) for l in f}
-
-    def hwm_kib(self):
-        with open("/proc/%d/status" % self.pid) as f:
-            for l in f:
-                if l.startswith("VmHWM"):
-                    return int(l.split()[1])
-
-    def __exit__(self, *a):
-        subprocess.run([TENSORFS, "unmount", self.mp], check=False)
-        os.rmdir(self.mp)
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
-def warm(path):
-    with open(path, "rb") as f:
-        while f.read(8 << 20):
-            pass
-
-
-def timed(fn):
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
 
 
 def best(fn, runs=RUNS):

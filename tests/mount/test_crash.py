@@ -128,6 +128,25 @@ def bytes_fill(b):
 
 # ==== the formats ====
 
+def start_repack(tc, fmt, staging):
+    """Mounts fmt's source rw with its own staging directory, makes fmt's edits and starts
+    `tensorfs unmount` (which repacks them) without waiting for it.  Returns the mount (the
+    caller ends it with m.__exit__), the daemon's pid, its status file and the unmount
+    process."""
+    m = Mount(tc, fmt.source(), ["rw", "staging=" + staging])
+    m.__enter__()
+    try:
+        fmt.edit(m)
+        pid = int(os.getxattr(m.path, "user.tensorfs.pid"))
+        status = os.getxattr(m.path, "user.tensorfs.status").decode()
+        um = subprocess.Popen([TENSORFS, "unmount", m.path], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    except BaseException:
+        m.__exit__(None, None, None)
+        raise
+    return m, pid, status, um
+
+
 class Format:
     """One model on disk: build() it under work/, snapshot() it, edit() it through a rw
     mount, check_edits() through a mount, restore() the pristine copy."""
@@ -319,13 +338,8 @@ class Crash(TestCase):
         return outcomes
 
     def one_kill(self, fmt, staging, delay, old, new):
-        m = Mount(self, fmt.source(), ["rw", "staging=" + staging])
-        m.__enter__()
+        m, pid, _, um = start_repack(self, fmt, staging)
         try:
-            fmt.edit(m)
-            pid = int(os.getxattr(m.path, "user.tensorfs.pid"))
-            um = subprocess.Popen([TENSORFS, "unmount", m.path], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
             time.sleep(delay)
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -407,14 +421,8 @@ class Crash(TestCase):
         old = fmt.snapshot()
         for attempt in range(20):
             staging = os.path.join(root, "staging-%d" % attempt)
-            m = Mount(self, fmt.source(), ["rw", "staging=" + staging])
-            m.__enter__()
+            m, pid, status, um = start_repack(self, fmt, staging)
             try:
-                fmt.edit(m)
-                pid = int(os.getxattr(m.path, "user.tensorfs.pid"))
-                status = os.getxattr(m.path, "user.tensorfs.status").decode()
-                um = subprocess.Popen([TENSORFS, "unmount", m.path], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True)
                 # (not at once: is_mounted's stat of the mountpoint would make it busy)
                 time.sleep(0.01)
                 while is_mounted(m.path) and um.poll() is None:
@@ -444,13 +452,8 @@ class Crash(TestCase):
         fmt.setup()
         for attempt in range(10):
             staging = os.path.join(root, "staging-%d" % attempt)
-            m = Mount(self, fmt.source(), ["rw", "staging=" + staging])
-            m.__enter__()
+            m, pid, _, um = start_repack(self, fmt, staging)
             try:
-                fmt.edit(m)
-                pid = int(os.getxattr(m.path, "user.tensorfs.pid"))
-                um = subprocess.Popen([TENSORFS, "unmount", m.path], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True)
                 while not temporaries(fmt.work) and um.poll() is None:
                     pass
                 os.kill(pid, signal.SIGKILL)

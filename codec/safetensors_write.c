@@ -155,16 +155,16 @@ static int st_header(tfs_buf *b, const tfs_model *m, const uint32_t *ts, size_t 
 	int rc;
 	if (tfs_buf_append(b, "{", 1))
 		return TFS_E_NOMEM;
-	if ((nk || json_object_size(meta)) && (rc = st_metadata(b, m, keys, nk, meta, err)))
+	bool sep = nk || json_object_size(meta); /* a comma before the next entry */
+	if (sep && (rc = st_metadata(b, m, keys, nk, meta, err)))
 		return rc;
-	bool first = !(nk || json_object_size(meta));
 	for (size_t i = 0; i < nt; i++) {
 		const tfs_tensor *t = &m->t[ts[i]];
-		if ((!first && tfs_buf_append(b, ",", 1)))
+		if (sep && tfs_buf_append(b, ",", 1))
 			return TFS_E_NOMEM;
 		if ((rc = st_entry(b, m, t, names ? names[i] : t->name, off, err)))
 			return rc;
-		first = false;
+		sep = true;
 		off += t->nbytes;
 	}
 	if (tfs_buf_append(b, "}", 1))

@@ -162,12 +162,13 @@ int tfs_model_set_kv(tfs_model *m, const char *key, uint32_t type, uint8_t *data
 		i = (long)m->n_kv - 1;
 	} else {
 		tfs_kv *kv = &m->kv[i];
-		free(kv->owned);
+		if (kv->data_owned)
+			free((void *)kv->data);
 		kv->type = type;
 		kv->data = data;
 		kv->len = len;
 	}
-	m->kv[i].owned = data;
+	m->kv[i].data_owned = true;
 	m->changed = true;
 	return 0;
 }
@@ -184,9 +185,10 @@ int tfs_model_del_kv(tfs_model *m, const char *key, tfs_error *err)
 	return 0;
 }
 
-/* Renames slot i (whose name lives at *namep) in map from `from` to `to`. */
+/* Renames slot i (whose name lives at *namep; *ownedp: whether it was malloc'd, NULL: it
+ * always is) in map from `from` to `to`. */
 static int rename_slot(tfs_model *m, tfs_strmap *map, tfs_strmap_name_fn fn, char **namep,
-		       long i, const char *to, tfs_error *err)
+		       bool *ownedp, long i, const char *to, tfs_error *err)
 {
 	char *nn = strdup(to);
 	if (!nn)
@@ -201,7 +203,10 @@ static int rename_slot(tfs_model *m, tfs_strmap *map, tfs_strmap_name_fn fn, cha
 		tfs_strmap_put(map, old, strlen(old), (uint32_t)i, fn, m);
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
 	}
-	free(old);
+	if (!ownedp || *ownedp)
+		free(old);
+	if (ownedp)
+		*ownedp = true;
 	m->changed = true;
 	return 0;
 }
@@ -221,7 +226,8 @@ int tfs_model_rename_kv(tfs_model *m, const char *from, const char *to, tfs_erro
 	const tfs_kv *kv = &m->kv[i];
 	if ((rc = check_kv(m, to, kv->type, kv->data, kv->len, err)))
 		return rc;
-	return rename_slot(m, &m->kv_map, tfs_kv_name, &m->kv[i].name, i, to, err);
+	return rename_slot(m, &m->kv_map, tfs_kv_name, &m->kv[i].name, &m->kv[i].name_owned, i,
+			   to, err);
 }
 
 int tfs_model_rename_tensor(tfs_model *m, const char *from, const char *to, tfs_error *err)
@@ -237,7 +243,7 @@ int tfs_model_rename_tensor(tfs_model *m, const char *from, const char *to, tfs_
 	if (tfs_model_find_tensor(m, to) >= 0)
 		return tfs_error_set(err, TFS_E_EXISTS, "%s: tensor '%s' already exists", m->path,
 				     to);
-	return rename_slot(m, &m->t_map, tfs_t_name, &m->t[i].name, i, to, err);
+	return rename_slot(m, &m->t_map, tfs_t_name, &m->t[i].name, NULL, i, to, err);
 }
 
 int tfs_model_del_tensor(tfs_model *m, const char *name, tfs_error *err)

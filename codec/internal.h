@@ -83,6 +83,11 @@ void tfs_strmap_free(tfs_strmap *s);
 
 /* ==== the model ==== */
 
+struct tfs_name_chunk {
+	struct tfs_name_chunk *next;
+	char text[];
+};
+
 struct tfs_model {
 	tfs_format format;
 	char *path;                 /* main file: .gguf / .safetensors / index.json / manifest */
@@ -92,6 +97,9 @@ struct tfs_model {
 	tfs_extra *x;     size_t n_x, cap_x;
 	tfs_source *src;  size_t n_src, cap_src;
 	tfs_strmap kv_map, t_map, x_map;   /* live names -> index */
+	/* the keys' names as read, packed NUL-terminated in chunks (no allocation per name) */
+	struct tfs_name_chunk *names;
+	size_t names_used, names_cap;
 
 	bool changed;               /* any set/del/rename since open */
 

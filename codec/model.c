@@ -69,8 +69,14 @@ void tfs_model_free(tfs_model *m)
 	if (m->priv && m->priv_free)
 		m->priv_free(m->priv);
 	for (size_t i = 0; i < m->n_kv; i++) {
-		free(m->kv[i].name);
-		free(m->kv[i].owned);
+		if (m->kv[i].name_owned)
+			free(m->kv[i].name);
+		if (m->kv[i].data_owned)
+			free((void *)m->kv[i].data);
+	}
+	for (struct tfs_name_chunk *c = m->names, *next; c; c = next) {
+		next = c->next;
+		free(c);
 	}
 	for (size_t i = 0; i < m->n_t; i++)
 		free(m->t[i].name);
@@ -216,6 +222,33 @@ static char *dup_name(const char *name, size_t len)
 	return s;
 }
 
+/* ==== the keys' name arena ==== */
+
+#define NAME_CHUNK (64 * 1024)
+
+/* A NUL-terminated copy of name in the model's arena (*owned false), or malloc'd when it is
+ * long (*owned true); NULL when out of memory. */
+static char *arena_name(tfs_model *m, const char *name, size_t len, bool *owned)
+{
+	*owned = len >= NAME_CHUNK / 16;
+	if (*owned)
+		return dup_name(name, len);
+	if (!m->names || m->names_cap - m->names_used < len + 1) {
+		struct tfs_name_chunk *c = malloc(sizeof(*c) + NAME_CHUNK);
+		if (!c)
+			return NULL;
+		c->next = m->names;
+		m->names = c;
+		m->names_used = 0;
+		m->names_cap = NAME_CHUNK;
+	}
+	char *s = m->names->text + m->names_used;
+	memcpy(s, name, len);
+	s[len] = '\0';
+	m->names_used += len + 1;
+	return s;
+}
+
 int tfs_model_push_kv(tfs_model *m, const char *name, size_t name_len, uint32_t type,
 		      const uint8_t *data, uint64_t len, tfs_error *err)
 {
@@ -231,13 +264,14 @@ int tfs_model_push_kv(tfs_model *m, const char *name, size_t name_len, uint32_t 
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
 	tfs_kv *kv = &m->kv[m->n_kv];
 	memset(kv, 0, sizeof(*kv));
-	if (!(kv->name = dup_name(name, name_len)))
+	if (!(kv->name = arena_name(m, name, name_len, &kv->name_owned)))
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
 	kv->type = type;
 	kv->data = data;
 	kv->len = len;
 	if (tfs_strmap_put(&m->kv_map, name, name_len, (uint32_t)m->n_kv, tfs_kv_name, m)) {
-		free(kv->name);
+		if (kv->name_owned)
+			free(kv->name); /* (an arena copy stays, unused, until the model is freed) */
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
 	}
 	m->n_kv++;

@@ -536,7 +536,7 @@ static int add_key(tfs_model *m, const char *key, uint32_t type, uint8_t *payloa
 		free(payload);
 		return rc;
 	}
-	m->kv[m->n_kv - 1].owned = (uint8_t *)m->kv[m->n_kv - 1].data;
+	m->kv[m->n_kv - 1].data_owned = true;
 	*added = true;
 	return 0;
 }

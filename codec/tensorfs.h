@@ -225,13 +225,16 @@ typedef enum {
 
 #define TFS_MAX_DIMS 8
 
+/* 32 bytes: a model may have millions of keys (the daemon's memory is bounded by the header). */
 typedef struct {
-	char *name;            /* owned; may contain any byte but NUL */
-	uint32_t type;         /* tfs_gguf_type */
+	char *name;            /* the model's (its name arena, or malloc'd: name_owned); any
+				* byte but NUL */
 	const uint8_t *data;   /* payload (see above) */
 	uint64_t len;
-	uint8_t *owned;        /* == data when the payload is owned by the model */
+	uint32_t type;         /* tfs_gguf_type */
 	bool deleted;
+	bool data_owned;       /* data was malloc'd by the model (an edit), not borrowed */
+	bool name_owned;       /* name was malloc'd (a rename), not in the name arena */
 } tfs_kv;
 
 typedef struct {

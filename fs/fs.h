@@ -51,7 +51,9 @@ typedef struct tfs_node {
 	int scratch_fd;
 	char *scratch_path;
 	long origin;
-	struct tfs_node *hnext; /* hash chain */
+	struct tfs_node *hnext; /* hash chain by (dir, fname) */
+	struct tfs_node *inext; /* hash chain by (dir, item it claims), while indexed */
+	bool indexed;
 } tfs_node;
 
 typedef struct {
@@ -92,10 +94,14 @@ typedef struct tfs_fs {
 	pthread_mutex_t cache_lock;
 	uint64_t gen;           /* bumped on every change: invalidates node caches */
 
+	/* Nodes are made when first looked up (or created): a model of 10^6 keys has no node
+	 * per key until something asks for it.  An item without a node is listed by its
+	 * default name (tfs_tree_default_name); one with a node, as its node says. */
 	tfs_node **nodes;       /* ino - 1 -> node (ino 1 = root); never shrinks */
 	size_t n_nodes, cap_nodes;
 	tfs_node **hash;        /* (dir, fname) -> node */
-	size_t hash_cap;
+	tfs_node **ihash;       /* (dir, claimed item) -> live node (tfs_tree_owner) */
+	size_t hash_cap;        /* of both */
 
 	double timeout;         /* entry/attr timeout */
 	struct timespec mtime;  /* the source's */
@@ -114,7 +120,25 @@ void tfs_tree_free(tfs_fs *fs);
 tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino);
 /* The node of ino unless it was deleted. */
 tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino);
+/* The node named fname in dir, if it has one (no node is made). */
 tfs_node *tfs_tree_lookup(tfs_fs *fs, tfs_dir dir, const char *fname);
+/* The item of dir listed by its default name fname without a node yet, or -1. */
+long tfs_tree_unmade_item(tfs_fs *fs, tfs_dir dir, const char *fname);
+/* The node named fname in dir, made now if an item is listed by that name without one
+ * (fs->lock held for writing); NULL: none. */
+tfs_node *tfs_tree_find(tfs_fs *fs, tfs_dir dir, const char *fname);
+/* The live node that lists item of directory d (a view's node for D_F32/D_NPY), or NULL;
+ * *hidden (may be NULL) tells whether a scratch file took the item's place (mv x x~). */
+tfs_node *tfs_tree_owner(tfs_fs *fs, tfs_dir d, long item, bool *hidden);
+/* Item i of directory d's file name when it has no node: its model name, encoded (+ .npy
+ * in npy/); -ENOENT when the model lists no such file (deleted, no f32 view). */
+int tfs_tree_default_name(tfs_fs *fs, tfs_dir d, long i, tfs_buf *out);
+/* The number of item slots of directory d (deleted ones included). */
+size_t tfs_tree_n_items(tfs_fs *fs, tfs_dir d);
+/* Before changing a node's kind, item or origin: take it out of the item index; after:
+ * put it back. */
+void tfs_tree_unindex(tfs_fs *fs, tfs_node *n);
+void tfs_tree_index(tfs_fs *fs, tfs_node *n);
 /* Adds a node for an item; returns its ino (0 on allocation failure). */
 fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, const char *fname);
 void tfs_tree_unlink(tfs_fs *fs, tfs_node *n);

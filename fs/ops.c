@@ -45,6 +45,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	pthread_rwlock_rdlock(&fs->lock);
 	tfs_node *p = tfs_live_node(fs, parent);
 	tfs_node *n = p && p->kind == N_DIR ? tfs_tree_lookup(fs, p->dir, name) : NULL;
+	if (!n && p && p->kind == N_DIR && tfs_tree_unmade_item(fs, p->dir, name) >= 0) {
+		/* an item looked up for the first time: its node is made (a change) */
+		pthread_rwlock_unlock(&fs->lock);
+		pthread_rwlock_wrlock(&fs->lock);
+		p = tfs_live_node(fs, parent);
+		n = p && p->kind == N_DIR ? tfs_tree_find(fs, p->dir, name) : NULL;
+	}
 	if (n && !n->deleted) {
 		tfs_reply_entry(req, fs, n);
 	} else {
@@ -73,6 +80,9 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /* ==== directories ==== */
 
+/* Whether node n is listed in dir by the node list (the second part of a listing): the
+ * root's entries, and the files of a directory that stand for no item of the model (new
+ * files not written yet, scratch files); the model's items are listed first, by item. */
 static bool in_dir(const tfs_node *n, tfs_node *dir)
 {
 	if (n->deleted)
@@ -80,7 +90,37 @@ static bool in_dir(const tfs_node *n, tfs_node *dir)
 	if (dir->dir == D_ROOT)
 		return (n->kind == N_DIR && n->dir != D_ROOT) || n->kind == N_INDEX ||
 		       n->kind == N_MODEL || n->kind == N_CONFIG;
-	return n->kind != N_DIR && n->dir == dir->dir && n->kind != N_INDEX && n->item >= -1;
+	return n->kind != N_DIR && n->dir == dir->dir && n->kind != N_INDEX &&
+	       (n->kind == N_SCRATCH || n->item < 0);
+}
+
+/* Cookies: 1 ".", 2 "..", then 3 + item (the model's items of the directory, in order;
+ * an item's node says its name, or that it is not listed), then NODES_COOKIE + node index
+ * (the node list).  Each entry's cookie is where the listing goes on after it. */
+#define NODES_COOKIE ((off_t)1 << 40)
+
+/* Adds the entries of the directory's items from item `from` on; false when buf is full. */
+static bool list_items(fuse_req_t req, tfs_fs *fs, tfs_dir d, size_t from, char *buf,
+		       size_t size, size_t *used)
+{
+	tfs_buf b = { 0 };
+	struct stat st = { .st_mode = S_IFREG };
+	bool fits = true;
+	for (size_t i = from, n = tfs_tree_n_items(fs, d); fits && i < n; i++) {
+		bool hidden;
+		tfs_node *o = tfs_tree_owner(fs, d, (long)i, &hidden);
+		if (!o && (hidden || tfs_tree_default_name(fs, d, (long)i, &b)))
+			continue;
+		/* (an item without a node has no inode number yet: one that no node has) */
+		st.st_ino = o ? o->ino : ((fuse_ino_t)1 << 48) + ((fuse_ino_t)d << 40) + i;
+		size_t l = fuse_add_direntry(req, buf + *used, size - *used, o ? o->fname : b.data,
+					     &st, (off_t)i + 3);
+		fits = l <= size - *used;
+		if (fits)
+			*used += l;
+	}
+	tfs_buf_free(&b);
+	return fits;
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -101,7 +141,6 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, d ? ENOTDIR : ENOENT);
 		return;
 	}
-	/* cookies: 1 ".", 2 "..", then node index + 3 (stable across changes) */
 	struct stat st = { .st_mode = S_IFDIR };
 	for (off_t k = off; k < 2; k++) {
 		st.st_ino = k == 0 ? ino : FUSE_ROOT_ID;
@@ -111,14 +150,18 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			goto done;
 		used += l;
 	}
-	for (size_t i = off > 2 ? (size_t)off - 2 : 0; i < fs->n_nodes; i++) {
+	if (off < NODES_COOKIE && d->dir != D_ROOT &&
+	    !list_items(req, fs, d->dir, off > 2 ? (size_t)off - 2 : 0, buf, size, &used))
+		goto done;
+	for (size_t i = off >= NODES_COOKIE ? (size_t)(off - NODES_COOKIE) : 0; i < fs->n_nodes;
+	     i++) {
 		tfs_node *n = fs->nodes[i];
 		if (!in_dir(n, d))
 			continue;
 		st.st_ino = n->ino;
 		st.st_mode = n->kind == N_DIR ? S_IFDIR : S_IFREG;
 		size_t l = fuse_add_direntry(req, buf + used, size - used, n->fname, &st,
-					     (off_t)i + 3);
+					     NODES_COOKIE + (off_t)i + 1);
 		if (l > size - used)
 			break;
 		used += l;
@@ -603,7 +646,9 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = sv.f_frsize = 4096;
 	sv.f_namemax = 255;
-	sv.f_files = fs_of(req)->n_nodes;
+	tfs_fs *fs = fs_of(req);
+	sv.f_files = D_COUNT + 3 + tfs_model_n_kv(fs->model) + 3 * tfs_model_n_tensors(fs->model) +
+		     tfs_model_n_extras(fs->model);
 	fuse_reply_statfs(req, &sv);
 }
 

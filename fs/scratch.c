@@ -78,13 +78,8 @@ long tfs_dir_item(tfs_fs *fs, tfs_dir d, const char *fname)
 
 tfs_node *tfs_item_node(tfs_fs *fs, tfs_dir d, long item)
 {
-	for (size_t k = 0; item >= 0 && k < fs->n_nodes; k++) {
-		tfs_node *v = fs->nodes[k];
-		if (!v->deleted && v->dir == d && v->item == item &&
-		    (v->kind == N_KEY || v->kind == N_RAW || v->kind == N_EXTRA))
-			return v;
-	}
-	return NULL;
+	tfs_node *v = item >= 0 ? tfs_tree_owner(fs, d, item, NULL) : NULL;
+	return v && (v->kind == N_KEY || v->kind == N_RAW || v->kind == N_EXTRA) ? v : NULL;
 }
 
 bool tfs_scratch_name(tfs_fs *fs, tfs_dir d, const char *fname)
@@ -126,9 +121,11 @@ int tfs_scratch_make(tfs_fs *fs, tfs_node *n, bool from_item)
 		free(path);
 		return rc;
 	}
+	tfs_tree_unindex(fs, n);
 	n->origin = from_item ? n->item : -1;
 	n->item = -1;
 	n->kind = N_SCRATCH;
+	tfs_tree_index(fs, n);
 	n->scratch_fd = fd;
 	n->scratch_path = path;
 	n->pend_dtype = -1;

@@ -1,8 +1,12 @@
 /*
- * tree.c - the mount's inode table, built from the model.
+ * tree.c - the mount's inode table, made from the model as it is looked up.
  *
  * Inode numbers are node indices + 1 and are never reused while mounted, so a
- * deleted entry keeps its slot (the kernel may still hold references).
+ * deleted entry keeps its slot (the kernel may still hold references).  A key, tensor,
+ * view or layer gets a node when it is first looked up: until then the directory lists
+ * it by its default name, from the model (so a model of 10^6 keys costs no memory per
+ * key here until they are opened).  A node that exists says how its item is listed: by
+ * its name (renamed, replaced), or not at all (deleted, or taken by a scratch file).
  */
 #include "fs.h"
 
@@ -27,12 +31,27 @@ static size_t hash_of(tfs_dir dir, const char *s)
 	return (size_t)h;
 }
 
+/* The item a node stands for: a scratch file made from an item (`mv x x~`) claims it
+ * too, so that the item is not listed under its own name while the scratch file is. */
+static long claimed_item(const tfs_node *n)
+{
+	return n->kind == N_SCRATCH ? n->origin : n->item;
+}
+
+static size_t ihash_of(tfs_dir dir, long item)
+{
+	return (size_t)(((uint64_t)item * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)dir << 56));
+}
+
 static int hash_grow(tfs_fs *fs)
 {
 	size_t cap = fs->hash_cap ? fs->hash_cap * 2 : 1024;
-	tfs_node **h = calloc(cap, sizeof(*h));
-	if (!h)
+	tfs_node **h = calloc(cap, sizeof(*h)), **ih = calloc(cap, sizeof(*ih));
+	if (!h || !ih) {
+		free(h);
+		free(ih);
 		return -ENOMEM;
+	}
 	for (size_t i = 0; i < fs->hash_cap; i++) {
 		tfs_node *n = fs->hash[i], *next;
 		for (; n; n = next) {
@@ -41,11 +60,60 @@ static int hash_grow(tfs_fs *fs)
 			n->hnext = h[k];
 			h[k] = n;
 		}
+		for (n = fs->ihash[i]; n; n = next) {
+			next = n->inext;
+			size_t k = ihash_of(n->dir, claimed_item(n)) & (cap - 1);
+			n->inext = ih[k];
+			ih[k] = n;
+		}
 	}
 	free(fs->hash);
+	free(fs->ihash);
 	fs->hash = h;
+	fs->ihash = ih;
 	fs->hash_cap = cap;
 	return 0;
+}
+
+void tfs_tree_index(tfs_fs *fs, tfs_node *n)
+{
+	if (n->indexed || n->deleted || n->kind == N_DIR || claimed_item(n) < 0)
+		return;
+	size_t k = ihash_of(n->dir, claimed_item(n)) & (fs->hash_cap - 1);
+	n->inext = fs->ihash[k];
+	fs->ihash[k] = n;
+	n->indexed = true;
+}
+
+void tfs_tree_unindex(tfs_fs *fs, tfs_node *n)
+{
+	if (!n->indexed)
+		return;
+	size_t k = ihash_of(n->dir, claimed_item(n)) & (fs->hash_cap - 1);
+	for (tfs_node **p = &fs->ihash[k]; *p; p = &(*p)->inext) {
+		if (*p == n) {
+			*p = n->inext;
+			break;
+		}
+	}
+	n->inext = NULL;
+	n->indexed = false;
+}
+
+tfs_node *tfs_tree_owner(tfs_fs *fs, tfs_dir d, long item, bool *hidden)
+{
+	if (hidden)
+		*hidden = false;
+	size_t k = ihash_of(d, item) & (fs->hash_cap - 1);
+	for (tfs_node *n = fs->ihash[k]; n; n = n->inext) {
+		if (n->dir != d || claimed_item(n) != item)
+			continue;
+		if (n->kind != N_SCRATCH)
+			return n;
+		if (hidden)
+			*hidden = true;
+	}
+	return NULL;
 }
 
 static void hash_insert(tfs_fs *fs, tfs_node *n)
@@ -123,6 +191,7 @@ fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, 
 	fs->nodes[fs->n_nodes++] = n;
 	if (kind != N_DIR)
 		hash_insert(fs, n);
+	tfs_tree_index(fs, n);
 	return (fuse_ino_t)fs->n_nodes;
 }
 
@@ -143,6 +212,7 @@ void tfs_tree_unlink(tfs_fs *fs, tfs_node *n)
 	if (n->deleted)
 		return;
 	hash_remove(fs, n);
+	tfs_tree_unindex(fs, n);
 	n->deleted = true;
 	tfs_scratch_drop(n);
 }
@@ -159,37 +229,128 @@ int tfs_tree_rename(tfs_fs *fs, tfs_node *n, const char *fname)
 	return 0;
 }
 
-static int add_encoded(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, const char *name,
-		       const char *suffix)
+/* ==== items without a node ==== */
+
+static const tfs_node_kind dir_kinds[D_COUNT] = {
+	[D_METADATA] = N_KEY, [D_TENSORS] = N_RAW, [D_F32] = N_F32, [D_NPY] = N_NPY,
+	[D_LAYERS] = N_EXTRA,
+};
+
+/* name encoded as a file name, then suffix (the whole encoded when that is too long) */
+static int encode_name(tfs_buf *b, const char *name, const char *suffix)
 {
-	tfs_buf b = { 0 };
-	int rc = tfs_name_encode(&b, name);
+	b->len = 0;
+	int rc = tfs_name_encode(b, name);
 	if (!rc && suffix) {
-		if (b.len + strlen(suffix) > 255) {
-			/* too long with the suffix: encode name+suffix as a whole */
+		if (b->len + strlen(suffix) > 255) {
 			tfs_buf full = { 0 };
-			b.len = 0;
+			b->len = 0;
 			rc = tfs_buf_printf(&full, "%s%s", name, suffix) ||
-			     tfs_name_encode(&b, full.data);
+			     tfs_name_encode(b, full.data);
 			tfs_buf_free(&full);
 		} else {
-			rc = tfs_buf_append(&b, suffix, strlen(suffix));
+			rc = tfs_buf_append(b, suffix, strlen(suffix));
 		}
 	}
-	if (!rc && !tfs_tree_add(fs, kind, dir, item, b.data))
-		rc = -ENOMEM;
-	tfs_buf_free(&b);
 	return rc ? -ENOMEM : 0;
 }
 
+size_t tfs_tree_n_items(tfs_fs *fs, tfs_dir d)
+{
+	switch (d) {
+	case D_METADATA:
+		return tfs_model_n_kv(fs->model);
+	case D_TENSORS:
+	case D_F32:
+	case D_NPY:
+		return tfs_model_n_tensors(fs->model);
+	case D_LAYERS:
+		return tfs_model_n_extras(fs->model);
+	default:
+		return 0;
+	}
+}
+
+int tfs_tree_default_name(tfs_fs *fs, tfs_dir d, long i, tfs_buf *out)
+{
+	const tfs_model *m = fs->model;
+	if (i < 0 || (size_t)i >= tfs_tree_n_items(fs, d))
+		return -ENOENT;
+	if (d == D_METADATA) {
+		const tfs_kv *kv = tfs_model_kv(m, (size_t)i);
+		return kv->deleted ? -ENOENT : encode_name(out, kv->name, NULL);
+	}
+	if (d == D_LAYERS) {
+		const tfs_extra *x = tfs_model_extra(m, (size_t)i);
+		return x->deleted ? -ENOENT : encode_name(out, x->name, NULL);
+	}
+	const tfs_tensor *t = tfs_model_tensor(m, (size_t)i);
+	if (t->deleted || (d == D_F32 && !tfs_tensor_has_f32(m, (size_t)i, NULL)) ||
+	    (d == D_NPY && !tfs_npy_available(m, (size_t)i)))
+		return -ENOENT;
+	return encode_name(out, t->name, d == D_NPY ? ".npy" : NULL);
+}
+
+long tfs_tree_unmade_item(tfs_fs *fs, tfs_dir dir, const char *fname)
+{
+	if (dir == D_ROOT || dir >= D_COUNT)
+		return -1;
+	tfs_buf name = { 0 }, b = { 0 };
+	long i = -1;
+	if (tfs_name_decode(&name, fname) == 0) {
+		if (dir == D_NPY) {
+			if (name.len > 4 && !strcmp(name.data + name.len - 4, ".npy"))
+				name.data[name.len - 4] = '\0';
+			else
+				name.data[0] = '\0';
+		}
+		const tfs_model *m = fs->model;
+		i = dir == D_METADATA ? tfs_model_find_kv(m, name.data)
+		    : dir == D_LAYERS ? tfs_model_find_extra(m, name.data)
+				      : tfs_model_find_tensor(m, name.data);
+	}
+	bool hidden;
+	if (i >= 0 && (tfs_tree_default_name(fs, dir, i, &b) || strcmp(b.data, fname) ||
+		       tfs_tree_owner(fs, dir, i, &hidden) || hidden))
+		i = -1;
+	tfs_buf_free(&name);
+	tfs_buf_free(&b);
+	return i;
+}
+
+tfs_node *tfs_tree_find(tfs_fs *fs, tfs_dir dir, const char *fname)
+{
+	tfs_node *n = tfs_tree_lookup(fs, dir, fname);
+	long i = n ? -1 : tfs_tree_unmade_item(fs, dir, fname);
+	if (i >= 0) {
+		fuse_ino_t ino = tfs_tree_add(fs, dir_kinds[dir], dir, i, fname);
+		n = ino ? tfs_tree_get(fs, ino) : NULL;
+	}
+	return n;
+}
+
+/* Names of at least this many bytes may encode to over 255 (each byte to at most 3, and
+ * npy/ adds 4): their files cannot be found by decoding. */
+#define LONG_NAME ((255 - 4) / 3)
+
+/* Makes the node of item i of directory d, by its default name, unless it has one. */
+static int add_default(tfs_fs *fs, tfs_dir d, long i)
+{
+	tfs_buf b = { 0 };
+	int rc = 0;
+	if (!tfs_tree_owner(fs, d, i, NULL) && !tfs_tree_default_name(fs, d, i, &b) &&
+	    !tfs_tree_add(fs, dir_kinds[d], d, i, b.data))
+		rc = -ENOMEM;
+	tfs_buf_free(&b);
+	return rc;
+}
+
+/* Makes nodes for the views (f32/, npy/) of tensor i, and for its tensors/ entry with_raw. */
 int tfs_tree_add_tensor(tfs_fs *fs, long i, bool with_raw)
 {
-	const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)i);
-	int rc = with_raw ? add_encoded(fs, N_RAW, D_TENSORS, i, t->name, NULL) : 0;
-	if (!rc && tfs_tensor_has_f32(fs->model, (size_t)i, NULL))
-		rc = add_encoded(fs, N_F32, D_F32, i, t->name, NULL);
-	if (!rc && tfs_npy_available(fs->model, (size_t)i))
-		rc = add_encoded(fs, N_NPY, D_NPY, i, t->name, ".npy");
+	int rc = 0;
+	for (int d = with_raw ? D_TENSORS : D_F32; !rc && d <= D_NPY; d++)
+		rc = add_default(fs, (tfs_dir)d, i);
 	return rc;
 }
 
@@ -209,16 +370,20 @@ int tfs_tree_build(tfs_fs *fs, tfs_error *err)
 		goto nomem;
 	if (tfs_config_name(m) && !tfs_tree_add(fs, N_CONFIG, D_ROOT, -1, tfs_config_name(m)))
 		goto nomem;
+	/* The items' nodes are made as they are looked up (tfs_tree_find), found by decoding
+	 * the file name, except those of names too long to decode: a name whose encoding is
+	 * over 255 bytes is cut and hashed (tfs_name_encode).  They get their nodes now. */
 	for (size_t i = 0; i < tfs_model_n_kv(m); i++)
-		if (!tfs_model_kv(m, i)->deleted &&
-		    add_encoded(fs, N_KEY, D_METADATA, (long)i, tfs_model_kv(m, i)->name, NULL))
+		if (strlen(tfs_model_kv(m, i)->name) >= LONG_NAME &&
+		    add_default(fs, D_METADATA, (long)i))
 			goto nomem;
 	for (size_t i = 0; i < tfs_model_n_tensors(m); i++)
-		if (!tfs_model_tensor(m, i)->deleted && tfs_tree_add_tensor(fs, (long)i, true))
+		if (strlen(tfs_model_tensor(m, i)->name) >= LONG_NAME &&
+		    tfs_tree_add_tensor(fs, (long)i, true))
 			goto nomem;
 	for (size_t i = 0; i < tfs_model_n_extras(m); i++)
-		if (!tfs_model_extra(m, i)->deleted &&
-		    add_encoded(fs, N_EXTRA, D_LAYERS, (long)i, tfs_model_extra(m, i)->name, NULL))
+		if (strlen(tfs_model_extra(m, i)->name) >= LONG_NAME &&
+		    add_default(fs, D_LAYERS, (long)i))
 			goto nomem;
 	return 0;
 nomem:
@@ -240,8 +405,10 @@ void tfs_tree_free(tfs_fs *fs)
 	fs->image = NULL;
 	free(fs->nodes);
 	free(fs->hash);
+	free(fs->ihash);
 	fs->nodes = NULL;
 	fs->hash = NULL;
+	fs->ihash = NULL;
 	fs->n_nodes = fs->hash_cap = 0;
 }
 

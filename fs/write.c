@@ -319,8 +319,11 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 	}
 	if (n->kind == N_EXTRA) {
 		rc = tfs_staging_set_extra(fs->staging, fs->model, name.data, h->data_path, &err);
-		if (!rc && n->item < 0)
+		if (!rc && n->item < 0) {
+			tfs_tree_unindex(fs, n);
 			n->item = tfs_model_find_extra(fs->model, name.data);
+			tfs_tree_index(fs, n);
+		}
 	} else {
 		int64_t ne[TFS_MAX_DIMS];
 		if (dtype < 0) {
@@ -331,7 +334,9 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 		rc = tfs_staging_set_tensor(fs->staging, fs->model, name.data, dtype, nd, ne,
 					    h->data_path, &err);
 		if (!rc && n->item < 0) {
+			tfs_tree_unindex(fs, n);
 			n->item = tfs_model_find_tensor(fs->model, name.data);
+			tfs_tree_index(fs, n);
 			if (n->item >= 0 && tfs_tree_add_tensor(fs, n->item, false))
 				rc = TFS_E_NOMEM;
 		}
@@ -596,7 +601,7 @@ void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 
 	pthread_rwlock_wrlock(&fs->lock);
 	rc = change_dir(fs, parent, &p);
-	if (!rc && tfs_tree_lookup(fs, p->dir, name))
+	if (!rc && tfs_tree_find(fs, p->dir, name))
 		rc = EEXIST;
 	if (!rc)
 		rc = create_node(fs, p->dir, name, &n);
@@ -704,7 +709,7 @@ void tfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	tfs_error err;
 	pthread_rwlock_wrlock(&fs->lock);
 	int rc = change_dir(fs, parent, &p);
-	if (!rc && !(n = tfs_tree_lookup(fs, p->dir, name)))
+	if (!rc && !(n = tfs_tree_find(fs, p->dir, name)))
 		rc = ENOENT;
 	if (!rc && remove_node(fs, n, &err))
 		rc = tfs_fail(fs, &err);
@@ -818,9 +823,11 @@ static int adopt_scratch(tfs_fs *fs, tfs_node *n, long target, const char *name,
 		if (target < 0 && n->dir == D_TENSORS && tfs_tree_add_tensor(fs, item, false))
 			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	}
+	tfs_tree_unindex(fs, n);
 	n->kind = n->dir == D_METADATA ? N_KEY : n->dir == D_TENSORS ? N_RAW : N_EXTRA;
 	n->item = item;
 	n->origin = -1;
+	tfs_tree_index(fs, n);
 	n->pend_dtype = -1;
 	n->pend_shape = false;
 	return 0;
@@ -873,8 +880,11 @@ static int rename_onto_item(tfs_fs *fs, tfs_node *n, tfs_node *victim, long targ
 		rc = fail_at(err, TFS_E_INVALID, n, n->fname, "nothing was written to it yet");
 	else if (n->item == target)
 		return 0;
-	else if (!(rc = replace_with_item(fs, n, target, err)))
+	else if (!(rc = replace_with_item(fs, n, target, err))) {
+		tfs_tree_unindex(fs, n);
 		n->item = target;
+		tfs_tree_index(fs, n);
+	}
 	if (rc)
 		return rc;
 	if (victim && victim != n)
@@ -937,13 +947,13 @@ void tfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
 		rc = EXDEV;  /* a key cannot become a tensor */
 	if (!rc && (flags & ~(unsigned)RENAME_NOREPLACE))
 		rc = EINVAL;
-	if (!rc && !(n = tfs_tree_lookup(fs, p->dir, name)))
+	if (!rc && !(n = tfs_tree_find(fs, p->dir, name)))
 		rc = ENOENT;
 	if (!rc && (tfs_name_decode(&to, newname) || strlen(newname) > 255))
 		rc = EINVAL;
 	long target = rc ? -1 : tfs_dir_item(fs, p->dir, newname);
 	if (!rc)
-		victim = tfs_tree_lookup(fs, p->dir, newname);
+		victim = tfs_tree_find(fs, p->dir, newname);
 	if (!rc && victim == n)
 		goto out;
 	if (!rc && (victim || target >= 0) && (flags & RENAME_NOREPLACE))

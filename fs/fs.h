@@ -97,8 +97,10 @@ typedef struct tfs_fs {
 	/* Nodes are made when first looked up (or created): a model of 10^6 keys has no node
 	 * per key until something asks for it.  An item without a node is listed by its
 	 * default name (tfs_tree_default_name); one with a node, as its node says. */
-	tfs_node **nodes;       /* ino - 1 -> node (ino 1 = root); never shrinks */
+	tfs_node **nodes;       /* ino - 1 -> node (ino 1 = root); NULL: forgotten */
 	size_t n_nodes, cap_nodes;
+	size_t *free_slots;     /* slots of forgotten nodes, for new ones */
+	size_t n_free, cap_free;
 	tfs_node **hash;        /* (dir, fname) -> node */
 	tfs_node **ihash;       /* (dir, claimed item) -> live node (tfs_tree_owner) */
 	size_t hash_cap;        /* of both */
@@ -139,6 +141,10 @@ size_t tfs_tree_n_items(tfs_fs *fs, tfs_dir d);
  * put it back. */
 void tfs_tree_unindex(tfs_fs *fs, tfs_node *n);
 void tfs_tree_index(tfs_fs *fs, tfs_node *n);
+/* The kernel forgot n references to ino: a node it no longer knows that the model can
+ * make again as it is (an item's, by its default name, with no state of its own) is
+ * freed.  fs->lock held for writing. */
+void tfs_tree_forget(tfs_fs *fs, fuse_ino_t ino, uint64_t n);
 /* Adds a node for an item; returns its ino (0 on allocation failure). */
 fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, const char *fname);
 void tfs_tree_unlink(tfs_fs *fs, tfs_node *n);

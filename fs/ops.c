@@ -35,7 +35,29 @@ void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n)
 	e.ino = n->ino;
 	e.attr_timeout = fs->timeout;
 	e.entry_timeout = fs->timeout;
-	fuse_reply_entry(req, &e);
+	/* (lookups may run side by side under the read lock) */
+	__atomic_add_fetch(&n->nlookup, 1, __ATOMIC_RELAXED);
+	if (fuse_reply_entry(req, &e) != 0)
+		__atomic_sub_fetch(&n->nlookup, 1, __ATOMIC_RELAXED);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	tfs_fs *fs = fs_of(req);
+	pthread_rwlock_wrlock(&fs->lock);
+	tfs_tree_forget(fs, ino, nlookup);
+	pthread_rwlock_unlock(&fs->lock);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	tfs_fs *fs = fs_of(req);
+	pthread_rwlock_wrlock(&fs->lock);
+	for (size_t i = 0; i < count; i++)
+		tfs_tree_forget(fs, forgets[i].ino, forgets[i].nlookup);
+	pthread_rwlock_unlock(&fs->lock);
+	fuse_reply_none(req);
 }
 
 
@@ -156,7 +178,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	for (size_t i = off >= NODES_COOKIE ? (size_t)(off - NODES_COOKIE) : 0; i < fs->n_nodes;
 	     i++) {
 		tfs_node *n = fs->nodes[i];
-		if (!in_dir(n, d))
+		if (!n || !in_dir(n, d))
 			continue;
 		st.st_ino = n->ino;
 		st.st_mode = n->kind == N_DIR ? S_IFDIR : S_IFREG;
@@ -679,6 +701,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 const struct fuse_lowlevel_ops tfs_ops = {
 	.init = op_init,
 	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
 	.getattr = op_getattr,
 	.readdir = op_readdir,
 	.open = op_open,

@@ -166,7 +166,7 @@ tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino)
 
 fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, const char *fname)
 {
-	if (fs->n_nodes == fs->cap_nodes) {
+	if (!fs->n_free && fs->n_nodes == fs->cap_nodes) {
 		size_t cap = fs->cap_nodes ? fs->cap_nodes * 2 : 256;
 		tfs_node **p = realloc(fs->nodes, cap * sizeof(*p));
 		if (!p)
@@ -181,18 +181,72 @@ fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, 
 		free(n);
 		return 0;
 	}
+	/* a forgotten node's slot: the kernel knows its ino no more */
+	size_t slot = fs->n_free ? fs->free_slots[--fs->n_free] : fs->n_nodes++;
 	n->kind = kind;
-	n->ino = (fuse_ino_t)fs->n_nodes + 1;
+	n->ino = (fuse_ino_t)slot + 1;
 	n->dir = dir;
 	n->item = item;
 	n->pend_dtype = -1;
 	n->scratch_fd = -1;
 	n->origin = -1;
-	fs->nodes[fs->n_nodes++] = n;
+	fs->nodes[slot] = n;
 	if (kind != N_DIR)
 		hash_insert(fs, n);
 	tfs_tree_index(fs, n);
-	return (fuse_ino_t)fs->n_nodes;
+	return n->ino;
+}
+
+static void node_free(tfs_node *n)
+{
+	tfs_scratch_drop(n);
+	free(n->pend_type);
+	free(n->fname);
+	tfs_buf_free(&n->cache);
+	free(n);
+}
+
+/* Whether node n holds nothing the model cannot give again: an item's file by its default
+ * name, with no declared type or shape, no scratch file. */
+static bool remakeable(tfs_fs *fs, tfs_node *n)
+{
+	if (n->kind != N_KEY && n->kind != N_RAW && n->kind != N_F32 && n->kind != N_NPY &&
+	    n->kind != N_EXTRA)
+		return false;
+	if (n->origin >= 0 || n->pend_dtype >= 0 || n->pend_shape || n->pend_type || n->typed ||
+	    n->scratch_fd >= 0)
+		return false;
+	if (n->deleted)
+		return true;
+	tfs_buf b = { 0 };
+	bool same = n->item >= 0 && tfs_tree_default_name(fs, n->dir, n->item, &b) == 0 &&
+		    strcmp(b.data, n->fname) == 0;
+	tfs_buf_free(&b);
+	return same;
+}
+
+void tfs_tree_forget(tfs_fs *fs, fuse_ino_t ino, uint64_t count)
+{
+	tfs_node *n = tfs_tree_get(fs, ino);
+	if (!n)
+		return;
+	n->nlookup = n->nlookup > count ? n->nlookup - count : 0;
+	if (n->nlookup || !remakeable(fs, n))
+		return;
+	if (fs->n_free == fs->cap_free) {
+		size_t cap = fs->cap_free ? fs->cap_free * 2 : 256;
+		size_t *p = realloc(fs->free_slots, cap * sizeof(*p));
+		if (!p)
+			return; /* kept */
+		fs->free_slots = p;
+		fs->cap_free = cap;
+	}
+	if (!n->deleted)
+		hash_remove(fs, n);
+	tfs_tree_unindex(fs, n);
+	fs->nodes[ino - 1] = NULL;
+	fs->free_slots[fs->n_free++] = ino - 1;
+	node_free(n);
 }
 
 /* Closes and removes n's scratch file, if it has one (scratch.c makes them). */
@@ -392,14 +446,12 @@ nomem:
 
 void tfs_tree_free(tfs_fs *fs)
 {
-	for (size_t i = 0; i < fs->n_nodes; i++) {
-		tfs_node *n = fs->nodes[i];
-		tfs_scratch_drop(n);
-		free(n->pend_type);
-		free(n->fname);
-		tfs_buf_free(&n->cache);
-		free(n);
-	}
+	for (size_t i = 0; i < fs->n_nodes; i++)
+		if (fs->nodes[i])
+			node_free(fs->nodes[i]);
+	free(fs->free_slots);
+	fs->free_slots = NULL;
+	fs->n_free = fs->cap_free = 0;
 	if (fs->image)
 		tfs_image_release(fs, fs->image);
 	fs->image = NULL;

@@ -634,6 +634,7 @@ void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	e.attr_timeout = e.entry_timeout = fs->timeout;
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = 0;
+	__atomic_add_fetch(&n->nlookup, 1, __ATOMIC_RELAXED);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT)
 		tfs_handle_free(h);
 }
@@ -643,7 +644,7 @@ static void unlink_views(tfs_fs *fs, long item)
 {
 	for (size_t k = 0; item >= 0 && k < fs->n_nodes; k++) {
 		tfs_node *v = fs->nodes[k];
-		if (!v->deleted && v->item == item && (v->kind == N_F32 || v->kind == N_NPY))
+		if (v && !v->deleted && v->item == item && (v->kind == N_F32 || v->kind == N_NPY))
 			tfs_tree_unlink(fs, v);
 	}
 }
@@ -653,7 +654,7 @@ static void rename_views(tfs_fs *fs, long item, const char *newname)
 {
 	for (size_t k = 0; item >= 0 && k < fs->n_nodes; k++) {
 		tfs_node *v = fs->nodes[k];
-		if (v->deleted || v->item != item)
+		if (!v || v->deleted || v->item != item)
 			continue;
 		if (v->kind == N_F32) {
 			tfs_tree_rename(fs, v, newname);

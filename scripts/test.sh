@@ -2,7 +2,8 @@
 # Installs what is missing, builds, and runs every test (unit tests and real
 # mounts through /dev/fuse), then all of them again against a second build with
 # AddressSanitizer and UndefinedBehaviorSanitizer (build-asan; any report fails), then
-# every libFuzzer harness for TFS_FUZZ_SECONDS each (default 5; scripts/fuzz.sh, SKIP
+# builds everything with clang (build-clang, warnings as errors) and runs the unit tests on
+# it, then every libFuzzer harness for TFS_FUZZ_SECONDS each (default 5; scripts/fuzz.sh, SKIP
 # without clang). Ends with "N passed, N failed[, N skipped]", counting all three.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,19 @@ if [ -n "$(ls -A "$reports")" ]; then
 fi
 [ $asan_rc -ne 0 ] && rc=$asan_rc
 
+# ==== the same sources built by clang, warnings as errors, and the unit tests on them ====
+# (the fuzz build below compiles only what the harnesses use; this compiles everything)
+rm -f build-clang/meson-logs/testlog.json
+if command -v clang >/dev/null 2>&1 && [ $# -eq 0 ]; then
+	[ -f build-clang/build.ninja ] || CC=clang meson setup build-clang -Dwerror=true >/dev/null || rc=1
+	if ninja -C build-clang >/dev/null; then
+		meson test -C build-clang --print-errorlogs --num-processes 1 --no-suite mount || rc=1
+	else
+		echo "test: the clang build failed" >&2
+		rc=1
+	fi
+fi
+
 # ==== fuzzing (clang) ====
 fuzz_log=$(mktemp)
 TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-1} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" 2>&1 | tee "$fuzz_log"
@@ -50,7 +64,7 @@ fuzz_rc=${PIPESTATUS[0]}
 # meson counts test programs; count every TAP case instead (both builds), each fuzz
 # harness as one case, and each sanitizer report as a failure.
 /usr/bin/python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json "$fuzz_log" \
-	"$reports" <<'PY'
+	"$reports" build-clang/meson-logs/testlog.json "$([ $# -eq 0 ] && echo all)" <<'PY'
 import json, os, re, sys
 passed = failed = skipped = 0
 fuzz_log = sys.argv[3]
@@ -61,6 +75,10 @@ for log in sys.argv[1:3]:
         lines += open(log).read().splitlines()
     else:
         failed += 1  # the sanitizer build did not build
+if os.path.exists(sys.argv[5]):  # the clang build's unit tests (none without clang)
+    lines += open(sys.argv[5]).read().splitlines()
+elif os.path.exists("build-clang/build.ninja") and len(sys.argv) > 6 and sys.argv[6] == "all":
+    failed += 1  # clang is there, and its build failed
 for line in lines:
     t = json.loads(line)
     out = t.get("stdout") or ""

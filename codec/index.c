@@ -110,6 +110,8 @@ static json_t *json_name(const char *s)
 static char *dumps(const json_t *root)
 {
 	char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	if (!s || !strstr(s, "\\u0001"))
+		return s; /* nothing marked (most pieces) */
 	char *r = s, *w = s;
 	while (s && *r) {
 		if (!strncmp(r, "\\u0001", 6) && r[6] && r[7]) {

@@ -492,7 +492,7 @@ static int index_ends(tfs_index *s, tfs_error *err)
 	bool empty = s->head.len < 3;
 	s->head.len -= empty ? 1 : 2;
 	size_t skip = empty ? 1 : 0; /* no comma after "{" */
-	if (tfs_buf_append(&s->head, KEYS_OPEN + skip, strlen(KEYS_OPEN) - skip))
+	if (tfs_buf_append(&s->head, &KEYS_OPEN[skip], strlen(KEYS_OPEN) - skip))
 		return index_nomem(s, err);
 	if (s->with_tensors && tfs_buf_append(&s->tail, s->first_t < s->n_t ? "\n ]" : "]",
 					      s->first_t < s->n_t ? 3 : 1))

@@ -381,6 +381,7 @@ struct tfs_index {
 	tfs_buf head, tail;
 	uint64_t size;
 	uint64_t *marks;            /* marks[k]: offset of piece k * INDEX_EVERY */
+	size_t n_marks;
 	size_t cur;                 /* the piece held in text (SIZE_MAX: none) */
 	uint64_t cur_off;           /* and its offset */
 	tfs_buf text, scratch;
@@ -541,7 +542,8 @@ int tfs_index_open(tfs_index **out, const tfs_model *m, bool values, bool with_t
 	int rc = index_prepare(&s, m, values, with_tensors, err);
 	if (rc)
 		return rc;
-	s->marks = calloc(s->n_pieces / INDEX_EVERY + 1, sizeof(*s->marks));
+	s->n_marks = (s->n_pieces + INDEX_EVERY - 1) / INDEX_EVERY;
+	s->marks = calloc(s->n_marks, sizeof(*s->marks));
 	if (!s->marks)
 		rc = index_nomem(s, err);
 	uint64_t off = 0;
@@ -593,7 +595,7 @@ int tfs_index_read(tfs_index *s, void *buf, uint64_t off, size_t len, size_t *go
 	if (len > s->size - off)
 		len = (size_t)(s->size - off);
 	/* from the last recorded offset at or before off, or the held piece if it is later */
-	size_t lo = 0, hi = s->n_pieces / INDEX_EVERY + 1;
+	size_t lo = 0, hi = s->n_marks;
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;
 		if (s->marks[mid] <= off)

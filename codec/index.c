@@ -407,7 +407,7 @@ static int emit_text(tfs_index *s, const char *in, int depth, tfs_buf *out, tfs_
 		if (rc || !*p)
 			break;
 		if (*p == '\n') {
-			rc = tfs_buf_append(out, "\n  ", 1 + (size_t)depth);
+			rc = tfs_buf_append(out, "\n  ", 1 + (size_t)depth); /* depth <= 2 */
 			p++;
 			continue;
 		}

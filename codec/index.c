@@ -318,13 +318,11 @@ static json_t *head_json(const tfs_model *m, bool values)
 		json_object_set_new(root, "data_offset", json_integer((json_int_t)m->data_offset));
 	}
 	/* the whole model as one file (model.gguf / model.safetensors at the mount's root) */
-	tfs_image *im = NULL;
-	if (tfs_image_name(m) && tfs_model_image(&im, m, false, NULL) == 0) {
+	uint64_t isize;
+	if (tfs_image_name(m) && tfs_model_image_size(m, &isize, NULL) == 0)
 		json_object_set_new(root, "model_file",
 				    json_pack("{s:s, s:I}", "name", tfs_image_name(m), "size",
-					      (json_int_t)tfs_image_size(im)));
-		tfs_image_free(im);
-	}
+					      (json_int_t)isize));
 	tfs_buf cfg = { 0 };
 	tfs_error cerr;
 	if (tfs_config_name(m) && tfs_model_config_json(&cfg, m, &cerr) == 0)

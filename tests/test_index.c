@@ -89,10 +89,26 @@ static void check_doc(const tfs_model *m, int doc, const char *what)
 	tfs_buf_free(&want);
 }
 
+/* index.json's "model_file" size, computed without the image, is the image's. */
+static void check_image_size(const tfs_model *m, const char *what)
+{
+	tfs_image *im;
+	uint64_t size = 0;
+	tfs_error err, err2;
+	int rc = tfs_model_image(&im, m, false, &err);
+	cr_assert_eq(tfs_model_image_size(m, &size, &err2), rc, "%s: %s / %s", what,
+		     rc ? err.msg : "", err2.msg);
+	if (!rc)
+		cr_assert_eq(size, tfs_image_size(im), "%s: image size", what);
+	tfs_image_free(im);
+}
+
 static void check_model(const tfs_model *m, const char *what)
 {
 	for (int doc = 0; doc < DOC_COUNT; doc++)
 		check_doc(m, doc, what);
+	if (tfs_image_name(m))
+		check_image_size(m, what);
 }
 
 static tfs_model *open_ok(const char *path)

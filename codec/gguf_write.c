@@ -102,6 +102,21 @@ too_big:
 	return tfs_error_set(err, TFS_E_INVALID, "%s: the new file would be too large", m->path);
 }
 
+/* Where the data section of a header of head bytes starts (aligned to a) and the file's
+ * size with data bytes of tensors after it. */
+static int gguf_total(const tfs_model *m, uint64_t a, uint64_t head, uint64_t data,
+		      uint64_t *data_off, uint64_t *total, tfs_error *err)
+{
+	if (head > UINT64_MAX - a)
+		goto too_big;
+	*data_off = pad_to(head, a);
+	if (tfs_add_overflow(*data_off, data, total) || *data_off > SIZE_MAX / 2)
+		goto too_big;
+	return 0;
+too_big:
+	return tfs_error_set(err, TFS_E_INVALID, "%s: the new file would be too large", m->path);
+}
+
 /* The header bytes into b (reserved): keys, then tensor infos, each tensor's extent added
  * to im at data_off + its offset. */
 static int gguf_header(tfs_image *im, const tfs_model *m, uint64_t a, uint64_t data_off,
@@ -153,7 +168,7 @@ static int gguf_header(tfs_image *im, const tfs_model *m, uint64_t a, uint64_t d
 static int gguf_image(tfs_image **out, const tfs_model *m, uint64_t a, uint64_t data_off,
 		      uint64_t *head0, tfs_error *err)
 {
-	uint64_t n_kv, n_t, head, data, total, pad = NO_PAD;
+	uint64_t n_kv, n_t, head, data, total = 0, pad = NO_PAD;
 	tfs_image *im;
 	int rc;
 	*out = NULL;
@@ -168,11 +183,8 @@ static int gguf_image(tfs_image **out, const tfs_model *m, uint64_t a, uint64_t 
 		pad = data_off - head - PAD_KEY_SIZE;
 		head = data_off;
 	}
-	if (head > UINT64_MAX - a)
-		goto too_big;
-	data_off = pad_to(head, a);
-	if (tfs_add_overflow(data_off, data, &total) || data_off > SIZE_MAX / 2)
-		goto too_big;
+	if ((rc = gguf_total(m, a, head, data, &data_off, &total, err)))
+		return rc;
 	if ((rc = tfs_image_new(&im, err)))
 		return rc;
 	if (tfs_buf_reserve(&im->head, (size_t)data_off) ||
@@ -192,8 +204,6 @@ static int gguf_image(tfs_image **out, const tfs_model *m, uint64_t a, uint64_t 
 	im->size = total;
 	*out = im;
 	return 0;
-too_big:
-	return tfs_error_set(err, TFS_E_INVALID, "%s: the new file would be too large", m->path);
 }
 
 int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err)
@@ -201,6 +211,15 @@ int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err)
 	uint64_t a, head0;
 	int rc = write_alignment(m, &a, err);
 	return rc ? rc : gguf_image(out, m, a, 0, &head0, err);
+}
+
+int tfs_gguf_image_size(const tfs_model *m, uint64_t *size, tfs_error *err)
+{
+	uint64_t a, head, data, n_kv, n_t, data_off;
+	int rc = write_alignment(m, &a, err);
+	if (!rc)
+		rc = gguf_sizes(m, a, &head, &data, &n_kv, &n_t, err);
+	return rc ? rc : gguf_total(m, a, head, data, &data_off, size, err);
 }
 
 /*

@@ -110,6 +110,8 @@ static json_t *json_name(const char *s)
 static char *dumps(const json_t *root)
 {
 	char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	if (!s || !strstr(s, "\\u0001"))
+		return s; /* nothing marked (most pieces) */
 	char *r = s, *w = s;
 	while (s && *r) {
 		if (!strncmp(r, "\\u0001", 6) && r[6] && r[7]) {
@@ -204,59 +206,6 @@ uint64_t tfs_model_param_count(const tfs_model *m)
  * begins with that escape. */
 #define VALUE_MARK_TAIL "tfs-value:"
 #define VALUE_MARK_DUMPED "\"\\u0000tfs-value:"
-
-static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, tfs_error *err);
-
-static int dump(tfs_buf *out, const tfs_model *m, json_t *root, bool values, tfs_error *err)
-{
-	char *s = dumps(root);
-	json_decref(root);
-	if (!s)
-		return tfs_error_set(err, TFS_E_NOMEM, "%s: cannot build index.json", m->path);
-	int rc = 0;
-	const char *p = s, *q;
-	size_t ml = strlen(VALUE_MARK_DUMPED);
-	while (!rc && values && (q = strstr(p, VALUE_MARK_DUMPED))) {
-		char *end;
-		unsigned long long slot = strtoull(q + ml, &end, 10);
-		if (*end != '"' || slot >= m->n_kv) {
-			rc = tfs_error_set(err, TFS_E_INVALID, "internal error: bad value mark");
-			break;
-		}
-		const tfs_kv *kv = &m->kv[slot];
-		rc = tfs_buf_append(out, p, (size_t)(q - p));
-		size_t at = out->len;
-		tfs_error verr;
-		if (!rc && tfs_value_format_json(out, kv->type, kv->data, kv->len, &verr)) {
-			/* a value too large to show (an array over the text cap): null */
-			out->len = at;
-			rc = tfs_buf_append(out, "null", 4);
-		}
-		p = end + 1;
-	}
-	if (!rc)
-		rc = tfs_buf_append(out, p, strlen(p));
-	if (!rc)
-		rc = tfs_buf_append(out, "\n", 1);
-	free(s);
-	if (rc == TFS_E_NOMEM)
-		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	return rc;
-}
-
-int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
-{
-	json_t *root = build_index(m, false, true, err);
-	return root ? dump(out, m, root, false, err) : err->code;
-}
-
-int tfs_model_info_json(tfs_buf *out, const tfs_model *m, bool with_tensors, tfs_error *err)
-{
-	tfs_error_clear(err);
-	json_t *root = build_index(m, true, with_tensors, err);
-	return root ? dump(out, m, root, true, err) : err->code;
-}
-
 /* ==== the index's parts ==== */
 
 static json_t *sources_json(const tfs_model *m)
@@ -353,11 +302,11 @@ static json_t *extra_json(const tfs_model *m, const tfs_extra *x)
 	return o;
 }
 
-static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, tfs_error *err)
-{
-	json_t *root = json_object(), *keys = json_array(), *files = json_array();
-	tfs_buf b = { 0 };
 
+/* The document's first fields, up to "sources" (the pieces below add "keys" and the rest). */
+static json_t *head_json(const tfs_model *m, bool values)
+{
+	json_t *root = json_object();
 	json_object_set_new(root, "format", json_string(tfs_model_format_name(m)));
 	/* the absolute path, whatever the caller typed (an Ollama name stays a name) */
 	char *abs = realpath(m->path, NULL);
@@ -369,13 +318,11 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 		json_object_set_new(root, "data_offset", json_integer((json_int_t)m->data_offset));
 	}
 	/* the whole model as one file (model.gguf / model.safetensors at the mount's root) */
-	tfs_image *im = NULL;
-	if (tfs_image_name(m) && tfs_model_image(&im, m, false, NULL) == 0) {
+	uint64_t isize;
+	if (tfs_image_name(m) && tfs_model_image_size(m, &isize, NULL) == 0)
 		json_object_set_new(root, "model_file",
 				    json_pack("{s:s, s:I}", "name", tfs_image_name(m), "size",
-					      (json_int_t)tfs_image_size(im)));
-		tfs_image_free(im);
-	}
+					      (json_int_t)isize));
 	tfs_buf cfg = { 0 };
 	tfs_error cerr;
 	if (tfs_config_name(m) && tfs_model_config_json(&cfg, m, &cerr) == 0)
@@ -391,22 +338,327 @@ static json_t *build_index(const tfs_model *m, bool values, bool with_tensors, t
 		json_object_set_new(root, "tensor_bytes", json_integer((json_int_t)bytes));
 	}
 	json_object_set_new(root, "sources", sources_json(m));
-	for (size_t i = 0; i < m->n_kv; i++)
-		if (!m->kv[i].deleted)
-			json_array_append_new(keys, key_json(m, i, values, &b));
-	json_object_set_new(root, "keys", keys);
-	if (with_tensors) {
-		json_t *tensors = json_array();
-		for (size_t i = 0; i < m->n_t; i++)
-			if (!m->t[i].deleted)
-				json_array_append_new(tensors, tensor_json(m, i, &b));
-		json_object_set_new(root, "tensors", tensors);
-	}
+	return root;
+}
+
+static json_t *layers_json(const tfs_model *m)
+{
+	json_t *files = json_array();
 	for (size_t i = 0; i < m->n_x; i++)
 		if (!m->x[i].deleted)
 			json_array_append_new(files, extra_json(m, &m->x[i]));
-	json_object_set_new(root, "layers", files);
-	tfs_buf_free(&b);
-	(void)err;
-	return root;
+	return files;
+}
+
+/* ==== index.json as a stream of pieces ====
+ * The document jansson would dump of the whole model (JSON_INDENT(1), keys in order) is
+ * cut into pieces, each a pure function of its slot:
+ *
+ *   0                  the head: "{", the fields up to "sources", then "keys": [
+ *   1 .. n_kv          key slot i: "," unless it is the first live key, a newline, and
+ *                      the key's object dumped alone and indented to depth 2 (deleted: "")
+ *   n_kv + 1           the separator: "]" closing the keys, then "tensors": [ (with tensors)
+ *   then n_t pieces    tensor slot i, as the keys (none without tensors)
+ *   last               the tail: "]" closing the tensors, "layers", "}" and a newline
+ *
+ * Only the head and the tail are kept as text; every INDEX_EVERY-th piece's offset is
+ * recorded by a sizing pass at open, so a read regenerates at most INDEX_EVERY pieces
+ * before its offset, and a read that goes on where the last one stopped none. */
+
+#define INDEX_EVERY 64
+#define KEYS_OPEN ",\n \"keys\": ["
+#define TENSORS_OPEN ",\n \"tensors\": ["
+#define LAYERS_OPEN ",\n \"layers\": "
+
+struct tfs_index {
+	const tfs_model *m;
+	bool values, with_tensors;
+	size_t n_kv, n_t;           /* key and tensor slots (n_t 0 without tensors) */
+	size_t first_kv, first_t;   /* the first live slot (n_kv / n_t: none) */
+	size_t n_pieces;
+	tfs_buf head, tail;
+	uint64_t size;
+	uint64_t *marks;            /* marks[k]: offset of piece k * INDEX_EVERY */
+	size_t n_marks;
+	size_t cur;                 /* the piece held in text (SIZE_MAX: none) */
+	uint64_t cur_off;           /* and its offset */
+	tfs_buf text, scratch;
+};
+
+static int index_nomem(const tfs_index *s, tfs_error *err)
+{
+	return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory building index.json",
+			     s->m->path);
+}
+
+/* Appends to out the text in (dumped at depth 0) as it reads at depth: each newline
+ * followed by depth more spaces of JSON_INDENT(1); value marks replaced by the values. */
+static int emit_text(tfs_index *s, const char *in, int depth, tfs_buf *out, tfs_error *err)
+{
+	const size_t ml = strlen(VALUE_MARK_DUMPED);
+	const char *p = in;
+	int rc = 0;
+	while (!rc && *p) {
+		size_t run = strcspn(p, "\n\"");
+		rc = tfs_buf_append(out, p, run);
+		p += run;
+		if (rc || !*p)
+			break;
+		if (*p == '\n') {
+			rc = tfs_buf_append(out, "\n  ", 1 + (size_t)depth); /* depth <= 2 */
+			p++;
+			continue;
+		}
+		if (!s->values || strncmp(p, VALUE_MARK_DUMPED, ml) != 0) {
+			rc = tfs_buf_append(out, p++, 1);
+			continue;
+		}
+		char *end;
+		unsigned long long slot = strtoull(p + ml, &end, 10);
+		if (*end != '"' || slot >= s->m->n_kv)
+			return tfs_error_set(err, TFS_E_INVALID, "%s: index.json: internal error: "
+					     "bad value mark", s->m->path);
+		const tfs_kv *kv = &s->m->kv[slot];
+		size_t at = out->len;
+		tfs_error verr;
+		if (tfs_value_format_json(out, kv->type, kv->data, kv->len, &verr)) {
+			/* a value too large to show (an array over the text cap): null */
+			out->len = at;
+			rc = tfs_buf_append(out, "null", 4);
+		}
+		p = end + 1;
+	}
+	return rc ? index_nomem(s, err) : 0;
+}
+
+/* Dumps o (taking it) at depth and appends it to out. */
+static int emit(tfs_index *s, json_t *o, int depth, tfs_buf *out, tfs_error *err)
+{
+	char *t = o ? dumps(o) : NULL;
+	json_decref(o);
+	if (!t)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: cannot build index.json", s->m->path);
+	int rc = emit_text(s, t, depth, out, err);
+	free(t);
+	return rc;
+}
+
+/* A key or tensor slot's piece: its separator and its object, at depth 2. */
+static int emit_slot(tfs_index *s, json_t *o, bool first, tfs_buf *out, tfs_error *err)
+{
+	if (tfs_buf_append(out, first ? "\n  " : ",\n  ", first ? 3 : 4)) {
+		json_decref(o);
+		return index_nomem(s, err);
+	}
+	return emit(s, o, 2, out, err);
+}
+
+/* Appends piece j (see above) to out. */
+static int index_piece(tfs_index *s, size_t j, tfs_buf *out, tfs_error *err)
+{
+	const tfs_model *m = s->m;
+	if (j == 0)
+		return tfs_buf_append(out, s->head.data, s->head.len) ? index_nomem(s, err) : 0;
+	if (--j < s->n_kv) {
+		if (m->kv[j].deleted)
+			return 0;
+		return emit_slot(s, key_json(m, j, s->values, &s->scratch), j == s->first_kv, out,
+				 err);
+	}
+	j -= s->n_kv;
+	if (j == 0) {
+		const char *close = s->first_kv < s->n_kv ? "\n ]" : "]";
+		int rc = tfs_buf_append(out, close, strlen(close));
+		if (!rc && s->with_tensors)
+			rc = tfs_buf_append(out, TENSORS_OPEN, strlen(TENSORS_OPEN));
+		return rc ? index_nomem(s, err) : 0;
+	}
+	if (--j < s->n_t) {
+		if (m->t[j].deleted)
+			return 0;
+		return emit_slot(s, tensor_json(m, j, &s->scratch), j == s->first_t, out, err);
+	}
+	return tfs_buf_append(out, s->tail.data, s->tail.len) ? index_nomem(s, err) : 0;
+}
+
+/* The head and the tail, as text (see above). */
+static int index_ends(tfs_index *s, tfs_error *err)
+{
+	int rc = emit(s, head_json(s->m, s->values), 0, &s->head, err);
+	if (rc)
+		return rc;
+	/* "{\n ...\n}" without its "\n}" (or "{}" without its "}"), the keys opened */
+	bool empty = s->head.len < 3;
+	s->head.len -= empty ? 1 : 2;
+	size_t skip = empty ? 1 : 0; /* no comma after "{" */
+	if (tfs_buf_append(&s->head, &KEYS_OPEN[skip], strlen(KEYS_OPEN) - skip))
+		return index_nomem(s, err);
+	if (s->with_tensors && tfs_buf_append(&s->tail, s->first_t < s->n_t ? "\n ]" : "]",
+					      s->first_t < s->n_t ? 3 : 1))
+		return index_nomem(s, err);
+	if (tfs_buf_append(&s->tail, LAYERS_OPEN, strlen(LAYERS_OPEN)))
+		return index_nomem(s, err);
+	rc = emit(s, layers_json(s->m), 1, &s->tail, err);
+	if (!rc && tfs_buf_append(&s->tail, "\n}\n", 3))
+		rc = index_nomem(s, err);
+	return rc;
+}
+
+/* A stream with its head and tail built, not yet sized. */
+static int index_prepare(tfs_index **out, const tfs_model *m, bool values, bool with_tensors,
+			 tfs_error *err)
+{
+	tfs_index *s = calloc(1, sizeof(*s));
+	if (!s)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory building index.json",
+				     m->path);
+	s->m = m;
+	s->values = values;
+	s->with_tensors = with_tensors;
+	s->n_kv = m->n_kv;
+	s->n_t = with_tensors ? m->n_t : 0;
+	for (s->first_kv = 0; s->first_kv < s->n_kv && m->kv[s->first_kv].deleted; s->first_kv++)
+		;
+	for (s->first_t = 0; s->first_t < s->n_t && m->t[s->first_t].deleted; s->first_t++)
+		;
+	s->n_pieces = s->n_kv + s->n_t + 3;
+	s->cur = SIZE_MAX;
+	int rc = index_ends(s, err);
+	if (rc) {
+		tfs_index_free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+int tfs_index_open(tfs_index **out, const tfs_model *m, bool values, bool with_tensors,
+		   tfs_error *err)
+{
+	tfs_index *s;
+	tfs_error_clear(err);
+	int rc = index_prepare(&s, m, values, with_tensors, err);
+	if (rc)
+		return rc;
+	s->n_marks = (s->n_pieces + INDEX_EVERY - 1) / INDEX_EVERY;
+	s->marks = calloc(s->n_marks, sizeof(*s->marks));
+	if (!s->marks)
+		rc = index_nomem(s, err);
+	uint64_t off = 0;
+	for (size_t j = 0; !rc && j < s->n_pieces; j++) {
+		if (j % INDEX_EVERY == 0)
+			s->marks[j / INDEX_EVERY] = off;
+		s->text.len = 0;
+		rc = index_piece(s, j, &s->text, err);
+		off += s->text.len;
+	}
+	if (rc) {
+		tfs_index_free(s);
+		return rc;
+	}
+	s->size = off;
+	*out = s;
+	return 0;
+}
+
+uint64_t tfs_index_size(const tfs_index *s)
+{
+	return s->size;
+}
+
+/* Makes piece j, at offset at, the one held in s->text. */
+static int index_hold(tfs_index *s, size_t j, uint64_t at, tfs_error *err)
+{
+	if (s->cur == j)
+		return 0;
+	s->cur = SIZE_MAX;
+	if (j >= s->n_pieces)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: index.json: internal error: the "
+				     "document is shorter than its size", s->m->path);
+	s->text.len = 0;
+	int rc = index_piece(s, j, &s->text, err);
+	if (!rc) {
+		s->cur = j;
+		s->cur_off = at;
+	}
+	return rc;
+}
+
+int tfs_index_read(tfs_index *s, void *buf, uint64_t off, size_t len, size_t *got,
+		   tfs_error *err)
+{
+	*got = 0;
+	if (off >= s->size)
+		return 0;
+	if (len > s->size - off)
+		len = (size_t)(s->size - off);
+	/* from the last recorded offset at or before off, or the held piece if it is later */
+	size_t lo = 0, hi = s->n_marks;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->marks[mid] <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	size_t j = lo * INDEX_EVERY;
+	uint64_t at = s->marks[lo];
+	if (s->cur != SIZE_MAX && s->cur >= j && s->cur_off <= off) {
+		j = s->cur;
+		at = s->cur_off;
+	}
+	while (*got < len) {
+		int rc = index_hold(s, j, at, err);
+		if (rc)
+			return rc;
+		uint64_t end = at + s->text.len;
+		if (off < end) {
+			size_t n = (size_t)(end - off) < len - *got ? (size_t)(end - off) : len - *got;
+			memcpy((char *)buf + *got, s->text.data + (off - at), n);
+			*got += n;
+			off += n;
+		}
+		if (off >= end) {
+			at = end;
+			j++;
+		}
+	}
+	return 0;
+}
+
+void tfs_index_free(tfs_index *s)
+{
+	if (!s)
+		return;
+	tfs_buf_free(&s->head);
+	tfs_buf_free(&s->tail);
+	tfs_buf_free(&s->text);
+	tfs_buf_free(&s->scratch);
+	free(s->marks);
+	free(s);
+}
+
+/* The whole document appended to out: every piece in turn (no sizing pass). */
+static int index_whole(tfs_buf *out, const tfs_model *m, bool values, bool with_tensors,
+		       tfs_error *err)
+{
+	tfs_index *s = NULL;
+	tfs_error_clear(err);
+	int rc = index_prepare(&s, m, values, with_tensors, err);
+	for (size_t j = 0; !rc && j < s->n_pieces; j++)
+		rc = index_piece(s, j, out, err);
+	if (!rc && !out->data && tfs_buf_reserve(out, 0))
+		rc = index_nomem(s, err);
+	tfs_index_free(s);
+	return rc;
+}
+
+int tfs_model_index_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
+{
+	return index_whole(out, m, false, true, err);
+}
+
+int tfs_model_info_json(tfs_buf *out, const tfs_model *m, bool with_tensors, tfs_error *err)
+{
+	return index_whole(out, m, true, with_tensors, err);
 }

@@ -307,6 +307,8 @@ int tfs_image_write(const tfs_image *im, const tfs_model *m, int fd, const char 
 		    const tfs_write_opts *o, tfs_error *err);
 /* The GGUF file of m's keys and tensors (gguf_write.c). */
 int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err);
+/* The size of the file tfs_gguf_image lays out, without building its header. */
+int tfs_gguf_image_size(const tfs_model *m, uint64_t *size, tfs_error *err);
 /* One safetensors file: tensors ts (slots of m), keys as "__metadata__" (+ meta's strings). */
 int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
 		 const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err);

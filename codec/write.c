@@ -86,6 +86,18 @@ const char *tfs_image_name(const tfs_model *m)
 	return NULL;
 }
 
+int tfs_model_image_size(const tfs_model *m, uint64_t *size, tfs_error *err)
+{
+	if (tfs_model_gguf_encoded(m))
+		return tfs_gguf_image_size(m, size, err);
+	tfs_image *im;
+	int rc = tfs_model_image(&im, m, false, err);
+	if (!rc)
+		*size = tfs_image_size(im);
+	tfs_image_free(im);
+	return rc;
+}
+
 int tfs_model_image(tfs_image **out, const tfs_model *m, bool own_fds, tfs_error *err)
 {
 	int rc;

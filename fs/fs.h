@@ -110,6 +110,8 @@ typedef struct tfs_fs {
 	uid_t uid;
 	gid_t gid;
 	tfs_shared_image *image; /* the latest model file image (fs->image->gen), or NULL */
+	tfs_index *index;       /* index.json as a stream, while index_gen == gen + 1 (cache_lock) */
+	uint64_t index_gen;
 	char *status_path;      /* where the daemon reports the repack at unmount */
 	int repack_rc;          /* result of the repack at unmount */
 	tfs_error repack_err;
@@ -157,8 +159,11 @@ int tfs_tree_add_tensor(tfs_fs *fs, long i, bool with_raw);
 int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st);
 /* The node's file size (computing and caching content where needed); -errno on failure. */
 int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size);
-/* The node's cached content (value text, npy header, index.json); call with cache_lock held. */
+/* The node's cached content (value text, npy header, config.json); call with cache_lock held. */
 int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out);
+/* index.json of the model as it is now, as a stream (opened again after a change: its
+ * sizing pass is the first stat's cost); call with cache_lock held.  -errno. */
+int tfs_fs_index(tfs_fs *fs, tfs_index **out);
 /* Appends key node n's value text as it reads now; -errno. */
 int tfs_node_text(tfs_fs *fs, tfs_node *n, tfs_buf *out);
 /* Where tensor or layer node n's bytes are: [*off, +*len) of the returned source. */

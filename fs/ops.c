@@ -463,7 +463,26 @@ static void read_npy(fuse_req_t req, tfs_fs *fs, tfs_node *n, const char *head, 
 		fuse_reply_buf(req, out, size);
 }
 
-/* Generated content: a value's text, index.json, an npy header and what follows it. */
+/* index.json: the bytes at off, generated from the stream (the kernel bounds size). */
+static void read_index(fuse_req_t req, tfs_fs *fs, size_t size, off_t off)
+{
+	char *buf = malloc(size ? size : 1);
+	size_t got = 0;
+	tfs_index *s;
+	tfs_error err;
+	pthread_mutex_lock(&fs->cache_lock);
+	int rc = buf ? tfs_fs_index(fs, &s) : -ENOMEM;
+	if (!rc && tfs_index_read(s, buf, (uint64_t)off, size, &got, &err))
+		rc = -tfs_errno(&err);
+	pthread_mutex_unlock(&fs->cache_lock);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, got ? buf : NULL, got);
+	free(buf);
+}
+
+/* Generated content: a value's text, config.json, an npy header and what follows it. */
 static void read_generated(fuse_req_t req, tfs_fs *fs, tfs_node *n, size_t size, off_t off)
 {
 	const tfs_buf *c;
@@ -514,8 +533,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_source(req, fs, x->src, x->offset, x->size, off, size);
 	} else if (n->kind == N_F32) {
 		read_f32_view(req, fs, n, size, off);
-	} else if (n->kind == N_KEY || n->kind == N_INDEX || n->kind == N_CONFIG ||
-		   n->kind == N_NPY) {
+	} else if (n->kind == N_INDEX) {
+		read_index(req, fs, size, off);
+	} else if (n->kind == N_KEY || n->kind == N_CONFIG || n->kind == N_NPY) {
 		read_generated(req, fs, n, size, off);
 	} else {
 		fuse_reply_err(req, EISDIR);

@@ -455,6 +455,8 @@ void tfs_tree_free(tfs_fs *fs)
 	if (fs->image)
 		tfs_image_release(fs, fs->image);
 	fs->image = NULL;
+	tfs_index_free(fs->index);
+	fs->index = NULL;
 	free(fs->nodes);
 	free(fs->hash);
 	free(fs->ihash);
@@ -462,6 +464,22 @@ void tfs_tree_free(tfs_fs *fs)
 	fs->hash = NULL;
 	fs->ihash = NULL;
 	fs->n_nodes = fs->hash_cap = 0;
+}
+
+int tfs_fs_index(tfs_fs *fs, tfs_index **out)
+{
+	if (!fs->index || fs->index_gen != fs->gen + 1) {
+		tfs_index *s;
+		tfs_error err;
+		tfs_index_free(fs->index);
+		fs->index = NULL;
+		if (tfs_index_open(&s, fs->model, false, true, &err))
+			return -tfs_errno(&err);
+		fs->index = s;
+		fs->index_gen = fs->gen + 1;
+	}
+	*out = fs->index;
+	return 0;
 }
 
 /* Fills n->cache for the kinds whose content is generated. cache_lock held. */
@@ -484,9 +502,6 @@ int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out)
 	}
 	case N_NPY:
 		rc = tfs_npy_header(&n->cache, &n->raw_npy, fs->model, (size_t)n->item, &err);
-		break;
-	case N_INDEX:
-		rc = tfs_model_index_json(&n->cache, fs->model, &err);
 		break;
 	case N_CONFIG:
 		rc = tfs_model_config_json(&n->cache, fs->model, &err);
@@ -561,8 +576,16 @@ int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
 		*size = (uint64_t)st.st_size;
 		return 0;
 	}
+	case N_INDEX: {
+		tfs_index *s;
+		pthread_mutex_lock(&fs->cache_lock);
+		rc = tfs_fs_index(fs, &s);
+		if (!rc)
+			*size = tfs_index_size(s);
+		pthread_mutex_unlock(&fs->cache_lock);
+		return rc;
+	}
 	case N_KEY:
-	case N_INDEX:
 	case N_CONFIG:
 	case N_NPY:
 		pthread_mutex_lock(&fs->cache_lock);

@@ -280,6 +280,36 @@ static void exercise_name(const char *name)
 	tfs_buf_free(&dec);
 }
 
+/* index.json as a stream (what the mount serves): its size and its bytes, in order and at
+ * a few offsets, are those of the whole document doc. */
+static void exercise_index_stream(const tfs_model *m, const tfs_buf *doc)
+{
+	tfs_index *s;
+	tfs_error e;
+	char buf[1000];
+	size_t got;
+	if (tfs_index_open(&s, m, false, true, &e))
+		fz_fail("index.json stream failed: %s", e.msg);
+	if (tfs_index_size(s) != doc->len)
+		fz_fail("index.json stream: %llu bytes, the document %zu",
+			(unsigned long long)tfs_index_size(s), doc->len);
+	for (uint64_t off = 0; off <= doc->len; off += sizeof(buf)) {
+		if (tfs_index_read(s, buf, off, sizeof(buf), &got, &e))
+			fz_fail("index.json stream at %llu: %s", (unsigned long long)off, e.msg);
+		if (got != (doc->len - off < sizeof(buf) ? doc->len - off : sizeof(buf)) ||
+		    memcmp(buf, doc->data + off, got) != 0)
+			fz_fail("index.json stream differs at %llu", (unsigned long long)off);
+	}
+	for (size_t k = 1; k <= 4 && doc->len; k++) {
+		size_t off = doc->len * k / 5, n = sizeof(buf) / k;
+		size_t want = doc->len - off < n ? doc->len - off : n;
+		if (tfs_index_read(s, buf, off, n, &got, &e) || got != want ||
+		    memcmp(buf, doc->data + off, got) != 0)
+			fz_fail("index.json stream differs at %zu", off);
+	}
+	tfs_index_free(s);
+}
+
 void fz_exercise(const tfs_model *m)
 {
 	tfs_error e = { 0 };
@@ -318,6 +348,7 @@ void fz_exercise(const tfs_model *m)
 	b.len = 0;
 	if (tfs_model_index_json(&b, m, &e))
 		fz_fail("index.json failed: %s", e.msg);
+	exercise_index_stream(m, &b);
 	/* jansson refuses the lone surrogates (\udcXX) that stand for bytes of names that are
 	 * not UTF-8; the document must be JSON otherwise */
 	for (char *p = b.data; p && (p = strstr(p, "\\udc")); p += 4)

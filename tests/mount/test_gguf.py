@@ -483,6 +483,64 @@ def _bad_case_test(c):
     return test
 
 
+class IndexStream(TestCase):
+    """index.json is generated piece by piece on each read (codec/index.c): 200 reads at
+    random offsets and lengths, each after the page cache of the file is dropped so that the
+    daemon serves it, are slices of the document read whole; after an edit on a rw mount,
+    the new document likewise."""
+
+    def make(self):
+        src = os.path.join(self.tmpdir(), "many.gguf")
+        w = gg.GGUFWriter()
+        for i in range(5000):
+            kind = i % 4
+            name = ("k.%04d" % i) if i % 9 else ("k\u00e9/%04d" % i)
+            if kind == 0:
+                w.add_kv(name, gg.UINT8, i & 255)
+            elif kind == 1:
+                w.add_kv(name, gg.STRING, "v%d" % i)
+            elif kind == 2:
+                w.add_kv(name, gg.FLOAT32, i / 3)
+            else:
+                w.add_kv(name, gg.ARRAY, (gg.INT32, [i, -i]))
+        for i in range(300):
+            w.add_tensor("t.%03d" % i, "F32", np.full(4, i, np.float32))
+        w.write(src)
+        return src
+
+    def check_slices(self, path, rng):
+        whole = read(path)
+        self.assertEqual(os.stat(path).st_size, len(whole))
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for k in range(200):
+                off = int(rng.integers(0, len(whole) + 16))
+                n = int(rng.integers(0, 64 if k % 4 == 0 else 200000))
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                self.assertEqual(os.pread(fd, n, off), whole[off:off + n], "%d at %d" % (n, off))
+        finally:
+            os.close(fd)
+        return json.loads(whole)
+
+    def test_random_reads_are_slices_of_the_whole(self):
+        src = self.make()
+        rng = np.random.default_rng(7)
+        with Mount(self, src) as m:
+            ix = self.check_slices(m.p("index.json"), rng)
+        self.assertEqual(len(ix["keys"]), 5000)
+        self.assertEqual(len(ix["tensors"]), 300)
+        self.assertEqual(ix["keys"][9]["name"], "k\u00e9/0009")
+        self.assertEqual(ix["keys"][9]["file"], "k\u00e9%2F0009")
+        with Mount(self, src, ["rw"]) as m:
+            self.check_slices(m.p("index.json"), rng)
+            os.unlink(m.p("metadata", "k.0001"))
+            os.unlink(m.p("tensors", "t.000"))
+            ix = self.check_slices(m.p("index.json"), rng)
+            self.assertEqual(len(ix["keys"]), 4999)
+            self.assertEqual(ix["keys"][1]["name"], "k.0002")
+            self.assertEqual(ix["tensors"][0]["name"], "t.001")
+
+
 class BadFiles(TestCase):
     """One test per case of gguf/bad/RESULTS.json."""
 

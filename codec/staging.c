@@ -638,6 +638,41 @@ static char *data_path(const tfs_staging *s, const json_t *op)
 	return join(s->dir, rel);
 }
 
+/* A set_tensors op: the tensors of one change (an MLX weight and its companions), applied
+ * all at once. */
+static int apply_set_tensors(tfs_staging *s, tfs_model *m, const json_t *op, tfs_error *err)
+{
+	const json_t *items = json_object_get(op, "items");
+	const size_t n = json_array_size(items);
+	tfs_tensor_file f[TFS_MAX_TENSOR_FILES];
+	char *names[TFS_MAX_TENSOR_FILES] = { 0 }, *paths[TFS_MAX_TENSOR_FILES] = { 0 };
+	int64_t ne[TFS_MAX_TENSOR_FILES][TFS_MAX_DIMS];
+	int rc = n && n <= TFS_MAX_TENSOR_FILES ? 0 : -1;
+
+	for (size_t k = 0; !rc && k < n; k++) {
+		const json_t *it = json_array_get(items, k), *jne = json_object_get(it, "ne");
+		const size_t nd = json_array_size(jne);
+
+		names[k] = get_name(it, "name");
+		paths[k] = data_path(s, it);
+		if (!names[k] || !paths[k] || nd > TFS_MAX_DIMS) {
+			rc = -1;
+			break;
+		}
+		for (size_t d = 0; d < nd; d++)
+			ne[k][d] = json_integer_value(json_array_get(jne, d));
+		f[k] = (tfs_tensor_file){ names[k], (int)json_integer_value(json_object_get(it, "dtype")),
+					  (uint32_t)nd, ne[k], paths[k] };
+	}
+	rc = rc ? tfs_error_set(err, TFS_E_FORMAT, "damaged set_tensors op")
+		: tfs_model_set_tensor_files(m, f, n, err);
+	for (size_t k = 0; k < TFS_MAX_TENSOR_FILES; k++) {
+		free(names[k]);
+		free(paths[k]);
+	}
+	return rc;
+}
+
 static int apply_op(tfs_staging *s, tfs_model *m, const json_t *op, tfs_error *err)
 {
 	const char *kind = json_string_value(json_object_get(op, "op"));
@@ -699,6 +734,8 @@ static int apply_op(tfs_staging *s, tfs_model *m, const json_t *op, tfs_error *e
 			ne[k] = json_integer_value(json_array_get(jne, k));
 		rc = tfs_model_set_tensor_file(m, a, (int)json_integer_value(json_object_get(op, "dtype")),
 					       (uint32_t)nd, ne, path, err);
+	} else if (!strcmp(kind, "set_tensors")) {
+		rc = apply_set_tensors(s, m, op, err);
 	} else if (!strcmp(kind, "set_extra")) {
 		if (!(a = get_name(op, "name")) || !(path = data_path(s, op))) {
 			rc = tfs_error_set(err, TFS_E_FORMAT, "damaged set_extra op");
@@ -1112,6 +1149,43 @@ static json_t *ne_array(uint32_t n_dims, const int64_t *ne)
 			return NULL;
 		}
 	return jne;
+}
+
+int tfs_staging_set_tensors(tfs_staging *s, tfs_model *m, const tfs_tensor_file *f, size_t n,
+			    tfs_error *err)
+{
+	json_t *op = op_new("set_tensors"), *items = json_array();
+	int rc = 0;
+
+	if (!op || !items || json_object_set(op, "items", items)) {
+		json_decref(items);
+		json_decref(op);
+		return nomem(err);
+	}
+	json_decref(items);  /* op holds it */
+	for (size_t k = 0; k < n && !rc; k++) {
+		const char *rel = data_rel(s, f[k].path);
+		json_t *it = json_object(), *jne = ne_array(f[k].n_dims, f[k].ne);
+
+		if (!rel || f[k].n_dims > TFS_MAX_DIMS)
+			rc = tfs_error_set(err, TFS_E_INVALID, "tensor '%s': not a staged file or too "
+					   "many dimensions", f[k].name);
+		else if ((rc = data_sync(s, f[k].path, err)) == 0 &&
+			 (!it || !jne || put_name(it, "name", f[k].name) ||
+			  json_object_set_new(it, "dtype", json_integer(f[k].dtype)) ||
+			  json_object_set(it, "ne", jne) ||
+			  json_object_set_new(it, "data", json_string(rel)) ||
+			  json_array_append(items, it)))
+			rc = nomem(err);
+		json_decref(jne);
+		json_decref(it);
+	}
+	if (rc) {
+		json_decref(op);
+		return rc;
+	}
+	/* one op, written in one journal replace: all of them are staged, or none */
+	RECORD_AND_APPLY(s, op, tfs_model_set_tensor_files(m, f, n, err));
 }
 
 int tfs_staging_replace_tensor(tfs_staging *s, tfs_model *m, const char *from, const char *to,

@@ -15,7 +15,7 @@
  *  2. mxfp4 / mxfp8 (group 32): e = rint(log2(amax / maxval)) (0 when amax / maxval is 0),
  *     maxval 6 or 448; scale byte e + 127; each w / 2^e becomes the nearest FP4 value (the
  *     first of equally near ones in FP4_LUT order: +0, .5, ... 6, -0, -.5, ... -6) or the
- *     E4M3 byte of MLX's encoder (PyTorch's, saturating at 0x7E).
+ *     E4M3 byte of MLX's encoder (PyTorch's, saturating at 448, 0x7E).
  *  3. nvfp4 (group 16): scale byte = E4M3(amax / 6); w / E4M3(scale) to FP4 as above (all
  *     codes 0 when the scale is 0).  With a `.global_scale` g (Ollama's convention,
  *     w = FP4 * E4M3(s) * g) the values w / g are quantized and g is kept.
@@ -39,8 +39,8 @@
 
 /* ==== encoders ==== */
 
-/* E4M3 as MLX encodes it (PyTorch's fp8e4m3fn_from_fp32_value, nearest-even, but values of
- * 480 and more saturate to 0x7E); finite input only. */
+/* E4M3 as MLX encodes it (PyTorch's fp8e4m3fn_from_fp32_value, nearest-even, but with MLX's
+ * bound 543 << 21: 448 and more saturate to 0x7E, so 0x7F never comes out); finite input. */
 uint8_t tfs_mlx_e4m3_encode(float f)
 {
 	const uint32_t fp8_max = 543u << 21, denorm_mask = 141u << 23;

@@ -186,8 +186,8 @@ void tfs_mlx_dequant_row(const tfs_mlx_desc *d, const uint8_t *wrow, const uint8
  */
 int tfs_mlx_quantize_group(const tfs_mlx_desc *d, const float *x, const float *gscale,
 			   uint64_t g, uint8_t *wrow, uint8_t *srow, uint8_t *brow, tfs_error *err);
-/* E4M3 as MLX encodes it: nearest-even (PyTorch's conversion), but 480 and up saturate
- * to 0x7E (448); finite input. */
+/* E4M3 as MLX encodes it: nearest-even (PyTorch's conversion), but 448 and up saturate
+ * to 0x7E; finite input. */
 uint8_t tfs_mlx_e4m3_encode(float f);
 
 /* ==== GGUF metadata values ==== */

@@ -505,15 +505,21 @@ class NumbersMLX(TestCase):
         staging = os.path.join(self.tmpdir(), "staging")
         m = Mount(self, self.manifest, ["rw", "staging=" + staging])
         with m:
-            v = np.fromfile(m.p("f32", "w.int8"), dtype="<f4")
-            v[:64] = np.linspace(-1, 1, 64, dtype=np.float32)
-            with open(m.p("f32", "w.int8"), "r+b") as f:
-                f.write(v[:64].tobytes())
+            # written twice: the second change supersedes the first (one op, three files left)
+            for top in (2, 1):
+                v = np.linspace(-1, top, 64, dtype=np.float32)
+                with open(m.p("f32", "w.int8"), "r+b") as f:
+                    f.write(v.tobytes())
             want = [open(m.p("tensors", "w.int8" + x), "rb").read() for x in ("", ".scale", ".bias")]
             with open(os.path.join(staging, "journal.json")) as f:
                 ops = json.load(f)["ops"]
             self.assertEqual([o["op"] for o in ops], ["set_tensors"])
             self.assertEqual([i["name"] for i in ops[0]["items"]], ["w.int8", "w.int8.scale", "w.int8.bias"])
+            self.assertEqual(sorted(os.listdir(os.path.join(staging, "data"))),
+                             sorted(i["data"][5:] for i in ops[0]["items"]))
+            self.assertTrue(np.array_equal(np.fromfile(m.p("f32", "w.int8"), dtype="<f4")[:64],
+                                           self.w["w.int8"].values(*self.w["w.int8"].expected(
+                                               np.concatenate([v, self.w["w.int8"].values().ravel()[64:]]).reshape(ROWS, COLS))[:3]).ravel()[:64]))
             os.kill(int(os.getxattr(m.path, "user.tensorfs.pid")), signal.SIGKILL)
             time.sleep(0.3)
         with Mount(self, self.manifest, ["rw", "staging=" + staging]) as m:

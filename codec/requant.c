@@ -33,7 +33,8 @@ bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why)
 	} else if (d->f32_per_elem != 1)
 		w = "C64 cannot be written as numbers";
 	else if (tfs_quantize_needs_imatrix(t->dtype))
-		w = "its type needs an importance matrix to quantize, and tensorfs has none";
+		w = "its type (IQ1/IQ2/IQ3) needs an importance matrix to quantize (llama.cpp's "
+		    "imatrix), and tensorfs takes none yet; write tensors/ with quantized bytes";
 	else if (!tfs_quantize_supported(t->dtype))
 		w = "tensorfs cannot quantize its type";
 	if (why && w)
@@ -117,6 +118,12 @@ int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_o
 	if (t && t->q.mode != TFS_QMODE_NONE)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' is MLX-quantized: "
 				     "tfs_mlx_requantize writes it", t->name);
+	if (t && tfs_quantize_needs_imatrix(t->dtype))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' is %s, which needs an "
+				     "importance matrix to quantize (llama.cpp's imatrix), and tensorfs "
+				     "takes none yet: the values were not written; write tensors/%s "
+				     "with quantized bytes instead", t->name, tfs_dtype(t->dtype)->name,
+				     t->name);
 	if (!t || !tfs_tensor_numbers_writable(m, i, &why))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': %s", t ? t->name : "?", why);
 	const tfs_dtype_info *d = tfs_dtype(t->dtype);

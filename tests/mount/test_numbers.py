@@ -21,6 +21,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -328,12 +329,13 @@ class MLXWeight:
         """The parts after writing values new: edited groups quantized, the others kept;
         and the number of groups edited."""
         old = self.values()
-        codes = mq.unpack(self.words, self.bits, COLS)
-        npg = COLS // self.group
+        rows, cols = new.shape
+        codes = mq.unpack(self.words, self.bits, cols)
+        npg = cols // self.group
         pb = 1 if self.sdt == "U8" else 4 if self.sdt == "F32" else 2
         s, b = bytearray(self.s), bytearray(self.b) if self.b is not None else None
         n = 0
-        for r in range(ROWS):
+        for r in range(rows):
             for g in range(npg):
                 sl = slice(g * self.group, (g + 1) * self.group)
                 if np.array_equal(old[r, sl].view(np.uint32), new[r, sl].view(np.uint32)):
@@ -529,6 +531,42 @@ class NumbersMLX(TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
         t = self.store_tensors()
         self.assertEqual([t["w.int8"], t["w.int8.scale"], t["w.int8.bias"]], want)
+
+    def test_oracle_store_written_by_mlx(self):
+        """The store of tests/data/ollama (blobs written by MLX's save_safetensors): row 2 of
+        each quantized weight rewritten through f32/, repacked; the blobs hold what
+        mlxquant.py makes of it and are valid."""
+        store = os.path.join(self.tmpdir(), "oracle")
+        shutil.copytree(os.path.join(os.environ["TFS_TESTDATA"], "ollama", "models"), store)
+        rng = np.random.default_rng(3)
+        name = "model.layers.0.mlp.down_proj.weight"
+        for tag, (mode, bits, group) in (("int4", ("affine", 4, 64)), ("int8", ("affine", 8, 64)),
+                                         ("nvfp4", ("nvfp4", 4, 16)), ("mxfp8", ("mxfp8", 8, 32))):
+            self.store = store
+            self.manifest = os.path.join(store, "manifests", "registry.ollama.ai", "library", "oracle-st", tag)
+            before = self.store_tensors()
+            w = MLXWeight.__new__(MLXWeight)
+            w.name, w.mode, w.bits, w.group, w.gs = name, mode, bits, group, None
+            w.sdt = "BF16" if mode == "affine" else "U8"
+            w.words = np.frombuffer(before[name], "<u4").reshape(8, -1)
+            w.s, w.b = before[name + ".scale"], before.get(name + ".bias")
+            cols = w.words.shape[1] * 32 // bits
+            new = w.values().copy()
+            new[2] = rng.standard_normal(cols).astype(np.float32)
+            with Mount(self, self.manifest, ["rw"]) as m:
+                with open(m.p("f32", name), "r+b") as f:
+                    f.seek(2 * cols * 4)
+                    f.write(new[2].tobytes())
+                r = m.unmount()
+                self.assertEqual(r.returncode, 0, r.stderr)
+            words, s, b, k = w.expected(new)
+            self.assertEqual(k, cols // group, tag)
+            got = self.store_tensors()
+            self.assertEqual(got[name], words.tobytes(), tag)
+            self.assertEqual(got[name + ".scale"], s, tag)
+            if b is not None:
+                self.assertEqual(got[name + ".bias"], b, tag)
+            self.assertEqual(got["model.norm.weight"], before["model.norm.weight"], tag)
 
 
 class ImatrixTypes(TestCase):

@@ -27,9 +27,13 @@ bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why)
 	if (!d)
 		w = "no such tensor";
 	else if (t->q.mode != TFS_QMODE_NONE) {
-		if (!tfs_mlx_desc_ok(&t->q) || t->q_scale < 0 ||
-		    (t->q.mode == TFS_QMODE_AFFINE && t->q_bias < 0))
+		const tfs_tensor *sc = t->q_scale >= 0 ? tfs_model_tensor(m, (size_t)t->q_scale) : NULL;
+		const tfs_tensor *bi = t->q_bias >= 0 ? tfs_model_tensor(m, (size_t)t->q_bias) : NULL;
+
+		if (!tfs_mlx_desc_ok(&t->q) || !sc || (t->q.mode == TFS_QMODE_AFFINE && !bi))
 			w = "its MLX quantization is not one tensorfs knows";
+		else if (sc->deleted || (bi && bi->deleted))
+			w = "its .scale or .bias companion was deleted";
 	} else if (d->f32_per_elem != 1)
 		w = "C64 cannot be written as numbers";
 	else if (tfs_quantize_needs_imatrix(t->dtype))

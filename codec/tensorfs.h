@@ -389,9 +389,10 @@ int tfs_npy_check(uint64_t *data_off, const tfs_model *m, size_t i, const uint8_
 
 /*
  * Writing tensor i as numbers (f32/ and npy/ of a rw mount).  tfs_tensor_numbers_writable
- * says whether its dtype can be written back from float32 (else *why says why: an
- * MLX-quantized weight, C64, a type that needs an importance matrix...).
- * tfs_tensor_requantize reads the tensor's whole f32 view (tfs_tensor_f32_count values) from
+ * says whether its dtype can be written back from float32 (else *why says why: C64, a type
+ * that needs an importance matrix, an MLX weight whose companions are missing...); an
+ * MLX-quantized weight is written by tfs_mlx_requantize, every other tensor by
+ * tfs_tensor_requantize (which refuses MLX weights).  tfs_tensor_requantize reads the tensor's whole f32 view (tfs_tensor_f32_count values) from
  * in_fd at in_off and writes its new stored bytes at out_fd's offset 0: each block whose values
  * are exactly what its stored block dequantizes to keeps its bytes, every other block is
  * quantized (tfs_quantize).  *changed (may be NULL) gets the blocks requantized.  Works in

@@ -427,6 +427,15 @@ class NumbersMLX(TestCase):
                     f.seek((6 * COLS + 100) * 4)
                     f.write(np.float32(0.125).tobytes())
                 v[6, 100] = 0.125
+            # and row 7 of every weight: groups of zeros, of one repeated value, heavy-tailed,
+            # tiny and huge values (E4M3 scales saturate, nvfp4 scales underflow to 0)
+            row = np.concatenate([np.zeros(64), np.full(64, 0.3), rng.standard_cauchy(64),
+                                  rng.standard_normal(32) * 1e-30, rng.standard_normal(32) * 1e4])
+            row = row.astype(np.float32)
+            with open(m.p("f32", name), "r+b") as f:
+                f.seek(7 * COLS * 4)
+                f.write(row.tobytes())
+            v[7] = row
             new[name] = v
         return new
 
@@ -470,9 +479,10 @@ class NumbersMLX(TestCase):
             for n, w in self.w.items():
                 a = np.load(m.p("npy", n + ".npy"))
                 self.assertTrue(np.array_equal(a, w.values(*exp[n][:3])), n)
-                # the edited values came back within MLX's error of what was written
-                err = np.abs(a - new[n]).max()
-                self.assertLess(err, 0.35 * np.abs(new[n]).max(), n)
+                # the edited values came back within MLX's error of what was written (row 7
+                # aside: nvfp4 saturates its huge values at 6 x 448, as MLX does)
+                err = np.abs(a[:7] - new[n][:7]).max()
+                self.assertLess(err, 0.35 * np.abs(new[n][:7]).max(), n)
         print("# %d groups requantized, the others kept" % changed)
 
     def test_refusals_keep_the_tensor(self):

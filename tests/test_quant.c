@@ -292,6 +292,19 @@ Test(quant, mlx_affine_by_hand)
 	}
 }
 
+Test(quant, mlx_affine_rounds_halves_to_even)
+{
+	tfs_mlx_desc d = { TFS_QMODE_AFFINE, 4, 32, TFS_DT_F32, TFS_DT_F32, 0 };
+	float x[32] = { 0.0f, 15.0f, 2.5f, 3.5f };
+	uint8_t w[16], s[4], b[4];
+	tfs_error err = { 0 };
+
+	/* scale 15 / -15 = -1, bias 15: codes rint(15 - x), 12.5 and 11.5 both to 12 (MLX's CPU
+	 * kernel uses rint; roundf would give 13) */
+	cr_assert_eq(tfs_mlx_quantize_group(&d, x, NULL, 0, w, s, b, &err), 0, "%s", err.msg);
+	cr_assert_eq(word_at(w, 0), 0xFFFFCC0Fu, "0x%08x", word_at(w, 0));
+}
+
 Test(quant, mlx_affine_odd_bits_pack_across_bytes)
 {
 	tfs_mlx_desc d = { TFS_QMODE_AFFINE, 3, 32, TFS_DT_F32, TFS_DT_F32, 0 };

@@ -15,6 +15,8 @@
 
 #include "internal.h"
 
+#include <string.h>
+
 #define TFS_DEQ_LIST(X) \
 	X(f32) X(f16) X(bf16) X(f64) X(i8) X(i16) X(i32) X(i64) \
 	X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q8_1) \
@@ -45,6 +47,56 @@ extern const int8_t tfs_kvalues_iq4nl[16];
 extern const int8_t tfs_kvalues_fp4x2[16];
 /* E2M1 values (MLX's FP4_LUT, safetensors F4). */
 extern const float tfs_fp4_values[16];
+
+/* ==== MLX scale decoders (mlx.c, mlx_quant.c) ==== */
+
+/* E4M3 as MLX decodes it: sign honoured, exponent bias 7, subnormals m * 2^-9,
+ * and no NaN: 0x7F / 0xFF are +-480 (MLX's encoder saturates at 0x7E). */
+static inline float tfs_e4m3_mlx(uint8_t b)
+{
+	uint32_t exp = (b >> 3) & 0xfu, man = b & 7u, bits;
+	float f;
+
+	if (exp == 0) {
+		f = (float)man * 0x1p-9f;
+		memcpy(&bits, &f, 4);
+	} else {
+		bits = ((exp + 120) << 23) | (man << 20);
+	}
+	bits |= (uint32_t)(b & 0x80) << 24;
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
+/* E8M0 as MLX decodes it: 2^(s-127); 0 is 2^-127 and 255 is +inf. */
+static inline float tfs_e8m0_mlx(uint8_t s)
+{
+	uint32_t bits = s ? (uint32_t)s << 23 : 0x00400000u;
+	float f;
+
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
+/* The i-th scale or bias of a row stored in dtype dt (BF16, F16 or F32). */
+static inline float tfs_mlx_param(const uint8_t *row, int dt, uint64_t i)
+{
+	switch (dt) {
+	case TFS_DT_BF16:
+		return tfs_bf16_to_f32(tfs_le16(row + 2 * i));
+	case TFS_DT_F16:
+		return tfs_f16_to_f32(tfs_le16(row + 2 * i));
+	default: {
+		float f;
+
+		memcpy(&f, row + 4 * i, 4);
+		return f;
+	}
+	}
+}
+
+/* Whether an MLX descriptor is one the kernels handle (mode, bits, group, dtypes). */
+bool tfs_mlx_desc_ok(const tfs_mlx_desc *d);
 
 /* ==== scalar helpers shared with the SIMD kernels ==== */
 

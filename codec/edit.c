@@ -384,6 +384,51 @@ int tfs_model_set_tensor_file(tfs_model *m, const char *name, int dtype, uint32_
 	return 0;
 }
 
+int tfs_model_set_tensor_files(tfs_model *m, const tfs_tensor_file *f, size_t n,
+			       tfs_error *err)
+{
+	int32_t si[TFS_MAX_TENSOR_FILES];
+	long idx[TFS_MAX_TENSOR_FILES];
+	uint64_t nbytes;
+	size_t k;
+	int rc = 0;
+
+	if (n > TFS_MAX_TENSOR_FILES)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: %zu tensors in one change", m->path, n);
+	/* everything is checked, and every file added, before any tensor changes */
+	for (k = 0; k < n && !rc; k++) {
+		idx[k] = tfs_model_find_tensor(m, f[k].name);
+		si[k] = -1;
+		if (idx[k] < 0)
+			rc = tfs_error_set(err, TFS_E_NOTFOUND, "%s: no tensor '%s'", m->path,
+					   f[k].name);
+		else if (!(rc = check_tensor_spec(m, f[k].name, f[k].dtype, f[k].n_dims, f[k].ne,
+						  &nbytes, err)) &&
+			 !(rc = tfs_model_add_source(m, f[k].path, NULL, &si[k], err))) {
+			m->src[si[k]].staged = true;
+			if (m->src[si[k]].size != nbytes)
+				rc = tfs_error_set(err, TFS_E_INVALID, "%s: tensor '%s': %llu bytes "
+						   "were written, it needs %llu", m->path, f[k].name,
+						   (unsigned long long)m->src[si[k]].size,
+						   (unsigned long long)nbytes);
+		}
+	}
+	if (rc) {
+		for (size_t r = 0; r < k; r++)
+			release_staged_source(m, si[r]);
+		return rc;
+	}
+	for (k = 0; k < n; k++) {
+		tfs_tensor *t = &m->t[idx[k]];
+		int32_t old = t->src;
+
+		set_tensor_bytes(t, f[k].dtype, f[k].n_dims, f[k].ne, m->src[si[k]].size, si[k], 0);
+		release_staged_source(m, old);
+	}
+	m->changed = true;
+	return 0;
+}
+
 /* The media type of an Ollama layer that a file of this name becomes. */
 static int extra_media_type(char *out, size_t cap, const char *name)
 {

@@ -23,52 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* ==== scale decoders ==== */
-
-/* E4M3 as MLX decodes it: sign honoured, exponent bias 7, subnormals m * 2^-9,
- * and no NaN: 0x7F / 0xFF are +-480 (MLX's encoder saturates at 0x7E). */
-static inline float e4m3_mlx(uint8_t b)
-{
-	uint32_t exp = (b >> 3) & 0xfu, man = b & 7u, bits;
-	float f;
-
-	if (exp == 0) {
-		f = (float)man * 0x1p-9f;
-		memcpy(&bits, &f, 4);
-	} else {
-		bits = ((exp + 120) << 23) | (man << 20);
-	}
-	bits |= (uint32_t)(b & 0x80) << 24;
-	memcpy(&f, &bits, 4);
-	return f;
-}
-
-/* E8M0 as MLX decodes it: 2^(s-127); 0 is 2^-127 and 255 is +inf. */
-static inline float e8m0_mlx(uint8_t s)
-{
-	uint32_t bits = s ? (uint32_t)s << 23 : 0x00400000u;
-	float f;
-
-	memcpy(&f, &bits, 4);
-	return f;
-}
-
-/* The i-th scale or bias of a row stored in dtype dt (BF16, F16 or F32). */
-static inline float load_param(const uint8_t *row, int dt, uint64_t i)
-{
-	switch (dt) {
-	case TFS_DT_BF16:
-		return tfs_bf16_to_f32(tfs_le16(row + 2 * i));
-	case TFS_DT_F16:
-		return tfs_f16_to_f32(tfs_le16(row + 2 * i));
-	default: {
-		float f;
-
-		memcpy(&f, row + 4 * i, 4);
-		return f;
-	}
-	}
-}
+/* ==== scales and biases (the E4M3 and E8M0 decoders are in dequant.h) ==== */
 
 /* The bits-wide code of element k (bits 1..8), reading only the bytes it spans. */
 static inline uint32_t code_at(const uint8_t *w, uint64_t k, uint32_t bits)
@@ -81,7 +36,7 @@ static inline uint32_t code_at(const uint8_t *w, uint64_t k, uint32_t bits)
 	return (v >> off) & ((1u << bits) - 1);
 }
 
-static bool desc_ok(const tfs_mlx_desc *d)
+bool tfs_mlx_desc_ok(const tfs_mlx_desc *d)
 {
 	if (d->group == 0)
 		return false;
@@ -111,7 +66,7 @@ void tfs_mlx_dequant_row(const tfs_mlx_desc *d, const uint8_t *wrow, const uint8
 	const uint64_t end = k0 + n;
 	uint64_t k = k0;
 
-	if (!desc_ok(d) || (d->mode == TFS_QMODE_AFFINE && !brow)) {
+	if (!tfs_mlx_desc_ok(d) || (d->mode == TFS_QMODE_AFFINE && !brow)) {
 		/* a descriptor the reader should never have produced: no values */
 		uint32_t nan = 0x7fc00000u;
 
@@ -130,8 +85,8 @@ void tfs_mlx_dequant_row(const tfs_mlx_desc *d, const uint8_t *wrow, const uint8
 
 		switch (d->mode) {
 		case TFS_QMODE_AFFINE: {
-			const float s = load_param(srow, d->scale_dtype, g);
-			const float b = load_param(brow, d->bias_dtype, g);
+			const float s = tfs_mlx_param(srow, d->scale_dtype, g);
+			const float b = tfs_mlx_param(brow, d->bias_dtype, g);
 
 			if (d->bits == 8) {
 				for (; k < seg_end; k++)
@@ -146,7 +101,7 @@ void tfs_mlx_dequant_row(const tfs_mlx_desc *d, const uint8_t *wrow, const uint8
 			break;
 		}
 		case TFS_QMODE_NVFP4: {
-			const float s = e4m3_mlx(srow[g]);
+			const float s = tfs_e4m3_mlx(srow[g]);
 
 			if (gscale) {
 				const float gs = *gscale;
@@ -160,17 +115,17 @@ void tfs_mlx_dequant_row(const tfs_mlx_desc *d, const uint8_t *wrow, const uint8
 			break;
 		}
 		case TFS_QMODE_MXFP4: {
-			const float s = e8m0_mlx(srow[g]);
+			const float s = tfs_e8m0_mlx(srow[g]);
 
 			for (; k < seg_end; k++)
 				*out++ = tfs_fp4_values[(wrow[k >> 1] >> (4 * (k & 1))) & 0xf] * s;
 			break;
 		}
 		case TFS_QMODE_MXFP8: {
-			const float s = e8m0_mlx(srow[g]);
+			const float s = tfs_e8m0_mlx(srow[g]);
 
 			for (; k < seg_end; k++)
-				*out++ = e4m3_mlx(wrow[k]) * s;
+				*out++ = tfs_e4m3_mlx(wrow[k]) * s;
 			break;
 		}
 		default:

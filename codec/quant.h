@@ -23,6 +23,11 @@ typedef struct {
 int tfs_quantize_from(void *dst, int id, const float *src, uint64_t nelems, uint64_t first,
 		      tfs_error *err);
 
+/* Reads len staged values' bytes at off of fd (TFS_E_INVALID when they end early) / writes
+ * requantized bytes at off of fd, whole; requant.c, mlx_quant.c. */
+int tfs_staged_pread(int fd, void *buf, size_t len, uint64_t off, tfs_error *err);
+int tfs_staged_pwrite(int fd, const void *buf, size_t len, uint64_t off, tfs_error *err);
+
 #if defined(__x86_64__)
 /* Fits 8 sub-blocks of n (16 or 32) values: sub-block j is x[n*j .. n*j + n) with weights
  * w[n*j ..]; its levels go to L[n*j ..], its scale to scale[j], minus its min to neg_min[j]. */

@@ -8,6 +8,7 @@
  * quantizer run on dequantized values does not in general give the same bytes back); every
  * other block is quantized with tfs_quantize, which works block by block.
  */
+#include "dequant.h"
 #include "quant.h"
 
 #include <errno.h>
@@ -25,12 +26,19 @@ bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why)
 
 	if (!d)
 		w = "no such tensor";
-	else if (t->q.mode != TFS_QMODE_NONE)
-		w = "MLX-quantized weights cannot be written as numbers yet";
-	else if (d->f32_per_elem != 1)
+	else if (t->q.mode != TFS_QMODE_NONE) {
+		const tfs_tensor *sc = t->q_scale >= 0 ? tfs_model_tensor(m, (size_t)t->q_scale) : NULL;
+		const tfs_tensor *bi = t->q_bias >= 0 ? tfs_model_tensor(m, (size_t)t->q_bias) : NULL;
+
+		if (!tfs_mlx_desc_ok(&t->q) || !sc || (t->q.mode == TFS_QMODE_AFFINE && !bi))
+			w = "its MLX quantization is not one tensorfs knows";
+		else if (sc->deleted || (bi && bi->deleted))
+			w = "its .scale or .bias companion was deleted";
+	} else if (d->f32_per_elem != 1)
 		w = "C64 cannot be written as numbers";
 	else if (tfs_quantize_needs_imatrix(t->dtype))
-		w = "its type needs an importance matrix to quantize, and tensorfs has none";
+		w = "its type (IQ1/IQ2/IQ3) needs an importance matrix to quantize (llama.cpp's "
+		    "imatrix), and tensorfs takes none yet; write tensors/ with quantized bytes";
 	else if (!tfs_quantize_supported(t->dtype))
 		w = "tensorfs cannot quantize its type";
 	if (why && w)
@@ -38,7 +46,7 @@ bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why)
 	return w == NULL;
 }
 
-static int pread_full(int fd, void *buf, size_t len, uint64_t off, tfs_error *err)
+int tfs_staged_pread(int fd, void *buf, size_t len, uint64_t off, tfs_error *err)
 {
 	for (size_t done = 0; done < len;) {
 		ssize_t r = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
@@ -53,7 +61,7 @@ static int pread_full(int fd, void *buf, size_t len, uint64_t off, tfs_error *er
 	return 0;
 }
 
-static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off, tfs_error *err)
+int tfs_staged_pwrite(int fd, const void *buf, size_t len, uint64_t off, tfs_error *err)
 {
 	for (size_t done = 0; done < len;) {
 		ssize_t r = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
@@ -111,6 +119,15 @@ int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_o
 	const char *why = "no such tensor";
 	uint64_t n_changed = 0;
 
+	if (t && t->q.mode != TFS_QMODE_NONE)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' is MLX-quantized: "
+				     "tfs_mlx_requantize writes it", t->name);
+	if (t && tfs_quantize_needs_imatrix(t->dtype))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' is %s, which needs an "
+				     "importance matrix to quantize (llama.cpp's imatrix), and tensorfs "
+				     "takes none yet: the values were not written; write tensors/%s "
+				     "with quantized bytes instead", t->name, tfs_dtype(t->dtype)->name,
+				     t->name);
 	if (!t || !tfs_tensor_numbers_writable(m, i, &why))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': %s", t ? t->name : "?", why);
 	const tfs_dtype_info *d = tfs_dtype(t->dtype);
@@ -124,12 +141,12 @@ int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_o
 	for (uint64_t b0 = 0; !rc && b0 < nblocks; b0 += per) {
 		uint64_t nb = nblocks - b0 < per ? nblocks - b0 : per;
 
-		rc = pread_full(in_fd, vals, nb * d->block_elems * sizeof(float),
+		rc = tfs_staged_pread(in_fd, vals, nb * d->block_elems * sizeof(float),
 				in_off + b0 * d->block_elems * sizeof(float), err);
 		if (!rc)
 			rc = requant_chunk(m, i, d, b0, nb, vals, old, raw, &n_changed, err);
 		if (!rc)
-			rc = pwrite_full(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
+			rc = tfs_staged_pwrite(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
 	}
 	free(vals);
 	free(old);
@@ -186,7 +203,7 @@ int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, int out_fd, tfs_
 			rc = tfs_quantize_from(raw, dtype, vals, nb * d->block_elems,
 					       b0 * d->block_elems, err);
 		if (!rc)
-			rc = pwrite_full(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
+			rc = tfs_staged_pwrite(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
 	}
 	free(vals);
 	free(raw);

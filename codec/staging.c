@@ -638,6 +638,41 @@ static char *data_path(const tfs_staging *s, const json_t *op)
 	return join(s->dir, rel);
 }
 
+/* A set_tensors op: the tensors of one change (an MLX weight and its companions), applied
+ * all at once. */
+static int apply_set_tensors(tfs_staging *s, tfs_model *m, const json_t *op, tfs_error *err)
+{
+	const json_t *items = json_object_get(op, "items");
+	const size_t n = json_array_size(items);
+	tfs_tensor_file f[TFS_MAX_TENSOR_FILES];
+	char *names[TFS_MAX_TENSOR_FILES] = { 0 }, *paths[TFS_MAX_TENSOR_FILES] = { 0 };
+	int64_t ne[TFS_MAX_TENSOR_FILES][TFS_MAX_DIMS];
+	int rc = n && n <= TFS_MAX_TENSOR_FILES ? 0 : -1;
+
+	for (size_t k = 0; !rc && k < n; k++) {
+		const json_t *it = json_array_get(items, k), *jne = json_object_get(it, "ne");
+		const size_t nd = json_array_size(jne);
+
+		names[k] = get_name(it, "name");
+		paths[k] = data_path(s, it);
+		if (!names[k] || !paths[k] || nd > TFS_MAX_DIMS) {
+			rc = -1;
+			break;
+		}
+		for (size_t d = 0; d < nd; d++)
+			ne[k][d] = json_integer_value(json_array_get(jne, d));
+		f[k] = (tfs_tensor_file){ names[k], (int)json_integer_value(json_object_get(it, "dtype")),
+					  (uint32_t)nd, ne[k], paths[k] };
+	}
+	rc = rc ? tfs_error_set(err, TFS_E_FORMAT, "damaged set_tensors op")
+		: tfs_model_set_tensor_files(m, f, n, err);
+	for (size_t k = 0; k < TFS_MAX_TENSOR_FILES; k++) {
+		free(names[k]);
+		free(paths[k]);
+	}
+	return rc;
+}
+
 static int apply_op(tfs_staging *s, tfs_model *m, const json_t *op, tfs_error *err)
 {
 	const char *kind = json_string_value(json_object_get(op, "op"));
@@ -699,6 +734,8 @@ static int apply_op(tfs_staging *s, tfs_model *m, const json_t *op, tfs_error *e
 			ne[k] = json_integer_value(json_array_get(jne, k));
 		rc = tfs_model_set_tensor_file(m, a, (int)json_integer_value(json_object_get(op, "dtype")),
 					       (uint32_t)nd, ne, path, err);
+	} else if (!strcmp(kind, "set_tensors")) {
+		rc = apply_set_tensors(s, m, op, err);
 	} else if (!strcmp(kind, "set_extra")) {
 		if (!(a = get_name(op, "name")) || !(path = data_path(s, op))) {
 			rc = tfs_error_set(err, TFS_E_FORMAT, "damaged set_extra op");
@@ -857,15 +894,64 @@ static int unrecord(tfs_staging *s, int rc, tfs_error *err)
 	return rc;
 }
 
+/* Whether name is one of names[0..n). */
+static bool name_in(const char *name, const char *const *names, size_t n)
+{
+	for (size_t k = 0; name && k < n; k++)
+		if (!strcmp(name, names[k]))
+			return true;
+	return false;
+}
+
+/* Whether op, an earlier op than a set of names (of kind), can no longer be seen: a set of
+ * one of them, or (tensors) a set_tensors all of whose tensors are among them. */
+static bool op_superseded(const json_t *op, const char *k, const char *kind, const char *field,
+			  const char *const *names, size_t n_names)
+{
+	bool hit = false;
+
+	if (!strcmp(k, kind)) {
+		char *nm = get_name(op, field);
+		hit = name_in(nm, names, n_names);
+		free(nm);
+	} else if (!strcmp(k, "set_tensors") && !strcmp(kind, "set_tensor")) {
+		const json_t *items = json_object_get(op, "items");
+		hit = json_array_size(items) > 0;
+		for (size_t j = 0; hit && j < json_array_size(items); j++) {
+			char *nm = get_name(json_array_get(items, j), "name");
+			hit = name_in(nm, names, n_names);
+			free(nm);
+		}
+	}
+	return hit;
+}
+
+/* Removes the data files of a dead op (every item's, for set_tensors). */
+static void unlink_data(tfs_staging *s, const json_t *op)
+{
+	const json_t *items = json_object_get(op, "items");
+	char *path = data_path(s, op);
+
+	if (path)
+		unlink(path);
+	free(path);
+	for (size_t j = 0; j < json_array_size(items); j++) {
+		path = data_path(s, json_array_get(items, j));
+		if (path)
+			unlink(path);
+		free(path);
+	}
+}
+
 /*
- * After a set of `name` (the op just recorded and applied): earlier sets of the same
- * name with no rename or delete in between are dead (their bytes can no longer be
+ * After a set of names (the op just recorded and applied): earlier sets of the same
+ * names with no rename or delete in between are dead (their bytes can no longer be
  * seen).  They leave the journal, durably, and then their data files are removed, so
  * rewriting a big tensor again and again does not pile copies up in the staging
  * directory.  Best effort: on any failure the journal stays as it was, still valid.
  */
 static void drop_superseded(tfs_staging *s, const char *kind, const char *field,
-			    const char *name)
+			    const char *const *names, size_t n_names)
 {
 	json_t *all = ops(s);
 	size_t n = json_array_size(all), n_dead = 0;
@@ -878,14 +964,10 @@ static void drop_superseded(tfs_staging *s, const char *kind, const char *field,
 		if (!k || !strncmp(k, "rename", 6) || !strncmp(k, "del", 3) ||
 		    !strncmp(k, "replace", 7))
 			break;
-		if (strcmp(k, kind))
-			continue;
-		char *nm = get_name(op, field);
-		if (nm && !strcmp(nm, name)) {
+		if (op_superseded(op, k, kind, field, names, n_names)) {
 			dead[i] = true;
 			n_dead++;
 		}
-		free(nm);
 	}
 	json_t *keep = n_dead ? json_array() : NULL;
 	for (size_t i = 0; keep && i < n; i++)
@@ -904,12 +986,9 @@ static void drop_superseded(tfs_staging *s, const char *kind, const char *field,
 		free(dead);
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
-		char *path = dead[i] ? data_path(s, json_array_get(all, i)) : NULL;
-		if (path)
-			unlink(path);
-		free(path);
-	}
+	for (size_t i = 0; i < n; i++)
+		if (dead[i])
+			unlink_data(s, json_array_get(all, i));
 	json_decref(all);
 	free(dead);
 }
@@ -962,7 +1041,7 @@ static int stage_kv(tfs_staging *s, tfs_model *m, const char *from, const char *
 	if ((rc = kv_apply(m, from, key, type, copy, len, err)))
 		return unrecord(s, rc, err);
 	if (!from)
-		drop_superseded(s, "set_kv", "key", key);
+		drop_superseded(s, "set_kv", "key", &key, 1);
 	return 0;
 }
 
@@ -1098,7 +1177,7 @@ int tfs_staging_set_tensor(tfs_staging *s, tfs_model *m, const char *name, int d
 		return rc;
 	if ((rc = tfs_model_set_tensor_file(m, name, dtype, n_dims, ne, data_path_, err)))
 		return unrecord(s, rc, err);
-	drop_superseded(s, "set_tensor", "name", name);
+	drop_superseded(s, "set_tensor", "name", &name, 1);
 	return 0;
 }
 
@@ -1112,6 +1191,53 @@ static json_t *ne_array(uint32_t n_dims, const int64_t *ne)
 			return NULL;
 		}
 	return jne;
+}
+
+int tfs_staging_set_tensors(tfs_staging *s, tfs_model *m, const tfs_tensor_file *f, size_t n,
+			    tfs_error *err)
+{
+	if (n == 0 || n > TFS_MAX_TENSOR_FILES)
+		return tfs_error_set(err, TFS_E_INVALID, "%zu tensors in one change", n);
+	json_t *op = op_new("set_tensors"), *items = json_array();
+	int rc = 0;
+
+	if (!op || !items || json_object_set(op, "items", items)) {
+		json_decref(items);
+		json_decref(op);
+		return nomem(err);
+	}
+	json_decref(items);  /* op holds it */
+	for (size_t k = 0; k < n && !rc; k++) {
+		const char *rel = data_rel(s, f[k].path);
+		json_t *it = json_object(), *jne = ne_array(f[k].n_dims, f[k].ne);
+
+		if (!rel || f[k].n_dims > TFS_MAX_DIMS)
+			rc = tfs_error_set(err, TFS_E_INVALID, "tensor '%s': not a staged file or too "
+					   "many dimensions", f[k].name);
+		else if ((rc = data_sync(s, f[k].path, err)) == 0 &&
+			 (!it || !jne || put_name(it, "name", f[k].name) ||
+			  json_object_set_new(it, "dtype", json_integer(f[k].dtype)) ||
+			  json_object_set(it, "ne", jne) ||
+			  json_object_set_new(it, "data", json_string(rel)) ||
+			  json_array_append(items, it)))
+			rc = nomem(err);
+		json_decref(jne);
+		json_decref(it);
+	}
+	if (rc) {
+		json_decref(op);
+		return rc;
+	}
+	/* one op, written in one journal replace: all of them are staged, or none */
+	if ((rc = record(s, op, err)))
+		return rc;
+	if ((rc = tfs_model_set_tensor_files(m, f, n, err)))
+		return unrecord(s, rc, err);
+	const char *names[TFS_MAX_TENSOR_FILES];
+	for (size_t k = 0; k < n; k++)
+		names[k] = f[k].name;
+	drop_superseded(s, "set_tensor", "name", names, n);
+	return 0;
 }
 
 int tfs_staging_replace_tensor(tfs_staging *s, tfs_model *m, const char *from, const char *to,
@@ -1164,7 +1290,7 @@ int tfs_staging_set_extra(tfs_staging *s, tfs_model *m, const char *name, const 
 		return rc;
 	if ((rc = tfs_model_set_extra_file(m, name, data_path_, err)))
 		return unrecord(s, rc, err);
-	drop_superseded(s, "set_extra", "name", name);
+	drop_superseded(s, "set_extra", "name", &name, 1);
 	return 0;
 }
 

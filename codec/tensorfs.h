@@ -175,6 +175,21 @@ void tfs_mlx_dequant_row(const tfs_mlx_desc *d, const uint8_t *wrow, const uint8
 			 const uint8_t *brow, const float *gscale, uint64_t k0, uint64_t n,
 			 float *out);
 
+/*
+ * Quantizes group g of one row of an MLX-quantized matrix as MLX's mx.quantize does
+ * (mlx_quant.c says how, step by step): x holds the group's d->group values; its codes go
+ * into wrow (the row's packed words), its scale into srow[g] (and bias into brow[g],
+ * affine only) in their dtypes; gscale: the row's nvfp4 global scale, or NULL.  Nothing
+ * else of the rows changes.  TFS_E_INVALID when a value cannot be represented (NaN,
+ * infinity, a range whose scale or bias overflows its dtype, an mx group too small for
+ * an E8M0 scale), saying which.
+ */
+int tfs_mlx_quantize_group(const tfs_mlx_desc *d, const float *x, const float *gscale,
+			   uint64_t g, uint8_t *wrow, uint8_t *srow, uint8_t *brow, tfs_error *err);
+/* E4M3 as MLX encodes it: nearest-even (PyTorch's conversion), but 448 and up saturate
+ * to 0x7E; finite input. */
+uint8_t tfs_mlx_e4m3_encode(float f);
+
 /* ==== GGUF metadata values ==== */
 
 typedef enum {
@@ -377,9 +392,10 @@ int tfs_npy_check(uint64_t *data_off, const tfs_model *m, size_t i, const uint8_
 
 /*
  * Writing tensor i as numbers (f32/ and npy/ of a rw mount).  tfs_tensor_numbers_writable
- * says whether its dtype can be written back from float32 (else *why says why: an
- * MLX-quantized weight, C64, a type that needs an importance matrix...).
- * tfs_tensor_requantize reads the tensor's whole f32 view (tfs_tensor_f32_count values) from
+ * says whether its dtype can be written back from float32 (else *why says why: C64, a type
+ * that needs an importance matrix, an MLX weight whose companions are missing...); an
+ * MLX-quantized weight is written by tfs_mlx_requantize, every other tensor by
+ * tfs_tensor_requantize (which refuses MLX weights).  tfs_tensor_requantize reads the tensor's whole f32 view (tfs_tensor_f32_count values) from
  * in_fd at in_off and writes its new stored bytes at out_fd's offset 0: each block whose values
  * are exactly what its stored block dequantizes to keeps its bytes, every other block is
  * quantized (tfs_quantize).  *changed (may be NULL) gets the blocks requantized.  Works in
@@ -389,6 +405,17 @@ int tfs_npy_check(uint64_t *data_off, const tfs_model *m, size_t i, const uint8_
 bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why);
 int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_off, int out_fd,
 			  uint64_t *changed, tfs_error *err);
+/*
+ * Tensor i, an MLX-quantized weight, written back from its f32 view (the values at in_fd
+ * from in_off, as tfs_tensor_requantize): its new packed words go to w_fd, its scales to
+ * s_fd and (affine) its biases to b_fd (-1 otherwise), each the whole companion from offset
+ * 0.  A group whose values are bit for bit what it dequantizes to keeps its codes, scale
+ * and bias; every other group is quantized by tfs_mlx_quantize_group.  The global scale
+ * (nvfp4) is kept.  *changed (may be NULL) gets the groups requantized.  TFS_E_INVALID names
+ * the tensor and the element of a value that cannot be represented.
+ */
+int tfs_mlx_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_off, int w_fd,
+		       int s_fd, int b_fd, uint64_t *changed, tfs_error *err);
 /* Converting tensor i to another dtype (its values dequantized, then quantized as dtype;
  * same shape).  _check says whether it can be: TFS_E_UNSUPPORTED (an MLX weight, C64, a
  * dtype tensorfs cannot quantize to), TFS_E_INVALID (rows that are not whole blocks of
@@ -485,6 +512,22 @@ int tfs_model_del_tensor(tfs_model *m, const char *name, tfs_error *err);
  */
 int tfs_model_set_tensor_file(tfs_model *m, const char *name, int dtype, uint32_t n_dims,
 			      const int64_t *ne, const char *path, tfs_error *err);
+/* One tensor's new bytes in a change of several tensors at once. */
+typedef struct {
+	const char *name;
+	int dtype;
+	uint32_t n_dims;
+	const int64_t *ne;
+	const char *path;
+} tfs_tensor_file;
+#define TFS_MAX_TENSOR_FILES 4
+/*
+ * tfs_model_set_tensor_file for n (at most TFS_MAX_TENSOR_FILES) existing tensors at once
+ * (an MLX weight and its companions): all of them change, or none (every file and spec is
+ * checked first).
+ */
+int tfs_model_set_tensor_files(tfs_model *m, const tfs_tensor_file *f, size_t n,
+			       tfs_error *err);
 /* Sets an Ollama layer's bytes; fails (TFS_E_INVALID) when they are not what Ollama accepts
  * for the layer's kind (see tfs_extra_check). */
 int tfs_model_set_extra_file(tfs_model *m, const char *name, const char *path, tfs_error *err);
@@ -576,6 +619,10 @@ int tfs_staging_rename_kv(tfs_staging *s, tfs_model *m, const char *from, const 
 int tfs_staging_set_tensor(tfs_staging *s, tfs_model *m, const char *name, int dtype,
 			   uint32_t n_dims, const int64_t *ne, const char *data_path,
 			   tfs_error *err);
+/* Sets several existing tensors' bytes in one journal op (crash-safe together: an MLX
+ * weight and its companions); see tfs_model_set_tensor_files. */
+int tfs_staging_set_tensors(tfs_staging *s, tfs_model *m, const tfs_tensor_file *f, size_t n,
+			    tfs_error *err);
 int tfs_staging_del_tensor(tfs_staging *s, tfs_model *m, const char *name, tfs_error *err);
 int tfs_staging_rename_tensor(tfs_staging *s, tfs_model *m, const char *from, const char *to,
 			      bool replace, tfs_error *err);

@@ -6,7 +6,9 @@
  * checked (its size; an npy header must say the tensor's dtype and shape) and turned into
  * the tensor's new stored bytes by codec (tfs_tensor_requantize: blocks not edited keep
  * their bytes, the others are quantized to the tensor's own dtype); those are journaled as
- * a tensors/ write would be, so the repack and crash recovery need nothing more.  An npy/
+ * a tensors/ write would be, so the repack and crash recovery need nothing more.  An MLX
+ * weight (tfs_mlx_requantize) changes with its scale and bias companions: three staged
+ * files in one journal op, so a crash never leaves new codes with old scales.  An npy/
  * file of a dtype numpy has (F16, F32, I8...) holds the stored bytes themselves: copied.
  */
 #include "fs.h"
@@ -123,29 +125,65 @@ int tfs_numbers_copy(tfs_fs *fs, tfs_handle *h)
 	return rc;
 }
 
-/* What a commit turns into: the tensor as it was when the file was checked. */
+/* One tensor a commit changes, as it was when the file was checked, and its new bytes. */
 typedef struct {
 	size_t item;
 	char *name;
 	int dtype;
 	uint32_t n_dims;
 	int64_t ne[TFS_MAX_DIMS];
-	bool raw;
+	char *path;
+} part;
+
+/* What a commit turns into: the tensor (p[0]) and, for an MLX weight, its scale and bias
+ * companions, which change with it in one journal op. */
+typedef struct {
+	part p[3];
+	size_t n;
+	bool raw, mlx;
 	uint64_t data_off, payload;
 } target;
+
+static int add_part(tfs_fs *fs, target *tg, size_t item)
+{
+	const tfs_tensor *t = tfs_model_tensor(fs->model, item);
+	part *p = &tg->p[tg->n++];
+
+	p->item = item;
+	p->name = strdup(t->name);
+	p->dtype = t->dtype;
+	p->n_dims = t->n_dims;
+	memcpy(p->ne, t->ne, sizeof(p->ne));
+	return p->name ? 0 : -ENOMEM;
+}
+
+/* The tensors a commit of tensor item changes: itself, and an MLX weight's companions
+ * (its global scale is kept). */
+static int add_parts(tfs_fs *fs, target *tg, size_t item)
+{
+	const tfs_tensor *t = tfs_model_tensor(fs->model, item);
+	int rc = add_part(fs, tg, item);
+
+	tg->mlx = t->q.mode != TFS_QMODE_NONE;
+	if (!rc && tg->mlx)
+		rc = add_part(fs, tg, (size_t)t->q_scale);
+	if (!rc && tg->mlx && t->q.mode == TFS_QMODE_AFFINE)
+		rc = add_part(fs, tg, (size_t)t->q_bias);
+	return rc;
+}
 
 /* Checks the staged file of h against its tensor; fills tg.  0 or a negative errno. */
 static int check_staged(tfs_fs *fs, tfs_handle *h, target *tg)
 {
 	tfs_node *n = h->node;
-	const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
+	const size_t item = (size_t)n->item;
+	const tfs_tensor *t = tfs_model_tensor(fs->model, item);
 	tfs_buf head = { 0 };
 	tfs_error err = { 0 };
 	char msg[512];
 
-	tg->item = (size_t)n->item;
 	tg->raw = payload_raw(fs, n, &head, &err);
-	tg->payload = tg->raw ? t->nbytes : tfs_tensor_f32_count(fs->model, tg->item, NULL) * 4;
+	tg->payload = tg->raw ? t->nbytes : tfs_tensor_f32_count(fs->model, item, NULL) * 4;
 	tg->data_off = 0;
 	tfs_buf_free(&head);
 	if (n->kind == N_NPY) {
@@ -153,7 +191,7 @@ static int check_staged(tfs_fs *fs, tfs_handle *h, target *tg)
 		size_t want = h->data_size < STEP ? (size_t)h->data_size : STEP;
 		ssize_t got = p ? pread(h->data_fd, p, want, 0) : -1;
 		int rc = got < 0 ? -EIO
-			 : tfs_npy_check(&tg->data_off, fs->model, tg->item, p, (size_t)got, &err);
+			 : tfs_npy_check(&tg->data_off, fs->model, item, p, (size_t)got, &err);
 
 		free(p);
 		if (rc)
@@ -167,44 +205,97 @@ static int check_staged(tfs_fs *fs, tfs_handle *h, target *tg)
 			 (unsigned long long)tg->payload);
 		return -refuse_view(fs, n, TFS_E_INVALID, msg);
 	}
-	tg->name = strdup(t->name);
-	tg->dtype = t->dtype;
-	tg->n_dims = t->n_dims;
-	memcpy(tg->ne, t->ne, sizeof(tg->ne));
-	return tg->name ? 0 : -ENOMEM;
+	return add_parts(fs, tg, item);
 }
 
-/* The stored bytes for tg into a new staged file (*path). */
-static int make_bytes(tfs_fs *fs, tfs_handle *h, const target *tg, char **path)
+/* Fills the staged files of tg's parts (open in fd) from h's values. */
+static int fill_bytes(tfs_fs *fs, tfs_handle *h, const target *tg, const int *fd)
 {
 	tfs_error err = { 0 };
-	int fd = -1, rc;
+	int rc;
 
-	pthread_rwlock_wrlock(&fs->lock);
-	rc = tfs_staging_new_data(fs->staging, path, &err);
+	if (tg->raw)
+		return tfs_copy_range(fd[0], h->data_fd, tg->data_off, tg->payload);
+	pthread_rwlock_rdlock(&fs->lock);
+	if (tg->mlx)
+		rc = tfs_mlx_requantize(fs->model, tg->p[0].item, h->data_fd, tg->data_off, fd[0],
+					fd[1], tg->n > 2 ? fd[2] : -1, NULL, &err);
+	else
+		rc = tfs_tensor_requantize(fs->model, tg->p[0].item, h->data_fd, tg->data_off,
+					   fd[0], NULL, &err);
 	pthread_rwlock_unlock(&fs->lock);
-	if (rc)
-		return -tfs_fail(fs, &err);
-	if ((fd = open(*path, O_RDWR | O_CLOEXEC)) < 0)
-		rc = -errno;
-	else if (tg->raw)
-		rc = tfs_copy_range(fd, h->data_fd, tg->data_off, tg->payload);
-	else {
-		pthread_rwlock_rdlock(&fs->lock);
-		rc = tfs_tensor_requantize(fs->model, tg->item, h->data_fd, tg->data_off, fd, NULL, &err);
+	return rc ? -refuse_view(fs, h->node, rc, err.msg) : 0;
+}
+
+/* The stored bytes of tg's parts into new staged files (their path). */
+static int make_bytes(tfs_fs *fs, tfs_handle *h, target *tg)
+{
+	tfs_error err = { 0 };
+	int fd[3] = { -1, -1, -1 }, rc = 0;
+
+	for (size_t k = 0; !rc && k < tg->n; k++) {
+		pthread_rwlock_wrlock(&fs->lock);
+		rc = tfs_staging_new_data(fs->staging, &tg->p[k].path, &err);
 		pthread_rwlock_unlock(&fs->lock);
 		if (rc)
-			rc = -refuse_view(fs, h->node, rc, err.msg);
+			rc = -tfs_fail(fs, &err);
+		else if ((fd[k] = open(tg->p[k].path, O_RDWR | O_CLOEXEC)) < 0)
+			rc = -errno;
 	}
-	if (fd >= 0 && !rc && fsync(fd) < 0)
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
-	if (rc) {
-		unlink(*path);
-		free(*path);
-		*path = NULL;
+	if (!rc)
+		rc = fill_bytes(fs, h, tg, fd);
+	for (size_t k = 0; k < tg->n; k++) {
+		if (fd[k] >= 0 && !rc && fsync(fd[k]) < 0)
+			rc = -errno;
+		if (fd[k] >= 0)
+			close(fd[k]);
 	}
+	for (size_t k = 0; rc && k < tg->n; k++) {
+		if (tg->p[k].path)
+			unlink(tg->p[k].path);
+		free(tg->p[k].path);
+		tg->p[k].path = NULL;
+	}
+	return rc;
+}
+
+/* Whether every part of tg is still the tensor it was (not renamed or deleted meanwhile). */
+static bool parts_current(tfs_fs *fs, const tfs_node *n, const target *tg)
+{
+	if (n->deleted || n->item != (long)tg->p[0].item)
+		return false;
+	for (size_t k = 0; k < tg->n; k++) {
+		const tfs_tensor *t = tfs_model_tensor(fs->model, tg->p[k].item);
+
+		if (!t || t->deleted || strcmp(t->name, tg->p[k].name) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Stages tg's files: one set_tensor op, or one set_tensors op for an MLX triple. */
+static int stage_parts(tfs_fs *fs, tfs_node *n, const target *tg, tfs_error *err)
+{
+	tfs_tensor_file f[3];
+	int rc = 0;
+
+	pthread_rwlock_wrlock(&fs->lock);
+	if (!parts_current(fs, n, tg)) {
+		/* renamed or deleted meanwhile: the values were the old tensor's, dropped */
+		for (size_t k = 0; k < tg->n; k++)
+			unlink(tg->p[k].path);
+	} else if (tg->n == 1) {
+		rc = tfs_staging_set_tensor(fs->staging, fs->model, tg->p[0].name, tg->p[0].dtype,
+					    tg->p[0].n_dims, tg->p[0].ne, tg->p[0].path, err);
+	} else {
+		for (size_t k = 0; k < tg->n; k++)
+			f[k] = (tfs_tensor_file){ tg->p[k].name, tg->p[k].dtype, tg->p[k].n_dims,
+						  tg->p[k].ne, tg->p[k].path };
+		rc = tfs_staging_set_tensors(fs->staging, fs->model, f, tg->n, err);
+	}
+	if (!rc)
+		fs->gen++;
+	pthread_rwlock_unlock(&fs->lock);
 	return rc;
 }
 
@@ -212,7 +303,6 @@ int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h)
 {
 	tfs_node *n = h->node;
 	target tg = { 0 };
-	char *path = NULL;
 	tfs_error err = { 0 };
 	int rc;
 
@@ -222,22 +312,13 @@ int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h)
 	rc = n->deleted || n->item < 0 ? 1 : check_staged(fs, h, &tg);
 	pthread_rwlock_unlock(&fs->lock);
 	if (!rc)
-		rc = make_bytes(fs, h, &tg, &path);
-	if (!rc) {
-		pthread_rwlock_wrlock(&fs->lock);
-		/* renamed or deleted meanwhile: the values were the old tensor's, dropped */
-		if (n->deleted || n->item != (long)tg.item ||
-		    strcmp(tfs_model_tensor(fs->model, tg.item)->name, tg.name) != 0)
-			unlink(path);
-		else if ((rc = tfs_staging_set_tensor(fs->staging, fs->model, tg.name, tg.dtype,
-						      tg.n_dims, tg.ne, path, &err)) == 0)
-			fs->gen++;
-		pthread_rwlock_unlock(&fs->lock);
-		if (rc)
-			rc = -tfs_fail(fs, &err);
+		rc = make_bytes(fs, h, &tg);
+	if (!rc && (rc = stage_parts(fs, n, &tg, &err)))
+		rc = -tfs_fail(fs, &err);
+	for (size_t k = 0; k < tg.n; k++) {
+		free(tg.p[k].path);
+		free(tg.p[k].name);
 	}
-	free(path);
-	free(tg.name);
 	tfs_handle_drop_data(h);   /* the values are the tensor's bytes now (or refused) */
 	if (rc < 0) {
 		/* refused for good: a later flush of this handle (numpy's tofile closes a dup

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tensorfs.h"
+#include "testutil.h"
 
 static uint64_t g_rng = 12345;
 
@@ -224,4 +225,245 @@ Test(quant, refuses_what_it_cannot_write)
 	cr_assert_eq(tfs_quantize(out, TFS_DT_Q4_K, x, 128, &err), TFS_E_INVALID);
 	cr_assert(strstr(err.msg, "256-element Q4_K blocks"), "%s", err.msg);
 	cr_assert_eq(tfs_quantize(out, 99, x, 1, &err), TFS_E_UNSUPPORTED);
+}
+
+/* ==== MLX quantization (mx.quantize's formulas, OLLAMA_FORMATS.md) ==== */
+
+static uint32_t word_at(const uint8_t *w, size_t i)
+{
+	return (uint32_t)w[4 * i] | (uint32_t)w[4 * i + 1] << 8 | (uint32_t)w[4 * i + 2] << 16 |
+	       (uint32_t)w[4 * i + 3] << 24;
+}
+
+Test(quant, mlx_e4m3_encoder_is_mlx_s)
+{
+	/* nearest-even, subnormals in steps of 2^-9, 448 and up saturate to 0x7E: 0x7F (480 to
+	 * MLX's decoder) never comes out */
+	const struct { float v; uint8_t b; } cases[] = {
+		{ 0.0f, 0x00 }, { -0.0f, 0x80 }, { 1.0f, 0x38 }, { -2.0f, 0xC0 }, { 0.5f, 0x30 },
+		{ 0x1p-9f, 0x01 }, { 0x1p-10f, 0x00 }, { 3 * 0x1p-10f, 0x02 }, { 448.0f, 0x7E },
+		{ 464.0f, 0x7E }, { 470.0f, 0x7E }, { 430.0f, 0x7D }, { 480.0f, 0x7E }, { 1e30f, 0x7E },
+		{ -1e30f, 0xFE }, { 1.0625f, 0x38 }, { 1.1875f, 0x3A }, { 0.0139f, 0x07 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		cr_assert_eq(tfs_mlx_e4m3_encode(cases[i].v), cases[i].b, "%g: 0x%02x, not 0x%02x",
+			     (double)cases[i].v, tfs_mlx_e4m3_encode(cases[i].v), cases[i].b);
+}
+
+Test(quant, mlx_affine_by_hand)
+{
+	tfs_mlx_desc d = { TFS_QMODE_AFFINE, 4, 32, TFS_DT_F32, TFS_DT_F32, 0 };
+	float x[32] = { -1.5f };
+	uint8_t w[32], s[8], b[8];
+	tfs_error err = { 0 };
+
+	/* min -1.5 has the larger magnitude: scale = 1.5/15, q0 = -15, bias = -1.5; the zeros
+	 * are (0 + 1.5) / 0.1f = 14.99999978 -> 15 */
+	cr_assert_eq(tfs_mlx_quantize_group(&d, x, NULL, 0, w, s, b, &err), 0, "%s", err.msg);
+	float sc, bi;
+	memcpy(&sc, s, 4);
+	memcpy(&bi, b, 4);
+	cr_assert(sc == -1.5f / -15.0f && bi == -1.5f, "scale %g bias %g", (double)sc, (double)bi);
+	cr_assert_eq(word_at(w, 0), 0xFFFFFFF0u);
+	for (size_t i = 1; i < 4; i++)
+		cr_assert_eq(word_at(w, i), 0xFFFFFFFFu);
+
+	/* all zeros: scale -1e-7 (max - min below eps, max's side), bias 0, codes 0; BF16 */
+	d.scale_dtype = d.bias_dtype = TFS_DT_BF16;
+	memset(x, 0, sizeof(x));
+	memset(w, 0xAA, sizeof(w));
+	cr_assert_eq(tfs_mlx_quantize_group(&d, x, NULL, 1, w, s, b, &err), 0, "%s", err.msg);
+	cr_assert(s[2] == 0xD7 && s[3] == 0xB3 && b[2] == 0 && b[3] == 0,
+		  "scale %02x%02x bias %02x%02x", s[3], s[2], b[3], b[2]);
+	/* group 1 of a 4-bit row is bytes 16..31: group 0's bytes stay */
+	cr_assert(word_at(w, 0) == 0xAAAAAAAAu && word_at(w, 4) == 0);
+
+	/* positive values only: max's side, scale negative, bias = max */
+	d.scale_dtype = d.bias_dtype = TFS_DT_F32;
+	for (int j = 0; j < 32; j++)
+		x[j] = (float)j;
+	cr_assert_eq(tfs_mlx_quantize_group(&d, x, NULL, 0, w, s, b, &err), 0, "%s", err.msg);
+	memcpy(&sc, s, 4);
+	memcpy(&bi, b, 4);
+	cr_assert(sc == 31.0f / -15.0f && bi == 31.0f, "scale %g bias %g", (double)sc, (double)bi);
+	for (int j = 0; j < 32; j++) {
+		uint32_t want = (uint32_t)rint((31.0 - j) * 15.0 / 31.0);
+		cr_assert_eq((w[j / 2] >> (4 * (j & 1))) & 15u, want, "element %d", j);
+	}
+}
+
+Test(quant, mlx_affine_rounds_halves_to_even)
+{
+	tfs_mlx_desc d = { TFS_QMODE_AFFINE, 4, 32, TFS_DT_F32, TFS_DT_F32, 0 };
+	float x[32] = { 0.0f, 15.0f, 2.5f, 3.5f };
+	uint8_t w[16], s[4], b[4];
+	tfs_error err = { 0 };
+
+	/* scale 15 / -15 = -1, bias 15: codes rint(15 - x), 12.5 and 11.5 both to 12 (MLX's CPU
+	 * kernel uses rint; roundf would give 13) */
+	cr_assert_eq(tfs_mlx_quantize_group(&d, x, NULL, 0, w, s, b, &err), 0, "%s", err.msg);
+	cr_assert_eq(word_at(w, 0), 0xFFFFCC0Fu, "0x%08x", word_at(w, 0));
+}
+
+Test(quant, mlx_affine_odd_bits_pack_across_bytes)
+{
+	tfs_mlx_desc d = { TFS_QMODE_AFFINE, 3, 32, TFS_DT_F32, TFS_DT_F32, 0 };
+	float x[32], out[32];
+	uint8_t w[12] = { 0 }, s[4], b[4];
+	tfs_error err = { 0 };
+
+	for (int j = 0; j < 32; j++)
+		x[j] = (float)(j % 8);    /* codes 0..7 exactly: scale -1, bias 7 */
+	cr_assert_eq(tfs_mlx_quantize_group(&d, x, NULL, 0, w, s, b, &err), 0, "%s", err.msg);
+	tfs_mlx_dequant_row(&d, w, s, b, NULL, 0, 32, out);
+	cr_assert_arr_eq(out, x, sizeof(x));
+}
+
+Test(quant, mlx_mxfp4_mxfp8_nvfp4_by_hand)
+{
+	tfs_mlx_desc d4 = { TFS_QMODE_MXFP4, 4, 32, TFS_DT_U8, 0, 0 };
+	float x[32] = { 6.0f, 3.0f, -0.75f, 0.25f, -0.1f };
+	uint8_t w[32], s[2];
+	tfs_error err = { 0 };
+
+	/* amax 6: e = 0; ties go to the first in FP4_LUT order (the smaller magnitude) */
+	cr_assert_eq(tfs_mlx_quantize_group(&d4, x, NULL, 0, w, s, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(s[0], 127);
+	cr_assert_eq(word_at(w, 0), 0x00000957u, "0x%08x", word_at(w, 0));
+	/* amax 8.4: log2(1.4) = 0.49 rounds to 0, so 8.4 saturates at 6 */
+	x[0] = 8.4f;
+	cr_assert_eq(tfs_mlx_quantize_group(&d4, x, NULL, 0, w, s, NULL, &err), 0, "%s", err.msg);
+	cr_assert(s[0] == 127 && (w[0] & 15) == 7);
+
+	tfs_mlx_desc d8 = { TFS_QMODE_MXFP8, 8, 32, TFS_DT_U8, 0, 0 };
+	float y[32] = { 896.0f, 1.0f, -2.0f };
+	cr_assert_eq(tfs_mlx_quantize_group(&d8, y, NULL, 0, w, s, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(s[0], 128);
+	cr_assert(w[0] == 0x7E && w[1] == 0x30 && w[2] == 0xB8 && w[3] == 0, "%02x %02x %02x",
+		  w[0], w[1], w[2]);
+
+	tfs_mlx_desc dn = { TFS_QMODE_NVFP4, 4, 16, TFS_DT_U8, 0, 0 };
+	float z[16] = { 12.0f, 1.0f, -3.0f };
+	float g = 0.5f;
+	cr_assert_eq(tfs_mlx_quantize_group(&dn, z, NULL, 0, w, s, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(s[0], 0x40);   /* E4M3(12 / 6) = 2 */
+	cr_assert_eq(word_at(w, 0), 0x00000B17u, "0x%08x", word_at(w, 0));
+	/* with a global scale 0.5: the values over it, 24 / 6 = 4 */
+	cr_assert_eq(tfs_mlx_quantize_group(&dn, z, &g, 0, w, s, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(s[0], 0x48);
+	cr_assert_eq(word_at(w, 0), 0x00000B17u, "0x%08x", word_at(w, 0));
+	memset(z, 0, sizeof(z));
+	cr_assert_eq(tfs_mlx_quantize_group(&dn, z, NULL, 0, w, s, NULL, &err), 0, "%s", err.msg);
+	cr_assert(s[0] == 0 && word_at(w, 0) == 0 && word_at(w, 1) == 0);
+}
+
+Test(quant, mlx_refuses_what_it_cannot_represent)
+{
+	tfs_mlx_desc d = { TFS_QMODE_AFFINE, 4, 32, TFS_DT_F16, TFS_DT_F16, 0 };
+	tfs_mlx_desc dx = { TFS_QMODE_MXFP4, 4, 32, TFS_DT_U8, 0, 0 };
+	float x[32] = { 0 };
+	uint8_t w[16], s[64], b[64];
+	tfs_error err = { 0 };
+
+	x[3] = NAN;
+	cr_assert_eq(tfs_mlx_quantize_group(&d, x, NULL, 0, w, s, b, &err), TFS_E_INVALID);
+	cr_assert(strstr(err.msg, "value 3") && strstr(err.msg, "nan"), "%s", err.msg);
+	x[3] = INFINITY;
+	cr_assert_eq(tfs_mlx_quantize_group(&dx, x, NULL, 0, w, s, b, &err), TFS_E_INVALID);
+	x[3] = 2e6f;    /* a scale of 2e6/15 overflows F16 */
+	cr_assert_eq(tfs_mlx_quantize_group(&d, x, NULL, 0, w, s, b, &err), TFS_E_INVALID);
+	cr_assert(strstr(err.msg, "overflows F16"), "%s", err.msg);
+	x[3] = 1e-40f;  /* 2^-134: below the smallest E8M0 scale */
+	cr_assert_eq(tfs_mlx_quantize_group(&dx, x, NULL, 0, w, s, b, &err), TFS_E_INVALID);
+	cr_assert(strstr(err.msg, "E8M0"), "%s", err.msg);
+}
+
+/* The MLX vectors of tests/data/vectors/mlx: quantizing what they dequantize to gives their
+ * bytes back where MLX's quantizer is idempotent (mxfp8, nvfp4: the largest code of a
+ * group sits at the top of its scale), and values within one step elsewhere (affine: its
+ * scale and bias are recomputed and rounded to the dtype again; mxfp4: a group whose
+ * largest code is not 6 gets a smaller scale by round(log2)). */
+typedef struct {
+	char name[32];
+	tfs_mlx_desc d;
+	int rows, cols;
+	bool gscale, exact;
+} mlx_vec;
+
+ParameterizedTestParameters(quant, mlx_vectors_requantize)
+{
+	static mlx_vec v[] = {
+		{ "mlx_affine_b4_g128_f32", { TFS_QMODE_AFFINE, 4, 128, TFS_DT_F32, TFS_DT_F32, 0 }, 4, 256, false, false },
+		{ "mlx_affine_b4_g32_bf16", { TFS_QMODE_AFFINE, 4, 32, TFS_DT_BF16, TFS_DT_BF16, 0 }, 4, 256, false, false },
+		{ "mlx_affine_b8_g32_f16", { TFS_QMODE_AFFINE, 8, 32, TFS_DT_F16, TFS_DT_F16, 0 }, 4, 256, false, false },
+		{ "mlx_affine_b8_g64_bf16", { TFS_QMODE_AFFINE, 8, 64, TFS_DT_BF16, TFS_DT_BF16, 0 }, 4, 256, false, false },
+		{ "mlx_int4", { TFS_QMODE_AFFINE, 4, 64, TFS_DT_BF16, TFS_DT_BF16, 0 }, 8, 128, false, false },
+		{ "mlx_int8", { TFS_QMODE_AFFINE, 8, 64, TFS_DT_BF16, TFS_DT_BF16, 0 }, 8, 128, false, false },
+		{ "mlx_mxfp4", { TFS_QMODE_MXFP4, 4, 32, TFS_DT_U8, 0, 0 }, 8, 128, false, false },
+		{ "mlx_mxfp8", { TFS_QMODE_MXFP8, 8, 32, TFS_DT_U8, 0, 0 }, 8, 128, false, true },
+		{ "mlx_nvfp4", { TFS_QMODE_NVFP4, 4, 16, TFS_DT_U8, 0, 0 }, 8, 128, false, true },
+		{ "mlx_nvfp4-gs", { TFS_QMODE_NVFP4, 4, 16, TFS_DT_U8, 0, TFS_DT_F32 }, 8, 128, true, true },
+	};
+	return cr_make_param_array(mlx_vec, v, sizeof(v) / sizeof(v[0]));
+}
+
+static void *mlx_file(const char *name, const char *part, size_t *len)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/vectors/mlx/%s.%s", TFS_TESTDATA, name, part);
+	return test_slurp_exact(path, len);
+}
+
+ParameterizedTest(mlx_vec *v, quant, mlx_vectors_requantize)
+{
+	const tfs_mlx_desc *d = &v->d;
+	const size_t groups = (size_t)v->cols / d->group, pb = d->scale_dtype == TFS_DT_F32 ? 4
+							     : d->scale_dtype == TFS_DT_U8 ? 1 : 2;
+	size_t wl, sl, bl = 0, fl, gl;
+	uint8_t *w = mlx_file(v->name, "weight.bin", &wl), *s = mlx_file(v->name, "scale.bin", &sl);
+	uint8_t *b = d->mode == TFS_QMODE_AFFINE ? mlx_file(v->name, "bias.bin", &bl) : NULL;
+	float *want = mlx_file(v->name, "f32", &fl), *gs = v->gscale ? mlx_file(v->name,
+						      "global_scale.bin", &gl) : NULL;
+	uint8_t *w2 = calloc(wl, 1), *s2 = calloc(sl, 1), *b2 = calloc(bl + 1, 1);
+	float *got = calloc(fl / 4, sizeof(float));
+	const size_t wr = wl / (size_t)v->rows;
+	tfs_error err = { 0 };
+
+	cr_assert(fl == (size_t)v->rows * (size_t)v->cols * 4 && sl == v->rows * groups * pb);
+	for (int r = 0; r < v->rows; r++) {
+		for (size_t g = 0; g < groups; g++)
+			cr_assert_eq(tfs_mlx_quantize_group(d, want + (size_t)r * v->cols + g * d->group,
+							    gs, g, w2 + r * wr, s2 + r * groups * pb,
+							    b ? b2 + r * groups * pb : NULL, &err), 0,
+				     "%s", err.msg);
+		tfs_mlx_dequant_row(d, w2 + r * wr, s2 + r * groups * pb,
+				    b ? b2 + r * groups * pb : NULL, gs, 0, (uint64_t)v->cols,
+				    got + (size_t)r * v->cols);
+	}
+	if (v->exact) {
+		cr_assert(!memcmp(w, w2, wl) && !memcmp(s, s2, sl), "%s: bytes differ", v->name);
+	}
+	for (size_t i = 0; i < fl / 4; i++) {
+		/* affine: one step of the group (MLX moves the scale so that 0 is a level, which
+		 * can clip the far edge by up to a step) plus the rounding of the scale (times
+		 * the largest code) and of the bias (the edge) to their dtype; mxfp4: a third of
+		 * the group's largest magnitude (FP4's top step, or saturation) */
+		const float *grp = want + i / d->group * d->group;
+		float lo = grp[0], hi = grp[0], amax = 0;
+
+		for (uint32_t j = 0; j < d->group; j++) {
+			lo = fminf(lo, grp[j]);
+			hi = fmaxf(hi, grp[j]);
+			amax = fmaxf(amax, fabsf(grp[j]));
+		}
+		const float n_bins = (float)((1u << d->bits) - 1), step = (hi - lo) / n_bins;
+		const float u = d->scale_dtype == TFS_DT_BF16 ? 0x1p-8f
+				: d->scale_dtype == TFS_DT_F16 ? 0x1p-11f : 0x1p-24f;
+		float tol = d->mode == TFS_QMODE_AFFINE ? step * (1 + n_bins * u) + amax * u
+							: amax / 3;
+		cr_assert(fabsf(got[i] - want[i]) <= tol + 1e-6f * amax, "%s: element %zu: %g vs %g",
+			  v->name, i, (double)got[i], (double)want[i]);
+	}
+	free(w), free(s), free(b), free(want), free(gs), free(w2), free(s2), free(b2), free(got);
 }

@@ -9,17 +9,29 @@ ctypes), every block not edited keep its bytes, the untouched tensors stay byte-
 and ggml's gguf_init_from_file reads the result.  Refusals: a .npy of another dtype or shape,
 a short f32/ file, a tensor whose type needs an imatrix (EOPNOTSUPP at open), NaN and non-integral values into an
 integer safetensors tensor (EINVAL at close).
+
+NumbersMLX: the same through an Ollama store of MLX-quantized weights built here (int4 and
+int8 affine with BF16, F16 and F32 companions, mxfp4, mxfp8, nvfp4 with and without a
+per-row global scale): after the edits and the repack every weight blob must hold exactly
+what mlxquant.py (mx.quantize's formulas in numpy) makes of the edited groups, every other
+group its old bytes, every blob its sha256 and the manifest its layers.
 """
 import ctypes
 import errno
+import hashlib
+import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 
 from harness import Mount, TestCase, main
 import ggufgen
+import mlxquant as mq
 import stgen
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -258,6 +270,350 @@ class Numbers(TestCase):
         want[1] = 70000
         self.assertIn(want.tobytes(), data)
         self.assertIn(stgen.bf16_bits(np.array([1.0, 1.00390625, 3.0, -2.5])).tobytes(), data)
+
+
+# ==== MLX-quantized weights of an Ollama store ====
+
+ROWS, COLS = 8, 256
+# name: (quant type, mode, bits, group, scale dtype, global scale)
+MLX_CASES = {
+    "w.int4": ("int4", "affine", 4, 64, "BF16", None),
+    "w.int8": ("int8", "affine", 8, 64, "BF16", None),
+    "w.int4f16": ("int4", "affine", 4, 64, "F16", None),
+    "w.int8f32": ("int8", "affine", 8, 64, "F32", None),
+    "w.mxfp4": ("mxfp4", "mxfp4", 4, 32, None, None),
+    "w.mxfp8": ("mxfp8", "mxfp8", 8, 32, None, None),
+    "w.nvfp4": ("nvfp4", "nvfp4", 4, 16, None, None),
+    "w.nvfp4gs": ("nvfp4", "nvfp4", 4, 16, None, "rows"),
+}
+
+
+def sha(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def st_read(data):
+    """{name: (dtype, shape, bytes)} and the metadata of a safetensors blob."""
+    n = int.from_bytes(data[:8], "little")
+    hdr = json.loads(data[8:8 + n])
+    meta = hdr.pop("__metadata__", {})
+    return {k: (v["dtype"], v["shape"], data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in hdr.items()}, meta
+
+
+class MLXWeight:
+    """One quantized weight: its parts' bytes, and what its groups dequantize to."""
+
+    def __init__(self, name, case, rng):
+        self.name = name
+        self.qt, self.mode, self.bits, self.group, sdt, gs = case
+        self.sdt = sdt or "U8"
+        self.gs = (rng.uniform(0.5, 2, ROWS).astype(np.float32) if gs else None)
+        w = (rng.standard_normal((ROWS, COLS)) * rng.uniform(0.01, 3, (ROWS, 1))).astype(np.float32)
+        self.words, self.s, self.b = mq.quantize(self.mode, self.bits, self.group, w, self.sdt, self.gs)
+
+    def values(self, words=None, s=None, b=None):
+        return mq.dequantize(self.mode, self.bits, self.group, self.words if words is None else words,
+                             s or self.s, b or self.b, self.sdt, self.gs)
+
+    def blob(self):
+        t = [(self.name, "U32", list(self.words.shape), self.words.tobytes()),
+             (self.name + ".scale", self.sdt, [ROWS, COLS // self.group], self.s)]
+        if self.b is not None:
+            t.append((self.name + ".bias", self.sdt, [ROWS, COLS // self.group], self.b))
+        if self.gs is not None:
+            t.append((self.name + ".global_scale", "F32", [ROWS], self.gs.tobytes()))
+        return stgen.st_raw(sorted(t), {"quant_type": self.qt, "group_size": str(self.group)})
+
+    def expected(self, new):
+        """The parts after writing values new: edited groups quantized, the others kept;
+        and the number of groups edited."""
+        old = self.values()
+        rows, cols = new.shape
+        codes = mq.unpack(self.words, self.bits, cols)
+        npg = cols // self.group
+        pb = 1 if self.sdt == "U8" else 4 if self.sdt == "F32" else 2
+        s, b = bytearray(self.s), bytearray(self.b) if self.b is not None else None
+        n = 0
+        for r in range(rows):
+            for g in range(npg):
+                sl = slice(g * self.group, (g + 1) * self.group)
+                if np.array_equal(old[r, sl].view(np.uint32), new[r, sl].view(np.uint32)):
+                    continue
+                n += 1
+                gsr = None if self.gs is None else self.gs[r]
+                c, sc, bi = mq.quantize_group(self.mode, self.bits, new[r, sl], gsr)
+                codes[r, sl] = c
+                at = (r * npg + g) * pb
+                if self.mode == "affine":
+                    s[at:at + pb] = mq.param_encode([sc], self.sdt)
+                    b[at:at + pb] = mq.param_encode([bi], self.sdt)
+                else:
+                    s[at] = int(sc)
+        return mq.pack(codes, self.bits), bytes(s), None if b is None else bytes(b), n
+
+
+class NumbersMLX(TestCase):
+    def setUp(self):
+        rng = np.random.default_rng(34)
+        self.store = os.path.join(self.tmpdir(), "models")
+        os.makedirs(os.path.join(self.store, "blobs"))
+        self.w = {n: MLXWeight(n, c, rng) for n, c in MLX_CASES.items()}
+        self.norm = stgen.bf16_bits(rng.standard_normal(COLS)).tobytes()
+        layers = [self.blob(w.blob(), "application/vnd.ollama.image.tensor", n) for n, w in self.w.items()]
+        layers.append(self.blob(stgen.st_raw([("norm", "BF16", [COLS], self.norm)]),
+                                "application/vnd.ollama.image.tensor", "norm"))
+        layers.append(self.blob(b'{"architectures":["X"]}', "application/vnd.ollama.image.json", "config.json"))
+        config = self.blob(b'{"model_format":"safetensors","file_type":"mixed"}',
+                           "application/vnd.docker.container.image.v1+json")
+        man = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+               "config": config, "layers": layers}
+        self.manifest = os.path.join(self.store, "manifests", "registry.ollama.ai", "library", "mlxw", "latest")
+        os.makedirs(os.path.dirname(self.manifest))
+        with open(self.manifest, "w") as f:
+            f.write(json.dumps(man, separators=(",", ":")) + "\n")
+
+    def blob(self, data, media, name=None):
+        d = sha(data)
+        with open(os.path.join(self.store, "blobs", d.replace(":", "-")), "wb") as f:
+            f.write(data)
+        layer = {"mediaType": media, "digest": d, "size": len(data)}
+        if name:
+            layer["name"] = name
+        return layer
+
+    def store_tensors(self):
+        """{tensor name: bytes} of the store as its manifest says, every digest checked."""
+        with open(self.manifest, "rb") as f:
+            man = json.loads(f.read())
+        out = {}
+        for l in [man["config"]] + man["layers"]:
+            with open(os.path.join(self.store, "blobs", l["digest"].replace(":", "-")), "rb") as f:
+                data = f.read()
+            self.assertEqual(sha(data), l["digest"])
+            self.assertEqual(len(data), l["size"])
+            if l["mediaType"].endswith(".tensor"):
+                ts, meta = st_read(data)
+                out.update({k: v[2] for k, v in ts.items()})
+        return out
+
+    def edit(self, m, rng):
+        """Edits every weight one way or another; returns {name: new float32 values}."""
+        new = {}
+        for k, (name, w) in enumerate(self.w.items()):
+            v = w.values().copy()
+            how = k % 4
+            if how == 0:     # np.save of the whole array, two columns changed
+                a = np.load(m.p("npy", name + ".npy"))
+                self.assertTrue(np.array_equal(a, v))
+                a[:, 17] = 0
+                a[:, 200] *= np.float32(1.5)
+                np.save(m.p("npy", name + ".npy"), a)
+                v = a
+            elif how == 1:   # a partial write of row 3 into f32/
+                row = rng.standard_normal(COLS).astype(np.float32)
+                with open(m.p("f32", name), "r+b") as f:
+                    f.seek(3 * COLS * 4)
+                    f.write(row.tobytes())
+                v[3] = row
+            elif how == 2:   # a shared writable memmap, a block of it scaled
+                mm = np.load(m.p("npy", name + ".npy"), mmap_mode="r+")
+                mm[5:7, 40:90] *= np.float32(-2)
+                mm.flush()
+                del mm
+                v[5:7, 40:90] *= np.float32(-2)
+            else:            # one value
+                with open(m.p("f32", name), "r+b") as f:
+                    f.seek((6 * COLS + 100) * 4)
+                    f.write(np.float32(0.125).tobytes())
+                v[6, 100] = 0.125
+            # and row 7 of every weight: groups of zeros, of one repeated value, heavy-tailed,
+            # tiny and huge values (E4M3 scales saturate, nvfp4 scales underflow to 0)
+            row = np.concatenate([np.zeros(64), np.full(64, 0.3), rng.standard_cauchy(64),
+                                  rng.standard_normal(32) * 1e-30, rng.standard_normal(32) * 1e4])
+            row = row.astype(np.float32)
+            with open(m.p("f32", name), "r+b") as f:
+                f.seek(7 * COLS * 4)
+                f.write(row.tobytes())
+            v[7] = row
+            new[name] = v
+        return new
+
+    def test_edits_are_requantized_as_mlx_does(self):
+        rng = np.random.default_rng(7)
+        with Mount(self, self.manifest, ["rw"]) as m:
+            new = self.edit(m, rng)
+            exp = {n: w.expected(new[n]) for n, w in self.w.items()}
+            for n, w in self.w.items():
+                # reads after close: the requantized values, and the companions' new bytes
+                got = np.fromfile(m.p("f32", n), dtype="<f4").reshape(ROWS, COLS)
+                want = w.values(*exp[n][:3])
+                self.assertTrue(np.array_equal(got.view(np.uint32), want.view(np.uint32)), n)
+                with open(m.p("tensors", n + ".scale"), "rb") as f:
+                    self.assertEqual(f.read(), exp[n][1], n)
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        got = self.store_tensors()
+        changed = 0
+        for n, w in self.w.items():
+            words, s, b, k = exp[n]
+            changed += k
+            self.assertGreater(k, 0, n)
+            self.assertLess(k, ROWS * COLS // w.group, n)
+            self.assertEqual(got[n], words.tobytes(), n)
+            self.assertEqual(got[n + ".scale"], s, n)
+            if b is not None:
+                self.assertEqual(got[n + ".bias"], b, n)
+            if w.gs is not None:
+                self.assertEqual(got[n + ".global_scale"], w.gs.tobytes(), n)
+            # the groups not edited kept their bytes
+            old_codes, new_codes = mq.unpack(w.words, w.bits, COLS), mq.unpack(words, w.bits, COLS)
+            oldv, newv = w.values(), new[n]
+            for r_ in range(ROWS):
+                for g in range(COLS // w.group):
+                    sl = slice(g * w.group, (g + 1) * w.group)
+                    if np.array_equal(oldv[r_, sl], newv[r_, sl]):
+                        self.assertTrue(np.array_equal(old_codes[r_, sl], new_codes[r_, sl]), n)
+        self.assertEqual(got["norm"], self.norm)
+        with Mount(self, self.manifest) as m:
+            for n, w in self.w.items():
+                a = np.load(m.p("npy", n + ".npy"))
+                self.assertTrue(np.array_equal(a, w.values(*exp[n][:3])), n)
+                # the edited values came back within MLX's error of what was written (row 7
+                # aside: nvfp4 saturates its huge values at 6 x 448, as MLX does)
+                err = np.abs(a[:7] - new[n][:7]).max()
+                self.assertLess(err, 0.35 * np.abs(new[n][:7]).max(), n)
+        print("# %d groups requantized, the others kept" % changed)
+
+    def test_refusals_keep_the_tensor(self):
+        with Mount(self, self.manifest, ["rw"]) as m:
+            for name, bad in (("w.int4", np.nan), ("w.mxfp4", np.inf), ("w.int4f16", 1e6),
+                              ("w.mxfp8", 1e-40)):
+                before = [open(m.p("tensors", name + x), "rb").read() for x in ("", ".scale")]
+                v = np.fromfile(m.p("f32", name), dtype="<f4")
+                v[70] = bad
+                if bad == 1e-40:
+                    v[64:96] = 0
+                    v[70] = bad
+                with self.assertRaises(OSError) as cm:
+                    with open(m.p("f32", name), "wb") as f:
+                        f.write(v.tobytes())
+                self.assertEqual(cm.exception.errno, errno.EINVAL, name)
+                why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
+                self.assertIn("'%s'" % name, why)
+                self.assertIn("row 0, elements", why)
+                after = [open(m.p("tensors", name + x), "rb").read() for x in ("", ".scale")]
+                self.assertEqual(before, after, name)
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        got = self.store_tensors()
+        for n, w in self.w.items():
+            self.assertEqual(got[n], w.words.tobytes(), n)
+            self.assertEqual(got[n + ".scale"], w.s, n)
+
+    def test_weight_and_companions_are_one_journal_op(self):
+        """A kill -9 after close(): the next mount with the same staging directory shows the
+        weight and its scales as one change (set_tensors), never one without the other."""
+        staging = os.path.join(self.tmpdir(), "staging")
+        m = Mount(self, self.manifest, ["rw", "staging=" + staging])
+        with m:
+            # written twice: the second change supersedes the first (one op, three files left)
+            for top in (2, 1):
+                v = np.linspace(-1, top, 64, dtype=np.float32)
+                with open(m.p("f32", "w.int8"), "r+b") as f:
+                    f.write(v.tobytes())
+            want = [open(m.p("tensors", "w.int8" + x), "rb").read() for x in ("", ".scale", ".bias")]
+            with open(os.path.join(staging, "journal.json")) as f:
+                ops = json.load(f)["ops"]
+            self.assertEqual([o["op"] for o in ops], ["set_tensors"])
+            self.assertEqual([i["name"] for i in ops[0]["items"]], ["w.int8", "w.int8.scale", "w.int8.bias"])
+            self.assertEqual(sorted(os.listdir(os.path.join(staging, "data"))),
+                             sorted(i["data"][5:] for i in ops[0]["items"]))
+            self.assertTrue(np.array_equal(np.fromfile(m.p("f32", "w.int8"), dtype="<f4")[:64],
+                                           self.w["w.int8"].values(*self.w["w.int8"].expected(
+                                               np.concatenate([v, self.w["w.int8"].values().ravel()[64:]]).reshape(ROWS, COLS))[:3]).ravel()[:64]))
+            os.kill(int(os.getxattr(m.path, "user.tensorfs.pid")), signal.SIGKILL)
+            time.sleep(0.3)
+        with Mount(self, self.manifest, ["rw", "staging=" + staging]) as m:
+            got = [open(m.p("tensors", "w.int8" + x), "rb").read() for x in ("", ".scale", ".bias")]
+            self.assertEqual(got, want)
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        t = self.store_tensors()
+        self.assertEqual([t["w.int8"], t["w.int8.scale"], t["w.int8.bias"]], want)
+
+    def test_oracle_store_written_by_mlx(self):
+        """The store of tests/data/ollama (blobs written by MLX's save_safetensors): row 2 of
+        each quantized weight rewritten through f32/, repacked; the blobs hold what
+        mlxquant.py makes of it and are valid."""
+        store = os.path.join(self.tmpdir(), "oracle")
+        shutil.copytree(os.path.join(os.environ["TFS_TESTDATA"], "ollama", "models"), store)
+        rng = np.random.default_rng(3)
+        name = "model.layers.0.mlp.down_proj.weight"
+        for tag, (mode, bits, group) in (("int4", ("affine", 4, 64)), ("int8", ("affine", 8, 64)),
+                                         ("nvfp4", ("nvfp4", 4, 16)), ("mxfp8", ("mxfp8", 8, 32))):
+            self.store = store
+            self.manifest = os.path.join(store, "manifests", "registry.ollama.ai", "library", "oracle-st", tag)
+            before = self.store_tensors()
+            w = MLXWeight.__new__(MLXWeight)
+            w.name, w.mode, w.bits, w.group, w.gs = name, mode, bits, group, None
+            w.sdt = "BF16" if mode == "affine" else "U8"
+            w.words = np.frombuffer(before[name], "<u4").reshape(8, -1)
+            w.s, w.b = before[name + ".scale"], before.get(name + ".bias")
+            cols = w.words.shape[1] * 32 // bits
+            new = w.values().copy()
+            new[2] = rng.standard_normal(cols).astype(np.float32)
+            with Mount(self, self.manifest, ["rw"]) as m:
+                with open(m.p("f32", name), "r+b") as f:
+                    f.seek(2 * cols * 4)
+                    f.write(new[2].tobytes())
+                r = m.unmount()
+                self.assertEqual(r.returncode, 0, r.stderr)
+            words, s, b, k = w.expected(new)
+            self.assertEqual(k, cols // group, tag)
+            got = self.store_tensors()
+            self.assertEqual(got[name], words.tobytes(), tag)
+            self.assertEqual(got[name + ".scale"], s, tag)
+            if b is not None:
+                self.assertEqual(got[name + ".bias"], b, tag)
+            self.assertEqual(got["model.norm.weight"], before["model.norm.weight"], tag)
+
+
+class ImatrixTypes(TestCase):
+    def test_refused_at_open_and_at_close(self):
+        """IQ1/IQ2/IQ3 need an importance matrix: their views refuse to open for writing, and
+        a view opened while the tensor was another type (then retyped by user.tensorfs.dtype
+        to the same bytes as IQ3_S) refuses its values at close, saying why, naming the
+        tensor and its type; the tensor keeps its bytes."""
+        path = os.path.join(self.tmpdir(), "iq.gguf")
+        w = ggufgen.GGUFWriter(alignment=32)
+        w.add_kv("general.architecture", ggufgen.STRING, "llama")
+        w.add_tensor("q", "Q3_K", bytes(110 * 2), ne=[256, 2])
+        w.add_tensor("iq1", "IQ1_S", bytes(50), ne=[256, 1])
+        w.write(path)
+        with Mount(self, path, ["rw"]) as m:
+            with self.assertRaises(OSError) as cm:
+                open(m.p("npy", "iq1.npy"), "r+b")
+            self.assertEqual(cm.exception.errno, errno.EOPNOTSUPP)
+            why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
+            self.assertIn("npy/iq1.npy", why)
+            self.assertIn("importance matrix", why)
+            f = open(m.p("f32", "q"), "r+b")
+            f.write(np.ones(16, np.float32).tobytes())
+            f.flush()
+            os.setxattr(m.p("tensors", "q"), "user.tensorfs.dtype", b"IQ3_S")
+            with self.assertRaises(OSError) as cm:
+                f.close()
+            self.assertEqual(cm.exception.errno, errno.EOPNOTSUPP)
+            why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
+            self.assertIn("tensor 'q' is IQ3_S, which needs an importance matrix", why)
+            self.assertIn("the values were not written", why)
+            with open(m.p("tensors", "q"), "rb") as t:
+                self.assertEqual(t.read(), bytes(220))
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        out = ggufgen.read_gguf(path)
+        self.assertEqual([t["name"].decode() for t in out["tensors"]], ["q", "iq1"])
 
 
 if __name__ == "__main__":

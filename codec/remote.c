@@ -394,6 +394,57 @@ int tfs_remote_open(tfs_remote **out, const char *url, const tfs_open_opts *o, t
 	return 0;
 }
 
+/* ==== a small file, whole (an index) ==== */
+
+typedef struct {
+	uint8_t *buf;
+	uint64_t len, cap, limit;
+	const tfs_validator *v;
+} growing;
+
+static int to_growing(void *ctx, uint64_t pos, const void *data, size_t n)
+{
+	growing *g = ctx;
+	if (pos != g->len || n > g->limit - g->len || g->v->size > g->limit)
+		return -1; /* a file too large is said by the caller */
+	if (g->len + n + 1 > g->cap) {
+		uint64_t cap = (g->len + n + 1) * 2;
+		uint8_t *b = realloc(g->buf, (size_t)cap);
+		if (!b)
+			return -1;
+		g->buf = b;
+		g->cap = cap;
+	}
+	memcpy(g->buf + g->len, data, n);
+	g->len += n;
+	return 0;
+}
+
+int tfs_remote_fetch_small(const char *url, const tfs_open_opts *o, uint64_t cap,
+			   uint8_t **out, uint64_t *len, tfs_error *err)
+{
+	tfs_http *h = NULL;
+	tfs_validator v = { .known = false };
+	growing g = { .limit = cap, .v = &v };
+	int rc = tfs_http_new(&h, url, o, err);
+	if (!rc)
+		rc = tfs_http_get(h, 0, cap + 1, &v, NULL, to_growing, &g, NULL, err);
+	if (v.known && v.size > cap)
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: file too large (%llu bytes, at most %llu)",
+				   url, (unsigned long long)v.size, (unsigned long long)cap);
+	if (!rc && !g.buf)
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: empty file", url);
+	tfs_http_free(h);
+	if (rc) {
+		free(g.buf);
+		return rc;
+	}
+	g.buf[g.len] = '\0';
+	*out = g.buf;
+	*len = g.len;
+	return 0;
+}
+
 /* ==== hf:// ==== */
 
 bool tfs_is_hf(const char *source) { return strncmp(source, "hf://", 5) == 0; }

@@ -25,6 +25,7 @@ EXAMPLES = os.path.join(HERE, "../../examples")
 WWW = None
 NG = None
 SKIP = None
+SHARDED = None
 
 
 def make_big_gguf(path):
@@ -56,6 +57,36 @@ def make_big_st(path):
         f.write(stgen.st_raw(tensors, {"format": "pt"}))
 
 
+SHARDS = ("model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+          "model-00003-of-00003.safetensors")
+
+
+def make_sharded(d):
+    """A sharded set in d: three shards (one tensor of 12 MiB, spanning chunks), an index;
+    returns {tensor: its bytes}."""
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(16)
+    want, weight_map = {}, {}
+    for s, fname in enumerate(SHARDS):
+        tensors = []
+        for j, dt in enumerate(("F32", "F16", "BF16", "I32")):
+            n = (3 << 20) if (s, j) == (1, 0) else 1000 + 37 * j
+            x = rng.standard_normal(n).astype(np.float32)
+            raw = {"F32": x.astype("<f4"), "F16": x.astype("<f2"), "BF16": stgen.bf16_bits(x),
+                   "I32": (x * 1000).astype("<i4")}[dt].tobytes()
+            name = "model.layers.%d.t%d.weight" % (s, j)
+            tensors.append((name, dt, [n], raw))
+            want[name] = raw
+            weight_map[name] = fname
+        with open(os.path.join(d, fname), "wb") as f:
+            f.write(stgen.st_raw(sorted(tensors), {"format": "pt"}))
+    index = {"metadata": {"total_size": sum(len(v) for v in want.values())},
+             "weight_map": dict(sorted(weight_map.items()))}
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f, indent=2)
+    return want
+
+
 def setUpModule():
     global WWW, NG, SKIP
     if not websrv.NGINX or not websrv.OPENSSL:
@@ -72,6 +103,13 @@ def setUpModule():
     shutil.copy(os.path.join(TESTDATA, "safetensors/ok_all_dtypes.safetensors"), WWW)
     make_big_gguf(os.path.join(WWW, "big.gguf"))
     make_big_st(os.path.join(WWW, "big.safetensors"))
+    global SHARDED
+    SHARDED = make_sharded(os.path.join(WWW, "sharded"))
+    os.makedirs(os.path.join(WWW, "broken"))
+    shutil.copy(os.path.join(WWW, "sharded", SHARDS[0]), os.path.join(WWW, "broken"))
+    shutil.copy(os.path.join(WWW, "sharded", SHARDS[2]), os.path.join(WWW, "broken"))
+    shutil.copy(os.path.join(WWW, "sharded", "model.safetensors.index.json"),
+                os.path.join(WWW, "broken"))
     with open(os.path.join(WWW, "hello.txt"), "w") as f:
         f.write("hello, this is not a model\n" * 10)
     NG = websrv.Nginx(WWW)
@@ -173,6 +211,57 @@ class Remote(TestCase):
         self.assertEqual(len(lines), 1, r.stderr)
         self.assertIn(NG.surl("tiny-llama.gguf"), lines[0])
         self.assertRegex(lines[0], "(?i)certificate")
+
+    # ==== a sharded safetensors set ====
+
+    def test_sharded_index_url_every_tensor_equals_local(self):
+        NG.clear_log()
+        name = "sharded/model.safetensors.index.json"
+        with Mount(self, NG.url(name), self.opts()) as rm:
+            for t, raw in SHARDED.items():
+                self.assertEqual(read(rm.p("tensors", t)), raw, t)
+            idx = json.loads(read(rm.p("index.json")))
+            self.assertEqual(sorted(os.path.basename(t["source"]) for t in idx["tensors"]),
+                             sorted(s for s in SHARDS for _ in range(4)))
+            self.assert_same_tree(rm, name)
+        # each shard fetched through ranged requests, none whole
+        shard_reqs = [r for r in NG.log() if r.uri.startswith("/sharded/model-")]
+        self.assertTrue(shard_reqs)
+        self.assertTrue(all(r.status in (206, 304) for r in shard_reqs), shard_reqs)
+        self.assertEqual({r.uri for r in shard_reqs}, {"/sharded/" + s for s in SHARDS})
+
+    def test_sharded_second_mount_reads_no_shard_byte_again(self):
+        name = "sharded/model.safetensors.index.json"
+        with Mount(self, NG.url(name), self.opts()) as rm:
+            first = read(rm.p("tensors", "model.layers.1.t0.weight"))
+        NG.clear_log()
+        with Mount(self, NG.url(name), self.opts()) as rm:
+            self.assertEqual(read(rm.p("tensors", "model.layers.1.t0.weight")), first)
+        shard_bytes = sum(r.body_bytes for r in NG.log() if r.uri.startswith("/sharded/model-"))
+        self.assertEqual(shard_bytes, 0, NG.log())
+        self.assertEqual(first, SHARDED["model.layers.1.t0.weight"])
+
+    def test_sharded_missing_shard_is_one_line_naming_its_url(self):
+        mp = self.tmpdir()
+        r = run([TENSORFS, "mount", NG.url("broken/model.safetensors.index.json"), mp, "-o",
+                 ",".join(self.opts())], timeout=60)
+        if is_mounted(mp):
+            run(["fusermount3", "-u", mp])
+            self.fail("mounted with a shard missing")
+        self.assertNotEqual(r.returncode, 0)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn(NG.url("broken/" + SHARDS[1]), lines[0])
+        self.assertIn("HTTP 404", lines[0])
+
+    def test_sharded_index_not_json_or_missing(self):
+        self.assert_refused(NG.url("sharded/missing.safetensors.index.json"), "HTTP 404")
+        self.assert_refused(NG.url("sharded/hello.json"), "HTTP 404")
+        shutil.copy(os.path.join(WWW, "hello.txt"), os.path.join(WWW, "sharded/bad.json"))
+        try:
+            self.assert_refused(NG.url("sharded/bad.json"), "invalid JSON")
+        finally:
+            os.unlink(os.path.join(WWW, "sharded/bad.json"))
 
     def test_mount_fetches_header_only(self):
         for name in ("big.gguf", "big.safetensors", "tiny-llama.gguf"):
@@ -503,6 +592,31 @@ class HuggingFace(TestCase):
         finally:
             run([TENSORFS, "unmount", mp])
             os.unlink(os.path.join(WWW, "model.safetensors"))
+
+    def test_hf_repo_prefers_its_sharded_index(self):
+        """hf://ORG/REPO picks model.safetensors.index.json when the repo has one (even
+        beside a model.safetensors), its shards fetched through the hub's redirects."""
+        names = list(SHARDS) + ["model.safetensors.index.json"]
+        for n in names:
+            shutil.copy(os.path.join(WWW, "sharded", n), os.path.join(WWW, n))
+        shutil.copy(os.path.join(WWW, "big.safetensors"), os.path.join(WWW, "model.safetensors"))
+        names.append("model.safetensors")
+        try:
+            r, mp = self.mount("hf://org/repo", self.env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr, "")
+            for t, raw in SHARDED.items():
+                self.assertEqual(read(os.path.join(mp, "tensors", t)), raw, t)
+            self.assertNotIn(b"secret-token-14", read(os.path.join(mp, "index.json")))
+            run([TENSORFS, "unmount", mp])
+        finally:
+            for n in names:
+                os.unlink(os.path.join(WWW, n))
+        seen = [p for p, _ in self.hub.seen]
+        for s in SHARDS:
+            self.assertIn("/org/repo/resolve/main/" + s, seen)
+        self.assertNotIn("/org/repo/resolve/main/model.safetensors", seen)
+        self.assertEqual(set(self.proxy.auth_seen), {None})
 
     def local_tensor(self, name, t):
         with Mount(self, os.path.join(WWW, name)) as lm:

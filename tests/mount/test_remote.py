@@ -437,6 +437,40 @@ class Remote(TestCase):
         finally:
             p.stop()
 
+    def assert_eio_within(self, path, bound):
+        t0 = time.monotonic()
+        with self.assertRaises(OSError) as cm:
+            read(path)
+        took = time.monotonic() - t0
+        self.assertEqual(cm.exception.errno, errno.EIO)
+        self.assertLess(took, bound, "a read of a dead server took %.1f s" % took)
+        print("# EIO after %.1f s (bound %.0f s)" % (took, bound), flush=True)
+
+    def test_stalled_or_killed_server_fails_in_bounded_time(self):
+        """With -o timeout=T, a read from a server that stopped answering fails with EIO
+        within the budget (2 x T without progress, README), here asserted < 4 x T + 3 s."""
+        t = 2
+        for how in ("stall", "killed"):
+            p = faultproxy.FaultProxy(NG.url(""))
+            p.stall_seconds = 60
+            ng = websrv.Nginx(WWW) if how == "killed" else None
+            url = ng.url("big.gguf") if ng else p.url("big.gguf")
+            try:
+                with Mount(self, url, ["cache=" + self.tmpdir(), "timeout=%d" % t]) as rm:
+                    self.assertIn(b"tail", read(rm.p("index.json")))
+                    if how == "stall":
+                        p.always = "stall"
+                    else:
+                        ng.stop()  # its keep-alive connections close too
+                    self.assert_eio_within(rm.p("tensors/big"), 4 * t + 3)
+                    self.assert_eio_within(rm.p("f32/half"), 4 * t + 3)
+                    why = os.getxattr(rm.path, "user.tensorfs.last_error").decode()
+                    self.assertIn(url, why)
+            finally:
+                p.stop()
+                if ng:
+                    ng.stop()
+
     def test_changed_file_is_eio_until_remount(self):
         p = faultproxy.FaultProxy(NG.url(""))
         try:

@@ -2,6 +2,7 @@
 (HTTP and HTTPS with a throwaway certificate), a fault-injecting proxy, a hub imitation.
 Every byte read through a remote mount is compared with a local mount of the same file."""
 import errno
+import hashlib
 import http.server
 import json
 import os
@@ -290,6 +291,43 @@ class Remote(TestCase):
         self.assertEqual(sum(r.body_bytes for r in log), 0, log)
         self.assertEqual([r.status for r in log], [304])
         self.assertEqual(first["tensors/big"], self.tensor_bytes("big.gguf", "big"))
+
+    def entries_of(self, url):
+        """The cache's entries (data and map files) of url, by version key."""
+        h = hashlib.sha256(url.encode()).hexdigest() + "-"
+        return sorted(f for f in os.listdir(self.cache) if f.startswith(h))
+
+    def test_a_new_version_removes_the_old_ones_cache(self):
+        """When the server's file changes (another ETag and size), the next mount's cache
+        entry replaces the old version's: its files are removed, also while a mount that
+        still reads the old version holds them (it keeps reading its cached blocks)."""
+        path = os.path.join(WWW, "changing.gguf")
+        shutil.copy(os.path.join(WWW, "big.gguf"), path)
+        url = NG.url("changing.gguf")
+        try:
+            with Mount(self, url, self.opts()) as old:
+                v1 = read(old.p("tensors/big"))
+                self.assertEqual(v1, self.tensor_bytes("big.gguf", "big"))
+                first = self.entries_of(url)
+                self.assertEqual([f[-4:] for f in first], ["data", ".map"], first)
+                # a new version: other tensor bytes, another size, another ETag
+                shutil.copy(os.path.join(WWW, "tiny-llama.gguf"), path)
+                os.utime(path, (time.time() + 100, time.time() + 100))
+                with Mount(self, url, self.opts()) as new:
+                    with Mount(self, path) as lm:
+                        for f in files_of(lm.path):
+                            if f != "index.json":
+                                self.assertEqual(read(new.p(f)), read(lm.p(f)), f)
+                    now = self.entries_of(url)
+                    self.assertEqual(len(now), 2, now)
+                    self.assertEqual(set(now) & set(first), set(), (first, now))
+                    # the old mount still reads its version's cached blocks
+                    with open(old.p("tensors/big"), "rb") as f:
+                        f.seek(12345)
+                        self.assertEqual(f.read(1000), v1[12345:13345])
+            self.assertEqual(len(self.entries_of(url)), 2)
+        finally:
+            os.unlink(path)
 
     def tensor_bytes(self, name, tensor):
         with Mount(self, os.path.join(WWW, name)) as lm:

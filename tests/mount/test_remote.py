@@ -346,6 +346,26 @@ class Remote(TestCase):
         self.assertLessEqual(log[0].body_bytes, 8 << 20)
         self.assertLess(log[0].body_bytes, os.path.getsize(os.path.join(WWW, "big.gguf")))
 
+    def test_a_chunk_is_fetched_over_several_connections(self):
+        """A chunk of several 2 MiB parts is fetched as that many ranged requests at once
+        (-o connections=N); with connections=1, as one request.  The bytes are the file's."""
+        want = self.tensor_bytes("big.safetensors", "big")
+        counts = {}
+        for conns in (1, 4):
+            with Mount(self, NG.url("big.safetensors"), ["cache=" + self.tmpdir(), "timeout=5",
+                                                         "connections=%d" % conns]) as rm:
+                NG.clear_log()
+                with open(rm.p("tensors/big"), "rb") as f:
+                    f.seek(9 << 20)
+                    self.assertEqual(f.read(4), want[9 << 20:(9 << 20) + 4])
+                log = NG.log()
+            self.assertTrue(all(r.status == 206 for r in log), log)
+            self.assertLessEqual(sum(r.body_bytes for r in log), 8 << 20)
+            self.assertGreater(sum(r.body_bytes for r in log), 3 << 20, log)
+            counts[conns] = len(log)
+        self.assertEqual(counts[1], 1)
+        self.assertGreaterEqual(counts[4], 2)
+
     def test_cache_size_is_kept(self):
         cap = 3 << 20
         with Mount(self, NG.url("big.gguf"), self.opts("cache_size=3M")) as rm:

@@ -578,6 +578,23 @@ class RemoteWrite(TestCase):
             self.assertEqual(read(out), read(ref), name)
             self.assertTrue(os.path.exists(out))
 
+    def test_rw_sharded_repacks_to_a_local_set(self):
+        """A remote sharded set mounted rw is repacked to a local index and its shards
+        beside it: the edited tensor new, every other tensor the remote's bytes."""
+        out = os.path.join(self.tmpdir(), "model.safetensors.index.json")
+        name = "model.layers.2.t1.weight"
+        new = np.arange(len(SHARDED[name]) // 2, dtype="<f2").tobytes()
+        with Mount(self, NG.url("sharded/model.safetensors.index.json"),
+                   ["rw", "output=" + out, "cache=" + self.cache]) as m:
+            with open(m.p("tensors", name), "wb") as f:
+                f.write(new)
+        self.assertEqual(m.unmount_result.returncode, 0, m.unmount_result.stderr)
+        self.assertEqual(sorted(os.listdir(os.path.dirname(out))),
+                         sorted(list(SHARDS) + ["model.safetensors.index.json"]))
+        with Mount(self, out) as lm:
+            for t, raw in SHARDED.items():
+                self.assertEqual(read(lm.p("tensors", t)), new if t == name else raw, t)
+
     def test_rw_without_output_is_refused(self):
         mp = self.tmpdir()
         r = run([TENSORFS, "mount", NG.url("big.gguf"), mp, "-o", "rw,cache=" + self.cache])

@@ -465,20 +465,26 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 	char inm[300];
 	int tries = 0, total = 0, rc = 0;
 	int64_t deadline = now_ms() + 2000 * h->timeout;
-	if (server_down(h))
-		return tfs_error_sys(err, EIO, "%s: the server did not answer a moment ago (no "
-				     "answer within %ld s): not asked again yet", h->url,
-				     2 * h->timeout);
 	if (if_none_match && *if_none_match) {
 		snprintf(inm, sizeof(inm), "If-None-Match: %s", if_none_match);
 		if (!(hdrs = curl_slist_append(NULL, inm)))
 			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->url);
 	}
 	while (x.pos < x.end || !v->known) {
+		if (server_down(h)) { /* also after waiting for a connection another range held */
+			rc = tfs_error_sys(err, EIO, "%s: the server did not answer a moment ago (no "
+					   "answer within %ld s): not asked again yet", h->url,
+					   2 * h->timeout);
+			break;
+		}
 		int i = take(h, err);
 		if (i < 0) {
 			rc = i;
 			break;
+		}
+		if (server_down(h)) {
+			give_back(h, i, 0, 0);
+			continue;
 		}
 		uint64_t before = x.pos;
 		x.wait_s = attempt_wait(h, deadline);

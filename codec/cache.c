@@ -158,10 +158,34 @@ static int open_files(tfs_cache *c, tfs_error *err)
 	return 0;
 }
 
+/* Removes the entries of url's other versions (names "<hash of url>-*" but not mine): a
+ * mount still reading one keeps its open files; the map goes first, as in eviction. */
+static void remove_other_versions(const tfs_cache *c, const char *url_hash)
+{
+	DIR *d = opendir(c->dir);
+	struct dirent *e;
+	const char *mine = strrchr(c->map_path, '/') + 1;
+	size_t hl = strlen(url_hash), keep = strlen(mine) - 4; /* without ".map" */
+	for (int pass = 0; d && pass < 2; pass++) { /* the maps, then the data files */
+		const char *ext = pass ? ".data" : ".map";
+		size_t el = strlen(ext);
+		rewinddir(d);
+		while ((e = readdir(d))) {
+			size_t n = strlen(e->d_name);
+			if (n > hl + 1 + el && strncmp(e->d_name, url_hash, hl) == 0 &&
+			    e->d_name[hl] == '-' && strcmp(e->d_name + n - el, ext) == 0 &&
+			    !(n - el == keep && strncmp(e->d_name, mine, keep) == 0))
+				unlinkat(dirfd(d), e->d_name, 0);
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
 int tfs_cache_open(tfs_cache **out, const char *dir, const char *url, const tfs_validator *v,
 		   uint64_t cap, tfs_error *err)
 {
-	char *key_src = NULL, key[65];
+	char *key_src = NULL, key[65 + 65], url_hash[65];
 	tfs_cache *c = calloc(1, sizeof(*c));
 	*out = NULL;
 	if (!c || asprintf(&key_src, "%s\n%s\n%s\n%llu", url, v->etag, v->last_modified,
@@ -169,7 +193,10 @@ int tfs_cache_open(tfs_cache **out, const char *dir, const char *url, const tfs_
 		free(c);
 		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	}
-	hex_sha256(key_src, key);
+	hex_sha256(url, url_hash);
+	memcpy(key, url_hash, 64); /* "<hash of url>-<hash of url and version>" */
+	key[64] = '-';
+	hex_sha256(key_src, key + 65);
 	free(key_src);
 	c->data_fd = c->map_fd = -1;
 	c->size = v->size;
@@ -188,6 +215,7 @@ int tfs_cache_open(tfs_cache **out, const char *dir, const char *url, const tfs_
 		tfs_cache_free(c);
 		return rc;
 	}
+	remove_other_versions(c, url_hash);
 	c->usage = dir_usage(dir);
 	*out = c;
 	return 0;

@@ -5,7 +5,8 @@
  *   1. <key>.data  a sparse file of the remote file's size; present blocks hold its bytes
  *   2. <key>.map   one byte per TFS_CACHE_BLOCK block: 1 = present in .data, 0 = not
  *   3. <hash of the URL>.last  the URL's newest validator (ETag, Last-Modified, size)
- * key is the sha256 of the URL and its validator, so another version is another entry.
+ * key is "<sha256 of the URL>-<sha256 of the URL and its validator>", so another version is
+ * another entry, and opening one version removes the URL's other versions' entries.
  * A block's bytes are written before its map byte (one-byte pwrites, atomic), and a
  * block is evicted map byte first, then punched; readers check the map again after
  * reading data: two mounts can share a directory without locks and never read a hole.
@@ -19,8 +20,9 @@
 
 typedef struct tfs_cache tfs_cache;
 
-/* Opens or creates the entry of (url, v) in dir (created with its parents).  cap: the
- * directory's size limit in bytes (0: none). */
+/* Opens or creates the entry of (url, v) in dir (created with its parents), and removes
+ * the entries of url's other versions (a mount still using one keeps its open files).
+ * cap: the directory's size limit in bytes (0: none). */
 int tfs_cache_open(tfs_cache **out, const char *dir, const char *url, const tfs_validator *v,
 		   uint64_t cap, tfs_error *err);
 void tfs_cache_free(tfs_cache *c);

@@ -13,12 +13,14 @@
 #define MAX_ATTEMPTS 8        /* tries of one range without progress */
 #define MAX_TOTAL_ATTEMPTS 64 /* tries of one range in all */
 #define MAX_RETRY_AFTER 30    /* seconds: a longer Retry-After is cut to this */
+#define MIN_PROGRESS (64u << 10) /* bytes an attempt must bring to restart the time budget */
 
 struct tfs_http {
 	char *url;
 	char *token;              /* bearer token, or NULL; never logged */
 	char *cafile;
 	long timeout;             /* seconds: connect, and a stall of the body */
+	struct timespec down_until; /* after a range got no answer: fail at once until then */
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
 	CURL *easy[MAX_CONNECTIONS];
@@ -96,7 +98,30 @@ typedef struct {
 	tfs_http_sink sink;
 	void *ctx;
 	uint64_t received;
+	long wait_s;              /* this attempt's connect and stall timeout */
+	int64_t last_byte_ms;     /* when the last byte arrived (or the attempt began) */
+	bool stalled;             /* given up: no byte for wait_s seconds */
 } xfer;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* libcurl's progress callback: ends a transfer that has had no byte for wait_s seconds
+ * (CURLOPT_LOW_SPEED_TIME averages over a window, so a trickle then a stall lasts longer). */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	xfer *x = ud;
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	if (now_ms() - x->last_byte_ms <= x->wait_s * 1000)
+		return 0;
+	x->stalled = true;
+	return 1;
+}
 
 /* Copies a header's value (trimmed) into dst. */
 static void header_value(char *dst, size_t cap, const char *p, size_t n)
@@ -200,6 +225,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 	}
 	x->pos += n;
 	x->received += n;
+	x->last_byte_ms = now_ms();
 	return n;
 }
 
@@ -244,6 +270,7 @@ static void give_back(tfs_http *h, int i, uint64_t requests, uint64_t bytes)
 static void setup(tfs_http *h, CURL *c, xfer *x, char *range, size_t cap,
 		  struct curl_slist *hdrs)
 {
+	long wait = x->wait_s;
 	curl_easy_reset(c); /* keeps the connection, the DNS and TLS session caches */
 	snprintf(range, cap, "%llu-%llu", (unsigned long long)x->pos,
 		 (unsigned long long)(x->end - 1));
@@ -257,9 +284,9 @@ static void setup(tfs_http *h, CURL *c, xfer *x, char *range, size_t cap,
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, h->timeout);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L); /* a stall of timeout seconds */
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->timeout);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, wait);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L); /* a stall of `wait` seconds */
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, wait);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "tensorfs/0.1.0");
 	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L << 10); /* fewer, larger cache writes */
 	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, NULL); /* bytes as stored, no gzip */
@@ -275,6 +302,9 @@ static void setup(tfs_http *h, CURL *c, xfer *x, char *range, size_t cap,
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 }
 
 /* One request on connection i; returns the curl code (x says the rest). */
@@ -288,7 +318,11 @@ static CURLcode perform(tfs_http *h, int i, xfer *x, struct curl_slist *hdrs)
 	x->fail = OK;
 	x->retry_after = -1;
 	x->received = 0;
+	x->stalled = false;
+	x->last_byte_ms = now_ms();
 	CURLcode rc = curl_easy_perform(c);
+	if (rc == CURLE_ABORTED_BY_CALLBACK && x->stalled)
+		rc = CURLE_OPERATION_TIMEDOUT;
 	long redirects = 0;
 	curl_easy_getinfo(c, CURLINFO_REDIRECT_COUNT, &redirects);
 	give_back(h, i, 1 + (uint64_t)redirects, x->received);
@@ -370,6 +404,58 @@ static bool retryable(CURLcode rc, const xfer *x)
 	return x->status == 429 || x->status == 408 || x->status >= 500;
 }
 
+/* ==== the time budget: a range without progress for 2 x timeout fails ==== */
+
+/* Whether the server is taken as down (a range got no answer within its budget lately). */
+static bool server_down(tfs_http *h)
+{
+	pthread_mutex_lock(&h->lock);
+	int64_t until = (int64_t)h->down_until.tv_sec * 1000 + h->down_until.tv_nsec / 1000000;
+	pthread_mutex_unlock(&h->lock);
+	return now_ms() < until;
+}
+
+static void mark_down(tfs_http *h)
+{
+	int64_t until = now_ms() + h->timeout * 1000;
+	pthread_mutex_lock(&h->lock);
+	h->down_until.tv_sec = until / 1000;
+	h->down_until.tv_nsec = (until % 1000) * 1000000;
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* The error of a range given up on: a clear line naming the URL. */
+static int give_up(tfs_http *h, const xfer *x, CURLcode cc, int total, bool out_of_time,
+		   tfs_error *err)
+{
+	if (x->status && x->fail != OK && x->fail != BAD_RANGE)
+		return final_error(h, x, err);
+	if (x->fail == OK && x->status >= 300 && cc == CURLE_OK)
+		return final_error(h, x, err);
+	if (out_of_time && cc != CURLE_OK && cc != CURLE_WRITE_ERROR) {
+		mark_down(h); /* no answer: the next reads fail at once for a while */
+		return tfs_error_sys(err, EIO, "%s: no answer within %ld s (%s, after %d tries; "
+				     "-o timeout=%ld)", h->url, 2 * h->timeout,
+				     curl_easy_strerror(cc), total + 1, h->timeout);
+	}
+	if (cc != CURLE_OK && cc != CURLE_WRITE_ERROR)
+		return tfs_error_sys(err, EIO, "%s: %s (after %d tries)", h->url,
+				     curl_easy_strerror(cc), total + 1);
+	if (x->fail == SINK)
+		return tfs_error_sys(err, EIO, "%s: cannot store what was received", h->url);
+	return tfs_error_sys(err, EIO, "%s: bad responses (HTTP %ld, Content-Range not the bytes "
+			     "asked for) after %d tries", h->url, x->status, total + 1);
+}
+
+/* Before an attempt: the seconds it may wait for the server (the budget left, at most
+ * timeout, at least 1). */
+static long attempt_wait(const tfs_http *h, int64_t deadline)
+{
+	int64_t left = deadline - now_ms();
+	long s = left > 0 ? (long)((left + 999) / 1000) : 1;
+	return s < h->timeout ? s : h->timeout;
+}
+
 int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 		 const char *if_none_match, tfs_http_sink sink, void *ctx, uint64_t *got,
 		 tfs_error *err)
@@ -378,51 +464,52 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 	struct curl_slist *hdrs = NULL;
 	char inm[300];
 	int tries = 0, total = 0, rc = 0;
-	CURLcode cc = CURLE_OK;
+	int64_t deadline = now_ms() + 2000 * h->timeout;
 	if (if_none_match && *if_none_match) {
 		snprintf(inm, sizeof(inm), "If-None-Match: %s", if_none_match);
 		if (!(hdrs = curl_slist_append(NULL, inm)))
 			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->url);
 	}
 	while (x.pos < x.end || !v->known) {
+		if (server_down(h)) { /* also after waiting for a connection another range held */
+			rc = tfs_error_sys(err, EIO, "%s: the server did not answer a moment ago (no "
+					   "answer within %ld s): not asked again yet", h->url,
+					   2 * h->timeout);
+			break;
+		}
 		int i = take(h, err);
 		if (i < 0) {
 			rc = i;
 			break;
 		}
+		if (server_down(h)) {
+			give_back(h, i, 0, 0);
+			continue;
+		}
 		uint64_t before = x.pos;
-		cc = perform(h, i, &x, hdrs);
-		if (x.status == 304 && hdrs && x.fail == OK) {
-			rc = strcmp(x.etag[0] ? x.etag : if_none_match, if_none_match) == 0 ? 1 : 0;
-			if (rc) {
-				v->known = true;
-				break;
-			}
+		x.wait_s = attempt_wait(h, deadline);
+		CURLcode cc = perform(h, i, &x, hdrs);
+		if (x.status == 304 && hdrs && x.fail == OK &&
+		    strcmp(x.etag[0] ? x.etag : if_none_match, if_none_match) == 0) {
+			v->known = true;
+			rc = 1;
+			break;
 		}
 		if (cc == CURLE_OK && x.fail == OK && x.status == 206 && x.pos == x.end)
 			break;
 		if (x.pos > before)
 			tries = 0; /* progress: a dropped connection resumes where it stopped */
+		if (x.pos - before >= MIN_PROGRESS)
+			deadline = now_ms() + 2000 * h->timeout;
 		/* a refused connection is tried 3 times (a server restarting), not 8 */
 		int cap = cc == CURLE_COULDNT_CONNECT ? 3 : MAX_ATTEMPTS;
-		if (!retryable(cc, &x) || ++tries >= cap || ++total >= MAX_TOTAL_ATTEMPTS) {
-			if (x.status && x.fail != OK && x.fail != BAD_RANGE)
-				rc = final_error(h, &x, err);
-			else if (x.fail == OK && x.status >= 300 && cc == CURLE_OK)
-				rc = final_error(h, &x, err);
-			else if (cc != CURLE_OK && cc != CURLE_WRITE_ERROR)
-				rc = tfs_error_sys(err, EIO, "%s: %s (after %d tries)", h->url,
-						   curl_easy_strerror(cc), total + 1);
-			else if (x.fail == SINK)
-				rc = tfs_error_sys(err, EIO, "%s: cannot store what was received",
-						   h->url);
-			else
-				rc = tfs_error_sys(err, EIO, "%s: bad responses (HTTP %ld, Content-Range "
-						   "not the bytes asked for) after %d tries", h->url,
-						   x.status, total + 1);
+		long pause = backoff_ms(&x, tries + 1);
+		bool late = now_ms() + pause >= deadline;
+		if (!retryable(cc, &x) || ++tries >= cap || ++total >= MAX_TOTAL_ATTEMPTS || late) {
+			rc = give_up(h, &x, cc, total, late && retryable(cc, &x), err);
 			break;
 		}
-		sleep_ms(backoff_ms(&x, tries));
+		sleep_ms(pause);
 	}
 	curl_slist_free_all(hdrs);
 	if (got)

@@ -176,6 +176,15 @@ int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, ui
 /* Per-format readers: fill an empty model (created by tfs_model_new) from path. */
 int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err);
 int tfs_safetensors_open(tfs_model *m, const char *path, tfs_error *err);
+/* Opens a shard of a sharded set by its file name (as the weight_map says it): adds it to m
+ * as a source (its label: name) and sets *src.  0 or an error naming the file or URL. */
+typedef int (*tfs_st_shard_opener)(void *ctx, tfs_model *m, const char *name, int32_t *src,
+				   tfs_error *err);
+/* Reads a sharded set from its index's text (of index_path, a path or URL), each shard
+ * added by opener (in the order of their names). */
+int tfs_safetensors_open_index(tfs_model *m, const char *index_path, const uint8_t *text,
+			       uint64_t len, tfs_st_shard_opener opener, void *ctx,
+			       tfs_error *err);
 int tfs_ollama_open(tfs_model *m, const char *ref, const tfs_open_opts *o, tfs_error *err);
 
 /* Per-format writers: write the model's current state to a new file at tmp_path

@@ -165,8 +165,84 @@ static int open_remote(tfs_model **out, const char *url, const tfs_open_opts *o,
 	return 0;
 }
 
+/* ==== a sharded safetensors set over HTTP(S) ==== */
+
+typedef struct {
+	const char *index_url;
+	size_t base_len;          /* the index URL up to its last '/' (before any query) */
+	const tfs_open_opts *o;
+} remote_shards;
+
+/* A shard: its name (percent-encoded) resolved against the index's URL, a remote source. */
+static int open_remote_shard(void *ctx, tfs_model *m, const char *name, int32_t *src,
+			     tfs_error *err)
+{
+	const remote_shards *rs = ctx;
+	size_t n = strlen(name);
+	char *url = malloc(rs->base_len + 3 * n + 1), *label = strdup(name);
+	int rc = 0;
+	if (!url || !label) {
+		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", rs->index_url);
+		goto out;
+	}
+	memcpy(url, rs->index_url, rs->base_len);
+	char *p = url + rs->base_len;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    strchr("-._~", c))
+			*p++ = (char)c;
+		else
+			p += sprintf(p, "%%%02X", c);
+	}
+	*p = '\0';
+	if ((rc = add_remote_source(m, url, rs->o, src, err)))
+		goto out;
+	free(m->src[*src].label); /* the weight_map's name, not the encoded one */
+	m->src[*src].label = label;
+	label = NULL;
+out:
+	free(label);
+	free(url);
+	return rc;
+}
+
+/* The index of a sharded set at url: fetched whole, each shard a remote source. */
+static int open_remote_index(tfs_model **out, const char *url, const tfs_open_opts *o,
+			     tfs_error *err)
+{
+	tfs_model *m = NULL;
+	uint8_t *text = NULL;
+	uint64_t len = 0;
+	size_t q = strcspn(url, "?#"), base = q;
+	while (base && url[base - 1] != '/')
+		base--;
+	remote_shards rs = { url, base, o };
+	int rc = tfs_remote_fetch_small(url, o, TFS_MAX_ST_HEADER, &text, &len, err);
+	if (!rc)
+		rc = tfs_model_new(&m, TFS_FMT_SAFETENSORS, url, err);
+	if (!rc)
+		rc = tfs_safetensors_open_index(m, url, text, len, open_remote_shard, &rs, err);
+	free(text);
+	if (rc) {
+		tfs_model_free(m);
+		return rc;
+	}
+	m->changed = false;
+	*out = m;
+	return 0;
+}
+
+/* Whether url's path names a JSON file (a sharded set's index). */
+static bool url_is_json(const char *url)
+{
+	size_t n = strcspn(url, "?#");
+	return n >= 5 && strncasecmp(url + n - 5, ".json", 5) == 0;
+}
+
 /* hf://ORG/REPO[/PATH][@REV]: the hub's resolve URL, with $HF_TOKEN unless a token was
- * given; a repo alone is its model.safetensors (a sharded set is not read remotely yet). */
+ * given; a repo alone is its model.safetensors.index.json if it has one, else its
+ * model.safetensors. */
 static int open_hf(tfs_model **out, const char *source, const tfs_open_opts *opts,
 		   tfs_error *err)
 {
@@ -174,24 +250,19 @@ static int open_hf(tfs_model **out, const char *source, const tfs_open_opts *opt
 	const char *tok = getenv("HF_TOKEN");
 	if (!o.token && tok && *tok)
 		o.token = tok;
-	char *url = tfs_hf_url(source, "model.safetensors");
+	char *url = tfs_hf_url(source, "model.safetensors.index.json");
 	if (!url)
 		return tfs_error_set(err, TFS_E_INVALID, "%s: not of the form hf://ORG/REPO[/PATH]"
 				     "[@REVISION]", source);
-	int rc = open_remote(out, url, &o, err);
 	bool repo_only = strchr(strchr(source + 5, '/') + 1, '/') == NULL;
+	int rc = url_is_json(url) ? open_remote_index(out, url, &o, err)
+				  : open_remote(out, url, &o, err);
 	free(url);
-	if (rc == TFS_E_NOTFOUND && repo_only && (url = tfs_hf_url(source,
-						 "model.safetensors.index.json"))) {
-		tfs_error e2;
-		tfs_model *m = NULL;
-		tfs_open_opts q = o;
-		q.cache_dir = "/dev/null/none"; /* only asked whether it exists */
-		if (open_remote(&m, url, &q, &e2) != TFS_E_NOTFOUND)
-			rc = tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: a sharded safetensors model "
-					   "(%s); mounting one over HTTP is not supported yet", source,
-					   url);
-		tfs_model_free(m);
+	if (rc == TFS_E_NOTFOUND && repo_only) {
+		if (!(url = tfs_hf_url(source, "model.safetensors")))
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source);
+		tfs_error_clear(err);
+		rc = open_remote(out, url, &o, err);
 		free(url);
 	}
 	return rc;
@@ -225,11 +296,8 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 		if (rc != TFS_E_NOTFOUND && rc != TFS_E_INVALID)
 			return rc;
 		tfs_error_clear(err);
-		size_t n = strlen(source), ix = sizeof(".safetensors.index.json") - 1;
-		if (n > ix && strcmp(source + n - ix, ".safetensors.index.json") == 0)
-			return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: the index of a sharded "
-					     "safetensors model; mounting one over HTTP is not "
-					     "supported yet", source);
+		if (url_is_json(source))
+			return open_remote_index(out, source, opts, err);
 		return open_remote(out, source, opts, err);
 	}
 	if (tfs_is_hf(source))

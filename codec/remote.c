@@ -19,6 +19,8 @@
 #define CHUNK_MIN    (8ull << 20)  /* a data fetch, doubling on sequential reads... */
 #define CHUNK_MAX    (128ull << 20)/* ...up to this */
 #define MAX_SIZE     (1ull << 46)  /* 64 TiB: a larger size is a server's mistake */
+#define PART_BLOCKS  ((2ull << 20) / TFS_CACHE_BLOCK) /* a fetch is split in parts of >= 2 MiB */
+#define MAX_PARTS    16            /* ...on at most this many connections at once */
 
 struct tfs_remote {
 	tfs_http *http;
@@ -35,6 +37,7 @@ struct tfs_remote {
 	bool seq;                 /* the last fetch continued the one before */
 	bool prefetching;         /* a thread fetches the chunk after seq_end */
 	bool changed;             /* the file changed on the server: every read fails */
+	int parts;                /* a fetch's parts fetched at once (-o connections) */
 };
 
 bool tfs_is_url(const char *source)
@@ -152,8 +155,8 @@ static bool claim(tfs_remote *r, uint64_t b0, uint64_t b1, bool exact, uint64_t 
 	return true;
 }
 
-/* Fetches blocks [s, e) into the cache (the lock not held). */
-static int fetch(tfs_remote *r, uint64_t s, uint64_t e, tfs_error *err)
+/* Fetches blocks [s, e) into the cache on one connection (the lock not held). */
+static int fetch_part(tfs_remote *r, uint64_t s, uint64_t e, tfs_error *err)
 {
 	uint64_t off = s * TFS_CACHE_BLOCK, end = e * TFS_CACHE_BLOCK;
 	if (end > r->v.size)
@@ -170,6 +173,54 @@ static int fetch(tfs_remote *r, uint64_t s, uint64_t e, tfs_error *err)
 	memset(r->inflight + f.marked, 0, (size_t)(e - f.marked));
 	pthread_cond_broadcast(&r->fetched);
 	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+typedef struct {
+	tfs_remote *r;
+	uint64_t s, e;
+	int rc;
+	bool started;
+	pthread_t thread;
+	tfs_error err;
+} part_job;
+
+static void *part_main(void *arg)
+{
+	part_job *j = arg;
+	j->rc = fetch_part(j->r, j->s, j->e, &j->err);
+	return NULL;
+}
+
+/* Fetches blocks [s, e) into the cache: a range of several parts is split across up to
+ * `connections` connections in parallel, this thread fetching the first part (the blocks
+ * a sequential reader wants first). */
+static int fetch(tfs_remote *r, uint64_t s, uint64_t e, tfs_error *err)
+{
+	uint64_t k = (e - s) / PART_BLOCKS;
+	if (k > (uint64_t)r->parts)
+		k = (uint64_t)r->parts;
+	if (k < 2)
+		return fetch_part(r, s, e, err);
+	part_job jobs[MAX_PARTS];
+	uint64_t step = (e - s + k - 1) / k;
+	for (uint64_t i = 1; i < k; i++) {
+		uint64_t a = s + i * step, b = a + step < e ? a + step : e;
+		jobs[i] = (part_job){ .r = r, .s = a, .e = b };
+		jobs[i].started = pthread_create(&jobs[i].thread, NULL, part_main, &jobs[i]) == 0;
+	}
+	int rc = fetch_part(r, s, s + step, err);
+	for (uint64_t i = 1; i < k; i++) {
+		if (jobs[i].started)
+			pthread_join(jobs[i].thread, NULL);
+		else
+			part_main(&jobs[i]);
+		if (!rc && jobs[i].rc) {
+			rc = jobs[i].rc;
+			if (err)
+				*err = jobs[i].err;
+		}
+	}
 	return rc;
 }
 
@@ -369,6 +420,8 @@ int tfs_remote_open(tfs_remote **out, const char *url, const tfs_open_opts *o, t
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->fetched, NULL);
 	r->chunk = CHUNK_MIN;
+	r->parts = o->connections > 0 ? (o->connections < MAX_PARTS ? o->connections : MAX_PARTS)
+				      : 4;
 	int rc = tfs_http_new(&r->http, url, o, err);
 	if (!rc)
 		rc = first_request(r, url, o, err);
@@ -391,6 +444,57 @@ int tfs_remote_open(tfs_remote **out, const char *url, const tfs_open_opts *o, t
 		return rc;
 	}
 	*out = r;
+	return 0;
+}
+
+/* ==== a small file, whole (an index) ==== */
+
+typedef struct {
+	uint8_t *buf;
+	uint64_t len, cap, limit;
+	const tfs_validator *v;
+} growing;
+
+static int to_growing(void *ctx, uint64_t pos, const void *data, size_t n)
+{
+	growing *g = ctx;
+	if (pos != g->len || n > g->limit - g->len || g->v->size > g->limit)
+		return -1; /* a file too large is said by the caller */
+	if (g->len + n + 1 > g->cap) {
+		uint64_t cap = (g->len + n + 1) * 2;
+		uint8_t *b = realloc(g->buf, (size_t)cap);
+		if (!b)
+			return -1;
+		g->buf = b;
+		g->cap = cap;
+	}
+	memcpy(g->buf + g->len, data, n);
+	g->len += n;
+	return 0;
+}
+
+int tfs_remote_fetch_small(const char *url, const tfs_open_opts *o, uint64_t cap,
+			   uint8_t **out, uint64_t *len, tfs_error *err)
+{
+	tfs_http *h = NULL;
+	tfs_validator v = { .known = false };
+	growing g = { .limit = cap, .v = &v };
+	int rc = tfs_http_new(&h, url, o, err);
+	if (!rc)
+		rc = tfs_http_get(h, 0, cap + 1, &v, NULL, to_growing, &g, NULL, err);
+	if (v.known && v.size > cap)
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: file too large (%llu bytes, at most %llu)",
+				   url, (unsigned long long)v.size, (unsigned long long)cap);
+	if (!rc && !g.buf)
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: empty file", url);
+	tfs_http_free(h);
+	if (rc) {
+		free(g.buf);
+		return rc;
+	}
+	g.buf[g.len] = '\0';
+	*out = g.buf;
+	*len = g.len;
 	return 0;
 }
 

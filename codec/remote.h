@@ -34,6 +34,10 @@ const uint8_t *tfs_remote_map(const tfs_remote *r);
 int tfs_remote_head(tfs_remote *r, uint64_t end, tfs_error *err);
 /* Reads [off, off+len) (inside the file) into buf, through the cache. */
 int tfs_remote_pread(tfs_remote *r, void *buf, uint64_t len, uint64_t off, tfs_error *err);
+/* Fetches the whole of a small file at url (at most cap bytes, else an error), not cached:
+ * *out (allocated, NUL-terminated) and *len. */
+int tfs_remote_fetch_small(const char *url, const tfs_open_opts *o, uint64_t cap,
+			   uint8_t **out, uint64_t *len, tfs_error *err);
 /* Requests and body bytes since the open. */
 void tfs_remote_stats(const tfs_remote *r, uint64_t *requests, uint64_t *bytes);
 

@@ -668,27 +668,21 @@ static bool valid_shard_name(const char *s)
 	return s[0] && strcmp(s, ".") && strcmp(s, "..") && !strchr(s, '/');
 }
 
-/* The index document (*root), checked: a JSON object with a "weight_map" object and, if
- * any, a "metadata" object. */
-static int load_index(const char *index_path, json_t **root, tfs_error *err)
+/* The index document (*root) parsed from text (of index_path), checked: a JSON object with
+ * a "weight_map" object and, if any, a "metadata" object. */
+static int parse_index(const char *index_path, const uint8_t *text, uint64_t len, json_t **root,
+		       tfs_error *err)
 {
-	uint8_t *text = NULL;
-	uint64_t len = 0;
 	json_error_t je;
-	int rc = tfs_read_small_file(index_path, TFS_MAX_ST_HEADER, &text, &len, err);
+	int rc = 0;
 	*root = NULL;
-	if (rc)
-		return rc;
 	if (len >= sizeof(lfs_magic) - 1 && memcmp(text, lfs_magic, sizeof(lfs_magic) - 1) == 0)
-		rc = tfs_error_set(err, TFS_E_FORMAT,
-				   "%s: is a Git LFS pointer, not the model: run git lfs pull",
-				   index_path);
-	else if (!(*root = json_loadb((const char *)text, (size_t)len, JSON_REJECT_DUPLICATES, &je)))
-		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: invalid JSON: %s (line %d, column %d)",
-				   index_path, je.text, je.line, je.column);
-	free(text);
-	if (rc)
-		return rc;
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: is a Git LFS pointer, not the model: run git lfs pull",
+				     index_path);
+	if (!(*root = json_loadb((const char *)text, (size_t)len, JSON_REJECT_DUPLICATES, &je)))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: invalid JSON: %s (line %d, column %d)",
+				     index_path, je.text, je.line, je.column);
 	json_t *meta = json_object_get(*root, "metadata");
 	if (!json_is_object(*root) || !json_is_object(json_object_get(*root, "weight_map")))
 		rc = tfs_error_set(err, TFS_E_FORMAT,
@@ -758,19 +752,9 @@ static int check_weight_map(const tfs_model *m, json_t *wm, const char *index_pa
 	return 0;
 }
 
-static int open_sharded(tfs_model *m, tfs_st_layout *l, const char *index_path, tfs_error *err)
+/* The index's text without its weight_map, kept for the writer. */
+static int keep_index(tfs_st_layout *l, json_t *root, const char *index_path, tfs_error *err)
 {
-	char *dir = NULL, *path = NULL;
-	const char **names = NULL;
-	json_t *root = NULL;
-	size_t nn = 0;
-	int rc;
-
-	if ((rc = load_index(index_path, &root, err)))
-		return rc;
-	json_t *wm = json_object_get(root, "weight_map"), *meta = json_object_get(root, "metadata");
-	if ((rc = shard_names(wm, index_path, &names, &nn, err)))
-		goto out;
 	l->index_path = strdup(index_path);
 	json_t *rest = json_deep_copy(root);
 	if (rest) {
@@ -778,29 +762,71 @@ static int open_sharded(tfs_model *m, tfs_st_layout *l, const char *index_path, 
 		l->index_rest = json_dumps(rest, JSON_COMPACT);
 		json_decref(rest);
 	}
-	if (!l->index_path || !l->index_rest || !(dir = dir_of(index_path))) {
-		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", index_path);
+	if (!l->index_path || !l->index_rest)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", index_path);
+	return 0;
+}
+
+int tfs_safetensors_open_index(tfs_model *m, const char *index_path, const uint8_t *text,
+			       uint64_t len, tfs_st_shard_opener opener, void *ctx,
+			       tfs_error *err)
+{
+	const char **names = NULL;
+	json_t *root = NULL;
+	size_t nn = 0;
+	int rc;
+	tfs_st_layout *l = calloc(1, sizeof(*l));
+	if (!l)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", index_path);
+	m->priv = l;
+	m->priv_free = layout_free;
+	if ((rc = parse_index(index_path, text, len, &root, err)))
+		return rc;
+	json_t *wm = json_object_get(root, "weight_map"), *meta = json_object_get(root, "metadata");
+	if ((rc = shard_names(wm, index_path, &names, &nn, err)) ||
+	    (rc = keep_index(l, root, index_path, err)))
 		goto out;
-	}
 	if (json_is_object(meta) && (rc = push_index_metadata(m, l, meta, index_path, err)))
 		goto out;
 	for (size_t i = 0; i < nn; i++) {
+		int32_t src;
 		if (i > 0 && strcmp(names[i], names[i - 1]) == 0)
 			continue;
-		free(path);
-		if (!(path = path_join(dir, names[i]))) {
-			rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", index_path);
-			goto out;
-		}
-		if ((rc = open_shard(m, l, path, err)))
+		if ((rc = opener(ctx, m, names[i], &src, err)) ||
+		    (rc = read_shard(m, l, src, m->src[src].path, err)))
 			goto out;
 	}
 	rc = check_weight_map(m, wm, index_path, err);
 out:
-	free(path);
-	free(dir);
 	free(names);
 	json_decref(root);
+	return rc;
+}
+
+/* A local shard: the file of that name beside the index (ctx: the index's directory). */
+static int open_local_shard(void *ctx, tfs_model *m, const char *name, int32_t *src,
+			    tfs_error *err)
+{
+	char *path = path_join(ctx, name);
+	if (!path)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", name);
+	int rc = tfs_model_add_source(m, path, name, src, err);
+	free(path);
+	return rc;
+}
+
+static int open_sharded(tfs_model *m, const char *index_path, tfs_error *err)
+{
+	uint8_t *text = NULL;
+	uint64_t len = 0;
+	char *dir = dir_of(index_path);
+	int rc = dir ? tfs_read_small_file(index_path, TFS_MAX_ST_HEADER, &text, &len, err)
+		     : tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", index_path);
+	if (!rc)
+		rc = tfs_safetensors_open_index(m, index_path, text, len, open_local_shard, dir,
+						err);
+	free(text);
+	free(dir);
 	return rc;
 }
 
@@ -853,6 +879,10 @@ int tfs_safetensors_open(tfs_model *m, const char *path, tfs_error *err)
 	if ((rc = set_model_path(m, path, err)))
 		goto out;
 
+	if (ends_with(path, ".json")) {
+		rc = open_sharded(m, path, err);
+		goto out;
+	}
 	tfs_st_layout *l = calloc(1, sizeof(*l));
 	if (!l) {
 		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
@@ -860,10 +890,7 @@ int tfs_safetensors_open(tfs_model *m, const char *path, tfs_error *err)
 	}
 	m->priv = l;
 	m->priv_free = layout_free;
-	if (ends_with(path, ".json"))
-		rc = open_sharded(m, l, path, err);
-	else
-		rc = open_shard(m, l, path, err);
+	rc = open_shard(m, l, path, err);
 out:
 	free(resolved);
 	return rc;

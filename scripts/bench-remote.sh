@@ -12,8 +12,10 @@
 #      vs curl of the same byte range from the same nginx: MB/s and the ratio (mount / curl);
 #  (c) a warm re-read through a fresh mount whose cache holds it vs a local mount of the file
 #      (both hot in the page cache): MB/s and the ratio;
-#  (d) the daemon's peak RSS (VmHWM) after (b).
-# Not measured: reads through a proxy adding latency (vs curl --parallel).
+#  (d) the daemon's peak RSS (VmHWM) after (b);
+#  (e) the cold read of (b) through tests/mount/faultproxy.py adding 20 ms before each request,
+#      a mount with -o connections=4 vs curl --parallel fetching the range in 4 parts over 4
+#      connections through the same proxy: MB/s and the ratio.
 # Needs root (FUSE, drop_caches), nginx, curl and /usr/bin/python3 with numpy.
 set -eu
 cd "$(dirname "$0")/.."
@@ -28,6 +30,7 @@ export TFS_SHARED=${TFS_SHARED:-$ROOT/../shared/testdata}
 /usr/bin/python3 - <<'EOF'
 import json, os, shutil, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "mount"))
+import faultproxy
 import websrv
 
 TENSORFS, DIR = os.environ["TENSORFS"], os.environ["DIR"]
@@ -119,6 +122,33 @@ try:
         unmount(mp)
     print("(c) warm re-read through a fresh mount: cache %.0f MB/s, local mount %.0f MB/s: ratio %.2f" % (
         n / best_r / 1e6, n / best_l / 1e6, best_l / best_r))
+    # (e) through a proxy adding 20 ms per request: the mount vs curl --parallel
+    conns = 4
+    p = faultproxy.FaultProxy(ng.url(""))
+    p.latency = 0.02
+    try:
+        c = tempfile.mkdtemp(prefix="tfs-bench-c-")
+        mp = mount(p.url("model.gguf"), "cache=%s,connections=%d" % (c, conns))
+        drop_caches()
+        n, secs = read_all(os.path.join(mp, "tensors", "big.f32"))
+        unmount(mp)
+        shutil.rmtree(c)
+        drop_caches()
+        step = (t["nbytes"] + conns - 1) // conns
+        args = ["curl", "-s", "--parallel", "--parallel-max", str(conns)]
+        for i in range(conns):
+            a = t["offset"] + i * step
+            b = min(a + step, t["offset"] + t["nbytes"]) - 1
+            args += (["--next"] if i else []) + ["-r", "%d-%d" % (a, b), "-o", "/dev/null",
+                                                 p.url("model.gguf")]
+        c0 = time.perf_counter()
+        subprocess.run(args, check=True)
+        csecs = time.perf_counter() - c0
+        print("(e) cold read through a proxy adding 20 ms, %d connections: mount %.0f MB/s, "
+              "curl --parallel %.0f MB/s: ratio %.2f" % (conns, n / secs / 1e6, n / csecs / 1e6,
+                                                         csecs / secs))
+    finally:
+        p.stop()
 finally:
     ng.stop()
     shutil.rmtree(cache, ignore_errors=True)

@@ -1,9 +1,15 @@
 /* test_remote.c - what a remote source is, without a server: hf:// URLs, URL detection,
- * refusals before any request.  The real transfers are tested in tests/mount/test_remote.py. */
+ * refusals before any request, the block cache's versions.  The real transfers are tested in
+ * tests/mount/test_remote.py. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
+#include "cache.h"
 #include "remote.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
 
 static void check_hf(const char *src, const char *dflt, const char *want)
 {
@@ -63,4 +69,50 @@ Test(remote, unreachable_and_bad_options_fail_cleanly)
 	cr_expect(strstr(err.msg, "http://127.0.0.1:1/x.gguf") != NULL, "%s", err.msg);
 	cr_expect_eq(tfs_model_open(&m, "hf://nope", &o, &err), TFS_E_INVALID);
 	cr_expect(strstr(err.msg, "hf://ORG/REPO") != NULL, "%s", err.msg);
+}
+
+/* Entries of the cache directory whose names start with prefix. */
+static int count_prefixed(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+	while (d && (e = readdir(d)))
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+Test(remote, cache_new_version_removes_only_that_urls_old_entries)
+{
+	char dir[] = "/tmp/tfs-test-cache-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	tfs_validator v1 = { .etag = "\"v1\"", .size = 3 * TFS_CACHE_BLOCK, .known = true };
+	tfs_validator v2 = { .etag = "\"v2\"", .size = 2 * TFS_CACHE_BLOCK, .known = true };
+	tfs_cache *a = NULL, *other = NULL, *b = NULL;
+	tfs_error err = { 0 };
+	static uint8_t block[TFS_CACHE_BLOCK];
+	cr_assert_eq(tfs_cache_open(&a, dir, "http://h/m.gguf", &v1, 0, &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_cache_open(&other, dir, "http://h/n.gguf", &v1, 0, &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_cache_write(a, 0, block, sizeof(block)), 0);
+	tfs_cache_mark(a, 0, 1);
+	cr_expect(tfs_cache_has(a, 0));
+	/* sha256("http://h/m.gguf") names the URL's entries: two files per version */
+	int all = count_prefixed(dir, "");
+	cr_assert_eq(tfs_cache_open(&b, dir, "http://h/m.gguf", &v2, 0, &err), 0, "%s", err.msg);
+	cr_expect_eq(count_prefixed(dir, ""), all, "v1's two files replaced by v2's two");
+	cr_expect(!tfs_cache_has(b, 0), "a new version starts empty");
+	/* the old entry, unlinked, still reads through its open files */
+	uint8_t got[16];
+	cr_expect(tfs_cache_has(a, 0));
+	cr_expect_eq(tfs_cache_read(a, got, 0, sizeof(got), &err), 0, "%s", err.msg);
+	tfs_cache_free(a);
+	tfs_cache_free(b);
+	tfs_cache_free(other);
+	/* the other URL's entry is still there: opening it finds its files (2 + 2 left) */
+	cr_expect_eq(count_prefixed(dir, ""), 4 + 2 /* . and .. */);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_expect_eq(system(cmd), 0);
 }

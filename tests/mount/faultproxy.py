@@ -9,7 +9,9 @@ Faults: drop (half the body, then the connection is closed), 500, 429 (Retry-Aft
 short (a body cut in half with a Content-Length saying so, the Content-Range unchanged),
 stall (headers, then nothing for `stall_seconds`), etag (another ETag), norange (200 and the
 whole file, Range ignored), hugesize (a Content-Range total of 2^60), badrange (the bytes of another range, and a Content-Range saying so), 401, 404.
-Every request's Authorization header is recorded in p.auth_seen.
+p.latency adds that many seconds before each request is forwarded (bodies without a fault
+are relayed as they arrive). Every request's Authorization header is recorded in
+p.auth_seen.
 """
 import http.client
 import http.server
@@ -24,14 +26,31 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
-    def _upstream(self, path, headers):
+    def _upstream(self, path, headers, stream=False):
+        """(status, headers, body); with stream, body is the open response to copy."""
         u = self.server.proxy.upstream
         c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
         c.request("GET", path, headers=headers)
         r = c.getresponse()
+        if stream:
+            return r.status, dict(r.getheaders()), r
         body = r.read()
         c.close()
         return r.status, dict(r.getheaders()), body
+
+    def _relay(self, status, hdrs, resp):
+        """A response without a body fault, its body copied as it arrives."""
+        self.send_response(status)
+        for k, v in hdrs.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", resp.getheader("Content-Length", "0"))
+        self.end_headers()
+        while True:
+            b = resp.read(1 << 20)
+            if not b:
+                break
+            self.wfile.write(b)
+        resp.close()
 
     def do_GET(self):
         p = self.server.proxy
@@ -50,7 +69,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if fault in ("500", "429", "401", "404"):
             extra = {"Retry-After": "1"} if fault == "429" else {}
             return self._send(int(fault), {}, b"fault\n", extra)
-        status, hdrs, body = self._upstream(self.path, fwd)
+        if p.latency:
+            time.sleep(p.latency)
+        relay = fault not in ("short", "drop", "stall")
+        status, hdrs, body = self._upstream(self.path, fwd, stream=relay)
         out = {k: v for k, v in hdrs.items()
                if k.lower() in ("etag", "last-modified", "content-range", "content-type")}
         if fault == "etag" or p.etag_suffix:
@@ -58,6 +80,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if fault == "hugesize" and "Content-Range" in out:
             cr = out["Content-Range"]
             out["Content-Range"] = cr[:cr.index("/") + 1] + str(1 << 60)
+        if relay:
+            return self._relay(status, out, body)
         if fault == "short":
             body = body[:len(body) // 2]
         if fault == "drop":
@@ -103,6 +127,7 @@ class FaultProxy:
         self.always = None
         self.etag_suffix = None
         self.stall_seconds = 6
+        self.latency = 0  # seconds added before each request is forwarded
         self.auth_seen = []
         self.requests = 0
         self.lock = threading.Lock()

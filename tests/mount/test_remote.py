@@ -2,6 +2,7 @@
 (HTTP and HTTPS with a throwaway certificate), a fault-injecting proxy, a hub imitation.
 Every byte read through a remote mount is compared with a local mount of the same file."""
 import errno
+import hashlib
 import http.server
 import json
 import os
@@ -25,6 +26,7 @@ EXAMPLES = os.path.join(HERE, "../../examples")
 WWW = None
 NG = None
 SKIP = None
+SHARDED = None
 
 
 def make_big_gguf(path):
@@ -56,6 +58,36 @@ def make_big_st(path):
         f.write(stgen.st_raw(tensors, {"format": "pt"}))
 
 
+SHARDS = ("model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+          "model-00003-of-00003.safetensors")
+
+
+def make_sharded(d):
+    """A sharded set in d: three shards (one tensor of 12 MiB, spanning chunks), an index;
+    returns {tensor: its bytes}."""
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(16)
+    want, weight_map = {}, {}
+    for s, fname in enumerate(SHARDS):
+        tensors = []
+        for j, dt in enumerate(("F32", "F16", "BF16", "I32")):
+            n = (3 << 20) if (s, j) == (1, 0) else 1000 + 37 * j
+            x = rng.standard_normal(n).astype(np.float32)
+            raw = {"F32": x.astype("<f4"), "F16": x.astype("<f2"), "BF16": stgen.bf16_bits(x),
+                   "I32": (x * 1000).astype("<i4")}[dt].tobytes()
+            name = "model.layers.%d.t%d.weight" % (s, j)
+            tensors.append((name, dt, [n], raw))
+            want[name] = raw
+            weight_map[name] = fname
+        with open(os.path.join(d, fname), "wb") as f:
+            f.write(stgen.st_raw(sorted(tensors), {"format": "pt"}))
+    index = {"metadata": {"total_size": sum(len(v) for v in want.values())},
+             "weight_map": dict(sorted(weight_map.items()))}
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f, indent=2)
+    return want
+
+
 def setUpModule():
     global WWW, NG, SKIP
     if not websrv.NGINX or not websrv.OPENSSL:
@@ -72,6 +104,13 @@ def setUpModule():
     shutil.copy(os.path.join(TESTDATA, "safetensors/ok_all_dtypes.safetensors"), WWW)
     make_big_gguf(os.path.join(WWW, "big.gguf"))
     make_big_st(os.path.join(WWW, "big.safetensors"))
+    global SHARDED
+    SHARDED = make_sharded(os.path.join(WWW, "sharded"))
+    os.makedirs(os.path.join(WWW, "broken"))
+    shutil.copy(os.path.join(WWW, "sharded", SHARDS[0]), os.path.join(WWW, "broken"))
+    shutil.copy(os.path.join(WWW, "sharded", SHARDS[2]), os.path.join(WWW, "broken"))
+    shutil.copy(os.path.join(WWW, "sharded", "model.safetensors.index.json"),
+                os.path.join(WWW, "broken"))
     with open(os.path.join(WWW, "hello.txt"), "w") as f:
         f.write("hello, this is not a model\n" * 10)
     NG = websrv.Nginx(WWW)
@@ -174,6 +213,57 @@ class Remote(TestCase):
         self.assertIn(NG.surl("tiny-llama.gguf"), lines[0])
         self.assertRegex(lines[0], "(?i)certificate")
 
+    # ==== a sharded safetensors set ====
+
+    def test_sharded_index_url_every_tensor_equals_local(self):
+        NG.clear_log()
+        name = "sharded/model.safetensors.index.json"
+        with Mount(self, NG.url(name), self.opts()) as rm:
+            for t, raw in SHARDED.items():
+                self.assertEqual(read(rm.p("tensors", t)), raw, t)
+            idx = json.loads(read(rm.p("index.json")))
+            self.assertEqual(sorted(os.path.basename(t["source"]) for t in idx["tensors"]),
+                             sorted(s for s in SHARDS for _ in range(4)))
+            self.assert_same_tree(rm, name)
+        # each shard fetched through ranged requests, none whole
+        shard_reqs = [r for r in NG.log() if r.uri.startswith("/sharded/model-")]
+        self.assertTrue(shard_reqs)
+        self.assertTrue(all(r.status in (206, 304) for r in shard_reqs), shard_reqs)
+        self.assertEqual({r.uri for r in shard_reqs}, {"/sharded/" + s for s in SHARDS})
+
+    def test_sharded_second_mount_reads_no_shard_byte_again(self):
+        name = "sharded/model.safetensors.index.json"
+        with Mount(self, NG.url(name), self.opts()) as rm:
+            first = read(rm.p("tensors", "model.layers.1.t0.weight"))
+        NG.clear_log()
+        with Mount(self, NG.url(name), self.opts()) as rm:
+            self.assertEqual(read(rm.p("tensors", "model.layers.1.t0.weight")), first)
+        shard_bytes = sum(r.body_bytes for r in NG.log() if r.uri.startswith("/sharded/model-"))
+        self.assertEqual(shard_bytes, 0, NG.log())
+        self.assertEqual(first, SHARDED["model.layers.1.t0.weight"])
+
+    def test_sharded_missing_shard_is_one_line_naming_its_url(self):
+        mp = self.tmpdir()
+        r = run([TENSORFS, "mount", NG.url("broken/model.safetensors.index.json"), mp, "-o",
+                 ",".join(self.opts())], timeout=60)
+        if is_mounted(mp):
+            run(["fusermount3", "-u", mp])
+            self.fail("mounted with a shard missing")
+        self.assertNotEqual(r.returncode, 0)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn(NG.url("broken/" + SHARDS[1]), lines[0])
+        self.assertIn("HTTP 404", lines[0])
+
+    def test_sharded_index_not_json_or_missing(self):
+        self.assert_refused(NG.url("sharded/missing.safetensors.index.json"), "HTTP 404")
+        self.assert_refused(NG.url("sharded/hello.json"), "HTTP 404")
+        shutil.copy(os.path.join(WWW, "hello.txt"), os.path.join(WWW, "sharded/bad.json"))
+        try:
+            self.assert_refused(NG.url("sharded/bad.json"), "invalid JSON")
+        finally:
+            os.unlink(os.path.join(WWW, "sharded/bad.json"))
+
     def test_mount_fetches_header_only(self):
         for name in ("big.gguf", "big.safetensors", "tiny-llama.gguf"):
             NG.clear_log()
@@ -202,12 +292,50 @@ class Remote(TestCase):
         self.assertEqual([r.status for r in log], [304])
         self.assertEqual(first["tensors/big"], self.tensor_bytes("big.gguf", "big"))
 
+    def entries_of(self, url):
+        """The cache's entries (data and map files) of url, by version key."""
+        h = hashlib.sha256(url.encode()).hexdigest() + "-"
+        return sorted(f for f in os.listdir(self.cache) if f.startswith(h))
+
+    def test_a_new_version_removes_the_old_ones_cache(self):
+        """When the server's file changes (another ETag and size), the next mount's cache
+        entry replaces the old version's: its files are removed, also while a mount that
+        still reads the old version holds them (it keeps reading its cached blocks)."""
+        path = os.path.join(WWW, "changing.gguf")
+        shutil.copy(os.path.join(WWW, "big.gguf"), path)
+        url = NG.url("changing.gguf")
+        try:
+            with Mount(self, url, self.opts()) as old:
+                v1 = read(old.p("tensors/big"))
+                self.assertEqual(v1, self.tensor_bytes("big.gguf", "big"))
+                first = self.entries_of(url)
+                self.assertEqual([f[-4:] for f in first], ["data", ".map"], first)
+                # a new version: other tensor bytes, another size, another ETag
+                shutil.copy(os.path.join(WWW, "tiny-llama.gguf"), path)
+                os.utime(path, (time.time() + 100, time.time() + 100))
+                with Mount(self, url, self.opts()) as new:
+                    with Mount(self, path) as lm:
+                        for f in files_of(lm.path):
+                            if f != "index.json":
+                                self.assertEqual(read(new.p(f)), read(lm.p(f)), f)
+                    now = self.entries_of(url)
+                    self.assertEqual(len(now), 2, now)
+                    self.assertEqual(set(now) & set(first), set(), (first, now))
+                    # the old mount still reads its version's cached blocks
+                    with open(old.p("tensors/big"), "rb") as f:
+                        f.seek(12345)
+                        self.assertEqual(f.read(1000), v1[12345:13345])
+            self.assertEqual(len(self.entries_of(url)), 2)
+        finally:
+            os.unlink(path)
+
     def tensor_bytes(self, name, tensor):
         with Mount(self, os.path.join(WWW, name)) as lm:
             return read(lm.p("tensors", tensor))
 
     def test_chunks_are_large_and_reads_sparse(self):
-        """One f32 value of a 5 MiB tensor fetches one chunk, not the file."""
+        """One f32 value of a 5 MiB tensor fetches one chunk (in parts, on at most the 4
+        connections), not the file."""
         with Mount(self, NG.url("big.gguf"), self.opts()) as rm:
             NG.clear_log()
             with open(rm.p("f32/half"), "rb") as f:
@@ -215,9 +343,34 @@ class Remote(TestCase):
                 v = f.read(4)
             log = NG.log()
         self.assertEqual(len(v), 4)
-        self.assertEqual(len(log), 1, log)
-        self.assertLessEqual(log[0].body_bytes, 8 << 20)
-        self.assertLess(log[0].body_bytes, os.path.getsize(os.path.join(WWW, "big.gguf")))
+        self.assertTrue(1 <= len(log) <= 4, log)
+        spans = sorted(tuple(int(x) for x in r.range[6:].split("-")) for r in log)
+        for (a, b), (c, d) in zip(spans, spans[1:]):
+            self.assertEqual(b + 1, c, spans)  # the parts of one contiguous chunk
+        total = sum(r.body_bytes for r in log)
+        self.assertEqual(total, spans[-1][1] + 1 - spans[0][0])
+        self.assertLessEqual(total, 8 << 20)
+        self.assertLess(total, os.path.getsize(os.path.join(WWW, "big.gguf")))
+
+    def test_a_chunk_is_fetched_over_several_connections(self):
+        """A chunk of several 2 MiB parts is fetched as that many ranged requests at once
+        (-o connections=N); with connections=1, as one request.  The bytes are the file's."""
+        want = self.tensor_bytes("big.safetensors", "big")
+        counts = {}
+        for conns in (1, 4):
+            with Mount(self, NG.url("big.safetensors"), ["cache=" + self.tmpdir(), "timeout=5",
+                                                         "connections=%d" % conns]) as rm:
+                NG.clear_log()
+                with open(rm.p("tensors/big"), "rb") as f:
+                    f.seek(9 << 20)
+                    self.assertEqual(f.read(4), want[9 << 20:(9 << 20) + 4])
+                log = NG.log()
+            self.assertTrue(all(r.status == 206 for r in log), log)
+            self.assertLessEqual(sum(r.body_bytes for r in log), 8 << 20)
+            self.assertGreater(sum(r.body_bytes for r in log), 3 << 20, log)
+            counts[conns] = len(log)
+        self.assertEqual(counts[1], 1)
+        self.assertGreaterEqual(counts[4], 2)
 
     def test_cache_size_is_kept(self):
         cap = 3 << 20
@@ -348,6 +501,40 @@ class Remote(TestCase):
         finally:
             p.stop()
 
+    def assert_eio_within(self, path, bound):
+        t0 = time.monotonic()
+        with self.assertRaises(OSError) as cm:
+            read(path)
+        took = time.monotonic() - t0
+        self.assertEqual(cm.exception.errno, errno.EIO)
+        self.assertLess(took, bound, "a read of a dead server took %.1f s" % took)
+        print("# EIO after %.1f s (bound %.0f s)" % (took, bound), flush=True)
+
+    def test_stalled_or_killed_server_fails_in_bounded_time(self):
+        """With -o timeout=T, a read from a server that stopped answering fails with EIO
+        within the budget (2 x T without progress, README), here asserted < 4 x T + 3 s."""
+        t = 2
+        for how in ("stall", "killed"):
+            p = faultproxy.FaultProxy(NG.url(""))
+            p.stall_seconds = 60
+            ng = websrv.Nginx(WWW) if how == "killed" else None
+            url = ng.url("big.gguf") if ng else p.url("big.gguf")
+            try:
+                with Mount(self, url, ["cache=" + self.tmpdir(), "timeout=%d" % t]) as rm:
+                    self.assertIn(b"tail", read(rm.p("index.json")))
+                    if how == "stall":
+                        p.always = "stall"
+                    else:
+                        ng.stop()  # its keep-alive connections close too
+                    self.assert_eio_within(rm.p("tensors/big"), 4 * t + 3)
+                    self.assert_eio_within(rm.p("f32/half"), 4 * t + 3)
+                    why = os.getxattr(rm.path, "user.tensorfs.last_error").decode()
+                    self.assertIn(url, why)
+            finally:
+                p.stop()
+                if ng:
+                    ng.stop()
+
     def test_changed_file_is_eio_until_remount(self):
         p = faultproxy.FaultProxy(NG.url(""))
         try:
@@ -396,6 +583,23 @@ class RemoteWrite(TestCase):
                 self.assertEqual(m.unmount_result.returncode, 0, m.unmount_result.stderr)
             self.assertEqual(read(out), read(ref), name)
             self.assertTrue(os.path.exists(out))
+
+    def test_rw_sharded_repacks_to_a_local_set(self):
+        """A remote sharded set mounted rw is repacked to a local index and its shards
+        beside it: the edited tensor new, every other tensor the remote's bytes."""
+        out = os.path.join(self.tmpdir(), "model.safetensors.index.json")
+        name = "model.layers.2.t1.weight"
+        new = np.arange(len(SHARDED[name]) // 2, dtype="<f2").tobytes()
+        with Mount(self, NG.url("sharded/model.safetensors.index.json"),
+                   ["rw", "output=" + out, "cache=" + self.cache]) as m:
+            with open(m.p("tensors", name), "wb") as f:
+                f.write(new)
+        self.assertEqual(m.unmount_result.returncode, 0, m.unmount_result.stderr)
+        self.assertEqual(sorted(os.listdir(os.path.dirname(out))),
+                         sorted(list(SHARDS) + ["model.safetensors.index.json"]))
+        with Mount(self, out) as lm:
+            for t, raw in SHARDED.items():
+                self.assertEqual(read(lm.p("tensors", t)), new if t == name else raw, t)
 
     def test_rw_without_output_is_refused(self):
         mp = self.tmpdir()
@@ -503,6 +707,31 @@ class HuggingFace(TestCase):
         finally:
             run([TENSORFS, "unmount", mp])
             os.unlink(os.path.join(WWW, "model.safetensors"))
+
+    def test_hf_repo_prefers_its_sharded_index(self):
+        """hf://ORG/REPO picks model.safetensors.index.json when the repo has one (even
+        beside a model.safetensors), its shards fetched through the hub's redirects."""
+        names = list(SHARDS) + ["model.safetensors.index.json"]
+        for n in names:
+            shutil.copy(os.path.join(WWW, "sharded", n), os.path.join(WWW, n))
+        shutil.copy(os.path.join(WWW, "big.safetensors"), os.path.join(WWW, "model.safetensors"))
+        names.append("model.safetensors")
+        try:
+            r, mp = self.mount("hf://org/repo", self.env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr, "")
+            for t, raw in SHARDED.items():
+                self.assertEqual(read(os.path.join(mp, "tensors", t)), raw, t)
+            self.assertNotIn(b"secret-token-14", read(os.path.join(mp, "index.json")))
+            run([TENSORFS, "unmount", mp])
+        finally:
+            for n in names:
+                os.unlink(os.path.join(WWW, n))
+        seen = [p for p, _ in self.hub.seen]
+        for s in SHARDS:
+            self.assertIn("/org/repo/resolve/main/" + s, seen)
+        self.assertNotIn("/org/repo/resolve/main/model.safetensors", seen)
+        self.assertEqual(set(self.proxy.auth_seen), {None})
 
     def local_tensor(self, name, t):
         with Mount(self, os.path.join(WWW, name)) as lm:

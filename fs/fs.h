@@ -51,6 +51,11 @@ typedef struct tfs_node {
 	int scratch_fd;
 	char *scratch_path;
 	long origin;
+	/* the last handle opened for writing, and the thread that opened it: without
+	 * FUSE_CAP_ATOMIC_O_TRUNC the kernel sends an open's O_TRUNC as a setattr(size 0)
+	 * without the handle, from the same thread (fs->cache_lock guards both) */
+	struct tfs_handle *opener;
+	pid_t opener_tid;
 	struct tfs_node *hnext; /* hash chain */
 } tfs_node;
 
@@ -139,9 +144,11 @@ int tfs_image_acquire(tfs_fs *fs, tfs_shared_image **out);
 void tfs_image_release(tfs_fs *fs, tfs_shared_image *si);
 
 /* What an open file handle carries (fi->fh). */
-typedef struct {
+typedef struct tfs_handle {
 	tfs_node *node;
 	bool writing;
+	bool direct;         /* its writes bypass the kernel's page cache (direct_io): other
+			      * readers keep the committed bytes and size until the commit */
 	bool dirty;
 	bool wrote;          /* a write() arrived (not only an O_TRUNC) */
 	bool failed;         /* a write() was refused: nothing of this handle is committed */

@@ -134,6 +134,37 @@ done:
 
 
 
+/*
+ * Whether a handle writing node n with open flags bypasses the page cache.  A rw mount's
+ * values change at close(), but the kernel's page cache is the inode's, shared by every
+ * handle: a write() through it would show its bytes to other readers before the commit
+ * (half old, half new).  So:
+ *   metadata/  every handle is direct_io (nobody maps a value);
+ *   tensors/, layers/, f32/, npy/: readers keep the page cache (np.memmap, mmap), and so do
+ *             writers opened O_RDWR, which may map the file shared (np.memmap mode r+;
+ *             libfuse 3.14 cannot ask for FUSE_DIRECT_IO_ALLOW_MMAP, so a direct_io handle
+ *             cannot be mapped shared); writers opened O_WRONLY (cp, shell redirections,
+ *             np.save, open(..., "wb")) cannot map the file and are direct_io.  O_APPEND
+ *             writers keep the page cache: their position is the kernel's file size, which
+ *             a direct_io writer leaves at the committed size (tfs_op_setattr).
+ * After a commit the next open (no keep_cache on a rw mount) drops the old pages.
+ */
+static bool direct_writer(const tfs_node *n, int flags)
+{
+	return (n->kind == N_RAW || n->kind == N_EXTRA || n->kind == N_F32 || n->kind == N_NPY) &&
+	       (flags & O_ACCMODE) == O_WRONLY && !(flags & O_APPEND);
+}
+
+/* Records h as the handle node n was last opened for writing with, by thread tid (NULL:
+ * forgets it). */
+static void set_opener(tfs_fs *fs, tfs_node *n, tfs_handle *h, pid_t tid)
+{
+	pthread_mutex_lock(&fs->cache_lock);
+	n->opener = h;
+	n->opener_tid = tid;
+	pthread_mutex_unlock(&fs->cache_lock);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tfs_fs *fs = fs_of(req);
@@ -172,11 +203,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	/* a read-only model never changes: let the kernel keep its pages */
 	fi->keep_cache = !fs->opts.rw;
-	/* a rw mount's values change at close(): no page cache, so that a reader never sees
-	 * another handle's bytes before they are committed (or a truncation not yet committed) */
-	fi->direct_io = fs->opts.rw && n->kind == N_KEY;
+	h->direct = wr && direct_writer(n, fi->flags);
+	fi->direct_io = (fs->opts.rw && n->kind == N_KEY) || h->direct;
 	fi->noflush = !wr;
+	if (wr && !h->scratch)
+		set_opener(fs, n, h, fuse_req_ctx(req)->pid);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
+		if (wr && !h->scratch)
+			set_opener(fs, n, NULL, 0);
 		if (h->image)
 			tfs_image_release(fs, h->image);
 		tfs_handle_free(h);
@@ -186,13 +220,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
+	tfs_fs *fs = fuse_req_userdata(req);
+	if (h && h->writing) {
+		pthread_mutex_lock(&fs->cache_lock);
+		if (h->node->opener == h)
+			h->node->opener = NULL;
+		pthread_mutex_unlock(&fs->cache_lock);
+	}
 	if (h && h->writing && h->dirty) {
 		/* a change flush deferred (a truncated typed key never written): last chance */
 		h->wrote = true;
-		tfs_op_commit(fuse_req_userdata(req), h);
+		tfs_op_commit(fs, h);
 	}
 	if (h && h->image)
-		tfs_image_release(fuse_req_userdata(req), h->image);
+		tfs_image_release(fs, h->image);
 	tfs_handle_free(h);
 	fuse_reply_err(req, 0);
 }
@@ -610,7 +651,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	tfs_fs *fs = userdata;
+	(void)userdata;
 	/* large requests: the kernel sends reads of up to max_readahead, writes of max_write.
 	 * Measured for the first read of a 256 MiB tensor (2 cores, kernel 6.18, hot source;
 	 * ratio to the direct read, one run, noise about +-0.05): readahead_kb 1024 / 4096 /
@@ -626,8 +667,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
-	if (fs->opts.rw && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
-		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* no atomic O_TRUNC on a rw mount: with it the kernel sets the file's size to 0 and
+	 * drops its pages at the open, and every reader sees an empty file until the commit;
+	 * without it the truncation comes as a setattr that the opening handle stages
+	 * (tfs_op_setattr), the size the kernel keeps being the one the reply carries */
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 }
 

@@ -400,7 +400,37 @@ static int commit_text(tfs_fs *fs, tfs_handle *h, const char *type_name)
 	return rc ? -tfs_fail(fs, &err) : 0;
 }
 
-int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
+/*
+ * After a commit of tensor or layer node n's bytes: drops the kernel's cached pages of n
+ * and of the tensor's other views, so that a reader who keeps a file open reads the new
+ * bytes, and so that no reader pieces together pages cached before the commit (a direct_io
+ * write drops the pages it covers only) and pages read after it.  Not in single-threaded
+ * mode: the kernel waits for pages under read, and the one thread that would answer that
+ * read is this one.
+ */
+static void drop_pages(tfs_fs *fs, tfs_node *n)
+{
+	fuse_ino_t inos[3];
+	size_t k = 0;
+	if (fs->opts.single || !fs->se)
+		return;
+	pthread_rwlock_rdlock(&fs->lock);
+	if (n->kind == N_EXTRA || n->item < 0) {
+		inos[k++] = n->ino;
+	} else {
+		for (size_t i = 0; i < fs->n_nodes && k < 3; i++) {
+			tfs_node *v = fs->nodes[i];
+			if (v->item == n->item && !v->deleted &&
+			    (v->kind == N_RAW || v->kind == N_F32 || v->kind == N_NPY))
+				inos[k++] = v->ino;
+		}
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	for (size_t i = 0; i < k; i++)
+		fuse_lowlevel_notify_inval_inode(fs->se, inos[i], 0, 0);
+}
+
+static int commit_handle(tfs_fs *fs, tfs_handle *h)
 {
 	if (h->scratch)
 		return 0;
@@ -436,6 +466,16 @@ int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
 	if (h->node->kind == N_F32 || h->node->kind == N_NPY)
 		return tfs_numbers_commit(fs, h);
 	return commit_data(fs, h, -1, 0, NULL);
+}
+
+int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
+{
+	/* a commit hands the staged file to the journal (numbers.c drops it) */
+	bool staged = !h->scratch && h->node->kind != N_KEY && h->data_fd >= 0;
+	int rc = commit_handle(fs, h);
+	if (!rc && staged && h->data_fd < 0)
+		drop_pages(fs, h->node);
+	return rc;
 }
 
 void tfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -497,6 +537,56 @@ static int truncate_node(tfs_fs *fs, tfs_node *n, tfs_handle *fh, uint64_t size)
 	return rc;
 }
 
+/* The handle an open(O_TRUNC) of n by thread tid truncates, taken off the node (NULL: not
+ * one).  Without FUSE_CAP_ATOMIC_O_TRUNC the kernel opens without O_TRUNC, then sends the
+ * truncation as a setattr(size 0) from the opening thread, without the handle (or, on some
+ * kernels, with it: fh). */
+static tfs_handle *opening_handle(tfs_fs *fs, tfs_node *n, tfs_handle *fh, pid_t tid)
+{
+	pthread_mutex_lock(&fs->cache_lock);
+	tfs_handle *h = n->opener;
+	if (h && n->opener_tid == tid && (!fh || fh == h) && h->writing && !h->wrote &&
+	    !h->dirty)
+		n->opener = NULL;
+	else
+		h = NULL;
+	pthread_mutex_unlock(&fs->cache_lock);
+	return h;
+}
+
+/* An open's O_TRUNC through handle h: staged as tfs_start_write stages one, nothing written
+ * yet (a flush before the first write commits nothing; the release does). */
+static int truncate_at_open(tfs_fs *fs, tfs_handle *h)
+{
+	int rc = 0;
+	h->dirty = true;
+	if (h->node->kind == N_KEY) {
+		h->text.len = 0;
+		if (tfs_buf_reserve(&h->text, 0))
+			return -ENOMEM;
+		h->text.data[0] = '\0';
+		return 0;
+	}
+	rc = stage_data(fs, h, false);
+	if (!rc && ftruncate(h->data_fd, 0) < 0)
+		rc = -errno;
+	if (!rc)
+		h->data_size = 0;
+	return rc;
+}
+
+/*
+ * The size a setattr reply carries, which the kernel takes as the file's size for every
+ * handle: the committed one, except for a handle writing through the page cache (not
+ * direct), whose own pages must match what it wrote.  A direct_io writer's truncation or
+ * new size shows after its commit, so that readers meanwhile see the old file whole.
+ */
+static void reply_size(tfs_node *n, const tfs_handle *h, struct stat *st)
+{
+	if (h && h->writing && !h->direct && h->data_fd >= 0 && n->kind != N_KEY)
+		st->st_size = (off_t)h->data_size; /* what this handle has written */
+}
+
 void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		    struct fuse_file_info *fi)
 {
@@ -508,13 +598,18 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	tfs_node *n = tfs_live_node(fs, ino);
 	bool writable = n && tfs_writable_node(fs, n);
 	pthread_rwlock_unlock(&fs->lock);
+	bool size = (to_set & FUSE_SET_ATTR_SIZE) != 0;
+	tfs_handle *oh = n && size && writable && fs->opts.rw && attr->st_size == 0
+			 ? opening_handle(fs, n, fh, fuse_req_ctx(req)->pid) : NULL;
 	if (!n)
 		rc = -ENOENT;
-	else if ((to_set & FUSE_SET_ATTR_SIZE) && !fs->opts.rw)
+	else if (size && !fs->opts.rw)
 		rc = -EROFS;
-	else if ((to_set & FUSE_SET_ATTR_SIZE) && !writable)
+	else if (size && !writable)
 		rc = -EACCES;
-	else if (to_set & FUSE_SET_ATTR_SIZE)
+	else if (oh)
+		rc = truncate_at_open(fs, oh);
+	else if (size)
 		rc = truncate_node(fs, n, fh, (uint64_t)attr->st_size);
 	/* other attributes (mode, owner, times) are the mount's: accepted, not changed */
 	if (!rc) {
@@ -526,8 +621,7 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (fh && fh->writing && fh->data_fd >= 0 && n->kind != N_KEY)
-		st.st_size = (off_t)fh->data_size; /* what this handle has written */
+	reply_size(n, oh ? oh : fh, &st);
 	fuse_reply_attr(req, &st, fs->timeout);
 }
 

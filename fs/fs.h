@@ -56,6 +56,10 @@ typedef struct tfs_node {
 	 * without the handle, from the same thread (fs->cache_lock guards both) */
 	struct tfs_handle *opener;
 	pid_t opener_tid;
+	/* tensors/ and layers/ of a rw mount: bumped at each commit of new bytes, and part of
+	 * the inode number (tfs_node_ino), so that the kernel gives the new bytes a new inode
+	 * and a new page cache, and never mixes pages of the old bytes with the new */
+	uint32_t ver;
 	struct tfs_node *hnext; /* hash chain */
 } tfs_node;
 
@@ -116,7 +120,10 @@ typedef struct tfs_fs {
 /* tree.c */
 int tfs_tree_build(tfs_fs *fs, tfs_error *err);
 void tfs_tree_free(tfs_fs *fs);
+/* The node of inode number ino, whatever its version. */
 tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino);
+/* The inode number the kernel knows n by now: its slot, and its version (n->ver). */
+fuse_ino_t tfs_node_ino(const tfs_node *n);
 /* The node of ino unless it was deleted. */
 tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino);
 tfs_node *tfs_tree_lookup(tfs_fs *fs, tfs_dir dir, const char *fname);
@@ -163,6 +170,13 @@ typedef struct tfs_handle {
 	int data_fd;
 	char *data_path;
 	uint64_t data_size;
+	/* a reader of tensors/ or layers/ on a rw mount: the bytes as they were when it
+	 * opened ([snap_off, +snap_len) of snap_fd, a copy of the source's fd), which it reads
+	 * once a commit made them old (node->ver != ver): its inode's pages stay of one value */
+	bool snap;
+	int snap_fd;
+	uint64_t snap_off, snap_len;
+	uint32_t ver;
 } tfs_handle;
 
 /* util.c: shared by ops.c, tree.c, write.c and scratch.c (and calling none of them) */

@@ -208,6 +208,15 @@ static int make_bytes(tfs_fs *fs, tfs_handle *h, const target *tg, char **path)
 	return rc;
 }
 
+/* A change of tensor i's bytes: node caches, and tensors/<t>'s inode (tfs_node_ino). */
+static void bump(tfs_fs *fs, size_t i)
+{
+	tfs_node *raw = tfs_item_node(fs, D_TENSORS, (long)i);
+	fs->gen++;
+	if (raw)
+		raw->ver++;
+}
+
 int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h)
 {
 	tfs_node *n = h->node;
@@ -231,7 +240,7 @@ int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h)
 			unlink(path);
 		else if ((rc = tfs_staging_set_tensor(fs->staging, fs->model, tg.name, tg.dtype,
 						      tg.n_dims, tg.ne, path, &err)) == 0)
-			fs->gen++;
+			bump(fs, tg.item);
 		pthread_rwlock_unlock(&fs->lock);
 		if (rc)
 			rc = -tfs_fail(fs, &err);

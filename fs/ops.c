@@ -32,7 +32,7 @@ void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	e.ino = n->ino;
+	e.ino = tfs_node_ino(n);
 	e.attr_timeout = fs->timeout;
 	e.entry_timeout = fs->timeout;
 	fuse_reply_entry(req, &e);
@@ -65,6 +65,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	tfs_node *n = tfs_live_node(fs, ino);
 	int rc = n ? tfs_node_attr(fs, n, &st) : -ENOENT;
 	pthread_rwlock_unlock(&fs->lock);
+	st.st_ino = (ino_t)ino; /* the inode asked about, of whichever version */
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -115,7 +116,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		tfs_node *n = fs->nodes[i];
 		if (!in_dir(n, d))
 			continue;
-		st.st_ino = n->ino;
+		st.st_ino = tfs_node_ino(n);
 		st.st_mode = n->kind == N_DIR ? S_IFDIR : S_IFREG;
 		size_t l = fuse_add_direntry(req, buf + used, size - used, n->fname, &st,
 					     (off_t)i + 3);
@@ -147,7 +148,8 @@ done:
  *             np.save, open(..., "wb")) cannot map the file and are direct_io.  O_APPEND
  *             writers keep the page cache: their position is the kernel's file size, which
  *             a direct_io writer leaves at the committed size (tfs_op_setattr).
- * After a commit the next open (no keep_cache on a rw mount) drops the old pages.
+ * A commit gives tensors/ and layers/ files a new inode (tfs_node_ino): readers that
+ * opened before it keep the old inode, its pages and its bytes (take_snapshot).
  */
 static bool direct_writer(const tfs_node *n, int flags)
 {
@@ -165,6 +167,23 @@ static void set_opener(tfs_fs *fs, tfs_node *n, tfs_handle *h, pid_t tid)
 	pthread_mutex_unlock(&fs->cache_lock);
 }
 
+/* A reader of tensors/ or layers/ on a rw mount: where its bytes are now (fs->lock held).
+ * Without a copy of the source's fd (out of fds), it reads the current bytes. */
+static void take_snapshot(tfs_fs *fs, const tfs_node *n, tfs_handle *h)
+{
+	uint64_t off, len;
+	if (!fs->opts.rw || (n->kind != N_RAW && n->kind != N_EXTRA) || n->item < 0)
+		return;
+	int32_t src = tfs_node_bytes(fs, n, &off, &len);
+	const tfs_source *s = src >= 0 ? tfs_model_source(fs->model, (size_t)src) : NULL;
+	if (!s || s->remote || s->fd < 0 || (h->snap_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+		return;
+	h->snap = true;
+	h->snap_off = off;
+	h->snap_len = len;
+	h->ver = n->ver;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tfs_fs *fs = fs_of(req);
@@ -180,12 +199,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EROFS;
 	else if (wr && !tfs_writable_node(fs, n))
 		rc = EACCES;
+	else if (ino != tfs_node_ino(n))
+		rc = ESTALE; /* bytes a commit replaced: the kernel looks the name up again */
 	tfs_handle *h = NULL;
 	if (!rc && !(h = calloc(1, sizeof(*h))))
 		rc = ENOMEM;
 	if (h) {
 		h->node = n;
 		h->data_fd = -1;
+		if (!rc && !wr)
+			take_snapshot(fs, n, h);
 	}
 	/* the model file: what it is now, for as long as this handle is open */
 	if (!rc && n->kind == N_MODEL)
@@ -477,7 +500,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_rwlock_rdlock(&fs->lock);
-	if (n->deleted ||
+	if (h->snap && h->ver != n->ver) {
+		/* a commit replaced the bytes it opened: those, so that its inode's pages
+		 * (another inode than the new bytes') are all of one value */
+		if (clip(h->snap_len, off, &size))
+			reply_pread(req, h->snap_fd, size, (off_t)h->snap_off + off);
+		else
+			fuse_reply_buf(req, NULL, 0);
+	} else if (n->deleted ||
 	    (n->item < 0 && n->kind != N_INDEX && n->kind != N_CONFIG && n->kind != N_SCRATCH)) {
 		fuse_reply_buf(req, NULL, 0);
 	} else if (n->kind == N_SCRATCH) {

@@ -89,8 +89,19 @@ tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino)
 	return n && !n->deleted ? n : NULL;
 }
 
+/* An inode number: the node's slot + 1 in the low bits, its version above. */
+#define INO_SLOT_BITS 40
+#define INO_SLOT_MASK ((UINT64_C(1) << INO_SLOT_BITS) - 1)
+#define INO_VER_MASK ((UINT64_C(1) << (64 - INO_SLOT_BITS)) - 1)
+
+fuse_ino_t tfs_node_ino(const tfs_node *n)
+{
+	return n->ino | ((fuse_ino_t)(n->ver & INO_VER_MASK) << INO_SLOT_BITS);
+}
+
 tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino)
 {
+	ino &= INO_SLOT_MASK;
 	if (ino == 0 || ino > fs->n_nodes)
 		return NULL;
 	return fs->nodes[ino - 1];
@@ -287,7 +298,7 @@ int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out)
 int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->st_ino = n->ino;
+	st->st_ino = tfs_node_ino(n);
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;

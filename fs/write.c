@@ -26,6 +26,8 @@ void tfs_handle_free(tfs_handle *h)
 		return;
 	tfs_buf_free(&h->text);
 	tfs_handle_drop_data(h);
+	if (h->snap)
+		close(h->snap_fd);
 	free(h);
 }
 
@@ -338,6 +340,7 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 	}
 	if (!rc) {
 		fs->gen++;
+		n->ver++; /* new bytes, a new inode (tfs_node_ino) */
 		n->pend_dtype = -1; /* declared once: from now on the tensor's own */
 		n->pend_shape = false;
 	}
@@ -401,29 +404,23 @@ static int commit_text(tfs_fs *fs, tfs_handle *h, const char *type_name)
 }
 
 /*
- * After a commit of tensor or layer node n's bytes: drops the kernel's cached pages of n
- * and of the tensor's other views, so that a reader who keeps a file open reads the new
- * bytes, and so that no reader pieces together pages cached before the commit (a direct_io
- * write drops the pages it covers only) and pages read after it.  Not in single-threaded
- * mode: the kernel waits for pages under read, and the one thread that would answer that
- * read is this one.
+ * After a commit of tensor n's bytes (through tensors/, f32/ or npy/): drops the kernel's
+ * cached pages of the tensor's f32/ and npy/ views, so that a reader who keeps one open
+ * reads the new values.  (tensors/ and layers/ need none: a commit gives them a new inode,
+ * tfs_node_ino.)  Not in single-threaded mode: the kernel waits for pages under read, and
+ * the one thread that would answer that read is this one.
  */
 static void drop_pages(tfs_fs *fs, tfs_node *n)
 {
-	fuse_ino_t inos[3];
+	fuse_ino_t inos[2];
 	size_t k = 0;
 	if (fs->opts.single || !fs->se)
 		return;
 	pthread_rwlock_rdlock(&fs->lock);
-	if (n->kind == N_EXTRA || n->item < 0) {
-		inos[k++] = n->ino;
-	} else {
-		for (size_t i = 0; i < fs->n_nodes && k < 3; i++) {
-			tfs_node *v = fs->nodes[i];
-			if (v->item == n->item && !v->deleted &&
-			    (v->kind == N_RAW || v->kind == N_F32 || v->kind == N_NPY))
-				inos[k++] = v->ino;
-		}
+	for (size_t i = 0; n->kind != N_EXTRA && n->item >= 0 && i < fs->n_nodes && k < 2; i++) {
+		tfs_node *v = fs->nodes[i];
+		if (v->item == n->item && !v->deleted && (v->kind == N_F32 || v->kind == N_NPY))
+			inos[k++] = v->ino;
 	}
 	pthread_rwlock_unlock(&fs->lock);
 	for (size_t i = 0; i < k; i++)
@@ -539,14 +536,13 @@ static int truncate_node(tfs_fs *fs, tfs_node *n, tfs_handle *fh, uint64_t size)
 
 /* The handle an open(O_TRUNC) of n by thread tid truncates, taken off the node (NULL: not
  * one).  Without FUSE_CAP_ATOMIC_O_TRUNC the kernel opens without O_TRUNC, then sends the
- * truncation as a setattr(size 0) from the opening thread, without the handle (or, on some
- * kernels, with it: fh). */
-static tfs_handle *opening_handle(tfs_fs *fs, tfs_node *n, tfs_handle *fh, pid_t tid)
+ * truncation as a setattr(size 0) without a handle, from the opening thread; an
+ * ftruncate() comes with its handle, a truncate() by path from no fresh opener. */
+static tfs_handle *opening_handle(tfs_fs *fs, tfs_node *n, pid_t tid)
 {
 	pthread_mutex_lock(&fs->cache_lock);
 	tfs_handle *h = n->opener;
-	if (h && n->opener_tid == tid && (!fh || fh == h) && h->writing && !h->wrote &&
-	    !h->dirty)
+	if (h && n->opener_tid == tid && h->writing && !h->wrote && !h->dirty)
 		n->opener = NULL;
 	else
 		h = NULL;
@@ -599,8 +595,8 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	bool writable = n && tfs_writable_node(fs, n);
 	pthread_rwlock_unlock(&fs->lock);
 	bool size = (to_set & FUSE_SET_ATTR_SIZE) != 0;
-	tfs_handle *oh = n && size && writable && fs->opts.rw && attr->st_size == 0
-			 ? opening_handle(fs, n, fh, fuse_req_ctx(req)->pid) : NULL;
+	tfs_handle *oh = n && size && !fh && writable && fs->opts.rw && attr->st_size == 0
+			 ? opening_handle(fs, n, fuse_req_ctx(req)->pid) : NULL;
 	if (!n)
 		rc = -ENOENT;
 	else if (size && !fs->opts.rw)
@@ -622,6 +618,7 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 		return;
 	}
 	reply_size(n, oh ? oh : fh, &st);
+	st.st_ino = (ino_t)ino; /* the inode asked about, of whichever version */
 	fuse_reply_attr(req, &st, fs->timeout);
 }
 
@@ -714,8 +711,8 @@ void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	}
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
-	e.ino = n->ino;
-	e.attr.st_ino = n->ino;
+	e.ino = tfs_node_ino(n);
+	e.attr.st_ino = e.ino;
 	e.attr.st_mode = S_IFREG | 0644;
 	e.attr.st_nlink = 1;
 	e.attr.st_uid = fs->uid;

@@ -349,12 +349,6 @@ class Stress(TestCase):
             for k, v in last.items():
                 self.assertEqual(read(m.p("metadata", k)), v, k)
 
-    @unittest.skip("defect: on a rw mount a read of tensors/<t> that straddles a commit may "
-                   "return pages of the value before it and pages of the value after it: the "
-                   "kernel's page cache is the inode's, pages are dropped one at a time (at "
-                   "a commit, an open, a direct_io write) and a reader fills the missing ones "
-                   "from the daemon (see test_rw_tensor_readers_never_see_uncommitted for "
-                   "what is guaranteed)")
     def test_rw_tensor_readers_see_old_or_new(self):
         """One writer rewrites a tensor (open O_TRUNC, two write() calls, close) while 15
         readers read it with one pread(): old or new bytes, whole."""
@@ -448,6 +442,32 @@ class Stress(TestCase):
             self.assertGreater(reads[0], 100 * (THREADS - 1))
             # after the last close, a new reader sees the last value whole
             self.assertEqual(read(p), vals[(writes[0] - 1) % 3])
+
+    def test_rw_tensor_reader_keeps_what_it_opened(self):
+        """A reader (read() and a shared mapping) that opened a tensor before another handle
+        rewrote it keeps reading the bytes it opened, whole, after the writer's close(); an
+        open after that close reads the new bytes, and so does the old reader's next open."""
+        d = self.tmpdir()
+        src = os.path.join(d, "model.gguf")
+        shutil.copy(MIXED, src)
+        with Mount(self, src, ["rw", "staging=" + os.path.join(d, "staging")]) as m:
+            p = m.p("tensors", "t.f32")
+            old = read(p)
+            new = np.full(len(old) // 4, 5.0, np.float32).tobytes()
+            with open(p, "rb") as r:
+                self.assertEqual(os.pread(r.fileno(), 4096, 0), old[:4096])
+                mm = np.memmap(p, dtype=np.uint8, mode="r")
+                with open(p, "wb") as w:
+                    w.write(new[:len(new) // 2])
+                    w.flush()
+                    self.assertEqual(os.pread(r.fileno(), 1 << 20, 0), old)
+                    w.write(new[len(new) // 2:])
+                self.assertEqual(read(p), new)
+                self.assertEqual(os.pread(r.fileno(), 1 << 20, 0), old)
+                self.assertEqual(mm.tobytes(), old)
+                del mm
+            self.assertEqual(read(p), new)
+            self.assertEqual(np.load(m.p("npy", "t.f32.npy")).tobytes(), new)
 
 
 if __name__ == "__main__":

@@ -27,12 +27,6 @@ typedef enum {
 	N_MODEL,   /* model.gguf / model.safetensors: the whole model as one file */
 } tfs_node_kind;
 
-/* Where a file's bytes are: [off, +len) of fd, a copy of a source's fd (-1: none). */
-typedef struct {
-	int fd;
-	uint64_t off, len;
-} tfs_bytes_at;
-
 typedef struct tfs_node {
 	tfs_node_kind kind;
 	fuse_ino_t ino;
@@ -64,10 +58,8 @@ typedef struct tfs_node {
 	pid_t opener_tid;
 	/* tensors/ and layers/ of a rw mount: bumped at each commit of new bytes, and part of
 	 * the inode number (tfs_node_ino), so that the kernel gives the new bytes a new inode
-	 * and a new page cache, and never mixes pages of the old bytes with the new; prev:
-	 * the bytes of version ver - 1, for an open of that inode racing the commit */
+	 * and a new page cache, and never mixes pages of the old bytes with the new */
 	uint32_t ver;
-	tfs_bytes_at prev;
 	struct tfs_node *hnext; /* hash chain */
 } tfs_node;
 
@@ -132,14 +124,6 @@ void tfs_tree_free(tfs_fs *fs);
 tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino);
 /* The inode number the kernel knows n by now: its slot, and its version (n->ver). */
 fuse_ino_t tfs_node_ino(const tfs_node *n);
-/* The inode number of version ver of n. */
-fuse_ino_t tfs_node_ino_at(const tfs_node *n, uint32_t ver);
-/* Where tensors/ or layers/ node n's bytes are now, with a copy of the source's fd that
- * the caller closes (fd -1: not such a node, or no fd to be had); fs->lock held. */
-tfs_bytes_at tfs_node_bytes_at(tfs_fs *fs, const tfs_node *n);
-/* A commit replaced n's bytes, which were at old (taken before it; n keeps it as prev):
- * a new version, a new inode number.  fs->lock held for writing. */
-void tfs_node_bump(tfs_node *n, tfs_bytes_at old);
 /* The node of ino unless it was deleted. */
 tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino);
 tfs_node *tfs_tree_lookup(tfs_fs *fs, tfs_dir dir, const char *fname);
@@ -186,11 +170,12 @@ typedef struct tfs_handle {
 	int data_fd;
 	char *data_path;
 	uint64_t data_size;
-	/* a reader of tensors/ or layers/ on a rw mount: its inode's version's bytes, which
-	 * it reads once a commit made them old (node->ver != ver), so that the pages of its
-	 * inode stay of one value */
+	/* a reader of tensors/ or layers/ on a rw mount: the bytes as they were when it
+	 * opened ([snap_off, +snap_len) of snap_fd, a copy of the source's fd), which it reads
+	 * once a commit made them old (node->ver != ver): its inode's pages stay of one value */
 	bool snap;
-	tfs_bytes_at snap_at;
+	int snap_fd;
+	uint64_t snap_off, snap_len;
 	uint32_t ver;
 } tfs_handle;
 

@@ -208,22 +208,13 @@ static int make_bytes(tfs_fs *fs, tfs_handle *h, const target *tg, char **path)
 	return rc;
 }
 
-/* Journals the tensor's new stored bytes (fs->lock held for writing); a change of its
- * bytes: node caches, and a new inode for tensors/<t> (tfs_node_bump). */
-static int set_tensor(tfs_fs *fs, const target *tg, const char *path, tfs_error *err)
+/* A change of tensor i's bytes: node caches, and tensors/<t>'s inode (tfs_node_ino). */
+static void bump(tfs_fs *fs, size_t i)
 {
-	tfs_node *raw = tfs_item_node(fs, D_TENSORS, (long)tg->item);
-	tfs_bytes_at old = raw ? tfs_node_bytes_at(fs, raw) : (tfs_bytes_at){ .fd = -1 };
-	int rc = tfs_staging_set_tensor(fs->staging, fs->model, tg->name, tg->dtype, tg->n_dims,
-					tg->ne, path, err);
-	if (!rc) {
-		fs->gen++;
-		if (raw)
-			tfs_node_bump(raw, old);
-	} else if (old.fd >= 0) {
-		close(old.fd);
-	}
-	return rc;
+	tfs_node *raw = tfs_item_node(fs, D_TENSORS, (long)i);
+	fs->gen++;
+	if (raw)
+		raw->ver++;
 }
 
 int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h)
@@ -247,8 +238,9 @@ int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h)
 		if (n->deleted || n->item != (long)tg.item ||
 		    strcmp(tfs_model_tensor(fs->model, tg.item)->name, tg.name) != 0)
 			unlink(path);
-		else
-			rc = set_tensor(fs, &tg, path, &err);
+		else if ((rc = tfs_staging_set_tensor(fs->staging, fs->model, tg.name, tg.dtype,
+						      tg.n_dims, tg.ne, path, &err)) == 0)
+			bump(fs, tg.item);
 		pthread_rwlock_unlock(&fs->lock);
 		if (rc)
 			rc = -tfs_fail(fs, &err);

@@ -167,29 +167,21 @@ static void set_opener(tfs_fs *fs, tfs_node *n, tfs_handle *h, pid_t tid)
 	pthread_mutex_unlock(&fs->cache_lock);
 }
 
-/*
- * A reader of tensors/ or layers/ on a rw mount: the bytes of the version its inode number
- * names (fs->lock held), the current one or, for an open that raced a commit, the one
- * before (n->prev).  0, or ESTALE for an older version: the kernel then looks the name up
- * again.  Without a copy of the source's fd (out of fds), a reader of the current
- * version reads the current bytes, as before any commit.
- */
-static int take_snapshot(tfs_fs *fs, const tfs_node *n, tfs_handle *h, fuse_ino_t ino)
+/* A reader of tensors/ or layers/ on a rw mount: where its bytes are now (fs->lock held).
+ * Without a copy of the source's fd (out of fds), it reads the current bytes. */
+static void take_snapshot(tfs_fs *fs, const tfs_node *n, tfs_handle *h)
 {
-	if (ino == tfs_node_ino(n)) {
-		h->snap_at = tfs_node_bytes_at(fs, n);
-		h->ver = n->ver;
-	} else if (ino == tfs_node_ino_at(n, n->ver - 1) && n->prev.fd >= 0) {
-		h->snap_at = n->prev;
-		h->snap_at.fd = fcntl(n->prev.fd, F_DUPFD_CLOEXEC, 0);
-		h->ver = n->ver - 1;
-		if (h->snap_at.fd < 0)
-			return ESTALE;
-	} else {
-		return ESTALE;
-	}
-	h->snap = h->snap_at.fd >= 0;
-	return 0;
+	uint64_t off, len;
+	if (!fs->opts.rw || (n->kind != N_RAW && n->kind != N_EXTRA) || n->item < 0)
+		return;
+	int32_t src = tfs_node_bytes(fs, n, &off, &len);
+	const tfs_source *s = src >= 0 ? tfs_model_source(fs->model, (size_t)src) : NULL;
+	if (!s || s->remote || s->fd < 0 || (h->snap_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+		return;
+	h->snap = true;
+	h->snap_off = off;
+	h->snap_len = len;
+	h->ver = n->ver;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -207,7 +199,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EROFS;
 	else if (wr && !tfs_writable_node(fs, n))
 		rc = EACCES;
-	else if (wr && ino != tfs_node_ino(n))
+	else if (ino != tfs_node_ino(n))
 		rc = ESTALE; /* bytes a commit replaced: the kernel looks the name up again */
 	tfs_handle *h = NULL;
 	if (!rc && !(h = calloc(1, sizeof(*h))))
@@ -215,9 +207,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (h) {
 		h->node = n;
 		h->data_fd = -1;
+		if (!rc && !wr)
+			take_snapshot(fs, n, h);
 	}
-	if (!rc && !wr && fs->opts.rw && (n->kind == N_RAW || n->kind == N_EXTRA))
-		rc = take_snapshot(fs, n, h, ino);
 	/* the model file: what it is now, for as long as this handle is open */
 	if (!rc && n->kind == N_MODEL)
 		rc = -tfs_image_acquire(fs, &h->image);
@@ -511,8 +503,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (h->snap && h->ver != n->ver) {
 		/* a commit replaced the bytes it opened: those, so that its inode's pages
 		 * (another inode than the new bytes') are all of one value */
-		if (clip(h->snap_at.len, off, &size))
-			reply_pread(req, h->snap_at.fd, size, (off_t)h->snap_at.off + off);
+		if (clip(h->snap_len, off, &size))
+			reply_pread(req, h->snap_fd, size, (off_t)h->snap_off + off);
 		else
 			fuse_reply_buf(req, NULL, 0);
 	} else if (n->deleted ||

@@ -7,7 +7,6 @@
 #include "fs.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -95,34 +94,9 @@ tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino)
 #define INO_SLOT_MASK ((UINT64_C(1) << INO_SLOT_BITS) - 1)
 #define INO_VER_MASK ((UINT64_C(1) << (64 - INO_SLOT_BITS)) - 1)
 
-fuse_ino_t tfs_node_ino_at(const tfs_node *n, uint32_t ver)
-{
-	return n->ino | ((fuse_ino_t)(ver & INO_VER_MASK) << INO_SLOT_BITS);
-}
-
 fuse_ino_t tfs_node_ino(const tfs_node *n)
 {
-	return tfs_node_ino_at(n, n->ver);
-}
-
-tfs_bytes_at tfs_node_bytes_at(tfs_fs *fs, const tfs_node *n)
-{
-	tfs_bytes_at at = { .fd = -1 };
-	if (!fs->opts.rw || (n->kind != N_RAW && n->kind != N_EXTRA) || n->item < 0 || n->deleted)
-		return at;
-	int32_t src = tfs_node_bytes(fs, n, &at.off, &at.len);
-	const tfs_source *s = src >= 0 ? tfs_model_source(fs->model, (size_t)src) : NULL;
-	if (s && !s->remote && s->fd >= 0)
-		at.fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
-	return at;
-}
-
-void tfs_node_bump(tfs_node *n, tfs_bytes_at old)
-{
-	if (n->prev.fd >= 0)
-		close(n->prev.fd);
-	n->prev = old;
-	n->ver++;
+	return n->ino | ((fuse_ino_t)(n->ver & INO_VER_MASK) << INO_SLOT_BITS);
 }
 
 tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino)
@@ -157,7 +131,6 @@ fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, 
 	n->pend_dtype = -1;
 	n->scratch_fd = -1;
 	n->origin = -1;
-	n->prev.fd = -1;
 	fs->nodes[fs->n_nodes++] = n;
 	if (kind != N_DIR)
 		hash_insert(fs, n);
@@ -268,8 +241,6 @@ void tfs_tree_free(tfs_fs *fs)
 	for (size_t i = 0; i < fs->n_nodes; i++) {
 		tfs_node *n = fs->nodes[i];
 		tfs_scratch_drop(n);
-		if (n->prev.fd >= 0)
-			close(n->prev.fd);
 		free(n->pend_type);
 		free(n->fname);
 		tfs_buf_free(&n->cache);

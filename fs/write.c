@@ -27,7 +27,7 @@ void tfs_handle_free(tfs_handle *h)
 	tfs_buf_free(&h->text);
 	tfs_handle_drop_data(h);
 	if (h->snap)
-		close(h->snap_at.fd);
+		close(h->snap_fd);
 	free(h);
 }
 
@@ -319,7 +319,6 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 		tfs_buf_free(&name);
 		return -EINVAL;
 	}
-	tfs_bytes_at old = tfs_node_bytes_at(fs, n); /* what readers of n's inode read on */
 	if (n->kind == N_EXTRA) {
 		rc = tfs_staging_set_extra(fs->staging, fs->model, name.data, h->data_path, &err);
 		if (!rc && n->item < 0)
@@ -341,11 +340,9 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 	}
 	if (!rc) {
 		fs->gen++;
-		tfs_node_bump(n, old); /* new bytes, a new inode (tfs_node_ino) */
+		n->ver++; /* new bytes, a new inode (tfs_node_ino) */
 		n->pend_dtype = -1; /* declared once: from now on the tensor's own */
 		n->pend_shape = false;
-	} else if (old.fd >= 0) {
-		close(old.fd);
 	}
 	pthread_rwlock_unlock(&fs->lock);
 	tfs_buf_free(&name);

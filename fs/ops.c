@@ -149,7 +149,8 @@ done:
  *             writers keep the page cache: their position is the kernel's file size, which
  *             a direct_io writer leaves at the committed size (tfs_op_setattr).
  * A commit gives tensors/ and layers/ files a new inode (tfs_node_ino): readers that
- * opened before it keep the old inode, its pages and its bytes (take_snapshot).
+ * opened before it keep the old inode, its pages and its bytes (take_snapshot); an open
+ * that looked the old inode up just before the commit is direct_io (op_open).
  */
 static bool direct_writer(const tfs_node *n, int flags)
 {
@@ -199,15 +200,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EROFS;
 	else if (wr && !tfs_writable_node(fs, n))
 		rc = EACCES;
-	else if (ino != tfs_node_ino(n))
-		rc = ESTALE; /* bytes a commit replaced: the kernel looks the name up again */
+	/* an open racing a commit, of the inode it replaced (looked up just before) */
+	bool stale = n && ino != tfs_node_ino(n);
 	tfs_handle *h = NULL;
 	if (!rc && !(h = calloc(1, sizeof(*h))))
 		rc = ENOMEM;
 	if (h) {
 		h->node = n;
 		h->data_fd = -1;
-		if (!rc && !wr)
+		if (!rc && !wr && !stale)
 			take_snapshot(fs, n, h);
 	}
 	/* the model file: what it is now, for as long as this handle is open */
@@ -226,8 +227,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	/* a read-only model never changes: let the kernel keep its pages */
 	fi->keep_cache = !fs->opts.rw;
-	h->direct = wr && direct_writer(n, fi->flags);
-	fi->direct_io = (fs->opts.rw && n->kind == N_KEY) || h->direct;
+	/* a handle of a replaced inode reads (and writes) the new bytes around that inode's
+	 * pages, whose readers read the old ones: it cannot map the file shared (ENODEV) */
+	h->direct = wr && (direct_writer(n, fi->flags) || stale);
+	fi->direct_io = (fs->opts.rw && n->kind == N_KEY) || h->direct || stale;
 	fi->noflush = !wr;
 	if (wr && !h->scratch)
 		set_opener(fs, n, h, fuse_req_ctx(req)->pid);

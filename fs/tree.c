@@ -2,7 +2,9 @@
  * tree.c - the mount's inode table, built from the model.
  *
  * Inode numbers are node indices + 1 and are never reused while mounted, so a
- * deleted entry keeps its slot (the kernel may still hold references).
+ * deleted entry keeps its slot (the kernel may still hold references).  On a rw mount
+ * the bits above INO_SLOT_BITS count the commits of a tensors/ or layers/ file's bytes
+ * (tfs_node_ino): the kernel sees each version as its own inode with its own pages.
  */
 #include "fs.h"
 

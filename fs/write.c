@@ -403,31 +403,7 @@ static int commit_text(tfs_fs *fs, tfs_handle *h, const char *type_name)
 	return rc ? -tfs_fail(fs, &err) : 0;
 }
 
-/*
- * After a commit of tensor n's bytes (through tensors/, f32/ or npy/): drops the kernel's
- * cached pages of the tensor's f32/ and npy/ views, so that a reader who keeps one open
- * reads the new values.  (tensors/ and layers/ need none: a commit gives them a new inode,
- * tfs_node_ino.)  Not in single-threaded mode: the kernel waits for pages under read, and
- * the one thread that would answer that read is this one.
- */
-static void drop_pages(tfs_fs *fs, tfs_node *n)
-{
-	fuse_ino_t inos[2];
-	size_t k = 0;
-	if (fs->opts.single || !fs->se)
-		return;
-	pthread_rwlock_rdlock(&fs->lock);
-	for (size_t i = 0; n->kind != N_EXTRA && n->item >= 0 && i < fs->n_nodes && k < 2; i++) {
-		tfs_node *v = fs->nodes[i];
-		if (v->item == n->item && !v->deleted && (v->kind == N_F32 || v->kind == N_NPY))
-			inos[k++] = v->ino;
-	}
-	pthread_rwlock_unlock(&fs->lock);
-	for (size_t i = 0; i < k; i++)
-		fuse_lowlevel_notify_inval_inode(fs->se, inos[i], 0, 0);
-}
-
-static int commit_handle(tfs_fs *fs, tfs_handle *h)
+int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
 {
 	if (h->scratch)
 		return 0;
@@ -463,16 +439,6 @@ static int commit_handle(tfs_fs *fs, tfs_handle *h)
 	if (h->node->kind == N_F32 || h->node->kind == N_NPY)
 		return tfs_numbers_commit(fs, h);
 	return commit_data(fs, h, -1, 0, NULL);
-}
-
-int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
-{
-	/* a commit hands the staged file to the journal (numbers.c drops it) */
-	bool staged = !h->scratch && h->node->kind != N_KEY && h->data_fd >= 0;
-	int rc = commit_handle(fs, h);
-	if (!rc && staged && h->data_fd < 0)
-		drop_pages(fs, h->node);
-	return rc;
 }
 
 void tfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -51,6 +51,15 @@ typedef struct tfs_node {
 	int scratch_fd;
 	char *scratch_path;
 	long origin;
+	/* the last handle opened for writing, and the thread that opened it: without
+	 * FUSE_CAP_ATOMIC_O_TRUNC the kernel sends an open's O_TRUNC as a setattr(size 0)
+	 * without the handle, from the same thread (fs->cache_lock guards both) */
+	struct tfs_handle *opener;
+	pid_t opener_tid;
+	/* tensors/ and layers/ of a rw mount: bumped at each commit of new bytes, and part of
+	 * the inode number (tfs_node_ino), so that the kernel gives the new bytes a new inode
+	 * and a new page cache, and never mixes pages of the old bytes with the new */
+	uint32_t ver;
 	struct tfs_node *hnext; /* hash chain by (dir, fname) */
 	struct tfs_node *inext; /* hash chain by (dir, item it claims), while indexed */
 	bool indexed;
@@ -121,7 +130,10 @@ typedef struct tfs_fs {
 /* tree.c */
 int tfs_tree_build(tfs_fs *fs, tfs_error *err);
 void tfs_tree_free(tfs_fs *fs);
+/* The node of inode number ino, whatever its version. */
 tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino);
+/* The inode number the kernel knows n by now: its slot, and its version (n->ver). */
+fuse_ino_t tfs_node_ino(const tfs_node *n);
 /* The node of ino unless it was deleted. */
 tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino);
 /* The node named fname in dir, if it has one (no node is made). */
@@ -174,9 +186,11 @@ int tfs_image_acquire(tfs_fs *fs, tfs_shared_image **out);
 void tfs_image_release(tfs_fs *fs, tfs_shared_image *si);
 
 /* What an open file handle carries (fi->fh). */
-typedef struct {
+typedef struct tfs_handle {
 	tfs_node *node;
 	bool writing;
+	bool direct;         /* its writes bypass the kernel's page cache (direct_io): other
+			      * readers keep the committed bytes and size until the commit */
 	bool dirty;
 	bool wrote;          /* a write() arrived (not only an O_TRUNC) */
 	bool failed;         /* a write() was refused: nothing of this handle is committed */
@@ -191,6 +205,13 @@ typedef struct {
 	int data_fd;
 	char *data_path;
 	uint64_t data_size;
+	/* a reader of tensors/ or layers/ on a rw mount: the bytes as they were when it
+	 * opened ([snap_off, +snap_len) of snap_fd, a copy of the source's fd), which it reads
+	 * once a commit made them old (node->ver != ver): its inode's pages stay of one value */
+	bool snap;
+	int snap_fd;
+	uint64_t snap_off, snap_len;
+	uint32_t ver;
 } tfs_handle;
 
 /* util.c: shared by ops.c, tree.c, write.c and scratch.c (and calling none of them) */

@@ -274,6 +274,15 @@ static bool parts_current(tfs_fs *fs, const tfs_node *n, const target *tg)
 }
 
 /* Stages tg's files: one set_tensor op, or one set_tensors op for an MLX triple. */
+/* A change of tensor i's bytes: node caches, and tensors/<t>'s inode (tfs_node_ino). */
+static void bump(tfs_fs *fs, size_t i)
+{
+	tfs_node *raw = tfs_item_node(fs, D_TENSORS, (long)i);
+	fs->gen++;
+	if (raw)
+		raw->ver++;
+}
+
 static int stage_parts(tfs_fs *fs, tfs_node *n, const target *tg, tfs_error *err)
 {
 	tfs_tensor_file f[3];
@@ -293,8 +302,11 @@ static int stage_parts(tfs_fs *fs, tfs_node *n, const target *tg, tfs_error *err
 						  tg->p[k].ne, tg->p[k].path };
 		rc = tfs_staging_set_tensors(fs->staging, fs->model, f, tg->n, err);
 	}
-	if (!rc)
-		fs->gen++;
+	for (size_t k = 0; !rc && k < tg->n; k++) {
+		long i = tfs_model_find_tensor(fs->model, tg->p[k].name);
+		if (i >= 0)
+			bump(fs, (size_t)i);
+	}
 	pthread_rwlock_unlock(&fs->lock);
 	return rc;
 }

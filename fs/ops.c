@@ -32,7 +32,7 @@ void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	e.ino = n->ino;
+	e.ino = tfs_node_ino(n);
 	e.attr_timeout = fs->timeout;
 	e.entry_timeout = fs->timeout;
 	/* (lookups may run side by side under the read lock) */
@@ -94,6 +94,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	tfs_node *n = tfs_live_node(fs, ino);
 	int rc = n ? tfs_node_attr(fs, n, &st) : -ENOENT;
 	pthread_rwlock_unlock(&fs->lock);
+	st.st_ino = (ino_t)ino; /* the inode asked about, of whichever version */
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -134,7 +135,7 @@ static bool list_items(fuse_req_t req, tfs_fs *fs, tfs_dir d, size_t from, char 
 		if (!o && (hidden || tfs_tree_default_name(fs, d, (long)i, &b)))
 			continue;
 		/* (an item without a node has no inode number yet: one that no node has) */
-		st.st_ino = o ? o->ino : ((fuse_ino_t)1 << 48) + ((fuse_ino_t)d << 40) + i;
+		st.st_ino = o ? tfs_node_ino(o) : ((fuse_ino_t)1 << 39) + i;
 		size_t l = fuse_add_direntry(req, buf + *used, size - *used, o ? o->fname : b.data,
 					     &st, (off_t)i + 3);
 		fits = l <= size - *used;
@@ -180,7 +181,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		tfs_node *n = fs->nodes[i];
 		if (!n || !in_dir(n, d))
 			continue;
-		st.st_ino = n->ino;
+		st.st_ino = tfs_node_ino(n);
 		st.st_mode = n->kind == N_DIR ? S_IFDIR : S_IFREG;
 		size_t l = fuse_add_direntry(req, buf + used, size - used, n->fname, &st,
 					     NODES_COOKIE + (off_t)i + 1);
@@ -199,6 +200,56 @@ done:
 
 
 
+/*
+ * Whether a handle writing node n with open flags bypasses the page cache.  A rw mount's
+ * values change at close(), but the kernel's page cache is the inode's, shared by every
+ * handle: a write() through it would show its bytes to other readers before the commit
+ * (half old, half new).  So:
+ *   metadata/  every handle is direct_io (nobody maps a value);
+ *   tensors/, layers/, f32/, npy/: readers keep the page cache (np.memmap, mmap), and so do
+ *             writers opened O_RDWR, which may map the file shared (np.memmap mode r+;
+ *             libfuse 3.14 cannot ask for FUSE_DIRECT_IO_ALLOW_MMAP, so a direct_io handle
+ *             cannot be mapped shared); writers opened O_WRONLY (cp, shell redirections,
+ *             np.save, open(..., "wb")) cannot map the file and are direct_io.  O_APPEND
+ *             writers keep the page cache: their position is the kernel's file size, which
+ *             a direct_io writer leaves at the committed size (tfs_op_setattr).
+ * A commit gives tensors/ and layers/ files a new inode (tfs_node_ino): readers that
+ * opened before it keep the old inode, its pages and its bytes (take_snapshot); an open
+ * that looked the old inode up just before the commit is direct_io (op_open).
+ */
+static bool direct_writer(const tfs_node *n, int flags)
+{
+	return (n->kind == N_RAW || n->kind == N_EXTRA || n->kind == N_F32 || n->kind == N_NPY) &&
+	       (flags & O_ACCMODE) == O_WRONLY && !(flags & O_APPEND);
+}
+
+/* Records h as the handle node n was last opened for writing with, by thread tid (NULL:
+ * forgets it). */
+static void set_opener(tfs_fs *fs, tfs_node *n, tfs_handle *h, pid_t tid)
+{
+	pthread_mutex_lock(&fs->cache_lock);
+	n->opener = h;
+	n->opener_tid = tid;
+	pthread_mutex_unlock(&fs->cache_lock);
+}
+
+/* A reader of tensors/ or layers/ on a rw mount: where its bytes are now (fs->lock held).
+ * Without a copy of the source's fd (out of fds), it reads the current bytes. */
+static void take_snapshot(tfs_fs *fs, const tfs_node *n, tfs_handle *h)
+{
+	uint64_t off, len;
+	if (!fs->opts.rw || (n->kind != N_RAW && n->kind != N_EXTRA) || n->item < 0)
+		return;
+	int32_t src = tfs_node_bytes(fs, n, &off, &len);
+	const tfs_source *s = src >= 0 ? tfs_model_source(fs->model, (size_t)src) : NULL;
+	if (!s || s->remote || s->fd < 0 || (h->snap_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+		return;
+	h->snap = true;
+	h->snap_off = off;
+	h->snap_len = len;
+	h->ver = n->ver;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tfs_fs *fs = fs_of(req);
@@ -214,12 +265,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EROFS;
 	else if (wr && !tfs_writable_node(fs, n))
 		rc = EACCES;
+	/* an open racing a commit, of the inode it replaced (looked up just before) */
+	bool stale = n && ino != tfs_node_ino(n);
 	tfs_handle *h = NULL;
 	if (!rc && !(h = calloc(1, sizeof(*h))))
 		rc = ENOMEM;
 	if (h) {
 		h->node = n;
 		h->data_fd = -1;
+		if (!rc && !wr && !stale)
+			take_snapshot(fs, n, h);
 	}
 	/* the model file: what it is now, for as long as this handle is open */
 	if (!rc && n->kind == N_MODEL)
@@ -237,11 +292,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	/* a read-only model never changes: let the kernel keep its pages */
 	fi->keep_cache = !fs->opts.rw;
-	/* a rw mount's values change at close(): no page cache, so that a reader never sees
-	 * another handle's bytes before they are committed (or a truncation not yet committed) */
-	fi->direct_io = fs->opts.rw && n->kind == N_KEY;
+	/* a handle of a replaced inode reads (and writes) the new bytes around that inode's
+	 * pages, whose readers read the old ones: it cannot map the file shared (ENODEV) */
+	h->direct = wr && (direct_writer(n, fi->flags) || stale);
+	fi->direct_io = (fs->opts.rw && n->kind == N_KEY) || h->direct || stale;
 	fi->noflush = !wr;
+	if (wr && !h->scratch)
+		set_opener(fs, n, h, fuse_req_ctx(req)->pid);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
+		if (wr && !h->scratch)
+			set_opener(fs, n, NULL, 0);
 		if (h->image)
 			tfs_image_release(fs, h->image);
 		tfs_handle_free(h);
@@ -251,13 +311,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
+	tfs_fs *fs = fuse_req_userdata(req);
+	if (h && h->writing) {
+		pthread_mutex_lock(&fs->cache_lock);
+		if (h->node->opener == h)
+			h->node->opener = NULL;
+		pthread_mutex_unlock(&fs->cache_lock);
+	}
 	if (h && h->writing && h->dirty) {
 		/* a change flush deferred (a truncated typed key never written): last chance */
 		h->wrote = true;
-		tfs_op_commit(fuse_req_userdata(req), h);
+		tfs_op_commit(fs, h);
 	}
 	if (h && h->image)
-		tfs_image_release(fuse_req_userdata(req), h->image);
+		tfs_image_release(fs, h->image);
 	tfs_handle_free(h);
 	fuse_reply_err(req, 0);
 }
@@ -520,7 +587,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_rwlock_rdlock(&fs->lock);
-	if (n->deleted ||
+	if (h->snap && h->ver != n->ver) {
+		/* a commit replaced the bytes it opened: those, so that its inode's pages
+		 * (another inode than the new bytes') are all of one value */
+		if (clip(h->snap_len, off, &size))
+			reply_pread(req, h->snap_fd, size, (off_t)h->snap_off + off);
+		else
+			fuse_reply_buf(req, NULL, 0);
+	} else if (n->deleted ||
 	    (n->item < 0 && n->kind != N_INDEX && n->kind != N_CONFIG && n->kind != N_SCRATCH)) {
 		fuse_reply_buf(req, NULL, 0);
 	} else if (n->kind == N_SCRATCH) {
@@ -697,7 +771,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	tfs_fs *fs = userdata;
+	(void)userdata;
 	/* large requests: the kernel sends reads of up to max_readahead, writes of max_write.
 	 * Measured for the first read of a 256 MiB tensor (2 cores, kernel 6.18, hot source;
 	 * ratio to the direct read, one run, noise about +-0.05): readahead_kb 1024 / 4096 /
@@ -713,8 +787,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
-	if (fs->opts.rw && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
-		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* no atomic O_TRUNC on a rw mount: with it the kernel sets the file's size to 0 and
+	 * drops its pages at the open, and every reader sees an empty file until the commit;
+	 * without it the truncation comes as a setattr that the opening handle stages
+	 * (tfs_op_setattr), the size the kernel keeps being the one the reply carries */
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 }
 

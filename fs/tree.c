@@ -1,12 +1,15 @@
 /*
  * tree.c - the mount's inode table, made from the model as it is looked up.
  *
- * Inode numbers are node indices + 1 and are never reused while mounted, so a
- * deleted entry keeps its slot (the kernel may still hold references).  A key, tensor,
- * view or layer gets a node when it is first looked up: until then the directory lists
- * it by its default name, from the model (so a model of 10^6 keys costs no memory per
- * key here until they are opened).  A node that exists says how its item is listed: by
- * its name (renamed, replaced), or not at all (deleted, or taken by a scratch file).
+ * Inode numbers are node slots + 1 (in their low bits), and a deleted entry keeps its
+ * slot (the kernel may still hold references); a slot is reused
+ * only after the kernel forgot its node.  A key, tensor, view or layer gets a node when it
+ * is first looked up: until then the directory lists it by its default name, from the
+ * model (so a model of 10^6 keys costs no memory per key here until they are opened).  A
+ * node that exists says how its item is listed: by its name (renamed, replaced), or not
+ * at all (deleted, or taken by a scratch file).  On a rw mount the bits above
+ * INO_SLOT_BITS count the commits of a tensors/ or layers/ file's bytes (tfs_node_ino):
+ * the kernel sees each version as its own inode with its own pages.
  */
 #include "fs.h"
 
@@ -157,8 +160,19 @@ tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino)
 	return n && !n->deleted ? n : NULL;
 }
 
+/* An inode number: the node's slot + 1 in the low bits, its version above. */
+#define INO_SLOT_BITS 40
+#define INO_SLOT_MASK ((UINT64_C(1) << INO_SLOT_BITS) - 1)
+#define INO_VER_MASK ((UINT64_C(1) << (64 - INO_SLOT_BITS)) - 1)
+
+fuse_ino_t tfs_node_ino(const tfs_node *n)
+{
+	return n->ino | ((fuse_ino_t)(n->ver & INO_VER_MASK) << INO_SLOT_BITS);
+}
+
 tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino)
 {
+	ino &= INO_SLOT_MASK;
 	if (ino == 0 || ino > fs->n_nodes)
 		return NULL;
 	return fs->nodes[ino - 1];
@@ -244,8 +258,8 @@ void tfs_tree_forget(tfs_fs *fs, fuse_ino_t ino, uint64_t count)
 	if (!n->deleted)
 		hash_remove(fs, n);
 	tfs_tree_unindex(fs, n);
-	fs->nodes[ino - 1] = NULL;
-	fs->free_slots[fs->n_free++] = ino - 1;
+	fs->nodes[n->ino - 1] = NULL;
+	fs->free_slots[fs->n_free++] = n->ino - 1;
 	node_free(n);
 }
 
@@ -521,7 +535,7 @@ int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out)
 int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->st_ino = n->ino;
+	st->st_ino = tfs_node_ino(n);
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;

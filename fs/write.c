@@ -26,6 +26,8 @@ void tfs_handle_free(tfs_handle *h)
 		return;
 	tfs_buf_free(&h->text);
 	tfs_handle_drop_data(h);
+	if (h->snap)
+		close(h->snap_fd);
 	free(h);
 }
 
@@ -343,6 +345,7 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 	}
 	if (!rc) {
 		fs->gen++;
+		n->ver++; /* new bytes, a new inode (tfs_node_ino) */
 		n->pend_dtype = -1; /* declared once: from now on the tensor's own */
 		n->pend_shape = false;
 	}
@@ -502,6 +505,55 @@ static int truncate_node(tfs_fs *fs, tfs_node *n, tfs_handle *fh, uint64_t size)
 	return rc;
 }
 
+/* The handle an open(O_TRUNC) of n by thread tid truncates, taken off the node (NULL: not
+ * one).  Without FUSE_CAP_ATOMIC_O_TRUNC the kernel opens without O_TRUNC, then sends the
+ * truncation as a setattr(size 0) without a handle, from the opening thread; an
+ * ftruncate() comes with its handle, a truncate() by path from no fresh opener. */
+static tfs_handle *opening_handle(tfs_fs *fs, tfs_node *n, pid_t tid)
+{
+	pthread_mutex_lock(&fs->cache_lock);
+	tfs_handle *h = n->opener;
+	if (h && n->opener_tid == tid && h->writing && !h->wrote && !h->dirty)
+		n->opener = NULL;
+	else
+		h = NULL;
+	pthread_mutex_unlock(&fs->cache_lock);
+	return h;
+}
+
+/* An open's O_TRUNC through handle h: staged as tfs_start_write stages one, nothing written
+ * yet (a flush before the first write commits nothing; the release does). */
+static int truncate_at_open(tfs_fs *fs, tfs_handle *h)
+{
+	int rc = 0;
+	h->dirty = true;
+	if (h->node->kind == N_KEY) {
+		h->text.len = 0;
+		if (tfs_buf_reserve(&h->text, 0))
+			return -ENOMEM;
+		h->text.data[0] = '\0';
+		return 0;
+	}
+	rc = stage_data(fs, h, false);
+	if (!rc && ftruncate(h->data_fd, 0) < 0)
+		rc = -errno;
+	if (!rc)
+		h->data_size = 0;
+	return rc;
+}
+
+/*
+ * The size a setattr reply carries, which the kernel takes as the file's size for every
+ * handle: the committed one, except for a handle writing through the page cache (not
+ * direct), whose own pages must match what it wrote.  A direct_io writer's truncation or
+ * new size shows after its commit, so that readers meanwhile see the old file whole.
+ */
+static void reply_size(tfs_node *n, const tfs_handle *h, struct stat *st)
+{
+	if (h && h->writing && !h->direct && h->data_fd >= 0 && n->kind != N_KEY)
+		st->st_size = (off_t)h->data_size; /* what this handle has written */
+}
+
 void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		    struct fuse_file_info *fi)
 {
@@ -513,13 +565,18 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	tfs_node *n = tfs_live_node(fs, ino);
 	bool writable = n && tfs_writable_node(fs, n);
 	pthread_rwlock_unlock(&fs->lock);
+	bool size = (to_set & FUSE_SET_ATTR_SIZE) != 0;
+	tfs_handle *oh = n && size && !fh && writable && fs->opts.rw && attr->st_size == 0
+			 ? opening_handle(fs, n, fuse_req_ctx(req)->pid) : NULL;
 	if (!n)
 		rc = -ENOENT;
-	else if ((to_set & FUSE_SET_ATTR_SIZE) && !fs->opts.rw)
+	else if (size && !fs->opts.rw)
 		rc = -EROFS;
-	else if ((to_set & FUSE_SET_ATTR_SIZE) && !writable)
+	else if (size && !writable)
 		rc = -EACCES;
-	else if (to_set & FUSE_SET_ATTR_SIZE)
+	else if (oh)
+		rc = truncate_at_open(fs, oh);
+	else if (size)
 		rc = truncate_node(fs, n, fh, (uint64_t)attr->st_size);
 	/* other attributes (mode, owner, times) are the mount's: accepted, not changed */
 	if (!rc) {
@@ -531,8 +588,8 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (fh && fh->writing && fh->data_fd >= 0 && n->kind != N_KEY)
-		st.st_size = (off_t)fh->data_size; /* what this handle has written */
+	reply_size(n, oh ? oh : fh, &st);
+	st.st_ino = (ino_t)ino; /* the inode asked about, of whichever version */
 	fuse_reply_attr(req, &st, fs->timeout);
 }
 
@@ -625,8 +682,8 @@ void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	}
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
-	e.ino = n->ino;
-	e.attr.st_ino = n->ino;
+	e.ino = tfs_node_ino(n);
+	e.attr.st_ino = e.ino;
 	e.attr.st_mode = S_IFREG | 0644;
 	e.attr.st_nlink = 1;
 	e.attr.st_uid = fs->uid;

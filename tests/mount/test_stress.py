@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Stress: 16 threads read random ranges of every file of several mounts at once (tensors/,
 f32/, npy/, metadata/, index.json) and compare every byte with an oracle; then the same on a
-rw mount while a writer thread rewrites keys (readers must see an old or a new value, whole).
+rw mount while a writer thread rewrites keys, and while one rewrites a tensor (readers must
+see an old or a new value, whole).
 
 Duration: TFS_STRESS_SECONDS (default 30) for the read-only run, half of it for the rw run;
 `--long` makes the default 60.  The random seed is printed (TFS_STRESS_SEED replays it).
@@ -349,11 +350,6 @@ class Stress(TestCase):
             for k, v in last.items():
                 self.assertEqual(read(m.p("metadata", k)), v, k)
 
-    @unittest.skip("defect: on a rw mount a reader of tensors/ sees another handle's "
-                   "uncommitted bytes (half old, half new) or a pending O_TRUNC (a short "
-                   "file) through the page cache: fs/ops.c op_open sets direct_io for "
-                   "metadata only (direct_io on tensors/ would break np.memmap with "
-                   "libfuse 3.14)")
     def test_rw_tensor_readers_see_old_or_new(self):
         """One writer rewrites a tensor (open O_TRUNC, two write() calls, close) while 15
         readers read it with one pread(): old or new bytes, whole."""
@@ -383,6 +379,98 @@ class Stress(TestCase):
 
             w = threading.Thread(target=writer, daemon=True)
             run_readers(self, [p], {}, stop - time.time(), seed, THREADS - 1, choices, [w])
+
+    def test_rw_tensor_readers_never_see_uncommitted(self):
+        """One writer rewrites a tensor (open O_TRUNC, a poison value written whole, then the
+        new value over it, close) while 15 readers read it with one pread(): a committed
+        value, whole; never a short or empty file (a pending O_TRUNC), never a page of the
+        poison (bytes never committed), never pages of two values."""
+        seed = SEED + 3
+        d = self.tmpdir()
+        src = os.path.join(d, "model.gguf")
+        shutil.copy(MIXED, src)
+        with Mount(self, src, ["rw", "staging=" + os.path.join(d, "staging")]) as m:
+            p = m.p("tensors", "t.f32")
+            old = read(p)
+            n = len(old) // 4
+            self.assertGreater(len(old), 4096, "one page would hide a torn read")
+            vals = [np.full(n, v, np.float32).tobytes() for v in (1.0, 2.0, 3.0)]
+            poison = np.full(n, -7.0, np.float32).tobytes()
+            committed = [old] + vals
+            stop = time.time() + min(SECONDS / 4, 8)
+            rng = random.Random(seed)
+            bad, reads, writes = [], [0], [0]
+
+            def writer():
+                while time.time() < stop:
+                    fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+                    try:
+                        os.write(fd, poison)
+                        time.sleep(0.001)
+                        os.pwrite(fd, vals[writes[0] % 3], 0)
+                    finally:
+                        os.close(fd)
+                    writes[0] += 1
+
+            def reader():
+                while time.time() < stop and len(bad) < 20:
+                    fd = os.open(p, os.O_RDONLY)
+                    try:
+                        got = os.pread(fd, 1 << 20, 0)
+                    finally:
+                        os.close(fd)
+                    reads[0] += 1
+                    if got in committed:
+                        continue
+                    pages = [next((i for i, c in enumerate(committed)
+                                   if got[k:k + 4096] == c[k:k + 4096]), "poison"
+                                  if got[k:k + 4096] == poison[k:k + 4096] else "?")
+                             for k in range(0, len(got), 4096)]
+                    bad.append("%d bytes (expected %d), pages of values %s (0: the old "
+                               "one)" % (len(got), len(old), pages))
+                    if rng.random() < 0.05:
+                        time.sleep(0.001)
+
+            threads = [threading.Thread(target=writer, daemon=True)]
+            threads += [threading.Thread(target=reader, daemon=True) for _ in range(THREADS - 1)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(stop - time.time() + 120)
+                self.assertFalse(t.is_alive(), "a thread still runs 120 s after the deadline")
+            print("# %d reads, %d values written, %d bad (seed %d)"
+                  % (reads[0], writes[0], len(bad), seed), flush=True)
+            self.assertEqual(bad[:5], [])
+            self.assertGreater(writes[0], 20)
+            self.assertGreater(reads[0], 100 * (THREADS - 1))
+            # after the last close, a new reader sees the last value whole
+            self.assertEqual(read(p), vals[(writes[0] - 1) % 3])
+
+    def test_rw_tensor_reader_keeps_what_it_opened(self):
+        """A reader (read() and a shared mapping) that opened a tensor before another handle
+        rewrote it keeps reading the bytes it opened, whole, after the writer's close(); an
+        open after that close reads the new bytes, and so does the old reader's next open."""
+        d = self.tmpdir()
+        src = os.path.join(d, "model.gguf")
+        shutil.copy(MIXED, src)
+        with Mount(self, src, ["rw", "staging=" + os.path.join(d, "staging")]) as m:
+            p = m.p("tensors", "t.f32")
+            old = read(p)
+            new = np.full(len(old) // 4, 5.0, np.float32).tobytes()
+            with open(p, "rb") as r:
+                self.assertEqual(os.pread(r.fileno(), 4096, 0), old[:4096])
+                mm = np.memmap(p, dtype=np.uint8, mode="r")
+                with open(p, "wb") as w:
+                    w.write(new[:len(new) // 2])
+                    w.flush()
+                    self.assertEqual(os.pread(r.fileno(), 1 << 20, 0), old)
+                    w.write(new[len(new) // 2:])
+                self.assertEqual(read(p), new)
+                self.assertEqual(os.pread(r.fileno(), 1 << 20, 0), old)
+                self.assertEqual(mm.tobytes(), old)
+                del mm
+            self.assertEqual(read(p), new)
+            self.assertEqual(np.load(m.p("npy", "t.f32.npy")).tobytes(), new)
 
 
 if __name__ == "__main__":

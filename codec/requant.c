@@ -120,8 +120,9 @@ int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_o
 	uint64_t n_changed = 0;
 
 	if (t && t->q.mode != TFS_QMODE_NONE)
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' is MLX-quantized: "
-				     "tfs_mlx_requantize writes it", t->name);
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' is MLX-quantized: its "
+				     "values are requantized with its scales, not as a GGML type",
+				     t->name);
 	if (t && tfs_quantize_needs_imatrix(t->dtype))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' is %s, which needs an "
 				     "importance matrix to quantize (llama.cpp's imatrix), and tensorfs "

@@ -86,13 +86,26 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	pthread_rwlock_unlock(&fs->lock);
 }
 
+/* The node of ino for reading: live, or removed from its directory (rm, or replaced by a
+ * rename) but still an item's file, as an unlinked file stays readable on any file system
+ * while it is open (fstat, read) or was just looked up (open racing the rename); NULL: none. */
+static tfs_node *readable_node(tfs_fs *fs, fuse_ino_t ino)
+{
+	tfs_node *n = tfs_tree_get(fs, ino);
+	if (n && n->deleted && (n->kind == N_DIR || n->kind == N_SCRATCH || n->item < 0))
+		return NULL;
+	return n;
+}
+
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tfs_fs *fs = fs_of(req);
 	struct stat st;
 	pthread_rwlock_rdlock(&fs->lock);
-	tfs_node *n = tfs_live_node(fs, ino);
+	tfs_node *n = readable_node(fs, ino);
 	int rc = n ? tfs_node_attr(fs, n, &st) : -ENOENT;
+	if (!rc && n->deleted)
+		st.st_nlink = 0;
 	pthread_rwlock_unlock(&fs->lock);
 	st.st_ino = (ino_t)ino; /* the inode asked about, of whichever version */
 	if (rc)
@@ -255,7 +268,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	tfs_fs *fs = fs_of(req);
 	bool wr = (fi->flags & O_ACCMODE) != O_RDONLY;
 	pthread_rwlock_rdlock(&fs->lock);
-	tfs_node *n = tfs_live_node(fs, ino);
+	tfs_node *n = wr ? tfs_live_node(fs, ino) : readable_node(fs, ino);
 	int rc = 0;
 	if (!n)
 		rc = ENOENT;
@@ -587,15 +600,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_rwlock_rdlock(&fs->lock);
-	if (h->snap && h->ver != n->ver) {
-		/* a commit replaced the bytes it opened: those, so that its inode's pages
-		 * (another inode than the new bytes') are all of one value */
+	if (h->snap && (h->ver != n->ver || n->deleted)) {
+		/* a commit (or a rename over it) replaced the bytes it opened: those, so that
+		 * its inode's pages (another inode than the new bytes') are all of one value */
 		if (clip(h->snap_len, off, &size))
 			reply_pread(req, h->snap_fd, size, (off_t)h->snap_off + off);
 		else
 			fuse_reply_buf(req, NULL, 0);
-	} else if (n->deleted ||
-	    (n->item < 0 && n->kind != N_INDEX && n->kind != N_CONFIG && n->kind != N_SCRATCH)) {
+	} else if ((n->deleted && n->kind == N_SCRATCH) ||
+		   (n->item < 0 && n->kind != N_INDEX && n->kind != N_CONFIG && n->kind != N_SCRATCH)) {
+		/* (a removed item's file reads its item's bytes, as the model still has them) */
 		fuse_reply_buf(req, NULL, 0);
 	} else if (n->kind == N_SCRATCH) {
 		reply_pread(req, n->scratch_fd, size, off);

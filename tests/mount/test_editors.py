@@ -274,6 +274,38 @@ class GGUF(TestCase):
             self.assertEqual({n: read(m.p("tensors", n), "rb") for n in os.listdir(m.p("tensors"))},
                              shown)
 
+    def test_open_files_outlive_a_rename_over_them(self):
+        """A reader's open tensor or key replaced by a rename (what `sed -i`, vim and
+        os.replace do) stays readable as on any file system: fstat works (nlink 0) and
+        reads give its bytes whole, the old ones for a tensor (the bytes it opened), the old
+        or the new value for a key; a new open reads the new bytes.  (It used to be ENOENT
+        for fstat and 0 bytes for read.)"""
+        with Mount(self, self.src, ["rw"]) as m:
+            tn, md = m.p("tensors"), m.p("metadata")
+            key = [k for k, t, _ in self.kvs if t == "string"][0]
+            old = read(os.path.join(tn, "t.f32"), "rb")
+            new = np.full(len(old) // 4, 7.0, np.float32).tobytes()
+            fd = os.open(os.path.join(tn, "t.f32"), os.O_RDONLY)
+            kfd = os.open(os.path.join(md, key), os.O_RDONLY)
+            try:
+                oldname = os.pread(kfd, 4096, 0)
+                write(os.path.join(tn, ".t.tmp"), new, "wb")
+                os.rename(os.path.join(tn, ".t.tmp"), os.path.join(tn, "t.f32"))
+                write(os.path.join(md, ".n.tmp"), b"renamed over\n", "wb")
+                os.rename(os.path.join(md, ".n.tmp"), os.path.join(md, key))
+                st = os.fstat(fd)
+                self.assertEqual((st.st_size, st.st_nlink), (len(old), 0))
+                self.assertEqual(os.pread(fd, len(old) + 10, 0), old)
+                self.assertEqual(os.fstat(kfd).st_nlink, 0)
+                for _ in range(2):
+                    self.assertIn(os.pread(kfd, 4096, 0), (oldname, b"renamed over\n"))
+            finally:
+                os.close(fd)
+                os.close(kfd)
+            self.assertEqual(read(os.path.join(tn, "t.f32"), "rb"), new)
+            self.assertEqual(read(os.path.join(md, key), "rb"), b"renamed over\n")
+            self.assertIn("done:", unmount_ok(self, m))
+
     def test_backup_by_rename_of_a_tensor(self):
         """What vim with backupcopy=no does to a tensor: mv x x~, write a new x, rm x~."""
         new = np.arange(2048, dtype=np.float16)

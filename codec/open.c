@@ -257,8 +257,10 @@ static int open_hf(tfs_model **out, const char *source, const tfs_open_opts *opt
 	bool repo_only = strchr(strchr(source + 5, '/') + 1, '/') == NULL;
 	int rc = url_is_json(url) ? open_remote_index(out, url, &o, err)
 				  : open_remote(out, url, &o, err);
+	/* no index: the single file; but a shard the index names that is missing is that */
+	bool no_index = rc == TFS_E_NOTFOUND && strstr(err->msg, url);
 	free(url);
-	if (rc == TFS_E_NOTFOUND && repo_only) {
+	if (no_index && repo_only) {
 		if (!(url = tfs_hf_url(source, "model.safetensors")))
 			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source);
 		tfs_error_clear(err);

@@ -733,6 +733,25 @@ class HuggingFace(TestCase):
         self.assertNotIn("/org/repo/resolve/main/model.safetensors", seen)
         self.assertEqual(set(self.proxy.auth_seen), {None})
 
+    def test_hf_repo_with_a_missing_shard_names_the_shard(self):
+        """hf://ORG/REPO whose index names a shard the repo lacks: one line naming that
+        shard's URL (it used to fall back to model.safetensors and name that)."""
+        names = [SHARDS[0], "model.safetensors.index.json"]
+        for n in names:
+            shutil.copy(os.path.join(WWW, "sharded", n), os.path.join(WWW, n))
+        try:
+            r, mp = self.mount("hf://org/repo", self.env)
+            if r.returncode == 0:
+                run([TENSORFS, "unmount", mp])
+        finally:
+            for n in names:
+                os.unlink(os.path.join(WWW, n))
+        self.assertNotEqual(r.returncode, 0)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("/org/repo/resolve/main/" + SHARDS[1], lines[0])
+        self.assertNotIn("model.safetensors:", lines[0])
+
     def local_tensor(self, name, t):
         with Mount(self, os.path.join(WWW, name)) as lm:
             return read(lm.p("tensors", t))

@@ -283,26 +283,49 @@ static void bump(tfs_fs *fs, size_t i)
 		raw->ver++;
 }
 
+/* Whether every part's new stored bytes are the bytes it has (the values written back as
+ * they were: np.save of what np.load gave); fs->lock held. */
+static bool parts_unchanged(tfs_fs *fs, const target *tg)
+{
+	bool same = true;
+	for (size_t k = 0; same && k < tg->n; k++) {
+		const tfs_tensor *t = tfs_model_tensor(fs->model, tg->p[k].item);
+		int fd = open(tg->p[k].path, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		same = fd >= 0 && fstat(fd, &st) == 0 && t->src >= 0 && t->dtype == tg->p[k].dtype &&
+		       t->n_dims == tg->p[k].n_dims &&
+		       !memcmp(t->ne, tg->p[k].ne, sizeof(t->ne[0]) * t->n_dims) &&
+		       tfs_same_bytes(fd, (uint64_t)st.st_size,
+				      tfs_model_source(fs->model, (size_t)t->src), t->offset, t->nbytes);
+		if (fd >= 0)
+			close(fd);
+	}
+	return same;
+}
+
 static int stage_parts(tfs_fs *fs, tfs_node *n, const target *tg, tfs_error *err)
 {
 	tfs_tensor_file f[3];
 	int rc = 0;
+	bool staged = false;
 
 	pthread_rwlock_wrlock(&fs->lock);
-	if (!parts_current(fs, n, tg)) {
-		/* renamed or deleted meanwhile: the values were the old tensor's, dropped */
+	if (!parts_current(fs, n, tg) || parts_unchanged(fs, tg)) {
+		/* renamed or deleted meanwhile: the values were the old tensor's, dropped; or
+		 * the same bytes again: nothing to journal */
 		for (size_t k = 0; k < tg->n; k++)
 			unlink(tg->p[k].path);
-	} else if (tg->n == 1) {
-		rc = tfs_staging_set_tensor(fs->staging, fs->model, tg->p[0].name, tg->p[0].dtype,
-					    tg->p[0].n_dims, tg->p[0].ne, tg->p[0].path, err);
 	} else {
 		for (size_t k = 0; k < tg->n; k++)
 			f[k] = (tfs_tensor_file){ tg->p[k].name, tg->p[k].dtype, tg->p[k].n_dims,
 						  tg->p[k].ne, tg->p[k].path };
-		rc = tfs_staging_set_tensors(fs->staging, fs->model, f, tg->n, err);
+		rc = tg->n == 1 ? tfs_staging_set_tensor(fs->staging, fs->model, f[0].name,
+							 f[0].dtype, f[0].n_dims, f[0].ne,
+							 f[0].path, err)
+				: tfs_staging_set_tensors(fs->staging, fs->model, f, tg->n, err);
+		staged = true;
 	}
-	for (size_t k = 0; !rc && k < tg->n; k++) {
+	for (size_t k = 0; staged && !rc && k < tg->n; k++) {
 		long i = tfs_model_find_tensor(fs->model, tg->p[k].name);
 		if (i >= 0)
 			bump(fs, (size_t)i);

@@ -102,6 +102,27 @@ void *tfs_scratch(int slot, size_t n)
 }
 
 /* Copies len bytes of a source range into fd (copy_file_range, then read/write). */
+bool tfs_same_bytes(int fd, uint64_t size, const tfs_source *s, uint64_t off, uint64_t len)
+{
+	const size_t chunk = 1u << 20;
+	char *a = tfs_scratch(0, chunk), *b = tfs_scratch(1, chunk);
+	tfs_error err;
+	if (!a || !b || !s || size != len)
+		return false;
+	for (uint64_t at = 0; at < len; at += chunk) {
+		size_t k = len - at < chunk ? (size_t)(len - at) : chunk;
+		for (size_t got = 0; got < k;) {
+			ssize_t r = pread(fd, a + got, k - got, (off_t)(at + got));
+			if (r <= 0 && !(r < 0 && errno == EINTR))
+				return false;
+			got += r > 0 ? (size_t)r : 0;
+		}
+		if (tfs_source_pread(s, b, k, off + at, &err) || memcmp(a, b, k) != 0)
+			return false;
+	}
+	return true;
+}
+
 int tfs_copy_range(int dst, int src, uint64_t off, uint64_t len)
 {
 	loff_t in = (loff_t)off, out = 0;

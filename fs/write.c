@@ -292,6 +292,20 @@ static void tensor_spec(tfs_fs *fs, const tfs_node *n, long item, uint64_t size,
 	}
 }
 
+/* Whether the handle's staged bytes are its tensor's or layer's bytes as they are, with
+ * nothing declared (cp of a tensor onto itself, a copy written back): then there is no
+ * change to journal, and no repack for it.  fs->lock held. */
+static bool unchanged_bytes(tfs_fs *fs, const tfs_handle *h, int dtype)
+{
+	const tfs_node *n = h->node;
+	uint64_t off, len;
+	if (n->item < 0 || dtype >= 0 || n->pend_dtype >= 0 || n->pend_shape)
+		return false;
+	int32_t src = tfs_node_bytes(fs, n, &off, &len);
+	return src >= 0 && tfs_same_bytes(h->data_fd, h->data_size,
+					  tfs_model_source(fs->model, (size_t)src), off, len);
+}
+
 /* Journals the handle's staged bytes as tensor/layer n, with dtype/shape given or kept. */
 static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const int64_t *ne_in)
 {
@@ -303,8 +317,10 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 	if (fsync(h->data_fd) < 0)
 		return -errno;
 	pthread_rwlock_wrlock(&fs->lock);
-	if (n->deleted) {
+	if (n->deleted || unchanged_bytes(fs, h, dtype)) {
 		pthread_rwlock_unlock(&fs->lock);
+		if (!n->deleted)
+			tfs_handle_drop_data(h); /* the same bytes again: nothing to journal */
 		return 0;
 	}
 	tfs_buf name = { 0 };

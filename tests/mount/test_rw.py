@@ -423,6 +423,15 @@ class GGUF(TestCase):
             # the same value written again is no change
             write(os.path.join(md, "test.u32"), "4294967295\n")
             write(os.path.join(md, "general.architecture"), "oracle-test")
+            # nor are a tensor's own bytes written back (cp onto itself, through a copy),
+            # or its values (np.save of what np.load gave: requantized to the same blocks)
+            for t in ("t.f32", "t.q4_0", "t.q8_0"):
+                raw = read(m.p("tensors", t), "rb")
+                write(m.p("tensors", t), raw, "wb")
+                self.assertEqual(read(m.p("tensors", t), "rb"), raw)
+                npy = m.p("npy", t + ".npy")
+                np.save(npy, np.load(npy))
+                self.assertEqual(read(m.p("tensors", t), "rb"), raw)
             log = unmount_ok(self, m)
             self.assertNotIn("repacking", log)
         st1 = os.stat(self.src)

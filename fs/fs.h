@@ -237,8 +237,8 @@ int tfs_numbers_copy(tfs_fs *fs, tfs_handle *h);
 int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h);
 /* Per-thread scratch buffer slot 0 or 1 of at least n bytes (NULL: out of memory). */
 void *tfs_scratch(int slot, size_t n);
-/* Whether the first size bytes of file fd are [off, off+len) of source s (a rewrite of the
- * same bytes is no change). */
+/* Whether the first size bytes of file fd are [off, off+len) of local source s (a rewrite
+ * of the same bytes is no change); false for a remote source. */
 bool tfs_same_bytes(int fd, uint64_t size, const tfs_source *s, uint64_t off, uint64_t len);
 /* Copies [off, off+len) of file src to the start of dst (copy_file_range, else through
  * memory); 0 or -errno. */

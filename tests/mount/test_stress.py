@@ -28,7 +28,6 @@ import shutil
 import sys
 import threading
 import time
-import unittest
 
 import numpy as np
 
@@ -250,6 +249,14 @@ def run_readers(tc, files, oracle, seconds, seed, nthreads, choices=None, extra=
 
 
 class Stress(TestCase):
+    def mixed_copy(self):
+        """A copy of mixed_flat.gguf in a new directory, and the options of a rw mount that
+        stages beside it."""
+        d = self.tmpdir()
+        src = os.path.join(d, "model.gguf")
+        shutil.copy(MIXED, src)
+        return src, ["rw", "staging=" + os.path.join(d, "staging")]
+
     def test_read_only_16_threads(self):
         """16 threads over mixed_flat.gguf, tiny-llama.gguf and the vocab GGUFs, mounted at
         once; every byte compared; 0 mismatches, 0 errors."""
@@ -289,9 +296,7 @@ class Stress(TestCase):
         one after: never an empty file, a prefix or a mix."""
         seed = SEED + 1
         print("# seed %d, %.0f s" % (seed, SECONDS / 2), flush=True)
-        d = self.tmpdir()
-        src = os.path.join(d, "model.gguf")
-        shutil.copy(MIXED, src)
+        src, rw = self.mixed_copy()
         rng = random.Random(seed)
         values = {
             "general.architecture": [b"llama", b"a-much-longer-architecture-name-" * 8, b"x",
@@ -301,7 +306,7 @@ class Stress(TestCase):
             "test.i64": [b"-1", b"-9223372036854775808", b"42"],
         }
         strings = {"general.architecture", "test.str"}
-        with Mount(self, src, ["rw", "staging=" + os.path.join(d, "staging")]) as m:
+        with Mount(self, src, rw) as m:
             oracle = build_oracle(self, m, src)
             choices = {}
             for k, vals in values.items():
@@ -354,10 +359,8 @@ class Stress(TestCase):
         """One writer rewrites a tensor (open O_TRUNC, two write() calls, close) while 15
         readers read it with one pread(): old or new bytes, whole."""
         seed = SEED + 2
-        d = self.tmpdir()
-        src = os.path.join(d, "model.gguf")
-        shutil.copy(MIXED, src)
-        with Mount(self, src, ["rw", "staging=" + os.path.join(d, "staging")]) as m:
+        src, rw = self.mixed_copy()
+        with Mount(self, src, rw) as m:
             p = m.p("tensors", "t.f32")
             old = read(p)
             vals = [np.full(len(old) // 4, v, np.float32).tobytes() for v in (1.0, 2.0, 3.0)]
@@ -386,10 +389,8 @@ class Stress(TestCase):
         value, whole; never a short or empty file (a pending O_TRUNC), never a page of the
         poison (bytes never committed), never pages of two values."""
         seed = SEED + 3
-        d = self.tmpdir()
-        src = os.path.join(d, "model.gguf")
-        shutil.copy(MIXED, src)
-        with Mount(self, src, ["rw", "staging=" + os.path.join(d, "staging")]) as m:
+        src, rw = self.mixed_copy()
+        with Mount(self, src, rw) as m:
             p = m.p("tensors", "t.f32")
             old = read(p)
             n = len(old) // 4
@@ -450,10 +451,8 @@ class Stress(TestCase):
         """A reader (read() and a shared mapping) that opened a tensor before another handle
         rewrote it keeps reading the bytes it opened, whole, after the writer's close(); an
         open after that close reads the new bytes, and so does the old reader's next open."""
-        d = self.tmpdir()
-        src = os.path.join(d, "model.gguf")
-        shutil.copy(MIXED, src)
-        with Mount(self, src, ["rw", "staging=" + os.path.join(d, "staging")]) as m:
+        src, rw = self.mixed_copy()
+        with Mount(self, src, rw) as m:
             p = m.p("tensors", "t.f32")
             old = read(p)
             new = np.full(len(old) // 4, 5.0, np.float32).tobytes()

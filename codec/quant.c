@@ -1180,6 +1180,109 @@ static uint8_t f32_to_e5m2(float f)
 	return sign | (uint8_t)(c > 0x7c ? 0x7c : c);
 }
 
+/* F8_E4M3FNUZ and F8_E5M2FNUZ (no infinity, no -0, 0x80 the only NaN), as torch and ml_dtypes
+ * convert: nearest-even; what rounds past the largest finite value (240, 57344), infinities
+ * and NaN become NaN; a negative value that rounds to zero is +0. */
+static uint8_t f32_to_fnuz(float f, int mbits, int bias)
+{
+	uint8_t sign = (uint8_t)((tfs_f32_bits(f) >> 24) & 0x80u);
+	float a = fabsf(f);
+
+	if (!(a <= FLT_MAX))
+		return 0x80;
+	uint32_t c = minifloat_code(a, mbits, bias);
+
+	if (c > 0x7f)
+		return 0x80;
+	return c ? (uint8_t)(sign | c) : 0;
+}
+
+/* F6_E2M3, F6_E3M2 and F4 (E2M1) have no infinity and no NaN: nearest-even, and a finite
+ * value past the largest (7.5, 28, 6) saturates to it, as ml_dtypes converts.  -1 for an
+ * infinity or a NaN, which they cannot hold (ml_dtypes makes them the largest value and
+ * -0). */
+static int f32_to_mx(float f, int ebits, int mbits)
+{
+	const int width = 1 + ebits + mbits;
+	const uint32_t max = (1u << (width - 1)) - 1;
+	uint32_t sign = (tfs_f32_bits(f) >> 31) << (width - 1);
+	float a = fabsf(f);
+
+	if (!(a <= FLT_MAX))
+		return -1;
+	uint32_t c = minifloat_code(a, mbits, (1 << (ebits - 1)) - 1);
+
+	return (int)(sign | (c > max ? max : c));
+}
+
+/* F8_E8M0 (2^(e-127); 0xFF is NaN; no sign, no zero) of a positive value, as torch and
+ * ml_dtypes convert one: the power of two below it, or the one above from 1.5 times it up
+ * (ties go up); 2^-127 for anything smaller; NaN past 1.5 * 2^127 and for infinities and
+ * NaN.  -1 for zero and negative values, which it cannot hold (torch drops the sign and makes
+ * 0 the smallest value, ml_dtypes makes them NaN). */
+static int f32_to_e8m0(float f)
+{
+	uint32_t b = tfs_f32_bits(f), e = (b >> 23) & 0xffu, frac = b & 0x7fffffu;
+
+	if (e == 0xff)
+		return 0xff;
+	if ((b >> 31) || (e == 0 && frac == 0))
+		return -1;
+	if (e == 0)   /* frac * 2^-149: 2^-127 is frac 2^22 */
+		return frac >= 0x600000u ? 1 : 0;
+	e += frac >= 0x400000u;
+	return e >= 0xff ? 0xff : (int)e;
+}
+
+/* The narrow float element types above.  Returns 0, TFS_E_INVALID for a value the type
+ * cannot hold (with the element's index), or NOT_NARROW for a type it does not write. */
+#define NOT_NARROW 1
+static int encode_narrow_floats(uint8_t *dst, int id, const char *name, const float *src,
+				uint64_t n, uint64_t first, tfs_error *err)
+{
+	int ebits = 0, mbits = 0;
+
+	switch (id) {
+	case TFS_DT_F8_E4M3FNUZ: case TFS_DT_F8_E5M2FNUZ:
+		for (uint64_t i = 0; i < n; i++)
+			dst[i] = id == TFS_DT_F8_E4M3FNUZ ? f32_to_fnuz(src[i], 3, 8)
+							  : f32_to_fnuz(src[i], 2, 16);
+		return 0;
+	case TFS_DT_F8_E8M0:
+		for (uint64_t i = 0; i < n; i++) {
+			int c = f32_to_e8m0(src[i]);
+
+			if (c < 0)
+				return tfs_error_set(err, TFS_E_INVALID, "element %" PRIu64 " (%g) "
+						     "cannot be stored as %s, which holds only "
+						     "positive values", first + i, (double)src[i], name);
+			dst[i] = (uint8_t)c;
+		}
+		return 0;
+	case TFS_DT_F6_E2M3: ebits = 2; mbits = 3; break;
+	case TFS_DT_F6_E3M2: ebits = 3; mbits = 2; break;
+	case TFS_DT_F4: ebits = 2; mbits = 1; break;
+	default:
+		return NOT_NARROW;
+	}
+	const unsigned width = 1u + (unsigned)(ebits + mbits);   /* 6 or 4 bits, low first */
+	uint32_t acc = 0;
+	unsigned have = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		int c = f32_to_mx(src[i], ebits, mbits);
+
+		if (c < 0)
+			return tfs_error_set(err, TFS_E_INVALID, "element %" PRIu64 " (%g) cannot be "
+					     "stored as %s, which has no infinity and no NaN",
+					     first + i, (double)src[i], name);
+		acc |= (uint32_t)c << have;
+		for (have += width; have >= 8; have -= 8, acc >>= 8)
+			*dst++ = (uint8_t)acc;
+	}
+	return 0;   /* n is whole blocks: nothing is left in acc */
+}
+
 typedef struct {
 	double lo, hi;   /* inclusive range, exact in double for every type below */
 	unsigned bytes;
@@ -1274,8 +1377,14 @@ static bool encode_floats(uint8_t *dst, int id, const float *src, uint64_t n)
 
 static bool is_plain_float(int id)
 {
-	return id == TFS_DT_F32 || id == TFS_DT_F64 || id == TFS_DT_F16 || id == TFS_DT_BF16 ||
-	       id == TFS_DT_F8_E4M3 || id == TFS_DT_F8_E5M2;
+	switch (id) {
+	case TFS_DT_F32: case TFS_DT_F64: case TFS_DT_F16: case TFS_DT_BF16:
+	case TFS_DT_F8_E4M3: case TFS_DT_F8_E5M2: case TFS_DT_F8_E4M3FNUZ: case TFS_DT_F8_E5M2FNUZ:
+	case TFS_DT_F8_E8M0: case TFS_DT_F6_E2M3: case TFS_DT_F6_E3M2: case TFS_DT_F4:
+		return true;
+	default:
+		return false;
+	}
 }
 
 bool tfs_quantize_supported(int id)
@@ -1316,6 +1425,10 @@ int tfs_quantize_from(void *dst, int id, const float *src, uint64_t nelems, uint
 		return encode_ints(dst, it, t->name, src, nelems, first, err);
 	if (encode_floats(dst, id, src, nelems))
 		return 0;
+	int rc = encode_narrow_floats(dst, id, t->name, src, nelems, first, err);
+
+	if (rc != NOT_NARROW)
+		return rc;
 	const enc_fn enc = k_encoders[id];
 	const uint64_t nblocks = nelems / t->block_elems;
 	uint8_t *out = dst;

@@ -96,7 +96,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-now() { date +%s.%N; }
+# Intervals are read from bash's own clock ($EPOCHREALTIME, no process): `date` costs 10-30 ms
+# here, and was counted inside every interval, 10-20% of a repack that shares extents.
 best() { printf '%s\n' "$@" | sort -g | head -1; }
 ratio() { python3 -c "print('%.2f' % ($1 / $2))"; }
 
@@ -160,9 +161,9 @@ repack_once() { # BINARY RUN -> seconds in $last_t
 		sleep 0.01
 	done ) &
 	sampler=$!
-	a=$(now)
+	a=$EPOCHREALTIME
 	"$bin" unmount "$mnt" 2>"$dir/unmount.log" || { cat "$dir/unmount.log" >&2; exit 1; }
-	b=$(now)
+	b=$EPOCHREALTIME
 	wait "$sampler" 2>/dev/null || true
 	hwm=$(cat "$hwm_file"); hwm=${hwm:-0}
 	[ "$hwm" -gt "$hwm_max" ] && hwm_max=$hwm
@@ -172,19 +173,19 @@ repack_once() { # BINARY RUN -> seconds in $last_t
 
 for i in $(seq "$runs"); do
 	rm -f "$dir/copy.gguf"; sync
-	a=$(now); cp --reflink=never "$model" "$dir/copy.gguf"; b=$(now)
+	a=$EPOCHREALTIME; cp --reflink=never "$model" "$dir/copy.gguf"; b=$EPOCHREALTIME
 	t_cp+=("$(elapsed "$a" "$b")")
 	rm -f "$dir/copy.gguf"; sync
-	a=$(now); cp --reflink=never "$model" "$dir/copy.gguf" && sync; b=$(now)
+	a=$EPOCHREALTIME; cp --reflink=never "$model" "$dir/copy.gguf" && sync; b=$EPOCHREALTIME
 	t_cps+=("$(elapsed "$a" "$b")")
 	rm -f "$dir/copy.gguf"; sync
 	# what a repack does besides copying: fsync, and replace a file (freeing the old one)
 	cp --reflink=never "$model" "$dir/victim.gguf"; sync; cat "$dir/victim.gguf" >/dev/null
-	a=$(now); cp --reflink=never "$model" "$dir/copy.gguf" && sync && mv "$dir/copy.gguf" "$dir/victim.gguf" && sync; b=$(now)
+	a=$EPOCHREALTIME; cp --reflink=never "$model" "$dir/copy.gguf" && sync && mv "$dir/copy.gguf" "$dir/victim.gguf" && sync; b=$EPOCHREALTIME
 	t_rep+=("$(elapsed "$a" "$b")")
 	# freeing alone: rm of a hot, synced copy
 	cat "$dir/victim.gguf" >/dev/null
-	a=$(now); rm -f "$dir/victim.gguf" && sync; b=$(now)
+	a=$EPOCHREALTIME; rm -f "$dir/victim.gguf" && sync; b=$EPOCHREALTIME
 	t_rm+=("$(elapsed "$a" "$b")")
 	sync
 	# with TENSORFS_B, A and B take turns at going first (what ran before matters)
@@ -195,11 +196,11 @@ for i in $(seq "$runs"); do
 	t_rp+=("$last_t")
 	if [ -n "${TFS_LLAMA_CPP:-}" ]; then
 		rm -f "$dir/copy.gguf"; sync; cat "$model" >/dev/null
-		a=$(now)
+		a=$EPOCHREALTIME
 		PYTHONPATH=$TFS_LLAMA_CPP/gguf-py /usr/bin/python3 \
 			"$TFS_LLAMA_CPP/gguf-py/gguf/scripts/gguf_new_metadata.py" --force \
 			--general-name "bench run $i" "$model" "$dir/copy.gguf" >/dev/null && sync
-		b=$(now)
+		b=$EPOCHREALTIME
 		t_gnm+=("$(elapsed "$a" "$b")")
 		rm -f "$dir/copy.gguf"
 	fi

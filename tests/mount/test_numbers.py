@@ -272,6 +272,56 @@ class Numbers(TestCase):
         self.assertIn(stgen.bf16_bits(np.array([1.0, 1.00390625, 3.0, -2.5])).tobytes(), data)
 
 
+    def test_narrow_float_types(self):
+        """F8_E4M3FNUZ, F8_E5M2FNUZ, F8_E8M0, F6_E2M3, F6_E3M2 and F4 tensors written as
+        numbers: every value becomes the code torch and ml_dtypes give it (worked out by hand
+        below: ties to even, FNUZ overflow to NaN, F6/F4 saturating), sub-byte codes packed
+        low bits first; a value a type cannot hold (a negative E8M0, an F4 NaN) is refused
+        with EINVAL naming the element, and stages nothing."""
+        cases = {   # name: (dtype, values written, codes expected)
+            "fnuz43": ("F8_E4M3FNUZ", [1.0, -1.0, 240.0, 248.0, -1e-9, 0.5],
+                       [0x40, 0xc0, 0x7f, 0x80, 0x00, 0x38]),
+            "fnuz52": ("F8_E5M2FNUZ", [1.0, 57344.0, 61440.0, -2.0], [0x40, 0x7f, 0x80, 0xc4]),
+            "e8m0": ("F8_E8M0", [1.0, 1.5, 0.25, 2.0 ** -127], [0x7f, 0x80, 0x7d, 0x00]),
+            "f6a": ("F6_E2M3", [1.0, -2.0, 0.5, 7.5, 8.0, 0.0625, -0.0, 3.0],
+                    [0x08, 0x30, 0x04, 0x1f, 0x1f, 0x00, 0x20, 0x14]),
+            "f6b": ("F6_E3M2", [28.0, 0.09375, 1.0, -0.25], [0x1f, 0x02, 0x0c, 0x24]),
+            "f4": ("F4", [0.25, 0.75, 5.0, 7.0, -6.0, 1.5], [0x0, 0x2, 0x6, 0x7, 0xf, 0x3]),
+        }
+        width = {"F6_E2M3": 6, "F6_E3M2": 6, "F4": 4}
+
+        def pack(dtype, codes):
+            w = width.get(dtype, 8)
+            bits = sum(c << (w * k) for k, c in enumerate(codes))
+            return bits.to_bytes(len(codes) * w // 8, "little")
+
+        path = os.path.join(self.tmpdir(), "narrow.safetensors")
+        start = {n: pack(dt, [0x7f if dt == "F8_E8M0" else 0] * len(codes))
+                 for n, (dt, _, codes) in cases.items()}
+        with open(path, "wb") as f:
+            f.write(stgen.st_raw([(n, dt, [len(codes)], start[n])
+                                  for n, (dt, _, codes) in cases.items()]))
+        with Mount(self, path, ["rw"]) as m:
+            for name, vals in (("e8m0", [1.0, -1.0, 1.0, 1.0]), ("f4", [1.0] * 5 + [np.nan])):
+                with self.assertRaises(OSError) as cm:
+                    with open(m.p("f32", name), "wb") as f:
+                        f.write(np.array(vals, "<f4").tobytes())
+                self.assertEqual(cm.exception.errno, errno.EINVAL, name)
+                err = os.getxattr(m.path, "user.tensorfs.last_error")
+                self.assertIn(b"element %d" % (len(vals) - 1 if name == "f4" else 1), err)
+                still = np.fromfile(m.p("f32", name), "<f4")   # the refused values are not there
+                self.assertEqual(still.tolist(), [1.0 if name == "e8m0" else 0.0] * len(vals))
+            for name, (dt, vals, _) in cases.items():
+                with open(m.p("f32", name), "wb") as f:
+                    f.write(np.array(vals, "<f4").tobytes())
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        with open(path, "rb") as f:
+            tensors, _ = st_read(f.read())
+        for name, (dt, _, codes) in cases.items():
+            self.assertEqual(tensors[name][0], dt)
+            self.assertEqual(tensors[name][2].hex(), pack(dt, codes).hex(), name)
+
 # ==== MLX-quantized weights of an Ollama store ====
 
 ROWS, COLS = 8, 256

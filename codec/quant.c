@@ -279,6 +279,25 @@ static void enc_q8_0(const float *x, uint8_t *b)
 		b[2 + j] = trunc_u8(round_away(x[j] * id));
 }
 
+/* |d|s = d * (sum of q)|32 x int8 q|  (Q8_1: Q8_0's codes, and their sum as ggml's
+ * quantize_row_q8_1_ref computes it, in float from the int8 values) */
+static void enc_q8_1(const float *x, uint8_t *b)
+{
+	float amax = 0.0f;
+	int sum = 0;
+
+	for (int j = 0; j < 32; j++)
+		amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
+	const float d = amax / 127, id = d != 0.0f ? 1.0f / d : 0.0f;
+
+	put_half(b, d);
+	for (int j = 0; j < 32; j++) {
+		b[4 + j] = trunc_u8(round_away(x[j] * id));
+		sum += (int8_t)b[4 + j];
+	}
+	put_half(b + 2, (float)sum * d);
+}
+
 /* |d = mean |x||16 bytes: bit j = (x_j >= 0)|  (Q1_0, 128 elements) */
 static void enc_q1_0(const float *x, uint8_t *b)
 {
@@ -1113,7 +1132,8 @@ typedef void (*enc_fn)(const float *x, uint8_t *b);
 
 static const enc_fn k_encoders[TFS_DT_GGML_COUNT] = {
 	[TFS_DT_Q4_0] = enc_q4_0, [TFS_DT_Q4_1] = enc_q4_1, [TFS_DT_Q5_0] = enc_q5_0,
-	[TFS_DT_Q5_1] = enc_q5_1, [TFS_DT_Q8_0] = enc_q8_0, [TFS_DT_Q1_0] = enc_q1_0,
+	[TFS_DT_Q5_1] = enc_q5_1, [TFS_DT_Q8_0] = enc_q8_0, [TFS_DT_Q8_1] = enc_q8_1,
+	[TFS_DT_Q1_0] = enc_q1_0,
 	[TFS_DT_Q2_0] = enc_q2_0, [TFS_DT_MXFP4] = enc_mxfp4, [TFS_DT_NVFP4] = enc_nvfp4,
 	[TFS_DT_TQ1_0] = enc_tq1_0, [TFS_DT_TQ2_0] = enc_tq2_0,
 	[TFS_DT_Q2_K] = enc_q2_k, [TFS_DT_Q3_K] = enc_q3_k, [TFS_DT_Q4_K] = enc_q4_k,

@@ -3,7 +3,8 @@
  *
  * libggml-base.so (from the npm package @node-llama-cpp/linux-x64, the directory in
  * $TFS_LLAMA_LIB) is loaded with dlopen; every case compares tfs_quantize with
- * ggml_quantize_chunk(type, ..., imatrix = NULL) (Q8_K: quantize_row_q8_K_ref) on the same
+ * ggml_quantize_chunk(type, ..., imatrix = NULL) (Q8_K and Q8_1, which ggml_quantize_chunk
+ * does not take: quantize_row_q8_K_ref and quantize_row_q8_1_ref) on the same
  * floats.  Without the library every case says SKIP.
  */
 #include <criterion/criterion.h>
@@ -25,7 +26,7 @@ typedef bool (*needs_imatrix_fn)(int type);
 static struct {
 	void *lib;
 	chunk_fn chunk;
-	row_fn q8_k;
+	row_fn q8_k, q8_1;
 	half_fn fp16;
 	needs_imatrix_fn needs_imatrix;
 	char why[2304];
@@ -47,9 +48,10 @@ static bool load_ggml(void)
 	}
 	*(void **)&g.chunk = dlsym(g.lib, "ggml_quantize_chunk");
 	*(void **)&g.q8_k = dlsym(g.lib, "quantize_row_q8_K_ref");
+	*(void **)&g.q8_1 = dlsym(g.lib, "quantize_row_q8_1_ref");
 	*(void **)&g.fp16 = dlsym(g.lib, "ggml_fp32_to_fp16");
 	*(void **)&g.needs_imatrix = dlsym(g.lib, "ggml_quantize_requires_imatrix");
-	cr_assert(g.chunk && g.q8_k && g.fp16 && g.needs_imatrix, "%s lacks a symbol", path);
+	cr_assert(g.chunk && g.q8_k && g.q8_1 && g.fp16 && g.needs_imatrix, "%s lacks a symbol", path);
 	return true;
 }
 
@@ -131,7 +133,7 @@ typedef struct {
 
 static type_param k_types[] = {
 	{ "F32" }, { "F16" }, { "BF16" }, { "Q4_0" }, { "Q4_1" }, { "Q5_0" }, { "Q5_1" }, { "Q8_0" },
-	{ "Q2_K" }, { "Q3_K" }, { "Q4_K" }, { "Q5_K" }, { "Q6_K" }, { "Q8_K" }, { "IQ4_NL" },
+	{ "Q8_1" }, { "Q2_K" }, { "Q3_K" }, { "Q4_K" }, { "Q5_K" }, { "Q6_K" }, { "Q8_K" }, { "IQ4_NL" },
 	{ "IQ4_XS" }, { "TQ1_0" }, { "TQ2_0" }, { "MXFP4" }, { "NVFP4" }, { "Q1_0" }, { "Q2_0" },
 };
 
@@ -139,6 +141,8 @@ static void ggml_quantize(int id, const float *x, void *dst, int64_t nrows, int6
 {
 	if (id == TFS_DT_Q8_K)
 		g.q8_k(x, dst, nrows * n_per_row);
+	else if (id == TFS_DT_Q8_1)
+		g.q8_1(x, dst, nrows * n_per_row);
 	else
 		cr_assert_eq(g.chunk(id, x, dst, 0, nrows, n_per_row, NULL),
 			     (size_t)nrows * (size_t)n_per_row / tfs_dtype(id)->block_elems *

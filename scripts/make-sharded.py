@@ -19,7 +19,6 @@ import argparse
 import hashlib
 import json
 import os
-import struct
 import sys
 
 import numpy as np

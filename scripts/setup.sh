@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 pkgs=(gcc meson ninja-build pkg-config libfuse3-dev fuse3 libjansson-dev libssl-dev
       libcurl4-openssl-dev libcriterion-dev python3-numpy attr
+      python3-pyflakes  # the lint test of the tests' and scripts' Python
       groff-base man-db   # the man page tests render with groff and man
       nginx-light openssl  # the remote-model tests serve models with nginx, over TLS too
       xfsprogs btrfs-progs e2fsprogs)  # reflink repack tests: XFS/btrfs images, filefrag

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import unittest
 
 TENSORFS = os.environ.get("TENSORFS", os.path.join(os.path.dirname(__file__), "../../build/fs/tensorfs"))

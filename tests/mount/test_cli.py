@@ -7,7 +7,6 @@ runtime directory and its cleanup, `tensorfs unmount` of dead, busy and foreign 
 """
 import json
 import os
-import pty
 import shutil
 import signal
 import stat
@@ -15,7 +14,6 @@ import struct
 import subprocess
 import threading
 import time
-import unittest
 
 from harness import TENSORFS, TESTDATA, Mount, TestCase, fuse_abort_all_for, is_mounted, main, run
 

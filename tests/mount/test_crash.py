@@ -16,10 +16,8 @@ import os
 import random
 import shutil
 import signal
-import struct
 import subprocess
 import time
-import unittest
 
 import numpy as np
 

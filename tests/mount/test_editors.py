@@ -17,7 +17,7 @@ import tempfile
 
 import numpy as np
 
-from harness import TENSORFS, TESTDATA, Mount, TestCase, main, run
+from harness import TESTDATA, Mount, TestCase, main, run
 from test_rw import (OllamaStore, kill9_daemon, read, rv, st_bytes, st_parse,
                      unmount_ok, write, write_file)
 

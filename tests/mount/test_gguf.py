@@ -5,8 +5,6 @@ import errno
 import hashlib
 import json
 import os
-import re
-import shutil
 import struct
 import subprocess
 

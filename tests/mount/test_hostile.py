@@ -10,7 +10,6 @@ expected entries; the daemon's peak RSS stays within 64 MiB plus the header size
 """
 import json
 import os
-import re
 import shutil
 import struct
 import subprocess

@@ -21,14 +21,12 @@ import os
 import re
 import shutil
 import struct
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
 from ggufgen import GGUFWriter, read_gguf
-from harness import TENSORFS, Mount, TestCase, main, run
+from harness import Mount, TestCase, main, run
 from stgen import st_raw
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -11,7 +11,7 @@ import struct
 import numpy as np
 
 from stgen import bf16_bits, st_raw
-from harness import assert_reject, is_mounted, main, Mount, run, TENSORFS, TestCase, TESTDATA
+from harness import assert_reject, main, Mount, TestCase, TESTDATA
 
 ST_DIR = os.path.join(TESTDATA, "safetensors")
 OLLAMA = os.path.join(TESTDATA, "ollama")
@@ -177,7 +177,6 @@ class Sharded(TestCase):
             with open(os.path.join(d, fname), "wb") as f:
                 f.write(data)
             shards[fname] = data
-            start = 8 + struct.unpack("<Q", data[:8])[0]
             off = 0
             for name, dt, shape, raw in tensors:
                 expect.append(dict(name=name, dtype=dt, shape=shape, file=fname,

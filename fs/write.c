@@ -838,13 +838,15 @@ static const char *kv_type_name(tfs_fs *fs, long item, tfs_buf *b)
 }
 
 /*
- * Scratch file n becomes item `target` (-1: a new item named `name`): its bytes are parsed
- * or checked as the target's type (as declared on n with setxattr, else the target's own,
- * else a new item's default) and journaled; n is then the item's node.
+ * Scratch file n, renamed to newname, becomes item `target` (-1: a new item named `name`):
+ * its bytes are parsed or checked as the target's type (as declared on n with setxattr, else
+ * the target's own, else a new item's default) and journaled; n is then the item's node.
  */
-static int adopt_scratch(tfs_fs *fs, tfs_node *n, long target, const char *name, tfs_error *err)
+static int adopt_scratch(tfs_fs *fs, tfs_node *n, long target, const char *name,
+			 const char *newname, tfs_error *err)
 {
-	const char *fname = n->fname;
+	char fname[600];   /* errors name the file the user renamed onto, then the scratch file */
+	snprintf(fname, sizeof(fname), "%.255s (renamed from %.255s)", newname, n->fname);
 	tfs_buf text = { 0 }, tn = { 0 };
 	char *path = NULL;
 	long item = -1;
@@ -949,7 +951,7 @@ static int rename_onto_item(tfs_fs *fs, tfs_node *n, tfs_node *victim, long targ
 {
 	int rc;
 	if (n->kind == N_SCRATCH)
-		rc = adopt_scratch(fs, n, target, item_name(fs, n->dir, target), err);
+		rc = adopt_scratch(fs, n, target, item_name(fs, n->dir, target), newname, err);
 	else if (n->item < 0)
 		rc = fail_at(err, TFS_E_INVALID, n, n->fname, "nothing was written to it yet");
 	else if (n->item == target)
@@ -987,7 +989,7 @@ static int rename_to_new(tfs_fs *fs, tfs_node *n, tfs_node *victim, const char *
 	if (victim && (rc = remove_node(fs, victim, err)))  /* a new tensor not written yet */
 		return rc;
 	if (n->kind == N_SCRATCH) {
-		rc = adopt_scratch(fs, n, -1, to, err);
+		rc = adopt_scratch(fs, n, -1, to, newname, err);
 	} else if (n->item >= 0 && n->dir == D_LAYERS) {
 		rc = fail_at(err, TFS_E_UNSUPPORTED, n, n->fname,
 			     "a layer's name is its kind and cannot be changed");

@@ -195,7 +195,7 @@ class GGUF(TestCase):
             self.assertEqual(rv(os.path.join(md, "test.u8")), "255")
             self.assertEqual(read(tmp), "abc")
             why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
-            self.assertIn("tmpabcd1234", why)
+            self.assertIn("metadata/test.u8 (renamed from tmpabcd1234)", why)   # the target first
             self.assertIn("uint8", why)
             # an explicit type on the temporary wins
             os.setxattr(tmp, "user.tensorfs.type", b"int64")

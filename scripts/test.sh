@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test (unit tests and real
-# mounts through /dev/fuse), then all of them again against a second build with
-# AddressSanitizer and UndefinedBehaviorSanitizer (build-asan; any report fails), then
-# builds everything with clang (build-clang, warnings as errors) and runs the unit tests on
-# it, then every libFuzzer harness for TFS_FUZZ_SECONDS each (default 5; scripts/fuzz.sh, SKIP
-# without clang). Ends with "N passed, N failed[, N skipped]", counting all three.
+# mounts through /dev/fuse) on the normal build and, side by side with it, all of them
+# again on a second build with AddressSanitizer and UndefinedBehaviorSanitizer (build-asan;
+# any report fails); builds everything with clang (build-clang, warnings as errors) and runs
+# the unit tests on it, then every libFuzzer harness for TFS_FUZZ_SECONDS each (default 5;
+# scripts/fuzz.sh, SKIP without clang). Ends with "N passed, N failed[, N skipped]",
+# counting all three.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 
-meson test -C build --print-errorlogs --num-processes 1 "$@"
-rc=$?
+# The normal run and the sanitizer run go side by side (two chains, each test one at a time
+# within its chain): most of their time is waiting (remote timeouts, kill trials, stress
+# readers), and one after the other they took 10+ minutes on 2 cores.  Every build is made
+# first; each chain's output goes to a log printed when both are done.
+#   chain 1: the tests on the normal build, then the clang build's unit tests, then fuzzing
+#   chain 2: the same tests under ASan + UBSan (gcc), with the stress readers for 16 s (the
+#            normal run's 30 s are the stress test proper) and 4 kill trials per format
+#            (the normal run's 8: 32 in all)
+rc=0
 
-# ==== the same tests under ASan + UBSan (gcc) ====
+# ==== the sanitizer build ====
 # halt_on_error: the first report ends the process; UBSan checks are recoverable by default,
 # halt_on_error makes them fatal.  Reports go to files (log_path), not stderr: the daemon
 # writes nowhere once daemonized (fuse_daemonize points its stderr at /dev/null), and a leak
@@ -21,45 +29,73 @@ rc=$?
 if [ ! -f build-asan/build.ninja ]; then
 	meson setup build-asan -Db_sanitize=address,undefined -Dwerror=true >/dev/null || exit 1
 fi
-asan_rc=0
+asan_built=true
+if ! ninja -C build-asan >/dev/null; then
+	echo "test: the sanitizer build failed" >&2
+	asan_built=false
+	rm -f build-asan/meson-logs/testlog.json
+fi
 reports=$PWD/build-asan/sanitizer-reports
 rm -rf "$reports"
 mkdir -p "$reports"
-if ninja -C build-asan >/dev/null; then
-	ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$reports/asan \
-	LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 \
-	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan \
-		meson test -C build-asan --print-errorlogs --num-processes 1 "$@" || asan_rc=$?
-else
-	echo "test: the sanitizer build failed" >&2
-	asan_rc=1
-	rm -f build-asan/meson-logs/testlog.json
-fi
-if [ -n "$(ls -A "$reports")" ]; then
-	echo "test: sanitizer reports ($(ls "$reports" | wc -l)):" >&2
-	for f in "$reports"/*; do echo "--- $f" >&2; head -40 "$f" >&2; done
-	asan_rc=1
-fi
-[ $asan_rc -ne 0 ] && rc=$asan_rc
 
-# ==== the same sources built by clang, warnings as errors, and the unit tests on them ====
-# (the fuzz build below compiles only what the harnesses use; this compiles everything)
+# ==== the same sources built by clang, warnings as errors (its unit tests run in chain 1) ====
+# (the fuzz build compiles only what the harnesses use; this compiles everything)
 rm -f build-clang/meson-logs/testlog.json
+clang_built=false
 if command -v clang >/dev/null 2>&1 && [ $# -eq 0 ]; then
 	[ -f build-clang/build.ninja ] || CC=clang meson setup build-clang -Dwerror=true >/dev/null || rc=1
 	if ninja -C build-clang >/dev/null; then
-		meson test -C build-clang --print-errorlogs --num-processes 1 --no-suite mount || rc=1
+		clang_built=true
 	else
 		echo "test: the clang build failed" >&2
 		rc=1
 	fi
 fi
 
-# ==== fuzzing (clang) ====
 fuzz_log=$(mktemp)
-TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-1} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" 2>&1 | tee "$fuzz_log"
-fuzz_rc=${PIPESTATUS[0]}
-[ $fuzz_rc -ne 0 ] && rc=$fuzz_rc
+log1=$(mktemp) log2=$(mktemp) rc1=$(mktemp) rc2=$(mktemp)
+echo "test: the normal and the sanitizer runs go side by side; their output follows when both are done"
+(
+	r=0
+	meson test -C build --print-errorlogs --num-processes 1 "$@" || r=1
+	if $clang_built; then
+		meson test -C build-clang --print-errorlogs --num-processes 1 --no-suite mount || r=1
+	fi
+	# ==== fuzzing (clang) ====
+	TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-1} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" >"$fuzz_log" 2>&1 || r=1
+	echo $r >"$rc1"
+) >"$log1" 2>&1 &
+chain1=$!
+(
+	r=0
+	if $asan_built; then
+		TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-16} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-4} \
+		ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$reports/asan \
+		LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan \
+			meson test -C build-asan --print-errorlogs --num-processes 1 "$@" || r=1
+	else
+		r=1
+	fi
+	echo $r >"$rc2"
+) >"$log2" 2>&1 &
+chain2=$!
+wait $chain1 $chain2
+echo "==== the normal build, then the clang build's unit tests"
+cat "$log1"
+echo "==== the sanitizer build (ASan + UBSan)"
+cat "$log2"
+echo "==== fuzzing"
+cat "$fuzz_log"
+[ "$(cat "$rc1")" = 0 ] || rc=1
+[ "$(cat "$rc2")" = 0 ] || rc=1
+if [ -n "$(ls -A "$reports")" ]; then
+	echo "test: sanitizer reports ($(ls "$reports" | wc -l)):" >&2
+	for f in "$reports"/*; do echo "--- $f" >&2; head -40 "$f" >&2; done
+	rc=1
+fi
+rm -f "$log1" "$log2" "$rc1" "$rc2"
 
 # meson counts test programs; count every TAP case instead (both builds), each fuzz
 # harness as one case, and each sanitizer report as a failure.

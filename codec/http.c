@@ -163,7 +163,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud)
 		header_value(val, sizeof(val), colon + 1, vl);
 		x->retry_after = strtol(val, NULL, 10);
 	} else if (kl == 13 && strncasecmp(line, "content-range", 13) == 0) {
-		unsigned long long a, b, t;
+		unsigned long long a = 0, b = 0, t = 0;   /* what sscanf does not fill stays 0 */
 		header_value(val, sizeof(val), colon + 1, vl);
 		x->have_range = sscanf(val, "bytes %llu-%llu/%llu", &a, &b, &t) == 3 && a <= b &&
 				b < t;

@@ -18,6 +18,13 @@
 
 #define CHUNK_VALUES (1u << 18)   /* 1 MiB of float32 per step */
 
+/* The type a tensor's float32 values are written back as: its own, but C64's (re, im)
+ * pairs are two F32 values each, stored as they are. */
+static int values_type(int dtype)
+{
+	return dtype == TFS_DT_C64 ? TFS_DT_F32 : dtype;
+}
+
 bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why)
 {
 	const tfs_tensor *t = tfs_model_tensor(m, i);
@@ -34,12 +41,10 @@ bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why)
 			w = "its MLX quantization is not one tensorfs knows";
 		else if (sc->deleted || (bi && bi->deleted))
 			w = "its .scale or .bias companion was deleted";
-	} else if (d->f32_per_elem != 1)
-		w = "C64 cannot be written as numbers";
-	else if (tfs_quantize_needs_imatrix(t->dtype))
+	} else if (tfs_quantize_needs_imatrix(t->dtype))
 		w = "its type (IQ1/IQ2/IQ3) needs an importance matrix to quantize (llama.cpp's "
 		    "imatrix), and tensorfs takes none yet; write tensors/ with quantized bytes";
-	else if (!tfs_quantize_supported(t->dtype))
+	else if (!tfs_quantize_supported(values_type(t->dtype)))
 		w = "tensorfs cannot quantize its type";
 	if (why && w)
 		*why = w;
@@ -76,11 +81,12 @@ int tfs_staged_pwrite(int fd, const void *buf, size_t len, uint64_t off, tfs_err
 }
 
 /* One chunk of nb blocks starting at block b0: compares, requantizes what changed. */
-static int requant_chunk(const tfs_model *m, size_t i, const tfs_dtype_info *d, uint64_t b0,
+static int requant_chunk(const tfs_model *m, size_t i, int qtype, uint64_t b0,
 			 uint64_t nb, const float *vals, float *old, uint8_t *raw, uint64_t *changed,
 			 tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(m, i);
+	const tfs_dtype_info *d = tfs_dtype(qtype);
 	const size_t be = d->block_elems, bb = d->block_bytes;
 	int64_t got = tfs_tensor_read_raw(m, i, b0 * bb, nb * bb, raw, err);
 
@@ -98,7 +104,7 @@ static int requant_chunk(const tfs_model *m, size_t i, const tfs_dtype_info *d, 
 		for (end = k + 1; end < nb && memcmp(vals + end * be, old + end * be,
 						     be * sizeof(float)) != 0; end++)
 			;
-		int rc = tfs_quantize_from(raw + k * bb, t->dtype, vals + k * be, (end - k) * be,
+		int rc = tfs_quantize_from(raw + k * bb, qtype, vals + k * be, (end - k) * be,
 					   (b0 + k) * be, err);
 
 		if (rc) {
@@ -131,7 +137,8 @@ int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_o
 				     t->name);
 	if (!t || !tfs_tensor_numbers_writable(m, i, &why))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': %s", t ? t->name : "?", why);
-	const tfs_dtype_info *d = tfs_dtype(t->dtype);
+	const int qtype = values_type(t->dtype);
+	const tfs_dtype_info *d = tfs_dtype(qtype);
 	const uint64_t count = tfs_tensor_f32_count(m, i, NULL), nblocks = count / d->block_elems;
 	const uint64_t per = CHUNK_VALUES / d->block_elems ? CHUNK_VALUES / d->block_elems : 1;
 	float *vals = malloc(per * d->block_elems * sizeof(float));
@@ -145,7 +152,7 @@ int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_o
 		rc = tfs_staged_pread(in_fd, vals, nb * d->block_elems * sizeof(float),
 				in_off + b0 * d->block_elems * sizeof(float), err);
 		if (!rc)
-			rc = requant_chunk(m, i, d, b0, nb, vals, old, raw, &n_changed, err);
+			rc = requant_chunk(m, i, qtype, b0, nb, vals, old, raw, &n_changed, err);
 		if (!rc)
 			rc = tfs_staged_pwrite(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
 	}

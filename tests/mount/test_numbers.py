@@ -273,8 +273,8 @@ class Numbers(TestCase):
 
 
     def test_narrow_float_types(self):
-        """F8_E4M3FNUZ, F8_E5M2FNUZ, F8_E8M0, F6_E2M3, F6_E3M2 and F4 tensors written as
-        numbers: every value becomes the code torch and ml_dtypes give it (worked out by hand
+        """F8_E4M3FNUZ, F8_E5M2FNUZ, F8_E8M0, F6_E2M3, F6_E3M2, F4 and C64 tensors written
+        as numbers: every value becomes the code torch and ml_dtypes give it (worked out by hand
         below: ties to even, FNUZ overflow to NaN, F6/F4 saturating), sub-byte codes packed
         low bits first; a value a type cannot hold (a negative E8M0, an F4 NaN) is refused
         with EINVAL naming the element, and stages nothing."""
@@ -298,9 +298,11 @@ class Numbers(TestCase):
         path = os.path.join(self.tmpdir(), "narrow.safetensors")
         start = {n: pack(dt, [0x7f if dt == "F8_E8M0" else 0] * len(codes))
                  for n, (dt, _, codes) in cases.items()}
+        c64 = np.array([1.5, -2.0, 0.1, 3e38], "<f4")   # C64's f32/: (re, im) pairs, as stored
         with open(path, "wb") as f:
             f.write(stgen.st_raw([(n, dt, [len(codes)], start[n])
-                                  for n, (dt, _, codes) in cases.items()]))
+                                  for n, (dt, _, codes) in cases.items()] +
+                                 [("c64", "C64", [2], bytes(16))]))
         with Mount(self, path, ["rw"]) as m:
             for name, vals in (("e8m0", [1.0, -1.0, 1.0, 1.0]), ("f4", [1.0] * 5 + [np.nan])):
                 with self.assertRaises(OSError) as cm:
@@ -314,6 +316,9 @@ class Numbers(TestCase):
             for name, (dt, vals, _) in cases.items():
                 with open(m.p("f32", name), "wb") as f:
                     f.write(np.array(vals, "<f4").tobytes())
+            with open(m.p("f32", "c64"), "wb") as f:
+                f.write(c64.tobytes())
+            self.assertEqual(np.load(m.p("npy", "c64.npy")).tobytes(), c64.tobytes())   # complex64
             r = m.unmount()
             self.assertEqual(r.returncode, 0, r.stderr)
         with open(path, "rb") as f:
@@ -321,6 +326,7 @@ class Numbers(TestCase):
         for name, (dt, _, codes) in cases.items():
             self.assertEqual(tensors[name][0], dt)
             self.assertEqual(tensors[name][2].hex(), pack(dt, codes).hex(), name)
+        self.assertEqual(tensors["c64"][2], c64.tobytes())
 
 # ==== MLX-quantized weights of an Ollama store ====
 

@@ -174,10 +174,15 @@ int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, tfs_error 
 
 	if (!t || !d)
 		return tfs_error_set(err, TFS_E_INVALID, "%s", t ? "unknown dtype" : why);
-	if (t->q.mode != TFS_QMODE_NONE || !tfs_tensor_has_f32(m, i, &why) ||
-	    tfs_dtype(t->dtype)->f32_per_elem != 1)
+	if (t->q.mode != TFS_QMODE_NONE)
+		why = "MLX-quantized";
+	else if (tfs_dtype(t->dtype)->f32_per_elem != 1)
+		why = "complex values have no real type to become";
+	else if (tfs_tensor_has_f32(m, i, &why))
+		why = NULL;
+	if (why)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' cannot be converted: %s",
-				     t->name, t->q.mode != TFS_QMODE_NONE ? "MLX-quantized" : why);
+				     t->name, why);
 	if (!tfs_quantize_supported(dtype) || tfs_quantize_needs_imatrix(dtype))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': tensorfs cannot quantize "
 				     "to %s%s", t->name, d->name, tfs_quantize_needs_imatrix(dtype)

@@ -265,8 +265,9 @@ static void enc_q5_1(const float *x, uint8_t *b)
 	memcpy(b + 4, &qh, 4);
 }
 
-/* |d|32 int8|  q = round(x/d), d = amax/127 */
-static void enc_q8_0(const float *x, uint8_t *b)
+/* Q8_0's and Q8_1's scale d = amax/127 (as a half at h) and 32 codes q = round(x/d) (at q);
+ * returns d. */
+static float fit_q8(const float *x, uint8_t *h, uint8_t *q)
 {
 	float amax = 0.0f;
 
@@ -274,27 +275,27 @@ static void enc_q8_0(const float *x, uint8_t *b)
 		amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
 	const float d = amax / 127, id = d != 0.0f ? 1.0f / d : 0.0f;
 
-	put_half(b, d);
+	put_half(h, d);
 	for (int j = 0; j < 32; j++)
-		b[2 + j] = trunc_u8(round_away(x[j] * id));
+		q[j] = trunc_u8(round_away(x[j] * id));
+	return d;
 }
 
-/* |d|s = d * (sum of q)|32 x int8 q|  (Q8_1: Q8_0's codes, and their sum as ggml's
- * quantize_row_q8_1_ref computes it, in float from the int8 values) */
+/* |d|32 int8| */
+static void enc_q8_0(const float *x, uint8_t *b)
+{
+	fit_q8(x, b, b + 2);
+}
+
+/* |d|s = d * (sum of q)|32 int8|  (the sum as ggml's quantize_row_q8_1_ref computes it, in
+ * float from the int8 codes) */
 static void enc_q8_1(const float *x, uint8_t *b)
 {
-	float amax = 0.0f;
+	const float d = fit_q8(x, b, b + 4);
 	int sum = 0;
 
 	for (int j = 0; j < 32; j++)
-		amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
-	const float d = amax / 127, id = d != 0.0f ? 1.0f / d : 0.0f;
-
-	put_half(b, d);
-	for (int j = 0; j < 32; j++) {
-		b[4 + j] = trunc_u8(round_away(x[j] * id));
 		sum += (int8_t)b[4 + j];
-	}
 	put_half(b + 2, (float)sum * d);
 }
 
@@ -1254,8 +1255,9 @@ static int f32_to_e8m0(float f)
 	return e >= 0xff ? 0xff : (int)e;
 }
 
-/* The narrow float element types above.  Returns 0, TFS_E_INVALID for a value the type
- * cannot hold (with the element's index), or NOT_NARROW for a type it does not write. */
+/* F8_E8M0, F6 and F4: the float element types that refuse some values.  Returns 0,
+ * TFS_E_INVALID for a value the type cannot hold (with the element's index), or NOT_NARROW
+ * for a type it does not write. */
 #define NOT_NARROW 1
 static int encode_narrow_floats(uint8_t *dst, int id, const char *name, const float *src,
 				uint64_t n, uint64_t first, tfs_error *err)
@@ -1263,11 +1265,6 @@ static int encode_narrow_floats(uint8_t *dst, int id, const char *name, const fl
 	int ebits = 0, mbits = 0;
 
 	switch (id) {
-	case TFS_DT_F8_E4M3FNUZ: case TFS_DT_F8_E5M2FNUZ:
-		for (uint64_t i = 0; i < n; i++)
-			dst[i] = id == TFS_DT_F8_E4M3FNUZ ? f32_to_fnuz(src[i], 3, 8)
-							  : f32_to_fnuz(src[i], 2, 16);
-		return 0;
 	case TFS_DT_F8_E8M0:
 		for (uint64_t i = 0; i < n; i++) {
 			int c = f32_to_e8m0(src[i]);
@@ -1387,6 +1384,14 @@ static bool encode_floats(uint8_t *dst, int id, const float *src, uint64_t n)
 	case TFS_DT_F8_E5M2:
 		for (uint64_t i = 0; i < n; i++)
 			dst[i] = f32_to_e5m2(src[i]);
+		return true;
+	case TFS_DT_F8_E4M3FNUZ:
+		for (uint64_t i = 0; i < n; i++)
+			dst[i] = f32_to_fnuz(src[i], 3, 8);
+		return true;
+	case TFS_DT_F8_E5M2FNUZ:
+		for (uint64_t i = 0; i < n; i++)
+			dst[i] = f32_to_fnuz(src[i], 2, 16);
 		return true;
 	default:
 		return false;

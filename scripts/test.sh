@@ -54,7 +54,7 @@ if command -v clang >/dev/null 2>&1 && [ $# -eq 0 ]; then
 fi
 
 fuzz_log=$(mktemp)
-log1=$(mktemp) log2=$(mktemp) rc1=$(mktemp) rc2=$(mktemp)
+log1=$(mktemp) log2=$(mktemp)
 echo "test: the normal and the sanitizer runs go side by side; their output follows when both are done"
 (
 	r=0
@@ -64,7 +64,7 @@ echo "test: the normal and the sanitizer runs go side by side; their output foll
 	fi
 	# ==== fuzzing (clang) ====
 	TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-1} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" >"$fuzz_log" 2>&1 || r=1
-	echo $r >"$rc1"
+	exit $r
 ) >"$log1" 2>&1 &
 chain1=$!
 (
@@ -78,24 +78,23 @@ chain1=$!
 	else
 		r=1
 	fi
-	echo $r >"$rc2"
+	exit $r
 ) >"$log2" 2>&1 &
 chain2=$!
-wait $chain1 $chain2
+wait $chain1 || rc=1
+wait $chain2 || rc=1
 echo "==== the normal build, then the clang build's unit tests"
 cat "$log1"
 echo "==== the sanitizer build (ASan + UBSan)"
 cat "$log2"
 echo "==== fuzzing"
 cat "$fuzz_log"
-[ "$(cat "$rc1")" = 0 ] || rc=1
-[ "$(cat "$rc2")" = 0 ] || rc=1
 if [ -n "$(ls -A "$reports")" ]; then
 	echo "test: sanitizer reports ($(ls "$reports" | wc -l)):" >&2
 	for f in "$reports"/*; do echo "--- $f" >&2; head -40 "$f" >&2; done
 	rc=1
 fi
-rm -f "$log1" "$log2" "$rc1" "$rc2"
+rm -f "$log1" "$log2"
 
 # meson counts test programs; count every TAP case instead (both builds), each fuzz
 # harness as one case, and each sanitizer report as a failure.

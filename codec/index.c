@@ -309,9 +309,7 @@ static json_t *head_json(const tfs_model *m, bool values)
 	json_t *root = json_object();
 	json_object_set_new(root, "format", json_string(tfs_model_format_name(m)));
 	/* the absolute path, whatever the caller typed (an Ollama name stays a name) */
-	char *abs = realpath(m->path, NULL);
-	json_object_set_new(root, "source", json_name(abs ? abs : m->path));
-	free(abs);
+	json_object_set_new(root, "source", json_name(m->abs_path ? m->abs_path : m->path));
 	if (m->gguf_version) {
 		json_object_set_new(root, "version", json_integer(m->gguf_version));
 		json_object_set_new(root, "alignment", json_integer(m->alignment));

@@ -91,6 +91,7 @@ struct tfs_name_chunk {
 struct tfs_model {
 	tfs_format format;
 	char *path;                 /* main file: .gguf / .safetensors / index.json / manifest */
+	char *abs_path;             /* realpath of path, taken once at open (NULL: a URL, a name) */
 
 	tfs_kv *kv;       size_t n_kv, cap_kv;
 	tfs_tensor *t;    size_t n_t, cap_t;

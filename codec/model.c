@@ -103,6 +103,7 @@ void tfs_model_free(tfs_model *m)
 	free(m->x);
 	free(m->src);
 	free(m->path);
+	free(m->abs_path);
 	free(m);
 }
 

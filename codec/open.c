@@ -321,6 +321,9 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 		return open_failed(source, &k, rc, err);
 	}
 	m->changed = false;
+	/* index.json names the source by its absolute path, whatever the caller typed (an
+	 * Ollama name stays a name) */
+	m->abs_path = realpath(source, NULL);
 	/* headers are read: reads of tensor data may read ahead again */
 	for (size_t i = 0; i < m->n_src; i++)
 		posix_fadvise(m->src[i].fd, 0, 0, POSIX_FADV_NORMAL);

@@ -361,9 +361,29 @@ void tfs_cache_mark(tfs_cache *c, uint64_t b0, uint64_t b1)
 		evict(c);
 }
 
+int tfs_cache_fd(const tfs_cache *c) { return c->data_fd; }
+
+bool tfs_cache_holds(tfs_cache *c, uint64_t off, uint64_t len)
+{
+	uint8_t check[256];
+	uint64_t b0 = off / TFS_CACHE_BLOCK, b1 = (off + len + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK;
+	uint32_t now = c->tick;
+	for (uint64_t b = b0; b < b1; b += sizeof(check)) {
+		size_t k = b1 - b < sizeof(check) ? (size_t)(b1 - b) : sizeof(check);
+		if (pread(c->map_fd, check, k, (off_t)b) != (ssize_t)k)
+			return false;
+		for (size_t i = 0; i < k; i++) {
+			if (check[i] != 1)
+				return false;
+			__atomic_store_n(&c->used[b + i], now, __ATOMIC_RELAXED);
+		}
+	}
+	return true;
+}
+
 int tfs_cache_read(tfs_cache *c, void *buf, uint64_t off, uint64_t len, tfs_error *err)
 {
-	uint8_t *p = buf, check[256];
+	uint8_t *p = buf;
 	uint64_t pos = off, end = off + len;
 	while (pos < end) {
 		ssize_t r = pread(c->data_fd, p + (pos - off), (size_t)(end - pos), (off_t)pos);
@@ -374,19 +394,7 @@ int tfs_cache_read(tfs_cache *c, void *buf, uint64_t off, uint64_t len, tfs_erro
 		pos += (uint64_t)r;
 	}
 	/* the blocks were not evicted while read (a hole reads as zeros) */
-	uint64_t b0 = off / TFS_CACHE_BLOCK, b1 = (end + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK;
-	uint32_t now = c->tick;
-	for (uint64_t b = b0; b < b1; b += sizeof(check)) {
-		size_t k = b1 - b < sizeof(check) ? (size_t)(b1 - b) : sizeof(check);
-		if (pread(c->map_fd, check, k, (off_t)b) != (ssize_t)k)
-			return 1;
-		for (size_t i = 0; i < k; i++) {
-			if (check[i] != 1)
-				return 1;
-			__atomic_store_n(&c->used[b + i], now, __ATOMIC_RELAXED);
-		}
-	}
-	return 0;
+	return tfs_cache_holds(c, off, len) ? 0 : 1;
 }
 
 void tfs_cache_resync(tfs_cache *c, uint64_t off, uint64_t len)

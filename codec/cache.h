@@ -39,6 +39,12 @@ void tfs_cache_mark(tfs_cache *c, uint64_t b0, uint64_t b1);
  * (read again); or TFS_E_IO. */
 int tfs_cache_read(tfs_cache *c, void *buf, uint64_t off, uint64_t len, tfs_error *err);
 
+/* The entry's data file: a present block's bytes are at the remote file's offsets. */
+int tfs_cache_fd(const tfs_cache *c);
+/* Whether every block of [off, off+len) is present, by the map file (another mount may
+ * have evicted one since this one's memory copy said so); marks them used. */
+bool tfs_cache_holds(tfs_cache *c, uint64_t off, uint64_t len);
+
 /* Reloads the memory map of the blocks of [off, off+len) from the map file (after a read
  * that answered 1). */
 void tfs_cache_resync(tfs_cache *c, uint64_t off, uint64_t len);

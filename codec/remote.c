@@ -284,40 +284,86 @@ static void readahead(tfs_remote *r, uint64_t b)
 	pthread_mutex_unlock(&r->lock);
 }
 
-/* Reads [off, off+len) through the cache, fetching what is missing: exactly that (the
+static int changed_error(tfs_remote *r, tfs_error *err)
+{
+	return tfs_error_sys(err, EIO, "%s: the file changed on the server since it was "
+			     "mounted: remount to read the new version", tfs_http_url(r->http));
+}
+
+static int lost_error(tfs_remote *r, uint64_t off, uint64_t len, tfs_error *err)
+{
+	return tfs_error_sys(err, EIO, "%s: the cache keeps losing [%llu, +%llu)",
+			     tfs_http_url(r->http), (unsigned long long)off,
+			     (unsigned long long)len);
+}
+
+/* Makes the blocks of [off, off+len) present, fetching what is missing: exactly that (the
  * header), or whole chunks (data). */
-static int cached_read(tfs_remote *r, void *buf, uint64_t off, uint64_t len, bool exact,
-		       tfs_error *err)
+static int ensure(tfs_remote *r, uint64_t off, uint64_t len, bool exact, tfs_error *err)
 {
 	uint64_t b0 = off / TFS_CACHE_BLOCK, b1 = (off + len + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK;
-	for (int round = 0; round < 100; round++) {
+	for (int round = 0; round < 100; round++) { /* a cap smaller than the range: bounded */
 		uint64_t s, e;
 		pthread_mutex_lock(&r->lock);
 		bool changed = r->changed;
 		bool need = !changed && claim(r, b0, b1, exact, &s, &e);
 		pthread_mutex_unlock(&r->lock);
 		if (changed)
-			return tfs_error_sys(err, EIO, "%s: the file changed on the server since it "
-					     "was mounted: remount to read the new version",
-					     tfs_http_url(r->http));
-		if (need) {
-			int rc = fetch(r, s, e, err);
-			if (rc)
-				return rc;
-			continue;
-		}
-		int rc = tfs_cache_read(r->cache, buf, off, len, err);
+			return changed_error(r, err);
+		if (!need)
+			return 0;
+		int rc = fetch(r, s, e, err);
+		if (rc)
+			return rc;
+	}
+	return lost_error(r, off, len, err);
+}
+
+/* Reads [off, off+len) through the cache, fetching what is missing (see ensure). */
+static int cached_read(tfs_remote *r, void *buf, uint64_t off, uint64_t len, bool exact,
+		       tfs_error *err)
+{
+	for (int round = 0; round < 100; round++) {
+		int rc = ensure(r, off, len, exact, err);
+		if (rc)
+			return rc;
+		rc = tfs_cache_read(r->cache, buf, off, len, err);
 		if (rc == 0 && !exact)
-			readahead(r, b0);
+			readahead(r, off / TFS_CACHE_BLOCK);
 		if (rc <= 0)
 			return rc;
 		pthread_mutex_lock(&r->lock); /* evicted meanwhile: fetch it again */
 		tfs_cache_resync(r->cache, off, len);
 		pthread_mutex_unlock(&r->lock);
 	}
-	return tfs_error_sys(err, EIO, "%s: the cache keeps losing [%llu, +%llu)",
-			     tfs_http_url(r->http), (unsigned long long)off,
-			     (unsigned long long)len);
+	return lost_error(r, off, len, err);
+}
+
+int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, int *fd, tfs_error *err)
+{
+	uint64_t end;
+	if (tfs_add_overflow(off, len, &end) || end > r->v.size || !len)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: read [%llu, +%llu) past its end",
+				     tfs_http_url(r->http), (unsigned long long)off,
+				     (unsigned long long)len);
+	int rc = ensure(r, off, len, false, err);
+	if (rc)
+		return rc;
+	readahead(r, off / TFS_CACHE_BLOCK);
+	*fd = tfs_cache_fd(r->cache);
+	return 0;
+}
+
+int tfs_remote_holds(tfs_remote *r, uint64_t off, uint64_t len, tfs_error *err)
+{
+	if (__atomic_load_n(&r->changed, __ATOMIC_RELAXED))
+		return changed_error(r, err);
+	if (tfs_cache_holds(r->cache, off, len))
+		return 0;
+	pthread_mutex_lock(&r->lock);
+	tfs_cache_resync(r->cache, off, len);
+	pthread_mutex_unlock(&r->lock);
+	return 1;
 }
 
 int tfs_remote_pread(tfs_remote *r, void *buf, uint64_t len, uint64_t off, tfs_error *err)

@@ -297,6 +297,18 @@ typedef struct {
  */
 int tfs_source_pread(const tfs_source *s, void *buf, uint64_t len, uint64_t off, tfs_error *err);
 
+/*
+ * For a reader of a remote source that moves bytes out of its block cache's data file
+ * itself (splice, no copy): tfs_source_cache_ready makes [off, off+len) present in the cache
+ * and gives the file (*fd; the bytes sit at their offsets in the source); once the reader
+ * has taken them, tfs_source_cache_holds says whether they are still there: 0 yes, 1 when
+ * another mount sharing the cache evicted a block meanwhile (the bytes taken may be zeros:
+ * discard them and start again), or an error.  Local sources answer TFS_E_INVALID.
+ */
+int tfs_source_cache_ready(const tfs_source *s, uint64_t off, uint64_t len, int *fd,
+			   tfs_error *err);
+int tfs_source_cache_holds(const tfs_source *s, uint64_t off, uint64_t len, tfs_error *err);
+
 typedef struct tfs_model tfs_model;
 
 typedef void (*tfs_progress_fn)(void *ctx, const char *what, uint64_t done, uint64_t total);

@@ -6,9 +6,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -402,6 +404,105 @@ static void read_mode_init(void)
 	splice_max = max > 8192 ? (size_t)max - 4096 : 0;
 }
 
+/*
+ * A remote source's bytes, spliced out of its block cache: into a pipe of this thread, then
+ * (once the cache says the blocks are still there: another mount sharing it may punch one
+ * out meanwhile, and a hole reads as zeros) from the pipe into the reply, so the bytes are
+ * never copied in the daemon.  False when the reply is still to be made (the pipe could not
+ * be had or filled, or a block was evicted): the caller reads them instead.
+ */
+typedef struct {
+	int fd[2];
+	size_t cap;
+} reply_pipe;
+
+static pthread_key_t pipe_key;
+static pthread_once_t pipe_once = PTHREAD_ONCE_INIT;
+
+static void pipe_drop(void *p)
+{
+	reply_pipe *t = p;
+	if (t) {
+		close(t->fd[0]);
+		close(t->fd[1]);
+		free(t);
+	}
+}
+
+static void pipe_key_init(void) { pthread_key_create(&pipe_key, pipe_drop); }
+
+/* This thread's pipe, holding at least `need` bytes of pages, or NULL. */
+static reply_pipe *thread_pipe(size_t need)
+{
+	pthread_once(&pipe_once, pipe_key_init);
+	reply_pipe *t = pthread_getspecific(pipe_key);
+	if (!t) {
+		if (!(t = calloc(1, sizeof(*t))))
+			return NULL;
+		if (pipe2(t->fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+			free(t);
+			return NULL;
+		}
+		t->cap = 0;
+		pthread_setspecific(pipe_key, t);
+	}
+	if (t->cap < need) {
+		int got = fcntl(t->fd[0], F_SETPIPE_SZ, (int)need);
+		if (got < 0)
+			return NULL;
+		t->cap = (size_t)got;
+	}
+	return t;
+}
+
+/* A pipe left holding bytes is closed (the next request makes another). */
+static void pipe_check_empty(reply_pipe *t)
+{
+	int left = 0;
+	if (ioctl(t->fd[0], FIONREAD, &left) < 0 || left != 0) {
+		pthread_setspecific(pipe_key, NULL);
+		pipe_drop(t);
+	}
+}
+
+static bool reply_remote_splice(fuse_req_t req, tfs_fs *fs, const tfs_source *s, uint64_t pos,
+				size_t size)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	size_t pages = ((size_t)(pos % pg) + size + pg - 1) / pg;
+	tfs_error err;
+	int fd;
+	reply_pipe *t = thread_pipe(pages * pg);
+	if (!t)
+		return false;
+	int rc = tfs_source_cache_ready(s, pos, size, &fd, &err);
+	if (rc) {
+		fuse_reply_err(req, tfs_fail(fs, &err));
+		return true;
+	}
+	size_t got = 0;
+	while (got < size) {
+		loff_t p = (loff_t)(pos + got);
+		ssize_t n = splice(fd, &p, t->fd[1], NULL, size - got, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	rc = got == size ? tfs_source_cache_holds(s, pos, size, &err) : 1;
+	if (rc == 0) {
+		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+		bv.buf[0].flags = FUSE_BUF_IS_FD;
+		bv.buf[0].fd = t->fd[0];
+		fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+	} else if (rc != 1) {
+		fuse_reply_err(req, tfs_fail(fs, &err));
+	}
+	pipe_check_empty(t);
+	return rc != 1;
+}
+
 /* Replies with [off, +size) of a source file (see read_mode). */
 static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base, uint64_t avail,
 			 off_t off, size_t size)
@@ -416,6 +517,9 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 	pthread_once(&read_mode_once, read_mode_init);
 	uint64_t pos = base + (uint64_t)off;
 	if (s->remote) { /* no file to read from: codec's block cache */
+		if (raw_read_mode != READ_PREAD && raw_read_mode != READ_MMAP && size <= splice_max &&
+		    reply_remote_splice(req, fs, s, pos, size))
+			return;
 		tfs_error err;
 		char *buf = tfs_scratch(1, size);
 		if (!buf || tfs_source_pread(s, buf, size, pos, &err))

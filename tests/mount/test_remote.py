@@ -425,6 +425,36 @@ class Remote(TestCase):
                 t.join()
             self.assertEqual(errors, [])
 
+    def test_two_mounts_evicting_each_others_blocks_serve_right_bytes(self):
+        # both mounts keep the shared entry under 2 MiB, so each punches blocks the other
+        # may be replying with (spliced out of the cache): the check after the splice must
+        # catch every one, and the read go again
+        want = {t: self.tensor_bytes("big.gguf", t) for t in ("big", "q", "half")}
+        with Mount(self, NG.url("big.gguf"), self.opts("cache_size=2M")) as a, \
+                Mount(self, NG.url("big.gguf"), self.opts("cache_size=2M")) as b:
+            errors = []
+
+            def reader(m, t, step):
+                try:
+                    for _ in range(2):
+                        with open(m.p("tensors", t), "rb") as f:
+                            data = want[t]
+                            for off in range(0, len(data), step):
+                                f.seek(off)
+                                if f.read(step) != data[off:off + step]:
+                                    errors.append((m.path, t, off))
+                            # the next round asks the daemon again, not the page cache
+                            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+                except OSError as e:
+                    errors.append(e)
+            ths = [threading.Thread(target=reader, args=(m, t, s))
+                   for m in (a, b) for t, s in (("big", 262144), ("q", 65536), ("half", 200000))]
+            for t in ths:
+                t.start()
+            for t in ths:
+                t.join()
+            self.assertEqual(errors, [])
+
     def test_info_of_a_url(self):
         for name in ("big.gguf", "big.safetensors"):
             url = NG.url(name)

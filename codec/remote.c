@@ -21,6 +21,10 @@
 #define MAX_SIZE     (1ull << 46)  /* 64 TiB: a larger size is a server's mistake */
 #define PART_BLOCKS  ((2ull << 20) / TFS_CACHE_BLOCK) /* a fetch is split in parts of >= 2 MiB */
 #define MAX_PARTS    16            /* ...on at most this many connections at once */
+/* Chunks fetched ahead of a sequential reader at once: the second one's parts queue for
+ * the connections the first one's free, so none idles between chunks (a request's latency
+ * each time, 20 ms in scripts/bench-remote.sh's proxy). */
+#define PREFETCH_DEPTH 2
 
 struct tfs_remote {
 	tfs_http *http;
@@ -35,7 +39,7 @@ struct tfs_remote {
 	uint64_t chunk, seq_end;  /* the next fetch's size; where the last one ended */
 	uint64_t seq_from;        /* the first block of the last fetch, when it was sequential */
 	bool seq;                 /* the last fetch continued the one before */
-	bool prefetching;         /* a thread fetches the chunk after seq_end */
+	int prefetching;          /* threads fetching chunks ahead of a sequential reader */
 	bool changed;             /* the file changed on the server: every read fails */
 	int parts;                /* a fetch's parts fetched at once (-o connections) */
 };
@@ -239,19 +243,20 @@ static void *prefetch_main(void *arg)
 	fetch(r, j->s, j->e, &err); /* a failure: the reader fetches it again, and says why */
 	free(j);
 	pthread_mutex_lock(&r->lock);
-	r->prefetching = false;
+	r->prefetching--;
 	pthread_cond_broadcast(&r->fetched);
 	pthread_mutex_unlock(&r->lock);
 	return NULL;
 }
 
-/* After a read at block b of a sequential reader: the next chunk is fetched meanwhile. */
+/* After a read at block b of a sequential reader, in the chunk fetched last: the next chunk
+ * is fetched meanwhile (while up to PREFETCH_DEPTH chunks are in flight). */
 static void readahead(tfs_remote *r, uint64_t b)
 {
 	pthread_mutex_lock(&r->lock);
 	uint64_t s = r->seq_end / TFS_CACHE_BLOCK, e = s, cb;
-	if (r->prefetching || r->changed || !r->seq || b < r->seq_from || s >= r->n_blocks ||
-	    r->inflight[s] || tfs_cache_has(r->cache, s)) {
+	if (r->prefetching >= PREFETCH_DEPTH || r->changed || !r->seq || b < r->seq_from ||
+	    s >= r->n_blocks || r->inflight[s] || tfs_cache_has(r->cache, s)) {
 		pthread_mutex_unlock(&r->lock);
 		return;
 	}
@@ -275,7 +280,7 @@ static void readahead(tfs_remote *r, uint64_t b)
 			memset(r->inflight + s, 0, (size_t)(e - s));
 	}
 	if (started) {
-		r->prefetching = true;
+		r->prefetching++;
 		r->seq_from = s;
 		r->seq_end = e * TFS_CACHE_BLOCK;
 	} else {

@@ -483,7 +483,8 @@ static bool reply_remote_splice(fuse_req_t req, tfs_fs *fs, const tfs_source *s,
 	size_t got = 0;
 	while (got < size) {
 		loff_t p = (loff_t)(pos + got);
-		ssize_t n = splice(fd, &p, t->fd[1], NULL, size - got, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		ssize_t n = splice(fd, &p, t->fd[1], NULL, size - got,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -517,8 +518,8 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 	pthread_once(&read_mode_once, read_mode_init);
 	uint64_t pos = base + (uint64_t)off;
 	if (s->remote) { /* no file to read from: codec's block cache */
-		if (raw_read_mode != READ_PREAD && raw_read_mode != READ_MMAP && size <= splice_max &&
-		    reply_remote_splice(req, fs, s, pos, size))
+		if (raw_read_mode != READ_PREAD && raw_read_mode != READ_MMAP && size > 0 &&
+		    size <= splice_max && reply_remote_splice(req, fs, s, pos, size))
 			return;
 		tfs_error err;
 		char *buf = tfs_scratch(1, size);

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -455,14 +454,11 @@ static reply_pipe *thread_pipe(size_t need)
 	return t;
 }
 
-/* A pipe left holding bytes is closed (the next request makes another). */
-static void pipe_check_empty(reply_pipe *t)
+/* A pipe that may still hold bytes is closed (the next request makes another). */
+static void pipe_discard(reply_pipe *t)
 {
-	int left = 0;
-	if (ioctl(t->fd[0], FIONREAD, &left) < 0 || left != 0) {
-		pthread_setspecific(pipe_key, NULL);
-		pipe_drop(t);
-	}
+	pthread_setspecific(pipe_key, NULL);
+	pipe_drop(t);
 }
 
 static bool reply_remote_splice(fuse_req_t req, tfs_fs *fs, const tfs_source *s, uint64_t pos,
@@ -496,11 +492,14 @@ static bool reply_remote_splice(fuse_req_t req, tfs_fs *fs, const tfs_source *s,
 		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
 		bv.buf[0].flags = FUSE_BUF_IS_FD;
 		bv.buf[0].fd = t->fd[0];
-		fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
-	} else if (rc != 1) {
-		fuse_reply_err(req, tfs_fail(fs, &err));
+		/* a reply that was sent took every byte out of the pipe */
+		if (fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE) != 0)
+			pipe_discard(t);
+		return true;
 	}
-	pipe_check_empty(t);
+	pipe_discard(t);
+	if (rc != 1)
+		fuse_reply_err(req, tfs_fail(fs, &err));
 	return rc != 1;
 }
 

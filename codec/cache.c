@@ -307,27 +307,66 @@ static bool evict_other_entry(tfs_cache *c)
 	return true;
 }
 
-/* Evicts this entry's least recently used present block; false: none. */
+/* Locks [off, off+len) of the data file through fd (an open file description of its own):
+ * F_RDLCK for a reader that splices bytes out (tfs_cache_pin), F_WRLCK for a punch.  These
+ * are OFD locks, so they hold between the threads of one mount as between mounts. */
+static int range_lock(int fd, short type, uint64_t off, uint64_t len, bool wait)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)off,
+			    .l_len = (off_t)len };
+	int rc;
+	while ((rc = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl)) < 0 && errno == EINTR)
+		;
+	return rc;
+}
+
+static bool skipped(const uint64_t *skip, int n, uint64_t b)
+{
+	for (int i = 0; i < n; i++)
+		if (skip[i] == b)
+			return true;
+	return false;
+}
+
+/* Evicts this entry's least recently used present block that no reader has pinned (punching
+ * a block a reader is splicing would zero the pages it holds: a large folio is zeroed in
+ * place, not dropped); false: none. */
 static bool evict_own_block(tfs_cache *c)
 {
-	uint64_t best = UINT64_MAX;
-	uint32_t age = 0;
-	for (uint64_t b = 0; b < c->n_blocks; b++) {
-		uint32_t a = c->tick - __atomic_load_n(&c->used[b], __ATOMIC_RELAXED);
-		if (c->map[b] == 1 && (best == UINT64_MAX || a > age)) {
-			best = b;
-			age = a;
+	uint64_t skip[16];
+	int n_skip = 0;
+	for (;;) {
+		uint64_t best = UINT64_MAX;
+		uint32_t age = 0;
+		for (uint64_t b = 0; b < c->n_blocks; b++) {
+			uint32_t a = c->tick - __atomic_load_n(&c->used[b], __ATOMIC_RELAXED);
+			if (c->map[b] == 1 && (best == UINT64_MAX || a > age) &&
+			    !(n_skip && skipped(skip, n_skip, b))) {
+				best = b;
+				age = a;
+			}
 		}
+		if (best == UINT64_MAX)
+			return false;
+		uint64_t off = best * TFS_CACHE_BLOCK;
+		if (range_lock(c->data_fd, F_WRLCK, off, TFS_CACHE_BLOCK, false) < 0) {
+			if ((errno != EAGAIN && errno != EACCES) || n_skip == 16)
+				return false;
+			skip[n_skip++] = best; /* pinned by a reader: the next oldest */
+			continue;
+		}
+		uint8_t zero = 0, now = 0;
+		c->map[best] = 0;
+		/* another mount may have evicted it already (this memory copy lags): then no
+		 * writer holds it either (they pin what they write), and the hole is there */
+		if (pread(c->map_fd, &now, 1, (off_t)best) == 1 && now == 1 &&
+		    pwrite(c->map_fd, &zero, 1, (off_t)best) == 1)
+			fallocate(c->data_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+				  TFS_CACHE_BLOCK);
+		range_lock(c->data_fd, F_UNLCK, off, TFS_CACHE_BLOCK, false);
+		c->usage = c->usage > TFS_CACHE_BLOCK ? c->usage - TFS_CACHE_BLOCK : 0;
+		return true;
 	}
-	if (best == UINT64_MAX)
-		return false;
-	uint8_t zero = 0;
-	c->map[best] = 0;
-	if (pwrite(c->map_fd, &zero, 1, (off_t)best) == 1)
-		fallocate(c->data_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			  (off_t)(best * TFS_CACHE_BLOCK), TFS_CACHE_BLOCK);
-	c->usage = c->usage > TFS_CACHE_BLOCK ? c->usage - TFS_CACHE_BLOCK : 0;
-	return true;
 }
 
 /* Down to 90% of the cap: other entries first, then this one's oldest blocks. */
@@ -361,7 +400,18 @@ void tfs_cache_mark(tfs_cache *c, uint64_t b0, uint64_t b1)
 		evict(c);
 }
 
-int tfs_cache_fd(const tfs_cache *c) { return c->data_fd; }
+int tfs_cache_pin(tfs_cache *c, uint64_t off, uint64_t len)
+{
+	uint64_t b0 = off / TFS_CACHE_BLOCK, b1 = (off + len + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK;
+	int fd = open(c->data_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (range_lock(fd, F_RDLCK, b0 * TFS_CACHE_BLOCK, (b1 - b0) * TFS_CACHE_BLOCK, true) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
 
 bool tfs_cache_holds(tfs_cache *c, uint64_t off, uint64_t len)
 {
@@ -383,17 +433,32 @@ bool tfs_cache_holds(tfs_cache *c, uint64_t off, uint64_t len)
 
 int tfs_cache_read(tfs_cache *c, void *buf, uint64_t off, uint64_t len, tfs_error *err)
 {
+	/* pinned, and present by the map file: nobody punches them until they are read (a
+	 * check after the read alone would miss a block evicted and fetched again meanwhile) */
+	int pin = tfs_cache_pin(c, off, len);
+	if (pin >= 0 && !tfs_cache_holds(c, off, len)) {
+		close(pin);
+		return 1;
+	}
 	uint8_t *p = buf;
 	uint64_t pos = off, end = off + len;
 	while (pos < end) {
 		ssize_t r = pread(c->data_fd, p + (pos - off), (size_t)(end - pos), (off_t)pos);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0)
-			return tfs_error_sys(err, r < 0 ? errno : EIO, "cache %s", c->data_path);
+		if (r <= 0) {
+			int e = r < 0 ? errno : EIO;
+			if (pin >= 0)
+				close(pin);
+			return tfs_error_sys(err, e, "cache %s", c->data_path);
+		}
 		pos += (uint64_t)r;
 	}
-	/* the blocks were not evicted while read (a hole reads as zeros) */
+	if (pin >= 0) {
+		close(pin);
+		return 0;
+	}
+	/* no pin (the entry's files were removed by a new version): not evicted while read */
 	return tfs_cache_holds(c, off, len) ? 0 : 1;
 }
 

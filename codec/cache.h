@@ -35,12 +35,16 @@ bool tfs_cache_has(tfs_cache *c, uint64_t b);
 int tfs_cache_write(tfs_cache *c, uint64_t pos, const void *data, size_t n);
 /* Marks blocks [b0, b1) present (their bytes are written) and evicts what exceeds the cap. */
 void tfs_cache_mark(tfs_cache *c, uint64_t b0, uint64_t b1);
-/* Reads [off, off+len) (present blocks) into buf.  0; 1 when a block was evicted meanwhile
- * (read again); or TFS_E_IO. */
+/* Reads [off, off+len) (present blocks, pinned while read) into buf.  0; 1 when a block is
+ * not there any more (another mount evicted it: fetch it again); or TFS_E_IO. */
 int tfs_cache_read(tfs_cache *c, void *buf, uint64_t off, uint64_t len, tfs_error *err);
 
-/* The entry's data file: a present block's bytes are at the remote file's offsets. */
-int tfs_cache_fd(const tfs_cache *c);
+/* Pins the blocks of [off, off+len): a descriptor of the data file of the caller's own
+ * (a present block's bytes are at the remote file's offsets) holding a read lock on them
+ * that stops every mount from punching them until it is closed.  Readers pin before they
+ * check the map and read; fetches pin what they write until it is marked.  -1 (errno) when
+ * it cannot be had (the entry's files were removed). */
+int tfs_cache_pin(tfs_cache *c, uint64_t off, uint64_t len);
 /* Whether every block of [off, off+len) is present, by the map file (another mount may
  * have evicted one since this one's memory copy said so); marks them used. */
 bool tfs_cache_holds(tfs_cache *c, uint64_t off, uint64_t len);

@@ -166,9 +166,14 @@ static int fetch_part(tfs_remote *r, uint64_t s, uint64_t e, tfs_error *err)
 	if (end > r->v.size)
 		end = r->v.size;
 	fetch_state f = { r, s };
+	/* what is written is pinned until marked: a mount evicting a block this one writes
+	 * again (both fetched it) would punch part of it and leave it marked present */
+	int pin = tfs_cache_pin(r->cache, off, end - off);
 	int rc = tfs_http_get(r->http, off, end - off, &r->v, NULL, to_cache, &f, NULL, err);
 	if (!rc)
 		mark_upto(&f, e);
+	if (pin >= 0)
+		close(pin);
 	pthread_mutex_lock(&r->lock);
 	if (rc && r->v.changed && !r->changed) {
 		r->changed = true; /* said once; every read fails from now on */
@@ -351,24 +356,27 @@ int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, int *fd, tfs_err
 		return tfs_error_set(err, TFS_E_INVALID, "%s: read [%llu, +%llu) past its end",
 				     tfs_http_url(r->http), (unsigned long long)off,
 				     (unsigned long long)len);
-	int rc = ensure(r, off, len, false, err);
-	if (rc)
-		return rc;
-	readahead(r, off / TFS_CACHE_BLOCK);
-	*fd = tfs_cache_fd(r->cache);
-	return 0;
-}
-
-int tfs_remote_holds(tfs_remote *r, uint64_t off, uint64_t len, tfs_error *err)
-{
-	if (__atomic_load_n(&r->changed, __ATOMIC_RELAXED))
-		return changed_error(r, err);
-	if (tfs_cache_holds(r->cache, off, len))
-		return 0;
-	pthread_mutex_lock(&r->lock);
-	tfs_cache_resync(r->cache, off, len);
-	pthread_mutex_unlock(&r->lock);
-	return 1;
+	for (int round = 0; round < 100; round++) {
+		/* pinned first, then present by the map file: they stay so until *fd is closed */
+		int pin = tfs_cache_pin(r->cache, off, len);
+		if (pin < 0)
+			return 1;
+		int rc = ensure(r, off, len, false, err);
+		if (rc) {
+			close(pin);
+			return rc;
+		}
+		if (tfs_cache_holds(r->cache, off, len)) {
+			readahead(r, off / TFS_CACHE_BLOCK);
+			*fd = pin;
+			return 0;
+		}
+		close(pin); /* another mount evicted a block: fetch it again */
+		pthread_mutex_lock(&r->lock);
+		tfs_cache_resync(r->cache, off, len);
+		pthread_mutex_unlock(&r->lock);
+	}
+	return lost_error(r, off, len, err);
 }
 
 int tfs_remote_pread(tfs_remote *r, void *buf, uint64_t len, uint64_t off, tfs_error *err)

@@ -35,13 +35,11 @@ int tfs_remote_head(tfs_remote *r, uint64_t end, tfs_error *err);
 /* Reads [off, off+len) (inside the file) into buf, through the cache. */
 int tfs_remote_pread(tfs_remote *r, void *buf, uint64_t len, uint64_t off, tfs_error *err);
 /* For a reader that takes the bytes of [off, off+len) from the cache's data file itself
- * (splice): makes them present as tfs_remote_pread does (readahead too) and gives that
- * file's descriptor (the bytes are at their offsets in the remote file).  Once it has them,
- * the reader asks tfs_remote_holds whether they are still there: 0 yes; 1 when a block was
- * evicted meanwhile (by another mount sharing the cache; the bytes taken may be zeros: call
- * tfs_remote_ready again); or an error (the file changed on the server). */
+ * (splice): makes them present as tfs_remote_pread does (readahead too) and gives *fd, a
+ * descriptor of that file of the caller's own (the bytes at their offsets in the remote
+ * file) that pins them: no mount punches their blocks until the caller closes it.  0; 1
+ * when no such descriptor can be had (read with tfs_remote_pread instead); or an error. */
 int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, int *fd, tfs_error *err);
-int tfs_remote_holds(tfs_remote *r, uint64_t off, uint64_t len, tfs_error *err);
 /* Fetches the whole of a small file at url (at most cap bytes, else an error), not cached:
  * *out (allocated, NUL-terminated) and *len. */
 int tfs_remote_fetch_small(const char *url, const tfs_open_opts *o, uint64_t cap,

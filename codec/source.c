@@ -51,13 +51,6 @@ int tfs_source_cache_ready(const tfs_source *s, uint64_t off, uint64_t len, int 
 	return tfs_remote_ready(s->remote, off, len, fd, err);
 }
 
-int tfs_source_cache_holds(const tfs_source *s, uint64_t off, uint64_t len, tfs_error *err)
-{
-	if (!s->remote)
-		return tfs_error_set(err, TFS_E_INVALID, "%s: not a remote source", s->path);
-	return tfs_remote_holds(s->remote, off, len, err);
-}
-
 int tfs_source_head(const tfs_source *s, uint64_t end, tfs_error *err)
 {
 	return s->remote ? tfs_remote_head(s->remote, end, err) : 0;

@@ -299,15 +299,14 @@ int tfs_source_pread(const tfs_source *s, void *buf, uint64_t len, uint64_t off,
 
 /*
  * For a reader of a remote source that moves bytes out of its block cache's data file
- * itself (splice, no copy): tfs_source_cache_ready makes [off, off+len) present in the cache
- * and gives the file (*fd; the bytes sit at their offsets in the source); once the reader
- * has taken them, tfs_source_cache_holds says whether they are still there: 0 yes, 1 when
- * another mount sharing the cache evicted a block meanwhile (the bytes taken may be zeros:
- * discard them and start again), or an error.  Local sources answer TFS_E_INVALID.
+ * itself (splice, no copy): makes [off, off+len) present in the cache and gives *fd, a
+ * descriptor of that file of the caller's own (the bytes sit at their offsets in the source)
+ * that pins them: no mount sharing the cache punches their blocks until the caller closes
+ * it.  0; 1 when no such descriptor can be had (read with tfs_source_pread instead); or an
+ * error.  Local sources answer TFS_E_INVALID.
  */
 int tfs_source_cache_ready(const tfs_source *s, uint64_t off, uint64_t len, int *fd,
 			   tfs_error *err);
-int tfs_source_cache_holds(const tfs_source *s, uint64_t off, uint64_t len, tfs_error *err);
 
 typedef struct tfs_model tfs_model;
 

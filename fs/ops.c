@@ -404,11 +404,12 @@ static void read_mode_init(void)
 }
 
 /*
- * A remote source's bytes, spliced out of its block cache: into a pipe of this thread, then
- * (once the cache says the blocks are still there: another mount sharing it may punch one
- * out meanwhile, and a hole reads as zeros) from the pipe into the reply, so the bytes are
- * never copied in the daemon.  False when the reply is still to be made (the pipe could not
- * be had or filled, or a block was evicted): the caller reads them instead.
+ * A remote source's bytes, spliced out of its block cache: the range pinned and present (no
+ * mount may punch its blocks while this thread holds the pin: a punch zeroes the pages of a
+ * large folio in place, pages the pipe still holds), spliced into a pipe of this thread,
+ * then from the pipe into the reply, so the daemon copies no byte.  False when the reply is
+ * still to be made (no pin or pipe could be had, or the pipe could not be filled): the
+ * caller reads the bytes instead.
  */
 typedef struct {
 	int fd[2];
@@ -472,6 +473,8 @@ static bool reply_remote_splice(fuse_req_t req, tfs_fs *fs, const tfs_source *s,
 	if (!t)
 		return false;
 	int rc = tfs_source_cache_ready(s, pos, size, &fd, &err);
+	if (rc == 1)
+		return false;
 	if (rc) {
 		fuse_reply_err(req, tfs_fail(fs, &err));
 		return true;
@@ -487,20 +490,19 @@ static bool reply_remote_splice(fuse_req_t req, tfs_fs *fs, const tfs_source *s,
 			break;
 		got += (size_t)n;
 	}
-	rc = got == size ? tfs_source_cache_holds(s, pos, size, &err) : 1;
-	if (rc == 0) {
+	if (got == size) {
 		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
 		bv.buf[0].flags = FUSE_BUF_IS_FD;
 		bv.buf[0].fd = t->fd[0];
 		/* a reply that was sent took every byte out of the pipe */
 		if (fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE) != 0)
 			pipe_discard(t);
+		close(fd); /* the pin, once the bytes are in the reply */
 		return true;
 	}
+	close(fd);
 	pipe_discard(t);
-	if (rc != 1)
-		fuse_reply_err(req, tfs_fail(fs, &err));
-	return rc != 1;
+	return false;
 }
 
 /* Replies with [off, +size) of a source file (see read_mode). */

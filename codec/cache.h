@@ -8,8 +8,10 @@
  * key is "<sha256 of the URL>-<sha256 of the URL and its validator>", so another version is
  * another entry, and opening one version removes the URL's other versions' entries.
  * A block's bytes are written before its map byte (one-byte pwrites, atomic), and a
- * block is evicted map byte first, then punched; readers check the map again after
- * reading data: two mounts can share a directory without locks and never read a hole.
+ * block is evicted map byte first, then punched.  Readers pin the blocks they read
+ * (tfs_cache_pin: an OFD read lock on the data file), check the map, then read; fetches pin
+ * what they write until it is marked; eviction punches only blocks it can lock for writing
+ * (never blocking on them).  Two mounts can share a directory and never read a hole.
  */
 #ifndef TFS_CACHE_H
 #define TFS_CACHE_H

@@ -462,8 +462,11 @@ static int first_request(tfs_remote *r, const char *url, const tfs_open_opts *o,
 		tfs_cache_last_put(dir, url, &r->v);
 		uint64_t full = got == r->v.size ? (got + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK
 						 : got / TFS_CACHE_BLOCK;
+		int pin = got ? tfs_cache_pin(r->cache, 0, got) : -1; /* as a fetch does */
 		if (got && tfs_cache_write(r->cache, 0, f.buf ? f.buf : &none, (size_t)got) == 0)
 			tfs_cache_mark(r->cache, 0, full);
+		if (pin >= 0)
+			close(pin);
 	}
 	free(f.buf);
 	free(dir);

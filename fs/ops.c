@@ -443,7 +443,6 @@ static reply_pipe *thread_pipe(size_t need)
 			free(t);
 			return NULL;
 		}
-		t->cap = 0;
 		pthread_setspecific(pipe_key, t);
 	}
 	if (t->cap < need) {

@@ -401,59 +401,43 @@ class Remote(TestCase):
             self.assertLessEqual(body, max(2 * idx["data_offset"], 65536), n)
             os.unlink(os.path.join(WWW, n))
 
-    def test_concurrent_readers_and_two_mounts_share_a_cache(self):
-        want = {t: self.tensor_bytes("big.gguf", t) for t in ("big", "q", "half")}
-        with Mount(self, NG.url("big.gguf"), self.opts()) as a, \
-                Mount(self, NG.url("big.gguf"), self.opts()) as b:
+    def read_through_two_mounts(self, opts, steps, rounds):
+        """Two mounts of big.gguf with opts, a reader per (mount, tensor) reading it in
+        steps[tensor]-sized pieces, rounds times; every byte compared with the file."""
+        want = {t: self.tensor_bytes("big.gguf", t) for t in steps}
+        with Mount(self, NG.url("big.gguf"), self.opts(*opts)) as a, \
+                Mount(self, NG.url("big.gguf"), self.opts(*opts)) as b:
             errors = []
 
             def reader(m, t, step):
                 try:
-                    with open(m.p("tensors", t), "rb") as f:
-                        data = want[t]
-                        for off in range(0, len(data), step):
-                            f.seek(off)
-                            if f.read(step) != data[off:off + step]:
-                                errors.append((m.path, t, off))
-                except OSError as e:
-                    errors.append(e)
-            ths = [threading.Thread(target=reader, args=(m, t, s))
-                   for m in (a, b) for t, s in (("big", 300001), ("q", 65536), ("half", 1 << 20))]
-            for t in ths:
-                t.start()
-            for t in ths:
-                t.join()
-            self.assertEqual(errors, [])
-
-    def test_two_mounts_evicting_each_others_blocks_serve_right_bytes(self):
-        # both mounts keep the shared entry under 2 MiB, so each punches blocks the other
-        # may be replying with (spliced out of the cache): the check after the splice must
-        # catch every one, and the read go again
-        want = {t: self.tensor_bytes("big.gguf", t) for t in ("big", "q", "half")}
-        with Mount(self, NG.url("big.gguf"), self.opts("cache_size=2M")) as a, \
-                Mount(self, NG.url("big.gguf"), self.opts("cache_size=2M")) as b:
-            errors = []
-
-            def reader(m, t, step):
-                try:
-                    for _ in range(2):
+                    for _ in range(rounds):
                         with open(m.p("tensors", t), "rb") as f:
                             data = want[t]
                             for off in range(0, len(data), step):
                                 f.seek(off)
                                 if f.read(step) != data[off:off + step]:
                                     errors.append((m.path, t, off))
-                            # the next round asks the daemon again, not the page cache
+                            # a next round asks the daemon again, not the page cache
                             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
                 except OSError as e:
                     errors.append(e)
             ths = [threading.Thread(target=reader, args=(m, t, s))
-                   for m in (a, b) for t, s in (("big", 262144), ("q", 65536), ("half", 200000))]
+                   for m in (a, b) for t, s in steps.items()]
             for t in ths:
                 t.start()
             for t in ths:
                 t.join()
             self.assertEqual(errors, [])
+
+    def test_concurrent_readers_and_two_mounts_share_a_cache(self):
+        self.read_through_two_mounts([], {"big": 300001, "q": 65536, "half": 1 << 20}, 1)
+
+    def test_two_mounts_evicting_each_others_blocks_serve_right_bytes(self):
+        # both mounts keep the shared entry under 2 MiB, so each punches blocks the other
+        # reads, splices or is still writing: the pins must keep every one of those whole
+        self.read_through_two_mounts(["cache_size=2M"], {"big": 262144, "q": 65536,
+                                                         "half": 200000}, 2)
 
     def test_info_of_a_url(self):
         for name in ("big.gguf", "big.safetensors"):

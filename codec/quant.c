@@ -1142,17 +1142,25 @@ static const enc_fn k_encoders[TFS_DT_GGML_COUNT] = {
 	[TFS_DT_IQ4_NL] = enc_iq4_nl, [TFS_DT_IQ4_XS] = enc_iq4_xs,
 };
 
-/* The types ggml only quantizes with an importance matrix (its searches over grids weigh every
- * element by one); tensorfs does not take an imatrix yet. */
+/* The IQ types' grid searches, which take importance weights (quant.h). */
+typedef int (*enc_iq_fn)(const float *x, const float *qw, uint8_t *b);
+
+static const enc_iq_fn k_iq_encoders[TFS_DT_GGML_COUNT] = {
+	[TFS_DT_IQ2_XXS] = tfs_enc_iq2_xxs, [TFS_DT_IQ2_XS] = tfs_enc_iq2_xs,
+	[TFS_DT_IQ2_S] = tfs_enc_iq2_s, [TFS_DT_IQ3_XXS] = tfs_enc_iq3_xxs,
+	[TFS_DT_IQ3_S] = tfs_enc_iq3_s, [TFS_DT_IQ1_S] = tfs_enc_iq1_s,
+	[TFS_DT_IQ1_M] = tfs_enc_iq1_m,
+};
+
+bool tfs_quantize_takes_imatrix(int id)
+{
+	return id >= 0 && id < TFS_DT_GGML_COUNT && k_iq_encoders[id];
+}
+
+/* The types ggml quantizes only with an importance matrix (ggml_quantize_requires_imatrix). */
 bool tfs_quantize_needs_imatrix(int id)
 {
-	switch (id) {
-	case TFS_DT_IQ1_S: case TFS_DT_IQ1_M: case TFS_DT_IQ2_XXS: case TFS_DT_IQ2_XS:
-	case TFS_DT_IQ2_S: case TFS_DT_IQ3_XXS: case TFS_DT_IQ3_S:
-		return true;
-	default:
-		return false;
-	}
+	return id == TFS_DT_IQ2_XXS || id == TFS_DT_IQ2_XS || id == TFS_DT_IQ1_S;
 }
 
 /* ==== element types: floats rounded, integers checked ==== */
@@ -1414,7 +1422,7 @@ static bool is_plain_float(int id)
 
 bool tfs_quantize_supported(int id)
 {
-	if (id >= 0 && id < TFS_DT_GGML_COUNT && k_encoders[id])
+	if (id >= 0 && id < TFS_DT_GGML_COUNT && (k_encoders[id] || k_iq_encoders[id]))
 		return true;
 	return is_plain_float(id) || int_type_of(id) != NULL;
 }
@@ -1427,16 +1435,43 @@ int tfs_quantize(void *dst, int id, const float *src, uint64_t nelems, tfs_error
 int tfs_quantize_from(void *dst, int id, const float *src, uint64_t nelems, uint64_t first,
 		      tfs_error *err)
 {
+	return tfs_quantize_weighted(dst, id, src, nelems, first, 0, NULL, err);
+}
+
+/* The IQ types: super-block by super-block, each with its columns' weights. */
+static int encode_iq(uint8_t *out, int id, const tfs_dtype_info *t, const float *src,
+		     uint64_t nelems, uint64_t first, uint64_t n_per_row, const float *qw,
+		     tfs_error *err)
+{
+	if (!qw && tfs_quantize_needs_imatrix(id))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED,
+				     "%s needs an importance matrix to quantize (as in ggml), and "
+				     "none was given (mount with -o imatrix=FILE)", t->name);
+	if (qw && (n_per_row == 0 || n_per_row % 256 || first % 256))
+		return tfs_error_set(err, TFS_E_INVALID,
+				     "%s rows of %" PRIu64 " values are not whole 256-value blocks",
+				     t->name, n_per_row);
+	for (uint64_t i = 0; i < nelems / 256; i++) {
+		const float *w = qw ? qw + (first + 256 * i) % n_per_row : NULL;
+
+		if (k_iq_encoders[id](src + 256 * i, w, out + i * t->block_bytes) != 0)
+			return tfs_error_set(err, TFS_E_INVALID,
+					     "values %" PRIu64 "..%" PRIu64 " cannot be quantized "
+					     "as %s (NaN or infinity among them)", first + 256 * i,
+					     first + 256 * i + 255, t->name);
+	}
+	return 0;
+}
+
+int tfs_quantize_weighted(void *dst, int id, const float *src, uint64_t nelems, uint64_t first,
+			  uint64_t n_per_row, const float *qw, tfs_error *err)
+{
 	const tfs_dtype_info *t = tfs_dtype(id);
 
 	pthread_once(&g_simd_once, choose_simd);
 
 	if (!t)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "unknown tensor type %d", id);
-	if (tfs_quantize_needs_imatrix(id))
-		return tfs_error_set(err, TFS_E_UNSUPPORTED,
-				     "%s needs an importance matrix to quantize, and tensorfs has "
-				     "none", t->name);
 	if (!tfs_quantize_supported(id))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensorfs cannot write %s from floats",
 				     t->name);
@@ -1444,6 +1479,8 @@ int tfs_quantize_from(void *dst, int id, const float *src, uint64_t nelems, uint
 		return tfs_error_set(err, TFS_E_INVALID,
 				     "%" PRIu64 " values are not a whole number of %" PRIu32
 				     "-element %s blocks", nelems, t->block_elems, t->name);
+	if (tfs_quantize_takes_imatrix(id))
+		return encode_iq(dst, id, t, src, nelems, first, n_per_row, qw, err);
 	const int_type *it = int_type_of(id);
 
 	if (it)

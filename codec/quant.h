@@ -28,6 +28,23 @@ int tfs_quantize_from(void *dst, int id, const float *src, uint64_t nelems, uint
 int tfs_staged_pread(int fd, void *buf, size_t len, uint64_t off, tfs_error *err);
 int tfs_staged_pwrite(int fd, const void *buf, size_t len, uint64_t off, tfs_error *err);
 
+/*
+ * The IQ types' grid searches (quant_iq1.c, quant_iq2.c, quant_iq3.c): one 256-value
+ * super-block x as the type's block b, the bytes ggml's quantize_row_<type>_impl writes for
+ * that super-block.  qw: its 256 importance weights (llama.cpp's imatrix for these columns),
+ * or NULL for ggml's weighting without one (the caller never passes NULL for IQ2_XXS, IQ2_XS
+ * and IQ1_S, which ggml refuses to quantize without).  Returns 0, or -1 (b undefined) where
+ * ggml would abort (a value off every grid point: NaN or infinity in the block).  The
+ * tables each type searches are built once, on first use; thread-safe.
+ */
+int tfs_enc_iq2_xxs(const float *x, const float *qw, uint8_t *b);
+int tfs_enc_iq2_xs(const float *x, const float *qw, uint8_t *b);
+int tfs_enc_iq2_s(const float *x, const float *qw, uint8_t *b);
+int tfs_enc_iq3_xxs(const float *x, const float *qw, uint8_t *b);
+int tfs_enc_iq3_s(const float *x, const float *qw, uint8_t *b);
+int tfs_enc_iq1_s(const float *x, const float *qw, uint8_t *b);
+int tfs_enc_iq1_m(const float *x, const float *qw, uint8_t *b);
+
 #if defined(__x86_64__)
 /* Fits 8 sub-blocks of n (16 or 32) values: sub-block j is x[n*j .. n*j + n) with weights
  * w[n*j ..]; its levels go to L[n*j ..], its scale to scale[j], minus its min to neg_min[j]. */

@@ -136,8 +136,21 @@ int tfs_quantize(void *dst, int id, const float *src, uint64_t nelems, tfs_error
 void tfs_quantize_set_scalar(bool scalar);
 /* Whether tfs_quantize writes dtype id. */
 bool tfs_quantize_supported(int id);
-/* Whether ggml quantizes dtype id only with an importance matrix (IQ1_*, IQ2_*, IQ3_*). */
+/* Whether ggml quantizes dtype id only with an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S,
+ * as ggml_quantize_requires_imatrix says). */
 bool tfs_quantize_needs_imatrix(int id);
+/* Whether dtype id's quantization takes an importance matrix (the IQ1/IQ2/IQ3 types). */
+bool tfs_quantize_takes_imatrix(int id);
+/*
+ * tfs_quantize with importance weights, as ggml_quantize_chunk(id, ..., imatrix): the values
+ * are rows of n_per_row, and qw (n_per_row weights, llama.cpp's imatrix of the tensor or of
+ * one expert) weighs column c of every row by qw[c].  first is the index of src[0] in the
+ * rows (a part of a tensor may start mid-row at a block boundary).  qw NULL: as
+ * tfs_quantize.  Only the types tfs_quantize_takes_imatrix names use qw; for the others it
+ * is ignored.
+ */
+int tfs_quantize_weighted(void *dst, int id, const float *src, uint64_t nelems, uint64_t first,
+			  uint64_t n_per_row, const float *qw, tfs_error *err);
 /* IEEE half and bfloat16 from float32, nearest-even (NaN stays NaN). */
 uint16_t tfs_f32_to_f16(float f);
 uint16_t tfs_f32_to_bf16(float f);

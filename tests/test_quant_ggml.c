@@ -5,7 +5,9 @@
  * $TFS_LLAMA_LIB) is loaded with dlopen; every case compares tfs_quantize with
  * ggml_quantize_chunk(type, ..., imatrix = NULL) (Q8_K and Q8_1, which ggml_quantize_chunk
  * does not take: quantize_row_q8_K_ref and quantize_row_q8_1_ref) on the same
- * floats.  Without the library every case says SKIP.
+ * floats, and the IQ types' tfs_quantize_weighted with ggml_quantize_chunk(type, ..., imatrix)
+ * for several kinds of importance weights (and none, where ggml takes none).  Without the
+ * library every case says SKIP.
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -265,7 +267,8 @@ Test(quant_ggml, half_rows_match)
 	free(theirs);
 }
 
-/* ggml refuses these without an imatrix; so does tensorfs, saying why. */
+/* ggml refuses these without an imatrix; so does tensorfs, saying why.  The other IQ types
+ * ggml quantizes without one (iq_bit_exact checks them). */
 Test(quant_ggml, imatrix_types_refused)
 {
 	static const int ids[] = { TFS_DT_IQ2_XXS, TFS_DT_IQ2_XS, TFS_DT_IQ1_S };
@@ -273,6 +276,11 @@ Test(quant_ggml, imatrix_types_refused)
 	uint8_t out[256];
 
 	NEED_GGML();
+	for (int id = 0; id < TFS_DT_GGML_COUNT; id++)
+		if (tfs_dtype(id))
+			cr_assert_eq(g.needs_imatrix(id), tfs_quantize_needs_imatrix(id),
+				     "ggml and tensorfs disagree on whether %s needs an imatrix",
+				     tfs_dtype(id)->name);
 	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
 		tfs_error err = { 0 };
 
@@ -280,4 +288,115 @@ Test(quant_ggml, imatrix_types_refused)
 		cr_assert_eq(tfs_quantize(out, ids[i], x, 256, &err), TFS_E_UNSUPPORTED);
 		cr_assert(strstr(err.msg, "importance matrix"), "%s", err.msg);
 	}
+}
+
+/* ==== the IQ types, with and without importance weights ==== */
+
+static type_param k_iq_types[] = {
+	{ "IQ2_XXS" }, { "IQ2_XS" }, { "IQ2_S" }, { "IQ3_XXS" }, { "IQ3_S" }, { "IQ1_S" },
+	{ "IQ1_M" },
+};
+
+enum { W_UNIFORM, W_SQUARES, W_WIDE, W_SOME_ZERO, W_ONES, W_COUNT };
+
+static const char *const k_weight_names[W_COUNT] = {
+	"uniform", "squares of normal", "wide range", "some zero", "all one",
+};
+
+/* n_per_row importance weights of kind `kind` (an imatrix holds means of squares: >= 0). */
+static float *make_weights(int kind, size_t n)
+{
+	float *w = malloc(n * sizeof(float));
+
+	cr_assert(w);
+	for (size_t i = 0; i < n; i++) {
+		float z = normal();
+
+		switch (kind) {
+		case W_UNIFORM: w[i] = (float)uniform(); break;
+		case W_SQUARES: w[i] = z * z; break;
+		case W_WIDE: w[i] = (float)pow(10.0, uniform() * 12 - 6); break;
+		case W_SOME_ZERO: w[i] = uniform() < 0.3 ? 0.0f : z * z; break;
+		default: w[i] = 1.0f; break;
+		}
+	}
+	return w;
+}
+
+/* One input through ggml_quantize_chunk(id, ..., qw) and tfs_quantize_weighted, whole and
+ * (with weights) from its second row on, as a part of a tensor is redone; returns the
+ * blocks compared. */
+static size_t compare_iq(int id, int dist, int64_t nrows, int64_t n_per_row, const float *qw,
+			 const char *wname)
+{
+	const tfs_dtype_info *t = tfs_dtype(id);
+	size_t n = (size_t)(nrows * n_per_row), nb = n / 256, nbytes = nb * t->block_bytes;
+	float *x = make_input(dist, n);
+	uint8_t *ours = malloc(nbytes), *theirs = calloc(1, nbytes);
+	tfs_error err = { 0 };
+
+	cr_assert(ours && theirs);
+	cr_assert_eq(g.chunk(id, x, theirs, 0, nrows, n_per_row, qw), nbytes);
+	memset(ours, 0xa5, nbytes);
+	int rc = tfs_quantize_weighted(ours, id, x, n, 0, (uint64_t)n_per_row, qw, &err);
+
+	cr_assert_eq(rc, 0, "%s, %s input, weights %s: %s", t->name, k_dist_names[dist], wname,
+		     err.msg);
+	for (size_t b = 0; b < nb; b++)
+		if (memcmp(ours + b * t->block_bytes, theirs + b * t->block_bytes,
+			   t->block_bytes) != 0) {
+			size_t k = 0;
+
+			while (ours[b * t->block_bytes + k] == theirs[b * t->block_bytes + k])
+				k++;
+			cr_assert_fail("%s, %s input, weights %s, %lld x %lld: block %zu differs at "
+				       "byte %zu (ours %02x, ggml %02x)", t->name, k_dist_names[dist],
+				       wname, (long long)nrows, (long long)n_per_row, b, k,
+				       ours[b * t->block_bytes + k], theirs[b * t->block_bytes + k]);
+		}
+	if (qw && nrows > 1) {   /* rows 1.. alone, as requant redoes a run of blocks */
+		size_t skip = (size_t)n_per_row / 256 + 1 < nb ? (size_t)n_per_row / 256 + 1 : 1;
+
+		memset(ours, 0x5a, nbytes);
+		cr_assert_eq(tfs_quantize_weighted(ours, id, x + 256 * skip, n - 256 * skip,
+						   256 * skip, (uint64_t)n_per_row, qw, &err), 0,
+			     "%s", err.msg);
+		cr_assert(memcmp(ours, theirs + skip * t->block_bytes,
+				 nbytes - skip * t->block_bytes) == 0,
+			  "%s, weights %s: a part from block %zu differs from the whole", t->name,
+			  wname, skip);
+	}
+	free(x);
+	free(ours);
+	free(theirs);
+	return nb;
+}
+
+ParameterizedTestParameters(quant_ggml, iq_bit_exact)
+{
+	return cr_make_param_array(type_param, k_iq_types, sizeof(k_iq_types) / sizeof(k_iq_types[0]));
+}
+
+ParameterizedTest(type_param *param, quant_ggml, iq_bit_exact, .timeout = 300)
+{
+	const int id = tfs_dtype_from_name(param->name);
+	const int64_t lens[] = { 256, 512, 2048 };
+	size_t blocks = 0;
+
+	NEED_GGML();
+	cr_assert(tfs_quantize_takes_imatrix(id) && tfs_quantize_supported(id));
+	for (int dist = 0; dist < D_COUNT; dist++)
+		for (int l = 0; l < 3; l++) {
+			const int64_t nrows = l == 2 ? 2 : 3;
+
+			for (int kind = 0; kind < W_COUNT; kind++) {
+				float *qw = make_weights(kind, (size_t)lens[l]);
+
+				blocks += compare_iq(id, dist, nrows, lens[l], qw, k_weight_names[kind]);
+				free(qw);
+			}
+			if (!g.needs_imatrix(id))
+				blocks += compare_iq(id, dist, nrows, lens[l], NULL, "none");
+		}
+	cr_log_info("%s: %zu blocks bit-identical", param->name, blocks);
 }

@@ -25,7 +25,8 @@ static int values_type(int dtype)
 	return dtype == TFS_DT_C64 ? TFS_DT_F32 : dtype;
 }
 
-bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why)
+bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const tfs_imatrix *im,
+				 const char **why)
 {
 	const tfs_tensor *t = tfs_model_tensor(m, i);
 	const tfs_dtype_info *d = t ? tfs_dtype(t->dtype) : NULL;
@@ -41,9 +42,12 @@ bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why)
 			w = "its MLX quantization is not one tensorfs knows";
 		else if (sc->deleted || (bi && bi->deleted))
 			w = "its .scale or .bias companion was deleted";
-	} else if (tfs_quantize_needs_imatrix(t->dtype))
-		w = "its type (IQ1/IQ2/IQ3) needs an importance matrix to quantize (llama.cpp's "
-		    "imatrix), and tensorfs takes none yet; write tensors/ with quantized bytes";
+	} else if (tfs_quantize_needs_imatrix(t->dtype) && !im)
+		w = "its type needs an importance matrix to quantize (as in ggml): mount with "
+		    "-o imatrix=FILE (llama.cpp's imatrix), or write tensors/ with quantized bytes";
+	else if (tfs_quantize_needs_imatrix(t->dtype) && !tfs_imatrix_has(im, t->name))
+		w = "its type needs an importance matrix to quantize (as in ggml), and the "
+		    "imatrix file has no entry for this tensor";
 	else if (!tfs_quantize_supported(values_type(t->dtype)))
 		w = "tensorfs cannot quantize its type";
 	if (why && w)
@@ -80,8 +84,91 @@ int tfs_staged_pwrite(int fd, const void *buf, size_t len, uint64_t off, tfs_err
 	return 0;
 }
 
+/* ==== importance weights ==== */
+
+/* The imatrix weights of the tensor being quantized, one expert's row (ne[0] values) at a
+ * time, as llama-quantize gives them to ggml_quantize_chunk. */
+typedef struct {
+	const tfs_imatrix *im;  /* NULL: quantized without */
+	const char *name;
+	uint64_t ne0, per_mat, n_mat;
+	uint64_t mat;           /* the expert whose row w holds (UINT64_MAX: none yet) */
+	float *w;
+} weights;
+
+static int load_weights(weights *qw, uint64_t mat, tfs_error *err)
+{
+	if (qw->mat == mat)
+		return 0;
+	qw->mat = UINT64_MAX;
+	int rc = tfs_imatrix_weights(qw->im, qw->name, qw->ne0, qw->n_mat, mat, qw->w, err);
+
+	if (!rc)
+		qw->mat = mat;
+	return rc;
+}
+
+/* The weights tensor t needs as qtype: none unless the type takes them and im has them; an
+ * entry of the wrong size fails here, before any work. */
+static int weights_init(weights *qw, const tfs_model *m, size_t i, int qtype,
+			const tfs_imatrix *im, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(m, i);
+
+	memset(qw, 0, sizeof(*qw));
+	if (!tfs_quantize_takes_imatrix(qtype) || !tfs_imatrix_has(im, t->name)) {
+		if (tfs_quantize_needs_imatrix(qtype))
+			return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': %s needs an "
+					     "importance matrix to quantize (as in ggml), and %s",
+					     t->name, tfs_dtype(qtype)->name,
+					     im ? "the imatrix file has no entry for it"
+						: "none was given (mount with -o imatrix=FILE)");
+		return 0;
+	}
+	const uint64_t count = tfs_tensor_f32_count(m, i, NULL);
+
+	qw->im = im;
+	qw->name = t->name;
+	qw->ne0 = t->n_dims ? (uint64_t)t->ne[0] : 1;
+	qw->per_mat = qw->ne0 * (t->n_dims > 1 ? (uint64_t)t->ne[1] : 1);
+	qw->n_mat = qw->per_mat ? count / qw->per_mat : 0;
+	qw->mat = UINT64_MAX;
+	if (!qw->n_mat)
+		return 0;   /* an empty tensor quantizes to nothing */
+	if (!(qw->w = malloc(qw->ne0 * sizeof(float))))
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	return load_weights(qw, 0, err);
+}
+
+/* n values (whole blocks) starting at value `first` of the tensor, quantized as qtype with
+ * each expert's weights (or none) into dst. */
+static int quantize_run(weights *qw, uint8_t *dst, int qtype, const float *vals, uint64_t n,
+			uint64_t first, tfs_error *err)
+{
+	const tfs_dtype_info *d = tfs_dtype(qtype);
+
+	if (!qw->im)
+		return tfs_quantize_from(dst, qtype, vals, n, first, err);
+	while (n) {
+		const uint64_t mat = first / qw->per_mat;
+		const uint64_t k = (mat + 1) * qw->per_mat - first < n ? (mat + 1) * qw->per_mat - first
+								       : n;
+		int rc = load_weights(qw, mat, err);
+
+		if (!rc)
+			rc = tfs_quantize_weighted(dst, qtype, vals, k, first, qw->ne0, qw->w, err);
+		if (rc)
+			return rc;
+		dst += k / d->block_elems * d->block_bytes;
+		vals += k;
+		first += k;
+		n -= k;
+	}
+	return 0;
+}
+
 /* One chunk of nb blocks starting at block b0: compares, requantizes what changed. */
-static int requant_chunk(const tfs_model *m, size_t i, int qtype, uint64_t b0,
+static int requant_chunk(const tfs_model *m, size_t i, int qtype, weights *qw, uint64_t b0,
 			 uint64_t nb, const float *vals, float *old, uint8_t *raw, uint64_t *changed,
 			 tfs_error *err)
 {
@@ -104,8 +191,8 @@ static int requant_chunk(const tfs_model *m, size_t i, int qtype, uint64_t b0,
 		for (end = k + 1; end < nb && memcmp(vals + end * be, old + end * be,
 						     be * sizeof(float)) != 0; end++)
 			;
-		int rc = tfs_quantize_from(raw + k * bb, qtype, vals + k * be, (end - k) * be,
-					   (b0 + k) * be, err);
+		int rc = quantize_run(qw, raw + k * bb, qtype, vals + k * be, (end - k) * be,
+				      (b0 + k) * be, err);
 
 		if (rc) {
 			char msg[TFS_ERRMSG_MAX];
@@ -118,24 +205,26 @@ static int requant_chunk(const tfs_model *m, size_t i, int qtype, uint64_t b0,
 	return 0;
 }
 
-int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_off, int out_fd,
-			  uint64_t *changed, tfs_error *err)
+int tfs_tensor_requantize(const tfs_model *m, size_t i, const tfs_imatrix *im, int in_fd,
+			  uint64_t in_off, int out_fd, uint64_t *changed, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(m, i);
 	const char *why = "no such tensor";
 	uint64_t n_changed = 0;
+	weights qw;
 
 	if (t && t->q.mode != TFS_QMODE_NONE)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' is MLX-quantized: its "
 				     "values are requantized with its scales, not as a GGML type",
 				     t->name);
-	if (t && tfs_quantize_needs_imatrix(t->dtype))
+	if (t && tfs_quantize_needs_imatrix(t->dtype) && !tfs_imatrix_has(im, t->name))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' is %s, which needs an "
-				     "importance matrix to quantize (llama.cpp's imatrix), and tensorfs "
-				     "takes none yet: the values were not written; write tensors/%s "
-				     "with quantized bytes instead", t->name, tfs_dtype(t->dtype)->name,
-				     t->name);
-	if (!t || !tfs_tensor_numbers_writable(m, i, &why))
+				     "importance matrix to quantize (as in ggml), and %s: the values "
+				     "were not written; write tensors/%s with quantized bytes instead",
+				     t->name, tfs_dtype(t->dtype)->name,
+				     im ? "the imatrix file has no entry for it"
+					: "none was given (mount with -o imatrix=FILE)", t->name);
+	if (!t || !tfs_tensor_numbers_writable(m, i, im, &why))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': %s", t ? t->name : "?", why);
 	const int qtype = values_type(t->dtype);
 	const tfs_dtype_info *d = tfs_dtype(qtype);
@@ -146,16 +235,22 @@ int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_o
 	uint8_t *raw = malloc(per * d->block_bytes);
 	int rc = vals && old && raw ? 0 : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 
+	if (!rc)
+		rc = weights_init(&qw, m, i, qtype, im, err);
+	else
+		memset(&qw, 0, sizeof(qw));
+
 	for (uint64_t b0 = 0; !rc && b0 < nblocks; b0 += per) {
 		uint64_t nb = nblocks - b0 < per ? nblocks - b0 : per;
 
 		rc = tfs_staged_pread(in_fd, vals, nb * d->block_elems * sizeof(float),
 				in_off + b0 * d->block_elems * sizeof(float), err);
 		if (!rc)
-			rc = requant_chunk(m, i, qtype, b0, nb, vals, old, raw, &n_changed, err);
+			rc = requant_chunk(m, i, qtype, &qw, b0, nb, vals, old, raw, &n_changed, err);
 		if (!rc)
 			rc = tfs_staged_pwrite(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
 	}
+	free(qw.w);
 	free(vals);
 	free(old);
 	free(raw);
@@ -166,7 +261,8 @@ int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_o
 
 /* ==== conversion to another dtype ==== */
 
-int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, tfs_error *err)
+int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, const tfs_imatrix *im,
+			     tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(m, i);
 	const tfs_dtype_info *d = tfs_dtype(dtype);
@@ -183,10 +279,14 @@ int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, tfs_error 
 	if (why)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s' cannot be converted: %s",
 				     t->name, why);
-	if (!tfs_quantize_supported(dtype) || tfs_quantize_needs_imatrix(dtype))
+	if (!tfs_quantize_supported(dtype))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': tensorfs cannot quantize "
-				     "to %s%s", t->name, d->name, tfs_quantize_needs_imatrix(dtype)
-						      ? " (it needs an importance matrix)" : "");
+				     "to %s", t->name, d->name);
+	if (tfs_quantize_needs_imatrix(dtype) && !tfs_imatrix_has(im, t->name))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': %s needs an importance "
+				     "matrix to quantize (as in ggml), and %s", t->name, d->name,
+				     im ? "the imatrix file has no entry for this tensor"
+					: "none was given (mount with -o imatrix=FILE)");
 	/* ggml quantizes rows: the fastest dimension must be whole blocks */
 	if (t->n_dims == 0 || t->ne[0] % d->block_elems)
 		return tfs_error_set(err, TFS_E_INVALID, "tensor '%s': rows of %lld values are not "
@@ -195,9 +295,11 @@ int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, tfs_error 
 	return 0;
 }
 
-int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, int out_fd, tfs_error *err)
+int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, const tfs_imatrix *im,
+		       int out_fd, tfs_error *err)
 {
-	int rc = tfs_tensor_convert_check(m, i, dtype, err);
+	int rc = tfs_tensor_convert_check(m, i, dtype, im, err);
+	weights qw = { 0 };
 
 	if (rc)
 		return rc;
@@ -208,16 +310,19 @@ int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, int out_fd, tfs_
 	uint8_t *raw = malloc(per * d->block_bytes);
 
 	rc = vals && raw ? 0 : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	if (!rc)
+		rc = weights_init(&qw, m, i, dtype, im, err);
 	for (uint64_t b0 = 0; !rc && b0 < nblocks; b0 += per) {
 		uint64_t nb = nblocks - b0 < per ? nblocks - b0 : per;
 
 		rc = tfs_tensor_read_f32(m, i, b0 * d->block_elems, nb * d->block_elems, vals, err);
 		if (!rc)
-			rc = tfs_quantize_from(raw, dtype, vals, nb * d->block_elems,
-					       b0 * d->block_elems, err);
+			rc = quantize_run(&qw, raw, dtype, vals, nb * d->block_elems,
+					  b0 * d->block_elems, err);
 		if (!rc)
 			rc = tfs_staged_pwrite(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
 	}
+	free(qw.w);
 	free(vals);
 	free(raw);
 	return rc;

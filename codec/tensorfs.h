@@ -415,9 +415,28 @@ int tfs_npy_check(uint64_t *data_off, const tfs_model *m, size_t i, const uint8_
 		  tfs_error *err);
 
 /*
+ * An importance matrix (llama.cpp's imatrix: its GGUF format, or the legacy .dat), for the
+ * IQ1/IQ2/IQ3 types' quantizers.  Open indexes its entries (TFS_E_FORMAT names the file and
+ * what is wrong with it); values are read when asked for.  tfs_imatrix_weights fills out with
+ * the n_per_row column weights of expert mat (of n_mat: a tensor's ne[2], 1 for a matrix) of
+ * tensor `name`, computed as llama-quantize does (sums / counts): TFS_E_NOTFOUND when the file
+ * has no entry for it, TFS_E_INVALID when the entry's size is not n_per_row * n_mat.
+ */
+typedef struct tfs_imatrix tfs_imatrix;
+int tfs_imatrix_open(tfs_imatrix **out, const char *path, tfs_error *err);
+void tfs_imatrix_free(tfs_imatrix *im);
+const char *tfs_imatrix_path(const tfs_imatrix *im);
+size_t tfs_imatrix_n_entries(const tfs_imatrix *im);
+bool tfs_imatrix_has(const tfs_imatrix *im, const char *name);   /* im may be NULL */
+int tfs_imatrix_weights(const tfs_imatrix *im, const char *name, uint64_t n_per_row,
+			uint64_t n_mat, uint64_t mat, float *out, tfs_error *err);
+
+/*
  * Writing tensor i as numbers (f32/ and npy/ of a rw mount).  tfs_tensor_numbers_writable
  * says whether its dtype can be written back from float32 (else *why says why: C64, a type
- * that needs an importance matrix, an MLX weight whose companions are missing...); an
+ * that needs an importance matrix when im (may be NULL) has no entry for the tensor, an MLX
+ * weight whose companions are missing...); the IQ1/IQ2/IQ3 types are quantized with im's
+ * weights for the tensor when it has them (as llama-quantize does), else without; an
  * MLX-quantized weight is written by tfs_mlx_requantize, every other tensor by
  * tfs_tensor_requantize (which refuses MLX weights).  tfs_tensor_requantize reads the tensor's whole f32 view (tfs_tensor_f32_count values) from
  * in_fd at in_off and writes its new stored bytes at out_fd's offset 0: each block whose values
@@ -426,9 +445,10 @@ int tfs_npy_check(uint64_t *data_off, const tfs_model *m, size_t i, const uint8_
  * chunks of 1 MiB of values.  TFS_E_INVALID: a value the dtype cannot hold (NaN into an
  * integer type...), named with its index.
  */
-bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const char **why);
-int tfs_tensor_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_off, int out_fd,
-			  uint64_t *changed, tfs_error *err);
+bool tfs_tensor_numbers_writable(const tfs_model *m, size_t i, const tfs_imatrix *im,
+				 const char **why);
+int tfs_tensor_requantize(const tfs_model *m, size_t i, const tfs_imatrix *im, int in_fd,
+			  uint64_t in_off, int out_fd, uint64_t *changed, tfs_error *err);
 /*
  * Tensor i, an MLX-quantized weight, written back from its f32 view (the values at in_fd
  * from in_off, as tfs_tensor_requantize): its new packed words go to w_fd, its scales to
@@ -445,8 +465,10 @@ int tfs_mlx_requantize(const tfs_model *m, size_t i, int in_fd, uint64_t in_off,
  * dtype tensorfs cannot quantize to), TFS_E_INVALID (rows that are not whole blocks of
  * dtype).  tfs_tensor_convert writes the new bytes at out_fd's offset 0, 1 MiB of values at
  * a time. */
-int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, tfs_error *err);
-int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, int out_fd, tfs_error *err);
+int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, const tfs_imatrix *im,
+			     tfs_error *err);
+int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, const tfs_imatrix *im,
+		       int out_fd, tfs_error *err);
 
 /*
  * File names on the mount.  A name is used as it is unless it cannot be a file

@@ -86,6 +86,7 @@ typedef struct {
 	char *token_file;       /* -o token_file=FILE */
 	char *cafile;           /* -o cafile=FILE */
 	int timeout;            /* -o timeout=SECS */
+	char *imatrix;          /* -o imatrix=FILE: llama.cpp's importance matrix (IQ types) */
 } tfs_opts;
 
 /* The model as one file, as it was at one generation; shared by the handles that read it. */
@@ -98,6 +99,7 @@ typedef struct {
 typedef struct tfs_fs {
 	tfs_opts opts;
 	tfs_model *model;
+	tfs_imatrix *imatrix;   /* -o imatrix=FILE, or NULL */
 	tfs_staging *staging;
 	pthread_rwlock_t lock;  /* model + tree: read for lookups/reads, write for changes */
 	pthread_mutex_t cache_lock;

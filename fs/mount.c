@@ -35,6 +35,7 @@ static const char mount_usage[] =
 	"hf://ORG/REPO[/PATH][@REV]) on an empty directory; returns once it is ready.\n"
 	"options: ro (default), rw (writable: the changes are repacked at unmount),\n"
 	"         staging=DIR, output=PATH, verify, threads=N, readahead_kb=N,\n"
+	"         imatrix=FILE (llama.cpp's importance matrix, to write IQ1/IQ2/IQ3 values),\n"
 	"         nonempty (mount over a non-empty directory or another mount),\n"
 	"         remote: connections=N, cache=DIR, cache_size=SIZE, token_file=FILE,\n"
 	"         cafile=FILE, timeout=SECS\n"
@@ -71,6 +72,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("token_file=%s", token_file),
 	OPT("cafile=%s", cafile),
 	OPT("timeout=%d", timeout),
+	OPT("imatrix=%s", imatrix),
 	/* libfuse 2's option: libfuse 3 allows it always and rejects the word; we check */
 	OPT("nonempty", nonempty),
 	OPT("-f", foreground),
@@ -137,6 +139,7 @@ static void free_opts(tfs_opts *o)
 	free(o->cache_size);
 	free(o->token_file);
 	free(o->cafile);
+	free(o->imatrix);
 }
 
 /* s with ',' and '\' escaped by a '\', as fuse_opt reads an -o value.  Allocated. */
@@ -708,6 +711,10 @@ static int open_model(tfs_fs *fs, const char *prog)
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return -1;
 	}
+	if (fs->opts.imatrix && tfs_imatrix_open(&fs->imatrix, fs->opts.imatrix, &err)) {
+		fprintf(stderr, "%s: -o imatrix: %s\n", prog, err.msg);
+		return -1;
+	}
 	if (!fs->opts.rw)
 		return 0;
 	if (!dir) {
@@ -771,6 +778,8 @@ static void close_model(tfs_fs *fs)
 	release_staging(fs);
 	tfs_model_free(fs->model);
 	fs->model = NULL;
+	tfs_imatrix_free(fs->imatrix);
+	fs->imatrix = NULL;
 }
 
 /* After the loop: repack a writable mount's changes, with progress and the result on
@@ -822,7 +831,7 @@ static bool is_remote(const char *source)
 static int absolute_paths(tfs_opts *o)
 {
 	char **paths[] = { &o->source, &o->mountpoint, &o->staging, &o->output, &o->cache,
-			   &o->token_file, &o->cafile };
+			   &o->token_file, &o->cafile, &o->imatrix };
 	bool remote = o->source && is_remote(o->source);
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		char *p = *paths[i];

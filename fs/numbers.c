@@ -55,7 +55,7 @@ int tfs_numbers_start(tfs_fs *fs, tfs_handle *h)
 
 	pthread_rwlock_rdlock(&fs->lock);
 	bool ok = n->deleted || n->item < 0 || payload_raw(fs, n, &head, &err) ||
-		  tfs_tensor_numbers_writable(fs->model, (size_t)n->item, &why);
+		  tfs_tensor_numbers_writable(fs->model, (size_t)n->item, fs->imatrix, &why);
 	pthread_rwlock_unlock(&fs->lock);
 	tfs_buf_free(&head);
 	return ok ? 0 : -refuse_view(fs, n, TFS_E_UNSUPPORTED, why ? why : err.msg);
@@ -221,8 +221,8 @@ static int fill_bytes(tfs_fs *fs, tfs_handle *h, const target *tg, const int *fd
 		rc = tfs_mlx_requantize(fs->model, tg->p[0].item, h->data_fd, tg->data_off, fd[0],
 					fd[1], tg->n > 2 ? fd[2] : -1, NULL, &err);
 	else
-		rc = tfs_tensor_requantize(fs->model, tg->p[0].item, h->data_fd, tg->data_off,
-					   fd[0], NULL, &err);
+		rc = tfs_tensor_requantize(fs->model, tg->p[0].item, fs->imatrix, h->data_fd,
+					   tg->data_off, fd[0], NULL, &err);
 	pthread_rwlock_unlock(&fs->lock);
 	return rc ? -refuse_view(fs, h->node, rc, err.msg) : 0;
 }

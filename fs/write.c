@@ -1211,7 +1211,7 @@ static int convert_tensor(tfs_fs *fs, tfs_node *n, const char *v)
 
 		nd = t->n_dims;
 		memcpy(ne, t->ne, sizeof(ne));
-		rc = tfs_tensor_convert(fs->model, (size_t)n->item, dtype, h.data_fd, &err);
+		rc = tfs_tensor_convert(fs->model, (size_t)n->item, dtype, fs->imatrix, h.data_fd, &err);
 	}
 	pthread_rwlock_unlock(&fs->lock);
 	if (!rc) {

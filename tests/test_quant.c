@@ -386,10 +386,14 @@ Test(quant, refuses_what_it_cannot_write)
 	uint8_t out[512];
 	tfs_error err = { 0 };
 
-	cr_assert_eq(tfs_quantize(out, TFS_DT_IQ3_S, x, 256, &err), TFS_E_UNSUPPORTED);
-	cr_assert(strstr(err.msg, "IQ3_S needs an importance matrix"), "%s", err.msg);
-	cr_assert(tfs_quantize_needs_imatrix(TFS_DT_IQ1_M));
+	cr_assert_eq(tfs_quantize(out, TFS_DT_IQ2_XS, x, 256, &err), TFS_E_UNSUPPORTED);
+	cr_assert(strstr(err.msg, "IQ2_XS needs an importance matrix"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "-o imatrix=FILE"), "%s", err.msg);
+	cr_assert(tfs_quantize_needs_imatrix(TFS_DT_IQ1_S));
+	cr_assert(!tfs_quantize_needs_imatrix(TFS_DT_IQ1_M));   /* ggml takes none for IQ1_M */
+	cr_assert(tfs_quantize_takes_imatrix(TFS_DT_IQ1_M));
 	cr_assert(!tfs_quantize_needs_imatrix(TFS_DT_IQ4_XS));
+	cr_assert(!tfs_quantize_takes_imatrix(TFS_DT_IQ4_XS));
 	cr_assert(!tfs_quantize_supported(TFS_DT_C64));
 	cr_assert_eq(tfs_quantize(out, TFS_DT_Q4_K, x, 128, &err), TFS_E_INVALID);
 	cr_assert(strstr(err.msg, "256-element Q4_K blocks"), "%s", err.msg);

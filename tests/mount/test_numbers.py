@@ -637,14 +637,15 @@ class NumbersMLX(TestCase):
 
 class ImatrixTypes(TestCase):
     def test_refused_at_open_and_at_close(self):
-        """IQ1/IQ2/IQ3 need an importance matrix: their views refuse to open for writing, and
-        a view opened while the tensor was another type (then retyped by user.tensorfs.dtype
-        to the same bytes as IQ3_S) refuses its values at close, saying why, naming the
-        tensor and its type; the tensor keeps its bytes."""
+        """IQ2_XXS, IQ2_XS and IQ1_S need an importance matrix (test_imatrix.py gives one):
+        without, their views refuse to open for writing, and a view opened while the tensor
+        was another type (then retyped by user.tensorfs.dtype to the same bytes as IQ2_XXS)
+        refuses its values at close, saying why, naming the tensor and its type; the tensor
+        keeps its bytes."""
         path = os.path.join(self.tmpdir(), "iq.gguf")
         w = ggufgen.GGUFWriter(alignment=32)
         w.add_kv("general.architecture", ggufgen.STRING, "llama")
-        w.add_tensor("q", "Q3_K", bytes(110 * 2), ne=[256, 2])
+        w.add_tensor("q", "TQ2_0", bytes(66 * 2), ne=[256, 2])
         w.add_tensor("iq1", "IQ1_S", bytes(50), ne=[256, 1])
         w.write(path)
         with Mount(self, path, ["rw"]) as m:
@@ -657,15 +658,15 @@ class ImatrixTypes(TestCase):
             f = open(m.p("f32", "q"), "r+b")
             f.write(np.ones(16, np.float32).tobytes())
             f.flush()
-            os.setxattr(m.p("tensors", "q"), "user.tensorfs.dtype", b"IQ3_S")
+            os.setxattr(m.p("tensors", "q"), "user.tensorfs.dtype", b"IQ2_XXS")
             with self.assertRaises(OSError) as cm:
                 f.close()
             self.assertEqual(cm.exception.errno, errno.EOPNOTSUPP)
             why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
-            self.assertIn("tensor 'q' is IQ3_S, which needs an importance matrix", why)
+            self.assertIn("tensor 'q' is IQ2_XXS, which needs an importance matrix", why)
             self.assertIn("the values were not written", why)
             with open(m.p("tensors", "q"), "rb") as t:
-                self.assertEqual(t.read(), bytes(220))
+                self.assertEqual(t.read(), bytes(132))
             r = m.unmount()
             self.assertEqual(r.returncode, 0, r.stderr)
         out = ggufgen.read_gguf(path)

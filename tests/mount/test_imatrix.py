@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""IQ1/IQ2/IQ3 tensors written as numbers with an importance matrix (-o imatrix=FILE, issue 12).
+
+A generated GGUF holds IQ2_XXS, IQ2_XS (a 3-expert MoE tensor), IQ3_S, IQ3_XXS and IQ1_S
+tensors; an imatrix in llama.cpp's GGUF format (NAME.in_sum2 / NAME.counts, one expert never
+called) or in its legacy .dat format gives their column weights.  New values go in through
+npy/ and f32/ of a rw mount and user.tensorfs.convert; after the repack every tensor must
+hold exactly what ggml_quantize_chunk(type, ..., imatrix) of libggml-base.so (the npm
+package, through ctypes) makes of the values with the weights llama-quantize would compute
+(sums / counts, per expert), and ggml's gguf_init_from_file must read the file.  Without an
+imatrix the types ggml refuses (IQ2_XXS, IQ2_XS, IQ1_S) refuse to open for writing, saying
+how to give one, while IQ3_S is quantized as ggml does without one.  A bad imatrix file fails
+the mount with one line naming it; an entry of the wrong size fails the close with EINVAL.
+"""
+import ctypes
+import errno
+import os
+import struct
+import sys
+
+import numpy as np
+
+from harness import Mount, TestCase, assert_reject, main
+import ggufgen
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "llama"))
+import ggml_gguf  # noqa: E402
+import llamacpp  # noqa: E402
+
+TYPE_ID = {"IQ2_XXS": 16, "IQ2_XS": 17, "IQ3_XXS": 18, "IQ1_S": 19, "IQ3_S": 21, "IQ2_S": 22,
+           "IQ1_M": 29}
+BLOCK_BYTES = {"IQ2_XXS": 66, "IQ2_XS": 74, "IQ3_XXS": 98, "IQ1_S": 50, "IQ3_S": 110,
+               "IQ2_S": 82, "IQ1_M": 56}
+
+# name, type, ne (GGUF order), counts of the imatrix entry (None: no entry)
+TENSORS = [
+    ("blk.0.attn_q.weight", "IQ2_XXS", [512, 2], [7.0]),
+    ("blk.0.ffn_down_exps.weight", "IQ2_XS", [256, 2, 3], [5.0, 0.0, 2.0]),
+    ("blk.0.attn_k.weight", "IQ3_S", [256, 3], [3.0]),
+    ("blk.0.attn_v.weight", "IQ3_XXS", [256, 2], None),
+    ("blk.0.ffn_up.weight", "IQ1_S", [512, 1], [1.0]),
+]
+
+
+def ggml_lib():
+    g = llamacpp.load_ggml_base()
+    g.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                      ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+    g.ggml_quantize_chunk.restype = ctypes.c_size_t
+    return g
+
+
+def nelems(ne):
+    n = 1
+    for v in ne:
+        n *= v
+    return n
+
+
+def make_imatrix_gguf(path, entries):
+    """entries: name -> (sums float32 [n_mat, ne0], counts [n_mat]), as llama-imatrix writes."""
+    w = ggufgen.GGUFWriter(alignment=32)
+    w.add_kv("general.type", ggufgen.STRING, "imatrix")
+    w.add_kv("imatrix.datasets", ggufgen.ARRAY, (ggufgen.STRING, ["test.txt"]))
+    w.add_kv("imatrix.chunk_count", ggufgen.UINT32, 9)
+    w.add_kv("imatrix.chunk_size", ggufgen.UINT32, 512)
+    for name, (sums, counts) in entries.items():
+        w.add_tensor(name + ".in_sum2", "F32", np.asarray(sums, np.float32),
+                     ne=[sums.shape[1], sums.shape[0]])
+        w.add_tensor(name + ".counts", "F32", np.asarray(counts, np.float32), ne=[1, len(counts)])
+    w.write(path)
+
+
+def make_imatrix_dat(path, entries):
+    """The legacy format: one call count per entry."""
+    out = [struct.pack("<i", len(entries))]
+    for name, (sums, calls) in entries.items():
+        b = name.encode()
+        out.append(struct.pack("<i", len(b)) + b + struct.pack("<ii", calls, sums.size))
+        out.append(np.asarray(sums, np.float32).tobytes())
+    out.append(struct.pack("<ii", 9, 8) + b"test.txt")
+    with open(path, "wb") as f:
+        f.write(b"".join(out))
+
+
+def expected_weights(sums, counts):
+    """llama-quantize's weights: each expert's sums over its count rounded to an integer, or
+    all 1 for an expert never called."""
+    w = np.empty_like(sums)
+    for j, c in enumerate(counts):
+        c = np.float32(round(c))
+        w[j] = sums[j] / c if c > 0 else np.float32(1)
+    return w
+
+
+class Imatrix(TestCase):
+    def setUp(self):
+        if llamacpp.lib_dir() is None:
+            self.skipTest(llamacpp.missing_reason())
+        self.g = ggml_lib()
+        self.rng = np.random.default_rng(12)
+
+    def quantize(self, dtype, values, ne, weights):
+        """ggml_quantize_chunk of each expert's rows with its weights (None: no imatrix)."""
+        per = ne[0] * (ne[1] if len(ne) > 1 else 1)
+        x = np.ascontiguousarray(values, np.float32).ravel()
+        out = []
+        for e in range(x.size // per):
+            buf = ctypes.create_string_buffer(per // 256 * BLOCK_BYTES[dtype])
+            xe = np.ascontiguousarray(x[e * per:(e + 1) * per])
+            we = None if weights is None else np.ascontiguousarray(weights[e], np.float32)
+            n = self.g.ggml_quantize_chunk(TYPE_ID[dtype], xe.ctypes.data, buf, 0, per // ne[0],
+                                           ne[0], None if we is None else we.ctypes.data)
+            self.assertEqual(n, len(buf.raw))
+            out.append(buf.raw)
+        return b"".join(out)
+
+    def make_model(self, path):
+        w = ggufgen.GGUFWriter(alignment=32)
+        w.add_kv("general.architecture", ggufgen.STRING, "llama")
+        for name, dtype, ne, _ in TENSORS:
+            w.add_tensor(name, dtype, bytes(nelems(ne) // 256 * BLOCK_BYTES[dtype]), ne=ne)
+        w.write(path)
+
+    def entries(self):
+        """name -> (sums [n_mat, ne0], counts) for the tensors that have an entry."""
+        out = {}
+        for name, _, ne, counts in TENSORS:
+            if counts is not None:
+                sums = (self.rng.standard_normal((len(counts), ne[0])) ** 2).astype(np.float32)
+                out[name] = (sums, counts)
+        return out
+
+    def tensor_bytes(self, path):
+        info = ggml_gguf.read(path, with_bytes=False)
+        got = {}
+        with open(path, "rb") as f:
+            for t in info["tensors"]:
+                f.seek(info["data_offset"] + t["offset"])
+                got[t["name"]] = f.read(t["size"])
+        return got
+
+    def test_values_quantized_with_the_imatrix(self):
+        """npy/ and f32/ writes of every IQ tensor, with a GGUF imatrix: bytes as ggml's."""
+        d = self.tmpdir()
+        model, imat = os.path.join(d, "m.gguf"), os.path.join(d, "imatrix.gguf")
+        self.make_model(model)
+        ent = self.entries()
+        make_imatrix_gguf(imat, ent)
+        values = {}
+        with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
+            for k, (name, dtype, ne, _) in enumerate(TENSORS):
+                v = self.rng.standard_normal(list(reversed(ne))).astype(np.float32)
+                if k % 2:
+                    np.save(m.p("npy", name + ".npy"), v)
+                else:
+                    with open(m.p("f32", name), "r+b") as f:
+                        f.write(v.tobytes())
+                values[name] = v
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        got = self.tensor_bytes(model)
+        for name, dtype, ne, counts in TENSORS:
+            wts = None if counts is None else expected_weights(*ent[name])
+            self.assertEqual(got[name], self.quantize(dtype, values[name], ne, wts),
+                             "%s (%s, weights %s)" % (name, dtype, counts))
+
+    def test_legacy_dat_and_convert(self):
+        """The legacy .dat format, and user.tensorfs.convert of an F16 tensor to IQ2_XXS."""
+        d = self.tmpdir()
+        model, imat = os.path.join(d, "m.gguf"), os.path.join(d, "imatrix.dat")
+        v = self.rng.standard_normal((2, 512)).astype(np.float32)
+        u = self.rng.standard_normal((2, 256)).astype(np.float32)
+        w = ggufgen.GGUFWriter(alignment=32)
+        w.add_kv("general.architecture", ggufgen.STRING, "llama")
+        w.add_tensor("a.weight", "IQ2_XXS", bytes(4 * 66), ne=[512, 2])
+        w.add_tensor("b.weight", "F16", u.astype(np.float16), ne=[256, 2])
+        w.write(model)
+        sa = (self.rng.standard_normal(512) ** 2).astype(np.float32)
+        sb = (self.rng.standard_normal(256) ** 2).astype(np.float32)
+        make_imatrix_dat(imat, {"a.weight": (sa, 6), "b.weight": (sb, 3)})
+        with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
+            np.save(m.p("npy", "a.weight.npy"), v)
+            os.setxattr(m.p("tensors", "b.weight"), "user.tensorfs.convert", b"IQ2_XXS")
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        got = self.tensor_bytes(model)
+        self.assertEqual(got["a.weight"], self.quantize("IQ2_XXS", v, [512, 2], [sa / np.float32(6)]))
+        uf = u.astype(np.float16).astype(np.float32)
+        self.assertEqual(got["b.weight"], self.quantize("IQ2_XXS", uf, [256, 2], [sb / np.float32(3)]))
+
+    def test_without_imatrix(self):
+        """No imatrix: IQ2_XXS refuses to open for writing, saying to give one; IQ3_S (which
+        ggml quantizes without one) takes values, quantized as ggml does with none."""
+        d = self.tmpdir()
+        model = os.path.join(d, "m.gguf")
+        self.make_model(model)
+        v = self.rng.standard_normal((3, 256)).astype(np.float32)
+        with Mount(self, model, ["rw"]) as m:
+            with self.assertRaises(OSError) as cm:
+                open(m.p("npy", "blk.0.attn_q.weight.npy"), "r+b")
+            self.assertEqual(cm.exception.errno, errno.EOPNOTSUPP)
+            why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
+            self.assertIn("importance matrix", why)
+            self.assertIn("-o imatrix=FILE", why)
+            with self.assertRaises(OSError) as cm:
+                os.setxattr(m.p("tensors", "blk.0.attn_k.weight"), "user.tensorfs.convert", b"IQ1_S")
+            self.assertEqual(cm.exception.errno, errno.EOPNOTSUPP)
+            np.save(m.p("npy", "blk.0.attn_k.weight.npy"), v)
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        got = self.tensor_bytes(model)
+        self.assertEqual(got["blk.0.attn_k.weight"], self.quantize("IQ3_S", v, [256, 3], None))
+
+    def test_entry_of_the_wrong_size(self):
+        """An entry of 128 values for a tensor of 512 columns: the close fails with EINVAL saying
+        so, and the tensor keeps its bytes; an entry missing for a type that needs one
+        refuses the view at open."""
+        d = self.tmpdir()
+        model, imat = os.path.join(d, "m.gguf"), os.path.join(d, "imatrix.gguf")
+        self.make_model(model)
+        make_imatrix_gguf(imat, {"blk.0.attn_q.weight": (np.ones((1, 128), np.float32), [2.0])})
+        with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
+            f = open(m.p("f32", "blk.0.attn_q.weight"), "r+b")
+            f.write(np.ones(1024, np.float32).tobytes())
+            with self.assertRaises(OSError) as cm:
+                f.close()
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+            why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
+            self.assertIn("has 128 values for tensor 'blk.0.attn_q.weight', which needs 512 (512 columns x 1 experts)", why)
+            with self.assertRaises(OSError) as cm:
+                open(m.p("f32", "blk.0.ffn_up.weight"), "r+b")
+            self.assertEqual(cm.exception.errno, errno.EOPNOTSUPP)
+            why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
+            self.assertIn("no entry for this tensor", why)
+            with open(m.p("tensors", "blk.0.attn_q.weight"), "rb") as t:
+                self.assertEqual(t.read(), bytes(4 * 66))
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_bad_imatrix_files_fail_the_mount(self):
+        """A missing file, a GGUF that is no imatrix, a truncated .dat, sums without counts:
+        one line naming the imatrix file, exit status 1, nothing mounted."""
+        d = self.tmpdir()
+        model = os.path.join(d, "m.gguf")
+        self.make_model(model)
+        bad = {}
+        bad["missing.gguf"] = None
+        bad["model-as-imatrix.gguf"] = open(model, "rb").read()
+        make_imatrix_dat(os.path.join(d, "full.dat"), {"a.weight": (np.ones(512, np.float32), 2)})
+        bad["truncated.dat"] = open(os.path.join(d, "full.dat"), "rb").read()[:40]
+        w = ggufgen.GGUFWriter(alignment=32)
+        w.add_tensor("x.in_sum2", "F32", np.ones(256, np.float32), ne=[256, 1])
+        nocounts = os.path.join(d, "nocounts.gguf")
+        w.write(nocounts)
+        bad["nocounts.gguf"] = open(nocounts, "rb").read()
+        bad["empty.dat"] = b""
+        patterns = {"missing.gguf": "No such file", "model-as-imatrix.gguf": "not an imatrix",
+                    "truncated.dat": "past the end of the file", "nocounts.gguf": "no counts",
+                    "empty.dat": "ends inside"}
+        for name, data in bad.items():
+            p = os.path.join(d, "bad-" + name)
+            if data is not None:
+                with open(p, "wb") as f:
+                    f.write(data)
+            line = assert_reject(self, model, patterns[name], options="rw,imatrix=" + p,
+                                 name_in_msg="bad-" + name)
+            self.assertIn("-o imatrix", line)
+
+
+if __name__ == "__main__":
+    main()

@@ -270,6 +270,15 @@ size_t tfs_imatrix_n_entries(const tfs_imatrix *im)
 	return im->n;
 }
 
+const char *tfs_imatrix_entry(const tfs_imatrix *im, size_t k, uint64_t *nval)
+{
+	if (k >= im->n)
+		return NULL;
+	if (nval)
+		*nval = im->e[k].nval;
+	return im->e[k].name;
+}
+
 bool tfs_imatrix_has(const tfs_imatrix *im, const char *name)
 {
 	return im && find(im, name) != NULL;

@@ -427,6 +427,8 @@ int tfs_imatrix_open(tfs_imatrix **out, const char *path, tfs_error *err);
 void tfs_imatrix_free(tfs_imatrix *im);
 const char *tfs_imatrix_path(const tfs_imatrix *im);
 size_t tfs_imatrix_n_entries(const tfs_imatrix *im);
+/* Entry k's tensor name (sorted by name) and its count of values (*nval may be NULL). */
+const char *tfs_imatrix_entry(const tfs_imatrix *im, size_t k, uint64_t *nval);
 bool tfs_imatrix_has(const tfs_imatrix *im, const char *name);   /* im may be NULL */
 int tfs_imatrix_weights(const tfs_imatrix *im, const char *name, uint64_t n_per_row,
 			uint64_t n_mat, uint64_t mat, float *out, tfs_error *err);

@@ -7,7 +7,9 @@
  * (default: build/npm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64).  The two are
  * timed alternately, best of -r rounds, and their outputs must be identical (else the type
  * is reported as DIFFERS and the exit status is 1).  Prints MB/s of float32 input and
- * tensorfs / ggml.
+ * tensorfs / ggml.  The IQ1/IQ2/IQ3 types are quantized with an importance matrix (one
+ * weight per column of the ROW-value rows, squares of normal values, as an imatrix holds) on
+ * both sides, over the first IQ_MIB MiB only: their grid searches run at a few MB/s.
  *
  * usage: bench_quant [-r rounds] [-m MiB] [TYPE...]
  */
@@ -24,6 +26,9 @@
 
 #define DEFAULT_LIB_DIR "build/npm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 #define ROW 4096   /* elements per row handed to ggml (a multiple of every block size) */
+#define IQ_MIB 4   /* the IQ types' share of the input */
+
+static float g_qw[ROW];   /* the IQ types' importance weights */
 
 typedef size_t (*chunk_fn)(int type, const float *src, void *dst, int64_t start, int64_t nrows,
 			   int64_t n_per_row, const float *imatrix);
@@ -74,21 +79,23 @@ static void fill(float *x, size_t n)
 
 static double time_ggml(int id, const float *x, void *out, size_t n)
 {
+	const float *qw = tfs_quantize_takes_imatrix(id) ? g_qw : NULL;
 	double t = bench_now();
 
 	if (id == TFS_DT_Q8_K)
 		g_q8_k(x, out, (int64_t)n);
 	else
-		g_chunk(id, x, out, 0, (int64_t)(n / ROW), ROW, NULL);
+		g_chunk(id, x, out, 0, (int64_t)(n / ROW), ROW, qw);
 	return bench_now() - t;
 }
 
 static double time_ours(int id, const float *x, void *out, size_t n)
 {
+	const float *qw = tfs_quantize_takes_imatrix(id) ? g_qw : NULL;
 	tfs_error err = { 0 };
 	double t = bench_now();
 
-	if (tfs_quantize(out, id, x, n, &err) != 0) {
+	if (tfs_quantize_weighted(out, id, x, n, 0, ROW, qw, &err) != 0) {
 		fprintf(stderr, "bench_quant: %s\n", err.msg);
 		exit(1);
 	}
@@ -133,7 +140,10 @@ int main(int argc, char **argv)
 	uint8_t *ours = bench_alloc("bench_quant", n * 4), *theirs = bench_alloc("bench_quant", n * 4);
 
 	fill(x, n);
-	printf("%zu MiB of float32, one thread, best of %d\n", n * 4 >> 20, rounds);
+	for (size_t i = 0; i < ROW; i++)
+		g_qw[i] = x[i] * x[i] + x[ROW + i] * x[ROW + i];
+	printf("%zu MiB of float32 (IQ1/IQ2/IQ3: %zu MiB, with an imatrix), one thread, best of %d\n",
+	       n * 4 >> 20, n * 4 >> 20 < IQ_MIB ? n * 4 >> 20 : IQ_MIB, rounds);
 	printf("%-8s %11s %11s %9s %7s %s\n", "type", "ggml MB/s", "tfs MB/s", "tfs/ggml", "target",
 	       "");
 	for (int id = 0; id < TFS_DT_GGML_COUNT; id++) {
@@ -142,12 +152,14 @@ int main(int argc, char **argv)
 		if (!t || !tfs_quantize_supported(id) || (id >= TFS_DT_I8 && id <= TFS_DT_F64) ||
 		    !wanted(t->name, argc, argv))
 			continue;
-		const size_t nbytes = n / t->block_elems * t->block_bytes;
+		const size_t ni = tfs_quantize_takes_imatrix(id) && n > ((size_t)IQ_MIB << 18)
+					  ? (size_t)IQ_MIB << 18 : n;
+		const size_t nbytes = ni / t->block_elems * t->block_bytes;
 		double best_g = 1e30, best_t = 1e30;
 
 		memset(theirs, 0, nbytes);   /* ggml leaves a zero Q8_K block's sums unwritten */
 		for (int r = 0; r < rounds; r++) {
-			double a = time_ggml(id, x, theirs, n), b = time_ours(id, x, ours, n);
+			double a = time_ggml(id, x, theirs, ni), b = time_ours(id, x, ours, ni);
 
 			best_g = a < best_g ? a : best_g;
 			best_t = b < best_t ? b : best_t;
@@ -155,8 +167,8 @@ int main(int argc, char **argv)
 		const double want = is_k_quant(id) ? 2.0 : 1.0, ratio = best_g / best_t;
 		const bool same = memcmp(ours, theirs, nbytes) == 0;
 
-		printf("%-8s %11.0f %11.0f %8.2fx %6.1fx %s\n", t->name, n * 4 / best_g / 1e6,
-		       n * 4 / best_t / 1e6, ratio, want,
+		printf("%-8s %11.1f %11.1f %8.2fx %6.1fx %s\n", t->name, ni * 4 / best_g / 1e6,
+		       ni * 4 / best_t / 1e6, ratio, want,
 		       !same ? "DIFFERS" : ratio < want ? "below target" : "");
 		fflush(stdout);
 		if (!same)

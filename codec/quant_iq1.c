@@ -372,54 +372,69 @@ int tfs_enc_iq1_s(const float *x, const float *qw, uint8_t *b)
 
 /*
  * The split search of one sub-block of 16 sorted as pos[], for the four choices of shift
- * (k: bit 1 set = the first group's is negative, bit 0 = the second's).  ggml sums each
- * split's terms from scratch, sorted position by position; the sums here are the same
- * sequences of additions, with their shared prefixes (levels -1, then -1 | 0) carried over.
- * Lanes 0..3: sumqx for k = 0..3; 4..7: sumq2.
+ * (k: bit 1 set = the first group's is negative, bit 0 = the second's).  As ggml (since it
+ * dropped summing each split from scratch), with prefix sums of w x and w kept per group,
+ * the groups' shifts differing: the level values step by 1, so a group's sumqx for a split
+ * is its total times v(+1) minus two prefix sums, and its sumq2 its total weight times
+ * v(+1)^2 plus two prefix sums times constant differences of squares.
  */
 static void search_iq1_m_splits(const float *xb, const float *w, const uint8_t *pos,
 				float *scale_out, int *best1_out, int *best2_out, int *best_k_out)
 {
-	float term[16][3][8];
+	float sx[2][17], sw[2][17];
 
+	sx[0][0] = sx[1][0] = sw[0][0] = sw[1][0] = 0;
 	for (int j = 0; j < 16; j++) {
-		const int i = pos[j];
+		const int i = pos[j], h = i < 8 ? 0 : 1;
 
-		for (int l = 0; l < 3; l++) {
-			const float v[4] = { k_plus[l], i < 8 ? k_plus[l] : k_minus[l],
-					     i < 8 ? k_minus[l] : k_plus[l], k_minus[l] };
+		sx[h][j + 1] = sx[h][j] + w[i] * xb[i];
+		sx[1 - h][j + 1] = sx[1 - h][j];
+		sw[h][j + 1] = sw[h][j] + w[i];
+		sw[1 - h][j + 1] = sw[1 - h][j];
+	}
+	/* per group h: totals times v(+1) for each shift, and the difference-of-squares factors */
+	const float dp1 = k_plus[0] * k_plus[0] - k_plus[1] * k_plus[1];
+	const float dp2 = k_plus[1] * k_plus[1] - k_plus[2] * k_plus[2];
+	const float dm1 = k_minus[0] * k_minus[0] - k_minus[1] * k_minus[1];
+	const float dm2 = k_minus[1] * k_minus[1] - k_minus[2] * k_minus[2];
+	float tx_p[2], tx_m[2], tw_p[2], tw_m[2];
 
-			for (int k = 0; k < 4; k++) {
-				term[j][l][k] = w[i] * v[k] * xb[i];
-				term[j][l][4 + k] = w[i] * v[k] * v[k];
-			}
-		}
+	for (int h = 0; h < 2; h++) {
+		tx_p[h] = sx[h][16] * k_plus[2];
+		tx_m[h] = sx[h][16] * k_minus[2];
+		tw_p[h] = sw[h][16] * k_plus[2] * k_plus[2];
+		tw_m[h] = sw[h][16] * k_minus[2] * k_minus[2];
 	}
 	float best_score = -FLT_MAX, scale = *scale_out;
 	int best1 = -1, best2 = -1, best_k = -1;
-	float low[8] = { 0 };
 
 	for (int i1 = 0; i1 <= 16; i1++) {
-		float mid[8];
+		float a_p[2], a_m[2];   /* the part of sumq2 that depends on i1 alone */
 
-		if (i1 > 0)
-			for (int k = 0; k < 8; k++)
-				low[k] += term[i1 - 1][0][k];
-		memcpy(mid, low, sizeof(mid));
+		for (int h = 0; h < 2; h++) {
+			a_p[h] = tw_p[h] + sw[h][i1] * dp1;
+			a_m[h] = tw_m[h] + sw[h][i1] * dm1;
+		}
 		for (int i2 = i1; i2 <= 16; i2++) {
-			float s[8];
+			float qx_p[2], qx_m[2], q2_p[2], q2_m[2];
 
-			if (i2 > i1)
-				for (int k = 0; k < 8; k++)
-					mid[k] += term[i2 - 1][1][k];
-			memcpy(s, mid, sizeof(s));
-			for (int j = i2; j < 16; j++)
-				for (int k = 0; k < 8; k++)
-					s[k] += term[j][2][k];
+			for (int h = 0; h < 2; h++) {
+				const float cut = sx[h][i1] + sx[h][i2];
+
+				qx_p[h] = tx_p[h] - cut;
+				qx_m[h] = tx_m[h] - cut;
+				q2_p[h] = a_p[h] + sw[h][i2] * dp2;
+				q2_m[h] = a_m[h] + sw[h][i2] * dm2;
+			}
+			const float qx[4] = { qx_p[0] + qx_p[1], qx_p[0] + qx_m[1],
+					      qx_m[0] + qx_p[1], qx_m[0] + qx_m[1] };
+			const float q2[4] = { q2_p[0] + q2_p[1], q2_p[0] + q2_m[1],
+					      q2_m[0] + q2_p[1], q2_m[0] + q2_m[1] };
+
 			for (int k = 0; k < 4; k++)
-				if (s[4 + k] > 0 && s[k] * s[k] > best_score * s[4 + k]) {
-					scale = s[k] / s[4 + k];
-					best_score = scale * s[k];
+				if (q2[k] > 0 && qx[k] * qx[k] > best_score * q2[k]) {
+					scale = qx[k] / q2[k];
+					best_score = scale * qx[k];
 					best1 = i1, best2 = i2, best_k = k;
 				}
 		}

@@ -34,7 +34,10 @@
  *
  * ggml sorts with qsort; glibc's is a merge sort for arrays this small, so equal values keep
  * their order, as in the insertion sort here.  Where ggml stops with a failed assertion (a
- * scale that is NaN, no neighbour at a finite distance) the encoders return -1.
+ * NaN scale: values whose squares overflow) or would read past the group (no neighbour at a
+ * finite error) the encoders return -1.  A NaN among the values is no such case: every split
+ * of its sub-block (of the super-block, once it reaches sigma2) scores NaN and none is taken,
+ * so ggml writes it as skipped (scale 0), and so do these encoders.
  */
 #include "dequant.h"
 #include "quant.h"
@@ -42,6 +45,9 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #define GRID_POINTS 2048
 #define DELTA 0.125f
@@ -151,6 +157,31 @@ static inline int ggml_nearest_int(float v)
 
 static inline float max_f(float a, float b) { return a > b ? a : b; }   /* ggml's MAX */
 
+/* Four floats / ints, one per candidate second split point of a search (GCC's vector
+ * extension: SSE on x86-64, NEON on arm64; each lane rounds as the scalar operation does). */
+typedef float lanes4 __attribute__((vector_size(16)));
+typedef int32_t mask4 __attribute__((vector_size(16)));
+
+static const mask4 k_lane = { 0, 1, 2, 3 };
+
+/* Bit l set: lane l of m is set. */
+static inline unsigned lane_bits(mask4 m)
+{
+#if defined(__SSE2__)
+	return (unsigned)_mm_movemask_ps((__m128)m);
+#else
+	return (m[0] & 1u) | (m[1] & 2u) | (m[2] & 4u) | (m[3] & 8u);
+#endif
+}
+
+static inline lanes4 load4(const float *p)
+{
+	lanes4 v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
 /* The positions of x[0..n) in ascending order of value; equal values keep their order. */
 static void sort_positions(const float *x, int n, uint8_t *pos)
 {
@@ -182,8 +213,8 @@ static float twice_mean_square(const float *x)
  * The grid point for a group of 8 values x (weights w) of levels L: L's own, or when L is off
  * the grid (*moved set), of the neighbours listed for L the one of least weighted squared
  * error at `scale`, levels valued as vals.  -1 when every such error is NaN or at least
- * FLT_MAX: ggml then searches the whole grid reading values outside the group (a bug) and
- * in the cases we know of fails ("Oops, did not find grid point").
+ * FLT_MAX: ggml then scans the whole grid, reading values past the group (a bug in ggml), so
+ * its answer cannot be reproduced; mostly it is an abort ("Oops, did not find grid point").
  */
 static int nearest_on_grid(const uint8_t *L, const float *x, const float *w, float scale,
 			   const float *vals, bool *moved)
@@ -238,10 +269,9 @@ static int fit_iq1_s_block(const float *xb, const float *w, uint16_t index[4], f
 	if (max < 1e-12f)
 		return 0;
 	uint8_t pos[32], L[32];
-	float sumx[33], sumw[33];
+	float sumx[33 + 3] = { 0 }, sumw[33 + 3] = { 0 };   /* + 3: whole lanes */
 
 	sort_positions(xb, 32, pos);
-	sumx[0] = sumw[0] = 0;
 	for (int j = 0; j < 32; j++) {
 		sumx[j + 1] = sumx[j] + w[pos[j]] * xb[pos[j]];
 		sumw[j + 1] = sumw[j] + w[pos[j]];
@@ -249,31 +279,43 @@ static int fit_iq1_s_block(const float *xb, const float *w, uint16_t index[4], f
 	float best_score = -FLT_MAX, scale = max;
 	int best1 = -1, best2 = -1, shift = 0;
 
-	/* ggml's sums, (S[i1] - S[0]) v0 + (S[i2] - S[i1]) v1 + (S[32] - S[i2]) v2, with the
-	 * factors that depend on one split point alone hoisted */
+	/* ggml's sums, (S[i1] - S[0]) v0 + (S[i2] - S[i1]) v1 + (S[32] - S[i2]) v2, for four
+	 * i2 at a time, the terms of i1 alone hoisted.  ggml tries the candidates in order (i1,
+	 * i2, shift +, -), each against the best so far; a run of candidates none of which beats
+	 * it leaves it unchanged, so only runs where one does are replayed, in that order. */
 	for (int i1 = 0; i1 <= 32; i1++) {
 		const float x1 = sumx[i1] - sumx[0], w1 = sumw[i1] - sumw[0];
 		const float px1 = x1 * k_plus[0], pw1 = w1 * k_plus[0] * k_plus[0];
 		const float mx1 = x1 * k_minus[0], mw1 = w1 * k_minus[0] * k_minus[0];
 
-		for (int i2 = i1; i2 <= 32; i2++) {
-			const float x2 = sumx[i2] - sumx[i1], w2 = sumw[i2] - sumw[i1];
-			const float x3 = sumx[32] - sumx[i2], w3 = sumw[32] - sumw[i2];
-			float qx = px1 + x2 * k_plus[1] + x3 * k_plus[2];
-			float q2 = pw1 + w2 * k_plus[1] * k_plus[1] + w3 * k_plus[2] * k_plus[2];
+		for (int i2 = i1; i2 <= 32; i2 += 4) {
+			const lanes4 s_x = load4(&sumx[i2]), s_w = load4(&sumw[i2]);
+			const lanes4 x2 = s_x - sumx[i1], w2 = s_w - sumw[i1];
+			const lanes4 x3 = sumx[32] - s_x, w3 = sumw[32] - s_w;
+			const lanes4 qx[2] = {
+				px1 + x2 * k_plus[1] + x3 * k_plus[2],
+				mx1 + x2 * k_minus[1] + x3 * k_minus[2],
+			};
+			const lanes4 q2[2] = {
+				pw1 + w2 * k_plus[1] * k_plus[1] + w3 * k_plus[2] * k_plus[2],
+				mw1 + w2 * k_minus[1] * k_minus[1] + w3 * k_minus[2] * k_minus[2],
+			};
+			const mask4 beats = (((q2[0] > 0) & (qx[0] * qx[0] > best_score * q2[0])) |
+					     ((q2[1] > 0) & (qx[1] * qx[1] > best_score * q2[1]))) &
+					    (i2 + k_lane <= 32);
 
-			if (q2 > 0 && qx * qx > best_score * q2) {
-				scale = qx / q2;
-				best_score = scale * qx;
-				best1 = i1, best2 = i2, shift = 1;
-			}
-			qx = mx1 + x2 * k_minus[1] + x3 * k_minus[2];
-			q2 = mw1 + w2 * k_minus[1] * k_minus[1] + w3 * k_minus[2] * k_minus[2];
-			if (q2 > 0 && qx * qx > best_score * q2) {
-				scale = qx / q2;
-				best_score = scale * qx;
-				best1 = i1, best2 = i2, shift = -1;
-			}
+			if (!lane_bits(beats))
+				continue;
+			for (int l = __builtin_ctz(lane_bits(beats)); l < 4 && i2 + l <= 32; l++)
+				for (int m = 0; m < 2; m++) {
+					const float cx = qx[m][l], c2 = q2[m][l];
+
+					if (c2 > 0 && cx * cx > best_score * c2) {
+						scale = cx / c2;
+						best_score = scale * cx;
+						best1 = i1, best2 = i2 + l, shift = m == 0 ? 1 : -1;
+					}
+				}
 		}
 	}
 	if (best1 < 0)
@@ -290,7 +332,8 @@ static int fit_iq1_s_block(const float *xb, const float *w, uint16_t index[4], f
 	bool moved = false;
 
 	for (int k = 0; k < 4; k++) {
-		const int g = nearest_on_grid(L + 8 * k, xb + 8 * k, w + 8 * k, scale, vals, &moved);
+		const int g = nearest_on_grid(L + 8 * k, xb + 8 * k, w + 8 * k, scale, vals,
+					      &moved);
 
 		if (g < 0)
 			return -1;
@@ -377,13 +420,16 @@ int tfs_enc_iq1_s(const float *x, const float *qw, uint8_t *b)
  * the groups' shifts differing: the level values step by 1, so a group's sumqx for a split
  * is its total times v(+1) minus two prefix sums, and its sumq2 its total weight times
  * v(+1)^2 plus two prefix sums times constant differences of squares.
+ *
+ * ggml tries the splits in order (i1, then i2, then k), each against the best so far; here
+ * four second split points are scored at once, and only runs of candidates where one beats
+ * the best so far are replayed in ggml's order (as IQ1_S's search).
  */
 static void search_iq1_m_splits(const float *xb, const float *w, const uint8_t *pos,
 				float *scale_out, int *best1_out, int *best2_out, int *best_k_out)
 {
-	float sx[2][17], sw[2][17];
+	float sx[2][17 + 3] = { { 0 } }, sw[2][17 + 3] = { { 0 } };   /* + 3: whole lanes */
 
-	sx[0][0] = sx[1][0] = sw[0][0] = sw[1][0] = 0;
 	for (int j = 0; j < 16; j++) {
 		const int i = pos[j], h = i < 8 ? 0 : 1;
 
@@ -415,27 +461,38 @@ static void search_iq1_m_splits(const float *xb, const float *w, const uint8_t *
 			a_p[h] = tw_p[h] + sw[h][i1] * dp1;
 			a_m[h] = tw_m[h] + sw[h][i1] * dm1;
 		}
-		for (int i2 = i1; i2 <= 16; i2++) {
-			float qx_p[2], qx_m[2], q2_p[2], q2_m[2];
+		for (int i2 = i1; i2 <= 16; i2 += 4) {
+			lanes4 qx_p[2], qx_m[2], q2_p[2], q2_m[2];
 
 			for (int h = 0; h < 2; h++) {
-				const float cut = sx[h][i1] + sx[h][i2];
+				const lanes4 cut = sx[h][i1] + load4(&sx[h][i2]);
+				const lanes4 s2 = load4(&sw[h][i2]);
 
 				qx_p[h] = tx_p[h] - cut;
 				qx_m[h] = tx_m[h] - cut;
-				q2_p[h] = a_p[h] + sw[h][i2] * dp2;
-				q2_m[h] = a_m[h] + sw[h][i2] * dm2;
+				q2_p[h] = a_p[h] + s2 * dp2;
+				q2_m[h] = a_m[h] + s2 * dm2;
 			}
-			const float qx[4] = { qx_p[0] + qx_p[1], qx_p[0] + qx_m[1],
-					      qx_m[0] + qx_p[1], qx_m[0] + qx_m[1] };
-			const float q2[4] = { q2_p[0] + q2_p[1], q2_p[0] + q2_m[1],
-					      q2_m[0] + q2_p[1], q2_m[0] + q2_m[1] };
+			const lanes4 qx[4] = { qx_p[0] + qx_p[1], qx_p[0] + qx_m[1],
+					       qx_m[0] + qx_p[1], qx_m[0] + qx_m[1] };
+			const lanes4 q2[4] = { q2_p[0] + q2_p[1], q2_p[0] + q2_m[1],
+					       q2_m[0] + q2_p[1], q2_m[0] + q2_m[1] };
+			mask4 beats = { 0 };
 
 			for (int k = 0; k < 4; k++)
-				if (q2[k] > 0 && qx[k] * qx[k] > best_score * q2[k]) {
-					scale = qx[k] / q2[k];
-					best_score = scale * qx[k];
-					best1 = i1, best2 = i2, best_k = k;
+				beats |= (q2[k] > 0) & (qx[k] * qx[k] > best_score * q2[k]);
+			beats &= i2 + k_lane <= 16;
+			if (!lane_bits(beats))
+				continue;
+			for (int l = __builtin_ctz(lane_bits(beats)); l < 4 && i2 + l <= 16; l++)
+				for (int k = 0; k < 4; k++) {
+					const float cx = qx[k][l], c2 = q2[k][l];
+
+					if (c2 > 0 && cx * cx > best_score * c2) {
+						scale = cx / c2;
+						best_score = scale * cx;
+						best1 = i1, best2 = i2 + l, best_k = k;
+					}
 				}
 		}
 	}
@@ -481,7 +538,8 @@ static int fit_iq1_m_block(const float *xb, const float *w, uint16_t index[2], f
 
 	for (int k = 0; k < 2; k++) {
 		const float *vals = iq1_m_vals(best_k, k);
-		const int g = nearest_on_grid(L + 8 * k, xb + 8 * k, w + 8 * k, scale, vals, &moved);
+		const int g = nearest_on_grid(L + 8 * k, xb + 8 * k, w + 8 * k, scale, vals,
+					      &moved);
 
 		if (g < 0)
 			return -1;
@@ -555,7 +613,8 @@ int tfs_enc_iq1_m(const float *x, const float *qw, uint8_t *b)
 		qh[ib] |= k_sign_bits[shifts[ib]];
 		for (int k = 0; k < 2; k++) {
 			const float *vals = iq1_m_vals(shifts[ib], k);
-			const uint8_t *lv = g_iq1.level[qs[2 * ib + k] | (qh[ib] >> (4 * k) & 7) << 8];
+			const int g = qs[2 * ib + k] | (qh[ib] >> (4 * k) & 7) << 8;
+			const uint8_t *lv = g_iq1.level[g];
 
 			for (int j = 0; j < 8; j++) {
 				const float wj = w[16 * ib + 8 * k + j];

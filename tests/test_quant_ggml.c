@@ -357,7 +357,7 @@ static size_t compare_iq(int id, int dist, int64_t nrows, int64_t n_per_row, con
 	tfs_error err = { 0 };
 
 	cr_assert(ours && theirs);
-	if (ggml_aborts_on(t->name, dist, qw != NULL)) {   /* drawn all the same: later inputs stay */
+	if (ggml_aborts_on(t->name, dist, qw != NULL)) {   /* x drawn anyway: later inputs stay */
 		free(x);
 		free(ours);
 		free(theirs);

@@ -323,6 +323,27 @@ static float *make_weights(int kind, size_t n)
 	return w;
 }
 
+/* Inputs on which ggml itself aborts (GGML_ASSERT(scale >= 0) on a NaN scale: squares of values
+ * beyond 1e19 overflow), which would kill the test: not compared.  without_weights_only: ggml
+ * aborts only when given no importance weights. */
+static const struct {
+	const char *type;
+	int dist;
+	bool without_weights_only;
+} k_ggml_aborts[] = {
+	{ "IQ1_S", D_MIXED_BLOCKS, false }, { "IQ1_M", D_MIXED_BLOCKS, false },
+	{ "IQ1_M", D_WIDE, true },
+};
+
+static bool ggml_aborts_on(const char *type, int dist, bool weighted)
+{
+	for (size_t i = 0; i < sizeof(k_ggml_aborts) / sizeof(k_ggml_aborts[0]); i++)
+		if (strcmp(k_ggml_aborts[i].type, type) == 0 && k_ggml_aborts[i].dist == dist &&
+		    !(weighted && k_ggml_aborts[i].without_weights_only))
+			return true;
+	return false;
+}
+
 /* One input through ggml_quantize_chunk(id, ..., qw) and tfs_quantize_weighted, whole and
  * (with weights) from its second row on, as a part of a tensor is redone; returns the
  * blocks compared. */
@@ -336,6 +357,12 @@ static size_t compare_iq(int id, int dist, int64_t nrows, int64_t n_per_row, con
 	tfs_error err = { 0 };
 
 	cr_assert(ours && theirs);
+	if (ggml_aborts_on(t->name, dist, qw != NULL)) {   /* x drawn anyway: later inputs stay */
+		free(x);
+		free(ours);
+		free(theirs);
+		return 0;
+	}
 	cr_assert_eq(g.chunk(id, x, theirs, 0, nrows, n_per_row, qw), nbytes);
 	memset(ours, 0xa5, nbytes);
 	int rc = tfs_quantize_weighted(ours, id, x, n, 0, (uint64_t)n_per_row, qw, &err);

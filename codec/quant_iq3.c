@@ -3,7 +3,7 @@
  *
  * Both types code a 256-value super-block as 8 sub-blocks of 32 values, each 8 groups of 4
  * magnitudes.  A magnitude is a level l in 0..7 standing for 2 l + 1 (the grid bytes in
- * dequant.c are those values rescaled), and the four levels of a group must together be a
+ * dequant.c are about 4 (2 l + 1)), and the four levels of a group must together be a
  * point of the type's grid: 256 points of the 8^4 for IQ3_XXS, 512 for IQ3_S.
  *
  * IQ3_XXS, 98 bytes:
@@ -20,16 +20,18 @@
  *   5. 4 bytes: the 4-bit scale s of sub-block 2 j (low nibble) and 2 j + 1 (high).
  *      value = d * (1 + 2 s) * grid * sign
  *
- * The search, per sub-block, weighted by the importance weights (times the spread of the
- * super-block and the value itself) or without them by x^2: the signs are set aside (IQ3_XXS
- * makes their count even by flipping the value that matters least, which then is fitted
- * negative), and the magnitudes are tried at inverse scales (15 + 0.2 t) / max.  At each,
- * every value rounds to its level; a group whose levels are no grid point takes the grid
- * point nearest in weighted error among its precomputed neighbours (the grid points in the
- * 2 (XXS) or 3 (S) nearest distance shells of its levels).  The candidate with the best
- * weighted least-squares fit wins; groups that had to move are then rounded again at its
- * scale (IQ3_S: every group) and the scale refitted.  The 8 sub-block scales are finally
- * coded in 4 bits against d = max / 31 (stored with a small fudge factor, as ggml does).
+ * The search, per sub-block: value x weighs qw sqrt(sigma2 + x^2) (sigma2 = twice the mean
+ * square of the super-block), or x^2 without importance weights.  The signs are set aside
+ * (IQ3_XXS makes their count even by flipping the value that matters least, which is then
+ * fitted as a negative magnitude) and the magnitudes are tried at inverse scales
+ * (15 + 0.2 t) / max, t = -15..15 (XXS) or -9..9 (S).  At each, every value rounds to its
+ * level; a group whose levels are no grid point takes, among its precomputed neighbours
+ * (the grid points in the 2 (XXS) or 3 (S) nearest distance shells), the one of least
+ * error weighted by the square roots of the weights.  The candidate with the best weighted
+ * least-squares fit wins; the groups that had to move are rounded again at its scale (S:
+ * every group) and the scale refitted.  The super-block's d is the largest sub-block scale
+ * / 31 (stored times a small fudge factor, as ggml does), each sub-block's scale a 4-bit
+ * code against it.
  *
  * Everything is float arithmetic in ggml's order: the rounding ties, the comparisons (< or
  * <=) and the sums' order decide the bytes, so none of it may be "simplified".
@@ -264,7 +266,10 @@ static void split_signs(const float *x, const float *w, bool even_signs, float *
 /*
  * Fits the 32 values x (weights qw, NULL: none; sigma2: twice the super-block's mean
  * square) to grid points and a scale.  xxs: IQ3_XXS's search, else IQ3_S's.  Returns 0,
- * 1 for a sub-block too small to fit (scale 0, nothing else set), -1 where ggml aborts.
+ * 1 for a sub-block too small to fit (scale 0, nothing else set), -1 where ggml asserts:
+ * a group with no finite error at any neighbour (NaN, or errors overflowing), or a NaN
+ * scale.  (ggml's check that the final groups lie on the grid cannot fail here: a group
+ * is always held as a grid index.)
  */
 static int fit_sub_block(const iq3_grid *g, bool xxs, const float *x, const float *qw,
 			 float sigma2, sub_fit *f)

@@ -399,6 +399,16 @@ static size_t compare_iq(int id, int dist, int64_t nrows, int64_t n_per_row, con
 	return nb;
 }
 
+/* ggml aborts (GGML_ASSERT in iq3_find_best_neighbour) on every block of these, with any
+ * weights: a NaN (student-t3 takes sqrtf of negatives) or values so large that the weighted
+ * errors overflow (huge, wide; mixed-blocks has all three) leave no neighbour's error
+ * finite.  tensorfs returns -1 for exactly those blocks (checked outside this test). */
+static bool ggml_aborts(int id, int dist)
+{
+	return (id == TFS_DT_IQ3_XXS || id == TFS_DT_IQ3_S) &&
+	       (dist == D_STUDENT3 || dist == D_HUGE || dist == D_WIDE || dist == D_MIXED_BLOCKS);
+}
+
 ParameterizedTestParameters(quant_ggml, iq_bit_exact)
 {
 	return cr_make_param_array(type_param, k_iq_types, sizeof(k_iq_types) / sizeof(k_iq_types[0]));
@@ -416,6 +426,8 @@ ParameterizedTest(type_param *param, quant_ggml, iq_bit_exact, .timeout = 300)
 		for (int l = 0; l < 3; l++) {
 			const int64_t nrows = l == 2 ? 2 : 3;
 
+			if (ggml_aborts(id, dist))
+				continue;
 			for (int kind = 0; kind < W_COUNT; kind++) {
 				float *qw = make_weights(kind, (size_t)lens[l]);
 

@@ -372,6 +372,29 @@ static size_t compare_iq(int id, int dist, int64_t nrows, int64_t n_per_row, con
 	return nb;
 }
 
+/* Inputs on which ggml's own quantizer aborts (a NaN or infinity, from NaN values or squares
+ * beyond FLT_MAX, reaches its grid search: "Oops: found point ... not on grid",
+ * GGML_ASSERT(grid_index >= 0) or GGML_ASSERT(scale >= 0)), killing the test: not compared.
+ * (IQ2_XXS on student-t3's NaNs gives zero blocks, without aborting.) */
+static const struct {
+	const char *type;
+	int dist;
+} k_ggml_aborts[] = {
+	{ "IQ2_XXS", D_HUGE }, { "IQ2_XXS", D_WIDE }, { "IQ2_XXS", D_MIXED_BLOCKS },
+	{ "IQ2_XS", D_STUDENT3 }, { "IQ2_XS", D_HUGE }, { "IQ2_XS", D_WIDE },
+	{ "IQ2_XS", D_MIXED_BLOCKS },
+	{ "IQ2_S", D_STUDENT3 }, { "IQ2_S", D_HUGE }, { "IQ2_S", D_WIDE },
+	{ "IQ2_S", D_MIXED_BLOCKS },
+};
+
+static bool ggml_aborts_on(const char *type, int dist)
+{
+	for (size_t i = 0; i < sizeof(k_ggml_aborts) / sizeof(k_ggml_aborts[0]); i++)
+		if (!strcmp(k_ggml_aborts[i].type, type) && k_ggml_aborts[i].dist == dist)
+			return true;
+	return false;
+}
+
 ParameterizedTestParameters(quant_ggml, iq_bit_exact)
 {
 	return cr_make_param_array(type_param, k_iq_types, sizeof(k_iq_types) / sizeof(k_iq_types[0]));
@@ -386,7 +409,7 @@ ParameterizedTest(type_param *param, quant_ggml, iq_bit_exact, .timeout = 300)
 	NEED_GGML();
 	cr_assert(tfs_quantize_takes_imatrix(id) && tfs_quantize_supported(id));
 	for (int dist = 0; dist < D_COUNT; dist++)
-		for (int l = 0; l < 3; l++) {
+		for (int l = 0; l < 3 && !ggml_aborts_on(param->name, dist); l++) {
 			const int64_t nrows = l == 2 ? 2 : 3;
 
 			for (int kind = 0; kind < W_COUNT; kind++) {

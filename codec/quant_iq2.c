@@ -58,7 +58,6 @@ typedef struct {
 	size_t nb_cap;   /* room for the lists: counts + indices, sized for this grid */
 	/* key -> grid index, or -(1 + where the pattern's neighbour list starts in nb) */
 	int32_t map[KEY_SPAN];
-	float q[MAX_POINTS][8];   /* 2 * level + 1: the multiples of the step */
 	uint16_t key[MAX_POINTS];
 	uint16_t *nb;   /* each list: its length, then grid indices by distance, then index */
 } iq2_grid;
@@ -67,12 +66,9 @@ typedef struct {
  * the grids; build_grid checks). */
 static uint16_t g_nb_xxs[119462], g_nb_xs[187770], g_nb_s[50253];
 
-static iq2_grid g_xxs = { tfs_grid_iq2xxs, 256, 2, sizeof(g_nb_xxs) / 2, { 0 }, { { 0 } },
-			  { 0 }, g_nb_xxs };
-static iq2_grid g_xs = { tfs_grid_iq2xs, 512, 2, sizeof(g_nb_xs) / 2, { 0 }, { { 0 } }, { 0 },
-			 g_nb_xs };
-static iq2_grid g_s = { tfs_grid_iq2s, 1024, 1, sizeof(g_nb_s) / 2, { 0 }, { { 0 } }, { 0 },
-			g_nb_s };
+static iq2_grid g_xxs = { tfs_grid_iq2xxs, 256, 2, sizeof(g_nb_xxs) / 2, { 0 }, { 0 }, g_nb_xxs };
+static iq2_grid g_xs = { tfs_grid_iq2xs, 512, 2, sizeof(g_nb_xs) / 2, { 0 }, { 0 }, g_nb_xs };
+static iq2_grid g_s = { tfs_grid_iq2s, 1024, 1, sizeof(g_nb_s) / 2, { 0 }, { 0 }, g_nb_s };
 
 static bool key_is_pattern(unsigned key)
 {
@@ -95,16 +91,14 @@ static size_t list_neighbours(iq2_grid *g, unsigned key, size_t at)
 {
 	uint8_t dist[MAX_POINTS];
 	int count[129] = { 0 };   /* distances: 8 x (5 - 1)^2 at most */
-	int pos[8];
 	size_t n = at + 1;
 
-	for (int i = 0; i < 8; i++)
-		pos[i] = 2 * (int)((key >> 2 * i) & 3) + 1;
 	for (int p = 0; p < g->npoints; p++) {
 		int d2 = 0;
 
 		for (int i = 0; i < 8; i++) {
-			int diff = (int)g->q[p][i] - pos[i];
+			/* in ggml's units, the odd multiples 2 l + 1 */
+			int diff = 2 * ((int)((g->key[p] >> 2 * i) & 3) - (int)((key >> 2 * i) & 3));
 
 			d2 += diff * diff;
 		}
@@ -137,7 +131,6 @@ static void build_grid(iq2_grid *g)
 		for (int i = 0; i < 8; i++) {
 			int l = level_of_magnitude((uint8_t)(g->magnitudes[p] >> 8 * i));
 
-			g->q[p][i] = (float)(2 * l + 1);
 			key |= (unsigned)l << 2 * i;
 		}
 		g->key[p] = (uint16_t)key;
@@ -241,23 +234,29 @@ static void levels_of_point(const iq2_grid *g, int p, int8_t *L)
 
 /* The listed neighbour of off-grid pattern `key` nearest the magnitudes at step `scale`
  * (weights sw; the first of equals), its levels into L; -1 when no distance compares below
- * FLT_MAX (a NaN or infinity: ggml asserts). */
+ * FLT_MAX (a NaN or infinity: ggml asserts).  ggml sums sw[i] * diff * diff over the 8
+ * values of each point; a value's term takes one of 3 values (one per level), computed
+ * here once, and each point's distance adds its 3 terms in ggml's order: the same floats. */
 static int best_neighbour(const iq2_grid *g, unsigned key, const float *mag, const float *sw,
 			  float scale, int8_t *L)
 {
 	const uint16_t *list = g->nb + (-g->map[key] - 1);
-	float best_d2 = FLT_MAX;
+	float term[8][4], best_d2 = FLT_MAX;
 	int best = -1;
 
+	for (int i = 0; i < 8; i++)
+		for (int l = 0; l < 3; l++) {
+			float diff = scale * (float)(2 * l + 1) - mag[i];
+
+			term[i][l] = sw[i] * diff * diff;
+		}
 	for (int j = 1; j <= list[0]; j++) {
-		const float *q = g->q[list[j]];
+		const unsigned pkey = g->key[list[j]];
 		float d2 = 0;
 
-		for (int i = 0; i < 8; i++) {
-			float diff = scale * q[i] - mag[i];
-
-			d2 += sw[i] * diff * diff;
-		}
+#pragma GCC unroll 8   /* constant shifts: the loop is most of the quantizer's time */
+		for (int i = 0; i < 8; i++)
+			d2 += term[i][(pkey >> 2 * i) & 3];
 		if (d2 < best_d2) {
 			best_d2 = d2;
 			best = list[j];

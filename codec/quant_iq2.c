@@ -3,8 +3,10 @@
  * quantize_row_iq2_{xxs,xs,s}_impl write, one 256-value super-block at a time.
  *
  * The three types code each group of 8 values as one point of a grid (a fixed set of
- * 8-vectors of magnitudes 1, 3 or 5 times a step) plus 8 signs.  Block layouts, lowest
- * address first, d an IEEE half, multi-byte fields little-endian:
+ * 8-vectors of 3 magnitudes, dequant.c's tables) plus 8 signs.  The search sees the
+ * magnitudes as levels 0..2, i.e. 1, 3, 5 times a step (the decoder's bytes are 8, 25, 43:
+ * ggml searches the idealised grid and lets the scales absorb the difference).  Block
+ * layouts, lowest address first, d an IEEE half, multi-byte fields little-endian:
  *
  *  1. IQ2_XXS (66 bytes): |d|8 x (4 bytes: grid indices of 4 groups | u32: 4 x 7 sign bits,
  *     bits 28..31 the scale s of these 32 values)|.  Step of the 32: d * (0.5 + s) / 4.
@@ -62,14 +64,16 @@ typedef struct {
 	uint16_t *nb;   /* each list: its length, then grid indices by distance, then index */
 } iq2_grid;
 
-/* List sizes: the patterns of 3^8 that are off each grid, plus their neighbours (fixed by
- * the grids; build_grid checks). */
+/* List sizes: one count per pattern of the 3^8 off each grid, plus the neighbours (fixed
+ * by the grids; list_neighbours checks).  With the maps, about 1.2 MB of zeroed data, only
+ * touched for the types used. */
 static uint16_t g_nb_xxs[119462], g_nb_xs[187770], g_nb_s[50253];
 
 static iq2_grid g_xxs = { tfs_grid_iq2xxs, 256, 2, sizeof(g_nb_xxs) / 2, { 0 }, { 0 }, g_nb_xxs };
 static iq2_grid g_xs = { tfs_grid_iq2xs, 512, 2, sizeof(g_nb_xs) / 2, { 0 }, { 0 }, g_nb_xs };
 static iq2_grid g_s = { tfs_grid_iq2s, 1024, 1, sizeof(g_nb_s) / 2, { 0 }, { 0 }, g_nb_s };
 
+/* A key the search can form: no field holds 3. */
 static bool key_is_pattern(unsigned key)
 {
 	for (int i = 0; i < 8; i++)
@@ -236,7 +240,7 @@ static void levels_of_point(const iq2_grid *g, int p, int8_t *L)
  * (weights sw; the first of equals), its levels into L; -1 when no distance compares below
  * FLT_MAX (a NaN or infinity: ggml asserts).  ggml sums sw[i] * diff * diff over the 8
  * values of each point; a value's term takes one of 3 values (one per level), computed
- * here once, and each point's distance adds its 3 terms in ggml's order: the same floats. */
+ * here once, and each point's distance adds its 8 terms in ggml's order: the same floats. */
 static int best_neighbour(const iq2_grid *g, unsigned key, const float *mag, const float *sw,
 			  float scale, int8_t *L)
 {

@@ -1457,8 +1457,9 @@ static int encode_iq(uint8_t *out, int id, const tfs_dtype_info *t, const float 
 		if (k_iq_encoders[id](src + 256 * i, w, out + i * t->block_bytes) != 0)
 			return tfs_error_set(err, TFS_E_INVALID,
 					     "values %" PRIu64 "..%" PRIu64 " cannot be quantized "
-					     "as %s (NaN or infinity among them)", first + 256 * i,
-					     first + 256 * i + 255, t->name);
+					     "as %s: a NaN, an infinity or a magnitude past 1e19 "
+					     "among them (ggml's search aborts on them)",
+					     first + 256 * i, first + 256 * i + 255, t->name);
 	}
 	return 0;
 }

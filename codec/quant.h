@@ -33,9 +33,11 @@ int tfs_staged_pwrite(int fd, const void *buf, size_t len, uint64_t off, tfs_err
  * super-block x as the type's block b, the bytes ggml's quantize_row_<type>_impl writes for
  * that super-block.  qw: its 256 importance weights (llama.cpp's imatrix for these columns),
  * or NULL for ggml's weighting without one (the caller never passes NULL for IQ2_XXS, IQ2_XS
- * and IQ1_S, which ggml refuses to quantize without).  Returns 0, or -1 (b undefined) where
- * ggml would abort (a value off every grid point: NaN or infinity in the block).  The
- * tables each type searches are built once, on first use; thread-safe.
+ * and IQ1_S, which ggml refuses to quantize without).  Returns 0, or -1 (b undefined) on the
+ * blocks where ggml aborts: a NaN, or squares beyond FLT_MAX (values past ~1e19), that turn
+ * its weights or errors into NaN or infinity so that its grid search finds no point (a NaN
+ * that does not reach the search gives the zero sub-block ggml writes).  The tables each
+ * type searches are built once, on first use; thread-safe.
  */
 int tfs_enc_iq2_xxs(const float *x, const float *qw, uint8_t *b);
 int tfs_enc_iq2_xs(const float *x, const float *qw, uint8_t *b);

@@ -986,8 +986,13 @@ int tfs_mount_main(int argc, char **argv, bool by_mount8)
 		goto out_args;
 	ret = 1;
 	sweep_status_files();
-	if (open_model(&fs, prog))
+	if (open_model(&fs, prog)) {
+		/* what it opened before failing goes, the staging directory stays as it is */
+		tfs_staging_free(fs.staging);
+		tfs_model_free(fs.model);
+		tfs_imatrix_free(fs.imatrix);
 		goto out_args;
+	}
 	if (build_tree(&fs, prog))
 		goto out_model;
 

@@ -578,6 +578,28 @@ class LlamaRuns(LlamaCase):
         self.assertEqual(after["prompt_tokens"], before["prompt_tokens"])
         self.assertNotEqual(after["tokens"][0], before["tokens"][0])
 
+    def test_iq_converted_model_runs(self):
+        """blk.0.ffn_down converted to IQ2_XXS with an importance matrix (-o imatrix) and
+        blk.1.ffn_down to IQ3_S without one, through user.tensorfs.convert: ggml reads the
+        new types, and libllama loads the model and generates from it."""
+        from test_imatrix import make_imatrix_gguf
+        d = self.tmpdir()
+        path, imat = os.path.join(d, "tiny-llama.gguf"), os.path.join(d, "imatrix.gguf")
+        shutil.copyfile(SAMPLE, path)
+        before = generate(self, path)
+        sums = (np.random.default_rng(3).standard_normal((1, 256)) ** 2).astype(np.float32)
+        make_imatrix_gguf(imat, {"blk.0.ffn_down.weight": (sums, [5.0])})
+        with Mount(self, path, ["rw", "imatrix=" + imat]) as m:
+            for name, dt in (("blk.0.ffn_down.weight", b"IQ2_XXS"), ("blk.1.ffn_down.weight", b"IQ3_S")):
+                os.setxattr(m.p("tensors", name), "user.tensorfs.convert", dt)
+            unmount_ok(self, m)
+        types = {t["name"]: t["type_name"] for t in ggml_view(self, path)["tensors"]}
+        self.assertEqual(types["blk.0.ffn_down.weight"], "iq2_xxs")
+        self.assertEqual(types["blk.1.ffn_down.weight"], "iq3_s")
+        after = generate(self, path)
+        self.assertEqual(after["prompt_tokens"], before["prompt_tokens"])
+        self.assertEqual(len(after["tokens"]), len(before["tokens"]))
+
 
 if __name__ == "__main__":
     main()

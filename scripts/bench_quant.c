@@ -2,8 +2,8 @@
  * bench_quant.c - single-thread quantization speed: tensorfs against ggml, side by side.
  *
  * The same 64 MiB of float32 (normal values, every 97th one scaled by 30 for outliers) are
- * quantized to each type by tfs_quantize and by ggml_quantize_chunk (imatrix NULL; Q8_K:
- * quantize_row_q8_K_ref) from libggml-base.so, loaded with dlopen from $TFS_LLAMA_LIB
+ * quantized to each type by tfs_quantize and by ggml_quantize_chunk (imatrix NULL; Q8_K and
+ * Q8_1: quantize_row_q8_K_ref and quantize_row_q8_1_ref) from libggml-base.so, loaded with dlopen from $TFS_LLAMA_LIB
  * (default: build/npm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64).  The two are
  * timed alternately, best of -r rounds, and their outputs must be identical (else the type
  * is reported as DIFFERS and the exit status is 1).  Prints MB/s of float32 input and
@@ -35,7 +35,7 @@ typedef size_t (*chunk_fn)(int type, const float *src, void *dst, int64_t start,
 typedef void (*row_fn)(const float *src, void *dst, int64_t k);
 
 static chunk_fn g_chunk;
-static row_fn g_q8_k;
+static row_fn g_q8_k, g_q8_1;
 
 static int load_ggml(void)
 {
@@ -52,7 +52,8 @@ static int load_ggml(void)
 	}
 	*(void **)&g_chunk = dlsym(lib, "ggml_quantize_chunk");
 	*(void **)&g_q8_k = dlsym(lib, "quantize_row_q8_K_ref");
-	if (!g_chunk || !g_q8_k) {
+	*(void **)&g_q8_1 = dlsym(lib, "quantize_row_q8_1_ref");
+	if (!g_chunk || !g_q8_k || !g_q8_1) {
 		fprintf(stderr, "bench_quant: %s lacks ggml_quantize_chunk\n", path);
 		return -1;
 	}
@@ -84,6 +85,8 @@ static double time_ggml(int id, const float *x, void *out, size_t n)
 
 	if (id == TFS_DT_Q8_K)
 		g_q8_k(x, out, (int64_t)n);
+	else if (id == TFS_DT_Q8_1)   /* which ggml_quantize_chunk does not take */
+		g_q8_1(x, out, (int64_t)n);
 	else
 		g_chunk(id, x, out, 0, (int64_t)(n / ROW), ROW, qw);
 	return bench_now() - t;

@@ -127,8 +127,9 @@ int tfs_dtype_nbytes(uint64_t *out, int id, uint64_t nelems, tfs_error *err);
  * BF16, F8_E4M3, F8_E5M2 round to nearest-even (as ggml, torch and ml_dtypes do); integer
  * and BOOL types take only integral values in range.  Returns 0; TFS_E_INVALID when nelems
  * is not a whole number of blocks or a value does not fit an integer type (the message
- * names the element); TFS_E_UNSUPPORTED for a type it cannot write (the IQ1/IQ2/IQ3 types,
- * which need an importance matrix; Q8_1, C64, F8_E8M0, the FNUZ, F6 and F4 types).
+ * names the element, or an IQ block holds values ggml's search aborts on); TFS_E_UNSUPPORTED
+ * for a type it cannot write (C64), and for IQ2_XXS, IQ2_XS and IQ1_S, which need importance
+ * weights (tfs_quantize_weighted).
  */
 int tfs_quantize(void *dst, int id, const float *src, uint64_t nelems, tfs_error *err);
 /* Tests and benchmarks: true makes tfs_quantize use only the portable scalar code (the

@@ -296,8 +296,9 @@ int tfs_imatrix_weights(const tfs_imatrix *im, const char *name, uint64_t n_per_
 	if (n_per_row == 0 || x->nval / n_per_row != n_mat || x->nval % n_per_row || mat >= n_mat)
 		return tfs_error_set(err, TFS_E_INVALID, "the importance matrix %s has %" PRIu64
 				     " values for tensor '%s', which needs %" PRIu64 " (%" PRIu64
-				     " columns x %" PRIu64 " experts): made for another model?",
-				     im->path, x->nval, name, n_per_row * n_mat, n_per_row, n_mat);
+				     " columns x %" PRIu64 " expert%s): made for another model?",
+				     im->path, x->nval, name, n_per_row * n_mat, n_per_row, n_mat,
+				     n_mat == 1 ? "" : "s");
 	if (im->gguf) {
 		const uint64_t row = x->nval / x->ncounts;   /* values per count */
 		int64_t got = tfs_tensor_read_raw(im->gguf, (size_t)x->sums, 4 * mat * n_per_row,

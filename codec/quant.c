@@ -1454,12 +1454,24 @@ static int encode_iq(uint8_t *out, int id, const tfs_dtype_info *t, const float 
 	for (uint64_t i = 0; i < nelems / 256; i++) {
 		const float *w = qw ? qw + (first + 256 * i) % n_per_row : NULL;
 
-		if (k_iq_encoders[id](src + 256 * i, w, out + i * t->block_bytes) != 0)
-			return tfs_error_set(err, TFS_E_INVALID,
-					     "values %" PRIu64 "..%" PRIu64 " cannot be quantized "
-					     "as %s: a NaN, an infinity or a magnitude past 1e19 "
-					     "among them (ggml's search aborts on them)",
-					     first + 256 * i, first + 256 * i + 255, t->name);
+		if (k_iq_encoders[id](src + 256 * i, w, out + i * t->block_bytes) == 0)
+			continue;
+		/* where ggml's search aborts: say whose numbers made it overflow */
+		for (int k = 0; w && k < 256; k++)
+			if (!(w[k] >= 0.0f && w[k] <= FLT_MAX))
+				return tfs_error_set(err, TFS_E_INVALID,
+						     "values %" PRIu64 "..%" PRIu64 " cannot be "
+						     "quantized as %s: the importance matrix weighs "
+						     "column %" PRIu64 " by %g (its weights must be "
+						     "finite and >= 0; ggml's search aborts)",
+						     first + 256 * i, first + 256 * i + 255, t->name,
+						     (first + 256 * i + (uint64_t)k) % n_per_row,
+						     (double)w[k]);
+		return tfs_error_set(err, TFS_E_INVALID,
+				     "values %" PRIu64 "..%" PRIu64 " cannot be quantized as %s: "
+				     "a NaN or an infinity among them, or values so large that "
+				     "their weighted squares overflow (ggml's search aborts on them)",
+				     first + 256 * i, first + 256 * i + 255, t->name);
 	}
 	return 0;
 }

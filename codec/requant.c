@@ -282,16 +282,16 @@ int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, const tfs_
 	if (!tfs_quantize_supported(dtype))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': tensorfs cannot quantize "
 				     "to %s", t->name, d->name);
-	if (tfs_quantize_needs_imatrix(dtype) && !tfs_imatrix_has(im, t->name))
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': %s needs an importance "
-				     "matrix to quantize (as in ggml), and %s", t->name, d->name,
-				     im ? "the imatrix file has no entry for this tensor"
-					: "none was given (mount with -o imatrix=FILE)");
 	/* ggml quantizes rows: the fastest dimension must be whole blocks */
 	if (t->n_dims == 0 || t->ne[0] % d->block_elems)
 		return tfs_error_set(err, TFS_E_INVALID, "tensor '%s': rows of %lld values are not "
 				     "whole %u-value %s blocks", t->name,
 				     (long long)(t->n_dims ? t->ne[0] : 1), d->block_elems, d->name);
+	if (tfs_quantize_needs_imatrix(dtype) && !tfs_imatrix_has(im, t->name))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': %s needs an importance "
+				     "matrix to quantize (as in ggml), and %s", t->name, d->name,
+				     im ? "the imatrix file has no entry for this tensor"
+					: "none was given (mount with -o imatrix=FILE)");
 	return 0;
 }
 

@@ -34,9 +34,9 @@ static void usage(FILE *f)
 		"directory), an Ollama manifest path, an Ollama model name (llama3:8b), the\n"
 		"http(s):// URL of a GGUF or safetensors file, or hf://ORG/REPO[/PATH][@REV].\n"
 		"OPTIONS: ro (default), rw, writable, staging=DIR, output=PATH, verify, threads=N,\n"
-		"readahead_kb=N, remote sources (http://, https://, hf://): connections=N,\n"
-		"cache=DIR, cache_size=SIZE, token_file=FILE, cafile=FILE, timeout=SECS,\n"
-		"and the usual FUSE options (allow_other, ...).\n"
+		"readahead_kb=N, nonempty, imatrix=FILE; remote sources (http://, https://,\n"
+		"hf://): connections=N, cache=DIR, cache_size=SIZE, token_file=FILE, cafile=FILE,\n"
+		"timeout=SECS; and the usual FUSE options (allow_other, ...).\n"
 		"See tensorfs(1) and mount.tensorfs(8).\n");
 }
 

@@ -711,6 +711,10 @@ static int open_model(tfs_fs *fs, const char *prog)
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return -1;
 	}
+	if (fs->opts.imatrix && !*fs->opts.imatrix) {
+		fprintf(stderr, "%s: -o imatrix= needs a file name\n", prog);
+		return -1;
+	}
 	if (fs->opts.imatrix && tfs_imatrix_open(&fs->imatrix, fs->opts.imatrix, &err)) {
 		fprintf(stderr, "%s: -o imatrix: %s\n", prog, err.msg);
 		return -1;
@@ -836,7 +840,8 @@ static int absolute_paths(tfs_opts *o)
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		char *p = *paths[i];
 		/* output=name is an Ollama tag, unless the source is remote (a local file then) */
-		if (!p || (i == 0 && access(p, F_OK) != 0) || (i == 3 && !strchr(p, '/') && !remote))
+		if (!p || (i == 0 && access(p, F_OK) != 0) || (i == 3 && !strchr(p, '/') && !remote) ||
+		    (i == 7 && !*p))   /* imatrix=: no file, said so at open */
 			continue;
 		char *a = absolute(p);
 		free(p);

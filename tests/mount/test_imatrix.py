@@ -167,7 +167,8 @@ class Imatrix(TestCase):
                              "%s (%s, weights %s)" % (name, dtype, counts))
 
     def test_legacy_dat_and_convert(self):
-        """The legacy .dat format, and user.tensorfs.convert of an F16 tensor to IQ2_XXS."""
+        """The legacy .dat format, and user.tensorfs.convert of an F16 tensor to IQ2_XXS (and
+        of one whose rows are not whole blocks, refused for that, not for its imatrix)."""
         d = self.tmpdir()
         model, imat = os.path.join(d, "m.gguf"), os.path.join(d, "imatrix.dat")
         v = self.rng.standard_normal((2, 512)).astype(np.float32)
@@ -176,6 +177,7 @@ class Imatrix(TestCase):
         w.add_kv("general.architecture", ggufgen.STRING, "llama")
         w.add_tensor("a.weight", "IQ2_XXS", bytes(4 * 66), ne=[512, 2])
         w.add_tensor("b.weight", "F16", u.astype(np.float16), ne=[256, 2])
+        w.add_tensor("c.weight", "F16", np.zeros((2, 64), np.float16), ne=[64, 2])
         w.write(model)
         sa = (self.rng.standard_normal(512) ** 2).astype(np.float32)
         sb = (self.rng.standard_normal(256) ** 2).astype(np.float32)
@@ -183,6 +185,11 @@ class Imatrix(TestCase):
         with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
             np.save(m.p("npy", "a.weight.npy"), v)
             os.setxattr(m.p("tensors", "b.weight"), "user.tensorfs.convert", b"IQ2_XXS")
+            with self.assertRaises(OSError) as cm:   # rows of 64 can never be IQ2_XXS
+                os.setxattr(m.p("tensors", "c.weight"), "user.tensorfs.convert", b"IQ2_XXS")
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+            self.assertIn("rows of 64 values are not whole 256-value IQ2_XXS blocks",
+                          os.getxattr(m.path, "user.tensorfs.last_error").decode())
             r = m.unmount()
             self.assertEqual(r.returncode, 0, r.stderr)
         got = self.tensor_bytes(model)
@@ -228,7 +235,7 @@ class Imatrix(TestCase):
                 f.close()
             self.assertEqual(cm.exception.errno, errno.EINVAL)
             why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
-            self.assertIn("has 128 values for tensor 'blk.0.attn_q.weight', which needs 512 (512 columns x 1 experts)", why)
+            self.assertIn("has 128 values for tensor 'blk.0.attn_q.weight', which needs 512 (512 columns x 1 expert)", why)
             with self.assertRaises(OSError) as cm:
                 open(m.p("f32", "blk.0.ffn_up.weight"), "r+b")
             self.assertEqual(cm.exception.errno, errno.EOPNOTSUPP)
@@ -236,6 +243,26 @@ class Imatrix(TestCase):
             self.assertIn("no entry for this tensor", why)
             with open(m.p("tensors", "blk.0.attn_q.weight"), "rb") as t:
                 self.assertEqual(t.read(), bytes(4 * 66))
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_weights_ggml_aborts_on(self):
+        """A NaN among an entry's sums: ggml's search aborts on such weights, so the close
+        fails with EINVAL, blaming the imatrix's column, not the values written."""
+        d = self.tmpdir()
+        model, imat = os.path.join(d, "m.gguf"), os.path.join(d, "imatrix.gguf")
+        self.make_model(model)
+        sums = np.ones((1, 256), np.float32)
+        sums[0, 7] = np.nan
+        make_imatrix_gguf(imat, {"blk.0.attn_k.weight": (sums, [3.0])})
+        with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
+            f = open(m.p("f32", "blk.0.attn_k.weight"), "r+b")
+            f.write(self.rng.standard_normal(768).astype(np.float32).tobytes())
+            with self.assertRaises(OSError) as cm:
+                f.close()
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+            why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
+            self.assertIn("the importance matrix weighs column 7 by nan", why)
             r = m.unmount()
             self.assertEqual(r.returncode, 0, r.stderr)
 
@@ -267,6 +294,8 @@ class Imatrix(TestCase):
             line = assert_reject(self, model, patterns[name], options="rw,imatrix=" + p,
                                  name_in_msg="bad-" + name)
             self.assertIn("-o imatrix", line)
+        line = assert_reject(self, model, None, options="rw,imatrix=", name_in_msg="-o imatrix")
+        self.assertIn("needs a file name", line)
 
 
 if __name__ == "__main__":

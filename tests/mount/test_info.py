@@ -649,7 +649,7 @@ printf '%s\n' "${COMPREPLY[@]}"
 
     def test_mount_option_names(self):
         every = sorted(["ro", "rw", "writable", "staging=", "output=", "verify", "threads=",
-                        "readahead_kb=", "nonempty", "connections=", "cache=", "cache_size=",
+                        "readahead_kb=", "nonempty", "imatrix=", "connections=", "cache=", "cache_size=",
                         "token_file=", "cafile=", "timeout="])
         self.assertEqual(self.complete("tensorfs mount -o "), every)
         self.assertEqual(self.complete("mount.tensorfs -o "), every)
@@ -660,6 +660,7 @@ printf '%s\n' "${COMPREPLY[@]}"
         # a value after '=': readline replaces the text after the '=' only
         self.assertEqual(self.complete("tensorfs mount -o rw,staging=m"), ["mnt", "models"])
         self.assertEqual(self.complete("tensorfs mount -o output=model.s"), ["model.safetensors"])
+        self.assertEqual(self.complete("tensorfs mount -o rw,imatrix=model.g"), ["model.gguf"])
 
     def test_files_and_directories(self):
         # SOURCE: files (directories with their slash, to go on); MOUNTPOINT: directories

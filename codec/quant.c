@@ -1024,9 +1024,10 @@ static int nearest_iq4(float x)
 	return x - v[hi - 1] < v[hi] - x ? hi - 1 : hi;
 }
 
-/* The scale of one 32-element IQ4 block, weighted by x^2: the scale mapping the largest
- * magnitude to the book's end, then 15 candidates around it; 0 for an all-zero block. */
-static float fit_iq4(const float *x)
+/* The scale of one 32-element IQ4 block, weighted by x^2 (ww NULL) or by ww: the scale
+ * mapping the largest magnitude to the book's end, then 15 candidates around it; 0 for an
+ * all-zero block. */
+static float fit_iq4(const float *x, const float *ww)
 {
 	const int8_t *v = tfs_kvalues_iq4nl;
 	float amax, max = signed_absmax(x, 32, &amax);
@@ -1036,7 +1037,7 @@ static float fit_iq4(const float *x)
 	float d = -max / v[0], id = 1 / d, sumqx = 0, sumq2 = 0;
 
 	for (int j = 0; j < 32; j++) {
-		float q = v[nearest_iq4(id * x[j])], w = x[j] * x[j];
+		float q = v[nearest_iq4(id * x[j])], w = ww ? ww[j] : x[j] * x[j];
 
 		sumqx += w * q * x[j];
 		sumq2 += w * q * q;
@@ -1048,7 +1049,7 @@ static float fit_iq4(const float *x)
 		id = (t + v[0]) / max;
 		sumqx = sumq2 = 0;
 		for (int j = 0; j < 32; j++) {
-			float q = v[nearest_iq4(id * x[j])], w = x[j] * x[j];
+			float q = v[nearest_iq4(id * x[j])], w = ww ? ww[j] : x[j] * x[j];
 
 			sumqx += w * q * x[j];
 			sumq2 += w * q * q;
@@ -1072,10 +1073,36 @@ static void put_iq4_nibbles(const float *x, float id, uint8_t *q)
 		q[j] = (uint8_t)(nearest_iq4(id * x[j]) | nearest_iq4(id * x[j + 16]) << 4);
 }
 
-/* |d|16 bytes: indices into the code book, low nibbles 0..15, high 16..31|  (18) */
+/* With an importance matrix, ggml weighs each value of an n-value (super-)block by
+ * qw sqrt(sigma2 + x^2), sigma2 twice the block's mean square; else by x^2 (w NULL). */
+static const float *iq4_weights(const float *x, int n, const float *qw, float *w)
+{
+	float sigma2 = 0;
+
+	if (!qw)
+		return NULL;
+	for (int j = 0; j < n; j++)
+		sigma2 += x[j] * x[j];
+	sigma2 *= 2.f / (float)n;
+	for (int j = 0; j < n; j++)
+		w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+	return w;
+}
+
+/* |d|16 bytes: indices into the code book, low nibbles 0..15, high 16..31|  (18);
+ * qw: importance weights or NULL */
+static void enc_iq4_nl_w(const float *x, const float *qw, uint8_t *b)
+{
+	float w[32];
+	const float d = fit_iq4(x, iq4_weights(x, 32, qw, w));
+
+	put_half(b, d);
+	put_iq4_nibbles(x, d != 0.0f ? 1 / d : 0, b + 2);
+}
+
 static void enc_iq4_nl(const float *x, uint8_t *b)
 {
-	const float d = fit_iq4(x);
+	const float d = fit_iq4(x, NULL);
 
 	put_half(b, d);
 	put_iq4_nibbles(x, d != 0.0f ? 1 / d : 0, b + 2);
@@ -1094,17 +1121,19 @@ static void enc_iq4_nl8(const float *x, uint8_t *b)
 }
 
 /* |d|u16 scale high bits (2 per block)|4 bytes scale low nibbles|128 bytes: per 32-element
- * block, 16 bytes as IQ4_NL|  (136)  w = d * (scale - 32) * book[q] */
-static void enc_iq4_xs(const float *x, uint8_t *b)
+ * block, 16 bytes as IQ4_NL|  (136)  w = d * (scale - 32) * book[q]; qw: importance weights
+ * or NULL */
+static void enc_iq4_xs_w(const float *x, const float *qw, uint8_t *b)
 {
-	float scales[8], max_scale = 0, amax_scale = 0;
+	float scales[8], max_scale = 0, amax_scale = 0, w[256];
+	const float *ww = iq4_weights(x, 256, qw, w);
 	uint16_t sh = 0;
 
-	if (g_simd.fit_iq4_8)
+	if (g_simd.fit_iq4_8 && !ww)
 		g_simd.fit_iq4_8(x, scales);
 	else
 		for (int ib = 0; ib < 8; ib++)
-			scales[ib] = fit_iq4(x + 32 * ib);
+			scales[ib] = fit_iq4(x + 32 * ib, ww ? ww + 32 * ib : NULL);
 	for (int ib = 0; ib < 8; ib++) {
 		if (fabsf(scales[ib]) > amax_scale) {
 			amax_scale = fabsf(scales[ib]);
@@ -1125,6 +1154,11 @@ static void enc_iq4_xs(const float *x, uint8_t *b)
 		sh = (uint16_t)(sh | (l >> 4) << (2 * ib));
 	}
 	memcpy(b + 2, &sh, 2);
+}
+
+static void enc_iq4_xs(const float *x, uint8_t *b)
+{
+	enc_iq4_xs_w(x, NULL, b);
 }
 
 /* ==== the table and the entry points ==== */
@@ -1154,7 +1188,8 @@ static const enc_iq_fn k_iq_encoders[TFS_DT_GGML_COUNT] = {
 
 bool tfs_quantize_takes_imatrix(int id)
 {
-	return id >= 0 && id < TFS_DT_GGML_COUNT && k_iq_encoders[id];
+	return (id >= 0 && id < TFS_DT_GGML_COUNT && k_iq_encoders[id]) || id == TFS_DT_IQ4_NL ||
+	       id == TFS_DT_IQ4_XS;
 }
 
 /* The types ggml quantizes only with an importance matrix (ggml_quantize_requires_imatrix). */
@@ -1492,7 +1527,24 @@ int tfs_quantize_weighted(void *dst, int id, const float *src, uint64_t nelems, 
 		return tfs_error_set(err, TFS_E_INVALID,
 				     "%" PRIu64 " values are not a whole number of %" PRIu32
 				     "-element %s blocks", nelems, t->block_elems, t->name);
-	if (tfs_quantize_takes_imatrix(id))
+	if (qw && (id == TFS_DT_IQ4_NL || id == TFS_DT_IQ4_XS)) {
+		const uint32_t be = t->block_elems;
+
+		if (n_per_row == 0 || n_per_row % be || first % be)
+			return tfs_error_set(err, TFS_E_INVALID, "%s rows of %" PRIu64 " values are "
+					     "not whole %" PRIu32 "-value blocks", t->name, n_per_row,
+					     be);
+		for (uint64_t i = 0; i < nelems / be; i++) {
+			const float *w = qw + (first + be * i) % n_per_row;
+
+			if (id == TFS_DT_IQ4_NL)
+				enc_iq4_nl_w(src + be * i, w, (uint8_t *)dst + 18 * i);
+			else
+				enc_iq4_xs_w(src + be * i, w, (uint8_t *)dst + 136 * i);
+		}
+		return 0;
+	}
+	if (tfs_quantize_takes_imatrix(id) && k_iq_encoders[id])
 		return encode_iq(dst, id, t, src, nelems, first, n_per_row, qw, err);
 	const int_type *it = int_type_of(id);
 

@@ -140,7 +140,7 @@ bool tfs_quantize_supported(int id);
 /* Whether ggml quantizes dtype id only with an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S,
  * as ggml_quantize_requires_imatrix says). */
 bool tfs_quantize_needs_imatrix(int id);
-/* Whether dtype id's quantization takes an importance matrix (the IQ1/IQ2/IQ3 types). */
+/* Whether dtype id's quantization takes an importance matrix (the IQ types, IQ1_S..IQ4_XS). */
 bool tfs_quantize_takes_imatrix(int id);
 /*
  * tfs_quantize with importance weights, as ggml_quantize_chunk(id, ..., imatrix): the values

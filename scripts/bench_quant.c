@@ -9,7 +9,8 @@
  * is reported as DIFFERS and the exit status is 1).  Prints MB/s of float32 input and
  * tensorfs / ggml.  The IQ1/IQ2/IQ3 types are quantized with an importance matrix (one
  * weight per column of the ROW-value rows, squares of normal values, as an imatrix holds) on
- * both sides, over the first IQ_MIB MiB only: their grid searches run at a few MB/s.
+ * both sides, over the first IQ_MIB MiB only: their grid searches run at a few MB/s (IQ4_NL
+ * and IQ4_XS take the weights too, and the same share).
  *
  * usage: bench_quant [-r rounds] [-m MiB] [TYPE...]
  */
@@ -145,7 +146,7 @@ int main(int argc, char **argv)
 	fill(x, n);
 	for (size_t i = 0; i < ROW; i++)
 		g_qw[i] = x[i] * x[i] + x[ROW + i] * x[ROW + i];
-	printf("%zu MiB of float32 (IQ1/IQ2/IQ3: %zu MiB, with an imatrix), one thread, best of %d\n",
+	printf("%zu MiB of float32 (IQ types: %zu MiB, with an imatrix), one thread, best of %d\n",
 	       n * 4 >> 20, n * 4 >> 20 < IQ_MIB ? n * 4 >> 20 : IQ_MIB, rounds);
 	printf("%-8s %11s %11s %9s %7s %s\n", "type", "ggml MB/s", "tfs MB/s", "tfs/ggml", "target",
 	       "");

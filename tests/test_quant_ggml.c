@@ -290,11 +290,11 @@ Test(quant_ggml, imatrix_types_refused)
 	}
 }
 
-/* ==== the IQ types, with and without importance weights ==== */
+/* ==== the types that take importance weights (IQ1-IQ4), with and without them ==== */
 
 static type_param k_iq_types[] = {
 	{ "IQ2_XXS" }, { "IQ2_XS" }, { "IQ2_S" }, { "IQ3_XXS" }, { "IQ3_S" }, { "IQ1_S" },
-	{ "IQ1_M" },
+	{ "IQ1_M" }, { "IQ4_NL" }, { "IQ4_XS" },
 };
 
 enum { W_UNIFORM, W_SQUARES, W_WIDE, W_SOME_ZERO, W_ONES, W_COUNT };
@@ -369,7 +369,8 @@ static size_t compare_iq(int id, int dist, int64_t nrows, int64_t n_per_row, con
 			 const char *wname)
 {
 	const tfs_dtype_info *t = tfs_dtype(id);
-	size_t n = (size_t)(nrows * n_per_row), nb = n / 256, nbytes = nb * t->block_bytes;
+	const size_t be = t->block_elems;
+	size_t n = (size_t)(nrows * n_per_row), nb = n / be, nbytes = nb * t->block_bytes;
 	float *x = make_input(dist, n);
 	uint8_t *ours = malloc(nbytes), *theirs = calloc(1, nbytes);
 	tfs_error err = { 0 };
@@ -405,11 +406,11 @@ static size_t compare_iq(int id, int dist, int64_t nrows, int64_t n_per_row, con
 				       ours[b * t->block_bytes + k], theirs[b * t->block_bytes + k]);
 		}
 	if (qw && nrows > 1) {   /* rows 1.. alone, as requant redoes a run of blocks */
-		size_t skip = (size_t)n_per_row / 256 + 1 < nb ? (size_t)n_per_row / 256 + 1 : 1;
+		size_t skip = (size_t)n_per_row / be + 1 < nb ? (size_t)n_per_row / be + 1 : 1;
 
 		memset(ours, 0x5a, nbytes);
-		cr_assert_eq(tfs_quantize_weighted(ours, id, x + 256 * skip, n - 256 * skip,
-						   256 * skip, (uint64_t)n_per_row, qw, &err), 0,
+		cr_assert_eq(tfs_quantize_weighted(ours, id, x + be * skip, n - be * skip,
+						   be * skip, (uint64_t)n_per_row, qw, &err), 0,
 			     "%s", err.msg);
 		cr_assert(memcmp(ours, theirs + skip * t->block_bytes,
 				 nbytes - skip * t->block_bytes) == 0,

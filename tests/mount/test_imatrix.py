@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """IQ1/IQ2/IQ3 tensors written as numbers with an importance matrix (-o imatrix=FILE, issue 12).
 
-A generated GGUF holds IQ2_XXS, IQ2_XS (a 3-expert MoE tensor), IQ3_S, IQ3_XXS and IQ1_S
-tensors; an imatrix in llama.cpp's GGUF format (NAME.in_sum2 / NAME.counts, one expert never
+A generated GGUF holds IQ2_XXS, IQ2_XS (a 3-expert MoE tensor), IQ3_S, IQ3_XXS, IQ1_S and
+IQ4_XS tensors; an imatrix in llama.cpp's GGUF format (NAME.in_sum2 / NAME.counts, one expert never
 called) or in its legacy .dat format gives their column weights.  New values go in through
 npy/ and f32/ of a rw mount and user.tensorfs.convert; after the repack every tensor must
 hold exactly what ggml_quantize_chunk(type, ..., imatrix) of libggml-base.so (the npm
@@ -29,9 +29,9 @@ import ggml_gguf  # noqa: E402
 import llamacpp  # noqa: E402
 
 TYPE_ID = {"IQ2_XXS": 16, "IQ2_XS": 17, "IQ3_XXS": 18, "IQ1_S": 19, "IQ3_S": 21, "IQ2_S": 22,
-           "IQ1_M": 29}
+           "IQ4_XS": 23, "IQ1_M": 29}
 BLOCK_BYTES = {"IQ2_XXS": 66, "IQ2_XS": 74, "IQ3_XXS": 98, "IQ1_S": 50, "IQ3_S": 110,
-               "IQ2_S": 82, "IQ1_M": 56}
+               "IQ2_S": 82, "IQ4_XS": 136, "IQ1_M": 56}   # per 256 values
 
 # name, type, ne (GGUF order), counts of the imatrix entry (None: no entry)
 TENSORS = [
@@ -40,6 +40,7 @@ TENSORS = [
     ("blk.0.attn_k.weight", "IQ3_S", [256, 3], [3.0]),
     ("blk.0.attn_v.weight", "IQ3_XXS", [256, 2], None),
     ("blk.0.ffn_up.weight", "IQ1_S", [512, 1], [1.0]),
+    ("blk.0.ffn_gate.weight", "IQ4_XS", [256, 2], [2.0]),
 ]
 
 

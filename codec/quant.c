@@ -98,7 +98,7 @@ static struct {
 	bool (*tq1_0)(const float *x, float id, uint8_t *qs);
 	bool (*q2_0)(const float *x, float id, uint8_t *qs);
 	void (*fit_q3_16)(const float *x, int8_t *L, float *scale);
-	void (*fit_iq4_8)(const float *x, float *d);
+	void (*fit_iq4_8)(const float *x, const float *w, float *d);
 	void (*iq4_nibbles)(const float *x, float id, uint8_t *q);
 	void (*levels)(const float *x, int n, float off, float d, int lo, int hi, int add, uint8_t *L);
 } g_simd;
@@ -1108,12 +1108,15 @@ static void enc_iq4_nl(const float *x, uint8_t *b)
 	put_iq4_nibbles(x, d != 0.0f ? 1 / d : 0, b + 2);
 }
 
-/* Eight IQ4_NL blocks, their scales fitted together. */
-static void enc_iq4_nl8(const float *x, uint8_t *b)
+/* Eight IQ4_NL blocks, their scales fitted together; qw: their 256 importance weights, or
+ * NULL. */
+static void enc_iq4_nl8(const float *x, const float *qw, uint8_t *b)
 {
-	float d[8];
+	float d[8], w[256];
 
-	g_simd.fit_iq4_8(x, d);
+	for (int k = 0; qw && k < 8; k++)
+		iq4_weights(x + 32 * k, 32, qw + 32 * k, w + 32 * k);
+	g_simd.fit_iq4_8(x, qw ? w : NULL, d);
 	for (int k = 0; k < 8; k++) {
 		put_half(b + 18 * k, d[k]);
 		put_iq4_nibbles(x + 32 * k, d[k] != 0.0f ? 1 / d[k] : 0, b + 18 * k + 2);
@@ -1129,8 +1132,8 @@ static void enc_iq4_xs_w(const float *x, const float *qw, uint8_t *b)
 	const float *ww = iq4_weights(x, 256, qw, w);
 	uint16_t sh = 0;
 
-	if (g_simd.fit_iq4_8 && !ww)
-		g_simd.fit_iq4_8(x, scales);
+	if (g_simd.fit_iq4_8)
+		g_simd.fit_iq4_8(x, ww, scales);
 	else
 		for (int ib = 0; ib < 8; ib++)
 			scales[ib] = fit_iq4(x + 32 * ib, ww ? ww + 32 * ib : NULL);
@@ -1535,12 +1538,17 @@ int tfs_quantize_weighted(void *dst, int id, const float *src, uint64_t nelems, 
 					     "not whole %" PRIu32 "-value blocks", t->name, n_per_row,
 					     be);
 		for (uint64_t i = 0; i < nelems / be; i++) {
-			const float *w = qw + (first + be * i) % n_per_row;
+			const uint64_t col = (first + be * i) % n_per_row;
 
-			if (id == TFS_DT_IQ4_NL)
-				enc_iq4_nl_w(src + be * i, w, (uint8_t *)dst + 18 * i);
-			else
-				enc_iq4_xs_w(src + be * i, w, (uint8_t *)dst + 136 * i);
+			if (id == TFS_DT_IQ4_XS) {
+				enc_iq4_xs_w(src + be * i, qw + col, (uint8_t *)dst + 136 * i);
+			} else if (g_simd.fit_iq4_8 && i + 8 <= nelems / be && col + 256 <= n_per_row) {
+				/* eight blocks of one row at once */
+				enc_iq4_nl8(src + be * i, qw + col, (uint8_t *)dst + 18 * i);
+				i += 7;
+			} else {
+				enc_iq4_nl_w(src + be * i, qw + col, (uint8_t *)dst + 18 * i);
+			}
 		}
 		return 0;
 	}
@@ -1563,7 +1571,7 @@ int tfs_quantize_weighted(void *dst, int id, const float *src, uint64_t nelems, 
 
 	if (id == TFS_DT_IQ4_NL && g_simd.fit_iq4_8)   /* IQ4_NL's blocks are fitted 8 at a time */
 		for (; i + 8 <= nblocks; i += 8)
-			enc_iq4_nl8(src + 32 * i, out + 18 * i);
+			enc_iq4_nl8(src + 32 * i, NULL, out + 18 * i);
 	for (; i < nblocks; i++)
 		enc(src + i * t->block_elems, out + i * t->block_bytes);
 	return 0;

@@ -58,8 +58,9 @@ void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale);
 /* Q3_K's fit of the 16 sub-blocks of 16 (levels -4..3, L gets level + 4; all-zero sub-blocks:
  * 0). */
 void tfs_fit_q3_16_avx2(const float *x, int8_t *L, float *scale);
-/* The IQ4 scale of 8 blocks of 32 (x + 32 j), as quant.c's fit_iq4. */
-void tfs_fit_iq4_8_avx2(const float *x, float *d);
+/* The IQ4 scale of 8 blocks of 32 (x + 32 j), as quant.c's fit_iq4: weighted by w (same
+ * layout), or by x^2 (w NULL). */
+void tfs_fit_iq4_8_avx2(const float *x, const float *w, float *d);
 /* IQ4 code book indices of 32 values at inverse scale id, as nibbles (byte j = index j |
  * index 16 + j << 4). */
 void tfs_iq4_nibbles_avx2(const float *x, float id, uint8_t *q);

@@ -669,13 +669,14 @@ static inline __m256 book_value8(__m256i idx, __m256 lo, __m256 hi)
 }
 
 /* x^2-weighted sums of q*x and q*q for book values at inverse scale id. */
-static void iq4_pass(const __m256 *xt, __m256 id, __m256 lo, __m256 hi, __m256 *sumqx, __m256 *sumq2)
+static void iq4_pass(const __m256 *xt, const __m256 *wt, __m256 id, __m256 lo, __m256 hi,
+		     __m256 *sumqx, __m256 *sumq2)
 {
 	__m256 sqx = _mm256_setzero_ps(), sq2 = sqx;
 
 	for (int j = 0; j < 32; j++) {
 		__m256 q = book_value8(iq4_index8(_mm256_mul_ps(id, xt[j]), lo, hi), lo, hi);
-		__m256 wq = _mm256_mul_ps(_mm256_mul_ps(xt[j], xt[j]), q);
+		__m256 wq = _mm256_mul_ps(wt[j], q);
 
 		sqx = _mm256_add_ps(sqx, _mm256_mul_ps(wq, xt[j]));
 		sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(wq, q));
@@ -684,15 +685,22 @@ static void iq4_pass(const __m256 *xt, __m256 id, __m256 lo, __m256 hi, __m256 *
 	*sumq2 = sq2;
 }
 
-void tfs_fit_iq4_8_avx2(const float *x, float *d_out)
+void tfs_fit_iq4_8_avx2(const float *x, const float *w, float *d_out)
 {
 	float t[32 * 8];
-	__m256 xt[32], amax = _mm256_setzero_ps(), max = amax, lo, hi, sumqx, sumq2;
+	__m256 xt[32], wt[32], amax = _mm256_setzero_ps(), max = amax, lo, hi, sumqx, sumq2;
 
 	iq4_books(&lo, &hi);
+	if (w) {
+		transpose_in(32, w, t);
+		for (int i = 0; i < 32; i++)
+			wt[i] = _mm256_loadu_ps(t + 8 * i);
+	}
 	transpose_in(32, x, t);
 	for (int i = 0; i < 32; i++) {
 		xt[i] = _mm256_loadu_ps(t + 8 * i);
+		if (!w)
+			wt[i] = _mm256_mul_ps(xt[i], xt[i]);
 		__m256 ax = absf8(xt[i]), gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
 
 		amax = _mm256_blendv_ps(amax, ax, gt);
@@ -702,14 +710,14 @@ void tfs_fit_iq4_8_avx2(const float *x, float *d_out)
 	const float v0 = (float)tfs_kvalues_iq4nl[0];
 	__m256 d = _mm256_div_ps(_mm256_sub_ps(_mm256_setzero_ps(), max), _mm256_set1_ps(v0));
 
-	iq4_pass(xt, _mm256_div_ps(_mm256_set1_ps(1.0f), d), lo, hi, &sumqx, &sumq2);
+	iq4_pass(xt, wt, _mm256_div_ps(_mm256_set1_ps(1.0f), d), lo, hi, &sumqx, &sumq2);
 	d = _mm256_blendv_ps(_mm256_setzero_ps(), _mm256_div_ps(sumqx, sumq2),
 			     _mm256_cmp_ps(sumq2, _mm256_setzero_ps(), _CMP_GT_OQ));
 	__m256 best = _mm256_mul_ps(d, sumqx);
 
 	for (int k = -7; k <= 7; k++) {
-		iq4_pass(xt, _mm256_div_ps(_mm256_set1_ps((float)(k + tfs_kvalues_iq4nl[0])), max), lo, hi,
-			 &sumqx, &sumq2);
+		iq4_pass(xt, wt, _mm256_div_ps(_mm256_set1_ps((float)(k + tfs_kvalues_iq4nl[0])), max),
+			 lo, hi, &sumqx, &sumq2);
 		const __m256 better = _mm256_and_ps(
 			_mm256_cmp_ps(sumq2, _mm256_setzero_ps(), _CMP_GT_OQ),
 			_mm256_cmp_ps(_mm256_mul_ps(sumqx, sumqx), _mm256_mul_ps(best, sumq2), _CMP_GT_OQ));

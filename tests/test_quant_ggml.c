@@ -388,23 +388,29 @@ static size_t compare_iq(int id, int dist, int64_t nrows, int64_t n_per_row, con
 		return 0;
 	}
 	cr_assert_eq(g.chunk(id, x, theirs, 0, nrows, n_per_row, qw), nbytes);
-	memset(ours, 0xa5, nbytes);
-	int rc = tfs_quantize_weighted(ours, id, x, n, 0, (uint64_t)n_per_row, qw, &err);
+	for (int scalar = 0; scalar < 2; scalar++) {   /* the SIMD kernels (IQ4), the reference */
+		memset(ours, 0xa5, nbytes);
+		tfs_quantize_set_scalar(scalar);
+		int rc = tfs_quantize_weighted(ours, id, x, n, 0, (uint64_t)n_per_row, qw, &err);
 
-	cr_assert_eq(rc, 0, "%s, %s input, weights %s: %s", t->name, k_dist_names[dist], wname,
-		     err.msg);
-	for (size_t b = 0; b < nb; b++)
-		if (memcmp(ours + b * t->block_bytes, theirs + b * t->block_bytes,
-			   t->block_bytes) != 0) {
-			size_t k = 0;
+		tfs_quantize_set_scalar(false);
+		cr_assert_eq(rc, 0, "%s, %s input, weights %s: %s", t->name, k_dist_names[dist],
+			     wname, err.msg);
+		for (size_t b = 0; b < nb; b++)
+			if (memcmp(ours + b * t->block_bytes, theirs + b * t->block_bytes,
+				   t->block_bytes) != 0) {
+				size_t k = 0;
 
-			while (ours[b * t->block_bytes + k] == theirs[b * t->block_bytes + k])
-				k++;
-			cr_assert_fail("%s, %s input, weights %s, %lld x %lld: block %zu differs at "
-				       "byte %zu (ours %02x, ggml %02x)", t->name, k_dist_names[dist],
-				       wname, (long long)nrows, (long long)n_per_row, b, k,
-				       ours[b * t->block_bytes + k], theirs[b * t->block_bytes + k]);
-		}
+				while (ours[b * t->block_bytes + k] == theirs[b * t->block_bytes + k])
+					k++;
+				cr_assert_fail("%s (%s code), %s input, weights %s, %lld x %lld: block "
+					       "%zu differs at byte %zu (ours %02x, ggml %02x)", t->name,
+					       scalar ? "scalar" : "SIMD", k_dist_names[dist], wname,
+					       (long long)nrows, (long long)n_per_row, b, k,
+					       ours[b * t->block_bytes + k],
+					       theirs[b * t->block_bytes + k]);
+			}
+	}
 	if (qw && nrows > 1) {   /* rows 1.. alone, as requant redoes a run of blocks */
 		size_t skip = (size_t)n_per_row / be + 1 < nb ? (size_t)n_per_row / be + 1 : 1;
 

@@ -72,6 +72,7 @@ static struct {
 } g_iq1;
 
 static pthread_once_t g_iq1_once = PTHREAD_ONCE_INIT;
+static bool g_iq1_ok;   /* false: the tables could not be built (the encoders then fail) */
 
 static int squared_distance4(int a, int b)   /* two vectors of 4 levels, as base-3 numbers */
 {
@@ -132,7 +133,7 @@ static void build_tables(void)
 		const int n = count[nearest[0]] + count[nearest[1]] + count[nearest[2]];
 
 		if (used + 1 + (uint32_t)n > NEIGHBOUR_SLOTS)
-			abort();   /* the grid is a constant: cannot happen */
+			return;   /* the grid is a constant: cannot happen (g_iq1_ok stays false) */
 		g_iq1.map[packed] = -1 - (int32_t)used;
 		g_iq1.neighbours[used++] = (uint16_t)n;
 		for (int k = 0; k < 3; k++)
@@ -140,8 +141,7 @@ static void build_tables(void)
 				if (dist[g] == nearest[k])
 					g_iq1.neighbours[used++] = (uint16_t)g;
 	}
-	if (used != NEIGHBOUR_SLOTS)
-		abort();
+	g_iq1_ok = used == NEIGHBOUR_SLOTS;
 }
 
 /* ==== shared steps ==== */
@@ -366,6 +366,8 @@ int tfs_enc_iq1_s(const float *x, const float *qw, uint8_t *b)
 	uint16_t qh[8] = { 0 };
 
 	pthread_once(&g_iq1_once, build_tables);
+	if (!g_iq1_ok)
+		return -1;
 	memset(b, 0, 50);
 	if (!qw)
 		return -1;   /* ggml requires an imatrix; callers never get here */
@@ -577,6 +579,8 @@ int tfs_enc_iq1_m(const float *x, const float *qw, uint8_t *b)
 	uint16_t sc[4] = { 0 };
 
 	pthread_once(&g_iq1_once, build_tables);
+	if (!g_iq1_ok)
+		return -1;
 	memset(b, 0, 56);
 	const float sigma2 = twice_mean_square(x);
 

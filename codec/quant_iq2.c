@@ -62,6 +62,7 @@ typedef struct {
 	int32_t map[KEY_SPAN];
 	uint16_t key[MAX_POINTS];
 	uint16_t *nb;   /* each list: its length, then grid indices by distance, then index */
+	bool ok;        /* the tables were built (false: the encoders fail) */
 } iq2_grid;
 
 /* List sizes: one count per pattern of the 3^8 off each grid, plus the neighbours (fixed
@@ -69,9 +70,12 @@ typedef struct {
  * touched for the types used. */
 static uint16_t g_nb_xxs[119462], g_nb_xs[187770], g_nb_s[50253];
 
-static iq2_grid g_xxs = { tfs_grid_iq2xxs, 256, 2, sizeof(g_nb_xxs) / 2, { 0 }, { 0 }, g_nb_xxs };
-static iq2_grid g_xs = { tfs_grid_iq2xs, 512, 2, sizeof(g_nb_xs) / 2, { 0 }, { 0 }, g_nb_xs };
-static iq2_grid g_s = { tfs_grid_iq2s, 1024, 1, sizeof(g_nb_s) / 2, { 0 }, { 0 }, g_nb_s };
+static iq2_grid g_xxs = { .magnitudes = tfs_grid_iq2xxs, .npoints = 256, .nwant = 2,
+			  .nb_cap = sizeof(g_nb_xxs) / 2, .nb = g_nb_xxs };
+static iq2_grid g_xs = { .magnitudes = tfs_grid_iq2xs, .npoints = 512, .nwant = 2,
+			 .nb_cap = sizeof(g_nb_xs) / 2, .nb = g_nb_xs };
+static iq2_grid g_s = { .magnitudes = tfs_grid_iq2s, .npoints = 1024, .nwant = 1,
+			.nb_cap = sizeof(g_nb_s) / 2, .nb = g_nb_s };
 
 /* A key the search can form: no field holds 3. */
 static bool key_is_pattern(unsigned key)
@@ -113,8 +117,10 @@ static size_t list_neighbours(iq2_grid *g, unsigned key, size_t at)
 		if (!count[d2])
 			continue;
 		have++;
-		if (n + (size_t)count[d2] > g->nb_cap)
-			abort();   /* the lists outgrew their array: fix its size above */
+		if (n + (size_t)count[d2] > g->nb_cap) {
+			g->ok = false;   /* the lists outgrew their array: fix its size above */
+			return 0;
+		}
 		for (int p = 0; p < g->npoints; p++)
 			if (dist[p] == d2)
 				g->nb[n++] = (uint16_t)p;
@@ -127,6 +133,7 @@ static void build_grid(iq2_grid *g)
 {
 	size_t at = 0;
 
+	g->ok = true;   /* until a list does not fit */
 	for (unsigned k = 0; k < KEY_SPAN; k++)
 		g->map[k] = -1;
 	for (int p = 0; p < g->npoints; p++) {
@@ -144,7 +151,7 @@ static void build_grid(iq2_grid *g)
 	for (unsigned k = 0; k < KEY_SPAN; k++)
 		if (g->map[k] < 0 && key_is_pattern(k)) {
 			g->map[k] = -(int32_t)at - 1;
-			at += list_neighbours(g, k, at);
+			at += g->ok && at < g->nb_cap ? list_neighbours(g, k, at) : 0;
 		}
 }
 
@@ -499,6 +506,8 @@ int tfs_enc_iq2_xxs(const float *x, const float *qw, uint8_t *b)
 	uint32_t q2[16] = { 0 };
 
 	pthread_once(&g_xxs_once, build_xxs);
+	if (!g_xxs.ok)
+		return -1;
 	const float sigma2 = sum_squares(x) / 256;
 
 	for (int ib = 0; ib < 8; ib++) {
@@ -621,6 +630,8 @@ int tfs_enc_iq2_xs(const float *x, const float *qw, uint8_t *b)
 	float scales[16], max_scale = 0, w[16];
 
 	pthread_once(&g_xs_once, build_xs);
+	if (!g_xs.ok)
+		return -1;
 	const float sigma2 = sum_squares(x) / 256;
 
 	memset(b, 0, 74);
@@ -660,6 +671,8 @@ int tfs_enc_iq2_s(const float *x, const float *qw, uint8_t *b)
 	uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66;
 
 	pthread_once(&g_s_once, build_s);
+	if (!g_s.ok)
+		return -1;
 	const float sigma2 = 2 * sum_squares(x) / 256;
 
 	memset(b, 0, 82);

@@ -255,6 +255,43 @@ static int nearest_on_grid(const uint8_t *L, const float *x, const float *w, flo
 	return best_g;
 }
 
+/* ==== IQ1_S and IQ1_M: the step after the split search ==== */
+
+/*
+ * Puts the ngroups groups of 8 levels L (of values xb, weights w) on the grid, group k
+ * with level values vals[k], and, when a group had to move to a neighbour, refits the
+ * scale to the points chosen (ggml's order: group by group, value by value).  index gets
+ * the grid points; 1, or -1 where ggml fails (no neighbour, or a NaN scale).
+ */
+static int place_groups(const float *xb, const float *w, const uint8_t *L, int ngroups,
+			const float *const *vals, float *scale, uint16_t *index)
+{
+	bool moved = false;
+
+	for (int k = 0; k < ngroups; k++) {
+		const int g = nearest_on_grid(L + 8 * k, xb + 8 * k, w + 8 * k, *scale, vals[k],
+					      &moved);
+
+		if (g < 0)
+			return -1;
+		index[k] = (uint16_t)g;
+	}
+	if (moved) {   /* the scale fitted to the levels chosen */
+		float sumqx = 0, sumq2 = 0;
+
+		for (int k = 0; k < ngroups; k++)
+			for (int j = 0; j < 8; j++) {
+				const float wj = w[8 * k + j], q = vals[k][g_iq1.level[index[k]][j]];
+
+				sumqx += wj * q * xb[8 * k + j];
+				sumq2 += wj * q * q;
+			}
+		if (sumqx > 0 && sumq2 > 0)
+			*scale = sumqx / sumq2;
+	}
+	return *scale >= 0 ? 1 : -1;
+}
+
 /* ==== IQ1_S ==== */
 
 /* One sub-block of 32 and its weights: the grid indices of its 4 groups, its scale and shift
@@ -329,30 +366,9 @@ static int fit_iq1_s_block(const float *xb, const float *w, uint16_t index[4], f
 		shift = -shift;
 	}
 	const float *vals = shift == 1 ? k_plus : k_minus;
-	bool moved = false;
+	const float *const group_vals[4] = { vals, vals, vals, vals };
 
-	for (int k = 0; k < 4; k++) {
-		const int g = nearest_on_grid(L + 8 * k, xb + 8 * k, w + 8 * k, scale, vals,
-					      &moved);
-
-		if (g < 0)
-			return -1;
-		index[k] = (uint16_t)g;
-	}
-	if (moved) {   /* the scale fitted to the levels chosen */
-		float sumqx = 0, sumq2 = 0;
-
-		for (int k = 0; k < 4; k++)
-			for (int j = 0; j < 8; j++) {
-				const float wj = w[8 * k + j], q = vals[g_iq1.level[index[k]][j]];
-
-				sumqx += wj * q * xb[8 * k + j];
-				sumq2 += wj * q * q;
-			}
-		if (sumqx > 0 && sumq2 > 0)
-			scale = sumqx / sumq2;
-	}
-	if (!(scale >= 0))
+	if (place_groups(xb, w, L, 4, group_vals, &scale, index) < 0)
 		return -1;
 	*scale_out = scale;
 	*shift_out = shift;
@@ -536,34 +552,9 @@ static int fit_iq1_m_block(const float *xb, const float *w, uint16_t index[2], f
 		scale = -scale;
 		best_k = 3 - best_k;   /* both shifts negated */
 	}
-	bool moved = false;
+	const float *const group_vals[2] = { iq1_m_vals(best_k, 0), iq1_m_vals(best_k, 1) };
 
-	for (int k = 0; k < 2; k++) {
-		const float *vals = iq1_m_vals(best_k, k);
-		const int g = nearest_on_grid(L + 8 * k, xb + 8 * k, w + 8 * k, scale, vals,
-					      &moved);
-
-		if (g < 0)
-			return -1;
-		index[k] = (uint16_t)g;
-	}
-	if (moved) {
-		float sumqx = 0, sumq2 = 0;
-
-		for (int k = 0; k < 2; k++) {
-			const float *vals = iq1_m_vals(best_k, k);
-
-			for (int j = 0; j < 8; j++) {
-				const float wj = w[8 * k + j], q = vals[g_iq1.level[index[k]][j]];
-
-				sumqx += wj * q * xb[8 * k + j];
-				sumq2 += wj * q * q;
-			}
-		}
-		if (sumqx > 0 && sumq2 > 0)
-			scale = sumqx / sumq2;
-	}
-	if (!(scale >= 0))
+	if (place_groups(xb, w, L, 2, group_vals, &scale, index) < 0)
 		return -1;
 	*scale_out = scale;
 	*shift_out = best_k;

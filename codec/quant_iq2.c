@@ -426,22 +426,33 @@ typedef struct {
 
 enum { FIT_ZERO = 1 };   /* an all-zero sub-block: step 0, nothing written */
 
+/* What every sub-block fit starts from: the square roots of its n weights (for the
+ * neighbour search), its groups' magnitudes and signs (split_signs), and its largest
+ * magnitude as ggml finds it. */
+static float split_sub_block(const float *xb, const float *w, int n, bool even_signs,
+			     float *sw, float *mag, sub_fit *f)
+{
+	float max;
+
+	for (int i = 0; i < n; i++)
+		sw[i] = sqrtf(w[i]);
+	for (int k = 0; k < n / 8; k++)
+		f->signs[k] = split_signs(xb + 8 * k, w + 8 * k, mag + 8 * k, even_signs);
+	max = mag[0];
+	for (int i = 1; i < n; i++)
+		max = max_as_ggml(max, mag[i]);
+	return max;
+}
+
 /* ==== IQ2_XXS ==== */
 
 /* Fits 32 values xb with weights w; 0, FIT_ZERO, or -1 where ggml aborts. */
 static int fit_xxs32(const float *xb, const float *w, sub_fit *f)
 {
 	const iq2_grid *g = &g_xxs;
-	float sw[32], mag[32], max;
+	float sw[32], mag[32], max = split_sub_block(xb, w, 32, true, sw, mag, f);
 	int8_t L[32], Laux[32];
 
-	for (int i = 0; i < 32; i++)
-		sw[i] = sqrtf(w[i]);
-	for (int k = 0; k < 4; k++)
-		f->signs[k] = split_signs(xb + 8 * k, w + 8 * k, mag + 8 * k, true);
-	max = mag[0];
-	for (int i = 1; i < 32; i++)
-		max = max_as_ggml(max, mag[i]);
 	if (max < GROUP_EPS)
 		return FIT_ZERO;
 	float scale = fit_nonnegative(32, 4, mag, (uint8_t *)L, w), eff_max = scale * 3;
@@ -550,17 +561,10 @@ int tfs_enc_iq2_xxs(const float *x, const float *qw, uint8_t *b)
 static int fit16(const iq2_grid *g, const float *xb, const float *w, bool even_signs,
 		 float eps, sub_fit *f)
 {
-	float sw[16], mag[16], max;
+	float sw[16], mag[16], max = split_sub_block(xb, w, 16, even_signs, sw, mag, f);
 	int8_t L[16] = { 0 }, Laux[16];
 	bool on_grid[2] = { true, true }, aux_on_grid[2];
 
-	for (int i = 0; i < 16; i++)
-		sw[i] = sqrtf(w[i]);
-	for (int k = 0; k < 2; k++)
-		f->signs[k] = split_signs(xb + 8 * k, w + 8 * k, mag + 8 * k, even_signs);
-	max = mag[0];
-	for (int i = 1; i < 16; i++)
-		max = max_as_ggml(max, mag[i]);
 	if (max < eps)
 		return FIT_ZERO;
 	float best = 0, scale = max / 5;

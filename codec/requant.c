@@ -108,23 +108,17 @@ static int load_weights(weights *qw, uint64_t mat, tfs_error *err)
 	return rc;
 }
 
-/* The weights tensor t needs as qtype: none unless the type takes them and im has them; an
- * entry of the wrong size fails here, before any work. */
+/* The weights tensor t needs as qtype: none unless the type takes them and im has them
+ * (a type that cannot do without was refused by the caller); an entry of the wrong size
+ * fails here, before any work. */
 static int weights_init(weights *qw, const tfs_model *m, size_t i, int qtype,
 			const tfs_imatrix *im, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(m, i);
 
 	memset(qw, 0, sizeof(*qw));
-	if (!tfs_quantize_takes_imatrix(qtype) || !tfs_imatrix_has(im, t->name)) {
-		if (tfs_quantize_needs_imatrix(qtype))
-			return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor '%s': %s needs an "
-					     "importance matrix to quantize (as in ggml), and %s",
-					     t->name, tfs_dtype(qtype)->name,
-					     im ? "the imatrix file has no entry for it"
-						: "none was given (mount with -o imatrix=FILE)");
+	if (!tfs_quantize_takes_imatrix(qtype) || !tfs_imatrix_has(im, t->name))
 		return 0;
-	}
 	const uint64_t count = tfs_tensor_f32_count(m, i, NULL);
 
 	qw->im = im;

@@ -133,6 +133,13 @@ class Imatrix(TestCase):
                 out[name] = (sums, counts)
         return out
 
+    def refused(self, m, code, fn, *args):
+        """fn(*args) must fail with errno code; returns the mount's last_error."""
+        with self.assertRaises(OSError) as cm:
+            fn(*args)
+        self.assertEqual(cm.exception.errno, code)
+        return os.getxattr(m.path, "user.tensorfs.last_error").decode()
+
     def tensor_bytes(self, path):
         info = ggml_gguf.read(path, with_bytes=False)
         got = {}
@@ -186,11 +193,9 @@ class Imatrix(TestCase):
         with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
             np.save(m.p("npy", "a.weight.npy"), v)
             os.setxattr(m.p("tensors", "b.weight"), "user.tensorfs.convert", b"IQ2_XXS")
-            with self.assertRaises(OSError) as cm:   # rows of 64 can never be IQ2_XXS
-                os.setxattr(m.p("tensors", "c.weight"), "user.tensorfs.convert", b"IQ2_XXS")
-            self.assertEqual(cm.exception.errno, errno.EINVAL)
-            self.assertIn("rows of 64 values are not whole 256-value IQ2_XXS blocks",
-                          os.getxattr(m.path, "user.tensorfs.last_error").decode())
+            why = self.refused(m, errno.EINVAL, os.setxattr,   # rows of 64: never IQ2_XXS
+                               m.p("tensors", "c.weight"), "user.tensorfs.convert", b"IQ2_XXS")
+            self.assertIn("rows of 64 values are not whole 256-value IQ2_XXS blocks", why)
             r = m.unmount()
             self.assertEqual(r.returncode, 0, r.stderr)
         got = self.tensor_bytes(model)
@@ -206,15 +211,12 @@ class Imatrix(TestCase):
         self.make_model(model)
         v = self.rng.standard_normal((3, 256)).astype(np.float32)
         with Mount(self, model, ["rw"]) as m:
-            with self.assertRaises(OSError) as cm:
-                open(m.p("npy", "blk.0.attn_q.weight.npy"), "r+b")
-            self.assertEqual(cm.exception.errno, errno.EOPNOTSUPP)
-            why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
+            why = self.refused(m, errno.EOPNOTSUPP, open, m.p("npy", "blk.0.attn_q.weight.npy"),
+                               "r+b")
             self.assertIn("importance matrix", why)
             self.assertIn("-o imatrix=FILE", why)
-            with self.assertRaises(OSError) as cm:
-                os.setxattr(m.p("tensors", "blk.0.attn_k.weight"), "user.tensorfs.convert", b"IQ1_S")
-            self.assertEqual(cm.exception.errno, errno.EOPNOTSUPP)
+            self.refused(m, errno.EOPNOTSUPP, os.setxattr, m.p("tensors", "blk.0.attn_k.weight"),
+                         "user.tensorfs.convert", b"IQ1_S")
             np.save(m.p("npy", "blk.0.attn_k.weight.npy"), v)
             r = m.unmount()
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -232,15 +234,9 @@ class Imatrix(TestCase):
         with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
             f = open(m.p("f32", "blk.0.attn_q.weight"), "r+b")
             f.write(np.ones(1024, np.float32).tobytes())
-            with self.assertRaises(OSError) as cm:
-                f.close()
-            self.assertEqual(cm.exception.errno, errno.EINVAL)
-            why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
+            why = self.refused(m, errno.EINVAL, f.close)
             self.assertIn("has 128 values for tensor 'blk.0.attn_q.weight', which needs 512 (512 columns x 1 expert)", why)
-            with self.assertRaises(OSError) as cm:
-                open(m.p("f32", "blk.0.ffn_up.weight"), "r+b")
-            self.assertEqual(cm.exception.errno, errno.EOPNOTSUPP)
-            why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
+            why = self.refused(m, errno.EOPNOTSUPP, open, m.p("f32", "blk.0.ffn_up.weight"), "r+b")
             self.assertIn("no entry for this tensor", why)
             with open(m.p("tensors", "blk.0.attn_q.weight"), "rb") as t:
                 self.assertEqual(t.read(), bytes(4 * 66))
@@ -259,10 +255,7 @@ class Imatrix(TestCase):
         with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
             f = open(m.p("f32", "blk.0.attn_k.weight"), "r+b")
             f.write(self.rng.standard_normal(768).astype(np.float32).tobytes())
-            with self.assertRaises(OSError) as cm:
-                f.close()
-            self.assertEqual(cm.exception.errno, errno.EINVAL)
-            why = os.getxattr(m.path, "user.tensorfs.last_error").decode()
+            why = self.refused(m, errno.EINVAL, f.close)
             self.assertIn("the importance matrix weighs column 7 by nan", why)
             r = m.unmount()
             self.assertEqual(r.returncode, 0, r.stderr)

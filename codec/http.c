@@ -27,6 +27,8 @@ struct tfs_http {
 	bool busy[MAX_CONNECTIONS];
 	int n;
 	uint64_t requests, bytes;
+	int64_t latency[4];       /* us, of the last answered requests (ring; -1: none yet) */
+	unsigned latency_at;
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -45,6 +47,8 @@ int tfs_http_new(tfs_http **out, const char *url, const tfs_open_opts *o, tfs_er
 	h->n = o->connections > 0 ? (o->connections < MAX_CONNECTIONS ? o->connections
 								       : MAX_CONNECTIONS) : 4;
 	h->timeout = o->timeout > 0 ? o->timeout : 30;
+	for (int i = 0; i < 4; i++)
+		h->latency[i] = -1;
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->freed, NULL);
 	*out = h;
@@ -256,12 +260,26 @@ static int take(tfs_http *h, tfs_error *err)
 	}
 }
 
-static void give_back(tfs_http *h, int i, uint64_t requests, uint64_t bytes)
+int64_t tfs_http_latency_us(const tfs_http *h)
+{
+	int64_t best = -1;
+	pthread_mutex_lock((pthread_mutex_t *)&h->lock);
+	for (int i = 0; i < 4; i++)
+		if (h->latency[i] >= 0 && (best < 0 || h->latency[i] < best))
+			best = h->latency[i];
+	pthread_mutex_unlock((pthread_mutex_t *)&h->lock);
+	return best;
+}
+
+/* latency_us < 0: the request got no answer to time */
+static void give_back(tfs_http *h, int i, uint64_t requests, uint64_t bytes, int64_t latency_us)
 {
 	pthread_mutex_lock(&h->lock);
 	h->busy[i] = false;
 	h->requests += requests;
 	h->bytes += bytes;
+	if (latency_us >= 0)
+		h->latency[h->latency_at++ % 4] = latency_us;
 	pthread_cond_signal(&h->freed);
 	pthread_mutex_unlock(&h->lock);
 }
@@ -324,8 +342,14 @@ static CURLcode perform(tfs_http *h, int i, xfer *x, struct curl_slist *hdrs)
 	if (rc == CURLE_ABORTED_BY_CALLBACK && x->stalled)
 		rc = CURLE_OPERATION_TIMEDOUT;
 	long redirects = 0;
+	curl_off_t sent = 0, first = 0;
 	curl_easy_getinfo(c, CURLINFO_REDIRECT_COUNT, &redirects);
-	give_back(h, i, 1 + (uint64_t)redirects, x->received);
+	/* from the request sent to the first byte back (both times count the redirects before) */
+	bool timed = x->status == 206 && x->received &&
+		     curl_easy_getinfo(c, CURLINFO_PRETRANSFER_TIME_T, &sent) == CURLE_OK &&
+		     curl_easy_getinfo(c, CURLINFO_STARTTRANSFER_TIME_T, &first) == CURLE_OK &&
+		     first >= sent;
+	give_back(h, i, 1 + (uint64_t)redirects, x->received, timed ? (int64_t)(first - sent) : -1);
 	return rc;
 }
 
@@ -483,7 +507,7 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 			break;
 		}
 		if (server_down(h)) {
-			give_back(h, i, 0, 0);
+			give_back(h, i, 0, 0, -1);
 			continue;
 		}
 		uint64_t before = x.pos;

@@ -42,6 +42,10 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 		 const char *if_none_match, tfs_http_sink sink, void *ctx, uint64_t *got,
 		 tfs_error *err);
 
+/* The server's latency: the least time from a request sent to its first byte back, in
+ * microseconds, over the last few answered requests; -1 before any. */
+int64_t tfs_http_latency_us(const tfs_http *h);
+
 /* Counters since tfs_http_new, for tests and benchmarks. */
 void tfs_http_stats(const tfs_http *h, uint64_t *requests, uint64_t *bytes);
 

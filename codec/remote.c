@@ -20,11 +20,21 @@
 #define CHUNK_MAX    (128ull << 20)/* ...up to this */
 #define MAX_SIZE     (1ull << 46)  /* 64 TiB: a larger size is a server's mistake */
 #define PART_BLOCKS  ((2ull << 20) / TFS_CACHE_BLOCK) /* a fetch is split in parts of >= 2 MiB */
+/* ...unless connections= was left to its default and the server answers within this
+ * (microseconds): on the same machine or a LAN a request's wait costs nothing worth hiding,
+ * and parts (or chunks) written into one cache file at once cost CPU (1.5x per byte on 2
+ * cores, scripts/bench-remote.sh), so a fetch is one request, one chunk ahead. */
+#define NEAR_LATENCY_US 2000
 #define MAX_PARTS    16            /* ...on at most this many connections at once */
 /* Chunks fetched ahead of a sequential reader at once: the second one's parts queue for
  * the connections the first one's free, so none idles between chunks (a request's latency
  * each time, 20 ms in scripts/bench-remote.sh's proxy). */
 #define PREFETCH_DEPTH 2
+/* Received bytes are gathered into writes of this size: libcurl hands the body over 16 KiB
+ * at a time, and a 16 KiB pwrite costs the cache file's inode lock (contended between
+ * fetches), a small folio and a reader's wakeup each time.  (A writer thread per fetch, so
+ * that receiving and writing overlap, was measured slower on 2 cores.) */
+#define WRITE_BATCH  (1u << 20)
 
 struct tfs_remote {
 	tfs_http *http;
@@ -42,6 +52,7 @@ struct tfs_remote {
 	int prefetching;          /* threads fetching chunks ahead of a sequential reader */
 	bool changed;             /* the file changed on the server: every read fails */
 	int parts;                /* a fetch's parts fetched at once (-o connections) */
+	bool parts_auto;          /* connections= not given: one part for a near server */
 };
 
 bool tfs_is_url(const char *source)
@@ -86,6 +97,9 @@ void tfs_remote_free(tfs_remote *r)
 typedef struct {
 	tfs_remote *r;
 	uint64_t marked;          /* blocks before this one are written and marked */
+	uint8_t *buf;             /* received, not yet written: buf[0, buf_len) at buf_pos */
+	uint64_t buf_pos;
+	size_t buf_len;
 } fetch_state;
 
 /* Marks blocks [f->marked, upto) present and lets their readers go. */
@@ -102,15 +116,51 @@ static void mark_upto(fetch_state *f, uint64_t upto)
 	f->marked = upto;
 }
 
-/* The body of a checked response (tfs_http_get checks it before): into the cache, each
- * block marked as soon as it is whole, so readers need not wait for the whole chunk. */
-static int to_cache(void *ctx, uint64_t pos, const void *data, size_t n)
+/* Writes [pos, pos + n) into the cache and marks the blocks it completes. */
+static int store(fetch_state *f, uint64_t pos, const void *data, size_t n)
 {
-	fetch_state *f = ctx;
 	if (tfs_cache_write(f->r->cache, pos, data, n))
 		return -1;
 	uint64_t end = pos + n;
 	mark_upto(f, end == f->r->v.size ? f->r->n_blocks : end / TFS_CACHE_BLOCK);
+	return 0;
+}
+
+/* Writes what is gathered. */
+static int flush(fetch_state *f)
+{
+	if (!f->buf_len)
+		return 0;
+	if (store(f, f->buf_pos, f->buf, f->buf_len))
+		return -1;
+	f->buf_pos += f->buf_len;
+	f->buf_len = 0;
+	return 0;
+}
+
+/* The body of a checked response (tfs_http_get checks it before): gathered, then into the
+ * cache, each block marked as soon as it is written whole, so readers need not wait for the
+ * whole chunk.  A retry resumes at the byte after the last one given here, so what is
+ * gathered stays valid across attempts. */
+static int to_cache(void *ctx, uint64_t pos, const void *data, size_t n)
+{
+	fetch_state *f = ctx;
+	if (!f->buf) /* no memory for gathering: written as it comes */
+		return store(f, pos, data, n);
+	if (f->buf_len && f->buf_pos + f->buf_len != pos && flush(f))
+		return -1;
+	if (!f->buf_len)
+		f->buf_pos = pos;
+	const uint8_t *p = data;
+	while (n) {
+		size_t k = WRITE_BATCH - f->buf_len < n ? WRITE_BATCH - f->buf_len : n;
+		memcpy(f->buf + f->buf_len, p, k);
+		f->buf_len += k;
+		p += k;
+		n -= k;
+		if (f->buf_len == WRITE_BATCH && flush(f))
+			return -1;
+	}
 	return 0;
 }
 
@@ -165,11 +215,16 @@ static int fetch_part(tfs_remote *r, uint64_t s, uint64_t e, tfs_error *err)
 	uint64_t off = s * TFS_CACHE_BLOCK, end = e * TFS_CACHE_BLOCK;
 	if (end > r->v.size)
 		end = r->v.size;
-	fetch_state f = { r, s };
+	fetch_state f = { .r = r, .marked = s,
+			  .buf = malloc(end - off < WRITE_BATCH ? (size_t)(end - off) : WRITE_BATCH) };
 	/* what is written is pinned until marked: a mount evicting a block this one writes
 	 * again (both fetched it) would punch part of it and leave it marked present */
 	int pin = tfs_cache_pin(r->cache, off, end - off);
 	int rc = tfs_http_get(r->http, off, end - off, &r->v, NULL, to_cache, &f, NULL, err);
+	if (!rc && flush(&f))
+		rc = tfs_error_sys(err, errno ? errno : EIO, "%s: cannot store what was received",
+				   tfs_http_url(r->http));
+	free(f.buf);
 	if (!rc)
 		mark_upto(&f, e);
 	if (pin >= 0)
@@ -183,6 +238,13 @@ static int fetch_part(tfs_remote *r, uint64_t s, uint64_t e, tfs_error *err)
 	pthread_cond_broadcast(&r->fetched);
 	pthread_mutex_unlock(&r->lock);
 	return rc;
+}
+
+/* Whether fetches go one request at a time (see NEAR_LATENCY_US). */
+static bool near(tfs_remote *r)
+{
+	int64_t latency = r->parts_auto ? tfs_http_latency_us(r->http) : -1;
+	return latency >= 0 && latency < NEAR_LATENCY_US;
 }
 
 typedef struct {
@@ -202,13 +264,15 @@ static void *part_main(void *arg)
 }
 
 /* Fetches blocks [s, e) into the cache: a range of several parts is split across up to
- * `connections` connections in parallel, this thread fetching the first part (the blocks
- * a sequential reader wants first). */
+ * `connections` connections in parallel (unless the server is near: NEAR_LATENCY_US), this
+ * thread fetching the first part (the blocks a sequential reader wants first). */
 static int fetch(tfs_remote *r, uint64_t s, uint64_t e, tfs_error *err)
 {
 	uint64_t k = (e - s) / PART_BLOCKS;
 	if (k > (uint64_t)r->parts)
 		k = (uint64_t)r->parts;
+	if (near(r))
+		k = 1;
 	if (k < 2)
 		return fetch_part(r, s, e, err);
 	part_job jobs[MAX_PARTS];
@@ -260,7 +324,8 @@ static void readahead(tfs_remote *r, uint64_t b)
 {
 	pthread_mutex_lock(&r->lock);
 	uint64_t s = r->seq_end / TFS_CACHE_BLOCK, e = s, cb;
-	if (r->prefetching >= PREFETCH_DEPTH || r->changed || !r->seq || b < r->seq_from ||
+	int depth = near(r) ? 1 : PREFETCH_DEPTH;
+	if (r->prefetching >= depth || r->changed || !r->seq || b < r->seq_from ||
 	    s >= r->n_blocks || r->inflight[s] || tfs_cache_has(r->cache, s)) {
 		pthread_mutex_unlock(&r->lock);
 		return;
@@ -484,6 +549,7 @@ int tfs_remote_open(tfs_remote **out, const char *url, const tfs_open_opts *o, t
 	r->chunk = CHUNK_MIN;
 	r->parts = o->connections > 0 ? (o->connections < MAX_PARTS ? o->connections : MAX_PARTS)
 				      : 4;
+	r->parts_auto = o->connections <= 0;
 	int rc = tfs_http_new(&r->http, url, o, err);
 	if (!rc)
 		rc = first_request(r, url, o, err);

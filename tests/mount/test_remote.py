@@ -371,6 +371,31 @@ class Remote(TestCase):
         self.assertEqual(counts[1], 1)
         self.assertGreaterEqual(counts[4], 2)
 
+    def test_a_near_server_gets_one_request_per_chunk(self):
+        """Without connections=, a server that answers within 2 ms (nginx on this machine)
+        gets a chunk as one request; through a proxy adding 10 ms per request, as parts on
+        the 4 default connections.  The bytes are the file's either way."""
+        want = self.tensor_bytes("big.safetensors", "big")
+        p = faultproxy.FaultProxy(NG.url(""))
+        p.latency = 0.01
+        counts = {}
+        try:
+            for where, url in (("near", NG.url("big.safetensors")),
+                               ("far", p.url("big.safetensors"))):
+                with Mount(self, url, ["cache=" + self.tmpdir(), "timeout=5"]) as rm:
+                    NG.clear_log()  # the mount's requests were timed
+                    with open(rm.p("tensors/big"), "rb") as f:
+                        f.seek(9 << 20)
+                        self.assertEqual(f.read(4), want[9 << 20:(9 << 20) + 4])
+                    log = NG.log()
+                self.assertTrue(all(r.status == 206 for r in log), log)
+                self.assertGreater(sum(r.body_bytes for r in log), 3 << 20, log)
+                counts[where] = len(log)
+        finally:
+            p.stop()
+        self.assertEqual(counts["near"], 1)
+        self.assertGreaterEqual(counts["far"], 2)
+
     def test_cache_size_is_kept(self):
         cap = 3 << 20
         with Mount(self, NG.url("big.gguf"), self.opts("cache_size=3M")) as rm:

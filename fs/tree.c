@@ -551,7 +551,12 @@ int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
 		 ? tfs_node_size(fs, n, &size) : 0;
 	if (rc)
 		return rc;
-	st->st_mode = S_IFREG | (tfs_writable_node(fs, n) ? 0644 : 0444);
+	/* a view whose tensor cannot take numbers (an IQ2_XXS one without an imatrix, a type
+	 * tensorfs cannot quantize) shows 0444; opening it for writing still says why */
+	bool w = tfs_writable_node(fs, n) &&
+		 (tfs_writable_dir(fs, n->dir) || (n->kind != N_F32 && n->kind != N_NPY) ||
+		  tfs_tensor_numbers_writable(fs->model, (size_t)n->item, fs->imatrix, NULL));
+	st->st_mode = S_IFREG | (w ? 0644 : 0444);
 	st->st_nlink = 1;
 	st->st_size = (off_t)size;
 	st->st_blocks = (blkcnt_t)((size + 511) / 512);

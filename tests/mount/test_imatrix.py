@@ -158,6 +158,8 @@ class Imatrix(TestCase):
         make_imatrix_gguf(imat, ent)
         values = {}
         with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
+            for name, _, _, _ in TENSORS:
+                self.assertEqual(os.stat(m.p("f32", name)).st_mode & 0o777, 0o644, name)
             for k, (name, dtype, ne, _) in enumerate(TENSORS):
                 v = self.rng.standard_normal(list(reversed(ne))).astype(np.float32)
                 if k % 2:
@@ -211,6 +213,12 @@ class Imatrix(TestCase):
         self.make_model(model)
         v = self.rng.standard_normal((3, 256)).astype(np.float32)
         with Mount(self, model, ["rw"]) as m:
+            # the views say so in their mode too: 0444 where values cannot be written
+            for view in ("npy/blk.0.attn_q.weight.npy", "f32/blk.0.attn_q.weight"):
+                self.assertEqual(os.stat(m.p(view)).st_mode & 0o777, 0o444, view)
+            for view in ("npy/blk.0.attn_k.weight.npy", "f32/blk.0.attn_k.weight",
+                         "tensors/blk.0.attn_q.weight"):
+                self.assertEqual(os.stat(m.p(view)).st_mode & 0o777, 0o644, view)
             why = self.refused(m, errno.EOPNOTSUPP, open, m.p("npy", "blk.0.attn_q.weight.npy"),
                                "r+b")
             self.assertIn("importance matrix", why)

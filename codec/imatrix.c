@@ -43,6 +43,7 @@ struct tfs_imatrix {
 	int fd;               /* a legacy one: the file (-1 otherwise) */
 	entry *e;             /* sorted by name */
 	size_t n;
+	struct stat st;       /* the file read, as it was when opened */
 };
 
 static int by_name(const void *a, const void *b)
@@ -139,6 +140,29 @@ static int open_gguf(tfs_imatrix *im, tfs_error *err)
 	return rc;
 }
 
+/* The descriptor the values are read from. */
+static int values_fd(const tfs_imatrix *im)
+{
+	return im->gguf ? tfs_model_source(im->gguf, 0)->fd : im->fd;
+}
+
+/* Whether the file read is still as it was opened: one rewritten in place since (a new
+ * llama-imatrix run onto the same path) would mix two runs' weights, so it is refused.  One
+ * replaced by a rename is not seen: the open file is still the old one. */
+static int unchanged(const tfs_imatrix *im, tfs_error *err)
+{
+	struct stat now;
+
+	if (fstat(values_fd(im), &now) != 0)
+		return tfs_error_sys(err, errno, "%s: the importance matrix", im->path);
+	if (now.st_size != im->st.st_size || now.st_mtim.tv_sec != im->st.st_mtim.tv_sec ||
+	    now.st_mtim.tv_nsec != im->st.st_mtim.tv_nsec)
+		return tfs_error_sys(err, EIO, "%s: the importance matrix was changed since the "
+				     "mount (it is read when a tensor is quantized): remount to use "
+				     "the new one", im->path);
+	return 0;
+}
+
 /* Reads exactly len bytes at off of the legacy file; TFS_E_FORMAT when it ends first. */
 static int read_at(const tfs_imatrix *im, void *buf, size_t len, uint64_t off, const char *what,
 		   tfs_error *err)
@@ -226,11 +250,15 @@ int tfs_imatrix_open(tfs_imatrix **out, const char *path, tfs_error *err)
 			rc = tfs_model_open(&im->gguf, path, NULL, err);
 			if (!rc && tfs_model_format(im->gguf) != TFS_FMT_GGUF)
 				rc = tfs_error_set(err, TFS_E_FORMAT, "%s: not a GGUF file", path);
+			if (!rc && fstat(values_fd(im), &st) != 0)
+				rc = tfs_error_sys(err, errno, "%s: opening the importance matrix",
+						   path);
 			if (!rc)
 				rc = open_gguf(im, err);
 		} else {
 			rc = open_legacy(im, (uint64_t)st.st_size, err);
 		}
+		im->st = st;
 	}
 	if (!rc)
 		qsort(im->e, im->n, sizeof(entry), by_name);
@@ -299,6 +327,9 @@ int tfs_imatrix_weights(const tfs_imatrix *im, const char *name, uint64_t n_per_
 				     " columns x %" PRIu64 " expert%s): made for another model?",
 				     im->path, x->nval, name, n_per_row * n_mat, n_per_row, n_mat,
 				     n_mat == 1 ? "" : "s");
+	int rc = unchanged(im, err);
+	if (rc)
+		return rc;
 	if (im->gguf) {
 		const uint64_t row = x->nval / x->ncounts;   /* values per count */
 		int64_t got = tfs_tensor_read_raw(im->gguf, (size_t)x->sums, 4 * mat * n_per_row,
@@ -328,8 +359,7 @@ int tfs_imatrix_weights(const tfs_imatrix *im, const char *name, uint64_t n_per_
 		}
 		return 0;
 	}
-	int rc = read_at(im, out, 4 * n_per_row, x->off + 4 * mat * n_per_row, "an entry's values",
-			 err);
+	rc = read_at(im, out, 4 * n_per_row, x->off + 4 * mat * n_per_row, "an entry's values", err);
 
 	if (!rc && x->calls > 0)
 		for (uint64_t i = 0; i < n_per_row; i++)

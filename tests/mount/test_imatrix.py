@@ -17,6 +17,7 @@ import errno
 import os
 import struct
 import sys
+import time
 
 import numpy as np
 
@@ -230,6 +231,26 @@ class Imatrix(TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
         got = self.tensor_bytes(model)
         self.assertEqual(got["blk.0.attn_k.weight"], self.quantize("IQ3_S", v, [256, 3], None))
+
+    def test_imatrix_rewritten_in_place(self):
+        """An imatrix rewritten in place after the mount (a new llama-imatrix run onto the
+        same path) is refused at the close that would use it, saying so, rather than mixing
+        two runs' weights; the mount's other work goes on."""
+        d = self.tmpdir()
+        model, imat, other = (os.path.join(d, n) for n in ("m.gguf", "imatrix.gguf", "b.gguf"))
+        self.make_model(model)
+        make_imatrix_gguf(imat, self.entries())
+        make_imatrix_gguf(other, self.entries())  # another run: same entries, other sums
+        v = self.rng.standard_normal((2, 512)).astype(np.float32)
+        with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
+            time.sleep(0.05)  # a later modification time than the mount's
+            with open(imat, "r+b") as f:
+                f.write(open(other, "rb").read())
+            why = self.refused(m, errno.EIO, np.save, m.p("npy", "blk.0.attn_q.weight.npy"), v)
+            self.assertIn("changed since the mount", why)
+            self.assertIn(imat, why)
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_entry_of_the_wrong_size(self):
         """An entry of 128 values for a tensor of 512 columns: the close fails with EINVAL saying

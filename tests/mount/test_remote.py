@@ -7,6 +7,7 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -621,6 +622,36 @@ class RemoteWrite(TestCase):
                 self.assertEqual(m.unmount_result.returncode, 0, m.unmount_result.stderr)
             self.assertEqual(read(out), read(ref), name)
             self.assertTrue(os.path.exists(out))
+
+    def test_repack_after_a_crash(self):
+        """A rw mount of a URL killed (SIGKILL) after an edit leaves its staging beside the
+        output; `tensorfs repack URL -o output=` finishes it, the remote's bytes read through
+        the cache: the output equals the same edit repacked from a local copy."""
+        name = "big.gguf"
+        d = self.tmpdir()
+        out, ref = os.path.join(d, "out.gguf"), os.path.join(d, "ref.gguf")
+        shutil.copy(os.path.join(WWW, name), ref)
+        with Mount(self, NG.url(name), ["rw", "output=" + out, "cache=" + self.cache]) as m:
+            with open(m.p("metadata", "general.name"), "w") as f:
+                f.write("edited, then killed")
+            os.kill(int(os.getxattr(m.path, "user.tensorfs.pid")), signal.SIGKILL)
+            deadline = time.time() + 10
+            while is_mounted(m.path) and time.time() < deadline:
+                subprocess.run(["umount", "-l", m.path], capture_output=True)
+                time.sleep(0.05)
+        self.assertFalse(os.path.exists(out))  # nothing written yet: only the staging
+        self.assertTrue(os.path.exists(os.path.join(d, ".out.gguf.tensorfs-staging",
+                                                    "journal.json")))
+        r = run([TENSORFS, "repack", NG.url(name), "-o", "output=%s,cache=%s" % (out, self.cache)],
+                timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done: wrote " + out, r.stderr)
+        with Mount(self, ref, ["rw"]) as m:
+            with open(m.p("metadata", "general.name"), "w") as f:
+                f.write("edited, then killed")
+        self.assertEqual(m.unmount_result.returncode, 0, m.unmount_result.stderr)
+        self.assertEqual(read(out), read(ref))
+        self.assertEqual(sorted(os.listdir(d)), ["out.gguf", "ref.gguf"])
 
     def test_rw_sharded_repacks_to_a_local_set(self):
         """A remote sharded set mounted rw is repacked to a local index and its shards

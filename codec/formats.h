@@ -82,7 +82,12 @@ typedef struct {
 } tfs_ol_layer;
 
 typedef struct {
-	char *root;             /* the store: <root>/manifests/..., <root>/blobs/sha256-<hex> */
+	char *root;             /* the store: <root>/manifests/..., <root>/blobs/sha256-<hex>;
+	                           NULL for a registry's model over HTTP(S) */
+	char *blob_base;        /* over HTTP(S): "<base>/v2/<ns>/<model>/blobs/" (a blob's URL is
+	                           it and its digest), else NULL */
+	uint8_t *manifest_buf;  /* over HTTP(S): the manifest as fetched (its source's bytes) */
+	uint64_t manifest_len;
 	char *manifest_path;    /* == m->path */
 	char *host, *ns, *model, *tag; /* the name's parts when the manifest sits at
 	                                  <root>/manifests/<host>/<ns>/<model>/<tag>, else NULL */

@@ -19,6 +19,8 @@ struct tfs_http {
 	char *url;
 	char *token;              /* bearer token, or NULL; never logged */
 	char *cafile;
+	char *accept;             /* an Accept header's value, or NULL (tfs_http_whole) */
+	bool whole;               /* a 200 with the whole file answers a GET from byte 0 */
 	long timeout;             /* seconds: connect, and a stall of the body */
 	struct timespec down_until; /* after a range got no answer: fail at once until then */
 	pthread_mutex_t lock;
@@ -66,6 +68,7 @@ void tfs_http_free(tfs_http *h)
 		explicit_bzero(h->token, strlen(h->token));
 	free(h->token);
 	free(h->cafile);
+	free(h->accept);
 	free(h->url);
 	if (h->n) {
 		pthread_mutex_destroy(&h->lock);
@@ -75,6 +78,14 @@ void tfs_http_free(tfs_http *h)
 }
 
 const char *tfs_http_url(const tfs_http *h) { return h->url; }
+
+int tfs_http_whole(tfs_http *h, const char *accept)
+{
+	h->whole = true;
+	free(h->accept);
+	h->accept = NULL;
+	return accept && !(h->accept = strdup(accept)) ? -1 : 0;
+}
 
 void tfs_http_stats(const tfs_http *h, uint64_t *requests, uint64_t *bytes)
 {
@@ -93,10 +104,13 @@ typedef struct {
 	char etag[256], last_modified[64];
 	bool have_range;
 	uint64_t first, last, total;
+	int64_t length;           /* Content-Length, or -1 */
 	long retry_after;
 	/* the request */
 	uint64_t pos, end;        /* next byte expected; end (exclusive) */
 	tfs_validator *v;
+	bool whole;               /* the handle takes a whole 200 (tfs_http_whole) */
+	bool got_whole;           /* ...and this response is one: its body ends it */
 	bool checked;
 	xfer_fail fail;
 	tfs_http_sink sink;
@@ -153,6 +167,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud)
 		x->etag[0] = x->last_modified[0] = '\0';
 		x->have_range = false;
 		x->retry_after = -1;
+		x->length = -1;
 		return n;
 	}
 	const char *colon = memchr(line, ':', n);
@@ -166,6 +181,11 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud)
 	} else if (kl == 11 && strncasecmp(line, "retry-after", 11) == 0) {
 		header_value(val, sizeof(val), colon + 1, vl);
 		x->retry_after = strtol(val, NULL, 10);
+	} else if (kl == 14 && strncasecmp(line, "content-length", 14) == 0) {
+		char *e;
+		header_value(val, sizeof(val), colon + 1, vl);
+		unsigned long long l = strtoull(val, &e, 10);
+		x->length = e != val && !*e ? (int64_t)(l > INT64_MAX ? INT64_MAX : l) : -1;
 	} else if (kl == 13 && strncasecmp(line, "content-range", 13) == 0) {
 		unsigned long long a = 0, b = 0, t = 0;   /* what sscanf does not fill stays 0 */
 		header_value(val, sizeof(val), colon + 1, vl);
@@ -186,9 +206,18 @@ static bool same_version(const xfer *x, const tfs_validator *v, uint64_t total)
 	       total == v->size;
 }
 
-/* Checks a 206 before any of its body is used; fills v on the first response. */
+/* Checks a 206 before any of its body is used; fills v on the first response.  A handle
+ * made whole (tfs_http_whole) also takes a 200 from byte 0: the file, however long. */
 static xfer_fail check_response(xfer *x)
 {
+	if (x->status == 200 && x->whole && x->pos == 0 && !x->v->known) {
+		snprintf(x->v->etag, sizeof(x->v->etag), "%s", x->etag);
+		snprintf(x->v->last_modified, sizeof(x->v->last_modified), "%s", x->last_modified);
+		x->v->size = x->length >= 0 ? (uint64_t)x->length : 0;
+		x->v->known = true;
+		x->got_whole = true;
+		return OK;
+	}
 	if (x->status == 200)
 		return NO_RANGE;
 	if (x->status != 206 || !x->have_range || x->first != x->pos)
@@ -219,8 +248,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 			return 0;
 		x->checked = true;
 	}
-	if (n > x->end - x->pos) { /* more than Content-Range said */
-		x->fail = BAD_RANGE;
+	if (n > x->end - x->pos) { /* more than Content-Range said (or than asked for) */
+		x->fail = x->got_whole ? SINK : BAD_RANGE;
 		return 0;
 	}
 	if (x->sink(x->ctx, x->pos, data, n)) {
@@ -332,6 +361,8 @@ static CURLcode perform(tfs_http *h, int i, xfer *x, struct curl_slist *hdrs)
 	CURL *c = h->easy[i];
 	setup(h, c, x, range, sizeof(range), hdrs);
 	x->status = 0;
+	x->length = -1;
+	x->got_whole = false;
 	x->checked = false;
 	x->fail = OK;
 	x->retry_after = -1;
@@ -484,15 +515,24 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 		 const char *if_none_match, tfs_http_sink sink, void *ctx, uint64_t *got,
 		 tfs_error *err)
 {
-	xfer x = { .pos = off, .end = off + len, .v = v, .sink = sink, .ctx = ctx };
-	struct curl_slist *hdrs = NULL;
-	char inm[300];
+	xfer x = { .pos = off, .end = off + len, .v = v, .sink = sink, .ctx = ctx,
+		   .whole = h->whole };
+	struct curl_slist *hdrs = NULL, *more;
+	char inm[300], acc[300];
 	int tries = 0, total = 0, rc = 0;
 	int64_t deadline = now_ms() + 2000 * h->timeout;
 	if (if_none_match && *if_none_match) {
 		snprintf(inm, sizeof(inm), "If-None-Match: %s", if_none_match);
 		if (!(hdrs = curl_slist_append(NULL, inm)))
 			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->url);
+	}
+	if (h->accept) {
+		snprintf(acc, sizeof(acc), "Accept: %s", h->accept);
+		if (!(more = curl_slist_append(hdrs, acc))) {
+			curl_slist_free_all(hdrs);
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->url);
+		}
+		hdrs = more;
 	}
 	while (x.pos < x.end || !v->known) {
 		if (server_down(h)) { /* also after waiting for a connection another range held */
@@ -513,7 +553,7 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 		uint64_t before = x.pos;
 		x.wait_s = attempt_wait(h, deadline);
 		CURLcode cc = perform(h, i, &x, hdrs);
-		if (x.status == 304 && hdrs && x.fail == OK &&
+		if (x.status == 304 && if_none_match && *if_none_match && x.fail == OK &&
 		    strcmp(x.etag[0] ? x.etag : if_none_match, if_none_match) == 0) {
 			v->known = true;
 			rc = 1;
@@ -521,6 +561,12 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 		}
 		if (cc == CURLE_OK && x.fail == OK && x.status == 206 && x.pos == x.end)
 			break;
+		if (cc == CURLE_OK && x.fail == OK && x.got_whole &&
+		    (!v->size || x.pos == v->size)) { /* the whole file (the length it said) */
+			v->size = x.pos;
+			x.end = x.pos;
+			break;
+		}
 		if (x.pos > before)
 			tries = 0; /* progress: a dropped connection resumes where it stopped */
 		if (x.pos - before >= MIN_PROGRESS)

@@ -29,6 +29,11 @@ int tfs_http_new(tfs_http **out, const char *url, const tfs_open_opts *o, tfs_er
 void tfs_http_free(tfs_http *h);
 const char *tfs_http_url(const tfs_http *h);
 
+/* Makes h fetch a small file whole: a GET from byte 0 may be answered with a 200 and the
+ * whole file (a server without Range support for it, as a registry's manifests), and
+ * requests carry "Accept: accept" when it is not NULL.  -1: out of memory. */
+int tfs_http_whole(tfs_http *h, const char *accept);
+
 /* Receives body bytes [pos, pos + n) in order; non-zero stops the transfer (an error). */
 typedef int (*tfs_http_sink)(void *ctx, uint64_t pos, const void *data, size_t n);
 

@@ -187,6 +187,17 @@ int tfs_safetensors_open_index(tfs_model *m, const char *index_path, const uint8
 			       uint64_t len, tfs_st_shard_opener opener, void *ctx,
 			       tfs_error *err);
 int tfs_ollama_open(tfs_model *m, const char *ref, const tfs_open_opts *o, tfs_error *err);
+/* A model of an Ollama registry over HTTP(S) (the registry API Ollama pulls from): source is
+ * its manifest's URL (http(s)://HOST/v2/NS/MODEL/manifests/TAG), or an Ollama name with a
+ * scheme (http(s)://HOST/NS/MODEL:TAG) that is not in the local store.  The manifest is
+ * fetched whole, each blob is a remote source (HOST/v2/NS/MODEL/blobs/DIGEST).  1 when
+ * source is neither (or, a name, has no manifest there: the caller tries it as a file). */
+int tfs_ollama_open_registry(tfs_model *m, const char *source, const tfs_open_opts *o,
+			     tfs_error *err);
+/* Opens url as a remote source (open.c): its header fetched on demand, its data read
+ * through the block cache; its label is the URL's last path segment. */
+int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
+				int32_t *idx, tfs_error *err);
 
 /* Per-format writers: write the model's current state to a new file at tmp_path
  * (already-open fd), used by tfs_model_write. */

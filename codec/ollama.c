@@ -13,6 +13,7 @@
  * formats.h).
  */
 #include "formats.h"
+#include "remote.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -217,6 +218,8 @@ static void layout_free(void *p)
 	free(l->layers);
 	layer_free(&l->config);
 	free(l->root);
+	free(l->blob_base);
+	free(l->manifest_buf);
 	free(l->manifest_path);
 	free(l->host);
 	free(l->ns);
@@ -307,12 +310,30 @@ static int check_sha256(const tfs_model *m, int32_t si, const char *digest,
 		EVP_MD_CTX_free(ctx);
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: cannot set up sha256", blob);
 	}
+	/* a remote blob's bytes come through the block cache, a chunk at a time */
+	uint8_t *buf = s->remote ? malloc(s->size < HASH_CHUNK ? (size_t)s->size : HASH_CHUNK) : NULL;
+	if (s->remote && !buf && s->size) {
+		EVP_MD_CTX_free(ctx);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", blob);
+	}
 	for (uint64_t done = 0; done < s->size;) {
 		uint64_t n = s->size - done < HASH_CHUNK ? s->size - done : HASH_CHUNK;
-		tfs_source_advise(m, si, done, n, MADV_WILLNEED);
-		int upd = EVP_DigestUpdate(ctx, s->map + done, (size_t)n);
-		tfs_source_advise(m, si, done, n, MADV_DONTNEED);
+		int upd;
+		if (s->remote) {
+			int rc = tfs_source_pread(s, buf, n, done, err);
+			if (rc) {
+				free(buf);
+				EVP_MD_CTX_free(ctx);
+				return rc;
+			}
+			upd = EVP_DigestUpdate(ctx, buf, (size_t)n);
+		} else {
+			tfs_source_advise(m, si, done, n, MADV_WILLNEED);
+			upd = EVP_DigestUpdate(ctx, s->map + done, (size_t)n);
+			tfs_source_advise(m, si, done, n, MADV_DONTNEED);
+		}
 		if (upd != 1) {
+			free(buf);
 			EVP_MD_CTX_free(ctx);
 			return tfs_error_set(err, TFS_E_IO, "%s: sha256 failed", blob);
 		}
@@ -320,6 +341,7 @@ static int check_sha256(const tfs_model *m, int32_t si, const char *digest,
 		if (report)
 			o->progress(o->progress_ctx, blob, done, s->size);
 	}
+	free(buf);
 	int ok = EVP_DigestFinal_ex(ctx, md, &mdlen);
 	EVP_MD_CTX_free(ctx);
 	if (ok != 1 || mdlen != 32)
@@ -332,6 +354,9 @@ static int check_sha256(const tfs_model *m, int32_t si, const char *digest,
 				     "refusing to open it", manifest, blob, hex, digest + 7);
 	return 0;
 }
+
+static int check_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool always_hash,
+		      const tfs_open_opts *o, const char *name, tfs_error *err);
 
 /* Opens (once per digest) the blob of layer l, checks its size and, when due, its sha256. */
 static int open_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool always_hash,
@@ -355,12 +380,23 @@ static int open_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool alw
 					     (unsigned long long)s->size, (unsigned long long)l->size);
 		return 0;
 	}
+	int rc;
+	if (lay->blob_base) { /* over HTTP(S): the registry's blob URL */
+		char *url = NULL;
+		if (asprintf(&url, "%s%s", lay->blob_base, l->digest) < 0)
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", lay->manifest_path);
+		rc = tfs_model_add_remote_source(m, url, o, &l->src, err);
+		free(url);
+		if (rc)
+			return rc;
+		return check_blob(m, lay, l, always_hash, o, name, err);
+	}
 	char *path = join3(lay->root, "blobs", name);
 	if (!path)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", lay->manifest_path);
 	struct stat st;
 	if (stat(path, &st) < 0) {
-		int e = errno, rc;
+		int e = errno;
 		if (e == ENOENT)
 			rc = tfs_error_set(err, TFS_E_NOTFOUND, "%s: blob %s (layer %s) is missing: %s",
 					   lay->manifest_path, name, l->media_type, path);
@@ -370,10 +406,17 @@ static int open_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool alw
 		free(path);
 		return rc;
 	}
-	int rc = tfs_model_add_source(m, path, l->digest, &l->src, err);
+	rc = tfs_model_add_source(m, path, l->digest, &l->src, err);
 	free(path);
 	if (rc)
 		return rc;
+	return check_blob(m, lay, l, always_hash, o, name, err);
+}
+
+/* An opened blob against its layer: its size, and when due its sha256. */
+static int check_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool always_hash,
+		      const tfs_open_opts *o, const char *name, tfs_error *err)
+{
 	const tfs_source *s = &m->src[l->src];
 	if (s->size != l->size)
 		return tfs_error_set(err, TFS_E_DIGEST,
@@ -891,9 +934,19 @@ static int resolve_ref(const char *ref, const tfs_open_opts *o,
 static int read_manifest(tfs_model *m, tfs_ol_layout *lay, json_t **out, tfs_error *err)
 {
 	const char *file = lay->manifest_path;
-	int rc = tfs_model_add_source(m, file, "manifest", &lay->manifest_src, err);
+	int rc = lay->manifest_buf
+		 ? tfs_model_add_mem_source(m, file, lay->manifest_buf, lay->manifest_len,
+					    &lay->manifest_src, err)
+		 : tfs_model_add_source(m, file, "manifest", &lay->manifest_src, err);
 	if (rc)
 		return rc;
+	if (lay->manifest_buf) { /* labelled as a store's manifest is */
+		char *label = strdup("manifest");
+		if (!label)
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", file);
+		free(m->src[lay->manifest_src].label);
+		m->src[lay->manifest_src].label = label;
+	}
 	const tfs_source *s = &m->src[lay->manifest_src];
 	if (s->size > TFS_MAX_MANIFEST)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: manifest of %llu bytes is over the "
@@ -1066,5 +1119,120 @@ int tfs_ollama_open(tfs_model *m, const char *ref, const tfs_open_opts *o, tfs_e
 out:
 	json_decref(root);
 	free(manifest);
+	return rc;
+}
+
+/* ==== a registry's model over HTTP(S) ==== */
+
+static bool has_suffix(const char *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+	return n >= k && strncasecmp(s + n - k, suffix, k) == 0;
+}
+
+/* The manifest URL and the blobs' base URL of source: a registry's manifest URL
+ * (scheme://host/v2/<name>/manifests/<tag>), or an Ollama name with a scheme
+ * (scheme://host/ns/model[:tag]; without a tag only for registry.ollama.ai, as a URL of a
+ * file is no model name).  *named: the latter.  n: the name's parts.  false: neither (or out
+ * of memory: then the caller's file fetch says so). */
+static bool registry_urls(const char *source, char **manifest, char **blobs, ol_name *n,
+			  bool *named)
+{
+	const char *sep = strstr(source, "://"), *path = sep ? strchr(sep + 3, '/') : NULL;
+	size_t len = strlen(source);
+	if (!path || strcspn(source, "?#") != len)
+		return false;
+	const char *mf = NULL;
+	for (const char *p = path; (p = strstr(p, "/manifests/")) != NULL; p++)
+		mf = p;
+	*manifest = *blobs = NULL;
+	if (strncmp(path, "/v2/", 4) == 0 && mf && mf > path + 4) {
+		const char *tag = mf + 11, *model = last_slash(path + 3, mf);
+		const char *ns = model ? last_slash(path + 3, model) : NULL;
+		if (!*tag || strchr(tag, '/') || !model || model + 1 >= mf)
+			return false;
+		snprintf(n->host, sizeof(n->host), "%.*s", (int)(path - sep - 3), sep + 3);
+		snprintf(n->ns, sizeof(n->ns), "%.*s", ns ? (int)(model - ns - 1) : 0,
+			 ns ? ns + 1 : "");
+		snprintf(n->model, sizeof(n->model), "%.*s", (int)(mf - model - 1), model + 1);
+		snprintf(n->tag, sizeof(n->tag), "%s", tag);
+		*named = false;
+		if (!(*manifest = strdup(source)) ||
+		    asprintf(blobs, "%.*s/blobs/", (int)(mf - source), source) < 0) {
+			free(*manifest);
+			*manifest = *blobs = NULL;
+			return false;
+		}
+		return true;
+	}
+	tfs_error e;
+	const char *last = strrchr(path, '/');
+	int slashes = 0;
+	for (const char *p = path; *p; p++)
+		slashes += *p == '/';
+	if (slashes != 2 || has_suffix(source, len, ".gguf") ||
+	    has_suffix(source, len, ".safetensors") || has_suffix(source, len, ".json") ||
+	    parse_name(n, source, &e) != 0 ||
+	    (!strchr(last, ':') && strcmp(n->host, "registry.ollama.ai") != 0))
+		return false;
+	int sl = (int)(sep - source);
+	*named = true;
+	if (asprintf(manifest, "%.*s://%s/v2/%s/%s/manifests/%s", sl, source, n->host, n->ns,
+		     n->model, n->tag) < 0) {
+		*manifest = NULL;
+		return false;
+	}
+	if (asprintf(blobs, "%.*s://%s/v2/%s/%s/blobs/", sl, source, n->host, n->ns,
+		     n->model) < 0) {
+		free(*manifest);
+		*manifest = *blobs = NULL;
+		return false;
+	}
+	return true;
+}
+
+int tfs_ollama_open_registry(tfs_model *m, const char *source, const tfs_open_opts *o,
+			     tfs_error *err)
+{
+	char *manifest, *blobs;
+	ol_name n;
+	bool named;
+	json_t *root = NULL;
+
+	if (!registry_urls(source, &manifest, &blobs, &n, &named))
+		return 1;
+	tfs_ol_layout *lay = calloc(1, sizeof(*lay));
+	if (!lay) {
+		free(manifest);
+		free(blobs);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source);
+	}
+	lay->manifest_src = -1;
+	lay->config.src = lay->config.extra = -1;
+	lay->manifest_path = manifest;
+	lay->blob_base = blobs;
+	m->priv = lay;
+	m->priv_free = layout_free;
+	if (!(lay->host = strdup(n.host)) || !(lay->ns = strdup(n.ns)) ||
+	    !(lay->model = strdup(n.model)) || !(lay->tag = strdup(n.tag)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source);
+	int64_t mtime = 0;
+	int rc = tfs_remote_fetch_small(manifest, o, TFS_MAX_MANIFEST, MT_MANIFEST,
+					&lay->manifest_buf, &lay->manifest_len, &mtime, err);
+	if (rc == TFS_E_NOTFOUND && named)
+		return 1; /* no such model there: maybe a file after all */
+	if (rc)
+		return rc;
+	char *p = strdup(manifest);
+	if (!p)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source);
+	free(m->path);
+	m->path = p;
+	if (!(rc = read_manifest(m, lay, &root, err))) {
+		/* the model's times: the manifest's Last-Modified */
+		m->src[lay->manifest_src].mtime_sec = mtime;
+		rc = add_layers(m, lay, o, err);
+	}
+	json_decref(root);
 	return rc;
 }

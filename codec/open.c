@@ -110,8 +110,8 @@ static int open_failed(const char *source, const source_kind *k, int rc, tfs_err
 
 /* Opens url as a source: its header fetched on demand (tfs_source_head), its data read
  * through the block cache (tfs_source_pread). */
-static int add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
-			     int32_t *idx, tfs_error *err)
+int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
+				int32_t *idx, tfs_error *err)
 {
 	tfs_remote *r = NULL;
 	int32_t i;
@@ -138,7 +138,7 @@ static int open_remote(tfs_model **out, const char *url, const tfs_open_opts *o,
 	int32_t src;
 	int rc = tfs_model_new(&m, TFS_FMT_SAFETENSORS, url, err);
 	if (!rc)
-		rc = add_remote_source(m, url, o, &src, err);
+		rc = tfs_model_add_remote_source(m, url, o, &src, err);
 	if (!rc) {
 		const tfs_source *s = &m->src[src];
 		const char *p = (const char *)s->map;
@@ -196,7 +196,7 @@ static int open_remote_shard(void *ctx, tfs_model *m, const char *name, int32_t 
 			p += sprintf(p, "%%%02X", c);
 	}
 	*p = '\0';
-	if ((rc = add_remote_source(m, url, rs->o, src, err)))
+	if ((rc = tfs_model_add_remote_source(m, url, rs->o, src, err)))
 		goto out;
 	free(m->src[*src].label); /* the weight_map's name, not the encoded one */
 	m->src[*src].label = label;
@@ -218,7 +218,7 @@ static int open_remote_index(tfs_model **out, const char *url, const tfs_open_op
 	while (base && url[base - 1] != '/')
 		base--;
 	remote_shards rs = { url, base, o };
-	int rc = tfs_remote_fetch_small(url, o, TFS_MAX_ST_HEADER, &text, &len, err);
+	int rc = tfs_remote_fetch_small(url, o, TFS_MAX_ST_HEADER, NULL, &text, &len, NULL, err);
 	if (!rc)
 		rc = tfs_model_new(&m, TFS_FMT_SAFETENSORS, url, err);
 	if (!rc)
@@ -298,6 +298,18 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 		if (rc != TFS_E_NOTFOUND && rc != TFS_E_INVALID)
 			return rc;
 		tfs_error_clear(err);
+		/* a model of an Ollama registry: its manifest's URL, or a name with a scheme */
+		if ((rc = tfs_model_new(&m, TFS_FMT_OLLAMA, source, err)))
+			return rc;
+		rc = tfs_ollama_open_registry(m, source, opts, err);
+		if (rc == 0) {
+			m->changed = false;
+			*out = m;
+			return 0;
+		}
+		tfs_model_free(m);
+		if (rc != 1)
+			return rc;
 		if (url_is_json(source))
 			return open_remote_index(out, source, opts, err);
 		return open_remote(out, source, opts, err);

@@ -602,12 +602,15 @@ static int to_growing(void *ctx, uint64_t pos, const void *data, size_t n)
 }
 
 int tfs_remote_fetch_small(const char *url, const tfs_open_opts *o, uint64_t cap,
-			   uint8_t **out, uint64_t *len, tfs_error *err)
+			   const char *accept, uint8_t **out, uint64_t *len, int64_t *mtime,
+			   tfs_error *err)
 {
 	tfs_http *h = NULL;
 	tfs_validator v = { .known = false };
 	growing g = { .limit = cap, .v = &v };
 	int rc = tfs_http_new(&h, url, o, err);
+	if (!rc && tfs_http_whole(h, accept))
+		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", url);
 	if (!rc)
 		rc = tfs_http_get(h, 0, cap + 1, &v, NULL, to_growing, &g, NULL, err);
 	if (v.known && v.size > cap)
@@ -623,6 +626,10 @@ int tfs_remote_fetch_small(const char *url, const tfs_open_opts *o, uint64_t cap
 	g.buf[g.len] = '\0';
 	*out = g.buf;
 	*len = g.len;
+	if (mtime) {
+		time_t t = v.last_modified[0] ? curl_getdate(v.last_modified, NULL) : -1;
+		*mtime = t < 0 ? 0 : (int64_t)t;
+	}
 	return 0;
 }
 

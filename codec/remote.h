@@ -41,9 +41,12 @@ int tfs_remote_pread(tfs_remote *r, void *buf, uint64_t len, uint64_t off, tfs_e
  * when no such descriptor can be had (read with tfs_remote_pread instead); or an error. */
 int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, int *fd, tfs_error *err);
 /* Fetches the whole of a small file at url (at most cap bytes, else an error), not cached:
- * *out (allocated, NUL-terminated) and *len. */
+ * *out (allocated, NUL-terminated), *len, and when mtime is not NULL its Last-Modified
+ * (seconds; 0 when not said).  The server may answer with or without Range support;
+ * accept, when not NULL, is sent as the Accept header. */
 int tfs_remote_fetch_small(const char *url, const tfs_open_opts *o, uint64_t cap,
-			   uint8_t **out, uint64_t *len, tfs_error *err);
+			   const char *accept, uint8_t **out, uint64_t *len, int64_t *mtime,
+			   tfs_error *err);
 /* Requests and body bytes since the open. */
 void tfs_remote_stats(const tfs_remote *r, uint64_t *requests, uint64_t *bytes);
 

@@ -31,8 +31,9 @@ static const char mount_usage[] =
 	"usage: tensorfs mount SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n"
 	"       mount.tensorfs SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n"
 	"Mounts a model (a .gguf or .safetensors file, a sharded set's index or directory,\n"
-	"an Ollama manifest or model name, an http(s):// URL of a GGUF or safetensors file,\n"
-	"hf://ORG/REPO[/PATH][@REV]) on an empty directory; returns once it is ready.\n"
+	"an Ollama manifest or model name, an http(s):// URL of a GGUF or safetensors file\n"
+	"or of an Ollama registry's manifest, hf://ORG/REPO[/PATH][@REV]) on an empty\n"
+	"directory; returns once it is ready.\n"
 	"options: ro (default), rw (writable: the changes are repacked at unmount),\n"
 	"         staging=DIR, output=PATH, verify, threads=N, readahead_kb=N,\n"
 	"         imatrix=FILE (llama.cpp's importance matrix, to write IQ1/IQ2/IQ3 values),\n"
@@ -681,6 +682,13 @@ static int remote_opts(const tfs_opts *o, tfs_open_opts *oo, char **token, const
 }
 
 /* Opens the model (and, for rw, the staging directory, replaying it). Prints errors. */
+/* Whether a SOURCE is read over the network (http://, https://, hf://). */
+static bool is_remote(const char *source)
+{
+	return strncasecmp(source, "http://", 7) == 0 || strncasecmp(source, "https://", 8) == 0 ||
+	       strncmp(source, "hf://", 5) == 0;
+}
+
 static int open_model(tfs_fs *fs, const char *prog)
 {
 	tfs_error err;
@@ -721,6 +729,15 @@ static int open_model(tfs_fs *fs, const char *prog)
 	}
 	if (!fs->opts.rw)
 		return 0;
+	bool fetched = false; /* (an Ollama name with a scheme may be a model of the store) */
+	for (size_t i = 0; i < tfs_model_n_sources(fs->model); i++)
+		fetched |= tfs_model_source(fs->model, i)->remote != NULL;
+	if (fetched && tfs_model_format(fs->model) == TFS_FMT_OLLAMA) {
+		fprintf(stderr, "%s: %s: a model of an Ollama registry mounts read-only (tensorfs "
+			"writes Ollama models into a local store): pull it with ollama and mount "
+			"its name with -o rw\n", prog, fs->opts.source);
+		return -1;
+	}
 	if (!dir) {
 		/* the default directory depends on the resolved source: recover, then read it
 		 * again if there was anything to recover from */
@@ -821,13 +838,6 @@ static int repack_at_unmount(tfs_fs *fs)
 	if (st)
 		fclose(st);
 	return rc ? 1 : 0;
-}
-
-/* Whether a SOURCE is read over the network (http://, https://, hf://). */
-static bool is_remote(const char *source)
-{
-	return strncasecmp(source, "http://", 7) == 0 || strncasecmp(source, "https://", 8) == 0 ||
-	       strncmp(source, "hf://", 5) == 0;
 }
 
 /* The daemon runs from /: every path is made absolute first; an Ollama model name stays

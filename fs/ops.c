@@ -517,6 +517,10 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 		size = (size_t)(avail - (uint64_t)off);
 	pthread_once(&read_mode_once, read_mode_init);
 	uint64_t pos = base + (uint64_t)off;
+	if (!s->remote && s->fd < 0) { /* bytes in memory (a manifest fetched whole) */
+		fuse_reply_buf(req, (const char *)s->map + pos, size);
+		return;
+	}
 	if (s->remote) { /* no file to read from: codec's block cache */
 		if (raw_read_mode != READ_PREAD && raw_read_mode != READ_MMAP && size > 0 &&
 		    size <= splice_max && reply_remote_splice(req, fs, s, pos, size))

@@ -10,8 +10,9 @@ short (a body cut in half with a Content-Length saying so, the Content-Range unc
 stall (headers, then nothing for `stall_seconds`), etag (another ETag), norange (200 and the
 whole file, Range ignored), hugesize (a Content-Range total of 2^60), badrange (the bytes of another range, and a Content-Range saying so), 401, 404.
 p.latency adds that many seconds before each request is forwarded (bodies without a fault
-are relayed as they arrive). Every request's Authorization header is recorded in
-p.auth_seen.
+are relayed as they arrive). p.norange_paths: requests whose path holds that string are
+answered as by norange. Every request's Authorization header is recorded in p.auth_seen,
+and its (path, Accept header) in p.accept_seen.
 """
 import http.client
 import http.server
@@ -55,7 +56,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         p = self.server.proxy
         p.auth_seen.append(self.headers.get("Authorization"))
+        p.accept_seen.append((self.path, self.headers.get("Accept")))
         fault = p.next_fault()
+        if fault is None and p.norange_paths and p.norange_paths in self.path:
+            fault = "norange"
         fwd = {k: v for k, v in self.headers.items()
                if k.lower() in ("range", "if-none-match", "if-modified-since")}
         if fault == "norange":
@@ -129,6 +133,8 @@ class FaultProxy:
         self.stall_seconds = 6
         self.latency = 0  # seconds added before each request is forwarded
         self.auth_seen = []
+        self.accept_seen = []
+        self.norange_paths = None
         self.requests = 0
         self.lock = threading.Lock()
         self.host = host

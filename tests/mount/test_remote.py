@@ -88,6 +88,30 @@ def make_sharded(d):
     return want
 
 
+STORE = os.path.join(TESTDATA, "ollama", "models")
+REGISTRY_MODELS = ("oracle-gguf:latest", "oracle-st:int4", "oracle-st:nvfp4")
+
+
+def make_registry(www):
+    """The test store's models as a registry serves them (the API Ollama pulls from):
+    www/v2/library/MODEL/manifests/TAG and www/v2/library/MODEL/blobs/sha256:HEX."""
+    mdir = os.path.join(STORE, "manifests", "registry.ollama.ai", "library")
+    for ref in REGISTRY_MODELS:
+        model, tag = ref.split(":")
+        d = os.path.join(www, "v2", "library", model)
+        os.makedirs(os.path.join(d, "manifests"), exist_ok=True)
+        os.makedirs(os.path.join(d, "blobs"), exist_ok=True)
+        shutil.copy(os.path.join(mdir, model, tag), os.path.join(d, "manifests", tag))
+        with open(os.path.join(mdir, model, tag)) as f:
+            man = json.load(f)
+        for layer in [man["config"]] + man["layers"]:
+            shutil.copy(os.path.join(STORE, "blobs", layer["digest"].replace(":", "-")),
+                        os.path.join(d, "blobs", layer["digest"]))
+    for d, dirs, _ in os.walk(os.path.join(www, "v2")):
+        for x in dirs:
+            os.chmod(os.path.join(d, x), 0o755)
+
+
 def setUpModule():
     global WWW, NG, SKIP
     if not websrv.NGINX or not websrv.OPENSSL:
@@ -113,6 +137,7 @@ def setUpModule():
                 os.path.join(WWW, "broken"))
     with open(os.path.join(WWW, "hello.txt"), "w") as f:
         f.write("hello, this is not a model\n" * 10)
+    make_registry(WWW)
     NG = websrv.Nginx(WWW)
 
 
@@ -593,6 +618,106 @@ class Remote(TestCase):
                 self.assertEqual(len(good), 60)
         finally:
             p.stop()
+
+
+class Registry(TestCase):
+    """Models of an Ollama registry over HTTP (nginx serving the registry's URL layout)."""
+
+    def setUp(self):
+        if SKIP:
+            self.skipTest(SKIP)
+        self.cache = self.tmpdir()
+
+    def assert_same_as_store(self, rm, ref):
+        """Every file of rm equals the local store's mount of ref (index.json but for the
+        sources)."""
+        old = os.environ.get("OLLAMA_MODELS")
+        os.environ["OLLAMA_MODELS"] = STORE
+        try:
+            with Mount(self, ref) as lm:
+                want = files_of(lm.path)
+                self.assertEqual(files_of(rm.path), want)
+                for f in want:
+                    if f == "index.json":
+                        self.assertEqual(index_without_source(read(rm.p(f))),
+                                         index_without_source(read(lm.p(f))))
+                    else:
+                        self.assertEqual(read(rm.p(f)), read(lm.p(f)), f)
+        finally:
+            if old is None:
+                del os.environ["OLLAMA_MODELS"]
+            else:
+                os.environ["OLLAMA_MODELS"] = old
+        return want
+
+    def test_registry_models_equal_the_store(self):
+        """A classic GGUF model and two per-tensor MLX ones, by their manifest URLs and by
+        Ollama names with a scheme, read exactly as the local store's copies."""
+        base = NG.url("").rstrip("/")
+        for ref in REGISTRY_MODELS:
+            model, tag = ref.split(":")
+            for src in ("%s/v2/library/%s/manifests/%s" % (base, model, tag),
+                        "%s/library/%s" % (base, ref)):
+                with Mount(self, src, ["cache=" + self.cache]) as rm:
+                    files = self.assert_same_as_store(rm, ref)
+                    self.assertIn("layers/manifest.json", files)
+                    self.assertEqual(json.loads(read(rm.p("index.json")))["source"],
+                                     "%s/v2/library/%s/manifests/%s" % (base, model, tag))
+                    self.assertGreater(os.stat(rm.p("layers", "manifest.json")).st_mtime,
+                                       1e9)  # the manifest's Last-Modified, not 1970
+
+    def test_manifest_fetched_whole_with_its_accept_header(self):
+        """The manifest is asked for with the registry's Accept header, and a registry
+        that answers it without Range support (200, the whole manifest) is read."""
+        p = faultproxy.FaultProxy(NG.url(""))
+        p.norange_paths = "/manifests/"
+        try:
+            with Mount(self, p.url("v2/library/oracle-gguf/manifests/latest"),
+                       ["cache=" + self.cache]) as rm:
+                self.assert_same_as_store(rm, "oracle-gguf:latest")
+        finally:
+            p.stop()
+        accepts = [a for path, a in p.accept_seen if "/manifests/" in path]
+        self.assertEqual(accepts, ["application/vnd.docker.distribution.manifest.v2+json"])
+
+    def test_registry_refusals(self):
+        """A missing tag or blob, a corrupt or resized small blob, and rw fail the mount
+        with one line naming what."""
+        base = NG.url("").rstrip("/")
+        url = base + "/v2/library/oracle-gguf/manifests/latest"
+        with open(os.path.join(WWW, "v2/library/oracle-gguf/manifests/latest")) as f:
+            blob = os.path.join(WWW, "v2/library/oracle-gguf/blobs",
+                                json.load(f)["layers"][-1]["digest"])
+        good = read(blob)
+
+        def refused(src, pattern, opts=()):
+            mp = self.tmpdir()
+            r = run([TENSORFS, "mount", src, mp, "-o", ",".join(["cache=" + self.tmpdir()]
+                                                                 + list(opts))])
+            self.assertNotEqual(r.returncode, 0, src)
+            self.assertFalse(is_mounted(mp))
+            self.assertRegex(r.stderr, pattern)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+        refused(base + "/v2/library/oracle-gguf/manifests/nope", "manifests/nope: not found .HTTP 404")
+        refused(base + "/library/oracle-gguf:nope", "oracle-gguf:nope: not found .HTTP 404")
+        refused(url, "a model of an Ollama registry mounts read-only",
+                ["rw", "output=" + os.path.join(self.tmpdir(), "x.gguf")])
+        try:
+            os.rename(blob, blob + ".gone")
+            refused(url, "blobs/sha256:[0-9a-f]{64}: not found .HTTP 404")
+            os.rename(blob + ".gone", blob)
+            with open(blob, "wb") as f:
+                f.write(good[:-1] + bytes([good[-1] ^ 1]))
+            refused(url, "blob sha256:[0-9a-f]{64} is corrupt")
+            with open(blob, "wb") as f:
+                f.write(good + b"x")
+            refused(url, "is %d bytes, the manifest says %d" % (len(good) + 1, len(good)))
+        finally:
+            if os.path.exists(blob + ".gone"):
+                os.rename(blob + ".gone", blob)
+            with open(blob, "wb") as f:
+                f.write(good)
 
 
 class RemoteWrite(TestCase):

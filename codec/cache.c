@@ -462,6 +462,27 @@ int tfs_cache_read(tfs_cache *c, void *buf, uint64_t off, uint64_t len, tfs_erro
 	return tfs_cache_holds(c, off, len) ? 0 : 1;
 }
 
+int tfs_cache_forget(tfs_cache *c)
+{
+	if (range_lock(c->data_fd, F_WRLCK, 0, c->n_blocks * TFS_CACHE_BLOCK, false) < 0)
+		return -1;
+	static const uint8_t zeros[256];
+	for (uint64_t b = 0; b < c->n_blocks; b += sizeof(zeros)) { /* the map first */
+		size_t k = c->n_blocks - b < sizeof(zeros) ? (size_t)(c->n_blocks - b) : sizeof(zeros);
+		if (pwrite(c->map_fd, zeros, k, (off_t)b) != (ssize_t)k)
+			break;
+	}
+	for (uint64_t b = 0; b < c->n_blocks; b++) {
+		if (c->map[b] == 1)
+			c->usage = c->usage > TFS_CACHE_BLOCK ? c->usage - TFS_CACHE_BLOCK : 0;
+		c->map[b] = 0;
+	}
+	if (c->size)
+		fallocate(c->data_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)c->size);
+	range_lock(c->data_fd, F_UNLCK, 0, c->n_blocks * TFS_CACHE_BLOCK, false);
+	return 0;
+}
+
 void tfs_cache_resync(tfs_cache *c, uint64_t off, uint64_t len)
 {
 	uint64_t b0 = off / TFS_CACHE_BLOCK, b1 = (off + len + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK;

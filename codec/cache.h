@@ -54,6 +54,9 @@ bool tfs_cache_holds(tfs_cache *c, uint64_t off, uint64_t len);
 /* Reloads the memory map of the blocks of [off, off+len) from the map file (after a read
  * that answered 1). */
 void tfs_cache_resync(tfs_cache *c, uint64_t off, uint64_t len);
+/* Drops every block of the entry (bytes that proved wrong: fetched again when read).  -1
+ * when another mount holds some of them pinned (nothing is dropped then). */
+int tfs_cache_forget(tfs_cache *c);
 
 /* The newest validator cached for url (0), or -1. */
 int tfs_cache_last_get(const char *dir, const char *url, tfs_validator *v);

@@ -146,17 +146,22 @@ static int values_fd(const tfs_imatrix *im)
 	return im->gguf ? tfs_model_source(im->gguf, 0)->fd : im->fd;
 }
 
-/* Whether the file read is still as it was opened: one rewritten in place since (a new
- * llama-imatrix run onto the same path) would mix two runs' weights, so it is refused.  One
- * replaced by a rename is not seen: the open file is still the old one. */
+/* Whether the file read is still as it was opened (size, modification and change times): one
+ * rewritten in place since (a new llama-imatrix run onto the same path) would mix two runs'
+ * weights, so it is refused.  One replaced by a rename is not seen: the open file is still
+ * the old one. */
 static int unchanged(const tfs_imatrix *im, tfs_error *err)
 {
 	struct stat now;
 
 	if (fstat(values_fd(im), &now) != 0)
 		return tfs_error_sys(err, errno, "%s: the importance matrix", im->path);
+	/* the change time too: a rewrite may keep the size and set the modification time back
+	 * (touch -r), never the change time */
 	if (now.st_size != im->st.st_size || now.st_mtim.tv_sec != im->st.st_mtim.tv_sec ||
-	    now.st_mtim.tv_nsec != im->st.st_mtim.tv_nsec)
+	    now.st_mtim.tv_nsec != im->st.st_mtim.tv_nsec ||
+	    now.st_ctim.tv_sec != im->st.st_ctim.tv_sec ||
+	    now.st_ctim.tv_nsec != im->st.st_ctim.tv_nsec)
 		return tfs_error_sys(err, EIO, "%s: the importance matrix was changed since the "
 				     "mount (it is read when a tensor is quantized): remount to use "
 				     "the new one", im->path);

@@ -360,15 +360,6 @@ const char *tfs_model_format_name(const tfs_model *m)
 
 /* ==== reading ==== */
 
-/* Copies [off, off+len) of source si into out. */
-static int source_read(const tfs_model *m, int32_t si, uint64_t off, uint64_t len, void *out,
-		       tfs_error *err)
-{
-	if (si < 0 || (size_t)si >= m->n_src)
-		return tfs_error_set(err, TFS_E_INVALID, "%s: no source %d", m->path, si);
-	return tfs_source_pread(&m->src[si], out, len, off, err);
-}
-
 int64_t tfs_tensor_read_raw(const tfs_model *m, size_t i, uint64_t off, uint64_t len, void *out,
 			    tfs_error *err)
 {
@@ -379,7 +370,10 @@ int64_t tfs_tensor_read_raw(const tfs_model *m, size_t i, uint64_t off, uint64_t
 		return 0;
 	if (len > t->nbytes - off)
 		len = t->nbytes - off;
-	int rc = source_read(m, t->src, t->offset + off, len, out, err);
+	if (t->src < 0 || (size_t)t->src >= m->n_src)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: no source %d", m->path, t->src);
+	int rc = tfs_source_pread_in(&m->src[t->src], out, len, t->offset + off, t->offset,
+				     t->offset + t->nbytes, err);
 	return rc ? rc : (int64_t)len;
 }
 
@@ -478,7 +472,8 @@ int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t c
 	uint8_t *copy = s->remote ? malloc(span_len ? (size_t)span_len : 1) : NULL;
 	int rc = s->remote && !copy ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
 	if (!rc && copy)
-		rc = source_read(m, t->src, span_off, span_len, copy, err);
+		rc = tfs_source_pread_in(s, copy, span_len, span_off, t->offset,
+					 t->offset + t->nbytes, err);
 	if (rc) {
 		free(copy);
 		return rc;

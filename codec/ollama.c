@@ -389,7 +389,7 @@ static int open_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool alw
 		free(url);
 		if (rc)
 			return rc;
-		return check_blob(m, lay, l, always_hash, o, name, err);
+		return check_blob(m, lay, l, always_hash, o, l->digest, err);
 	}
 	char *path = join3(lay->root, "blobs", name);
 	if (!path)
@@ -430,9 +430,17 @@ static int check_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool al
 		       !strcmp(l->media_type, MT_PREFIX "adapter") ||
 		       !strcmp(l->media_type, MT_PREFIX "projector") ||
 		       !strcmp(l->media_type, MT_PREFIX "draft");
-	if (always_hash || (!weights && s->size < HASH_ALWAYS_BELOW) || (o && o->verify))
-		return check_sha256(m, l->src, l->digest, o, lay->manifest_path, err);
-	return 0;
+	if (!always_hash && !(!weights && s->size < HASH_ALWAYS_BELOW) && !(o && o->verify))
+		return 0;
+	int rc = check_sha256(m, l->src, l->digest, o, lay->manifest_path, err);
+	/* a remote blob's bytes came through the block cache: a bad copy there (a disk error,
+	 * a file edited) is dropped and the blob fetched again, once, before it is blamed */
+	if (rc == TFS_E_DIGEST && s->remote) {
+		if ((rc = tfs_remote_forget(s->remote, err)))
+			return rc;
+		rc = check_sha256(m, l->src, l->digest, o, lay->manifest_path, err);
+	}
+	return rc;
 }
 
 /* ==== layer names under layers/ ==== */
@@ -1188,6 +1196,18 @@ static bool registry_urls(const char *source, char **manifest, char **blobs, ol_
 		*manifest = *blobs = NULL;
 		return false;
 	}
+	return true;
+}
+
+bool tfs_is_registry_source(const char *source)
+{
+	char *manifest, *blobs;
+	ol_name n;
+	bool named;
+	if (!registry_urls(source, &manifest, &blobs, &n, &named))
+		return false;
+	free(manifest);
+	free(blobs);
 	return true;
 }
 

@@ -164,9 +164,11 @@ static int to_cache(void *ctx, uint64_t pos, const void *data, size_t n)
 	return 0;
 }
 
-/* The first missing block of [b0, b1) whose fetch this thread takes on, as [*s, *e):
- * blocks others fetch are waited for.  Called with the lock; false when all are present. */
-static bool claim(tfs_remote *r, uint64_t b0, uint64_t b1, bool exact, uint64_t *s, uint64_t *e)
+/* The first missing block of [b0, b1) whose fetch this thread takes on, as [*s, *e), within
+ * the item's blocks [lo, hi): blocks others fetch are waited for.  Called with the lock;
+ * false when all are present. */
+static bool claim(tfs_remote *r, uint64_t b0, uint64_t b1, bool exact, uint64_t lo, uint64_t hi,
+		  uint64_t *s, uint64_t *e)
 {
 	uint64_t m = b0, cb;
 	for (;;) {
@@ -190,6 +192,8 @@ static bool claim(tfs_remote *r, uint64_t b0, uint64_t b1, bool exact, uint64_t 
 	uint64_t start = m, limit = exact ? b1 : m + cb;
 	if (!exact && !seq) { /* a random read: the aligned chunk around it */
 		start = m - m % cb;
+		if (start < lo)
+			start = lo;
 		limit = start + cb;
 		for (uint64_t b = m; b > start; b--)
 			if (tfs_cache_has(r->cache, b - 1) || r->inflight[b - 1]) {
@@ -199,6 +203,8 @@ static bool claim(tfs_remote *r, uint64_t b0, uint64_t b1, bool exact, uint64_t 
 	}
 	if (limit > r->n_blocks)
 		limit = r->n_blocks;
+	if (limit > hi && hi > m) /* not past the item */
+		limit = hi;
 	uint64_t end = m + 1;
 	while (end < limit && !r->inflight[end] && !tfs_cache_has(r->cache, end))
 		end++;
@@ -319,14 +325,15 @@ static void *prefetch_main(void *arg)
 }
 
 /* After a read at block b of a sequential reader, in the chunk fetched last: the next chunk
- * is fetched meanwhile (while up to PREFETCH_DEPTH chunks are in flight). */
-static void readahead(tfs_remote *r, uint64_t b)
+ * is fetched meanwhile (while up to PREFETCH_DEPTH chunks are in flight), up to the end of
+ * the item read (block hi). */
+static void readahead(tfs_remote *r, uint64_t b, uint64_t hi)
 {
 	pthread_mutex_lock(&r->lock);
 	uint64_t s = r->seq_end / TFS_CACHE_BLOCK, e = s, cb;
 	int depth = near(r) ? 1 : PREFETCH_DEPTH;
 	if (r->prefetching >= depth || r->changed || !r->seq || b < r->seq_from ||
-	    s >= r->n_blocks || r->inflight[s] || tfs_cache_has(r->cache, s)) {
+	    s >= r->n_blocks || s >= hi || r->inflight[s] || tfs_cache_has(r->cache, s)) {
 		pthread_mutex_unlock(&r->lock);
 		return;
 	}
@@ -334,7 +341,8 @@ static void readahead(tfs_remote *r, uint64_t b)
 	cb = r->chunk / TFS_CACHE_BLOCK;
 	if (tfs_cache_cap(r->cache) && cb > tfs_cache_cap(r->cache) / 4 / TFS_CACHE_BLOCK)
 		cb = tfs_cache_cap(r->cache) / 4 / TFS_CACHE_BLOCK + 1;
-	while (e < s + cb && e < r->n_blocks && !r->inflight[e] && !tfs_cache_has(r->cache, e))
+	while (e < s + cb && e < r->n_blocks && e < hi && !r->inflight[e] &&
+	       !tfs_cache_has(r->cache, e))
 		e++;
 	prefetch_job *j = malloc(sizeof(*j));
 	pthread_attr_t a;
@@ -372,16 +380,29 @@ static int lost_error(tfs_remote *r, uint64_t off, uint64_t len, tfs_error *err)
 			     (unsigned long long)len);
 }
 
-/* Makes the blocks of [off, off+len) present, fetching what is missing: exactly that (the
- * header), or whole chunks (data). */
-static int ensure(tfs_remote *r, uint64_t off, uint64_t len, bool exact, tfs_error *err)
+/* The blocks of the item at bytes [lo, hi): [*blo, *bhi). */
+static void item_blocks(const tfs_remote *r, uint64_t lo, uint64_t hi, uint64_t *blo,
+			uint64_t *bhi)
 {
+	if (hi > r->v.size || hi <= lo)
+		lo = 0, hi = r->v.size;
+	*blo = lo / TFS_CACHE_BLOCK;
+	*bhi = (hi + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK;
+}
+
+/* Makes the blocks of [off, off+len) present, fetching what is missing: exactly that (the
+ * header), or whole chunks (data) within the item at [lo, hi). */
+static int ensure(tfs_remote *r, uint64_t off, uint64_t len, bool exact, uint64_t lo,
+		  uint64_t hi, tfs_error *err)
+{
+	uint64_t blo, bhi;
+	item_blocks(r, lo, hi, &blo, &bhi);
 	uint64_t b0 = off / TFS_CACHE_BLOCK, b1 = (off + len + TFS_CACHE_BLOCK - 1) / TFS_CACHE_BLOCK;
 	for (int round = 0; round < 100; round++) { /* a cap smaller than the range: bounded */
 		uint64_t s, e;
 		pthread_mutex_lock(&r->lock);
 		bool changed = r->changed;
-		bool need = !changed && claim(r, b0, b1, exact, &s, &e);
+		bool need = !changed && claim(r, b0, b1, exact, blo, bhi, &s, &e);
 		pthread_mutex_unlock(&r->lock);
 		if (changed)
 			return changed_error(r, err);
@@ -396,15 +417,17 @@ static int ensure(tfs_remote *r, uint64_t off, uint64_t len, bool exact, tfs_err
 
 /* Reads [off, off+len) through the cache, fetching what is missing (see ensure). */
 static int cached_read(tfs_remote *r, void *buf, uint64_t off, uint64_t len, bool exact,
-		       tfs_error *err)
+		       uint64_t lo, uint64_t hi, tfs_error *err)
 {
+	uint64_t blo, bhi;
+	item_blocks(r, lo, hi, &blo, &bhi);
 	for (int round = 0; round < 100; round++) {
-		int rc = ensure(r, off, len, exact, err);
+		int rc = ensure(r, off, len, exact, lo, hi, err);
 		if (rc)
 			return rc;
 		rc = tfs_cache_read(r->cache, buf, off, len, err);
 		if (rc == 0 && !exact)
-			readahead(r, off / TFS_CACHE_BLOCK);
+			readahead(r, off / TFS_CACHE_BLOCK, bhi);
 		if (rc <= 0)
 			return rc;
 		pthread_mutex_lock(&r->lock); /* evicted meanwhile: fetch it again */
@@ -414,8 +437,11 @@ static int cached_read(tfs_remote *r, void *buf, uint64_t off, uint64_t len, boo
 	return lost_error(r, off, len, err);
 }
 
-int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, int *fd, tfs_error *err)
+int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, uint64_t lo, uint64_t hi,
+		     int *fd, tfs_error *err)
 {
+	uint64_t blo, bhi;
+	item_blocks(r, lo, hi, &blo, &bhi);
 	uint64_t end;
 	if (tfs_add_overflow(off, len, &end) || end > r->v.size || !len)
 		return tfs_error_set(err, TFS_E_INVALID, "%s: read [%llu, +%llu) past its end",
@@ -426,13 +452,13 @@ int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, int *fd, tfs_err
 		int pin = tfs_cache_pin(r->cache, off, len);
 		if (pin < 0)
 			return 1;
-		int rc = ensure(r, off, len, false, err);
+		int rc = ensure(r, off, len, false, lo, hi, err);
 		if (rc) {
 			close(pin);
 			return rc;
 		}
 		if (tfs_cache_holds(r->cache, off, len)) {
-			readahead(r, off / TFS_CACHE_BLOCK);
+			readahead(r, off / TFS_CACHE_BLOCK, bhi);
 			*fd = pin;
 			return 0;
 		}
@@ -446,6 +472,12 @@ int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, int *fd, tfs_err
 
 int tfs_remote_pread(tfs_remote *r, void *buf, uint64_t len, uint64_t off, tfs_error *err)
 {
+	return tfs_remote_pread_in(r, buf, len, off, 0, r->v.size, err);
+}
+
+int tfs_remote_pread_in(tfs_remote *r, void *buf, uint64_t len, uint64_t off, uint64_t lo,
+			uint64_t hi, tfs_error *err)
+{
 	uint64_t end;
 	if (tfs_add_overflow(off, len, &end) || end > r->v.size)
 		return tfs_error_set(err, TFS_E_INVALID, "%s: read [%llu, +%llu) past its end",
@@ -457,7 +489,7 @@ int tfs_remote_pread(tfs_remote *r, void *buf, uint64_t len, uint64_t off, tfs_e
 		memcpy(buf, r->head + off, (size_t)len);
 		return 0;
 	}
-	return cached_read(r, buf, off, len, false, err);
+	return cached_read(r, buf, off, len, false, lo, hi, err);
 }
 
 /* ==== the header ==== */
@@ -477,11 +509,25 @@ int tfs_remote_head(tfs_remote *r, uint64_t end, tfs_error *err)
 	uint64_t b = (want + pg - 1) & ~(pg - 1);
 	if (mprotect(r->head + a, (size_t)(b - a), PROT_READ | PROT_WRITE) < 0)
 		return tfs_error_sys(err, errno, "%s: header memory", tfs_http_url(r->http));
-	int rc = cached_read(r, r->head + r->head_len, r->head_len, want - r->head_len, true, err);
+	int rc = cached_read(r, r->head + r->head_len, r->head_len, want - r->head_len, true, 0,
+			     r->v.size, err);
 	if (rc)
 		return rc;
 	r->head_len = want;
 	return 0;
+}
+
+int tfs_remote_forget(tfs_remote *r, tfs_error *err)
+{
+	uint64_t had = r->head_len;
+	pthread_mutex_lock(&r->lock);
+	int rc = tfs_cache_forget(r->cache);
+	pthread_mutex_unlock(&r->lock);
+	if (rc)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: its cached bytes cannot be dropped "
+				     "(another mount is reading them)", tfs_http_url(r->http));
+	r->head_len = 0;
+	return tfs_remote_head(r, had, err);
 }
 
 typedef struct {

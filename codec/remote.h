@@ -32,14 +32,24 @@ const uint8_t *tfs_remote_map(const tfs_remote *r);
 /* Makes the first `end` bytes present at tfs_remote_map() (fetching at least twice what
  * it had, so a header takes few requests).  0, or an error naming the URL. */
 int tfs_remote_head(tfs_remote *r, uint64_t end, tfs_error *err);
+/* Drops the file's cached bytes and fetches its header again (bytes that proved wrong, a
+ * digest that does not match: the cache's copy may be what is wrong).  Only before the
+ * header is parsed. */
+int tfs_remote_forget(tfs_remote *r, tfs_error *err);
 /* Reads [off, off+len) (inside the file) into buf, through the cache. */
 int tfs_remote_pread(tfs_remote *r, void *buf, uint64_t len, uint64_t off, tfs_error *err);
+/* The same, for bytes of an item at [lo, hi) of the file (a tensor): chunks fetched and read
+ * ahead stay within it, as a reader of the item wants no more. */
+int tfs_remote_pread_in(tfs_remote *r, void *buf, uint64_t len, uint64_t off, uint64_t lo,
+			uint64_t hi, tfs_error *err);
 /* For a reader that takes the bytes of [off, off+len) from the cache's data file itself
- * (splice): makes them present as tfs_remote_pread does (readahead too) and gives *fd, a
+ * (splice), of an item at [lo, hi) (as tfs_remote_pread_in; [0, size) for none): makes them
+ * present as tfs_remote_pread does (readahead too) and gives *fd, a
  * descriptor of that file of the caller's own (the bytes at their offsets in the remote
  * file) that pins them: no mount punches their blocks until the caller closes it.  0; 1
  * when no such descriptor can be had (read with tfs_remote_pread instead); or an error. */
-int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, int *fd, tfs_error *err);
+int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, uint64_t lo, uint64_t hi,
+		     int *fd, tfs_error *err);
 /* Fetches the whole of a small file at url (at most cap bytes, else an error), not cached:
  * *out (allocated, NUL-terminated), *len, and when mtime is not NULL its Last-Modified
  * (seconds; 0 when not said).  The server may answer with or without Range support;

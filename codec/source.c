@@ -10,6 +10,12 @@
 
 int tfs_source_pread(const tfs_source *s, void *buf, uint64_t len, uint64_t off, tfs_error *err)
 {
+	return tfs_source_pread_in(s, buf, len, off, 0, s->size, err);
+}
+
+int tfs_source_pread_in(const tfs_source *s, void *buf, uint64_t len, uint64_t off,
+			uint64_t lo, uint64_t hi, tfs_error *err)
+{
 	uint64_t end;
 	if (tfs_add_overflow(off, len, &end) || end > s->size)
 		return tfs_error_set(err, TFS_E_FORMAT,
@@ -18,7 +24,7 @@ int tfs_source_pread(const tfs_source *s, void *buf, uint64_t len, uint64_t off,
 				     s->path, (unsigned long long)off, (unsigned long long)len,
 				     (unsigned long long)s->size);
 	if (s->remote)
-		return tfs_remote_pread(s->remote, buf, len, off, err);
+		return tfs_remote_pread_in(s->remote, buf, len, off, lo, hi, err);
 	if (s->fd < 0 && s->map) { /* tfs_model_open_mem */
 		memcpy(buf, s->map + off, (size_t)len);
 		return 0;
@@ -43,12 +49,12 @@ int tfs_source_pread(const tfs_source *s, void *buf, uint64_t len, uint64_t off,
 	return 0;
 }
 
-int tfs_source_cache_ready(const tfs_source *s, uint64_t off, uint64_t len, int *fd,
-			   tfs_error *err)
+int tfs_source_cache_ready(const tfs_source *s, uint64_t off, uint64_t len, uint64_t lo,
+			   uint64_t hi, int *fd, tfs_error *err)
 {
 	if (!s->remote)
 		return tfs_error_set(err, TFS_E_INVALID, "%s: not a remote source", s->path);
-	return tfs_remote_ready(s->remote, off, len, fd, err);
+	return tfs_remote_ready(s->remote, off, len, lo, hi, fd, err);
 }
 
 int tfs_source_head(const tfs_source *s, uint64_t end, tfs_error *err)

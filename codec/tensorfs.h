@@ -310,17 +310,22 @@ typedef struct {
  * (TFS_E_IO with EIO when a remote file cannot be read or changed on the server).
  */
 int tfs_source_pread(const tfs_source *s, void *buf, uint64_t len, uint64_t off, tfs_error *err);
+/* The same, for bytes of an item at [lo, hi) of the source (a tensor, a layer): a remote
+ * source fetches and reads ahead within the item only. */
+int tfs_source_pread_in(const tfs_source *s, void *buf, uint64_t len, uint64_t off,
+			uint64_t lo, uint64_t hi, tfs_error *err);
 
 /*
  * For a reader of a remote source that moves bytes out of its block cache's data file
+ * (of an item at [lo, hi), as tfs_source_pread_in)
  * itself (splice, no copy): makes [off, off+len) present in the cache and gives *fd, a
  * descriptor of that file of the caller's own (the bytes sit at their offsets in the source)
  * that pins them: no mount sharing the cache punches their blocks until the caller closes
  * it.  0; 1 when no such descriptor can be had (read with tfs_source_pread instead); or an
  * error.  Local sources answer TFS_E_INVALID.
  */
-int tfs_source_cache_ready(const tfs_source *s, uint64_t off, uint64_t len, int *fd,
-			   tfs_error *err);
+int tfs_source_cache_ready(const tfs_source *s, uint64_t off, uint64_t len, uint64_t lo,
+			   uint64_t hi, int *fd, tfs_error *err);
 
 typedef struct tfs_model tfs_model;
 
@@ -371,6 +376,9 @@ const tfs_tensor *tfs_model_tensor(const tfs_model *m, size_t i);
 size_t tfs_model_n_extras(const tfs_model *m);
 const tfs_extra *tfs_model_extra(const tfs_model *m, size_t i);
 size_t tfs_model_n_sources(const tfs_model *m);
+/* Whether source names a model of an Ollama registry over HTTP(S) (its manifest's URL, or an
+ * Ollama name with a scheme: see tfs_model_open); by its form only, nothing is fetched. */
+bool tfs_is_registry_source(const char *source);
 const tfs_source *tfs_model_source(const tfs_model *m, size_t i);
 /* Index of the live key / tensor / extra of that name, or -1. */
 long tfs_model_find_kv(const tfs_model *m, const char *name);

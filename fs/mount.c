@@ -954,7 +954,9 @@ static int mount_args(tfs_fs *fs, struct fuse_args *args, bool by_mount8, const 
 			prog, o->output, by_mount8 ? " (under mount(8): -o writable)" : "");
 		return 2;
 	}
-	if (fs->opts.rw && is_remote(fs->opts.source) && !fs->opts.output) {
+	/* (a registry's Ollama model is refused rw once opened, with its own reason) */
+	if (fs->opts.rw && is_remote(fs->opts.source) && !fs->opts.output &&
+	    !tfs_is_registry_source(fs->opts.source)) {
 		fprintf(stderr, "%s: %s: a remote model is written to a local file: -o rw needs "
 			"-o output=PATH\n", prog, fs->opts.source);
 		return 2;
@@ -1501,6 +1503,12 @@ int tfs_repack_main(int argc, char **argv)
 		goto out;
 	}
 	fs.opts.rw = 1;
+	if (is_remote(fs.opts.source) && !fs.opts.output) {
+		fprintf(stderr, "tensorfs repack: %s: a remote model was staged for a local file: "
+			"give the mount's -o output=PATH\n", fs.opts.source);
+		ret = 2;
+		goto out;
+	}
 	if (open_model(&fs, "tensorfs repack"))
 		goto out;
 	if (!tfs_staging_dirty(fs.staging)) {

@@ -462,7 +462,7 @@ static void pipe_discard(reply_pipe *t)
 }
 
 static bool reply_remote_splice(fuse_req_t req, tfs_fs *fs, const tfs_source *s, uint64_t pos,
-				size_t size)
+				size_t size, uint64_t lo, uint64_t hi)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
 	size_t pages = ((size_t)(pos % pg) + size + pg - 1) / pg;
@@ -471,7 +471,7 @@ static bool reply_remote_splice(fuse_req_t req, tfs_fs *fs, const tfs_source *s,
 	reply_pipe *t = thread_pipe(pages * pg);
 	if (!t)
 		return false;
-	int rc = tfs_source_cache_ready(s, pos, size, &fd, &err);
+	int rc = tfs_source_cache_ready(s, pos, size, lo, hi, &fd, &err);
 	if (rc == 1)
 		return false;
 	if (rc) {
@@ -523,11 +523,11 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 	}
 	if (s->remote) { /* no file to read from: codec's block cache */
 		if (raw_read_mode != READ_PREAD && raw_read_mode != READ_MMAP && size > 0 &&
-		    size <= splice_max && reply_remote_splice(req, fs, s, pos, size))
+		    size <= splice_max && reply_remote_splice(req, fs, s, pos, size, base, base + avail))
 			return;
 		tfs_error err;
 		char *buf = tfs_scratch(1, size);
-		if (!buf || tfs_source_pread(s, buf, size, pos, &err))
+		if (!buf || tfs_source_pread_in(s, buf, size, pos, base, base + avail, &err))
 			/* why, in last_error and syslog: a read-only mount has no other place */
 			fuse_reply_err(req, buf ? tfs_fail(fs, &err) : ENOMEM);
 		else

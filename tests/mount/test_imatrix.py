@@ -234,8 +234,9 @@ class Imatrix(TestCase):
 
     def test_imatrix_rewritten_in_place(self):
         """An imatrix rewritten in place after the mount (a new llama-imatrix run onto the
-        same path) is refused at the close that would use it, saying so, rather than mixing
-        two runs' weights; the mount's other work goes on."""
+        same path; here the same size, and its modification time set back) is refused at
+        the close that would use it, saying so, rather than mixing two runs' weights; the
+        mount's other work goes on."""
         d = self.tmpdir()
         model, imat, other = (os.path.join(d, n) for n in ("m.gguf", "imatrix.gguf", "b.gguf"))
         self.make_model(model)
@@ -243,9 +244,12 @@ class Imatrix(TestCase):
         make_imatrix_gguf(other, self.entries())  # another run: same entries, other sums
         v = self.rng.standard_normal((2, 512)).astype(np.float32)
         with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
-            time.sleep(0.05)  # a later modification time than the mount's
+            st = os.stat(imat)
+            time.sleep(0.05)
             with open(imat, "r+b") as f:
                 f.write(open(other, "rb").read())
+            self.assertEqual(os.stat(imat).st_size, st.st_size)
+            os.utime(imat, ns=(st.st_atime_ns, st.st_mtime_ns))  # as touch -r does
             why = self.refused(m, errno.EIO, np.save, m.p("npy", "blk.0.attn_q.weight.npy"), v)
             self.assertIn("changed since the mount", why)
             self.assertIn(imat, why)

@@ -377,6 +377,24 @@ class Remote(TestCase):
         self.assertLessEqual(total, 8 << 20)
         self.assertLess(total, os.path.getsize(os.path.join(WWW, "big.gguf")))
 
+    def test_reads_fetch_within_the_tensor(self):
+        """Reading a tensor whole fetches its bytes, not chunks or readahead past its end
+        (whole 64 KiB blocks at its edges), through tensors/ and through f32/."""
+        for view in ("tensors", "f32"):
+            with Mount(self, NG.url("big.gguf"), self.opts("cache=" + self.tmpdir())) as rm:
+                idx = json.loads(read(rm.p("index.json")))
+                t = next(x for x in idx["tensors"] if x["name"] == "big")
+                lo = t["offset"] // 65536 * 65536  # (offsets in the file)
+                hi = -(-(t["offset"] + t["nbytes"]) // 65536) * 65536
+                NG.clear_log()
+                self.assertEqual(len(read(rm.p(view, "big"))), t["nbytes"])
+                time.sleep(0.3)  # a readahead thread would have asked by now
+                log = NG.log()
+            spans = [tuple(int(v) for v in r.range[6:].split("-")) for r in log]
+            self.assertTrue(spans and all(lo <= a and b < hi for a, b in spans),
+                            (view, lo, hi, spans))
+            self.assertLessEqual(sum(r.body_bytes for r in log), hi - lo, view)
+
     def test_a_chunk_is_fetched_over_several_connections(self):
         """A chunk of several 2 MiB parts is fetched as that many ranged requests at once
         (-o connections=N); with connections=1, as one request.  The bytes are the file's."""
@@ -666,6 +684,31 @@ class Registry(TestCase):
                     self.assertGreater(os.stat(rm.p("layers", "manifest.json")).st_mtime,
                                        1e9)  # the manifest's Last-Modified, not 1970
 
+    def test_a_bad_cached_copy_is_fetched_again(self):
+        """A small layer whose cached bytes went bad (a disk error, an edit) fails its sha256
+        at the next mount: the cache's copy is dropped and fetched again, not blamed on the
+        registry."""
+        base = NG.url("").rstrip("/")
+        src = base + "/v2/library/oracle-gguf/manifests/latest"
+        with open(os.path.join(WWW, "v2/library/oracle-gguf/manifests/latest")) as f:
+            man = json.load(f)
+        layer = next(x for x in man["layers"] if x["mediaType"].endswith(".template"))
+        burl = base + "/v2/library/oracle-gguf/blobs/" + layer["digest"]
+        want = read(os.path.join(WWW, "v2/library/oracle-gguf/blobs", layer["digest"]))
+        with Mount(self, src, ["cache=" + self.cache]):
+            pass
+        key = hashlib.sha256(burl.encode()).hexdigest()
+        data = [f for f in os.listdir(self.cache) if f.startswith(key) and f.endswith(".data")]
+        self.assertEqual(len(data), 1, os.listdir(self.cache))
+        with open(os.path.join(self.cache, data[0]), "r+b") as f:
+            f.seek(len(want) // 2)
+            f.write(bytes([want[len(want) // 2] ^ 0x20]))
+        NG.clear_log()
+        with Mount(self, src, ["cache=" + self.cache]) as rm:
+            self.assertEqual(read(rm.p("layers", "template")), want)
+        self.assertTrue(any(r.uri.endswith("/blobs/" + layer["digest"]) and r.status == 206
+                            for r in NG.log()), NG.log())  # its bytes again, from the server
+
     def test_manifest_fetched_whole_with_its_accept_header(self):
         """The manifest is asked for with the registry's Accept header, and a registry
         that answers it without Range support (200, the whole manifest) is read."""
@@ -703,6 +746,8 @@ class Registry(TestCase):
         refused(base + "/library/oracle-gguf:nope", "oracle-gguf:nope: not found .HTTP 404")
         refused(url, "a model of an Ollama registry mounts read-only",
                 ["rw", "output=" + os.path.join(self.tmpdir(), "x.gguf")])
+        refused(base + "/library/oracle-gguf:latest",
+                "a model of an Ollama registry mounts read-only", ["rw"])
         try:
             os.rename(blob, blob + ".gone")
             refused(url, "blobs/sha256:[0-9a-f]{64}: not found .HTTP 404")
@@ -712,7 +757,8 @@ class Registry(TestCase):
             refused(url, "blob sha256:[0-9a-f]{64} is corrupt")
             with open(blob, "wb") as f:
                 f.write(good + b"x")
-            refused(url, "is %d bytes, the manifest says %d" % (len(good) + 1, len(good)))
+            refused(url, "blob sha256:[0-9a-f]{64} is %d bytes, the manifest says %d"
+                    % (len(good) + 1, len(good)))
         finally:
             if os.path.exists(blob + ".gone"):
                 os.rename(blob + ".gone", blob)
@@ -801,6 +847,10 @@ class RemoteWrite(TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertFalse(is_mounted(mp))
         self.assertIn("-o output=PATH", r.stderr)
+        # so does a repack of a URL (its staging is beside the output it was mounted with)
+        r = run([TENSORFS, "repack", NG.url("big.gguf")])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("give the mount's -o output=PATH", r.stderr)
 
 
 # ==== hf:// against a hub imitation ====

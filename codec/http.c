@@ -493,6 +493,13 @@ static int give_up(tfs_http *h, const xfer *x, CURLcode cc, int total, bool out_
 				     "-o timeout=%ld)", h->url, 2 * h->timeout,
 				     curl_easy_strerror(cc), total + 1, h->timeout);
 	}
+	if (cc == CURLE_PEER_FAILED_VERIFICATION)
+		return tfs_error_sys(err, EIO, "%s: %s: the server's certificate is not trusted "
+				     "(give its CA with -o cafile=FILE or CURL_CA_BUNDLE)", h->url,
+				     curl_easy_strerror(cc));
+	if (cc == CURLE_SSL_CACERT_BADFILE)
+		return tfs_error_sys(err, EIO, "%s: cannot read the CA certificates %s",
+				     h->url, h->cafile ? h->cafile : "(the system's)");
 	if (cc != CURLE_OK && cc != CURLE_WRITE_ERROR)
 		return tfs_error_sys(err, EIO, "%s: %s (after %d tries)", h->url,
 				     curl_easy_strerror(cc), total + 1);

@@ -32,8 +32,8 @@ static const char mount_usage[] =
 	"       mount.tensorfs SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n"
 	"Mounts a model (a .gguf or .safetensors file, a sharded set's index or directory,\n"
 	"an Ollama manifest or model name, an http(s):// URL of a GGUF or safetensors file\n"
-	"or of an Ollama registry's manifest, hf://ORG/REPO[/PATH][@REV]) on an empty\n"
-	"directory; returns once it is ready.\n"
+	"or of an Ollama registry's manifest (or https://HOST/NS/MODEL:TAG), hf://ORG/REPO\n"
+	"[/PATH][@REV]) on an empty directory; returns once it is ready.\n"
 	"options: ro (default), rw (writable: the changes are repacked at unmount),\n"
 	"         staging=DIR, output=PATH, verify, threads=N, readahead_kb=N,\n"
 	"         imatrix=FILE (llama.cpp's importance matrix, to write IQ1/IQ2/IQ3 values),\n"
@@ -52,7 +52,8 @@ static const char unmount_usage[] =
 static const char repack_usage[] =
 	"usage: tensorfs repack SOURCE [-o staging=DIR,output=PATH]\n"
 	"Writes the changes a rw mount of SOURCE staged but did not repack (its daemon was\n"
-	"killed), as its unmount would have.\n";
+	"killed), as its unmount would have.  A remote SOURCE takes the mount's output= and\n"
+	"its remote options (cache=, cafile=, token_file=, ...).\n";
 
 /* What -h/--help prints: the usage of the command being parsed. */
 static const char *usage_text = mount_usage;

@@ -237,6 +237,12 @@ class Remote(TestCase):
         self.assertEqual(len(lines), 1, r.stderr)
         self.assertIn(NG.surl("tiny-llama.gguf"), lines[0])
         self.assertRegex(lines[0], "(?i)certificate")
+        self.assertIn("-o cafile=FILE or CURL_CA_BUNDLE", lines[0])
+        # a CA file that cannot be read is named
+        r = run([TENSORFS, "mount", NG.surl("tiny-llama.gguf"), mp, "-o",
+                 ",".join(self.opts("cafile=/nonexistent/ca.pem"))], env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("cannot read the CA certificates /nonexistent/ca.pem", r.stderr)
 
     # ==== a sharded safetensors set ====
 
@@ -743,7 +749,8 @@ class Registry(TestCase):
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
 
         refused(base + "/v2/library/oracle-gguf/manifests/nope", "manifests/nope: not found .HTTP 404")
-        refused(base + "/library/oracle-gguf:nope", "oracle-gguf:nope: not found .HTTP 404")
+        refused(base + "/library/oracle-gguf:nope", "oracle-gguf:nope: not found .HTTP 404.,"
+                " neither as a model of an Ollama registry .no manifest of that tag. nor as a file")
         refused(url, "a model of an Ollama registry mounts read-only",
                 ["rw", "output=" + os.path.join(self.tmpdir(), "x.gguf")])
         refused(base + "/library/oracle-gguf:latest",

@@ -521,6 +521,8 @@ int tfs_remote_forget(tfs_remote *r, tfs_error *err)
 {
 	uint64_t had = r->head_len;
 	pthread_mutex_lock(&r->lock);
+	while (r->prefetching) /* a readahead thread of the read that proved them wrong */
+		pthread_cond_wait(&r->fetched, &r->lock);
 	int rc = tfs_cache_forget(r->cache);
 	pthread_mutex_unlock(&r->lock);
 	if (rc)

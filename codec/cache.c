@@ -467,8 +467,9 @@ int tfs_cache_forget(tfs_cache *c)
 	if (range_lock(c->data_fd, F_WRLCK, 0, c->n_blocks * TFS_CACHE_BLOCK, false) < 0)
 		return -1;
 	static const uint8_t zeros[256];
-	for (uint64_t b = 0; b < c->n_blocks; b += sizeof(zeros)) { /* the map first */
-		size_t k = c->n_blocks - b < sizeof(zeros) ? (size_t)(c->n_blocks - b) : sizeof(zeros);
+	const uint64_t z = sizeof(zeros);
+	for (uint64_t b = 0; b < c->n_blocks; b += z) { /* the map first */
+		size_t k = (size_t)(c->n_blocks - b < z ? c->n_blocks - b : z);
 		if (pwrite(c->map_fd, zeros, k, (off_t)b) != (ssize_t)k)
 			break;
 	}
@@ -478,7 +479,8 @@ int tfs_cache_forget(tfs_cache *c)
 		c->map[b] = 0;
 	}
 	if (c->size)
-		fallocate(c->data_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)c->size);
+		fallocate(c->data_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+			  (off_t)c->size);
 	range_lock(c->data_fd, F_UNLCK, 0, c->n_blocks * TFS_CACHE_BLOCK, false);
 	return 0;
 }

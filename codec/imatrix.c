@@ -162,9 +162,9 @@ static int unchanged(const tfs_imatrix *im, tfs_error *err)
 	    now.st_mtim.tv_nsec != im->st.st_mtim.tv_nsec ||
 	    now.st_ctim.tv_sec != im->st.st_ctim.tv_sec ||
 	    now.st_ctim.tv_nsec != im->st.st_ctim.tv_nsec)
-		return tfs_error_sys(err, EIO, "%s: the importance matrix was changed since the "
-				     "mount (it is read when a tensor is quantized): remount to use "
-				     "the new one", im->path);
+		return tfs_error_sys(err, EIO, "%s: the importance matrix was changed since "
+				     "the mount (it is read when a tensor is quantized): remount "
+				     "to use the new one", im->path);
 	return 0;
 }
 
@@ -364,7 +364,8 @@ int tfs_imatrix_weights(const tfs_imatrix *im, const char *name, uint64_t n_per_
 		}
 		return 0;
 	}
-	rc = read_at(im, out, 4 * n_per_row, x->off + 4 * mat * n_per_row, "an entry's values", err);
+	rc = read_at(im, out, 4 * n_per_row, x->off + 4 * mat * n_per_row, "an entry's values",
+		     err);
 
 	if (!rc && x->calls > 0)
 		for (uint64_t i = 0; i < n_per_row; i++)

@@ -311,7 +311,8 @@ static int check_sha256(const tfs_model *m, int32_t si, const char *digest,
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: cannot set up sha256", blob);
 	}
 	/* a remote blob's bytes come through the block cache, a chunk at a time */
-	uint8_t *buf = s->remote ? malloc(s->size < HASH_CHUNK ? (size_t)s->size : HASH_CHUNK) : NULL;
+	size_t cap = s->size < HASH_CHUNK ? (size_t)s->size : HASH_CHUNK;
+	uint8_t *buf = s->remote ? malloc(cap ? cap : 1) : NULL;
 	if (s->remote && !buf && s->size) {
 		EVP_MD_CTX_free(ctx);
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", blob);
@@ -384,7 +385,8 @@ static int open_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool alw
 	if (lay->blob_base) { /* over HTTP(S): the registry's blob URL */
 		char *url = NULL;
 		if (asprintf(&url, "%s%s", lay->blob_base, l->digest) < 0)
-			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", lay->manifest_path);
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory",
+					     lay->manifest_path);
 		rc = tfs_model_add_remote_source(m, url, o, &l->src, err);
 		free(url);
 		if (rc)

@@ -315,8 +315,9 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 		rc = open_remote(out, source, opts, err);
 		if (rc == TFS_E_NOTFOUND && tfs_is_registry_source(source))
 			/* an Ollama name whose manifest the registry does not have either */
-			tfs_error_set(err, rc, "%s: not found (HTTP 404), neither as a model of an "
-				      "Ollama registry (no manifest of that tag) nor as a file", source);
+			tfs_error_set(err, rc, "%s: not found (HTTP 404), neither as a model of "
+				      "an Ollama registry (no manifest of that tag) nor as a file",
+				      source);
 		return rc;
 	}
 	if (tfs_is_hf(source))

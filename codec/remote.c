@@ -221,8 +221,8 @@ static int fetch_part(tfs_remote *r, uint64_t s, uint64_t e, tfs_error *err)
 	uint64_t off = s * TFS_CACHE_BLOCK, end = e * TFS_CACHE_BLOCK;
 	if (end > r->v.size)
 		end = r->v.size;
-	fetch_state f = { .r = r, .marked = s,
-			  .buf = malloc(end - off < WRITE_BATCH ? (size_t)(end - off) : WRITE_BATCH) };
+	size_t batch = end - off < WRITE_BATCH ? (size_t)(end - off) : WRITE_BATCH;
+	fetch_state f = { .r = r, .marked = s, .buf = malloc(batch) };
 	/* what is written is pinned until marked: a mount evicting a block this one writes
 	 * again (both fetched it) would punch part of it and leave it marked present */
 	int pin = tfs_cache_pin(r->cache, off, end - off);

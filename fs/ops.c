@@ -523,7 +523,8 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 	}
 	if (s->remote) { /* no file to read from: codec's block cache */
 		if (raw_read_mode != READ_PREAD && raw_read_mode != READ_MMAP && size > 0 &&
-		    size <= splice_max && reply_remote_splice(req, fs, s, pos, size, base, base + avail))
+		    size <= splice_max &&
+		    reply_remote_splice(req, fs, s, pos, size, base, base + avail))
 			return;
 		tfs_error err;
 		char *buf = tfs_scratch(1, size);

@@ -466,12 +466,10 @@ int tfs_cache_forget(tfs_cache *c)
 {
 	if (range_lock(c->data_fd, F_WRLCK, 0, c->n_blocks * TFS_CACHE_BLOCK, false) < 0)
 		return -1;
-	static const uint8_t zeros[256];
-	const uint64_t z = sizeof(zeros);
-	for (uint64_t b = 0; b < c->n_blocks; b += z) { /* the map first */
-		size_t k = (size_t)(c->n_blocks - b < z ? c->n_blocks - b : z);
-		if (pwrite(c->map_fd, zeros, k, (off_t)b) != (ssize_t)k)
-			break;
+	/* the map first, emptied as open_files starts an entry over */
+	if (ftruncate(c->map_fd, 0) < 0 || ftruncate(c->map_fd, (off_t)c->n_blocks) < 0) {
+		range_lock(c->data_fd, F_UNLCK, 0, c->n_blocks * TFS_CACHE_BLOCK, false);
+		return -1;
 	}
 	for (uint64_t b = 0; b < c->n_blocks; b++) {
 		if (c->map[b] == 1)

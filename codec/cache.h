@@ -55,7 +55,8 @@ bool tfs_cache_holds(tfs_cache *c, uint64_t off, uint64_t len);
  * that answered 1). */
 void tfs_cache_resync(tfs_cache *c, uint64_t off, uint64_t len);
 /* Drops every block of the entry (bytes that proved wrong: fetched again when read).  -1
- * when another mount holds some of them pinned (nothing is dropped then). */
+ * when another mount holds some of them pinned, or the map cannot be emptied (nothing is
+ * dropped then). */
 int tfs_cache_forget(tfs_cache *c);
 
 /* The newest validator cached for url (0), or -1. */

@@ -444,6 +444,40 @@ static float split_sub_block(const float *xb, const float *w, int n, bool even_s
 	return max;
 }
 
+/* ggml's step search over the steps (5 + is/10)/m, is in [-range, range]: each group is
+ * rounded onto the grid at the step (a neighbour where its point is off it), and the fit of
+ * the best step is kept: its levels in L, which groups were on the grid in on_grid, and its
+ * step in *scale (left as it was when none fits).  -1 where ggml aborts. */
+static int scan_steps(const iq2_grid *g, int n, int range, float m, const float *mag,
+		      const float *sw, const float *w, int8_t *L, bool *on_grid, float *scale)
+{
+	int8_t Laux[32];
+	bool aux_on_grid[4];
+	float best = 0;
+
+	for (int is = -range; is <= range; is++) {
+		float id = (5 + (float)is * 0.1f) / m, this_scale = 1 / id;
+		float sumqx, sumq2;
+
+		for (int k = 0; k < n / 8; k++) {
+			unsigned key = round_group(mag + 8 * k, id, Laux + 8 * k);
+
+			aux_on_grid[k] = g->map[key] >= 0;
+			if (!aux_on_grid[k] && best_neighbour(g, key, mag + 8 * k, sw + 8 * k,
+							      this_scale, Laux + 8 * k) < 0)
+				return -1;
+		}
+		fit_sums(n, w, mag, Laux, &sumqx, &sumq2);
+		if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+			*scale = sumqx / sumq2;
+			best = *scale * sumqx;
+			memcpy(L, Laux, (size_t)n);
+			memcpy(on_grid, aux_on_grid, (size_t)(n / 8) * sizeof(bool));
+		}
+	}
+	return 0;
+}
+
 /* ==== IQ2_XXS ==== */
 
 /* Fits 32 values xb with weights w; 0, FIT_ZERO, or -1 where ggml aborts. */
@@ -451,7 +485,8 @@ static int fit_xxs32(const float *xb, const float *w, sub_fit *f)
 {
 	const iq2_grid *g = &g_xxs;
 	float sw[32], mag[32], max = split_sub_block(xb, w, 32, true, sw, mag, f);
-	int8_t L[32], Laux[32];
+	int8_t L[32];
+	bool on_grid[4];
 
 	if (max < GROUP_EPS)
 		return FIT_ZERO;
@@ -459,26 +494,8 @@ static int fit_xxs32(const float *xb, const float *w, sub_fit *f)
 
 	if (eff_max <= 0)
 		return FIT_ZERO;
-	float best = 0;
-
-	for (int is = -6; is <= 6; is++) {
-		float id = (5 + (float)is * 0.1f) / eff_max, this_scale = 1 / id;
-		float sumqx, sumq2;
-
-		for (int k = 0; k < 4; k++) {
-			unsigned key = round_group(mag + 8 * k, id, Laux + 8 * k);
-
-			if (g->map[key] < 0 && best_neighbour(g, key, mag + 8 * k, sw + 8 * k,
-							       this_scale, Laux + 8 * k) < 0)
-				return -1;
-		}
-		fit_sums(32, w, mag, Laux, &sumqx, &sumq2);
-		if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-			scale = sumqx / sumq2;
-			best = scale * sumqx;
-			memcpy(L, Laux, 32);
-		}
-	}
+	if (scan_steps(g, 32, 6, eff_max, mag, sw, w, L, on_grid, &scale) < 0)
+		return -1;
 	if (scale > 0) {   /* every group again at the fitted step, then the step refitted */
 		float id = 1 / scale, sumqx, sumq2;
 
@@ -562,34 +579,15 @@ static int fit16(const iq2_grid *g, const float *xb, const float *w, bool even_s
 		 float eps, sub_fit *f)
 {
 	float sw[16], mag[16], max = split_sub_block(xb, w, 16, even_signs, sw, mag, f);
-	int8_t L[16] = { 0 }, Laux[16];
-	bool on_grid[2] = { true, true }, aux_on_grid[2];
+	int8_t L[16] = { 0 };
+	bool on_grid[2] = { true, true };
 
 	if (max < eps)
 		return FIT_ZERO;
-	float best = 0, scale = max / 5;
+	float scale = max / 5;
 
-	for (int is = -9; is <= 9; is++) {
-		float id = (5 + (float)is * 0.1f) / max, this_scale = 1 / id;
-		float sumqx, sumq2;
-
-		for (int k = 0; k < 2; k++) {
-			unsigned key = round_group(mag + 8 * k, id, Laux + 8 * k);
-
-			aux_on_grid[k] = g->map[key] >= 0;
-			if (!aux_on_grid[k] && best_neighbour(g, key, mag + 8 * k, sw + 8 * k,
-							      this_scale, Laux + 8 * k) < 0)
-				return -1;
-		}
-		fit_sums(16, w, mag, Laux, &sumqx, &sumq2);
-		if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-			scale = sumqx / sumq2;
-			best = scale * sumqx;
-			memcpy(L, Laux, 16);
-			on_grid[0] = aux_on_grid[0];
-			on_grid[1] = aux_on_grid[1];
-		}
-	}
+	if (scan_steps(g, 16, 9, max, mag, sw, w, L, on_grid, &scale) < 0)
+		return -1;
 	/* only the groups that needed a neighbour are redone at the fitted step */
 	if ((!on_grid[0] || !on_grid[1]) && scale > 0) {
 		float id = 1 / scale, sumqx, sumq2;

@@ -224,6 +224,7 @@ typedef struct {
 	uint16_t idx[8];   /* grid index of each group of 4 */
 	uint8_t signs[4];  /* bit i of byte k: value 8 k + i negative (XXS: 7 bits) */
 	float scale;
+	bool coded;        /* fit_sub_blocks: false for a sub-block too small to fit */
 } sub_fit;
 
 /* Magnitudes and signs of 32 values; with even_signs (IQ3_XXS, whose eighth sign is implied)
@@ -372,44 +373,60 @@ static inline unsigned scale_code(float scale, float id)
 	return (unsigned)(l < 0 ? 0 : l > 15 ? 15 : l);
 }
 
+/* Fits a block's 8 sub-blocks of 32 on grid g (xxs: IQ3_XXS's search): f[ib] (coded false for
+ * a sub-block too small to fit, its step 0) and the largest step in *max_scale.  -1 where
+ * ggml aborts. */
+static int fit_sub_blocks(const iq3_grid *g, bool xxs, const float *x, const float *qw,
+			  sub_fit f[8], float *max_scale)
+{
+	const float sigma2 = 2 * sum_squares(x) / 256;
+
+	*max_scale = 0;
+	for (int ib = 0; ib < 8; ib++) {
+		int rc = fit_sub_block(g, xxs, x + 32 * ib, qw ? qw + 32 * ib : NULL, sigma2,
+				       &f[ib]);
+
+		if (rc < 0)
+			return -1;
+		f[ib].coded = rc == 0;
+		if (!f[ib].coded) {
+			f[ib].scale = 0;
+			continue;
+		}
+		*max_scale = *max_scale > f[ib].scale ? *max_scale : f[ib].scale;
+	}
+	return 0;
+}
+
 int tfs_enc_iq3_xxs(const float *x, const float *qw, uint8_t *b)
 {
 	pthread_once(&g_xxs_once, build_xxs);
 	if (!g_xxs.ok)
 		return -1;
 
-	const float sigma2 = 2 * sum_squares(x) / 256;
-	float scales[8], max_scale = 0;
+	sub_fit f[8];
+	float max_scale;
 	uint32_t aux[8] = { 0 };
 
 	memset(b, 0, 98);
+	if (fit_sub_blocks(&g_xxs, true, x, qw, f, &max_scale) < 0)
+		return -1;
+	if (!max_scale)   /* ggml then stores nothing but d = 0 */
+		return 0;
 	for (int ib = 0; ib < 8; ib++) {
-		sub_fit f;
-		int rc = fit_sub_block(&g_xxs, true, x + 32 * ib, qw ? qw + 32 * ib : NULL, sigma2,
-				       &f);
-
-		if (rc < 0)
-			return -1;
-		scales[ib] = 0;
-		if (rc > 0)
+		if (!f[ib].coded)
 			continue;
 		for (int k = 0; k < 8; k++)
-			b[2 + 8 * ib + k] = (uint8_t)f.idx[k];
-		aux[ib] = f.signs[0] | (uint32_t)f.signs[1] << 7 | (uint32_t)f.signs[2] << 14 |
-			  (uint32_t)f.signs[3] << 21;
-		scales[ib] = f.scale;
-		max_scale = max_scale > f.scale ? max_scale : f.scale;
-	}
-	if (!max_scale) {   /* ggml then stores nothing but d = 0 */
-		memset(b, 0, 98);
-		return 0;
+			b[2 + 8 * ib + k] = (uint8_t)f[ib].idx[k];
+		aux[ib] = f[ib].signs[0] | (uint32_t)f[ib].signs[1] << 7 |
+			  (uint32_t)f[ib].signs[2] << 14 | (uint32_t)f[ib].signs[3] << 21;
 	}
 	const float d = max_scale / 31, id = 1 / d;
 	const uint16_t h = tfs_f32_to_f16(d * 1.0125f);
 
 	memcpy(b, &h, 2);
 	for (int ib = 0; ib < 8; ib++) {
-		aux[ib] |= (uint32_t)scale_code(scales[ib], id) << 28;
+		aux[ib] |= (uint32_t)scale_code(f[ib].scale, id) << 28;
 		memcpy(b + 66 + 4 * ib, &aux[ib], 4);
 	}
 	return 0;
@@ -421,32 +438,25 @@ int tfs_enc_iq3_s(const float *x, const float *qw, uint8_t *b)
 	if (!g_s.ok)
 		return -1;
 
-	const float sigma2 = 2 * sum_squares(x) / 256;
-	float scales[8], max_scale = 0;
+	sub_fit f[8];
+	float max_scale;
 	/* ggml moves on in the index and sign bytes only after a sub-block it fitted: a skipped
 	 * (all-zero) one shifts the later ones forward, leaving zeros at the end. */
 	uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74;
 
 	memset(b, 0, 110);
+	if (fit_sub_blocks(&g_s, false, x, qw, f, &max_scale) < 0)
+		return -1;
 	for (int ib = 0; ib < 8; ib++) {
-		sub_fit f;
-		int rc = fit_sub_block(&g_s, false, x + 32 * ib, qw ? qw + 32 * ib : NULL, sigma2,
-				       &f);
-
-		if (rc < 0)
-			return -1;
-		scales[ib] = 0;
-		if (rc > 0)
+		if (!f[ib].coded)
 			continue;
 		for (int k = 0; k < 8; k++) {
-			qs[k] = (uint8_t)f.idx[k];
-			qh[ib] = (uint8_t)(qh[ib] | (f.idx[k] >> 8) << k);
+			qs[k] = (uint8_t)f[ib].idx[k];
+			qh[ib] = (uint8_t)(qh[ib] | (f[ib].idx[k] >> 8) << k);
 		}
-		memcpy(signs, f.signs, 4);
+		memcpy(signs, f[ib].signs, 4);
 		qs += 8;
 		signs += 4;
-		scales[ib] = f.scale;
-		max_scale = max_scale > f.scale ? max_scale : f.scale;
 	}
 	if (!max_scale)
 		return 0;   /* d stays 0, the rest as written */
@@ -455,7 +465,7 @@ int tfs_enc_iq3_s(const float *x, const float *qw, uint8_t *b)
 
 	memcpy(b, &h, 2);
 	for (int ib = 0; ib < 8; ib += 2)
-		b[106 + ib / 2] = (uint8_t)(scale_code(scales[ib], id) |
-					    scale_code(scales[ib + 1], id) << 4);
+		b[106 + ib / 2] = (uint8_t)(scale_code(f[ib].scale, id) |
+					    scale_code(f[ib + 1].scale, id) << 4);
 	return 0;
 }

@@ -527,7 +527,8 @@ int tfs_remote_forget(tfs_remote *r, tfs_error *err)
 	pthread_mutex_unlock(&r->lock);
 	if (rc)
 		return tfs_error_set(err, TFS_E_INVALID, "%s: its cached bytes cannot be dropped "
-				     "(another mount is reading them)", tfs_http_url(r->http));
+				     "(another mount is reading them, or the cache cannot be written)",
+				     tfs_http_url(r->http));
 	r->head_len = 0;
 	return tfs_remote_head(r, had, err);
 }

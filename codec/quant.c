@@ -54,14 +54,6 @@ static inline uint8_t trunc_u8(float v)
 	return (uint8_t)(uint32_t)trunc_i32(v);
 }
 
-/* Round half to even by adding 1.5 * 2^23: the low mantissa bits are then the integer. */
-static inline int nearest_int(float v)
-{
-	float s = v + 12582912.f;
-
-	return (int)(tfs_f32_bits(s) & 0x007fffffu) - 0x00400000;
-}
-
 static inline int clampi(int v, int lo, int hi)
 {
 	return v < lo ? lo : v > hi ? hi : v;

@@ -19,6 +19,29 @@ typedef struct {
 	bool use_mad;
 } tfs_affine_search;
 
+/* ggml's nearest_int: round half to even by adding 1.5 * 2^23, the low mantissa bits then
+ * being the integer (beyond +-2^22, or for NaN, garbage, but the same garbage as ggml's). */
+static inline int nearest_int(float v)
+{
+	float s = v + 12582912.f;
+
+	return (int)(tfs_f32_bits(s) & 0x007fffffu) - 0x00400000;
+}
+
+/* ggml's MAX: the first operand unless the second compares above it (NaN: the second). */
+static inline float ggml_max(float a, float b) { return a > b ? a : b; }
+
+/* The sum of x^2 over a 256-value super-block, in order (the IQ types' sigma2 is it / 256,
+ * or twice that). */
+static inline float sum_squares_256(const float *x)
+{
+	float s = 0;
+
+	for (int i = 0; i < 256; i++)
+		s += x[i] * x[i];
+	return s;
+}
+
 /* tfs_quantize, with messages numbering the elements from `first` (a part of a tensor). */
 int tfs_quantize_from(void *dst, int id, const float *src, uint64_t nelems, uint64_t first,
 		      tfs_error *err);

@@ -146,17 +146,6 @@ static void build_tables(void)
 
 /* ==== shared steps ==== */
 
-/* ggml's nearest_int: round half to even through the float adder; what it gives beyond
- * 2^22 (garbage, but ggml's garbage) matters only in that the result is then clamped. */
-static inline int ggml_nearest_int(float v)
-{
-	const float s = v + 12582912.f;
-
-	return (int)(tfs_f32_bits(s) & 0x007fffffu) - 0x00400000;
-}
-
-static inline float max_f(float a, float b) { return a > b ? a : b; }   /* ggml's MAX */
-
 /* Four floats / ints, one per candidate second split point of a search (GCC's vector
  * extension: SSE on x86-64, NEON on arm64; each lane rounds as the scalar operation does). */
 typedef float lanes4 __attribute__((vector_size(16)));
@@ -202,11 +191,7 @@ static void sort_positions(const float *x, int n, uint8_t *pos)
 /* sigma2 of the weights: twice the mean square of the super-block. */
 static float twice_mean_square(const float *x)
 {
-	float sumx2 = 0;
-
-	for (int i = 0; i < 256; i++)
-		sumx2 += x[i] * x[i];
-	return 2 * sumx2 / 256;
+	return 2 * sum_squares_256(x) / 256;
 }
 
 /*
@@ -302,7 +287,7 @@ static int fit_iq1_s_block(const float *xb, const float *w, uint16_t index[4], f
 	float max = fabsf(xb[0]);
 
 	for (int i = 1; i < 32; i++)
-		max = max_f(max, fabsf(xb[i]));
+		max = ggml_max(max, fabsf(xb[i]));
 	if (max < 1e-12f)
 		return 0;
 	uint8_t pos[32], L[32];
@@ -409,7 +394,7 @@ int tfs_enc_iq1_s(const float *x, const float *qw, uint8_t *b)
 			b[2 + 4 * ib + k] = (uint8_t)index[k];
 			qh[ib] = (uint16_t)(qh[ib] | (index[k] >> 8) << (3 * k));
 		}
-		max_scale = max_f(max_scale, scales[ib]);
+		max_scale = ggml_max(max_scale, scales[ib]);
 	}
 	if (max_scale != 0) {
 		const float d = max_scale / 15, id = 1 / d;
@@ -417,7 +402,7 @@ int tfs_enc_iq1_s(const float *x, const float *qw, uint8_t *b)
 
 		memcpy(b, &dh, 2);
 		for (int ib = 0; ib < 8; ib++) {
-			int l = ggml_nearest_int(0.5f * (id * scales[ib] - 1));
+			int l = nearest_int(0.5f * (id * scales[ib] - 1));
 
 			l = l < 0 ? 0 : l > 7 ? 7 : l;
 			if (shifts[ib] == -1)
@@ -533,7 +518,7 @@ static int fit_iq1_m_block(const float *xb, const float *w, uint16_t index[2], f
 	float max = fabsf(xb[0]);
 
 	for (int i = 1; i < 16; i++)
-		max = max_f(max, fabsf(xb[i]));
+		max = ggml_max(max, fabsf(xb[i]));
 	if (max < 1e-7f)
 		return 0;
 	uint8_t pos[16], L[16];
@@ -592,7 +577,7 @@ int tfs_enc_iq1_m(const float *x, const float *qw, uint8_t *b)
 		qs[2 * ib] = (uint8_t)index[0];
 		qs[2 * ib + 1] = (uint8_t)index[1];
 		qh[ib] = (uint8_t)((index[0] >> 8) | (index[1] >> 8) << 4);
-		max_scale = max_f(max_scale, scales[ib]);
+		max_scale = ggml_max(max_scale, scales[ib]);
 	}
 	if (max_scale == 0)
 		return 0;
@@ -601,7 +586,7 @@ int tfs_enc_iq1_m(const float *x, const float *qw, uint8_t *b)
 
 	/* d refitted to every value as coded, the skipped sub-blocks' (grid point 0) too */
 	for (int ib = 0; ib < 16; ib++) {
-		int l = ggml_nearest_int(0.5f * (id * scales[ib] - 1));
+		int l = nearest_int(0.5f * (id * scales[ib] - 1));
 
 		l = l < 0 ? 0 : l > 7 ? 7 : l;
 		sc[ib / 4] = (uint16_t)(sc[ib / 4] | l << (3 * (ib % 4)));

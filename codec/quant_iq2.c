@@ -167,21 +167,6 @@ static void build_s(void) { build_grid(&g_s); }
 #define GROUP_EPS 1e-15f      /* XXS, XS: a sub-block below this is all zero */
 #define GROUP_EPS_S 1e-8f     /* S's threshold */
 
-/* ggml's MAX: the first operand unless the second compares above it (NaN: the second). */
-static inline float max_as_ggml(float a, float b)
-{
-	return a > b ? a : b;
-}
-
-/* Round half to even by adding 1.5 * 2^23: the low mantissa bits are then the integer
- * (ggml's nearest_int, garbage beyond 2^22 included). */
-static inline int nearest_int(float v)
-{
-	float s = v + 12582912.f;
-
-	return (int)(tfs_f32_bits(s) & 0x007fffffu) - 0x00400000;
-}
-
 static inline int clamp_level(int l)
 {
 	return l < 0 ? 0 : l > 2 ? 2 : l;
@@ -315,7 +300,7 @@ static float fit_nonnegative(int n, int nmax, const float *x, uint8_t *L, const 
 	float max = 0;
 
 	for (int i = 0; i < n; i++)
-		max = max_as_ggml(max, x[i]);
+		max = ggml_max(max, x[i]);
 	if (max < GROUP_EPS) {
 		memset(L, 0, (size_t)n);
 		return 0.f;
@@ -407,16 +392,6 @@ static unsigned scale_nibble(float scale, float id)
 	return (unsigned)(l < 0 ? 0 : l > 15 ? 15 : l);
 }
 
-/* sum x^2 over the super-block, in order (sigma2 is it / 256, for IQ2_S twice that). */
-static float sum_squares(const float *x)
-{
-	float s = 0;
-
-	for (int i = 0; i < 256; i++)
-		s += x[i] * x[i];
-	return s;
-}
-
 /* What a sub-block's fit gives: its step, and its groups' grid points and signs. */
 typedef struct {
 	float scale;
@@ -440,7 +415,7 @@ static float split_sub_block(const float *xb, const float *w, int n, bool even_s
 		f->signs[k] = split_signs(xb + 8 * k, w + 8 * k, mag + 8 * k, even_signs);
 	max = mag[0];
 	for (int i = 1; i < n; i++)
-		max = max_as_ggml(max, mag[i]);
+		max = ggml_max(max, mag[i]);
 	return max;
 }
 
@@ -536,7 +511,7 @@ int tfs_enc_iq2_xxs(const float *x, const float *qw, uint8_t *b)
 	pthread_once(&g_xxs_once, build_xxs);
 	if (!g_xxs.ok)
 		return -1;
-	const float sigma2 = sum_squares(x) / 256;
+	const float sigma2 = sum_squares_256(x) / 256;
 
 	for (int ib = 0; ib < 8; ib++) {
 		const float *xb = x + 32 * ib;
@@ -556,7 +531,7 @@ int tfs_enc_iq2_xxs(const float *x, const float *qw, uint8_t *b)
 			q2[2 * ib + 1] |= (uint32_t)f.signs[k] << 7 * k;
 		}
 		scales[ib] = f.scale;
-		max_scale = max_as_ggml(max_scale, f.scale);
+		max_scale = ggml_max(max_scale, f.scale);
 	}
 	memset(b, 0, 66);
 	if (max_scale == 0)
@@ -634,7 +609,7 @@ int tfs_enc_iq2_xs(const float *x, const float *qw, uint8_t *b)
 	pthread_once(&g_xs_once, build_xs);
 	if (!g_xs.ok)
 		return -1;
-	const float sigma2 = sum_squares(x) / 256;
+	const float sigma2 = sum_squares_256(x) / 256;
 
 	memset(b, 0, 74);
 	for (int ib = 0; ib < 16; ib++) {
@@ -653,7 +628,7 @@ int tfs_enc_iq2_xs(const float *x, const float *qw, uint8_t *b)
 		for (int k = 0; k < 2; k++)
 			put_le16(b + 2 + 2 * (2 * ib + k), (unsigned)f.point[k] | f.signs[k] << 9);
 		scales[ib] = f.scale;
-		max_scale = max_as_ggml(max_scale, f.scale);
+		max_scale = ggml_max(max_scale, f.scale);
 	}
 	if (max_scale == 0) {
 		memset(b + 2, 0, 64);
@@ -675,7 +650,7 @@ int tfs_enc_iq2_s(const float *x, const float *qw, uint8_t *b)
 	pthread_once(&g_s_once, build_s);
 	if (!g_s.ok)
 		return -1;
-	const float sigma2 = 2 * sum_squares(x) / 256;
+	const float sigma2 = 2 * sum_squares_256(x) / 256;
 
 	memset(b, 0, 82);
 	for (int ib = 0; ib < 16; ib++) {
@@ -700,7 +675,7 @@ int tfs_enc_iq2_s(const float *x, const float *qw, uint8_t *b)
 			signs[g8] = f.signs[k];
 		}
 		scales[ib] = f.scale;
-		max_scale = max_as_ggml(max_scale, f.scale);
+		max_scale = ggml_max(max_scale, f.scale);
 	}
 	if (max_scale == 0)
 		return 0;

@@ -150,17 +150,6 @@ static void build_s(void)
 
 /* ==== one sub-block ==== */
 
-/* Round half to even by adding 1.5 * 2^23, then the low mantissa bits are the integer
- * (outside +-2^22 or for NaN they are garbage, but the same garbage as ggml's). */
-static inline int nearest_int(float v)
-{
-	float s = v + 12582912.f;
-	uint32_t u;
-
-	memcpy(&u, &s, 4);
-	return (int)(u & 0x007fffffu) - 0x00400000;
-}
-
 static inline int level_of(float v, float id)
 {
 	int l = nearest_int(0.5f * (id * v - 1));
@@ -356,15 +345,6 @@ static int fit_sub_block(const iq3_grid *g, bool xxs, const float *x, const floa
 
 /* ==== the two block types ==== */
 
-static inline float sum_squares(const float *x)
-{
-	float s = 0;
-
-	for (int i = 0; i < 256; i++)
-		s += x[i] * x[i];
-	return s;
-}
-
 /* A sub-block's 4-bit scale against the inverse super-block scale id: (1 + 2 s) / id. */
 static inline unsigned scale_code(float scale, float id)
 {
@@ -379,7 +359,7 @@ static inline unsigned scale_code(float scale, float id)
 static int fit_sub_blocks(const iq3_grid *g, bool xxs, const float *x, const float *qw,
 			  sub_fit f[8], float *max_scale)
 {
-	const float sigma2 = 2 * sum_squares(x) / 256;
+	const float sigma2 = 2 * sum_squares_256(x) / 256;
 
 	*max_scale = 0;
 	for (int ib = 0; ib < 8; ib++) {

@@ -1,4 +1,4 @@
-"""One safetensors writer for the tests and scripts/make-sharded.py (the reference crate's
+"""One safetensors writer for the tests and scripts/bench/make-sharded.py (the reference crate's
 layout: u64 header length, compact JSON header padded with spaces to a multiple of 8,
 the tensors' bytes contiguous in the order given)."""
 import json

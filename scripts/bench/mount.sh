@@ -1,9 +1,9 @@
 #!/bin/sh
-# bench-mount.sh - mount time and bytes read while mounting, for many small tensors.
+# bench/mount.sh - mount time and bytes read while mounting, for many small tensors.
 #
-#   scripts/bench-mount.sh [DIR]
+#   scripts/bench/mount.sh [DIR]
 #
-# Builds if needed, writes (scripts/make-sharded.py) a 1,000-tensor sharded safetensors set and
+# Builds if needed, writes (scripts/bench/make-sharded.py) a 1,000-tensor sharded safetensors set and
 # a 1,000-blob Ollama store into DIR (default: a temporary directory, removed afterwards; an
 # existing DIR/sharded is reused), then mounts each (the set through its index.json, the store
 # by model name with OLLAMA_MODELS) in the foreground so that the process that parses the
@@ -12,11 +12,11 @@
 # Environment: TENSORFS (binary; unset: build), TFS_BENCH_MOUNT_OPTS (extra -o options).
 # Needs root (drop_caches, FUSE) and /usr/bin/python3 with numpy.
 set -eu
-cd "$(dirname "$0")/.."
-. scripts/bench-lib.sh
+cd "$(dirname "$0")/../.."
+. scripts/bench/lib.sh
 bench_setup bench-mount "${1:-}"
 if [ ! -f "$DIR/sharded/model.safetensors.index.json" ]; then
-	/usr/bin/python3 scripts/make-sharded.py "$DIR" >/dev/null
+	/usr/bin/python3 scripts/bench/make-sharded.py "$DIR" >/dev/null
 fi
 export TENSORFS
 /usr/bin/python3 - "$DIR" <<'EOF'

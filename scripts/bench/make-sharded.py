@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """make-sharded.py - test sets for the mount-time benchmark.
 
-    scripts/make-sharded.py OUTDIR [--tensors N] [--shards S] [--blobs B] [--rows R] [--cols K]
+    scripts/bench/make-sharded.py OUTDIR [--tensors N] [--shards S] [--blobs B] [--rows R] [--cols K]
 
 writes
   OUTDIR/sharded/model-0000i-of-0000S.safetensors + model.safetensors.index.json
@@ -23,9 +23,8 @@ import sys
 
 import numpy as np
 
-# the tests' safetensors writer (tests/mount/stgen.py)
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "mount"))
-from stgen import bf16_bits, st_raw  # noqa: E402
+# the tests' safetensors writer (tests/mount/stgen.py; scripts/bench/lib.sh puts it on PYTHONPATH)
+from stgen import bf16_bits, st_raw
 
 GROUP = 64
 

@@ -1,8 +1,8 @@
 #!/bin/sh
-# bench-numbers.sh - editing a quantized tensor as numbers, end to end, against what the
+# bench/numbers.sh - editing a quantized tensor as numbers, end to end, against what the
 # same work costs without tensorfs.
 #
-#   scripts/bench-numbers.sh [DIR]
+#   scripts/bench/numbers.sh [DIR]
 #
 # Makes (once; DIR/model.gguf is reused) a 1 GiB GGUF whose tensor "w" holds 256 MiB of
 # float32 values quantized to Q4_K (64 Mi elements, 36 MiB stored; made with ggml's own
@@ -15,17 +15,15 @@
 # and prints numbers / (plain + ggml): target <= 1.5.  Needs root, /usr/bin/python3 with
 # numpy, and the npm package's libggml-base.so (scripts/setup.sh installs it).
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
-. scripts/bench-lib.sh
+. scripts/bench/lib.sh
 bench_setup bench-numbers "${1:-}"
 export TENSORFS DIR ROOT
 export TFS_LLAMA_LIB="${TFS_LLAMA_LIB:-$ROOT/build/npm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64}"
 exec /usr/bin/python3 - "$DIR" <<'EOF'
 import ctypes as C, os, subprocess, sys, tempfile, time
 import numpy as np
-sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "mount"))
-sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "llama"))
 from ggufgen import GGUFWriter
 import llamacpp
 

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_util.h"
+#include "util.h"
 #include "tensorfs.h"
 
 #define DEFAULT_LIB_DIR "build/npm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"

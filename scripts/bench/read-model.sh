@@ -1,7 +1,7 @@
 #!/bin/sh
-# bench-read-model.sh - every tensor of a whole model read through tensorfs vs directly.
+# bench/read-model.sh - every tensor of a whole model read through tensorfs vs directly.
 #
-#   scripts/bench-read-model.sh [DIR] [-- extra mount options]
+#   scripts/bench/read-model.sh [DIR] [-- extra mount options]
 #
 # Writes (once; reused from DIR/model.gguf) a 1.25 GiB GGUF laid out like a real 2.5B
 # llama-style model with biases (Qwen-like): 24 layers of Q4_K/Q6_K weights, F32 norms and
@@ -22,19 +22,17 @@
 # drop_caches) and /usr/bin/python3 with numpy.  Environment: TENSORFS, RUNS,
 # TFS_BENCH_MOUNT_OPTS (as -o options).
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
-. scripts/bench-lib.sh
+. scripts/bench/lib.sh
 bench_setup bench-read-model "${1:-}"
 export TENSORFS DIR ROOT
 exec /usr/bin/python3 - "$DIR/model.gguf" <<'EOF'
 import json, os, subprocess, sys, tempfile, threading, time
 import numpy as np
-sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "mount"))
 from ggufgen import GGUFWriter, read_gguf
-sys.path.insert(0, os.path.join(os.environ["ROOT"], "scripts"))
-import benchlib  # noqa: E402
-from benchlib import drop_caches, timed  # noqa: E402
+import benchlib
+from benchlib import drop_caches, timed
 
 SRC = sys.argv[1]
 RUNS = int(os.environ.get("RUNS", "3"))

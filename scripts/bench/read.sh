@@ -1,9 +1,9 @@
 #!/bin/sh
-# bench-read.sh - read throughput, mount cost and memory of tensorfs against the source file.
+# bench/read.sh - read throughput, mount cost and memory of tensorfs against the source file.
 #
-#   scripts/bench-read.sh [DIR] [-- extra mount options, e.g. -o threads=2]
+#   scripts/bench/read.sh [DIR] [-- extra mount options, e.g. -o threads=2]
 #
-# Builds if needed, writes a 1 GiB GGUF (scripts/make-gguf.py) into DIR (default: a temporary
+# Builds if needed, writes a 1 GiB GGUF (scripts/bench/make-gguf.py) into DIR (default: a temporary
 # directory, removed afterwards; an existing DIR/model.gguf is reused) and prints, with the
 # source hot in the page cache and the best of 3 runs of every measurement:
 #  (a) numpy.fromfile of the largest F32 tensor through tensors/ (first read after a mount,
@@ -20,12 +20,12 @@
 # options for every mount, e.g. "threads=2"), TFS_BENCH_ENV (VAR=value given to the daemon).
 # Needs root (drop_caches, FUSE) and /usr/bin/python3 with numpy.
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
-. scripts/bench-lib.sh
+. scripts/bench/lib.sh
 bench_setup bench-read "${1:-}"
 if [ ! -f "$DIR/model.gguf" ]; then
-	/usr/bin/python3 scripts/make-gguf.py "$DIR/model.gguf" >/dev/null
+	/usr/bin/python3 scripts/bench/make-gguf.py "$DIR/model.gguf" >/dev/null
 fi
 export TENSORFS DIR ROOT
 export TFS_SHARED=${TFS_SHARED:-$ROOT/../shared/testdata}
@@ -33,8 +33,7 @@ export TFS_SHARED=${TFS_SHARED:-$ROOT/../shared/testdata}
 import json, os, subprocess, sys, tempfile, time
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.environ["ROOT"], "scripts"))
-from benchlib import DENV, OPTS, TENSORFS, Mounted, drop_caches, timed, warm  # noqa: E402
+from benchlib import DENV, OPTS, TENSORFS, Mounted, drop_caches, timed, warm
 
 SRC = sys.argv[1]
 RUNS = 3

@@ -1,5 +1,5 @@
 /*
- * bench_util.h - what the C benchmarks share (header only).
+ * util.h - what the C benchmarks share (header only).
  */
 #ifndef TFS_BENCH_UTIL_H
 #define TFS_BENCH_UTIL_H

@@ -1,10 +1,10 @@
 #!/bin/sh
-# bench-remote.sh - remote models: what a mount fetches, and read speed against curl and a
+# bench/remote.sh - remote models: what a mount fetches, and read speed against curl and a
 # local mount, side by side in one run.
 #
-#   scripts/bench-remote.sh [DIR]
+#   scripts/bench/remote.sh [DIR]
 #
-# Writes a 1 GiB GGUF (scripts/make-gguf.py) into DIR (default: a temporary directory), serves
+# Writes a 1 GiB GGUF (scripts/bench/make-gguf.py) into DIR (default: a temporary directory), serves
 # it with nginx on 127.0.0.1 (tests/mount/websrv.py) and prints:
 #  (a) requests and body bytes of a header-only mount of it, and of the vocab GGUFs of
 #      ../shared/testdata/gguf/vocab when present (nginx's access log);
@@ -20,18 +20,17 @@
 #      connections through the same proxy: MB/s and the ratio.
 # Needs root (FUSE, drop_caches), nginx, curl and /usr/bin/python3 with numpy.
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
-. scripts/bench-lib.sh
+. scripts/bench/lib.sh
 bench_setup bench-remote "${1:-}"
 if [ ! -f "$DIR/model.gguf" ]; then
-	/usr/bin/python3 scripts/make-gguf.py "$DIR/model.gguf" >/dev/null
+	/usr/bin/python3 scripts/bench/make-gguf.py "$DIR/model.gguf" >/dev/null
 fi
 export TENSORFS DIR ROOT
 export TFS_SHARED=${TFS_SHARED:-$ROOT/../shared/testdata}
 /usr/bin/python3 - <<'EOF'
 import json, os, shutil, subprocess, sys, tempfile, time
-sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "mount"))
 import faultproxy
 import websrv
 

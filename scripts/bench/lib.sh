@@ -1,4 +1,4 @@
-# bench-lib.sh - sourced by the benchmark scripts (POSIX sh), from the repository root.
+# lib.sh - sourced by the benchmark scripts (POSIX sh), from the repository root.
 #
 # bench_setup NAME [DIR]: sets TENSORFS (unless given: builds build/fs/tensorfs, a release
 # build when there is none yet) and DIR (the argument, or a temporary directory removed on
@@ -23,3 +23,7 @@ bench_setup() {
 	mkdir -p "$DIR"
 	trap '[ -n "$CLEAN" ] && rm -rf "$CLEAN"' EXIT
 }
+
+# The Python they run imports the model writers the tests use (tests/mount: ggufgen, stgen),
+# llama.cpp's bindings (tests/llama) and benchlib.py beside this file.
+export PYTHONPATH="$(pwd)/tests/mount:$(pwd)/tests/llama:$(pwd)/scripts/bench${PYTHONPATH:+:$PYTHONPATH}"

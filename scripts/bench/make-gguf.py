@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """make-gguf.py - a GGUF model of a given size for the read benchmarks.
 
-    scripts/make-gguf.py OUT.gguf [--size MiB] [--seed N]
+    scripts/bench/make-gguf.py OUT.gguf [--size MiB] [--seed N]
 
-Holds (names are what scripts/bench-read.sh looks for):
+Holds (names are what scripts/bench/read.sh looks for):
   big.f32        F32  [8192, 8192]  the largest tensor (256 MiB)
   ref.f32        F32  [4096, 4096]  same element count as the quantized ones
   q.q4_0 q.q8_0 q.q4_k q.q6_k       [4096, 4096] of valid random blocks (finite f16 scales)
@@ -11,16 +11,15 @@ Holds (names are what scripts/bench-read.sh looks for):
   fill.N.f16     F16  [4096, 4096]  as many as it takes to reach --size (default 1024 MiB)
 and a llama-like set of keys with a 100-entry tokenizer (tokens, scores, token types).
 Data is pseudo-random (a random block repeated with a varying offset: fast to write, never
-all zeros).  Uses tests/mount/ggufgen.py; needs Python 3 and numpy only.
+all zeros).  Uses tests/mount/ggufgen.py (scripts/bench/lib.sh puts tests/mount on PYTHONPATH;
+standalone: PYTHONPATH=tests/mount); needs Python 3 and numpy only.
 """
 import argparse
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "mount"))
-import ggufgen as gg  # noqa: E402
+import ggufgen as gg
 
 CHUNK = 8 << 20
 

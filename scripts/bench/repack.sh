@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench-repack.sh - how long `tensorfs unmount` takes to repack a big GGUF after one
+# bench/repack.sh - how long `tensorfs unmount` takes to repack a big GGUF after one
 # metadata change, against cp of the same file (and cp + sync), on the same file system,
 # with a hot page cache; best of N runs each.  Also the daemon's peak RSS (VmHWM) during
 # the repack.  Target: repack <= 1.2x cp.  Every round runs each measurement once, side by
@@ -11,7 +11,7 @@
 # waits for: with online discard that is a synchronous TRIM of every freed block, about
 # 0.6 s for 1.1 GiB ("rm of a hot copy" below).  `cp+sync+mv` pays it too (in the rename).
 #
-#   scripts/bench-repack.sh [-d DIR] [-s SIZE_MIB] [-n RUNS] [-k] [-r]
+#   scripts/bench/repack.sh [-d DIR] [-s SIZE_MIB] [-n RUNS] [-k] [-r]
 #     -d DIR   where the model is made (default /var/tmp/tfs-bench-repack; must not be tmpfs
 #              for a meaningful figure)
 #     -r       also on XFS (reflink=1) and btrfs images made and loop-mounted for the run
@@ -27,7 +27,7 @@
 # $TENSORFS).  TENSORFS_B=<another binary> adds its repack to every round (A/B comparison).
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")/../.." && pwd)
 TENSORFS=${TENSORFS:-$here/build/fs/tensorfs}
 dir=/var/tmp/tfs-bench-repack
 size_mib=1100
@@ -104,9 +104,9 @@ ratio() { python3 -c "print('%.2f' % ($1 / $2))"; }
 # ==== the model ====
 if [ ! -f "$model" ] || [ "$(stat -c %s "$model")" -lt $((size_mib << 20)) ]; then
 	echo "making a ${size_mib} MiB GGUF in $model ..."
-	if [ -x "$here/scripts/make-gguf.py" ] && "$here/scripts/make-gguf.py" --help 2>/dev/null |
+	if [ -x "$here/scripts/bench/make-gguf.py" ] && "$here/scripts/bench/make-gguf.py" --help 2>/dev/null |
 		grep -q -- "--size-mib"; then
-		"$here/scripts/make-gguf.py" --size-mib "$size_mib" "$model"
+		"$here/scripts/bench/make-gguf.py" --size-mib "$size_mib" "$model"
 	else
 		/usr/bin/python3 - "$model" "$size_mib" <<'EOF'
 import struct, sys

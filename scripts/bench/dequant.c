@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_util.h"
+#include "util.h"
 #include "tensorfs.h"
 
 #ifndef TFS_TESTDATA

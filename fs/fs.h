@@ -1,6 +1,6 @@
 /* fs.h - the FUSE driver's shared state (fs/ only). */
-#ifndef TFS_FS_H
-#define TFS_FS_H
+#ifndef TFSD_FS_H
+#define TFSD_FS_H
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
@@ -12,7 +12,7 @@
 /* Directories of the mount, in the order they are listed. */
 typedef enum {
 	D_ROOT = 0, D_METADATA, D_TENSORS, D_F32, D_NPY, D_LAYERS, D_COUNT
-} tfs_dir;
+} tfsd_dir;
 
 typedef enum {
 	N_DIR,     /* root or one of the directories */
@@ -25,12 +25,12 @@ typedef enum {
 	N_CONFIG,  /* config.json beside an mlx-lm model.safetensors */
 	N_SCRATCH, /* an editor's temporary in metadata/, tensors/ or layers/ (scratch.c) */
 	N_MODEL,   /* model.gguf / model.safetensors: the whole model as one file */
-} tfs_node_kind;
+} tfsd_node_kind;
 
-typedef struct tfs_node {
-	tfs_node_kind kind;
+typedef struct tfsd_node {
+	tfsd_node_kind kind;
 	fuse_ino_t ino;
-	tfs_dir dir;            /* the directory holding it (for N_DIR: which directory it is) */
+	tfsd_dir dir;            /* the directory holding it (for N_DIR: which directory it is) */
 	long item;              /* kv / tensor / extra index, -1 for none */
 	char *fname;            /* encoded file name */
 	bool deleted;
@@ -54,16 +54,16 @@ typedef struct tfs_node {
 	/* the last handle opened for writing, and the thread that opened it: without
 	 * FUSE_CAP_ATOMIC_O_TRUNC the kernel sends an open's O_TRUNC as a setattr(size 0)
 	 * without the handle, from the same thread (fs->cache_lock guards both) */
-	struct tfs_handle *opener;
+	struct tfsd_handle *opener;
 	pid_t opener_tid;
 	/* tensors/ and layers/ of a rw mount: bumped at each commit of new bytes, and part of
-	 * the inode number (tfs_node_ino), so that the kernel gives the new bytes a new inode
+	 * the inode number (tfsd_node_ino), so that the kernel gives the new bytes a new inode
 	 * and a new page cache, and never mixes pages of the old bytes with the new */
 	uint32_t ver;
-	struct tfs_node *hnext; /* hash chain by (dir, fname) */
-	struct tfs_node *inext; /* hash chain by (dir, item it claims), while indexed */
+	struct tfsd_node *hnext; /* hash chain by (dir, fname) */
+	struct tfsd_node *inext; /* hash chain by (dir, item it claims), while indexed */
 	bool indexed;
-} tfs_node;
+} tfsd_node;
 
 typedef struct {
 	char *source;
@@ -87,17 +87,17 @@ typedef struct {
 	char *cafile;           /* -o cafile=FILE */
 	int timeout;            /* -o timeout=SECS */
 	char *imatrix;          /* -o imatrix=FILE: llama.cpp's importance matrix (IQ types) */
-} tfs_opts;
+} tfsd_opts;
 
 /* The model as one file, as it was at one generation; shared by the handles that read it. */
 typedef struct {
 	tfs_image *im;
 	uint64_t gen;
 	int refs;
-} tfs_shared_image;
+} tfsd_shared_image;
 
-typedef struct tfs_fs {
-	tfs_opts opts;
+typedef struct tfsd_fs {
+	tfsd_opts opts;
 	tfs_model *model;
 	tfs_imatrix *imatrix;   /* -o imatrix=FILE, or NULL */
 	tfs_staging *staging;
@@ -107,89 +107,89 @@ typedef struct tfs_fs {
 
 	/* Nodes are made when first looked up (or created): a model of 10^6 keys has no node
 	 * per key until something asks for it.  An item without a node is listed by its
-	 * default name (tfs_tree_default_name); one with a node, as its node says. */
-	tfs_node **nodes;       /* ino - 1 -> node (ino 1 = root); NULL: forgotten */
+	 * default name (tfsd_tree_default_name); one with a node, as its node says. */
+	tfsd_node **nodes;       /* ino - 1 -> node (ino 1 = root); NULL: forgotten */
 	size_t n_nodes, cap_nodes;
 	size_t *free_slots;     /* slots of forgotten nodes, for new ones */
 	size_t n_free, cap_free;
-	tfs_node **hash;        /* (dir, fname) -> node */
-	tfs_node **ihash;       /* (dir, claimed item) -> live node (tfs_tree_owner) */
+	tfsd_node **hash;        /* (dir, fname) -> node */
+	tfsd_node **ihash;       /* (dir, claimed item) -> live node (tfsd_tree_owner) */
 	size_t hash_cap;        /* of both */
 
 	double timeout;         /* entry/attr timeout */
 	struct timespec mtime;  /* the source's */
 	uid_t uid;
 	gid_t gid;
-	tfs_shared_image *image; /* the latest model file image (fs->image->gen), or NULL */
+	tfsd_shared_image *image; /* the latest model file image (fs->image->gen), or NULL */
 	tfs_index *index;       /* index.json as a stream, while index_gen == gen + 1 (cache_lock) */
 	uint64_t index_gen;
 	char *status_path;      /* where the daemon reports the repack at unmount */
 	int repack_rc;          /* result of the repack at unmount */
 	tfs_error repack_err;
 	struct fuse_session *se;
-} tfs_fs;
+} tfsd_fs;
 
 /* tree.c */
-int tfs_tree_build(tfs_fs *fs, tfs_error *err);
-void tfs_tree_free(tfs_fs *fs);
+int tfsd_tree_build(tfsd_fs *fs, tfs_error *err);
+void tfsd_tree_free(tfsd_fs *fs);
 /* The node of inode number ino, whatever its version. */
-tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino);
+tfsd_node *tfsd_tree_get(tfsd_fs *fs, fuse_ino_t ino);
 /* The inode number the kernel knows n by now: its slot, and its version (n->ver). */
-fuse_ino_t tfs_node_ino(const tfs_node *n);
+fuse_ino_t tfsd_node_ino(const tfsd_node *n);
 /* The node of ino unless it was deleted. */
-tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino);
+tfsd_node *tfsd_live_node(tfsd_fs *fs, fuse_ino_t ino);
 /* The node named fname in dir, if it has one (no node is made). */
-tfs_node *tfs_tree_lookup(tfs_fs *fs, tfs_dir dir, const char *fname);
+tfsd_node *tfsd_tree_lookup(tfsd_fs *fs, tfsd_dir dir, const char *fname);
 /* The item of dir listed by its default name fname without a node yet, or -1. */
-long tfs_tree_unmade_item(tfs_fs *fs, tfs_dir dir, const char *fname);
+long tfsd_tree_unmade_item(tfsd_fs *fs, tfsd_dir dir, const char *fname);
 /* The node named fname in dir, made now if an item is listed by that name without one
  * (fs->lock held for writing); NULL: none. */
-tfs_node *tfs_tree_find(tfs_fs *fs, tfs_dir dir, const char *fname);
+tfsd_node *tfsd_tree_find(tfsd_fs *fs, tfsd_dir dir, const char *fname);
 /* The live node that lists item of directory d (a view's node for D_F32/D_NPY), or NULL;
  * *hidden (may be NULL) tells whether a scratch file took the item's place (mv x x~). */
-tfs_node *tfs_tree_owner(tfs_fs *fs, tfs_dir d, long item, bool *hidden);
+tfsd_node *tfsd_tree_owner(tfsd_fs *fs, tfsd_dir d, long item, bool *hidden);
 /* Item i of directory d's file name when it has no node: its model name, encoded (+ .npy
  * in npy/); -ENOENT when the model lists no such file (deleted, no f32 view). */
-int tfs_tree_default_name(tfs_fs *fs, tfs_dir d, long i, tfs_buf *out);
+int tfsd_tree_default_name(tfsd_fs *fs, tfsd_dir d, long i, tfs_buf *out);
 /* The number of item slots of directory d (deleted ones included). */
-size_t tfs_tree_n_items(tfs_fs *fs, tfs_dir d);
+size_t tfsd_tree_n_items(tfsd_fs *fs, tfsd_dir d);
 /* Before changing a node's kind, item or origin: take it out of the item index; after:
  * put it back. */
-void tfs_tree_unindex(tfs_fs *fs, tfs_node *n);
-void tfs_tree_index(tfs_fs *fs, tfs_node *n);
+void tfsd_tree_unindex(tfsd_fs *fs, tfsd_node *n);
+void tfsd_tree_index(tfsd_fs *fs, tfsd_node *n);
 /* The kernel forgot n references to ino: a node it no longer knows that the model can
  * make again as it is (an item's, by its default name, with no state of its own) is
  * freed.  fs->lock held for writing. */
-void tfs_tree_forget(tfs_fs *fs, fuse_ino_t ino, uint64_t n);
+void tfsd_tree_forget(tfsd_fs *fs, fuse_ino_t ino, uint64_t n);
 /* Adds a node for an item; returns its ino (0 on allocation failure). */
-fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, const char *fname);
-void tfs_tree_unlink(tfs_fs *fs, tfs_node *n);
+fuse_ino_t tfsd_tree_add(tfsd_fs *fs, tfsd_node_kind kind, tfsd_dir dir, long item, const char *fname);
+void tfsd_tree_unlink(tfsd_fs *fs, tfsd_node *n);
 /* Closes and removes n's scratch file, if it has one (n stays as it is otherwise). */
-void tfs_scratch_drop(tfs_node *n);
-int tfs_tree_rename(tfs_fs *fs, tfs_node *n, const char *fname);
+void tfsd_scratch_drop(tfsd_node *n);
+int tfsd_tree_rename(tfsd_fs *fs, tfsd_node *n, const char *fname);
 /* Adds the tensors/, f32/, npy/ entries of tensor i. */
-int tfs_tree_add_tensor(tfs_fs *fs, long i, bool with_raw);
+int tfsd_tree_add_tensor(tfsd_fs *fs, long i, bool with_raw);
 /* The node's attributes: mode, size, times, owner; -errno on failure. */
-int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st);
+int tfsd_node_attr(tfsd_fs *fs, tfsd_node *n, struct stat *st);
 /* The node's file size (computing and caching content where needed); -errno on failure. */
-int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size);
+int tfsd_node_size(tfsd_fs *fs, tfsd_node *n, uint64_t *size);
 /* The node's cached content (value text, npy header, config.json); call with cache_lock held. */
-int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out);
+int tfsd_node_content(tfsd_fs *fs, tfsd_node *n, const tfs_buf **out);
 /* index.json of the model as it is now, as a stream (opened again after a change: its
  * sizing pass is the first stat's cost); call with cache_lock held.  -errno. */
-int tfs_fs_index(tfs_fs *fs, tfs_index **out);
+int tfsd_fs_index(tfsd_fs *fs, tfs_index **out);
 /* Appends key node n's value text as it reads now; -errno. */
-int tfs_node_text(tfs_fs *fs, tfs_node *n, tfs_buf *out);
+int tfsd_node_text(tfsd_fs *fs, tfsd_node *n, tfs_buf *out);
 /* Where tensor or layer node n's bytes are: [*off, +*len) of the returned source. */
-int32_t tfs_node_bytes(tfs_fs *fs, const tfs_node *n, uint64_t *off, uint64_t *len);
+int32_t tfsd_node_bytes(tfsd_fs *fs, const tfsd_node *n, uint64_t *off, uint64_t *len);
 /* The model file as it is now (a reference; built when the model changed since the last
  * one); fs->lock held for reading.  -errno. */
-int tfs_image_acquire(tfs_fs *fs, tfs_shared_image **out);
-void tfs_image_release(tfs_fs *fs, tfs_shared_image *si);
+int tfsd_image_acquire(tfsd_fs *fs, tfsd_shared_image **out);
+void tfsd_image_release(tfsd_fs *fs, tfsd_shared_image *si);
 
 /* What an open file handle carries (fi->fh). */
-typedef struct tfs_handle {
-	tfs_node *node;
+typedef struct tfsd_handle {
+	tfsd_node *node;
 	bool writing;
 	bool direct;         /* its writes bypass the kernel's page cache (direct_io): other
 			      * readers keep the committed bytes and size until the commit */
@@ -197,7 +197,7 @@ typedef struct tfs_handle {
 	bool wrote;          /* a write() arrived (not only an O_TRUNC) */
 	bool failed;         /* a write() was refused: nothing of this handle is committed */
 	bool scratch;        /* opened on a scratch file: reads and writes go to its file */
-	tfs_shared_image *image; /* N_MODEL: the model file as it was when opened */
+	tfsd_shared_image *image; /* N_MODEL: the model file as it was when opened */
 	int error;           /* tensors/layers: errno of a failed write(), reported at close */
 	tfs_buf text;        /* keys: the value text being written */
 	/* tensors/layers: the staged bytes, created at the first write (or at an O_TRUNC open)
@@ -214,84 +214,84 @@ typedef struct tfs_handle {
 	int snap_fd;
 	uint64_t snap_off, snap_len;
 	uint32_t ver;
-} tfs_handle;
+} tfsd_handle;
 
 /* util.c: shared by ops.c, tree.c, write.c and scratch.c (and calling none of them) */
 /* The one place a codec error becomes an errno. */
-int tfs_errno(const tfs_error *err);
+int tfsd_errno(const tfs_error *err);
 /* Logs a refused change (stderr with -f, else syslog; user.tensorfs.last_error) and returns
  * its errno. */
-int tfs_fail(tfs_fs *fs, const tfs_error *err);
+int tfsd_fail(tfsd_fs *fs, const tfs_error *err);
 /* The last refused change's message (-ENODATA: none yet). */
-int tfs_last_error(tfs_buf *out);
-bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d);
+int tfsd_last_error(tfs_buf *out);
+bool tfsd_writable_dir(const tfsd_fs *fs, tfsd_dir d);
 /* Whether file node n can be opened for writing (a rw mount: files of the writable
  * directories, and the f32/ and npy/ views). */
-bool tfs_writable_node(const tfs_fs *fs, const tfs_node *n);
+bool tfsd_writable_node(const tfsd_fs *fs, const tfsd_node *n);
 
 /* ==== f32/ and npy/ of a rw mount (numbers.c) ==== */
 /* Opening a view for writing: refused (logged, -errno) when its tensor cannot be written as
  * numbers. */
-int tfs_numbers_start(tfs_fs *fs, tfs_handle *h);
+int tfsd_numbers_start(tfsd_fs *fs, tfsd_handle *h);
 /* Fills the handle's new staged file with the view's current bytes (sets data_size). */
-int tfs_numbers_copy(tfs_fs *fs, tfs_handle *h);
+int tfsd_numbers_copy(tfsd_fs *fs, tfsd_handle *h);
 /* Checks the staged view and journals the tensor's new stored bytes; 0 or -errno. */
-int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h);
+int tfsd_numbers_commit(tfsd_fs *fs, tfsd_handle *h);
 /* Per-thread scratch buffer slot 0 or 1 of at least n bytes (NULL: out of memory). */
-void *tfs_scratch(int slot, size_t n);
+void *tfsd_thread_buf(int slot, size_t n);
 /* Whether the first size bytes of file fd are [off, off+len) of local source s (a rewrite
  * of the same bytes is no change); false for a remote source. */
-bool tfs_same_bytes(int fd, uint64_t size, const tfs_source *s, uint64_t off, uint64_t len);
+bool tfsd_same_bytes(int fd, uint64_t size, const tfs_source *s, uint64_t off, uint64_t len);
 /* Copies [off, off+len) of file src to the start of dst (copy_file_range, else through
  * memory); 0 or -errno. */
-int tfs_copy_range(int dst, int src, uint64_t off, uint64_t len);
+int tfsd_copy_range(int dst, int src, uint64_t off, uint64_t len);
 
 /* ops.c */
-void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n);
+void tfsd_reply_entry(fuse_req_t req, tfsd_fs *fs, tfsd_node *n);
 
 /* scratch.c: editors' temporary files (sedXXXXXX, .x.swp, x~, tmpXXXXXXXX, ...) */
 /* Whether fname in directory d names a scratch file: an editor's temporary that names no
  * item of the model. */
-bool tfs_scratch_name(tfs_fs *fs, tfs_dir d, const char *fname);
+bool tfsd_scratch_name(tfsd_fs *fs, tfsd_dir d, const char *fname);
 /* Makes n a scratch file: empty, or (from_item) holding its item's current bytes, the
  * item staying in the model unlisted (n->origin).  Call with fs->lock held for writing. */
-int tfs_scratch_make(tfs_fs *fs, tfs_node *n, bool from_item);
+int tfsd_scratch_make(tfsd_fs *fs, tfsd_node *n, bool from_item);
 /* Reads all of n's scratch bytes (at most max) into out; -errno. */
-int tfs_scratch_read_all(tfs_node *n, tfs_buf *out, uint64_t max);
+int tfsd_scratch_read_all(tfsd_node *n, tfs_buf *out, uint64_t max);
 /* The live model item of the decoded file name in directory d, or -1. */
-long tfs_dir_item(tfs_fs *fs, tfs_dir d, const char *fname);
+long tfsd_dir_item(tfsd_fs *fs, tfsd_dir d, const char *fname);
 /* The listed node of item in directory d (not a view), or NULL. */
-tfs_node *tfs_item_node(tfs_fs *fs, tfs_dir d, long item);
+tfsd_node *tfsd_item_node(tfsd_fs *fs, tfsd_dir d, long item);
 
 /* write.c: the handlers of a writable mount */
-void tfs_handle_free(tfs_handle *h);
-int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc);
+void tfsd_handle_free(tfsd_handle *h);
+int tfsd_start_write(tfsd_fs *fs, tfsd_handle *h, bool trunc);
 /* Closes the handle's staged file and removes it unless a commit handed it to the journal. */
-void tfs_handle_drop_data(tfs_handle *h);
+void tfsd_handle_drop_data(tfsd_handle *h);
 /* Parses/journals what the handle wrote (at flush, fsync and release); -errno. */
-int tfs_op_commit(tfs_fs *fs, tfs_handle *h);
-void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+int tfsd_handle_commit(tfsd_fs *fs, tfsd_handle *h);
+void tfsd_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		    struct fuse_file_info *fi);
-void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+void tfsd_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		  struct fuse_file_info *fi);
-void tfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void tfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
-void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+void tfsd_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void tfsd_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void tfsd_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		   struct fuse_file_info *fi);
-void tfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
-void tfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+void tfsd_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void tfsd_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		   const char *newname, unsigned int flags);
-void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+void tfsd_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		     size_t size, int flags);
 
-extern const struct fuse_lowlevel_ops tfs_ops;
+extern const struct fuse_lowlevel_ops tfsd_ops;
 
 /* mount.c */
 /* by_mount8: called by mount(8), which passes "rw" unless told "ro": then only
  * -o writable makes the mount writable. */
-int tfs_mount_main(int argc, char **argv, bool by_mount8);
-int tfs_unmount_main(int argc, char **argv);
-int tfs_repack_main(int argc, char **argv);
-int tfs_info_main(int argc, char **argv);
+int tfsd_mount_main(int argc, char **argv, bool by_mount8);
+int tfsd_unmount_main(int argc, char **argv);
+int tfsd_repack_main(int argc, char **argv);
+int tfsd_info_main(int argc, char **argv);
 
 #endif

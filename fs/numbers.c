@@ -22,22 +22,22 @@
 
 #define STEP (1u << 20)   /* bytes per copy step */
 
-static const char *view_dir(const tfs_node *n)
+static const char *view_dir(const tfsd_node *n)
 {
 	return n->kind == N_F32 ? "f32" : "npy";
 }
 
 /* The message of a refused change, naming the file, logged; returns the errno. */
-static int refuse_view(tfs_fs *fs, const tfs_node *n, int code, const char *why)
+static int refuse_view(tfsd_fs *fs, const tfsd_node *n, int code, const char *why)
 {
 	tfs_error err;
 
 	tfs_error_set(&err, code, "%s/%.200s: %.700s", view_dir(n), n->fname, why);
-	return tfs_fail(fs, &err);
+	return tfsd_fail(fs, &err);
 }
 
 /* Whether node n's payload is the stored bytes (an npy/ file of a numpy dtype). */
-static bool payload_raw(tfs_fs *fs, tfs_node *n, tfs_buf *head, tfs_error *err)
+static bool payload_raw(tfsd_fs *fs, tfsd_node *n, tfs_buf *head, tfs_error *err)
 {
 	bool raw = false;
 
@@ -46,9 +46,9 @@ static bool payload_raw(tfs_fs *fs, tfs_node *n, tfs_buf *head, tfs_error *err)
 	return raw;
 }
 
-int tfs_numbers_start(tfs_fs *fs, tfs_handle *h)
+int tfsd_numbers_start(tfsd_fs *fs, tfsd_handle *h)
 {
-	tfs_node *n = h->node;
+	tfsd_node *n = h->node;
 	tfs_buf head = { 0 };
 	tfs_error err = { 0 };
 	const char *why = NULL;
@@ -76,7 +76,7 @@ static int write_all(int fd, const void *buf, size_t len, uint64_t off)
 }
 
 /* Copies the view's payload (stored bytes or float32 values) to fd from offset at. */
-static int copy_payload(tfs_fs *fs, size_t item, bool raw, int fd, uint64_t at, uint64_t *len)
+static int copy_payload(tfsd_fs *fs, size_t item, bool raw, int fd, uint64_t at, uint64_t *len)
 {
 	const uint64_t total = raw ? tfs_model_tensor(fs->model, item)->nbytes
 				   : tfs_tensor_f32_count(fs->model, item, NULL) * 4;
@@ -91,7 +91,7 @@ static int copy_payload(tfs_fs *fs, size_t item, bool raw, int fd, uint64_t at, 
 			rc = -EIO;
 		else if (!raw && tfs_tensor_read_f32(fs->model, item, off / 4, n / 4, (float *)(void *)buf,
 						     &err))
-			rc = -tfs_errno(&err);
+			rc = -tfsd_errno(&err);
 		if (!rc)
 			rc = write_all(fd, buf, n, at + off);
 	}
@@ -100,9 +100,9 @@ static int copy_payload(tfs_fs *fs, size_t item, bool raw, int fd, uint64_t at, 
 	return rc;
 }
 
-int tfs_numbers_copy(tfs_fs *fs, tfs_handle *h)
+int tfsd_numbers_copy(tfsd_fs *fs, tfsd_handle *h)
 {
-	tfs_node *n = h->node;
+	tfsd_node *n = h->node;
 	tfs_buf head = { 0 };
 	tfs_error err;
 	uint64_t len = 0;
@@ -113,7 +113,7 @@ int tfs_numbers_copy(tfs_fs *fs, tfs_handle *h)
 		bool raw = payload_raw(fs, n, &head, &err);
 
 		if (n->kind == N_NPY && !head.data)
-			rc = -tfs_errno(&err);
+			rc = -tfsd_errno(&err);
 		if (!rc && head.len)
 			rc = write_all(h->data_fd, head.data, head.len, 0);
 		if (!rc)
@@ -144,7 +144,7 @@ typedef struct {
 	uint64_t data_off, payload;
 } target;
 
-static int add_part(tfs_fs *fs, target *tg, size_t item)
+static int add_part(tfsd_fs *fs, target *tg, size_t item)
 {
 	const tfs_tensor *t = tfs_model_tensor(fs->model, item);
 	part *p = &tg->p[tg->n++];
@@ -159,7 +159,7 @@ static int add_part(tfs_fs *fs, target *tg, size_t item)
 
 /* The tensors a commit of tensor item changes: itself, and an MLX weight's companions
  * (its global scale is kept). */
-static int add_parts(tfs_fs *fs, target *tg, size_t item)
+static int add_parts(tfsd_fs *fs, target *tg, size_t item)
 {
 	const tfs_tensor *t = tfs_model_tensor(fs->model, item);
 	int rc = add_part(fs, tg, item);
@@ -173,9 +173,9 @@ static int add_parts(tfs_fs *fs, target *tg, size_t item)
 }
 
 /* Checks the staged file of h against its tensor; fills tg.  0 or a negative errno. */
-static int check_staged(tfs_fs *fs, tfs_handle *h, target *tg)
+static int check_staged(tfsd_fs *fs, tfsd_handle *h, target *tg)
 {
-	tfs_node *n = h->node;
+	tfsd_node *n = h->node;
 	const size_t item = (size_t)n->item;
 	const tfs_tensor *t = tfs_model_tensor(fs->model, item);
 	tfs_buf head = { 0 };
@@ -209,13 +209,13 @@ static int check_staged(tfs_fs *fs, tfs_handle *h, target *tg)
 }
 
 /* Fills the staged files of tg's parts (open in fd) from h's values. */
-static int fill_bytes(tfs_fs *fs, tfs_handle *h, const target *tg, const int *fd)
+static int fill_bytes(tfsd_fs *fs, tfsd_handle *h, const target *tg, const int *fd)
 {
 	tfs_error err = { 0 };
 	int rc;
 
 	if (tg->raw)
-		return tfs_copy_range(fd[0], h->data_fd, tg->data_off, tg->payload);
+		return tfsd_copy_range(fd[0], h->data_fd, tg->data_off, tg->payload);
 	pthread_rwlock_rdlock(&fs->lock);
 	if (tg->mlx)
 		rc = tfs_mlx_requantize(fs->model, tg->p[0].item, h->data_fd, tg->data_off, fd[0],
@@ -228,7 +228,7 @@ static int fill_bytes(tfs_fs *fs, tfs_handle *h, const target *tg, const int *fd
 }
 
 /* The stored bytes of tg's parts into new staged files (their path). */
-static int make_bytes(tfs_fs *fs, tfs_handle *h, target *tg)
+static int make_bytes(tfsd_fs *fs, tfsd_handle *h, target *tg)
 {
 	tfs_error err = { 0 };
 	int fd[3] = { -1, -1, -1 }, rc = 0;
@@ -238,7 +238,7 @@ static int make_bytes(tfs_fs *fs, tfs_handle *h, target *tg)
 		rc = tfs_staging_new_data(fs->staging, &tg->p[k].path, &err);
 		pthread_rwlock_unlock(&fs->lock);
 		if (rc)
-			rc = -tfs_fail(fs, &err);
+			rc = -tfsd_fail(fs, &err);
 		else if ((fd[k] = open(tg->p[k].path, O_RDWR | O_CLOEXEC)) < 0)
 			rc = -errno;
 	}
@@ -260,7 +260,7 @@ static int make_bytes(tfs_fs *fs, tfs_handle *h, target *tg)
 }
 
 /* Whether every part of tg is still the tensor it was (not renamed or deleted meanwhile). */
-static bool parts_current(tfs_fs *fs, const tfs_node *n, const target *tg)
+static bool parts_current(tfsd_fs *fs, const tfsd_node *n, const target *tg)
 {
 	if (n->deleted || n->item != (long)tg->p[0].item)
 		return false;
@@ -274,10 +274,10 @@ static bool parts_current(tfs_fs *fs, const tfs_node *n, const target *tg)
 }
 
 /* Stages tg's files: one set_tensor op, or one set_tensors op for an MLX triple. */
-/* A change of tensor i's bytes: node caches, and tensors/<t>'s inode (tfs_node_ino). */
-static void bump(tfs_fs *fs, size_t i)
+/* A change of tensor i's bytes: node caches, and tensors/<t>'s inode (tfsd_node_ino). */
+static void bump(tfsd_fs *fs, size_t i)
 {
-	tfs_node *raw = tfs_item_node(fs, D_TENSORS, (long)i);
+	tfsd_node *raw = tfsd_item_node(fs, D_TENSORS, (long)i);
 	fs->gen++;
 	if (raw)
 		raw->ver++;
@@ -285,7 +285,7 @@ static void bump(tfs_fs *fs, size_t i)
 
 /* Whether every part's new stored bytes are the bytes it has (the values written back as
  * they were: np.save of what np.load gave); fs->lock held. */
-static bool parts_unchanged(tfs_fs *fs, const target *tg)
+static bool parts_unchanged(tfsd_fs *fs, const target *tg)
 {
 	bool same = true;
 	for (size_t k = 0; same && k < tg->n; k++) {
@@ -295,7 +295,7 @@ static bool parts_unchanged(tfs_fs *fs, const target *tg)
 		same = fd >= 0 && fstat(fd, &st) == 0 && t->src >= 0 && t->dtype == tg->p[k].dtype &&
 		       t->n_dims == tg->p[k].n_dims &&
 		       !memcmp(t->ne, tg->p[k].ne, sizeof(t->ne[0]) * t->n_dims) &&
-		       tfs_same_bytes(fd, (uint64_t)st.st_size,
+		       tfsd_same_bytes(fd, (uint64_t)st.st_size,
 				      tfs_model_source(fs->model, (size_t)t->src), t->offset, t->nbytes);
 		if (fd >= 0)
 			close(fd);
@@ -303,7 +303,7 @@ static bool parts_unchanged(tfs_fs *fs, const target *tg)
 	return same;
 }
 
-static int stage_parts(tfs_fs *fs, tfs_node *n, const target *tg, tfs_error *err)
+static int stage_parts(tfsd_fs *fs, tfsd_node *n, const target *tg, tfs_error *err)
 {
 	tfs_tensor_file f[3];
 	int rc = 0;
@@ -334,9 +334,9 @@ static int stage_parts(tfs_fs *fs, tfs_node *n, const target *tg, tfs_error *err
 	return rc;
 }
 
-int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h)
+int tfsd_numbers_commit(tfsd_fs *fs, tfsd_handle *h)
 {
-	tfs_node *n = h->node;
+	tfsd_node *n = h->node;
 	target tg = { 0 };
 	tfs_error err = { 0 };
 	int rc;
@@ -349,12 +349,12 @@ int tfs_numbers_commit(tfs_fs *fs, tfs_handle *h)
 	if (!rc)
 		rc = make_bytes(fs, h, &tg);
 	if (!rc && (rc = stage_parts(fs, n, &tg, &err)))
-		rc = -tfs_fail(fs, &err);
+		rc = -tfsd_fail(fs, &err);
 	for (size_t k = 0; k < tg.n; k++) {
 		free(tg.p[k].path);
 		free(tg.p[k].name);
 	}
-	tfs_handle_drop_data(h);   /* the values are the tensor's bytes now (or refused) */
+	tfsd_handle_drop_data(h);   /* the values are the tensor's bytes now (or refused) */
 	if (rc < 0) {
 		/* refused for good: a later flush of this handle (numpy's tofile closes a dup
 		 * first, and drops that error) must report it too */

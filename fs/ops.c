@@ -19,21 +19,21 @@
 #define XATTR_PREFIX "user.tensorfs."
 #define MAX_VALUE_TEXT (1u << 30)  /* a metadata value written through the mount */
 
-static tfs_fs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
+static tfsd_fs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
 /* ==== attributes ==== */
 
 
-void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n)
+void tfsd_reply_entry(fuse_req_t req, tfsd_fs *fs, tfsd_node *n)
 {
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
-	int rc = tfs_node_attr(fs, n, &e.attr);
+	int rc = tfsd_node_attr(fs, n, &e.attr);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	e.ino = tfs_node_ino(n);
+	e.ino = tfsd_node_ino(n);
 	e.attr_timeout = fs->timeout;
 	e.entry_timeout = fs->timeout;
 	/* (lookups may run side by side under the read lock) */
@@ -44,19 +44,19 @@ void tfs_reply_entry(fuse_req_t req, tfs_fs *fs, tfs_node *n)
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	tfs_fs *fs = fs_of(req);
+	tfsd_fs *fs = fs_of(req);
 	pthread_rwlock_wrlock(&fs->lock);
-	tfs_tree_forget(fs, ino, nlookup);
+	tfsd_tree_forget(fs, ino, nlookup);
 	pthread_rwlock_unlock(&fs->lock);
 	fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
-	tfs_fs *fs = fs_of(req);
+	tfsd_fs *fs = fs_of(req);
 	pthread_rwlock_wrlock(&fs->lock);
 	for (size_t i = 0; i < count; i++)
-		tfs_tree_forget(fs, forgets[i].ino, forgets[i].nlookup);
+		tfsd_tree_forget(fs, forgets[i].ino, forgets[i].nlookup);
 	pthread_rwlock_unlock(&fs->lock);
 	fuse_reply_none(req);
 }
@@ -64,19 +64,19 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	tfs_fs *fs = fs_of(req);
+	tfsd_fs *fs = fs_of(req);
 	pthread_rwlock_rdlock(&fs->lock);
-	tfs_node *p = tfs_live_node(fs, parent);
-	tfs_node *n = p && p->kind == N_DIR ? tfs_tree_lookup(fs, p->dir, name) : NULL;
-	if (!n && p && p->kind == N_DIR && tfs_tree_unmade_item(fs, p->dir, name) >= 0) {
+	tfsd_node *p = tfsd_live_node(fs, parent);
+	tfsd_node *n = p && p->kind == N_DIR ? tfsd_tree_lookup(fs, p->dir, name) : NULL;
+	if (!n && p && p->kind == N_DIR && tfsd_tree_unmade_item(fs, p->dir, name) >= 0) {
 		/* an item looked up for the first time: its node is made (a change) */
 		pthread_rwlock_unlock(&fs->lock);
 		pthread_rwlock_wrlock(&fs->lock);
-		p = tfs_live_node(fs, parent);
-		n = p && p->kind == N_DIR ? tfs_tree_find(fs, p->dir, name) : NULL;
+		p = tfsd_live_node(fs, parent);
+		n = p && p->kind == N_DIR ? tfsd_tree_find(fs, p->dir, name) : NULL;
 	}
 	if (n && !n->deleted) {
-		tfs_reply_entry(req, fs, n);
+		tfsd_reply_entry(req, fs, n);
 	} else {
 		/* a negative entry may be cached as long as nothing can appear */
 		struct fuse_entry_param e;
@@ -90,9 +90,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 /* The node of ino for reading: live, or removed from its directory (rm, or replaced by a
  * rename) but still an item's file, as an unlinked file stays readable on any file system
  * while it is open (fstat, read) or was just looked up (open racing the rename); NULL: none. */
-static tfs_node *readable_node(tfs_fs *fs, fuse_ino_t ino)
+static tfsd_node *readable_node(tfsd_fs *fs, fuse_ino_t ino)
 {
-	tfs_node *n = tfs_tree_get(fs, ino);
+	tfsd_node *n = tfsd_tree_get(fs, ino);
 	if (n && n->deleted && (n->kind == N_DIR || n->kind == N_SCRATCH || n->item < 0))
 		return NULL;
 	return n;
@@ -100,11 +100,11 @@ static tfs_node *readable_node(tfs_fs *fs, fuse_ino_t ino)
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	tfs_fs *fs = fs_of(req);
+	tfsd_fs *fs = fs_of(req);
 	struct stat st;
 	pthread_rwlock_rdlock(&fs->lock);
-	tfs_node *n = readable_node(fs, ino);
-	int rc = n ? tfs_node_attr(fs, n, &st) : -ENOENT;
+	tfsd_node *n = readable_node(fs, ino);
+	int rc = n ? tfsd_node_attr(fs, n, &st) : -ENOENT;
 	if (!rc && n->deleted)
 		st.st_nlink = 0;
 	pthread_rwlock_unlock(&fs->lock);
@@ -120,7 +120,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 /* Whether node n is listed in dir by the node list (the second part of a listing): the
  * root's entries, and the files of a directory that stand for no item of the model (new
  * files not written yet, scratch files); the model's items are listed first, by item. */
-static bool in_dir(const tfs_node *n, tfs_node *dir)
+static bool in_dir(const tfsd_node *n, tfsd_node *dir)
 {
 	if (n->deleted)
 		return false;
@@ -137,19 +137,19 @@ static bool in_dir(const tfs_node *n, tfs_node *dir)
 #define NODES_COOKIE ((off_t)1 << 40)
 
 /* Adds the entries of the directory's items from item `from` on; false when buf is full. */
-static bool list_items(fuse_req_t req, tfs_fs *fs, tfs_dir d, size_t from, char *buf,
+static bool list_items(fuse_req_t req, tfsd_fs *fs, tfsd_dir d, size_t from, char *buf,
 		       size_t size, size_t *used)
 {
 	tfs_buf b = { 0 };
 	struct stat st = { .st_mode = S_IFREG };
 	bool fits = true;
-	for (size_t i = from, n = tfs_tree_n_items(fs, d); fits && i < n; i++) {
+	for (size_t i = from, n = tfsd_tree_n_items(fs, d); fits && i < n; i++) {
 		bool hidden;
-		tfs_node *o = tfs_tree_owner(fs, d, (long)i, &hidden);
-		if (!o && (hidden || tfs_tree_default_name(fs, d, (long)i, &b)))
+		tfsd_node *o = tfsd_tree_owner(fs, d, (long)i, &hidden);
+		if (!o && (hidden || tfsd_tree_default_name(fs, d, (long)i, &b)))
 			continue;
 		/* (an item without a node has no inode number yet: one that no node has) */
-		st.st_ino = o ? tfs_node_ino(o) : ((fuse_ino_t)1 << 39) + i;
+		st.st_ino = o ? tfsd_node_ino(o) : ((fuse_ino_t)1 << 39) + i;
 		size_t l = fuse_add_direntry(req, buf + *used, size - *used, o ? o->fname : b.data,
 					     &st, (off_t)i + 3);
 		fits = l <= size - *used;
@@ -163,7 +163,7 @@ static bool list_items(fuse_req_t req, tfs_fs *fs, tfs_dir d, size_t from, char 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
-	tfs_fs *fs = fs_of(req);
+	tfsd_fs *fs = fs_of(req);
 	char *buf = malloc(size);
 	size_t used = 0;
 	if (!buf) {
@@ -171,7 +171,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_rwlock_rdlock(&fs->lock);
-	tfs_node *d = tfs_live_node(fs, ino);
+	tfsd_node *d = tfsd_live_node(fs, ino);
 	if (!d || d->kind != N_DIR) {
 		pthread_rwlock_unlock(&fs->lock);
 		free(buf);
@@ -192,10 +192,10 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		goto done;
 	for (size_t i = off >= NODES_COOKIE ? (size_t)(off - NODES_COOKIE) : 0; i < fs->n_nodes;
 	     i++) {
-		tfs_node *n = fs->nodes[i];
+		tfsd_node *n = fs->nodes[i];
 		if (!n || !in_dir(n, d))
 			continue;
-		st.st_ino = tfs_node_ino(n);
+		st.st_ino = tfsd_node_ino(n);
 		st.st_mode = n->kind == N_DIR ? S_IFDIR : S_IFREG;
 		size_t l = fuse_add_direntry(req, buf + used, size - used, n->fname, &st,
 					     NODES_COOKIE + (off_t)i + 1);
@@ -226,12 +226,12 @@ done:
  *             cannot be mapped shared); writers opened O_WRONLY (cp, shell redirections,
  *             np.save, open(..., "wb")) cannot map the file and are direct_io.  O_APPEND
  *             writers keep the page cache: their position is the kernel's file size, which
- *             a direct_io writer leaves at the committed size (tfs_op_setattr).
- * A commit gives tensors/ and layers/ files a new inode (tfs_node_ino): readers that
+ *             a direct_io writer leaves at the committed size (tfsd_op_setattr).
+ * A commit gives tensors/ and layers/ files a new inode (tfsd_node_ino): readers that
  * opened before it keep the old inode, its pages and its bytes (take_snapshot); an open
  * that looked the old inode up just before the commit is direct_io (op_open).
  */
-static bool direct_writer(const tfs_node *n, int flags)
+static bool direct_writer(const tfsd_node *n, int flags)
 {
 	return (n->kind == N_RAW || n->kind == N_EXTRA || n->kind == N_F32 || n->kind == N_NPY) &&
 	       (flags & O_ACCMODE) == O_WRONLY && !(flags & O_APPEND);
@@ -239,7 +239,7 @@ static bool direct_writer(const tfs_node *n, int flags)
 
 /* Records h as the handle node n was last opened for writing with, by thread tid (NULL:
  * forgets it). */
-static void set_opener(tfs_fs *fs, tfs_node *n, tfs_handle *h, pid_t tid)
+static void set_opener(tfsd_fs *fs, tfsd_node *n, tfsd_handle *h, pid_t tid)
 {
 	pthread_mutex_lock(&fs->cache_lock);
 	n->opener = h;
@@ -249,12 +249,12 @@ static void set_opener(tfs_fs *fs, tfs_node *n, tfs_handle *h, pid_t tid)
 
 /* A reader of tensors/ or layers/ on a rw mount: where its bytes are now (fs->lock held).
  * Without a copy of the source's fd (out of fds), it reads the current bytes. */
-static void take_snapshot(tfs_fs *fs, const tfs_node *n, tfs_handle *h)
+static void take_snapshot(tfsd_fs *fs, const tfsd_node *n, tfsd_handle *h)
 {
 	uint64_t off, len;
 	if (!fs->opts.rw || (n->kind != N_RAW && n->kind != N_EXTRA) || n->item < 0)
 		return;
-	int32_t src = tfs_node_bytes(fs, n, &off, &len);
+	int32_t src = tfsd_node_bytes(fs, n, &off, &len);
 	const tfs_source *s = src >= 0 ? tfs_model_source(fs->model, (size_t)src) : NULL;
 	if (!s || s->remote || s->fd < 0 || (h->snap_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) < 0)
 		return;
@@ -266,10 +266,10 @@ static void take_snapshot(tfs_fs *fs, const tfs_node *n, tfs_handle *h)
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	tfs_fs *fs = fs_of(req);
+	tfsd_fs *fs = fs_of(req);
 	bool wr = (fi->flags & O_ACCMODE) != O_RDONLY;
 	pthread_rwlock_rdlock(&fs->lock);
-	tfs_node *n = wr ? tfs_live_node(fs, ino) : readable_node(fs, ino);
+	tfsd_node *n = wr ? tfsd_live_node(fs, ino) : readable_node(fs, ino);
 	int rc = 0;
 	if (!n)
 		rc = ENOENT;
@@ -277,11 +277,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EISDIR;
 	else if (wr && !fs->opts.rw)
 		rc = EROFS;
-	else if (wr && !tfs_writable_node(fs, n))
+	else if (wr && !tfsd_writable_node(fs, n))
 		rc = EACCES;
 	/* an open racing a commit, of the inode it replaced (looked up just before) */
-	bool stale = n && ino != tfs_node_ino(n);
-	tfs_handle *h = NULL;
+	bool stale = n && ino != tfsd_node_ino(n);
+	tfsd_handle *h = NULL;
 	if (!rc && !(h = calloc(1, sizeof(*h))))
 		rc = ENOMEM;
 	if (h) {
@@ -292,14 +292,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	/* the model file: what it is now, for as long as this handle is open */
 	if (!rc && n->kind == N_MODEL)
-		rc = -tfs_image_acquire(fs, &h->image);
+		rc = -tfsd_image_acquire(fs, &h->image);
 	pthread_rwlock_unlock(&fs->lock);
 	if (!rc && wr)
-		rc = -tfs_start_write(fs, h, (fi->flags & O_TRUNC) != 0);
+		rc = -tfsd_start_write(fs, h, (fi->flags & O_TRUNC) != 0);
 	if (rc) {
 		if (h && h->image)
-			tfs_image_release(fs, h->image);
-		tfs_handle_free(h);
+			tfsd_image_release(fs, h->image);
+		tfsd_handle_free(h);
 		fuse_reply_err(req, rc);
 		return;
 	}
@@ -317,15 +317,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (wr && !h->scratch)
 			set_opener(fs, n, NULL, 0);
 		if (h->image)
-			tfs_image_release(fs, h->image);
-		tfs_handle_free(h);
+			tfsd_image_release(fs, h->image);
+		tfsd_handle_free(h);
 	}
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
-	tfs_fs *fs = fuse_req_userdata(req);
+	tfsd_handle *h = (tfsd_handle *)(uintptr_t)fi->fh;
+	tfsd_fs *fs = fuse_req_userdata(req);
 	if (h && h->writing) {
 		pthread_mutex_lock(&fs->cache_lock);
 		if (h->node->opener == h)
@@ -335,25 +335,25 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (h && h->writing && h->dirty) {
 		/* a change flush deferred (a truncated typed key never written): last chance */
 		h->wrote = true;
-		tfs_op_commit(fs, h);
+		tfsd_handle_commit(fs, h);
 	}
 	if (h && h->image)
-		tfs_image_release(fs, h->image);
-	tfs_handle_free(h);
+		tfsd_image_release(fs, h->image);
+	tfsd_handle_free(h);
 	fuse_reply_err(req, 0);
 }
 
 /* Reads [off, off+len) of the f32 view of tensor i into out. */
-static int read_f32(tfs_fs *fs, size_t i, uint64_t off, size_t len, char *out)
+static int read_f32(tfsd_fs *fs, size_t i, uint64_t off, size_t len, char *out)
 {
 	uint64_t first = off / 4, last = (off + len + 3) / 4;
 	bool aligned = off % 4 == 0 && len % 4 == 0;
-	float *tmp = aligned ? (float *)(void *)out : tfs_scratch(0, (size_t)(last - first) * 4);
+	float *tmp = aligned ? (float *)(void *)out : tfsd_thread_buf(0, (size_t)(last - first) * 4);
 	tfs_error err;
 	if (!tmp)
 		return -ENOMEM;
 	if (tfs_tensor_read_f32(fs->model, i, first, last - first, tmp, &err))
-		return -tfs_errno(&err);
+		return -tfsd_errno(&err);
 	if (!aligned)
 		memcpy(out, (char *)tmp + (off - first * 4), len);
 	return 0;
@@ -461,7 +461,7 @@ static void pipe_discard(reply_pipe *t)
 	pipe_drop(t);
 }
 
-static bool reply_remote_splice(fuse_req_t req, tfs_fs *fs, const tfs_source *s, uint64_t pos,
+static bool reply_remote_splice(fuse_req_t req, tfsd_fs *fs, const tfs_source *s, uint64_t pos,
 				size_t size, uint64_t lo, uint64_t hi)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
@@ -475,7 +475,7 @@ static bool reply_remote_splice(fuse_req_t req, tfs_fs *fs, const tfs_source *s,
 	if (rc == 1)
 		return false;
 	if (rc) {
-		fuse_reply_err(req, tfs_fail(fs, &err));
+		fuse_reply_err(req, tfsd_fail(fs, &err));
 		return true;
 	}
 	size_t got = 0;
@@ -505,7 +505,7 @@ static bool reply_remote_splice(fuse_req_t req, tfs_fs *fs, const tfs_source *s,
 }
 
 /* Replies with [off, +size) of a source file (see read_mode). */
-static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base, uint64_t avail,
+static void reply_source(fuse_req_t req, tfsd_fs *fs, int32_t src, uint64_t base, uint64_t avail,
 			 off_t off, size_t size)
 {
 	const tfs_source *s = tfs_model_source(fs->model, (size_t)src);
@@ -527,10 +527,10 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 		    reply_remote_splice(req, fs, s, pos, size, base, base + avail))
 			return;
 		tfs_error err;
-		char *buf = tfs_scratch(1, size);
+		char *buf = tfsd_thread_buf(1, size);
 		if (!buf || tfs_source_pread_in(s, buf, size, pos, base, base + avail, &err))
 			/* why, in last_error and syslog: a read-only mount has no other place */
-			fuse_reply_err(req, buf ? tfs_fail(fs, &err) : ENOMEM);
+			fuse_reply_err(req, buf ? tfsd_fail(fs, &err) : ENOMEM);
 		else
 			fuse_reply_buf(req, buf, size);
 		return;
@@ -546,7 +546,7 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 		return;
 	}
 	if (raw_read_mode == READ_PREAD || (raw_read_mode == READ_AUTO && size > splice_max)) {
-		char *buf = tfs_scratch(1, size);
+		char *buf = tfsd_thread_buf(1, size);
 		ssize_t got = 0, r = 0;
 		while (buf && (size_t)got < size &&
 		       (r = pread(s->fd, buf + got, size - (size_t)got, (off_t)pos + got)) > 0)
@@ -567,7 +567,7 @@ static void reply_source(fuse_req_t req, tfs_fs *fs, int32_t src, uint64_t base,
 /* Replies with up to size bytes of fd at off (a staged or scratch file). */
 static void reply_pread(fuse_req_t req, int fd, size_t size, off_t off)
 {
-	char *buf = tfs_scratch(1, size);
+	char *buf = tfsd_thread_buf(1, size);
 	ssize_t r = buf ? pread(fd, buf, size, off) : -1;
 	if (r < 0)
 		fuse_reply_err(req, buf ? errno : ENOMEM);
@@ -586,25 +586,25 @@ static bool clip(uint64_t total, off_t off, size_t *size)
 }
 
 /* model.gguf / model.safetensors: the handle's own snapshot, no lock needed. */
-static void read_image(fuse_req_t req, const tfs_shared_image *si, size_t size, off_t off)
+static void read_image(fuse_req_t req, const tfsd_shared_image *si, size_t size, off_t off)
 {
 	tfs_error err;
-	char *buf = tfs_scratch(1, size);
+	char *buf = tfsd_thread_buf(1, size);
 	int64_t r = buf ? tfs_image_read(si->im, (uint64_t)off, size, buf, &err) : -1;
 	if (r < 0)
-		fuse_reply_err(req, buf ? tfs_errno(&err) : ENOMEM);
+		fuse_reply_err(req, buf ? tfsd_errno(&err) : ENOMEM);
 	else
 		fuse_reply_buf(req, buf, (size_t)r);
 }
 
 /* f32/<name>: dequantized in the handler. */
-static void read_f32_view(fuse_req_t req, tfs_fs *fs, tfs_node *n, size_t size, off_t off)
+static void read_f32_view(fuse_req_t req, tfsd_fs *fs, tfsd_node *n, size_t size, off_t off)
 {
 	if (!clip(tfs_tensor_f32_count(fs->model, (size_t)n->item, NULL) * 4, off, &size)) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	char *out = tfs_scratch(1, size);
+	char *out = tfsd_thread_buf(1, size);
 	int rc = out ? read_f32(fs, (size_t)n->item, (uint64_t)off, size, out) : -ENOMEM;
 	if (rc)
 		fuse_reply_err(req, -rc);
@@ -614,7 +614,7 @@ static void read_f32_view(fuse_req_t req, tfs_fs *fs, tfs_node *n, size_t size, 
 
 /* npy/<name>.npy past its header: header bytes (hlen of head), then the payload, raw
  * (pread from the source, like tensors/) or the f32 view.  cache_lock held; released. */
-static void read_npy(fuse_req_t req, tfs_fs *fs, tfs_node *n, const char *head, uint64_t hlen,
+static void read_npy(fuse_req_t req, tfsd_fs *fs, tfsd_node *n, const char *head, uint64_t hlen,
 		     size_t size, off_t off)
 {
 	const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
@@ -622,7 +622,7 @@ static void read_npy(fuse_req_t req, tfs_fs *fs, tfs_node *n, const char *head, 
 	uint64_t plen = raw ? t->nbytes : tfs_tensor_f32_count(fs->model, (size_t)n->item, NULL) * 4;
 	char *out = NULL;
 	size_t got = 0;
-	if (clip(hlen + plen, off, &size) && (out = tfs_scratch(1, size)) && (uint64_t)off < hlen) {
+	if (clip(hlen + plen, off, &size) && (out = tfsd_thread_buf(1, size)) && (uint64_t)off < hlen) {
 		got = (size_t)(hlen - (uint64_t)off);
 		memcpy(out, head + off, got);
 	}
@@ -641,7 +641,7 @@ static void read_npy(fuse_req_t req, tfs_fs *fs, tfs_node *n, const char *head, 
 		int64_t r = tfs_tensor_read_raw(fs->model, (size_t)n->item, poff, size - got,
 						out + got, &err);
 		if (r < 0)
-			fuse_reply_err(req, tfs_errno(&err));
+			fuse_reply_err(req, tfsd_errno(&err));
 		else
 			fuse_reply_buf(req, out, got + (size_t)r);
 		return;
@@ -654,16 +654,16 @@ static void read_npy(fuse_req_t req, tfs_fs *fs, tfs_node *n, const char *head, 
 }
 
 /* index.json: the bytes at off, generated from the stream (the kernel bounds size). */
-static void read_index(fuse_req_t req, tfs_fs *fs, size_t size, off_t off)
+static void read_index(fuse_req_t req, tfsd_fs *fs, size_t size, off_t off)
 {
 	char *buf = malloc(size ? size : 1);
 	size_t got = 0;
 	tfs_index *s;
 	tfs_error err;
 	pthread_mutex_lock(&fs->cache_lock);
-	int rc = buf ? tfs_fs_index(fs, &s) : -ENOMEM;
+	int rc = buf ? tfsd_fs_index(fs, &s) : -ENOMEM;
 	if (!rc && tfs_index_read(s, buf, (uint64_t)off, size, &got, &err))
-		rc = -tfs_errno(&err);
+		rc = -tfsd_errno(&err);
 	pthread_mutex_unlock(&fs->cache_lock);
 	if (rc)
 		fuse_reply_err(req, -rc);
@@ -673,11 +673,11 @@ static void read_index(fuse_req_t req, tfs_fs *fs, size_t size, off_t off)
 }
 
 /* Generated content: a value's text, config.json, an npy header and what follows it. */
-static void read_generated(fuse_req_t req, tfs_fs *fs, tfs_node *n, size_t size, off_t off)
+static void read_generated(fuse_req_t req, tfsd_fs *fs, tfsd_node *n, size_t size, off_t off)
 {
 	const tfs_buf *c;
 	pthread_mutex_lock(&fs->cache_lock);
-	int rc = tfs_node_content(fs, n, &c);
+	int rc = tfsd_node_content(fs, n, &c);
 	if (rc) {
 		pthread_mutex_unlock(&fs->cache_lock);
 		fuse_reply_err(req, -rc);
@@ -696,9 +696,9 @@ static void read_generated(fuse_req_t req, tfs_fs *fs, tfs_node *n, size_t size,
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	tfs_fs *fs = fs_of(req);
-	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
-	tfs_node *n = h->node;
+	tfsd_fs *fs = fs_of(req);
+	tfsd_handle *h = (tfsd_handle *)(uintptr_t)fi->fh;
+	tfsd_node *n = h->node;
 
 	if (h->writing && h->data_fd >= 0) {
 		/* reading back a file being written: the staged bytes */
@@ -744,16 +744,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 /* ==== extended attributes ==== */
 
 /* Whether npy node n serves the raw bytes (else the f32 view). */
-static bool npy_is_raw(tfs_fs *fs, tfs_node *n)
+static bool npy_is_raw(tfsd_fs *fs, tfsd_node *n)
 {
 	const tfs_buf *c;
 	pthread_mutex_lock(&fs->cache_lock);
-	bool raw = tfs_node_content(fs, n, &c) == 0 && n->raw_npy;
+	bool raw = tfsd_node_content(fs, n, &c) == 0 && n->raw_npy;
 	pthread_mutex_unlock(&fs->cache_lock);
 	return raw;
 }
 
-static int node_xattr(tfs_fs *fs, tfs_node *n, const char *name, tfs_buf *out)
+static int node_xattr(tfsd_fs *fs, tfsd_node *n, const char *name, tfs_buf *out)
 {
 	if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX)) != 0)
 		return -ENODATA;
@@ -770,7 +770,7 @@ static int node_xattr(tfs_fs *fs, tfs_node *n, const char *name, tfs_buf *out)
 		if (strcmp(name, "status") == 0 && fs->status_path)
 			return tfs_buf_printf(out, "%s", fs->status_path) ? -ENOMEM : 0;
 		if (strcmp(name, "last_error") == 0)
-			return tfs_last_error(out);
+			return tfsd_last_error(out);
 		return -ENODATA;
 	}
 	if (n->kind == N_SCRATCH && n->pend_type && strcmp(name, "type") == 0)
@@ -833,10 +833,10 @@ static int node_xattr(tfs_fs *fs, tfs_node *n, const char *name, tfs_buf *out)
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	tfs_fs *fs = fs_of(req);
+	tfsd_fs *fs = fs_of(req);
 	tfs_buf b = { 0 };
 	pthread_rwlock_rdlock(&fs->lock);
-	tfs_node *n = tfs_live_node(fs, ino);
+	tfsd_node *n = tfsd_live_node(fs, ino);
 	int rc = n ? node_xattr(fs, n, name, &b) : -ENOENT;
 	pthread_rwlock_unlock(&fs->lock);
 	if (rc)
@@ -855,10 +855,10 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	static const char *const all[] = { "type", "dtype", "shape", "offset", "media_type",
 					   "pid", "source", "format", "staging", "status",
 					   "last_error" };
-	tfs_fs *fs = fs_of(req);
+	tfsd_fs *fs = fs_of(req);
 	tfs_buf list = { 0 }, b = { 0 };
 	pthread_rwlock_rdlock(&fs->lock);
-	tfs_node *n = tfs_live_node(fs, ino);
+	tfsd_node *n = tfsd_live_node(fs, ino);
 	int rc = n ? 0 : -ENOENT;
 	for (size_t i = 0; n && i < sizeof(all) / sizeof(all[0]); i++) {
 		char name[64];
@@ -886,7 +886,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = sv.f_frsize = 4096;
 	sv.f_namemax = 255;
-	tfs_fs *fs = fs_of(req);
+	tfsd_fs *fs = fs_of(req);
 	sv.f_files = D_COUNT + 3 + tfs_model_n_kv(fs->model) + 3 * tfs_model_n_tensors(fs->model) +
 		     tfs_model_n_extras(fs->model);
 	fuse_reply_statfs(req, &sv);
@@ -914,12 +914,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* no atomic O_TRUNC on a rw mount: with it the kernel sets the file's size to 0 and
 	 * drops its pages at the open, and every reader sees an empty file until the commit;
 	 * without it the truncation comes as a setattr that the opening handle stages
-	 * (tfs_op_setattr), the size the kernel keeps being the one the reply carries */
+	 * (tfsd_op_setattr), the size the kernel keeps being the one the reply carries */
 	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 }
 
-const struct fuse_lowlevel_ops tfs_ops = {
+const struct fuse_lowlevel_ops tfsd_ops = {
 	.init = op_init,
 	.lookup = op_lookup,
 	.forget = op_forget,
@@ -932,12 +932,12 @@ const struct fuse_lowlevel_ops tfs_ops = {
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
 	.statfs = op_statfs,
-	.setattr = tfs_op_setattr,
-	.write = tfs_op_write,
-	.flush = tfs_op_flush,
-	.fsync = tfs_op_fsync,
-	.create = tfs_op_create,
-	.unlink = tfs_op_unlink,
-	.rename = tfs_op_rename,
-	.setxattr = tfs_op_setxattr,
+	.setattr = tfsd_op_setattr,
+	.write = tfsd_op_write,
+	.flush = tfsd_op_flush,
+	.fsync = tfsd_op_fsync,
+	.create = tfsd_op_create,
+	.unlink = tfsd_op_unlink,
+	.rename = tfsd_op_rename,
+	.setxattr = tfsd_op_setxattr,
 };

@@ -60,7 +60,7 @@ static bool editor_temp_name(const char *f)
 	return false;
 }
 
-long tfs_dir_item(tfs_fs *fs, tfs_dir d, const char *fname)
+long tfsd_dir_item(tfsd_fs *fs, tfsd_dir d, const char *fname)
 {
 	tfs_buf name = { 0 };
 	long i = -1;
@@ -76,43 +76,43 @@ long tfs_dir_item(tfs_fs *fs, tfs_dir d, const char *fname)
 	return i;
 }
 
-tfs_node *tfs_item_node(tfs_fs *fs, tfs_dir d, long item)
+tfsd_node *tfsd_item_node(tfsd_fs *fs, tfsd_dir d, long item)
 {
-	tfs_node *v = item >= 0 ? tfs_tree_owner(fs, d, item, NULL) : NULL;
+	tfsd_node *v = item >= 0 ? tfsd_tree_owner(fs, d, item, NULL) : NULL;
 	return v && (v->kind == N_KEY || v->kind == N_RAW || v->kind == N_EXTRA) ? v : NULL;
 }
 
-bool tfs_scratch_name(tfs_fs *fs, tfs_dir d, const char *fname)
+bool tfsd_scratch_name(tfsd_fs *fs, tfsd_dir d, const char *fname)
 {
 	return (d == D_METADATA || d == D_TENSORS || d == D_LAYERS) && fname[0] &&
-	       editor_temp_name(fname) && tfs_dir_item(fs, d, fname) < 0;
+	       editor_temp_name(fname) && tfsd_dir_item(fs, d, fname) < 0;
 }
 
 
 
 /* Copies the current bytes of n's item (a value's text, a tensor's or layer's bytes) into fd. */
-static int copy_item(tfs_fs *fs, tfs_node *n, int fd)
+static int copy_item(tfsd_fs *fs, tfsd_node *n, int fd)
 {
 	if (n->kind == N_KEY) {
 		tfs_buf b = { 0 };
-		int rc = tfs_node_text(fs, n, &b);
+		int rc = tfsd_node_text(fs, n, &b);
 		if (!rc && b.len && pwrite(fd, b.data, b.len, 0) != (ssize_t)b.len)
 			rc = -errno;
 		tfs_buf_free(&b);
 		return rc;
 	}
 	uint64_t off, len;
-	int32_t src = tfs_node_bytes(fs, n, &off, &len);
-	return tfs_copy_range(fd, tfs_model_source(fs->model, (size_t)src)->fd, off, len);
+	int32_t src = tfsd_node_bytes(fs, n, &off, &len);
+	return tfsd_copy_range(fd, tfs_model_source(fs->model, (size_t)src)->fd, off, len);
 }
 
-int tfs_scratch_make(tfs_fs *fs, tfs_node *n, bool from_item)
+int tfsd_scratch_make(tfsd_fs *fs, tfsd_node *n, bool from_item)
 {
 	tfs_error err;
 	int fd;
 	char *path;
 	if (tfs_staging_scratch_open(fs->staging, &fd, &path, &err))
-		return -tfs_fail(fs, &err);
+		return -tfsd_fail(fs, &err);
 	int rc = from_item && n->item >= 0 ? copy_item(fs, n, fd) : 0;
 	if (rc) {
 		close(fd);
@@ -121,11 +121,11 @@ int tfs_scratch_make(tfs_fs *fs, tfs_node *n, bool from_item)
 		free(path);
 		return rc;
 	}
-	tfs_tree_unindex(fs, n);
+	tfsd_tree_unindex(fs, n);
 	n->origin = from_item ? n->item : -1;
 	n->item = -1;
 	n->kind = N_SCRATCH;
-	tfs_tree_index(fs, n);
+	tfsd_tree_index(fs, n);
 	n->scratch_fd = fd;
 	n->scratch_path = path;
 	n->pend_dtype = -1;
@@ -136,7 +136,7 @@ int tfs_scratch_make(tfs_fs *fs, tfs_node *n, bool from_item)
 	return 0;
 }
 
-int tfs_scratch_read_all(tfs_node *n, tfs_buf *out, uint64_t max)
+int tfsd_scratch_read_all(tfsd_node *n, tfs_buf *out, uint64_t max)
 {
 	struct stat st;
 	if (fstat(n->scratch_fd, &st) < 0)

@@ -8,7 +8,7 @@
  * model (so a model of 10^6 keys costs no memory per key here until they are opened).  A
  * node that exists says how its item is listed: by its name (renamed, replaced), or not
  * at all (deleted, or taken by a scratch file).  On a rw mount the bits above
- * INO_SLOT_BITS count the commits of a tensors/ or layers/ file's bytes (tfs_node_ino):
+ * INO_SLOT_BITS count the commits of a tensors/ or layers/ file's bytes (tfsd_node_ino):
  * the kernel sees each version as its own inode with its own pages.
  */
 #include "fs.h"
@@ -24,7 +24,7 @@ static const char *const dir_names[D_COUNT] = {
 	[D_F32] = "f32", [D_NPY] = "npy", [D_LAYERS] = "layers",
 };
 
-static size_t hash_of(tfs_dir dir, const char *s)
+static size_t hash_of(tfsd_dir dir, const char *s)
 {
 	uint64_t h = 1469598103934665603ull ^ (uint64_t)dir;
 	for (; *s; s++) {
@@ -36,27 +36,27 @@ static size_t hash_of(tfs_dir dir, const char *s)
 
 /* The item a node stands for: a scratch file made from an item (`mv x x~`) claims it
  * too, so that the item is not listed under its own name while the scratch file is. */
-static long claimed_item(const tfs_node *n)
+static long claimed_item(const tfsd_node *n)
 {
 	return n->kind == N_SCRATCH ? n->origin : n->item;
 }
 
-static size_t ihash_of(tfs_dir dir, long item)
+static size_t ihash_of(tfsd_dir dir, long item)
 {
 	return (size_t)(((uint64_t)item * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)dir << 56));
 }
 
-static int hash_grow(tfs_fs *fs)
+static int hash_grow(tfsd_fs *fs)
 {
 	size_t cap = fs->hash_cap ? fs->hash_cap * 2 : 1024;
-	tfs_node **h = calloc(cap, sizeof(*h)), **ih = calloc(cap, sizeof(*ih));
+	tfsd_node **h = calloc(cap, sizeof(*h)), **ih = calloc(cap, sizeof(*ih));
 	if (!h || !ih) {
 		free(h);
 		free(ih);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < fs->hash_cap; i++) {
-		tfs_node *n = fs->hash[i], *next;
+		tfsd_node *n = fs->hash[i], *next;
 		for (; n; n = next) {
 			next = n->hnext;
 			size_t k = hash_of(n->dir, n->fname) & (cap - 1);
@@ -78,7 +78,7 @@ static int hash_grow(tfs_fs *fs)
 	return 0;
 }
 
-void tfs_tree_index(tfs_fs *fs, tfs_node *n)
+void tfsd_tree_index(tfsd_fs *fs, tfsd_node *n)
 {
 	if (n->indexed || n->deleted || n->kind == N_DIR || claimed_item(n) < 0)
 		return;
@@ -88,12 +88,12 @@ void tfs_tree_index(tfs_fs *fs, tfs_node *n)
 	n->indexed = true;
 }
 
-void tfs_tree_unindex(tfs_fs *fs, tfs_node *n)
+void tfsd_tree_unindex(tfsd_fs *fs, tfsd_node *n)
 {
 	if (!n->indexed)
 		return;
 	size_t k = ihash_of(n->dir, claimed_item(n)) & (fs->hash_cap - 1);
-	for (tfs_node **p = &fs->ihash[k]; *p; p = &(*p)->inext) {
+	for (tfsd_node **p = &fs->ihash[k]; *p; p = &(*p)->inext) {
 		if (*p == n) {
 			*p = n->inext;
 			break;
@@ -103,12 +103,12 @@ void tfs_tree_unindex(tfs_fs *fs, tfs_node *n)
 	n->indexed = false;
 }
 
-tfs_node *tfs_tree_owner(tfs_fs *fs, tfs_dir d, long item, bool *hidden)
+tfsd_node *tfsd_tree_owner(tfsd_fs *fs, tfsd_dir d, long item, bool *hidden)
 {
 	if (hidden)
 		*hidden = false;
 	size_t k = ihash_of(d, item) & (fs->hash_cap - 1);
-	for (tfs_node *n = fs->ihash[k]; n; n = n->inext) {
+	for (tfsd_node *n = fs->ihash[k]; n; n = n->inext) {
 		if (n->dir != d || claimed_item(n) != item)
 			continue;
 		if (n->kind != N_SCRATCH)
@@ -119,17 +119,17 @@ tfs_node *tfs_tree_owner(tfs_fs *fs, tfs_dir d, long item, bool *hidden)
 	return NULL;
 }
 
-static void hash_insert(tfs_fs *fs, tfs_node *n)
+static void hash_insert(tfsd_fs *fs, tfsd_node *n)
 {
 	size_t k = hash_of(n->dir, n->fname) & (fs->hash_cap - 1);
 	n->hnext = fs->hash[k];
 	fs->hash[k] = n;
 }
 
-static void hash_remove(tfs_fs *fs, tfs_node *n)
+static void hash_remove(tfsd_fs *fs, tfsd_node *n)
 {
 	size_t k = hash_of(n->dir, n->fname) & (fs->hash_cap - 1);
-	for (tfs_node **p = &fs->hash[k]; *p; p = &(*p)->hnext) {
+	for (tfsd_node **p = &fs->hash[k]; *p; p = &(*p)->hnext) {
 		if (*p == n) {
 			*p = n->hnext;
 			n->hnext = NULL;
@@ -138,25 +138,25 @@ static void hash_remove(tfs_fs *fs, tfs_node *n)
 	}
 }
 
-tfs_node *tfs_tree_lookup(tfs_fs *fs, tfs_dir dir, const char *fname)
+tfsd_node *tfsd_tree_lookup(tfsd_fs *fs, tfsd_dir dir, const char *fname)
 {
 	size_t k = hash_of(dir, fname) & (fs->hash_cap - 1);
-	for (tfs_node *n = fs->hash[k]; n; n = n->hnext)
+	for (tfsd_node *n = fs->hash[k]; n; n = n->hnext)
 		if (n->dir == dir && n->kind != N_DIR && strcmp(n->fname, fname) == 0)
 			return n;
 	/* directories are looked up in the root */
 	if (dir == D_ROOT)
 		for (int d = 1; d < D_COUNT; d++)
 			if (strcmp(dir_names[d], fname) == 0) {
-				tfs_node *n = fs->nodes[d];
+				tfsd_node *n = fs->nodes[d];
 				return n && !n->deleted ? n : NULL;
 			}
 	return NULL;
 }
 
-tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino)
+tfsd_node *tfsd_live_node(tfsd_fs *fs, fuse_ino_t ino)
 {
-	tfs_node *n = tfs_tree_get(fs, ino);
+	tfsd_node *n = tfsd_tree_get(fs, ino);
 	return n && !n->deleted ? n : NULL;
 }
 
@@ -165,12 +165,12 @@ tfs_node *tfs_live_node(tfs_fs *fs, fuse_ino_t ino)
 #define INO_SLOT_MASK ((UINT64_C(1) << INO_SLOT_BITS) - 1)
 #define INO_VER_MASK ((UINT64_C(1) << (64 - INO_SLOT_BITS)) - 1)
 
-fuse_ino_t tfs_node_ino(const tfs_node *n)
+fuse_ino_t tfsd_node_ino(const tfsd_node *n)
 {
 	return n->ino | ((fuse_ino_t)(n->ver & INO_VER_MASK) << INO_SLOT_BITS);
 }
 
-tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino)
+tfsd_node *tfsd_tree_get(tfsd_fs *fs, fuse_ino_t ino)
 {
 	ino &= INO_SLOT_MASK;
 	if (ino == 0 || ino > fs->n_nodes)
@@ -178,11 +178,11 @@ tfs_node *tfs_tree_get(tfs_fs *fs, fuse_ino_t ino)
 	return fs->nodes[ino - 1];
 }
 
-fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, const char *fname)
+fuse_ino_t tfsd_tree_add(tfsd_fs *fs, tfsd_node_kind kind, tfsd_dir dir, long item, const char *fname)
 {
 	if (!fs->n_free && fs->n_nodes == fs->cap_nodes) {
 		size_t cap = fs->cap_nodes ? fs->cap_nodes * 2 : 256;
-		tfs_node **p = realloc(fs->nodes, cap * sizeof(*p));
+		tfsd_node **p = realloc(fs->nodes, cap * sizeof(*p));
 		if (!p)
 			return 0;
 		fs->nodes = p;
@@ -190,7 +190,7 @@ fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, 
 	}
 	if ((fs->n_nodes + 1) * 2 > fs->hash_cap && hash_grow(fs))
 		return 0;
-	tfs_node *n = calloc(1, sizeof(*n));
+	tfsd_node *n = calloc(1, sizeof(*n));
 	if (!n || !(n->fname = strdup(fname))) {
 		free(n);
 		return 0;
@@ -207,13 +207,13 @@ fuse_ino_t tfs_tree_add(tfs_fs *fs, tfs_node_kind kind, tfs_dir dir, long item, 
 	fs->nodes[slot] = n;
 	if (kind != N_DIR)
 		hash_insert(fs, n);
-	tfs_tree_index(fs, n);
+	tfsd_tree_index(fs, n);
 	return n->ino;
 }
 
-static void node_free(tfs_node *n)
+static void node_free(tfsd_node *n)
 {
-	tfs_scratch_drop(n);
+	tfsd_scratch_drop(n);
 	free(n->pend_type);
 	free(n->fname);
 	tfs_buf_free(&n->cache);
@@ -222,7 +222,7 @@ static void node_free(tfs_node *n)
 
 /* Whether node n holds nothing the model cannot give again: an item's file by its default
  * name, with no declared type or shape, no scratch file. */
-static bool remakeable(tfs_fs *fs, tfs_node *n)
+static bool remakeable(tfsd_fs *fs, tfsd_node *n)
 {
 	if (n->kind != N_KEY && n->kind != N_RAW && n->kind != N_F32 && n->kind != N_NPY &&
 	    n->kind != N_EXTRA)
@@ -233,15 +233,15 @@ static bool remakeable(tfs_fs *fs, tfs_node *n)
 	if (n->deleted)
 		return true;
 	tfs_buf b = { 0 };
-	bool same = n->item >= 0 && tfs_tree_default_name(fs, n->dir, n->item, &b) == 0 &&
+	bool same = n->item >= 0 && tfsd_tree_default_name(fs, n->dir, n->item, &b) == 0 &&
 		    strcmp(b.data, n->fname) == 0;
 	tfs_buf_free(&b);
 	return same;
 }
 
-void tfs_tree_forget(tfs_fs *fs, fuse_ino_t ino, uint64_t count)
+void tfsd_tree_forget(tfsd_fs *fs, fuse_ino_t ino, uint64_t count)
 {
-	tfs_node *n = tfs_tree_get(fs, ino);
+	tfsd_node *n = tfsd_tree_get(fs, ino);
 	if (!n)
 		return;
 	n->nlookup = n->nlookup > count ? n->nlookup - count : 0;
@@ -257,14 +257,14 @@ void tfs_tree_forget(tfs_fs *fs, fuse_ino_t ino, uint64_t count)
 	}
 	if (!n->deleted)
 		hash_remove(fs, n);
-	tfs_tree_unindex(fs, n);
+	tfsd_tree_unindex(fs, n);
 	fs->nodes[n->ino - 1] = NULL;
 	fs->free_slots[fs->n_free++] = n->ino - 1;
 	node_free(n);
 }
 
 /* Closes and removes n's scratch file, if it has one (scratch.c makes them). */
-void tfs_scratch_drop(tfs_node *n)
+void tfsd_scratch_drop(tfsd_node *n)
 {
 	if (n->scratch_fd >= 0)
 		close(n->scratch_fd);
@@ -275,17 +275,17 @@ void tfs_scratch_drop(tfs_node *n)
 	n->scratch_path = NULL;
 }
 
-void tfs_tree_unlink(tfs_fs *fs, tfs_node *n)
+void tfsd_tree_unlink(tfsd_fs *fs, tfsd_node *n)
 {
 	if (n->deleted)
 		return;
 	hash_remove(fs, n);
-	tfs_tree_unindex(fs, n);
+	tfsd_tree_unindex(fs, n);
 	n->deleted = true;
-	tfs_scratch_drop(n);
+	tfsd_scratch_drop(n);
 }
 
-int tfs_tree_rename(tfs_fs *fs, tfs_node *n, const char *fname)
+int tfsd_tree_rename(tfsd_fs *fs, tfsd_node *n, const char *fname)
 {
 	char *s = strdup(fname);
 	if (!s)
@@ -299,7 +299,7 @@ int tfs_tree_rename(tfs_fs *fs, tfs_node *n, const char *fname)
 
 /* ==== items without a node ==== */
 
-static const tfs_node_kind dir_kinds[D_COUNT] = {
+static const tfsd_node_kind dir_kinds[D_COUNT] = {
 	[D_METADATA] = N_KEY, [D_TENSORS] = N_RAW, [D_F32] = N_F32, [D_NPY] = N_NPY,
 	[D_LAYERS] = N_EXTRA,
 };
@@ -323,7 +323,7 @@ static int encode_name(tfs_buf *b, const char *name, const char *suffix)
 	return rc ? -ENOMEM : 0;
 }
 
-size_t tfs_tree_n_items(tfs_fs *fs, tfs_dir d)
+size_t tfsd_tree_n_items(tfsd_fs *fs, tfsd_dir d)
 {
 	switch (d) {
 	case D_METADATA:
@@ -339,10 +339,10 @@ size_t tfs_tree_n_items(tfs_fs *fs, tfs_dir d)
 	}
 }
 
-int tfs_tree_default_name(tfs_fs *fs, tfs_dir d, long i, tfs_buf *out)
+int tfsd_tree_default_name(tfsd_fs *fs, tfsd_dir d, long i, tfs_buf *out)
 {
 	const tfs_model *m = fs->model;
-	if (i < 0 || (size_t)i >= tfs_tree_n_items(fs, d))
+	if (i < 0 || (size_t)i >= tfsd_tree_n_items(fs, d))
 		return -ENOENT;
 	if (d == D_METADATA) {
 		const tfs_kv *kv = tfs_model_kv(m, (size_t)i);
@@ -359,7 +359,7 @@ int tfs_tree_default_name(tfs_fs *fs, tfs_dir d, long i, tfs_buf *out)
 	return encode_name(out, t->name, d == D_NPY ? ".npy" : NULL);
 }
 
-long tfs_tree_unmade_item(tfs_fs *fs, tfs_dir dir, const char *fname)
+long tfsd_tree_unmade_item(tfsd_fs *fs, tfsd_dir dir, const char *fname)
 {
 	if (dir == D_ROOT || dir >= D_COUNT)
 		return -1;
@@ -378,21 +378,21 @@ long tfs_tree_unmade_item(tfs_fs *fs, tfs_dir dir, const char *fname)
 				      : tfs_model_find_tensor(m, name.data);
 	}
 	bool hidden;
-	if (i >= 0 && (tfs_tree_default_name(fs, dir, i, &b) || strcmp(b.data, fname) ||
-		       tfs_tree_owner(fs, dir, i, &hidden) || hidden))
+	if (i >= 0 && (tfsd_tree_default_name(fs, dir, i, &b) || strcmp(b.data, fname) ||
+		       tfsd_tree_owner(fs, dir, i, &hidden) || hidden))
 		i = -1;
 	tfs_buf_free(&name);
 	tfs_buf_free(&b);
 	return i;
 }
 
-tfs_node *tfs_tree_find(tfs_fs *fs, tfs_dir dir, const char *fname)
+tfsd_node *tfsd_tree_find(tfsd_fs *fs, tfsd_dir dir, const char *fname)
 {
-	tfs_node *n = tfs_tree_lookup(fs, dir, fname);
-	long i = n ? -1 : tfs_tree_unmade_item(fs, dir, fname);
+	tfsd_node *n = tfsd_tree_lookup(fs, dir, fname);
+	long i = n ? -1 : tfsd_tree_unmade_item(fs, dir, fname);
 	if (i >= 0) {
-		fuse_ino_t ino = tfs_tree_add(fs, dir_kinds[dir], dir, i, fname);
-		n = ino ? tfs_tree_get(fs, ino) : NULL;
+		fuse_ino_t ino = tfsd_tree_add(fs, dir_kinds[dir], dir, i, fname);
+		n = ino ? tfsd_tree_get(fs, ino) : NULL;
 	}
 	return n;
 }
@@ -402,43 +402,43 @@ tfs_node *tfs_tree_find(tfs_fs *fs, tfs_dir dir, const char *fname)
 #define LONG_NAME ((255 - 4) / 3)
 
 /* Makes the node of item i of directory d, by its default name, unless it has one. */
-static int add_default(tfs_fs *fs, tfs_dir d, long i)
+static int add_default(tfsd_fs *fs, tfsd_dir d, long i)
 {
 	tfs_buf b = { 0 };
 	int rc = 0;
-	if (!tfs_tree_owner(fs, d, i, NULL) && !tfs_tree_default_name(fs, d, i, &b) &&
-	    !tfs_tree_add(fs, dir_kinds[d], d, i, b.data))
+	if (!tfsd_tree_owner(fs, d, i, NULL) && !tfsd_tree_default_name(fs, d, i, &b) &&
+	    !tfsd_tree_add(fs, dir_kinds[d], d, i, b.data))
 		rc = -ENOMEM;
 	tfs_buf_free(&b);
 	return rc;
 }
 
 /* Makes nodes for the views (f32/, npy/) of tensor i, and for its tensors/ entry with_raw. */
-int tfs_tree_add_tensor(tfs_fs *fs, long i, bool with_raw)
+int tfsd_tree_add_tensor(tfsd_fs *fs, long i, bool with_raw)
 {
 	int rc = 0;
 	for (int d = with_raw ? D_TENSORS : D_F32; !rc && d <= D_NPY; d++)
-		rc = add_default(fs, (tfs_dir)d, i);
+		rc = add_default(fs, (tfsd_dir)d, i);
 	return rc;
 }
 
-int tfs_tree_build(tfs_fs *fs, tfs_error *err)
+int tfsd_tree_build(tfsd_fs *fs, tfs_error *err)
 {
 	tfs_model *m = fs->model;
 	if (hash_grow(fs))
 		goto nomem;
 	for (int d = 0; d < D_COUNT; d++)
-		if (!tfs_tree_add(fs, N_DIR, (tfs_dir)d, -1, dir_names[d]))
+		if (!tfsd_tree_add(fs, N_DIR, (tfsd_dir)d, -1, dir_names[d]))
 			goto nomem;
 	if (tfs_model_format(m) != TFS_FMT_OLLAMA && tfs_model_n_extras(m) == 0)
 		fs->nodes[D_LAYERS]->deleted = true;
-	if (!tfs_tree_add(fs, N_INDEX, D_ROOT, -1, "index.json"))
+	if (!tfsd_tree_add(fs, N_INDEX, D_ROOT, -1, "index.json"))
 		goto nomem;
-	if (tfs_image_name(m) && !tfs_tree_add(fs, N_MODEL, D_ROOT, -1, tfs_image_name(m)))
+	if (tfs_image_name(m) && !tfsd_tree_add(fs, N_MODEL, D_ROOT, -1, tfs_image_name(m)))
 		goto nomem;
-	if (tfs_config_name(m) && !tfs_tree_add(fs, N_CONFIG, D_ROOT, -1, tfs_config_name(m)))
+	if (tfs_config_name(m) && !tfsd_tree_add(fs, N_CONFIG, D_ROOT, -1, tfs_config_name(m)))
 		goto nomem;
-	/* The items' nodes are made as they are looked up (tfs_tree_find), found by decoding
+	/* The items' nodes are made as they are looked up (tfsd_tree_find), found by decoding
 	 * the file name, except those of names too long to decode: a name whose encoding is
 	 * over 255 bytes is cut and hashed (tfs_name_encode).  They get their nodes now. */
 	for (size_t i = 0; i < tfs_model_n_kv(m); i++)
@@ -447,7 +447,7 @@ int tfs_tree_build(tfs_fs *fs, tfs_error *err)
 			goto nomem;
 	for (size_t i = 0; i < tfs_model_n_tensors(m); i++)
 		if (strlen(tfs_model_tensor(m, i)->name) >= LONG_NAME &&
-		    tfs_tree_add_tensor(fs, (long)i, true))
+		    tfsd_tree_add_tensor(fs, (long)i, true))
 			goto nomem;
 	for (size_t i = 0; i < tfs_model_n_extras(m); i++)
 		if (strlen(tfs_model_extra(m, i)->name) >= LONG_NAME &&
@@ -458,7 +458,7 @@ nomem:
 	return tfs_error_set(err, TFS_E_NOMEM, "out of memory building the file tree");
 }
 
-void tfs_tree_free(tfs_fs *fs)
+void tfsd_tree_free(tfsd_fs *fs)
 {
 	for (size_t i = 0; i < fs->n_nodes; i++)
 		if (fs->nodes[i])
@@ -467,7 +467,7 @@ void tfs_tree_free(tfs_fs *fs)
 	fs->free_slots = NULL;
 	fs->n_free = fs->cap_free = 0;
 	if (fs->image)
-		tfs_image_release(fs, fs->image);
+		tfsd_image_release(fs, fs->image);
 	fs->image = NULL;
 	tfs_index_free(fs->index);
 	fs->index = NULL;
@@ -480,7 +480,7 @@ void tfs_tree_free(tfs_fs *fs)
 	fs->n_nodes = fs->hash_cap = 0;
 }
 
-int tfs_fs_index(tfs_fs *fs, tfs_index **out)
+int tfsd_fs_index(tfsd_fs *fs, tfs_index **out)
 {
 	if (!fs->index || fs->index_gen != fs->gen + 1) {
 		tfs_index *s;
@@ -488,7 +488,7 @@ int tfs_fs_index(tfs_fs *fs, tfs_index **out)
 		tfs_index_free(fs->index);
 		fs->index = NULL;
 		if (tfs_index_open(&s, fs->model, false, true, &err))
-			return -tfs_errno(&err);
+			return -tfsd_errno(&err);
 		fs->index = s;
 		fs->index_gen = fs->gen + 1;
 	}
@@ -497,7 +497,7 @@ int tfs_fs_index(tfs_fs *fs, tfs_index **out)
 }
 
 /* Fills n->cache for the kinds whose content is generated. cache_lock held. */
-int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out)
+int tfsd_node_content(tfsd_fs *fs, tfsd_node *n, const tfs_buf **out)
 {
 	tfs_error err;
 	int rc = 0;
@@ -524,7 +524,7 @@ int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out)
 		return -EINVAL;
 	}
 	if (rc)
-		return -tfs_errno(&err);
+		return -tfsd_errno(&err);
 	if (!n->cache.data && tfs_buf_reserve(&n->cache, 0))
 		return -ENOMEM;
 	n->cache_gen = fs->gen + 1;
@@ -532,29 +532,29 @@ int tfs_node_content(tfs_fs *fs, tfs_node *n, const tfs_buf **out)
 	return 0;
 }
 
-int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
+int tfsd_node_attr(tfsd_fs *fs, tfsd_node *n, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->st_ino = tfs_node_ino(n);
+	st->st_ino = tfsd_node_ino(n);
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
 	st->st_blksize = 1 << 20;
 	if (n->kind == N_DIR) {
-		st->st_mode = S_IFDIR | (tfs_writable_dir(fs, n->dir) ? 0755 : 0555);
+		st->st_mode = S_IFDIR | (tfsd_writable_dir(fs, n->dir) ? 0755 : 0555);
 		st->st_nlink = 2;
 		return 0;
 	}
 	uint64_t size = 0;
 	int rc = n->item >= 0 || n->kind == N_INDEX || n->kind == N_CONFIG ||
 			 n->kind == N_SCRATCH || n->kind == N_MODEL
-		 ? tfs_node_size(fs, n, &size) : 0;
+		 ? tfsd_node_size(fs, n, &size) : 0;
 	if (rc)
 		return rc;
 	/* a view whose tensor cannot take numbers (an IQ2_XXS one without an imatrix, a type
 	 * tensorfs cannot quantize) shows 0444; opening it for writing still says why */
-	bool w = tfs_writable_node(fs, n) &&
-		 (tfs_writable_dir(fs, n->dir) || (n->kind != N_F32 && n->kind != N_NPY) ||
+	bool w = tfsd_writable_node(fs, n) &&
+		 (tfsd_writable_dir(fs, n->dir) || (n->kind != N_F32 && n->kind != N_NPY) ||
 		  tfs_tensor_numbers_writable(fs->model, (size_t)n->item, fs->imatrix, NULL));
 	st->st_mode = S_IFREG | (w ? 0644 : 0444);
 	st->st_nlink = 1;
@@ -563,7 +563,7 @@ int tfs_node_attr(tfs_fs *fs, tfs_node *n, struct stat *st)
 	return 0;
 }
 
-int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
+int tfsd_node_size(tfsd_fs *fs, tfsd_node *n, uint64_t *size)
 {
 	const tfs_buf *c;
 	int rc = 0;
@@ -581,11 +581,11 @@ int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
 		*size = tfs_model_extra(fs->model, (size_t)n->item)->size;
 		return 0;
 	case N_MODEL: {
-		tfs_shared_image *si;
-		if ((rc = tfs_image_acquire(fs, &si)))
+		tfsd_shared_image *si;
+		if ((rc = tfsd_image_acquire(fs, &si)))
 			return rc;
 		*size = tfs_image_size(si->im);
-		tfs_image_release(fs, si);
+		tfsd_image_release(fs, si);
 		return 0;
 	}
 	case N_SCRATCH: {
@@ -598,7 +598,7 @@ int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
 	case N_INDEX: {
 		tfs_index *s;
 		pthread_mutex_lock(&fs->cache_lock);
-		rc = tfs_fs_index(fs, &s);
+		rc = tfsd_fs_index(fs, &s);
 		if (!rc)
 			*size = tfs_index_size(s);
 		pthread_mutex_unlock(&fs->cache_lock);
@@ -608,7 +608,7 @@ int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
 	case N_CONFIG:
 	case N_NPY:
 		pthread_mutex_lock(&fs->cache_lock);
-		rc = tfs_node_content(fs, n, &c);
+		rc = tfsd_node_content(fs, n, &c);
 		if (!rc) {
 			*size = c->len;
 			if (n->kind == N_NPY)
@@ -626,18 +626,18 @@ int tfs_node_size(tfs_fs *fs, tfs_node *n, uint64_t *size)
 
 static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int tfs_image_acquire(tfs_fs *fs, tfs_shared_image **out)
+int tfsd_image_acquire(tfsd_fs *fs, tfsd_shared_image **out)
 {
 	int rc = 0;
 	pthread_mutex_lock(&image_lock);
 	if (!fs->image || fs->image->gen != fs->gen) {
-		tfs_shared_image *si = calloc(1, sizeof(*si));
+		tfsd_shared_image *si = calloc(1, sizeof(*si));
 		tfs_error err;
 		if (!si) {
 			rc = -ENOMEM;
 		} else if (tfs_model_image(&si->im, fs->model, true, &err)) {
 			free(si);
-			rc = -tfs_fail(fs, &err);
+			rc = -tfsd_fail(fs, &err);
 		} else {
 			si->gen = fs->gen;
 			si->refs = 1; /* fs->image's own */
@@ -656,7 +656,7 @@ int tfs_image_acquire(tfs_fs *fs, tfs_shared_image **out)
 	return rc;
 }
 
-void tfs_image_release(tfs_fs *fs, tfs_shared_image *si)
+void tfsd_image_release(tfsd_fs *fs, tfsd_shared_image *si)
 {
 	pthread_mutex_lock(&image_lock);
 	bool last = --si->refs == 0;
@@ -668,18 +668,18 @@ void tfs_image_release(tfs_fs *fs, tfs_shared_image *si)
 }
 
 /* The value text of key node n as it reads now. */
-int tfs_node_text(tfs_fs *fs, tfs_node *n, tfs_buf *out)
+int tfsd_node_text(tfsd_fs *fs, tfsd_node *n, tfs_buf *out)
 {
 	const tfs_buf *c;
 	pthread_mutex_lock(&fs->cache_lock);
-	int rc = tfs_node_content(fs, n, &c);
+	int rc = tfsd_node_content(fs, n, &c);
 	if (!rc && tfs_buf_append(out, c->data, c->len))
 		rc = -ENOMEM;
 	pthread_mutex_unlock(&fs->cache_lock);
 	return rc;
 }
 
-int32_t tfs_node_bytes(tfs_fs *fs, const tfs_node *n, uint64_t *off, uint64_t *len)
+int32_t tfsd_node_bytes(tfsd_fs *fs, const tfsd_node *n, uint64_t *off, uint64_t *len)
 {
 	if (n->kind == N_RAW) {
 		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);

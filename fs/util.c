@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 /* The one place a codec error becomes an errno. */
-int tfs_errno(const tfs_error *err)
+int tfsd_errno(const tfs_error *err)
 {
 	switch (err->code) {
 	case TFS_OK: return 0;
@@ -36,7 +36,7 @@ static char last_error[TFS_ERRMSG_MAX];
 
 /* Logs a failed change so the user can see why (the errno alone says little): on stderr in
  * the foreground, else to syslog, and in the root xattr user.tensorfs.last_error. */
-int tfs_fail(tfs_fs *fs, const tfs_error *err)
+int tfsd_fail(tfsd_fs *fs, const tfs_error *err)
 {
 	/* the same failure again (every read of a remote file that changed): logged once */
 	pthread_mutex_lock(&last_error_lock);
@@ -44,15 +44,15 @@ int tfs_fail(tfs_fs *fs, const tfs_error *err)
 	snprintf(last_error, sizeof(last_error), "%s", err->msg);
 	pthread_mutex_unlock(&last_error_lock);
 	if (again)
-		return tfs_errno(err);
+		return tfsd_errno(err);
 	if (fs->opts.foreground || fs->opts.debug)
 		fprintf(stderr, "tensorfs: %s\n", err->msg);
 	else
 		syslog(LOG_WARNING, "%s: %s", fs->opts.mountpoint ? fs->opts.mountpoint : "", err->msg);
-	return tfs_errno(err);
+	return tfsd_errno(err);
 }
 
-int tfs_last_error(tfs_buf *out)
+int tfsd_last_error(tfs_buf *out)
 {
 	pthread_mutex_lock(&last_error_lock);
 	int rc = !last_error[0] ? -ENODATA : tfs_buf_printf(out, "%s", last_error) ? -ENOMEM : 0;
@@ -60,15 +60,15 @@ int tfs_last_error(tfs_buf *out)
 	return rc;
 }
 
-bool tfs_writable_dir(const tfs_fs *fs, tfs_dir d)
+bool tfsd_writable_dir(const tfsd_fs *fs, tfsd_dir d)
 {
 	return fs->opts.rw && (d == D_METADATA || d == D_TENSORS || d == D_LAYERS);
 }
 
-bool tfs_writable_node(const tfs_fs *fs, const tfs_node *n)
+bool tfsd_writable_node(const tfsd_fs *fs, const tfsd_node *n)
 {
 	/* f32/ and npy/ files take new values; their directories stay as they are */
-	return n->kind != N_DIR && (tfs_writable_dir(fs, n->dir) ||
+	return n->kind != N_DIR && (tfsd_writable_dir(fs, n->dir) ||
 				    (fs->opts.rw && (n->kind == N_F32 || n->kind == N_NPY)));
 }
 
@@ -84,7 +84,7 @@ static void scratch_free(void *s)
 	free(s);
 }
 static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
-void *tfs_scratch(int slot, size_t n)
+void *tfsd_thread_buf(int slot, size_t n)
 {
 	pthread_once(&scratch_once, scratch_init);
 	scratch *s = pthread_getspecific(scratch_key);
@@ -102,10 +102,10 @@ void *tfs_scratch(int slot, size_t n)
 }
 
 /* Copies len bytes of a source range into fd (copy_file_range, then read/write). */
-bool tfs_same_bytes(int fd, uint64_t size, const tfs_source *s, uint64_t off, uint64_t len)
+bool tfsd_same_bytes(int fd, uint64_t size, const tfs_source *s, uint64_t off, uint64_t len)
 {
 	const size_t chunk = 1u << 20;
-	char *a = tfs_scratch(0, chunk), *b = tfs_scratch(1, chunk);
+	char *a = tfsd_thread_buf(0, chunk), *b = tfsd_thread_buf(1, chunk);
 	tfs_error err;
 	if (!a || !b || !s || s->remote || size != len)
 		return false; /* (a remote tensor is not fetched to be compared) */
@@ -123,7 +123,7 @@ bool tfs_same_bytes(int fd, uint64_t size, const tfs_source *s, uint64_t off, ui
 	return true;
 }
 
-int tfs_copy_range(int dst, int src, uint64_t off, uint64_t len)
+int tfsd_copy_range(int dst, int src, uint64_t off, uint64_t len)
 {
 	loff_t in = (loff_t)off, out = 0;
 	while (len) {
@@ -131,7 +131,7 @@ int tfs_copy_range(int dst, int src, uint64_t off, uint64_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
-			char *buf = tfs_scratch(1, 1u << 20);
+			char *buf = tfsd_thread_buf(1, 1u << 20);
 			if (!buf)
 				return -ENOMEM;
 			while (len) {
@@ -155,7 +155,7 @@ int tfs_copy_range(int dst, int src, uint64_t off, uint64_t len)
 }
 
 /* A handle's staged data file, not (or no longer) the journal's: closed and removed. */
-void tfs_handle_drop_data(tfs_handle *h)
+void tfsd_handle_drop_data(tfsd_handle *h)
 {
 	if (h->data_fd >= 0)
 		close(h->data_fd);

@@ -20,12 +20,12 @@
 
 
 
-void tfs_handle_free(tfs_handle *h)
+void tfsd_handle_free(tfsd_handle *h)
 {
 	if (!h)
 		return;
 	tfs_buf_free(&h->text);
-	tfs_handle_drop_data(h);
+	tfsd_handle_drop_data(h);
 	if (h->snap)
 		close(h->snap_fd);
 	free(h);
@@ -37,9 +37,9 @@ void tfs_handle_free(tfs_handle *h)
  * (its bytes are what was journaled, and the model maps it), so after a commit the next
  * write lands here and starts a new file.
  */
-static int stage_data(tfs_fs *fs, tfs_handle *h, bool copy)
+static int stage_data(tfsd_fs *fs, tfsd_handle *h, bool copy)
 {
-	tfs_node *n = h->node;
+	tfsd_node *n = h->node;
 	tfs_error err;
 	uint64_t off = 0, len = 0;
 	int sfd = -1, rc, e = 0;
@@ -49,7 +49,7 @@ static int stage_data(tfs_fs *fs, tfs_handle *h, bool copy)
 	pthread_rwlock_wrlock(&fs->lock);
 	rc = tfs_staging_new_data(fs->staging, &h->data_path, &err);
 	if (!rc && copy && !view && !n->deleted && n->item >= 0) {
-		int32_t src = tfs_node_bytes(fs, n, &off, &len);
+		int32_t src = tfsd_node_bytes(fs, n, &off, &len);
 		/* a copy of the fd, taken under the lock: a commit may close a superseded source */
 		if (len && (sfd = fcntl(tfs_model_source(fs->model, (size_t)src)->fd,
 					F_DUPFD_CLOEXEC, 0)) < 0)
@@ -57,25 +57,25 @@ static int stage_data(tfs_fs *fs, tfs_handle *h, bool copy)
 	}
 	pthread_rwlock_unlock(&fs->lock);
 	if (rc)
-		return -tfs_fail(fs, &err);
+		return -tfsd_fail(fs, &err);
 	if (!e && (h->data_fd = open(h->data_path, O_RDWR | O_CLOEXEC)) < 0)
 		e = errno;
-	rc = e ? -e : sfd >= 0 ? tfs_copy_range(h->data_fd, sfd, off, len) : 0;
+	rc = e ? -e : sfd >= 0 ? tfsd_copy_range(h->data_fd, sfd, off, len) : 0;
 	if (sfd >= 0)
 		close(sfd);
 	h->data_size = len;
 	if (!rc && copy && view)
-		rc = tfs_numbers_copy(fs, h);   /* the values (or .npy file) as the view shows them */
+		rc = tfsd_numbers_copy(fs, h);   /* the values (or .npy file) as the view shows them */
 	if (rc) {
-		tfs_handle_drop_data(h);
+		tfsd_handle_drop_data(h);
 		return rc;
 	}
 	return 0;
 }
 
-int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
+int tfsd_start_write(tfsd_fs *fs, tfsd_handle *h, bool trunc)
 {
-	tfs_node *n = h->node;
+	tfsd_node *n = h->node;
 	int rc = 0;
 	h->writing = true;
 	h->dirty = trunc;
@@ -95,12 +95,12 @@ int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
 			return 0;
 		}
 		pthread_rwlock_rdlock(&fs->lock);
-		rc = tfs_node_text(fs, n, &h->text);
+		rc = tfsd_node_text(fs, n, &h->text);
 		pthread_rwlock_unlock(&fs->lock);
 		return rc;
 	}
 	if (n->kind == N_F32 || n->kind == N_NPY) {
-		int rc2 = tfs_numbers_start(fs, h);
+		int rc2 = tfsd_numbers_start(fs, h);
 
 		if (rc2)
 			return rc2;
@@ -114,9 +114,9 @@ int tfs_start_write(tfs_fs *fs, tfs_handle *h, bool trunc)
 
 /* For keys of a scalar type other than string: parses the text written so far;
  * -EINVAL (logged) when it is not a value of that type. */
-static int check_scalar_text(tfs_fs *fs, tfs_handle *h)
+static int check_scalar_text(tfsd_fs *fs, tfsd_handle *h)
 {
-	tfs_node *n = h->node;
+	tfsd_node *n = h->node;
 	tfs_error err;
 	uint8_t *data = NULL;
 	uint64_t len;
@@ -144,7 +144,7 @@ static int check_scalar_text(tfs_fs *fs, tfs_handle *h)
 	char msg[TFS_ERRMSG_MAX];
 	snprintf(msg, sizeof(msg), "metadata/%.200s: %.800s", n->fname, err.msg);
 	snprintf(err.msg, sizeof(err.msg), "%s", msg);
-	return -tfs_fail(fs, &err);
+	return -tfsd_fail(fs, &err);
 }
 
 /* pwrite()s all of buf at off; 0 or an errno (a short write is a full disk). */
@@ -163,7 +163,7 @@ static int pwrite_all(int fd, const char *buf, size_t size, off_t off)
 }
 
 /* After a write that failed part-way or was refused: nothing of this handle is committed. */
-static int refuse(tfs_handle *h, int e)
+static int refuse(tfsd_handle *h, int e)
 {
 	h->dirty = false;
 	h->failed = true;
@@ -171,7 +171,7 @@ static int refuse(tfs_handle *h, int e)
 }
 
 /* A scratch file is written in place; 0 or an errno. */
-static int write_scratch(tfs_fs *fs, tfs_handle *h, const char *buf, size_t size, off_t off)
+static int write_scratch(tfsd_fs *fs, tfsd_handle *h, const char *buf, size_t size, off_t off)
 {
 	pthread_rwlock_rdlock(&fs->lock);
 	/* renamed onto an item since: its bytes were taken at the rename */
@@ -183,7 +183,7 @@ static int write_scratch(tfs_fs *fs, tfs_handle *h, const char *buf, size_t size
 
 /* A value's text is gathered in the handle; a bad scalar is refused at once (shells ignore
  * errors from close, and a number or a bool arrives in one write).  0 or an errno. */
-static int write_text(tfs_fs *fs, tfs_handle *h, const char *buf, size_t size, off_t off)
+static int write_text(tfsd_fs *fs, tfsd_handle *h, const char *buf, size_t size, off_t off)
 {
 	uint64_t end = (uint64_t)off + size;
 	if (end > MAX_VALUE_TEXT)
@@ -202,7 +202,7 @@ static int write_text(tfs_fs *fs, tfs_handle *h, const char *buf, size_t size, o
 
 
 /* A tensor's or layer's bytes go to the handle's staged copy.  0 or an errno. */
-static int write_data(tfs_fs *fs, tfs_handle *h, const char *buf, size_t size, off_t off)
+static int write_data(tfsd_fs *fs, tfsd_handle *h, const char *buf, size_t size, off_t off)
 {
 	int rc = stage_data(fs, h, true);
 	if (rc)
@@ -216,11 +216,11 @@ static int write_data(tfs_fs *fs, tfs_handle *h, const char *buf, size_t size, o
 	return 0;
 }
 
-void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+void tfsd_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		  struct fuse_file_info *fi)
 {
-	tfs_fs *fs = fuse_req_userdata(req);
-	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
+	tfsd_fs *fs = fuse_req_userdata(req);
+	tfsd_handle *h = (tfsd_handle *)(uintptr_t)fi->fh;
 	int e;
 	if (!h->writing) {
 		fuse_reply_err(req, EBADF);
@@ -248,7 +248,7 @@ void tfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 
 /* Default dtype and shape of a new tensor of nbytes bytes: F32 [n/4] when it divides, else
  * bytes (U8 in safetensors, I8 in GGUF, which has no U8). */
-static void default_type(tfs_fs *fs, uint64_t nbytes, int *dtype, uint32_t *nd, int64_t *ne)
+static void default_type(tfsd_fs *fs, uint64_t nbytes, int *dtype, uint32_t *nd, int64_t *ne)
 {
 	bool gguf = tfs_model_format(fs->model) != TFS_FMT_SAFETENSORS;
 	*nd = 1;
@@ -266,7 +266,7 @@ static void default_type(tfs_fs *fs, uint64_t nbytes, int *dtype, uint32_t *nd, 
  * setxattr on it; else those of tensor item (kept; a vector may change length); else a new
  * tensor's default.
  */
-static void tensor_spec(tfs_fs *fs, const tfs_node *n, long item, uint64_t size, int *dtype,
+static void tensor_spec(tfsd_fs *fs, const tfsd_node *n, long item, uint64_t size, int *dtype,
 			uint32_t *nd, int64_t *ne)
 {
 	if (n->pend_dtype >= 0 || n->pend_shape) {
@@ -295,21 +295,21 @@ static void tensor_spec(tfs_fs *fs, const tfs_node *n, long item, uint64_t size,
 /* Whether the handle's staged bytes are its tensor's or layer's bytes as they are, with
  * nothing declared (cp of a tensor onto itself, a copy written back): then there is no
  * change to journal, and no repack for it.  fs->lock held. */
-static bool unchanged_bytes(tfs_fs *fs, const tfs_handle *h, int dtype)
+static bool unchanged_bytes(tfsd_fs *fs, const tfsd_handle *h, int dtype)
 {
-	const tfs_node *n = h->node;
+	const tfsd_node *n = h->node;
 	uint64_t off, len;
 	if (n->item < 0 || dtype >= 0 || n->pend_dtype >= 0 || n->pend_shape)
 		return false;
-	int32_t src = tfs_node_bytes(fs, n, &off, &len);
-	return src >= 0 && tfs_same_bytes(h->data_fd, h->data_size,
+	int32_t src = tfsd_node_bytes(fs, n, &off, &len);
+	return src >= 0 && tfsd_same_bytes(h->data_fd, h->data_size,
 					  tfs_model_source(fs->model, (size_t)src), off, len);
 }
 
 /* Journals the handle's staged bytes as tensor/layer n, with dtype/shape given or kept. */
-static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const int64_t *ne_in)
+static int commit_data(tfsd_fs *fs, tfsd_handle *h, int dtype, uint32_t nd, const int64_t *ne_in)
 {
-	tfs_node *n = h->node;
+	tfsd_node *n = h->node;
 	tfs_error err;
 	int rc;
 	if (h->data_fd < 0)
@@ -320,7 +320,7 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 	if (n->deleted || unchanged_bytes(fs, h, dtype)) {
 		pthread_rwlock_unlock(&fs->lock);
 		if (!n->deleted)
-			tfs_handle_drop_data(h); /* the same bytes again: nothing to journal */
+			tfsd_handle_drop_data(h); /* the same bytes again: nothing to journal */
 		return 0;
 	}
 	tfs_buf name = { 0 };
@@ -338,9 +338,9 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 	if (n->kind == N_EXTRA) {
 		rc = tfs_staging_set_extra(fs->staging, fs->model, name.data, h->data_path, &err);
 		if (!rc && n->item < 0) {
-			tfs_tree_unindex(fs, n);
+			tfsd_tree_unindex(fs, n);
 			n->item = tfs_model_find_extra(fs->model, name.data);
-			tfs_tree_index(fs, n);
+			tfsd_tree_index(fs, n);
 		}
 	} else {
 		int64_t ne[TFS_MAX_DIMS];
@@ -352,23 +352,23 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 		rc = tfs_staging_set_tensor(fs->staging, fs->model, name.data, dtype, nd, ne,
 					    h->data_path, &err);
 		if (!rc && n->item < 0) {
-			tfs_tree_unindex(fs, n);
+			tfsd_tree_unindex(fs, n);
 			n->item = tfs_model_find_tensor(fs->model, name.data);
-			tfs_tree_index(fs, n);
-			if (n->item >= 0 && tfs_tree_add_tensor(fs, n->item, false))
+			tfsd_tree_index(fs, n);
+			if (n->item >= 0 && tfsd_tree_add_tensor(fs, n->item, false))
 				rc = TFS_E_NOMEM;
 		}
 	}
 	if (!rc) {
 		fs->gen++;
-		n->ver++; /* new bytes, a new inode (tfs_node_ino) */
+		n->ver++; /* new bytes, a new inode (tfsd_node_ino) */
 		n->pend_dtype = -1; /* declared once: from now on the tensor's own */
 		n->pend_shape = false;
 	}
 	pthread_rwlock_unlock(&fs->lock);
 	tfs_buf_free(&name);
 	if (rc)
-		return -tfs_fail(fs, &err);
+		return -tfsd_fail(fs, &err);
 	/* the file is the journal's now: never written again through this handle */
 	close(h->data_fd);
 	h->data_fd = -1;
@@ -378,9 +378,9 @@ static int commit_data(tfs_fs *fs, tfs_handle *h, int dtype, uint32_t nd, const 
 }
 
 /* Parses and journals the handle's text as the new value of key node n. */
-static int commit_text(tfs_fs *fs, tfs_handle *h, const char *type_name)
+static int commit_text(tfsd_fs *fs, tfsd_handle *h, const char *type_name)
 {
-	tfs_node *n = h->node;
+	tfsd_node *n = h->node;
 	tfs_error err;
 	tfs_buf tn = { 0 };
 	uint8_t *data = NULL;
@@ -421,10 +421,10 @@ static int commit_text(tfs_fs *fs, tfs_handle *h, const char *type_name)
 	}
 	pthread_rwlock_unlock(&fs->lock);
 	tfs_buf_free(&tn);
-	return rc ? -tfs_fail(fs, &err) : 0;
+	return rc ? -tfsd_fail(fs, &err) : 0;
 }
 
-int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
+int tfsd_handle_commit(tfsd_fs *fs, tfsd_handle *h)
 {
 	if (h->scratch)
 		return 0;
@@ -458,29 +458,29 @@ int tfs_op_commit(tfs_fs *fs, tfs_handle *h)
 	if (h->node->kind == N_KEY)
 		return commit_text(fs, h, NULL);
 	if (h->node->kind == N_F32 || h->node->kind == N_NPY)
-		return tfs_numbers_commit(fs, h);
+		return tfsd_numbers_commit(fs, h);
 	return commit_data(fs, h, -1, 0, NULL);
 }
 
-void tfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+void tfsd_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
-	fuse_reply_err(req, -tfs_op_commit(fuse_req_userdata(req), h));
+	tfsd_handle *h = (tfsd_handle *)(uintptr_t)fi->fh;
+	fuse_reply_err(req, -tfsd_handle_commit(fuse_req_userdata(req), h));
 }
 
-void tfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+void tfsd_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	tfs_handle *h = (tfs_handle *)(uintptr_t)fi->fh;
-	fuse_reply_err(req, -tfs_op_commit(fuse_req_userdata(req), h));
+	tfsd_handle *h = (tfsd_handle *)(uintptr_t)fi->fh;
+	fuse_reply_err(req, -tfsd_handle_commit(fuse_req_userdata(req), h));
 }
 
 /* truncate()/ftruncate() of node n to size, through handle h (fi) or a temporary one
  * committed at once (truncate by path). */
-static int truncate_node(tfs_fs *fs, tfs_node *n, tfs_handle *fh, uint64_t size)
+static int truncate_node(tfsd_fs *fs, tfsd_node *n, tfsd_handle *fh, uint64_t size)
 {
 	/* truncate by path: a whole change, committed (or refused) at once */
-	tfs_handle tmp = { .node = n, .data_fd = -1, .wrote = true };
-	tfs_handle *h = fh ? fh : &tmp;
+	tfsd_handle tmp = { .node = n, .data_fd = -1, .wrote = true };
+	tfsd_handle *h = fh ? fh : &tmp;
 	if (fh)
 		fh->wrote = true; /* ftruncate() is content: the next flush commits it */
 	int rc = 0;
@@ -492,7 +492,7 @@ static int truncate_node(tfs_fs *fs, tfs_node *n, tfs_handle *fh, uint64_t size)
 		return rc;
 	}
 	if (!h->writing)
-		rc = tfs_start_write(fs, h, size == 0);
+		rc = tfsd_start_write(fs, h, size == 0);
 	if (!rc && n->kind != N_KEY)
 		rc = stage_data(fs, h, size != 0);
 	if (!rc && n->kind == N_KEY) {
@@ -513,10 +513,10 @@ static int truncate_node(tfs_fs *fs, tfs_node *n, tfs_handle *fh, uint64_t size)
 	}
 	h->dirty = true;
 	if (!rc && h == &tmp)
-		rc = tfs_op_commit(fs, h);
+		rc = tfsd_handle_commit(fs, h);
 	if (h == &tmp) {
 		tfs_buf_free(&tmp.text);
-		tfs_handle_drop_data(&tmp);
+		tfsd_handle_drop_data(&tmp);
 	}
 	return rc;
 }
@@ -525,10 +525,10 @@ static int truncate_node(tfs_fs *fs, tfs_node *n, tfs_handle *fh, uint64_t size)
  * one).  Without FUSE_CAP_ATOMIC_O_TRUNC the kernel opens without O_TRUNC, then sends the
  * truncation as a setattr(size 0) without a handle, from the opening thread; an
  * ftruncate() comes with its handle, a truncate() by path from no fresh opener. */
-static tfs_handle *opening_handle(tfs_fs *fs, tfs_node *n, pid_t tid)
+static tfsd_handle *opening_handle(tfsd_fs *fs, tfsd_node *n, pid_t tid)
 {
 	pthread_mutex_lock(&fs->cache_lock);
-	tfs_handle *h = n->opener;
+	tfsd_handle *h = n->opener;
 	if (h && n->opener_tid == tid && h->writing && !h->wrote && !h->dirty)
 		n->opener = NULL;
 	else
@@ -537,9 +537,9 @@ static tfs_handle *opening_handle(tfs_fs *fs, tfs_node *n, pid_t tid)
 	return h;
 }
 
-/* An open's O_TRUNC through handle h: staged as tfs_start_write stages one, nothing written
+/* An open's O_TRUNC through handle h: staged as tfsd_start_write stages one, nothing written
  * yet (a flush before the first write commits nothing; the release does). */
-static int truncate_at_open(tfs_fs *fs, tfs_handle *h)
+static int truncate_at_open(tfsd_fs *fs, tfsd_handle *h)
 {
 	int rc = 0;
 	h->dirty = true;
@@ -564,25 +564,25 @@ static int truncate_at_open(tfs_fs *fs, tfs_handle *h)
  * direct), whose own pages must match what it wrote.  A direct_io writer's truncation or
  * new size shows after its commit, so that readers meanwhile see the old file whole.
  */
-static void reply_size(tfs_node *n, const tfs_handle *h, struct stat *st)
+static void reply_size(tfsd_node *n, const tfsd_handle *h, struct stat *st)
 {
 	if (h && h->writing && !h->direct && h->data_fd >= 0 && n->kind != N_KEY)
 		st->st_size = (off_t)h->data_size; /* what this handle has written */
 }
 
-void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+void tfsd_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		    struct fuse_file_info *fi)
 {
-	tfs_fs *fs = fuse_req_userdata(req);
-	tfs_handle *fh = fi ? (tfs_handle *)(uintptr_t)fi->fh : NULL;
+	tfsd_fs *fs = fuse_req_userdata(req);
+	tfsd_handle *fh = fi ? (tfsd_handle *)(uintptr_t)fi->fh : NULL;
 	struct stat st;
 	int rc = 0;
 	pthread_rwlock_rdlock(&fs->lock);
-	tfs_node *n = tfs_live_node(fs, ino);
-	bool writable = n && tfs_writable_node(fs, n);
+	tfsd_node *n = tfsd_live_node(fs, ino);
+	bool writable = n && tfsd_writable_node(fs, n);
 	pthread_rwlock_unlock(&fs->lock);
 	bool size = (to_set & FUSE_SET_ATTR_SIZE) != 0;
-	tfs_handle *oh = n && size && !fh && writable && fs->opts.rw && attr->st_size == 0
+	tfsd_handle *oh = n && size && !fh && writable && fs->opts.rw && attr->st_size == 0
 			 ? opening_handle(fs, n, fuse_req_ctx(req)->pid) : NULL;
 	if (!n)
 		rc = -ENOENT;
@@ -597,7 +597,7 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	/* other attributes (mode, owner, times) are the mount's: accepted, not changed */
 	if (!rc) {
 		pthread_rwlock_rdlock(&fs->lock);
-		rc = tfs_node_attr(fs, n, &st);
+		rc = tfsd_node_attr(fs, n, &st);
 		pthread_rwlock_unlock(&fs->lock);
 	}
 	if (rc) {
@@ -610,16 +610,16 @@ void tfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 }
 
 /* The parent directory node of a change, checked writable. */
-static int change_dir(tfs_fs *fs, fuse_ino_t parent, tfs_node **out)
+static int change_dir(tfsd_fs *fs, fuse_ino_t parent, tfsd_node **out)
 {
-	tfs_node *p = tfs_live_node(fs, parent);
+	tfsd_node *p = tfsd_live_node(fs, parent);
 	if (!p)
 		return ENOENT;
 	if (p->kind != N_DIR)
 		return ENOTDIR;
 	if (!fs->opts.rw)
 		return EROFS;
-	if (!tfs_writable_dir(fs, p->dir))
+	if (!tfsd_writable_dir(fs, p->dir))
 		return EACCES;
 	*out = p;
 	return 0;
@@ -629,15 +629,15 @@ static int change_dir(tfs_fs *fs, fuse_ino_t parent, tfs_node **out)
  * that name when the model still has it unlisted (renamed to a scratch name by an editor:
  * it is written again, keeping its type); a scratch file; a new key (an empty string until
  * written); or a new tensor or layer (in the model once its bytes are closed). */
-static int create_node(tfs_fs *fs, tfs_dir d, const char *name, tfs_node **out)
+static int create_node(tfsd_fs *fs, tfsd_dir d, const char *name, tfsd_node **out)
 {
-	static const tfs_node_kind kinds[D_COUNT] = {
+	static const tfsd_node_kind kinds[D_COUNT] = {
 		[D_METADATA] = N_KEY, [D_TENSORS] = N_RAW, [D_LAYERS] = N_EXTRA,
 	};
 	tfs_error err;
 	tfs_buf key = { 0 };
-	long item = tfs_dir_item(fs, d, name);
-	bool scratch = item < 0 && tfs_scratch_name(fs, d, name);
+	long item = tfsd_dir_item(fs, d, name);
+	bool scratch = item < 0 && tfsd_scratch_name(fs, d, name);
 	int rc = 0;
 	if (tfs_name_decode(&key, name) || strlen(name) > 255)
 		rc = EINVAL;
@@ -646,35 +646,35 @@ static int create_node(tfs_fs *fs, tfs_dir d, const char *name, tfs_node **out)
 		rc = empty ? tfs_staging_set_kv(fs->staging, fs->model, key.data, TFS_GGUF_STRING,
 						empty, 8, &err) : 0;
 		/* (a tfs_code is negative; the reply wants a positive errno) */
-		rc = !empty ? ENOMEM : rc ? tfs_fail(fs, &err) : 0;
+		rc = !empty ? ENOMEM : rc ? tfsd_fail(fs, &err) : 0;
 		free(empty);
 		item = rc ? -1 : tfs_model_find_kv(fs->model, key.data);
 	}
 	tfs_buf_free(&key);
 	if (rc)
 		return rc;
-	fuse_ino_t ino = tfs_tree_add(fs, kinds[d], d, item, name);
-	tfs_node *n = ino ? tfs_tree_get(fs, ino) : NULL;
+	fuse_ino_t ino = tfsd_tree_add(fs, kinds[d], d, item, name);
+	tfsd_node *n = ino ? tfsd_tree_get(fs, ino) : NULL;
 	if (!n)
 		return ENOMEM;
-	if (scratch && (rc = -tfs_scratch_make(fs, n, false))) {
-		tfs_tree_unlink(fs, n);
+	if (scratch && (rc = -tfsd_scratch_make(fs, n, false))) {
+		tfsd_tree_unlink(fs, n);
 		return rc;
 	}
 	*out = n;
 	return 0;
 }
 
-void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+void tfsd_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		   struct fuse_file_info *fi)
 {
-	tfs_fs *fs = fuse_req_userdata(req);
-	tfs_node *p, *n = NULL;
+	tfsd_fs *fs = fuse_req_userdata(req);
+	tfsd_node *p, *n = NULL;
 	int rc;
 
 	pthread_rwlock_wrlock(&fs->lock);
 	rc = change_dir(fs, parent, &p);
-	if (!rc && tfs_tree_find(fs, p->dir, name))
+	if (!rc && tfsd_tree_find(fs, p->dir, name))
 		rc = EEXIST;
 	if (!rc)
 		rc = create_node(fs, p->dir, name, &n);
@@ -682,23 +682,23 @@ void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 		fs->gen++;
 	pthread_rwlock_unlock(&fs->lock);
 
-	tfs_handle *h = NULL;
+	tfsd_handle *h = NULL;
 	if (!rc && !(h = calloc(1, sizeof(*h))))
 		rc = ENOMEM;
 	if (!rc) {
 		h->node = n;
 		h->data_fd = -1;
-		rc = -tfs_start_write(fs, h, true);
+		rc = -tfsd_start_write(fs, h, true);
 		h->dirty = false; /* an empty new tensor is only recorded once written */
 	}
 	if (rc) {
-		tfs_handle_free(h);
+		tfsd_handle_free(h);
 		fuse_reply_err(req, rc);
 		return;
 	}
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
-	e.ino = tfs_node_ino(n);
+	e.ino = tfsd_node_ino(n);
 	e.attr.st_ino = e.ino;
 	e.attr.st_mode = S_IFREG | 0644;
 	e.attr.st_nlink = 1;
@@ -709,39 +709,39 @@ void tfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	fi->keep_cache = 0;
 	__atomic_add_fetch(&n->nlookup, 1, __ATOMIC_RELAXED);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT)
-		tfs_handle_free(h);
+		tfsd_handle_free(h);
 }
 
 /* Takes tensor item's f32/ and npy/ entries out of the tree. */
-static void unlink_views(tfs_fs *fs, long item)
+static void unlink_views(tfsd_fs *fs, long item)
 {
 	for (size_t k = 0; item >= 0 && k < fs->n_nodes; k++) {
-		tfs_node *v = fs->nodes[k];
+		tfsd_node *v = fs->nodes[k];
 		if (v && !v->deleted && v->item == item && (v->kind == N_F32 || v->kind == N_NPY))
-			tfs_tree_unlink(fs, v);
+			tfsd_tree_unlink(fs, v);
 	}
 }
 
 /* Renames tensor item's f32/ and npy/ entries after its tensors/ entry's new name. */
-static void rename_views(tfs_fs *fs, long item, const char *newname)
+static void rename_views(tfsd_fs *fs, long item, const char *newname)
 {
 	for (size_t k = 0; item >= 0 && k < fs->n_nodes; k++) {
-		tfs_node *v = fs->nodes[k];
+		tfsd_node *v = fs->nodes[k];
 		if (!v || v->deleted || v->item != item)
 			continue;
 		if (v->kind == N_F32) {
-			tfs_tree_rename(fs, v, newname);
+			tfsd_tree_rename(fs, v, newname);
 		} else if (v->kind == N_NPY) {
 			tfs_buf npy = { 0 };
 			if (tfs_buf_printf(&npy, "%s.npy", newname) == 0)
-				tfs_tree_rename(fs, v, npy.data);
+				tfsd_tree_rename(fs, v, npy.data);
 			tfs_buf_free(&npy);
 		}
 	}
 }
 
 /* The model name of item in directory d (borrowed). */
-static const char *item_name(tfs_fs *fs, tfs_dir d, long item)
+static const char *item_name(tfsd_fs *fs, tfsd_dir d, long item)
 {
 	return d == D_METADATA  ? tfs_model_kv(fs->model, (size_t)item)->name
 	       : d == D_TENSORS ? tfs_model_tensor(fs->model, (size_t)item)->name
@@ -749,7 +749,7 @@ static const char *item_name(tfs_fs *fs, tfs_dir d, long item)
 }
 
 /* Deletes item of directory d from the model (journaled). */
-static int delete_item(tfs_fs *fs, tfs_dir d, long item, tfs_error *err)
+static int delete_item(tfsd_fs *fs, tfsd_dir d, long item, tfs_error *err)
 {
 	const char *name = item_name(fs, d, item);
 	return d == D_METADATA  ? tfs_staging_del_kv(fs->staging, fs->model, name, err)
@@ -762,31 +762,31 @@ static int delete_item(tfs_fs *fs, tfs_dir d, long item, tfs_error *err)
  * item with it when nothing was written under the item's name since (`rm x~`); an
  * editor that saved a new x in between keeps it.
  */
-static int remove_node(tfs_fs *fs, tfs_node *n, tfs_error *err)
+static int remove_node(tfsd_fs *fs, tfsd_node *n, tfs_error *err)
 {
 	long item = n->kind == N_SCRATCH ? n->origin : n->item;
-	bool del = item >= 0 && (n->kind != N_SCRATCH || !tfs_item_node(fs, n->dir, item));
+	bool del = item >= 0 && (n->kind != N_SCRATCH || !tfsd_item_node(fs, n->dir, item));
 	int rc = del ? delete_item(fs, n->dir, item, err) : 0;
 	if (rc)
 		return rc;
 	if (del && n->dir == D_TENSORS)
 		unlink_views(fs, item);
-	tfs_tree_unlink(fs, n);
+	tfsd_tree_unlink(fs, n);
 	fs->gen++;
 	return 0;
 }
 
-void tfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+void tfsd_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	tfs_fs *fs = fuse_req_userdata(req);
-	tfs_node *p, *n = NULL;
+	tfsd_fs *fs = fuse_req_userdata(req);
+	tfsd_node *p, *n = NULL;
 	tfs_error err;
 	pthread_rwlock_wrlock(&fs->lock);
 	int rc = change_dir(fs, parent, &p);
-	if (!rc && !(n = tfs_tree_find(fs, p->dir, name)))
+	if (!rc && !(n = tfsd_tree_find(fs, p->dir, name)))
 		rc = ENOENT;
 	if (!rc && remove_node(fs, n, &err))
-		rc = tfs_fail(fs, &err);
+		rc = tfsd_fail(fs, &err);
 	pthread_rwlock_unlock(&fs->lock);
 	fuse_reply_err(req, rc);
 }
@@ -794,7 +794,7 @@ void tfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 /* ==== rename: a new name, a scratch name, or onto an existing item ==== */
 
 /* "<dir>/<file>: <msg>" into err as code. */
-static int fail_at(tfs_error *err, int code, const tfs_node *n, const char *fname, const char *msg)
+static int fail_at(tfs_error *err, int code, const tfsd_node *n, const char *fname, const char *msg)
 {
 	static const char *const dn[D_COUNT] = { [D_METADATA] = "metadata", [D_TENSORS] = "tensors",
 						 [D_LAYERS] = "layers" };
@@ -808,7 +808,7 @@ static int fail_at(tfs_error *err, int code, const tfs_node *n, const char *fnam
  * (set, or with from: replacing to and deleting from in one op).  A value equal to to's
  * current one is no change (with no from).
  */
-static int stage_key_text(tfs_fs *fs, const tfs_node *n, const char *from, const char *to,
+static int stage_key_text(tfsd_fs *fs, const tfsd_node *n, const char *from, const char *to,
 			  const char *fname, const char *type_name, const char *text, size_t len,
 			  tfs_error *err)
 {
@@ -831,7 +831,7 @@ static int stage_key_text(tfs_fs *fs, const tfs_node *n, const char *from, const
 }
 
 /* The type name of key item (into b). */
-static const char *kv_type_name(tfs_fs *fs, long item, tfs_buf *b)
+static const char *kv_type_name(tfsd_fs *fs, long item, tfs_buf *b)
 {
 	const tfs_kv *kv = tfs_model_kv(fs->model, (size_t)item);
 	return tfs_value_type_name(b, kv->type, kv->data, kv->len) ? NULL : b->data;
@@ -842,7 +842,7 @@ static const char *kv_type_name(tfs_fs *fs, long item, tfs_buf *b)
  * its bytes are parsed or checked as the target's type (as declared on n with setxattr, else
  * the target's own, else a new item's default) and journaled; n is then the item's node.
  */
-static int adopt_scratch(tfs_fs *fs, tfs_node *n, long target, const char *name,
+static int adopt_scratch(tfsd_fs *fs, tfsd_node *n, long target, const char *name,
 			 const char *newname, tfs_error *err)
 {
 	char fname[600];   /* errors name the file the user renamed onto, then the scratch file */
@@ -854,7 +854,7 @@ static int adopt_scratch(tfs_fs *fs, tfs_node *n, long target, const char *name,
 	if (n->dir == D_METADATA) {
 		const char *type = n->pend_type ? n->pend_type
 				   : target >= 0 ? kv_type_name(fs, target, &tn) : "string";
-		if ((rc = -tfs_scratch_read_all(n, &text, 256u << 20)))
+		if ((rc = -tfsd_scratch_read_all(n, &text, 256u << 20)))
 			return tfs_error_sys(err, rc, "%s: reading the new value", fname);
 		rc = type ? stage_key_text(fs, n, NULL, name, fname, type, text.data, text.len, err)
 			  : tfs_error_set(err, TFS_E_IO, "%s: unknown type", fname);
@@ -863,7 +863,7 @@ static int adopt_scratch(tfs_fs *fs, tfs_node *n, long target, const char *name,
 		if (rc)
 			return rc;
 		item = tfs_model_find_kv(fs->model, name);
-		tfs_scratch_drop(n);
+		tfsd_scratch_drop(n);
 	} else {
 		struct stat st;
 		if (fsync(n->scratch_fd) < 0 || fstat(n->scratch_fd, &st) < 0)
@@ -896,21 +896,21 @@ static int adopt_scratch(tfs_fs *fs, tfs_node *n, long target, const char *name,
 		n->scratch_fd = -1;
 		free(n->scratch_path);
 		n->scratch_path = NULL;
-		if (target < 0 && n->dir == D_TENSORS && tfs_tree_add_tensor(fs, item, false))
+		if (target < 0 && n->dir == D_TENSORS && tfsd_tree_add_tensor(fs, item, false))
 			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	}
-	tfs_tree_unindex(fs, n);
+	tfsd_tree_unindex(fs, n);
 	n->kind = n->dir == D_METADATA ? N_KEY : n->dir == D_TENSORS ? N_RAW : N_EXTRA;
 	n->item = item;
 	n->origin = -1;
-	tfs_tree_index(fs, n);
+	tfsd_tree_index(fs, n);
 	n->pend_dtype = -1;
 	n->pend_shape = false;
 	return 0;
 }
 
 /* Item n (a listed key, tensor or layer) replaces item target: one journal op. */
-static int replace_with_item(tfs_fs *fs, tfs_node *n, long target, tfs_error *err)
+static int replace_with_item(tfsd_fs *fs, tfsd_node *n, long target, tfs_error *err)
 {
 	const char *from = item_name(fs, n->dir, n->item), *to = item_name(fs, n->dir, target);
 	int rc;
@@ -946,7 +946,7 @@ static int replace_with_item(tfs_fs *fs, tfs_node *n, long target, tfs_error *er
 }
 
 /* rename(n, newname) onto the model's item target (listed as victim, or unlisted). */
-static int rename_onto_item(tfs_fs *fs, tfs_node *n, tfs_node *victim, long target,
+static int rename_onto_item(tfsd_fs *fs, tfsd_node *n, tfsd_node *victim, long target,
 			    const char *newname, tfs_error *err)
 {
 	int rc;
@@ -957,32 +957,32 @@ static int rename_onto_item(tfs_fs *fs, tfs_node *n, tfs_node *victim, long targ
 	else if (n->item == target)
 		return 0;
 	else if (!(rc = replace_with_item(fs, n, target, err))) {
-		tfs_tree_unindex(fs, n);
+		tfsd_tree_unindex(fs, n);
 		n->item = target;
-		tfs_tree_index(fs, n);
+		tfsd_tree_index(fs, n);
 	}
 	if (rc)
 		return rc;
 	if (victim && victim != n)
-		tfs_tree_unlink(fs, victim); /* its views show the new bytes: they stay */
-	return -tfs_tree_rename(fs, n, newname) ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+		tfsd_tree_unlink(fs, victim); /* its views show the new bytes: they stay */
+	return -tfsd_tree_rename(fs, n, newname) ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
 }
 
 /* rename(n, newname) to a scratch name: an item stays in the model, unlisted, and the
  * scratch file holds a copy of its bytes (an editor's backup, `vim` with backupcopy=no). */
-static int rename_to_scratch(tfs_fs *fs, tfs_node *n, tfs_node *victim, const char *newname,
+static int rename_to_scratch(tfsd_fs *fs, tfsd_node *n, tfsd_node *victim, const char *newname,
 			     tfs_error *err)
 {
 	int rc;
-	if (n->kind != N_SCRATCH && (rc = tfs_scratch_make(fs, n, n->item >= 0)))
+	if (n->kind != N_SCRATCH && (rc = tfsd_scratch_make(fs, n, n->item >= 0)))
 		return tfs_error_sys(err, -rc, "%s: copying it to %s", n->fname, newname);
 	if (victim)
-		tfs_tree_unlink(fs, victim);
-	return -tfs_tree_rename(fs, n, newname) ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+		tfsd_tree_unlink(fs, victim);
+	return -tfsd_tree_rename(fs, n, newname) ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
 }
 
 /* rename(n, newname) to a name the model does not have. */
-static int rename_to_new(tfs_fs *fs, tfs_node *n, tfs_node *victim, const char *to,
+static int rename_to_new(tfsd_fs *fs, tfsd_node *n, tfsd_node *victim, const char *to,
 			 const char *newname, tfs_error *err)
 {
 	int rc = 0;
@@ -1003,14 +1003,14 @@ static int rename_to_new(tfs_fs *fs, tfs_node *n, tfs_node *victim, const char *
 	}
 	if (rc)
 		return rc;
-	return -tfs_tree_rename(fs, n, newname) ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+	return -tfsd_tree_rename(fs, n, newname) ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
 }
 
-void tfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+void tfsd_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		   const char *newname, unsigned int flags)
 {
-	tfs_fs *fs = fuse_req_userdata(req);
-	tfs_node *p, *np, *n = NULL, *victim = NULL;
+	tfsd_fs *fs = fuse_req_userdata(req);
+	tfsd_node *p, *np, *n = NULL, *victim = NULL;
 	tfs_error err;
 	tfs_buf to = { 0 };
 	int rc;
@@ -1023,23 +1023,23 @@ void tfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
 		rc = EXDEV;  /* a key cannot become a tensor */
 	if (!rc && (flags & ~(unsigned)RENAME_NOREPLACE))
 		rc = EINVAL;
-	if (!rc && !(n = tfs_tree_find(fs, p->dir, name)))
+	if (!rc && !(n = tfsd_tree_find(fs, p->dir, name)))
 		rc = ENOENT;
 	if (!rc && (tfs_name_decode(&to, newname) || strlen(newname) > 255))
 		rc = EINVAL;
-	long target = rc ? -1 : tfs_dir_item(fs, p->dir, newname);
+	long target = rc ? -1 : tfsd_dir_item(fs, p->dir, newname);
 	if (!rc)
-		victim = tfs_tree_find(fs, p->dir, newname);
+		victim = tfsd_tree_find(fs, p->dir, newname);
 	if (!rc && victim == n)
 		goto out;
 	if (!rc && (victim || target >= 0) && (flags & RENAME_NOREPLACE))
 		rc = EEXIST;
 	if (!rc) {
 		int r = target >= 0 ? rename_onto_item(fs, n, victim, target, newname, &err)
-			: tfs_scratch_name(fs, p->dir, newname)
+			: tfsd_scratch_name(fs, p->dir, newname)
 				? rename_to_scratch(fs, n, victim, newname, &err)
 				: rename_to_new(fs, n, victim, to.data, newname, &err);
-		rc = r ? tfs_fail(fs, &err) : 0;
+		rc = r ? tfsd_fail(fs, &err) : 0;
 		fs->gen++;
 	}
 out:
@@ -1095,7 +1095,7 @@ static int parse_shape(const char *s, uint32_t *nd, int64_t *ne)
  * a scratch file or a new tensor not written yet.  Its bytes are read as that when they
  * become an item (a rename, a close).  fs->lock held for writing; -errno.
  */
-static int declare_type(tfs_node *n, const char *name, const char *v)
+static int declare_type(tfsd_node *n, const char *name, const char *v)
 {
 	if (n->dir == D_METADATA && strcmp(name, "user.tensorfs.type") == 0) {
 		uint8_t *d = NULL;
@@ -1128,11 +1128,11 @@ static int declare_type(tfs_node *n, const char *name, const char *v)
 
 /* user.tensorfs.type on a key: its current text (or the type's zero for an empty value)
  * read again as that type. */
-static int retype_key(tfs_fs *fs, tfs_node *n, const char *type_name)
+static int retype_key(tfsd_fs *fs, tfsd_node *n, const char *type_name)
 {
-	tfs_handle h = { .node = n, .data_fd = -1, .writing = true, .dirty = true };
+	tfsd_handle h = { .node = n, .data_fd = -1, .writing = true, .dirty = true };
 	pthread_rwlock_rdlock(&fs->lock);
-	int rc = tfs_node_text(fs, n, &h.text);
+	int rc = tfsd_node_text(fs, n, &h.text);
 	pthread_rwlock_unlock(&fs->lock);
 	if (!rc && h.text.len <= 1) {
 		h.text.len = 0;
@@ -1148,7 +1148,7 @@ static int retype_key(tfs_fs *fs, tfs_node *n, const char *type_name)
 
 /* user.tensorfs.dtype / .shape on a tensor: its bytes restaged as that dtype or shape (a
  * vector given a new dtype keeps its bytes, so its length follows). */
-static int retype_tensor(tfs_fs *fs, tfs_node *n, bool is_dtype, const char *v)
+static int retype_tensor(tfsd_fs *fs, tfsd_node *n, bool is_dtype, const char *v)
 {
 	int dtype = -1;
 	uint32_t nd = 0;
@@ -1169,23 +1169,23 @@ static int retype_tensor(tfs_fs *fs, tfs_node *n, bool is_dtype, const char *v)
 		dtype = t->dtype;
 	}
 	pthread_rwlock_unlock(&fs->lock);
-	tfs_handle h = { .node = n, .data_fd = -1 };
-	rc = tfs_start_write(fs, &h, false);
+	tfsd_handle h = { .node = n, .data_fd = -1 };
+	rc = tfsd_start_write(fs, &h, false);
 	if (!rc)
 		rc = stage_data(fs, &h, true);
 	if (!rc)
 		rc = commit_data(fs, &h, dtype, nd, ne);
 	if (!rc)
 		n->typed = true;
-	tfs_handle_drop_data(&h);
+	tfsd_handle_drop_data(&h);
 	return rc;
 }
 
 /* user.tensorfs.convert on a tensor: its values requantized as that dtype, same shape. */
-static int convert_tensor(tfs_fs *fs, tfs_node *n, const char *v)
+static int convert_tensor(tfsd_fs *fs, tfsd_node *n, const char *v)
 {
 	const int dtype = tfs_dtype_from_name(v);
-	tfs_handle h = { .node = n, .data_fd = -1 };
+	tfsd_handle h = { .node = n, .data_fd = -1 };
 	tfs_error err = { 0 };
 	int64_t ne[TFS_MAX_DIMS];
 	uint32_t nd = 0;
@@ -1195,9 +1195,9 @@ static int convert_tensor(tfs_fs *fs, tfs_node *n, const char *v)
 	rc = tfs_staging_new_data(fs->staging, &h.data_path, &err);
 	pthread_rwlock_unlock(&fs->lock);
 	if (rc)
-		return -tfs_fail(fs, &err);
+		return -tfsd_fail(fs, &err);
 	if ((h.data_fd = open(h.data_path, O_RDWR | O_CLOEXEC)) < 0) {
-		tfs_handle_drop_data(&h);
+		tfsd_handle_drop_data(&h);
 		return -errno;
 	}
 	pthread_rwlock_rdlock(&fs->lock);
@@ -1220,16 +1220,16 @@ static int convert_tensor(tfs_fs *fs, tfs_node *n, const char *v)
 		h.data_size = fstat(h.data_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
 		rc = commit_data(fs, &h, dtype, nd, ne);
 	} else {
-		rc = -tfs_fail(fs, &err);
+		rc = -tfsd_fail(fs, &err);
 	}
-	tfs_handle_drop_data(&h);
+	tfsd_handle_drop_data(&h);
 	return rc;
 }
 
-void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+void tfsd_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		     size_t size, int flags)
 {
-	tfs_fs *fs = fuse_req_userdata(req);
+	tfsd_fs *fs = fuse_req_userdata(req);
 	char v[256];
 	int rc;
 	if (!fs->opts.rw) {
@@ -1246,7 +1246,7 @@ void tfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 		v[size - 1] = '\0';
 
 	pthread_rwlock_rdlock(&fs->lock);
-	tfs_node *n = tfs_live_node(fs, ino);
+	tfsd_node *n = tfsd_live_node(fs, ino);
 	pthread_rwlock_unlock(&fs->lock);
 	bool is_dtype = strcmp(name, "user.tensorfs.dtype") == 0;
 	if (!n) {

@@ -533,7 +533,7 @@ static void print_info(const tfs_model *m, const char *src, out_mode mode, bool 
 
 /* ==== the command ==== */
 
-int tfs_info_main(int argc, char **argv)
+int tfsd_info_main(int argc, char **argv)
 {
 	out_mode mode = OUT_TEXT;
 	bool with_tensors = true, options = true;

@@ -55,13 +55,13 @@ static int command_help(const char *cmd)
 	char *av[] = { a0, a1, NULL };
 	snprintf(a0, sizeof(a0), "%s", cmd);
 	if (strcmp(cmd, "unmount") == 0 || strcmp(cmd, "umount") == 0)
-		return tfs_unmount_main(2, av);
+		return tfsd_unmount_main(2, av);
 	if (strcmp(cmd, "repack") == 0)
-		return tfs_repack_main(2, av);
+		return tfsd_repack_main(2, av);
 	if (strcmp(cmd, "mount") == 0)
-		return tfs_mount_main(2, av, false);
+		return tfsd_mount_main(2, av, false);
 	if (strcmp(cmd, "info") == 0)
-		return tfs_info_main(2, av);
+		return tfsd_info_main(2, av);
 	fprintf(stderr, "tensorfs: unknown command '%s' (try 'tensorfs --help')\n", cmd);
 	return 2;
 }
@@ -72,13 +72,13 @@ int main(int argc, char **argv)
 	prog = prog ? prog + 1 : argv[0];
 	/* mount(8) runs /sbin/mount.fuse.tensorfs (or mount.fuse3 runs "tensorfs SRC MNT") */
 	if (strcmp(prog, "mount.fuse.tensorfs") == 0)
-		return tfs_mount_main(argc, argv, true);
+		return tfsd_mount_main(argc, argv, true);
 	if (strncmp(prog, "mount.", 6) == 0) {
 		if (argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
 			printf("tensorfs %s\n", TFS_VERSION);
 			return 0;
 		}
-		return tfs_mount_main(argc, argv, false);
+		return tfsd_mount_main(argc, argv, false);
 	}
 	if (argc < 2) {
 		usage(stderr);
@@ -96,16 +96,16 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(cmd, "mount") == 0)
-		return tfs_mount_main(argc - 1, argv + 1, false);
+		return tfsd_mount_main(argc - 1, argv + 1, false);
 	if (strcmp(cmd, "unmount") == 0 || strcmp(cmd, "umount") == 0)
-		return tfs_unmount_main(argc - 1, argv + 1);
+		return tfsd_unmount_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "info") == 0)
-		return tfs_info_main(argc - 1, argv + 1);
+		return tfsd_info_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "repack") == 0)
-		return tfs_repack_main(argc - 1, argv + 1);
+		return tfsd_repack_main(argc - 1, argv + 1);
 	/* mount(8)'s helpers call "tensorfs SOURCE MOUNTPOINT -o ..." */
 	if (argc >= 3 && cmd[0] != '-')
-		return tfs_mount_main(argc, argv, true);
+		return tfsd_mount_main(argc, argv, true);
 	if (cmd[0] == '-')
 		fprintf(stderr, "tensorfs: unknown option '%s' (try 'tensorfs --help')\n", cmd);
 	else

@@ -58,11 +58,11 @@ static const char repack_usage[] =
 /* What -h/--help prints: the usage of the command being parsed. */
 static const char *usage_text = mount_usage;
 
-#define OPT(t, p) { t, offsetof(tfs_opts, p), 1 }
+#define OPT(t, p) { t, offsetof(tfsd_opts, p), 1 }
 static const struct fuse_opt opt_spec[] = {
 	OPT("rw", rw),
 	OPT("writable", writable),
-	{ "ro", offsetof(tfs_opts, rw), 0 },
+	{ "ro", offsetof(tfsd_opts, rw), 0 },
 	OPT("staging=%s", staging),
 	OPT("output=%s", output),
 	OPT("verify", verify),
@@ -99,7 +99,7 @@ static const struct fuse_opt opt_spec[] = {
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
-	tfs_opts *o = data;
+	tfsd_opts *o = data;
 	if (key == FUSE_OPT_KEY_NONOPT) {
 		if (!o->source)
 			return (o->source = strdup(arg)) ? 0 : -1;
@@ -131,7 +131,7 @@ static char *absolute(const char *p)
 	return s;
 }
 
-static void free_opts(tfs_opts *o)
+static void free_opts(tfsd_opts *o)
 {
 	free(o->source);
 	free(o->mountpoint);
@@ -409,7 +409,7 @@ static bool dead_mount(const char *mp)
 
 /* Refuses a mount point that is not an empty directory of its own (a mount there would
  * hide what it holds), unless -o nonempty.  Prints why. */
-static int check_mountpoint(const tfs_opts *o, const char *prog)
+static int check_mountpoint(const tfsd_opts *o, const char *prog)
 {
 	const char *mp = o->mountpoint;
 	struct stat st;
@@ -609,7 +609,7 @@ static int make_parents(const char *path)
  * store root, <root>/.tensorfs-staging/<host>/<ns>/<model>/<tag> (not inside manifests/,
  * where Ollama would take it for a model).  Allocated; parents created.
  */
-static char *default_staging(const tfs_fs *fs)
+static char *default_staging(const tfsd_fs *fs)
 {
 	const char *out = fs->opts.output && strchr(fs->opts.output, '/') ? fs->opts.output
 									 : tfs_model_path(fs->model);
@@ -652,7 +652,7 @@ static bool parse_size(const char *s, uint64_t *out)
 
 /* The remote options into oo; the token file's first line into *token (allocated).
  * Prints errors. */
-static int remote_opts(const tfs_opts *o, tfs_open_opts *oo, char **token, const char *prog)
+static int remote_opts(const tfsd_opts *o, tfs_open_opts *oo, char **token, const char *prog)
 {
 	oo->connections = o->connections;
 	oo->cache_dir = o->cache;
@@ -690,7 +690,7 @@ static bool is_remote(const char *source)
 	       strncmp(source, "hf://", 5) == 0;
 }
 
-static int open_model(tfs_fs *fs, const char *prog)
+static int open_model(tfsd_fs *fs, const char *prog)
 {
 	tfs_error err;
 	progress_view view;
@@ -775,7 +775,7 @@ static int open_model(tfs_fs *fs, const char *prog)
 
 /* Frees the staging handle; a staging directory tensorfs chose itself goes away once
  * it holds nothing (repacked, or never changed); one the user named stays. */
-static void release_staging(tfs_fs *fs)
+static void release_staging(tfsd_fs *fs)
 {
 	if (fs->staging && !fs->opts.staging && tfs_staging_remove(fs->staging) == 0 &&
 	    tfs_model_format(fs->model) == TFS_FMT_OLLAMA) {
@@ -795,7 +795,7 @@ static void release_staging(tfs_fs *fs)
 	fs->staging = NULL;
 }
 
-static void close_model(tfs_fs *fs)
+static void close_model(tfsd_fs *fs)
 {
 	release_staging(fs);
 	tfs_model_free(fs->model);
@@ -807,7 +807,7 @@ static void close_model(tfs_fs *fs)
 /* After the loop: repack a writable mount's changes, with progress and the result on
  * stderr and in the status file (which `tensorfs unmount` follows).  0, or 1 when the
  * repack failed. */
-static int repack_at_unmount(tfs_fs *fs)
+static int repack_at_unmount(tfsd_fs *fs)
 {
 	if (!fs->staging || !tfs_staging_dirty(fs->staging)) {
 		/* the end, for `tensorfs unmount`: a status file without it means the daemon
@@ -843,7 +843,7 @@ static int repack_at_unmount(tfs_fs *fs)
 
 /* The daemon runs from /: every path is made absolute first; an Ollama model name stays
  * as it is.  -1: out of memory. */
-static int absolute_paths(tfs_opts *o)
+static int absolute_paths(tfsd_opts *o)
 {
 	char **paths[] = { &o->source, &o->mountpoint, &o->staging, &o->output, &o->cache,
 			   &o->token_file, &o->cafile, &o->imatrix };
@@ -864,7 +864,7 @@ static int absolute_paths(tfs_opts *o)
 }
 
 /* mount(8), findmnt and df show the model as the mount's source.  -1: out of memory. */
-static int add_fsname(const tfs_opts *o, struct fuse_args *args)
+static int add_fsname(const tfsd_opts *o, struct fuse_args *args)
 {
 	char *fsname = opt_escape(o->source), *mount_opts = NULL;
 	int rc = !fsname || asprintf(&mount_opts, "fsname=%s,subtype=tensorfs,%s", fsname,
@@ -877,7 +877,7 @@ static int add_fsname(const tfs_opts *o, struct fuse_args *args)
 }
 
 /* Serves requests until the mount ends; returns what the session loop returned. */
-static int serve(tfs_fs *fs, struct fuse_session *se)
+static int serve(tfsd_fs *fs, struct fuse_session *se)
 {
 	if (fs->opts.single)
 		return fuse_session_loop(se);
@@ -890,7 +890,7 @@ static int serve(tfs_fs *fs, struct fuse_session *se)
 }
 
 /* After the session loop: unmount, repack, and the exit status (0 or 1). */
-static int finish(tfs_fs *fs, struct fuse_session *se, int loop_rc)
+static int finish(tfsd_fs *fs, struct fuse_session *se, int loop_rc)
 {
 	/* the loop returns the number of the signal that ended it (Ctrl-C on a foreground
 	 * mount, a SIGTERM): that ends the mount as an unmount does */
@@ -926,7 +926,7 @@ static int finish(tfs_fs *fs, struct fuse_session *se, int loop_rc)
 
 /* Parses the command line into fs->opts and checks it: 0, or the exit status (2 for a
  * usage error) after saying why. */
-static int mount_args(tfs_fs *fs, struct fuse_args *args, bool by_mount8, const char *prog)
+static int mount_args(tfsd_fs *fs, struct fuse_args *args, bool by_mount8, const char *prog)
 {
 	if (fuse_opt_parse(args, &fs->opts, opt_spec, opt_proc) == -1)
 		return 2;
@@ -943,7 +943,7 @@ static int mount_args(tfs_fs *fs, struct fuse_args *args, bool by_mount8, const 
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return 1;
 	}
-	const tfs_opts *o = &fs->opts;
+	const tfsd_opts *o = &fs->opts;
 	const char *neg = o->threads < 0 ? "threads" : o->readahead_kb < 0 ? "readahead_kb"
 			  : o->connections < 0 ? "connections" : o->timeout < 0 ? "timeout" : NULL;
 	if (neg) {
@@ -966,11 +966,11 @@ static int mount_args(tfs_fs *fs, struct fuse_args *args, bool by_mount8, const 
 }
 
 /* The tree of the opened model, and what every node's attributes share. */
-static int build_tree(tfs_fs *fs, const char *prog)
+static int build_tree(tfsd_fs *fs, const char *prog)
 {
 	tfs_error err;
 	tfs_error_clear(&err);
-	if (tfs_tree_build(fs, &err)) {
+	if (tfsd_tree_build(fs, &err)) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return 1;
 	}
@@ -986,10 +986,10 @@ static int build_tree(tfs_fs *fs, const char *prog)
 	return 0;
 }
 
-int tfs_mount_main(int argc, char **argv, bool by_mount8)
+int tfsd_mount_main(int argc, char **argv, bool by_mount8)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	tfs_fs fs;
+	tfsd_fs fs;
 	struct fuse_session *se = NULL;
 	int ret;
 	bool handlers = false;
@@ -1018,7 +1018,7 @@ int tfs_mount_main(int argc, char **argv, bool by_mount8)
 		fprintf(stderr, "%s: out of memory\n", prog);
 		goto out_tree;
 	}
-	se = fuse_session_new(&args, &tfs_ops, sizeof(tfs_ops), &fs);
+	se = fuse_session_new(&args, &tfsd_ops, sizeof(tfsd_ops), &fs);
 	if (!se) {
 		ret = 2; /* libfuse said why: an option it does not know */
 		goto out_tree;
@@ -1045,7 +1045,7 @@ out_signals:
 out_session:
 	fuse_session_destroy(se);
 out_tree:
-	tfs_tree_free(&fs);
+	tfsd_tree_free(&fs);
 out_model:
 	close_model(&fs);
 out_args:
@@ -1414,7 +1414,7 @@ static int unmount_now(const char *mp, const char *arg, bool lazy, char *users, 
 	return e ? 1 : 0;
 }
 
-int tfs_unmount_main(int argc, char **argv)
+int tfsd_unmount_main(int argc, char **argv)
 {
 	bool lazy = false;
 	const char *arg = NULL;
@@ -1484,10 +1484,10 @@ out:
 
 /* ==== repack ==== */
 
-int tfs_repack_main(int argc, char **argv)
+int tfsd_repack_main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	tfs_fs fs;
+	tfsd_fs fs;
 	memset(&fs, 0, sizeof(fs));
 	int ret = 1;
 	usage_text = repack_usage;

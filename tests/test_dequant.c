@@ -14,7 +14,8 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "internal.h"
+#include "tensorfs.h"
+#include "num/dequant.h"
 
 #ifndef TFS_TESTDATA
 #error "TFS_TESTDATA must name tests/data"

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "formats.h"
+#include "formats/layout.h"
 #include "tensorfs.h"
 
 #define OL_DIR TFS_TESTDATA "/ollama"

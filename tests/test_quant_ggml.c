@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "tensorfs.h"
+#include "num/testing.h"
 
 typedef size_t (*chunk_fn)(int type, const float *src, void *dst, int64_t start, int64_t nrows,
 			   int64_t n_per_row, const float *imatrix);

@@ -6,6 +6,7 @@
 
 #include "cache.h"
 #include "remote.h"
+#include "tensorfs.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "formats.h"
+#include "formats/layout.h"
 #include "tensorfs.h"
 
 #define ST_DIR TFS_TESTDATA "/safetensors"

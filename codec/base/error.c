@@ -1,5 +1,6 @@
 /* error.c - the error record, growable buffers, the cursor, the string map. */
-#include "internal.h"
+#include "cursor.h"
+#include "strmap.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -14,7 +14,9 @@
  * the file, aligned, and not to overlap; gaps and any order are accepted, as the
  * spec allows (ggml itself insists on contiguous offsets).
  */
-#include "internal.h"
+#include "layout.h"
+#include "value.h"
+#include "dtype.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -20,7 +20,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "internal.h"
+#include "layout.h"
+#include "value.h"
+#include "dtype.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>

@@ -15,12 +15,15 @@
  * row of ne0 weights per expert (ne2).  Entries are indexed at open and their values read
  * when a tensor is quantized, so a MoE model's imatrix (hundreds of MB) is never held.
  */
-#include "internal.h"
+#include "imatrix.h"
+#include "open.h"
+#include "dtype.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

@@ -16,7 +16,7 @@
  * tensor in its own convention, while Ollama multiplies by a stored value, possibly one per
  * row.  tfs_image_name says so by returning NULL for it.
  */
-#include "formats.h"
+#include "layout.h"
 
 #include <stdlib.h>
 #include <string.h>

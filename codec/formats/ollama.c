@@ -12,7 +12,8 @@
  * .global_scale companions.  Every other layer becomes a file under layers/ (names:
  * formats.h).
  */
-#include "formats.h"
+#include "layout.h"
+#include "dtype.h"
 #include "remote.h"
 
 #include <dirent.h>

@@ -25,7 +25,8 @@
 #define _GNU_SOURCE
 #endif
 #endif
-#include "formats.h"
+#include "layout.h"
+#include "commit.h"
 
 #include <errno.h>
 #include <fcntl.h>

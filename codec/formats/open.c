@@ -1,5 +1,5 @@
 /* open.c - tfs_model_open: recognize a source and hand it to its reader. */
-#include "internal.h"
+#include "layout.h"
 #include "remote.h"
 
 #include <errno.h>

@@ -11,7 +11,9 @@
  * Index layout: {"metadata": {...}, "weight_map": {"<tensor>": "<shard file name>"}}; the
  * shards sit beside it.
  */
-#include "formats.h"
+#include "layout.h"
+#include "value.h"
+#include "dtype.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -24,7 +24,10 @@
 #define _GNU_SOURCE
 #endif
 #endif
-#include "formats.h"
+#include "layout.h"
+#include "commit.h"
+#include "value.h"
+#include "dtype.h"
 
 #include <errno.h>
 #include <stdio.h>

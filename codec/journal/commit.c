@@ -12,7 +12,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "formats.h"
+#include "commit.h"
 
 #include <errno.h>
 #include <fcntl.h>

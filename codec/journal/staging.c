@@ -32,7 +32,9 @@
 #define _GNU_SOURCE
 #endif
 #endif
-#include "internal.h"
+#include "staging.h"
+#include "open.h"
+#include "commit.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -5,7 +5,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "formats.h"
+#include "layout.h"
+#include "commit.h"
 
 #include <errno.h>
 #include <fcntl.h>

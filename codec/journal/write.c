@@ -6,7 +6,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "formats.h"
+#include "write.h"
+#include "layout.h"
+#include "commit.h"
 
 #include <errno.h>
 #include <fcntl.h>

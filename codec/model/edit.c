@@ -9,7 +9,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "formats.h"
+#include "layout.h"
+#include "value.h"
+#include "dtype.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,7 +13,8 @@
  * tfs_model_image picks the one for a model.  An image for reading owns duplicates of its sources'
  * descriptors: it stays readable, unchanged, whatever happens to the model afterwards.
  */
-#include "formats.h"
+#include "commit.h"
+#include "image_impl.h"
 #include "remote.h"
 
 #include <errno.h>

@@ -1,5 +1,10 @@
 /* index.c - index.json and the file-name encoding of the mount. */
-#include "internal.h"
+#include "index.h"
+#include "image.h"
+#include "model_impl.h"
+#include "names.h"
+#include "value.h"
+#include "dtype.h"
 
 #include <jansson.h>
 #include <stdlib.h>

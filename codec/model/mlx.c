@@ -19,6 +19,7 @@
  * would throw information away that the f32 view can keep.
  */
 #include "dequant.h"
+#include "model_impl.h"
 
 #include <string.h>
 #include <sys/mman.h>

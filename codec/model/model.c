@@ -1,5 +1,6 @@
 /* model.c - the format-neutral model: building, lookups, reading, changing. */
-#include "internal.h"
+#include "model_impl.h"
+#include "dtype.h"
 
 #include <errno.h>
 #include <fcntl.h>

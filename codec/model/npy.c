@@ -1,5 +1,7 @@
 /* npy.c - .npy headers (format 1.0) for the npy/ view. */
-#include "internal.h"
+#include "npy.h"
+#include "cursor.h"
+#include "dtype.h"
 
 /* Whether npy/ serves tensor t's raw bytes: its dtype is a numpy dtype. */
 static bool npy_raw(const tfs_tensor *t)

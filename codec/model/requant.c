@@ -9,7 +9,9 @@
  * other block is quantized with tfs_quantize, which works block by block.
  */
 #include "dequant.h"
-#include "quant.h"
+#include "requant.h"
+#include "imatrix.h"
+#include "quant_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>

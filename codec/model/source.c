@@ -1,5 +1,5 @@
 /* source.c - reading a source's bytes, whatever holds them: a file, memory, a remote file. */
-#include "internal.h"
+#include "model_impl.h"
 #include "remote.h"
 
 #include <errno.h>

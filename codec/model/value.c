@@ -8,7 +8,8 @@
  * valid UTF-8 as the lone surrogate \udcXX as Python's surrogateescape does,
  * non-finite floats as Infinity/-Infinity/NaN as Python's json module does).
  */
-#include "internal.h"
+#include "value.h"
+#include "cursor.h"
 
 #include <errno.h>
 #include <jansson.h>

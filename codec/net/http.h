@@ -10,7 +10,7 @@
 #ifndef TFS_HTTP_H
 #define TFS_HTTP_H
 
-#include "internal.h"
+#include "base.h"
 
 /* What identifies one version of a remote file. */
 typedef struct {

@@ -2,6 +2,7 @@
 #include "remote.h"
 #include "cache.h"
 #include "http.h"
+#include "cursor.h"
 
 #include <curl/curl.h>
 

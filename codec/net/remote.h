@@ -5,7 +5,7 @@
 #ifndef TFS_REMOTE_H
 #define TFS_REMOTE_H
 
-#include "internal.h"
+#include "base.h"
 
 typedef struct tfs_remote tfs_remote;
 

@@ -13,9 +13,15 @@
 #ifndef TFS_DEQUANT_H
 #define TFS_DEQUANT_H
 
-#include "internal.h"
+#include "dtype.h"
+#include "cursor.h"
+#include "mlx_math.h"
 
 #include <string.h>
+
+/* ==== half / bfloat16 / fp8 scalar conversions (exact, shared by kernels) ==== */
+float tfs_f16_to_f32(uint16_t h);      /* quiets signalling NaNs as ggml does */
+float tfs_bf16_to_f32(uint16_t h);
 
 #define TFS_DEQ_LIST(X) \
 	X(f32) X(f16) X(bf16) X(f64) X(i8) X(i16) X(i32) X(i64) \

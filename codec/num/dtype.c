@@ -7,6 +7,7 @@
  * and thread-safely, to the fastest kernel this CPU runs.
  */
 #include "dequant.h"
+#include "quant_impl.h"
 
 #include <inttypes.h>
 #include <pthread.h>

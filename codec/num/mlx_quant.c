@@ -27,7 +27,8 @@
  * it dequantizes to keeps its codes, scale and bias; only the edited groups are quantized.
  */
 #include "dequant.h"
-#include "quant.h"
+#include "requant.h"
+#include "quant_impl.h"
 
 #include <errno.h>
 #include <math.h>

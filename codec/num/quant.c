@@ -15,7 +15,8 @@
  * unless said otherwise; multi-byte fields are little-endian.
  */
 #include "dequant.h"
-#include "quant.h"
+#include "quant_impl.h"
+#include "testing.h"
 
 #include <float.h>
 #include <inttypes.h>

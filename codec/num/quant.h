@@ -1,126 +1,46 @@
 /*
- * quant.h - what quant.c shares with its SIMD kernels (codec-private).
- *
- * The SIMD kernels (quant_avx2.c) fit eight sub-blocks at once, one per lane, each lane
- * doing exactly the scalar arithmetic of quant.c in the same order; their results must
- * equal the scalar ones bit for bit (tests/test_quant_ggml.c checks both paths against ggml).
+ * quant.h - float32 to a dtype: the quantizers' public API (public; the kernels' shared
+ * internals are in quant_impl.h).
  */
 #ifndef TFS_QUANT_H
 #define TFS_QUANT_H
 
-#include "internal.h"
+#include "../base/base.h"
 
-/* The search of an affine (scale and min) fit: levels 0..nmax, nstep + 1 candidate scales
- * (nmax + rmin + rdelta * step) / (max - min), error |e| (use_mad) or e^2. */
-typedef struct {
-	int nmax;
-	float rmin, rdelta;
-	int nstep;
-	bool use_mad;
-} tfs_affine_search;
-
-/* ggml's nearest_int: round half to even by adding 1.5 * 2^23, the low mantissa bits then
- * being the integer (beyond +-2^22, or for NaN, garbage, but the same garbage as ggml's). */
-static inline int nearest_int(float v)
-{
-	float s = v + 12582912.f;
-
-	return (int)(tfs_f32_bits(s) & 0x007fffffu) - 0x00400000;
-}
-
-/* ggml's MAX: the first operand unless the second compares above it (NaN: the second). */
-static inline float ggml_max(float a, float b) { return a > b ? a : b; }
-
-/* The sum of x^2 over a 256-value super-block, in order (the IQ types' sigma2 is it / 256,
- * or twice that). */
-static inline float sum_squares_256(const float *x)
-{
-	float s = 0;
-
-	for (int i = 0; i < 256; i++)
-		s += x[i] * x[i];
-	return s;
-}
-
-/* tfs_quantize, with messages numbering the elements from `first` (a part of a tensor). */
-int tfs_quantize_from(void *dst, int id, const float *src, uint64_t nelems, uint64_t first,
-		      tfs_error *err);
-
-/* Reads len staged values' bytes at off of fd (TFS_E_INVALID when they end early) / writes
- * requantized bytes at off of fd, whole; requant.c, mlx_quant.c. */
-int tfs_staged_pread(int fd, void *buf, size_t len, uint64_t off, tfs_error *err);
-int tfs_staged_pwrite(int fd, const void *buf, size_t len, uint64_t off, tfs_error *err);
+/* ==== float32 to a dtype (quant.c) ==== */
 
 /*
- * The IQ types' grid searches (quant_iq1.c, quant_iq2.c, quant_iq3.c): one 256-value
- * super-block x as the type's block b, the bytes ggml's quantize_row_<type>_impl writes for
- * that super-block.  qw: its 256 importance weights (llama.cpp's imatrix for these columns),
- * or NULL for ggml's weighting without one (the caller never passes NULL for IQ2_XXS, IQ2_XS
- * and IQ1_S, which ggml refuses to quantize without).  Returns 0, or -1 (b undefined) on the
- * blocks where ggml aborts: a NaN, or squares beyond FLT_MAX (values past ~1e19), that turn
- * its weights or errors into NaN or infinity so that its grid search finds no point (a NaN
- * that does not reach the search gives the zero sub-block ggml writes).  The tables each
- * type searches are built once, on first use; thread-safe.
+ * Writes nelems float32 values at src as dtype id into dst (nelems / block_elems *
+ * block_bytes bytes; the caller owns both).  For the GGML types the bytes equal ggml's
+ * ggml_quantize_chunk() with no importance matrix (Q8_K: quantize_row_q8_K_ref) bit for bit;
+ * every block is quantized on its own, so any whole run of blocks can be redone alone.  F16,
+ * BF16, F8_E4M3, F8_E5M2 round to nearest-even (as ggml, torch and ml_dtypes do); integer
+ * and BOOL types take only integral values in range.  Returns 0; TFS_E_INVALID when nelems
+ * is not a whole number of blocks or a value does not fit an integer type (the message
+ * names the element, or an IQ block holds values ggml's search aborts on); TFS_E_UNSUPPORTED
+ * for a type it cannot write (C64), and for IQ2_XXS, IQ2_XS and IQ1_S, which need importance
+ * weights (tfs_quantize_weighted).
  */
-int tfs_enc_iq2_xxs(const float *x, const float *qw, uint8_t *b);
-int tfs_enc_iq2_xs(const float *x, const float *qw, uint8_t *b);
-int tfs_enc_iq2_s(const float *x, const float *qw, uint8_t *b);
-int tfs_enc_iq3_xxs(const float *x, const float *qw, uint8_t *b);
-int tfs_enc_iq3_s(const float *x, const float *qw, uint8_t *b);
-int tfs_enc_iq1_s(const float *x, const float *qw, uint8_t *b);
-int tfs_enc_iq1_m(const float *x, const float *qw, uint8_t *b);
-
-#if defined(__x86_64__)
-/* Fits 8 sub-blocks of n (16 or 32) values: sub-block j is x[n*j .. n*j + n) with weights
- * w[n*j ..]; its levels go to L[n*j ..], its scale to scale[j], minus its min to neg_min[j]. */
-void tfs_fit_affine8_avx2(int n, const float *x, const float *w, uint8_t *L, float *scale,
-			  float *neg_min, const tfs_affine_search *a);
-/* Fits 8 sub-blocks of 16 values with symmetric levels -nmax..nmax-1 weighted by x^2
- * (Q6_K's fit); L gets level + nmax. */
-void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale);
-/* Q3_K's fit of the 16 sub-blocks of 16 (levels -4..3, L gets level + 4; all-zero sub-blocks:
- * 0). */
-void tfs_fit_q3_16_avx2(const float *x, int8_t *L, float *scale);
-/* The IQ4 scale of 8 blocks of 32 (x + 32 j), as quant.c's fit_iq4: weighted by w (same
- * layout), or by x^2 (w NULL). */
-void tfs_fit_iq4_8_avx2(const float *x, const float *w, float *d);
-/* IQ4 code book indices of 32 values at inverse scale id, as nibbles (byte j = index j |
- * index 16 + j << 4). */
-void tfs_iq4_nibbles_avx2(const float *x, float id, uint8_t *q);
-/* L[i] = clamp(nearest((x[i] + off) / d), lo, hi) + add for n (a multiple of 8) values: the
- * K-quants' last pass (off 0 where the scalar code divides x alone: +-0 give the same level). */
-void tfs_levels_avx2(const float *x, int n, float off, float d, int lo, int hi, int add, uint8_t *L);
-/* n floats to IEEE halves / bfloat16, nearest-even, as tfs_f32_to_f16 / tfs_f32_to_bf16. */
-void tfs_f32_to_f16_avx2(const float *x, uint8_t *y, size_t n);
-void tfs_f32_to_bf16_avx2(const float *x, uint8_t *y, size_t n);
-/* Q4_0 / Q4_1 levels of 32 values, min(15, (int8)trunc((x - off) * id + add)), as nibbles:
- * byte j = level j | level 16 + j << 4. */
-void tfs_q4_nibbles_avx2(const float *x, float off, float id, float add, uint8_t *q);
-/* Q1_0's 16 sign bytes of 128 values. */
-void tfs_q1_0_signs_avx2(const float *x, uint8_t *qs);
-/* TQ1_0's first 48 bytes (the 5-trit ones) at inverse scale id; false (nothing certain
- * written) when a product is NaN or beyond 2^23. */
-bool tfs_tq1_0_avx2(const float *x, float id, uint8_t *qs);
-/* Q2_0's 16 code bytes at inverse scale id; false (nothing written) when a product is NaN
- * or beyond 2^23. */
-bool tfs_q2_0_avx2(const float *x, float id, uint8_t *qs);
-/* A whole Q4_1 block (F16C for its halves); false (nothing written) when the scalar code
- * must decide (see tfs_min_max32_avx2, or a NaN scale). */
-bool tfs_q4_1_avx2(const float *x, uint8_t *b);
-/* Q5_0 (cap 31) / Q5_1 (cap 0: none) levels of 32 values, low nibbles as above into q;
- * returns the fifth bits (bit j: level j). */
-uint32_t tfs_q5_levels_avx2(const float *x, float off, float id, float add, int cap, uint8_t *q);
-/* MXFP4 (n = 32) / NVFP4 (n = 16) code indices at half-scale d, as nibbles: byte j = index
- * of x[j] | index of x[n/2 + j] << 4. */
-void tfs_fp4_nibbles_avx2(const float *x, int n, float d, uint8_t *q);
-/* TQ2_0's 64 level bytes at inverse scale id; false (nothing written) when a product is NaN
- * or beyond 2^23, where the scalar code must decide. */
-bool tfs_tq2_0_avx2(const float *x, float id, uint8_t *qs);
-/* A whole Q8_K block; false (nothing written) for a block with a NaN or all zeros. */
-bool tfs_q8_k_avx2(const float *x, uint8_t *b);
-/* Min and max of 32 values as the scalar scan finds them; false for a NaN, or a zero min or
- * max (whose sign depends on the scan order): then the scalar code must decide. */
-bool tfs_min_max32_avx2(const float *x, float *mn, float *mx);
-#endif
+int tfs_quantize(void *dst, int id, const float *src, uint64_t nelems, tfs_error *err);
+/* Whether tfs_quantize writes dtype id. */
+bool tfs_quantize_supported(int id);
+/* Whether ggml quantizes dtype id only with an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S,
+ * as ggml_quantize_requires_imatrix says). */
+bool tfs_quantize_needs_imatrix(int id);
+/* Whether dtype id's quantization takes an importance matrix (the IQ types, IQ1_S..IQ4_XS). */
+bool tfs_quantize_takes_imatrix(int id);
+/*
+ * tfs_quantize with importance weights, as ggml_quantize_chunk(id, ..., imatrix): the values
+ * are rows of n_per_row, and qw (n_per_row weights, llama.cpp's imatrix of the tensor or of
+ * one expert) weighs column c of every row by qw[c].  first is the index of src[0] in the
+ * rows (a part of a tensor may start mid-row at a block boundary).  qw NULL: as
+ * tfs_quantize.  Only the types tfs_quantize_takes_imatrix names use qw; for the others it
+ * is ignored.
+ */
+int tfs_quantize_weighted(void *dst, int id, const float *src, uint64_t nelems, uint64_t first,
+			  uint64_t n_per_row, const float *qw, tfs_error *err);
+/* IEEE half and bfloat16 from float32, nearest-even (NaN stays NaN). */
+uint16_t tfs_f32_to_f16(float f);
+uint16_t tfs_f32_to_bf16(float f);
 
 #endif

@@ -9,7 +9,7 @@
  * the lanes compute both sides and blend.
  */
 #include "dequant.h"
-#include "quant.h"
+#include "quant_impl.h"
 
 #include <immintrin.h>
 #include <math.h>

@@ -40,7 +40,7 @@
  * so ggml writes it as skipped (scale 0), and so do these encoders.
  */
 #include "dequant.h"
-#include "quant.h"
+#include "quant_impl.h"
 
 #include <float.h>
 #include <math.h>

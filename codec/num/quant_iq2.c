@@ -37,7 +37,7 @@
  * below FLT_MAX, a NaN step): those blocks give -1 here.
  */
 #include "dequant.h"
-#include "quant.h"
+#include "quant_impl.h"
 
 #include <float.h>
 #include <math.h>

@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "dequant.h"
-#include "quant.h"
+#include "quant_impl.h"
 
 /* ==== the grids and their neighbour lists ==== */
 

@@ -1,0 +1,37 @@
+/*
+ * image.h - the whole model as one file (public; image_impl.h holds the layout).
+ */
+#ifndef TFS_IMAGE_H
+#define TFS_IMAGE_H
+
+#include "model.h"
+
+/* ==== the whole model as one file ==== */
+
+/*
+ * An image is the file a repack would write now, laid out in memory: the header bytes
+ * built, the tensors' bytes named as ranges of their sources (original or staged), the
+ * padding as zeros.  It does not change when the model does: an image taken with own_fds
+ * keeps its own descriptors of every source it reads from.
+ */
+typedef struct tfs_image tfs_image;
+/* "model.gguf" (GGUF files, classic Ollama models), "model.safetensors" (one file or a
+ * sharded set, merged; a per-tensor Ollama model in mlx-lm's layout), or NULL when the
+ * model has no single-file form. */
+const char *tfs_image_name(const tfs_model *m);
+/* "config.json" when the model file needs one beside it (a per-tensor Ollama model: its
+ * config.json layer with mlx-lm's "quantization" set), else NULL; its text. */
+const char *tfs_config_name(const tfs_model *m);
+int tfs_model_config_json(tfs_buf *out, const tfs_model *m, tfs_error *err);
+int tfs_model_image(tfs_image **out, const tfs_model *m, bool own_fds, tfs_error *err);
+uint64_t tfs_image_size(const tfs_image *im);
+/* tfs_image_size of the image tfs_model_image would build (a GGUF file's without building
+ * its header: index.json's "model_file" of a large header costs no memory). */
+int tfs_model_image_size(const tfs_model *m, uint64_t *size, tfs_error *err);
+/* Reads up to len bytes at off (clipped at the end); the count or a negative tfs_code.
+ * Needs an image taken with own_fds. */
+int64_t tfs_image_read(const tfs_image *im, uint64_t off, uint64_t len, void *out,
+		       tfs_error *err);
+void tfs_image_free(tfs_image *im);
+
+#endif

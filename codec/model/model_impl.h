@@ -1,0 +1,116 @@
+/*
+ * model_impl.h - the model's insides, what the readers and writers of codec/ fill and read
+ * (codec-private; fs/ never sees it).
+ */
+#ifndef TFS_MODEL_IMPL_H
+#define TFS_MODEL_IMPL_H
+
+#include "model.h"
+#include "cursor.h"
+#include "strmap.h"
+#include <string.h>
+#include <sys/mman.h>
+
+/* ==== the model ==== */
+
+struct tfs_name_chunk {
+	struct tfs_name_chunk *next;
+	char text[];
+};
+
+struct tfs_model {
+	tfs_format format;
+	char *path;                 /* main file: .gguf / .safetensors / index.json / manifest */
+	char *abs_path;             /* realpath of path, taken once at open (NULL: a URL, a name) */
+
+	tfs_kv *kv;       size_t n_kv, cap_kv;
+	tfs_tensor *t;    size_t n_t, cap_t;
+	tfs_extra *x;     size_t n_x, cap_x;
+	tfs_source *src;  size_t n_src, cap_src;
+	tfs_strmap kv_map, t_map, x_map;   /* live names -> index */
+	/* the keys' names as read, packed NUL-terminated in chunks (no allocation per name) */
+	struct tfs_name_chunk *names;
+	size_t names_used, names_cap;
+
+	bool changed;               /* any set/del/rename since open */
+
+	/* GGUF (also the model layer of a classic Ollama model) */
+	uint32_t gguf_version;
+	uint32_t alignment;         /* general.alignment or 32 */
+	uint64_t data_offset;       /* absolute start of the GGUF data section */
+
+	/* format-private state (safetensors shards, Ollama manifest) */
+	void *priv;
+	void (*priv_free)(void *priv);
+};
+
+/* The name maps' callbacks: the name of kv / tensor / extra slot i of the model ctx. */
+const char *tfs_kv_name(const void *ctx, uint32_t i, size_t *len);
+const char *tfs_t_name(const void *ctx, uint32_t i, size_t *len);
+const char *tfs_x_name(const void *ctx, uint32_t i, size_t *len);
+
+/* Allocates an empty model of the given format. */
+int tfs_model_new(tfs_model **out, tfs_format fmt, const char *path, tfs_error *err);
+/* Opens and maps a file as a source; *idx gets its index. label may be NULL (= basename). */
+int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int32_t *idx,
+			 tfs_error *err);
+/* Adds size bytes at data (borrowed, not copied) as a source with no file (fd -1). */
+int tfs_model_add_mem_source(tfs_model *m, const char *name, const uint8_t *data, uint64_t size,
+			     int32_t *idx, tfs_error *err);
+/* Makes the first `end` bytes of source s readable at s->map (a remote source fetches
+ * them; a local one has them all).  0 or an error naming the source. */
+int tfs_source_head(const tfs_source *s, uint64_t end, tfs_error *err);
+/* A whole regular file of at most cap bytes, read into a new NUL-terminated buffer
+ * (source.c). */
+int tfs_read_small_file(const char *path, uint64_t cap, uint8_t **out, uint64_t *len,
+			tfs_error *err);
+/* Frees what a remote source holds (source.c). */
+void tfs_source_release_remote(tfs_source *s);
+/* (source.c) Compares n tensor bytes at off of a source without a mapping of its data with pb:
+ * 4 KiB at the start, middle and end, read through the source.  0 same, 1 different, or an
+ * error. */
+int tfs_source_samples_differ(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
+			      tfs_error *err);
+/* Appends a key whose payload is borrowed (points into a source mapping).  Rejects duplicates
+ * (TFS_E_FORMAT "duplicate key"), names with NUL bytes.  name_len bytes of name are copied. */
+int tfs_model_push_kv(tfs_model *m, const char *name, size_t name_len, uint32_t type,
+		      const uint8_t *data, uint64_t len, tfs_error *err);
+/* Appends a tensor (name copied; *out points at it until the next push); rejects duplicates.
+ * All numeric fields are zeroed, src = -1, q_* = -1. */
+int tfs_model_push_tensor(tfs_model *m, const char *name, size_t name_len, tfs_tensor **out,
+			  tfs_error *err);
+int tfs_model_push_extra(tfs_model *m, const char *name, const char *media_type, int32_t src,
+			 uint64_t offset, uint64_t size, tfs_error *err);
+
+/* madvise()s the page-aligned span of [off, off+len) of source src: MADV_WILLNEED before
+ * reading through the mapping, MADV_DONTNEED after (keeps the daemon's RSS flat; the
+ * page cache keeps the data). */
+static inline void tfs_source_advise(const tfs_model *m, int32_t src, uint64_t off, uint64_t len, int advice)
+{
+	if (src < 0 || (size_t)src >= m->n_src || !m->src[src].map || m->src[src].fd < 0 || !len)
+		return; /* fd -1: the caller's memory (tfs_model_open_mem), never advised away */
+	const tfs_source *s = &m->src[src];
+	uint64_t pg = 4096, a = off & ~(pg - 1), b = off + len;
+	if (advice == MADV_DONTNEED) {
+		/* only pages wholly inside the range: neighbours may be in use */
+		a = (off + pg - 1) & ~(pg - 1);
+		b &= ~(pg - 1);
+	}
+	if (b > s->size)
+		b = s->size;
+	if (b > a)
+		madvise((void *)(uintptr_t)(s->map + a), (size_t)(b - a), advice);
+}
+
+/* The f32 view of an MLX-quantized tensor (t->q.mode != TFS_QMODE_NONE): called by
+ * tfs_tensor_read_f32 (model.c); mlx.c holds it, beside the MLX math after it checked [first, first + count) is in range. */
+int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, uint64_t count,
+		     float *out, tfs_error *err);
+
+/* ==== edit.c ==== */
+
+bool tfs_model_gguf_encoded(const tfs_model *m);
+bool tfs_utf8_valid(const char *s, size_t n);
+bool tfs_st_dtype_ok(int dtype);
+
+#endif

@@ -1,0 +1,14 @@
+/*
+ * testing.h - knobs for tests and benchmarks only (not part of the public API: tensorfs.h
+ * does not include it).
+ */
+#ifndef TFS_TESTING_H
+#define TFS_TESTING_H
+
+#include <stdbool.h>
+
+/* Tests and benchmarks: true makes tfs_quantize use only the portable scalar code (the
+ * reference the SIMD kernels must match), false lets it choose again.  Not thread-safe. */
+void tfs_quantize_set_scalar(bool scalar);
+
+#endif

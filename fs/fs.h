@@ -217,10 +217,11 @@ typedef struct tfsd_handle {
 } tfsd_handle;
 
 /* util.c: shared by ops.c, tree.c, write.c and scratch.c (and calling none of them) */
-/* The one place a codec error becomes an errno. */
+/* The one place a codec error becomes an errno: a negative one (-EIO), as every function of
+ * fs/ returns them (handlers reply fuse_reply_err(req, -rc)); 0 for TFS_OK. */
 int tfsd_errno(const tfs_error *err);
 /* Logs a refused change (stderr with -f, else syslog; user.tensorfs.last_error) and returns
- * its errno. */
+ * its -errno. */
 int tfsd_fail(tfsd_fs *fs, const tfs_error *err);
 /* The last refused change's message (-ENODATA: none yet). */
 int tfsd_last_error(tfs_buf *out);

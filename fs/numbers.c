@@ -27,7 +27,7 @@ static const char *view_dir(const tfsd_node *n)
 	return n->kind == N_F32 ? "f32" : "npy";
 }
 
-/* The message of a refused change, naming the file, logged; returns the errno. */
+/* The message of a refused change, naming the file, logged; returns its -errno. */
 static int refuse_view(tfsd_fs *fs, const tfsd_node *n, int code, const char *why)
 {
 	tfs_error err;
@@ -58,7 +58,7 @@ int tfsd_numbers_start(tfsd_fs *fs, tfsd_handle *h)
 		  tfs_tensor_numbers_writable(fs->model, (size_t)n->item, fs->imatrix, &why);
 	pthread_rwlock_unlock(&fs->lock);
 	tfs_buf_free(&head);
-	return ok ? 0 : -refuse_view(fs, n, TFS_E_UNSUPPORTED, why ? why : err.msg);
+	return ok ? 0 : refuse_view(fs, n, TFS_E_UNSUPPORTED, why ? why : err.msg);
 }
 
 static int write_all(int fd, const void *buf, size_t len, uint64_t off)
@@ -91,7 +91,7 @@ static int copy_payload(tfsd_fs *fs, size_t item, bool raw, int fd, uint64_t at,
 			rc = -EIO;
 		else if (!raw && tfs_tensor_read_f32(fs->model, item, off / 4, n / 4, (float *)(void *)buf,
 						     &err))
-			rc = -tfsd_errno(&err);
+			rc = tfsd_errno(&err);
 		if (!rc)
 			rc = write_all(fd, buf, n, at + off);
 	}
@@ -113,7 +113,7 @@ int tfsd_numbers_copy(tfsd_fs *fs, tfsd_handle *h)
 		bool raw = payload_raw(fs, n, &head, &err);
 
 		if (n->kind == N_NPY && !head.data)
-			rc = -tfsd_errno(&err);
+			rc = tfsd_errno(&err);
 		if (!rc && head.len)
 			rc = write_all(h->data_fd, head.data, head.len, 0);
 		if (!rc)
@@ -195,7 +195,7 @@ static int check_staged(tfsd_fs *fs, tfsd_handle *h, target *tg)
 
 		free(p);
 		if (rc)
-			return -refuse_view(fs, n, rc < 0 && err.msg[0] ? err.code : TFS_E_IO,
+			return refuse_view(fs, n, rc < 0 && err.msg[0] ? err.code : TFS_E_IO,
 					    err.msg[0] ? err.msg : "cannot read the staged file");
 	}
 	if (h->data_size != tg->data_off + tg->payload) {
@@ -203,7 +203,7 @@ static int check_staged(tfsd_fs *fs, tfsd_handle *h, target *tg)
 			 (unsigned long long)(h->data_size - (h->data_size < tg->data_off ? h->data_size
 											 : tg->data_off)),
 			 (unsigned long long)tg->payload);
-		return -refuse_view(fs, n, TFS_E_INVALID, msg);
+		return refuse_view(fs, n, TFS_E_INVALID, msg);
 	}
 	return add_parts(fs, tg, item);
 }
@@ -224,7 +224,7 @@ static int fill_bytes(tfsd_fs *fs, tfsd_handle *h, const target *tg, const int *
 		rc = tfs_tensor_requantize(fs->model, tg->p[0].item, fs->imatrix, h->data_fd,
 					   tg->data_off, fd[0], NULL, &err);
 	pthread_rwlock_unlock(&fs->lock);
-	return rc ? -refuse_view(fs, h->node, rc, err.msg) : 0;
+	return rc ? refuse_view(fs, h->node, rc, err.msg) : 0;
 }
 
 /* The stored bytes of tg's parts into new staged files (their path). */
@@ -238,7 +238,7 @@ static int make_bytes(tfsd_fs *fs, tfsd_handle *h, target *tg)
 		rc = tfs_staging_new_data(fs->staging, &tg->p[k].path, &err);
 		pthread_rwlock_unlock(&fs->lock);
 		if (rc)
-			rc = -tfsd_fail(fs, &err);
+			rc = tfsd_fail(fs, &err);
 		else if ((fd[k] = open(tg->p[k].path, O_RDWR | O_CLOEXEC)) < 0)
 			rc = -errno;
 	}
@@ -349,7 +349,7 @@ int tfsd_numbers_commit(tfsd_fs *fs, tfsd_handle *h)
 	if (!rc)
 		rc = make_bytes(fs, h, &tg);
 	if (!rc && (rc = stage_parts(fs, n, &tg, &err)))
-		rc = -tfsd_fail(fs, &err);
+		rc = tfsd_fail(fs, &err);
 	for (size_t k = 0; k < tg.n; k++) {
 		free(tg.p[k].path);
 		free(tg.p[k].name);

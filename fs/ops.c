@@ -353,7 +353,7 @@ static int read_f32(tfsd_fs *fs, size_t i, uint64_t off, size_t len, char *out)
 	if (!tmp)
 		return -ENOMEM;
 	if (tfs_tensor_read_f32(fs->model, i, first, last - first, tmp, &err))
-		return -tfsd_errno(&err);
+		return tfsd_errno(&err);
 	if (!aligned)
 		memcpy(out, (char *)tmp + (off - first * 4), len);
 	return 0;
@@ -475,7 +475,7 @@ static bool reply_remote_splice(fuse_req_t req, tfsd_fs *fs, const tfs_source *s
 	if (rc == 1)
 		return false;
 	if (rc) {
-		fuse_reply_err(req, tfsd_fail(fs, &err));
+		fuse_reply_err(req, -tfsd_fail(fs, &err));
 		return true;
 	}
 	size_t got = 0;
@@ -530,7 +530,7 @@ static void reply_source(fuse_req_t req, tfsd_fs *fs, int32_t src, uint64_t base
 		char *buf = tfsd_thread_buf(1, size);
 		if (!buf || tfs_source_pread_in(s, buf, size, pos, base, base + avail, &err))
 			/* why, in last_error and syslog: a read-only mount has no other place */
-			fuse_reply_err(req, buf ? tfsd_fail(fs, &err) : ENOMEM);
+			fuse_reply_err(req, buf ? -tfsd_fail(fs, &err) : ENOMEM);
 		else
 			fuse_reply_buf(req, buf, size);
 		return;
@@ -592,7 +592,7 @@ static void read_image(fuse_req_t req, const tfsd_shared_image *si, size_t size,
 	char *buf = tfsd_thread_buf(1, size);
 	int64_t r = buf ? tfs_image_read(si->im, (uint64_t)off, size, buf, &err) : -1;
 	if (r < 0)
-		fuse_reply_err(req, buf ? tfsd_errno(&err) : ENOMEM);
+		fuse_reply_err(req, buf ? -tfsd_errno(&err) : ENOMEM);
 	else
 		fuse_reply_buf(req, buf, (size_t)r);
 }
@@ -641,7 +641,7 @@ static void read_npy(fuse_req_t req, tfsd_fs *fs, tfsd_node *n, const char *head
 		int64_t r = tfs_tensor_read_raw(fs->model, (size_t)n->item, poff, size - got,
 						out + got, &err);
 		if (r < 0)
-			fuse_reply_err(req, tfsd_errno(&err));
+			fuse_reply_err(req, -tfsd_errno(&err));
 		else
 			fuse_reply_buf(req, out, got + (size_t)r);
 		return;
@@ -663,7 +663,7 @@ static void read_index(fuse_req_t req, tfsd_fs *fs, size_t size, off_t off)
 	pthread_mutex_lock(&fs->cache_lock);
 	int rc = buf ? tfsd_fs_index(fs, &s) : -ENOMEM;
 	if (!rc && tfs_index_read(s, buf, (uint64_t)off, size, &got, &err))
-		rc = -tfsd_errno(&err);
+		rc = tfsd_errno(&err);
 	pthread_mutex_unlock(&fs->cache_lock);
 	if (rc)
 		fuse_reply_err(req, -rc);

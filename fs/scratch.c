@@ -112,7 +112,7 @@ int tfsd_scratch_make(tfsd_fs *fs, tfsd_node *n, bool from_item)
 	int fd;
 	char *path;
 	if (tfs_staging_scratch_open(fs->staging, &fd, &path, &err))
-		return -tfsd_fail(fs, &err);
+		return tfsd_fail(fs, &err);
 	int rc = from_item && n->item >= 0 ? copy_item(fs, n, fd) : 0;
 	if (rc) {
 		close(fd);

@@ -488,7 +488,7 @@ int tfsd_fs_index(tfsd_fs *fs, tfs_index **out)
 		tfs_index_free(fs->index);
 		fs->index = NULL;
 		if (tfs_index_open(&s, fs->model, false, true, &err))
-			return -tfsd_errno(&err);
+			return tfsd_errno(&err);
 		fs->index = s;
 		fs->index_gen = fs->gen + 1;
 	}
@@ -524,7 +524,7 @@ int tfsd_node_content(tfsd_fs *fs, tfsd_node *n, const tfs_buf **out)
 		return -EINVAL;
 	}
 	if (rc)
-		return -tfsd_errno(&err);
+		return tfsd_errno(&err);
 	if (!n->cache.data && tfs_buf_reserve(&n->cache, 0))
 		return -ENOMEM;
 	n->cache_gen = fs->gen + 1;
@@ -637,7 +637,7 @@ int tfsd_image_acquire(tfsd_fs *fs, tfsd_shared_image **out)
 			rc = -ENOMEM;
 		} else if (tfs_model_image(&si->im, fs->model, true, &err)) {
 			free(si);
-			rc = -tfsd_fail(fs, &err);
+			rc = tfsd_fail(fs, &err);
 		} else {
 			si->gen = fs->gen;
 			si->refs = 1; /* fs->image's own */

@@ -13,20 +13,21 @@
 #include <syslog.h>
 #include <unistd.h>
 
-/* The one place a codec error becomes an errno. */
+/* The one place a codec error becomes an errno: a negative one (-EIO), as everything in
+ * fs/ returns; 0 for TFS_OK. */
 int tfsd_errno(const tfs_error *err)
 {
 	switch (err->code) {
 	case TFS_OK: return 0;
-	case TFS_E_IO: return err->sys_errno ? err->sys_errno : EIO;
-	case TFS_E_NOMEM: return ENOMEM;
-	case TFS_E_NOTFOUND: return ENOENT;
-	case TFS_E_INVALID: return EINVAL;
-	case TFS_E_UNSUPPORTED: return ENOTSUP;
-	case TFS_E_EXISTS: return EEXIST;
+	case TFS_E_IO: return err->sys_errno ? -err->sys_errno : -EIO;
+	case TFS_E_NOMEM: return -ENOMEM;
+	case TFS_E_NOTFOUND: return -ENOENT;
+	case TFS_E_INVALID: return -EINVAL;
+	case TFS_E_UNSUPPORTED: return -ENOTSUP;
+	case TFS_E_EXISTS: return -EEXIST;
 	case TFS_E_FORMAT:
 	case TFS_E_DIGEST:
-	default: return EIO;
+	default: return -EIO;
 	}
 }
 

@@ -57,7 +57,7 @@ static int stage_data(tfsd_fs *fs, tfsd_handle *h, bool copy)
 	}
 	pthread_rwlock_unlock(&fs->lock);
 	if (rc)
-		return -tfsd_fail(fs, &err);
+		return tfsd_fail(fs, &err);
 	if (!e && (h->data_fd = open(h->data_path, O_RDWR | O_CLOEXEC)) < 0)
 		e = errno;
 	rc = e ? -e : sfd >= 0 ? tfsd_copy_range(h->data_fd, sfd, off, len) : 0;
@@ -144,7 +144,7 @@ static int check_scalar_text(tfsd_fs *fs, tfsd_handle *h)
 	char msg[TFS_ERRMSG_MAX];
 	snprintf(msg, sizeof(msg), "metadata/%.200s: %.800s", n->fname, err.msg);
 	snprintf(err.msg, sizeof(err.msg), "%s", msg);
-	return -tfsd_fail(fs, &err);
+	return tfsd_fail(fs, &err);
 }
 
 /* pwrite()s all of buf at off; 0 or an errno (a short write is a full disk). */
@@ -368,7 +368,7 @@ static int commit_data(tfsd_fs *fs, tfsd_handle *h, int dtype, uint32_t nd, cons
 	pthread_rwlock_unlock(&fs->lock);
 	tfs_buf_free(&name);
 	if (rc)
-		return -tfsd_fail(fs, &err);
+		return tfsd_fail(fs, &err);
 	/* the file is the journal's now: never written again through this handle */
 	close(h->data_fd);
 	h->data_fd = -1;
@@ -421,7 +421,7 @@ static int commit_text(tfsd_fs *fs, tfsd_handle *h, const char *type_name)
 	}
 	pthread_rwlock_unlock(&fs->lock);
 	tfs_buf_free(&tn);
-	return rc ? -tfsd_fail(fs, &err) : 0;
+	return rc ? tfsd_fail(fs, &err) : 0;
 }
 
 int tfsd_handle_commit(tfsd_fs *fs, tfsd_handle *h)
@@ -646,7 +646,7 @@ static int create_node(tfsd_fs *fs, tfsd_dir d, const char *name, tfsd_node **ou
 		rc = empty ? tfs_staging_set_kv(fs->staging, fs->model, key.data, TFS_GGUF_STRING,
 						empty, 8, &err) : 0;
 		/* (a tfs_code is negative; the reply wants a positive errno) */
-		rc = !empty ? ENOMEM : rc ? tfsd_fail(fs, &err) : 0;
+		rc = !empty ? ENOMEM : rc ? -tfsd_fail(fs, &err) : 0;
 		free(empty);
 		item = rc ? -1 : tfs_model_find_kv(fs->model, key.data);
 	}
@@ -786,7 +786,7 @@ void tfsd_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!rc && !(n = tfsd_tree_find(fs, p->dir, name)))
 		rc = ENOENT;
 	if (!rc && remove_node(fs, n, &err))
-		rc = tfsd_fail(fs, &err);
+		rc = -tfsd_fail(fs, &err);
 	pthread_rwlock_unlock(&fs->lock);
 	fuse_reply_err(req, rc);
 }
@@ -1039,7 +1039,7 @@ void tfsd_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_in
 			: tfsd_scratch_name(fs, p->dir, newname)
 				? rename_to_scratch(fs, n, victim, newname, &err)
 				: rename_to_new(fs, n, victim, to.data, newname, &err);
-		rc = r ? tfsd_fail(fs, &err) : 0;
+		rc = r ? -tfsd_fail(fs, &err) : 0;
 		fs->gen++;
 	}
 out:
@@ -1195,7 +1195,7 @@ static int convert_tensor(tfsd_fs *fs, tfsd_node *n, const char *v)
 	rc = tfs_staging_new_data(fs->staging, &h.data_path, &err);
 	pthread_rwlock_unlock(&fs->lock);
 	if (rc)
-		return -tfsd_fail(fs, &err);
+		return tfsd_fail(fs, &err);
 	if ((h.data_fd = open(h.data_path, O_RDWR | O_CLOEXEC)) < 0) {
 		tfsd_handle_drop_data(&h);
 		return -errno;
@@ -1220,7 +1220,7 @@ static int convert_tensor(tfsd_fs *fs, tfsd_node *n, const char *v)
 		h.data_size = fstat(h.data_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
 		rc = commit_data(fs, &h, dtype, nd, ne);
 	} else {
-		rc = -tfsd_fail(fs, &err);
+		rc = tfsd_fail(fs, &err);
 	}
 	tfsd_handle_drop_data(&h);
 	return rc;

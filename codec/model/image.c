@@ -10,17 +10,14 @@
  * The writers lay out a file as an image and then write the image (tfs_image_write), and
  * the mount serves the same image as one virtual file (tfs_image_read), so the two give
  * the same bytes by construction.  The format writers build images; write.c's
- * tfs_model_image picks the one for a model.  An image for reading owns duplicates of its sources'
- * descriptors: it stays readable, unchanged, whatever happens to the model afterwards.
+ * tfs_model_image picks the one for a model.  An image for reading holds its sources
+ * (tfs_source_hold: a local file's descriptor duplicated): it stays readable, unchanged,
+ * whatever happens to the model afterwards.
  */
-#include "commit.h"
 #include "image_impl.h"
-#include "remote.h"
+#include "model_impl.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 int tfs_image_new(tfs_image **out, tfs_error *err)
 {
@@ -32,11 +29,9 @@ void tfs_image_free(tfs_image *im)
 {
 	if (!im)
 		return;
-	for (size_t i = 0; i < im->n_fds; i++)
-		if (im->fds[i] >= 0)
-			close(im->fds[i]);
-	free(im->fds);
-	free(im->remotes);
+	for (size_t i = 0; i < im->n_held; i++)
+		tfs_source_free(&im->held[i]);
+	free(im->held);
 	free(im->ext);
 	tfs_buf_free(&im->head);
 	free(im);
@@ -62,23 +57,17 @@ int tfs_image_add(tfs_image *im, uint64_t pos, int32_t src, uint64_t src_off, ui
 
 int tfs_image_own_fds(tfs_image *im, const tfs_model *m, tfs_error *err)
 {
-	im->fds = malloc((m->n_src ? m->n_src : 1) * sizeof(int));
-	if (!im->fds)
+	im->held = calloc(m->n_src ? m->n_src : 1, sizeof(*im->held));
+	if (!im->held)
 		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	im->remotes = calloc(m->n_src ? m->n_src : 1, sizeof(*im->remotes));
-	if (!im->remotes)
-		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	im->n_fds = m->n_src;
-	for (size_t i = 0; i < m->n_src; i++) {
-		im->fds[i] = -1;
-		im->remotes[i] = m->src[i].remote;
-	}
+	im->n_held = m->n_src;
 	for (size_t i = 0; i < im->n_ext; i++) {
 		int32_t s = im->ext[i].src;
-		if (im->fds[s] >= 0 || m->src[s].remote)
-			continue; /* a remote source is read through im->remotes */
-		if ((im->fds[s] = fcntl(m->src[s].fd, F_DUPFD_CLOEXEC, 0)) < 0)
-			return tfs_error_sys(err, errno, "%s", m->src[s].path);
+		if (im->held[s].ops)
+			continue;
+		int rc = tfs_source_hold(&m->src[s], &im->held[s], err);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -121,24 +110,9 @@ int64_t tfs_image_read(const tfs_image *im, uint64_t off, uint64_t len, void *ou
 			break;
 		uint64_t k = e->pos + e->len - pos < end - pos ? e->pos + e->len - pos : end - pos;
 		uint64_t from = e->src_off + (pos - e->pos);
-		size_t got = 0;
-		if (im->remotes && im->remotes[e->src]) { /* remote: through its block cache */
-			int rc = tfs_remote_pread(im->remotes[e->src], o + (pos - off), k, from, err);
-			if (rc)
-				return rc;
-			got = (size_t)k;
-		}
-		while (got < k) {
-			ssize_t r = pread(im->fds[e->src], o + (pos - off) + got, (size_t)(k - got),
-					  (off_t)(from + got));
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return r < 0 ? tfs_error_sys(err, errno, "reading the model file")
-					     : tfs_error_set(err, TFS_E_IO,
-							     "a source ended early: did it change?");
-			got += (size_t)r;
-		}
+		int rc = tfs_source_pread(&im->held[e->src], o + (pos - off), k, from, err);
+		if (rc)
+			return rc;
 		pos += k;
 	}
 	return (int64_t)len;
@@ -206,7 +180,7 @@ uint32_t tfs_image_clone_plan(const tfs_image *im, const tfs_model *m, int fd, u
 {
 	*shift = 0;
 	int32_t src = main_source(im, m);
-	uint32_t blk = src >= 0 ? tfs_io_clone_block(fd, m, src) : 0;
+	uint32_t blk = src >= 0 ? tfs_source_clone_block(fd, &m->src[src]) : 0;
 	if (blk && step && step <= blk && blk % step == 0)
 		*shift = best_shift(im, src, blk, step);
 	return blk;
@@ -215,10 +189,11 @@ uint32_t tfs_image_clone_plan(const tfs_image *im, const tfs_model *m, int fd, u
 int tfs_image_write(const tfs_image *im, const tfs_model *m, int fd, const char *path,
 		    const tfs_write_opts *o, tfs_error *err)
 {
-	uint64_t data = 0, done = 0, pos;
+	uint64_t done = 0, pos;
+	tfs_io_progress progress = { o ? o->progress : NULL, o ? o->progress_ctx : NULL, &done, 0 };
 	int rc;
 	for (size_t i = 0; i < im->n_ext; i++)
-		data += im->ext[i].len;
+		progress.total += im->ext[i].len;
 	/* no reservation when extents are shared: the blocks would be allocated for nothing, and
 	 * a disk without room for a full copy could not take a file that needs none */
 	if ((!im->clone_blk && (rc = tfs_io_reserve(fd, path, im->size, err))) ||
@@ -232,8 +207,8 @@ int tfs_image_write(const tfs_image *im, const tfs_model *m, int fd, const char 
 		if (i == im->n_ext)
 			break;
 		const tfs_extent *e = &im->ext[i];
-		if ((rc = tfs_io_copy_shared(fd, path, e->pos, m, e->src, e->src_off, e->len,
-					     im->clone_blk, o, &done, data, err)))
+		if ((rc = tfs_model_copy(fd, path, e->pos, m, e->src, e->src_off, e->len,
+					 im->clone_blk, &progress, err)))
 			return rc;
 		pos = e->pos + e->len;
 	}

@@ -1,23 +1,29 @@
 /*
- * source.h - the files a model's bytes live in, and reading them (public).
+ * source.h - a source: one file's bytes a model reads from, whatever holds them (public).
+ *
+ * A source is opaque: a reader asks it for bytes through the functions below and never
+ * looks at what holds them.  Kinds (source.c): a local file (a descriptor and a read-only
+ * mapping), bytes in memory, a remote file (HTTP(S), read through codec's block cache); a
+ * new kind (bytes computed by a callback, say) is one more operations table
+ * (source_impl.h), and no reader changes.
  */
 #ifndef TFS_SOURCE_H
 #define TFS_SOURCE_H
 
 #include "../base/base.h"
 
-typedef struct {
-	char *path;            /* as opened */
-	char *label;           /* what index.json calls it: shard file name, blob digest, ... */
-	int fd;
-	uint64_t size;
-	const uint8_t *map;    /* read-only mapping of the whole file (NULL when size is 0); with
-	                        * fd -1, the caller's bytes (tfs_model_open_mem), borrowed */
-	int64_t mtime_sec, mtime_nsec;
-	bool staged;           /* added by tfs_model_set_*_file; closed (fd -1, size 0, map NULL)
-	                        * once no tensor or file refers to it any more */
-	struct tfs_remote *remote; /* an http(s) source (fd -1; map holds its header only), or NULL */
-} tfs_source;
+#include <time.h>
+
+typedef struct tfs_source tfs_source;
+
+/* What index.json calls it (a shard's file name, a blob's digest...); its path or URL as
+ * opened; its size in bytes; its modification time (a remote file's Last-Modified). */
+const char *tfs_source_label(const tfs_source *s);
+const char *tfs_source_path(const tfs_source *s);
+uint64_t tfs_source_size(const tfs_source *s);
+struct timespec tfs_source_mtime(const tfs_source *s);
+/* Whether its bytes come over the network (fetched on demand). */
+bool tfs_source_is_remote(const tfs_source *s);
 
 /*
  * Reads [off, off+len) of a source into buf, whatever it is: a local file (pread), bytes in
@@ -29,17 +35,39 @@ int tfs_source_pread(const tfs_source *s, void *buf, uint64_t len, uint64_t off,
  * source fetches and reads ahead within the item only. */
 int tfs_source_pread_in(const tfs_source *s, void *buf, uint64_t len, uint64_t off,
 			uint64_t lo, uint64_t hi, tfs_error *err);
+/* tfs_source_pread_in that stops where a file ends early (it shrank since it was opened):
+ * the count read, or a negative tfs_code. */
+int64_t tfs_source_read(const tfs_source *s, void *buf, uint64_t len, uint64_t off, uint64_t lo,
+			uint64_t hi, tfs_error *err);
 
-/*
- * For a reader of a remote source that moves bytes out of its block cache's data file
- * (of an item at [lo, hi), as tfs_source_pread_in)
- * itself (splice, no copy): makes [off, off+len) present in the cache and gives *fd, a
- * descriptor of that file of the caller's own (the bytes sit at their offsets in the source)
- * that pins them: no mount sharing the cache punches their blocks until the caller closes
- * it.  0; 1 when no such descriptor can be had (read with tfs_source_pread instead); or an
- * error.  Local sources answer TFS_E_INVALID.
- */
-int tfs_source_cache_ready(const tfs_source *s, uint64_t off, uint64_t len, uint64_t lo,
-			   uint64_t hi, int *fd, tfs_error *err);
+/* A descriptor holding a range's bytes at their offsets in the source, to splice from. */
+typedef struct {
+	int fd;
+	bool pinned; /* the caller's own (a remote file's block cache, pinned: no mount punches
+	              * the range's blocks): give it back with tfs_source_fd_done once the bytes
+	              * have left it; else the source's own, valid while the source is */
+} tfs_source_fd;
+
+/* For a reader that moves [off, off+len) (of an item at [lo, hi), as tfs_source_pread_in)
+ * out of a file itself (splice, no copy): a local file's own descriptor; a remote file's
+ * block cache file, the range made present and pinned.  0; TFS_PASSTHROUGH when there is
+ * no such file (bytes in memory, or no pin could be had): read the bytes instead; or an
+ * error naming the source. */
+int tfs_source_splice_fd(const tfs_source *s, uint64_t off, uint64_t len, uint64_t lo,
+			 uint64_t hi, tfs_source_fd *out, tfs_error *err);
+void tfs_source_fd_done(tfs_source_fd *f);
+
+/* Its bytes in memory, for a source that has no file (reply straight from them), else NULL. */
+const uint8_t *tfs_source_memory(const tfs_source *s);
+/* A local file's read-only mapping of all its bytes (NULL for other kinds): readers of it
+ * advise the pages they use (tfs_source_madvise). */
+const uint8_t *tfs_source_mapping(const tfs_source *s);
+/* madvise(advice) of the whole pages around [off, off + len) of the mapping; nothing for a
+ * source without one. */
+void tfs_source_madvise(const tfs_source *s, uint64_t off, uint64_t len, int advice);
+/* A descriptor of the caller's own of a local file holding the source's bytes at their
+ * offsets (F_DUPFD_CLOEXEC: it outlives changes to the model); -1 with errno set
+ * otherwise (EBADF for a source that is no local file). */
+int tfs_source_dup_fd(const tfs_source *s);
 
 #endif

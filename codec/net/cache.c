@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -438,7 +439,7 @@ int tfs_cache_read(tfs_cache *c, void *buf, uint64_t off, uint64_t len, tfs_erro
 	int pin = tfs_cache_pin(c, off, len);
 	if (pin >= 0 && !tfs_cache_holds(c, off, len)) {
 		close(pin);
-		return 1;
+		return TFS_PASSTHROUGH;
 	}
 	uint8_t *p = buf;
 	uint64_t pos = off, end = off + len;

@@ -37,8 +37,9 @@ bool tfs_cache_has(tfs_cache *c, uint64_t b);
 int tfs_cache_write(tfs_cache *c, uint64_t pos, const void *data, size_t n);
 /* Marks blocks [b0, b1) present (their bytes are written) and evicts what exceeds the cap. */
 void tfs_cache_mark(tfs_cache *c, uint64_t b0, uint64_t b1);
-/* Reads [off, off+len) (present blocks, pinned while read) into buf.  0; 1 when a block is
- * not there any more (another mount evicted it: fetch it again); or TFS_E_IO. */
+/* Reads [off, off+len) (present blocks, pinned while read) into buf.  0; TFS_PASSTHROUGH
+ * when a block is not there any more (another mount evicted it: fetch it again); or
+ * TFS_E_IO. */
 int tfs_cache_read(tfs_cache *c, void *buf, uint64_t off, uint64_t len, tfs_error *err);
 
 /* Pins the blocks of [off, off+len): a descriptor of the data file of the caller's own

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <time.h>
 
@@ -563,7 +564,7 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 		if (x.status == 304 && if_none_match && *if_none_match && x.fail == OK &&
 		    strcmp(x.etag[0] ? x.etag : if_none_match, if_none_match) == 0) {
 			v->known = true;
-			rc = 1;
+			rc = TFS_PASSTHROUGH;
 			break;
 		}
 		if (cc == CURLE_OK && x.fail == OK && x.status == 206 && x.pos == x.end)

@@ -40,8 +40,8 @@ typedef int (*tfs_http_sink)(void *ctx, uint64_t pos, const void *data, size_t n
 /*
  * GET [off, off + len) of the file.  With v->known unset, the first response fills v (len
  * is then clipped to the file's size, and *got says how many bytes came); otherwise any
- * response with another validator fails.  With if_none_match (an ETag), a 304 answers 1
- * and fills v from it.  0 when exactly the bytes asked were passed to sink.
+ * response with another validator fails.  With if_none_match (an ETag), a 304 answers
+ * TFS_PASSTHROUGH (not an error: use the cached copy) and fills v from it.  0 when exactly the bytes asked were passed to sink.
  */
 int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 		 const char *if_none_match, tfs_http_sink sink, void *ctx, uint64_t *got,

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
 #include <syslog.h>
@@ -452,7 +453,7 @@ int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, uint64_t lo, uin
 		/* pinned first, then present by the map file: they stay so until *fd is closed */
 		int pin = tfs_cache_pin(r->cache, off, len);
 		if (pin < 0)
-			return 1;
+			return TFS_PASSTHROUGH;
 		int rc = ensure(r, off, len, false, lo, hi, err);
 		if (rc) {
 			close(pin);
@@ -564,7 +565,7 @@ static int first_request(tfs_remote *r, const char *url, const tfs_open_opts *o,
 		rc = tfs_http_get(r->http, 0, FIRST_FETCH, &r->v, cached ? old.etag : NULL,
 				  to_buffer, &f, &got, err);
 	}
-	if (rc == 1) /* 304: the cached version is the server's */
+	if (rc == TFS_PASSTHROUGH) /* 304: the cached version is the server's */
 		got = 0, rc = 0;
 	if (!rc && r->v.size == 0)
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: empty file", url);

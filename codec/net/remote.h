@@ -46,8 +46,9 @@ int tfs_remote_pread_in(tfs_remote *r, void *buf, uint64_t len, uint64_t off, ui
  * (splice), of an item at [lo, hi) (as tfs_remote_pread_in; [0, size) for none): makes them
  * present as tfs_remote_pread does (readahead too) and gives *fd, a
  * descriptor of that file of the caller's own (the bytes at their offsets in the remote
- * file) that pins them: no mount punches their blocks until the caller closes it.  0; 1
- * when no such descriptor can be had (read with tfs_remote_pread instead); or an error. */
+ * file) that pins them: no mount punches their blocks until the caller closes it.  0;
+ * TFS_PASSTHROUGH when no such descriptor can be had (read with tfs_remote_pread instead);
+ * or an error. */
 int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, uint64_t lo, uint64_t hi,
 		     int *fd, tfs_error *err);
 /* Fetches the whole of a small file at url (at most cap bytes, else an error), not cached:

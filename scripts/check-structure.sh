@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# check-structure.sh [BUILDDIR]: the structure rules of issue 23, measured on codec/ and fs/.
+#   1. format dispatch: places TFS_FMT_* is compared (== / !=) or switched on (a switch with
+#      a `case TFS_FMT_...`), the enum's own declaration excluded: at most 2 in codec/, none
+#      in fs/;
+#   2. no file over 800 lines, except the numeric kernels and their lookup tables
+#      (codec/num/dequant*.c, codec/num/quant*.c);
+#   3. no function over 80 lines (its body, from the opening to the closing brace, both
+#      counted; a brace-matching scan of the C text, comments and strings blanked);
+#   4. no include circle between codec modules: the graph of which file includes which
+#      header, a module being a .c file with its own .h and its _impl.h (model.c, model.h,
+#      model_impl.h); a cycle through two or more modules is reported;
+#   5. with BUILDDIR (an up-to-date build directory), for information: circles of references
+#      between codec files (a call, or a function's address in a table), from the symbols
+#      each object file defines and uses (nm).
+# Prints each measure and what breaks a rule; exits 1 when one of rules 1-4 is broken.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec python3 - "$@" <<'EOF'
+import os, re, subprocess, sys
+
+FILE_MAX, FUNC_MAX, FMT_CODEC_MAX = 800, 80, 2
+ROOTS = ['codec', 'fs']
+broken = []
+
+
+def sources(roots, exts=('.c', '.h')):
+    for root in roots:
+        for dp, dns, fns in os.walk(root):
+            dns.sort()
+            for f in sorted(fns):
+                if f.endswith(exts):
+                    yield os.path.join(dp, f)
+
+
+def blank(s):
+    """Comments, string and character literals blanked (newlines kept)."""
+    out, i, n = [], 0, len(s)
+    while i < n:
+        if s.startswith('/*', i):
+            j = s.find('*/', i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r'[^\n]', ' ', s[i:j]))
+            i = j
+        elif s.startswith('//', i):
+            j = s.find('\n', i)
+            j = n if j < 0 else j
+            out.append(' ' * (j - i))
+            i = j
+        elif s[i] in '"\'':
+            q, j = s[i], i + 1
+            while j < n and s[j] != q and s[j] != '\n':
+                j += 2 if s[j] == '\\' else 1
+            out.append(q + re.sub(r'[^\n]', ' ', s[i + 1:j]) + q)
+            i = j + 1
+        else:
+            out.append(s[i])
+            i += 1
+    return ''.join(out)
+
+
+def no_preprocessor(s):
+    lines, cont = s.split('\n'), False
+    for k, line in enumerate(lines):
+        if cont or line.lstrip().startswith('#'):
+            cont = line.rstrip().endswith('\\')
+            lines[k] = ' ' * len(line)
+        else:
+            cont = False
+    return '\n'.join(lines)
+
+
+text = {p: open(p, errors='replace').read() for p in sources(ROOTS)}
+code = {p: blank(s) for p, s in text.items()}
+
+# ---- 1. format dispatch ----
+print('== 1. TFS_FMT_ compared or switched on (rule: codec <= %d, fs 0)' % FMT_CODEC_MAX)
+sites = {'codec': [], 'fs': []}
+for p, s in code.items():
+    s = re.sub(r'typedef\s+enum\s*\{[^}]*\}\s*tfs_format\s*;',
+               lambda m: re.sub(r'[^\n]', ' ', m.group(0)), s)   # the declaration
+    line_of = lambda pos: s.count('\n', 0, pos) + 1
+    for m in re.finditer(r'(==|!=)\s*TFS_FMT_\w+|TFS_FMT_\w+\s*(==|!=)', s):
+        sites[p.split('/')[0]].append('%s:%d: %s' % (p, line_of(m.start()),
+                                                     ' '.join(m.group(0).split())))
+    for m in re.finditer(r'\bswitch\s*\(', s):
+        depth, j = 0, s.find('{', m.end())     # the switch's body
+        if j < 0:
+            continue
+        k = j
+        while k < len(s):
+            depth += {'{': 1, '}': -1}.get(s[k], 0)
+            if depth == 0:
+                break
+            k += 1
+        if re.search(r'\bcase\s+TFS_FMT_\w+', s[j:k]):
+            sites[p.split('/')[0]].append('%s:%d: switch' % (p, line_of(m.start())))
+for where in ('codec', 'fs'):
+    print('%s: %d' % (where, len(sites[where])))
+    for x in sites[where]:
+        print('  ' + x)
+if len(sites['codec']) > FMT_CODEC_MAX:
+    broken.append('format dispatch: %d places in codec/' % len(sites['codec']))
+if sites['fs']:
+    broken.append('format dispatch: %d places in fs/' % len(sites['fs']))
+
+# ---- 2. file sizes ----
+print('\n== 2. files over %d lines (codec/num/dequant*.c, quant*.c excepted)' % FILE_MAX)
+exempt = re.compile(r'^codec/num/(dequant|quant)[^/]*\.c$')
+big = sorted(((s.count('\n'), p) for p, s in text.items()), reverse=True)
+over = [(n, p) for n, p in big if n > FILE_MAX and not exempt.match(p)]
+for n, p in over:
+    print('  %5d %s' % (n, p))
+for n, p in big:
+    if n > FILE_MAX and exempt.match(p):
+        print('  %5d %s (excepted)' % (n, p))
+print('largest within the rule: ' + ', '.join(
+    '%s %d' % (p, n) for n, p in [x for x in big if x[0] <= FILE_MAX and not exempt.match(x[1])][:3]))
+if over:
+    broken.append('%d file(s) over %d lines' % (len(over), FILE_MAX))
+
+
+# ---- 3. function sizes ----
+def functions(s):
+    """(name, line of `{`, line of `}`) of each function definition: a top-level `{` right
+    after a `)`."""
+    s = no_preprocessor(s)
+    res, depth, start = [], 0, None
+    for i, c in enumerate(s):
+        if c == '{':
+            if depth == 0:
+                k = i - 1
+                while k >= 0 and s[k].isspace():
+                    k -= 1
+                if k >= 0 and s[k] == ')':
+                    d, j = 0, k
+                    while j >= 0:
+                        d += {')': 1, '(': -1}.get(s[j], 0)
+                        if d == 0:
+                            break
+                        j -= 1
+                    m = re.search(r'(\w+)\s*$', s[:j])
+                    if m and m.group(1) not in ('if', 'for', 'while', 'switch', 'sizeof'):
+                        start = (m.group(1), s.count('\n', 0, i) + 1)
+            depth += 1
+        elif c == '}':
+            depth -= 1
+            if depth == 0 and start:
+                res.append((start[0], start[1], s.count('\n', 0, i) + 1))
+                start = None
+    return res
+
+
+print('\n== 3. functions over %d lines' % FUNC_MAX)
+funcs = []
+for p, s in code.items():
+    if p.endswith('.c') or 'static inline' in s:
+        for name, a, b in functions(s):
+            funcs.append((b - a + 1, p, a, name))
+funcs.sort(reverse=True)
+long = [f for f in funcs if f[0] > FUNC_MAX]
+for n, p, a, name in long:
+    print('  %4d %s:%d %s' % (n, p, a, name))
+print('longest within the rule: ' + ', '.join(
+    '%s (%s) %d' % (name, p, n) for n, p, a, name in [f for f in funcs if f[0] <= FUNC_MAX][:3]))
+if long:
+    broken.append('%d function(s) over %d lines' % (len(long), FUNC_MAX))
+
+
+# ---- 4. include circles between codec modules ----
+def module(path):
+    d, f = os.path.split(path)
+    base = re.sub(r'(_impl)?\.[ch]$', '', f)
+    return os.path.join(d, base)
+
+
+headers = {p for p in text if p.startswith('codec/') and p.endswith('.h')}
+by_name = {}
+for h in sorted(headers):
+    by_name.setdefault(os.path.basename(h), []).append(h)
+layer_order = ['base', 'num', 'net', 'model', 'formats', 'journal']
+
+
+def resolve(src, inc):
+    here = os.path.normpath(os.path.join(os.path.dirname(src), inc))
+    if here in headers:
+        return here
+    top = os.path.normpath(os.path.join('codec', inc))
+    if top in headers:
+        return top
+    cands = by_name.get(os.path.basename(inc), [])
+    return cands[0] if len(cands) == 1 else None
+
+
+def cycles(edges):
+    """Strongly connected components of two or more nodes (Tarjan), each with one cycle."""
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def one_cycle(comp, edges):
+    comp = set(comp)
+    start = comp and min(comp)
+    path, seen = [start], {start}
+    while True:
+        nxt = sorted(w for w in edges.get(path[-1], ()) if w in comp)
+        back = [w for w in nxt if w == start]
+        if back and len(path) > 1:
+            return path + [start]
+        fresh = [w for w in nxt if w not in seen]
+        if not fresh:
+            return path + [nxt[0]] if nxt else path
+        path.append(fresh[0])
+        seen.add(fresh[0])
+
+
+print('\n== 4. include circles between codec modules')
+inc_edges, why = {}, {}
+for p, s in text.items():
+    if not p.startswith('codec/'):
+        continue
+    for i, line in enumerate(s.split('\n'), 1):
+        m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+        if not m:
+            continue
+        h = resolve(p, m.group(1))
+        if h and module(h) != module(p):
+            inc_edges.setdefault(module(p), set()).add(module(h))
+            why.setdefault((module(p), module(h)), '%s:%d' % (p, i))
+inc_cycles = cycles(inc_edges)
+for comp in inc_cycles:
+    cyc = one_cycle(comp, inc_edges)
+    print('  ' + ' -> '.join(cyc))
+    for a, b in zip(cyc, cyc[1:]):
+        print('      %s includes %s' % (why.get((a, b), '?'), b))
+print('  %d circle(s)' % len(inc_cycles))
+if inc_cycles:
+    broken.append('%d include circle(s)' % len(inc_cycles))
+
+# ---- 5. call circles between codec files (with a build directory) ----
+if len(sys.argv) > 1:
+    bdir = sys.argv[1]
+    print('\n== 5. (information) reference circles between codec files (objects of %s)' % bdir)
+    defs, uses = {}, {}
+    for dp, dns, fns in os.walk(os.path.join(bdir, 'codec')):
+        for f in sorted(fns):
+            if not f.endswith('.c.o') or '_check' in dp:
+                continue
+            src = None
+            m = re.search(r'codec/(\w+)/libtfs_\w+\.a\.p$', dp)
+            if m:
+                src = 'codec/%s/%s' % (m.group(1), f[:-2])
+            if not src:
+                continue
+            out = subprocess.run(['nm', os.path.join(dp, f)], capture_output=True,
+                                 text=True).stdout
+            for line in out.splitlines():
+                parts = line.split()
+                if len(parts) == 3 and parts[1] in 'TDBR':
+                    defs[parts[2]] = src
+                elif len(parts) == 2 and parts[0] == 'U':
+                    uses.setdefault(src, set()).add(parts[1])
+    call_edges = {}
+    for src, syms in uses.items():
+        for sym in syms:
+            d = defs.get(sym)
+            if d and d != src:
+                call_edges.setdefault(src, set()).add(d)
+                why.setdefault(('call', src, d), sym)
+    call_cycles = cycles(call_edges)
+    for comp in call_cycles:
+        cyc = one_cycle(comp, call_edges)
+        print('  ' + ' -> '.join(cyc))
+        for a, b in zip(cyc, cyc[1:]):
+            print('      %s uses %s' % (a, why.get(('call', a, b), '?')))
+    print('  %d circle(s) among %d object files' % (len(call_cycles), len(uses)))
+
+print('\n' + ('BROKEN: ' + '; '.join(broken) if broken else 'OK: every rule holds'))
+sys.exit(1 if broken else 0)
+EOF

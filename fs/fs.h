@@ -1,4 +1,19 @@
-/* fs.h - the FUSE driver's shared state (fs/ only). */
+/*
+ * fs.h - the FUSE driver's shared state (fs/ only): the mount (tfsd_fs), its nodes and open
+ * handles, and what every file of fs/ uses (util.c: the one errno mapping, the log of
+ * refused changes, per-thread buffers).
+ *
+ * Errors: every function of fs/ returns 0 or a negative errno (-EIO); a codec error
+ * becomes one in tfsd_errno (or tfsd_fail, which also logs it), and a handler replies
+ * fuse_reply_err(req, -rc).  The one exception speaks codec's convention on purpose: a
+ * static helper that takes a tfs_error *err (namespace.c's rename steps) returns a tfs_code
+ * and fills err with the message the log will show, as the codec calls it makes do; its
+ * caller hands err to tfsd_fail once.
+ *
+ * The other headers of fs/: tree.h (nodes, names, content), write.h (a writable mount's
+ * handles, commits, scratch files, f32/ and npy/), ops.h (the handlers that ops.c's table
+ * takes from other files), reply.h (a source's bytes as a reply).
+ */
 #ifndef TFSD_FS_H
 #define TFSD_FS_H
 
@@ -30,7 +45,7 @@ typedef enum {
 typedef struct tfsd_node {
 	tfsd_node_kind kind;
 	fuse_ino_t ino;
-	tfsd_dir dir;            /* the directory holding it (for N_DIR: which directory it is) */
+	tfsd_dir dir;           /* the directory holding it (for N_DIR: which directory it is) */
 	long item;              /* kv / tensor / extra index, -1 for none */
 	char *fname;            /* encoded file name */
 	bool deleted;
@@ -108,12 +123,12 @@ typedef struct tfsd_fs {
 	/* Nodes are made when first looked up (or created): a model of 10^6 keys has no node
 	 * per key until something asks for it.  An item without a node is listed by its
 	 * default name (tfsd_tree_default_name); one with a node, as its node says. */
-	tfsd_node **nodes;       /* ino - 1 -> node (ino 1 = root); NULL: forgotten */
+	tfsd_node **nodes;      /* ino - 1 -> node (ino 1 = root); NULL: forgotten */
 	size_t n_nodes, cap_nodes;
 	size_t *free_slots;     /* slots of forgotten nodes, for new ones */
 	size_t n_free, cap_free;
-	tfsd_node **hash;        /* (dir, fname) -> node */
-	tfsd_node **ihash;       /* (dir, claimed item) -> live node (tfsd_tree_owner) */
+	tfsd_node **hash;       /* (dir, fname) -> node */
+	tfsd_node **ihash;      /* (dir, claimed item) -> live node (tfsd_tree_owner) */
 	size_t hash_cap;        /* of both */
 
 	double timeout;         /* entry/attr timeout */
@@ -129,64 +144,6 @@ typedef struct tfsd_fs {
 	struct fuse_session *se;
 } tfsd_fs;
 
-/* tree.c */
-int tfsd_tree_build(tfsd_fs *fs, tfs_error *err);
-void tfsd_tree_free(tfsd_fs *fs);
-/* The node of inode number ino, whatever its version. */
-tfsd_node *tfsd_tree_get(tfsd_fs *fs, fuse_ino_t ino);
-/* The inode number the kernel knows n by now: its slot, and its version (n->ver). */
-fuse_ino_t tfsd_node_ino(const tfsd_node *n);
-/* The node of ino unless it was deleted. */
-tfsd_node *tfsd_live_node(tfsd_fs *fs, fuse_ino_t ino);
-/* The node named fname in dir, if it has one (no node is made). */
-tfsd_node *tfsd_tree_lookup(tfsd_fs *fs, tfsd_dir dir, const char *fname);
-/* The item of dir listed by its default name fname without a node yet, or -1. */
-long tfsd_tree_unmade_item(tfsd_fs *fs, tfsd_dir dir, const char *fname);
-/* The node named fname in dir, made now if an item is listed by that name without one
- * (fs->lock held for writing); NULL: none. */
-tfsd_node *tfsd_tree_find(tfsd_fs *fs, tfsd_dir dir, const char *fname);
-/* The live node that lists item of directory d (a view's node for D_F32/D_NPY), or NULL;
- * *hidden (may be NULL) tells whether a scratch file took the item's place (mv x x~). */
-tfsd_node *tfsd_tree_owner(tfsd_fs *fs, tfsd_dir d, long item, bool *hidden);
-/* Item i of directory d's file name when it has no node: its model name, encoded (+ .npy
- * in npy/); -ENOENT when the model lists no such file (deleted, no f32 view). */
-int tfsd_tree_default_name(tfsd_fs *fs, tfsd_dir d, long i, tfs_buf *out);
-/* The number of item slots of directory d (deleted ones included). */
-size_t tfsd_tree_n_items(tfsd_fs *fs, tfsd_dir d);
-/* Before changing a node's kind, item or origin: take it out of the item index; after:
- * put it back. */
-void tfsd_tree_unindex(tfsd_fs *fs, tfsd_node *n);
-void tfsd_tree_index(tfsd_fs *fs, tfsd_node *n);
-/* The kernel forgot n references to ino: a node it no longer knows that the model can
- * make again as it is (an item's, by its default name, with no state of its own) is
- * freed.  fs->lock held for writing. */
-void tfsd_tree_forget(tfsd_fs *fs, fuse_ino_t ino, uint64_t n);
-/* Adds a node for an item; returns its ino (0 on allocation failure). */
-fuse_ino_t tfsd_tree_add(tfsd_fs *fs, tfsd_node_kind kind, tfsd_dir dir, long item, const char *fname);
-void tfsd_tree_unlink(tfsd_fs *fs, tfsd_node *n);
-/* Closes and removes n's scratch file, if it has one (n stays as it is otherwise). */
-void tfsd_scratch_drop(tfsd_node *n);
-int tfsd_tree_rename(tfsd_fs *fs, tfsd_node *n, const char *fname);
-/* Adds the tensors/, f32/, npy/ entries of tensor i. */
-int tfsd_tree_add_tensor(tfsd_fs *fs, long i, bool with_raw);
-/* The node's attributes: mode, size, times, owner; -errno on failure. */
-int tfsd_node_attr(tfsd_fs *fs, tfsd_node *n, struct stat *st);
-/* The node's file size (computing and caching content where needed); -errno on failure. */
-int tfsd_node_size(tfsd_fs *fs, tfsd_node *n, uint64_t *size);
-/* The node's cached content (value text, npy header, config.json); call with cache_lock held. */
-int tfsd_node_content(tfsd_fs *fs, tfsd_node *n, const tfs_buf **out);
-/* index.json of the model as it is now, as a stream (opened again after a change: its
- * sizing pass is the first stat's cost); call with cache_lock held.  -errno. */
-int tfsd_fs_index(tfsd_fs *fs, tfs_index **out);
-/* Appends key node n's value text as it reads now; -errno. */
-int tfsd_node_text(tfsd_fs *fs, tfsd_node *n, tfs_buf *out);
-/* Where tensor or layer node n's bytes are: [*off, +*len) of the returned source. */
-int32_t tfsd_node_bytes(tfsd_fs *fs, const tfsd_node *n, uint64_t *off, uint64_t *len);
-/* The model file as it is now (a reference; built when the model changed since the last
- * one); fs->lock held for reading.  -errno. */
-int tfsd_image_acquire(tfsd_fs *fs, tfsd_shared_image **out);
-void tfsd_image_release(tfsd_fs *fs, tfsd_shared_image *si);
-
 /* What an open file handle carries (fi->fh). */
 typedef struct tfsd_handle {
 	tfsd_node *node;
@@ -198,7 +155,7 @@ typedef struct tfsd_handle {
 	bool failed;         /* a write() was refused: nothing of this handle is committed */
 	bool scratch;        /* opened on a scratch file: reads and writes go to its file */
 	tfsd_shared_image *image; /* N_MODEL: the model file as it was when opened */
-	int error;           /* tensors/layers: errno of a failed write(), reported at close */
+	int error;           /* tensors/layers: -errno of a failed write(), reported at close */
 	tfs_buf text;        /* keys: the value text being written */
 	/* tensors/layers: the staged bytes, created at the first write (or at an O_TRUNC open)
 	 * from the current bytes; owned by the handle (removed when it ends) until a commit
@@ -216,7 +173,7 @@ typedef struct tfsd_handle {
 	uint32_t ver;
 } tfsd_handle;
 
-/* util.c: shared by ops.c, tree.c, write.c and scratch.c (and calling none of them) */
+/* ==== util.c: shared by every file of fs/ (and calling none of them) ==== */
 /* The one place a codec error becomes an errno: a negative one (-EIO), as every function of
  * fs/ returns them (handlers reply fuse_reply_err(req, -rc)); 0 for TFS_OK. */
 int tfsd_errno(const tfs_error *err);
@@ -229,70 +186,24 @@ bool tfsd_writable_dir(const tfsd_fs *fs, tfsd_dir d);
 /* Whether file node n can be opened for writing (a rw mount: files of the writable
  * directories, and the f32/ and npy/ views). */
 bool tfsd_writable_node(const tfsd_fs *fs, const tfsd_node *n);
-
-/* ==== f32/ and npy/ of a rw mount (numbers.c) ==== */
-/* Opening a view for writing: refused (logged, -errno) when its tensor cannot be written as
- * numbers. */
-int tfsd_numbers_start(tfsd_fs *fs, tfsd_handle *h);
-/* Fills the handle's new staged file with the view's current bytes (sets data_size). */
-int tfsd_numbers_copy(tfsd_fs *fs, tfsd_handle *h);
-/* Checks the staged view and journals the tensor's new stored bytes; 0 or -errno. */
-int tfsd_numbers_commit(tfsd_fs *fs, tfsd_handle *h);
-/* Per-thread scratch buffer slot 0 or 1 of at least n bytes (NULL: out of memory). */
+/* Per-thread buffer slot 0 or 1 of at least n bytes (NULL: out of memory). */
 void *tfsd_thread_buf(int slot, size_t n);
 /* Whether the first size bytes of file fd are [off, off+len) of local source s (a rewrite
  * of the same bytes is no change); false for a remote source. */
 bool tfsd_same_bytes(int fd, uint64_t size, const tfs_source *s, uint64_t off, uint64_t len);
-/* Copies [off, off+len) of file src to the start of dst (copy_file_range, else through
- * memory); 0 or -errno. */
+/* Copies [off, off+len) of file src to the start of dst (tfs_io_copy: copy_file_range, else
+ * through memory); 0 or -errno. */
 int tfsd_copy_range(int dst, int src, uint64_t off, uint64_t len);
+/* Writes n bytes of buf at off of fd (tfs_io_pwrite; path for messages); 0 or -errno (a short
+ * write is a full disk, -ENOSPC). */
+int tfsd_pwrite(int fd, const char *path, uint64_t off, const void *buf, size_t n);
 
-/* ops.c */
-void tfsd_reply_entry(fuse_req_t req, tfsd_fs *fs, tfsd_node *n);
-
-/* scratch.c: editors' temporary files (sedXXXXXX, .x.swp, x~, tmpXXXXXXXX, ...) */
-/* Whether fname in directory d names a scratch file: an editor's temporary that names no
- * item of the model. */
-bool tfsd_scratch_name(tfsd_fs *fs, tfsd_dir d, const char *fname);
-/* Makes n a scratch file: empty, or (from_item) holding its item's current bytes, the
- * item staying in the model unlisted (n->origin).  Call with fs->lock held for writing. */
-int tfsd_scratch_make(tfsd_fs *fs, tfsd_node *n, bool from_item);
-/* Reads all of n's scratch bytes (at most max) into out; -errno. */
-int tfsd_scratch_read_all(tfsd_node *n, tfs_buf *out, uint64_t max);
-/* The live model item of the decoded file name in directory d, or -1. */
-long tfsd_dir_item(tfsd_fs *fs, tfsd_dir d, const char *fname);
-/* The listed node of item in directory d (not a view), or NULL. */
-tfsd_node *tfsd_item_node(tfsd_fs *fs, tfsd_dir d, long item);
-
-/* write.c: the handlers of a writable mount */
-void tfsd_handle_free(tfsd_handle *h);
-int tfsd_start_write(tfsd_fs *fs, tfsd_handle *h, bool trunc);
-/* Closes the handle's staged file and removes it unless a commit handed it to the journal. */
-void tfsd_handle_drop_data(tfsd_handle *h);
-/* Parses/journals what the handle wrote (at flush, fsync and release); -errno. */
-int tfsd_handle_commit(tfsd_fs *fs, tfsd_handle *h);
-void tfsd_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		    struct fuse_file_info *fi);
-void tfsd_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-		  struct fuse_file_info *fi);
-void tfsd_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void tfsd_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
-void tfsd_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		   struct fuse_file_info *fi);
-void tfsd_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
-void tfsd_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-		   const char *newname, unsigned int flags);
-void tfsd_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-		     size_t size, int flags);
-
+/* ==== what the commands (fs/cli/) use ==== */
+/* tree.c: the mount's nodes, made from fs->model; freed (with the model file image and
+ * index.json stream) by tfsd_tree_free. */
+int tfsd_tree_build(tfsd_fs *fs, tfs_error *err);
+void tfsd_tree_free(tfsd_fs *fs);
+/* ops.c: the handlers */
 extern const struct fuse_lowlevel_ops tfsd_ops;
-
-/* mount.c */
-/* by_mount8: called by mount(8), which passes "rw" unless told "ro": then only
- * -o writable makes the mount writable. */
-int tfsd_mount_main(int argc, char **argv, bool by_mount8);
-int tfsd_unmount_main(int argc, char **argv);
-int tfsd_repack_main(int argc, char **argv);
-int tfsd_info_main(int argc, char **argv);
 
 #endif

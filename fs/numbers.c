@@ -12,6 +12,8 @@
  * file of a dtype numpy has (F16, F32, I8...) holds the stored bytes themselves: copied.
  */
 #include "fs.h"
+#include "tree.h"
+#include "write.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,20 +63,6 @@ int tfsd_numbers_start(tfsd_fs *fs, tfsd_handle *h)
 	return ok ? 0 : refuse_view(fs, n, TFS_E_UNSUPPORTED, why ? why : err.msg);
 }
 
-static int write_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-	for (size_t done = 0; done < len;) {
-		ssize_t r = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -ENOSPC;
-		done += (size_t)r;
-	}
-	return 0;
-}
-
 /* Copies the view's payload (stored bytes or float32 values) to fd from offset at. */
 static int copy_payload(tfsd_fs *fs, size_t item, bool raw, int fd, uint64_t at, uint64_t *len)
 {
@@ -93,7 +81,7 @@ static int copy_payload(tfsd_fs *fs, size_t item, bool raw, int fd, uint64_t at,
 						     &err))
 			rc = tfsd_errno(&err);
 		if (!rc)
-			rc = write_all(fd, buf, n, at + off);
+			rc = tfsd_pwrite(fd, "the staged file", at + off, buf, n);
 	}
 	free(buf);
 	*len = total;
@@ -115,7 +103,7 @@ int tfsd_numbers_copy(tfsd_fs *fs, tfsd_handle *h)
 		if (n->kind == N_NPY && !head.data)
 			rc = tfsd_errno(&err);
 		if (!rc && head.len)
-			rc = write_all(h->data_fd, head.data, head.len, 0);
+			rc = tfsd_pwrite(h->data_fd, h->data_path, 0, head.data, head.len);
 		if (!rc)
 			rc = copy_payload(fs, (size_t)n->item, raw, h->data_fd, head.len, &len);
 	}
@@ -344,22 +332,23 @@ int tfsd_numbers_commit(tfsd_fs *fs, tfsd_handle *h)
 	if (h->data_fd < 0)
 		return 0;
 	pthread_rwlock_rdlock(&fs->lock);
-	rc = n->deleted || n->item < 0 ? 1 : check_staged(fs, h, &tg);
+	bool gone = n->deleted || n->item < 0; /* the values were a removed tensor's: dropped */
+	rc = gone ? 0 : check_staged(fs, h, &tg);
 	pthread_rwlock_unlock(&fs->lock);
-	if (!rc)
+	if (!rc && !gone)
 		rc = make_bytes(fs, h, &tg);
-	if (!rc && (rc = stage_parts(fs, n, &tg, &err)))
+	if (!rc && !gone && (rc = stage_parts(fs, n, &tg, &err)))
 		rc = tfsd_fail(fs, &err);
 	for (size_t k = 0; k < tg.n; k++) {
 		free(tg.p[k].path);
 		free(tg.p[k].name);
 	}
 	tfsd_handle_drop_data(h);   /* the values are the tensor's bytes now (or refused) */
-	if (rc < 0) {
+	if (rc) {
 		/* refused for good: a later flush of this handle (numpy's tofile closes a dup
 		 * first, and drops that error) must report it too */
 		h->failed = true;
-		h->error = -rc;
+		h->error = rc;
 	}
-	return rc > 0 ? 0 : rc;
+	return rc;
 }

@@ -1,8 +1,14 @@
 /*
- * ops.c - the FUSE low-level handlers.  They stay thin: find the node, call
- * codec, map the error, reply.
+ * ops.c - the FUSE low-level handlers and their table (tfsd_ops).  They stay thin: find
+ * the node, call codec, map the error, reply.  Here: lookups, attributes, directories,
+ * open/release and read; a writable mount's handlers are in write.c, commit.c and
+ * namespace.c, the extended attributes in xattr.c, a source's bytes as a reply in reply.c.
  */
 #include "fs.h"
+#include "ops.h"
+#include "reply.h"
+#include "tree.h"
+#include "write.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,21 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
-#include <syslog.h>
 #include <unistd.h>
-
-#define XATTR_PREFIX "user.tensorfs."
-#define MAX_VALUE_TEXT (1u << 30)  /* a metadata value written through the mount */
 
 static tfsd_fs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
 /* ==== attributes ==== */
 
-
-void tfsd_reply_entry(fuse_req_t req, tfsd_fs *fs, tfsd_node *n)
+static void reply_entry(fuse_req_t req, tfsd_fs *fs, tfsd_node *n)
 {
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
@@ -61,7 +60,6 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	fuse_reply_none(req);
 }
 
-
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	tfsd_fs *fs = fs_of(req);
@@ -76,7 +74,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		n = p && p->kind == N_DIR ? tfsd_tree_find(fs, p->dir, name) : NULL;
 	}
 	if (n && !n->deleted) {
-		tfsd_reply_entry(req, fs, n);
+		reply_entry(req, fs, n);
 	} else {
 		/* a negative entry may be cached as long as nothing can appear */
 		struct fuse_entry_param e;
@@ -211,9 +209,6 @@ done:
 
 /* ==== open files ==== */
 
-
-
-
 /*
  * Whether a handle writing node n with open flags bypasses the page cache.  A rw mount's
  * values change at close(), but the kernel's page cache is the inode's, shared by every
@@ -256,7 +251,7 @@ static void take_snapshot(tfsd_fs *fs, const tfsd_node *n, tfsd_handle *h)
 		return;
 	int32_t src = tfsd_node_bytes(fs, n, &off, &len);
 	const tfs_source *s = src >= 0 ? tfs_model_source(fs->model, (size_t)src) : NULL;
-	if (!s || s->remote || s->fd < 0 || (h->snap_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+	if (!s || (h->snap_fd = tfs_source_dup_fd(s)) < 0)
 		return;
 	h->snap = true;
 	h->snap_off = off;
@@ -272,18 +267,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	tfsd_node *n = wr ? tfsd_live_node(fs, ino) : readable_node(fs, ino);
 	int rc = 0;
 	if (!n)
-		rc = ENOENT;
+		rc = -ENOENT;
 	else if (n->kind == N_DIR)
-		rc = EISDIR;
+		rc = -EISDIR;
 	else if (wr && !fs->opts.rw)
-		rc = EROFS;
+		rc = -EROFS;
 	else if (wr && !tfsd_writable_node(fs, n))
-		rc = EACCES;
+		rc = -EACCES;
 	/* an open racing a commit, of the inode it replaced (looked up just before) */
 	bool stale = n && ino != tfsd_node_ino(n);
 	tfsd_handle *h = NULL;
 	if (!rc && !(h = calloc(1, sizeof(*h))))
-		rc = ENOMEM;
+		rc = -ENOMEM;
 	if (h) {
 		h->node = n;
 		h->data_fd = -1;
@@ -292,15 +287,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	/* the model file: what it is now, for as long as this handle is open */
 	if (!rc && n->kind == N_MODEL)
-		rc = -tfsd_image_acquire(fs, &h->image);
+		rc = tfsd_image_acquire(fs, &h->image);
 	pthread_rwlock_unlock(&fs->lock);
 	if (!rc && wr)
-		rc = -tfsd_start_write(fs, h, (fi->flags & O_TRUNC) != 0);
+		rc = tfsd_start_write(fs, h, (fi->flags & O_TRUNC) != 0);
 	if (rc) {
 		if (h && h->image)
 			tfsd_image_release(fs, h->image);
 		tfsd_handle_free(h);
-		fuse_reply_err(req, rc);
+		fuse_reply_err(req, -rc);
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;
@@ -357,211 +352,6 @@ static int read_f32(tfsd_fs *fs, size_t i, uint64_t off, size_t len, char *out)
 	if (!aligned)
 		memcpy(out, (char *)tmp + (off - first * 4), len);
 	return 0;
-}
-
-/*
- * How raw bytes (tensors/, layers/) are replied; $TFS_READ_MODE picks one way, for
- * measuring (scripts/bench-read-model.sh):
- *   auto    (default) splice when the request fits the pipe, else pread;
- *   splice  fuse_reply_data from the source fd (FUSE_BUF_IS_FD): the source's page-cache
- *           pages go into a pipe by reference and from it into the FUSE page cache, one
- *           copy; libfuse splices only when its pipe holds the whole reply, otherwise it
- *           mmaps a buffer per request, preads and writes (6x slower);
- *   pread   pread into a per-thread scratch buffer, fuse_reply_buf: two copies, and the
- *           kernel pins the buffer one page at a time (get_user_pages) to copy from it;
- *   mmap    fuse_reply_buf straight from the source's mapping (populated first), then
- *           MADV_DONTNEED so the daemon's RSS stays flat.
- * The daemon may not grow a pipe past /proc/sys/fs/pipe-max-size (1 MiB by default; no
- * CAP_SYS_RESOURCE in containers), so 1 MiB requests cannot be spliced and the default
- * request size is 512 KiB (-o readahead_kb).  Measured, first read of all 291 tensors of
- * a 1.2 GiB model through a fresh mount, source hot, best of 6 rounds on a busy 2-core
- * machine (GB/s): pread + 1 MiB requests 2.40, mmap + 1 MiB 2.62, splice + 256 KiB 2.88,
- * splice + 512 KiB 3.16.
- */
-typedef enum { READ_AUTO, READ_SPLICE, READ_PREAD, READ_MMAP } read_mode;
-static read_mode raw_read_mode = READ_AUTO;
-static size_t splice_max; /* the largest reply a pipe can hold */
-static pthread_once_t read_mode_once = PTHREAD_ONCE_INIT;
-
-static void read_mode_init(void)
-{
-	const char *e = getenv("TFS_READ_MODE");
-	if (e && strcmp(e, "splice") == 0)
-		raw_read_mode = READ_SPLICE;
-	else if (e && strcmp(e, "mmap") == 0)
-		raw_read_mode = READ_MMAP;
-	else if (e && strcmp(e, "pread") == 0)
-		raw_read_mode = READ_PREAD;
-	unsigned long max = 1u << 20;
-	FILE *f = fopen("/proc/sys/fs/pipe-max-size", "r");
-	if (f) {
-		if (fscanf(f, "%lu", &max) != 1)
-			max = 1u << 20;
-		fclose(f);
-	}
-	/* room for the reply's header; F_SETPIPE_SZ rounds up to a power of two pages */
-	splice_max = max > 8192 ? (size_t)max - 4096 : 0;
-}
-
-/*
- * A remote source's bytes, spliced out of its block cache: the range pinned and present (no
- * mount may punch its blocks while this thread holds the pin: a punch zeroes the pages of a
- * large folio in place, pages the pipe still holds), spliced into a pipe of this thread,
- * then from the pipe into the reply, so the daemon copies no byte.  False when the reply is
- * still to be made (no pin or pipe could be had, or the pipe could not be filled): the
- * caller reads the bytes instead.
- */
-typedef struct {
-	int fd[2];
-	size_t cap;
-} reply_pipe;
-
-static pthread_key_t pipe_key;
-static pthread_once_t pipe_once = PTHREAD_ONCE_INIT;
-
-static void pipe_drop(void *p)
-{
-	reply_pipe *t = p;
-	if (t) {
-		close(t->fd[0]);
-		close(t->fd[1]);
-		free(t);
-	}
-}
-
-static void pipe_key_init(void) { pthread_key_create(&pipe_key, pipe_drop); }
-
-/* This thread's pipe, holding at least `need` bytes of pages, or NULL. */
-static reply_pipe *thread_pipe(size_t need)
-{
-	pthread_once(&pipe_once, pipe_key_init);
-	reply_pipe *t = pthread_getspecific(pipe_key);
-	if (!t) {
-		if (!(t = calloc(1, sizeof(*t))))
-			return NULL;
-		if (pipe2(t->fd, O_CLOEXEC | O_NONBLOCK) < 0) {
-			free(t);
-			return NULL;
-		}
-		pthread_setspecific(pipe_key, t);
-	}
-	if (t->cap < need) {
-		int got = fcntl(t->fd[0], F_SETPIPE_SZ, (int)need);
-		if (got < 0)
-			return NULL;
-		t->cap = (size_t)got;
-	}
-	return t;
-}
-
-/* A pipe that may still hold bytes is closed (the next request makes another). */
-static void pipe_discard(reply_pipe *t)
-{
-	pthread_setspecific(pipe_key, NULL);
-	pipe_drop(t);
-}
-
-static bool reply_remote_splice(fuse_req_t req, tfsd_fs *fs, const tfs_source *s, uint64_t pos,
-				size_t size, uint64_t lo, uint64_t hi)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	size_t pages = ((size_t)(pos % pg) + size + pg - 1) / pg;
-	tfs_error err;
-	int fd;
-	reply_pipe *t = thread_pipe(pages * pg);
-	if (!t)
-		return false;
-	int rc = tfs_source_cache_ready(s, pos, size, lo, hi, &fd, &err);
-	if (rc == 1)
-		return false;
-	if (rc) {
-		fuse_reply_err(req, -tfsd_fail(fs, &err));
-		return true;
-	}
-	size_t got = 0;
-	while (got < size) {
-		loff_t p = (loff_t)(pos + got);
-		ssize_t n = splice(fd, &p, t->fd[1], NULL, size - got,
-				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	if (got == size) {
-		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
-		bv.buf[0].flags = FUSE_BUF_IS_FD;
-		bv.buf[0].fd = t->fd[0];
-		/* a reply that was sent took every byte out of the pipe */
-		if (fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE) != 0)
-			pipe_discard(t);
-		close(fd); /* the pin, once the bytes are in the reply */
-		return true;
-	}
-	close(fd);
-	pipe_discard(t);
-	return false;
-}
-
-/* Replies with [off, +size) of a source file (see read_mode). */
-static void reply_source(fuse_req_t req, tfsd_fs *fs, int32_t src, uint64_t base, uint64_t avail,
-			 off_t off, size_t size)
-{
-	const tfs_source *s = tfs_model_source(fs->model, (size_t)src);
-	if ((uint64_t)off >= avail) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	if (size > avail - (uint64_t)off)
-		size = (size_t)(avail - (uint64_t)off);
-	pthread_once(&read_mode_once, read_mode_init);
-	uint64_t pos = base + (uint64_t)off;
-	if (!s->remote && s->fd < 0) { /* bytes in memory (a manifest fetched whole) */
-		fuse_reply_buf(req, (const char *)s->map + pos, size);
-		return;
-	}
-	if (s->remote) { /* no file to read from: codec's block cache */
-		if (raw_read_mode != READ_PREAD && raw_read_mode != READ_MMAP && size > 0 &&
-		    size <= splice_max &&
-		    reply_remote_splice(req, fs, s, pos, size, base, base + avail))
-			return;
-		tfs_error err;
-		char *buf = tfsd_thread_buf(1, size);
-		if (!buf || tfs_source_pread_in(s, buf, size, pos, base, base + avail, &err))
-			/* why, in last_error and syslog: a read-only mount has no other place */
-			fuse_reply_err(req, buf ? -tfsd_fail(fs, &err) : ENOMEM);
-		else
-			fuse_reply_buf(req, buf, size);
-		return;
-	}
-	if (raw_read_mode == READ_MMAP && s->map) {
-		/* whole pages around the range: madvise wants an aligned start */
-		uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-		uintptr_t a = (uintptr_t)(s->map + pos) & ~(pg - 1);
-		size_t len = (size_t)((uintptr_t)(s->map + pos + size) - a);
-		madvise((void *)a, len, MADV_POPULATE_READ);
-		fuse_reply_buf(req, (const char *)s->map + pos, size);
-		madvise((void *)a, len, MADV_DONTNEED);
-		return;
-	}
-	if (raw_read_mode == READ_PREAD || (raw_read_mode == READ_AUTO && size > splice_max)) {
-		char *buf = tfsd_thread_buf(1, size);
-		ssize_t got = 0, r = 0;
-		while (buf && (size_t)got < size &&
-		       (r = pread(s->fd, buf + got, size - (size_t)got, (off_t)pos + got)) > 0)
-			got += r;
-		if (!buf || r < 0)
-			fuse_reply_err(req, buf ? errno : ENOMEM);
-		else
-			fuse_reply_buf(req, buf, (size_t)got);
-		return;
-	}
-	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
-	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-	bv.buf[0].fd = s->fd;
-	bv.buf[0].pos = (off_t)pos;
-	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
 }
 
 /* Replies with up to size bytes of fd at off (a staged or scratch file). */
@@ -725,10 +515,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_pread(req, n->scratch_fd, size, off);
 	} else if (n->kind == N_RAW) {
 		const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
-		reply_source(req, fs, t->src, t->offset, t->nbytes, off, size);
+		tfsd_reply_source(req, fs, t->src, t->offset, t->nbytes, off, size);
 	} else if (n->kind == N_EXTRA) {
 		const tfs_extra *x = tfs_model_extra(fs->model, (size_t)n->item);
-		reply_source(req, fs, x->src, x->offset, x->size, off, size);
+		tfsd_reply_source(req, fs, x->src, x->offset, x->size, off, size);
 	} else if (n->kind == N_F32) {
 		read_f32_view(req, fs, n, size, off);
 	} else if (n->kind == N_INDEX) {
@@ -739,145 +529,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EISDIR);
 	}
 	pthread_rwlock_unlock(&fs->lock);
-}
-
-/* ==== extended attributes ==== */
-
-/* Whether npy node n serves the raw bytes (else the f32 view). */
-static bool npy_is_raw(tfsd_fs *fs, tfsd_node *n)
-{
-	const tfs_buf *c;
-	pthread_mutex_lock(&fs->cache_lock);
-	bool raw = tfsd_node_content(fs, n, &c) == 0 && n->raw_npy;
-	pthread_mutex_unlock(&fs->cache_lock);
-	return raw;
-}
-
-static int node_xattr(tfsd_fs *fs, tfsd_node *n, const char *name, tfs_buf *out)
-{
-	if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX)) != 0)
-		return -ENODATA;
-	name += strlen(XATTR_PREFIX);
-	if (n->kind == N_DIR && n->dir == D_ROOT) {
-		if (strcmp(name, "pid") == 0)
-			return tfs_buf_printf(out, "%d", (int)getpid()) ? -ENOMEM : 0;
-		if (strcmp(name, "source") == 0)
-			return tfs_buf_printf(out, "%s", tfs_model_path(fs->model)) ? -ENOMEM : 0;
-		if (strcmp(name, "format") == 0)
-			return tfs_buf_printf(out, "%s", tfs_model_format_name(fs->model)) ? -ENOMEM : 0;
-		if (strcmp(name, "staging") == 0 && fs->staging)
-			return tfs_buf_printf(out, "%s", tfs_staging_dir(fs->staging)) ? -ENOMEM : 0;
-		if (strcmp(name, "status") == 0 && fs->status_path)
-			return tfs_buf_printf(out, "%s", fs->status_path) ? -ENOMEM : 0;
-		if (strcmp(name, "last_error") == 0)
-			return tfsd_last_error(out);
-		return -ENODATA;
-	}
-	if (n->kind == N_SCRATCH && n->pend_type && strcmp(name, "type") == 0)
-		return tfs_buf_printf(out, "%s", n->pend_type) ? -ENOMEM : 0;
-	if (n->kind == N_KEY && n->item >= 0 && strcmp(name, "type") == 0) {
-		const tfs_kv *kv = tfs_model_kv(fs->model, (size_t)n->item);
-		return tfs_value_type_name(out, kv->type, kv->data, kv->len) ? -EIO : 0;
-	}
-	if (n->kind == N_EXTRA && n->item >= 0 && strcmp(name, "media_type") == 0)
-		return tfs_buf_printf(out, "%s", tfs_model_extra(fs->model, (size_t)n->item)->media_type)
-			       ? -ENOMEM : 0;
-	if (n->kind == N_RAW || n->kind == N_F32 || n->kind == N_NPY ||
-	    (n->kind == N_SCRATCH && n->dir == D_TENSORS)) {
-		int dtype;
-		uint32_t nd;
-		const int64_t *ne;
-		uint64_t offset = 0;
-		bool have_offset = false;
-		if (n->item >= 0) {
-			const tfs_tensor *t = tfs_model_tensor(fs->model, (size_t)n->item);
-			dtype = t->dtype;
-			nd = t->n_dims;
-			ne = t->ne;
-			offset = t->offset;
-			have_offset = true;
-		} else {
-			dtype = n->pend_dtype;
-			nd = n->pend_ndims;
-			ne = n->pend_ne;
-			if (dtype < 0 && strcmp(name, "dtype") == 0)
-				return -ENODATA;
-			if (!n->pend_shape && strcmp(name, "shape") == 0)
-				return -ENODATA;
-		}
-		if (strcmp(name, "dtype") == 0) {
-			const tfs_dtype_info *d = tfs_dtype(dtype);
-			return tfs_buf_printf(out, "%s", d ? d->name : "unknown") ? -ENOMEM : 0;
-		}
-		if (strcmp(name, "shape") == 0) {
-			/* each view's own shape: f32/ (and npy/ as float32) the dequantized one */
-			uint32_t vnd;
-			int64_t vne[TFS_MAX_DIMS + 1];
-			if (n->item >= 0 && (n->kind == N_F32 || (n->kind == N_NPY && !npy_is_raw(fs, n))) &&
-			    tfs_tensor_f32_shape(fs->model, (size_t)n->item, &vnd, vne) == 0) {
-				nd = vnd;
-				ne = vne;
-			}
-			if (tfs_buf_reserve(out, 0))
-				return -ENOMEM;
-			for (uint32_t k = nd; k-- > 0;)
-				if (tfs_buf_printf(out, "%lld%s", (long long)ne[k], k ? "," : ""))
-					return -ENOMEM;
-			return 0;
-		}
-		if (strcmp(name, "offset") == 0 && have_offset)
-			return tfs_buf_printf(out, "%llu", (unsigned long long)offset) ? -ENOMEM : 0;
-	}
-	return -ENODATA;
-}
-
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-	tfsd_fs *fs = fs_of(req);
-	tfs_buf b = { 0 };
-	pthread_rwlock_rdlock(&fs->lock);
-	tfsd_node *n = tfsd_live_node(fs, ino);
-	int rc = n ? node_xattr(fs, n, name, &b) : -ENOENT;
-	pthread_rwlock_unlock(&fs->lock);
-	if (rc)
-		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, b.len);
-	else if (size < b.len)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, b.data ? b.data : "", b.len);
-	tfs_buf_free(&b);
-}
-
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-	static const char *const all[] = { "type", "dtype", "shape", "offset", "media_type",
-					   "pid", "source", "format", "staging", "status",
-					   "last_error" };
-	tfsd_fs *fs = fs_of(req);
-	tfs_buf list = { 0 }, b = { 0 };
-	pthread_rwlock_rdlock(&fs->lock);
-	tfsd_node *n = tfsd_live_node(fs, ino);
-	int rc = n ? 0 : -ENOENT;
-	for (size_t i = 0; n && i < sizeof(all) / sizeof(all[0]); i++) {
-		char name[64];
-		snprintf(name, sizeof(name), XATTR_PREFIX "%s", all[i]);
-		b.len = 0;
-		if (node_xattr(fs, n, name, &b) == 0)
-			tfs_buf_append(&list, name, strlen(name) + 1);
-	}
-	pthread_rwlock_unlock(&fs->lock);
-	if (rc)
-		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, list.len);
-	else if (size < list.len)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, list.data ? list.data : "", list.len);
-	tfs_buf_free(&list);
-	tfs_buf_free(&b);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -891,7 +542,6 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 		     tfs_model_n_extras(fs->model);
 	fuse_reply_statfs(req, &sv);
 }
-
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
@@ -929,8 +579,8 @@ const struct fuse_lowlevel_ops tfsd_ops = {
 	.open = op_open,
 	.read = op_read,
 	.release = op_release,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
+	.getxattr = tfsd_op_getxattr,
+	.listxattr = tfsd_op_listxattr,
 	.statfs = op_statfs,
 	.setattr = tfsd_op_setattr,
 	.write = tfsd_op_write,

@@ -10,6 +10,8 @@
  * that really has a key ".x" keeps it as a key).
  */
 #include "fs.h"
+#include "tree.h"
+#include "write.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,7 +51,8 @@ static bool editor_temp_name(const char *f)
 	if (n == 9 && !strncmp(f, "sed", 3) && all_of(f + 3, 6, alnum)) /* GNU sed -i */
 		return true;
 	/* Python's tempfile: "tmp" + 8 of [a-z0-9_], then the caller's suffix */
-	if (n >= 11 && !strncmp(f, "tmp", 3) && all_of(f + 3, 8, "abcdefghijklmnopqrstuvwxyz0123456789_") &&
+	if (n >= 11 && !strncmp(f, "tmp", 3) &&
+	    all_of(f + 3, 8, "abcdefghijklmnopqrstuvwxyz0123456789_") &&
 	    (n == 11 || f[11] == '.'))
 		return true;
 	/* vim's probe of whether it may create files here: 4913, then + 123 while taken */
@@ -60,35 +63,11 @@ static bool editor_temp_name(const char *f)
 	return false;
 }
 
-long tfsd_dir_item(tfsd_fs *fs, tfsd_dir d, const char *fname)
-{
-	tfs_buf name = { 0 };
-	long i = -1;
-	if (tfs_name_decode(&name, fname) == 0) {
-		if (d == D_METADATA)
-			i = tfs_model_find_kv(fs->model, name.data);
-		else if (d == D_TENSORS)
-			i = tfs_model_find_tensor(fs->model, name.data);
-		else if (d == D_LAYERS)
-			i = tfs_model_find_extra(fs->model, name.data);
-	}
-	tfs_buf_free(&name);
-	return i;
-}
-
-tfsd_node *tfsd_item_node(tfsd_fs *fs, tfsd_dir d, long item)
-{
-	tfsd_node *v = item >= 0 ? tfsd_tree_owner(fs, d, item, NULL) : NULL;
-	return v && (v->kind == N_KEY || v->kind == N_RAW || v->kind == N_EXTRA) ? v : NULL;
-}
-
 bool tfsd_scratch_name(tfsd_fs *fs, tfsd_dir d, const char *fname)
 {
 	return (d == D_METADATA || d == D_TENSORS || d == D_LAYERS) && fname[0] &&
 	       editor_temp_name(fname) && tfsd_dir_item(fs, d, fname) < 0;
 }
-
-
 
 /* Copies the current bytes of n's item (a value's text, a tensor's or layer's bytes) into fd. */
 static int copy_item(tfsd_fs *fs, tfsd_node *n, int fd)
@@ -103,7 +82,11 @@ static int copy_item(tfsd_fs *fs, tfsd_node *n, int fd)
 	}
 	uint64_t off, len;
 	int32_t src = tfsd_node_bytes(fs, n, &off, &len);
-	return tfsd_copy_range(fd, tfs_model_source(fs->model, (size_t)src)->fd, off, len);
+	int sfd = len ? tfs_source_dup_fd(tfs_model_source(fs->model, (size_t)src)) : -1;
+	int rc = !len ? 0 : sfd < 0 ? -errno : tfsd_copy_range(fd, sfd, off, len);
+	if (sfd >= 0)
+		close(sfd);
+	return rc;
 }
 
 int tfsd_scratch_make(tfsd_fs *fs, tfsd_node *n, bool from_item)

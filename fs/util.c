@@ -4,6 +4,7 @@
  * and everything else of fs/ calls it.
  */
 #include "fs.h"
+#include "write.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -73,7 +74,6 @@ bool tfsd_writable_node(const tfsd_fs *fs, const tfsd_node *n)
 				    (fs->opts.rw && (n->kind == N_F32 || n->kind == N_NPY)));
 }
 
-
 /* Per-thread scratch for dequantized values. */
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
@@ -84,6 +84,7 @@ static void scratch_free(void *s)
 	free(((scratch *)s)->p[1]);
 	free(s);
 }
+
 static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
 void *tfsd_thread_buf(int slot, size_t n)
 {
@@ -102,23 +103,17 @@ void *tfsd_thread_buf(int slot, size_t n)
 	return s->p[slot];
 }
 
-/* Copies len bytes of a source range into fd (copy_file_range, then read/write). */
 bool tfsd_same_bytes(int fd, uint64_t size, const tfs_source *s, uint64_t off, uint64_t len)
 {
 	const size_t chunk = 1u << 20;
 	char *a = tfsd_thread_buf(0, chunk), *b = tfsd_thread_buf(1, chunk);
 	tfs_error err;
-	if (!a || !b || !s || s->remote || size != len)
+	if (!a || !b || !s || tfs_source_is_remote(s) || size != len)
 		return false; /* (a remote tensor is not fetched to be compared) */
 	for (uint64_t at = 0; at < len; at += chunk) {
 		size_t k = len - at < chunk ? (size_t)(len - at) : chunk;
-		for (size_t got = 0; got < k;) {
-			ssize_t r = pread(fd, a + got, k - got, (off_t)(at + got));
-			if (r <= 0 && !(r < 0 && errno == EINTR))
-				return false;
-			got += r > 0 ? (size_t)r : 0;
-		}
-		if (tfs_source_pread(s, b, k, off + at, &err) || memcmp(a, b, k) != 0)
+		if (tfs_io_pread(fd, "the staged file", at, a, k, &err) ||
+		    tfs_source_pread(s, b, k, off + at, &err) || memcmp(a, b, k) != 0)
 			return false;
 	}
 	return true;
@@ -126,43 +121,14 @@ bool tfsd_same_bytes(int fd, uint64_t size, const tfs_source *s, uint64_t off, u
 
 int tfsd_copy_range(int dst, int src, uint64_t off, uint64_t len)
 {
-	loff_t in = (loff_t)off, out = 0;
-	while (len) {
-		ssize_t n = copy_file_range(src, &in, dst, &out, len > (1u << 30) ? 1u << 30 : len, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
-			char *buf = tfsd_thread_buf(1, 1u << 20);
-			if (!buf)
-				return -ENOMEM;
-			while (len) {
-				size_t k = len > (1u << 20) ? 1u << 20 : len;
-				ssize_t r = pread(src, buf, k, in);
-				if (r <= 0)
-					return r < 0 ? -errno : -EIO;
-				if (pwrite(dst, buf, (size_t)r, out) != r)
-					return -errno;
-				in += r;
-				out += r;
-				len -= (uint64_t)r;
-			}
-			return 0;
-		}
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		len -= (uint64_t)n;
-	}
-	return 0;
+	tfs_io_from from = { .fd = src, .path = "the source" };
+	tfs_error err;
+	return tfs_io_copy(dst, "the new file", 0, &from, off, len, NULL, &err) ? tfsd_errno(&err)
+										 : 0;
 }
 
-/* A handle's staged data file, not (or no longer) the journal's: closed and removed. */
-void tfsd_handle_drop_data(tfsd_handle *h)
+int tfsd_pwrite(int fd, const char *path, uint64_t off, const void *buf, size_t n)
 {
-	if (h->data_fd >= 0)
-		close(h->data_fd);
-	h->data_fd = -1;
-	if (h->data_path)
-		unlink(h->data_path); /* never committed: the journal does not name it */
-	free(h->data_path);
-	h->data_path = NULL;
+	tfs_error err;
+	return tfs_io_pwrite(fd, path, off, buf, n, &err) ? tfsd_errno(&err) : 0;
 }

@@ -23,6 +23,7 @@
 #define TENSORFS_H
 
 #include "base/base.h"
+#include "base/io.h"
 #include "num/dtype.h"
 #include "num/quant.h"
 #include "num/mlx_math.h"

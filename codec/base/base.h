@@ -1,6 +1,6 @@
 /*
  * base.h - the base of the format library: errors (tfs_code, tfs_error), the growable byte
- * buffer, the progress callback, the options of opening a model (public).
+ * buffer, the progress callback, the options of opening and of writing a model (public).
  *
  * Conventions (libgit2 style): functions return 0 / a negative tfs_code (TFS_PASSTHROUGH,
  * positive, is not an error), out-params come first, and fill a caller-provided tfs_error
@@ -60,7 +60,7 @@ int tfs_buf_append(tfs_buf *b, const void *p, size_t n);
 int tfs_buf_printf(tfs_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tfs_buf_free(tfs_buf *b);
 
-/* ==== progress and open options ==== */
+/* ==== progress, open and write options ==== */
 
 typedef void (*tfs_progress_fn)(void *ctx, const char *what, uint64_t done, uint64_t total);
 
@@ -77,6 +77,12 @@ typedef struct {
 	const char *cafile;       /* CA bundle (NULL: $CURL_CA_BUNDLE, else the system's) */
 	long timeout;             /* seconds to connect, or of a stalled transfer (0: 30) */
 } tfs_open_opts;
+
+typedef struct {
+	tfs_progress_fn progress;
+	void *progress_ctx;
+	const char *output;      /* NULL: replace the source; a path; for Ollama "model:tag" too */
+} tfs_write_opts;
 
 /* ==== paths ==== */
 

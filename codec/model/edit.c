@@ -9,6 +9,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "edit.h"
 #include "layout.h"
 #include "value.h"
 #include "dtype.h"

@@ -1,5 +1,5 @@
 /*
- * edit.h - changing a model in memory, and the options of writing it (public).
+ * edit.h - changing a model in memory (public).
  */
 #ifndef TFS_EDIT_H
 #define TFS_EDIT_H
@@ -56,11 +56,5 @@ int tfs_model_replace_tensor(tfs_model *m, const char *from, const char *to, int
 			     uint32_t n_dims, const int64_t *ne, tfs_error *err);
 int tfs_model_replace_extra(tfs_model *m, const char *from, const char *to, tfs_error *err);
 int tfs_model_del_extra(tfs_model *m, const char *name, tfs_error *err);
-
-typedef struct {
-	tfs_progress_fn progress;
-	void *progress_ctx;
-	const char *output;      /* NULL: replace the source; a path; for Ollama "model:tag" too */
-} tfs_write_opts;
 
 #endif

@@ -8,6 +8,7 @@
 #include "model.h"
 #include "cursor.h"
 #include "strmap.h"
+#include "source_impl.h"
 #include <string.h>
 #include <sys/mman.h>
 
@@ -57,20 +58,10 @@ int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int3
 /* Adds size bytes at data (borrowed, not copied) as a source with no file (fd -1). */
 int tfs_model_add_mem_source(tfs_model *m, const char *name, const uint8_t *data, uint64_t size,
 			     int32_t *idx, tfs_error *err);
-/* Makes the first `end` bytes of source s readable at s->map (a remote source fetches
- * them; a local one has them all).  0 or an error naming the source. */
-int tfs_source_head(const tfs_source *s, uint64_t end, tfs_error *err);
-/* A whole regular file of at most cap bytes, read into a new NUL-terminated buffer
- * (source.c). */
-int tfs_read_small_file(const char *path, uint64_t cap, uint8_t **out, uint64_t *len,
-			tfs_error *err);
-/* Frees what a remote source holds (source.c). */
-void tfs_source_release_remote(tfs_source *s);
-/* (source.c) Compares n tensor bytes at off of a source without a mapping of its data with pb:
- * 4 KiB at the start, middle and end, read through the source.  0 same, 1 different, or an
- * error. */
-int tfs_source_samples_differ(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
-			      tfs_error *err);
+/* Opens url as a remote source (tfs_source_open_remote); its label is the URL's last path
+ * segment.  *idx gets its index. */
+int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
+				int32_t *idx, tfs_error *err);
 /* Appends a key whose payload is borrowed (points into a source mapping).  Rejects duplicates
  * (TFS_E_FORMAT "duplicate key"), names with NUL bytes.  name_len bytes of name are copied. */
 int tfs_model_push_kv(tfs_model *m, const char *name, size_t name_len, uint32_t type,
@@ -87,19 +78,17 @@ int tfs_model_push_extra(tfs_model *m, const char *name, const char *media_type,
  * page cache keeps the data). */
 static inline void tfs_source_advise(const tfs_model *m, int32_t src, uint64_t off, uint64_t len, int advice)
 {
-	if (src < 0 || (size_t)src >= m->n_src || !m->src[src].map || m->src[src].fd < 0 || !len)
-		return; /* fd -1: the caller's memory (tfs_model_open_mem), never advised away */
-	const tfs_source *s = &m->src[src];
-	uint64_t pg = 4096, a = off & ~(pg - 1), b = off + len;
+	if (src < 0 || (size_t)src >= m->n_src || !len)
+		return; /* (a source without a mapping, memory or remote, is never advised) */
+	uint64_t pg = 4096, a = off, b = off + len;
 	if (advice == MADV_DONTNEED) {
 		/* only pages wholly inside the range: neighbours may be in use */
 		a = (off + pg - 1) & ~(pg - 1);
 		b &= ~(pg - 1);
+		if (b <= a)
+			return;
 	}
-	if (b > s->size)
-		b = s->size;
-	if (b > a)
-		madvise((void *)(uintptr_t)(s->map + a), (size_t)(b - a), advice);
+	tfs_source_madvise(&m->src[src], a, b - a, advice);
 }
 
 /* The f32 view of an MLX-quantized tensor (t->q.mode != TFS_QMODE_NONE): called by

@@ -12,8 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "formats/layout.h"
+#include "formats/format.h"
 #include "tensorfs.h"
+#include "model/source_impl.h" /* struct tfs_source: the tests read its fields */
 
 #define ST_DIR TFS_TESTDATA "/safetensors"
 
@@ -234,7 +235,7 @@ Test(safetensors, lfs_pointer)
 	cr_expect(strstr(err.msg, "Git LFS pointer"), "%s", err.msg);
 
 	/* the reader itself says so too (a shard of a set is not sniffed by tfs_model_open) */
-	cr_assert_eq(tfs_model_new(&m, TFS_FMT_SAFETENSORS, path, &err), 0);
+	cr_assert_eq(tfs_model_new(&m, &tfs_safetensors_format, path, &err), 0);
 	cr_expect_eq(tfs_safetensors_open(m, path, &err), TFS_E_FORMAT);
 	cr_expect(strstr(err.msg, "is a Git LFS pointer, not the model: run git lfs pull"), "%s",
 		  err.msg);

@@ -14,12 +14,14 @@
  * the file, aligned, and not to overlap; gaps and any order are accepted, as the
  * spec allows (ggml itself insists on contiguous offsets).
  */
-#include "layout.h"
+#include "format.h"
 #include "value.h"
 #include "dtype.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #define GGUF_MAX_DEPTH 16  /* nested arrays */
 
@@ -299,7 +301,7 @@ int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err)
 {
 	const tfs_source *s = &m->src[src];
 	tfs_cursor c = { .base = s->map, .size = s->size, .file = s->path, .err = err,
-			 .prefetch = s->fd >= 0, .fill = s->remote ? fill_head : NULL, .fill_ctx = s };
+			 .prefetch = s->fd >= 0, .fill = tfs_source_is_remote(s) ? fill_head : NULL, .fill_ctx = s };
 	const uint8_t *magic;
 	uint32_t version;
 	uint64_t n_tensors, n_kv;
@@ -335,5 +337,58 @@ int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err)
 	if ((rc = read_kvs(m, &c, n_kv)) || (rc = read_alignment(m, s->path, err)) ||
 	    (rc = read_tensors(m, &c, n_tensors, src)))
 		return rc;
+	return 0;
+}
+
+/* ==== the format's reading operations (its table: gguf_write.c) ==== */
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The GGUF magic, or the name (its reader names a bad magic).  A big-endian file is said so,
+ * unless it is named .json (read as an index or a manifest). */
+int tfs_gguf_probe(const tfs_probe *p, tfs_error *err)
+{
+	if (!p->st || S_ISDIR(p->st->st_mode))
+		return TFS_PROBE_NO;
+	if ((p->n >= 4 && strncasecmp(p->head, "GGUF", 4) == 0) || ends_with(p->source, ".gguf"))
+		return TFS_PROBE_YES;
+	if (p->n >= 4 && memcmp(p->head, "FUGG", 4) == 0 && !ends_with(p->source, ".json"))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: big-endian GGUF is not supported",
+				     p->source);
+	return TFS_PROBE_NO;
+}
+
+int tfs_gguf_open_probed(tfs_model *m, const tfs_probe *p, const tfs_open_opts *o,
+			 tfs_error *err)
+{
+	int32_t src;
+	int rc = tfs_model_add_source(m, p->source, NULL, &src, err);
+	(void)o;
+	return rc ? rc : tfs_gguf_read(m, src, err);
+}
+
+int tfs_gguf_check_kv(const tfs_model *m, const char *key, uint32_t type, const uint8_t *data,
+		      uint64_t len, tfs_error *err)
+{
+	if (strcmp(key, TFS_GGUF_PADDING_KEY) == 0)
+		return tfs_error_set(err, TFS_E_INVALID,
+				     "%s: key '%s' is reserved: tensorfs writes it to keep "
+				     "tensors block-aligned on reflink file systems", m->path,
+				     key);
+	if (strcmp(key, "general.alignment") == 0) {
+		uint32_t a = type == TFS_GGUF_UINT32 && len == 4 ? tfs_le32(data) : 0;
+		if (type != TFS_GGUF_UINT32)
+			return tfs_error_set(err, TFS_E_INVALID,
+					     "%s: general.alignment must be of type uint32",
+					     m->path);
+		if (a == 0 || (a & (a - 1)))
+			return tfs_error_set(err, TFS_E_INVALID,
+					     "%s: general.alignment %u is not a power of two",
+					     m->path, a);
+	}
 	return 0;
 }

@@ -20,7 +20,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "layout.h"
+#include "format.h"
+#include "commit.h"
 #include "value.h"
 #include "dtype.h"
 
@@ -260,3 +261,100 @@ int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write
 	tfs_image_free(im);
 	return rc;
 }
+
+/* The writer of the format (tfs_format_ops.write): the new file a temporary of c, written,
+ * fsynced and read back. */
+static int write_commit(tfs_model *m, const tfs_write_opts *o, tfs_commit *c,
+			tfs_error *err)
+{
+	char *final = tfs_output_path(m, o);
+	const char *tmp;
+	int fd, rc;
+	if (!final)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	rc = tfs_commit_add(c, final, &fd, &tmp, err);
+	free(final);
+	if (rc)
+		return rc;
+	if ((rc = tfs_gguf_write(m, fd, tmp, o, err)) || (rc = tfs_commit_seal(c, err)))
+		return rc;
+	tfs_error e2 = { 0 };
+	if ((rc = tfs_gguf_validate(m, tmp, &e2)))
+		return tfs_error_set(err, rc,
+				     "the new file does not read back as written (%s); "
+				     "nothing was replaced", e2.msg);
+	return 0;
+}
+
+/* ==== reading back ==== */
+
+/* Reads back a GGUF file just written and checks it against m and the layout rules
+ * (GGUF_CHECKLIST.md: version 3, contiguous aligned offsets, padded data section). */
+int tfs_gguf_validate(const tfs_model *m, const char *tmp, tfs_error *err)
+{
+	tfs_model *w = NULL;
+	int32_t si;
+	int rc = tfs_model_new(&w, &tfs_gguf_format, tmp, err);
+	if (rc)
+		return rc;
+	if ((rc = tfs_model_add_source(w, tmp, NULL, &si, err)) ||
+	    (rc = tfs_gguf_read(w, si, err)))
+		goto out;
+	uint64_t a = w->alignment, expect = 0;
+	if (w->gguf_version != 3 || w->data_offset % a) {
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: bad version or data section alignment",
+				   tmp);
+		goto out;
+	}
+	for (size_t i = 0; i < w->n_t; i++) {
+		const tfs_tensor *t = &w->t[i];
+		if (t->offset != w->data_offset + expect) {
+			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is not where expected",
+					   tmp, t->name);
+			goto out;
+		}
+		expect += (t->nbytes + a - 1) / a * a;
+	}
+	if (w->n_t && w->src[si].size != w->data_offset + expect) {
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: file size %llu, expected %llu", tmp,
+				   (unsigned long long)w->src[si].size,
+				   (unsigned long long)(w->data_offset + expect));
+		goto out;
+	}
+	rc = tfs_write_validate(m, w, err);
+out:
+	tfs_model_free(w);
+	return rc;
+}
+
+/* ==== the format ==== */
+
+static const char *gguf_image_name(const tfs_model *m)
+{
+	(void)m;
+	return "model.gguf";
+}
+
+static bool gguf_encoded(const tfs_model *m)
+{
+	(void)m;
+	return true;
+}
+
+/* The table sits with the writer: it names the reader's operations (gguf.c) and the
+ * writer's, and the writer reads its file back through it. */
+const tfs_format_ops tfs_gguf_format = {
+	.name = "gguf",
+	.id = TFS_FMT_GGUF,
+	.probe = tfs_gguf_probe,
+	.open = tfs_gguf_open_probed,
+	.image_name = gguf_image_name,
+	.image = tfs_gguf_image,
+	.image_size = tfs_gguf_image_size,
+	.write = write_commit,
+	.gguf_encoded = gguf_encoded,
+	.check_kv = tfs_gguf_check_kv,
+	.bytes_dtype = TFS_DT_I8,
+	.header_facts = true,
+	.remote_writable = true,
+};

@@ -18,6 +18,8 @@
 #include "imatrix.h"
 #include "open.h"
 #include "dtype.h"
+#include "source_impl.h" /* the GGUF file's descriptor (values_fd) */
+#include "model_impl.h" /* tfs_model_gguf_encoded */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -256,7 +258,7 @@ int tfs_imatrix_open(tfs_imatrix **out, const char *path, tfs_error *err)
 			close(im->fd);
 			im->fd = -1;
 			rc = tfs_model_open(&im->gguf, path, NULL, err);
-			if (!rc && tfs_model_format(im->gguf) != TFS_FMT_GGUF)
+			if (!rc && !tfs_model_gguf_encoded(im->gguf))
 				rc = tfs_error_set(err, TFS_E_FORMAT, "%s: not a GGUF file", path);
 			if (!rc && fstat(values_fd(im), &st) != 0)
 				rc = tfs_error_sys(err, errno, "%s: opening the importance matrix",

@@ -1,9 +1,9 @@
 /*
- * layout.h - what the safetensors and Ollama readers leave behind for their writers, and
- * each format's reader, writer and image entry points (codec-private; fs/ never sees it).
+ * layout.h - what the safetensors and Ollama readers leave behind for their writers
+ * (codec-private; fs/ never sees it).  Each format's entry points: format.h.
  *
  * A model opened from safetensors or from an Ollama manifest keeps, in m->priv
- * (freed by m->priv_free), the layout of its source files that the model itself
+ * (freed by m->ops->free_priv), the layout of its source files that the model itself
  * does not describe: which file each tensor came from is t->src, its place is
  * t->offset; what is recorded here is the rest the writer needs to write the
  * same files again.
@@ -13,11 +13,10 @@
 
 #include "model_impl.h"
 #include "image_impl.h"
-#include "open.h"
 
 #include <jansson.h>
 
-/* ==== safetensors (m->format == TFS_FMT_SAFETENSORS) ==== */
+/* ==== safetensors (m->ops == &tfs_safetensors_format) ==== */
 
 /*
  * On-disk layout of one safetensors file:
@@ -62,7 +61,7 @@ typedef struct {
 int tfs_st_parse(tfs_model *m, int32_t src, uint64_t *header_len, json_t **metadata,
 		 tfs_error *err);
 
-/* ==== Ollama (m->format == TFS_FMT_OLLAMA) ==== */
+/* ==== Ollama (m->ops == &tfs_ollama_format) ==== */
 
 /* What a manifest layer became in the model. */
 typedef enum {
@@ -113,70 +112,5 @@ typedef struct {
 /* The json layer name a layers/ file name stands for (allocated), or NULL when it is not
  * a valid encoding. */
 char *tfs_ol_json_name(const char *file);
-
-/* ==== per-format entry points (readers, writers, images) ==== */
-
-typedef struct tfs_commit tfs_commit;   /* commit.h */
-
-/* Per-format readers: fill an empty model (created by tfs_model_new) from path. */
-int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err);
-int tfs_safetensors_open(tfs_model *m, const char *path, tfs_error *err);
-/* Opens a shard of a sharded set by its file name (as the weight_map says it): adds it to m
- * as a source (its label: name) and sets *src.  0 or an error naming the file or URL. */
-typedef int (*tfs_st_shard_opener)(void *ctx, tfs_model *m, const char *name, int32_t *src,
-				   tfs_error *err);
-/* Reads a sharded set from its index's text (of index_path, a path or URL), each shard
- * added by opener (in the order of their names). */
-int tfs_safetensors_open_index(tfs_model *m, const char *index_path, const uint8_t *text,
-			       uint64_t len, tfs_st_shard_opener opener, void *ctx,
-			       tfs_error *err);
-int tfs_ollama_open(tfs_model *m, const char *ref, const tfs_open_opts *o, tfs_error *err);
-/* A model of an Ollama registry over HTTP(S) (the registry API Ollama pulls from): source is
- * its manifest's URL (http(s)://HOST/v2/NS/MODEL/manifests/TAG), or an Ollama name with a
- * scheme (http(s)://HOST/NS/MODEL:TAG) that is not in the local store.  The manifest is
- * fetched whole, each blob is a remote source (HOST/v2/NS/MODEL/blobs/DIGEST).  1 when
- * source is neither (or, a name, has no manifest there: the caller tries it as a file). */
-int tfs_ollama_open_registry(tfs_model *m, const char *source, const tfs_open_opts *o,
-			     tfs_error *err);
-/* Opens url as a remote source (open.c): its header fetched on demand, its data read
- * through the block cache; its label is the URL's last path segment. */
-int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
-				int32_t *idx, tfs_error *err);
-
-/* Reads one safetensors file, source src, as the model's only shard. */
-int tfs_safetensors_open_src(tfs_model *m, int32_t src, tfs_error *err);
-
-/* Per-format writers: write the model's current state to a new file at tmp_path
- * (already-open fd), used by tfs_model_write. */
-int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write_opts *o,
-		   tfs_error *err);
-
-/* The key a GGUF writer adds, an array of zero bytes, to move the data section so that
- * unchanged tensors keep their block offsets (extents shared with the source); readers hide it. */
-#define TFS_GGUF_PADDING_KEY "tensorfs.padding"
-
-int tfs_safetensors_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err);
-int tfs_ollama_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err);
-int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
-		      size_t nk, const json_t *meta, int fd, const char *path,
-		      const tfs_write_opts *o, tfs_error *err);
-int tfs_st_check_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
-		      size_t nk, const json_t *meta, const char *path, tfs_error *err);
-
-/* The GGUF file of m's keys and tensors (gguf_write.c). */
-int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err);
-/* The size of the file tfs_gguf_image lays out, without building its header. */
-int tfs_gguf_image_size(const tfs_model *m, uint64_t *size, tfs_error *err);
-/* One safetensors file: tensors ts (slots of m), keys as "__metadata__" (+ meta's strings). */
-int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
-		 const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err);
-/* Every live tensor and string key of m as one safetensors file (a sharded set merged). */
-int tfs_st_image_all(tfs_image **out, const tfs_model *m, tfs_error *err);
-/* tfs_st_image with the tensors named names[i] and no keys (mlx_export.c). */
-int tfs_st_image_named(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
-		       const char *const *names, const json_t *meta, tfs_error *err);
-/* Whether a per-tensor Ollama model has an mlx-lm form (mlx_export.c), and that form. */
-bool tfs_mlx_exportable(const tfs_model *m);
-int tfs_mlx_image(tfs_image **out, const tfs_model *m, tfs_error *err);
 
 #endif

@@ -16,7 +16,7 @@
  * tensor in its own convention, while Ollama multiplies by a stored value, possibly one per
  * row.  tfs_image_name says so by returning NULL for it.
  */
-#include "layout.h"
+#include "format.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +32,7 @@ static char *module_of(const char *name)
 
 bool tfs_mlx_exportable(const tfs_model *m)
 {
-	if (m->format != TFS_FMT_OLLAMA || tfs_model_gguf_encoded(m))
+	if (tfs_model_gguf_encoded(m))
 		return false;
 	for (size_t i = 0; i < m->n_t; i++)
 		if (!m->t[i].deleted && m->t[i].q.mode != TFS_QMODE_NONE && m->t[i].q_gscale >= 0)
@@ -216,7 +216,7 @@ static json_t *config_layer(const tfs_model *m, tfs_error *err)
 	return c;
 }
 
-const char *tfs_config_name(const tfs_model *m)
+const char *tfs_mlx_config_name(const tfs_model *m)
 {
 	return tfs_mlx_exportable(m) ? "config.json" : NULL;
 }

@@ -25,8 +25,9 @@
 #define _GNU_SOURCE
 #endif
 #endif
-#include "layout.h"
+#include "format.h"
 #include "commit.h"
+#include "dtype.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -247,7 +248,7 @@ static bool gguf_unchanged(const tfs_model *m, const tfs_ol_layer *l)
 	int32_t si;
 	bool same = false;
 	const tfs_source *s = &m->src[l->src];
-	if (tfs_model_new(&w, TFS_FMT_GGUF, s->path, NULL) ||
+	if (tfs_model_new(&w, &tfs_gguf_format, s->path, NULL) ||
 	    tfs_model_add_source(w, s->path, NULL, &si, NULL) || tfs_gguf_read(w, si, NULL))
 		goto out;
 	size_t j = 0;
@@ -347,7 +348,7 @@ static int write_tensor_layer(ctx *x, const tfs_ol_layer *l, json_t **desc)
 		return nomem(x->err);
 	/* the blob as it is: its tensors' names and its metadata */
 	const tfs_source *s = &m->src[l->src];
-	if ((rc = tfs_model_new(&w, TFS_FMT_SAFETENSORS, s->path, x->err)) ||
+	if ((rc = tfs_model_new(&w, &tfs_safetensors_format, s->path, x->err)) ||
 	    (rc = tfs_model_add_source(w, s->path, NULL, &si, x->err)) ||
 	    (rc = tfs_st_parse(w, si, &hl, &meta, x->err)))
 		goto out;
@@ -397,8 +398,7 @@ static int write_extra_blob(ctx *x, const tfs_extra *e, char digest[72], uint64_
 	int fd = -1, rc;
 	if ((rc = blob_begin(x, &fd, &tmp)))
 		return rc;
-	if ((rc = tfs_io_copy(fd, tmp, 0, x->m, e->src, e->offset, e->size, x->o, NULL, 0,
-			      x->err))) {
+	if ((rc = tfs_model_copy(fd, tmp, 0, x->m, e->src, e->offset, e->size, 0, NULL, x->err))) {
 		blob_discard(fd, tmp);
 		return rc;
 	}
@@ -565,12 +565,18 @@ static int write_layers(ctx *x, bool *referenced, json_t *layers)
 	return rc;
 }
 
-/* The written manifest read back: every blob, key, tensor and file as the model has them. */
+/* The written manifest read back (by the reader, as tfs_model_open reads a manifest): every
+ * blob, key, tensor and file as the model has them. */
 static int check_manifest(ctx *x, const char *tmp, long mi, tfs_error *e)
 {
 	tfs_model *m = x->m, *w = NULL;
 	tfs_open_opts oo = { .ollama_models = x->lay->root };
-	int rc = tfs_model_open(&w, tmp, &oo, e);
+	int rc = tfs_model_new(&w, &tfs_ollama_format, tmp, e);
+	if (!rc && !(rc = tfs_ollama_open(w, tmp, &oo, e))) {
+		w->changed = false;
+		for (size_t i = 0; i < w->n_src; i++)
+			posix_fadvise(w->src[i].fd, 0, 0, POSIX_FADV_NORMAL);
+	}
 	if (!rc)
 		rc = tfs_write_validate(m, w, e);
 	for (size_t i = 0; !rc && i < m->n_x; i++) {
@@ -672,3 +678,60 @@ int tfs_ollama_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_e
 	json_decref(layers);
 	return rc;
 }
+
+/* ==== the format ==== */
+
+/* A classic model's keys and tensors are its GGUF layer's (tfs_gguf_read set its version);
+ * a per-tensor model's are safetensors blobs'. */
+static bool ollama_gguf_encoded(const tfs_model *m)
+{
+	return m->gguf_version != 0;
+}
+
+static int ollama_check_kv(const tfs_model *m, const char *key, uint32_t type,
+			   const uint8_t *data, uint64_t len, tfs_error *err)
+{
+	return ollama_gguf_encoded(m) ? tfs_gguf_check_kv(m, key, type, data, len, err)
+				      : tfs_st_check_string_kv(m, key, type, data, len, err);
+}
+
+/* A classic model is its GGUF layer; a per-tensor one mlx-lm's safetensors, when it has
+ * that form (tfs_mlx_exportable). */
+static const char *ollama_image_name(const tfs_model *m)
+{
+	if (ollama_gguf_encoded(m))
+		return "model.gguf";
+	return tfs_mlx_exportable(m) ? "model.safetensors" : NULL;
+}
+
+static int ollama_image(tfs_image **out, const tfs_model *m, tfs_error *err)
+{
+	return ollama_gguf_encoded(m) ? tfs_gguf_image(out, m, err) : tfs_mlx_image(out, m, err);
+}
+
+static int ollama_image_size(const tfs_model *m, uint64_t *size, tfs_error *err)
+{
+	return ollama_gguf_encoded(m) ? tfs_gguf_image_size(m, size, err) : TFS_PASSTHROUGH;
+}
+
+/* The table sits with the writer: it names the reader's operations (ollama*.c) and the
+ * writer's. */
+const tfs_format_ops tfs_ollama_format = {
+	.name = "ollama",
+	.id = TFS_FMT_OLLAMA,
+	.probe = tfs_ollama_probe,
+	.open = tfs_ollama_open_probed,
+	.open_url = tfs_ollama_open_url,
+	.url_not_found = tfs_ollama_url_not_found,
+	.free_priv = tfs_ol_layout_free,
+	.image_name = ollama_image_name,
+	.image = ollama_image,
+	.image_size = ollama_image_size,
+	.config_name = tfs_mlx_config_name,
+	.write = tfs_ollama_write,
+	.gguf_encoded = ollama_gguf_encoded,
+	.check_kv = ollama_check_kv,
+	.extras = true,
+	.bytes_dtype = TFS_DT_I8,
+	.staging_home = tfs_ol_staging_home,
+};

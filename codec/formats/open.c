@@ -1,5 +1,6 @@
-/* open.c - tfs_model_open: recognize a source and hand it to its reader. */
-#include "layout.h"
+/* open.c - tfs_model_open: recognize a source and hand it to its format (format.h). */
+#include "open.h"
+#include "format.h"
 #include "remote.h"
 
 #include <errno.h>
@@ -9,12 +10,6 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-	return n >= k && strcmp(s + n - k, suffix) == 0;
-}
 
 /* The first bytes of a file (up to cap), for sniffing. */
 static ssize_t peek(const char *path, char *buf, size_t cap)
@@ -29,104 +24,57 @@ static ssize_t peek(const char *path, char *buf, size_t cap)
 	return n;
 }
 
-static const char lfs_magic[] = "version https://git-lfs.github.com/spec/v1";
+static const char lfs_magic[] = TFS_LFS_MAGIC;
 
+/* A local source as the formats' probes see it: its stat, its first bytes. */
 typedef struct {
-	tfs_format fmt;
-	bool guessed;    /* no magic, no telling name: tried as safetensors */
-	bool maybe_file; /* a missing dir/file tried as an Ollama name */
-} source_kind;
-
-/* Which reader a source needs: a path's magic bytes or name, a directory (a sharded set),
- * or an Ollama model name.  Fails for a missing file, an LFS pointer, a big-endian GGUF. */
-static int classify(const char *source, source_kind *k, tfs_error *err)
-{
+	tfs_probe p;
 	struct stat st;
+	char head[4096];
+} probed;
+
+/* Which format reads a local source (a path, or a model name): each format of the table
+ * (registry.c) asked in turn, the first sure one taking it, else the first that guesses.
+ * Fails for a missing or unreadable path, an LFS pointer, what a probe rejects. */
+static int classify(const char *source, probed *k, const tfs_format_ops **fmt,
+		    tfs_error *err)
+{
 	memset(k, 0, sizeof(*k));
-	if (stat(source, &st) < 0) {
-		/* not a path: maybe an Ollama model reference ("llama3:8b"); one that looks like
-		 * a file name (a known extension, or starting with / . ~) never is one */
-		if (errno == ENOENT && source[0] != '/' && source[0] != '.' && source[0] != '~' &&
-		    !ends_with(source, ".gguf") && !ends_with(source, ".safetensors") &&
-		    !ends_with(source, ".json")) {
-			/* dir/file may be a missing file too: then it is called one, unless it
-			 * names a tag (host/ns/model:tag) */
-			const char *slash = strrchr(source, '/');
-			k->fmt = TFS_FMT_OLLAMA;
-			k->maybe_file = slash && !strchr(slash, ':');
+	k->p.source = source;
+	k->p.head = k->head;
+	if (stat(source, &k->st) == 0)
+		k->p.st = &k->st;
+	else if (errno != ENOENT)
+		return tfs_error_sys(err, errno, "%s", source);
+	if (k->p.st && !S_ISDIR(k->st.st_mode)) {
+		ssize_t n = peek(source, k->head, sizeof(k->head) - 1);
+		if (n < 0)
+			return tfs_error_sys(err, errno, "%s", source);
+		k->p.n = (size_t)n;
+		/* an LFS pointer first: a repository cloned without git-lfs has them under the
+		 * models' own names (model.gguf) */
+		if ((size_t)n >= sizeof(lfs_magic) - 1 &&
+		    memcmp(k->head, lfs_magic, sizeof(lfs_magic) - 1) == 0)
+			return tfs_error_set(err, TFS_E_FORMAT,
+					     "%s: is a Git LFS pointer file, not the model itself "
+					     "(run 'git lfs pull' to fetch it)", source);
+	}
+	const tfs_format_ops *guess = NULL;
+	for (size_t i = 0; tfs_formats[i]; i++) {
+		int v = tfs_formats[i]->probe(&k->p, err);
+		if (v < 0)
+			return v;
+		if (v == TFS_PROBE_YES) {
+			*fmt = tfs_formats[i];
 			return 0;
 		}
-		return tfs_error_sys(err, errno, "%s", source);
+		if (v == TFS_PROBE_GUESS && !guess)
+			guess = tfs_formats[i];
 	}
-	if (S_ISDIR(st.st_mode)) {
-		k->fmt = TFS_FMT_SAFETENSORS; /* a directory holding model.safetensors.index.json */
-		return 0;
-	}
-	char head[64] = { 0 };
-	ssize_t n = peek(source, head, sizeof(head) - 1);
-	if (n < 0)
-		return tfs_error_sys(err, errno, "%s", source);
-	/* an LFS pointer first: a repository cloned without git-lfs has them under the
-	 * models' own names (model.gguf) */
-	if ((size_t)n >= sizeof(lfs_magic) - 1 &&
-	    memcmp(head, lfs_magic, sizeof(lfs_magic) - 1) == 0) {
-		return tfs_error_set(err, TFS_E_FORMAT,
-				     "%s: is a Git LFS pointer file, not the model itself "
-				     "(run 'git lfs pull' to fetch it)", source);
-	} else if ((n >= 4 && strncasecmp(head, "GGUF", 4) == 0) || ends_with(source, ".gguf")) {
-		k->fmt = TFS_FMT_GGUF; /* its reader names a bad magic */
-	} else if (ends_with(source, ".json") || head[0] == '{') {
-		/* an index.json of a sharded set, or an Ollama manifest */
-		char big[4096] = { 0 };
-		ssize_t got = peek(source, big, sizeof(big) - 1);
-		k->fmt = (got > 0 && strstr(big, "\"schemaVersion\"")) ? TFS_FMT_OLLAMA
-								    : TFS_FMT_SAFETENSORS;
-	} else if (n >= 4 && memcmp(head, "FUGG", 4) == 0) {
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: big-endian GGUF is not supported", source);
-	} else {
-		k->fmt = TFS_FMT_SAFETENSORS;
-		k->guessed = !ends_with(source, ".safetensors");
-	}
-	return 0;
-}
-
-/* The reader's error, said in the user's terms where the source was a guess. */
-static int open_failed(const char *source, const source_kind *k, int rc, tfs_error *err)
-{
-	/* (a model that exists, with another tag, keeps the error listing its tags) */
-	if (k->maybe_file && (rc == TFS_E_NOTFOUND || rc == TFS_E_INVALID) &&
-	    !(err && strstr(err->msg, "; its tags are: ")))
-		return tfs_error_set(err, rc, "%s: no such file (nor %s)", source,
-				     rc == TFS_E_NOTFOUND ? "an Ollama model of that name"
-							  : "a valid Ollama model name");
-	if (k->guessed && rc == TFS_E_FORMAT && err) {
-		char why[TFS_ERRMSG_MAX];
-		snprintf(why, sizeof(why), "%s", err->msg);
-		tfs_error_set(err, rc, "%s: not a GGUF, safetensors or Ollama manifest file "
-			      "(as safetensors: %s)", source, why);
-	}
-	return rc;
-}
-
-/* Opens url as a source: its header fetched on demand (tfs_source_head), its data read
- * through the block cache (tfs_source_pread). */
-int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
-				int32_t *idx, tfs_error *err)
-{
-	tfs_remote *r = NULL;
-	int32_t i;
-	int rc = tfs_remote_open(&r, url, o, err);
-	if (rc)
-		return rc;
-	/* a source in memory first (its bytes: the header, as fetched), then made remote */
-	if ((rc = tfs_model_add_mem_source(m, url, tfs_remote_map(r), tfs_remote_size(r), &i,
-					   err))) {
-		tfs_remote_free(r);
-		return rc;
-	}
-	m->src[i].remote = r;
-	m->src[i].mtime_sec = tfs_remote_mtime(r);
-	*idx = i;
+	if (!guess)
+		return k->p.st ? tfs_error_set(err, TFS_E_FORMAT, "%s: not a model file", source)
+			       : tfs_error_sys(err, ENOENT, "%s", source);
+	*fmt = guess;
 	return 0;
 }
 
@@ -136,7 +84,7 @@ static int open_remote(tfs_model **out, const char *url, const tfs_open_opts *o,
 {
 	tfs_model *m = NULL;
 	int32_t src;
-	int rc = tfs_model_new(&m, TFS_FMT_SAFETENSORS, url, err);
+	int rc = tfs_model_new(&m, &tfs_safetensors_format, url, err);
 	if (!rc)
 		rc = tfs_model_add_remote_source(m, url, o, &src, err);
 	if (!rc) {
@@ -148,7 +96,7 @@ static int open_remote(tfs_model **out, const char *url, const tfs_open_opts *o,
 		else if (s->size >= 4 && memcmp(p, "FUGG", 4) == 0)
 			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: big-endian GGUF is not supported", url);
 		else if (s->size >= 4 && memcmp(p, "GGUF", 4) == 0)
-			rc = (m->format = TFS_FMT_GGUF, tfs_gguf_read(m, src, err));
+			rc = (m->ops = &tfs_gguf_format, tfs_gguf_read(m, src, err));
 		else if ((rc = tfs_safetensors_open_src(m, src, err)) == TFS_E_FORMAT && err) {
 			char why[TFS_ERRMSG_MAX];
 			snprintf(why, sizeof(why), "%s", err->msg);
@@ -220,7 +168,7 @@ static int open_remote_index(tfs_model **out, const char *url, const tfs_open_op
 	remote_shards rs = { url, base, o };
 	int rc = tfs_remote_fetch_small(url, o, TFS_MAX_ST_HEADER, NULL, &text, &len, NULL, err);
 	if (!rc)
-		rc = tfs_model_new(&m, TFS_FMT_SAFETENSORS, url, err);
+		rc = tfs_model_new(&m, &tfs_safetensors_format, url, err);
 	if (!rc)
 		rc = tfs_safetensors_open_index(m, url, text, len, open_remote_shard, &rs, err);
 	free(text);
@@ -270,73 +218,47 @@ static int open_hf(tfs_model **out, const char *source, const tfs_open_opts *opt
 	return rc;
 }
 
+/* A model a format finds by URL (an Ollama name with a scheme), else the URL as a file on a
+ * web server: a sharded set's index, a GGUF or a safetensors file. */
+static int open_url(tfs_model **out, const char *url, const tfs_open_opts *o, tfs_error *err)
+{
+	int rc;
+	for (size_t i = 0; tfs_formats[i]; i++)
+		if (tfs_formats[i]->open_url &&
+		    (rc = tfs_formats[i]->open_url(out, tfs_formats[i], url, o, err)) !=
+		    TFS_PASSTHROUGH)
+			return rc;
+	if (url_is_json(url))
+		return open_remote_index(out, url, o, err);
+	rc = open_remote(out, url, o, err);
+	for (size_t i = 0; rc == TFS_E_NOTFOUND && tfs_formats[i]; i++)
+		if (tfs_formats[i]->url_not_found)
+			tfs_formats[i]->url_not_found(url, err);
+	return rc;
+}
+
 int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opts,
 		   tfs_error *err)
 {
 	static const tfs_open_opts none;
 	tfs_model *m = NULL;
-	source_kind k;
+	const tfs_format_ops *fmt = NULL;
+	probed k;
 	int rc;
 
 	*out = NULL;
 	if (!opts)
 		opts = &none;
 	if (tfs_is_url(source)) {
-		/* Ollama takes https://host/ns/model:tag for a model of its store: one that is
-		 * there is that; anything else is a file on a web server */
-		if ((rc = tfs_model_new(&m, TFS_FMT_OLLAMA, source, err)))
-			return rc;
-		rc = tfs_ollama_open(m, source, opts, err);
-		if (rc == 0) {
-			m->changed = false;
-			for (size_t i = 0; i < m->n_src; i++)
-				posix_fadvise(m->src[i].fd, 0, 0, POSIX_FADV_NORMAL);
-			*out = m;
-			return 0;
-		}
-		tfs_model_free(m);
-		if (rc != TFS_E_NOTFOUND && rc != TFS_E_INVALID)
-			return rc;
-		tfs_error_clear(err);
-		/* a model of an Ollama registry: its manifest's URL, or a name with a scheme */
-		if ((rc = tfs_model_new(&m, TFS_FMT_OLLAMA, source, err)))
-			return rc;
-		rc = tfs_ollama_open_registry(m, source, opts, err);
-		if (rc == 0) {
-			m->changed = false;
-			*out = m;
-			return 0;
-		}
-		tfs_model_free(m);
-		if (rc != 1)
-			return rc;
-		if (url_is_json(source))
-			return open_remote_index(out, source, opts, err);
-		rc = open_remote(out, source, opts, err);
-		if (rc == TFS_E_NOTFOUND && tfs_is_registry_source(source))
-			/* an Ollama name whose manifest the registry does not have either */
-			tfs_error_set(err, rc, "%s: not found (HTTP 404), neither as a model of "
-				      "an Ollama registry (no manifest of that tag) nor as a file",
-				      source);
-		return rc;
+		return open_url(out, source, opts, err);
 	}
 	if (tfs_is_hf(source))
 		return open_hf(out, source, opts, err);
-	if ((rc = classify(source, &k, err)) || (rc = tfs_model_new(&m, k.fmt, source, err)))
+	if ((rc = classify(source, &k, &fmt, err)) || (rc = tfs_model_new(&m, fmt, source, err)))
 		return rc;
-	if (k.fmt == TFS_FMT_GGUF) {
-		int32_t src;
-		rc = tfs_model_add_source(m, source, NULL, &src, err);
-		if (!rc)
-			rc = tfs_gguf_read(m, src, err);
-	} else if (k.fmt == TFS_FMT_SAFETENSORS) {
-		rc = tfs_safetensors_open(m, source, err);
-	} else {
-		rc = tfs_ollama_open(m, source, opts, err);
-	}
-	if (rc) {
+	if ((rc = fmt->open(m, &k.p, opts, err))) {
 		tfs_model_free(m);
-		return open_failed(source, &k, rc, err);
+		return rc;
 	}
 	m->changed = false;
 	/* index.json names the source by its absolute path, whatever the caller typed (an
@@ -344,7 +266,7 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 	m->abs_path = realpath(source, NULL);
 	/* headers are read: reads of tensor data may read ahead again */
 	for (size_t i = 0; i < m->n_src; i++)
-		posix_fadvise(m->src[i].fd, 0, 0, POSIX_FADV_NORMAL);
+		tfs_source_advise_normal(&m->src[i]);
 	*out = m;
 	return 0;
 }
@@ -365,7 +287,7 @@ int tfs_model_open_mem(tfs_model **out, const char *name, const void *data, size
 		return tfs_error_set(err, TFS_E_FORMAT,
 				     "%s: is a Git LFS pointer file, not the model itself "
 				     "(run 'git lfs pull' to fetch it)", name);
-	if ((rc = tfs_model_new(&m, gguf ? TFS_FMT_GGUF : TFS_FMT_SAFETENSORS, name, err)) ||
+	if ((rc = tfs_model_new(&m, gguf ? &tfs_gguf_format : &tfs_safetensors_format, name, err)) ||
 	    (rc = tfs_model_add_mem_source(m, name, data, size, &src, err)) ||
 	    (rc = gguf ? tfs_gguf_read(m, src, err) : tfs_safetensors_open_src(m, src, err))) {
 		tfs_model_free(m);

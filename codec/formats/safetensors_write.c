@@ -24,7 +24,7 @@
 #define _GNU_SOURCE
 #endif
 #endif
-#include "layout.h"
+#include "format.h"
 #include "commit.h"
 #include "value.h"
 #include "dtype.h"
@@ -305,7 +305,7 @@ int tfs_st_check_file(const tfs_model *m, const uint32_t *ts, size_t nt, const u
 		n_meta += json_is_string(mv) && tfs_model_find_kv(m, mk) < 0;
 	tfs_model *w = NULL;
 	tfs_error e = { 0 };
-	int rc = tfs_model_new(&w, TFS_FMT_SAFETENSORS, path, &e);
+	int rc = tfs_model_new(&w, &tfs_safetensors_format, path, &e);
 	if (!rc)
 		rc = tfs_safetensors_open(w, path, &e);
 	if (rc)
@@ -335,7 +335,7 @@ int tfs_st_check_file(const tfs_model *m, const uint32_t *ts, size_t nt, const u
 			  a->n_dims == b->n_dims;
 		for (uint32_t k = 0; ok && k < a->n_dims; k++)
 			ok = a->ne[k] == b->ne[k];
-		if (ok && m->src[a->src].remote) { /* no mapping of its data */
+		if (ok && !tfs_source_data(&m->src[a->src])) { /* no mapping of its data */
 			ok = tfs_source_samples_differ(&m->src[a->src], a->offset,
 						       w->src[b->src].map + b->offset, a->nbytes,
 						       &e) == 0;
@@ -671,3 +671,34 @@ int tfs_safetensors_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, 
 		return write_sharded(m, l, o, c, err);
 	return write_single(m, o, c, err);
 }
+
+/* ==== the format ==== */
+
+static const char *st_image_name(const tfs_model *m)
+{
+	(void)m;
+	return "model.safetensors";
+}
+
+static bool st_gguf_encoded(const tfs_model *m)
+{
+	(void)m;
+	return false;
+}
+
+/* The table sits with the writer: it names the reader's operations (safetensors.c) and the
+ * writer's, and the writer reads its files back through it. */
+const tfs_format_ops tfs_safetensors_format = {
+	.name = "safetensors",
+	.id = TFS_FMT_SAFETENSORS,
+	.probe = tfs_st_probe,
+	.open = tfs_st_open_probed,
+	.free_priv = tfs_st_layout_free,
+	.image_name = st_image_name,
+	.image = tfs_st_image_all,
+	.write = tfs_safetensors_write,
+	.gguf_encoded = st_gguf_encoded,
+	.check_kv = tfs_st_check_kv,
+	.bytes_dtype = TFS_DT_U8,
+	.remote_writable = true,
+};

@@ -5,7 +5,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "layout.h"
 #include "commit.h"
 
 #include <errno.h>
@@ -129,7 +128,7 @@ int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err)
 			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' lies past the end",
 					     w->path, a->name);
 		uint64_t n = a->nbytes;
-		if (sa->remote) { /* no mapping of its data: samples read through it */
+		if (!tfs_source_data(sa)) { /* no mapping of its data: samples read through it */
 			int rc = same_remote(sa, a->offset, sb->map + b->offset, n, w->path, a->name, err);
 			if (rc)
 				return rc;
@@ -156,43 +155,4 @@ int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: %zu tensors read back, %zu expected",
 				     w->path, w_t, n_t);
 	return 0;
-}
-
-/* Reads back a GGUF file just written and checks it against m and the layout rules
- * (GGUF_CHECKLIST.md: version 3, contiguous aligned offsets, padded data section). */
-int tfs_gguf_validate(const tfs_model *m, const char *tmp, tfs_error *err)
-{
-	tfs_model *w = NULL;
-	int32_t si;
-	int rc = tfs_model_new(&w, TFS_FMT_GGUF, tmp, err);
-	if (rc)
-		return rc;
-	if ((rc = tfs_model_add_source(w, tmp, NULL, &si, err)) ||
-	    (rc = tfs_gguf_read(w, si, err)))
-		goto out;
-	uint64_t a = w->alignment, expect = 0;
-	if (w->gguf_version != 3 || w->data_offset % a) {
-		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: bad version or data section alignment",
-				   tmp);
-		goto out;
-	}
-	for (size_t i = 0; i < w->n_t; i++) {
-		const tfs_tensor *t = &w->t[i];
-		if (t->offset != w->data_offset + expect) {
-			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is not where expected",
-					   tmp, t->name);
-			goto out;
-		}
-		expect += (t->nbytes + a - 1) / a * a;
-	}
-	if (w->n_t && w->src[si].size != w->data_offset + expect) {
-		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: file size %llu, expected %llu", tmp,
-				   (unsigned long long)w->src[si].size,
-				   (unsigned long long)(w->data_offset + expect));
-		goto out;
-	}
-	rc = tfs_write_validate(m, w, err);
-out:
-	tfs_model_free(w);
-	return rc;
 }

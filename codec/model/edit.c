@@ -10,7 +10,7 @@
 #define _GNU_SOURCE
 #endif
 #include "edit.h"
-#include "layout.h"
+#include "model_impl.h"
 #include "value.h"
 #include "dtype.h"
 
@@ -24,11 +24,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 /* True when keys and tensors are written as GGUF: a GGUF file or the model layer of a
  * classic Ollama model (its reader ran tfs_gguf_read, which sets gguf_version). */
 bool tfs_model_gguf_encoded(const tfs_model *m)
 {
-	return m->format == TFS_FMT_GGUF || (m->format == TFS_FMT_OLLAMA && m->gguf_version != 0);
+	return m->ops->gguf_encoded(m);
 }
 
 bool tfs_utf8_valid(const char *str, size_t n)
@@ -110,39 +112,8 @@ static int check_kv(const tfs_model *m, const char *key, uint32_t type, const ui
 		return tfs_error_set(err, TFS_E_INVALID, "%s: key '%s': invalid value: %s", m->path,
 				     key, why);
 	}
-	if (tfs_model_gguf_encoded(m)) {
-		if (strcmp(key, TFS_GGUF_PADDING_KEY) == 0)
-			return tfs_error_set(err, TFS_E_INVALID,
-					     "%s: key '%s' is reserved: tensorfs writes it to keep "
-					     "tensors block-aligned on reflink file systems", m->path,
-					     key);
-		if (strcmp(key, "general.alignment") == 0) {
-			uint32_t a = type == TFS_GGUF_UINT32 && len == 4 ? tfs_le32(data) : 0;
-			if (type != TFS_GGUF_UINT32)
-				return tfs_error_set(err, TFS_E_INVALID,
-						     "%s: general.alignment must be of type uint32",
-						     m->path);
-			if (a == 0 || (a & (a - 1)))
-				return tfs_error_set(err, TFS_E_INVALID,
-						     "%s: general.alignment %u is not a power of two",
-						     m->path, a);
-		}
-		return 0;
-	}
-	/* a sharded set's index "metadata" holds JSON scalars too (safetensors_write.c) */
-	const tfs_st_layout *l = m->format == TFS_FMT_SAFETENSORS ? m->priv : NULL;
-	if (l && l->index_path && type != TFS_GGUF_ARRAY && type != TFS_GGUF_STRING)
-		return 0;
-	/* safetensors __metadata__ (and Ollama per-tensor blobs): strings only */
-	if (type != TFS_GGUF_STRING)
-		return tfs_error_set(err, TFS_E_INVALID,
-				     "%s: key '%s': safetensors metadata values are strings; this "
-				     "value has GGUF type %u", m->path, key, type);
-	if (!tfs_utf8_valid((const char *)data + 8, (size_t)(len - 8)))
-		return tfs_error_set(err, TFS_E_INVALID,
-				     "%s: key '%s': the value is not valid UTF-8, which a safetensors "
-				     "header requires", m->path, key);
-	return 0;
+	/* what the format allows (a GGUF type, a reserved key, strings only) */
+	return m->ops->check_kv(m, key, type, data, len, err);
 }
 
 /* ==== changing a model ==== */
@@ -317,13 +288,7 @@ static void release_staged_source(tfs_model *m, int32_t si)
 	for (size_t i = 0; i < m->n_x; i++)
 		if (m->x[i].src == si)
 			return;
-	tfs_source *s = &m->src[si];
-	if (s->map)
-		munmap((void *)s->map, s->size);
-	close(s->fd);
-	s->map = NULL;
-	s->fd = -1;
-	s->size = 0;
+	tfs_source_close(&m->src[si]);
 }
 
 /* Tensor t's bytes are now [offset, +nbytes) of source si, of this dtype and shape. */
@@ -518,7 +483,7 @@ int tfs_model_set_extra_file(tfs_model *m, const char *name, const char *path, t
 	int32_t si;
 	int rc;
 	char mt[128];
-	if (m->format != TFS_FMT_OLLAMA)
+	if (!m->ops->extras)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED,
 				     "%s: only Ollama models hold extra files", m->path);
 	long i = tfs_model_find_extra(m, name);

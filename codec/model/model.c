@@ -50,14 +50,15 @@ long tfs_model_find_extra(const tfs_model *m, const char *name)
 
 /* ==== construction ==== */
 
-int tfs_model_new(tfs_model **out, tfs_format fmt, const char *path, tfs_error *err)
+int tfs_model_new(tfs_model **out, const tfs_format_ops *ops, const char *path,
+		  tfs_error *err)
 {
 	tfs_model *m = calloc(1, sizeof(*m));
 	if (!m || !(m->path = strdup(path))) {
 		free(m);
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
 	}
-	m->format = fmt;
+	m->ops = ops;
 	m->alignment = 32;
 	*out = m;
 	return 0;
@@ -67,8 +68,8 @@ void tfs_model_free(tfs_model *m)
 {
 	if (!m)
 		return;
-	if (m->priv && m->priv_free)
-		m->priv_free(m->priv);
+	if (m->priv && m->ops->free_priv)
+		m->ops->free_priv(m->priv);
 	for (size_t i = 0; i < m->n_kv; i++) {
 		if (m->kv[i].name_owned)
 			free(m->kv[i].name);
@@ -86,15 +87,7 @@ void tfs_model_free(tfs_model *m)
 		free(m->x[i].media_type);
 	}
 	for (size_t i = 0; i < m->n_src; i++) {
-		tfs_source *s = &m->src[i];
-		if (s->remote)
-			tfs_source_release_remote(s);
-		if (s->map && s->fd >= 0) /* fd -1: memory of tfs_model_open_mem's caller */
-			munmap((void *)s->map, s->size);
-		if (s->fd >= 0)
-			close(s->fd);
-		free(s->path);
-		free(s->label);
+		tfs_source_free(&m->src[i]);
 	}
 	tfs_strmap_free(&m->kv_map);
 	tfs_strmap_free(&m->t_map);
@@ -128,53 +121,19 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int32_t *idx,
 			 tfs_error *err)
 {
-	struct stat st;
 	if (grow((void **)&m->src, &m->cap_src, m->n_src, sizeof(*m->src)))
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return tfs_error_sys(err, errno, "%s", path);
-	if (fstat(fd, &st) < 0) {
-		int e = errno;
-		close(fd);
-		return tfs_error_sys(err, e, "%s", path);
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: not a regular file", path);
-	}
-	/* while headers are parsed, no readahead around them (the device's window can be
-	 * megabytes per file); tfs_model_open turns it back on once the model is open */
-	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
-	const uint8_t *map = NULL;
-	if (st.st_size > 0) {
-		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-		if (map == MAP_FAILED) {
-			int e = errno;
-			close(fd);
-			return tfs_error_sys(err, e, "%s: mmap", path);
-		}
-		/* no blind readahead on faults: readers say what they need (tfs_source_advise),
-		 * so parsing a header reads the header, not megabytes around it */
-		madvise((void *)map, (size_t)st.st_size, MADV_RANDOM);
-	}
 	tfs_source *s = &m->src[m->n_src];
 	memset(s, 0, sizeof(*s));
 	s->path = strdup(path);
 	s->label = strdup(label ? label : tfs_basename(path));
-	if (!s->path || !s->label) {
+	int rc = !s->path || !s->label ? tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path)
+				       : tfs_source_open_file(s, path, err);
+	if (rc) {
 		free(s->path);
 		free(s->label);
-		if (map)
-			munmap((void *)map, (size_t)st.st_size);
-		close(fd);
-		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
+		return rc;
 	}
-	s->fd = fd;
-	s->size = (uint64_t)st.st_size;
-	s->map = map;
-	s->mtime_sec = st.st_mtim.tv_sec;
-	s->mtime_nsec = st.st_mtim.tv_nsec;
 	*idx = (int32_t)m->n_src++;
 	return 0;
 }
@@ -193,9 +152,27 @@ int tfs_model_add_mem_source(tfs_model *m, const char *name, const uint8_t *data
 		free(s->label);
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", name);
 	}
-	s->fd = -1;
-	s->size = size;
-	s->map = size ? data : NULL;
+	tfs_source_init_memory(s, data, size);
+	*idx = (int32_t)m->n_src++;
+	return 0;
+}
+
+int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
+				int32_t *idx, tfs_error *err)
+{
+	if (grow((void **)&m->src, &m->cap_src, m->n_src, sizeof(*m->src)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", url);
+	tfs_source *s = &m->src[m->n_src];
+	memset(s, 0, sizeof(*s));
+	int rc = tfs_source_open_remote(s, url, o, err);
+	if (rc)
+		return rc;
+	s->path = strdup(url);
+	s->label = strdup(tfs_basename(url));
+	if (!s->path || !s->label) {
+		tfs_source_free(s);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", url);
+	}
 	*idx = (int32_t)m->n_src++;
 	return 0;
 }
@@ -338,7 +315,7 @@ int tfs_model_push_extra(tfs_model *m, const char *name, const char *media_type,
 
 /* ==== getters ==== */
 
-tfs_format tfs_model_format(const tfs_model *m) { return m->format; }
+tfs_format tfs_model_format(const tfs_model *m) { return (tfs_format)m->ops->id; }
 const char *tfs_model_path(const tfs_model *m) { return m->path; }
 size_t tfs_model_n_kv(const tfs_model *m) { return m->n_kv; }
 const tfs_kv *tfs_model_kv(const tfs_model *m, size_t i) { return i < m->n_kv ? &m->kv[i] : NULL; }
@@ -349,15 +326,7 @@ const tfs_extra *tfs_model_extra(const tfs_model *m, size_t i) { return i < m->n
 size_t tfs_model_n_sources(const tfs_model *m) { return m->n_src; }
 const tfs_source *tfs_model_source(const tfs_model *m, size_t i) { return i < m->n_src ? &m->src[i] : NULL; }
 
-const char *tfs_model_format_name(const tfs_model *m)
-{
-	switch (m->format) {
-	case TFS_FMT_GGUF: return "gguf";
-	case TFS_FMT_SAFETENSORS: return "safetensors";
-	case TFS_FMT_OLLAMA: return "ollama";
-	}
-	return "unknown";
-}
+const char *tfs_model_format_name(const tfs_model *m) { return m->ops->name; }
 
 /* ==== reading ==== */
 
@@ -470,8 +439,9 @@ int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t c
 				     s->path, t->name);
 	uint64_t span_off = t->offset + b0 * d->block_bytes, span_len = (b1 - b0) * d->block_bytes;
 	/* a remote source has no mapping of its data: its blocks are read into a buffer */
-	uint8_t *copy = s->remote ? malloc(span_len ? (size_t)span_len : 1) : NULL;
-	int rc = s->remote && !copy ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+	bool mapped = tfs_source_data(s) != NULL;
+	uint8_t *copy = !mapped ? malloc(span_len ? (size_t)span_len : 1) : NULL;
+	int rc = !mapped && !copy ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
 	if (!rc && copy)
 		rc = tfs_source_pread_in(s, copy, span_len, span_off, t->offset,
 					 t->offset + t->nbytes, err);

@@ -65,6 +65,21 @@ void tfs_model_free(tfs_model *m);
 
 tfs_format tfs_model_format(const tfs_model *m);
 const char *tfs_model_format_name(const tfs_model *m);   /* "gguf", "safetensors", "ollama" */
+/* Questions the driver asks of a model, answered by its format (by_format.c): */
+/* Whether layers/ is shown: the model holds extra files, or its format has them (Ollama). */
+bool tfs_model_has_layers(const tfs_model *m);
+/* The dtype of a new tensor of plain bytes: U8 where the format has it, else I8 (GGUF). */
+int tfs_model_bytes_dtype(const tfs_model *m);
+/* Whether index.json's "version", "alignment" and "data_offset" are the facts of the model
+ * file's own header (a GGUF file; not the GGUF layer of an Ollama model). */
+bool tfs_model_header_facts(const tfs_model *m);
+/* The directory the format keeps this model's staging in (an Ollama store's model:
+ * <root>/.tensorfs-staging/<host>/<ns>/<model>/<tag>), allocated, its parents not made;
+ * NULL: none (use the one beside the output) or out of memory. */
+char *tfs_model_staging_home(const tfs_model *m);
+/* Whether m is read over HTTP(S) in a format tensorfs cannot write from there (an Ollama
+ * registry's model: tensorfs writes Ollama models into a local store). */
+bool tfs_model_remote_read_only(const tfs_model *m);
 const char *tfs_model_path(const tfs_model *m);          /* the resolved main file (GGUF file,
                                                             index.json / .safetensors, manifest) */
 /* Every slot, deleted ones included (check ->deleted); indices are stable for the model's life. */

@@ -6,6 +6,7 @@
 #define TFS_MODEL_IMPL_H
 
 #include "model.h"
+#include "format_ops.h"
 #include "cursor.h"
 #include "strmap.h"
 #include "source_impl.h"
@@ -20,7 +21,7 @@ struct tfs_name_chunk {
 };
 
 struct tfs_model {
-	tfs_format format;
+	const tfs_format_ops *ops;  /* its format's operations (format_ops.h) */
 	char *path;                 /* main file: .gguf / .safetensors / index.json / manifest */
 	char *abs_path;             /* realpath of path, taken once at open (NULL: a URL, a name) */
 
@@ -40,9 +41,8 @@ struct tfs_model {
 	uint32_t alignment;         /* general.alignment or 32 */
 	uint64_t data_offset;       /* absolute start of the GGUF data section */
 
-	/* format-private state (safetensors shards, Ollama manifest) */
+	/* format-private state (safetensors shards, Ollama manifest), freed by ops->free_priv */
 	void *priv;
-	void (*priv_free)(void *priv);
 };
 
 /* The name maps' callbacks: the name of kv / tensor / extra slot i of the model ctx. */
@@ -50,8 +50,9 @@ const char *tfs_kv_name(const void *ctx, uint32_t i, size_t *len);
 const char *tfs_t_name(const void *ctx, uint32_t i, size_t *len);
 const char *tfs_x_name(const void *ctx, uint32_t i, size_t *len);
 
-/* Allocates an empty model of the given format. */
-int tfs_model_new(tfs_model **out, tfs_format fmt, const char *path, tfs_error *err);
+/* Allocates an empty model of the given format (formats/format.h: &tfs_gguf_format ...). */
+int tfs_model_new(tfs_model **out, const tfs_format_ops *ops, const char *path,
+		  tfs_error *err);
 /* Opens and maps a file as a source; *idx gets its index. label may be NULL (= basename). */
 int tfs_model_add_source(tfs_model *m, const char *path, const char *label, int32_t *idx,
 			 tfs_error *err);
@@ -90,6 +91,11 @@ static inline void tfs_source_advise(const tfs_model *m, int32_t src, uint64_t o
 	}
 	tfs_source_madvise(&m->src[src], a, b - a, advice);
 }
+
+/* Reads len staged values' bytes at off of fd (TFS_E_INVALID when they end early) / writes
+ * requantized bytes at off of fd, whole; requant.c, mlx.c. */
+int tfs_staged_pread(int fd, void *buf, size_t len, uint64_t off, tfs_error *err);
+int tfs_staged_pwrite(int fd, const void *buf, size_t len, uint64_t off, tfs_error *err);
 
 /* The f32 view of an MLX-quantized tensor (t->q.mode != TFS_QMODE_NONE): called by
  * tfs_tensor_read_f32 (model.c); mlx.c holds it, beside the MLX math after it checked [first, first + count) is in range. */

@@ -10,11 +10,13 @@
  */
 #include "dequant.h"
 #include "requant.h"
+#include "model_impl.h"
 #include "imatrix.h"
 #include "quant_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 

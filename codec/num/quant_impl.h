@@ -70,11 +70,6 @@ static inline float sum_squares_256(const float *x)
 int tfs_quantize_from(void *dst, int id, const float *src, uint64_t nelems, uint64_t first,
 		      tfs_error *err);
 
-/* Reads len staged values' bytes at off of fd (TFS_E_INVALID when they end early) / writes
- * requantized bytes at off of fd, whole; requant.c, mlx_quant.c. */
-int tfs_staged_pread(int fd, void *buf, size_t len, uint64_t off, tfs_error *err);
-int tfs_staged_pwrite(int fd, const void *buf, size_t len, uint64_t off, tfs_error *err);
-
 /*
  * The IQ types' grid searches (quant_iq1.c, quant_iq2.c, quant_iq3.c): one 256-value
  * super-block x as the type's block b, the bytes ggml's quantize_row_<type>_impl writes for

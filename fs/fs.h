@@ -197,6 +197,11 @@ int tfsd_copy_range(int dst, int src, uint64_t off, uint64_t len);
 /* Writes n bytes of buf at off of fd (tfs_io_pwrite; path for messages); 0 or -errno (a short
  * write is a full disk, -ENOSPC). */
 int tfsd_pwrite(int fd, const char *path, uint64_t off, const void *buf, size_t n);
+/* Frees a handle (NULL: nothing): its text, staged file (tfsd_handle_drop_data) and
+ * snapshot fd. */
+void tfsd_handle_free(tfsd_handle *h);
+/* Closes the handle's staged file and removes it unless a commit handed it to the journal. */
+void tfsd_handle_drop_data(tfsd_handle *h);
 
 /* ==== what the commands (fs/cli/) use ==== */
 /* tree.c: the mount's nodes, made from fs->model; freed (with the model file image and

@@ -64,33 +64,6 @@ int tfsd_tree_default_name(tfsd_fs *fs, tfsd_dir d, long i, tfs_buf *out)
 	return encode_name(out, t->name, d == D_NPY ? ".npy" : NULL);
 }
 
-long tfsd_tree_unmade_item(tfsd_fs *fs, tfsd_dir dir, const char *fname)
-{
-	if (dir == D_ROOT || dir >= D_COUNT)
-		return -1;
-	tfs_buf name = { 0 }, b = { 0 };
-	long i = -1;
-	if (tfs_name_decode(&name, fname) == 0) {
-		if (dir == D_NPY) {
-			if (name.len > 4 && !strcmp(name.data + name.len - 4, ".npy"))
-				name.data[name.len - 4] = '\0';
-			else
-				name.data[0] = '\0';
-		}
-		const tfs_model *m = fs->model;
-		i = dir == D_METADATA ? tfs_model_find_kv(m, name.data)
-		    : dir == D_LAYERS ? tfs_model_find_extra(m, name.data)
-				      : tfs_model_find_tensor(m, name.data);
-	}
-	bool hidden;
-	if (i >= 0 && (tfsd_tree_default_name(fs, dir, i, &b) || strcmp(b.data, fname) ||
-		       tfsd_tree_owner(fs, dir, i, &hidden) || hidden))
-		i = -1;
-	tfs_buf_free(&name);
-	tfs_buf_free(&b);
-	return i;
-}
-
 long tfsd_dir_item(tfsd_fs *fs, tfsd_dir d, const char *fname)
 {
 	tfs_buf name = { 0 };

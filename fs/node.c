@@ -1,8 +1,7 @@
 /*
  * node.c - what a node reads as: its attributes (mode, size), its generated content (a
  * value's text, an npy header, config.json, index.json as a stream), where a tensor's or
- * layer's bytes are, and the model as one file (model.gguf), shared by the handles that read
- * it.
+ * layer's bytes are.
  */
 #include "fs.h"
 #include "tree.h"
@@ -154,51 +153,6 @@ int tfsd_node_attr(tfsd_fs *fs, tfsd_node *n, struct stat *st)
 	st->st_size = (off_t)size;
 	st->st_blocks = (blkcnt_t)((size + 511) / 512);
 	return 0;
-}
-
-/* ==== the model as one file ==== */
-
-static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int tfsd_image_acquire(tfsd_fs *fs, tfsd_shared_image **out)
-{
-	int rc = 0;
-	pthread_mutex_lock(&image_lock);
-	if (!fs->image || fs->image->gen != fs->gen) {
-		tfsd_shared_image *si = calloc(1, sizeof(*si));
-		tfs_error err;
-		if (!si) {
-			rc = -ENOMEM;
-		} else if (tfs_model_image(&si->im, fs->model, true, &err)) {
-			free(si);
-			rc = tfsd_fail(fs, &err);
-		} else {
-			si->gen = fs->gen;
-			si->refs = 1; /* fs->image's own */
-			if (fs->image && --fs->image->refs == 0) {
-				tfs_image_free(fs->image->im);
-				free(fs->image);
-			}
-			fs->image = si;
-		}
-	}
-	if (!rc) {
-		fs->image->refs++;
-		*out = fs->image;
-	}
-	pthread_mutex_unlock(&image_lock);
-	return rc;
-}
-
-void tfsd_image_release(tfsd_fs *fs, tfsd_shared_image *si)
-{
-	pthread_mutex_lock(&image_lock);
-	bool last = --si->refs == 0;
-	pthread_mutex_unlock(&image_lock);
-	if (last) {
-		tfs_image_free(si->im);
-		free(si);
-	}
 }
 
 /* The value text of key node n as it reads now. */

@@ -13,7 +13,6 @@
  */
 #include "fs.h"
 #include "tree.h"
-#include "write.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -312,6 +311,33 @@ static const tfsd_node_kind dir_kinds[D_COUNT] = {
 	[D_LAYERS] = N_EXTRA,
 };
 
+/* (names.c gives the default names; a node, or a scratch file hiding the item, wins) */
+long tfsd_tree_unmade_item(tfsd_fs *fs, tfsd_dir dir, const char *fname)
+{
+	if (dir == D_ROOT || dir >= D_COUNT)
+		return -1;
+	tfs_buf name = { 0 }, b = { 0 };
+	long i = -1;
+	if (tfs_name_decode(&name, fname) == 0) {
+		if (dir == D_NPY) {
+			if (name.len > 4 && !strcmp(name.data + name.len - 4, ".npy"))
+				name.data[name.len - 4] = '\0';
+			else
+				name.data[0] = '\0';
+		}
+		const tfs_model *m = fs->model;
+		i = dir == D_METADATA ? tfs_model_find_kv(m, name.data)
+		    : dir == D_LAYERS ? tfs_model_find_extra(m, name.data)
+				      : tfs_model_find_tensor(m, name.data);
+	}
+	bool hidden;
+	if (i >= 0 && (tfsd_tree_default_name(fs, dir, i, &b) || strcmp(b.data, fname) ||
+		       tfsd_tree_owner(fs, dir, i, &hidden) || hidden))
+		i = -1;
+	tfs_buf_free(&name);
+	tfs_buf_free(&b);
+	return i;
+}
 tfsd_node *tfsd_tree_find(tfsd_fs *fs, tfsd_dir dir, const char *fname)
 {
 	tfsd_node *n = tfsd_tree_lookup(fs, dir, fname);

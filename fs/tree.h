@@ -1,6 +1,6 @@
 /*
- * tree.h - the mount's nodes (tree.c), the file names of the model's items (names.c), and
- * what a node reads as (node.c).  fs->lock guards the tree and the model: held for reading
+ * tree.h - the mount's nodes (tree.c), the file names of the model's items (names.c), what
+ * a node reads as (node.c), the model as one file (image.c).  fs->lock guards the tree and the model: held for reading
  * to look up and read, for writing to change them.  Each int function returns 0 or -errno.
  */
 #ifndef TFSD_TREE_H
@@ -19,6 +19,8 @@ fuse_ino_t tfsd_node_ino(const tfsd_node *n);
 tfsd_node *tfsd_live_node(tfsd_fs *fs, fuse_ino_t ino);
 /* The node named fname in dir, if it has one (no node is made). */
 tfsd_node *tfsd_tree_lookup(tfsd_fs *fs, tfsd_dir dir, const char *fname);
+/* The item of dir listed by its default name fname without a node yet, or -1. */
+long tfsd_tree_unmade_item(tfsd_fs *fs, tfsd_dir dir, const char *fname);
 /* The node named fname in dir, made now if an item is listed by that name without one
  * (fs->lock held for writing); NULL: none. */
 tfsd_node *tfsd_tree_find(tfsd_fs *fs, tfsd_dir dir, const char *fname);
@@ -52,8 +54,6 @@ size_t tfsd_tree_n_items(tfsd_fs *fs, tfsd_dir d);
 /* Item i of directory d's file name when it has no node: its model name, encoded (+ .npy
  * in npy/); -ENOENT when the model lists no such file (deleted, no f32 view). */
 int tfsd_tree_default_name(tfsd_fs *fs, tfsd_dir d, long i, tfs_buf *out);
-/* The item of dir listed by its default name fname without a node yet, or -1. */
-long tfsd_tree_unmade_item(tfsd_fs *fs, tfsd_dir dir, const char *fname);
 /* The live model item of the decoded file name in directory d, or -1. */
 long tfsd_dir_item(tfsd_fs *fs, tfsd_dir d, const char *fname);
 
@@ -70,6 +70,8 @@ int tfsd_fs_index(tfsd_fs *fs, tfs_index **out);
 int tfsd_node_text(tfsd_fs *fs, tfsd_node *n, tfs_buf *out);
 /* Where tensor or layer node n's bytes are: [*off, +*len) of the returned source. */
 int32_t tfsd_node_bytes(tfsd_fs *fs, const tfsd_node *n, uint64_t *off, uint64_t *len);
+
+/* ==== the model as one file (image.c) ==== */
 /* The model file as it is now (a reference; built when the model changed since the last
  * one); fs->lock held for reading. */
 int tfsd_image_acquire(tfsd_fs *fs, tfsd_shared_image **out);

@@ -4,7 +4,6 @@
  * and everything else of fs/ calls it.
  */
 #include "fs.h"
-#include "write.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -131,4 +130,28 @@ int tfsd_pwrite(int fd, const char *path, uint64_t off, const void *buf, size_t 
 {
 	tfs_error err;
 	return tfs_io_pwrite(fd, path, off, buf, n, &err) ? tfsd_errno(&err) : 0;
+}
+
+/* Frees a handle: its text, staged file and snapshot fd. */
+void tfsd_handle_free(tfsd_handle *h)
+{
+	if (!h)
+		return;
+	tfs_buf_free(&h->text);
+	tfsd_handle_drop_data(h);
+	if (h->snap)
+		close(h->snap_fd);
+	free(h);
+}
+
+/* A handle's staged data file, not (or no longer) the journal's: closed and removed. */
+void tfsd_handle_drop_data(tfsd_handle *h)
+{
+	if (h->data_fd >= 0)
+		close(h->data_fd);
+	h->data_fd = -1;
+	if (h->data_path)
+		unlink(h->data_path); /* never committed: the journal does not name it */
+	free(h->data_path);
+	h->data_path = NULL;
 }

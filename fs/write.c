@@ -21,29 +21,6 @@
 
 #define MAX_VALUE_TEXT (256u << 20)  /* a metadata value written through the mount */
 
-void tfsd_handle_free(tfsd_handle *h)
-{
-	if (!h)
-		return;
-	tfs_buf_free(&h->text);
-	tfsd_handle_drop_data(h);
-	if (h->snap)
-		close(h->snap_fd);
-	free(h);
-}
-
-/* A handle's staged data file, not (or no longer) the journal's: closed and removed. */
-void tfsd_handle_drop_data(tfsd_handle *h)
-{
-	if (h->data_fd >= 0)
-		close(h->data_fd);
-	h->data_fd = -1;
-	if (h->data_path)
-		unlink(h->data_path); /* never committed: the journal does not name it */
-	free(h->data_path);
-	h->data_path = NULL;
-}
-
 /*
  * Gives h a staged data file of its own (nothing when it has one): empty, or with copy
  * the node's current bytes.  A file a commit handed to the journal is never written again

@@ -8,10 +8,7 @@
 
 #include "fs.h"
 
-/* ==== a handle writing (write.c) ==== */
-void tfsd_handle_free(tfsd_handle *h);
-/* Closes the handle's staged file and removes it unless a commit handed it to the journal. */
-void tfsd_handle_drop_data(tfsd_handle *h);
+/* ==== a handle writing (write.c; tfsd_handle_free and _drop_data are util.c's) ==== */
 /* Makes h a writing handle (trunc: opened with O_TRUNC): a key's current text (or none), a
  * scratch file written in place, a view checked writable as numbers; -EACCES for others. */
 int tfsd_start_write(tfsd_fs *fs, tfsd_handle *h, bool trunc);

@@ -1,0 +1,55 @@
+/*
+ * image.c - the model as one file (model.gguf, model.safetensors): an image of the model
+ * as it was at one generation, built when first asked after a change and shared by the
+ * handles that opened it (each keeps its own until it is closed).
+ */
+#include "fs.h"
+#include "tree.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+/* ==== the model as one file ==== */
+
+static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tfsd_image_acquire(tfsd_fs *fs, tfsd_shared_image **out)
+{
+	int rc = 0;
+	pthread_mutex_lock(&image_lock);
+	if (!fs->image || fs->image->gen != fs->gen) {
+		tfsd_shared_image *si = calloc(1, sizeof(*si));
+		tfs_error err;
+		if (!si) {
+			rc = -ENOMEM;
+		} else if (tfs_model_image(&si->im, fs->model, true, &err)) {
+			free(si);
+			rc = tfsd_fail(fs, &err);
+		} else {
+			si->gen = fs->gen;
+			si->refs = 1; /* fs->image's own */
+			if (fs->image && --fs->image->refs == 0) {
+				tfs_image_free(fs->image->im);
+				free(fs->image);
+			}
+			fs->image = si;
+		}
+	}
+	if (!rc) {
+		fs->image->refs++;
+		*out = fs->image;
+	}
+	pthread_mutex_unlock(&image_lock);
+	return rc;
+}
+
+void tfsd_image_release(tfsd_fs *fs, tfsd_shared_image *si)
+{
+	pthread_mutex_lock(&image_lock);
+	bool last = --si->refs == 0;
+	pthread_mutex_unlock(&image_lock);
+	if (last) {
+		tfs_image_free(si->im);
+		free(si);
+	}
+}

@@ -111,8 +111,8 @@ int tfs_st_check_string_kv(const tfs_model *m, const char *key, uint32_t type,
 /* Ollama: probe, open, the layout's free (ollama.c); the URL operations (ollama_registry.c):
  * a model of the store named by a URL, or of a registry over HTTP(S), and the 404 of a
  * registry's name said so; a store model's staging directory (ollama_store.c):
- * <root>/.tensorfs-staging/<host>/<ns>/<model>/<tag>, or NULL; the config.json of a
- * per-tensor model's single-file form (mlx_export.c). */
+ * <root>/.tensorfs-staging/<host>/<ns>/<model>/<tag>, or NULL; the config.json (name and
+ * text) of a per-tensor model's single-file form (mlx_export.c). */
 int tfs_ollama_probe(const tfs_probe *p, tfs_error *err);
 int tfs_ollama_open_probed(tfs_model *m, const tfs_probe *p, const tfs_open_opts *o,
 			   tfs_error *err);
@@ -122,5 +122,6 @@ int tfs_ollama_open_url(tfs_model **out, const tfs_format_ops *self, const char 
 void tfs_ollama_url_not_found(const char *url, tfs_error *err);
 char *tfs_ol_staging_home(const tfs_model *m);
 const char *tfs_mlx_config_name(const tfs_model *m);
+int tfs_mlx_config_json(tfs_buf *out, const tfs_model *m, tfs_error *err);
 
 #endif

@@ -221,7 +221,7 @@ const char *tfs_mlx_config_name(const tfs_model *m)
 	return tfs_mlx_exportable(m) ? "config.json" : NULL;
 }
 
-int tfs_model_config_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
+int tfs_mlx_config_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 {
 	json_t *c = config_layer(m, err);
 	if (!c)

@@ -728,6 +728,7 @@ const tfs_format_ops tfs_ollama_format = {
 	.image = ollama_image,
 	.image_size = ollama_image_size,
 	.config_name = tfs_mlx_config_name,
+	.config_json = tfs_mlx_config_json,
 	.write = tfs_ollama_write,
 	.gguf_encoded = ollama_gguf_encoded,
 	.check_kv = ollama_check_kv,

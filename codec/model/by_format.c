@@ -17,6 +17,14 @@ const char *tfs_config_name(const tfs_model *m)
 	return m->ops->config_name ? m->ops->config_name(m) : NULL;
 }
 
+int tfs_model_config_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
+{
+	if (!m->ops->config_json)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: this model has no config.json",
+				     m->path);
+	return m->ops->config_json(out, m, err);
+}
+
 int tfs_model_image_size(const tfs_model *m, uint64_t *size, tfs_error *err)
 {
 	int rc = m->ops->image_size ? m->ops->image_size(m, size, err) : TFS_PASSTHROUGH;

@@ -65,8 +65,10 @@ typedef struct tfs_format_ops {
 	int (*image)(tfs_image **out, const tfs_model *m, tfs_error *err);
 	/* Optional: its size without laying it out (NULL: the size of image's layout). */
 	int (*image_size)(const tfs_model *m, uint64_t *size, tfs_error *err);
-	/* Optional: "config.json" when the model file needs one beside it, else NULL. */
+	/* Optional: "config.json" when the model file needs one beside it, else NULL; and its
+	 * text (needed when config_name can say a name). */
 	const char *(*config_name)(const tfs_model *m);
+	int (*config_json)(tfs_buf *out, const tfs_model *m, tfs_error *err);
 
 	/* ==== writing (tfs_model_write_prepare) ==== */
 	/* Writes every file of m's new state to temporaries registered in c, fsynced and read

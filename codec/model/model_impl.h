@@ -97,11 +97,6 @@ static inline void tfs_source_advise(const tfs_model *m, int32_t src, uint64_t o
 int tfs_staged_pread(int fd, void *buf, size_t len, uint64_t off, tfs_error *err);
 int tfs_staged_pwrite(int fd, const void *buf, size_t len, uint64_t off, tfs_error *err);
 
-/* Reads len staged values' bytes at off of fd (TFS_E_INVALID when they end early) / writes
- * requantized bytes at off of fd, whole; requant.c, mlx.c. */
-int tfs_staged_pread(int fd, void *buf, size_t len, uint64_t off, tfs_error *err);
-int tfs_staged_pwrite(int fd, const void *buf, size_t len, uint64_t off, tfs_error *err);
-
 /* The f32 view of an MLX-quantized tensor (t->q.mode != TFS_QMODE_NONE): called by
  * tfs_tensor_read_f32 (model.c); mlx.c holds it, beside the MLX math after it checked [first, first + count) is in range. */
 int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, uint64_t count,

@@ -40,5 +40,6 @@
 #include "formats/imatrix.h"
 #include "journal/write.h"
 #include "journal/staging.h"
+#include "journal/session.h"
 
 #endif

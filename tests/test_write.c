@@ -27,6 +27,7 @@
 
 #include "testutil.h"
 #include "tensorfs.h"
+#include "model/source_impl.h" /* struct tfs_source: the tests read its fields */
 
 #define GGUF_SRC TFS_TESTDATA "/gguf/mixed_flat.gguf"
 
@@ -718,6 +719,27 @@ Test(write, staging_refuses_another_source)
 	free(path);
 }
 
+/* `tensorfs repack`: the changes staged in dir for the model at source, written through a
+ * session as the command does (recover, open, stage and replay, repack, release). */
+static int session_repack(const char *source, const char *dir, const char *crash_at,
+			  tfs_error *err)
+{
+	tfs_session_opts o = { .source = source, .writable = true, .staging = dir };
+	tfs_session *s = NULL;
+	int rc = tfs_session_new(&s, &o, err);
+	if (!rc)
+		rc = tfs_session_open(s, NULL, err);
+	if (!rc)
+		rc = tfs_session_stage(s, err);
+	if (!rc && crash_at)
+		setenv("TFS_TEST_CRASH_AT", crash_at, 1);
+	if (!rc)
+		rc = tfs_session_repack(s, NULL, err);
+	tfs_session_release(s);
+	tfs_session_close(s);
+	return rc;
+}
+
 /* Stages changes, then repacks in a child that dies at `where`. Returns the expected digest. */
 static char *crash_repack(const char *path, const char *dir, const char *where)
 {
@@ -731,13 +753,7 @@ static char *crash_repack(const char *path, const char *dir, const char *where)
 	pid_t pid = fork();
 	if (pid == 0) {
 		tfs_error err = { 0 };
-		tfs_model *cm = NULL;
-		tfs_staging *cs = NULL;
-		setenv("TFS_TEST_CRASH_AT", where, 1);
-		if (tfs_model_open(&cm, path, NULL, &err) ||
-		    tfs_staging_open(&cs, dir, cm, NULL, &err) || tfs_staging_replay(cs, cm, &err))
-			_exit(2);
-		tfs_staging_repack(cs, cm, NULL, &err);
+		session_repack(path, dir, where, &err);
 		_exit(3); /* should not get here */
 	}
 	int st;
@@ -756,7 +772,7 @@ Test(write, crash_before_rename)
 	cr_assert(same_file_bytes(path, GGUF_SRC));
 	tfs_error err = { 0 };
 	/* `tensorfs repack` finishes the job */
-	cr_assert_eq(tfs_repack_dir(dir, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(session_repack(path, dir, NULL, &err), 0, "%s", err.msg);
 	m = open_ok(path);
 	assert_digest(m, want);
 	check_gguf_layout(path, 64);
@@ -814,7 +830,7 @@ Test(write, crash_after_rename)
 	tfs_staging_free(s);
 	struct stat a, b;
 	stat(path, &a);
-	cr_assert_eq(tfs_repack_dir(dir, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(session_repack(path, dir, NULL, &err), 0, "%s", err.msg);
 	stat(path, &b);
 	cr_assert_eq(a.st_ino, b.st_ino);
 	tfs_model_free(m);
@@ -823,7 +839,7 @@ Test(write, crash_after_rename)
 	free(path);
 }
 
-Test(write, crash_after_rename_then_repack_dir)
+Test(write, crash_after_rename_then_repack)
 {
 	char *path, *dir = tpath("stage");
 	tfs_model *m = gguf_copy(&path);
@@ -832,9 +848,47 @@ Test(write, crash_after_rename_then_repack_dir)
 	tfs_error err = { 0 };
 	struct stat a, b;
 	stat(path, &a);
-	cr_assert_eq(tfs_repack_dir(dir, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(session_repack(path, dir, NULL, &err), 0, "%s", err.msg);
 	stat(path, &b);
 	cr_assert_eq(a.st_ino, b.st_ino);
+	m = open_ok(path);
+	assert_digest(m, want);
+	tfs_model_free(m);
+	free(want);
+	free(dir);
+	free(path);
+}
+
+/* A session without a staging directory takes the default one beside the file: a killed
+ * session leaves it, the next one replays it, and it goes once repacked and released. */
+Test(write, session_default_staging)
+{
+	char *path;
+	tfs_model *m = gguf_copy(&path);
+	tfs_model_free(m);
+	char *dir = tfs_staging_default_dir(path);
+	tfs_session_opts o = { .source = path, .writable = true };
+	tfs_error err = { 0 };
+	tfs_session *s;
+	struct stat st;
+	cr_assert_eq(tfs_session_new(&s, &o, &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_session_open(s, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_session_stage(s, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(tfs_staging_dir(tfs_session_staging(s)), dir);
+	stage_changes(tfs_session_staging(s), tfs_session_model(s));
+	char *want = digest(tfs_session_model(s));
+	tfs_session_close(s); /* as a daemon killed before its repack */
+	cr_assert_eq(stat(dir, &st), 0);
+	cr_assert(same_file_bytes(path, GGUF_SRC));
+
+	cr_assert_eq(tfs_session_new(&s, &o, &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_session_open(s, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_session_stage(s, &err), 0, "%s", err.msg);
+	assert_digest(tfs_session_model(s), want);
+	cr_assert_eq(tfs_session_repack(s, NULL, &err), 0, "%s", err.msg);
+	tfs_session_release(s);
+	tfs_session_close(s);
+	cr_assert_neq(stat(dir, &st), 0, "the default staging directory stayed");
 	m = open_ok(path);
 	assert_digest(m, want);
 	tfs_model_free(m);
@@ -1241,7 +1295,7 @@ Test(write, ollama_staged_repack)
 	char *want = digest(m);
 	tfs_staging_free(s);
 	tfs_model_free(m);
-	cr_assert_eq(tfs_repack_dir(dir, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(session_repack(man, dir, NULL, &err), 0, "%s", err.msg);
 	m = open_ref(man);
 	assert_digest(m, want);
 	char *sys = extra_text(m, "system");
@@ -1274,13 +1328,7 @@ Test(write, st_sharded_crash_mid_rename)
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
-		tfs_model *cm = NULL;
-		tfs_staging *cs = NULL;
-		setenv("TFS_TEST_CRASH_AT", "mid_rename", 1);
-		if (tfs_model_open(&cm, ix, NULL, &err) || tfs_staging_open(&cs, dir, cm, NULL, &err) ||
-		    tfs_staging_replay(cs, cm, &err))
-			_exit(2);
-		tfs_staging_repack(cs, cm, NULL, &err);
+		session_repack(ix, dir, "mid_rename", &err);
 		_exit(3);
 	}
 	int st;
@@ -1294,7 +1342,7 @@ Test(write, st_sharded_crash_mid_rename)
 	s = staging_ok(dir, m);
 	cr_assert_not(tfs_staging_dirty(s));
 	tfs_staging_free(s);
-	cr_assert_eq(tfs_repack_dir(dir, NULL, &err), 0, "%s", err.msg);
+	cr_assert_eq(session_repack(ix, dir, NULL, &err), 0, "%s", err.msg);
 	tfs_model_free(m);
 	free(want);
 	free(dir);

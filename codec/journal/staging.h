@@ -95,14 +95,6 @@ int tfs_staging_replace_extra(tfs_staging *s, tfs_model *m, const char *from, co
 int tfs_staging_repack(tfs_staging *s, tfs_model *m, const tfs_write_opts *o, tfs_error *err);
 
 /*
- * `tensorfs repack DIR`: locks the staging directory, finishes or undoes an interrupted
- * repack, and when changes remain opens the source the journal names (it must be
- * unchanged), replays them and repacks to o->output or the journal's output.  Returns 0
- * when there was nothing to do.
- */
-int tfs_repack_dir(const char *staging_dir, const tfs_write_opts *o, tfs_error *err);
-
-/*
  * Finishes or undoes a repack that a crash interrupted (see tfs_staging_repack), without
  * opening any model; a directory that does not exist or holds no journal is fine.  Call it
  * before tfs_model_open when mounting rw: a sharded set or an Ollama model whose repack was

@@ -8,7 +8,7 @@
  * and a table of tensors.  --markdown prints the same as Markdown tables; --json prints
  * every key's full value and every tensor (tfs_model_info_json).
  */
-#include "fs.h"
+#include "cli.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -416,7 +416,7 @@ static void print_summary(const tfs_model *m, const char *src, out_mode mode, co
 	json_int_t version = 0, alignment = 0, data_offset = 0;
 	tfs_buf ix = { 0 };
 	tfs_error err;
-	if (tfs_model_format(m) == TFS_FMT_GGUF && tfs_model_index_json(&ix, m, &err) == 0) {
+	if (tfs_model_header_facts(m) && tfs_model_index_json(&ix, m, &err) == 0) {
 		json_t *j = json_loads(ix.data, 0, NULL);
 		version = json_integer_value(json_object_get(j, "version"));
 		alignment = json_integer_value(json_object_get(j, "alignment"));

@@ -11,7 +11,7 @@
  * Exit status: 0 success, 1 a runtime error (a model that cannot be read, a failed
  * repack), 2 a usage error (unknown command or option, missing argument).
  */
-#include "fs.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,0 +1,156 @@
+/*
+ * cli.h - the commands of tensorfs (fs/cli/ only): what their files share.
+ *
+ * Top-down (a file calls only files below it):
+ *   main.c      the tensorfs command: which command runs
+ *   mount.c     `tensorfs mount` (and mount.tensorfs, mount(8)): the daemon's life
+ *   unmount.c   `tensorfs unmount`: unmounting, following the daemon's repack
+ *   info.c      `tensorfs info`
+ *   repack.c    `tensorfs repack`, and the repack a rw mount's daemon does at unmount
+ *   session.c   a command's model session (codec's tfs_session), errors printed
+ *   status.c    the status file a rw daemon reports its repack in, and reading it
+ *   mounts.c    the mount table, the mount point's checks, who uses a mount
+ *   progress.c  progress shown on a terminal or a log, and recorded in a status file
+ *   options.c   the -o options (one fuse_opt table), paths, remote options
+ */
+#ifndef TFSD_CLI_H
+#define TFSD_CLI_H
+
+#include "fs.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* ==== the commands (each returns the exit status: 0, 1 runtime error, 2 usage) ==== */
+
+/* by_mount8: called by mount(8), which passes "rw" unless told "ro": then only
+ * -o writable makes the mount writable. */
+int tfsd_mount_main(int argc, char **argv, bool by_mount8);
+int tfsd_unmount_main(int argc, char **argv);
+int tfsd_repack_main(int argc, char **argv);
+int tfsd_info_main(int argc, char **argv);
+
+/* ==== options.c ==== */
+
+/* Parses the command line into o (fuse_opt_parse with the -o table); usage is what -h
+ * prints (then exits 0) and what follows an unexpected argument.  -1: a usage error. */
+int tfsd_opts_parse(struct fuse_args *args, tfsd_opts *o, const char *usage);
+void tfsd_opts_free(tfsd_opts *o);
+/* The daemon runs from /: every path is made absolute first; an Ollama model name stays
+ * as it is.  -1: out of memory. */
+int tfsd_absolute_paths(tfsd_opts *o);
+/* mount(8), findmnt and df show the model as the mount's source.  -1: out of memory. */
+int tfsd_add_fsname(const tfsd_opts *o, struct fuse_args *args);
+/* Whether a SOURCE is read over the network (http://, https://, hf://). */
+bool tfsd_is_remote(const char *source);
+/* The remote options into oo; the token file's first line into *token (allocated).
+ * Prints errors. */
+int tfsd_remote_opts(const tfsd_opts *o, tfs_open_opts *oo, char **token, const char *prog);
+
+/* ==== progress.c ==== */
+
+/*
+ * Progress shown on a stream: on a terminal one line rewritten in place (\r) at most five
+ * times a second; otherwise a plain line per 10% (at most one a second) or every 5 s.
+ * Every line has the percentage, the rate and the time left; the last one the time taken.
+ */
+typedef struct {
+	FILE *out;
+	bool tty;
+	bool open;           /* tty: a line without its newline is on screen */
+	double last;         /* elapsed seconds at the last line */
+	uint64_t last_done;
+} tfsd_progress_view;
+
+void tfsd_view_init(tfsd_progress_view *v, FILE *out);
+/* Ends a progress line left open on a terminal, before other output. */
+void tfsd_view_break(tfsd_progress_view *v);
+void tfsd_view_show(tfsd_progress_view *v, const char *what, uint64_t done, uint64_t total,
+		    double elapsed);
+
+/* Where a daemon or a command reports a long operation: the terminal (stderr) and, for
+ * a daemon, its status file, which `tensorfs unmount` reads and shows the same way. */
+typedef struct {
+	tfsd_progress_view *view; /* stderr, or NULL */
+	FILE *status;           /* the status file, or NULL */
+	struct timespec start;
+	double last_record;     /* elapsed seconds at the last record in the status file */
+	char what[128];         /* the operation being timed (each blob verified is one) */
+} tfsd_progress_sink;
+
+void tfsd_sink_init(tfsd_progress_sink *s, tfsd_progress_view *view, FILE *status);
+/* The progress callback of codec (tfs_progress_fn); ctx is a tfsd_progress_sink. */
+void tfsd_progress_report(void *ctx, const char *what, uint64_t done, uint64_t total);
+/* A line of the result, to stderr and the status file. */
+__attribute__((format(printf, 2, 3)))
+void tfsd_sink_printf(tfsd_progress_sink *s, const char *fmt, ...);
+
+/* ==== mounts.c ==== */
+
+typedef struct {
+	unsigned maj, min;
+	bool rw;                /* mounted read-write */
+	char fstype[64];
+	char source[PATH_MAX];
+} tfsd_mount_entry;
+
+/* Whether path (absolute, resolved) is a mount point; out gets the newest mount there. */
+bool tfsd_find_mount(const char *path, tfsd_mount_entry *out);
+/* Whether the FUSE mount at mp has lost its daemon. */
+bool tfsd_dead_mount(const char *mp);
+/* Sets the mount's request size (the readahead of its device number). */
+void tfsd_set_readahead(const char *mountpoint, int kb);
+/* Refuses a mount point that is not an empty directory of its own, unless -o nonempty.
+ * Prints why; -1. */
+int tfsd_check_mountpoint(const tfsd_opts *o, const char *prog);
+/* The absolute path of a mount point, resolved without a stat() of the mount point
+ * itself.  Allocated. */
+char *tfsd_mount_path(const char *arg);
+/* "pid 123 (bash), pid 456 (sleep)": the processes using dir; "" when none is seen. */
+void tfsd_list_users(const char *dir, char *buf, size_t cap);
+
+/* ==== status.c ==== */
+
+/* Whether a process still runs (an exited zombie counts as gone). */
+bool tfsd_daemon_alive(pid_t pid);
+/* Removes the status files of daemons that are gone (killed before they could). */
+void tfsd_sweep_status_files(void);
+/* Creates this process's status file; its path (allocated), or NULL. */
+char *tfsd_create_status_file(void);
+/* Whether path is daemon pid's status file, in a private directory of ours. */
+bool tfsd_is_status_file_of(const char *path, pid_t pid);
+
+/* Follows a daemon's status file: shows what it gains, and remembers the result. */
+typedef struct {
+	int fd;
+	char buf[8192];
+	size_t len;
+	tfsd_progress_view view;
+	bool started;  /* "tensorfs: repacking ..." */
+	bool done;     /* "done: ..." */
+	bool failed;   /* "error: ..." */
+} tfsd_status_reader;
+
+/* Shows the complete lines the file gained (at the end: what is left too). */
+void tfsd_status_read(tfsd_status_reader *r, bool final);
+
+/* ==== session.c ==== */
+
+/* Opens the model of fs->opts (and, for rw, the staging directory, replaying it) as *out;
+ * fs->model and fs->staging are borrowed from it.  Prints errors; -1 (nothing is left
+ * open then; a staging directory stays as it is). */
+int tfsd_session_open(tfsd_fs *fs, tfs_session **out, const char *prog);
+/* Releases the staging directory (tfs_session_release). */
+void tfsd_session_release(tfsd_fs *fs, tfs_session *s);
+/* Releases the staging directory, frees the model, the session and the imatrix. */
+void tfsd_session_close(tfsd_fs *fs, tfs_session *s);
+
+/* ==== repack.c ==== */
+
+/* Repacks a writable session's changes, with progress and the result on stderr and in the
+ * status file (which `tensorfs unmount` follows).  0, or 1 when the repack failed. */
+int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s);
+
+#endif

@@ -1,0 +1,219 @@
+/*
+ * options.c - the options of `tensorfs mount` and `tensorfs repack`: one fuse_opt table
+ * filling a tfsd_opts, the paths made absolute, the remote options.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* What -h/--help prints: the usage of the command being parsed. */
+static const char *usage_text;
+
+#define OPT(t, p) { t, offsetof(tfsd_opts, p), 1 }
+static const struct fuse_opt opt_spec[] = {
+	OPT("rw", rw),
+	OPT("writable", writable),
+	{ "ro", offsetof(tfsd_opts, rw), 0 },
+	OPT("staging=%s", staging),
+	OPT("output=%s", output),
+	OPT("verify", verify),
+	OPT("threads=%d", threads),
+	OPT("readahead_kb=%d", readahead_kb),
+	OPT("connections=%d", connections),
+	OPT("cache=%s", cache),
+	OPT("cache_size=%s", cache_size),
+	OPT("token_file=%s", token_file),
+	OPT("cafile=%s", cafile),
+	OPT("timeout=%d", timeout),
+	OPT("imatrix=%s", imatrix),
+	/* libfuse 2's option: libfuse 3 allows it always and rejects the word; we check */
+	OPT("nonempty", nonempty),
+	OPT("-f", foreground),
+	OPT("-d", debug),
+	OPT("debug", debug),
+	OPT("-s", single),
+	FUSE_OPT_KEY("-h", 'h'),
+	FUSE_OPT_KEY("--help", 'h'),
+	/* mount(8) passes these; they mean nothing here */
+	FUSE_OPT_KEY("dev", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nodev", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("suid", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nosuid", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("exec", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("noexec", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("atime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("noatime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_END
+};
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	tfsd_opts *o = data;
+	if (key == FUSE_OPT_KEY_NONOPT) {
+		if (!o->source)
+			return (o->source = strdup(arg)) ? 0 : -1;
+		if (!o->mountpoint)
+			return (o->mountpoint = strdup(arg)) ? 0 : -1;
+		fprintf(stderr, "tensorfs: unexpected argument '%s'\n%s", arg, usage_text);
+		return -1;
+	}
+	if (key == 'h') {
+		fputs(usage_text, stdout);
+		exit(0);
+	}
+	return 1; /* keep for FUSE (allow_other, ...) */
+}
+
+static char *absolute(const char *p)
+{
+	char buf[PATH_MAX];
+	if (!p)
+		return NULL;
+	if (realpath(p, buf))
+		return strdup(buf);
+	if (p[0] == '/' || !getcwd(buf, sizeof(buf)))
+		return strdup(p);
+	size_t n = strlen(buf);
+	char *s = malloc(n + strlen(p) + 2);
+	if (s)
+		sprintf(s, "%s/%s", buf, p);
+	return s;
+}
+
+void tfsd_opts_free(tfsd_opts *o)
+{
+	free(o->source);
+	free(o->mountpoint);
+	free(o->staging);
+	free(o->output);
+	free(o->cache);
+	free(o->cache_size);
+	free(o->token_file);
+	free(o->cafile);
+	free(o->imatrix);
+}
+
+/* s with ',' and '\' escaped by a '\', as fuse_opt reads an -o value.  Allocated. */
+static char *opt_escape(const char *s)
+{
+	char *e = malloc(2 * strlen(s) + 1), *d = e;
+	if (!e)
+		return NULL;
+	for (; *s; s++) {
+		if (*s == ',' || *s == '\\')
+			*d++ = '\\';
+		*d++ = *s;
+	}
+	*d = '\0';
+	return e;
+}
+
+
+/* SIZE with an optional K, M, G or T (powers of 1024); false when it is not one. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	int shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (end == s || errno || *end || s[0] == '-' || (shift && v > (UINT64_MAX >> shift)))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+/* The remote options into oo; the token file's first line into *token (allocated).
+ * Prints errors. */
+int tfsd_remote_opts(const tfsd_opts *o, tfs_open_opts *oo, char **token, const char *prog)
+{
+	oo->connections = o->connections;
+	oo->cache_dir = o->cache;
+	oo->cafile = o->cafile;
+	oo->timeout = o->timeout;
+	if (o->cache_size && !parse_size(o->cache_size, &oo->cache_size)) {
+		fprintf(stderr, "%s: cache_size=%s is not a size (bytes, or with K, M, G, T)\n",
+			prog, o->cache_size);
+		return -1;
+	}
+	if (!o->token_file)
+		return 0;
+	FILE *f = fopen(o->token_file, "re");
+	char line[4096];
+	if (!f || !fgets(line, sizeof(line), f)) {
+		fprintf(stderr, "%s: token_file %s: %s\n", prog, o->token_file,
+			f ? "empty" : strerror(errno));
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	line[strcspn(line, "\r\n")] = '\0';
+	*token = strdup(line);
+	explicit_bzero(line, sizeof(line));
+	oo->token = *token;
+	return *token ? 0 : -1;
+}
+
+/* Whether a SOURCE is read over the network (http://, https://, hf://). */
+bool tfsd_is_remote(const char *source)
+{
+	return strncasecmp(source, "http://", 7) == 0 || strncasecmp(source, "https://", 8) == 0 ||
+	       strncmp(source, "hf://", 5) == 0;
+}
+
+/* The daemon runs from /: every path is made absolute first; an Ollama model name stays
+ * as it is.  -1: out of memory. */
+int tfsd_absolute_paths(tfsd_opts *o)
+{
+	char **paths[] = { &o->source, &o->mountpoint, &o->staging, &o->output, &o->cache,
+			   &o->token_file, &o->cafile, &o->imatrix };
+	bool remote = o->source && tfsd_is_remote(o->source);
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		char *p = *paths[i];
+		/* output=name is an Ollama tag, unless the source is remote (a local file then) */
+		if (!p || (i == 0 && access(p, F_OK) != 0) || (i == 3 && !strchr(p, '/') && !remote) ||
+		    (i == 7 && !*p))   /* imatrix=: no file, said so at open */
+			continue;
+		char *a = absolute(p);
+		free(p);
+		*paths[i] = a;
+		if (!a)
+			return -1;
+	}
+	return 0;
+}
+
+/* mount(8), findmnt and df show the model as the mount's source.  -1: out of memory. */
+int tfsd_add_fsname(const tfsd_opts *o, struct fuse_args *args)
+{
+	char *fsname = opt_escape(o->source), *mount_opts = NULL;
+	int rc = !fsname || asprintf(&mount_opts, "fsname=%s,subtype=tensorfs,%s", fsname,
+				     o->rw ? "rw" : "ro") < 0 ? -1 : 0;
+	free(fsname);
+	if (!rc && (fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, mount_opts)))
+		rc = -1;
+	free(mount_opts);
+	return rc;
+}
+
+
+int tfsd_opts_parse(struct fuse_args *args, tfsd_opts *o, const char *usage)
+{
+	usage_text = usage;
+	return fuse_opt_parse(args, o, opt_spec, opt_proc);
+}

@@ -1,0 +1,98 @@
+/*
+ * repack.c - writing the staged changes: `tensorfs repack SOURCE` (the changes a killed
+ * daemon left staged), and the repack a rw mount's daemon does at unmount.  Both go
+ * through the same session and tfs_session_repack.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char repack_usage[] =
+	"usage: tensorfs repack SOURCE [-o staging=DIR,output=PATH]\n"
+	"Writes the changes a rw mount of SOURCE staged but did not repack (its daemon was\n"
+	"killed), as its unmount would have.  A remote SOURCE takes the mount's output= and\n"
+	"its remote options (cache=, cafile=, token_file=, ...).\n";
+
+int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s)
+{
+	if (!fs->staging || !tfs_staging_dirty(fs->staging)) {
+		/* the end, for `tensorfs unmount`: a status file without it means the daemon
+		 * died before its repack was done */
+		FILE *st = fs->status_path ? fopen(fs->status_path, "a") : NULL;
+		if (st) {
+			fputs("done: nothing changed\n", st);
+			fclose(st);
+		}
+		return 0;
+	}
+	const char *out = fs->opts.output ? fs->opts.output : tfs_model_path(fs->model);
+	FILE *st = fs->status_path ? fopen(fs->status_path, "a") : NULL;
+	tfsd_progress_view view;
+	tfsd_progress_sink sink;
+	tfsd_view_init(&view, stderr);
+	tfsd_sink_init(&sink, &view, st);
+	tfsd_sink_printf(&sink, "tensorfs: repacking %s\n", out);
+	tfs_write_opts wo = { .progress = tfsd_progress_report, .progress_ctx = &sink,
+			      .output = fs->opts.output };
+	tfs_error err;
+	tfs_error_clear(&err);
+	int rc = tfs_session_repack(s, &wo, &err);
+	if (rc)
+		tfsd_sink_printf(&sink, "error: %s (the source is untouched; the changes stay in "
+				 "%s)\n", err.msg, tfs_staging_dir(fs->staging));
+	else
+		tfsd_sink_printf(&sink, "done: wrote %s\n", out);
+	if (st)
+		fclose(st);
+	return rc ? 1 : 0;
+}
+
+/* Parses `tensorfs repack SOURCE [-o ...]` into fs->opts: 0, or the exit status after
+ * saying why not. */
+static int repack_args(tfsd_fs *fs, struct fuse_args *args)
+{
+	if (tfsd_opts_parse(args, &fs->opts, repack_usage) == -1)
+		return 2;
+	if (!fs->opts.source || fs->opts.mountpoint) {
+		if (fs->opts.mountpoint)
+			fprintf(stderr, "tensorfs repack: unexpected argument '%s'\n",
+				fs->opts.mountpoint);
+		fputs(repack_usage, stderr);
+		return 2;
+	}
+	fs->opts.rw = 1;
+	if (tfsd_is_remote(fs->opts.source) && !fs->opts.output) {
+		fprintf(stderr, "tensorfs repack: %s: a remote model was staged for a local file: "
+			"give the mount's -o output=PATH\n", fs->opts.source);
+		return 2;
+	}
+	return 0;
+}
+
+int tfsd_repack_main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	tfsd_fs fs;
+	tfs_session *s;
+	memset(&fs, 0, sizeof(fs));
+	int ret = repack_args(&fs, &args);
+	if (ret)
+		goto out;
+	ret = 1;
+	if (tfsd_session_open(&fs, &s, "tensorfs repack"))
+		goto out;
+	if (!tfs_staging_dirty(fs.staging)) {
+		fprintf(stderr, "tensorfs repack: nothing staged in %s (a mount with -o staging=DIR "
+			"staged its changes in DIR: give the same -o staging=)\n",
+			tfs_staging_dir(fs.staging));
+		ret = 0;
+	} else {
+		ret = tfsd_repack_staged(&fs, s);
+	}
+	tfsd_session_close(&fs, s);
+out:
+	tfsd_opts_free(&fs.opts);
+	fuse_opt_free_args(&args);
+	return ret;
+}

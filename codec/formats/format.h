@@ -95,6 +95,9 @@ int tfs_gguf_check_kv(const tfs_model *m, const char *key, uint32_t type, const 
 /* Reads back a GGUF file just written and checks it against m and the layout rules
  * (gguf_write.c). */
 int tfs_gguf_validate(const tfs_model *m, const char *path, tfs_error *err);
+/* w, a file just written and read back, against m, the model written: every key in full,
+ * every tensor's type, shape and (sampled) bytes (validate.c; each writer's read-back). */
+int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err);
 
 /* Safetensors (safetensors.c): probe, open, the layout's free, the rule for a key's value
  * (a UTF-8 string; a sharded set's index metadata may hold scalars), the string rule alone

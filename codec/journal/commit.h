@@ -27,7 +27,6 @@ void tfs_commit_abort(tfs_commit *c);
 void tfs_commit_free(tfs_commit *c);
 int tfs_model_write_prepare(tfs_model *m, const tfs_write_opts *o, tfs_commit *c,
 			    tfs_error *err);
-int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err);
 
 
 /* The output's final path: o->output or the source; a symlink is followed, so the link

@@ -6,9 +6,10 @@
  * Errors: every function of fs/ returns 0 or a negative errno (-EIO); a codec error
  * becomes one in tfsd_errno (or tfsd_fail, which also logs it), and a handler replies
  * fuse_reply_err(req, -rc).  The one exception speaks codec's convention on purpose: a
- * static helper that takes a tfs_error *err (namespace.c's rename steps) returns a tfs_code
- * and fills err with the message the log will show, as the codec calls it makes do; its
- * caller hands err to tfsd_fail once.
+ * function that takes a tfs_error *err to fill (tfsd_tree_build, namespace.c's rename and
+ * unlink steps, numbers.c's stage_parts) returns a tfs_code and fills err with the message
+ * the log will show, as the codec calls it makes do; its caller hands err to tfsd_fail (or
+ * prints it) once.
  *
  * The other headers of fs/: tree.h (nodes, names, content), write.h (a writable mount's
  * handles, commits, scratch files, f32/ and npy/), ops.h (the handlers that ops.c's table

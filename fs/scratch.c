@@ -5,7 +5,7 @@
  * the original (sed -i's sedXXXXXX, Python's tmpXXXXXXXX, vim's x~ backup and .x.swp
  * swap file, "cp x .tmp && mv .tmp x").  Such a file is no key, tensor or layer: it is
  * a scratch file, whose bytes live in an unnamed file of the staging directory and are
- * never journaled.  Only a rename onto a real name makes its bytes a change (write.c).
+ * never journaled.  Only a rename onto a real name makes its bytes a change (namespace.c).
  * A scratch name is one of the patterns below that names no item of the model (a model
  * that really has a key ".x" keeps it as a key).
  */

@@ -1,7 +1,8 @@
 /*
- * util.c - what the FUSE driver's modules share: the one mapping of codec errors to errno,
- * the log of refused changes, per-thread scratch buffers.  It calls nothing else of fs/,
- * and everything else of fs/ calls it.
+ * util.c - what the FUSE driver's modules share: the one mapping of codec errors to a
+ * negative errno, the log of refused changes, per-thread buffers, file copies and writes
+ * over codec's I/O layer, freeing a handle.  It calls nothing else of fs/, and everything
+ * else of fs/ calls it.
  */
 #include "fs.h"
 

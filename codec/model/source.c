@@ -216,6 +216,16 @@ void tfs_source_init_remote(tfs_source *s, struct tfs_remote *r)
 	s->mtime_nsec = 0;
 }
 
+int tfs_source_open_remote(tfs_source *s, const char *url, const tfs_open_opts *o,
+			   tfs_error *err)
+{
+	tfs_remote *r = NULL;
+	int rc = tfs_remote_open(&r, url, o, err);
+	if (!rc)
+		tfs_source_init_remote(s, r);
+	return rc;
+}
+
 /* ==== any source ==== */
 
 void tfs_source_close(tfs_source *s)
@@ -478,27 +488,4 @@ int tfs_model_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, i
 				     (unsigned long long)off, (unsigned long long)len,
 				     (unsigned long long)s->size);
 	return tfs_source_copy(fd, path, pos, s, off, len, blk, p, err);
-}
-
-/* ==== a model's sources ==== */
-
-/* Opens url as a source: its header fetched on demand (tfs_source_head), its data read
- * through the block cache (tfs_source_pread). */
-int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
-				int32_t *idx, tfs_error *err)
-{
-	tfs_remote *r = NULL;
-	int32_t i;
-	int rc = tfs_remote_open(&r, url, o, err);
-	if (rc)
-		return rc;
-	/* a source in memory first (its path and label), then made remote */
-	if ((rc = tfs_model_add_mem_source(m, url, tfs_remote_map(r), tfs_remote_size(r), &i,
-					   err))) {
-		tfs_remote_free(r);
-		return rc;
-	}
-	tfs_source_init_remote(&m->src[i], r);
-	*idx = i;
-	return 0;
 }

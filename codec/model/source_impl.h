@@ -72,11 +72,11 @@ int tfs_source_open_file(tfs_source *s, const char *path, tfs_error *err);
 void tfs_source_init_memory(tfs_source *s, const uint8_t *data, uint64_t size);
 /* A remote file, s taking r over (freed with s); map: its header. */
 void tfs_source_init_remote(tfs_source *s, struct tfs_remote *r);
-/* Opens url as a remote source of m (tfs_remote_open): its header fetched on demand, its
- * data read through the block cache; its label is the URL's last path segment.  *idx gets
- * its index. */
-int tfs_model_add_remote_source(struct tfs_model *m, const char *url, const tfs_open_opts *o,
-				int32_t *idx, tfs_error *err);
+/* Opens url as a remote file (tfs_remote_open: one ranged GET of its first bytes) and makes
+ * s that file: its header fetched on demand (tfs_source_head), its data read through the
+ * block cache. */
+int tfs_source_open_remote(tfs_source *s, const char *url, const tfs_open_opts *o,
+			   tfs_error *err);
 /* Frees what the kind holds and leaves s closed (size 0; path and label kept). */
 void tfs_source_close(tfs_source *s);
 /* tfs_source_close, and frees path and label. */

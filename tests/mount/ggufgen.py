@@ -315,7 +315,7 @@ def read_gguf(path):
                 tensors=tensors, size=len(buf))
 
 
-# ==== names on the mount (tfs_name_encode in codec/index.c) ====
+# ==== names on the mount (tfs_name_encode in codec/model/index.c) ====
 
 def fnv1a64(b):
     h = 1469598103934665603
@@ -345,7 +345,7 @@ def encode_name(name):
 
 def npy_name(name):
     """npy/ file name of a tensor: <encoded>.npy, or the encoding of name + ".npy" as a whole
-    when that would be longer than 255 bytes (fs/tree.c add_encoded)."""
+    when that would be longer than 255 bytes (fs/names.c encode_name)."""
     if isinstance(name, str):
         name = name.encode()
     e = encode_name(name)

@@ -7,7 +7,7 @@ Every kill is followed by checks: the model's files are byte for byte the old mo
 new one (the new one is what a clean repack of the same edits writes, measured first); when
 they are the old one, a new rw mount with the same staging directory shows the staged edits
 and its unmount writes the new model.  A sharded set or an Ollama store killed between the
-renames of its files is rolled forward by the next mount (codec/staging.c): that state must
+renames of its files is rolled forward by the next mount (codec/journal/recovery.c): that state must
 turn into the new model too.  The seed is printed; TFS_CRASH_SEED replays it.
 """
 import hashlib
@@ -411,7 +411,7 @@ class Crash(TestCase):
     def test_unmount_reports_kill_before_repack(self):
         """The daemon killed after the FUSE unmount and before it starts the repack: the
         changes are staged, not written; `tensorfs unmount` must not exit 0 (it does:
-        tfs_unmount_main reports a dead daemon only when the status file says the repack
+        tfsd_unmount_main reports a dead daemon only when the status file says the repack
         started, and the daemon writes nothing to it before then)."""
         root = self.tmpdir()
         fmt = GGUF(root)

@@ -482,7 +482,7 @@ def _bad_case_test(c):
 
 
 class IndexStream(TestCase):
-    """index.json is generated piece by piece on each read (codec/index.c): 200 reads at
+    """index.json is generated piece by piece on each read (codec/model/index.c): 200 reads at
     random offsets and lengths, each after the page cache of the file is dropped so that the
     daemon serves it, are slices of the document read whole; after an edit on a rw mount,
     the new document likewise."""

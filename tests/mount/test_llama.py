@@ -51,10 +51,10 @@ TEMPLATE = ("{%- for message in messages %}\n"
 # A defect of tensorfs this module found (codec/ is not changed here): the writer pads the
 # header of a GGUF without tensors to the alignment (as ggml's writer does), the reader puts
 # the data offset of such a file at the unpadded end of its keys (as ggml's reader does), and
-# tfs_gguf_validate (codec/write.c) then demands an aligned data offset, so the repack is
+# tfs_gguf_validate (codec/formats/gguf_write.c) then demands an aligned data offset, so the repack is
 # refused unless the header happens to end on the alignment.
 NO_TENSORS_DEFECT = ("KNOWN DEFECT: a repacked GGUF with no tensors fails validation "
-                     "('bad version or data section alignment', codec/write.c "
+                     "('bad version or data section alignment', codec/formats/gguf_write.c "
                      "tfs_gguf_validate) unless its header ends on the alignment")
 
 

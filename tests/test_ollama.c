@@ -95,7 +95,8 @@ static void check_model(const tfs_model *m, json_t *e)
 		char fname[256];
 		if (!strcmp(kind, "json"))
 			snprintf(fname, sizeof(fname), "%s%s",
-				 !strcmp(lname, "config.json") ? TFS_OL_JSON_PREFIX : "", lname);
+				 !strcmp(lname, "config.json") ? TFS_OLLAMA_JSON_PREFIX : "",
+				 lname);
 		else
 			snprintf(fname, sizeof(fname), "%s", kind);
 		long x = tfs_model_find_extra(m, fname);
@@ -104,7 +105,7 @@ static void check_model(const tfs_model *m, json_t *e)
 		cr_expect_str_eq(ex->media_type, mt);
 		cr_expect_eq(ex->size, size, "%s: %s size", name, fname);
 		if (!strcmp(kind, "json")) {
-			char *back = tfs_ol_json_name(fname);
+			char *back = tfs_ollama_json_name(fname);
 			cr_expect_str_eq(back, lname);
 			free(back);
 		}
@@ -202,7 +203,7 @@ ParameterizedTest(manifest_param *param, ollama, manifests)
 	tfs_error err = { 0 };
 	cr_assert_eq(tfs_model_open(&m, path, NULL, &err), 0, "%s: %s", path, err.msg);
 	check_model(m, e);
-	const tfs_ol_layout *l = m->priv;
+	const tfs_ollama_layout *l = m->priv;
 	cr_assert(l && l->model);
 	cr_expect(!strncmp(l->model, *name, strlen(l->model)) && (*name)[strlen(l->model)] == ':',
 		  "%s: model part %s", *name, l->model);
@@ -261,11 +262,11 @@ Test(ollama, json_names_reversible)
 		{ "json:license.3", "license.3" },      { "tokenizer.json", "tokenizer.json" },
 	};
 	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-		char *back = tfs_ol_json_name(pairs[i][0]);
+		char *back = tfs_ollama_json_name(pairs[i][0]);
 		cr_expect_str_eq(back, pairs[i][1]);
 		free(back);
 	}
-	cr_expect_null(tfs_ol_json_name("bad%zz"));
+	cr_expect_null(tfs_ollama_json_name("bad%zz"));
 }
 
 /* ==== a damaged copy of the store ==== */

@@ -388,7 +388,7 @@ static void check_set(const tfs_model *m)
 	cr_expect_eq(tfs_model_kv(m, (size_t)ts)->type, TFS_GGUF_UINT64);
 	cr_expect_geq(tfs_model_find_kv(m, "unicode"), 0);
 	cr_expect_eq(tfs_model_n_kv(m), 4); /* total_size, format, empty, unicode */
-	const tfs_st_layout *l = m->priv;
+	const tfs_safetensors_layout *l = m->priv;
 	cr_assert(l && l->n_shards == 3 && l->index_path);
 	cr_expect_eq(l->shards[2].n_tensors, 2);
 	cr_expect(strstr(l->index_rest, "total_size") && !strstr(l->index_rest, "weight_map"));

@@ -37,12 +37,12 @@ int tfs_gguf_read(tfs_model *m, int32_t src, tfs_error *err);
 int tfs_safetensors_open(tfs_model *m, const char *path, tfs_error *err);
 /* Opens a shard of a sharded set by its file name (as the weight_map says it): adds it to m
  * as a source (its label: name) and sets *src.  0 or an error naming the file or URL. */
-typedef int (*tfs_st_shard_opener)(void *ctx, tfs_model *m, const char *name, int32_t *src,
-				   tfs_error *err);
+typedef int (*tfs_safetensors_shard_opener)(void *ctx, tfs_model *m, const char *name, int32_t *src,
+					    tfs_error *err);
 /* Reads a sharded set from its index's text (of index_path, a path or URL), each shard
  * added by opener (in the order of their names). */
 int tfs_safetensors_open_index(tfs_model *m, const char *index_path, const uint8_t *text,
-			       uint64_t len, tfs_st_shard_opener opener, void *ctx,
+			       uint64_t len, tfs_safetensors_shard_opener opener, void *ctx,
 			       tfs_error *err);
 int tfs_ollama_open(tfs_model *m, const char *ref, const tfs_open_opts *o, tfs_error *err);
 /* (tfs_model_add_remote_source, a remote source of a model: model/source_impl.h.) */
@@ -61,24 +61,25 @@ int tfs_gguf_write(const tfs_model *m, int fd, const char *path, const tfs_write
 
 int tfs_safetensors_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err);
 int tfs_ollama_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err);
-int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
-		      size_t nk, const json_t *meta, int fd, const char *path,
-		      const tfs_write_opts *o, tfs_error *err);
-int tfs_st_check_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
-		      size_t nk, const json_t *meta, const char *path, tfs_error *err);
+int tfs_safetensors_write_file(const tfs_model *m, const uint32_t *ts, size_t nt,
+			       const uint32_t *keys, size_t nk, const json_t *meta, int fd,
+			       const char *path, const tfs_write_opts *o, tfs_error *err);
+int tfs_safetensors_check_file(const tfs_model *m, const uint32_t *ts, size_t nt,
+			       const uint32_t *keys, size_t nk, const json_t *meta,
+			       const char *path, tfs_error *err);
 
 /* The GGUF file of m's keys and tensors (gguf_write.c). */
 int tfs_gguf_image(tfs_image **out, const tfs_model *m, tfs_error *err);
 /* The size of the file tfs_gguf_image lays out, without building its header. */
 int tfs_gguf_image_size(const tfs_model *m, uint64_t *size, tfs_error *err);
 /* One safetensors file: tensors ts (slots of m), keys as "__metadata__" (+ meta's strings). */
-int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
-		 const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err);
+int tfs_safetensors_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
+			  const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err);
 /* Every live tensor and string key of m as one safetensors file (a sharded set merged). */
-int tfs_st_image_all(tfs_image **out, const tfs_model *m, tfs_error *err);
-/* tfs_st_image with the tensors named names[i] and no keys (mlx_export.c). */
-int tfs_st_image_named(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
-		       const char *const *names, const json_t *meta, tfs_error *err);
+int tfs_safetensors_image_all(tfs_image **out, const tfs_model *m, tfs_error *err);
+/* tfs_safetensors_image with the tensors named names[i] and no keys (mlx_export.c). */
+int tfs_safetensors_image_named(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
+				const char *const *names, const json_t *meta, tfs_error *err);
 /* Whether a per-tensor Ollama model has an mlx-lm form (mlx_export.c), and that form. */
 bool tfs_mlx_exportable(const tfs_model *m);
 int tfs_mlx_image(tfs_image **out, const tfs_model *m, tfs_error *err);
@@ -102,14 +103,14 @@ int tfs_write_validate(const tfs_model *m, const tfs_model *w, tfs_error *err);
 /* Safetensors (safetensors.c): probe, open, the layout's free, the rule for a key's value
  * (a UTF-8 string; a sharded set's index metadata may hold scalars), the string rule alone
  * also an Ollama per-tensor model's. */
-int tfs_st_probe(const tfs_probe *p, tfs_error *err);
-int tfs_st_open_probed(tfs_model *m, const tfs_probe *p, const tfs_open_opts *o,
-		       tfs_error *err);
-void tfs_st_layout_free(void *p);
-int tfs_st_check_kv(const tfs_model *m, const char *key, uint32_t type, const uint8_t *data,
-		    uint64_t len, tfs_error *err);
-int tfs_st_check_string_kv(const tfs_model *m, const char *key, uint32_t type,
-			   const uint8_t *data, uint64_t len, tfs_error *err);
+int tfs_safetensors_probe(const tfs_probe *p, tfs_error *err);
+int tfs_safetensors_open_probed(tfs_model *m, const tfs_probe *p, const tfs_open_opts *o,
+				tfs_error *err);
+void tfs_safetensors_layout_free(void *p);
+int tfs_safetensors_check_kv(const tfs_model *m, const char *key, uint32_t type,
+			     const uint8_t *data, uint64_t len, tfs_error *err);
+int tfs_safetensors_check_string_kv(const tfs_model *m, const char *key, uint32_t type,
+				    const uint8_t *data, uint64_t len, tfs_error *err);
 
 /* Ollama: probe, open, the layout's free (ollama.c); the URL operations (ollama_registry.c):
  * a model of the store named by a URL, or of a registry over HTTP(S), and the 404 of a
@@ -119,11 +120,11 @@ int tfs_st_check_string_kv(const tfs_model *m, const char *key, uint32_t type,
 int tfs_ollama_probe(const tfs_probe *p, tfs_error *err);
 int tfs_ollama_open_probed(tfs_model *m, const tfs_probe *p, const tfs_open_opts *o,
 			   tfs_error *err);
-void tfs_ol_layout_free(void *p);
+void tfs_ollama_layout_free(void *p);
 int tfs_ollama_open_url(tfs_model **out, const tfs_format_ops *self, const char *url,
 			const tfs_open_opts *o, tfs_error *err);
 void tfs_ollama_url_not_found(const char *url, tfs_error *err);
-char *tfs_ol_staging_home(const tfs_model *m);
+char *tfs_ollama_staging_home(const tfs_model *m);
 const char *tfs_mlx_config_name(const tfs_model *m);
 int tfs_mlx_config_json(tfs_buf *out, const tfs_model *m, tfs_error *err);
 

@@ -33,7 +33,7 @@ typedef struct {
 	bool has_metadata;      /* it had a "__metadata__" object (absent and null: false) */
 	char **meta_keys;       /* the keys of its "__metadata__", in file order */
 	uint32_t n_meta_keys;
-} tfs_st_shard;
+} tfs_safetensors_shard;
 
 typedef struct {
 	/* A single .safetensors file: n_shards == 1, index_path == NULL. */
@@ -44,9 +44,9 @@ typedef struct {
 	                           strings as strings, integers as UINT64/INT64, reals as FLOAT64,
 	                           booleans as BOOL, arrays/objects as their compact JSON string) */
 	uint32_t n_index_meta_keys;
-	tfs_st_shard *shards;   /* in m->src order; shard files sorted by name */
+	tfs_safetensors_shard *shards;   /* in m->src order; shard files sorted by name */
 	size_t n_shards;
-} tfs_st_layout;
+} tfs_safetensors_layout;
 
 /*
  * Parses the safetensors file already added as source src into m: validates it
@@ -58,17 +58,17 @@ typedef struct {
  * when absent/null.  No keys are pushed.  TFS_E_FORMAT with a message naming the
  * file on any defect.
  */
-int tfs_st_parse(tfs_model *m, int32_t src, uint64_t *header_len, json_t **metadata,
-		 tfs_error *err);
+int tfs_safetensors_parse(tfs_model *m, int32_t src, uint64_t *header_len, json_t **metadata,
+			  tfs_error *err);
 
 /* ==== Ollama (m->ops == &tfs_ollama_format) ==== */
 
 /* What a manifest layer became in the model. */
 typedef enum {
-	TFS_OL_MODEL,           /* the GGUF model layer: the model's keys and tensors */
-	TFS_OL_TENSOR,          /* a safetensors blob: tensors [first_tensor, +n_tensors) */
-	TFS_OL_EXTRA,           /* a file under layers/: m->x[extra] */
-} tfs_ol_role;
+	TFS_OLLAMA_MODEL,           /* the GGUF model layer: the model's keys and tensors */
+	TFS_OLLAMA_TENSOR,          /* a safetensors blob: tensors [first_tensor, +n_tensors) */
+	TFS_OLLAMA_EXTRA,           /* a file under layers/: m->x[extra] */
+} tfs_ollama_role;
 
 typedef struct {
 	char *media_type;       /* as in the manifest */
@@ -76,11 +76,11 @@ typedef struct {
 	uint64_t size;
 	char *name;             /* the layer's "name" (tensor and json layers), or NULL */
 	char *from;             /* the layer's "from", or NULL */
-	tfs_ol_role role;
+	tfs_ollama_role role;
 	int32_t src;            /* m->src index of the blob */
-	int32_t extra;          /* TFS_OL_EXTRA: index in m->x */
-	uint32_t first_tensor, n_tensors; /* TFS_OL_TENSOR */
-} tfs_ol_layer;
+	int32_t extra;          /* TFS_OLLAMA_EXTRA: index in m->x */
+	uint32_t first_tensor, n_tensors; /* TFS_OLLAMA_TENSOR */
+} tfs_ollama_layer;
 
 typedef struct {
 	char *root;             /* the store: <root>/manifests/..., <root>/blobs/sha256-<hex>;
@@ -95,10 +95,10 @@ typedef struct {
 	int32_t manifest_src;   /* m->src index of the manifest (also the extra manifest.json) */
 	char *manifest_rest;    /* the manifest as compact JSON without config/layers
 	                           (schemaVersion, mediaType and unknown keys, in file order) */
-	tfs_ol_layer config;    /* role TFS_OL_EXTRA, the extra "config.json" */
-	tfs_ol_layer *layers;   /* in manifest order */
+	tfs_ollama_layer config;    /* role TFS_OLLAMA_EXTRA, the extra "config.json" */
+	tfs_ollama_layer *layers;   /* in manifest order */
 	size_t n_layers;
-} tfs_ol_layout;
+} tfs_ollama_layout;
 
 /*
  * Names under layers/: the config blob is "config.json", the manifest
@@ -106,11 +106,11 @@ typedef struct {
  * second of a kind "<kind>.1", ...).  A json layer is its "name" with '%' and '/'
  * written as %25 and %2F; when that is one of the names above or starts with
  * "json:", "json:" is put in front (so "config.json" from a json layer is
- * "json:config.json").  tfs_ol_json_name() undoes that.
+ * "json:config.json").  tfs_ollama_json_name() undoes that.
  */
-#define TFS_OL_JSON_PREFIX "json:"
+#define TFS_OLLAMA_JSON_PREFIX "json:"
 /* The json layer name a layers/ file name stands for (allocated), or NULL when it is not
  * a valid encoding. */
-char *tfs_ol_json_name(const char *file);
+char *tfs_ollama_json_name(const char *file);
 
 #endif

@@ -125,7 +125,8 @@ int tfs_mlx_image(tfs_image **out, const tfs_model *m, tfs_error *err)
 	if (!rc)
 		rc = check_unique(m, names, nt, err);
 	if (!rc)
-		rc = tfs_st_image_named(out, m, ts, nt, (const char *const *)names, meta, err);
+		rc = tfs_safetensors_image_named(out, m, ts, nt, (const char *const *)names, meta,
+						 err);
 	if (rc == TFS_E_NOMEM)
 		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	free_names(names, nt);

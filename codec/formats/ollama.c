@@ -22,7 +22,7 @@
 
 /* ==== the layout (m->priv) ==== */
 
-static void layer_free(tfs_ol_layer *l)
+static void layer_free(tfs_ollama_layer *l)
 {
 	free(l->media_type);
 	free(l->digest);
@@ -30,9 +30,9 @@ static void layer_free(tfs_ol_layer *l)
 	free(l->from);
 }
 
-void tfs_ol_layout_free(void *p)
+void tfs_ollama_layout_free(void *p)
 {
-	tfs_ol_layout *l = p;
+	tfs_ollama_layout *l = p;
 	if (!l)
 		return;
 	for (size_t i = 0; i < l->n_layers; i++)
@@ -72,7 +72,7 @@ static char *opt_str(const json_t *o, const char *key)
 }
 
 /* Reads one {"mediaType", "digest", "size"[, "name"][, "from"]} descriptor. */
-static int parse_layer(tfs_ol_layer *l, const json_t *v, const char *file, const char *what,
+static int parse_layer(tfs_ollama_layer *l, const json_t *v, const char *file, const char *what,
 		       tfs_error *err)
 {
 	memset(l, 0, sizeof(*l));
@@ -117,7 +117,7 @@ static const char *const kinds[] = {
 static bool reserved_name(const char *s)
 {
 	if (!strcmp(s, "config.json") || !strcmp(s, "manifest.json") ||
-	    !strncmp(s, TFS_OL_JSON_PREFIX, strlen(TFS_OL_JSON_PREFIX)))
+	    !strncmp(s, TFS_OLLAMA_JSON_PREFIX, strlen(TFS_OLLAMA_JSON_PREFIX)))
 		return true;
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		size_t k = strlen(kinds[i]);
@@ -166,7 +166,7 @@ static char *encode_json_name(const char *name)
 	}
 	if (b.data && reserved_name(b.data)) {
 		tfs_buf enc = { 0 };
-		if (tfs_buf_printf(&enc, "%s%s", TFS_OL_JSON_PREFIX, b.data)) {
+		if (tfs_buf_printf(&enc, "%s%s", TFS_OLLAMA_JSON_PREFIX, b.data)) {
 			tfs_buf_free(&b);
 			return NULL;
 		}
@@ -176,10 +176,10 @@ static char *encode_json_name(const char *name)
 	return b.data;
 }
 
-char *tfs_ol_json_name(const char *file)
+char *tfs_ollama_json_name(const char *file)
 {
-	if (!strncmp(file, TFS_OL_JSON_PREFIX, strlen(TFS_OL_JSON_PREFIX)))
-		file += strlen(TFS_OL_JSON_PREFIX);
+	if (!strncmp(file, TFS_OLLAMA_JSON_PREFIX, strlen(TFS_OLLAMA_JSON_PREFIX)))
+		file += strlen(TFS_OLLAMA_JSON_PREFIX);
 	size_t n = strlen(file);
 	char *out = malloc(n + 1), *q = out;
 	if (!out)
@@ -201,13 +201,13 @@ char *tfs_ol_json_name(const char *file)
 }
 
 /* Pushes an extra named base, or base.1, base.2 ... when taken. */
-static int push_numbered(tfs_model *m, const char *base, tfs_ol_layer *l, tfs_error *err)
+static int push_numbered(tfs_model *m, const char *base, tfs_ollama_layer *l, tfs_error *err)
 {
 	char name[128];
 	snprintf(name, sizeof(name), "%s", base);
 	for (unsigned i = 1; tfs_model_find_extra(m, name) >= 0; i++)
 		snprintf(name, sizeof(name), "%s.%u", base, i);
-	l->role = TFS_OL_EXTRA;
+	l->role = TFS_OLLAMA_EXTRA;
 	l->extra = (int32_t)m->n_x;
 	return tfs_model_push_extra(m, name, l->media_type, l->src, 0, l->size, err);
 }
@@ -228,7 +228,7 @@ static const char *media_kind(const char *mt)
 
 /* ==== opening ==== */
 
-int tfs_ol_read_manifest(tfs_model *m, tfs_ol_layout *lay, json_t **out, tfs_error *err)
+int tfs_ollama_read_manifest(tfs_model *m, tfs_ollama_layout *lay, json_t **out, tfs_error *err)
 {
 	const char *file = lay->manifest_path;
 	int rc = lay->manifest_buf
@@ -299,7 +299,8 @@ int tfs_ol_read_manifest(tfs_model *m, tfs_ol_layout *lay, json_t **out, tfs_err
 	return 0;
 }
 
-int tfs_ol_add_layers(tfs_model *m, tfs_ol_layout *lay, const tfs_open_opts *o, tfs_error *err)
+int tfs_ollama_add_layers(tfs_model *m, tfs_ollama_layout *lay, const tfs_open_opts *o,
+			  tfs_error *err)
 {
 	const char *file = lay->manifest_path;
 	const tfs_source *ms = &m->src[lay->manifest_src];
@@ -324,32 +325,33 @@ int tfs_ol_add_layers(tfs_model *m, tfs_ol_layout *lay, const tfs_open_opts *o, 
 				       ms->size, err)))
 		return rc;
 	/* the config blob is always verified: it is small and says what the model is */
-	if ((rc = tfs_ol_open_blob(m, lay, &lay->config, true, o, err)))
+	if ((rc = tfs_ollama_open_blob(m, lay, &lay->config, true, o, err)))
 		return rc;
-	lay->config.role = TFS_OL_EXTRA;
+	lay->config.role = TFS_OLLAMA_EXTRA;
 	lay->config.extra = (int32_t)m->n_x;
 	if ((rc = tfs_model_push_extra(m, "config.json", lay->config.media_type, lay->config.src,
 				       0, lay->config.size, err)))
 		return rc;
 
 	for (size_t i = 0; i < lay->n_layers; i++) {
-		tfs_ol_layer *l = &lay->layers[i];
-		if ((rc = tfs_ol_open_blob(m, lay, l, false, o, err)))
+		tfs_ollama_layer *l = &lay->layers[i];
+		if ((rc = tfs_ollama_open_blob(m, lay, l, false, o, err)))
 			return rc;
 		if (!strcmp(l->media_type, MT_MODEL)) {
-			l->role = TFS_OL_MODEL;
+			l->role = TFS_OLLAMA_MODEL;
 			if ((rc = tfs_gguf_read(m, l->src, err)))
 				return rc;
 		} else if (!strcmp(l->media_type, MT_TENSOR)) {
 			json_t *meta = NULL;
 			uint64_t hl;
 			size_t before = m->n_t;
-			l->role = TFS_OL_TENSOR;
-			if ((rc = tfs_st_parse(m, l->src, &hl, &meta, err)))
+			l->role = TFS_OLLAMA_TENSOR;
+			if ((rc = tfs_safetensors_parse(m, l->src, &hl, &meta, err)))
 				return rc;
 			l->first_tensor = (uint32_t)before;
 			l->n_tensors = (uint32_t)(m->n_t - before);
-			rc = tfs_ol_setup_quant(m, before, m->n_t, meta, m->src[l->src].path, err);
+			rc = tfs_ollama_setup_quant(m, before, m->n_t, meta, m->src[l->src].path,
+						    err);
 			json_decref(meta);
 			if (rc)
 				return rc;
@@ -362,7 +364,7 @@ int tfs_ol_add_layers(tfs_model *m, tfs_ol_layout *lay, const tfs_open_opts *o, 
 			char *enc = encode_json_name(l->name);
 			if (!enc)
 				return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", file);
-			l->role = TFS_OL_EXTRA;
+			l->role = TFS_OLLAMA_EXTRA;
 			l->extra = (int32_t)m->n_x;
 			rc = tfs_model_push_extra(m, enc, l->media_type, l->src, 0, l->size, err);
 			free(enc);
@@ -381,7 +383,7 @@ int tfs_ol_add_layers(tfs_model *m, tfs_ol_layout *lay, const tfs_open_opts *o, 
 
 int tfs_ollama_open(tfs_model *m, const char *ref, const tfs_open_opts *o, tfs_error *err)
 {
-	tfs_ol_layout *lay = calloc(1, sizeof(*lay));
+	tfs_ollama_layout *lay = calloc(1, sizeof(*lay));
 	json_t *root = NULL;
 	char *manifest = NULL;
 	struct stat st;
@@ -394,11 +396,11 @@ int tfs_ollama_open(tfs_model *m, const char *ref, const tfs_open_opts *o, tfs_e
 	m->priv = lay;
 
 	if (stat(ref, &st) == 0 && S_ISREG(st.st_mode)) {
-		rc = tfs_ol_locate_store(lay, ref, err);
+		rc = tfs_ollama_locate_store(lay, ref, err);
 	} else {
-		if ((rc = tfs_ol_resolve_ref(ref, o, &manifest, err)))
+		if ((rc = tfs_ollama_resolve_ref(ref, o, &manifest, err)))
 			goto out;
-		rc = tfs_ol_locate_store(lay, manifest, err);
+		rc = tfs_ollama_locate_store(lay, manifest, err);
 	}
 	if (rc)
 		goto out;
@@ -409,9 +411,9 @@ int tfs_ollama_open(tfs_model *m, const char *ref, const tfs_open_opts *o, tfs_e
 	}
 	free(m->path);
 	m->path = p;
-	if ((rc = tfs_ol_read_manifest(m, lay, &root, err)))
+	if ((rc = tfs_ollama_read_manifest(m, lay, &root, err)))
 		goto out;
-	rc = tfs_ol_add_layers(m, lay, o, err);
+	rc = tfs_ollama_add_layers(m, lay, o, err);
 out:
 	json_decref(root);
 	free(manifest);

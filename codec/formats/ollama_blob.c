@@ -93,12 +93,12 @@ static int check_sha256(const tfs_model *m, int32_t si, const char *digest,
 	return 0;
 }
 
-static int check_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool always_hash,
+static int check_blob(tfs_model *m, tfs_ollama_layout *lay, tfs_ollama_layer *l, bool always_hash,
 		      const tfs_open_opts *o, const char *name, tfs_error *err);
 
 /* Opens (once per digest) the blob of layer l, checks its size and, when due, its sha256. */
-int tfs_ol_open_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool always_hash,
-		     const tfs_open_opts *o, tfs_error *err)
+int tfs_ollama_open_blob(tfs_model *m, tfs_ollama_layout *lay, tfs_ollama_layer *l,
+			 bool always_hash, const tfs_open_opts *o, tfs_error *err)
 {
 	char name[80];
 	snprintf(name, sizeof(name), "sha256-%s", l->digest + 7);
@@ -130,7 +130,7 @@ int tfs_ol_open_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool alw
 			return rc;
 		return check_blob(m, lay, l, always_hash, o, l->digest, err);
 	}
-	char *path = tfs_ol_join3(lay->root, "blobs", name);
+	char *path = tfs_ollama_join3(lay->root, "blobs", name);
 	if (!path)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", lay->manifest_path);
 	struct stat st;
@@ -153,7 +153,7 @@ int tfs_ol_open_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool alw
 }
 
 /* An opened blob against its layer: its size, and when due its sha256. */
-static int check_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool always_hash,
+static int check_blob(tfs_model *m, tfs_ollama_layout *lay, tfs_ollama_layer *l, bool always_hash,
 		      const tfs_open_opts *o, const char *name, tfs_error *err)
 {
 	const tfs_source *s = &m->src[l->src];

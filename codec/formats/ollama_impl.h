@@ -27,42 +27,42 @@
 /* A model name's parts (ollama types/model/name.go). */
 typedef struct {
 	char host[351], ns[81], model[81], tag[81];
-} tfs_ol_name;
+} tfs_ollama_name;
 
 /* [scheme://][host/][namespace/]model[:tag], defaults registry.ollama.ai/library/?:latest. */
-int tfs_ol_parse_name(tfs_ol_name *n, const char *ref, tfs_error *err);
+int tfs_ollama_parse_name(tfs_ollama_name *n, const char *ref, tfs_error *err);
 /* The last '/' in [s, end), or NULL. */
-const char *tfs_ol_last_slash(const char *s, const char *end);
+const char *tfs_ollama_last_slash(const char *s, const char *end);
 /* "a/b/c" (c NULL: "a/b"), allocated; NULL when out of memory. */
-char *tfs_ol_join3(const char *a, const char *b, const char *c);
+char *tfs_ollama_join3(const char *a, const char *b, const char *c);
 /* Finds the store of a manifest path: the directory above its last "manifests"
  * component (after realpath); <root>/manifests/<host>/<ns>/<model>/<tag> also names it. */
-int tfs_ol_locate_store(tfs_ol_layout *lay, const char *path, tfs_error *err);
+int tfs_ollama_locate_store(tfs_ollama_layout *lay, const char *path, tfs_error *err);
 /* The manifest path of a model reference under the store root. */
-int tfs_ol_resolve_ref(const char *ref, const tfs_open_opts *o, char **manifest,
-		       tfs_error *err);
+int tfs_ollama_resolve_ref(const char *ref, const tfs_open_opts *o, char **manifest,
+			   tfs_error *err);
 
 /* ==== blobs (ollama_blob.c) ==== */
 
 /* Opens (once per digest) the blob of layer l, checks its size and, when due, its sha256. */
-int tfs_ol_open_blob(tfs_model *m, tfs_ol_layout *lay, tfs_ol_layer *l, bool always_hash,
-		     const tfs_open_opts *o, tfs_error *err);
+int tfs_ollama_open_blob(tfs_model *m, tfs_ollama_layout *lay, tfs_ollama_layer *l,
+			 bool always_hash, const tfs_open_opts *o, tfs_error *err);
 
 /* ==== MLX-quantized tensors (ollama_quant.c) ==== */
 
 /* Marks the packed tensors among [first, end) (pushed from one blob, whose __metadata__ is
  * meta) as MLX-quantized, after checking their companions' shapes so that every later read
  * stays in bounds. */
-int tfs_ol_setup_quant(tfs_model *m, size_t first, size_t end, const json_t *meta,
-		       const char *blob, tfs_error *err);
+int tfs_ollama_setup_quant(tfs_model *m, size_t first, size_t end, const json_t *meta,
+			   const char *blob, tfs_error *err);
 
 /* ==== the manifest (ollama.c) ==== */
 
 /* Reads the manifest (a file of the store, or lay->manifest_buf as fetched) into lay;
  * *out: its JSON document (the caller's to free, also on failure). */
-int tfs_ol_read_manifest(tfs_model *m, tfs_ol_layout *lay, json_t **out, tfs_error *err);
+int tfs_ollama_read_manifest(tfs_model *m, tfs_ollama_layout *lay, json_t **out, tfs_error *err);
 /* Opens every layer's blob and adds what it holds to m: keys and tensors, extra files. */
-int tfs_ol_add_layers(tfs_model *m, tfs_ol_layout *lay, const tfs_open_opts *o,
-		      tfs_error *err);
+int tfs_ollama_add_layers(tfs_model *m, tfs_ollama_layout *lay, const tfs_open_opts *o,
+			  tfs_error *err);
 
 #endif

@@ -238,8 +238,8 @@ static int link_companions(tfs_model *m, size_t i, const tfs_tensor *sc, tfs_mlx
 	return 0;
 }
 
-int tfs_ol_setup_quant(tfs_model *m, size_t first, size_t end, const json_t *meta,
-		       const char *blob, tfs_error *err)
+int tfs_ollama_setup_quant(tfs_model *m, size_t first, size_t end, const json_t *meta,
+			   const char *blob, tfs_error *err)
 {
 	for (size_t i = first; i < end; i++) {
 		const char *name = m->t[i].name;

@@ -25,7 +25,7 @@ static bool has_suffix(const char *s, size_t n, const char *suffix)
  * (scheme://host/ns/model[:tag]; without a tag only for registry.ollama.ai, as a URL of a
  * file is no model name).  *named: the latter.  n: the name's parts.  false: neither (or out
  * of memory: then the caller's file fetch says so). */
-static bool registry_urls(const char *source, char **manifest, char **blobs, tfs_ol_name *n,
+static bool registry_urls(const char *source, char **manifest, char **blobs, tfs_ollama_name *n,
 			  bool *named)
 {
 	const char *sep = strstr(source, "://"), *path = sep ? strchr(sep + 3, '/') : NULL;
@@ -37,8 +37,8 @@ static bool registry_urls(const char *source, char **manifest, char **blobs, tfs
 		mf = p;
 	*manifest = *blobs = NULL;
 	if (strncmp(path, "/v2/", 4) == 0 && mf && mf > path + 4) {
-		const char *tag = mf + 11, *model = tfs_ol_last_slash(path + 3, mf);
-		const char *ns = model ? tfs_ol_last_slash(path + 3, model) : NULL;
+		const char *tag = mf + 11, *model = tfs_ollama_last_slash(path + 3, mf);
+		const char *ns = model ? tfs_ollama_last_slash(path + 3, model) : NULL;
 		if (!*tag || strchr(tag, '/') || !model || model + 1 >= mf)
 			return false;
 		snprintf(n->host, sizeof(n->host), "%.*s", (int)(path - sep - 3), sep + 3);
@@ -62,7 +62,7 @@ static bool registry_urls(const char *source, char **manifest, char **blobs, tfs
 		slashes += *p == '/';
 	if (slashes != 2 || has_suffix(source, len, ".gguf") ||
 	    has_suffix(source, len, ".safetensors") || has_suffix(source, len, ".json") ||
-	    tfs_ol_parse_name(n, source, &e) != 0 ||
+	    tfs_ollama_parse_name(n, source, &e) != 0 ||
 	    (!strchr(last, ':') && strcmp(n->host, "registry.ollama.ai") != 0))
 		return false;
 	int sl = (int)(sep - source);
@@ -84,7 +84,7 @@ static bool registry_urls(const char *source, char **manifest, char **blobs, tfs
 bool tfs_is_registry_source(const char *source)
 {
 	char *manifest, *blobs;
-	tfs_ol_name n;
+	tfs_ollama_name n;
 	bool named;
 	if (!registry_urls(source, &manifest, &blobs, &n, &named))
 		return false;
@@ -103,13 +103,13 @@ static int open_registry(tfs_model *m, const char *source, const tfs_open_opts *
 			 tfs_error *err)
 {
 	char *manifest, *blobs;
-	tfs_ol_name n;
+	tfs_ollama_name n;
 	bool named;
 	json_t *root = NULL;
 
 	if (!registry_urls(source, &manifest, &blobs, &n, &named))
 		return TFS_PASSTHROUGH;
-	tfs_ol_layout *lay = calloc(1, sizeof(*lay));
+	tfs_ollama_layout *lay = calloc(1, sizeof(*lay));
 	if (!lay) {
 		free(manifest);
 		free(blobs);
@@ -135,10 +135,10 @@ static int open_registry(tfs_model *m, const char *source, const tfs_open_opts *
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source);
 	free(m->path);
 	m->path = p;
-	if (!(rc = tfs_ol_read_manifest(m, lay, &root, err))) {
+	if (!(rc = tfs_ollama_read_manifest(m, lay, &root, err))) {
 		/* the model's times: the manifest's Last-Modified */
 		m->src[lay->manifest_src].mtime_sec = mtime;
-		rc = tfs_ol_add_layers(m, lay, o, err);
+		rc = tfs_ollama_add_layers(m, lay, o, err);
 	}
 	json_decref(root);
 	return rc;

@@ -53,7 +53,7 @@ static bool set_part(char *dst, size_t cap, const char *s, size_t len, bool is_n
 }
 
 /* The last '/' in [s, end), or NULL. */
-const char *tfs_ol_last_slash(const char *s, const char *end)
+const char *tfs_ollama_last_slash(const char *s, const char *end)
 {
 	while (end > s)
 		if (*--end == '/')
@@ -62,7 +62,7 @@ const char *tfs_ol_last_slash(const char *s, const char *end)
 }
 
 /* [scheme://][host/][namespace/]model[:tag], defaults registry.ollama.ai/library/?:latest. */
-int tfs_ol_parse_name(tfs_ol_name *n, const char *ref, tfs_error *err)
+int tfs_ollama_parse_name(tfs_ollama_name *n, const char *ref, tfs_error *err)
 {
 	const char *s = ref, *end = ref + strlen(ref);
 	const char *colon = strrchr(s, ':'), *slash = strrchr(s, '/');
@@ -84,7 +84,7 @@ int tfs_ol_parse_name(tfs_ol_name *n, const char *ref, tfs_error *err)
 	strcpy(n->ns, "library");
 	strcpy(n->host, "registry.ollama.ai");
 
-	const char *p = tfs_ol_last_slash(s, end);
+	const char *p = tfs_ollama_last_slash(s, end);
 	what = "model";
 	if (!set_part(n->model, sizeof(n->model), p ? p + 1 : s, (size_t)(end - (p ? p + 1 : s)),
 		      false, false))
@@ -92,7 +92,7 @@ int tfs_ol_parse_name(tfs_ol_name *n, const char *ref, tfs_error *err)
 	if (!p)
 		return 0;
 	end = p;
-	p = tfs_ol_last_slash(s, end);
+	p = tfs_ollama_last_slash(s, end);
 	what = "namespace";
 	if (!set_part(n->ns, sizeof(n->ns), p ? p + 1 : s, (size_t)(end - (p ? p + 1 : s)), true,
 		      false))
@@ -114,7 +114,7 @@ bad:
 			     "the namespace)", ref, what);
 }
 
-char *tfs_ol_join3(const char *a, const char *b, const char *c)
+char *tfs_ollama_join3(const char *a, const char *b, const char *c)
 {
 	size_t la = strlen(a), lb = strlen(b), lc = c ? strlen(c) : 0;
 	char *s = malloc(la + lb + lc + 3);
@@ -136,7 +136,7 @@ char *tfs_ol_join3(const char *a, const char *b, const char *c)
  * case (names compare case-insensitively).  NULL with errno set when there is none. */
 static char *child_ci(const char *dir, const char *part)
 {
-	char *p = tfs_ol_join3(dir, part, NULL);
+	char *p = tfs_ollama_join3(dir, part, NULL);
 	struct stat st;
 	if (!p || stat(p, &st) == 0)
 		return p;
@@ -150,7 +150,7 @@ static char *child_ci(const char *dir, const char *part)
 	p = NULL;
 	while ((de = readdir(d))) {
 		if (strcasecmp(de->d_name, part) == 0) {
-			p = tfs_ol_join3(dir, de->d_name, NULL);
+			p = tfs_ollama_join3(dir, de->d_name, NULL);
 			break;
 		}
 	}
@@ -170,12 +170,12 @@ static char *models_root(const tfs_open_opts *o)
 	const char *home = getenv("HOME");
 	if (!home || !home[0])
 		return NULL;
-	return tfs_ol_join3(home, ".ollama", "models");
+	return tfs_ollama_join3(home, ".ollama", "models");
 }
 
 /* Finds the store of a manifest path: the directory above its last "manifests"
  * component (after realpath); <root>/manifests/<host>/<ns>/<model>/<tag> also names it. */
-int tfs_ol_locate_store(tfs_ol_layout *lay, const char *path, tfs_error *err)
+int tfs_ollama_locate_store(tfs_ollama_layout *lay, const char *path, tfs_error *err)
 {
 	char *real = realpath(path, NULL);
 	if (!real)
@@ -233,7 +233,8 @@ static void list_tags(const char *model_dir, char *buf, size_t cap)
 	struct dirent *de;
 	while ((de = readdir(d)) && n < sizeof(names) / sizeof(names[0])) {
 		struct stat st;
-		char *p = de->d_name[0] != '.' ? tfs_ol_join3(model_dir, de->d_name, NULL) : NULL;
+		char *p = de->d_name[0] != '.' ? tfs_ollama_join3(model_dir, de->d_name, NULL)
+					       : NULL;
 		if (p && stat(p, &st) == 0 && S_ISREG(st.st_mode) && (names[n] = strdup(de->d_name)))
 			n++;
 		free(p);
@@ -253,11 +254,11 @@ static void list_tags(const char *model_dir, char *buf, size_t cap)
 }
 
 /* The manifest path of a model reference under the store root. */
-int tfs_ol_resolve_ref(const char *ref, const tfs_open_opts *o,
-		       char **manifest, tfs_error *err)
+int tfs_ollama_resolve_ref(const char *ref, const tfs_open_opts *o,
+			   char **manifest, tfs_error *err)
 {
-	tfs_ol_name n;
-	int rc = tfs_ol_parse_name(&n, ref, err);
+	tfs_ollama_name n;
+	int rc = tfs_ollama_parse_name(&n, ref, err);
 	if (rc)
 		return rc;
 	char *root = models_root(o);
@@ -293,7 +294,7 @@ int tfs_ol_resolve_ref(const char *ref, const tfs_open_opts *o,
 /* A model of the store (its manifest at <root>/manifests/<host>/<ns>/<model>/<tag>) keeps
  * its staging directory in <root>/.tensorfs-staging/<host>/<ns>/<model>/<tag>: not inside
  * manifests/, where Ollama would take it for a model.  NULL for a manifest elsewhere. */
-char *tfs_ol_staging_home(const tfs_model *model)
+char *tfs_ollama_staging_home(const tfs_model *model)
 {
 	const char *mp = model->path, *m = NULL;
 	for (const char *p = strstr(mp, "/manifests/"); p; p = strstr(p + 1, "/manifests/"))

@@ -47,7 +47,7 @@
 
 typedef struct {
 	tfs_model *m;
-	const tfs_ol_layout *lay;
+	const tfs_ollama_layout *lay;
 	const tfs_write_opts *o;
 	char *blobs;          /* <root>/blobs */
 	char **created;       /* blobs this write put in place (removed again on failure) */
@@ -234,7 +234,7 @@ fail:
 	return NULL;
 }
 
-static json_t *same_descriptor(const tfs_ol_layer *l)
+static json_t *same_descriptor(const tfs_ollama_layer *l)
 {
 	return descriptor(l->media_type, l->digest, l->size, l->from, l->name);
 }
@@ -242,7 +242,7 @@ static json_t *same_descriptor(const tfs_ol_layer *l)
 /* ==== the GGUF model layer ==== */
 
 /* Whether m's keys and tensors are exactly those of the blob of layer l. */
-static bool gguf_unchanged(const tfs_model *m, const tfs_ol_layer *l)
+static bool gguf_unchanged(const tfs_model *m, const tfs_ollama_layer *l)
 {
 	tfs_model *w = NULL;
 	int32_t si;
@@ -284,7 +284,7 @@ out:
 	return same;
 }
 
-static int write_gguf_layer(ctx *x, const tfs_ol_layer *l, json_t **desc)
+static int write_gguf_layer(ctx *x, const tfs_ollama_layer *l, json_t **desc)
 {
 	char digest[72], *tmp = NULL, pbuf[64];
 	uint64_t size;
@@ -322,9 +322,9 @@ static int write_st_blob(ctx *x, const uint32_t *ts, size_t nt, const json_t *me
 	int fd = -1, rc;
 	if ((rc = blob_begin(x, &fd, &tmp)))
 		return rc;
-	if ((rc = tfs_st_write_file(x->m, ts, nt, NULL, 0, meta, fd, tmp, x->o, x->err)) ||
-	    (rc = tfs_st_check_file(x->m, ts, nt, NULL, 0, meta, blob_path(fd, tmp, pbuf),
-				    x->err))) {
+	if ((rc = tfs_safetensors_write_file(x->m, ts, nt, NULL, 0, meta, fd, tmp, x->o, x->err)) ||
+	    (rc = tfs_safetensors_check_file(x->m, ts, nt, NULL, 0, meta, blob_path(fd, tmp, pbuf),
+					     x->err))) {
 		blob_discard(fd, tmp);
 		return rc;
 	}
@@ -332,7 +332,7 @@ static int write_st_blob(ctx *x, const uint32_t *ts, size_t nt, const json_t *me
 }
 
 /* Layer l's tensors as they are now, compared with its blob. */
-static int write_tensor_layer(ctx *x, const tfs_ol_layer *l, json_t **desc)
+static int write_tensor_layer(ctx *x, const tfs_ollama_layer *l, json_t **desc)
 {
 	tfs_model *m = x->m;
 	tfs_model *w = NULL;
@@ -350,7 +350,7 @@ static int write_tensor_layer(ctx *x, const tfs_ol_layer *l, json_t **desc)
 	const tfs_source *s = &m->src[l->src];
 	if ((rc = tfs_model_new(&w, &tfs_safetensors_format, s->path, x->err)) ||
 	    (rc = tfs_model_add_source(w, s->path, NULL, &si, x->err)) ||
-	    (rc = tfs_st_parse(w, si, &hl, &meta, x->err)))
+	    (rc = tfs_safetensors_parse(w, si, &hl, &meta, x->err)))
 		goto out;
 	bool same = w->n_t == l->n_tensors;
 	for (uint32_t k = 0; k < l->n_tensors; k++) {
@@ -406,7 +406,7 @@ static int write_extra_blob(ctx *x, const tfs_extra *e, char digest[72], uint64_
 }
 
 /* The layer for extra i as it is now (NULL *desc: deleted). */
-static int write_extra_layer(ctx *x, const tfs_ol_layer *l, int32_t i, json_t **desc)
+static int write_extra_layer(ctx *x, const tfs_ollama_layer *l, int32_t i, json_t **desc)
 {
 	const tfs_extra *e = &x->m->x[i];
 	char digest[72];
@@ -424,7 +424,7 @@ static int write_extra_layer(ctx *x, const tfs_ol_layer *l, int32_t i, json_t **
 	char *json_name = NULL;
 	const char *name = l ? l->name : NULL;
 	if (!l && strcmp(e->media_type, MT_JSON) == 0) {
-		if (!(json_name = tfs_ol_json_name(e->name)))
+		if (!(json_name = tfs_ollama_json_name(e->name)))
 			return tfs_error_set(x->err, TFS_E_INVALID, "%s: '%s' is not a valid name",
 					     x->m->path, e->name);
 		name = json_name;
@@ -450,7 +450,7 @@ static bool part_ok(const char *s, size_t n)
 }
 
 /* The manifest file to write: the source's, an absolute path, or the file of a model name. */
-static int manifest_path(const tfs_model *m, const tfs_ol_layout *lay, const char *out,
+static int manifest_path(const tfs_model *m, const tfs_ollama_layout *lay, const char *out,
 			 char **path, tfs_error *err)
 {
 	if (!out) {
@@ -518,16 +518,16 @@ static int add_desc(ctx *x, json_t *layers, json_t *desc)
 static int write_layers(ctx *x, bool *referenced, json_t *layers)
 {
 	tfs_model *m = x->m;
-	const tfs_ol_layout *lay = x->lay;
+	const tfs_ollama_layout *lay = x->lay;
 	uint32_t n_orig_t = 0;
 	int rc = 0;
 	for (size_t i = 0; !rc && i < lay->n_layers; i++) {
-		const tfs_ol_layer *l = &lay->layers[i];
+		const tfs_ollama_layer *l = &lay->layers[i];
 		json_t *desc = NULL;
-		if (l->role == TFS_OL_MODEL) {
+		if (l->role == TFS_OLLAMA_MODEL) {
 			rc = write_gguf_layer(x, l, &desc);
 			n_orig_t = (uint32_t)m->n_t; /* new tensors live in the GGUF */
-		} else if (l->role == TFS_OL_TENSOR) {
+		} else if (l->role == TFS_OLLAMA_TENSOR) {
 			rc = write_tensor_layer(x, l, &desc);
 			if (l->first_tensor + l->n_tensors > n_orig_t)
 				n_orig_t = l->first_tensor + l->n_tensors;
@@ -635,7 +635,7 @@ static int write_manifest(ctx *x, tfs_commit *c, json_t *config, json_t *layers,
 
 int tfs_ollama_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err)
 {
-	const tfs_ol_layout *lay = m->priv;
+	const tfs_ollama_layout *lay = m->priv;
 	ctx x = { .m = m, .lay = lay, .o = o, .err = err };
 	json_t *layers = json_array(), *config = NULL;
 	bool *referenced = calloc(m->n_x ? m->n_x : 1, sizeof(bool));
@@ -692,7 +692,8 @@ static int ollama_check_kv(const tfs_model *m, const char *key, uint32_t type,
 			   const uint8_t *data, uint64_t len, tfs_error *err)
 {
 	return ollama_gguf_encoded(m) ? tfs_gguf_check_kv(m, key, type, data, len, err)
-				      : tfs_st_check_string_kv(m, key, type, data, len, err);
+				      : tfs_safetensors_check_string_kv(m, key, type, data, len,
+									err);
 }
 
 /* A classic model is its GGUF layer; a per-tensor one mlx-lm's safetensors, when it has
@@ -723,7 +724,7 @@ const tfs_format_ops tfs_ollama_format = {
 	.open = tfs_ollama_open_probed,
 	.open_url = tfs_ollama_open_url,
 	.url_not_found = tfs_ollama_url_not_found,
-	.free_priv = tfs_ol_layout_free,
+	.free_priv = tfs_ollama_layout_free,
 	.image_name = ollama_image_name,
 	.image = ollama_image,
 	.image_size = ollama_image_size,
@@ -734,5 +735,5 @@ const tfs_format_ops tfs_ollama_format = {
 	.check_kv = ollama_check_kv,
 	.extras = true,
 	.bytes_dtype = TFS_DT_I8,
-	.staging_home = tfs_ol_staging_home,
+	.staging_home = tfs_ollama_staging_home,
 };

@@ -59,9 +59,9 @@ static void free_strv(char **v, uint32_t n)
 	free(v);
 }
 
-void tfs_st_layout_free(void *p)
+void tfs_safetensors_layout_free(void *p)
 {
-	tfs_st_layout *l = p;
+	tfs_safetensors_layout *l = p;
 	if (!l)
 		return;
 	for (size_t i = 0; i < l->n_shards; i++)
@@ -129,7 +129,7 @@ static uint8_t *string_payload(const char *s, size_t n, uint64_t *len)
 }
 
 /* A safetensors "__metadata__" object: every value a string. */
-static int push_st_metadata(tfs_model *m, tfs_st_shard *sh, const json_t *meta,
+static int push_st_metadata(tfs_model *m, tfs_safetensors_shard *sh, const json_t *meta,
 			    const char *file, tfs_error *err)
 {
 	const char *k;
@@ -150,7 +150,7 @@ static int push_st_metadata(tfs_model *m, tfs_st_shard *sh, const json_t *meta,
 }
 
 /* The index's "metadata": any JSON value, typed as described in formats.h. */
-static int push_index_metadata(tfs_model *m, tfs_st_layout *l, const json_t *meta,
+static int push_index_metadata(tfs_model *m, tfs_safetensors_layout *l, const json_t *meta,
 			       const char *file, tfs_error *err)
 {
 	const char *k;
@@ -200,21 +200,21 @@ static int push_index_metadata(tfs_model *m, tfs_st_layout *l, const json_t *met
 /* ==== opening ==== */
 
 /* Reads source src (of file path) as one more shard. */
-static int read_shard(tfs_model *m, tfs_st_layout *l, int32_t src, const char *path,
+static int read_shard(tfs_model *m, tfs_safetensors_layout *l, int32_t src, const char *path,
 		      tfs_error *err)
 {
 	int rc;
-	tfs_st_shard *ns = realloc(l->shards, sizeof(*ns) * (l->n_shards + 1));
+	tfs_safetensors_shard *ns = realloc(l->shards, sizeof(*ns) * (l->n_shards + 1));
 	if (!ns)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
 	l->shards = ns;
-	tfs_st_shard *sh = &l->shards[l->n_shards++];
+	tfs_safetensors_shard *sh = &l->shards[l->n_shards++];
 	memset(sh, 0, sizeof(*sh));
 	sh->src = src;
 
 	json_t *meta = NULL;
 	size_t before = m->n_t;
-	if ((rc = tfs_st_parse(m, src, &sh->header_len, &meta, err)))
+	if ((rc = tfs_safetensors_parse(m, src, &sh->header_len, &meta, err)))
 		return rc;
 	sh->n_tensors = (uint32_t)(m->n_t - before);
 	if (meta) {
@@ -226,7 +226,7 @@ static int read_shard(tfs_model *m, tfs_st_layout *l, int32_t src, const char *p
 }
 
 /* Adds the file at path as a source (label: its file name) and reads it as one shard. */
-static int open_shard(tfs_model *m, tfs_st_layout *l, const char *path, tfs_error *err)
+static int open_shard(tfs_model *m, tfs_safetensors_layout *l, const char *path, tfs_error *err)
 {
 	int32_t src;
 	int rc = tfs_model_add_source(m, path, tfs_basename(path), &src, err);
@@ -328,7 +328,8 @@ static int check_weight_map(const tfs_model *m, json_t *wm, const char *index_pa
 }
 
 /* The index's text without its weight_map, kept for the writer. */
-static int keep_index(tfs_st_layout *l, json_t *root, const char *index_path, tfs_error *err)
+static int keep_index(tfs_safetensors_layout *l, json_t *root, const char *index_path,
+		      tfs_error *err)
 {
 	l->index_path = strdup(index_path);
 	json_t *rest = json_deep_copy(root);
@@ -343,14 +344,14 @@ static int keep_index(tfs_st_layout *l, json_t *root, const char *index_path, tf
 }
 
 int tfs_safetensors_open_index(tfs_model *m, const char *index_path, const uint8_t *text,
-			       uint64_t len, tfs_st_shard_opener opener, void *ctx,
+			       uint64_t len, tfs_safetensors_shard_opener opener, void *ctx,
 			       tfs_error *err)
 {
 	const char **names = NULL;
 	json_t *root = NULL;
 	size_t nn = 0;
 	int rc;
-	tfs_st_layout *l = calloc(1, sizeof(*l));
+	tfs_safetensors_layout *l = calloc(1, sizeof(*l));
 	if (!l)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", index_path);
 	m->priv = l;
@@ -418,7 +419,7 @@ static int set_model_path(tfs_model *m, const char *path, tfs_error *err)
 
 int tfs_safetensors_open_src(tfs_model *m, int32_t src, tfs_error *err)
 {
-	tfs_st_layout *l = calloc(1, sizeof(*l));
+	tfs_safetensors_layout *l = calloc(1, sizeof(*l));
 	if (!l)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", m->path);
 	m->priv = l;
@@ -456,7 +457,7 @@ int tfs_safetensors_open(tfs_model *m, const char *path, tfs_error *err)
 		rc = open_sharded(m, path, err);
 		goto out;
 	}
-	tfs_st_layout *l = calloc(1, sizeof(*l));
+	tfs_safetensors_layout *l = calloc(1, sizeof(*l));
 	if (!l) {
 		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", path);
 		goto out;
@@ -472,7 +473,7 @@ out:
 
 /* A directory (holding model.safetensors.index.json), an index.json of a sharded set, a
  * .safetensors file; any other file is tried as one (a guess). */
-int tfs_st_probe(const tfs_probe *p, tfs_error *err)
+int tfs_safetensors_probe(const tfs_probe *p, tfs_error *err)
 {
 	(void)err;
 	if (!p->st)
@@ -483,12 +484,12 @@ int tfs_st_probe(const tfs_probe *p, tfs_error *err)
 }
 
 /* The reader's error, said in the user's terms where the source was a guess. */
-int tfs_st_open_probed(tfs_model *m, const tfs_probe *p, const tfs_open_opts *o,
-		       tfs_error *err)
+int tfs_safetensors_open_probed(tfs_model *m, const tfs_probe *p, const tfs_open_opts *o,
+				tfs_error *err)
 {
 	int rc = tfs_safetensors_open(m, p->source, err);
 	(void)o;
-	if (rc == TFS_E_FORMAT && err && tfs_st_probe(p, NULL) == TFS_PROBE_GUESS) {
+	if (rc == TFS_E_FORMAT && err && tfs_safetensors_probe(p, NULL) == TFS_PROBE_GUESS) {
 		char why[TFS_ERRMSG_MAX];
 		snprintf(why, sizeof(why), "%s", err->msg);
 		tfs_error_set(err, rc, "%s: not a GGUF, safetensors or Ollama manifest file "
@@ -497,8 +498,8 @@ int tfs_st_open_probed(tfs_model *m, const tfs_probe *p, const tfs_open_opts *o,
 	return rc;
 }
 
-int tfs_st_check_string_kv(const tfs_model *m, const char *key, uint32_t type,
-			   const uint8_t *data, uint64_t len, tfs_error *err)
+int tfs_safetensors_check_string_kv(const tfs_model *m, const char *key, uint32_t type,
+				    const uint8_t *data, uint64_t len, tfs_error *err)
 {
 	/* safetensors __metadata__ (and Ollama per-tensor blobs): strings only */
 	if (type != TFS_GGUF_STRING)
@@ -512,12 +513,12 @@ int tfs_st_check_string_kv(const tfs_model *m, const char *key, uint32_t type,
 	return 0;
 }
 
-int tfs_st_check_kv(const tfs_model *m, const char *key, uint32_t type, const uint8_t *data,
-		    uint64_t len, tfs_error *err)
+int tfs_safetensors_check_kv(const tfs_model *m, const char *key, uint32_t type,
+			     const uint8_t *data, uint64_t len, tfs_error *err)
 {
 	/* a sharded set's index "metadata" holds JSON scalars too (safetensors_write.c) */
-	const tfs_st_layout *l = m->priv;
+	const tfs_safetensors_layout *l = m->priv;
 	if (l && l->index_path && type != TFS_GGUF_ARRAY && type != TFS_GGUF_STRING)
 		return 0;
-	return tfs_st_check_string_kv(m, key, type, data, len, err);
+	return tfs_safetensors_check_string_kv(m, key, type, data, len, err);
 }

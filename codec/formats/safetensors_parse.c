@@ -1,6 +1,6 @@
 /*
  * safetensors_parse.c - one safetensors file's header, read and checked as the reference
- * crate does (tfs_st_parse); safetensors.c builds models of such files.
+ * crate does (tfs_safetensors_parse); safetensors.c builds models of such files.
  *
  * File layout (see layout.h and tests/data/SAFETENSORS_CHECKLIST.md):
  *  1. u64 LE N, N <= 100,000,000, 8 + N <= file size;
@@ -396,8 +396,8 @@ static int st_push(tfs_model *m, int32_t si, const st_entry *ents, size_t count,
 	return 0;
 }
 
-int tfs_st_parse(tfs_model *m, int32_t si, uint64_t *header_len, json_t **metadata,
-		 tfs_error *err)
+int tfs_safetensors_parse(tfs_model *m, int32_t si, uint64_t *header_len, json_t **metadata,
+			  tfs_error *err)
 {
 	const tfs_source *s = &m->src[si];
 	const char *file = s->path;

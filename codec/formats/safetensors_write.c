@@ -129,7 +129,7 @@ static int st_entry(tfs_buf *b, const tfs_model *m, const tfs_tensor *t, const c
 		    uint64_t off, tfs_error *err)
 {
 	const tfs_dtype_info *d = tfs_dtype(t->dtype);
-	if (!d || !tfs_st_dtype_ok(t->dtype))
+	if (!d || !tfs_safetensors_dtype_ok(t->dtype))
 		return tfs_error_set(err, TFS_E_INVALID,
 				     "%s: tensor '%s' has dtype %s, which safetensors cannot store",
 				     m->path, t->name, d ? d->name : "?");
@@ -183,7 +183,7 @@ static int st_header(tfs_buf *b, const tfs_model *m, const uint32_t *ts, size_t 
 	return 0;
 }
 
-/* The image of one safetensors file (see tfs_st_write_file); with data_start != 0 the JSON
+/* The image of one safetensors file (see tfs_safetensors_write_file); with data_start != 0 the JSON
  * header is padded with spaces (as the format allows) so the data starts there. */
 static int st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
 		    const char *const *names, const uint32_t *keys, size_t nk, const json_t *meta,
@@ -221,19 +221,19 @@ static int st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, siz
 	return 0;
 }
 
-int tfs_st_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
-		 const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err)
+int tfs_safetensors_image(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
+			  const uint32_t *keys, size_t nk, const json_t *meta, tfs_error *err)
 {
 	return st_image(out, m, ts, nt, NULL, keys, nk, meta, 0, err);
 }
 
-int tfs_st_image_named(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
-		       const char *const *names, const json_t *meta, tfs_error *err)
+int tfs_safetensors_image_named(tfs_image **out, const tfs_model *m, const uint32_t *ts, size_t nt,
+				const char *const *names, const json_t *meta, tfs_error *err)
 {
 	return st_image(out, m, ts, nt, names, NULL, 0, meta, 0, err);
 }
 
-int tfs_st_image_all(tfs_image **out, const tfs_model *m, tfs_error *err)
+int tfs_safetensors_image_all(tfs_image **out, const tfs_model *m, tfs_error *err)
 {
 	uint32_t *ts = malloc((m->n_t ? m->n_t : 1) * sizeof(*ts));
 	uint32_t *ks = malloc((m->n_kv ? m->n_kv : 1) * sizeof(*ks));
@@ -251,7 +251,7 @@ int tfs_st_image_all(tfs_image **out, const tfs_model *m, tfs_error *err)
 	for (size_t i = 0; i < m->n_kv; i++)
 		if (!m->kv[i].deleted && m->kv[i].type == TFS_GGUF_STRING)
 			ks[nk++] = (uint32_t)i;
-	rc = tfs_st_image(out, m, ts, nt, ks, nk, NULL, err);
+	rc = tfs_safetensors_image(out, m, ts, nt, ks, nk, NULL, err);
 out:
 	free(ts);
 	free(ks);
@@ -262,9 +262,9 @@ out:
  * Writes one safetensors file to fd: tensors ts[0..nt) (slots of m) in that order, the
  * keys keys[0..nk) as "__metadata__" (all must be strings).
  */
-int tfs_st_write_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
-		      size_t nk, const json_t *meta, int fd, const char *path,
-		      const tfs_write_opts *o, tfs_error *err)
+int tfs_safetensors_write_file(const tfs_model *m, const uint32_t *ts, size_t nt,
+			       const uint32_t *keys, size_t nk, const json_t *meta, int fd,
+			       const char *path, const tfs_write_opts *o, tfs_error *err)
 {
 	tfs_image *im;
 	uint64_t shift;
@@ -294,9 +294,10 @@ static bool same_bytes(const uint8_t *a, const uint8_t *b, uint64_t n)
 	return n == 0 || memcmp(a, b, (size_t)n) == 0;
 }
 
-/* Reads back a file tfs_st_write_file wrote and compares it with what was asked for. */
-int tfs_st_check_file(const tfs_model *m, const uint32_t *ts, size_t nt, const uint32_t *keys,
-		      size_t nk, const json_t *meta, const char *path, tfs_error *err)
+/* Reads back a file tfs_safetensors_write_file wrote and compares it with what was asked for. */
+int tfs_safetensors_check_file(const tfs_model *m, const uint32_t *ts, size_t nt,
+			       const uint32_t *keys, size_t nk, const json_t *meta,
+			       const char *path, tfs_error *err)
 {
 	size_t n_meta = 0;
 	const char *mk;
@@ -399,10 +400,10 @@ static int write_single(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tf
 		goto nomem;
 	if ((rc = tfs_commit_add(c, final, &fd, &tmp, err)))
 		goto out;
-	if ((rc = tfs_st_write_file(m, ts, nt, ks, nk, NULL, fd, tmp, o, err)) ||
+	if ((rc = tfs_safetensors_write_file(m, ts, nt, ks, nk, NULL, fd, tmp, o, err)) ||
 	    (rc = tfs_commit_seal(c, err)))
 		goto out;
-	rc = tfs_st_check_file(m, ts, nt, ks, nk, NULL, tmp, err);
+	rc = tfs_safetensors_check_file(m, ts, nt, ks, nk, NULL, tmp, err);
 out:
 	free(final);
 	free(ts);
@@ -424,7 +425,7 @@ static bool in_list(char *const *v, uint32_t n, const char *s)
 }
 
 /* Whether shard sh's file already holds exactly tensors ts and metadata keys ks. */
-static bool shard_unchanged(const tfs_model *m, const tfs_st_shard *sh, const uint32_t *ts,
+static bool shard_unchanged(const tfs_model *m, const tfs_safetensors_shard *sh, const uint32_t *ts,
 			    size_t nt, const uint32_t *ks, size_t nk)
 {
 	const tfs_source *s = &m->src[sh->src];
@@ -521,7 +522,7 @@ static bool written_elsewhere(const tfs_model *m, const char *index_final)
 
 /* Each tensor's shard (readers pushed the shards' tensors in shard order; new ones go into
  * the last), and the live tensors' total size. */
-static uint64_t shard_homes(const tfs_model *m, const tfs_st_layout *l, uint32_t *home)
+static uint64_t shard_homes(const tfs_model *m, const tfs_safetensors_layout *l, uint32_t *home)
 {
 	uint64_t total_size = 0, end = l->shards[0].n_tensors;
 	size_t k = 0;
@@ -536,11 +537,11 @@ static uint64_t shard_homes(const tfs_model *m, const tfs_st_layout *l, uint32_t
 }
 
 /* Shard s, written (through c) when it changed or the set goes elsewhere. */
-static int write_shard(tfs_model *m, const tfs_st_layout *l, size_t s, const uint32_t *home,
-		       bool elsewhere, const char *index_final, const tfs_write_opts *o,
-		       tfs_commit *c, tfs_error *err)
+static int write_shard(tfs_model *m, const tfs_safetensors_layout *l, size_t s,
+		       const uint32_t *home, bool elsewhere, const char *index_final,
+		       const tfs_write_opts *o, tfs_commit *c, tfs_error *err)
 {
-	const tfs_st_shard *sh = &l->shards[s];
+	const tfs_safetensors_shard *sh = &l->shards[s];
 	uint32_t *ts = NULL, *ks = NULL;
 	size_t nt = 0, ct = 0, nk = 0, ck = 0;
 	char *final = NULL;
@@ -561,9 +562,10 @@ static int write_shard(tfs_model *m, const tfs_st_layout *l, size_t s, const uin
 		if (!(final = dir_join(index_final, m->src[sh->src].label)))
 			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 		else if (!(rc = tfs_commit_add(c, final, &fd, &tmp, err)) &&
-			 !(rc = tfs_st_write_file(m, ts, nt, ks, nk, NULL, fd, tmp, o, err)) &&
+			 !(rc = tfs_safetensors_write_file(m, ts, nt, ks, nk, NULL, fd, tmp, o,
+							   err)) &&
 			 !(rc = tfs_commit_seal(c, err)))
-			rc = tfs_st_check_file(m, ts, nt, ks, nk, NULL, tmp, err);
+			rc = tfs_safetensors_check_file(m, ts, nt, ks, nk, NULL, tmp, err);
 	}
 	free(final);
 	free(ts);
@@ -573,7 +575,7 @@ static int write_shard(tfs_model *m, const tfs_st_layout *l, size_t s, const uin
 
 /* The index document: its other members as they were, then metadata (the keys no shard
  * holds) and weight_map.  *out is allocated text. */
-static int index_text(const tfs_model *m, const tfs_st_layout *l, const uint32_t *home,
+static int index_text(const tfs_model *m, const tfs_safetensors_layout *l, const uint32_t *home,
 		      char **out, tfs_error *err)
 {
 	json_error_t je;
@@ -619,7 +621,7 @@ static int index_text(const tfs_model *m, const tfs_st_layout *l, const uint32_t
 	return rc;
 }
 
-static int write_sharded(tfs_model *m, const tfs_st_layout *l, const tfs_write_opts *o,
+static int write_sharded(tfs_model *m, const tfs_safetensors_layout *l, const tfs_write_opts *o,
 			 tfs_commit *c, tfs_error *err)
 {
 	char *index_final = tfs_output_path(m, o), *text = NULL;
@@ -666,7 +668,7 @@ out:
 
 int tfs_safetensors_write(tfs_model *m, const tfs_write_opts *o, tfs_commit *c, tfs_error *err)
 {
-	const tfs_st_layout *l = m->priv;
+	const tfs_safetensors_layout *l = m->priv;
 	if (l && l->index_path)
 		return write_sharded(m, l, o, c, err);
 	return write_single(m, o, c, err);
@@ -691,14 +693,14 @@ static bool st_gguf_encoded(const tfs_model *m)
 const tfs_format_ops tfs_safetensors_format = {
 	.name = "safetensors",
 	.id = TFS_FMT_SAFETENSORS,
-	.probe = tfs_st_probe,
-	.open = tfs_st_open_probed,
-	.free_priv = tfs_st_layout_free,
+	.probe = tfs_safetensors_probe,
+	.open = tfs_safetensors_open_probed,
+	.free_priv = tfs_safetensors_layout_free,
 	.image_name = st_image_name,
-	.image = tfs_st_image_all,
+	.image = tfs_safetensors_image_all,
 	.write = tfs_safetensors_write,
 	.gguf_encoded = st_gguf_encoded,
-	.check_kv = tfs_st_check_kv,
+	.check_kv = tfs_safetensors_check_kv,
 	.bytes_dtype = TFS_DT_U8,
 	.remote_writable = true,
 };

@@ -70,7 +70,7 @@ bool tfs_utf8_valid(const char *str, size_t n)
 }
 
 /* The dtypes a safetensors header can name (SAFETENSORS_CHECKLIST.md, "Dtypes"). */
-bool tfs_st_dtype_ok(int dtype)
+bool tfs_safetensors_dtype_ok(int dtype)
 {
 	switch (dtype) {
 	case TFS_DT_F32: case TFS_DT_F16: case TFS_DT_BF16: case TFS_DT_F64:
@@ -244,7 +244,7 @@ static int check_tensor_spec(const tfs_model *m, const char *name, int dtype, ui
 		return tfs_error_set(err, TFS_E_INVALID,
 				     "%s: tensor '%s': dtype %s cannot be stored in a GGUF file",
 				     m->path, name, d->name);
-	if (!gguf && !tfs_st_dtype_ok(dtype))
+	if (!gguf && !tfs_safetensors_dtype_ok(dtype))
 		return tfs_error_set(err, TFS_E_INVALID,
 				     "%s: tensor '%s': dtype %s cannot be stored in a safetensors file",
 				     m->path, name, d->name);

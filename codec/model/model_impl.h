@@ -106,6 +106,6 @@ int tfs_mlx_read_f32(const tfs_model *m, const tfs_tensor *t, uint64_t first, ui
 
 bool tfs_model_gguf_encoded(const tfs_model *m);
 bool tfs_utf8_valid(const char *s, size_t n);
-bool tfs_st_dtype_ok(int dtype);
+bool tfs_safetensors_dtype_ok(int dtype);
 
 #endif

@@ -3,7 +3,7 @@
  * change (a value's payload, a tensor's or a file's new bytes), fsynced before the op
  * naming it is recorded; and an editor's scratch files there, which are not changes yet.
  */
-#include "journal_impl.h"
+#include "staging_impl.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * gc.c - dropping ops that a later one made dead, with their data files: rewriting a big
  * tensor again and again does not pile copies up in the staging directory.
  */
-#include "journal_impl.h"
+#include "staging_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

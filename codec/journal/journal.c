@@ -16,7 +16,7 @@
  *     fsynced before the op naming them is recorded (data.c).
  *  3. lock          flock()ed (LOCK_EX) while a mount or a repack uses the directory.
  */
-#include "journal_impl.h"
+#include "staging_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

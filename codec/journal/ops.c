@@ -11,7 +11,7 @@
  * Recording (staging.c) encodes a tfs_op and applies it; replay decodes it and applies it
  * the same way.  Adding an op = one row of the table and its apply function.
  */
-#include "journal_impl.h"
+#include "staging_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

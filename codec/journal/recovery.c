@@ -48,7 +48,7 @@
  * tfs_staging_repack recover again, and refuse a model opened before a roll forward.
  * A repack whose renames fail recovers at once (whatever was renamed or not).
  */
-#include "journal_impl.h"
+#include "staging_impl.h"
 #include "open.h"
 
 #include <errno.h>

@@ -3,7 +3,7 @@
  * (see session.h for the steps, recovery.c for the protocol).
  */
 #include "session.h"
-#include "journal_impl.h"
+#include "staging_impl.h"
 #include "open.h"
 
 #include <errno.h>

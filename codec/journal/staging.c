@@ -7,7 +7,7 @@
  * model with the op table's apply (ops.c); an op the model refuses is taken out of the
  * journal again.  A set of an item drops the earlier sets it made dead (gc.c).
  */
-#include "journal_impl.h"
+#include "staging_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -36,17 +36,18 @@ static int get_xattr(const char *path, const char *name, char *buf, size_t cap)
 	return 0;
 }
 
-/* Unmounts mp (detached at once when lazy): 0, an errno, or -1 when fusermount3 failed
- * and said why.  Root unmounts directly, others through fusermount3. */
-static int unmount_fs(const char *mp, bool lazy)
+/* Unmounts mp (detached at once when lazy): 0 or -errno; *said: fusermount3 failed and
+ * said why (-EIO).  Root unmounts directly, others through fusermount3. */
+static int unmount_fs(const char *mp, bool lazy, bool *said)
 {
+	*said = false;
 	if (geteuid() == 0)
-		return umount2(mp, lazy ? MNT_DETACH : 0) == 0 ? 0 : errno;
+		return umount2(mp, lazy ? MNT_DETACH : 0) == 0 ? 0 : -errno;
 	int pfd[2];
 	char msg[1024];
 	size_t len = 0;
 	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return errno;
+		return -errno;
 	pid_t c = fork();
 	if (c == 0) {
 		dup2(pfd[1], 2);
@@ -61,16 +62,17 @@ static int unmount_fs(const char *mp, bool lazy)
 	msg[len] = '\0';
 	int ws;
 	if (c < 0 || waitpid(c, &ws, 0) < 0)
-		return ECHILD;
+		return -ECHILD;
 	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0)
 		return 0;
 	if (strstr(msg, "busy"))
-		return EBUSY;
+		return -EBUSY;
 	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 127)
 		fprintf(stderr, "tensorfs: cannot run fusermount3 (is the fuse3 package installed?)\n");
 	else
 		fputs(msg, stderr);
-	return -1;
+	*said = true;
+	return -EIO;
 }
 
 /* Parses `tensorfs unmount [-l] MOUNTPOINT`; -1 to go on, else the exit status. */
@@ -104,7 +106,8 @@ static int unmount_args(int argc, char **argv, bool *lazy, const char **arg)
 /* The daemon is gone (killed): only the kernel's mount is left to remove.  Exit status. */
 static int unmount_dead(const char *mp, const char *arg, const tfsd_mount_entry *me)
 {
-	int e = unmount_fs(mp, true);
+	bool said;
+	int e = unmount_fs(mp, true, &said);
 	if (e == 0) {
 		fprintf(stderr, "tensorfs: %s: the mount was dead (its daemon had exited); "
 			"removed it%s%s%s\n", arg,
@@ -115,9 +118,9 @@ static int unmount_dead(const char *mp, const char *arg, const tfsd_mount_entry 
 		tfsd_sweep_status_files();
 		return 0;
 	}
-	if (e > 0)
+	if (!said)
 		fprintf(stderr, "tensorfs: %s: the mount is dead (its daemon has exited), and "
-			"removing it failed: %s\n", arg, strerror(e));
+			"removing it failed: %s\n", arg, strerror(-e));
 	return 1;
 }
 
@@ -186,21 +189,22 @@ static int follow_daemon(tfsd_status_reader *rs, pid_t pid, const char *status, 
  * filled in for EBUSY). */
 static int unmount_now(const char *mp, const char *arg, bool lazy, char *users, size_t cap)
 {
-	int e = unmount_fs(mp, lazy);
-	if (e == EBUSY) {
+	bool said;
+	int e = unmount_fs(mp, lazy, &said);
+	if (e == -EBUSY) {
 		tfsd_list_users(mp, users, cap);
 		fprintf(stderr, "tensorfs: cannot unmount %s: it is in use%s%s; end those, or "
 			"detach it now with `tensorfs unmount -l %s`\n", arg,
 			users[0] ? " by " : " (by processes not visible here)", users, arg);
 		return 1;
 	}
-	if (e == EPERM) {
+	if (e == -EPERM) {
 		fprintf(stderr, "tensorfs: cannot unmount %s: only root or the user who mounted "
 			"it can\n", arg);
 		return 1;
 	}
-	if (e > 0)
-		fprintf(stderr, "tensorfs: cannot unmount %s: %s\n", arg, strerror(e));
+	if (e && !said)
+		fprintf(stderr, "tensorfs: cannot unmount %s: %s\n", arg, strerror(-e));
 	return e ? 1 : 0;
 }
 

@@ -1,5 +1,5 @@
 /*
- * journal_impl.h - the staging journal's internals (private to codec/journal/).
+ * staging_impl.h - the staging journal's internals (private to codec/journal/).
  *
  * The files of the journal, bottom-up (each calls only those above it in this list):
  *   data.c      the staging directory's files: data/<n> (staged bytes), small file helpers
@@ -11,8 +11,8 @@
  *   staging.c   the public tfs_staging_* functions: open, and every change (record, apply)
  *   session.c   recover -> open -> staging -> replay -> repack -> close, in one handle
  */
-#ifndef TFS_JOURNAL_IMPL_H
-#define TFS_JOURNAL_IMPL_H
+#ifndef TFS_STAGING_IMPL_H
+#define TFS_STAGING_IMPL_H
 
 #include "commit.h"
 #include "staging.h"

@@ -15,6 +15,7 @@
 
 #include "testutil.h"
 #include "tensorfs.h"
+#include "model/source_impl.h" /* struct tfs_source: the tests read its fields */
 
 #define FUZZ_DIR TFS_TESTDATA "/fuzz"
 

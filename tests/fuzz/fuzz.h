@@ -14,6 +14,7 @@
 #define TFS_FUZZ_H
 
 #include "tensorfs.h"
+#include "model/source_impl.h" /* struct tfs_source: the tests read its fields */
 
 #include <stddef.h>
 #include <stdint.h>

@@ -6,7 +6,7 @@
  * tfs_mlx_requantize walks the weight row by row: a group whose values are bit for bit what
  * it dequantizes to keeps its codes, scale and bias; only the edited groups are quantized.
  */
-#include "dequant.h"
+#include "mlx_math_impl.h"
 #include "model_impl.h"
 #include "requant.h"
 

@@ -10,7 +10,8 @@
 
 #include "../base/base.h"
 #include "../num/mlx_math.h"
-#include "source.h"
+
+typedef struct tfs_source tfs_source;   /* source.h */
 
 /* ==== the model ==== */
 

@@ -8,7 +8,7 @@
  * quantizer run on dequantized values does not in general give the same bytes back); every
  * other block is quantized with tfs_quantize, which works block by block.
  */
-#include "dequant.h"
+#include "mlx_math_impl.h"
 #include "requant.h"
 #include "model_impl.h"
 #include "imatrix.h"

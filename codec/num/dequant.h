@@ -13,9 +13,8 @@
 #ifndef TFS_DEQUANT_H
 #define TFS_DEQUANT_H
 
-#include "dtype.h"
+#include "dtype_id.h"
 #include "cursor.h"
-#include "mlx_math.h"
 
 #include <string.h>
 
@@ -84,25 +83,6 @@ static inline float tfs_e8m0_mlx(uint8_t s)
 	return f;
 }
 
-/* The i-th scale or bias of a row stored in dtype dt (BF16, F16 or F32). */
-static inline float tfs_mlx_param(const uint8_t *row, int dt, uint64_t i)
-{
-	switch (dt) {
-	case TFS_DT_BF16:
-		return tfs_bf16_to_f32(tfs_le16(row + 2 * i));
-	case TFS_DT_F16:
-		return tfs_f16_to_f32(tfs_le16(row + 2 * i));
-	default: {
-		float f;
-
-		memcpy(&f, row + 4 * i, 4);
-		return f;
-	}
-	}
-}
-
-/* Whether an MLX descriptor is one the kernels handle (mode, bits, group, dtypes). */
-bool tfs_mlx_desc_ok(const tfs_mlx_desc *d);
 
 /* ==== scalar helpers shared with the SIMD kernels ==== */
 

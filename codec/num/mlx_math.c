@@ -18,7 +18,7 @@
  * hold the unrounded float32 values, and so does tensorfs: rounding to bf16
  * would throw information away that the f32 view can keep.
  */
-#include "dequant.h"
+#include "mlx_math_impl.h"
 
 #include <string.h>
 

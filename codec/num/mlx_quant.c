@@ -23,7 +23,7 @@
  * MLX's GPU kernels round halves away from zero where its CPU kernels (and these) round
  * them to even; a tie is rare and changes one code by one.
  */
-#include "dequant.h"
+#include "mlx_math_impl.h"
 #include "quant_impl.h"
 
 #include <math.h>

@@ -1307,6 +1307,92 @@ Test(write, ollama_staged_repack)
 	free(man);
 }
 
+/* Stages a file of n bytes of value v; its path (allocated). */
+static char *stage_bytes(tfs_staging *s, uint8_t v, size_t n)
+{
+	tfs_error err = { 0 };
+	char *dp;
+	cr_assert_eq(tfs_staging_new_data(s, &dp, &err), 0, "%s", err.msg);
+	uint8_t *d = malloc(n ? n : 1);
+	memset(d, v, n);
+	spit(dp, d, n);
+	free(d);
+	return dp;
+}
+
+/* The ops the other tests do not replay (replace_kv, replace_tensor, set_tensors; set_extra,
+ * replace_extra, del_extra): each row of the journal's op table, recorded, then replayed
+ * onto the source opened again, gives the same model. */
+Test(write, staging_replays_every_op)
+{
+	char *path, *dir = tpath("stage-ops");
+	tfs_model *m = gguf_copy(&path);
+	tfs_staging *s = staging_ok(dir, m);
+	tfs_error err = { 0 };
+	uint64_t len;
+	uint8_t *p = str_payload("replaced", &len);
+	cr_assert_eq(tfs_staging_replace_kv(s, m, "test.str", "test.str_empty", TFS_GGUF_STRING, p,
+					    len, &err), 0, "%s", err.msg);
+	free(p);
+	const tfs_tensor *t = tfs_model_tensor(m, (size_t)tfs_model_find_tensor(m, "t.f32"));
+	cr_assert_eq(tfs_staging_replace_tensor(s, m, "t.f32", "t.f16", t->dtype, t->n_dims, t->ne,
+						&err), 0, "%s", err.msg);
+	tfs_tensor_file f[2];
+	char *dp[2];
+	const char *names[2] = { "t.i8", "t.i16" };
+	for (int k = 0; k < 2; k++) {
+		t = tfs_model_tensor(m, (size_t)tfs_model_find_tensor(m, names[k]));
+		dp[k] = stage_bytes(s, (uint8_t)(7 + k), t->nbytes);
+		f[k] = (tfs_tensor_file){ names[k], t->dtype, t->n_dims, t->ne, dp[k] };
+	}
+	cr_assert_eq(tfs_staging_set_tensors(s, m, f, 2, &err), 0, "%s", err.msg);
+	char *want = digest(m);
+	tfs_staging_free(s);
+	tfs_model_free(m);
+	m = open_ok(path);
+	s = staging_ok(dir, m);
+	cr_assert_eq(tfs_staging_replay(s, m, &err), 0, "%s", err.msg);
+	assert_digest(m, want);
+	cr_assert_lt(tfs_model_find_kv(m, "test.str"), 0);
+	cr_assert_lt(tfs_model_find_tensor(m, "t.f32"), 0);
+	tfs_staging_free(s);
+	tfs_model_free(m);
+	free(want);
+	free(dp[0]);
+	free(dp[1]);
+	free(dir);
+	free(path);
+
+	copy_store();
+	char *man = tpath(OL_MAN "oracle-gguf/latest");
+	dir = tpath("stage-ops-ollama");
+	m = open_ref(man);
+	char *license = extra_text(m, "license");
+	s = staging_ok(dir, m);
+	char *sys = stage_bytes(s, 'S', 6);
+	cr_assert_eq(tfs_staging_set_extra(s, m, "system", sys, &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_staging_replace_extra(s, m, "license", "template", &err), 0, "%s", err.msg);
+	cr_assert_eq(tfs_staging_del_extra(s, m, "params", &err), 0, "%s", err.msg);
+	tfs_staging_free(s);
+	tfs_model_free(m);
+	m = open_ref(man);
+	s = staging_ok(dir, m);
+	cr_assert_eq(tfs_staging_replay(s, m, &err), 0, "%s", err.msg);
+	char *got_sys = extra_text(m, "system"), *got_tmpl = extra_text(m, "template");
+	cr_assert_str_eq(got_sys, "SSSSSS");
+	cr_assert_str_eq(got_tmpl, license);
+	cr_assert_lt(tfs_model_find_extra(m, "license"), 0);
+	cr_assert_lt(tfs_model_find_extra(m, "params"), 0);
+	tfs_staging_free(s);
+	tfs_model_free(m);
+	free(got_sys);
+	free(got_tmpl);
+	free(license);
+	free(sys);
+	free(dir);
+	free(man);
+}
+
 /* A crash between the renames of a sharded set (shard renamed, index not): the next
  * `tensorfs repack` rolls the validated rest forward. */
 Test(write, st_sharded_crash_mid_rename)

@@ -163,7 +163,7 @@ static bool reply_splice(fuse_req_t req, tfsd_fs *fs, const tfs_source *s, uint6
 {
 	tfs_source_fd f;
 	tfs_error err;
-	int rc = tfs_source_splice_fd(s, pos, size, lo, hi, &f, &err);
+	int rc = tfs_source_splice_fd(&f, s, pos, size, lo, hi, &err);
 	if (rc == TFS_PASSTHROUGH)
 		return false;
 	if (rc < 0) {

@@ -239,8 +239,8 @@ uint32_t tfs_io_clone_block(int fd, int from_fd, uint64_t from_size)
 
 #define CLONE_CHUNK (1ull << 30)
 
-int tfs_io_clone(int fd, uint64_t pos, int from_fd, uint64_t off, uint64_t len,
-		 const tfs_io_progress *p, uint64_t *cloned)
+int tfs_io_clone(uint64_t *cloned, int fd, uint64_t pos, int from_fd, uint64_t off,
+		 uint64_t len, const tfs_io_progress *p)
 {
 	*cloned = 0;
 	while (*cloned < len) {

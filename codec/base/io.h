@@ -53,8 +53,8 @@ int tfs_io_copy(int fd, const char *path, uint64_t pos, const tfs_io_from *from,
 /* Clones [off, off + len) of from_fd to pos of fd (FICLONERANGE), all three multiples of
  * the file system's block size; *cloned gets what was.  -1 (no message) where the file
  * system refuses: the caller copies the rest. */
-int tfs_io_clone(int fd, uint64_t pos, int from_fd, uint64_t off, uint64_t len,
-		 const tfs_io_progress *progress, uint64_t *cloned);
+int tfs_io_clone(uint64_t *cloned, int fd, uint64_t pos, int from_fd, uint64_t off,
+		 uint64_t len, const tfs_io_progress *progress);
 /* The block size in which fd (a new, empty file) can share extents with from_fd (of
  * from_size bytes): one block cloned and the file truncated again; 0 when it cannot. */
 uint32_t tfs_io_clone_block(int fd, int from_fd, uint64_t from_size);

@@ -337,9 +337,10 @@ int tfs_safetensors_check_file(const tfs_model *m, const uint32_t *ts, size_t nt
 		for (uint32_t k = 0; ok && k < a->n_dims; k++)
 			ok = a->ne[k] == b->ne[k];
 		if (ok && !tfs_source_data(&m->src[a->src])) { /* no mapping of its data */
-			ok = tfs_source_samples_differ(&m->src[a->src], a->offset,
+			bool differ;
+			ok = tfs_source_samples_differ(&differ, &m->src[a->src], a->offset,
 						       w->src[b->src].map + b->offset, a->nbytes,
-						       &e) == 0;
+						       &e) == 0 && !differ;
 		} else if (ok) {
 			const uint8_t *pa = m->src[a->src].map + a->offset;
 			const uint8_t *pb = w->src[b->src].map + b->offset;

@@ -50,9 +50,10 @@ static bool same_range(const uint8_t *a, const uint8_t *b, uint64_t n)
 static int same_remote(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
 		       const char *wpath, const char *name, tfs_error *err)
 {
-	int rc = tfs_source_samples_differ(sa, off, pb, n, err);
-	return rc > 0 ? tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': bytes differ", wpath,
-				      name) : rc;
+	bool differ;
+	int rc = tfs_source_samples_differ(&differ, sa, off, pb, n, err);
+	return !rc && differ ? tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': bytes differ",
+					     wpath, name) : rc;
 }
 
 /*

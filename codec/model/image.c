@@ -65,7 +65,7 @@ int tfs_image_own_fds(tfs_image *im, const tfs_model *m, tfs_error *err)
 		int32_t s = im->ext[i].src;
 		if (im->held[s].ops)
 			continue;
-		int rc = tfs_source_hold(&m->src[s], &im->held[s], err);
+		int rc = tfs_source_hold(&im->held[s], &m->src[s], err);
 		if (rc)
 			return rc;
 	}

@@ -37,8 +37,8 @@ static int64_t file_read(const tfs_source *s, void *buf, uint64_t len, uint64_t 
 	return (int64_t)got;
 }
 
-static int file_splice_fd(const tfs_source *s, uint64_t off, uint64_t len, uint64_t lo,
-			  uint64_t hi, tfs_source_fd *out, tfs_error *err)
+static int file_splice_fd(tfs_source_fd *out, const tfs_source *s, uint64_t off, uint64_t len,
+			  uint64_t lo, uint64_t hi, tfs_error *err)
 {
 	(void)off, (void)len, (void)lo, (void)hi, (void)err;
 	out->fd = s->fd;
@@ -48,7 +48,7 @@ static int file_splice_fd(const tfs_source *s, uint64_t off, uint64_t len, uint6
 
 static int file_fd(const tfs_source *s) { return s->fd; }
 
-static int file_hold(const tfs_source *s, tfs_source *copy, tfs_error *err)
+static int file_hold(tfs_source *copy, const tfs_source *s, tfs_error *err)
 {
 	copy->fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
 	copy->map = NULL; /* read with pread */
@@ -165,8 +165,8 @@ static int64_t remote_read(const tfs_source *s, void *buf, uint64_t len, uint64_
 	return rc ? rc : (int64_t)len;
 }
 
-static int remote_splice_fd(const tfs_source *s, uint64_t off, uint64_t len, uint64_t lo,
-			    uint64_t hi, tfs_source_fd *out, tfs_error *err)
+static int remote_splice_fd(tfs_source_fd *out, const tfs_source *s, uint64_t off,
+			    uint64_t len, uint64_t lo, uint64_t hi, tfs_error *err)
 {
 	out->pinned = true;
 	return tfs_remote_ready(s->ctx, off, len, lo, hi, &out->fd, err);
@@ -184,7 +184,7 @@ static int remote_forget(const tfs_source *s, tfs_error *err)
 
 static const tfs_source_ops remote_borrowed_ops;
 
-static int remote_hold(const tfs_source *s, tfs_source *copy, tfs_error *err)
+static int remote_hold(tfs_source *copy, const tfs_source *s, tfs_error *err)
 {
 	(void)s, (void)err;
 	copy->ops = &remote_borrowed_ops; /* the model's remote file, which outlives its images */
@@ -247,7 +247,7 @@ void tfs_source_free(tfs_source *s)
 	s->path = s->label = NULL;
 }
 
-int tfs_source_hold(const tfs_source *s, tfs_source *copy, tfs_error *err)
+int tfs_source_hold(tfs_source *copy, const tfs_source *s, tfs_error *err)
 {
 	*copy = *s;
 	copy->path = strdup(s->path);
@@ -258,7 +258,7 @@ int tfs_source_hold(const tfs_source *s, tfs_source *copy, tfs_error *err)
 		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	}
 	copy->ops = s->ops;
-	int rc = s->ops->hold ? s->ops->hold(s, copy, err) : 0;
+	int rc = s->ops->hold ? s->ops->hold(copy, s, err) : 0;
 	if (rc) {
 		copy->ops = &closed_ops;
 		tfs_source_free(copy);
@@ -324,12 +324,12 @@ int tfs_source_forget(const tfs_source *s, tfs_error *err)
 	return s->ops->forget ? s->ops->forget(s, err) : 0;
 }
 
-int tfs_source_splice_fd(const tfs_source *s, uint64_t off, uint64_t len, uint64_t lo,
-			 uint64_t hi, tfs_source_fd *out, tfs_error *err)
+int tfs_source_splice_fd(tfs_source_fd *out, const tfs_source *s, uint64_t off, uint64_t len,
+			 uint64_t lo, uint64_t hi, tfs_error *err)
 {
 	out->fd = -1;
 	out->pinned = false;
-	return s->ops->splice_fd ? s->ops->splice_fd(s, off, len, lo, hi, out, err)
+	return s->ops->splice_fd ? s->ops->splice_fd(out, s, off, len, lo, hi, err)
 				 : TFS_PASSTHROUGH;
 }
 
@@ -377,18 +377,21 @@ int tfs_source_pread(const tfs_source *s, void *buf, uint64_t len, uint64_t off,
 	return tfs_source_pread_in(s, buf, len, off, 0, s->size, err);
 }
 
-int tfs_source_samples_differ(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
-			      tfs_error *err)
+int tfs_source_samples_differ(bool *differ, const tfs_source *sa, uint64_t off,
+			      const uint8_t *pb, uint64_t n, tfs_error *err)
 {
 	uint8_t buf[4096];
+	*differ = false;
 	uint64_t at[3] = { 0, n / 2, n > sizeof(buf) ? n - sizeof(buf) : 0 };
 	for (int i = 0; i < 3 && n; i++) {
 		uint64_t k = n - at[i] < sizeof(buf) ? n - at[i] : sizeof(buf);
 		int rc = tfs_source_pread(sa, buf, k, off + at[i], err);
 		if (rc)
 			return rc;
-		if (memcmp(buf, pb + at[i], (size_t)k) != 0)
-			return 1;
+		if (memcmp(buf, pb + at[i], (size_t)k) != 0) {
+			*differ = true;
+			return 0;
+		}
 	}
 	return 0;
 }
@@ -468,7 +471,7 @@ int tfs_source_copy(int fd, const char *path, uint64_t pos, const tfs_source *s,
 	int rc = copy_plain(fd, path, pos, s, off, lead, p, err);
 	if (rc)
 		return rc;
-	tfs_io_clone(fd, pos + lead, from, off + lead, mid, p, &cloned);
+	tfs_io_clone(&cloned, fd, pos + lead, from, off + lead, mid, p);
 	lead += cloned;
 	return copy_plain(fd, path, pos + lead, s, off + lead, len - lead, p, err);
 }

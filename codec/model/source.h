@@ -53,8 +53,8 @@ typedef struct {
  * block cache file, the range made present and pinned.  0; TFS_PASSTHROUGH when there is
  * no such file (bytes in memory, or no pin could be had): read the bytes instead; or an
  * error naming the source. */
-int tfs_source_splice_fd(const tfs_source *s, uint64_t off, uint64_t len, uint64_t lo,
-			 uint64_t hi, tfs_source_fd *out, tfs_error *err);
+int tfs_source_splice_fd(tfs_source_fd *out, const tfs_source *s, uint64_t off, uint64_t len,
+			 uint64_t lo, uint64_t hi, tfs_error *err);
 void tfs_source_fd_done(tfs_source_fd *f);
 
 /* Its bytes in memory, for a source that has no file (reply straight from them), else NULL. */

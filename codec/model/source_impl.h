@@ -32,8 +32,8 @@ typedef struct {
 	int64_t (*read)(const tfs_source *s, void *buf, uint64_t len, uint64_t off, uint64_t lo,
 			uint64_t hi, tfs_error *err);
 	/* Optional (NULL: TFS_PASSTHROUGH): tfs_source_splice_fd. */
-	int (*splice_fd)(const tfs_source *s, uint64_t off, uint64_t len, uint64_t lo,
-			 uint64_t hi, tfs_source_fd *out, tfs_error *err);
+	int (*splice_fd)(tfs_source_fd *out, const tfs_source *s, uint64_t off, uint64_t len,
+			 uint64_t lo, uint64_t hi, tfs_error *err);
 	/* Optional: a file holding all the bytes at their offsets, to copy or clone from
 	 * (borrowed), or -1. */
 	int (*file_fd)(const tfs_source *s);
@@ -45,7 +45,7 @@ typedef struct {
 	/* Optional: a copy of s reading the same bytes that stays valid whatever happens to s
 	 * afterwards (the model changed or freed), for an image being read.  NULL: the copy
 	 * borrows s's state (it must outlive the copy). */
-	int (*hold)(const tfs_source *s, tfs_source *copy, tfs_error *err);
+	int (*hold)(tfs_source *copy, const tfs_source *s, tfs_error *err);
 	/* Frees what the kind holds (not path and label). */
 	void (*release)(tfs_source *s);
 } tfs_source_ops;
@@ -83,7 +83,7 @@ void tfs_source_close(tfs_source *s);
 void tfs_source_free(tfs_source *s);
 /* A copy of s for a reader that must not depend on s (ops->hold); free with
  * tfs_source_free. */
-int tfs_source_hold(const tfs_source *s, tfs_source *copy, tfs_error *err);
+int tfs_source_hold(tfs_source *copy, const tfs_source *s, tfs_error *err);
 /* Turns readahead back on for a local file once its headers are parsed. */
 void tfs_source_advise_normal(const tfs_source *s);
 
@@ -97,10 +97,10 @@ int tfs_source_head(const tfs_source *s, uint64_t end, tfs_error *err);
 /* Drops cached copies of s's bytes (ops->forget); 0 for kinds without. */
 int tfs_source_forget(const tfs_source *s, tfs_error *err);
 /* Compares n tensor bytes at off of a source without a mapping of its data with pb: 4 KiB
- * at the start, middle and end, read through the source.  0 same, 1 different, or an
- * error. */
-int tfs_source_samples_differ(const tfs_source *sa, uint64_t off, const uint8_t *pb, uint64_t n,
-			      tfs_error *err);
+ * at the start, middle and end, read through the source.  *differ says whether they
+ * differ; 0 or an error. */
+int tfs_source_samples_differ(bool *differ, const tfs_source *sa, uint64_t off,
+			      const uint8_t *pb, uint64_t n, tfs_error *err);
 /* A whole regular file of at most cap bytes, read into a new NUL-terminated buffer. */
 int tfs_read_small_file(const char *path, uint64_t cap, uint8_t **out, uint64_t *len,
 			tfs_error *err);

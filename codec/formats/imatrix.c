@@ -16,6 +16,7 @@
  * when a tensor is quantized, so a MoE model's imatrix (hundreds of MB) is never held.
  */
 #include "imatrix.h"
+#include "imatrix_ops.h"
 #include "open.h"
 #include "dtype.h"
 #include "source_impl.h" /* the GGUF file's descriptor (values_fd) */
@@ -43,6 +44,7 @@ typedef struct {
 } entry;
 
 struct tfs_imatrix {
+	tfs_imatrix_head head; /* first: the table model/ asks through (imatrix_ops.h) */
 	char *path;
 	tfs_model *gguf;      /* a GGUF imatrix, or NULL */
 	int fd;               /* a legacy one: the file (-1 otherwise) */
@@ -50,6 +52,8 @@ struct tfs_imatrix {
 	size_t n;
 	struct stat st;       /* the file read, as it was when opened */
 };
+
+static const tfs_imatrix_ops imatrix_ops;
 
 static int by_name(const void *a, const void *b)
 {
@@ -248,6 +252,7 @@ int tfs_imatrix_open(tfs_imatrix **out, const char *path, tfs_error *err)
 		free(im);
 		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	}
+	im->head.ops = &imatrix_ops;
 	im->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (im->fd < 0 || fstat(im->fd, &st) != 0)
 		rc = tfs_error_sys(err, errno, "%s: opening the importance matrix", path);
@@ -317,13 +322,13 @@ const char *tfs_imatrix_entry(const tfs_imatrix *im, size_t k, uint64_t *nval)
 	return im->e[k].name;
 }
 
-bool tfs_imatrix_has(const tfs_imatrix *im, const char *name)
+static bool has(const tfs_imatrix *im, const char *name)
 {
 	return im && find(im, name) != NULL;
 }
 
-int tfs_imatrix_weights(const tfs_imatrix *im, const char *name, uint64_t n_per_row,
-			uint64_t n_mat, uint64_t mat, float *out, tfs_error *err)
+static int weights(const tfs_imatrix *im, const char *name, uint64_t n_per_row, uint64_t n_mat,
+		   uint64_t mat, float *out, tfs_error *err)
 {
 	const entry *x = im ? find(im, name) : NULL;
 
@@ -377,3 +382,5 @@ int tfs_imatrix_weights(const tfs_imatrix *im, const char *name, uint64_t n_per_
 			out[i] = out[i] / (float)x->calls;
 	return rc;
 }
+
+static const tfs_imatrix_ops imatrix_ops = { has, weights };

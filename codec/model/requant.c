@@ -11,7 +11,6 @@
 #include "mlx_math_impl.h"
 #include "requant.h"
 #include "model_impl.h"
-#include "imatrix.h"
 #include "quant_impl.h"
 
 #include <errno.h>

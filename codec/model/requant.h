@@ -7,7 +7,16 @@
 
 #include "model.h"
 
-typedef struct tfs_imatrix tfs_imatrix;   /* imatrix.h */
+typedef struct tfs_imatrix tfs_imatrix;   /* formats/imatrix.h */
+
+/* An importance matrix's entries (im may be NULL: it has none).  tfs_imatrix_weights fills
+ * out with the n_per_row column weights of expert mat (of n_mat: a tensor's ne[2], 1 for a
+ * matrix) of tensor `name`, computed as llama-quantize does (sums / counts): TFS_E_NOTFOUND
+ * when the file has no entry for it, TFS_E_INVALID when the entry's size is not
+ * n_per_row * n_mat.  (imatrix_ops.c, through the reader's table.) */
+bool tfs_imatrix_has(const tfs_imatrix *im, const char *name);
+int tfs_imatrix_weights(const tfs_imatrix *im, const char *name, uint64_t n_per_row,
+			uint64_t n_mat, uint64_t mat, float *out, tfs_error *err);
 
 /*
  * Writing tensor i as numbers (f32/ and npy/ of a rw mount).  tfs_tensor_numbers_writable

@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""llamaq.py - llama.cpp's own quantizer (llama_model_quantize in libllama, through ctypes).
+
+Usage: llamaq.py SRC DST FTYPE [--threads N] [--imatrix FILE.npz] [--leave-output] [--pure]
+                 [--output-type T] [--token-type T] [--kv KEY=str:TEXT | KEY=int:N ...]
+  FTYPE: a llama_ftype number; T: a ggml_type number.  --imatrix: an .npz of float32 arrays, one per tensor name
+  (llama_model_imatrix_data entries).  --kv: kv_overrides, as llama-quantize passes them
+  (struct llama_model_kv_override: int32 tag @0, char key[128] @4, the value @136
+  (int64, or char[128]); 264 bytes; the list ends with an empty key).
+Exits 0 when DST was written, 1 when llama.cpp refused (its error log on stderr), 2 when the
+libraries are missing.  Run it as its own process: ggml aborts the process on input it does
+not expect.
+
+llama_model_quantize_params of @node-llama-cpp/linux-x64 3.22.1 (llama.cpp 0.5.0), from
+llama_model_quantize_default_params's code: 64 bytes; int32 nthread @0, int32 ftype @4,
+int32 output_tensor_type @8, int32 token_embedding_type @12, bool allow_requantize @16,
+quantize_output_tensor @17, only_copy @18, pure @19, keep_split @20, dry_run @21; pointers
+imatrix @24, kv_overrides @32, tt_overrides @40, prune_layers @48; 8 more bytes @56 that
+the default fills and this script leaves alone.  The struct is taken from the default
+function and only the fields named here are written.
+"""
+import ctypes as C
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama"))
+import llamacpp  # noqa: E402
+
+
+class Params(C.Structure):
+    _fields_ = [("nthread", C.c_int32), ("ftype", C.c_int32),
+                ("output_tensor_type", C.c_int32), ("token_embedding_type", C.c_int32),
+                ("allow_requantize", C.c_bool), ("quantize_output_tensor", C.c_bool),
+                ("only_copy", C.c_bool), ("pure", C.c_bool), ("keep_split", C.c_bool),
+                ("dry_run", C.c_bool), ("imatrix", C.c_void_p), ("kv_overrides", C.c_void_p),
+                ("tt_overrides", C.c_void_p), ("prune_layers", C.c_void_p),
+                ("tail", C.c_uint8 * 8)]
+
+
+class KvOverride(C.Structure):
+    _fields_ = [("tag", C.c_int32), ("key", C.c_char * 128), ("_pad", C.c_uint32),
+                ("val", C.c_uint8 * 128)]
+
+
+KV_INT, KV_STR = 0, 3
+
+
+class ImatrixEntry(C.Structure):
+    """struct llama_model_imatrix_data { const char * name; const float * data; size_t size; }"""
+    _fields_ = [("name", C.c_char_p), ("data", C.POINTER(C.c_float)), ("size", C.c_size_t)]
+
+
+def main():
+    args = sys.argv[1:]
+    threads, imatrix, leave_output, kvs = 1, None, False, []
+    pure, otype, ttype = False, None, None
+    while len(args) > 3:
+        if args[-2] == "--output-type":
+            otype = int(args[-1])
+            args = args[:-2]
+        elif args[-2] == "--token-type":
+            ttype = int(args[-1])
+            args = args[:-2]
+        elif args[-1] == "--pure":
+            pure = True
+            args = args[:-1]
+        elif args[-2] == "--kv":
+            kvs.insert(0, args[-1])
+            args = args[:-2]
+        elif args[-2] == "--threads":
+            threads = int(args[-1])
+            args = args[:-2]
+        elif args[-2] == "--imatrix":
+            imatrix = args[-1]
+            args = args[:-2]
+        elif args[-1] == "--leave-output":
+            leave_output = True
+            args = args[:-1]
+        else:
+            break
+    if len(args) != 3:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        sys.exit(2)
+    src, dst, ftype = args[0], args[1], int(args[2])
+    try:
+        _, llama = llamacpp.load_llama()
+    except OSError as e:
+        print("llamaq: %s" % e, file=sys.stderr)
+        sys.exit(2)
+    llama.llama_backend_init.restype = None
+    llama.llama_model_quantize_default_params.restype = Params
+    llama.llama_model_quantize.restype = C.c_uint32
+    llama.llama_model_quantize.argtypes = [C.c_char_p, C.c_char_p, C.POINTER(Params)]
+    llama.llama_backend_init()
+    p = llama.llama_model_quantize_default_params()
+    if (p.ftype, p.output_tensor_type, p.quantize_output_tensor) != (7, 43, True):
+        print("llamaq: llama_model_quantize_params does not look as expected: not the "
+              "llama.cpp of %s@%s?" % (llamacpp.PACKAGE, llamacpp.VERSION), file=sys.stderr)
+        sys.exit(2)
+    p.nthread = threads
+    p.ftype = ftype
+    p.quantize_output_tensor = not leave_output
+    p.pure = pure
+    if otype is not None:
+        p.output_tensor_type = otype
+    if ttype is not None:
+        p.token_embedding_type = ttype
+    keep = []
+    if imatrix:
+        import numpy as np
+        z = np.load(imatrix)
+        entries = (ImatrixEntry * (len(z.files) + 1))()
+        for i, k in enumerate(z.files):
+            a = np.ascontiguousarray(z[k], dtype=np.float32)
+            keep.append(a)
+            entries[i].name = k.encode()
+            entries[i].data = a.ctypes.data_as(C.POINTER(C.c_float))
+            entries[i].size = a.size
+        keep.append(entries)
+        p.imatrix = C.cast(entries, C.c_void_p)
+    if kvs:
+        ov = (KvOverride * (len(kvs) + 1))()
+        for i, spec in enumerate(kvs):
+            key, val = spec.split("=", 1)
+            kind, text = val.split(":", 1)
+            ov[i].key = key.encode()
+            if kind == "int":
+                ov[i].tag = KV_INT
+                C.memmove(ov[i].val, C.byref(C.c_int64(int(text))), 8)
+            else:
+                ov[i].tag = KV_STR
+                b = text.encode()[:127]
+                C.memmove(ov[i].val, b, len(b))
+        keep.append(ov)
+        p.kv_overrides = C.cast(ov, C.c_void_p)
+    rc = llama.llama_model_quantize(os.fsencode(src), os.fsencode(dst), C.byref(p))
+    if rc != 0:
+        print("llamaq: llama_model_quantize failed (%d)\n%s" % (rc, llamacpp.logged()),
+              file=sys.stderr)
+        sys.exit(1)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -170,12 +170,16 @@ static bool reply_splice(fuse_req_t req, tfsd_fs *fs, const tfs_source *s, uint6
 		fuse_reply_err(req, -tfsd_fail(fs, &err));
 		return true;
 	}
+	if (f.len < size) { /* a prefix only (a computed source's row run): read instead */
+		tfs_source_fd_done(&f);
+		return false;
+	}
 	if (f.pinned)
-		return reply_pinned(req, &f, pos, size);
+		return reply_pinned(req, &f, f.at, size);
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
 	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	bv.buf[0].fd = f.fd;
-	bv.buf[0].pos = (off_t)pos;
+	bv.buf[0].pos = (off_t)f.at;
 	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
 	return true;
 }

@@ -76,12 +76,20 @@ typedef struct {
 	const char *token;        /* bearer token (NULL: $HF_TOKEN for hf:// sources) */
 	const char *cafile;       /* CA bundle (NULL: $CURL_CA_BUNDLE, else the system's) */
 	long timeout;             /* seconds to connect, or of a stalled transfer (0: 30) */
+	/* views (codec/views/) */
+	const char *outtype;      /* a Hugging Face repo's GGUF view: "auto" (NULL), "f32", "f16",
+	                           * "bf16", "q8_0" (convert_hf_to_gguf.py's --outtype) */
+	const char *quantize;     /* the model shown quantized as llama-quantize would write it:
+	                           * its type name ("Q4_K_M"), or NULL (views/quantize.h) */
+	const char *imatrix;      /* quantize: llama.cpp's importance matrix file, or NULL */
+	unsigned quantize_threads;/* quantize: the pool's threads (0: the CPUs, at most 8) */
 } tfs_open_opts;
 
 typedef struct {
 	tfs_progress_fn progress;
 	void *progress_ctx;
 	const char *output;      /* NULL: replace the source; a path; for Ollama "model:tag" too */
+	bool unchanged_too;      /* written even when nothing changed (tensorfs convert) */
 } tfs_write_opts;
 
 /* ==== paths ==== */

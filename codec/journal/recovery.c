@@ -50,6 +50,7 @@
  */
 #include "staging_impl.h"
 #include "open.h"
+#include "view.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -220,7 +221,7 @@ int tfs_recovery_reopen(tfs_model **m, const char *dir, const char *source,
 		return rc;
 	tfs_model_free(*m);
 	*m = NULL;
-	return tfs_model_open(m, source, oo, err);
+	return tfs_view_open(m, source, oo, err);
 }
 
 /* ==== the repack (steps 1-5) ==== */

@@ -5,6 +5,7 @@
 #include "session.h"
 #include "staging_impl.h"
 #include "open.h"
+#include "view.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -57,7 +58,7 @@ int tfs_session_new(tfs_session **out, const tfs_session_opts *o, tfs_error *err
 int tfs_session_open(tfs_session *s, const tfs_open_opts *oo, tfs_error *err)
 {
 	s->oo = oo;
-	return tfs_model_open(&s->model, s->source, oo, err);
+	return tfs_view_open(&s->model, s->source, oo, err);
 }
 
 /* ==== the default staging directory ==== */

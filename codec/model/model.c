@@ -68,6 +68,8 @@ void tfs_model_free(tfs_model *m)
 {
 	if (!m)
 		return;
+	tfs_model_free(m->gguf_view); /* first: it may read through m's sources */
+	free(m->gguf_view_why);
 	if (m->priv && m->ops->free_priv)
 		m->ops->free_priv(m->priv);
 	for (size_t i = 0; i < m->n_kv; i++) {
@@ -89,6 +91,8 @@ void tfs_model_free(tfs_model *m)
 	for (size_t i = 0; i < m->n_src; i++) {
 		tfs_source_free(&m->src[i]);
 	}
+	if (m->owner_free)
+		m->owner_free(m->owner);
 	tfs_strmap_free(&m->kv_map);
 	tfs_strmap_free(&m->t_map);
 	tfs_strmap_free(&m->x_map);
@@ -176,6 +180,41 @@ int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_op
 	*idx = (int32_t)m->n_src++;
 	return 0;
 }
+
+int tfs_model_add_computed_source(tfs_model *m, const char *label, const tfs_computed_ops *ops,
+				  void *ctx, uint64_t size, int32_t *idx, tfs_error *err)
+{
+	tfs_source *s = NULL;
+	if (!grow((void **)&m->src, &m->cap_src, m->n_src, sizeof(*m->src))) {
+		s = &m->src[m->n_src];
+		memset(s, 0, sizeof(*s));
+		s->path = strdup(label);
+		s->label = strdup(label);
+	}
+	if (!s || !s->path || !s->label) {
+		if (s) {
+			free(s->path);
+			free(s->label);
+		}
+		if (ops->release)
+			ops->release(ctx);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", label);
+	}
+	tfs_source_init_computed(s, ops, ctx, size);
+	*idx = (int32_t)m->n_src++;
+	return 0;
+}
+
+void tfs_model_set_gguf_view(tfs_model *m, tfs_model *view, const char *why)
+{
+	tfs_model_free(m->gguf_view);
+	free(m->gguf_view_why);
+	m->gguf_view = view;
+	m->gguf_view_why = !view && why ? strdup(why) : NULL;
+}
+
+tfs_model *tfs_model_gguf_view(const tfs_model *m) { return m->gguf_view; }
+const char *tfs_model_gguf_view_why(const tfs_model *m) { return m->gguf_view_why; }
 
 static int check_name(const char *name, size_t len, const char *what, const char *file,
 		      tfs_error *err)

@@ -63,6 +63,10 @@ typedef struct {
 typedef struct tfs_model tfs_model;
 
 void tfs_model_free(tfs_model *m);
+/* The GGUF the model shows as too (views/: a Hugging Face repo's, as llama.cpp's converter
+ * writes it), owned by m, or NULL; then _why says why there is none (NULL: none asked). */
+tfs_model *tfs_model_gguf_view(const tfs_model *m);
+const char *tfs_model_gguf_view_why(const tfs_model *m);
 
 tfs_format tfs_model_format(const tfs_model *m);
 const char *tfs_model_format_name(const tfs_model *m);   /* "gguf", "safetensors", "ollama" */

@@ -43,6 +43,15 @@ struct tfs_model {
 
 	/* format-private state (safetensors shards, Ollama manifest), freed by ops->free_priv */
 	void *priv;
+
+	/* views/: the GGUF this model shows as too (a Hugging Face repo's, llama.cpp's
+	 * converter's), owned; or why there is none (NULL: no view was asked for) */
+	struct tfs_model *gguf_view;
+	char *gguf_view_why;
+	/* views/: what a view is computed from (a quantized view's state: the model it
+	 * quantizes, the plan, the cache), freed by owner_free after the view's sources */
+	void *owner;
+	void (*owner_free)(void *owner);
 };
 
 /* The name maps' callbacks: the name of kv / tensor / extra slot i of the model ctx. */
@@ -63,6 +72,13 @@ int tfs_model_add_mem_source(tfs_model *m, const char *name, const uint8_t *data
  * segment.  *idx gets its index. */
 int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_opts *o,
 				int32_t *idx, tfs_error *err);
+/* Adds a computed source of size bytes (source_impl.h: tfs_computed_ops), taking ctx over
+ * (released on failure too); path and label are label.  *idx gets its index. */
+int tfs_model_add_computed_source(tfs_model *m, const char *label, const tfs_computed_ops *ops,
+				  void *ctx, uint64_t size, int32_t *idx, tfs_error *err);
+/* Gives m its GGUF view (owned from then on: freed with m), or the reason it has none
+ * (copied; view NULL). */
+void tfs_model_set_gguf_view(tfs_model *m, tfs_model *view, const char *why);
 /* Appends a key whose payload is borrowed (points into a source mapping).  Rejects duplicates
  * (TFS_E_FORMAT "duplicate key"), names with NUL bytes.  name_len bytes of name are copied. */
 int tfs_model_push_kv(tfs_model *m, const char *name, size_t name_len, uint32_t type,

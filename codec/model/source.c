@@ -1,6 +1,7 @@
 /*
  * source.c - a source's bytes, whatever holds them: one operations table per kind (a local
- * file, bytes in memory, a remote file), and the functions every reader calls.
+ * file, bytes in memory, a remote file, bytes computed by callbacks), and the functions
+ * every reader calls.
  */
 #include "model_impl.h"
 #include "remote.h"
@@ -226,6 +227,68 @@ int tfs_source_open_remote(tfs_source *s, const char *url, const tfs_open_opts *
 	return rc;
 }
 
+/* ==== computed: bytes made by callbacks (a view's tensors) ==== */
+
+static int64_t computed_read(const tfs_source *s, void *buf, uint64_t len, uint64_t off,
+			     uint64_t lo, uint64_t hi, tfs_error *err)
+{
+	(void)lo, (void)hi;
+	return s->computed->read(s->ctx, buf, len, off, err);
+}
+
+static int computed_splice_fd(tfs_source_fd *out, const tfs_source *s, uint64_t off,
+			      uint64_t len, uint64_t lo, uint64_t hi, tfs_error *err)
+{
+	(void)lo, (void)hi;
+	if (!s->computed->splice_fd)
+		return TFS_PASSTHROUGH;
+	int rc = s->computed->splice_fd(s->ctx, off, len, out, err);
+	if (!rc && (out->fd < 0 || out->len == 0 || out->len > len)) {
+		tfs_source_fd_done(out);
+		return TFS_PASSTHROUGH;
+	}
+	return rc;
+}
+
+static const tfs_source_ops computed_borrowed_ops;
+
+static int computed_hold(tfs_source *copy, const tfs_source *s, tfs_error *err)
+{
+	(void)err;
+	if (s->computed->hold)
+		copy->ctx = s->computed->hold(s->ctx);
+	else
+		copy->ops = &computed_borrowed_ops;
+	return 0;
+}
+
+static void computed_release(tfs_source *s)
+{
+	if (s->computed->release)
+		s->computed->release(s->ctx);
+}
+
+static const tfs_source_ops computed_ops = {
+	.kind = "computed", .bytes = TFS_BYTES_NONE, .read = computed_read,
+	.splice_fd = computed_splice_fd, .hold = computed_hold, .release = computed_release,
+};
+
+static const tfs_source_ops computed_borrowed_ops = {
+	.kind = "computed", .bytes = TFS_BYTES_NONE, .read = computed_read,
+	.splice_fd = computed_splice_fd, .release = nothing_to_release,
+};
+
+void tfs_source_init_computed(tfs_source *s, const tfs_computed_ops *ops, void *ctx,
+			      uint64_t size)
+{
+	s->ops = &computed_ops;
+	s->computed = ops;
+	s->fd = -1;
+	s->ctx = ctx;
+	s->size = size;
+	s->map = NULL;
+}
+
 /* ==== any source ==== */
 
 void tfs_source_close(tfs_source *s)
@@ -329,6 +392,8 @@ int tfs_source_splice_fd(tfs_source_fd *out, const tfs_source *s, uint64_t off, 
 {
 	out->fd = -1;
 	out->pinned = false;
+	out->at = off;
+	out->len = len;
 	return s->ops->splice_fd ? s->ops->splice_fd(out, s, off, len, lo, hi, err)
 				 : TFS_PASSTHROUGH;
 }

@@ -3,9 +3,9 @@
  *
  * A source is opaque: a reader asks it for bytes through the functions below and never
  * looks at what holds them.  Kinds (source.c): a local file (a descriptor and a read-only
- * mapping), bytes in memory, a remote file (HTTP(S), read through codec's block cache); a
- * new kind (bytes computed by a callback, say) is one more operations table
- * (source_impl.h), and no reader changes.
+ * mapping), bytes in memory, a remote file (HTTP(S), read through codec's block cache),
+ * bytes computed by a callback (a view's converted, permuted or quantized tensor:
+ * tfs_computed_ops in source_impl.h); no reader knows which.
  */
 #ifndef TFS_SOURCE_H
 #define TFS_SOURCE_H
@@ -46,13 +46,18 @@ typedef struct {
 	bool pinned; /* the caller's own (a remote file's block cache, pinned: no mount punches
 	              * the range's blocks): give it back with tfs_source_fd_done once the bytes
 	              * have left it; else the source's own, valid while the source is */
+	uint64_t at;  /* where the range's first byte is in fd: off for a file, a cache; a
+	               * computed source's bytes may sit elsewhere (a shard's row run) */
+	uint64_t len; /* how many of the range's bytes fd holds from there (1..len asked):
+	               * a computed source may give a prefix; ask again for the rest */
 } tfs_source_fd;
 
 /* For a reader that moves [off, off+len) (of an item at [lo, hi), as tfs_source_pread_in)
  * out of a file itself (splice, no copy): a local file's own descriptor; a remote file's
- * block cache file, the range made present and pinned.  0; TFS_PASSTHROUGH when there is
- * no such file (bytes in memory, or no pin could be had): read the bytes instead; or an
- * error naming the source. */
+ * block cache file, the range made present and pinned; a computed source's file holding
+ * a prefix of the range (out->at, out->len).  0; TFS_PASSTHROUGH when there is no such
+ * file (bytes in memory, or no pin could be had): read the bytes instead; or an error
+ * naming the source. */
 int tfs_source_splice_fd(tfs_source_fd *out, const tfs_source *s, uint64_t off, uint64_t len,
 			 uint64_t lo, uint64_t hi, tfs_error *err);
 void tfs_source_fd_done(tfs_source_fd *f);

@@ -24,7 +24,7 @@ typedef enum {
 } tfs_source_bytes;
 
 typedef struct {
-	const char *kind;         /* "file", "memory", "remote", "closed" */
+	const char *kind;         /* "file", "memory", "remote", "computed", "closed" */
 	tfs_source_bytes bytes;
 	bool remote;              /* bytes come over the network */
 	/* Reads up to len bytes at off (inside the source: the caller checked) of an item at
@@ -61,6 +61,7 @@ struct tfs_source {
 	const tfs_source_ops *ops;
 	int fd;                /* a local file's descriptor; -1 for the other kinds */
 	void *ctx;             /* the kind's state (a remote file: its struct tfs_remote) */
+	const struct tfs_computed_ops *computed; /* a computed source's callbacks on ctx */
 };
 
 /* ==== making sources (path and label are set by the caller) ==== */
@@ -77,6 +78,34 @@ void tfs_source_init_remote(tfs_source *s, struct tfs_remote *r);
  * block cache. */
 int tfs_source_open_remote(tfs_source *s, const char *url, const tfs_open_opts *o,
 			   tfs_error *err);
+/*
+ * A computed source (views/: a tensor converted to another dtype, a Q/K-permuted tensor,
+ * a quantized one): its bytes are made by callbacks on ctx.  Every callback may be called
+ * from many threads at once.
+ */
+typedef struct tfs_computed_ops {
+	/* Up to len bytes at off (inside the source: the caller checked) into buf: the
+	 * count (short only at the end), or a negative tfs_code with err set. */
+	int64_t (*read)(void *ctx, void *buf, uint64_t len, uint64_t off, tfs_error *err);
+	/* Optional (NULL: TFS_PASSTHROUGH): a file holding a prefix of [off, off+len), to
+	 * splice or copy from: out->fd (borrowed: valid while ctx is; or out->pinned: the
+	 * caller's own, closed by tfs_source_fd_done), out->at (where byte off is in it),
+	 * out->len (1..len bytes held there: a row run, say).  out comes with at = off and
+	 * len = len.  0, TFS_PASSTHROUGH (read instead), or a negative tfs_code. */
+	int (*splice_fd)(void *ctx, uint64_t off, uint64_t len, tfs_source_fd *out,
+			 tfs_error *err);
+	/* Optional: another reference to ctx for a copy of the source (tfs_source_hold) that
+	 * must stay valid whatever happens to the model (a refcount); NULL: the copy borrows
+	 * ctx (which must then outlive the copy). */
+	void *(*hold)(void *ctx);
+	/* Optional: drops one reference (the source's, or a hold's). */
+	void (*release)(void *ctx);
+} tfs_computed_ops;
+
+/* Makes s a computed source of size bytes, taking ctx over (ops->release when s is
+ * closed); kind "computed", no mapping, fd -1. */
+void tfs_source_init_computed(tfs_source *s, const tfs_computed_ops *ops, void *ctx,
+			      uint64_t size);
 /* Frees what the kind holds and leaves s closed (size 0; path and label kept). */
 void tfs_source_close(tfs_source *s);
 /* tfs_source_close, and frees path and label. */

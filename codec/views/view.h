@@ -1,0 +1,28 @@
+/*
+ * view.h - opening a model with its views: models computed from other models (public).
+ *
+ * A view is an ordinary GGUF model built in memory: its keys are owned payloads, its tensors'
+ * bytes come from the source model's files or from computed sources (model/source_impl.h:
+ * converted, permuted, quantized).  Everything that reads a model reads a view unchanged.
+ *   - a Hugging Face repo (config.json + safetensors, a directory or hf://ORG/REPO) carries
+ *     its GGUF view, as llama.cpp's convert_hf_to_gguf.py writes it (hf.c):
+ *     tfs_model_gguf_view(m); when it cannot be made, tfs_model_gguf_view_why(m) says why
+ *     and the model opens all the same;
+ *   - -o quantize=TYPE: the model opened IS the quantized view (quant.h).
+ */
+#ifndef TFS_VIEW_H
+#define TFS_VIEW_H
+
+#include "../model/model.h"
+
+/*
+ * tfs_model_open, then the views opts asks for: a Hugging Face repo's GGUF view is attached
+ * (opts->outtype); never fails for want of a view.  opts may be NULL.
+ */
+int tfs_view_open(tfs_model **out, const char *source, const tfs_open_opts *opts,
+		  tfs_error *err);
+
+/* Whether name is an outtype the GGUF view takes ("auto", "f32", "f16", "bf16", "q8_0"). */
+bool tfs_outtype_valid(const char *name);
+
+#endif

@@ -8,7 +8,7 @@
  *     its GGUF view, as llama.cpp's convert_hf_to_gguf.py writes it (hf.c):
  *     tfs_model_gguf_view(m); when it cannot be made, tfs_model_gguf_view_why(m) says why
  *     and the model opens all the same;
- *   - -o quantize=TYPE: the model opened IS the quantized view (quant.h).
+ *   - -o quantize=TYPE: the model opened IS the quantized view (quantize.h).
  */
 #ifndef TFS_VIEW_H
 #define TFS_VIEW_H

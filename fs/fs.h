@@ -103,6 +103,7 @@ typedef struct {
 	char *cafile;           /* -o cafile=FILE */
 	int timeout;            /* -o timeout=SECS */
 	char *imatrix;          /* -o imatrix=FILE: llama.cpp's importance matrix (IQ types) */
+	char *quantize;         /* -o quantize=TYPE: the model quantized as llama-quantize does */
 } tfsd_opts;
 
 /* The model as one file, as it was at one generation; shared by the handles that read it. */

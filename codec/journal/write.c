@@ -38,7 +38,7 @@ int tfs_model_write(tfs_model *m, const tfs_write_opts *o, tfs_error *err)
 {
 	tfs_commit *c;
 	int rc;
-	if (!m->changed)
+	if (!m->changed && !(o && o->unchanged_too))
 		return 0; /* nothing changed: nothing is written */
 	if ((rc = tfs_commit_new(&c, err)))
 		return rc;

@@ -324,3 +324,20 @@ int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, const tfs_imatri
 	free(raw);
 	return rc;
 }
+
+int tfs_tensor_convert_blocks(const tfs_model *m, size_t i, int dtype, const tfs_imatrix *im,
+			      uint64_t b0, uint64_t nb, void *out, float *vals, tfs_error *err)
+{
+	const tfs_dtype_info *d = tfs_dtype(dtype);
+	weights qw = { 0 };
+	int rc = d ? weights_init(&qw, m, i, dtype, im, err)
+		   : tfs_error_set(err, TFS_E_INVALID, "unknown dtype");
+
+	if (!rc)
+		rc = tfs_tensor_read_f32(m, i, b0 * d->block_elems, nb * d->block_elems, vals, err);
+	if (!rc)
+		rc = quantize_run(&qw, out, dtype, vals, nb * d->block_elems, b0 * d->block_elems,
+				  err);
+	free(qw.w);
+	return rc;
+}

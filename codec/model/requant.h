@@ -56,5 +56,11 @@ int tfs_tensor_convert_check(const tfs_model *m, size_t i, int dtype, const tfs_
 			     tfs_error *err);
 int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, const tfs_imatrix *im,
 		       int out_fd, tfs_error *err);
+/* Blocks [b0, b0 + nb) of tensor i converted to dtype, the bytes tfs_tensor_convert writes
+ * there, into out (nb blocks of dtype); vals is the caller's room for their nb x block_elems
+ * float32 values.  Any run of blocks can be converted alone (in parallel, say); check with
+ * tfs_tensor_convert_check first. */
+int tfs_tensor_convert_blocks(const tfs_model *m, size_t i, int dtype, const tfs_imatrix *im,
+			      uint64_t b0, uint64_t nb, void *out, float *vals, tfs_error *err);
 
 #endif

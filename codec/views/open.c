@@ -4,6 +4,7 @@
 #include "view.h"
 #include "open.h"
 #include "hf_view.h"
+#include "quantize.h"
 
 #include <string.h>
 
@@ -25,6 +26,14 @@ int tfs_view_open(tfs_model **out, const char *source, const tfs_open_opts *opts
 	if (rc)
 		return rc;
 	tfs_hf_view_attach(m, source, opts); /* the view, or the reason there is none */
-	*out = m;
-	return 0;
+	if (!opts || !opts->quantize) {
+		*out = m;
+		return 0;
+	}
+	/* -o quantize: the model opened is its quantized view (of a repo's GGUF view) */
+	const tfs_model *base = tfs_model_gguf_view(m) ? tfs_model_gguf_view(m) : m;
+	tfs_quant_opts qo = { .quantize = opts->quantize, .imatrix = opts->imatrix,
+			      .cache_dir = opts->cache_dir, .salt = opts->outtype,
+			      .threads = opts->quantize_threads };
+	return tfs_quant_view(out, m, base, &qo, err);
 }

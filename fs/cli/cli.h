@@ -6,6 +6,7 @@
  *   mount.c     `tensorfs mount` (and mount.tensorfs, mount(8)): the daemon's life
  *   unmount.c   `tensorfs unmount`: unmounting, following the daemon's repack
  *   info.c      `tensorfs info`
+ *   convert.c   `tensorfs convert`: a mount's model.gguf written to a file
  *   repack.c    `tensorfs repack`, and the repack a rw mount's daemon does at unmount
  *   session.c   a command's model session (codec's tfs_session), errors printed
  *   status.c    the status file a rw daemon reports its repack in, and reading it
@@ -31,6 +32,13 @@ int tfsd_mount_main(int argc, char **argv, bool by_mount8);
 int tfsd_unmount_main(int argc, char **argv);
 int tfsd_repack_main(int argc, char **argv);
 int tfsd_info_main(int argc, char **argv);
+int tfsd_convert_main(int argc, char **argv);
+
+/* ==== convert.c ==== */
+
+/* -o quantize=: a type llama-quantize knows, and with rw an output=.  0, or the exit status
+ * (2) after saying why not. */
+int tfsd_quantize_check(const tfsd_opts *o, const char *prog);
 
 /* ==== options.c ==== */
 

@@ -6,6 +6,7 @@
  *   tensorfs info SOURCE [--json | --markdown] [--no-tensors]
  *   tensorfs unmount [-l] MOUNTPOINT
  *   tensorfs repack SOURCE [-o staging=DIR,output=PATH]
+ *   tensorfs convert SOURCE OUTPUT [-o quantize=TYPE,imatrix=FILE,cache=DIR,...]
  *   tensorfs --version | --help | help [COMMAND]
  *
  * Exit status: 0 success, 1 a runtime error (a model that cannot be read, a failed
@@ -27,6 +28,7 @@ static void usage(FILE *f)
 		"       tensorfs unmount [-l] MOUNTPOINT\n"
 		"       tensorfs info SOURCE [--json | --markdown] [--no-tensors]\n"
 		"       tensorfs repack SOURCE [-o staging=DIR,output=PATH]\n"
+		"       tensorfs convert SOURCE OUTPUT [-o quantize=TYPE,imatrix=FILE,...]\n"
 		"       tensorfs --version | --help | help [COMMAND]\n"
 		"       mount.tensorfs SOURCE MOUNTPOINT [-o OPTIONS]\n"
 		"\n"
@@ -36,9 +38,9 @@ static void usage(FILE *f)
 		"manifest (https://HOST/v2/NS/MODEL/manifests/TAG, or https://HOST/NS/MODEL:TAG\n"
 		"when the local store lacks it), or hf://ORG/REPO[/PATH][@REV].\n"
 		"OPTIONS: ro (default), rw, writable, staging=DIR, output=PATH, verify, threads=N,\n"
-		"readahead_kb=N, nonempty, imatrix=FILE; remote sources (http://, https://,\n"
-		"hf://): connections=N, cache=DIR, cache_size=SIZE, token_file=FILE, cafile=FILE,\n"
-		"timeout=SECS; and the usual FUSE options (allow_other, ...).\n"
+		"readahead_kb=N, nonempty, imatrix=FILE, quantize=TYPE; remote sources (http://,\n"
+		"https://, hf://): connections=N, cache=DIR, cache_size=SIZE, token_file=FILE,\n"
+		"cafile=FILE, timeout=SECS; and the usual FUSE options (allow_other, ...).\n"
 		"See tensorfs(1) and mount.tensorfs(8).\n");
 }
 
@@ -62,6 +64,8 @@ static int command_help(const char *cmd)
 		return tfsd_mount_main(2, av, false);
 	if (strcmp(cmd, "info") == 0)
 		return tfsd_info_main(2, av);
+	if (strcmp(cmd, "convert") == 0)
+		return tfsd_convert_main(2, av);
 	fprintf(stderr, "tensorfs: unknown command '%s' (try 'tensorfs --help')\n", cmd);
 	return 2;
 }
@@ -103,6 +107,8 @@ int main(int argc, char **argv)
 		return tfsd_info_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "repack") == 0)
 		return tfsd_repack_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "convert") == 0)
+		return tfsd_convert_main(argc - 1, argv + 1);
 	/* mount(8)'s helpers call "tensorfs SOURCE MOUNTPOINT -o ..." */
 	if (argc >= 3 && cmd[0] != '-')
 		return tfsd_mount_main(argc, argv, true);

@@ -21,6 +21,8 @@ static const char mount_usage[] =
 	"options: ro (default), rw (writable: the changes are repacked at unmount),\n"
 	"         staging=DIR, output=PATH, verify, threads=N, readahead_kb=N,\n"
 	"         imatrix=FILE (llama.cpp's importance matrix, to write IQ1/IQ2/IQ3 values),\n"
+	"         quantize=TYPE (the model as llama-quantize writes it: Q4_K_M, Q8_0, ...;\n"
+	"         computed when read, kept in the cache=DIR),\n"
 	"         nonempty (mount over a non-empty directory or another mount),\n"
 	"         remote: connections=N, cache=DIR, cache_size=SIZE, token_file=FILE,\n"
 	"         cafile=FILE, timeout=SECS\n"
@@ -106,6 +108,9 @@ static int mount_args(tfsd_fs *fs, struct fuse_args *args, bool by_mount8, const
 			prog, o->output, by_mount8 ? " (under mount(8): -o writable)" : "");
 		return 2;
 	}
+	int qrc = tfsd_quantize_check(o, prog);
+	if (qrc)
+		return qrc;
 	/* (a registry's Ollama model is refused rw once opened, with its own reason) */
 	if (fs->opts.rw && tfsd_is_remote(fs->opts.source) && !fs->opts.output &&
 	    !tfs_is_registry_source(fs->opts.source)) {

@@ -33,6 +33,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("cafile=%s", cafile),
 	OPT("timeout=%d", timeout),
 	OPT("imatrix=%s", imatrix),
+	OPT("quantize=%s", quantize),
 	/* libfuse 2's option: libfuse 3 allows it always and rejects the word; we check */
 	OPT("nonempty", nonempty),
 	OPT("-f", foreground),
@@ -100,6 +101,7 @@ void tfsd_opts_free(tfsd_opts *o)
 	free(o->token_file);
 	free(o->cafile);
 	free(o->imatrix);
+	free(o->quantize);
 }
 
 /* s with ',' and '\' escaped by a '\', as fuse_opt reads an -o value.  Allocated. */

@@ -43,7 +43,9 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 	tfsd_view_init(&view, stderr);
 	tfsd_sink_init(&sink, &view, NULL);
 	tfs_open_opts oo = { .verify = fs->opts.verify, .progress = tfsd_progress_report,
-			     .progress_ctx = &sink };
+			     .progress_ctx = &sink, .quantize = fs->opts.quantize,
+			     .imatrix = fs->opts.imatrix && *fs->opts.imatrix ? fs->opts.imatrix
+									      : NULL };
 	char *token = NULL;
 	tfs_error err;
 	int rc = tfsd_remote_opts(&fs->opts, &oo, &token, prog);
@@ -53,6 +55,8 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 		rc = -1;
 	}
 	fs->model = tfs_session_model(s);
+	if (!rc && tfs_quant_view_note(fs->model)) /* the cache cannot be written */
+		fprintf(stderr, "%s: %s\n", prog, tfs_quant_view_note(fs->model));
 	if (!rc)
 		rc = check_opened(fs, prog);
 	/* the staging directory's recovery may open the model again */

@@ -1,0 +1,194 @@
+/*
+ * quantize.c - the quantized view of a model (quantize.h): a GGUF model laid out as
+ * llama-quantize writes it (formats/qplan.h), built from the header alone.
+ *
+ * Its keys are the base's (payloads borrowed from it: the base lives as long as the view)
+ * with the plan's changes; its tensors come in the plan's order; its first sources are
+ * copies of the base's (tfs_source_hold), so a tensor whose type does not change keeps its
+ * source and offset (read, spliced and cloned as before), and src[0] stays the file the
+ * model was opened from; then one computed source per quantized tensor (quantize_pool.c).
+ * The view's state (quantize_impl.h: the owner model, the plan, the pool) is the view
+ * model's owner, freed with it once no source (or copy of one) refers to it.
+ */
+#include "quantize_impl.h"
+#include "format.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool tfs_quant_type_valid(const char *name)
+{
+	return tfs_ftype_parse(name) >= 0;
+}
+
+int tfs_quant_type_list(tfs_buf *out)
+{
+	return tfs_ftype_list(out);
+}
+
+/* The plan's inputs: the file type, the importance matrix (opened into v->im). */
+static int make_plan(tfs_qview *v, const tfs_quant_opts *o, tfs_error *err)
+{
+	int ftype = tfs_ftype_parse(o->quantize);
+	if (ftype < 0) {
+		tfs_buf names = { 0 };
+		tfs_ftype_list(&names);
+		int rc = tfs_error_set(err, TFS_E_INVALID, "quantize=%s: not a type llama-quantize "
+				       "knows (valid: %s)", o->quantize ? o->quantize : "",
+				       names.data ? names.data : "");
+		tfs_buf_free(&names);
+		return rc;
+	}
+	if (!tfs_model_gguf_encoded(v->base))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: quantize= needs a GGUF model (a "
+				     "GGUF file, a classic Ollama model, or a Hugging Face repo's "
+				     "GGUF view); this is a %s model", tfs_model_path(v->owner),
+				     tfs_model_format_name(v->base));
+	int rc = o->imatrix ? tfs_imatrix_open(&v->im, o->imatrix, err) : 0;
+	tfs_qplan_opts qo = { .imatrix = v->im };
+	if (!rc && (rc = tfs_qplan_new(&v->plan, v->base, ftype, &qo, err))) {
+		char msg[TFS_ERRMSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", err->msg);
+		rc = tfs_error_set(err, rc, "%s: cannot be quantized to %s: %s",
+				   tfs_model_path(v->owner), tfs_ftype_name(ftype), msg);
+	}
+	return rc;
+}
+
+/* The base's live keys, then the plan's changes. */
+static int copy_keys(tfs_model *m, const tfs_qview *v, tfs_error *err)
+{
+	for (size_t i = 0; i < tfs_model_n_kv(v->base); i++) {
+		const tfs_kv *kv = tfs_model_kv(v->base, i);
+		int rc = kv->deleted ? 0 : tfs_model_push_kv(m, kv->name, strlen(kv->name),
+							     kv->type, kv->data, kv->len, err);
+		if (rc)
+			return rc;
+	}
+	return tfs_qplan_apply_kv(v->plan, m, err);
+}
+
+/* Copies of the base's sources, at the same indices. */
+static int hold_sources(tfs_model *m, const tfs_qview *v, tfs_error *err)
+{
+	size_t n = tfs_model_n_sources(v->base);
+	if (!(m->src = calloc(n + v->n_t + 1, sizeof(*m->src))))
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	m->cap_src = n + v->n_t + 1;
+	for (; m->n_src < n; m->n_src++) {
+		int rc = tfs_source_hold(&m->src[m->n_src], tfs_model_source(v->base, m->n_src),
+					 err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Tensor q of the plan: the base's source and offset, or a computed source (*t). */
+static int add_tensor(tfs_model *m, tfs_qview *v, const tfs_qtensor *q, tfs_qt **t,
+		      tfs_error *err)
+{
+	const tfs_tensor *bt = tfs_model_tensor(v->base, q->tensor);
+	tfs_tensor *nt;
+	int32_t src = bt->src;
+	uint64_t offset = bt->offset;
+	if (q->convert) {
+		char label[300];
+		snprintf(label, sizeof(label), "%s.%s", q->name, tfs_dtype(q->dtype)->name);
+		(*t)->q = q;
+		(*t)->v = v;
+		v->refs++;  /* the source's reference, given back by its release */
+		int rc = tfs_model_add_computed_source(m, label, &tfs_qt_ops, *t, q->nbytes, &src,
+						       err);
+		if (rc)
+			return rc;
+		offset = 0;
+		(*t)++;
+	}
+	int rc = tfs_model_push_tensor(m, q->name, strlen(q->name), &nt, err);
+	if (rc)
+		return rc;
+	nt->dtype = q->dtype;
+	nt->n_dims = q->n_dims;
+	for (uint32_t d = 0; d < q->n_dims; d++)
+		nt->ne[d] = q->ne[d];
+	nt->nbytes = q->nbytes;
+	nt->src = src;
+	nt->offset = offset;
+	return 0;
+}
+
+/* The view model of v (the plan made). */
+static int build(tfs_model **out, tfs_qview *v, tfs_error *err)
+{
+	tfs_model *m;
+	size_t n = tfs_qplan_n_tensors(v->plan);
+	int rc = tfs_model_new(&m, &tfs_gguf_format, tfs_model_path(v->owner), err);
+	if (rc)
+		return rc;
+	m->gguf_version = 3;
+	m->alignment = tfs_qplan_alignment(v->plan);
+	for (size_t i = 0; i < n; i++)
+		v->n_t += tfs_qplan_tensor(v->plan, i)->convert;
+	tfs_qt *t = v->t = calloc(v->n_t ? v->n_t : 1, sizeof(*v->t));
+	rc = t ? 0 : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	if (!rc && !(rc = copy_keys(m, v, err)) && !(rc = hold_sources(m, v, err)))
+		for (size_t i = 0; i < n && !rc; i++)
+			rc = add_tensor(m, v, tfs_qplan_tensor(v->plan, i), &t, err);
+	if (rc) {
+		tfs_model_free(m);
+		return rc;
+	}
+	m->changed = true; /* not the source's bytes: `tensorfs convert` writes it */
+	*out = m;
+	return 0;
+}
+
+static void owner_free(void *p)
+{
+	tfs_qview *v = p;
+	pthread_mutex_lock(&v->mu);
+	bool last = --v->refs == 0;
+	pthread_mutex_unlock(&v->mu);
+	if (last)
+		tfs_qview_free(v);
+}
+
+int tfs_quant_view(tfs_model **out, tfs_model *owner, const tfs_model *base,
+		   const tfs_quant_opts *o, tfs_error *err)
+{
+	tfs_model *m = NULL;
+	tfs_qview *v = calloc(1, sizeof(*v));
+	*out = NULL;
+	if (!v) {
+		tfs_model_free(owner);
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	}
+	pthread_mutex_init(&v->mu, NULL);
+	pthread_cond_init(&v->work, NULL);
+	pthread_cond_init(&v->done, NULL);
+	v->owner = owner;
+	v->base = base;
+	v->refs = 1; /* the view model's, until it is made */
+	int rc = make_plan(v, o, err);
+	if (!rc)
+		rc = build(&m, v, err);
+	if (!rc)
+		rc = tfs_qview_start(v, o, err);
+	if (rc) {
+		tfs_model_free(m);   /* its sources' references */
+		owner_free(v);
+		return rc;
+	}
+	m->owner = v;
+	m->owner_free = owner_free;
+	*out = m;
+	return 0;
+}
+
+const char *tfs_quant_view_note(const tfs_model *m)
+{
+	return m && m->owner_free == owner_free ? ((tfs_qview *)m->owner)->note : NULL;
+}

@@ -1,0 +1,120 @@
+/*
+ * convert.c - `tensorfs convert SOURCE OUTPUT [-o quantize=TYPE,...]`: the model.gguf a
+ * mount with those options shows, written to a file without a mount (as a repack writes:
+ * a temporary beside OUTPUT, fsynced, read back, renamed, the directory fsynced); and the
+ * checks of -o quantize= that mount and convert share.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char convert_usage[] =
+	"usage: tensorfs convert SOURCE OUTPUT [-o OPTIONS]\n"
+	"Writes the model.gguf a mount of SOURCE with the same options shows to OUTPUT (a new\n"
+	"file: written beside it, fsynced, renamed into place), with progress on stderr.\n"
+	"options: quantize=TYPE (as llama-quantize writes it: Q4_K_M, Q8_0, IQ4_NL, ...),\n"
+	"         imatrix=FILE (llama.cpp's importance matrix), cache=DIR (where quantized\n"
+	"         tensors are kept, and remote sources' blocks), and the remote options:\n"
+	"         connections=N, cache_size=SIZE, token_file=FILE, cafile=FILE, timeout=SECS\n";
+
+int tfsd_quantize_check(const tfsd_opts *o, const char *prog)
+{
+	if (!o->quantize)
+		return 0;
+	if (!tfs_quant_type_valid(o->quantize)) {
+		tfs_buf names = { 0 };
+		tfs_quant_type_list(&names);
+		fprintf(stderr, "%s: -o quantize=%s: not a type llama-quantize knows; valid: %s\n",
+			prog, o->quantize, names.data ? names.data : "");
+		tfs_buf_free(&names);
+		return 2;
+	}
+	if (o->rw && !o->output) {
+		fprintf(stderr, "%s: -o quantize with -o rw writes the quantized model to a new "
+			"file (never to the source): it needs -o output=PATH\n", prog);
+		return 2;
+	}
+	return 0;
+}
+
+/* Parses `tensorfs convert SOURCE OUTPUT [-o ...]` into o: 0, or the exit status after
+ * saying why not. */
+static int convert_args(tfsd_opts *o, struct fuse_args *args, const char *prog)
+{
+	if (tfsd_opts_parse(args, o, convert_usage) == -1)
+		return 2;
+	if (!o->source || !o->mountpoint) {
+		fputs(convert_usage, stderr);
+		return 2;
+	}
+	const char *bad = o->rw || o->writable ? "rw" : o->output ? "output=" : o->staging
+			  ? "staging=" : NULL;
+	if (bad) {
+		fprintf(stderr, "%s: -o %s does not apply: convert writes OUTPUT and never "
+			"changes SOURCE\n", prog, bad);
+		return 2;
+	}
+	int rc = tfsd_quantize_check(o, prog);
+	if (rc)
+		return rc;
+	char *src = realpath(o->source, NULL), *out = realpath(o->mountpoint, NULL);
+	bool same = src && out && strcmp(src, out) == 0;
+	free(src);
+	free(out);
+	if (same) {
+		fprintf(stderr, "%s: OUTPUT is SOURCE: convert writes a new file\n", prog);
+		return 2;
+	}
+	return 0;
+}
+
+/* The model whose model.gguf is written: the one opened (a GGUF, a quantized view), or a
+ * repo's GGUF view.  NULL after saying why there is none. */
+static tfs_model *gguf_of(tfs_model *m, const char *prog, const char *source)
+{
+	const char *name = tfs_image_name(m);
+	if (name && strcmp(name, "model.gguf") == 0)
+		return m;
+	tfs_model *v = tfs_model_gguf_view(m);
+	if (v)
+		return v;
+	const char *why = tfs_model_gguf_view_why(m);
+	fprintf(stderr, "%s: %s: no GGUF form (%s)\n", prog, source,
+		why ? why : "a safetensors model is converted to GGUF when it is a Hugging Face "
+		"repo: a config.json beside it");
+	return NULL;
+}
+
+int tfsd_convert_main(int argc, char **argv)
+{
+	const char *prog = "tensorfs convert";
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	tfsd_fs fs;
+	tfs_session *s = NULL;
+	memset(&fs, 0, sizeof(fs));
+	int ret = convert_args(&fs.opts, &args, prog);
+	if (ret || (ret = 1, tfsd_session_open(&fs, &s, prog)))
+		goto out;
+	tfs_model *m = gguf_of(fs.model, prog, fs.opts.source);
+	if (m) {
+		tfsd_progress_view view;
+		tfsd_progress_sink sink;
+		tfsd_view_init(&view, stderr);
+		tfsd_sink_init(&sink, &view, NULL);
+		tfs_write_opts wo = { .progress = tfsd_progress_report, .progress_ctx = &sink,
+				      .output = fs.opts.mountpoint, .unchanged_too = true };
+		tfs_error err;
+		tfs_error_clear(&err);
+		if (tfs_model_write(m, &wo, &err))
+			fprintf(stderr, "%s: %s\n", prog, err.msg);
+		else
+			ret = 0;
+	}
+	tfsd_session_close(&fs, s);
+out:
+	tfsd_opts_free(&fs.opts);
+	fuse_opt_free_args(&args);
+	return ret;
+}

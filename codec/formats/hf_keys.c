@@ -259,4 +259,5 @@ void tfs_hf_files_dir(tfs_hf_files *f, const char *dir)
 {
 	f->read = dir_read;
 	f->ctx = (void *)dir;
+	f->where = dir;
 }

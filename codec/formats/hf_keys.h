@@ -65,6 +65,9 @@ typedef struct {
 	 * exists but cannot be read. */
 	int (*read)(void *ctx, const char *name, uint8_t **data, uint64_t *len, tfs_error *err);
 	void *ctx;
+	/* For messages about a file's content: where the files are ("/models/Llama-3.2-1B",
+	 * "hf://ORG/REPO"); "dir/config.json: ...".  May be NULL. */
+	const char *where;
 } tfs_hf_files;
 
 /* A reader of the local directory dir (borrowed: it must outlive f).  Names with a '/', "." or

@@ -5,6 +5,7 @@
  *
  *   hf_vocab_dump [-a GGUF_ARCH] DIR HF_ARCH OUT.gguf
  *   hf_vocab_dump --pre DIR        prints tokenizer.json's pre-tokenizer name and chkhsh
+ *   hf_vocab_dump --chktxt         prints the converter's check text
  * -a adds general.architecture = GGUF_ARCH and the few hyperparameters llama.cpp reads
  * before the vocabulary, first.  HF_ARCH defaults to config.json's architectures[0] when "-".
  * Exit 0, or 1 with the error on stderr.
@@ -80,6 +81,8 @@ static int pre_only(const char *dir)
 int main(int argc, char **argv)
 {
 	const char *garch = NULL;
+	if (argc == 2 && strcmp(argv[1], "--chktxt") == 0)
+		return fputs(tfs_hf_chktxt, stdout) < 0;
 	if (argc == 3 && strcmp(argv[1], "--pre") == 0)
 		return pre_only(argv[2]);
 	if (argc > 2 && strcmp(argv[1], "-a") == 0) {

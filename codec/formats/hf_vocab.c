@@ -935,7 +935,35 @@ static int llama_extras(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t
 	return rc;
 }
 
+/* Messages start with the repo file they are about ("tokenizer.json: ..."); with files->where
+ * set, they become "WHERE/tokenizer.json: ...". */
+static int name_where(const tfs_hf_files *files, int rc, tfs_error *err)
+{
+	static const char *const names[] = { "tokenizer.model", "tokenizer.json",
+		"tokenizer_config.json", "added_tokens.json", "merges.txt", "config.json" };
+	if (!rc || !err || !files->where || !*files->where)
+		return rc;
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		size_t n = strlen(names[i]);
+		if (strncmp(err->msg, names[i], n) == 0 && err->msg[n] == ':') {
+			char msg[TFS_ERRMSG_MAX];
+			snprintf(msg, sizeof msg, "%s", err->msg);
+			return tfs_error_set(err, rc, "%s/%s", files->where, msg);
+		}
+	}
+	return rc;
+}
+
+static int vocab_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const char *arch,
+		      const json_t *config, tfs_error *err);
+
 int tfs_hf_vocab_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const char *arch,
+		      const json_t *config, tfs_error *err)
+{
+	return name_where(files, vocab_keys(out, files, arch, config, err), err);
+}
+
+static int vocab_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const char *arch,
 		      const json_t *config, tfs_error *err)
 {
 	bool llama = llama_family(arch);

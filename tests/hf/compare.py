@@ -5,6 +5,11 @@ convert_hf_to_gguf.py writes for them, byte for byte, for each outtype.
     compare.py --hf-dump build/tests/hf_dump [--work DIR] [--no-vocab] [--tap]
                [--outtypes auto,f32,...] [VARIANT...]
 
+Qwen3: the reference (llama.cpp c392e50, Feb 2025) predates Qwen3ForCausalLM; its converter
+and gguf-py are copied into WORK/ref-qwen3 with Qwen3 added as llama.cpp added it in April 2025
+(Qwen3Model(Qwen2Model) with MODEL_ARCH.QWEN3: Qwen2's tensors plus attn_q_norm/attn_k_norm),
+and that copy converts the qwen3 variants.
+
 Models come from make_model.py (into WORK/models), the converter's files are kept in
 WORK/ref (made again when the model is newer).  --no-vocab compares without the tokenizer's
 keys: hf_dump leaves them out, and they are cut from the converter's file (its other bytes,
@@ -41,16 +46,54 @@ def have_converter():
     return None
 
 
+# Qwen3 as llama.cpp added it (convert_hf_to_gguf.py, gguf-py/gguf/constants.py, April 2025)
+QWEN3_PATCH = [
+    ("gguf-py/gguf/constants.py", "    QWEN2MOE         = auto()\n",
+     "    QWEN2MOE         = auto()\n    QWEN3            = auto()\n"),
+    ("gguf-py/gguf/constants.py", '    MODEL_ARCH.QWEN2MOE:         "qwen2moe",\n',
+     '    MODEL_ARCH.QWEN2MOE:         "qwen2moe",\n    MODEL_ARCH.QWEN3:            "qwen3",\n'),
+    ("gguf-py/gguf/constants.py", "    MODEL_ARCH.QWEN2MOE: [\n",
+     "    MODEL_ARCH.QWEN3: [\n" + "".join("        MODEL_TENSOR.%s,\n" % t for t in (
+         "TOKEN_EMBD", "OUTPUT_NORM", "OUTPUT", "ROPE_FREQS", "ATTN_NORM", "ATTN_Q",
+         "ATTN_Q_NORM", "ATTN_K", "ATTN_K_NORM", "ATTN_V", "ATTN_OUT", "FFN_NORM", "FFN_GATE",
+         "FFN_DOWN", "FFN_UP")) + "    ],\n    MODEL_ARCH.QWEN2MOE: [\n"),
+    ("convert_hf_to_gguf.py", '@Model.register("Qwen2VLForConditionalGeneration")\n',
+     '@Model.register("Qwen3ForCausalLM")\nclass Qwen3Model(Qwen2Model):\n'
+     '    model_arch = gguf.MODEL_ARCH.QWEN3\n\n\n'
+     '@Model.register("Qwen2VLForConditionalGeneration")\n'),
+]
+
+
+def qwen3_reference(work):
+    """A copy of the reference with Qwen3 added; its directory."""
+    import shutil
+    d = os.path.join(work, "ref-qwen3")
+    if os.path.exists(os.path.join(d, "done")):
+        return d
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    shutil.copytree(REF, d, ignore=shutil.ignore_patterns("__pycache__"))
+    for rel, old, new in QWEN3_PATCH:
+        p = os.path.join(d, rel)
+        text = open(p, encoding="utf-8").read()
+        if text.count(old) != 1:
+            raise SystemExit("compare.py: cannot patch %s for Qwen3 (%r)" % (rel, old[:40]))
+        open(p, "w", encoding="utf-8").write(text.replace(old, new))
+    open(os.path.join(d, "done"), "w").close()
+    return d
+
+
 def newest_mtime(d):
     return max(os.path.getmtime(os.path.join(d, f)) for f in os.listdir(d))
 
 
-def run_converter(model, outtype, out):
+def run_converter(model, outtype, out, ref=REF):
     if os.path.exists(out) and os.path.getmtime(out) > newest_mtime(model):
         return None
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(REF, "gguf-py") + ":" + os.path.join(REF, "shim")
-    r = subprocess.run(["/usr/bin/python3", os.path.join(REF, "convert_hf_to_gguf.py"), model,
+    env["PYTHONPATH"] = os.path.join(ref, "gguf-py") + ":" + os.path.join(ref, "shim")
+    env["NO_LOCAL_GGUF"] = "1"
+    r = subprocess.run(["/usr/bin/python3", os.path.join(ref, "convert_hf_to_gguf.py"), model,
                         "--outfile", out + ".tmp", "--outtype", outtype],
                        env=env, capture_output=True, text=True)
     if r.returncode:
@@ -196,7 +239,9 @@ def main():
             model = os.path.join(models, v)
             ref = os.path.join(refdir, "%s.%s.gguf" % (v, t))
             ours = os.path.join(outdir, "%s.%s.gguf" % (v, t))
-            err = run_converter(model, t, ref)
+            conv = qwen3_reference(a.work) if make_model.spec(v)["arch"] == "Qwen3ForCausalLM" \
+                else REF
+            err = run_converter(model, t, ref, conv)
             if err is None:
                 cmd = [a.hf_dump, "--outtype", t] + (["--no-vocab"] if a.no_vocab else [])
                 r = subprocess.run(cmd + [model, ours], capture_output=True, text=True)

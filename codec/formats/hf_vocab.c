@@ -643,8 +643,8 @@ static int sv_write(tfs_hf_kvs *out, const special_vocab *sv, tfs_error *err)
 }
 
 static int write_special_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *tok,
-			 const json_t *cfg, const json_t *config, bool load_merges,
-			 long long n_vocab, tfs_error *err)
+			       const json_t *cfg, const json_t *config, bool load_merges,
+			       long long n_vocab, tfs_error *err)
 {
 	special_vocab sv = { .types = default_types, .n_types = 7, .n_vocab = n_vocab };
 	int rc = sv_load(&sv, files, tok, cfg, config, load_merges, err);

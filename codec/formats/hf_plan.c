@@ -109,7 +109,8 @@ typedef struct {
 
 /* A source tensor in the converter's reading order. */
 typedef struct {
-	const char *shard;
+	const char *shard;         /* the file's name: the converter reads shards in its order */
+	const char *path;          /* for messages */
 	const char *name;
 	size_t idx;
 } src_ref;
@@ -582,7 +583,8 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 		const tfs_tensor *t = tfs_model_tensor(st, i);
 		if (t->deleted)
 			continue;
-		refs[ns++] = (src_ref){ tfs_model_source(st, (size_t)t->src)->label, t->name, i };
+		const tfs_source *so = tfs_model_source(st, (size_t)t->src);
+		refs[ns++] = (src_ref){ so->label, so->path, t->name, i };
 	}
 	qsort(refs, ns, sizeof *refs, cmp_src);
 	if (ns == 0) {
@@ -629,7 +631,7 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 	}
 	for (size_t k = 0; k < ns; k++) {
 		const tfs_tensor *t = tfs_model_tensor(st, refs[k].idx);
-		const char *shard = refs[k].shard;
+		const char *shard = refs[k].path;
 		if (ends_with(t->name, ".attention.masked_bias") ||
 		    ends_with(t->name, ".attention.bias") || ends_with(t->name, ".rotary_emb.inv_freq"))
 			continue;

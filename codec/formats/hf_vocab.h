@@ -15,8 +15,10 @@
  *                              add_prefix_space.
  *   5. config.json             (given parsed) vocab_size, {bos,eos,...}_token_id.
  *   6. merges.txt              merges when tokenizer.json has none.
- * special_tokens_map.json and generation_config.json are not read: the reference converter
- * (llama.cpp c392e50) does not read them for these architectures.
+ * special_tokens_map.json, generation_config.json and chat_template.jinja are not read: the
+ * reference converter (llama.cpp c392e50) does not read them for these architectures.
+ * Qwen3ForCausalLM postdates that converter: it is treated as llama.cpp later added it, a
+ * Qwen2Model subclass (the same set_vocab).
  */
 #ifndef TFS_HF_VOCAB_H
 #define TFS_HF_VOCAB_H

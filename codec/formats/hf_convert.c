@@ -30,35 +30,32 @@ uint32_t tfs_hf_f16_to_f32(uint16_t h)
 	return sign | ((uint32_t)(127 - 15 - e) << 23) | ((sig & 0x03ffu) << 13);
 }
 
-/* Nearest-even float32 to half; NaN keeps its payload's top 10 bits, made non-zero. */
+/* Nearest-even float32 to half; NaN keeps its payload's top 10 bits, made non-zero (numpy's
+ * rule: a signalling NaN stays signalling).  The finite cases as Fabian Giesen's
+ * float_to_half_fast3_rtne: subnormal halves by one float addition (which rounds to nearest
+ * even), normal ones by adding the rounding bias to the bits. */
 uint16_t tfs_hf_f32_to_f16(uint32_t f)
 {
 	uint16_t sign = (uint16_t)((f & 0x80000000u) >> 16);
-	uint32_t exp = f & 0x7f800000u, sig = f & 0x007fffffu;
-	if (exp == 0x7f800000u) {
-		if (sig == 0)
+	uint32_t x = f & 0x7fffffffu;
+	if (x >= 0x47800000u) {         /* 2^16 and up: overflow, infinity, NaN */
+		if (x <= 0x7f800000u)
 			return sign | 0x7c00u;
-		uint16_t r = (uint16_t)(0x7c00u + (sig >> 13));
+		uint16_t r = (uint16_t)(0x7c00u + ((x & 0x007fffffu) >> 13));
 		return sign | (r == 0x7c00u ? 0x7c01u : r);
 	}
-	if (exp >= 0x47800000u)         /* 2^16 and up: overflow */
-		return sign | 0x7c00u;
-	if (exp <= 0x38000000u) {       /* below 2^-14: a subnormal half, or zero */
-		if (exp < 0x33000000u)  /* below 2^-25: rounds to zero */
-			return sign;
-		unsigned e = exp >> 23;
-		uint32_t m = 0x00800000u | sig;   /* value = m * 2^(e-150) */
-		unsigned shift = 126 - e;         /* half subnormal unit is 2^-24 */
-		uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-		if (rem > half || (rem == half && (q & 1)))
-			q++;
-		return sign | (uint16_t)q;        /* q may reach 0x400: the smallest normal */
+	if (x < 0x38800000u) {          /* below 2^-14: a subnormal half, or zero */
+		const uint32_t magic = (127 - 15 + 23 - 10 + 1) << 23;
+		float fx, fm;
+		memcpy(&fx, &x, 4);
+		memcpy(&fm, &magic, 4);
+		fx += fm;
+		uint32_t u;
+		memcpy(&u, &fx, 4);
+		return sign | (uint16_t)(u - magic);
 	}
-	uint32_t h = ((exp - 0x38000000u) >> 13) | (sig >> 13);
-	uint32_t rem = sig & 0x1fffu;
-	if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
-		h++;                      /* may carry into the exponent, up to infinity */
-	return sign | (uint16_t)h;
+	x += ((uint32_t)(15 - 127) << 23) + 0xfffu + ((x >> 13) & 1);
+	return sign | (uint16_t)(x >> 13);
 }
 
 uint16_t tfs_hf_f32_to_bf16(uint32_t f)
@@ -87,13 +84,6 @@ void tfs_hf_to_f32(uint32_t *dst, const uint8_t *src, int src_dtype, size_t n)
 	}
 }
 
-static float bits_f32(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 static uint32_t f32_bits(float f)
 {
 	uint32_t u;
@@ -101,40 +91,46 @@ static uint32_t f32_bits(float f)
 	return u;
 }
 
-/* gguf-py's np_roundf: half away from zero, as floor(a) + floor(2 * (a - floor(a))). */
-static float round_away(float x)
+/*
+ * gguf-py's np_roundf, floor(a) + floor(2 * (a - floor(a))) with the sign put back, is
+ * rounding half away from zero (a - floor(a) is exact below 2^23, and above it a is whole);
+ * x * id is at most 127 and a bit here, so an int conversion that truncates, then a step
+ * away from zero when what was cut is at least one half, gives it exactly.  numpy casts NaN
+ * (and infinities: 0 * inf) to int8 0.
+ */
+static int8_t round_q8(float x)
 {
-	float a = fabsf(x), fl = floorf(a);
-	float b = fl + floorf(2.0f * (a - fl));
-	return x < 0 ? -b : b;
+	if (!(fabsf(x) < 256.0f))
+		return 0;
+	int t = (int)x;
+	float r = x - (float)t;
+	t += (r >= 0.5f) - (r <= -0.5f);
+	return (int8_t)t;
 }
 
 /* One Q8_0 block of 32 values. */
 static void q8_0_block(uint8_t *dst, const uint32_t *src)
 {
 	float x[32], amax = 0.0f;
-	bool nan = false;
+	int nan = -1;
+	memcpy(x, src, sizeof x);
 	for (int j = 0; j < 32; j++) {
-		x[j] = bits_f32(src[j]);
 		float a = fabsf(x[j]);
-		if (isnan(a))
-			nan = true;    /* numpy's max propagates NaN */
-		else if (a > amax)
-			amax = a;
+		if (a != a && nan < 0)
+			nan = j;
+		amax = a > amax ? a : amax;
 	}
-	if (nan)
+	/* numpy's max propagates NaN; which payload depends on its SIMD lanes (a NaN block's
+	 * scale may differ from the converter's in its NaN payload; its int8s are all 0 alike) */
+	if (nan >= 0)
 		amax = NAN;
 	float d = amax / 127.0f;
 	float id = d == 0.0f ? 0.0f : 1.0f / d;
 	uint16_t dh = tfs_hf_f32_to_f16(f32_bits(d));
 	dst[0] = (uint8_t)dh;
 	dst[1] = (uint8_t)(dh >> 8);
-	for (int j = 0; j < 32; j++) {
-		float q = round_away(x[j] * id);
-		/* numpy casts NaN (and anything out of int32's range) to int8 0 */
-		int8_t v = isnan(q) || fabsf(q) >= 2147483648.0f ? 0 : (int8_t)(int32_t)q;
-		dst[2 + j] = (uint8_t)v;
-	}
+	for (int j = 0; j < 32; j++)
+		dst[2 + j] = (uint8_t)round_q8(x[j] * id);
 }
 
 void tfs_hf_from_f32(uint8_t *dst, int out_dtype, const uint32_t *src, size_t n)

@@ -4,6 +4,8 @@ GGUF view's tests: each variant is a directory the reference converter
 (../shared/reference/llama.cpp/convert_hf_to_gguf.py) can convert.
 
     make_model.py OUTDIR [VARIANT...]     # default: every variant; --list names them
+    make_model.py OUTDIR --bench GIB      # bench-llama-bf16: a llama-shaped BF16 model of about
+                                          # GIB GiB (4 shards), for benchmarks
 
 Weights are deterministic (seeded by the variant's name); the SentencePiece model is trained once
 (python3-sentencepiece) into OUTDIR/_spm and copied into each variant.  Safetensors headers list
@@ -36,6 +38,18 @@ VARIANTS = {
                        rope_scaling={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                      "original_max_position_embeddings": 64, "rope_type": "llama3"},
                        name_or_path="meta-llama/Llama-3.2-1B-Instruct", readme=True),
+    # Llama 3.2 style: BF16, tied, head_dim 64 (32 rope factors: torch's vectorized pow),
+    # llama3 rope scaling as Llama-3.2-1B's config has it
+    "llama32-bf16": dict(arch="LlamaForCausalLM", dtype="BF16", shards=1, tied=True,
+                         hidden=128, heads=2, kv_heads=1, ff=256, rope_theta=500000.0,
+                         rope_scaling={"factor": 32.0, "high_freq_factor": 4.0,
+                                       "low_freq_factor": 1.0,
+                                       "original_max_position_embeddings": 8192,
+                                       "rope_type": "llama3"},
+                         name_or_path="meta-llama/Llama-3.2-1B"),
+    # Llama with q/k/v biases (attention_bias): the Q/K permutation of 1-D tensors
+    "llama-bias-f16": dict(arch="LlamaForCausalLM", dtype="F16", shards=1, tied=False,
+                           bias=True),
     # Mistral: BF16, three shards, GQA, explicit head_dim, sliding window
     "mistral-bf16-sharded": dict(arch="MistralForCausalLM", dtype="BF16", shards=3, tied=False,
                                  heads=8, kv_heads=2, head_dim=8, sliding_window=128,
@@ -292,6 +306,46 @@ def make(outdir, name):
     return d
 
 
+def make_bench(outdir, gib):
+    """A llama-shaped BF16 model of about gib GiB: hidden 2048, 16 heads, 4 KV heads, ff 5632,
+    as many layers as fit (TinyLlama's shapes), 4 shards; random finite weights."""
+    name = "bench-llama-bf16"
+    d = os.path.join(outdir, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    s = dict(BASE)
+    s.update(arch="LlamaForCausalLM", dtype="BF16", shards=4, tied=False, hidden=2048, heads=16,
+             kv_heads=4, ff=5632, vocab=BASE["vocab"], name_or_path="bench/bench-llama")
+    per_layer = 2 * (2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 2048 * 5632)
+    s["layers"] = max(1, int(gib * (1 << 30) / per_layer))
+    write_config(d, s)
+    rng = np.random.default_rng(7)
+    shapes = tensor_shapes(s)
+    items = []
+    for n, shp in shapes.items():
+        k = int(np.prod(shp))
+        if n.endswith("norm.weight"):
+            b = np.full(k, 0x3f80, dtype=np.uint16)
+        else:
+            r = rng.integers(0, 1 << 16, size=k, dtype=np.uint16)
+            b = (r & 0x807f) | ((118 + (r >> 8) % 8).astype(np.uint16) << 7)
+        items.append((n, "BF16", shp, b.astype(np.uint16).tobytes()))
+    items.sort(key=lambda t: t[0])
+    per = (len(items) + 3) // 4
+    wmap = {}
+    for k in range(4):
+        fn = "model-%05d-of-00004.safetensors" % (k + 1)
+        part = items[k * per:(k + 1) * per]
+        write_safetensors(os.path.join(d, fn), part)
+        for t in part:
+            wmap[t[0]] = fn
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": wmap}, f, indent=2)
+    write_tokenizer(d, s, train_spm(outdir, s["vocab"]))
+    return d
+
+
 def main(argv):
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
         print(__doc__.strip())
@@ -300,6 +354,10 @@ def main(argv):
         print("\n".join(VARIANTS))
         return 0
     outdir = argv[1]
+    if len(argv) == 4 and argv[2] == "--bench":
+        os.makedirs(outdir, exist_ok=True)
+        print(make_bench(outdir, float(argv[3])))
+        return 0
     names = argv[2:] or list(VARIANTS)
     for n in names:
         if n not in VARIANTS:

@@ -289,6 +289,23 @@ Test(hf, llama_without_vocab_size)
 	expect_fail(TFS_E_FORMAT, "no \"vocab_size\"", NULL);
 }
 
+Test(hf, implausible_sizes)
+{
+	good_model("BF16", "LlamaForCausalLM", NULL);
+	write_text("config.json", "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
+		   "\"num_attention_heads\":4,\"num_hidden_layers\":4000000000,\"vocab_size\":32}");
+	expect_fail(TFS_E_FORMAT, "\"num_hidden_layers\" is 4000000000, more than any model has",
+		    NULL);
+	write_text("config.json", "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
+		   "\"num_attention_heads\":4,\"num_hidden_layers\":60000,\"vocab_size\":32}");
+	expect_fail(TFS_E_FORMAT, "says num_hidden_layers 60000, but the weights hold 21 tensors",
+		    NULL);
+	write_text("config.json", "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
+		   "\"num_attention_heads\":4,\"num_hidden_layers\":2,\"vocab_size\":32,"
+		   "\"head_dim\":1000000,\"rope_scaling\":{\"rope_type\":\"llama3\"}}");
+	expect_fail(TFS_E_FORMAT, "\"head_dim\" is 1000000", NULL);
+}
+
 Test(hf, tensor_missing)
 {
 	tspec t[64];

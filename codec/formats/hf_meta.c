@@ -94,8 +94,8 @@ static ykind resolve_plain(const char *s)
 {
 	static const char *const nulls[] = { "", "~", "null", "Null", "NULL" };
 	/* PyYAML's booleans (y and n are not among them) */
-	static const char *const bools[] = { "yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off",
-		"Off", "OFF" };
+	static const char *const bools[] = { "yes", "Yes", "YES", "no", "No", "NO", "true",
+		"True", "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF" };
 	for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
 		if (strcmp(s, nulls[i]) == 0)
 			return Y_NULL;
@@ -108,7 +108,8 @@ static ykind resolve_plain(const char *s)
 	if (!strcmp(p, ".inf") || !strcmp(p, ".Inf") || !strcmp(p, ".INF") ||
 	    !strcmp(s, ".nan") || !strcmp(s, ".NaN") || !strcmp(s, ".NAN"))
 		return Y_OTHER;
-	/* int: decimal (with _), 0x.., 0b.., 0.. octal, sexagesimal; float: [-+]?([0-9][0-9_]*)?\.[0-9.]*([eE][-+][0-9]+)? */
+	/* int: decimal (with _), 0x.., 0b.., octal, sexagesimal (12:30);
+	 * float: [-+]?[0-9][0-9_]*\.[0-9_]*([eE][-+][0-9]+)? or \.[0-9_]+... */
 	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'b') && p[2]) {
 		const char *q = p + 2;
 		while (*q && (isxdigit((unsigned char)*q) || *q == '_'))

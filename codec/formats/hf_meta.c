@@ -1,0 +1,1325 @@
+/*
+ * hf_meta.c - general.* keys as gguf-py's Metadata derives them (metadata.py, utility.py).
+ *
+ * Sources, first found wins per field:
+ *  1. README.md's YAML front matter (the model card): name, author, license, tags,
+ *     base_model, datasets, language, pipeline_tag, ... (llama.cpp's own names, their model_*
+ *     forms, then model_creator and model_type);
+ *  2. config.json's _name_or_path when it is an id ("org/name", at most one '/'), split by
+ *     get_model_id_components into name, organization, basename, finetune, version, size;
+ *  3. the directory's name, split the same way.
+ * Then general.name falls back to the directory's name, general.size_label to the parameter
+ * count ("1.2M").
+ *
+ * The model card is read with a small YAML reader: a top-level mapping whose values are plain,
+ * quoted or block scalars, flow ([a, b]) or block ("- a") sequences of scalars; nested
+ * mappings are skipped (and a sequence item that is one counts as an entry with nothing
+ * the converter uses).  Scalars resolve as YAML 1.1 does (null, booleans, numbers are not
+ * strings: the converter cannot write those, so they are left out).  Words are title-cased
+ * and classified by ASCII rules (Python's by Unicode: names with non-ASCII letters may differ).
+ */
+#include "hf_meta.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ==== small strings ==== */
+
+static char *dupn(const char *s, size_t n)
+{
+	char *d = malloc(n + 1);
+	if (d) {
+		memcpy(d, s, n);
+		d[n] = 0;
+	}
+	return d;
+}
+
+static bool is_alpha(char c) { return isalpha((unsigned char)c); }
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* ==== the model card's YAML ==== */
+
+typedef enum { Y_ABSENT = 0, Y_NULL, Y_STR, Y_OTHER, Y_LIST, Y_MAP } ykind;
+
+typedef struct yval {
+	ykind kind;
+	char *s;               /* Y_STR */
+	struct yval *items;    /* Y_LIST */
+	size_t n;
+} yval;
+
+typedef struct {
+	char *key;
+	yval v;
+} yentry;
+
+typedef struct {
+	yentry *e;
+	size_t n, cap;
+} ycard;
+
+static void yval_free(yval *v)
+{
+	free(v->s);
+	for (size_t i = 0; i < v->n; i++)
+		yval_free(&v->items[i]);
+	free(v->items);
+	memset(v, 0, sizeof *v);
+}
+
+static void ycard_free(ycard *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->e[i].key);
+		yval_free(&c->e[i].v);
+	}
+	free(c->e);
+	memset(c, 0, sizeof *c);
+}
+
+static const yval *ycard_get(const ycard *c, const char *key)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (strcmp(c->e[i].key, key) == 0)
+			return &c->e[i].v;
+	return NULL;
+}
+
+/* YAML 1.1's resolution of a plain scalar: null, bool, int, float, or a string. */
+static ykind resolve_plain(const char *s)
+{
+	static const char *const nulls[] = { "", "~", "null", "Null", "NULL" };
+	/* PyYAML's booleans (y and n are not among them) */
+	static const char *const bools[] = { "yes", "Yes", "YES", "no", "No", "NO", "true",
+		"True", "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF" };
+	for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
+		if (strcmp(s, nulls[i]) == 0)
+			return Y_NULL;
+	for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
+		if (strcmp(s, bools[i]) == 0)
+			return Y_OTHER;
+	const char *p = s;
+	if (*p == '+' || *p == '-')
+		p++;
+	if (!strcmp(p, ".inf") || !strcmp(p, ".Inf") || !strcmp(p, ".INF") ||
+	    !strcmp(s, ".nan") || !strcmp(s, ".NaN") || !strcmp(s, ".NAN"))
+		return Y_OTHER;
+	/* int: decimal (with _), 0x.., 0b.., octal, sexagesimal (12:30);
+	 * float: [-+]?[0-9][0-9_]*\.[0-9_]*([eE][-+][0-9]+)? or \.[0-9_]+... */
+	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'b') && p[2]) {
+		const char *q = p + 2;
+		while (*q && (isxdigit((unsigned char)*q) || *q == '_'))
+			q++;
+		return *q ? Y_STR : Y_OTHER;
+	}
+	bool digits = false, dot = false;
+	const char *q = p;
+	while (is_digit(*q) || *q == '_' || *q == ':') {
+		digits |= is_digit(*q);
+		q++;
+	}
+	if (!*q && digits)
+		return Y_OTHER;   /* integer */
+	if (*q == '.') {
+		dot = true;
+		q++;
+		while (is_digit(*q) || *q == '_' || *q == '.')
+			q++;
+	}
+	if (dot && (*q == 'e' || *q == 'E') && (q[1] == '+' || q[1] == '-') && is_digit(q[2])) {
+		q += 2;
+		while (is_digit(*q))
+			q++;
+	}
+	if (dot && !*q && (digits || q > p + 1))
+		return Y_OTHER;   /* float */
+	return Y_STR;
+}
+
+typedef struct {
+	char **lines;   /* the front matter's lines, without their newline */
+	size_t n;
+} ylines;
+
+static size_t indent_of(const char *l)
+{
+	size_t i = 0;
+	while (l[i] == ' ')
+		i++;
+	return i;
+}
+
+static bool blank_or_comment(const char *l)
+{
+	const char *p = l + indent_of(l);
+	return !*p || *p == '#';
+}
+
+/* Cuts a trailing " # comment" outside quotes, and trailing spaces. */
+static void strip_comment(char *s)
+{
+	char q = 0;
+	for (char *p = s; *p; p++) {
+		if (q) {
+			if (*p == q)
+				q = 0;
+		} else if (*p == '\'' || *p == '"') {
+			if (p == s || p[-1] == ' ' || p[-1] == '[' || p[-1] == ',')
+				q = *p;
+		} else if (*p == '#' && (p == s || p[-1] == ' ' || p[-1] == '\t')) {
+			*p = 0;
+			break;
+		}
+	}
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+		s[--n] = 0;
+}
+
+/* A quoted scalar at *p ('...' or "..."): its text; *p moves past it. */
+static char *quoted(const char **pp)
+{
+	const char *p = *pp;
+	char q = *p++;
+	size_t cap = strlen(p) + 1, n = 0;
+	char *out = malloc(cap);
+	if (!out)
+		return NULL;
+	while (*p) {
+		if (q == '\'' && p[0] == '\'' && p[1] == '\'') {
+			out[n++] = '\'';
+			p += 2;
+			continue;
+		}
+		if (*p == q) {
+			p++;
+			break;
+		}
+		if (q == '"' && *p == '\\' && p[1]) {
+			p++;
+			char c = *p++;
+			switch (c) {
+			case 'n': out[n++] = '\n'; break;
+			case 't': out[n++] = '\t'; break;
+			case '0': out[n++] = '\0'; break;
+			case 'x': case 'u': case 'U': {
+				int digits = c == 'x' ? 2 : c == 'u' ? 4 : 8;
+				unsigned long cp = 0;
+				for (int k = 0; k < digits && isxdigit((unsigned char)*p); k++, p++)
+					cp = cp * 16 + (unsigned long)(isdigit((unsigned char)*p) ? *p - '0'
+						: (tolower((unsigned char)*p) - 'a' + 10));
+				/* UTF-8 (escapes are rare in model cards; enough room: 4 <= 6+ chars) */
+				if (cp < 0x80) {
+					out[n++] = (char)cp;
+				} else if (cp < 0x800) {
+					out[n++] = (char)(0xc0 | cp >> 6);
+					out[n++] = (char)(0x80 | (cp & 0x3f));
+				} else if (cp < 0x10000) {
+					out[n++] = (char)(0xe0 | cp >> 12);
+					out[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+					out[n++] = (char)(0x80 | (cp & 0x3f));
+				} else {
+					out[n++] = (char)(0xf0 | cp >> 18);
+					out[n++] = (char)(0x80 | ((cp >> 12) & 0x3f));
+					out[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+					out[n++] = (char)(0x80 | (cp & 0x3f));
+				}
+				break;
+			}
+			default: out[n++] = c; break;
+			}
+			continue;
+		}
+		out[n++] = *p++;
+	}
+	out[n] = 0;
+	*pp = p;
+	return out;
+}
+
+/* One scalar's text (a flow item or a whole value): quoted or plain. */
+static int scalar(yval *v, const char *text)
+{
+	while (*text == ' ')
+		text++;
+	if (*text == '\'' || *text == '"') {
+		const char *p = text;
+		v->kind = Y_STR;
+		return (v->s = quoted(&p)) ? 0 : -1;
+	}
+	if (*text == '{' || (*text == '[' && text[1] != ']')) {
+		v->kind = Y_MAP;   /* nested: nothing the converter uses */
+		return 0;
+	}
+	v->kind = resolve_plain(text);
+	if (v->kind == Y_STR)
+		return (v->s = strdup(text)) ? 0 : -1;
+	return 0;
+}
+
+/* A flow sequence [a, "b", c] (on one line, or continued on the next ones). */
+static int flow_list(yval *v, const char *text)
+{
+	v->kind = Y_LIST;
+	const char *p = text + 1;
+	for (;;) {
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (!*p || *p == ']')
+			return 0;
+		yval it = { 0 };
+		if (*p == '\'' || *p == '"') {
+			it.kind = Y_STR;
+			if (!(it.s = quoted(&p)))
+				return -1;
+		} else {
+			const char *e = p;
+			int depth = 0;
+			while (*e && (depth || (*e != ',' && *e != ']'))) {
+				depth += (*e == '[' || *e == '{') - (*e == ']' || *e == '}');
+				e++;
+			}
+			char *t = dupn(p, (size_t)(e - p));
+			if (!t)
+				return -1;
+			size_t n = strlen(t);
+			while (n && t[n - 1] == ' ')
+				t[--n] = 0;
+			int rc = scalar(&it, t);
+			free(t);
+			if (rc)
+				return rc;
+			p = e;
+		}
+		yval *items = realloc(v->items, (v->n + 1) * sizeof *items);
+		if (!items) {
+			yval_free(&it);
+			return -1;
+		}
+		v->items = items;
+		v->items[v->n++] = it;
+		while (*p && *p != ',' && *p != ']')
+			p++;
+	}
+}
+
+/* The value of the key on line k, whose text after ':' is rest; *next gets the line after. */
+static int value(yval *v, const ylines *y, size_t k, const char *rest, size_t *next)
+{
+	*next = k + 1;
+	char *r = strdup(rest);
+	if (!r)
+		return -1;
+	strip_comment(r);
+	const char *t = r;
+	while (*t == ' ')
+		t++;
+	int rc = 0;
+	if (*t == '|' || *t == '>') {
+		/* block scalar: the more indented lines, joined (literal) or folded, clipped */
+		bool fold = *t == '>';
+		size_t ind = 0, cap = 2, n = 0;   /* room for the final newline and NUL */
+		for (size_t j = k + 1; j < y->n && (!*y->lines[j] || indent_of(y->lines[j]) > 0); j++)
+			cap += strlen(y->lines[j]) + 1;
+		char *s = malloc(cap);
+		if (!s) {
+			free(r);
+			return -1;
+		}
+		size_t j = k + 1;
+		for (; j < y->n; j++) {
+			const char *l = y->lines[j];
+			if (*l && indent_of(l) == 0)
+				break;
+			if (!ind && *l)
+				ind = indent_of(l);
+			const char *c = strlen(l) >= ind ? l + ind : "";
+			if (n && fold && *c && s[n - 1] != '\n')
+				s[n++] = ' ';
+			else if (n)
+				s[n++] = '\n';
+			memcpy(s + n, c, strlen(c));
+			n += strlen(c);
+		}
+		while (n && s[n - 1] == '\n')
+			n--;
+		s[n++] = '\n';
+		s[n] = 0;
+		v->kind = Y_STR;
+		v->s = s;
+		*next = j;
+	} else if (*t == '[') {
+		/* flow sequence, possibly over several lines */
+		size_t total = strlen(t) + 1, j = k + 1;
+		while (!strchr(t, ']') && j < y->n && indent_of(y->lines[j]) > 0)
+			total += strlen(y->lines[j++]) + 1;
+		char *all = malloc(total + 1);
+		if (!all) {
+			free(r);
+			return -1;
+		}
+		strcpy(all, t);
+		for (size_t x = k + 1; x < j; x++) {
+			strcat(all, " ");
+			strcat(all, y->lines[x] + indent_of(y->lines[x]));
+		}
+		rc = flow_list(v, all);
+		free(all);
+		*next = j;
+	} else if (*t) {
+		/* a scalar; a plain one may continue on more indented lines */
+		size_t j = k + 1;
+		if (*t != '\'' && *t != '"' && *t != '{') {
+			size_t total = strlen(t) + 1;
+			while (j < y->n && *y->lines[j] && indent_of(y->lines[j]) > 0)
+				total += strlen(y->lines[j++]) + 1;
+			char *all = malloc(total);
+			if (!all) {
+				free(r);
+				return -1;
+			}
+			strcpy(all, t);
+			for (size_t x = k + 1; x < j; x++) {
+				char *c = strdup(y->lines[x] + indent_of(y->lines[x]));
+				if (!c) {
+					free(all);
+					free(r);
+					return -1;
+				}
+				strip_comment(c);
+				strcat(all, " ");
+				strcat(all, c);
+				free(c);
+			}
+			rc = scalar(v, all);
+			free(all);
+		} else {
+			while (j < y->n && *y->lines[j] && indent_of(y->lines[j]) > 0)
+				j++;
+			rc = scalar(v, t);
+		}
+		*next = j;
+	} else {
+		/* a block: "- item" lines (at any indent), or an indented mapping */
+		size_t j = k + 1;
+		while (j < y->n && blank_or_comment(y->lines[j]))
+			j++;
+		if (j < y->n && y->lines[j][indent_of(y->lines[j])] == '-' &&
+		    (y->lines[j][indent_of(y->lines[j]) + 1] == ' ' ||
+		     !y->lines[j][indent_of(y->lines[j]) + 1])) {
+			size_t ind = indent_of(y->lines[j]);
+			v->kind = Y_LIST;
+			while (j < y->n && !rc) {
+				const char *l = y->lines[j];
+				if (blank_or_comment(l)) {
+					j++;
+					continue;
+				}
+				if (indent_of(l) < ind || (indent_of(l) == ind && l[ind] != '-'))
+					break;
+				if (indent_of(l) > ind) {   /* part of the previous item */
+					j++;
+					continue;
+				}
+				char *it_text = strdup(l + ind + 1);
+				if (!it_text) {
+					rc = -1;
+					break;
+				}
+				strip_comment(it_text);
+				yval it = { 0 };
+				const char *c = it_text;
+				while (*c == ' ')
+					c++;
+				/* "- key: value" is a mapping */
+				const char *colon = strstr(c, ": ");
+				if ((colon || (strlen(c) && c[strlen(c) - 1] == ':')) && *c != '\'' &&
+				    *c != '"')
+					it.kind = Y_MAP;
+				else
+					rc = scalar(&it, c);
+				free(it_text);
+				yval *items = realloc(v->items, (v->n + 1) * sizeof *items);
+				if (!items) {
+					yval_free(&it);
+					rc = -1;
+					break;
+				}
+				v->items = items;
+				v->items[v->n++] = it;
+				j++;
+			}
+			*next = j;
+		} else if (j < y->n && indent_of(y->lines[j]) > 0) {
+			v->kind = Y_MAP;
+			while (j < y->n && (blank_or_comment(y->lines[j]) || indent_of(y->lines[j]) > 0))
+				j++;
+			*next = j;
+		} else {
+			v->kind = Y_NULL;
+		}
+	}
+	free(r);
+	return rc;
+}
+
+/* Reads the front matter's top-level keys into c.  Lines it cannot read are skipped. */
+static int parse_card(ycard *c, char *text)
+{
+	ylines y = { 0 };
+	size_t cap = 0;
+	int rc = 0;
+	for (char *p = text; *p;) {
+		char *e = strchr(p, '\n');
+		if (y.n == cap) {
+			cap = cap ? 2 * cap : 64;
+			char **l = realloc(y.lines, cap * sizeof *l);
+			if (!l) {
+				free(y.lines);
+				return -1;
+			}
+			y.lines = l;
+		}
+		y.lines[y.n++] = p;
+		if (!e)
+			break;
+		*e = 0;
+		p = e + 1;
+	}
+	for (size_t k = 0; k < y.n && !rc;) {
+		char *l = y.lines[k];
+		if (blank_or_comment(l) || indent_of(l) > 0 || *l == '-') {
+			k++;
+			continue;
+		}
+		char *key, *rest;
+		if (*l == '"' || *l == '\'') {
+			const char *p = l;
+			key = quoted(&p);
+			if (!key) {
+				rc = -1;
+				break;
+			}
+			rest = (char *)p;
+			if (*rest != ':') {
+				free(key);
+				k++;
+				continue;
+			}
+			rest++;
+		} else {
+			char *colon = l;
+			while ((colon = strchr(colon, ':')) && colon[1] && colon[1] != ' ')
+				colon++;
+			if (!colon) {
+				k++;
+				continue;
+			}
+			size_t kn = (size_t)(colon - l);
+			while (kn && l[kn - 1] == ' ')
+				kn--;
+			if (!(key = dupn(l, kn))) {
+				rc = -1;
+				break;
+			}
+			rest = colon + 1;
+		}
+		yval v = { 0 };
+		size_t next;
+		if ((rc = value(&v, &y, k, rest, &next))) {
+			free(key);
+			yval_free(&v);
+			break;
+		}
+		k = next;
+		/* a repeated key: the last one wins, as in PyYAML */
+		for (size_t i = 0; i < c->n; i++)
+			if (strcmp(c->e[i].key, key) == 0) {
+				yval_free(&c->e[i].v);
+				c->e[i].v = v;
+				free(key);
+				key = NULL;
+				break;
+			}
+		if (!key)
+			continue;
+		if (c->n == c->cap) {
+			size_t nc = c->cap ? 2 * c->cap : 32;
+			yentry *ne = realloc(c->e, nc * sizeof *ne);
+			if (!ne) {
+				free(key);
+				yval_free(&v);
+				rc = -1;
+				break;
+			}
+			c->e = ne;
+			c->cap = nc;
+		}
+		c->e[c->n++] = (yentry){ key, v };
+	}
+	free(y.lines);
+	return rc;
+}
+
+/* Metadata.load_model_card: the YAML between a first line "---" and the next "---\n". */
+static int load_card(ycard *c, const tfs_hf_files *files, tfs_error *err)
+{
+	uint8_t *text = NULL;
+	uint64_t len = 0;
+	int rc = files->read(files->ctx, "README.md", &text, &len, err);
+	if (rc == TFS_E_NOTFOUND) {
+		tfs_error_clear(err);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	/* Python reads it as text: universal newlines */
+	char *s = (char *)text;
+	size_t w = 0;
+	for (size_t r = 0; r < len; r++) {
+		if (s[r] == '\r') {
+			s[w++] = '\n';
+			if (r + 1 < len && s[r + 1] == '\n')
+				r++;
+		} else {
+			s[w++] = s[r];
+		}
+	}
+	len = w;
+	s[len] = 0;
+	if (len < 4 || memcmp(s, "---\n", 4) != 0 || memchr(s, 0, (size_t)len)) {
+		free(text);
+		return 0;
+	}
+	char *body = s + 4, *end = strstr(body, "---\n");
+	if (end)
+		*end = 0;
+	rc = parse_card(c, body);
+	free(text);
+	if (rc)
+		return tfs_error_set(err, TFS_E_NOMEM, "README.md: out of memory");
+	return 0;
+}
+
+/* ==== names: get_model_id_components, id_to_title ==== */
+
+enum { T_BASENAME = 1, T_SIZE = 2, T_FINETUNE = 4, T_VERSION = 8, T_TYPE = 16 };
+
+typedef struct {
+	char *full;        /* model_full_name_component */
+	char *org;         /* org_component */
+	char *basename, *finetune, *version, *size_label;
+} id_parts;
+
+static void id_parts_free(id_parts *p)
+{
+	free(p->full);
+	free(p->org);
+	free(p->basename);
+	free(p->finetune);
+	free(p->version);
+	free(p->size_label);
+	memset(p, 0, sizeof *p);
+}
+
+static bool ieq(const char *a, const char *b)
+{
+	return strcasecmp(a, b) == 0;
+}
+
+/* (v|iter)?\d+([.]\d+)* , case-insensitive */
+static bool is_version(const char *s)
+{
+	if (!strncasecmp(s, "iter", 4))
+		s += 4;
+	else if (*s == 'v' || *s == 'V')
+		s++;
+	if (!is_digit(*s))
+		return false;
+	while (*s) {
+		if (!is_digit(*s))
+			return false;
+		while (is_digit(*s))
+			s++;
+		if (*s == '.') {
+			s++;
+			if (!is_digit(*s))
+				return false;
+		}
+	}
+	return true;
+}
+
+/* i?q\d(_\w)*|b?fp?(16|32) , case-insensitive */
+static bool is_quant_type(const char *s)
+{
+	const char *p = s;
+	if (*p == 'i' || *p == 'I')
+		p++;
+	if ((*p == 'q' || *p == 'Q') && is_digit(p[1])) {
+		p += 2;
+		while (*p == '_' && (isalnum((unsigned char)p[1]) || p[1] == '_'))
+			p += 2;
+		if (!*p)
+			return true;
+	}
+	p = s;
+	if (*p == 'b' || *p == 'B')
+		p++;
+	if (*p != 'f' && *p != 'F')
+		return false;
+	p++;
+	if (*p == 'p' || *p == 'P')
+		p++;
+	return !strcmp(p, "16") || !strcmp(p, "32");
+}
+
+/* (([A]|\d+[x])?\d+([._]\d+)?[KMBT][\d]?|small|mini|medium|large|x?xl) , case-insensitive */
+static bool is_size(const char *s)
+{
+	static const char *const words[] = { "small", "mini", "medium", "large", "xl", "xxl" };
+	for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+		if (ieq(s, words[i]))
+			return true;
+	/* the regex backtracks: try the optional prefix both ways */
+	for (int pre = 0; pre < 3; pre++) {
+		const char *p = s;
+		if (pre == 1) {
+			if (*p != 'a' && *p != 'A')
+				continue;
+			p++;
+		} else if (pre == 2) {
+			if (!is_digit(*p))
+				continue;
+			while (is_digit(*p))
+				p++;
+			if (*p != 'x' && *p != 'X')
+				continue;
+			p++;
+		}
+		if (!is_digit(*p))
+			continue;
+		/* \d+([._]\d+)? then [KMBT] then \d? : scan digits greedily, with backtracking on
+		 * the optional fraction handled by trying with and without it */
+		while (is_digit(*p))
+			p++;
+		const char *q = p;
+		if ((*q == '.' || *q == '_') && is_digit(q[1])) {
+			q++;
+			while (is_digit(*q))
+				q++;
+		}
+		for (int frac = 1; frac >= 0; frac--) {
+			const char *r = frac ? q : p;
+			if (!strchr("kmbtKMBT", *r) || !*r)
+				continue;
+			r++;
+			if (is_digit(*r))
+				r++;
+			if (!*r)
+				return true;
+		}
+	}
+	return false;
+}
+
+static bool is_finetune_word(const char *s)
+{
+	return ieq(s, "chat") || ieq(s, "instruct") || ieq(s, "vision") || ieq(s, "lora");
+}
+
+static bool all_alpha(const char *s)
+{
+	for (; *s; s++)
+		if (!is_alpha(*s))
+			return false;
+	return true;
+}
+
+/* Joins the parts whose types include `want` (and exclude `not`) with '-'; NULL if none. */
+static char *join_parts(char **parts, const int *types, size_t n, int want, int not, bool dedup)
+{
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++)
+		if ((types[i] & want) && !(types[i] & not))
+			len += strlen(parts[i]) + 1;
+	if (!len)
+		return NULL;
+	char *out = malloc(len + 1);
+	if (!out)
+		return NULL;
+	out[0] = 0;
+	bool first = true;
+	for (size_t i = 0; i < n; i++) {
+		if (!(types[i] & want) || (types[i] & not))
+			continue;
+		bool dup = false;
+		for (size_t j = 0; dedup && j < i; j++)
+			if ((types[j] & want) && !(types[j] & not) && !strcmp(parts[j], parts[i]))
+				dup = true;
+		if (dup)
+			continue;
+		if (!first)
+			strcat(out, "-");
+		strcat(out, parts[i]);
+		first = false;
+	}
+	return out;
+}
+
+/* Metadata.get_model_id_components.  -1 on out of memory. */
+static int id_components(id_parts *o, const char *model_id, int64_t total_params)
+{
+	memset(o, 0, sizeof *o);
+	if (strchr(model_id, ' '))
+		return (o->full = strdup(model_id)) ? 0 : -1;
+	const char *slash = strchr(model_id, '/');
+	const char *full = model_id;
+	if (slash) {
+		if (slash > model_id && model_id[0] != '.' &&
+		    !(o->org = dupn(model_id, (size_t)(slash - model_id))))
+			return -1;
+		full = slash + 1;
+	}
+	if (!(o->full = strdup(full)))
+		return -1;
+	/* split on '-', dropping empty parts */
+	size_t cap = strlen(full) / 2 + 2, n = 0;
+	char **parts = calloc(cap, sizeof *parts);
+	int *types = calloc(cap, sizeof *types);
+	int rc = -1;
+	if (!parts || !types)
+		goto out;
+	for (const char *p = full; *p;) {
+		const char *e = strchr(p, '-');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len && !(parts[n++] = dupn(p, len)))
+			goto out;
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *part = parts[i];
+		if (is_version(part)) {
+			types[i] |= T_VERSION;
+		} else if (is_quant_type(part)) {
+			types[i] |= T_TYPE;
+			for (char *c = part; *c; c++)
+				*c = (char)toupper((unsigned char)*c);
+		} else if (i > 0 && is_size(part)) {
+			for (char *c = part; *c; c++)
+				if (*c == '_')
+					*c = '.';
+			size_t len = strlen(part);
+			if (is_digit(part[len - 1]) && len >= 2) {
+				/* bloom-7b1: "7b1" -> "7.1b" (part[:-2] + "." + part[-1] + part[-2]) */
+				char *np = malloc(len + 2);
+				if (!np)
+					goto out;
+				memcpy(np, part, len - 2);
+				np[len - 2] = '.';
+				np[len - 1] = part[len - 1];
+				np[len] = part[len - 2];
+				np[len + 1] = 0;
+				free(part);
+				parts[i] = part = np;
+				len++;
+			}
+			if (len > 1 && is_digit(part[len - 2]) && strchr("kmbt", part[len - 1]))
+				part[len - 1] = (char)toupper((unsigned char)part[len - 1]);
+			if (total_params != 0) {
+				/* float(part[:-1]) * 1000 ** " KMBT".find(part[-1]) */
+				char *num = dupn(part, len - 1), *end;
+				if (!num)
+					goto out;
+				bool ok = num[0] && (is_digit(num[0]) || num[0] == '.');
+				for (char *c = num; ok && *c; c++)
+					ok = is_digit(*c) || *c == '.';
+				double v = ok ? strtod(num, &end) : 0;
+				ok = ok && !*end;
+				free(num);
+				if (ok) {
+					const char *units = " KMBT";
+					const char *u = strchr(units, part[len - 1]);
+					double label = v * pow(1000, u ? (double)(u - units) : -1.0);
+					double t = (double)total_params;
+					if ((total_params < 0 && label < (double)(-total_params / 8)) ||
+					    (total_params > 0 &&
+					     fabs(label - t) > (double)(7 * total_params / 8))) {
+						types[i] |= T_FINETUNE;
+						part[len - 1] = (char)tolower((unsigned char)part[len - 1]);
+					}
+				}
+			}
+			if (!types[i])
+				types[i] |= T_SIZE;
+		} else if (i > 0 && is_finetune_word(part)) {
+			if (total_params < 0 && ieq(part, "lora"))
+				types[i] |= T_TYPE;
+			else
+				types[i] |= T_FINETUNE;
+		}
+	}
+	/* word sizes go when a numeric one is there */
+	bool numeric = false;
+	for (size_t i = 0; i < n; i++)
+		if (types[i] & T_SIZE)
+			for (const char *c = parts[i]; *c; c++)
+				numeric |= is_digit(*c);
+	if (numeric)
+		for (size_t i = 0; i < n; i++)
+			if ((types[i] & T_SIZE) && all_alpha(parts[i]))
+				types[i] &= ~T_SIZE;
+	bool at_start = true;
+	for (size_t i = 0; i < n; i++) {
+		if (at_start && ((!types[i] && is_alpha(parts[i][0])) || (types[i] & T_VERSION))) {
+			types[i] |= T_BASENAME;
+		} else {
+			at_start = false;
+			if (!types[i])
+				types[i] |= T_FINETUNE;
+		}
+	}
+	for (size_t i = n; i-- > 0;) {
+		if ((types[i] & T_BASENAME) && types[i] != T_BASENAME)
+			types[i] &= ~T_BASENAME;
+		else
+			break;
+	}
+	o->basename = join_parts(parts, types, n, T_BASENAME, 0, false);
+	o->size_label = join_parts(parts, types, n, T_SIZE, 0, true);
+	o->finetune = join_parts(parts, types, n, T_FINETUNE, 0, false);
+	o->version = join_parts(parts, types, n, T_VERSION, T_BASENAME, false);
+	if (!o->size_label && !o->finetune && !o->version) {
+		free(o->basename);
+		o->basename = NULL;
+	}
+	rc = 0;
+out:
+	for (size_t i = 0; parts && i < n; i++)
+		free(parts[i]);
+	free(parts);
+	free(types);
+	return rc;
+}
+
+/* ^(v\d+(?:\.\d+)*|\d.*)$ */
+static bool title_exempt(const char *w)
+{
+	if (is_digit(*w))
+		return true;
+	if (*w != 'v' || !is_digit(w[1]))
+		return false;
+	return is_version(w);
+}
+
+/* str.islower(): a cased character, none of them upper case. */
+static bool is_lower(const char *w)
+{
+	bool cased = false;
+	for (; *w; w++) {
+		if (isupper((unsigned char)*w))
+			return false;
+		cased |= islower((unsigned char)*w) != 0;
+	}
+	return cased;
+}
+
+/* Metadata.id_to_title: words (split on '-' and white space) title-cased unless they have
+ * an upper-case letter, are a version or start with a digit; joined with ' '. */
+static char *id_to_title(const char *s)
+{
+	size_t n = strlen(s);
+	char *out = malloc(n + 1), *w = malloc(n + 1);
+	size_t k = 0;
+	if (!out || !w) {
+		free(out);
+		free(w);
+		return NULL;
+	}
+	const char *p = s;
+	for (;;) {
+		while (*p && (*p == '-' || isspace((unsigned char)*p)))
+			p++;
+		if (!*p)
+			break;
+		size_t wl = 0;
+		while (*p && *p != '-' && !isspace((unsigned char)*p))
+			w[wl++] = *p++;
+		w[wl] = 0;
+		if (is_lower(w) && !title_exempt(w)) {
+			bool prev_letter = false;
+			for (size_t i = 0; i < wl; i++) {
+				if (is_alpha(w[i])) {
+					w[i] = (char)(prev_letter ? tolower((unsigned char)w[i])
+						      : toupper((unsigned char)w[i]));
+					prev_letter = true;
+				} else {
+					prev_letter = false;
+				}
+			}
+		}
+		if (k)
+			out[k++] = ' ';
+		memcpy(out + k, w, wl);
+		k += wl;
+	}
+	out[k] = 0;
+	free(w);
+	return out;
+}
+
+/* ==== size label ==== */
+
+void tfs_hf_size_label(char out[32], uint64_t total_params)
+{
+	double x = (double)total_params, scaled;
+	char unit;
+	if (x > 1e12) {
+		scaled = x * 1e-12;
+		unit = 'T';
+	} else if (x > 1e9) {
+		scaled = x * 1e-9;
+		unit = 'B';
+	} else if (x > 1e6) {
+		scaled = x * 1e-6;
+		unit = 'M';
+	} else {
+		scaled = x * 1e-3;
+		unit = 'K';
+	}
+	/* fix = max(2 - len(str(round(scaled)).lstrip('0')), 0) */
+	char digits[32];
+	snprintf(digits, sizeof digits, "%.0f", nearbyint(scaled));
+	const char *d = digits;
+	while (*d == '0')
+		d++;
+	int fix = 2 - (int)strlen(d);
+	if (fix < 0)
+		fix = 0;
+	snprintf(out, 32, "%.*f%c", fix, scaled, unit);
+}
+
+/* ==== the fields ==== */
+
+enum field {
+	F_NAME, F_AUTHOR, F_VERSION, F_ORGANIZATION, F_FINETUNE, F_BASENAME, F_DESCRIPTION,
+	F_QUANTIZED_BY, F_SIZE_LABEL, F_LICENSE, F_LICENSE_NAME, F_LICENSE_LINK, F_URL, F_DOI,
+	F_UUID, F_REPO_URL, F_SOURCE_URL, F_SOURCE_DOI, F_SOURCE_UUID, F_SOURCE_REPO_URL, F_COUNT
+};
+
+static const char *const field_keys[F_COUNT] = {
+	"general.name", "general.author", "general.version", "general.organization",
+	"general.finetune", "general.basename", "general.description", "general.quantized_by",
+	"general.size_label", "general.license", "general.license.name", "general.license.link",
+	"general.url", "general.doi", "general.uuid", "general.repo_url", "general.source.url",
+	"general.source.doi", "general.source.uuid", "general.source.repo_url",
+};
+
+/* A base model's or dataset's entry: name, author, version, organization, description,
+ * url, doi, uuid, repo_url (NULL when absent). */
+enum { E_NAME, E_AUTHOR, E_VERSION, E_ORGANIZATION, E_DESCRIPTION, E_URL, E_DOI, E_UUID,
+       E_REPO_URL, E_COUNT };
+static const char *const entry_keys[E_COUNT] = { "name", "author", "version", "organization",
+	"description", "url", "doi", "uuid", "repo_url" };
+
+typedef struct {
+	char *f[E_COUNT];
+} entry;
+
+typedef struct {
+	char *f[F_COUNT];
+	bool set[F_COUNT];      /* the model card named it (even as null or a non-string) */
+	entry *base;            /* NULL when the card has no base model key */
+	size_t nbase;
+	bool has_base;
+	entry *ds;
+	size_t nds;
+	bool has_ds;
+	char **tags, **langs;
+	size_t ntags, nlangs;
+	bool has_tags, has_langs;
+} meta;
+
+static void meta_free(meta *m)
+{
+	for (int i = 0; i < F_COUNT; i++)
+		free(m->f[i]);
+	for (size_t i = 0; i < m->nbase; i++)
+		for (int k = 0; k < E_COUNT; k++)
+			free(m->base[i].f[k]);
+	for (size_t i = 0; i < m->nds; i++)
+		for (int k = 0; k < E_COUNT; k++)
+			free(m->ds[i].f[k]);
+	free(m->base);
+	free(m->ds);
+	for (size_t i = 0; i < m->ntags; i++)
+		free(m->tags[i]);
+	for (size_t i = 0; i < m->nlangs; i++)
+		free(m->langs[i]);
+	free(m->tags);
+	free(m->langs);
+}
+
+/* use_model_card_metadata: the field takes the card's value when still unset (None). */
+static int card_field(meta *m, enum field f, const ycard *c, const char *key)
+{
+	const yval *v = ycard_get(c, key);
+	if (!v || m->f[f] || m->set[f])
+		return 0;
+	if (v->kind == Y_STR)
+		return (m->f[f] = strdup(v->s)) ? 0 : -1;
+	if (v->kind == Y_LIST && f == F_LICENSE) {
+		/* a list of licenses: ",".join */
+		size_t len = 1;
+		for (size_t i = 0; i < v->n; i++)
+			len += (v->items[i].kind == Y_STR ? strlen(v->items[i].s) : 0) + 1;
+		char *s = malloc(len);
+		if (!s)
+			return -1;
+		s[0] = 0;
+		for (size_t i = 0; i < v->n; i++) {
+			if (i)
+				strcat(s, ",");
+			if (v->items[i].kind == Y_STR)
+				strcat(s, v->items[i].s);
+		}
+		m->f[f] = s;
+		return 0;
+	}
+	/* null leaves it None; another type: the converter could not write it (left out) */
+	m->set[f] = v->kind != Y_NULL;
+	return 0;
+}
+
+static int append_str(char ***arr, size_t *n, const char *s)
+{
+	char **a = realloc(*arr, (*n + 1) * sizeof *a);
+	if (!a)
+		return -1;
+	*arr = a;
+	return (a[(*n)++] = strdup(s)) ? 0 : -1;
+}
+
+/* use_array_model_card_metadata: tags/languages gain a string or a list's strings. */
+static int card_array(char ***arr, size_t *n, bool *has, const ycard *c, const char *key)
+{
+	const yval *v = ycard_get(c, key);
+	if (!v || v->kind == Y_NULL)
+		return 0;
+	*has = true;
+	if (v->kind == Y_STR)
+		return append_str(arr, n, v->s);
+	if (v->kind == Y_LIST)
+		for (size_t i = 0; i < v->n; i++)
+			if (v->items[i].kind == Y_STR && append_str(arr, n, v->items[i].s))
+				return -1;
+	return 0;
+}
+
+/* A base model or dataset id ("org/name", or a URL) as the converter describes it. */
+static int card_entry(entry *e, const char *id, int64_t total_params)
+{
+	id_parts ip;
+	memset(e, 0, sizeof *e);
+	bool url = !strncmp(id, "http://", 7) || !strncmp(id, "https://", 8) ||
+		   !strncmp(id, "ssh://", 6);
+	const char *comp = id;
+	char *hfid = NULL;
+	if (url) {
+		if (!(e->f[E_REPO_URL] = strdup(id)))
+			return -1;
+		/* https?://huggingface.co/([^/]+/[^/]+)$ */
+		if (!strstr(id, "huggingface.co"))
+			return 0;
+		const char *p = !strncmp(id, "https://huggingface.co/", 23) ? id + 23
+			      : !strncmp(id, "http://huggingface.co/", 22) ? id + 22 : NULL;
+		const char *slash = p ? strchr(p, '/') : NULL;
+		if (!p || !slash || slash == p || !slash[1] || strchr(slash + 1, '/') ||
+		    strchr(p, '\n'))
+			return 0;
+		comp = hfid = strdup(p);
+		if (!hfid)
+			return -1;
+	}
+	if (id_components(&ip, comp, total_params)) {
+		free(hfid);
+		return -1;
+	}
+	int rc = 0;
+	if (ip.full && !(e->f[E_NAME] = id_to_title(ip.full)))
+		rc = -1;
+	if (!rc && ip.org && !(e->f[E_ORGANIZATION] = id_to_title(ip.org)))
+		rc = -1;
+	if (!rc && ip.version && !(e->f[E_VERSION] = strdup(ip.version)))
+		rc = -1;
+	if (!rc && !url && ip.org && ip.full) {
+		size_t len = strlen(ip.org) + strlen(ip.full) + 32;
+		if (!(e->f[E_REPO_URL] = malloc(len)))
+			rc = -1;
+		else
+			snprintf(e->f[E_REPO_URL], len, "https://huggingface.co/%s/%s", ip.org,
+				 ip.full);
+	}
+	id_parts_free(&ip);
+	free(hfid);
+	return rc;
+}
+
+/* base_model / datasets: a string or a list of strings (a list's mappings are entries with
+ * nothing the converter writes but their count). */
+static int card_entries(entry **out, size_t *n, bool *has, const ycard *c,
+			const char *const *keys, int64_t total_params)
+{
+	const yval *v = NULL;
+	bool any = false;
+	for (const char *const *k = keys; *k; k++)
+		any |= ycard_get(c, *k) != NULL;
+	if (!any)
+		return 0;
+	*has = true;
+	/* model_card.get(k0, model_card.get(k1, model_card.get(k2))) */
+	for (const char *const *k = keys; *k && !v; k++)
+		v = ycard_get(c, *k);
+	if (!v || (v->kind != Y_STR && v->kind != Y_LIST))
+		return 0;
+	size_t cnt = v->kind == Y_STR ? 1 : v->n;
+	if (!cnt)
+		return 0;
+	*out = calloc(cnt, sizeof **out);
+	if (!*out)
+		return -1;
+	for (size_t i = 0; i < cnt; i++) {
+		const yval *it = v->kind == Y_STR ? v : &v->items[i];
+		(*n)++;
+		if (it->kind == Y_STR && card_entry(&(*out)[i], it->s, total_params))
+			return -1;
+	}
+	return 0;
+}
+
+/* Fills fields still unset from an id's components (the _name_or_path and directory steps). */
+static int from_id(meta *m, const char *id, int64_t total_params)
+{
+	id_parts ip;
+	if (id_components(&ip, id, total_params))
+		return -1;
+	int rc = 0;
+	struct { enum field f; char *v; bool title; } set[] = {
+		{ F_NAME, ip.full, true }, { F_ORGANIZATION, ip.org, true },
+		{ F_BASENAME, ip.basename, false }, { F_FINETUNE, ip.finetune, false },
+		{ F_VERSION, ip.version, false }, { F_SIZE_LABEL, ip.size_label, false },
+	};
+	for (size_t i = 0; !rc && i < sizeof set / sizeof set[0]; i++) {
+		if (m->f[set[i].f] || m->set[set[i].f] || !set[i].v)
+			continue;
+		m->f[set[i].f] = set[i].title ? id_to_title(set[i].v) : strdup(set[i].v);
+		if (!m->f[set[i].f])
+			rc = -1;
+	}
+	id_parts_free(&ip);
+	return rc;
+}
+
+static int add_entries(tfs_hf_kvs *out, const char *what, const entry *e, size_t n,
+		       tfs_error *err)
+{
+	char key[96];
+	snprintf(key, sizeof key, "general.%s.count", what);
+	int rc = tfs_hf_kvs_add_u32(out, key, (uint32_t)n, err);
+	for (size_t i = 0; !rc && i < n; i++)
+		for (int k = 0; !rc && k < E_COUNT; k++) {
+			if (!e[i].f[k] || !*e[i].f[k])
+				continue;
+			snprintf(key, sizeof key, "general.%s.%zu.%s", what, i, entry_keys[k]);
+			rc = tfs_hf_kvs_add_str(out, key, e[i].f[k], err);
+		}
+	return rc;
+}
+
+int tfs_hf_meta_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *config,
+		     const char *dir_name, int64_t total_params, tfs_error *err)
+{
+	ycard c = { 0 };
+	meta m = { 0 };
+	int rc = load_card(&c, files, err), bad = 0;
+	if (rc)
+		return rc;
+
+	static const struct { enum field f; const char *key; } card[] = {
+		{ F_NAME, "name" }, { F_AUTHOR, "author" }, { F_VERSION, "version" },
+		{ F_ORGANIZATION, "organization" }, { F_DESCRIPTION, "description" },
+		{ F_FINETUNE, "finetune" }, { F_BASENAME, "basename" },
+		{ F_SIZE_LABEL, "size_label" }, { F_SOURCE_URL, "url" }, { F_SOURCE_DOI, "doi" },
+		{ F_SOURCE_UUID, "uuid" }, { F_SOURCE_REPO_URL, "repo_url" },
+		{ F_NAME, "model_name" }, { F_AUTHOR, "model_author" },
+		{ F_VERSION, "model_version" }, { F_ORGANIZATION, "model_organization" },
+		{ F_DESCRIPTION, "model_description" }, { F_FINETUNE, "model_finetune" },
+		{ F_BASENAME, "model_basename" }, { F_SIZE_LABEL, "model_size_label" },
+		{ F_SOURCE_URL, "model_url" }, { F_SOURCE_DOI, "model_doi" },
+		{ F_SOURCE_UUID, "model_uuid" }, { F_SOURCE_REPO_URL, "model_repo_url" },
+		{ F_NAME, "model_name" }, { F_AUTHOR, "model_creator" },
+		{ F_BASENAME, "model_type" },
+	};
+	for (size_t i = 0; !bad && i < sizeof card / sizeof card[0]; i++)
+		bad = card_field(&m, card[i].f, &c, card[i].key);
+	static const char *const base_keys[] = { "base_model", "base_models",
+						  "base_model_sources", NULL };
+	static const char *const ds_keys[] = { "datasets", "dataset", "dataset_sources", NULL };
+	bad = bad || card_entries(&m.base, &m.nbase, &m.has_base, &c, base_keys, total_params) ||
+	      card_entries(&m.ds, &m.nds, &m.has_ds, &c, ds_keys, total_params) ||
+	      card_field(&m, F_LICENSE, &c, "license") ||
+	      card_field(&m, F_LICENSE_NAME, &c, "license_name") ||
+	      card_field(&m, F_LICENSE_LINK, &c, "license_link") ||
+	      card_array(&m.tags, &m.ntags, &m.has_tags, &c, "tags") ||
+	      card_array(&m.tags, &m.ntags, &m.has_tags, &c, "pipeline_tag") ||
+	      card_array(&m.langs, &m.nlangs, &m.has_langs, &c, "languages") ||
+	      card_array(&m.langs, &m.nlangs, &m.has_langs, &c, "language");
+
+	/* config.json's _name_or_path, when an id rather than a path */
+	const char *nop = json_string_value(json_object_get(config, "_name_or_path"));
+	if (!bad && nop) {
+		size_t slashes = 0;
+		for (const char *p = nop; *p; p++)
+			slashes += *p == '/';
+		if (slashes <= 1)
+			bad = from_id(&m, nop, total_params);
+	}
+	if (!bad)
+		bad = from_id(&m, dir_name, total_params);
+	if (!bad && !m.f[F_NAME])
+		bad = !(m.f[F_NAME] = strdup(dir_name));
+	if (!bad && !m.f[F_SIZE_LABEL] && !m.set[F_SIZE_LABEL] && total_params > 0) {
+		char label[32];
+		tfs_hf_size_label(label, (uint64_t)total_params);
+		bad = !(m.f[F_SIZE_LABEL] = strdup(label));
+	}
+	if (bad) {
+		rc = tfs_error_set(err, TFS_E_NOMEM, "general.* keys: out of memory");
+		goto out;
+	}
+
+	/* set_gguf_meta_model; add_string leaves empty strings out */
+	for (int f = 0; !rc && f < F_COUNT; f++)
+		if (m.f[f] && *m.f[f])
+			rc = tfs_hf_kvs_add_str(out, field_keys[f], m.f[f], err);
+	if (!rc && m.has_base)
+		rc = add_entries(out, "base_model", m.base, m.nbase, err);
+	if (!rc && m.has_ds)
+		rc = add_entries(out, "dataset", m.ds, m.nds, err);
+	if (!rc && m.ntags)
+		rc = tfs_hf_kvs_add_arr_str(out, "general.tags", (const char *const *)m.tags, NULL,
+					    m.ntags, err);
+	if (!rc && m.nlangs)
+		rc = tfs_hf_kvs_add_arr_str(out, "general.languages", (const char *const *)m.langs,
+					    NULL, m.nlangs, err);
+out:
+	meta_free(&m);
+	ycard_free(&c);
+	return rc;
+}

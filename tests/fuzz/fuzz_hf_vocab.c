@@ -1,0 +1,82 @@
+/*
+ * fuzz_hf_vocab.c - libFuzzer harness: the input is a Hugging Face repo's tokenizer file, read
+ * by tfs_hf_vocab_keys: a tokenizer.model (SentencePiece protobuf) when the first byte is even,
+ * else a tokenizer.json (the rest of the input either way).
+ *
+ * Each run must succeed or fail with a message.  A tokenizer.model that parses must hold
+ * what SentencePiece's loader checks (non-empty pieces inside the input, known types, one
+ * unknown piece), and then give one token per piece.
+ */
+#include "fuzz.h"
+
+#include <string.h>
+
+#include "hf_vocab.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+typedef struct {
+	const char *name;
+	const uint8_t *data;
+	size_t size;
+} one_file;
+
+static int read_one(void *ctx, const char *name, uint8_t **data, uint64_t *len, tfs_error *err)
+{
+	const one_file *f = ctx;
+	if (strcmp(name, f->name) != 0)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no such file", name);
+	*data = malloc(f->size + 1);
+	if (!*data)
+		fz_fail("out of memory");
+	memcpy(*data, f->data, f->size);
+	(*data)[f->size] = 0;
+	*len = f->size;
+	return 0;
+}
+
+static void check_spm(const uint8_t *data, size_t size)
+{
+	tfs_spm_model m;
+	tfs_error e = { 0 };
+	if (tfs_spm_parse(&m, data, size, "tokenizer.model", &e) != 0) {
+		if (!e.msg[0] || m.pieces)
+			fz_fail("a failed parse without a message, or with pieces left");
+		return;
+	}
+	size_t unk = 0;
+	for (size_t i = 0; i < m.n; i++) {
+		const tfs_spm_piece *p = &m.pieces[i];
+		if (!p->len || (const uint8_t *)p->piece < data ||
+		    (const uint8_t *)p->piece + p->len > data + size)
+			fz_fail("piece %zu is empty or outside the input", i);
+		if (p->type < TFS_TOK_NORMAL || p->type > TFS_TOK_BYTE)
+			fz_fail("piece %zu has type %d", i, p->type);
+		unk += p->type == TFS_TOK_UNKNOWN;
+	}
+	if (unk != 1)
+		fz_fail("%zu unknown pieces", unk);
+	tfs_spm_free(&m);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size == 0)
+		return 0;
+	one_file f = { (data[0] & 1) ? "tokenizer.json" : "tokenizer.model", data + 1, size - 1 };
+	if (!(data[0] & 1))
+		check_spm(f.data, f.size);
+	tfs_hf_files files = { .read = read_one, .ctx = &f, .where = "repo" };
+	json_t *config = json_pack("{s:i}", "vocab_size", 512);
+	tfs_hf_kvs out = { 0 };
+	tfs_error e = { 0 };
+	int rc = tfs_hf_vocab_keys(&out, &files, (data[0] & 2) ? "Qwen2ForCausalLM" :
+				   "LlamaForCausalLM", config, &e);
+	if (rc != 0 && !e.msg[0])
+		fz_fail("tfs_hf_vocab_keys failed (%d) without a message", rc);
+	if (rc == 0 && tfs_hf_kvs_find(&out, "tokenizer.ggml.model") < 0)
+		fz_fail("keys without tokenizer.ggml.model");
+	tfs_hf_kvs_free(&out);
+	json_decref(config);
+	return 0;
+}

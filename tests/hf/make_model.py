@@ -1,0 +1,373 @@
+#!/usr/bin/python3
+"""Tiny random Hugging Face models (config.json, safetensors, a SentencePiece tokenizer) for the
+GGUF view's tests: each variant is a directory the reference converter
+(../shared/reference/llama.cpp/convert_hf_to_gguf.py) can convert.
+
+    make_model.py OUTDIR [VARIANT...]     # default: every variant; --list names them
+    make_model.py OUTDIR --bench GIB      # bench-llama-bf16: a llama-shaped BF16 model of about
+                                          # GIB GiB (4 shards), for benchmarks
+
+Weights are deterministic (seeded by the variant's name); the SentencePiece model is trained once
+(python3-sentencepiece) into OUTDIR/_spm and copied into each variant.  Safetensors headers list
+tensors sorted by name (the real safetensors package sorts keys() as well; the reference's shim
+keeps header order, so sorting keeps the two alike).  Needs only numpy and sentencepiece.
+"""
+import json
+import os
+import shutil
+import struct
+import sys
+import zlib
+
+import numpy as np
+
+# ==== variants ====
+# name: arch class, dtype of the weights, shards, tied embeddings, sizes, extras
+BASE = dict(hidden=64, heads=4, kv_heads=2, layers=2, ff=128, vocab=384, ctx=256)
+
+VARIANTS = {
+    # Llama: BF16, one file, untied, GQA
+    "llama-bf16": dict(arch="LlamaForCausalLM", dtype="BF16", shards=1, tied=False),
+    # Llama: F16, two shards, tied (no lm_head), MHA, linear rope scaling
+    "llama-f16-sharded": dict(arch="LlamaForCausalLM", dtype="F16", shards=2, tied=True,
+                              kv_heads=4, rope_scaling={"type": "linear", "factor": 2.0}),
+    # Llama 3 style: F32, llama3 rope scaling (a generated rope_freqs tensor), head_dim given,
+    # a README.md model card
+    "llama3-f32": dict(arch="LlamaForCausalLM", dtype="F32", shards=1, tied=False,
+                       head_dim=16, rope_theta=500000.0,
+                       rope_scaling={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                     "original_max_position_embeddings": 64, "rope_type": "llama3"},
+                       name_or_path="meta-llama/Llama-3.2-1B-Instruct", readme=True),
+    # Llama 3.2 style: BF16, tied, head_dim 64 (32 rope factors: torch's vectorized pow),
+    # llama3 rope scaling as Llama-3.2-1B's config has it
+    "llama32-bf16": dict(arch="LlamaForCausalLM", dtype="BF16", shards=1, tied=True,
+                         hidden=128, heads=2, kv_heads=1, ff=256, rope_theta=500000.0,
+                         rope_scaling={"factor": 32.0, "high_freq_factor": 4.0,
+                                       "low_freq_factor": 1.0,
+                                       "original_max_position_embeddings": 8192,
+                                       "rope_type": "llama3"},
+                         name_or_path="meta-llama/Llama-3.2-1B"),
+    # Llama with q/k/v biases (attention_bias): the Q/K permutation of 1-D tensors
+    "llama-bias-f16": dict(arch="LlamaForCausalLM", dtype="F16", shards=1, tied=False,
+                           bias=True),
+    # Mistral: BF16, three shards, GQA, explicit head_dim, sliding window
+    "mistral-bf16-sharded": dict(arch="MistralForCausalLM", dtype="BF16", shards=3, tied=False,
+                                 heads=8, kv_heads=2, head_dim=8, sliding_window=128,
+                                 name_or_path="mistralai/Mistral-7B-v0.1"),
+    # Qwen2: BF16, tied, q/k/v biases, yarn rope scaling
+    "qwen2-bf16": dict(arch="Qwen2ForCausalLM", dtype="BF16", shards=1, tied=True, bias=True,
+                       rope_scaling={"type": "yarn", "factor": 4.0,
+                                     "original_max_position_embeddings": 64}),
+    # Qwen2: F16, two shards, untied, biases
+    "qwen2-f16-sharded": dict(arch="Qwen2ForCausalLM", dtype="F16", shards=2, tied=False,
+                              bias=True, name_or_path="Qwen/Qwen2.5-0.5B-Instruct"),
+    # Qwen2: F32, one file, untied
+    "qwen2-f32": dict(arch="Qwen2ForCausalLM", dtype="F32", shards=1, tied=False, bias=True),
+    # Qwen3: BF16, q_norm/k_norm, head_dim != hidden/heads, tied
+    "qwen3-bf16": dict(arch="Qwen3ForCausalLM", dtype="BF16", shards=1, tied=True,
+                       head_dim=32, qk_norm=True, name_or_path="Qwen/Qwen3-0.6B"),
+    # widths that are not whole Q8_0 blocks (q8_0 falls back to F16 for those tensors), and
+    # special values: NaN (signalling and quiet, with payloads), infinities, values too large
+    # for F16, F16 and BF16 subnormals, exact rounding ties
+    "edge-f32": dict(arch="LlamaForCausalLM", dtype="F32", shards=1, tied=False, hidden=80,
+                     heads=5, kv_heads=5, ff=96, edge=True),
+    "edge-bf16": dict(arch="LlamaForCausalLM", dtype="BF16", shards=2, tied=False, hidden=80,
+                      heads=5, kv_heads=1, ff=96, edge=True),
+    "edge-f16": dict(arch="MistralForCausalLM", dtype="F16", shards=1, tied=True, edge=True),
+}
+
+
+def spec(name):
+    s = dict(BASE)
+    s.update(VARIANTS[name])
+    return s
+
+
+# ==== tokenizer ====
+
+WORDS = ("the of and to in is was for on that with as by at from it an be this are which or "
+         "model tensor file weight layer head token vector matrix block shard float half "
+         "llama mistral qwen mount read write bytes cache value key norm rope scale").split()
+
+
+def train_spm(outdir, vocab):
+    import sentencepiece as spm
+    d = os.path.join(outdir, "_spm")
+    model = os.path.join(d, "tokenizer.model")
+    if os.path.exists(model):
+        return model
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(1234)
+    corpus = os.path.join(d, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        for _ in range(3000):
+            n = int(rng.integers(4, 14))
+            f.write(" ".join(WORDS[int(i)] for i in rng.integers(0, len(WORDS), n)))
+            f.write(" %d.\n" % int(rng.integers(0, 1000)))
+    spm.SentencePieceTrainer.train(
+        input=corpus, model_prefix=os.path.join(d, "tokenizer"), vocab_size=vocab,
+        model_type="bpe", byte_fallback=True, character_coverage=1.0,
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)
+    return model
+
+
+CHAT_TEMPLATE = ("{% for message in messages %}{{ '<s>' + message['role'] + '\\n' + "
+                 "message['content'] + '</s>\\n' }}{% endfor %}")
+
+
+def write_tokenizer(d, s, spm_model):
+    shutil.copy(spm_model, os.path.join(d, "tokenizer.model"))
+    tc = {"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
+          "unk_token": "<unk>", "model_max_length": s["ctx"], "chat_template": CHAT_TEMPLATE,
+          "tokenizer_class": "LlamaTokenizer"}
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump(tc, f, indent=2)
+    with open(os.path.join(d, "special_tokens_map.json"), "w") as f:
+        json.dump({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}, f, indent=2)
+    with open(os.path.join(d, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": 1, "eos_token_id": 2, "do_sample": True, "temperature": 0.6}, f,
+                  indent=2)
+
+
+# ==== weights ====
+
+def head_dim(s):
+    return s.get("head_dim") or s["hidden"] // s["heads"]
+
+
+def tensor_shapes(s):
+    """HF name -> numpy shape, in the model's natural order."""
+    h, hd, ff = s["hidden"], head_dim(s), s["ff"]
+    t = {"model.embed_tokens.weight": (s["vocab"], h)}
+    for i in range(s["layers"]):
+        p = "model.layers.%d." % i
+        t[p + "input_layernorm.weight"] = (h,)
+        t[p + "self_attn.q_proj.weight"] = (s["heads"] * hd, h)
+        t[p + "self_attn.k_proj.weight"] = (s["kv_heads"] * hd, h)
+        t[p + "self_attn.v_proj.weight"] = (s["kv_heads"] * hd, h)
+        t[p + "self_attn.o_proj.weight"] = (h, s["heads"] * hd)
+        if s.get("bias"):
+            t[p + "self_attn.q_proj.bias"] = (s["heads"] * hd,)
+            t[p + "self_attn.k_proj.bias"] = (s["kv_heads"] * hd,)
+            t[p + "self_attn.v_proj.bias"] = (s["kv_heads"] * hd,)
+        if s.get("qk_norm"):
+            t[p + "self_attn.q_norm.weight"] = (hd,)
+            t[p + "self_attn.k_norm.weight"] = (hd,)
+        t[p + "post_attention_layernorm.weight"] = (h,)
+        t[p + "mlp.gate_proj.weight"] = (ff, h)
+        t[p + "mlp.up_proj.weight"] = (ff, h)
+        t[p + "mlp.down_proj.weight"] = (h, ff)
+    t["model.norm.weight"] = (h,)
+    if not s["tied"]:
+        t["lm_head.weight"] = (s["vocab"], h)
+    return t
+
+
+# float32 bit patterns of special values (edge variants)
+EDGE_F32 = [0x7fc00000, 0xffc00001, 0x7f800001, 0x7fa00000, 0x7f800000, 0xff800000,  # NaNs, infs
+            0x477ff000, 0x477fefff, 0x47800000, 0xc7800000, 0x7f7fffff,  # f16 overflow edges
+            0x33000000, 0x33000001, 0x337fffff, 0x387fc000, 0x38800000, 0x00000001,  # f16 subnormal
+            0x3f801000, 0x3f803000, 0x3f808000, 0x3f818000, 0x3f800fff,  # f16/bf16 ties
+            0x80000000, 0x00000000, 0x3f7fffff, 0x7f7f8000]
+# bfloat16 bit patterns (edge BF16 variant): signalling and quiet NaNs, infinities, subnormals
+EDGE_BF16 = [0x7f81, 0xff81, 0x7fc0, 0x7fff, 0x7f80, 0xff80, 0x0001, 0x8001, 0x0080, 0x477f,
+             0x4780, 0x7f7f, 0x3380, 0x3300]
+# float16 bit patterns (edge F16 variant)
+EDGE_F16 = [0x7c01, 0xfc01, 0x7e00, 0x7fff, 0x7c00, 0xfc00, 0x0001, 0x8001, 0x03ff, 0x0400,
+            0x7bff]
+
+
+def make_weights(s, name, shape, rng):
+    n = int(np.prod(shape))
+    if name.endswith("norm.weight"):
+        x = (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    else:
+        x = (0.05 * rng.standard_normal(n)).astype(np.float32)
+    # a few exact zero blocks and a block of one repeated value (Q8_0's d = 0 and ties)
+    if n >= 96 and not name.endswith("norm.weight"):
+        x[:32] = 0.0
+        x[32:64] = np.float32(0.25)
+    dt = s["dtype"]
+    edge = s.get("edge") and name.endswith(("down_proj.weight", "q_proj.weight"))
+    if dt == "F32":
+        if edge:
+            b = x.view(np.uint32)
+            b[64:64 + len(EDGE_F32)] = EDGE_F32
+        return x.reshape(shape).tobytes()
+    if dt == "F16":
+        h = x.astype(np.float16)
+        if edge:
+            hb = h.view(np.uint16)
+            hb[64:64 + len(EDGE_F16)] = EDGE_F16
+        return h.reshape(shape).tobytes()
+    # BF16: the upper half of float32, with random low bits dropped (any bf16 is valid)
+    b = (x.view(np.uint32) >> 16).astype(np.uint16)
+    if edge:
+        b[64:64 + len(EDGE_BF16)] = EDGE_BF16
+    return b.reshape(shape).tobytes()
+
+
+def write_safetensors(path, tensors):
+    """tensors: list of (name, dtype, shape, bytes); header keys sorted."""
+    tensors = sorted(tensors, key=lambda t: t[0])
+    hdr, off = {}, 0
+    for name, dt, shape, data in tensors:
+        hdr[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [off, off + len(data)]}
+        off += len(data)
+    hdr["__metadata__"] = {"format": "pt"}
+    h = json.dumps(hdr, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for _, _, _, data in tensors:
+            f.write(data)
+
+
+def write_weights(d, s, name):
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    shapes = tensor_shapes(s)
+    items = [(n, s["dtype"], shp, make_weights(s, n, shp, rng)) for n, shp in shapes.items()]
+    nsh = s["shards"]
+    if nsh == 1:
+        write_safetensors(os.path.join(d, "model.safetensors"), items)
+        return
+    # deal tensors out in order of their names, a contiguous run per shard
+    items.sort(key=lambda t: t[0])
+    per = (len(items) + nsh - 1) // nsh
+    wmap, total = {}, 0
+    for k in range(nsh):
+        fn = "model-%05d-of-%05d.safetensors" % (k + 1, nsh)
+        part = items[k * per:(k + 1) * per]
+        write_safetensors(os.path.join(d, fn), part)
+        for t in part:
+            wmap[t[0]] = fn
+            total += len(t[3])
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": wmap}, f, indent=2)
+
+
+def write_config(d, s):
+    c = {"architectures": [s["arch"]],
+         "model_type": {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
+                        "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}[s["arch"]],
+         "hidden_size": s["hidden"], "intermediate_size": s["ff"],
+         "num_attention_heads": s["heads"], "num_key_value_heads": s["kv_heads"],
+         "num_hidden_layers": s["layers"], "max_position_embeddings": s["ctx"],
+         "rms_norm_eps": 1e-05 if "Qwen" not in s["arch"] else 1e-06,
+         "rope_theta": s.get("rope_theta", 10000.0), "vocab_size": s["vocab"],
+         "tie_word_embeddings": s["tied"], "hidden_act": "silu",
+         "torch_dtype": {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[s["dtype"]],
+         "bos_token_id": 1, "eos_token_id": 2, "transformers_version": "4.46.0"}
+    for k in ("head_dim", "sliding_window", "rope_scaling"):
+        if k in s:
+            c[k] = s[k]
+    if "name_or_path" in s:
+        c["_name_or_path"] = s["name_or_path"]
+    if s.get("bias") and s["arch"] == "LlamaForCausalLM":
+        c["attention_bias"] = True
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+
+
+README = """---
+license: apache-2.0
+language:
+- en
+- fr
+tags:
+- text-generation
+- tiny
+base_model: meta-llama/Llama-3.2-1B
+pipeline_tag: text-generation
+datasets:
+- HuggingFaceFW/fineweb
+library_name: transformers
+---
+
+# A tiny random model
+
+For tests only.
+"""
+
+
+def make(outdir, name):
+    s = spec(name)
+    d = os.path.join(outdir, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    write_config(d, s)
+    write_weights(d, s, name)
+    write_tokenizer(d, s, train_spm(outdir, s["vocab"]))
+    if s.get("readme"):
+        with open(os.path.join(d, "README.md"), "w") as f:
+            f.write(README)
+    return d
+
+
+def make_bench(outdir, gib):
+    """A llama-shaped BF16 model of about gib GiB: hidden 2048, 16 heads, 4 KV heads, ff 5632,
+    as many layers as fit (TinyLlama's shapes), 4 shards; random finite weights."""
+    name = "bench-llama-bf16"
+    d = os.path.join(outdir, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    s = dict(BASE)
+    s.update(arch="LlamaForCausalLM", dtype="BF16", shards=4, tied=False, hidden=2048, heads=16,
+             kv_heads=4, ff=5632, vocab=BASE["vocab"], name_or_path="bench/bench-llama")
+    per_layer = 2 * (2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 2048 * 5632)
+    s["layers"] = max(1, int(gib * (1 << 30) / per_layer))
+    write_config(d, s)
+    rng = np.random.default_rng(7)
+    shapes = tensor_shapes(s)
+    items = []
+    for n, shp in shapes.items():
+        k = int(np.prod(shp))
+        if n.endswith("norm.weight"):
+            b = np.full(k, 0x3f80, dtype=np.uint16)
+        else:
+            r = rng.integers(0, 1 << 16, size=k, dtype=np.uint16)
+            b = (r & 0x807f) | ((118 + (r >> 8) % 8).astype(np.uint16) << 7)
+        items.append((n, "BF16", shp, b.astype(np.uint16).tobytes()))
+    items.sort(key=lambda t: t[0])
+    per = (len(items) + 3) // 4
+    wmap = {}
+    for k in range(4):
+        fn = "model-%05d-of-00004.safetensors" % (k + 1)
+        part = items[k * per:(k + 1) * per]
+        write_safetensors(os.path.join(d, fn), part)
+        for t in part:
+            wmap[t[0]] = fn
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": wmap}, f, indent=2)
+    write_tokenizer(d, s, train_spm(outdir, s["vocab"]))
+    return d
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if argv[1] == "--list":
+        print("\n".join(VARIANTS))
+        return 0
+    outdir = argv[1]
+    if len(argv) == 4 and argv[2] == "--bench":
+        os.makedirs(outdir, exist_ok=True)
+        print(make_bench(outdir, float(argv[3])))
+        return 0
+    names = argv[2:] or list(VARIANTS)
+    for n in names:
+        if n not in VARIANTS:
+            print("make_model.py: unknown variant %r (--list names them)" % n, file=sys.stderr)
+            return 2
+    os.makedirs(outdir, exist_ok=True)
+    for n in names:
+        print(make(outdir, n))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -9,7 +9,10 @@ pkgs=(gcc meson ninja-build pkg-config libfuse3-dev fuse3 libjansson-dev libssl-
       python3-pyflakes  # the lint test of the tests' and scripts' Python
       groff-base man-db   # the man page tests render with groff and man
       nginx-light openssl  # the remote-model tests serve models with nginx, over TLS too
-      xfsprogs btrfs-progs e2fsprogs)  # reflink repack tests: XFS/btrfs images, filefrag
+      xfsprogs btrfs-progs e2fsprogs  # reflink repack tests: XFS/btrfs images, filefrag
+      # llama.cpp's convert_hf_to_gguf.py (../shared/reference): the Hugging Face GGUF view's
+      # reference in tests/hf and tests/mount/test_hf.py
+      python3-torch python3-sentencepiece python3-yaml python3-tqdm)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -20,6 +20,7 @@
  */
 #include "hf_vocab.h"
 #include "strmap.h"
+#include "model_impl.h" /* tfs_utf8_valid */
 
 #include <stdlib.h>
 #include <string.h>

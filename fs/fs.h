@@ -104,6 +104,7 @@ typedef struct {
 	int timeout;            /* -o timeout=SECS */
 	char *imatrix;          /* -o imatrix=FILE: llama.cpp's importance matrix (IQ types) */
 	char *quantize;         /* -o quantize=TYPE: the model quantized as llama-quantize does */
+	char *outtype;          /* -o outtype=TYPE: a Hugging Face repo's GGUF view's type */
 } tfsd_opts;
 
 /* The model as one file, as it was at one generation; shared by the handles that read it. */
@@ -138,6 +139,8 @@ typedef struct tfsd_fs {
 	uid_t uid;
 	gid_t gid;
 	tfsd_shared_image *image; /* the latest model file image (fs->image->gen), or NULL */
+	tfsd_shared_image *view_image; /* the same of the model's GGUF view (model.gguf of a
+	                                * Hugging Face repo) */
 	tfs_index *index;       /* index.json as a stream, while index_gen == gen + 1 (cache_lock) */
 	uint64_t index_gen;
 	char *status_path;      /* where the daemon reports the repack at unmount */

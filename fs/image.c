@@ -13,31 +13,37 @@
 
 static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int tfsd_image_acquire(tfsd_fs *fs, tfsd_shared_image **out)
+int tfsd_image_acquire(tfsd_fs *fs, const tfsd_node *n, tfsd_shared_image **out)
 {
 	int rc = 0;
+	/* the model's own image, or its GGUF view's (model.gguf of a Hugging Face repo) */
+	bool view = n->item == TFSD_VIEW_IMAGE;
+	tfsd_shared_image **slot = view ? &fs->view_image : &fs->image;
+	const tfs_model *m = view ? tfs_model_gguf_view(fs->model) : fs->model;
+	if (!m)
+		return -ENOENT;
 	pthread_mutex_lock(&image_lock);
-	if (!fs->image || fs->image->gen != fs->gen) {
+	if (!*slot || (*slot)->gen != fs->gen) {
 		tfsd_shared_image *si = calloc(1, sizeof(*si));
 		tfs_error err;
 		if (!si) {
 			rc = -ENOMEM;
-		} else if (tfs_model_image(&si->im, fs->model, true, &err)) {
+		} else if (tfs_model_image(&si->im, m, true, &err)) {
 			free(si);
 			rc = tfsd_fail(fs, &err);
 		} else {
 			si->gen = fs->gen;
-			si->refs = 1; /* fs->image's own */
-			if (fs->image && --fs->image->refs == 0) {
-				tfs_image_free(fs->image->im);
-				free(fs->image);
+			si->refs = 1; /* the slot's own */
+			if (*slot && --(*slot)->refs == 0) {
+				tfs_image_free((*slot)->im);
+				free(*slot);
 			}
-			fs->image = si;
+			*slot = si;
 		}
 	}
 	if (!rc) {
-		fs->image->refs++;
-		*out = fs->image;
+		(*slot)->refs++;
+		*out = *slot;
 	}
 	pthread_mutex_unlock(&image_lock);
 	return rc;

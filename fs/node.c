@@ -84,7 +84,7 @@ static int node_size(tfsd_fs *fs, tfsd_node *n, uint64_t *size)
 		return 0;
 	case N_MODEL: {
 		tfsd_shared_image *si;
-		if ((rc = tfsd_image_acquire(fs, &si)))
+		if ((rc = tfsd_image_acquire(fs, n, &si)))
 			return rc;
 		*size = tfs_image_size(si->im);
 		tfsd_image_release(fs, si);

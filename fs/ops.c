@@ -287,7 +287,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	/* the model file: what it is now, for as long as this handle is open */
 	if (!rc && n->kind == N_MODEL)
-		rc = tfsd_image_acquire(fs, &h->image);
+		rc = tfsd_image_acquire(fs, n, &h->image);
 	pthread_rwlock_unlock(&fs->lock);
 	if (!rc && wr)
 		rc = tfsd_start_write(fs, h, (fi->flags & O_TRUNC) != 0);
@@ -373,18 +373,6 @@ static bool clip(uint64_t total, off_t off, size_t *size)
 	if (*size > total - (uint64_t)off)
 		*size = (size_t)(total - (uint64_t)off);
 	return true;
-}
-
-/* model.gguf / model.safetensors: the handle's own snapshot, no lock needed. */
-static void read_image(fuse_req_t req, const tfsd_shared_image *si, size_t size, off_t off)
-{
-	tfs_error err;
-	char *buf = tfsd_thread_buf(1, size);
-	int64_t r = buf ? tfs_image_read(si->im, (uint64_t)off, size, buf, &err) : -1;
-	if (r < 0)
-		fuse_reply_err(req, buf ? -tfsd_errno(&err) : ENOMEM);
-	else
-		fuse_reply_buf(req, buf, (size_t)r);
 }
 
 /* f32/<name>: dequantized in the handler. */
@@ -495,8 +483,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_pread(req, h->data_fd, size, off);
 		return;
 	}
-	if (h->image) {
-		read_image(req, h->image, size, off);
+	if (h->image) { /* model.gguf / model.safetensors: the handle's own, no lock needed */
+		tfsd_reply_image(req, fs, h->image->im, off, size);
 		return;
 	}
 	pthread_rwlock_rdlock(&fs->lock);

@@ -155,6 +155,152 @@ static bool reply_pinned(fuse_req_t req, tfs_source_fd *f, uint64_t pos, size_t 
 	return false;
 }
 
+/* ==== a reply of several pieces: the header, zeros, ranges of files ==== */
+
+/*
+ * A model file image (model.gguf of a view) is the header in memory, then tensors whose
+ * bytes are ranges of files (a shard's tensor, a permuted tensor's rows one by one: a
+ * computed source gives the file holding each run), with zeros between.  Its reply is one
+ * fuse_buf per piece.  libfuse splices a bufvec itself when its pipe can hold it (its
+ * estimate counts a page per piece): a few pieces go to it as they are; more (the rows of
+ * a permuted tensor), or pinned ones, are spliced into this thread's pipe first, and the
+ * pipe is the reply (reply_pinned's way).  Anything that cannot be spliced (a converted
+ * tensor's bytes are computed on each read): the whole request is read instead.
+ */
+typedef struct {
+	struct fuse_bufvec *bv;
+	size_t cap;
+	tfs_source_fd *pins;     /* pinned descriptors, given back once the reply is made */
+	size_t n_pins, cap_pins;
+	size_t pages;            /* pipe pages the pieces take */
+} pieces;
+
+#define FEW_PIECES 8
+
+static int piece_add(pieces *p, struct fuse_buf b)
+{
+	size_t n = p->bv ? p->bv->count : 0;
+	if (n == p->cap) {
+		size_t cap = p->cap ? 2 * p->cap : 32;
+		struct fuse_bufvec *bv = realloc(p->bv, sizeof(*bv) + cap * sizeof(bv->buf[0]));
+		if (!bv)
+			return -ENOMEM;
+		if (!p->bv)
+			*bv = (struct fuse_bufvec){ .count = 0 };
+		p->bv = bv;
+		p->cap = cap;
+	}
+	p->bv->buf[n] = b;
+	p->bv->count = n + 1;
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	size_t at = b.flags & FUSE_BUF_IS_FD ? (size_t)b.pos % pg : pg - 1;
+	p->pages += (at + b.size + pg - 1) / pg;
+	return 0;
+}
+
+static void pieces_free(pieces *p)
+{
+	for (size_t i = 0; i < p->n_pins; i++)
+		tfs_source_fd_done(&p->pins[i]);
+	free(p->pins);
+	free(p->bv);
+}
+
+static const char zero_page[4096];
+
+/* n bytes at mem, or n zeros (mem NULL); 0 or TFS_E_NOMEM. */
+static int piece_mem(pieces *p, const void *mem, uint64_t n, tfs_error *err)
+{
+	if (mem && piece_add(p, (struct fuse_buf){ .size = (size_t)n,
+						    .mem = (void *)(uintptr_t)mem }))
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	for (uint64_t k = 0; !mem && k < n; k += sizeof(zero_page)) {
+		size_t m = n - k < sizeof(zero_page) ? (size_t)(n - k) : sizeof(zero_page);
+		if (piece_add(p, (struct fuse_buf){ .size = m,
+						     .mem = (void *)(uintptr_t)zero_page }))
+			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	}
+	return 0;
+}
+
+/* [off, off+n) of source s (of an item at [lo, hi)): the files holding it, piece by piece.
+ * TFS_PASSTHROUGH when some of it has no file. */
+static int piece_source(pieces *p, const tfs_source *s, uint64_t off, uint64_t n, uint64_t lo,
+			uint64_t hi, tfs_error *err)
+{
+	for (uint64_t k = 0; k < n;) {
+		tfs_source_fd f;
+		int rc = tfs_source_splice_fd(&f, s, off + k, n - k, lo, hi, err);
+		if (rc)
+			return rc;
+		if (f.pinned) {
+			if (p->n_pins == p->cap_pins) {
+				size_t cap = p->cap_pins ? 2 * p->cap_pins : 16;
+				tfs_source_fd *np = realloc(p->pins, cap * sizeof(*np));
+				if (!np) {
+					tfs_source_fd_done(&f);
+					return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+				}
+				p->pins = np;
+				p->cap_pins = cap;
+			}
+			p->pins[p->n_pins++] = f;
+		}
+		if (piece_add(p, (struct fuse_buf){ .size = (size_t)f.len, .fd = f.fd,
+						     .pos = (off_t)f.at,
+						     .flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK }))
+			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		k += f.len;
+	}
+	return 0;
+}
+
+/* The pieces into this thread's pipe, then the pipe as the reply.  False when they could
+ * not all go in: nothing was replied. */
+static bool reply_through_pipe(fuse_req_t req, pieces *p, size_t size)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	reply_pipe *t = p->pages * pg <= splice_max ? thread_pipe(p->pages * pg) : NULL;
+	bool ok = t != NULL;
+	for (size_t i = 0; ok && i < p->bv->count; i++) {
+		const struct fuse_buf *b = &p->bv->buf[i];
+		size_t got = 0;
+		while (ok && got < b->size) {
+			loff_t at = (loff_t)b->pos + (loff_t)got;
+			ssize_t n = b->flags & FUSE_BUF_IS_FD
+				    ? splice(b->fd, &at, t->fd[1], NULL, b->size - got,
+					     SPLICE_F_MOVE | SPLICE_F_NONBLOCK)
+				    : write(t->fd[1], (const char *)b->mem + got, b->size - got);
+			if (n < 0 && errno == EINTR)
+				continue;
+			ok = n > 0;
+			got += ok ? (size_t)n : 0;
+		}
+	}
+	if (!ok) {
+		if (t)
+			pipe_discard(t);
+		return false;
+	}
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+	bv.buf[0].flags = FUSE_BUF_IS_FD;
+	bv.buf[0].fd = t->fd[0];
+	if (fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE) != 0)
+		pipe_discard(t);
+	return true;
+}
+
+/* Replies with the pieces: a few of no pin, by libfuse; else through this thread's pipe.
+ * False when nothing was replied (read the bytes instead). */
+static bool reply_pieces(fuse_req_t req, pieces *p, size_t size)
+{
+	if (p->bv->count <= FEW_PIECES && !p->n_pins) {
+		fuse_reply_data(req, p->bv, FUSE_BUF_SPLICE_MOVE);
+		return true;
+	}
+	return reply_through_pipe(req, p, size);
+}
+
 /* Spliced from the descriptor the source gives: a local file's own, by libfuse (its
  * pages go into the reply by reference), or a pinned one (reply_pinned).  False when the
  * source has none: the caller reads the bytes. */
@@ -170,9 +316,16 @@ static bool reply_splice(fuse_req_t req, tfsd_fs *fs, const tfs_source *s, uint6
 		fuse_reply_err(req, -tfsd_fail(fs, &err));
 		return true;
 	}
-	if (f.len < size) { /* a prefix only (a computed source's row run): read instead */
+	if (f.len < size) { /* a prefix only (a computed source's row run): piece by piece */
 		tfs_source_fd_done(&f);
-		return false;
+		pieces p = { 0 };
+		bool done = false;
+		if (!(rc = piece_source(&p, s, pos, size, lo, hi, &err)))
+			done = reply_pieces(req, &p, size);
+		else if (rc < 0)
+			done = (fuse_reply_err(req, -tfsd_fail(fs, &err)), true);
+		pieces_free(&p);
+		return done;
 	}
 	if (f.pinned)
 		return reply_pinned(req, &f, f.at, size);
@@ -236,4 +389,60 @@ void tfsd_reply_source(fuse_req_t req, tfsd_fs *fs, int32_t src, uint64_t base, 
 	if (splice && size > 0 && reply_splice(req, fs, s, pos, size, base, hi))
 		return;
 	reply_read(req, fs, s, pos, size, base, hi);
+}
+
+/* Read into this thread's buffer, then replied. */
+static void reply_image_read(fuse_req_t req, const tfs_image *im, uint64_t off, size_t size)
+{
+	tfs_error err;
+	char *buf = tfsd_thread_buf(1, size);
+	int64_t r = buf ? tfs_image_read(im, off, size, buf, &err) : -1;
+	if (r < 0)
+		fuse_reply_err(req, buf ? -tfsd_errno(&err) : ENOMEM);
+	else
+		fuse_reply_buf(req, buf, (size_t)r);
+}
+
+/* The pieces of [off, off+size) of an image; TFS_PASSTHROUGH when some have no file. */
+static int image_pieces(pieces *p, const tfs_image *im, uint64_t off, size_t size,
+			tfs_error *err)
+{
+	for (uint64_t pos = off, end = off + size; pos < end;) {
+		tfs_image_piece q;
+		tfs_image_piece_at(&q, im, pos, end - pos);
+		int rc = q.src ? piece_source(p, q.src, q.src_off, q.n, q.lo, q.hi, err)
+			       : piece_mem(p, q.mem, q.n, err);
+		if (rc)
+			return rc;
+		pos += q.n;
+	}
+	return 0;
+}
+
+void tfsd_reply_image(fuse_req_t req, tfsd_fs *fs, const tfs_image *im, off_t off, size_t size)
+{
+	uint64_t total = tfs_image_size(im);
+	if ((uint64_t)off >= total) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > total - (uint64_t)off)
+		size = (size_t)(total - (uint64_t)off);
+	pthread_once(&read_mode_once, read_mode_init);
+	bool splice = raw_read_mode == READ_SPLICE ||
+		      (raw_read_mode == READ_AUTO && size <= splice_max);
+	if (splice && size > 0) {
+		pieces p = { 0 };
+		tfs_error err;
+		int rc = image_pieces(&p, im, (uint64_t)off, size, &err);
+		bool done = !rc && reply_pieces(req, &p, size);
+		if (rc < 0) {
+			fuse_reply_err(req, -tfsd_fail(fs, &err));
+			done = true;
+		}
+		pieces_free(&p);
+		if (done)
+			return;
+	}
+	reply_image_read(req, im, (uint64_t)off, size);
 }

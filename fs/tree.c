@@ -388,6 +388,11 @@ int tfsd_tree_build(tfsd_fs *fs, tfs_error *err)
 		goto nomem;
 	if (tfs_image_name(m) && !tfsd_tree_add(fs, N_MODEL, D_ROOT, -1, tfs_image_name(m)))
 		goto nomem;
+	/* a Hugging Face repo's GGUF view: its model.gguf beside model.safetensors */
+	if (tfs_model_gguf_view(m) &&
+	    !tfsd_tree_add(fs, N_MODEL, D_ROOT, TFSD_VIEW_IMAGE,
+			   tfs_image_name(tfs_model_gguf_view(m))))
+		goto nomem;
 	if (tfs_config_name(m) && !tfsd_tree_add(fs, N_CONFIG, D_ROOT, -1, tfs_config_name(m)))
 		goto nomem;
 	/* The items' nodes are made as they are looked up (tfsd_tree_find), found by decoding
@@ -420,7 +425,9 @@ void tfsd_tree_free(tfsd_fs *fs)
 	fs->n_free = fs->cap_free = 0;
 	if (fs->image)
 		tfsd_image_release(fs, fs->image);
-	fs->image = NULL;
+	if (fs->view_image)
+		tfsd_image_release(fs, fs->view_image);
+	fs->image = fs->view_image = NULL;
 	tfs_index_free(fs->index);
 	fs->index = NULL;
 	free(fs->nodes);

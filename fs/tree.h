@@ -74,7 +74,10 @@ int32_t tfsd_node_bytes(tfsd_fs *fs, const tfsd_node *n, uint64_t *off, uint64_t
 /* ==== the model as one file (image.c) ==== */
 /* The model file as it is now (a reference; built when the model changed since the last
  * one); fs->lock held for reading. */
-int tfsd_image_acquire(tfsd_fs *fs, tfsd_shared_image **out);
+/* The item of the N_MODEL node of a model's GGUF view (a Hugging Face repo's model.gguf);
+ * the model's own image is item -1. */
+#define TFSD_VIEW_IMAGE (-2)
+int tfsd_image_acquire(tfsd_fs *fs, const tfsd_node *n, tfsd_shared_image **out);
 void tfsd_image_release(tfsd_fs *fs, tfsd_shared_image *si);
 
 #endif

@@ -79,6 +79,8 @@ typedef struct {
 	/* views (codec/views/) */
 	const char *outtype;      /* a Hugging Face repo's GGUF view: "auto" (NULL), "f32", "f16",
 	                           * "bf16", "q8_0" (convert_hf_to_gguf.py's --outtype) */
+	bool gguf_model;          /* a Hugging Face repo: the model opened IS its GGUF view (what
+	                           * edits apply to, and a repack writes: rw,output=X.gguf) */
 	const char *quantize;     /* the model shown quantized as llama-quantize would write it:
 	                           * its type name ("Q4_K_M"), or NULL (views/quantize.h) */
 	const char *imatrix;      /* quantize: llama.cpp's importance matrix file, or NULL */

@@ -953,6 +953,24 @@ static uint64_t perm_row(uint64_t r, uint64_t rows, uint32_t heads)
 	return h * hd + (j & 1) * (hd / 2) + j / 2;
 }
 
+int tfs_hf_tensor_locate(const tfs_hf_plan *p, size_t i, uint64_t off, uint64_t *src_off,
+			 uint64_t *run)
+{
+	if (i >= p->nt || p->t[i].recipe != TFS_HF_COPY || off >= p->t[i].nbytes)
+		return TFS_PASSTHROUGH;
+	const tfs_hf_tensor *t = &p->t[i];
+	if (!t->perm_heads) {
+		*src_off = off;
+		*run = t->nbytes - off;
+		return 0;
+	}
+	uint64_t rows = (uint64_t)t->ne[t->n_dims - 1];
+	uint64_t row_bytes = t->nbytes / rows, in_row = off % row_bytes;
+	*src_off = perm_row(off / row_bytes, rows, t->perm_heads) * row_bytes + in_row;
+	*run = row_bytes - in_row;
+	return 0;
+}
+
 /* Quiets the signalling NaNs among n whole bf16 values at p (gguf-py sets bit 6).  Weights
  * hold no NaN: 4 values at a time are checked for an all-ones exponent first. */
 static void quiet_bf16(uint8_t *p, size_t n)

@@ -117,4 +117,15 @@ int tfs_hf_plan_header(tfs_buf *out, const tfs_hf_plan *p, tfs_error *err);
 int64_t tfs_hf_tensor_read(const tfs_hf_plan *p, size_t i, uint64_t off, uint64_t len,
 			   void *out, tfs_error *err);
 
+/*
+ * For a reader that splices (copies no byte): where byte off of output tensor i is among its
+ * source tensor's bytes (*src_off, from the source tensor's start) and how many bytes from
+ * there are the output's next bytes in order (*run, at least 1: the rest of a permuted row,
+ * or of the whole tensor).  TFS_PASSTHROUGH when its bytes are computed (converted or
+ * generated): read them with tfs_hf_tensor_read.  A BF16 tensor with quiet_nans is located
+ * too: spliced, a signalling NaN stays as the source has it.
+ */
+int tfs_hf_tensor_locate(const tfs_hf_plan *p, size_t i, uint64_t off, uint64_t *src_off,
+			 uint64_t *run);
+
 #endif

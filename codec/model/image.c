@@ -118,6 +118,31 @@ int64_t tfs_image_read(const tfs_image *im, uint64_t off, uint64_t len, void *ou
 	return (int64_t)len;
 }
 
+void tfs_image_piece_at(tfs_image_piece *out, const tfs_image *im, uint64_t off, uint64_t len)
+{
+	*out = (tfs_image_piece){ 0 };
+	if (off >= im->size)
+		return;
+	if (len > im->size - off)
+		len = im->size - off;
+	if (off < im->head.len) {
+		out->mem = (const uint8_t *)im->head.data + off;
+		out->n = im->head.len - off < len ? im->head.len - off : len;
+		return;
+	}
+	size_t i = first_after(im, off);
+	const tfs_extent *e = i < im->n_ext ? &im->ext[i] : NULL;
+	if (!e || e->pos > off) { /* zeros up to the next extent */
+		out->n = e && e->pos - off < len ? e->pos - off : len;
+		return;
+	}
+	out->src = &im->held[e->src];
+	out->src_off = e->src_off + (off - e->pos);
+	out->lo = e->src_off;
+	out->hi = e->src_off + e->len;
+	out->n = e->pos + e->len - off < len ? e->pos + e->len - off : len;
+}
+
 /* ==== sharing extents with the sources ==== */
 
 /* The source holding most of the image's extent bytes; -1 when none. */

@@ -34,4 +34,17 @@ int64_t tfs_image_read(const tfs_image *im, uint64_t off, uint64_t len, void *ou
 		       tfs_error *err);
 void tfs_image_free(tfs_image *im);
 
+/* For a reader that moves an image's bytes itself (splices them): the piece of the image
+ * that byte off is in, at most len bytes of it (n: 0 at or past the end): bytes in memory
+ * (mem: the header), zeros (mem and src NULL), or bytes [src_off, src_off + n) of src, one
+ * of the image's own copies of the sources (tfs_source_splice_fd, tfs_source_read), of an
+ * item at [lo, hi) of it.  Needs an image taken with own_fds. */
+typedef struct {
+	const uint8_t *mem;
+	const tfs_source *src;
+	uint64_t src_off, lo, hi;
+	uint64_t n;
+} tfs_image_piece;
+void tfs_image_piece_at(tfs_image_piece *out, const tfs_image *im, uint64_t off, uint64_t len);
+
 #endif

@@ -213,6 +213,13 @@ void tfs_model_set_gguf_view(tfs_model *m, tfs_model *view, const char *why)
 	m->gguf_view_why = !view && why ? strdup(why) : NULL;
 }
 
+tfs_model *tfs_model_take_gguf_view(tfs_model *m)
+{
+	tfs_model *v = m->gguf_view;
+	m->gguf_view = NULL;
+	return v;
+}
+
 tfs_model *tfs_model_gguf_view(const tfs_model *m) { return m->gguf_view; }
 const char *tfs_model_gguf_view_why(const tfs_model *m) { return m->gguf_view_why; }
 

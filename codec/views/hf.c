@@ -1,10 +1,348 @@
 /*
  * hf.c - a Hugging Face repo's GGUF view: the file llama.cpp's convert_hf_to_gguf.py writes,
  * computed from the repo (formats/hf_plan.h) without converting it.
+ *
+ * The view is a GGUF model whose keys are the plan's (payloads borrowed from the plan) and
+ * whose tensors are, in the plan's order:
+ *   - the source tensor's bytes as they are (a copy, no permutation): the base's source
+ *     and offset, so they are read, spliced and cloned as tensors/ is;
+ *   - a Q/K-permuted copy: a computed source whose reads permute rows by offset arithmetic
+ *     and whose splice_fd gives the shard's file at the row's offset (a run of one row);
+ *   - a converted tensor (another outtype) or a generated one (rope_freqs): a computed
+ *     source that computes its bytes on each read (tfs_hf_tensor_read: bounded chunks).
+ * The view's first sources are copies of the base's (tfs_source_hold), at the same indices,
+ * so src[0] is the first shard; the computed ones follow.  Its state (hf_view: the plan, the
+ * copies it splices from, the base when the view is the model) is shared by reference: the
+ * view model, each computed source and each held copy of one (an image being read).
  */
+#include "view.h"
 #include "hf_view.h"
+#include "hf_plan.h"
+#include "format.h"
+#include "remote.h"
 
-void tfs_hf_view_attach(tfs_model *m, const char *source, const tfs_open_opts *opts)
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* A repo file read whole (tokenizer.json of a large vocabulary: tens of MB). */
+#define HF_FILE_CAP ((uint64_t)256 << 20)
+
+typedef struct hf_view hf_view;
+
+/* A tensor of the view made by a computed source. */
+typedef struct {
+	hf_view *v;
+	size_t i;              /* the plan's tensor */
+	int32_t src;           /* the source holding its source tensor's bytes (-1: none) */
+	uint64_t off, nbytes;  /* where they are in it */
+} hf_tensor;
+
+struct hf_view {
+	pthread_mutex_t mu;
+	unsigned refs;
+	tfs_hf_plan *plan;
+	tfs_model *base;       /* the safetensors model the plan reads */
+	bool owns_base;        /* the view is the model opened (rw,output=X.gguf) */
+	tfs_source *src;       /* copies of the base's sources, to splice from */
+	size_t n_src;
+	hf_tensor *t;
+	size_t n_t;
+	/* the repo's files, while the plan is made */
+	const char *spec;      /* hf://ORG/REPO[@REV], or NULL (a local directory) */
+	tfs_open_opts oo;
+};
+
+static void view_unref(hf_view *v)
 {
-	(void)m, (void)source, (void)opts; /* the view comes with the hf engine's merge */
+	pthread_mutex_lock(&v->mu);
+	bool last = --v->refs == 0;
+	pthread_mutex_unlock(&v->mu);
+	if (!last)
+		return;
+	tfs_hf_plan_free(v->plan);
+	for (size_t i = 0; i < v->n_src; i++)
+		tfs_source_free(&v->src[i]);
+	free(v->src);
+	free(v->t);
+	if (v->owns_base)
+		tfs_model_free(v->base);
+	pthread_mutex_destroy(&v->mu);
+	free(v);
+}
+
+static void *view_ref(hf_view *v)
+{
+	pthread_mutex_lock(&v->mu);
+	v->refs++;
+	pthread_mutex_unlock(&v->mu);
+	return v;
+}
+
+/* ==== the computed sources ==== */
+
+static int64_t tensor_read(void *ctx, void *buf, uint64_t len, uint64_t off, tfs_error *err)
+{
+	hf_tensor *t = ctx;
+	return tfs_hf_tensor_read(t->v->plan, t->i, off, len, buf, err);
+}
+
+/* A permuted row's bytes: the shard's file at the row's offset. */
+static int tensor_splice_fd(void *ctx, uint64_t off, uint64_t len, tfs_source_fd *out,
+			    tfs_error *err)
+{
+	hf_tensor *t = ctx;
+	uint64_t at, run;
+	if (t->src < 0 || tfs_hf_tensor_locate(t->v->plan, t->i, off, &at, &run))
+		return TFS_PASSTHROUGH;
+	return tfs_source_splice_fd(out, &t->v->src[t->src], t->off + at, run < len ? run : len,
+				    t->off, t->off + t->nbytes, err);
+}
+
+static void *tensor_hold(void *ctx)
+{
+	view_ref(((hf_tensor *)ctx)->v);
+	return ctx;
+}
+
+static void tensor_release(void *ctx) { view_unref(((hf_tensor *)ctx)->v); }
+
+static const tfs_computed_ops tensor_ops = {
+	.read = tensor_read, .splice_fd = tensor_splice_fd, .hold = tensor_hold,
+	.release = tensor_release,
+};
+
+/* ==== the repo's files ==== */
+
+static int remote_file(void *ctx, const char *name, uint8_t **data, uint64_t *len,
+		       tfs_error *err)
+{
+	hf_view *v = ctx;
+	char *url = tfs_hf_url(v->spec, name);
+	if (!url)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", v->spec);
+	int rc = tfs_remote_fetch_small(url, &v->oo, HF_FILE_CAP, NULL, data, len, NULL, err);
+	free(url);
+	return rc;
+}
+
+/* Whether source is a repo: hf://ORG/REPO[@REV] (no path in it), or a directory holding a
+ * config.json. */
+static bool is_repo(const char *source)
+{
+	if (tfs_is_hf(source)) {
+		const char *org = source + 5, *repo = strchr(org, '/');
+		return repo && !strchr(repo + 1, '/');
+	}
+	struct stat st;
+	char cfg[PATH_MAX];
+	if (stat(source, &st) < 0 || !S_ISDIR(st.st_mode))
+		return false;
+	snprintf(cfg, sizeof(cfg), "%s/config.json", source);
+	return stat(cfg, &st) == 0;
+}
+
+/* The directory's name as the converter sees it (general.name's fallback): a directory's
+ * last component, a repo's name. */
+static void repo_name(char *out, size_t cap, const char *source)
+{
+	if (tfs_is_hf(source)) {
+		const char *r = strchr(source + 5, '/') + 1;
+		snprintf(out, cap, "%.*s", (int)strcspn(r, "@"), r);
+		return;
+	}
+	char *abs = realpath(source, NULL);
+	snprintf(out, cap, "%s", tfs_basename(abs ? abs : source));
+	free(abs);
+}
+
+/* ==== the view model ==== */
+
+static int hold_sources(tfs_model *m, hf_view *v, tfs_error *err)
+{
+	size_t n = tfs_model_n_sources(v->base);
+	if (!(v->src = calloc(n ? n : 1, sizeof(*v->src))) ||
+	    !(m->src = calloc(n + v->n_t + 1, sizeof(*m->src))))
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	m->cap_src = n + v->n_t + 1;
+	while (v->n_src < n) {
+		const tfs_source *s = tfs_model_source(v->base, v->n_src);
+		int rc = tfs_source_hold(&v->src[v->n_src], s, err);
+		if (rc)
+			return rc;
+		v->n_src++;
+		if ((rc = tfs_source_hold(&m->src[m->n_src], s, err)))
+			return rc;
+		m->n_src++;
+	}
+	return 0;
+}
+
+/* Tensor i of the plan: the base's bytes where they are, else a computed source. */
+static int add_tensor(tfs_model *m, hf_view *v, size_t i, tfs_error *err)
+{
+	const tfs_hf_tensor *pt = tfs_hf_plan_tensor(v->plan, i);
+	const tfs_tensor *bt = pt->src >= 0 ? tfs_model_tensor(v->base, (size_t)pt->src) : NULL;
+	int32_t src = bt ? bt->src : -1;
+	uint64_t offset = bt ? bt->offset : 0;
+	int rc;
+	if (!bt || !pt->raw) {
+		hf_tensor *t = &v->t[v->n_t++];
+		*t = (hf_tensor){ v, i, src, offset, bt ? bt->nbytes : 0 };
+		char label[300];
+		snprintf(label, sizeof(label), "%s.%s", pt->name,
+			 pt->perm_heads ? "permuted" : bt ? tfs_dtype(pt->dtype)->name : "generated");
+		view_ref(v); /* the source's, given back by its release */
+		if ((rc = tfs_model_add_computed_source(m, label, &tensor_ops, t, pt->nbytes, &src,
+							err)))
+			return rc;
+		offset = 0;
+	}
+	tfs_tensor *nt;
+	if ((rc = tfs_model_push_tensor(m, pt->name, strlen(pt->name), &nt, err)))
+		return rc;
+	nt->dtype = pt->dtype;
+	nt->n_dims = pt->n_dims;
+	for (uint32_t d = 0; d < pt->n_dims; d++)
+		nt->ne[d] = pt->ne[d];
+	nt->nbytes = pt->nbytes;
+	nt->src = src;
+	nt->offset = offset;
+	return 0;
+}
+
+static int build(tfs_model **out, hf_view *v, tfs_error *err)
+{
+	tfs_model *m;
+	size_t n = tfs_hf_plan_n_tensors(v->plan), n_t = 0;
+	int rc = tfs_model_new(&m, &tfs_gguf_format, tfs_model_path(v->base), err);
+	if (rc)
+		return rc;
+	m->gguf_version = 3;
+	m->alignment = 32;
+	for (size_t i = 0; i < n; i++)
+		n_t += !tfs_hf_plan_tensor(v->plan, i)->raw;
+	if (!(v->t = calloc(n_t ? n_t : 1, sizeof(*v->t))))
+		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	const tfs_hf_kvs *kvs = tfs_hf_plan_kvs(v->plan);
+	for (size_t i = 0; !rc && i < kvs->n; i++)
+		rc = tfs_model_push_kv(m, kvs->kv[i].name, strlen(kvs->kv[i].name),
+				       kvs->kv[i].type, kvs->kv[i].data, kvs->kv[i].len, err);
+	if (!rc)
+		rc = hold_sources(m, v, err);
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = add_tensor(m, v, i, err);
+	if (rc) {
+		tfs_model_free(m);
+		return rc;
+	}
+	m->changed = true; /* not the repo's bytes: a repack writes it */
+	m->owner = view_ref(v);
+	m->owner_free = (void (*)(void *))view_unref;
+	*out = m;
+	return 0;
+}
+
+static int parse_outtype(tfs_hf_outtype *out, const char *name, tfs_error *err)
+{
+	static const char *const names[] = { "auto", "f32", "f16", "bf16", "q8_0" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!name || strcasecmp(name, names[i]) == 0) {
+			*out = name ? (tfs_hf_outtype)i : TFS_HF_OUT_AUTO;
+			return 0;
+		}
+	return tfs_error_set(err, TFS_E_INVALID, "outtype=%s: not an output type of the GGUF "
+			     "view (valid: auto, f32, f16, bf16, q8_0)", name);
+}
+
+bool tfs_outtype_valid(const char *name)
+{
+	tfs_hf_outtype t;
+	tfs_error err;
+	return name && parse_outtype(&t, name, &err) == 0;
+}
+
+/* The plan of base's repo, then its view model. */
+static int make_view(tfs_model **out, tfs_model *base, const char *source,
+		     const tfs_open_opts *o, tfs_error *err)
+{
+	hf_view *v = calloc(1, sizeof(*v));
+	char name[256];
+	tfs_hf_opts ho = { .dir_name = name };
+	tfs_hf_files files;
+	int rc = parse_outtype(&ho.outtype, o ? o->outtype : NULL, err);
+	if (!v)
+		return rc ? rc : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	pthread_mutex_init(&v->mu, NULL);
+	v->refs = 1; /* this function's */
+	v->base = base;
+	repo_name(name, sizeof(name), source);
+	if (o)
+		v->oo = *o;
+	const char *tok = getenv("HF_TOKEN");
+	if (!v->oo.token && tok && *tok)
+		v->oo.token = tok;
+	if (tfs_is_hf(source)) {
+		v->spec = source;
+		files = (tfs_hf_files){ .read = remote_file, .ctx = v, .where = source };
+	} else {
+		tfs_hf_files_dir(&files, source);
+	}
+	if (!rc)
+		rc = tfs_hf_plan_open(&v->plan, &files, base, &ho, err);
+	v->spec = NULL;
+	if (!rc)
+		rc = build(out, v, err);
+	view_unref(v);
+	return rc;
+}
+
+int tfs_hf_view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
+		       tfs_error *err)
+{
+	tfs_hf_outtype t;
+	const char *outtype = o ? o->outtype : NULL;
+	if (outtype && parse_outtype(&t, outtype, err))
+		return TFS_E_INVALID;
+	if (tfs_model_format(m) != TFS_FMT_SAFETENSORS || !is_repo(source)) {
+		if (outtype)
+			return tfs_error_set(err, TFS_E_INVALID, "outtype=%s: %s is not a Hugging "
+					     "Face repo (a directory or hf://ORG/REPO with "
+					     "config.json and safetensors weights): outtype= is "
+					     "its GGUF view's type", outtype, source);
+		return 0;
+	}
+	tfs_model *view = NULL;
+	tfs_error why;
+	if (make_view(&view, m, source, o, &why))
+		tfs_model_set_gguf_view(m, NULL, why.msg);
+	else
+		tfs_model_set_gguf_view(m, view, NULL);
+	return 0;
+}
+
+void tfs_model_drop_gguf_view(tfs_model *m, const char *why)
+{
+	tfs_model_set_gguf_view(m, NULL, why);
+}
+
+int tfs_hf_view_take(tfs_model **out, tfs_model *m, tfs_error *err)
+{
+	tfs_model *view = tfs_model_take_gguf_view(m);
+	if (!view) {
+		const char *why = tfs_model_gguf_view_why(m);
+		int rc = tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: its GGUF view cannot be made: "
+				       "%s", tfs_model_path(m), why ? why : "not a Hugging Face "
+				       "repo");
+		tfs_model_free(m);
+		return rc;
+	}
+	hf_view *v = view->owner;
+	v->owns_base = true;
+	*out = view;
+	return 0;
 }

@@ -8,15 +8,6 @@
 
 #include <string.h>
 
-bool tfs_outtype_valid(const char *name)
-{
-	static const char *const names[] = { "auto", "f32", "f16", "bf16", "q8_0" };
-	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(name, names[i]) == 0)
-			return true;
-	return false;
-}
-
 int tfs_view_open(tfs_model **out, const char *source, const tfs_open_opts *opts,
 		  tfs_error *err)
 {
@@ -25,7 +16,15 @@ int tfs_view_open(tfs_model **out, const char *source, const tfs_open_opts *opts
 	int rc = tfs_model_open(&m, source, opts, err);
 	if (rc)
 		return rc;
-	tfs_hf_view_attach(m, source, opts); /* the view, or the reason there is none */
+	/* a repo's GGUF view, or the reason there is none */
+	if ((rc = tfs_hf_view_attach(m, source, opts, err))) {
+		tfs_model_free(m);
+		return rc;
+	}
+	/* rw,output=X.gguf: the model opened is the view */
+	if (opts && opts->gguf_model && (tfs_model_gguf_view(m) || tfs_model_gguf_view_why(m)) &&
+	    (rc = tfs_hf_view_take(&m, m, err)))
+		return rc;
 	if (!opts || !opts->quantize) {
 		*out = m;
 		return 0;

@@ -16,11 +16,18 @@
 #include "../model/model.h"
 
 /*
- * tfs_model_open, then the views opts asks for: a Hugging Face repo's GGUF view is attached
- * (opts->outtype); never fails for want of a view.  opts may be NULL.
+ * tfs_model_open, then the views opts asks for.  A Hugging Face repo's GGUF view is attached
+ * (opts->outtype), or the reason it cannot be made: that alone never fails the open; with
+ * opts->gguf_model the view is the model opened (an error when there is none).  Then
+ * opts->quantize: the model opened is the quantized view.  Errors: the open's, a bad option
+ * (an outtype that is none, or given for a source that is no repo), the quantized view's.
+ * opts may be NULL.
  */
 int tfs_view_open(tfs_model **out, const char *source, const tfs_open_opts *opts,
 		  tfs_error *err);
+
+/* Drops m's GGUF view (images of it being read keep what they read), saying why. */
+void tfs_model_drop_gguf_view(tfs_model *m, const char *why);
 
 /* Whether name is an outtype the GGUF view takes ("auto", "f32", "f16", "bf16", "q8_0"). */
 bool tfs_outtype_valid(const char *name);

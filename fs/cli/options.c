@@ -34,6 +34,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("timeout=%d", timeout),
 	OPT("imatrix=%s", imatrix),
 	OPT("quantize=%s", quantize),
+	OPT("outtype=%s", outtype),
 	/* libfuse 2's option: libfuse 3 allows it always and rejects the word; we check */
 	OPT("nonempty", nonempty),
 	OPT("-f", foreground),
@@ -102,6 +103,7 @@ void tfsd_opts_free(tfsd_opts *o)
 	free(o->cafile);
 	free(o->imatrix);
 	free(o->quantize);
+	free(o->outtype);
 }
 
 /* s with ',' and '\' escaped by a '\', as fuse_opt reads an -o value.  Allocated. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* What a mount checks once the model is open: the imatrix file, and whether a rw model
  * can be written at all.  Prints why not; -1. */
@@ -35,6 +36,14 @@ static int check_opened(tfsd_fs *fs, const char *prog)
 	return 0;
 }
 
+/* Whether a repack writes a GGUF file (output=X.gguf): a Hugging Face repo's GGUF view is
+ * then the model edited and written. */
+static bool gguf_output(const tfsd_opts *o)
+{
+	size_t n = o->output ? strlen(o->output) : 0;
+	return o->rw && n > 5 && strcasecmp(o->output + n - 5, ".gguf") == 0;
+}
+
 /* Opens the model (and for rw the staging directory) of session s; -1 after saying why. */
 static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 {
@@ -45,7 +54,8 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 	tfs_open_opts oo = { .verify = fs->opts.verify, .progress = tfsd_progress_report,
 			     .progress_ctx = &sink, .quantize = fs->opts.quantize,
 			     .imatrix = fs->opts.imatrix && *fs->opts.imatrix ? fs->opts.imatrix
-									      : NULL };
+									      : NULL,
+			     .outtype = fs->opts.outtype, .gguf_model = gguf_output(&fs->opts) };
 	char *token = NULL;
 	tfs_error err;
 	int rc = tfsd_remote_opts(&fs->opts, &oo, &token, prog);
@@ -66,6 +76,12 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 	}
 	fs->model = tfs_session_model(s);
 	fs->staging = tfs_session_staging(s);
+	/* a rw mount edits the safetensors: the GGUF view, computed from the files as they
+	 * were, would not follow (rw,output=X.gguf makes the view the model edited instead) */
+	if (!rc && fs->opts.rw && tfs_model_gguf_view(fs->model))
+		tfs_model_drop_gguf_view(fs->model, "a rw mount edits the safetensors, which the "
+					 "GGUF view does not follow: mount with -o rw,output=X.gguf "
+					 "to edit the GGUF view instead");
 	if (token) { /* libcurl has its copy; none is kept here */
 		explicit_bzero(token, strlen(token));
 		free(token);

@@ -39,6 +39,7 @@
 #include "formats/open.h"
 #include "formats/imatrix.h"
 #include "views/view.h"
+#include "views/quantize.h"
 #include "journal/write.h"
 #include "journal/staging.h"
 #include "journal/session.h"

@@ -109,8 +109,6 @@ int tfs_safetensors_open_probed(tfs_model *m, const tfs_probe *p, const tfs_open
 void tfs_safetensors_layout_free(void *p);
 int tfs_safetensors_check_kv(const tfs_model *m, const char *key, uint32_t type,
 			     const uint8_t *data, uint64_t len, tfs_error *err);
-int tfs_safetensors_check_string_kv(const tfs_model *m, const char *key, uint32_t type,
-				    const uint8_t *data, uint64_t len, tfs_error *err);
 
 /* Ollama: probe, open, the layout's free (ollama.c); the URL operations (ollama_registry.c):
  * a model of the store named by a URL, or of a registry over HTTP(S), and the 404 of a

@@ -691,9 +691,13 @@ static bool ollama_gguf_encoded(const tfs_model *m)
 static int ollama_check_kv(const tfs_model *m, const char *key, uint32_t type,
 			   const uint8_t *data, uint64_t len, tfs_error *err)
 {
-	return ollama_gguf_encoded(m) ? tfs_gguf_check_kv(m, key, type, data, len, err)
-				      : tfs_safetensors_check_string_kv(m, key, type, data, len,
-									err);
+	if (ollama_gguf_encoded(m))
+		return tfs_gguf_check_kv(m, key, type, data, len, err);
+	/* A per-tensor model's keys would have no place to go: its blobs keep their own
+	 * "__metadata__", and its settings are the config.json layer. */
+	return tfs_error_set(err, TFS_E_INVALID,
+			     "%s: key '%s': a per-tensor Ollama model holds no metadata keys (its "
+			     "settings are in layers/config.json)", m->path, key);
 }
 
 /* A classic model is its GGUF layer; a per-tensor one mlx-lm's safetensors, when it has

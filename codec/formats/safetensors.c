@@ -498,10 +498,10 @@ int tfs_safetensors_open_probed(tfs_model *m, const tfs_probe *p, const tfs_open
 	return rc;
 }
 
-int tfs_safetensors_check_string_kv(const tfs_model *m, const char *key, uint32_t type,
-				    const uint8_t *data, uint64_t len, tfs_error *err)
+static int check_string_kv(const tfs_model *m, const char *key, uint32_t type,
+			   const uint8_t *data, uint64_t len, tfs_error *err)
 {
-	/* safetensors __metadata__ (and Ollama per-tensor blobs): strings only */
+	/* safetensors __metadata__: strings only */
 	if (type != TFS_GGUF_STRING)
 		return tfs_error_set(err, TFS_E_INVALID,
 				     "%s: key '%s': safetensors metadata values are strings; this "
@@ -520,5 +520,5 @@ int tfs_safetensors_check_kv(const tfs_model *m, const char *key, uint32_t type,
 	const tfs_safetensors_layout *l = m->priv;
 	if (l && l->index_path && type != TFS_GGUF_ARRAY && type != TFS_GGUF_STRING)
 		return 0;
-	return tfs_safetensors_check_string_kv(m, key, type, data, len, err);
+	return check_string_kv(m, key, type, data, len, err);
 }

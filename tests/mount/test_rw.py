@@ -1162,6 +1162,13 @@ class Ollama(OllamaStore, TestCase):
                 f.write(new)
             self.assertEqual(run(["cp", src, m.p("tensors", "model.norm.weight")]).returncode, 0)
             self.assertEqual(read(m.p("tensors", "model.norm.weight"), "rb"), new)
+            # a metadata key would have no place in the model: refused when written (it
+            # used to be taken, and then failed the repack's read-back)
+            r = run(["sh", "-c", "echo x > '%s'" % m.p("metadata", "comment")])
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("holds no metadata keys",
+                          os.getxattr(m.path, "user.tensorfs.last_error").decode())
+            self.assertEqual(os.listdir(m.p("metadata")), [])
             self.assertIn("done:", unmount_ok(self, m))
         man1 = json.loads(read(man_path))
         d0 = {l.get("name"): l["digest"] for l in man0["layers"]}

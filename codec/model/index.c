@@ -308,6 +308,34 @@ static json_t *extra_json(const tfs_model *m, const tfs_extra *x)
 }
 
 
+/* A string key's value of m, or NULL. */
+static json_t *kv_string(const tfs_model *m, const char *name)
+{
+	long i = tfs_model_find_kv(m, name);
+	if (i < 0 || m->kv[i].type != TFS_GGUF_STRING || m->kv[i].len < 8)
+		return NULL;
+	uint64_t n = tfs_le64(m->kv[i].data);
+	return n <= m->kv[i].len - 8 ? json_stringn((const char *)m->kv[i].data + 8, (size_t)n)
+				     : NULL;
+}
+
+/* A Hugging Face repo's GGUF view (views/hf.c): its file, or why there is none. */
+static json_t *gguf_view_json(const tfs_model *m)
+{
+	const tfs_model *v = m->gguf_view;
+	uint64_t size;
+	if (!v || tfs_model_image_size(v, &size, NULL))
+		return json_pack("{s:o}", "unavailable", json_name(m->gguf_view_why ? m->gguf_view_why
+									: "unknown"));
+	json_t *o = json_pack("{s:s, s:I, s:I, s:I}", "name", tfs_image_name(v), "size",
+			      (json_int_t)size, "keys", (json_int_t)v->n_kv, "tensors",
+			      (json_int_t)v->n_t);
+	json_t *arch = kv_string(v, "general.architecture");
+	if (arch)
+		json_object_set_new(o, "architecture", arch);
+	return o;
+}
+
 /* The document's first fields, up to "sources" (the pieces below add "keys" and the rest). */
 static json_t *head_json(const tfs_model *m, bool values)
 {
@@ -333,6 +361,8 @@ static json_t *head_json(const tfs_model *m, bool values)
 				    json_pack("{s:s, s:I}", "name", tfs_config_name(m), "size",
 					      (json_int_t)cfg.len));
 	tfs_buf_free(&cfg);
+	if (m->gguf_view || m->gguf_view_why)
+		json_object_set_new(root, "gguf_view", gguf_view_json(m));
 	if (values) {
 		uint64_t bytes = 0;
 		for (size_t i = 0; i < m->n_t; i++)

@@ -224,6 +224,7 @@ static int build(tfs_model **out, hf_view *v, tfs_error *err)
 		return rc;
 	m->gguf_version = 3;
 	m->alignment = 32;
+	m->data_offset = tfs_hf_plan_header_size(v->plan);
 	for (size_t i = 0; i < n; i++)
 		n_t += !tfs_hf_plan_tensor(v->plan, i)->raw;
 	if (!(v->t = calloc(n_t ? n_t : 1, sizeof(*v->t))))

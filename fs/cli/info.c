@@ -24,7 +24,8 @@ typedef enum { OUT_TEXT, OUT_JSON, OUT_MARKDOWN } out_mode;
 static void info_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tensorfs info SOURCE [--json | --markdown] [--no-tensors]\n"
+		"usage: tensorfs info SOURCE [--json | --markdown] [--no-tensors] [--gguf]\n"
+		"                     [--outtype=TYPE]\n"
 		"\n"
 		"Shows what a mount of SOURCE would show, without mounting: the format, the\n"
 		"metadata keys and their values, and the tensors (name, dtype, shape, bytes).\n"
@@ -33,6 +34,9 @@ static void info_usage(FILE *f)
 		"                (name, dtype, shape, offset, nbytes), the parameter count\n"
 		"  --markdown    the summary, keys and tensors as Markdown tables\n"
 		"  --no-tensors  leave out the tensor list\n"
+		"  --gguf        a Hugging Face repo's GGUF view (its model.gguf) instead: the keys\n"
+		"                and tensors llama.cpp's convert_hf_to_gguf.py would write\n"
+		"  --outtype=TYPE  that view's type: auto (default), f32, f16, bf16, q8_0\n"
 		"  -h, --help    show this help\n");
 }
 
@@ -409,6 +413,24 @@ static void amount(char *line, size_t cap, uint64_t v, bool bytes)
 		snprintf(line, cap, "%s", a);
 }
 
+/* A Hugging Face repo's GGUF view: its file, or why there is none. */
+static void gguf_view_line(const tfs_model *m, out_mode mode)
+{
+	const tfs_model *v = tfs_model_gguf_view(m);
+	const char *why = tfs_model_gguf_view_why(m);
+	char line[TFS_ERRMSG_MAX + 64], size[64];
+	uint64_t n;
+	if (v && tfs_model_image_size(v, &n, NULL) == 0) {
+		amount(size, sizeof(size), n, true);
+		snprintf(line, sizeof(line), "%s, %s (tensorfs info --gguf)", tfs_image_name(v), size);
+	} else if (why) {
+		snprintf(line, sizeof(line), "none: %s", why);
+	} else {
+		return;
+	}
+	summary_line(mode, "GGUF view", line);
+}
+
 static void print_summary(const tfs_model *m, const char *src, out_mode mode, const counts *c)
 {
 	char line[256];
@@ -432,6 +454,7 @@ static void print_summary(const tfs_model *m, const char *src, out_mode mode, co
 	}
 	summary_line(mode, "source", tfs_model_path(m));
 	summary_line(mode, "format", tfs_model_format_name(m));
+	gguf_view_line(m, mode);
 	if (version > 0) {
 		snprintf(line, sizeof(line), "%lld", (long long)version);
 		summary_line(mode, "version", line);
@@ -533,64 +556,100 @@ static void print_info(const tfs_model *m, const char *src, out_mode mode, bool 
 
 /* ==== the command ==== */
 
-int tfsd_info_main(int argc, char **argv)
+typedef struct {
+	out_mode mode;
+	bool with_tensors;
+	bool gguf;              /* --gguf: a Hugging Face repo's GGUF view */
+	const char *src;
+	tfs_open_opts oo;       /* --outtype */
+} info_args;
+
+/* The command line into a; -1: exit 0 (help shown), 0: go on, 2: a usage error (said). */
+static int parse_args(info_args *a, int argc, char **argv)
 {
-	out_mode mode = OUT_TEXT;
-	bool with_tensors = true, options = true;
-	const char *src = NULL;
+	bool options = true;
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (options && a[0] == '-' && a[1]) {
-			if (strcmp(a, "--") == 0) {
-				options = false;
-			} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-				info_usage(stdout);
-				return 0;
-			} else if (strcmp(a, "--json") == 0 && mode != OUT_MARKDOWN) {
-				mode = OUT_JSON;
-			} else if (strcmp(a, "--markdown") == 0 && mode != OUT_JSON) {
-				mode = OUT_MARKDOWN;
-			} else if (strcmp(a, "--no-tensors") == 0) {
-				with_tensors = false;
-			} else {
-				if (strcmp(a, "--json") == 0 || strcmp(a, "--markdown") == 0)
-					fprintf(stderr, "tensorfs info: --json and --markdown exclude each other\n");
-				else
-					fprintf(stderr, "tensorfs info: unknown option '%s'\n", a);
+		const char *s = argv[i];
+		if (!options || s[0] != '-' || !s[1]) {
+			if (a->src) {
+				fprintf(stderr, "tensorfs info: unexpected argument '%s'\n", s);
 				info_usage(stderr);
 				return 2;
 			}
-		} else if (!src) {
-			src = a;
+			a->src = s;
+		} else if (strcmp(s, "--") == 0) {
+			options = false;
+		} else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
+			info_usage(stdout);
+			return -1;
+		} else if (strcmp(s, "--json") == 0 && a->mode != OUT_MARKDOWN) {
+			a->mode = OUT_JSON;
+		} else if (strcmp(s, "--markdown") == 0 && a->mode != OUT_JSON) {
+			a->mode = OUT_MARKDOWN;
+		} else if (strcmp(s, "--no-tensors") == 0) {
+			a->with_tensors = false;
+		} else if (strcmp(s, "--gguf") == 0) {
+			a->gguf = true;
+		} else if (strncmp(s, "--outtype=", 10) == 0) {
+			a->oo.outtype = s + 10;
 		} else {
-			fprintf(stderr, "tensorfs info: unexpected argument '%s'\n", a);
+			if (strcmp(s, "--json") == 0 || strcmp(s, "--markdown") == 0)
+				fprintf(stderr, "tensorfs info: --json and --markdown exclude each other\n");
+			else
+				fprintf(stderr, "tensorfs info: unknown option '%s'\n", s);
 			info_usage(stderr);
 			return 2;
 		}
 	}
-	if (!src) {
+	if (!a->src) {
 		fprintf(stderr, "tensorfs info: no SOURCE given\n");
 		info_usage(stderr);
 		return 2;
 	}
+	return 0;
+}
+
+/* The model shown: m, or with --gguf its GGUF view (NULL after saying why there is none). */
+static const tfs_model *shown_model(const tfs_model *m, const info_args *a)
+{
+	if (!a->gguf)
+		return m;
+	const tfs_model *v = tfs_model_gguf_view(m);
+	if (!v) {
+		const char *why = tfs_model_gguf_view_why(m);
+		fprintf(stderr, "tensorfs: %s: no GGUF view: %s\n", a->src,
+			why ? why : "not a Hugging Face repo (a directory or hf://ORG/REPO with "
+			"config.json and safetensors weights)");
+	}
+	return v;
+}
+
+int tfsd_info_main(int argc, char **argv)
+{
+	info_args a = { .mode = OUT_TEXT, .with_tensors = true };
+	int rc = parse_args(&a, argc, argv);
+	if (rc)
+		return rc < 0 ? 0 : rc;
 	tfs_model *m;
 	tfs_error err;
 	tfs_error_clear(&err);
-	if (tfs_model_open(&m, src, NULL, &err)) {
+	if (tfs_view_open(&m, a.src, &a.oo, &err)) {
 		fprintf(stderr, "tensorfs: %s\n", err.msg);
 		return 1;
 	}
-	int rc = 0;
-	if (mode == OUT_JSON) {
+	const tfs_model *shown = shown_model(m, &a);
+	if (!shown)
+		rc = 1;
+	else if (a.mode == OUT_JSON) {
 		tfs_buf b = { 0 };
-		rc = tfs_model_info_json(&b, m, with_tensors, &err);
+		rc = tfs_model_info_json(&b, shown, a.with_tensors, &err);
 		if (rc)
 			fprintf(stderr, "tensorfs: %s\n", err.msg);
 		else
 			fwrite(b.data, 1, b.len, stdout);
 		tfs_buf_free(&b);
 	} else {
-		print_info(m, src, mode, with_tensors);
+		print_info(shown, a.src, a.mode, a.with_tensors);
 	}
 	tfs_model_free(m);
 	if (fflush(stdout) != 0 || ferror(stdout)) {

@@ -81,12 +81,12 @@ static int copy_item(tfsd_fs *fs, tfsd_node *n, int fd)
 		return rc;
 	}
 	uint64_t off, len;
+	tfs_error err;
 	int32_t src = tfsd_node_bytes(fs, n, &off, &len);
-	int sfd = len ? tfs_source_dup_fd(tfs_model_source(fs->model, (size_t)src)) : -1;
-	int rc = !len ? 0 : sfd < 0 ? -errno : tfsd_copy_range(fd, sfd, off, len);
-	if (sfd >= 0)
-		close(sfd);
-	return rc;
+	if (len && tfs_source_copy_out(fd, "a scratch file", tfs_model_source(fs->model, (size_t)src),
+				       off, len, &err))
+		return tfsd_fail(fs, &err);
+	return 0;
 }
 
 int tfsd_scratch_make(tfsd_fs *fs, tfsd_node *n, bool from_item)

@@ -32,7 +32,8 @@ int tfsd_stage_data(tfsd_fs *fs, tfsd_handle *h, bool copy)
 	tfsd_node *n = h->node;
 	tfs_error err;
 	uint64_t off = 0, len = 0;
-	int sfd = -1, rc, e = 0;
+	tfs_source *held = NULL;
+	int rc, e = 0;
 	const bool view = n->kind == N_F32 || n->kind == N_NPY;
 	if (h->data_fd >= 0)
 		return 0;
@@ -40,18 +41,21 @@ int tfsd_stage_data(tfsd_fs *fs, tfsd_handle *h, bool copy)
 	rc = tfs_staging_new_data(fs->staging, &h->data_path, &err);
 	if (!rc && copy && !view && !n->deleted && n->item >= 0) {
 		int32_t src = tfsd_node_bytes(fs, n, &off, &len);
-		/* a copy of the fd, taken under the lock: a commit may close a superseded source */
-		if (len && (sfd = tfs_source_dup_fd(tfs_model_source(fs->model, (size_t)src))) < 0)
-			e = -errno;
+		/* a copy of the source, taken under the lock: a commit may close a superseded
+		 * source (and any kind: a remote file is read through its block cache) */
+		if (len && tfs_source_held_new(&held, tfs_model_source(fs->model, (size_t)src),
+					       &err))
+			e = tfsd_fail(fs, &err);
 	}
 	pthread_rwlock_unlock(&fs->lock);
 	if (rc)
 		return tfsd_fail(fs, &err);
 	if (!e && (h->data_fd = open(h->data_path, O_RDWR | O_CLOEXEC)) < 0)
 		e = -errno;
-	rc = e ? e : sfd >= 0 ? tfsd_copy_range(h->data_fd, sfd, off, len) : 0;
-	if (sfd >= 0)
-		close(sfd);
+	if (!e && held && tfs_source_copy_out(h->data_fd, h->data_path, held, off, len, &err))
+		e = tfsd_fail(fs, &err);
+	tfs_source_held_free(held);
+	rc = e;
 	h->data_size = len;
 	if (!rc && copy && view)
 		rc = tfsd_numbers_copy(fs, h);   /* the values (or .npy file) as the view shows them */

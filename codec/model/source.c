@@ -329,6 +329,34 @@ int tfs_source_hold(tfs_source *copy, const tfs_source *s, tfs_error *err)
 	return rc;
 }
 
+int tfs_source_held_new(tfs_source **out, const tfs_source *s, tfs_error *err)
+{
+	tfs_source *c = malloc(sizeof(*c));
+	if (!c)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	int rc = tfs_source_hold(c, s, err);
+	if (rc) {
+		free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void tfs_source_held_free(tfs_source *held)
+{
+	if (held) {
+		tfs_source_free(held);
+		free(held);
+	}
+}
+
+int tfs_source_copy_out(int fd, const char *path, const tfs_source *s, uint64_t off,
+			uint64_t len, tfs_error *err)
+{
+	return tfs_source_copy(fd, path, 0, s, off, len, 0, NULL, err);
+}
+
 const char *tfs_source_label(const tfs_source *s) { return s->label; }
 const char *tfs_source_path(const tfs_source *s) { return s->path; }
 uint64_t tfs_source_size(const tfs_source *s) { return s->size; }

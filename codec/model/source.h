@@ -75,4 +75,15 @@ void tfs_source_madvise(const tfs_source *s, uint64_t off, uint64_t len, int adv
  * otherwise (EBADF for a source that is no local file). */
 int tfs_source_dup_fd(const tfs_source *s);
 
+/* A copy of s of the caller's own that reads the same bytes whatever happens to s or its
+ * model afterwards (a local file: its own descriptor; a remote file: the same block cache),
+ * for copying an item's bytes outside the lock that keeps the model still.  0 and *out
+ * (free with tfs_source_held_free), or an error. */
+int tfs_source_held_new(tfs_source **out, const tfs_source *s, tfs_error *err);
+void tfs_source_held_free(tfs_source *held);
+/* Copies [off, off + len) of s to the start of fd (path names it in messages), whatever
+ * kind s is (copy_file_range from a local file; read through the others).  0 or an error. */
+int tfs_source_copy_out(int fd, const char *path, const tfs_source *s, uint64_t off,
+			uint64_t len, tfs_error *err);
+
 #endif

@@ -781,7 +781,8 @@ class RemoteWrite(TestCase):
 
     def test_rw_repacks_to_a_local_output(self):
         """Edits through a rw mount of a URL are repacked into -o output, unchanged tensors
-        streamed from the remote; the result equals the same edits on a local copy."""
+        streamed from the remote; the result equals the same edits on a local copy (a
+        partial write included, whose tensor's other bytes come from the remote)."""
         for name, key in (("big.gguf", "general.name"), ("big.safetensors", "format")):
             d = self.tmpdir()
             out, ref = os.path.join(d, "out-" + name), os.path.join(d, "ref-" + name)
@@ -797,6 +798,11 @@ class RemoteWrite(TestCase):
                         f.write("edited remotely")
                     with open(m.p("tensors", tail), "wb") as f:
                         f.write(new_tail)
+                    # a write into the middle keeps the tensor's other bytes: they are
+                    # copied from the remote file into the staged one first
+                    with open(m.p("tensors", "big"), "r+b") as f:
+                        f.seek(4096)
+                        f.write(b"\x01\x02\x03\x04")
                 self.assertEqual(m.unmount_result.returncode, 0, m.unmount_result.stderr)
             self.assertEqual(read(out), read(ref), name)
             self.assertTrue(os.path.exists(out))

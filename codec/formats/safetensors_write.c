@@ -26,6 +26,7 @@
 #endif
 #include "format.h"
 #include "commit.h"
+#include "edit.h"
 #include "value.h"
 #include "dtype.h"
 

@@ -49,6 +49,7 @@
  * A repack whose renames fail recovers at once (whatever was renamed or not).
  */
 #include "staging_impl.h"
+#include "write_impl.h"
 #include "open.h"
 #include "view.h"
 

@@ -14,6 +14,7 @@
 #ifndef TFS_STAGING_IMPL_H
 #define TFS_STAGING_IMPL_H
 
+#include "model_impl.h"
 #include "commit.h"
 #include "staging.h"
 

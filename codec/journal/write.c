@@ -7,7 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include "write.h"
-#include "commit.h"
+#include "write_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -534,3 +534,17 @@ int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t c
 	free(copy);
 	return 0;
 }
+
+/* The output's final path: o->output or the source; a symlink is followed, so the link
+ * keeps pointing at the (replaced) file. Allocated. */
+char *tfs_output_path(const tfs_model *m, const tfs_write_opts *o)
+{
+	const char *out = o && o->output ? o->output : m->path;
+	struct stat st;
+	if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode)) {
+		char *r = realpath(out, NULL);
+		if (r)
+			return r;
+	}
+	return strdup(out);
+}

@@ -81,6 +81,9 @@ int tfs_model_add_computed_source(tfs_model *m, const char *label, const tfs_com
 void tfs_model_set_gguf_view(tfs_model *m, tfs_model *view, const char *why);
 /* m's GGUF view, no longer m's (the caller owns it), or NULL. */
 tfs_model *tfs_model_take_gguf_view(tfs_model *m);
+/* The output's final path: o->output or the source; a symlink is followed, so the link
+ * keeps pointing at the (replaced) file.  Allocated. */
+char *tfs_output_path(const tfs_model *m, const tfs_write_opts *o);
 /* Appends a key whose payload is borrowed (points into a source mapping).  Rejects duplicates
  * (TFS_E_FORMAT "duplicate key"), names with NUL bytes.  name_len bytes of name are copied. */
 int tfs_model_push_kv(tfs_model *m, const char *name, size_t name_len, uint32_t type,

@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -229,20 +230,4 @@ void tfs_commit_free(tfs_commit *c)
 	}
 	free(c->f);
 	free(c);
-}
-
-/* ==== where a repack writes ==== */
-
-/* The output's final path: o->output or the source; a symlink is followed, so the link
- * keeps pointing at the (replaced) file. Allocated. */
-char *tfs_output_path(const tfs_model *m, const tfs_write_opts *o)
-{
-	const char *out = o && o->output ? o->output : m->path;
-	struct stat st;
-	if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode)) {
-		char *r = realpath(out, NULL);
-		if (r)
-			return r;
-	}
-	return strdup(out);
 }

@@ -1,12 +1,10 @@
 /*
- * commit.h - the commit of a write, validation and the write path's file helpers
- * (codec-private).
+ * commit.h - writing files safely: the temporaries of one write and the files they replace,
+ * renamed together at the end (commit.c; codec-private).
  */
 #ifndef TFS_COMMIT_H
 #define TFS_COMMIT_H
 
-#include "model_impl.h"
-#include "edit.h"
 #include "io.h"
 #include <sys/stat.h>
 
@@ -25,13 +23,8 @@ int tfs_commit_get(const tfs_commit *c, size_t i, const char **tmp, const char *
 int tfs_commit_apply(tfs_commit *c, tfs_error *err);
 void tfs_commit_abort(tfs_commit *c);
 void tfs_commit_free(tfs_commit *c);
-int tfs_model_write_prepare(tfs_model *m, const tfs_write_opts *o, tfs_commit *c,
-			    tfs_error *err);
-
-
-/* The output's final path: o->output or the source; a symlink is followed, so the link
- * keeps pointing at the (replaced) file.  Allocated. */
-char *tfs_output_path(const tfs_model *m, const tfs_write_opts *o);
+/* Test hook: TFS_TEST_CRASH_AT=<where> makes the process die there, as a kill -9 would
+ * (commit.c: "before_rename", "mid_rename"; the recovery has its own points). */
 void tfs_test_crash_point(const char *where);
 
 #endif

@@ -12,6 +12,7 @@
  */
 #include "quantize_impl.h"
 #include "format.h"
+#include "image_impl.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -137,6 +138,10 @@ static int build(tfs_model **out, tfs_qview *v, tfs_error *err)
 	if (!rc && !(rc = copy_keys(m, v, err)) && !(rc = hold_sources(m, v, err)))
 		for (size_t i = 0; i < n && !rc; i++)
 			rc = add_tensor(m, v, tfs_qplan_tensor(v->plan, i), &t, err);
+	tfs_image *im = NULL;
+	if (!rc && !(rc = tfs_model_image(&im, m, false, err)))
+		m->data_offset = im->head.len;  /* index.json's: where model.gguf's data starts */
+	tfs_image_free(im);
 	if (rc) {
 		tfs_model_free(m);
 		return rc;

@@ -59,14 +59,14 @@ struct tfs_qview {
 	size_t last_demand;     /* the tensor last read (SIZE_MAX: none) */
 	uint64_t clock;         /* uses, for last_use */
 	unsigned open_fds;
-	pthread_t *threads;
-	unsigned n_threads;
+	pthread_t *threads;     /* started on first use (quantize_pool.c) */
+	unsigned n_threads, want_threads;
 	bool stop;
 };
 
 /* ==== quantize_pool.c ==== */
 
-/* Starts the workers and looks at the cache directory (o->cache_dir; v->note says why it
+/* Readies the tensors and looks at the cache directory (o->cache_dir; v->note says why it
  * cannot be used).  0 or an error. */
 int tfs_qview_start(tfs_qview *v, const tfs_quant_opts *o, tfs_error *err);
 /* Stops the workers, closes the files, frees everything (the plan, the owner model). */

@@ -167,13 +167,29 @@ static int new_file(const tfs_qview *v, tfs_qt *t)
 	return -1;
 }
 
+static void *worker(void *arg);
+
+/* The pool's threads, started on the first tensor to compute (not at open: a daemon forks
+ * after it opened the model).  Whether there is one (v->mu held). */
+static bool start_workers(tfs_qview *v)
+{
+	if (!v->threads && v->want_threads &&
+	    !(v->threads = calloc(v->want_threads, sizeof(*v->threads))))
+		return false;
+	for (; v->n_threads < v->want_threads; v->n_threads++)
+		if (pthread_create(&v->threads[v->n_threads], NULL, worker, v))
+			break;
+	v->want_threads = v->n_threads;  /* (no more attempts after a failure) */
+	return v->n_threads > 0;
+}
+
 /* Gives t's first read what it needs (v->mu held): its cache file, or a new file and its
  * chunks queued, or (no cache) nothing. */
 static void begin(tfs_qview *v, tfs_qt *t, bool front)
 {
 	if (t->state != TFS_QT_IDLE || open_cached(v, t))
 		return;
-	t->fd = v->dir && t->nblocks ? new_file(v, t) : -1;
+	t->fd = v->dir && t->nblocks && start_workers(v) ? new_file(v, t) : -1;
 	if (t->fd < 0) {
 		t->state = TFS_QT_NOCACHE;
 		return;
@@ -432,16 +448,8 @@ int tfs_qview_start(tfs_qview *v, const tfs_quant_opts *o, tfs_error *err)
 		if (rc)
 			return rc;
 	}
-	v->dir = tfs_qview_cache_dir(v, o);
-	if (!v->dir || !v->n_t)
-		return 0;
-	unsigned n = o->threads ? o->threads : default_threads();
-	if (!(v->threads = calloc(n, sizeof(*v->threads))))
-		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	for (; v->n_threads < n; v->n_threads++)
-		if (pthread_create(&v->threads[v->n_threads], NULL, worker, v))
-			return v->n_threads ? 0 : tfs_error_sys(err, errno, "starting the "
-								"quantizing threads");
+	v->dir = v->n_t ? tfs_qview_cache_dir(v, o) : NULL;
+	v->want_threads = o->threads ? o->threads : default_threads();
 	return 0;
 }
 

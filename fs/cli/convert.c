@@ -26,7 +26,7 @@ int tfsd_quantize_check(const tfsd_opts *o, const char *prog)
 	if (!tfs_quant_type_valid(o->quantize)) {
 		tfs_buf names = { 0 };
 		tfs_quant_type_list(&names);
-		fprintf(stderr, "%s: -o quantize=%s: not a type llama-quantize knows; valid: %s\n",
+		fprintf(stderr, "%s: quantize=%s: not a type llama-quantize knows; valid: %s\n",
 			prog, o->quantize, names.data ? names.data : "");
 		tfs_buf_free(&names);
 		return 2;

@@ -25,7 +25,7 @@ static void info_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tensorfs info SOURCE [--json | --markdown] [--no-tensors] [--gguf]\n"
-		"                     [--outtype=TYPE]\n"
+		"                     [--outtype=TYPE] [--quantize=TYPE [--imatrix=FILE]]\n"
 		"\n"
 		"Shows what a mount of SOURCE would show, without mounting: the format, the\n"
 		"metadata keys and their values, and the tensors (name, dtype, shape, bytes).\n"
@@ -37,6 +37,9 @@ static void info_usage(FILE *f)
 		"  --gguf        a Hugging Face repo's GGUF view (its model.gguf) instead: the keys\n"
 		"                and tensors llama.cpp's convert_hf_to_gguf.py would write\n"
 		"  --outtype=TYPE  that view's type: auto (default), f32, f16, bf16, q8_0\n"
+		"  --quantize=TYPE  the model quantized as llama-quantize writes it (Q4_K_M, ...),\n"
+		"                as a mount with -o quantize=TYPE shows it (nothing is quantized)\n"
+		"  --imatrix=FILE  the importance matrix that quantization uses\n"
 		"  -h, --help    show this help\n");
 }
 
@@ -592,6 +595,10 @@ static int parse_args(info_args *a, int argc, char **argv)
 			a->gguf = true;
 		} else if (strncmp(s, "--outtype=", 10) == 0) {
 			a->oo.outtype = s + 10;
+		} else if (strncmp(s, "--quantize=", 11) == 0) {
+			a->oo.quantize = s + 11;
+		} else if (strncmp(s, "--imatrix=", 10) == 0) {
+			a->oo.imatrix = s + 10;
 		} else {
 			if (strcmp(s, "--json") == 0 || strcmp(s, "--markdown") == 0)
 				fprintf(stderr, "tensorfs info: --json and --markdown exclude each other\n");
@@ -606,13 +613,14 @@ static int parse_args(info_args *a, int argc, char **argv)
 		info_usage(stderr);
 		return 2;
 	}
-	return 0;
+	tfsd_opts q = { .quantize = (char *)a->oo.quantize };
+	return tfsd_quantize_check(&q, "tensorfs info");
 }
 
 /* The model shown: m, or with --gguf its GGUF view (NULL after saying why there is none). */
 static const tfs_model *shown_model(const tfs_model *m, const info_args *a)
 {
-	if (!a->gguf)
+	if (!a->gguf || a->oo.quantize) /* (a quantized view is a GGUF already) */
 		return m;
 	const tfs_model *v = tfs_model_gguf_view(m);
 	if (!v) {

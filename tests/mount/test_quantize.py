@@ -1,0 +1,372 @@
+#!/usr/bin/python3
+"""-o quantize=TYPE and tensorfs convert (codec/views/quantize*.c) against llama.cpp's own
+quantizer, llama_model_quantize of the npm @node-llama-cpp/linux-x64 libllama (driven through
+ctypes by tests/quant/llamaq.py, each run its own process).
+
+Models (tests/quant/qgen.py, F16 weights): l1-e64 (rows of 64: every K-quant falls back),
+l2-e96-gqa (rows of 96, GQA 4), l8-e256 (8 layers, ffn_down rows of 320, untied output),
+l12-tied (tied embeddings); and "chat", a llama.cpp-loadable llama (the sample's tokenizer,
+rows of 256 and 512, GQA 2).  Types: Q4_K_M, Q8_0, Q4_0, Q6_K, IQ4_NL, Q3_K_M (every type,
+with and without an importance matrix: tests/quant/check.py --full and
+scripts/quantize-matrix.py).
+
+Checked: model.gguf of a fresh mount is byte for byte llama_model_quantize's file; again
+after a remount, read from the cache (a byte changed in a cache file shows through: the
+second mount computes nothing); through tensorfs convert; tensors/, f32/, npy/, index.json
+and tensorfs info show the quantized model (as a mount of the reference file shows it);
+libllama loads the mount's model.gguf and decodes greedily the same tokens as from the
+reference; bad input; a cache that cannot be written (one line, every read computed); a rw
+mount with quantize= and a metadata edit (replayed after a kill -9 and a remount, repacked
+into output= byte-identical with llama_model_quantize of the source so edited).  No source
+file is ever written.
+"""
+import concurrent.futures as cf
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "quant"))
+sys.path.insert(0, os.path.join(HERE, "..", "llama"))
+import ggufgen as G  # noqa: E402
+import llamacpp  # noqa: E402
+import qgen  # noqa: E402
+from harness import TENSORFS, Mount, TestCase, is_mounted, main, run  # noqa: E402
+
+PY = sys.executable
+LLAMAQ = os.path.join(HERE, "..", "quant", "llamaq.py")
+GENERATE = os.path.join(HERE, "..", "llama", "generate.py")
+SAMPLE = os.path.join(HERE, "..", "..", "examples", "tiny-llama.gguf")
+FTYPES = {"Q4_K_M": 15, "Q8_0": 7, "Q4_0": 2, "Q6_K": 18, "IQ4_NL": 25, "Q3_K_M": 12}
+QGEN = ["l1-e64", "l2-e96-gqa", "l8-e256", "l12-tied"]
+MODELS = QGEN + ["chat"]
+
+ROOT = None     # the module's directory: models, references, the shared cache
+SOURCES = {}    # model -> its path
+REFS = {}       # (model, type) -> llama_model_quantize's file
+FAILED = None   # why the fixtures could not be made
+HASHES = {}     # source -> (sha256, mtime): never written
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def read(path, mode="rb"):
+    with open(path, mode) as f:
+        return f.read()
+
+
+def write_chat(path):
+    """A llama llama.cpp loads: the sample's tokenizer (384 tokens), 2 layers of 256, F16."""
+    import numpy as np
+    sample = G.read_gguf(SAMPLE)
+    rng = np.random.default_rng(25)
+    e, ff, nv, kv = 256, 512, 384, 128
+    hp = {b"llama.embedding_length": e, b"llama.feed_forward_length": ff,
+          b"llama.attention.head_count": 4, b"llama.attention.head_count_kv": 2,
+          b"llama.rope.dimension_count": 64, b"llama.block_count": 2}
+    w = G.GGUFWriter()
+    for key, vt, v in sample["kv"]:
+        if key == b"general.name":
+            v = b"quantize test chat"
+        w.add_kv(key.decode(), vt, hp.get(key, v))
+
+    def add(name, ne, dtype="F16"):
+        a = (rng.standard_normal(int(np.prod(ne))) * 0.05).astype("<f4")
+        w.add_tensor(name, dtype, a.astype("<f2" if dtype == "F16" else "<f4").tobytes(), ne=ne)
+    add("token_embd.weight", [e, nv])
+    for il in range(2):
+        p = "blk.%d." % il
+        w.add_tensor(p + "attn_norm.weight", "F32", np.ones(e, "<f4").tobytes(), ne=[e])
+        add(p + "attn_q.weight", [e, e])
+        add(p + "attn_k.weight", [e, kv])
+        add(p + "attn_v.weight", [e, kv])
+        add(p + "attn_output.weight", [e, e])
+        w.add_tensor(p + "ffn_norm.weight", "F32", np.ones(e, "<f4").tobytes(), ne=[e])
+        add(p + "ffn_gate.weight", [e, ff])
+        add(p + "ffn_down.weight", [ff, e])
+        add(p + "ffn_up.weight", [e, ff])
+    w.add_tensor("output_norm.weight", "F32", np.ones(e, "<f4").tobytes(), ne=[e])
+    add("output.weight", [e, nv])
+    w.write(path)
+
+
+def rewrite_with(src, dst, key, value):
+    """src's GGUF again with one string key's value changed (keys, tensors, order kept)."""
+    g = G.read_gguf(src)
+    w = G.GGUFWriter(alignment=g["alignment"])
+    for k, vt, v in g["kv"]:
+        w.add_kv(k.decode(), vt, value if k == key else v)
+    with open(src, "rb") as f:
+        for t in g["tensors"]:
+            f.seek(t["abs_offset"])
+            w.add_tensor(t["name"].decode(), t["type_name"], f.read(t["nbytes"]), ne=t["ne"])
+    w.write(dst)
+
+
+def llamaq(src, dst, ftype):
+    r = run([PY, LLAMAQ, src, dst, str(ftype), "--threads", "1"], timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError("llamaq %s %s: %s" % (src, ftype, r.stderr[-2000:]))
+    return dst
+
+
+def setUpModule():
+    global ROOT, FAILED
+    if llamacpp.lib_dir() is None:
+        FAILED = llamacpp.missing_reason()
+        return
+    ROOT = tempfile.mkdtemp(prefix="tfs-quantize-")
+    for name in QGEN:
+        SOURCES[name] = qgen.write(os.path.join(ROOT, name + ".gguf"), qgen.spec(name))
+    SOURCES["chat"] = os.path.join(ROOT, "chat.gguf")
+    write_chat(SOURCES["chat"])
+    jobs = {(m, t): os.path.join(ROOT, "%s.%s.gguf" % (m, t)) for m in MODELS for t in FTYPES}
+    with cf.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
+        futs = {ex.submit(llamaq, SOURCES[m], p, FTYPES[t]): (m, t)
+                for (m, t), p in jobs.items()}
+        for f in futs:
+            REFS[futs[f]] = f.result()
+    HASHES.update({p: (sha256(p), os.stat(p).st_mtime_ns) for p in SOURCES.values()})
+
+
+def tearDownModule():
+    if ROOT:
+        subprocess.run(["rm", "-rf", ROOT])
+
+
+class Quantize(TestCase):
+    def setUp(self):
+        if FAILED:
+            self.skipTest(FAILED)
+        self.cache = os.path.join(ROOT, "cache")
+
+    def tearDown(self):
+        if not FAILED:  # nothing is ever written to a source
+            for p, (h, mt) in HASHES.items():
+                self.assertEqual((sha256(p), os.stat(p).st_mtime_ns), (h, mt), p)
+
+    def opts(self, t, *more, cache=None):
+        return ["quantize=" + t, "cache=" + (cache or self.cache)] + list(more)
+
+    def cache_files(self, cache=None):
+        d = os.path.join(cache or self.cache, "quantized")
+        return set(os.listdir(d)) if os.path.isdir(d) else set()
+
+    def assertSameFile(self, got, ref, what):
+        a, b = read(got), read(ref)
+        if a != b:
+            at = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+            self.fail("%s: %d bytes, reference %d; first difference at %d" % (what, len(a), len(b), at))
+
+    # ---- model.gguf byte for byte ----
+
+    def test_fresh_mount_is_llama_quantize(self):
+        """Every model x type: model.gguf of a mount with an empty cache for it."""
+        for m in MODELS:
+            for t in FTYPES:
+                with Mount(self, SOURCES[m], self.opts(t)) as mnt:
+                    self.assertEqual(os.path.getsize(mnt.p("model.gguf")),
+                                     os.path.getsize(REFS[m, t]))
+                    self.assertSameFile(mnt.p("model.gguf"), REFS[m, t], "%s %s" % (m, t))
+        # (a tensor of the same source and type is one file: l1-e64's Q6_K is its Q8_0)
+        self.assertGreater(len(self.cache_files()), 100)
+
+    def test_remount_reads_the_cache(self):
+        pairs = [("l8-e256", t) for t in FTYPES] + [(m, "Q4_K_M") for m in MODELS]
+        for m, t in pairs:
+            with Mount(self, SOURCES[m], self.opts(t)) as mnt:
+                read(mnt.p("model.gguf"))
+        files = self.cache_files()
+        for m, t in pairs:
+            with Mount(self, SOURCES[m], self.opts(t)) as mnt:
+                self.assertSameFile(mnt.p("model.gguf"), REFS[m, t], "%s %s again" % (m, t))
+        self.assertEqual(self.cache_files(), files, "the second mounts computed tensors")
+        # the proof: a byte changed in a cached tensor is what the next mount shows
+        cache = os.path.join(ROOT, "cache-proof")
+        with Mount(self, SOURCES["l8-e256"], self.opts("Q6_K", cache=cache)) as mnt:
+            read(mnt.p("model.gguf"))
+        qdir = os.path.join(cache, "quantized")
+        victim = max(os.listdir(qdir), key=lambda f: os.path.getsize(os.path.join(qdir, f)))
+        path = os.path.join(qdir, victim)
+        data = bytearray(read(path))
+        data[100] ^= 0xFF
+        with open(path, "r+b") as f:
+            f.write(data)
+        with Mount(self, SOURCES["l8-e256"], self.opts("Q6_K", cache=cache)) as mnt:
+            got, ref = read(mnt.p("model.gguf")), read(REFS["l8-e256", "Q6_K"])
+        diff = [i for i in range(len(ref)) if got[i] != ref[i]]
+        self.assertEqual(len(diff), 1, "the cached byte was not read")
+
+    def test_convert(self):
+        out = os.path.join(self.tmpdir(), "out.gguf")
+        cache = os.path.join(ROOT, "cache-convert")
+        for round_ in ("fresh", "cached"):
+            r = run([TENSORFS, "convert", SOURCES["l12-tied"], out, "-o", ",".join(
+                self.opts("q4_k_m", cache=cache))], timeout=120)
+            self.assertEqual((r.returncode, r.stderr), (0, ""), round_)
+            self.assertSameFile(out, REFS["l12-tied", "Q4_K_M"], "convert " + round_)
+        # the default cache: $XDG_CACHE_HOME/tensorfs
+        xdg = self.tmpdir()
+        env = dict(os.environ, XDG_CACHE_HOME=xdg)
+        r = run([TENSORFS, "convert", SOURCES["chat"], out, "-o", "quantize=IQ4_NL"],
+                env=env, timeout=120)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertSameFile(out, REFS["chat", "IQ4_NL"], "convert IQ4_NL")
+        self.assertTrue(os.listdir(os.path.join(xdg, "tensorfs", "quantized")))
+        self.assertEqual([f for f in os.listdir(os.path.dirname(out)) if f != "out.gguf"], [])
+
+    # ---- what the mount shows ----
+
+    def test_views_show_the_quantized_model(self):
+        m, t = "l8-e256", "Q4_K_M"
+        ref = REFS[m, t]
+        with Mount(self, SOURCES[m], self.opts(t)) as q, Mount(self, ref) as r:
+            names = sorted(os.listdir(r.p("tensors")))
+            self.assertEqual(sorted(os.listdir(q.p("tensors"))), names)
+            for d in ("tensors", "f32", "npy"):
+                for n in sorted(os.listdir(r.p(d))):
+                    self.assertEqual(read(q.p(d, n)), read(r.p(d, n)), "%s/%s" % (d, n))
+            for n in names:
+                for x in ("user.tensorfs.dtype", "user.tensorfs.shape"):
+                    self.assertEqual(os.getxattr(q.p("tensors", n), x),
+                                     os.getxattr(r.p("tensors", n), x))
+            jq, jr = (json.loads(read(p.p("index.json"))) for p in (q, r))
+            for k in ("version", "alignment", "data_offset", "model_file"):
+                self.assertEqual(jq[k], jr[k], k)
+            self.assertEqual(jq["keys"], jr["keys"])
+            strip = ("offset", "source")
+            self.assertEqual([{k: v for k, v in x.items() if k not in strip} for x in jq["tensors"]],
+                             [{k: v for k, v in x.items() if k not in strip} for x in jr["tensors"]])
+            iq = run([TENSORFS, "info", q.p("model.gguf")]).stdout.splitlines()[1:]
+            ir = run([TENSORFS, "info", ref]).stdout.splitlines()[1:]
+            self.assertEqual(iq, ir)
+        # tensorfs info --quantize: the same without a mount
+        i2 = run([TENSORFS, "info", "--quantize=" + t, SOURCES[m]]).stdout.splitlines()[1:]
+        self.assertEqual(i2, ir)
+
+    def test_llama_decodes_the_mount(self):
+        for t in ("Q4_K_M", "IQ4_NL"):
+            with Mount(self, SOURCES["chat"], self.opts(t)) as mnt:
+                a = run([PY, GENERATE, mnt.p("model.gguf"), "--n", "8"], timeout=120)
+            b = run([PY, GENERATE, REFS["chat", t], "--n", "8"], timeout=120)
+            self.assertEqual((a.returncode, b.returncode), (0, 0), a.stderr + b.stderr)
+            ja, jb = json.loads(a.stdout), json.loads(b.stdout)
+            self.assertEqual(len(ja["tokens"]), 8)
+            self.assertEqual(ja["tokens"], jb["tokens"], t)
+
+    # ---- refusals ----
+
+    def refused(self, args, code, pattern):
+        mp = self.tmpdir()
+        r = run([TENSORFS] + [a.replace("MP", mp) for a in args], timeout=60)
+        self.assertFalse(is_mounted(mp))
+        self.assertEqual(r.returncode, code, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertRegex(lines[0], pattern)
+        return lines[0]
+
+    def test_bad_input(self):
+        src = SOURCES["l8-e256"]
+        line = self.refused(["mount", src, "MP", "-o", "quantize=Q4_K_Z"], 2,
+                            "quantize=Q4_K_Z: not a type llama-quantize knows; valid: ")
+        for t in FTYPES:
+            self.assertIn(t, line)
+        self.refused(["convert", src, "MP/x.gguf", "-o", "quantize=Q9"], 2, "not a type")
+        self.refused(["info", "--quantize=Q9", src], 2, "not a type")
+        self.refused(["mount", src, "MP", "-o", "quantize=IQ2_XXS"], 1,
+                     "IQ2_XXS needs an importance matrix: tensor '.*' would be IQ2_XXS.*"
+                     "-o imatrix=FILE")
+        self.refused(["mount", REFS["l8-e256", "Q4_K_M"], "MP", "-o", "quantize=Q8_0"],
+                     1, r"tensor 'output.weight' is already quantized \(Q6_K\): requantizing "
+                     "it to Q8_0 is not allowed")
+        self.refused(["mount", src, "MP", "-o", "quantize=Q4_K_M,rw"], 2,
+                     "needs -o output=PATH")
+        st = os.path.join(self.tmpdir(), "one.safetensors")
+        head = json.dumps({"w": {"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 32]}})
+        with open(st, "wb") as f:
+            f.write(len(head).to_bytes(8, "little") + head.encode() + bytes(32))
+        self.refused(["mount", st, "MP", "-o", "quantize=Q8_0"], 1,
+                     "quantize= needs a GGUF model .* this is a safetensors model")
+        self.refused(["convert", src, src, "-o", "quantize=Q8_0"], 2, "OUTPUT is SOURCE")
+        self.refused(["convert", src, "MP/x.gguf", "-o", "quantize=Q8_0,rw"], 2,
+                     "-o rw does not apply")
+
+    def test_cache_that_cannot_be_written(self):
+        """A read-only cache directory: one line, every read computes, the same bytes."""
+        d = self.tmpdir()
+        ro = os.path.join(d, "ro")
+        os.mkdir(ro)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro],
+                          capture_output=True).returncode == 0:
+            self.addCleanup(subprocess.run, ["umount", "-l", ro], capture_output=True)
+            cache, why = ro, "Read-only file system"
+        else:  # no tmpfs mount here: a file where the directory would be
+            cache, why = os.path.join(d, "file"), "Not a directory"
+            open(cache, "w").close()
+        for m, t in (("l8-e256", "Q4_K_M"), ("l2-e96-gqa", "IQ4_NL")):
+            with Mount(self, SOURCES[m], self.opts(t, cache=cache), allow_stderr=True) as mnt:
+                lines = mnt.mount_stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, mnt.mount_stderr)
+                self.assertRegex(lines[0], "cache .*: %s: quantized tensors are computed on "
+                                 "each read" % why)
+                self.assertSameFile(mnt.p("model.gguf"), REFS[m, t], "%s %s uncached" % (m, t))
+                ref = G.read_gguf(REFS[m, t])
+                with open(REFS[m, t], "rb") as f:
+                    for tt in ref["tensors"][::7]:
+                        f.seek(tt["abs_offset"])
+                        want = f.read(tt["nbytes"])
+                        with open(mnt.p("tensors", tt["name"].decode()), "rb") as g:
+                            g.seek(5)
+                            self.assertEqual(g.read(1000), want[5:1005])
+        if cache == ro:
+            self.assertEqual(os.listdir(ro), [])
+
+    # ---- rw ----
+
+    def test_rw_edit_is_repacked_quantized(self):
+        m, t = "l8-e256", "Q4_K_M"
+        d = self.tmpdir()
+        edited = os.path.join(d, "edited.gguf")
+        rewrite_with(SOURCES[m], edited, b"general.name", b"renamed by tensorfs")
+        ref = llamaq(edited, os.path.join(d, "ref.gguf"), FTYPES[t])
+        out, staging = os.path.join(d, "out.gguf"), os.path.join(d, "staging")
+        opts = self.opts(t, "rw", "output=" + out, "staging=" + staging)
+        mnt = Mount(self, SOURCES[m], opts)
+        with mnt:
+            with open(mnt.p("metadata", "general.name"), "w") as f:
+                f.write("renamed by tensorfs")
+            self.assertSameFile(mnt.p("model.gguf"), ref, "the view with the edit")
+            pid = int(os.getxattr(mnt.path, "user.tensorfs.pid"))
+            os.kill(pid, signal.SIGKILL)
+            for _ in range(200):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.02)
+            subprocess.run(["umount", "-l", mnt.path], capture_output=True)
+        self.assertFalse(os.path.exists(out))
+        # mounted again: the journal's edit replayed onto a new quantized view
+        with Mount(self, SOURCES[m], opts) as mnt:
+            self.assertEqual(read(mnt.p("metadata", "general.name"), "r"), "renamed by tensorfs\n")
+            self.assertSameFile(mnt.p("model.gguf"), ref, "the view replayed")
+            r = mnt.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertSameFile(out, ref, "the repacked output")
+        self.assertFalse(os.path.exists(os.path.join(staging, "journal.json")))
+
+
+if __name__ == "__main__":
+    main()

@@ -19,6 +19,7 @@
  * and classified by ASCII rules (Python's by Unicode: names with non-ASCII letters may differ).
  */
 #include "hf_meta.h"
+#include "hf_card.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -40,570 +41,6 @@ static char *dupn(const char *s, size_t n)
 
 static bool is_alpha(char c) { return isalpha((unsigned char)c); }
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-/* ==== the model card's YAML ==== */
-
-typedef enum { Y_ABSENT = 0, Y_NULL, Y_STR, Y_OTHER, Y_LIST, Y_MAP } ykind;
-
-typedef struct yval {
-	ykind kind;
-	char *s;               /* Y_STR */
-	struct yval *items;    /* Y_LIST */
-	size_t n;
-} yval;
-
-typedef struct {
-	char *key;
-	yval v;
-} yentry;
-
-typedef struct {
-	yentry *e;
-	size_t n, cap;
-} ycard;
-
-static void yval_free(yval *v)
-{
-	free(v->s);
-	for (size_t i = 0; i < v->n; i++)
-		yval_free(&v->items[i]);
-	free(v->items);
-	memset(v, 0, sizeof *v);
-}
-
-static void ycard_free(ycard *c)
-{
-	for (size_t i = 0; i < c->n; i++) {
-		free(c->e[i].key);
-		yval_free(&c->e[i].v);
-	}
-	free(c->e);
-	memset(c, 0, sizeof *c);
-}
-
-static const yval *ycard_get(const ycard *c, const char *key)
-{
-	for (size_t i = 0; i < c->n; i++)
-		if (strcmp(c->e[i].key, key) == 0)
-			return &c->e[i].v;
-	return NULL;
-}
-
-/* YAML 1.1's resolution of a plain scalar: null, bool, int, float, or a string. */
-static ykind resolve_plain(const char *s)
-{
-	static const char *const nulls[] = { "", "~", "null", "Null", "NULL" };
-	/* PyYAML's booleans (y and n are not among them) */
-	static const char *const bools[] = { "yes", "Yes", "YES", "no", "No", "NO", "true",
-		"True", "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF" };
-	for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
-		if (strcmp(s, nulls[i]) == 0)
-			return Y_NULL;
-	for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
-		if (strcmp(s, bools[i]) == 0)
-			return Y_OTHER;
-	const char *p = s;
-	if (*p == '+' || *p == '-')
-		p++;
-	if (!strcmp(p, ".inf") || !strcmp(p, ".Inf") || !strcmp(p, ".INF") ||
-	    !strcmp(s, ".nan") || !strcmp(s, ".NaN") || !strcmp(s, ".NAN"))
-		return Y_OTHER;
-	/* int: decimal (with _), 0x.., 0b.., octal, sexagesimal (12:30);
-	 * float: [-+]?[0-9][0-9_]*\.[0-9_]*([eE][-+][0-9]+)? or \.[0-9_]+... */
-	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'b') && p[2]) {
-		const char *q = p + 2;
-		while (*q && (isxdigit((unsigned char)*q) || *q == '_'))
-			q++;
-		return *q ? Y_STR : Y_OTHER;
-	}
-	bool digits = false, dot = false;
-	const char *q = p;
-	while (is_digit(*q) || *q == '_' || *q == ':') {
-		digits |= is_digit(*q);
-		q++;
-	}
-	if (!*q && digits)
-		return Y_OTHER;   /* integer */
-	if (*q == '.') {
-		dot = true;
-		q++;
-		while (is_digit(*q) || *q == '_' || *q == '.')
-			q++;
-	}
-	if (dot && (*q == 'e' || *q == 'E') && (q[1] == '+' || q[1] == '-') && is_digit(q[2])) {
-		q += 2;
-		while (is_digit(*q))
-			q++;
-	}
-	if (dot && !*q && (digits || q > p + 1))
-		return Y_OTHER;   /* float */
-	return Y_STR;
-}
-
-typedef struct {
-	char **lines;   /* the front matter's lines, without their newline */
-	size_t n;
-} ylines;
-
-static size_t indent_of(const char *l)
-{
-	size_t i = 0;
-	while (l[i] == ' ')
-		i++;
-	return i;
-}
-
-static bool blank_or_comment(const char *l)
-{
-	const char *p = l + indent_of(l);
-	return !*p || *p == '#';
-}
-
-/* Cuts a trailing " # comment" outside quotes, and trailing spaces. */
-static void strip_comment(char *s)
-{
-	char q = 0;
-	for (char *p = s; *p; p++) {
-		if (q) {
-			if (*p == q)
-				q = 0;
-		} else if (*p == '\'' || *p == '"') {
-			if (p == s || p[-1] == ' ' || p[-1] == '[' || p[-1] == ',')
-				q = *p;
-		} else if (*p == '#' && (p == s || p[-1] == ' ' || p[-1] == '\t')) {
-			*p = 0;
-			break;
-		}
-	}
-	size_t n = strlen(s);
-	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
-		s[--n] = 0;
-}
-
-/* A quoted scalar at *p ('...' or "..."): its text; *p moves past it. */
-static char *quoted(const char **pp)
-{
-	const char *p = *pp;
-	char q = *p++;
-	size_t cap = strlen(p) + 1, n = 0;
-	char *out = malloc(cap);
-	if (!out)
-		return NULL;
-	while (*p) {
-		if (q == '\'' && p[0] == '\'' && p[1] == '\'') {
-			out[n++] = '\'';
-			p += 2;
-			continue;
-		}
-		if (*p == q) {
-			p++;
-			break;
-		}
-		if (q == '"' && *p == '\\' && p[1]) {
-			p++;
-			char c = *p++;
-			switch (c) {
-			case 'n': out[n++] = '\n'; break;
-			case 't': out[n++] = '\t'; break;
-			case '0': out[n++] = '\0'; break;
-			case 'x': case 'u': case 'U': {
-				int digits = c == 'x' ? 2 : c == 'u' ? 4 : 8;
-				unsigned long cp = 0;
-				for (int k = 0; k < digits && isxdigit((unsigned char)*p); k++, p++)
-					cp = cp * 16 + (unsigned long)(isdigit((unsigned char)*p) ? *p - '0'
-						: (tolower((unsigned char)*p) - 'a' + 10));
-				/* UTF-8 (escapes are rare in model cards; enough room: 4 <= 6+ chars) */
-				if (cp < 0x80) {
-					out[n++] = (char)cp;
-				} else if (cp < 0x800) {
-					out[n++] = (char)(0xc0 | cp >> 6);
-					out[n++] = (char)(0x80 | (cp & 0x3f));
-				} else if (cp < 0x10000) {
-					out[n++] = (char)(0xe0 | cp >> 12);
-					out[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-					out[n++] = (char)(0x80 | (cp & 0x3f));
-				} else {
-					out[n++] = (char)(0xf0 | cp >> 18);
-					out[n++] = (char)(0x80 | ((cp >> 12) & 0x3f));
-					out[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-					out[n++] = (char)(0x80 | (cp & 0x3f));
-				}
-				break;
-			}
-			default: out[n++] = c; break;
-			}
-			continue;
-		}
-		out[n++] = *p++;
-	}
-	out[n] = 0;
-	*pp = p;
-	return out;
-}
-
-/* One scalar's text (a flow item or a whole value): quoted or plain. */
-static int scalar(yval *v, const char *text)
-{
-	while (*text == ' ')
-		text++;
-	if (*text == '\'' || *text == '"') {
-		const char *p = text;
-		v->kind = Y_STR;
-		return (v->s = quoted(&p)) ? 0 : -1;
-	}
-	if (*text == '{' || (*text == '[' && text[1] != ']')) {
-		v->kind = Y_MAP;   /* nested: nothing the converter uses */
-		return 0;
-	}
-	v->kind = resolve_plain(text);
-	if (v->kind == Y_STR)
-		return (v->s = strdup(text)) ? 0 : -1;
-	return 0;
-}
-
-/* A flow sequence [a, "b", c] (on one line, or continued on the next ones). */
-static int flow_list(yval *v, const char *text)
-{
-	v->kind = Y_LIST;
-	const char *p = text + 1;
-	for (;;) {
-		while (*p == ' ' || *p == ',')
-			p++;
-		if (!*p || *p == ']')
-			return 0;
-		yval it = { 0 };
-		if (*p == '\'' || *p == '"') {
-			it.kind = Y_STR;
-			if (!(it.s = quoted(&p)))
-				return -1;
-		} else {
-			const char *e = p;
-			int depth = 0;
-			while (*e && (depth || (*e != ',' && *e != ']'))) {
-				depth += (*e == '[' || *e == '{') - (*e == ']' || *e == '}');
-				e++;
-			}
-			char *t = dupn(p, (size_t)(e - p));
-			if (!t)
-				return -1;
-			size_t n = strlen(t);
-			while (n && t[n - 1] == ' ')
-				t[--n] = 0;
-			int rc = scalar(&it, t);
-			free(t);
-			if (rc)
-				return rc;
-			p = e;
-		}
-		yval *items = realloc(v->items, (v->n + 1) * sizeof *items);
-		if (!items) {
-			yval_free(&it);
-			return -1;
-		}
-		v->items = items;
-		v->items[v->n++] = it;
-		while (*p && *p != ',' && *p != ']')
-			p++;
-	}
-}
-
-/* The value of the key on line k, whose text after ':' is rest; *next gets the line after. */
-static int value(yval *v, const ylines *y, size_t k, const char *rest, size_t *next)
-{
-	*next = k + 1;
-	char *r = strdup(rest);
-	if (!r)
-		return -1;
-	strip_comment(r);
-	const char *t = r;
-	while (*t == ' ')
-		t++;
-	int rc = 0;
-	if (*t == '|' || *t == '>') {
-		/* block scalar: the more indented lines, joined (literal) or folded, clipped */
-		bool fold = *t == '>';
-		size_t ind = 0, cap = 2, n = 0;   /* room for the final newline and NUL */
-		for (size_t j = k + 1; j < y->n && (!*y->lines[j] || indent_of(y->lines[j]) > 0); j++)
-			cap += strlen(y->lines[j]) + 1;
-		char *s = malloc(cap);
-		if (!s) {
-			free(r);
-			return -1;
-		}
-		size_t j = k + 1;
-		for (; j < y->n; j++) {
-			const char *l = y->lines[j];
-			if (*l && indent_of(l) == 0)
-				break;
-			if (!ind && *l)
-				ind = indent_of(l);
-			const char *c = strlen(l) >= ind ? l + ind : "";
-			if (n && fold && *c && s[n - 1] != '\n')
-				s[n++] = ' ';
-			else if (n)
-				s[n++] = '\n';
-			memcpy(s + n, c, strlen(c));
-			n += strlen(c);
-		}
-		while (n && s[n - 1] == '\n')
-			n--;
-		s[n++] = '\n';
-		s[n] = 0;
-		v->kind = Y_STR;
-		v->s = s;
-		*next = j;
-	} else if (*t == '[') {
-		/* flow sequence, possibly over several lines */
-		size_t total = strlen(t) + 1, j = k + 1;
-		while (!strchr(t, ']') && j < y->n && indent_of(y->lines[j]) > 0)
-			total += strlen(y->lines[j++]) + 1;
-		char *all = malloc(total + 1);
-		if (!all) {
-			free(r);
-			return -1;
-		}
-		strcpy(all, t);
-		for (size_t x = k + 1; x < j; x++) {
-			strcat(all, " ");
-			strcat(all, y->lines[x] + indent_of(y->lines[x]));
-		}
-		rc = flow_list(v, all);
-		free(all);
-		*next = j;
-	} else if (*t) {
-		/* a scalar; a plain one may continue on more indented lines */
-		size_t j = k + 1;
-		if (*t != '\'' && *t != '"' && *t != '{') {
-			size_t total = strlen(t) + 1;
-			while (j < y->n && *y->lines[j] && indent_of(y->lines[j]) > 0)
-				total += strlen(y->lines[j++]) + 1;
-			char *all = malloc(total);
-			if (!all) {
-				free(r);
-				return -1;
-			}
-			strcpy(all, t);
-			for (size_t x = k + 1; x < j; x++) {
-				char *c = strdup(y->lines[x] + indent_of(y->lines[x]));
-				if (!c) {
-					free(all);
-					free(r);
-					return -1;
-				}
-				strip_comment(c);
-				strcat(all, " ");
-				strcat(all, c);
-				free(c);
-			}
-			rc = scalar(v, all);
-			free(all);
-		} else {
-			while (j < y->n && *y->lines[j] && indent_of(y->lines[j]) > 0)
-				j++;
-			rc = scalar(v, t);
-		}
-		*next = j;
-	} else {
-		/* a block: "- item" lines (at any indent), or an indented mapping */
-		size_t j = k + 1;
-		while (j < y->n && blank_or_comment(y->lines[j]))
-			j++;
-		if (j < y->n && y->lines[j][indent_of(y->lines[j])] == '-' &&
-		    (y->lines[j][indent_of(y->lines[j]) + 1] == ' ' ||
-		     !y->lines[j][indent_of(y->lines[j]) + 1])) {
-			size_t ind = indent_of(y->lines[j]);
-			v->kind = Y_LIST;
-			while (j < y->n && !rc) {
-				const char *l = y->lines[j];
-				if (blank_or_comment(l)) {
-					j++;
-					continue;
-				}
-				if (indent_of(l) < ind || (indent_of(l) == ind && l[ind] != '-'))
-					break;
-				if (indent_of(l) > ind) {   /* part of the previous item */
-					j++;
-					continue;
-				}
-				char *it_text = strdup(l + ind + 1);
-				if (!it_text) {
-					rc = -1;
-					break;
-				}
-				strip_comment(it_text);
-				yval it = { 0 };
-				const char *c = it_text;
-				while (*c == ' ')
-					c++;
-				/* "- key: value" is a mapping */
-				const char *colon = strstr(c, ": ");
-				if ((colon || (strlen(c) && c[strlen(c) - 1] == ':')) && *c != '\'' &&
-				    *c != '"')
-					it.kind = Y_MAP;
-				else
-					rc = scalar(&it, c);
-				free(it_text);
-				yval *items = realloc(v->items, (v->n + 1) * sizeof *items);
-				if (!items) {
-					yval_free(&it);
-					rc = -1;
-					break;
-				}
-				v->items = items;
-				v->items[v->n++] = it;
-				j++;
-			}
-			*next = j;
-		} else if (j < y->n && indent_of(y->lines[j]) > 0) {
-			v->kind = Y_MAP;
-			while (j < y->n && (blank_or_comment(y->lines[j]) || indent_of(y->lines[j]) > 0))
-				j++;
-			*next = j;
-		} else {
-			v->kind = Y_NULL;
-		}
-	}
-	free(r);
-	return rc;
-}
-
-/* Reads the front matter's top-level keys into c.  Lines it cannot read are skipped. */
-static int parse_card(ycard *c, char *text)
-{
-	ylines y = { 0 };
-	size_t cap = 0;
-	int rc = 0;
-	for (char *p = text; *p;) {
-		char *e = strchr(p, '\n');
-		if (y.n == cap) {
-			cap = cap ? 2 * cap : 64;
-			char **l = realloc(y.lines, cap * sizeof *l);
-			if (!l) {
-				free(y.lines);
-				return -1;
-			}
-			y.lines = l;
-		}
-		y.lines[y.n++] = p;
-		if (!e)
-			break;
-		*e = 0;
-		p = e + 1;
-	}
-	for (size_t k = 0; k < y.n && !rc;) {
-		char *l = y.lines[k];
-		if (blank_or_comment(l) || indent_of(l) > 0 || *l == '-') {
-			k++;
-			continue;
-		}
-		char *key, *rest;
-		if (*l == '"' || *l == '\'') {
-			const char *p = l;
-			key = quoted(&p);
-			if (!key) {
-				rc = -1;
-				break;
-			}
-			rest = (char *)p;
-			if (*rest != ':') {
-				free(key);
-				k++;
-				continue;
-			}
-			rest++;
-		} else {
-			char *colon = l;
-			while ((colon = strchr(colon, ':')) && colon[1] && colon[1] != ' ')
-				colon++;
-			if (!colon) {
-				k++;
-				continue;
-			}
-			size_t kn = (size_t)(colon - l);
-			while (kn && l[kn - 1] == ' ')
-				kn--;
-			if (!(key = dupn(l, kn))) {
-				rc = -1;
-				break;
-			}
-			rest = colon + 1;
-		}
-		yval v = { 0 };
-		size_t next;
-		if ((rc = value(&v, &y, k, rest, &next))) {
-			free(key);
-			yval_free(&v);
-			break;
-		}
-		k = next;
-		/* a repeated key: the last one wins, as in PyYAML */
-		for (size_t i = 0; i < c->n; i++)
-			if (strcmp(c->e[i].key, key) == 0) {
-				yval_free(&c->e[i].v);
-				c->e[i].v = v;
-				free(key);
-				key = NULL;
-				break;
-			}
-		if (!key)
-			continue;
-		if (c->n == c->cap) {
-			size_t nc = c->cap ? 2 * c->cap : 32;
-			yentry *ne = realloc(c->e, nc * sizeof *ne);
-			if (!ne) {
-				free(key);
-				yval_free(&v);
-				rc = -1;
-				break;
-			}
-			c->e = ne;
-			c->cap = nc;
-		}
-		c->e[c->n++] = (yentry){ key, v };
-	}
-	free(y.lines);
-	return rc;
-}
-
-/* Metadata.load_model_card: the YAML between a first line "---" and the next "---\n". */
-static int load_card(ycard *c, const tfs_hf_files *files, tfs_error *err)
-{
-	uint8_t *text = NULL;
-	uint64_t len = 0;
-	int rc = files->read(files->ctx, "README.md", &text, &len, err);
-	if (rc == TFS_E_NOTFOUND) {
-		tfs_error_clear(err);
-		return 0;
-	}
-	if (rc)
-		return rc;
-	/* Python reads it as text: universal newlines */
-	char *s = (char *)text;
-	size_t w = 0;
-	for (size_t r = 0; r < len; r++) {
-		if (s[r] == '\r') {
-			s[w++] = '\n';
-			if (r + 1 < len && s[r + 1] == '\n')
-				r++;
-		} else {
-			s[w++] = s[r];
-		}
-	}
-	len = w;
-	s[len] = 0;
-	if (len < 4 || memcmp(s, "---\n", 4) != 0 || memchr(s, 0, (size_t)len)) {
-		free(text);
-		return 0;
-	}
-	char *body = s + 4, *end = strstr(body, "---\n");
-	if (end)
-		*end = 0;
-	rc = parse_card(c, body);
-	free(text);
-	if (rc)
-		return tfs_error_set(err, TFS_E_NOMEM, "README.md: out of memory");
-	return 0;
-}
 
 /* ==== names: get_model_id_components, id_to_title ==== */
 
@@ -772,37 +209,63 @@ static char *join_parts(char **parts, const int *types, size_t n, int want, int 
 }
 
 /* Metadata.get_model_id_components.  -1 on out of memory. */
-static int id_components(id_parts *o, const char *model_id, int64_t total_params)
+/* A size part ("7b", "1_5B", "7b1") normalized as get_model_id_components does
+ * (parts[i] may be replaced); its type: T_SIZE, or T_FINETUNE for a size far from the
+ * parameter count, or 0.  -1: out of memory. */
+static int size_part(char **parts, size_t i, int64_t total_params)
 {
-	memset(o, 0, sizeof *o);
-	if (strchr(model_id, ' '))
-		return (o->full = strdup(model_id)) ? 0 : -1;
-	const char *slash = strchr(model_id, '/');
-	const char *full = model_id;
-	if (slash) {
-		if (slash > model_id && model_id[0] != '.' &&
-		    !(o->org = dupn(model_id, (size_t)(slash - model_id))))
+	char *part = parts[i];
+	int type = 0;
+	for (char *c = part; *c; c++)
+		if (*c == '_')
+			*c = '.';
+	size_t len = strlen(part);
+	if (is_digit(part[len - 1]) && len >= 2) {
+		/* bloom-7b1: "7b1" -> "7.1b" (part[:-2] + "." + part[-1] + part[-2]) */
+		char *np = malloc(len + 2);
+		if (!np)
 			return -1;
-		full = slash + 1;
+		memcpy(np, part, len - 2);
+		np[len - 2] = '.';
+		np[len - 1] = part[len - 1];
+		np[len] = part[len - 2];
+		np[len + 1] = 0;
+		free(part);
+		parts[i] = part = np;
+		len++;
 	}
-	if (!(o->full = strdup(full)))
-		return -1;
-	/* split on '-', dropping empty parts */
-	size_t cap = strlen(full) / 2 + 2, n = 0;
-	char **parts = calloc(cap, sizeof *parts);
-	int *types = calloc(cap, sizeof *types);
-	int rc = -1;
-	if (!parts || !types)
-		goto out;
-	for (const char *p = full; *p;) {
-		const char *e = strchr(p, '-');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		if (len && !(parts[n++] = dupn(p, len)))
-			goto out;
-		if (!e)
-			break;
-		p = e + 1;
+	if (len > 1 && is_digit(part[len - 2]) && strchr("kmbt", part[len - 1]))
+		part[len - 1] = (char)toupper((unsigned char)part[len - 1]);
+	if (total_params != 0) {
+		/* float(part[:-1]) * 1000 ** " KMBT".find(part[-1]) */
+		char *num = dupn(part, len - 1), *end;
+		if (!num)
+			return -1;
+		bool ok = num[0] && (is_digit(num[0]) || num[0] == '.');
+		for (char *c = num; ok && *c; c++)
+			ok = is_digit(*c) || *c == '.';
+		double v = ok ? strtod(num, &end) : 0;
+		ok = ok && !*end;
+		free(num);
+		if (ok) {
+			const char *units = " KMBT";
+			const char *u = strchr(units, part[len - 1]);
+			double label = v * pow(1000, u ? (double)(u - units) : -1.0);
+			double t = (double)total_params;
+			if ((total_params < 0 && label < (double)(-total_params / 8)) ||
+			    (total_params > 0 && fabs(label - t) > (double)(7 * total_params / 8))) {
+				type |= T_FINETUNE;
+				part[len - 1] = (char)tolower((unsigned char)part[len - 1]);
+			}
+		}
 	}
+	return type ? type : T_SIZE;
+}
+
+/* The type of each of the n parts (types[i], zeroed): version, quant type, size,
+ * finetune word. */
+static int classify_parts(char **parts, int *types, size_t n, int64_t total_params)
+{
 	for (size_t i = 0; i < n; i++) {
 		char *part = parts[i];
 		if (is_version(part)) {
@@ -812,52 +275,10 @@ static int id_components(id_parts *o, const char *model_id, int64_t total_params
 			for (char *c = part; *c; c++)
 				*c = (char)toupper((unsigned char)*c);
 		} else if (i > 0 && is_size(part)) {
-			for (char *c = part; *c; c++)
-				if (*c == '_')
-					*c = '.';
-			size_t len = strlen(part);
-			if (is_digit(part[len - 1]) && len >= 2) {
-				/* bloom-7b1: "7b1" -> "7.1b" (part[:-2] + "." + part[-1] + part[-2]) */
-				char *np = malloc(len + 2);
-				if (!np)
-					goto out;
-				memcpy(np, part, len - 2);
-				np[len - 2] = '.';
-				np[len - 1] = part[len - 1];
-				np[len] = part[len - 2];
-				np[len + 1] = 0;
-				free(part);
-				parts[i] = part = np;
-				len++;
-			}
-			if (len > 1 && is_digit(part[len - 2]) && strchr("kmbt", part[len - 1]))
-				part[len - 1] = (char)toupper((unsigned char)part[len - 1]);
-			if (total_params != 0) {
-				/* float(part[:-1]) * 1000 ** " KMBT".find(part[-1]) */
-				char *num = dupn(part, len - 1), *end;
-				if (!num)
-					goto out;
-				bool ok = num[0] && (is_digit(num[0]) || num[0] == '.');
-				for (char *c = num; ok && *c; c++)
-					ok = is_digit(*c) || *c == '.';
-				double v = ok ? strtod(num, &end) : 0;
-				ok = ok && !*end;
-				free(num);
-				if (ok) {
-					const char *units = " KMBT";
-					const char *u = strchr(units, part[len - 1]);
-					double label = v * pow(1000, u ? (double)(u - units) : -1.0);
-					double t = (double)total_params;
-					if ((total_params < 0 && label < (double)(-total_params / 8)) ||
-					    (total_params > 0 &&
-					     fabs(label - t) > (double)(7 * total_params / 8))) {
-						types[i] |= T_FINETUNE;
-						part[len - 1] = (char)tolower((unsigned char)part[len - 1]);
-					}
-				}
-			}
-			if (!types[i])
-				types[i] |= T_SIZE;
+			int t = size_part(parts, i, total_params);
+			if (t < 0)
+				return -1;
+			types[i] |= t;
 		} else if (i > 0 && is_finetune_word(part)) {
 			if (total_params < 0 && ieq(part, "lora"))
 				types[i] |= T_TYPE;
@@ -865,7 +286,14 @@ static int id_components(id_parts *o, const char *model_id, int64_t total_params
 				types[i] |= T_FINETUNE;
 		}
 	}
-	/* word sizes go when a numeric one is there */
+	return 0;
+}
+
+/* Word sizes go when a numeric one is there; the basename is the leading untyped (or
+ * version) parts, the other untyped ones finetune; trailing basename parts with another
+ * type lose it. */
+static void settle_types(char **parts, int *types, size_t n)
+{
 	bool numeric = false;
 	for (size_t i = 0; i < n; i++)
 		if (types[i] & T_SIZE)
@@ -891,16 +319,55 @@ static int id_components(id_parts *o, const char *model_id, int64_t total_params
 		else
 			break;
 	}
-	o->basename = join_parts(parts, types, n, T_BASENAME, 0, false);
-	o->size_label = join_parts(parts, types, n, T_SIZE, 0, true);
-	o->finetune = join_parts(parts, types, n, T_FINETUNE, 0, false);
-	o->version = join_parts(parts, types, n, T_VERSION, T_BASENAME, false);
-	if (!o->size_label && !o->finetune && !o->version) {
-		free(o->basename);
-		o->basename = NULL;
+}
+
+/* full split on '-', empty parts dropped: parts (allocated strings), *n of them. */
+static int split_parts(char **parts, size_t *n, const char *full)
+{
+	for (const char *p = full; *p;) {
+		const char *e = strchr(p, '-');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len && !(parts[(*n)++] = dupn(p, len)))
+			return -1;
+		if (!e)
+			break;
+		p = e + 1;
 	}
-	rc = 0;
-out:
+	return 0;
+}
+
+static int id_components(id_parts *o, const char *model_id, int64_t total_params)
+{
+	memset(o, 0, sizeof *o);
+	if (strchr(model_id, ' '))
+		return (o->full = strdup(model_id)) ? 0 : -1;
+	const char *slash = strchr(model_id, '/');
+	const char *full = model_id;
+	if (slash) {
+		if (slash > model_id && model_id[0] != '.' &&
+		    !(o->org = dupn(model_id, (size_t)(slash - model_id))))
+			return -1;
+		full = slash + 1;
+	}
+	if (!(o->full = strdup(full)))
+		return -1;
+	size_t cap = strlen(full) / 2 + 2, n = 0;
+	char **parts = calloc(cap, sizeof *parts);
+	int *types = calloc(cap, sizeof *types);
+	int rc = -1;
+	if (parts && types && !split_parts(parts, &n, full) &&
+	    !classify_parts(parts, types, n, total_params)) {
+		settle_types(parts, types, n);
+		o->basename = join_parts(parts, types, n, T_BASENAME, 0, false);
+		o->size_label = join_parts(parts, types, n, T_SIZE, 0, true);
+		o->finetune = join_parts(parts, types, n, T_FINETUNE, 0, false);
+		o->version = join_parts(parts, types, n, T_VERSION, T_BASENAME, false);
+		if (!o->size_label && !o->finetune && !o->version) {
+			free(o->basename);
+			o->basename = NULL;
+		}
+		rc = 0;
+	}
 	for (size_t i = 0; parts && i < n; i++)
 		free(parts[i]);
 	free(parts);
@@ -1069,7 +536,7 @@ static void meta_free(meta *m)
 /* use_model_card_metadata: the field takes the card's value when still unset (None). */
 static int card_field(meta *m, enum field f, const ycard *c, const char *key)
 {
-	const yval *v = ycard_get(c, key);
+	const yval *v = tfs_hf_card_get(c, key);
 	if (!v || m->f[f] || m->set[f])
 		return 0;
 	if (v->kind == Y_STR)
@@ -1109,7 +576,7 @@ static int append_str(char ***arr, size_t *n, const char *s)
 /* use_array_model_card_metadata: tags/languages gain a string or a list's strings. */
 static int card_array(char ***arr, size_t *n, bool *has, const ycard *c, const char *key)
 {
-	const yval *v = ycard_get(c, key);
+	const yval *v = tfs_hf_card_get(c, key);
 	if (!v || v->kind == Y_NULL)
 		return 0;
 	*has = true;
@@ -1179,13 +646,13 @@ static int card_entries(entry **out, size_t *n, bool *has, const ycard *c,
 	const yval *v = NULL;
 	bool any = false;
 	for (const char *const *k = keys; *k; k++)
-		any |= ycard_get(c, *k) != NULL;
+		any |= tfs_hf_card_get(c, *k) != NULL;
 	if (!any)
 		return 0;
 	*has = true;
 	/* model_card.get(k0, model_card.get(k1, model_card.get(k2))) */
 	for (const char *const *k = keys; *k && !v; k++)
-		v = ycard_get(c, *k);
+		v = tfs_hf_card_get(c, *k);
 	if (!v || (v->kind != Y_STR && v->kind != Y_LIST))
 		return 0;
 	size_t cnt = v->kind == Y_STR ? 1 : v->n;
@@ -1247,7 +714,7 @@ int tfs_hf_meta_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *c
 {
 	ycard c = { 0 };
 	meta m = { 0 };
-	int rc = load_card(&c, files, err), bad = 0;
+	int rc = tfs_hf_card_load(&c, files, err), bad = 0;
 	if (rc)
 		return rc;
 
@@ -1320,6 +787,6 @@ int tfs_hf_meta_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *c
 					    NULL, m.nlangs, err);
 out:
 	meta_free(&m);
-	ycard_free(&c);
+	tfs_hf_card_free(&c);
 	return rc;
 }

@@ -1,0 +1,232 @@
+/*
+ * hf_read.c - the bytes of the file a plan describes: its header, and any range of a tensor
+ * computed from the source tensor's bytes (rows permuted by offset arithmetic, conversions
+ * on bounded chunks).
+ */
+#include "hf_plan_impl.h"
+#include "hf_convert.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ==== the header ==== */
+
+static int put(tfs_buf *b, uint64_t v, unsigned n)
+{
+	uint8_t x[8];
+	for (unsigned i = 0; i < n; i++)
+		x[i] = (uint8_t)(v >> (8 * i));
+	return tfs_buf_append(b, x, n);
+}
+
+static int put_str(tfs_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+	return put(b, n, 8) || tfs_buf_append(b, s, n);
+}
+
+int tfs_hf_plan_header(tfs_buf *out, const tfs_hf_plan *p, tfs_error *err)
+{
+	size_t start = out->len;
+	int bad = put(out, 0x46554747u, 4) || put(out, 3, 4) || put(out, p->nt, 8) ||
+		  put(out, p->kvs.n, 8);
+	for (size_t i = 0; !bad && i < p->kvs.n; i++) {
+		const tfs_hf_kv *kv = &p->kvs.kv[i];
+		bad = put_str(out, kv->name) || put(out, kv->type, 4) ||
+		      tfs_buf_append(out, kv->data, (size_t)kv->len);
+	}
+	uint64_t rel = 0;
+	for (size_t i = 0; !bad && i < p->nt; i++) {
+		const tfs_hf_tensor *t = &p->t[i];
+		bad = put_str(out, t->name) || put(out, t->n_dims, 4);
+		for (uint32_t d = 0; !bad && d < t->n_dims; d++)
+			bad = put(out, (uint64_t)t->ne[d], 8);
+		bad = bad || put(out, (uint32_t)t->dtype, 4) || put(out, rel, 8);
+		rel += tfs_hf_pad(t->nbytes, GGUF_ALIGN);
+	}
+	while (!bad && (out->len - start) % GGUF_ALIGN)
+		bad = put(out, 0, 1);
+	if (bad)
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: header: out of memory");
+	return 0;
+}
+
+/* ==== reading a tensor ==== */
+
+/* Elements converted per step: bounds the scratch memory of one read (~160 KiB). */
+#define CHUNK_ELEMS 8192
+
+/* The source row output row r of a permuted tensor comes from (LlamaModel.permute:
+ * reshape(heads, 2, rows/heads/2, ...).swapaxes(1, 2)). */
+static uint64_t perm_row(uint64_t r, uint64_t rows, uint32_t heads)
+{
+	if (!heads)
+		return r;
+	uint64_t hd = rows / heads, h = r / hd, j = r % hd;
+	return h * hd + (j & 1) * (hd / 2) + j / 2;
+}
+
+int tfs_hf_tensor_locate(const tfs_hf_plan *p, size_t i, uint64_t off, uint64_t *src_off,
+			 uint64_t *run)
+{
+	if (i >= p->nt || p->t[i].recipe != TFS_HF_COPY || off >= p->t[i].nbytes)
+		return TFS_PASSTHROUGH;
+	const tfs_hf_tensor *t = &p->t[i];
+	if (!t->perm_heads) {
+		*src_off = off;
+		*run = t->nbytes - off;
+		return 0;
+	}
+	uint64_t rows = (uint64_t)t->ne[t->n_dims - 1];
+	uint64_t row_bytes = t->nbytes / rows, in_row = off % row_bytes;
+	*src_off = perm_row(off / row_bytes, rows, t->perm_heads) * row_bytes + in_row;
+	*run = row_bytes - in_row;
+	return 0;
+}
+
+/* Quiets the signalling NaNs among n whole bf16 values at p (gguf-py sets bit 6).  Weights
+ * hold no NaN: 4 values at a time are checked for an all-ones exponent first. */
+static void quiet_bf16(uint8_t *p, size_t n)
+{
+	const uint64_t exp = 0x7f807f807f807f80ull, low = 0x0001000100010001ull;
+	size_t i = 0;
+	for (; i + 4 <= n; i += 4) {
+		uint64_t w;
+		memcpy(&w, p + 2 * i, 8);
+		uint64_t y = (w & exp) ^ exp;   /* a lane is 0 where the exponent is all ones */
+		if (!((y - low) & ~y & 0x8000800080008000ull))
+			continue;
+		break;
+	}
+	for (; i < n; i++) {
+		uint16_t v = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+		if ((v & 0x7fffu) > 0x7f80u)
+			p[2 * i] |= 0x40;   /* bit 6 is in the low byte */
+	}
+}
+
+static int read_src(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off, uint64_t len,
+		    void *buf, tfs_error *err)
+{
+	int64_t got = tfs_tensor_read_raw(p->st, (size_t)t->src, off, len, buf, err);
+	if (got < 0)
+		return (int)got;
+	if ((uint64_t)got != len)
+		return tfs_error_set(err, TFS_E_IO, "%s: tensor '%s': short read at %llu",
+				     tfs_model_path(p->st), tfs_model_tensor(p->st, (size_t)t->src)->name,
+				     (unsigned long long)(off + (uint64_t)got));
+	return 0;
+}
+
+/* Rows per source row of t and its element count per row (the outermost axis is rows). */
+static void row_shape(const tfs_hf_tensor *t, uint64_t *rows, uint64_t *inner)
+{
+	*rows = (uint64_t)t->ne[t->n_dims - 1];
+	*inner = 1;
+	for (uint32_t d = 0; d + 1 < t->n_dims; d++)
+		*inner *= (uint64_t)t->ne[d];
+}
+
+/* The BF16 values of [off, end) of a copied tensor read into o quieted as the converter
+ * does; a value cut by either end is read whole from the source. */
+static int quiet_range(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off, uint64_t end,
+		       uint8_t *o, uint64_t row_bytes, uint64_t rows, tfs_error *err)
+{
+	uint64_t a = (off + 1) / 2 * 2, b = end / 2 * 2;
+	if (b > a)
+		quiet_bf16(o + (a - off), (size_t)((b - a) / 2));
+	uint64_t cut[2] = { off % 2 ? off - 1 : UINT64_MAX, end % 2 ? end - 1 : UINT64_MAX };
+	for (int k = 0; k < 2; k++) {
+		if (cut[k] == UINT64_MAX || (k == 1 && cut[1] == cut[0]))
+			continue;
+		uint8_t v[2];
+		uint64_t r = cut[k] / row_bytes, in_row = cut[k] % row_bytes;
+		uint64_t src = perm_row(r, rows, t->perm_heads) * row_bytes + in_row;
+		int rc = read_src(p, t, src, 2, v, err);
+		if (rc)
+			return rc;
+		quiet_bf16(v, 1);
+		for (uint64_t x = cut[k]; x < cut[k] + 2; x++)
+			if (x >= off && x < end)
+				o[x - off] = v[x - cut[k]];
+	}
+	return 0;
+}
+
+/* A copied tensor: bytes map 1:1 within a row, read straight into o. */
+static int read_copy(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off, uint64_t end,
+		     uint8_t *o, tfs_error *err)
+{
+	uint64_t rows, inner;
+	row_shape(t, &rows, &inner);
+	uint64_t row_bytes = inner * tfs_dtype(t->src_dtype)->block_bytes;
+	for (uint64_t pos = off; pos < end;) {
+		uint64_t r = pos / row_bytes, in_row = pos % row_bytes;
+		uint64_t n = t->perm_heads ? row_bytes - in_row : end - pos;
+		if (n > end - pos)
+			n = end - pos;
+		uint64_t src = perm_row(r, rows, t->perm_heads) * row_bytes + in_row;
+		int rc = read_src(p, t, src, n, o + (pos - off), err);
+		if (rc)
+			return rc;
+		pos += n;
+	}
+	return t->quiet_nans ? quiet_range(p, t, off, end, o, row_bytes, rows, err) : 0;
+}
+
+/* A converted tensor: whole output blocks, never across a permuted row, CHUNK_ELEMS at a
+ * time through float32. */
+static int read_convert(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off,
+			uint64_t end, uint8_t *o, tfs_error *err)
+{
+	uint64_t rows, inner;
+	row_shape(t, &rows, &inner);
+	const tfs_dtype_info *od = tfs_dtype(t->dtype), *sd = tfs_dtype(t->src_dtype);
+	uint64_t ob = od->block_elems, obb = od->block_bytes, ses = sd->block_bytes;
+	uint8_t *sbuf = malloc(CHUNK_ELEMS * 4 + CHUNK_ELEMS * 4 + CHUNK_ELEMS * 4);
+	if (!sbuf)
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	uint32_t *fbuf = (uint32_t *)(sbuf + CHUNK_ELEMS * 4);
+	uint8_t *obuf = sbuf + 2 * CHUNK_ELEMS * 4;
+	uint64_t u = off / obb, u_end = (end + obb - 1) / obb;
+	const uint64_t chunk_units = CHUNK_ELEMS / ob;
+	int rc = 0;
+	while (u < u_end) {
+		uint64_t e = u * ob, r = e / inner, col = e % inner;
+		uint64_t n = u_end - u;
+		if (n > chunk_units)
+			n = chunk_units;
+		if (t->perm_heads && n > (inner - col) / ob)
+			n = (inner - col) / ob;
+		uint64_t src_e = perm_row(r, rows, t->perm_heads) * inner + col;
+		if ((rc = read_src(p, t, src_e * ses, n * ob * ses, sbuf, err)))
+			break;
+		tfs_hf_to_f32(fbuf, sbuf, t->src_dtype, (size_t)(n * ob));
+		tfs_hf_from_f32(obuf, t->dtype, fbuf, (size_t)(n * ob));
+		uint64_t lo = u * obb, hi = (u + n) * obb;
+		uint64_t a = lo > off ? lo : off, b = hi < end ? hi : end;
+		memcpy(o + (a - off), obuf + (a - lo), (size_t)(b - a));
+		u += n;
+	}
+	free(sbuf);
+	return rc;
+}
+
+int64_t tfs_hf_tensor_read(const tfs_hf_plan *p, size_t i, uint64_t off, uint64_t len,
+			   void *out, tfs_error *err)
+{
+	if (i >= p->nt)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "GGUF view: no tensor %zu", i);
+	const tfs_hf_tensor *t = &p->t[i];
+	if (off >= t->nbytes)
+		return 0;
+	if (len > t->nbytes - off)
+		len = t->nbytes - off;
+	if (t->recipe == TFS_HF_GENERATED) {
+		memcpy(out, p->gen[i] + off, (size_t)len);
+		return (int64_t)len;
+	}
+	int rc = t->recipe == TFS_HF_COPY ? read_copy(p, t, off, off + len, out, err)
+					  : read_convert(p, t, off, off + len, out, err);
+	return rc ? rc : (int64_t)len;
+}

@@ -1,0 +1,36 @@
+/*
+ * hf_vocab_impl.h - what hf_vocab.c (the vocabularies) and hf_special.c (the repo's files as
+ * the converter reads them, gguf-py's SpecialVocab) share (codec-private).
+ */
+#ifndef TFS_HF_VOCAB_IMPL_H
+#define TFS_HF_VOCAB_IMPL_H
+
+#include "hf_vocab.h"
+
+/* Reads a repo file; TFS_E_NOTFOUND (err set) when absent. */
+int tfs_hf_read_file(const tfs_hf_files *f, const char *name, uint8_t **data, uint64_t *len,
+		     tfs_error *err);
+/* A repo file as JSON (*out NULL when the repo has no such file: 0); integers beyond 64
+ * bits read as reals, as Python reads them. */
+int tfs_hf_read_json(const tfs_hf_files *f, const char *name, json_t **out, tfs_error *err);
+/* Python's int(v) for an int (not a bool), and truthiness. */
+bool tfs_hf_py_int(const json_t *v, long long *out);
+bool tfs_hf_py_true(const json_t *v);
+/* Whether out has the key; the put functions append a key unless out has it (the first
+ * value is kept where gguf-py would raise on a second). */
+bool tfs_hf_have_key(const tfs_hf_kvs *out, const char *name);
+int tfs_hf_put_str(tfs_hf_kvs *out, const char *name, const char *s, size_t n,
+		   tfs_error *err);
+int tfs_hf_put_u32(tfs_hf_kvs *out, const char *name, uint32_t v, tfs_error *err);
+int tfs_hf_put_bool(tfs_hf_kvs *out, const char *name, bool v, tfs_error *err);
+/* gguf-py's SpecialVocab of the repo, loaded and written into out: merges (load_merges),
+ * special token ids (n_vocab: their bound, -1 none), add_bos/add_eos, chat template(s). */
+int tfs_hf_special_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *tok,
+			 const json_t *cfg, const json_t *config, bool load_merges,
+			 long long n_vocab, tfs_error *err);
+/* CodeLlama's infill token ids (prefix, suffix, middle, eot: 32007..32010) as SpecialVocab
+ * writes them. */
+int tfs_hf_codellama_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *tok,
+			 const json_t *cfg, const json_t *config, tfs_error *err);
+
+#endif

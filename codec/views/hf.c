@@ -309,7 +309,7 @@ int tfs_hf_view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
 	const char *outtype = o ? o->outtype : NULL;
 	if (outtype && parse_outtype(&t, outtype, err))
 		return TFS_E_INVALID;
-	if (tfs_model_format(m) != TFS_FMT_SAFETENSORS || !is_repo(source)) {
+	if (m->ops != &tfs_safetensors_format || !is_repo(source)) {
 		if (outtype)
 			return tfs_error_set(err, TFS_E_INVALID, "outtype=%s: %s is not a Hugging "
 					     "Face repo (a directory or hf://ORG/REPO with "

@@ -548,3 +548,20 @@ char *tfs_output_path(const tfs_model *m, const tfs_write_opts *o)
 	}
 	return strdup(out);
 }
+
+int tfs_model_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t si,
+		   uint64_t off, uint64_t len, uint32_t blk, const tfs_io_progress *p,
+		   tfs_error *err)
+{
+	uint64_t end;
+	if (si < 0 || (size_t)si >= m->n_src)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: no source %d", m->path, si);
+	const tfs_source *s = &m->src[si];
+	if (tfs_add_overflow(off, len, &end) || end > s->size)
+		return tfs_error_set(err, TFS_E_FORMAT,
+				     "%s: bytes [%llu, +%llu) lie past its end (%llu bytes): did it "
+				     "change after it was opened?", s->path,
+				     (unsigned long long)off, (unsigned long long)len,
+				     (unsigned long long)s->size);
+	return tfs_source_copy(fd, path, pos, s, off, len, blk, p, err);
+}

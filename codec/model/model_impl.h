@@ -129,4 +129,9 @@ bool tfs_model_gguf_encoded(const tfs_model *m);
 bool tfs_utf8_valid(const char *s, size_t n);
 bool tfs_safetensors_dtype_ok(int dtype);
 
+/* tfs_source_copy from source si of m, the range checked to lie inside it first. */
+int tfs_model_copy(int fd, const char *path, uint64_t pos, const tfs_model *m, int32_t si,
+		   uint64_t off, uint64_t len, uint32_t blk, const tfs_io_progress *progress,
+		   tfs_error *err);
+
 #endif

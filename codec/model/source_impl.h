@@ -12,7 +12,6 @@
 #include "source.h"
 #include "io.h"
 
-struct tfs_model;
 struct tfs_remote;
 
 /* What s->map holds. */
@@ -145,9 +144,5 @@ uint32_t tfs_source_clone_block(int fd, const tfs_source *s);
  * NULL. */
 int tfs_source_copy(int fd, const char *path, uint64_t pos, const tfs_source *s, uint64_t off,
 		    uint64_t len, uint32_t blk, const tfs_io_progress *progress, tfs_error *err);
-/* tfs_source_copy from source si of m, the range checked to lie inside it first. */
-int tfs_model_copy(int fd, const char *path, uint64_t pos, const struct tfs_model *m, int32_t si,
-		   uint64_t off, uint64_t len, uint32_t blk, const tfs_io_progress *progress,
-		   tfs_error *err);
 
 #endif

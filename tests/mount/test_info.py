@@ -642,14 +642,15 @@ printf '%s\n' "${COMPREPLY[@]}"
                          sorted(["mount", "unmount", "info", "repack", "help", "--version", "--help"]))
         self.assertEqual(self.complete("tensorfs in"), ["info"])
         self.assertEqual(self.complete("tensorfs info --"),
-                         ["--help", "--json", "--markdown", "--no-tensors"])
+                         ["--gguf", "--help", "--json", "--markdown", "--no-tensors", "--outtype="])
         self.assertEqual(self.complete("tensorfs mount -"), sorted(["-f", "-d", "-s", "-o", "-h", "--help"]))
         self.assertEqual(self.complete("tensorfs help re"), ["repack"])
         self.assertEqual(self.complete("tensorfs repack m -o "), ["output=", "staging="])
 
     def test_mount_option_names(self):
         every = sorted(["ro", "rw", "writable", "staging=", "output=", "verify", "threads=",
-                        "readahead_kb=", "nonempty", "imatrix=", "connections=", "cache=", "cache_size=",
+                        "readahead_kb=", "nonempty", "imatrix=", "outtype=", "connections=", "cache=",
+                        "cache_size=",
                         "token_file=", "cafile=", "timeout="])
         self.assertEqual(self.complete("tensorfs mount -o "), every)
         self.assertEqual(self.complete("mount.tensorfs -o "), every)

@@ -51,7 +51,11 @@ static int make_plan(tfs_qview *v, const tfs_quant_opts *o, tfs_error *err)
 	tfs_qplan_opts qo = { .imatrix = v->im };
 	if (!rc && (rc = tfs_qplan_new(&v->plan, v->base, ftype, &qo, err))) {
 		char msg[TFS_ERRMSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", err->msg);
+		const char *path = tfs_model_path(v->base), *why = err->msg;
+		size_t n = strlen(path);
+		if (!strncmp(why, path, n) && !strncmp(why + n, ": ", 2))
+			why += n + 2;  /* (the plan's messages about the model name it) */
+		snprintf(msg, sizeof(msg), "%s", why);
 		rc = tfs_error_set(err, rc, "%s: cannot be quantized to %s: %s",
 				   tfs_model_path(v->owner), tfs_ftype_name(ftype), msg);
 	}

@@ -140,8 +140,8 @@ static bool open_cached(tfs_qview *v, tfs_qt *t)
 	t->fd = fd;
 	t->named = true;
 	t->state = TFS_QT_DONE;
-	v->open_fds++;
-	close_idle(v);
+	t->last_use = ++v->clock;
+	v->open_fds++;  /* (closed beyond MAX_OPEN once a read is done: close_idle) */
 	return true;
 }
 
@@ -332,8 +332,12 @@ static int ensure(tfs_qview *v, tfs_qt *t)
 		v->last_demand = k;
 		look_ahead(v, k);
 	}
-	while (t->state == TFS_QT_QUEUED)
-		pthread_cond_wait(&v->done, &v->mu);
+	while (t->state == TFS_QT_QUEUED || t->state == TFS_QT_IDLE) {
+		if (t->state == TFS_QT_IDLE)  /* (its file was closed meanwhile) */
+			begin(v, t, true);
+		else
+			pthread_cond_wait(&v->done, &v->mu);
+	}
 	if (t->state == TFS_QT_DONE) {
 		t->users++;
 		t->last_use = ++v->clock;
@@ -371,7 +375,7 @@ static int failed(const tfs_qt *t, tfs_error *err)
 {
 	return tfs_error_set(err, t->rc ? t->rc : TFS_E_IO, "tensor '%s' could not be "
 			     "quantized to %s: %s", t->q->name, tfs_dtype(t->q->dtype)->name,
-			     t->msg ? t->msg : "out of memory");
+			     t->msg ? t->msg : "its computation failed");
 }
 
 static int64_t qt_read(void *ctx, void *buf, uint64_t len, uint64_t off, tfs_error *err)
@@ -405,6 +409,7 @@ static int qt_splice_fd(void *ctx, uint64_t off, uint64_t len, tfs_source_fd *ou
 	int fd = state == TFS_QT_DONE ? fcntl(t->fd, F_DUPFD_CLOEXEC, 0) : -1;
 	if (state == TFS_QT_DONE)
 		t->users--;
+	close_idle(v);
 	pthread_mutex_unlock(&v->mu);
 	if (state == TFS_QT_NOCACHE)
 		return TFS_PASSTHROUGH;

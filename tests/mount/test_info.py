@@ -556,6 +556,7 @@ class Man(TestCase):
     def test_tensorfs_1(self):
         text = self.render(MAN1)
         for word in ("tensorfs mount", "tensorfs unmount", "tensorfs info", "tensorfs repack",
+                     "tensorfs convert", "THE QUANTIZED VIEW", "--quantize=",
                      "--json", "--markdown", "--no-tensors", "--version", "-V,", "--help",
                      "EXIT STATUS", "OLLAMA_MODELS", "XDG_RUNTIME_DIR", ".tensorfs-staging",
                      "journal.json", "tensorfs/PID.status", "mount.tensorfs(8)",
@@ -639,17 +640,26 @@ printf '%s\n' "${COMPREPLY[@]}"
 
     def test_subcommands_and_options(self):
         self.assertEqual(self.complete("tensorfs "),
-                         sorted(["mount", "unmount", "info", "repack", "help", "--version", "--help"]))
+                         sorted(["mount", "unmount", "info", "repack", "convert", "help", "--version",
+                                 "--help"]))
         self.assertEqual(self.complete("tensorfs in"), ["info"])
         self.assertEqual(self.complete("tensorfs info --"),
-                         ["--gguf", "--help", "--json", "--markdown", "--no-tensors", "--outtype="])
+                         ["--gguf", "--help", "--imatrix=", "--json", "--markdown", "--no-tensors",
+                          "--outtype=", "--quantize="])
+        self.assertEqual(self.complete("tensorfs info --quantize=IQ4"), ["IQ4_NL", "IQ4_XS"])
         self.assertEqual(self.complete("tensorfs mount -"), sorted(["-f", "-d", "-s", "-o", "-h", "--help"]))
         self.assertEqual(self.complete("tensorfs help re"), ["repack"])
         self.assertEqual(self.complete("tensorfs repack m -o "), ["output=", "staging="])
+        self.assertEqual(self.complete("tensorfs convert model.gguf out.gguf -o "),
+                         sorted(["quantize=", "imatrix=", "cache=", "outtype=", "connections=",
+                                 "cache_size=", "token_file=", "cafile=", "timeout="]))
+        self.assertEqual(self.complete("tensorfs convert model.gguf mo"),
+                         ["model.gguf", "model.safetensors", "models/"])
 
     def test_mount_option_names(self):
         every = sorted(["ro", "rw", "writable", "staging=", "output=", "verify", "threads=",
-                        "readahead_kb=", "nonempty", "imatrix=", "outtype=", "connections=", "cache=",
+                        "readahead_kb=", "nonempty", "imatrix=", "quantize=", "outtype=",
+                        "connections=", "cache=",
                         "cache_size=",
                         "token_file=", "cafile=", "timeout="])
         self.assertEqual(self.complete("tensorfs mount -o "), every)
@@ -662,6 +672,8 @@ printf '%s\n' "${COMPREPLY[@]}"
         self.assertEqual(self.complete("tensorfs mount -o rw,staging=m"), ["mnt", "models"])
         self.assertEqual(self.complete("tensorfs mount -o output=model.s"), ["model.safetensors"])
         self.assertEqual(self.complete("tensorfs mount -o rw,imatrix=model.g"), ["model.gguf"])
+        self.assertEqual(self.complete("tensorfs mount -o ro,quantize=q"), [])
+        self.assertEqual(self.complete("tensorfs mount -o ro,quantize=Q4_K"), ["Q4_K_M", "Q4_K_S"])
 
     def test_files_and_directories(self):
         # SOURCE: files (directories with their slash, to go on); MOUNTPOINT: directories

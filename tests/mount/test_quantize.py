@@ -43,8 +43,12 @@ LLAMAQ = os.path.join(HERE, "..", "quant", "llamaq.py")
 GENERATE = os.path.join(HERE, "..", "llama", "generate.py")
 SAMPLE = os.path.join(HERE, "..", "..", "examples", "tiny-llama.gguf")
 FTYPES = {"Q4_K_M": 15, "Q8_0": 7, "Q4_0": 2, "Q6_K": 18, "IQ4_NL": 25, "Q3_K_M": 12}
-QGEN = ["l1-e64", "l2-e96-gqa", "l8-e256", "l12-tied"]
-MODELS = QGEN + ["chat"]
+QGEN = ["l1-e64", "l2-e96-gqa", "l8-e256", "l12-tied", "l80-70b"]
+MODELS = ["l1-e64", "l2-e96-gqa", "l8-e256", "l12-tied", "chat"]
+# every model x type, and l80-70b (80 layers: 562 quantized tensors, more cache files than
+# a view keeps open) as Q3_K_S
+PAIRS = [(m, t) for m in MODELS for t in FTYPES] + [("l80-70b", "Q3_K_S")]
+CODES = dict(FTYPES, Q3_K_S=11)
 
 ROOT = None     # the module's directory: models, references, the shared cache
 SOURCES = {}    # model -> its path
@@ -131,9 +135,9 @@ def setUpModule():
         SOURCES[name] = qgen.write(os.path.join(ROOT, name + ".gguf"), qgen.spec(name))
     SOURCES["chat"] = os.path.join(ROOT, "chat.gguf")
     write_chat(SOURCES["chat"])
-    jobs = {(m, t): os.path.join(ROOT, "%s.%s.gguf" % (m, t)) for m in MODELS for t in FTYPES}
+    jobs = {(m, t): os.path.join(ROOT, "%s.%s.gguf" % (m, t)) for m, t in PAIRS}
     with cf.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
-        futs = {ex.submit(llamaq, SOURCES[m], p, FTYPES[t]): (m, t)
+        futs = {ex.submit(llamaq, SOURCES[m], p, CODES[t]): (m, t)
                 for (m, t), p in jobs.items()}
         for f in futs:
             REFS[futs[f]] = f.result()
@@ -173,17 +177,17 @@ class Quantize(TestCase):
 
     def test_fresh_mount_is_llama_quantize(self):
         """Every model x type: model.gguf of a mount with an empty cache for it."""
-        for m in MODELS:
-            for t in FTYPES:
-                with Mount(self, SOURCES[m], self.opts(t)) as mnt:
-                    self.assertEqual(os.path.getsize(mnt.p("model.gguf")),
-                                     os.path.getsize(REFS[m, t]))
-                    self.assertSameFile(mnt.p("model.gguf"), REFS[m, t], "%s %s" % (m, t))
+        for m, t in PAIRS:
+            with Mount(self, SOURCES[m], self.opts(t)) as mnt:
+                self.assertEqual(os.path.getsize(mnt.p("model.gguf")),
+                                 os.path.getsize(REFS[m, t]))
+                self.assertSameFile(mnt.p("model.gguf"), REFS[m, t], "%s %s" % (m, t))
         # (a tensor of the same source and type is one file: l1-e64's Q6_K is its Q8_0)
         self.assertGreater(len(self.cache_files()), 100)
 
     def test_remount_reads_the_cache(self):
-        pairs = [("l8-e256", t) for t in FTYPES] + [(m, "Q4_K_M") for m in MODELS]
+        pairs = [("l8-e256", t) for t in FTYPES] + [(m, "Q4_K_M") for m in MODELS] + \
+            [("l80-70b", "Q3_K_S")]
         for m, t in pairs:
             with Mount(self, SOURCES[m], self.opts(t)) as mnt:
                 read(mnt.p("model.gguf"))

@@ -28,9 +28,15 @@ Results: equal; refused (both refuse); weights (only weights_ignored tensors dif
 (align64: the one legitimate header difference, see ALIGN64_WHY); differ / error: a failure.
 
 usage: check.py [--quick | --full] [--keep DIR] [--only MODEL | CASE] [--markdown]
+                [--via mount | convert]
   --quick (the meson test, about 30 s): a subset of models x types;
   --full: every model x every type and variant (500 cases: half an hour on 2 cores);
-  --markdown: the matrix as a Markdown table at the end.
+  --markdown: the matrix as a Markdown table at the end;
+  --via mount: OUT is model.gguf of a real mount with -o quantize=TYPE[,imatrix=FILE] (the
+  lazy, cached view of codec/views/quantize*.c; each case with its own empty cache), the
+  plan still from qplan_write; --via convert: OUT is written by tensorfs convert.  The
+  variants a mount has no option for (+keys, +pure, +leave, +types) are left out; a case
+  the plan refuses must be refused by the mount too.  TENSORFS names the binary.
 TAP on stdout; SKIP when the npm library or the qplan_write tool is missing.
 QPLAN_WRITE names the tool (meson sets it); TFS_LLAMA_LIB the library directory.
 """
@@ -189,7 +195,17 @@ class Case:
                 + extra_ref)
         if r.returncode == 2:
             raise RuntimeError("llamaq.py: " + r.stderr.decode())
-        t = run([qw, self.src, self.ftype, out] + extra_tfs)
+        if VIA:
+            t = run([qw, self.src, self.ftype] + extra_tfs)
+            v = through_tensorfs(self, out, dat)
+            if (v.returncode == 0) != (t.returncode == 0):
+                self.result = "differ"
+                self.why = "the plan %s but %s %s: %s" % (
+                    "refuses" if t.returncode else "is made", VIA,
+                    "works" if v.returncode == 0 else "fails", v.stderr.decode().strip())
+                return False
+        else:
+            t = run([qw, self.src, self.ftype, out] + extra_tfs)
         ref_ok, tfs_ok = r.returncode == 0, t.returncode == 0
         ref_err = _llama_error(r.stderr.decode())
         tfs_err = t.stderr.decode().strip().split("\n")[0]
@@ -226,6 +242,31 @@ class Case:
         self.result = "equal"
         shutil.rmtree(self.dir, ignore_errors=True)
         return True
+
+
+VIA = None  # --via mount | convert
+
+
+def through_tensorfs(case, out, dat):
+    """OUT written through a real mount's model.gguf (or tensorfs convert), quantized as the
+    case says with an empty cache of its own; the CompletedProcess of the mount (convert)."""
+    tfs = os.environ.get("TENSORFS") or os.path.join(HERE, "..", "..", "build", "fs", "tensorfs")
+    opts = "quantize=%s,cache=%s" % (case.ftype, os.path.join(case.dir, "cache"))
+    if dat:
+        opts += ",imatrix=" + dat
+    if VIA == "convert":
+        return run([tfs, "convert", case.src, out, "-o", opts])
+    mp = tempfile.mkdtemp(prefix="tfs-qmnt-")
+    try:
+        m = run([tfs, "mount", case.src, mp, "-o", opts])
+        if m.returncode == 0:
+            try:
+                shutil.copyfile(os.path.join(mp, "model.gguf"), out)
+            finally:
+                run([tfs, "unmount", mp])
+        return m
+    finally:
+        os.rmdir(mp)
 
 
 def _llama_error(log):
@@ -392,6 +433,8 @@ def cases(mode, work, only):
             c = Case(m, f, work, im)
             if only and only not in (m, c.name):
                 continue
+            if VIA and im not in (None, "iq", "all"):
+                continue  # (no mount option for it)
             out.append(c)
     return out
 
@@ -401,6 +444,11 @@ def main():
     mode = "full" if "--full" in args else "quick"
     keep = args[args.index("--keep") + 1] if "--keep" in args else None
     only = args[args.index("--only") + 1] if "--only" in args else None
+    global VIA
+    VIA = args[args.index("--via") + 1] if "--via" in args else None
+    if VIA not in (None, "mount", "convert"):
+        print("check.py: --via mount or --via convert", file=sys.stderr)
+        return 2
     if llamacpp.lib_dir() is None:
         print("1..0 # SKIP " + llamacpp.missing_reason())
         return 0

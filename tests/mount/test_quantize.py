@@ -230,6 +230,28 @@ class Quantize(TestCase):
         self.assertTrue(os.listdir(os.path.join(xdg, "tensorfs", "quantized")))
         self.assertEqual([f for f in os.listdir(os.path.dirname(out)) if f != "out.gguf"], [])
 
+    def test_hugging_face_repo(self):
+        """A HF repo's GGUF view quantized: what llama_model_quantize makes of the view's
+        model.gguf (itself the converter's file: tests/mount/test_hf.py)."""
+        try:
+            sys.path.insert(0, os.path.join(HERE, "..", "hf"))
+            import make_model
+        except ImportError as e:
+            self.skipTest("tests/hf/make_model.py: %s" % e)
+        d = self.tmpdir()
+        try:
+            make_model.make(d, "llama3-f32")
+        except Exception as e:  # (python3-sentencepiece missing)
+            self.skipTest("make_model: %s" % e)
+        repo, view = os.path.join(d, "llama3-f32"), os.path.join(d, "view.gguf")
+        for ot in ("auto", "f16"):
+            r = run([TENSORFS, "convert", repo, view, "-o", "outtype=" + ot], timeout=120)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            ref = llamaq(view, os.path.join(d, "ref.gguf"), FTYPES["Q4_K_M"])
+            with Mount(self, repo, self.opts("Q4_K_M", "outtype=" + ot)) as mnt:
+                self.assertSameFile(mnt.p("model.gguf"), ref, "repo, outtype " + ot)
+                self.assertNotIn("model.safetensors", os.listdir(mnt.path))
+
     # ---- what the mount shows ----
 
     def test_views_show_the_quantized_model(self):

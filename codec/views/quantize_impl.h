@@ -81,6 +81,9 @@ extern const tfs_computed_ops tfs_qt_ops;
  * bytes are), the type it becomes, and the importance matrix it is weighed with (path, size,
  * modification time; none when it takes no weights). */
 int tfs_qt_key(tfs_qt *t, const tfs_qview *v, const tfs_quant_opts *o, tfs_error *err);
+/* Whether the owner's local files are still what the keys name (size, modification time):
+ * a tensor computed from a file changed since it was opened is not cached under its key. */
+bool tfs_qview_sources_unchanged(const tfs_qview *v);
 /* The cache directory for o (o->cache_dir or the default, + "/quantized"), made with its
  * parents; NULL and v->note set when it cannot be written. */
 char *tfs_qview_cache_dir(tfs_qview *v, const tfs_quant_opts *o);

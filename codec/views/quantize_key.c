@@ -99,6 +99,21 @@ int tfs_qt_key(tfs_qt *t, const tfs_qview *v, const tfs_quant_opts *o, tfs_error
 	return 0;
 }
 
+bool tfs_qview_sources_unchanged(const tfs_qview *v)
+{
+	for (size_t i = 0; i < tfs_model_n_sources(v->owner); i++) {
+		const tfs_source *s = tfs_model_source(v->owner, i);
+		struct timespec ts = tfs_source_mtime(s);
+		struct stat st;
+		if (tfs_source_is_remote(s) || !tfs_source_mapping(s))
+			continue;  /* (a remote file's changes fail its reads) */
+		if (stat(tfs_source_path(s), &st) < 0 || (uint64_t)st.st_size != tfs_source_size(s) ||
+		    st.st_mtim.tv_sec != ts.tv_sec || st.st_mtim.tv_nsec != ts.tv_nsec)
+			return false;
+	}
+	return true;
+}
+
 /* mkdir -p, mode 0700 for what it makes. */
 static int make_dirs(char *path)
 {

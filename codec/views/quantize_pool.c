@@ -242,7 +242,7 @@ static void publish(tfs_qview *v, tfs_qt *t, int fd)
 {
 	char path[PATH_MAX], proc[64];
 	bool ok = false;
-	if (fdatasync(fd) == 0 &&
+	if (fdatasync(fd) == 0 && tfs_qview_sources_unchanged(v) &&
 	    snprintf(path, sizeof(path), "%s/%s", v->dir, t->key) < (int)sizeof(path)) {
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
 		ok = t->tmp ? rename(t->tmp, path) == 0

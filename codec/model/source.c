@@ -363,6 +363,11 @@ const char *tfs_source_path(const tfs_source *s) { return s->path; }
 uint64_t tfs_source_size(const tfs_source *s) { return s->size; }
 bool tfs_source_is_remote(const tfs_source *s) { return s->ops->remote; }
 
+const char *tfs_source_etag(const tfs_source *s)
+{
+	return s->ops->remote && s->ctx ? tfs_remote_etag(s->ctx) : NULL;
+}
+
 struct timespec tfs_source_mtime(const tfs_source *s)
 {
 	return (struct timespec){ .tv_sec = (time_t)s->mtime_sec, .tv_nsec = (long)s->mtime_nsec };

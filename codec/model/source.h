@@ -24,6 +24,8 @@ uint64_t tfs_source_size(const tfs_source *s);
 struct timespec tfs_source_mtime(const tfs_source *s);
 /* Whether its bytes come over the network (fetched on demand). */
 bool tfs_source_is_remote(const tfs_source *s);
+/* A remote file's ETag ("" when its server sends none); NULL for the other kinds. */
+const char *tfs_source_etag(const tfs_source *s);
 
 /*
  * Reads [off, off+len) of a source into buf, whatever it is: a local file (pread), bytes in

@@ -69,6 +69,8 @@ int64_t tfs_remote_mtime(const tfs_remote *r)
 	time_t t = r->v.last_modified[0] ? curl_getdate(r->v.last_modified, NULL) : -1;
 	return t < 0 ? 0 : (int64_t)t;
 }
+const char *tfs_remote_etag(const tfs_remote *r) { return r->v.etag; }
+
 const uint8_t *tfs_remote_map(const tfs_remote *r) { return r->head; }
 
 void tfs_remote_stats(const tfs_remote *r, uint64_t *requests, uint64_t *bytes)

@@ -26,6 +26,8 @@ void tfs_remote_free(tfs_remote *r);
 uint64_t tfs_remote_size(const tfs_remote *r);
 /* Its Last-Modified time (seconds since the epoch), or 0. */
 int64_t tfs_remote_mtime(const tfs_remote *r);
+/* Its ETag ("" when the server sends none). */
+const char *tfs_remote_etag(const tfs_remote *r);
 /* The file's first bytes, the header: valid up to what tfs_remote_head made present;
  * pages past it are not readable (a stray read faults instead of reading zeros). */
 const uint8_t *tfs_remote_map(const tfs_remote *r);

@@ -51,6 +51,7 @@ static void put_sources(EVP_MD_CTX *h, const tfs_model *m)
 		put_u64(h, "size", tfs_source_size(s));
 		put_u64(h, "mtime", (uint64_t)ts.tv_sec);
 		put_u64(h, "mtime_ns", (uint64_t)ts.tv_nsec);
+		put_str(h, "etag", tfs_source_etag(s));
 	}
 }
 

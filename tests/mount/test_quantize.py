@@ -252,6 +252,26 @@ class Quantize(TestCase):
                 self.assertSameFile(mnt.p("model.gguf"), ref, "repo, outtype " + ot)
                 self.assertNotIn("model.safetensors", os.listdir(mnt.path))
 
+    def test_remote_source(self):
+        """A GGUF over HTTP (nginx): quantized as the local file is; its cache files are not
+        the local file's (the URL, its size, Last-Modified and ETag name them)."""
+        try:
+            import websrv
+        except ImportError as e:
+            self.skipTest(str(e))
+        if not websrv.NGINX:
+            self.skipTest("nginx not installed")
+        cache = os.path.join(self.tmpdir(), "cache")
+        with websrv.Nginx(ROOT) as ng:
+            url = ng.url("l8-e256.gguf")
+            with Mount(self, url, self.opts("Q4_K_M", cache=cache)) as mnt:
+                self.assertSameFile(mnt.p("model.gguf"), REFS["l8-e256", "Q4_K_M"], "remote")
+            files = self.cache_files(cache)
+            with Mount(self, url, self.opts("Q4_K_M", cache=cache)) as mnt:
+                self.assertSameFile(mnt.p("model.gguf"), REFS["l8-e256", "Q4_K_M"], "again")
+            self.assertEqual(self.cache_files(cache), files)
+            self.assertFalse(files & self.cache_files())
+
     # ---- what the mount shows ----
 
     def test_views_show_the_quantized_model(self):

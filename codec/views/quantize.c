@@ -42,6 +42,10 @@ static int make_plan(tfs_qview *v, const tfs_quant_opts *o, tfs_error *err)
 		tfs_buf_free(&names);
 		return rc;
 	}
+	if (!tfs_model_gguf_encoded(v->base) && tfs_model_gguf_view_why(v->owner))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: quantize= needs a GGUF model, "
+				     "and this repo's GGUF view cannot be made: %s",
+				     tfs_model_path(v->owner), tfs_model_gguf_view_why(v->owner));
 	if (!tfs_model_gguf_encoded(v->base))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: quantize= needs a GGUF model (a "
 				     "GGUF file, a classic Ollama model, or a Hugging Face repo's "

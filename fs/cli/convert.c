@@ -16,7 +16,8 @@ static const char convert_usage[] =
 	"file: written beside it, fsynced, renamed into place), with progress on stderr.\n"
 	"options: quantize=TYPE (as llama-quantize writes it: Q4_K_M, Q8_0, IQ4_NL, ...),\n"
 	"         imatrix=FILE (llama.cpp's importance matrix), cache=DIR (where quantized\n"
-	"         tensors are kept, and remote sources' blocks), and the remote options:\n"
+	"         tensors are kept, and remote sources' blocks), outtype=TYPE (a Hugging\n"
+	"         Face repo's GGUF: auto, f32, f16, bf16, q8_0), and the remote options:\n"
 	"         connections=N, cache_size=SIZE, token_file=FILE, cafile=FILE, timeout=SECS\n";
 
 int tfsd_quantize_check(const tfsd_opts *o, const char *prog)

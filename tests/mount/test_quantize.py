@@ -5,10 +5,9 @@ ctypes by tests/quant/llamaq.py, each run its own process).
 
 Models (tests/quant/qgen.py, F16 weights): l1-e64 (rows of 64: every K-quant falls back),
 l2-e96-gqa (rows of 96, GQA 4), l8-e256 (8 layers, ffn_down rows of 320, untied output),
-l12-tied (tied embeddings); and "chat", a llama.cpp-loadable llama (the sample's tokenizer,
+l12-tied (tied embeddings), l80-70b (80 layers: 562 quantized tensors, as Q3_K_S); and "chat", a llama.cpp-loadable llama (the sample's tokenizer,
 rows of 256 and 512, GQA 2).  Types: Q4_K_M, Q8_0, Q4_0, Q6_K, IQ4_NL, Q3_K_M (every type,
-with and without an importance matrix: tests/quant/check.py --full and
-scripts/quantize-matrix.py).
+with and without an importance matrix: tests/quant/check.py --full [--via mount]).
 
 Checked: model.gguf of a fresh mount is byte for byte llama_model_quantize's file; again
 after a remount, read from the cache (a byte changed in a cache file shows through: the

@@ -14,10 +14,11 @@ bash scripts/setup.sh || exit 1
 # within its chain): most of their time is waiting (remote timeouts, kill trials, stress
 # readers), and one after the other they took 10+ minutes on 2 cores.  Every build is made
 # first; each chain's output goes to a log printed when both are done.
-#   chain 1: the tests on the normal build, then the clang build's unit tests, then fuzzing
-#   chain 2: the same tests under ASan + UBSan (gcc), with the stress readers for 16 s (the
-#            normal run's 30 s are the stress test proper) and 4 kill trials per format
-#            (the normal run's 8: 32 in all)
+#   chain 1: the tests on the normal build, then fuzzing
+#   chain 2: the same tests under ASan + UBSan (gcc; the hf suite's Python comparisons left
+#            out), with the stress readers for 16 s (the normal run's 30 s are the stress
+#            test proper) and 4 kill trials per format (the normal run's 8: 32 in all), then
+#            the clang build's unit tests
 rc=0
 
 # ==== the sanitizer build ====
@@ -39,7 +40,7 @@ reports=$PWD/build-asan/sanitizer-reports
 rm -rf "$reports"
 mkdir -p "$reports"
 
-# ==== the same sources built by clang, warnings as errors (its unit tests run in chain 1) ====
+# ==== the same sources built by clang, warnings as errors (its unit tests run in chain 2) ====
 # (the fuzz build compiles only what the harnesses use; this compiles everything)
 rm -f build-clang/meson-logs/testlog.json
 clang_built=false
@@ -57,13 +58,15 @@ fi
 rm -f build/meson-logs/testlog.json build-asan/meson-logs/testlog.json
 fuzz_log=$(mktemp)
 log1=$(mktemp) log2=$(mktemp)
+# The sanitizer run leaves out the hf suite when no test is named: its cases compare with
+# llama.cpp's Python converter and tokenizers, time spent in Python; the C they drive runs
+# under the sanitizers in mount_hf, the hf unit tests and the fuzz harnesses.
+asan_sel=("$@")
+[ $# -eq 0 ] && asan_sel=(--no-suite hf)
 echo "test: the normal and the sanitizer runs go side by side; their output follows when both are done"
 (
 	r=0
 	meson test -C build --print-errorlogs --num-processes 1 "$@" || r=1
-	if $clang_built; then
-		meson test -C build-clang --print-errorlogs --num-processes 1 --no-suite mount || r=1
-	fi
 	# ==== fuzzing (clang) ====
 	TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-1} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" >"$fuzz_log" 2>&1 || r=1
 	exit $r
@@ -76,9 +79,15 @@ chain1=$!
 		ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$reports/asan \
 		LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 \
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan \
-			meson test -C build-asan --print-errorlogs --num-processes 1 "$@" || r=1
+			meson test -C build-asan --print-errorlogs --num-processes 1 "${asan_sel[@]}" || r=1
 	else
 		r=1
+	fi
+	# the clang build's unit tests (its C is what differs: the reference comparisons of the
+	# hf suite run on the normal build)
+	if $clang_built; then
+		meson test -C build-clang --print-errorlogs --num-processes 1 --no-suite mount \
+			--no-suite hf || r=1
 	fi
 	exit $r
 ) >"$log2" 2>&1 &
@@ -87,9 +96,9 @@ wait $chain1 || rc=1
 wait $chain2 || rc=1
 # no log: no test ran there (a selection that matched nothing, a build that failed)
 [ -f build/meson-logs/testlog.json ] && [ -f build-asan/meson-logs/testlog.json ] || rc=1
-echo "==== the normal build, then the clang build's unit tests"
+echo "==== the normal build"
 cat "$log1"
-echo "==== the sanitizer build (ASan + UBSan)"
+echo "==== the sanitizer build (ASan + UBSan), then the clang build's unit tests"
 cat "$log2"
 echo "==== fuzzing"
 cat "$fuzz_log"
@@ -131,7 +140,9 @@ for line in lines:
             failed += 1
         continue
     for l in cases:
-        if "# SKIP" in l or "# skip" in l:
+        # a TODO case is a known difference the test names (TAP: not a failure; meson
+        # counts it as none): counted as skipped
+        if "# SKIP" in l or "# skip" in l or re.search(r"# TODO\b", l):
             skipped += 1
         elif l.startswith("ok"):
             passed += 1

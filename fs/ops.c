@@ -440,7 +440,7 @@ static void read_index(fuse_req_t req, tfsd_fs *fs, size_t size, off_t off)
 	tfs_error err;
 	pthread_mutex_lock(&fs->cache_lock);
 	int rc = buf ? tfsd_fs_index(fs, &s) : -ENOMEM;
-	if (!rc && tfs_index_read(s, buf, (uint64_t)off, size, &got, &err))
+	if (!rc && tfs_index_read(&got, s, buf, (uint64_t)off, size, &err))
 		rc = tfsd_errno(&err);
 	pthread_mutex_unlock(&fs->cache_lock);
 	if (rc)

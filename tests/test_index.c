@@ -52,7 +52,7 @@ static void expect_slice(tfs_index *s, const tfs_buf *want, uint64_t off, size_t
 	size_t got = 99;
 	tfs_error err;
 	cr_assert(buf);
-	cr_assert_eq(tfs_index_read(s, buf, off, len, &got, &err), 0, "%s: %s", what, err.msg);
+	cr_assert_eq(tfs_index_read(&got, s, buf, off, len, &err), 0, "%s: %s", what, err.msg);
 	size_t expect = off >= want->len ? 0 : want->len - off < len ? want->len - off : len;
 	cr_assert_eq(got, expect, "%s: %zu bytes at %llu: got %zu, want %zu", what, len,
 		     (unsigned long long)off, got, expect);
@@ -96,7 +96,7 @@ static void check_image_size(const tfs_model *m, const char *what)
 	uint64_t size = 0;
 	tfs_error err, err2;
 	int rc = tfs_model_image(&im, m, false, &err);
-	cr_assert_eq(tfs_model_image_size(m, &size, &err2), rc, "%s: %s / %s", what,
+	cr_assert_eq(tfs_model_image_size(&size, m, &err2), rc, "%s: %s / %s", what,
 		     rc ? err.msg : "", err2.msg);
 	if (!rc)
 		cr_assert_eq(size, tfs_image_size(im), "%s: image size", what);

@@ -293,7 +293,7 @@ Test(quantize, view_is_the_plan, .init = setup, .fini = teardown)
 	cr_assert_str_eq(last[1], "general.file_type");
 	/* the image is the size the plan says */
 	uint64_t size = 0;
-	cr_assert_eq(tfs_model_image_size(v, &size, &err), 0);
+	cr_assert_eq(tfs_model_image_size(&size, v, &err), 0);
 	cr_assert_gt(size, tfs_qplan_data_size(p));
 	tfs_qplan_free(p);
 	tfs_model_free(base);

@@ -25,7 +25,7 @@ int tfs_model_config_json(tfs_buf *out, const tfs_model *m, tfs_error *err)
 	return m->ops->config_json(out, m, err);
 }
 
-int tfs_model_image_size(const tfs_model *m, uint64_t *size, tfs_error *err)
+int tfs_model_image_size(uint64_t *size, const tfs_model *m, tfs_error *err)
 {
 	int rc = m->ops->image_size ? m->ops->image_size(m, size, err) : TFS_PASSTHROUGH;
 	if (rc != TFS_PASSTHROUGH)

@@ -27,7 +27,7 @@ int tfs_model_image(tfs_image **out, const tfs_model *m, bool own_fds, tfs_error
 uint64_t tfs_image_size(const tfs_image *im);
 /* tfs_image_size of the image tfs_model_image would build (a GGUF file's without building
  * its header: index.json's "model_file" of a large header costs no memory). */
-int tfs_model_image_size(const tfs_model *m, uint64_t *size, tfs_error *err);
+int tfs_model_image_size(uint64_t *size, const tfs_model *m, tfs_error *err);
 /* Reads up to len bytes at off (clipped at the end); the count or a negative tfs_code.
  * Needs an image taken with own_fds. */
 int64_t tfs_image_read(const tfs_image *im, uint64_t off, uint64_t len, void *out,

@@ -324,7 +324,7 @@ static json_t *gguf_view_json(const tfs_model *m)
 {
 	const tfs_model *v = m->gguf_view;
 	uint64_t size;
-	if (!v || tfs_model_image_size(v, &size, NULL))
+	if (!v || tfs_model_image_size(&size, v, NULL))
 		return json_pack("{s:o}", "unavailable", json_name(m->gguf_view_why ? m->gguf_view_why
 									: "unknown"));
 	json_t *o = json_pack("{s:s, s:I, s:I, s:I}", "name", tfs_image_name(v), "size",
@@ -350,7 +350,7 @@ static json_t *head_json(const tfs_model *m, bool values)
 	}
 	/* the whole model as one file (model.gguf / model.safetensors at the mount's root) */
 	uint64_t isize;
-	if (tfs_image_name(m) && tfs_model_image_size(m, &isize, NULL) == 0)
+	if (tfs_image_name(m) && tfs_model_image_size(&isize, m, NULL) == 0)
 		json_object_set_new(root, "model_file",
 				    json_pack("{s:s, s:I}", "name", tfs_image_name(m), "size",
 					      (json_int_t)isize));
@@ -617,7 +617,7 @@ static int index_hold(tfs_index *s, size_t j, uint64_t at, tfs_error *err)
 	return rc;
 }
 
-int tfs_index_read(tfs_index *s, void *buf, uint64_t off, size_t len, size_t *got,
+int tfs_index_read(size_t *got, tfs_index *s, void *buf, uint64_t off, size_t len,
 		   tfs_error *err)
 {
 	*got = 0;

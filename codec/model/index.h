@@ -31,7 +31,7 @@ typedef struct tfs_index tfs_index;
 int tfs_index_open(tfs_index **out, const tfs_model *m, bool values, bool with_tensors,
 		   tfs_error *err);
 uint64_t tfs_index_size(const tfs_index *s);
-int tfs_index_read(tfs_index *s, void *buf, uint64_t off, size_t len, size_t *got,
+int tfs_index_read(size_t *got, tfs_index *s, void *buf, uint64_t off, size_t len,
 		   tfs_error *err);
 void tfs_index_free(tfs_index *s);
 /* The parameter count: the elements of every live tensor, an MLX-quantized weight counted

@@ -423,7 +423,7 @@ static void gguf_view_line(const tfs_model *m, out_mode mode)
 	const char *why = tfs_model_gguf_view_why(m);
 	char line[TFS_ERRMSG_MAX + 64], size[64];
 	uint64_t n;
-	if (v && tfs_model_image_size(v, &n, NULL) == 0) {
+	if (v && tfs_model_image_size(&n, v, NULL) == 0) {
 		amount(size, sizeof(size), n, true);
 		snprintf(line, sizeof(line), "%s, %s (tensorfs info --gguf)", tfs_image_name(v), size);
 	} else if (why) {

@@ -294,7 +294,7 @@ static void exercise_index_stream(const tfs_model *m, const tfs_buf *doc)
 		fz_fail("index.json stream: %llu bytes, the document %zu",
 			(unsigned long long)tfs_index_size(s), doc->len);
 	for (uint64_t off = 0; off <= doc->len; off += sizeof(buf)) {
-		if (tfs_index_read(s, buf, off, sizeof(buf), &got, &e))
+		if (tfs_index_read(&got, s, buf, off, sizeof(buf), &e))
 			fz_fail("index.json stream at %llu: %s", (unsigned long long)off, e.msg);
 		if (got != (doc->len - off < sizeof(buf) ? doc->len - off : sizeof(buf)) ||
 		    memcmp(buf, doc->data + off, got) != 0)
@@ -303,7 +303,7 @@ static void exercise_index_stream(const tfs_model *m, const tfs_buf *doc)
 	for (size_t k = 1; k <= 4 && doc->len; k++) {
 		size_t off = doc->len * k / 5, n = sizeof(buf) / k;
 		size_t want = doc->len - off < n ? doc->len - off : n;
-		if (tfs_index_read(s, buf, off, n, &got, &e) || got != want ||
+		if (tfs_index_read(&got, s, buf, off, n, &e) || got != want ||
 		    memcmp(buf, doc->data + off, got) != 0)
 			fz_fail("index.json stream differs at %zu", off);
 	}

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dupn(const char *s, size_t n)
+char *tfs_hf_dupn(const char *s, size_t n)
 {
 	char *d = malloc(n + 1);
 	if (d) {
@@ -245,7 +245,7 @@ static int flow_list(yval *v, const char *text)
 				depth += (*e == '[' || *e == '{') - (*e == ']' || *e == '}');
 				e++;
 			}
-			char *t = dupn(p, (size_t)(e - p));
+			char *t = tfs_hf_dupn(p, (size_t)(e - p));
 			if (!t)
 				return -1;
 			size_t n = strlen(t);
@@ -500,7 +500,7 @@ static int line_key(char **key, char **rest, char *l)
 	size_t kn = (size_t)(colon - l);
 	while (kn && l[kn - 1] == ' ')
 		kn--;
-	if (!(*key = dupn(l, kn)))
+	if (!(*key = tfs_hf_dupn(l, kn)))
 		return -1;
 	*rest = colon + 1;
 	return 0;

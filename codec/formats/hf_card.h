@@ -31,5 +31,7 @@ void tfs_hf_card_free(ycard *c);
 const yval *tfs_hf_card_get(const ycard *c, const char *key);
 /* README.md's front matter into c (empty when the repo has none, or it has none). */
 int tfs_hf_card_load(ycard *c, const tfs_hf_files *files, tfs_error *err);
+/* n bytes at s as a new NUL-terminated string (malloc'd), or NULL. */
+char *tfs_hf_dupn(const char *s, size_t n);
 
 #endif

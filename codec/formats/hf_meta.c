@@ -29,16 +29,6 @@
 
 /* ==== small strings ==== */
 
-static char *dupn(const char *s, size_t n)
-{
-	char *d = malloc(n + 1);
-	if (d) {
-		memcpy(d, s, n);
-		d[n] = 0;
-	}
-	return d;
-}
-
 static bool is_alpha(char c) { return isalpha((unsigned char)c); }
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -238,7 +228,7 @@ static int size_part(char **parts, size_t i, int64_t total_params)
 		part[len - 1] = (char)toupper((unsigned char)part[len - 1]);
 	if (total_params != 0) {
 		/* float(part[:-1]) * 1000 ** " KMBT".find(part[-1]) */
-		char *num = dupn(part, len - 1), *end;
+		char *num = tfs_hf_dupn(part, len - 1), *end;
 		if (!num)
 			return -1;
 		bool ok = num[0] && (is_digit(num[0]) || num[0] == '.');
@@ -327,7 +317,7 @@ static int split_parts(char **parts, size_t *n, const char *full)
 	for (const char *p = full; *p;) {
 		const char *e = strchr(p, '-');
 		size_t len = e ? (size_t)(e - p) : strlen(p);
-		if (len && !(parts[(*n)++] = dupn(p, len)))
+		if (len && !(parts[(*n)++] = tfs_hf_dupn(p, len)))
 			return -1;
 		if (!e)
 			break;
@@ -345,7 +335,7 @@ static int id_components(id_parts *o, const char *model_id, int64_t total_params
 	const char *full = model_id;
 	if (slash) {
 		if (slash > model_id && model_id[0] != '.' &&
-		    !(o->org = dupn(model_id, (size_t)(slash - model_id))))
+		    !(o->org = tfs_hf_dupn(model_id, (size_t)(slash - model_id))))
 			return -1;
 		full = slash + 1;
 	}

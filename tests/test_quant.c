@@ -394,7 +394,12 @@ Test(quant, refuses_what_it_cannot_write)
 	cr_assert(tfs_quantize_takes_imatrix(TFS_DT_IQ1_M));
 	cr_assert(!tfs_quantize_needs_imatrix(TFS_DT_IQ4_XS));
 	cr_assert(tfs_quantize_takes_imatrix(TFS_DT_IQ4_XS));   /* ggml weighs IQ4 too */
-	cr_assert(!tfs_quantize_takes_imatrix(TFS_DT_Q4_K));
+	cr_assert(tfs_quantize_takes_imatrix(TFS_DT_Q4_K));    /* and the K-quants, */
+	cr_assert(tfs_quantize_weighs_blocks(TFS_DT_Q4_K));     /* super-block by super-block */
+	cr_assert(tfs_quantize_takes_imatrix(TFS_DT_Q5_1));    /* and the 32-value types, */
+	cr_assert(tfs_quantize_weighs_rows(TFS_DT_Q5_1));       /* by their rows */
+	cr_assert(!tfs_quantize_takes_imatrix(TFS_DT_Q8_0));   /* ggml ignores it there */
+	cr_assert(!tfs_quantize_takes_imatrix(TFS_DT_TQ2_0));
 	cr_assert(!tfs_quantize_supported(TFS_DT_C64));
 	cr_assert_eq(tfs_quantize(out, TFS_DT_Q4_K, x, 128, &err), TFS_E_INVALID);
 	cr_assert(strstr(err.msg, "256-element Q4_K blocks"), "%s", err.msg);

@@ -415,6 +415,25 @@ static size_t compare_iq(int id, int dist, int64_t nrows, int64_t n_per_row, con
 	if (qw && nrows > 1) {   /* rows 1.. alone, as requant redoes a run of blocks */
 		size_t skip = (size_t)n_per_row / be + 1 < nb ? (size_t)n_per_row / be + 1 : 1;
 
+		if (tfs_quantize_weighs_rows(id)) {   /* whole rows only: and a part of one */
+			const float s2 = tfs_quantize_row_sigma2(x + n_per_row, (uint64_t)n_per_row);
+
+			skip = (size_t)n_per_row / be;
+			cr_assert_eq(tfs_quantize_weighted(ours, id, x + be, n - be, be,
+							   (uint64_t)n_per_row, qw, &err), TFS_E_INVALID);
+			cr_assert(strstr(err.msg, "whole rows"), "%s", err.msg);
+			memset(ours, 0x5a, nbytes);
+			cr_assert_eq(tfs_quantize_weighted_part(ours, id, x + n_per_row + be,
+								(size_t)n_per_row - be,
+								(uint64_t)n_per_row + be,
+								(uint64_t)n_per_row, qw, s2, &err), 0,
+				     "%s", err.msg);
+			cr_assert(memcmp(ours, theirs + (skip + 1) * t->block_bytes,
+					 (skip - 1) * t->block_bytes) == 0,
+				  "%s, weights %s: a part of row 1 differs from the whole", t->name,
+				  wname);
+		}
+
 		memset(ours, 0x5a, nbytes);
 		cr_assert_eq(tfs_quantize_weighted(ours, id, x + be * skip, n - be * skip,
 						   be * skip, (uint64_t)n_per_row, qw, &err), 0,
@@ -430,6 +449,41 @@ static size_t compare_iq(int id, int dist, int64_t nrows, int64_t n_per_row, con
 	return nb;
 }
 
+
+/* ==== the types ggml fits otherwise with importance weights (Q4_0..Q5_1, Q2_K..Q6_K) ==== */
+
+static type_param k_weighted_types[] = {
+	{ "Q4_0" }, { "Q4_1" }, { "Q5_0" }, { "Q5_1" }, { "Q2_K" }, { "Q3_K" }, { "Q4_K" },
+	{ "Q5_K" }, { "Q6_K" },
+};
+
+ParameterizedTestParameters(quant_ggml, weighted_bit_exact)
+{
+	return cr_make_param_array(type_param, k_weighted_types,
+				   sizeof(k_weighted_types) / sizeof(k_weighted_types[0]));
+}
+
+ParameterizedTest(type_param *param, quant_ggml, weighted_bit_exact, .timeout = 300)
+{
+	const int id = tfs_dtype_from_name(param->name);
+	const bool rows = tfs_quantize_weighs_rows(id);
+	const int64_t lens[] = { rows ? 96 : 256, 512, 2048 };
+	size_t blocks = 0;
+
+	NEED_GGML();
+	cr_assert(tfs_quantize_takes_imatrix(id) && tfs_quantize_supported(id));
+	cr_assert(rows != tfs_quantize_weighs_blocks(id));
+	for (int dist = 0; dist < D_COUNT; dist++)
+		for (int l = 0; l < 3; l++)
+			for (int kind = 0; kind < W_COUNT; kind++) {
+				float *qw = make_weights(kind, (size_t)lens[l]);
+
+				blocks += compare_iq(id, dist, l == 2 ? 2 : 3, lens[l], qw,
+						    k_weight_names[kind]);
+				free(qw);
+			}
+	cr_log_info("%s: %zu blocks bit-identical with weights", param->name, blocks);
+}
 
 ParameterizedTestParameters(quant_ggml, iq_bit_exact)
 {

@@ -197,18 +197,6 @@ static int64_t imatrix_values(const tfs_imatrix *im, const char *name)
 	return -1;
 }
 
-/* Whether ggml_quantize_chunk quantizes dtype differently with importance weights */
-static bool ggml_takes_weights(int dtype)
-{
-	switch (dtype) {
-	case TFS_DT_Q4_0: case TFS_DT_Q4_1: case TFS_DT_Q5_0: case TFS_DT_Q5_1:
-	case TFS_DT_Q2_K: case TFS_DT_Q3_K: case TFS_DT_Q4_K: case TFS_DT_Q5_K: case TFS_DT_Q6_K:
-		return true;
-	default:
-		return tfs_quantize_takes_imatrix(dtype);
-	}
-}
-
 /* The checks llama_model_quantize makes before it converts tensor q (its main loop), and
  * those tensorfs adds for what it cannot do. */
 static int check_convert(tfs_qstate *s, tfs_qtensor *q, const tfs_tensor *t, bool needs_imatrix)
@@ -227,8 +215,6 @@ static int check_convert(tfs_qstate *s, tfs_qtensor *q, const tfs_tensor *t, boo
 			return tfs_error_set(err, TFS_E_INVALID, "tensor '%s': %s needs an "
 					     "importance matrix, and the one given has no entry for "
 					     "it", q->name, tfs_qdname(q->dtype));
-		q->weights_ignored = used && ggml_takes_weights(q->dtype) &&
-				     !tfs_quantize_takes_imatrix(q->dtype);
 	}
 	if (q->src_dtype != TFS_DT_F32 && q->src_dtype != TFS_DT_F16 &&
 	    q->src_dtype != TFS_DT_BF16 && !tfs_qis_quantized(q->src_dtype))

@@ -100,10 +100,6 @@ typedef struct {
 	uint64_t offset;        /* in the data section (a multiple of the alignment) */
 	bool convert;           /* dtype != src_dtype: the bytes are computed */
 	bool fallback;          /* the mix's type did not fit the rows and another was used */
-	/* The importance matrix has an entry for the tensor, which ggml's quantizer of dtype
-	 * uses (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K) but tensorfs' does not: its bytes will
-	 * not be llama-quantize's (the IQ types do take the weights, and are exact). */
-	bool weights_ignored;
 } tfs_qtensor;
 
 typedef enum {

@@ -6,7 +6,10 @@
  * chunks of whole blocks, so memory does not grow with the tensor.  A block whose values are
  * bit for bit what its stored block dequantizes to was not edited and keeps its bytes (a
  * quantizer run on dequantized values does not in general give the same bytes back); every
- * other block is quantized with tfs_quantize, which works block by block.
+ * other block is quantized with tfs_quantize, which works block by block.  With an importance
+ * matrix, Q4_0, Q4_1, Q5_0 and Q5_1 weigh each block by the mean square of its whole row (as
+ * ggml does): a run of blocks that cuts a row reads the rest of the row's values (staged, or
+ * from the model) for that figure, and still rewrites only its own blocks.
  */
 #include "mlx_math_impl.h"
 #include "requant.h"
@@ -97,6 +100,11 @@ typedef struct {
 	uint64_t ne0, per_mat, n_mat;
 	uint64_t mat;           /* the expert whose row w holds (UINT64_MAX: none yet) */
 	float *w;
+	/* Q4_0..Q5_1 weigh each block by its whole row: a run that cuts a row reads the row's
+	 * values (n from value `first`) into row_vals through read_row */
+	int (*read_row)(void *ctx, uint64_t first, uint64_t n, float *out, tfs_error *err);
+	void *ctx;
+	float *row_vals;
 } weights;
 
 static int load_weights(weights *qw, uint64_t mat, tfs_error *err)
@@ -137,22 +145,76 @@ static int weights_init(weights *qw, const tfs_model *m, size_t i, int qtype,
 	return load_weights(qw, 0, err);
 }
 
+/* Where a row's values are read from: the staged values of a rw write, or the model. */
+typedef struct {
+	int fd;
+	uint64_t off;
+	const tfs_model *m;
+	size_t i;
+} row_source;
+
+static int read_staged_row(void *ctx, uint64_t first, uint64_t n, float *out, tfs_error *err)
+{
+	const row_source *rs = ctx;
+
+	return tfs_staged_pread(rs->fd, out, n * sizeof(float), rs->off + first * sizeof(float),
+				err);
+}
+
+static int read_model_row(void *ctx, uint64_t first, uint64_t n, float *out, tfs_error *err)
+{
+	const row_source *rs = ctx;
+
+	return tfs_tensor_read_f32(rs->m, rs->i, first, n, out, err);
+}
+
+static void weights_free(weights *qw)
+{
+	free(qw->w);
+	free(qw->row_vals);
+}
+
+/* k values of one row from value `first` (ggml weighing each block by its row: the row's
+ * mean square from vals when they are the whole row, else from the row read whole). */
+static int quantize_in_row(weights *qw, uint8_t *dst, int qtype, const float *vals, uint64_t k,
+			   uint64_t first, tfs_error *err)
+{
+	const uint64_t start = first - first % qw->ne0;
+	float sigma2;
+
+	if (k == qw->ne0) {
+		sigma2 = tfs_quantize_row_sigma2(vals, qw->ne0);
+	} else {
+		if (!qw->row_vals && !(qw->row_vals = malloc(qw->ne0 * sizeof(float))))
+			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		int rc = qw->read_row(qw->ctx, start, qw->ne0, qw->row_vals, err);
+
+		if (rc)
+			return rc;
+		sigma2 = tfs_quantize_row_sigma2(qw->row_vals, qw->ne0);
+	}
+	return tfs_quantize_weighted_part(dst, qtype, vals, k, first, qw->ne0, qw->w, sigma2, err);
+}
+
 /* n values (whole blocks) starting at value `first` of the tensor, quantized as qtype with
  * each expert's weights (or none) into dst. */
 static int quantize_run(weights *qw, uint8_t *dst, int qtype, const float *vals, uint64_t n,
 			uint64_t first, tfs_error *err)
 {
 	const tfs_dtype_info *d = tfs_dtype(qtype);
+	const bool by_rows = tfs_quantize_weighs_rows(qtype);
 
 	if (!qw->im)
 		return tfs_quantize_from(dst, qtype, vals, n, first, err);
 	while (n) {
-		const uint64_t mat = first / qw->per_mat;
-		const uint64_t k = (mat + 1) * qw->per_mat - first < n ? (mat + 1) * qw->per_mat - first
-								       : n;
-		int rc = load_weights(qw, mat, err);
+		/* up to the end of the expert's matrix (or of the row) */
+		const uint64_t unit = by_rows ? qw->ne0 : qw->per_mat, end = (first / unit + 1) * unit;
+		const uint64_t k = end - first < n ? end - first : n;
+		int rc = load_weights(qw, first / qw->per_mat, err);
 
-		if (!rc)
+		if (!rc && by_rows)
+			rc = quantize_in_row(qw, dst, qtype, vals, k, first, err);
+		else if (!rc)
 			rc = tfs_quantize_weighted(dst, qtype, vals, k, first, qw->ne0, qw->w, err);
 		if (rc)
 			return rc;
@@ -232,10 +294,14 @@ int tfs_tensor_requantize(const tfs_model *m, size_t i, const tfs_imatrix *im, i
 	uint8_t *raw = malloc(per * d->block_bytes);
 	int rc = vals && old && raw ? 0 : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 
+	row_source rs = { .fd = in_fd, .off = in_off };
+
 	if (!rc)
 		rc = weights_init(&qw, m, i, qtype, im, err);
 	else
 		memset(&qw, 0, sizeof(qw));
+	qw.read_row = read_staged_row;
+	qw.ctx = &rs;
 
 	for (uint64_t b0 = 0; !rc && b0 < nblocks; b0 += per) {
 		uint64_t nb = nblocks - b0 < per ? nblocks - b0 : per;
@@ -247,7 +313,7 @@ int tfs_tensor_requantize(const tfs_model *m, size_t i, const tfs_imatrix *im, i
 		if (!rc)
 			rc = tfs_staged_pwrite(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
 	}
-	free(qw.w);
+	weights_free(&qw);
 	free(vals);
 	free(old);
 	free(raw);
@@ -307,8 +373,12 @@ int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, const tfs_imatri
 	uint8_t *raw = malloc(per * d->block_bytes);
 
 	rc = vals && raw ? 0 : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	row_source rs = { .m = m, .i = i };
+
 	if (!rc)
 		rc = weights_init(&qw, m, i, dtype, im, err);
+	qw.read_row = read_model_row;
+	qw.ctx = &rs;
 	for (uint64_t b0 = 0; !rc && b0 < nblocks; b0 += per) {
 		uint64_t nb = nblocks - b0 < per ? nblocks - b0 : per;
 
@@ -319,7 +389,7 @@ int tfs_tensor_convert(const tfs_model *m, size_t i, int dtype, const tfs_imatri
 		if (!rc)
 			rc = tfs_staged_pwrite(out_fd, raw, nb * d->block_bytes, b0 * d->block_bytes, err);
 	}
-	free(qw.w);
+	weights_free(&qw);
 	free(vals);
 	free(raw);
 	return rc;
@@ -330,14 +400,18 @@ int tfs_tensor_convert_blocks(const tfs_model *m, size_t i, int dtype, const tfs
 {
 	const tfs_dtype_info *d = tfs_dtype(dtype);
 	weights qw = { 0 };
+	row_source rs = { .m = m, .i = i };
 	int rc = d ? weights_init(&qw, m, i, dtype, im, err)
 		   : tfs_error_set(err, TFS_E_INVALID, "unknown dtype");
+
+	qw.read_row = read_model_row;
+	qw.ctx = &rs;
 
 	if (!rc)
 		rc = tfs_tensor_read_f32(m, i, b0 * d->block_elems, nb * d->block_elems, vals, err);
 	if (!rc)
 		rc = quantize_run(&qw, out, dtype, vals, nb * d->block_elems, b0 * d->block_elems,
 				  err);
-	free(qw.w);
+	weights_free(&qw);
 	return rc;
 }

@@ -55,23 +55,6 @@ static inline uint8_t trunc_u8(float v)
 	return (uint8_t)(uint32_t)trunc_i32(v);
 }
 
-static inline int clampi(int v, int lo, int hi)
-{
-	return v < lo ? lo : v > hi ? hi : v;
-}
-
-static inline void put_half(uint8_t *p, float v)
-{
-	uint16_t h = tfs_f32_to_f16(v);
-
-	memcpy(p, &h, 2);
-}
-
-static inline float half_back(const uint8_t *p)
-{
-	return tfs_f16_to_f32(tfs_le16(p));
-}
-
 /* ==== run-time kernel choice ==== */
 
 static struct {
@@ -492,7 +475,7 @@ static void enc_tq2_0(const float *x, uint8_t *b)
 
 /* The last pass of every K-quant: L[i] = clamp(nearest((x[i] + off) / d), lo, hi) + add.
  * off is 0 where ggml divides x alone (x + 0 differs from x only for -0, same level). */
-static void final_levels(const float *x, int n, float off, float d, int lo, int hi, int add,
+void tfs_final_levels(const float *x, int n, float off, float d, int lo, int hi, int add,
 			 uint8_t *L)
 {
 	if (g_simd.levels) {
@@ -502,8 +485,6 @@ static void final_levels(const float *x, int n, float off, float d, int lo, int 
 	for (int i = 0; i < n; i++)
 		L[i] = (uint8_t)(clampi(nearest_int(off != 0.0f ? (x[i] + off) / d : x[i] / d), lo, hi) + add);
 }
-
-#define GROUP_EPS 1e-15f   /* a sub-block whose largest magnitude is below this is all zero */
 
 /* Symmetric levels -nmax..nmax-1 for n values, weighted by x^2: starts from the scale that
  * maps the largest magnitude to -nmax, then tries 18 nearby ones and keeps the one with the
@@ -603,7 +584,7 @@ static float fit_q3(const float *x, int8_t *L)
 
 /* Affine levels 0..nmax with an offset (min <= 0): fits x ~ scale * L + min by weighted
  * least squares over nstep + 1 candidate scales.  *neg_min gets -min; returns the scale. */
-static float fit_affine(int n, const float *x, const float *w, uint8_t *L, float *neg_min,
+float tfs_fit_affine(int n, const float *x, const float *w, uint8_t *L, float *neg_min,
 			const tfs_affine_search *a)
 {
 	uint8_t Laux[32];
@@ -671,8 +652,19 @@ static float fit_affine(int n, const float *x, const float *w, uint8_t *L, float
 	return scale;
 }
 
+void tfs_fit_affine_subs(int nsub, int n, const float *x, const float *w, uint8_t *L,
+			 float *scales, float *neg_mins, const tfs_affine_search *a)
+{
+	int j = 0;
+
+	for (; g_simd.affine8 && j + 8 <= nsub; j += 8)
+		g_simd.affine8(n, x + n * j, w + n * j, L + n * j, scales + j, neg_mins + j, a);
+	for (; j < nsub; j++)
+		scales[j] = tfs_fit_affine(n, x + n * j, w + n * j, L + n * j, &neg_mins[j], a);
+}
+
 /* Packs 256 2-bit levels: byte 32c + l holds elements 128c + l + 32s at bits 2s. */
-static void pack_2bit(const uint8_t *L, uint8_t *qs)
+void tfs_pack_2bit(const uint8_t *L, uint8_t *qs)
 {
 	for (int c = 0; c < 2; c++)
 		for (int l = 0; l < 32; l++) {
@@ -697,7 +689,7 @@ static void enc_q2_k(const float *x, uint8_t *b)
 		g_simd.affine8(16, x + 128, w + 128, L + 128, scales + 8, mins + 8, &search);
 	} else {
 		for (int j = 0; j < 16; j++)
-			scales[j] = fit_affine(16, x + 16 * j, w + 16 * j, L + 16 * j, &mins[j], &search);
+			scales[j] = tfs_fit_affine(16, x + 16 * j, w + 16 * j, L + 16 * j, &mins[j], &search);
 	}
 	for (int j = 0; j < 16; j++) {
 		if (scales[j] > max_scale)
@@ -733,9 +725,9 @@ static void enc_q2_k(const float *x, uint8_t *b)
 			continue;
 		const float dm = half_back(b + 82) * (sc[j] >> 4);
 
-		final_levels(x + 16 * j, 16, dm, d, 0, 3, 0, L + 16 * j);
+		tfs_final_levels(x + 16 * j, 16, dm, d, 0, 3, 0, L + 16 * j);
 	}
-	pack_2bit(L, qs);
+	tfs_pack_2bit(L, qs);
 }
 
 /* The 6-bit signed scale j of Q3_K's 12 scale bytes, minus 32. */
@@ -788,7 +780,7 @@ static void enc_q3_k(const float *x, uint8_t *b)
 
 		if (d == 0.0f)
 			continue;
-		final_levels(x + 16 * j, 16, 0.0f, d, -4, 3, 4, (uint8_t *)L + 16 * j);
+		tfs_final_levels(x + 16 * j, 16, 0.0f, d, -4, 3, 4, (uint8_t *)L + 16 * j);
 	}
 	memset(hmask, 0, 32);
 	for (int k = 0; k < 8; k++)   /* element 32k + m: bit k of hmask[m]; no branch */
@@ -798,11 +790,11 @@ static void enc_q3_k(const float *x, uint8_t *b)
 			hmask[m] = (uint8_t)(hmask[m] | high << k);
 			L[32 * k + m] = (int8_t)(L[32 * k + m] - 4 * high);
 		}
-	pack_2bit((const uint8_t *)L, qs);
+	tfs_pack_2bit((const uint8_t *)L, qs);
 }
 
 /* Q4_K / Q5_K: the 8 scales and 8 mins, 6 bits each, in 12 bytes. */
-static void put_scale_min_k4(uint8_t *s, int j, uint8_t ls, uint8_t lm)
+void tfs_put_scale_min_k4(uint8_t *s, int j, uint8_t ls, uint8_t lm)
 {
 	if (j < 4) {
 		s[j] = ls;
@@ -814,7 +806,7 @@ static void put_scale_min_k4(uint8_t *s, int j, uint8_t ls, uint8_t lm)
 	}
 }
 
-static void get_scale_min_k4(const uint8_t *s, int j, uint8_t *ls, uint8_t *lm)
+void tfs_get_scale_min_k4(const uint8_t *s, int j, uint8_t *ls, uint8_t *lm)
 {
 	if (j < 4) {
 		*ls = s[j] & 63;
@@ -846,7 +838,7 @@ static void fit_k4(const float *x, uint8_t *b, uint8_t *L, const tfs_affine_sear
 		g_simd.affine8(32, x, w, L, scales, mins, search);
 	else
 		for (int j = 0; j < 8; j++)
-			scales[j] = fit_affine(32, x + 32 * j, w + 32 * j, L + 32 * j, &mins[j], search);
+			scales[j] = tfs_fit_affine(32, x + 32 * j, w + 32 * j, L + 32 * j, &mins[j], search);
 	for (int j = 0; j < 8; j++) {
 		if (scales[j] > max_scale)
 			max_scale = scales[j];
@@ -860,21 +852,21 @@ static void fit_k4(const float *x, uint8_t *b, uint8_t *L, const tfs_affine_sear
 		uint8_t ls = (uint8_t)nearest_int(inv_scale * scales[j]);
 		uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
 
-		put_scale_min_k4(b + 4, j, ls < 63 ? ls : 63, lm < 63 ? lm : 63);
+		tfs_put_scale_min_k4(b + 4, j, ls < 63 ? ls : 63, lm < 63 ? lm : 63);
 	}
 	put_half(b, max_scale / 63.f);
 	put_half(b + 2, max_min / 63.f);
 	for (int j = 0; j < 8; j++) {
 		uint8_t sc, m;
 
-		get_scale_min_k4(b + 4, j, &sc, &m);
+		tfs_get_scale_min_k4(b + 4, j, &sc, &m);
 		const float d = half_back(b) * sc;
 
 		if (d == 0.0f)
 			continue;
 		const float dm = half_back(b + 2) * m;
 
-		final_levels(x + 32 * j, 32, dm, d, 0, search->nmax, 0, L + 32 * j);
+		tfs_final_levels(x + 32 * j, 32, dm, d, 0, search->nmax, 0, L + 32 * j);
 	}
 }
 
@@ -915,9 +907,7 @@ static void enc_q5_k(const float *x, uint8_t *b)
 static void enc_q6_k(const float *x, uint8_t *b)
 {
 	int8_t L[256];
-	float scales[16], max_scale = 0, max_abs = 0;
-	uint8_t *ql = b, *qh = b + 128;
-	int8_t sc[16];
+	float scales[16];
 
 	if (g_simd.symmetric8) {
 		g_simd.symmetric8(32, x, L, scales);
@@ -926,6 +916,15 @@ static void enc_q6_k(const float *x, uint8_t *b)
 		for (int j = 0; j < 16; j++)
 			scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j);
 	}
+	tfs_q6_k_finish(x, scales, L, b);
+}
+
+void tfs_q6_k_finish(const float *x, const float *scales, int8_t *L, uint8_t *b)
+{
+	float max_scale = 0, max_abs = 0;
+	uint8_t *ql = b, *qh = b + 128;
+	int8_t sc[16];
+
 	for (int j = 0; j < 16; j++) {
 		if (fabsf(scales[j]) > max_abs) {
 			max_abs = fabsf(scales[j]);
@@ -950,7 +949,7 @@ static void enc_q6_k(const float *x, uint8_t *b)
 
 		if (d == 0.0f)
 			continue;
-		final_levels(x + 16 * j, 16, 0.0f, d, -32, 31, 32, (uint8_t *)L + 16 * j);
+		tfs_final_levels(x + 16 * j, 16, 0.0f, d, -32, 31, 32, (uint8_t *)L + 16 * j);
 	}
 	for (int h = 0; h < 2; h++)
 		for (int l = 0; l < 32; l++) {
@@ -1185,7 +1184,7 @@ static const enc_iq_fn k_iq_encoders[TFS_DT_GGML_COUNT] = {
 bool tfs_quantize_takes_imatrix(int id)
 {
 	return (id >= 0 && id < TFS_DT_GGML_COUNT && k_iq_encoders[id]) || id == TFS_DT_IQ4_NL ||
-	       id == TFS_DT_IQ4_XS;
+	       id == TFS_DT_IQ4_XS || tfs_quantize_weighs_blocks(id) || tfs_quantize_weighs_rows(id);
 }
 
 /* The types ggml quantizes only with an importance matrix (ggml_quantize_requires_imatrix). */
@@ -1545,7 +1544,11 @@ int tfs_quantize_weighted(void *dst, int id, const float *src, uint64_t nelems, 
 		}
 		return 0;
 	}
-	if (tfs_quantize_takes_imatrix(id) && k_iq_encoders[id])
+	if (qw && tfs_quantize_weighs_blocks(id))
+		return tfs_quantize_k_weighted(dst, id, src, nelems, first, n_per_row, qw, err);
+	if (qw && tfs_quantize_weighs_rows(id))
+		return tfs_quantize_row_weighted(dst, id, src, nelems, first, n_per_row, qw, err);
+	if (id < TFS_DT_GGML_COUNT && k_iq_encoders[id])
 		return encode_iq(dst, id, t, src, nelems, first, n_per_row, qw, err);
 	const int_type *it = int_type_of(id);
 

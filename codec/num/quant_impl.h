@@ -9,6 +9,7 @@
 #define TFS_QUANT_IMPL_H
 
 #include "quant.h"
+#include "dequant.h"
 #include "dtype.h"
 #include "cursor.h"
 
@@ -65,6 +66,67 @@ static inline float sum_squares_256(const float *x)
 		s += x[i] * x[i];
 	return s;
 }
+
+static inline int clampi(int v, int lo, int hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* A float as an IEEE half at p, and back. */
+static inline void put_half(uint8_t *p, float v)
+{
+	uint16_t h = tfs_f32_to_f16(v);
+
+	memcpy(p, &h, 2);
+}
+
+static inline float half_back(const uint8_t *p)
+{
+	return tfs_f16_to_f32(tfs_le16(p));
+}
+
+#define GROUP_EPS 1e-15f   /* a sub-block whose largest magnitude is below this is all zero */
+
+/* ==== the K-quants' parts (quant.c), shared with the weighted quantizers (quant_weighted.c) ==== */
+
+/* The last pass of every K-quant: L[i] = clamp(nearest((x[i] + off) / d), lo, hi) + add. */
+void tfs_final_levels(const float *x, int n, float off, float d, int lo, int hi, int add,
+		      uint8_t *L);
+/* Affine levels 0..nmax of n values with an offset (min <= 0), weights w: the search a
+ * describes (ggml's make_qkx2_quants, and make_qkx3_quants given weights).  *neg_min gets
+ * -min; returns the scale. */
+float tfs_fit_affine(int n, const float *x, const float *w, uint8_t *L, float *neg_min,
+		     const tfs_affine_search *a);
+/* tfs_fit_affine of nsub consecutive sub-blocks of n (16 or 32), eight at a time where the
+ * CPU has a kernel for it. */
+void tfs_fit_affine_subs(int nsub, int n, const float *x, const float *w, uint8_t *L,
+			 float *scales, float *neg_mins, const tfs_affine_search *a);
+/* Packs 256 2-bit levels (Q2_K, Q3_K): byte 32c + l holds elements 128c + l + 32s at bits 2s. */
+void tfs_pack_2bit(const uint8_t *L, uint8_t *qs);
+/* Q4_K / Q5_K: scale and min j (6 bits each) in, and out of, the 12 scale bytes. */
+void tfs_put_scale_min_k4(uint8_t *s, int j, uint8_t ls, uint8_t lm);
+void tfs_get_scale_min_k4(const uint8_t *s, int j, uint8_t *ls, uint8_t *lm);
+/* Q6_K after its sub-block fit: the 16 sub-block scales and the levels L (level + 32) in,
+ * the 210-byte block b out. */
+void tfs_q6_k_finish(const float *x, const float *scales, int8_t *L, uint8_t *b);
+/* The weighted quantizers (quant_weighted.c), ggml's quantize_row_<type>_impl given
+ * importance weights: K-quants one 256-value super-block x with its weights qw; the 32-value
+ * types one block with the mean square sigma2 of its row. */
+void tfs_enc_q2_k_w(const float *x, const float *qw, uint8_t *b);
+void tfs_enc_q3_k_w(const float *x, const float *qw, uint8_t *b);
+void tfs_enc_q4_k_w(const float *x, const float *qw, uint8_t *b);
+void tfs_enc_q5_k_w(const float *x, const float *qw, uint8_t *b);
+void tfs_enc_q6_k_w(const float *x, const float *qw, uint8_t *b);
+void tfs_enc_q4_0_w(const float *x, const float *qw, float sigma2, uint8_t *b);
+void tfs_enc_q4_1_w(const float *x, const float *qw, float sigma2, uint8_t *b);
+void tfs_enc_q5_0_w(const float *x, const float *qw, float sigma2, uint8_t *b);
+void tfs_enc_q5_1_w(const float *x, const float *qw, float sigma2, uint8_t *b);
+/* tfs_quantize_weighted of the K-quants (each super-block with its weights) and of the
+ * 32-value types (whole rows only). */
+int tfs_quantize_k_weighted(uint8_t *out, int id, const float *src, uint64_t nelems,
+			    uint64_t first, uint64_t n_per_row, const float *qw, tfs_error *err);
+int tfs_quantize_row_weighted(uint8_t *out, int id, const float *src, uint64_t nelems,
+			      uint64_t first, uint64_t n_per_row, const float *qw, tfs_error *err);
 
 /* tfs_quantize, with messages numbering the elements from `first` (a part of a tensor). */
 int tfs_quantize_from(void *dst, int id, const float *src, uint64_t nelems, uint64_t first,

@@ -16,15 +16,14 @@ A file type llama.cpp refuses for a model (an importance matrix needed, rows no 
 fits) must be refused by the plan too.  Variants of a type (NAME+VARIANT):
   +iq    with an importance matrix (a legacy .dat written here, ncall 1, so both sides read
          the same numbers; llama.cpp gets it through ctypes as llama_model_imatrix_data)
-         holding entries for the tensors the plan makes IQ types, plus one no tensor uses:
-         ggml also weighs Q4_0..Q6_K with an imatrix, and those weighted quantizers are not
-         tensorfs', so only IQ tensors get entries (but Q2_K_S needs them for its Q2_K
-         tensors, which then differ: W);
-  +all   entries for every weight: the plan's weights_ignored tensors then differ (W);
+         holding entries for the tensors the plan makes IQ types (and Q2_K_S's Q2_K
+         tensors, which need one), plus one no tensor uses: a partial imatrix, the other
+         tensors quantized without weights;
+  +all   entries for every weight: every Q4_0..Q6_K and IQ tensor weighted;
   +keys  +iq and the quantize.imatrix.* keys llama-quantize passes as kv_overrides;
   +pure, +leave, +types   --pure, --leave-output-tensor, --output-tensor-type q8_0 with
          --token-embedding-type q4_0.
-Results: equal; refused (both refuse); weights (only weights_ignored tensors differ); header
+Results: equal; refused (both refuse); header
 (align64: the one legitimate header difference, see ALIGN64_WHY); differ / error: a failure.
 
 usage: check.py [--quick | --full] [--keep DIR] [--only MODEL | CASE] [--markdown]
@@ -75,12 +74,14 @@ IQ_TYPES = {"IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", 
 
 QUICK = {
     "l1-e64": ["Q4_K_M", "Q3_K_S", "Q6_K", "IQ4_XS", "TQ1_0", "Q4_0"],
-    "l2-e96-gqa": ["Q2_K", "Q4_K_S", "IQ4_NL", "IQ3_S", "Q8_0", "IQ2_XS+iq"],
+    "l2-e96-gqa": ["Q2_K", "Q4_K_S", "IQ4_NL", "IQ3_S", "Q8_0", "IQ2_XS+iq", "Q6_K+all",
+                   "Q5_0+all"],
     "l8-e256": ["Q4_K_M", "Q3_K_M", "Q5_K_M", "IQ3_M", "BF16", "Q2_K_S", "Q2_K_S+iq",
-                "Q4_0+iq", "IQ3_S+keys", "Q3_K_M+pure", "Q4_K_M+leave"],
+                "Q4_0+iq", "IQ3_S+keys", "Q3_K_M+pure", "Q4_K_M+leave", "Q4_K_M+all",
+                "Q5_1+all", "Q2_K_S+all"],
     "l12-tied": ["Q4_K_M", "Q3_K_L", "IQ2_M+iq", "Q4_K_M+types"],
     "l2-f32": ["F16", "Q4_0", "Q5_K_S", "Q1_0"],
-    "moe8": ["Q4_K_M", "MXFP4_MOE", "IQ3_XXS+iq"],
+    "moe8": ["Q4_K_M", "MXFP4_MOE", "IQ3_XXS+iq", "Q3_K_M+all", "Q4_1+all"],
     "odd": ["Q4_K_M", "F32", "Q2_0"],
     "l80-70b": ["Q3_K_S"],
     "falcon16": ["Q4_K_M", "Q3_K_L"],
@@ -226,15 +227,6 @@ class Case:
             return not probs
         probs, differ = compare(self.src, ref, out, plan, FTYPES[self.ftype],
                                 self.imatrix == "keys")
-        weighted = {x["name"] for x in plan["tensors"] if x["weights_ignored"]}
-        if probs and differ and differ <= weighted and all(p[:3] in ("(c)", "(d)") for p in probs):
-            # the plan said so: ggml's weighted Q4_0..Q6_K quantizers are not tensorfs'
-            self.result = "weights"
-            self.why = "types, keys and layout equal; %d tensors differ, each one the plan " \
-                       "marks weights_ignored (ggml quantizes %s with the imatrix)" % (
-                           len(differ), "/".join(sorted({x["type"] for x in plan["tensors"]
-                                                         if x["name"] in differ})))
-            return True
         if probs:
             self.result, self.why = "differ", "; ".join(probs[:6]) + (
                 " (+%d more)" % (len(probs) - 6) if len(probs) > 6 else "")
@@ -415,6 +407,10 @@ def cases(mode, work, only):
                                               "Q5_0"):
                     fts.append(f + "+iq")   # the imatrix changes these mixes' rules
             plan[m] = fts
+        weighted = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q2_K_S", "Q3_K_S", "Q3_K_M",
+                    "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ2_M", "IQ3_M"]
+        for m in ("l2-e96-gqa", "moe8", "odd", "l12-tied"):
+            plan[m] += [f + "+all" for f in weighted]
         plan["l8-e256"] += ["Q4_K_M+all", "IQ2_XS+all", "IQ3_S+keys", "IQ2_M+keys",
                             "Q3_K_M+pure", "Q4_K_M+leave", "Q4_K_M+types", "IQ4_XS+pure"]
         plan["l12-tied"] += ["Q4_K_M+types", "Q5_K_S+leave", "Q2_K+pure"]
@@ -490,7 +486,7 @@ def print_matrix(todo):
         k = c.name[len(c.model) + 1:]
         if k not in cols:
             cols.append(k)
-    sym = {"equal": "=", "refused": "R", "weights": "W", "header": "H", "differ": "X",
+    sym = {"equal": "=", "refused": "R", "header": "H", "differ": "X",
            "error": "E"}
     print("\n| type | " + " | ".join(models) + " |")
     print("|---|" + "---|" * len(models))

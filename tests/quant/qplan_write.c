@@ -50,13 +50,12 @@ static void print_plan(const tfs_qplan *p)
 		json_str(q->name);
 		printf(", \"src_type\": \"%s\", \"type\": \"%s\", \"type_id\": %d, \"n_dims\": %u, "
 		       "\"ne\": [%lld, %lld, %lld, %lld], \"offset\": %llu, \"nbytes\": %llu, "
-		       "\"convert\": %s, \"fallback\": %s, \"weights_ignored\": %s}",
+		       "\"convert\": %s, \"fallback\": %s}",
 		       tfs_dtype(q->src_dtype)->name,
 		       tfs_dtype(q->dtype)->name, q->dtype, q->n_dims, (long long)q->ne[0],
 		       (long long)q->ne[1], (long long)q->ne[2], (long long)q->ne[3],
 		       (unsigned long long)q->offset, (unsigned long long)q->nbytes,
-		       q->convert ? "true" : "false", q->fallback ? "true" : "false",
-		       q->weights_ignored ? "true" : "false");
+		       q->convert ? "true" : "false", q->fallback ? "true" : "false");
 	}
 	printf("],\n\"kv\": [");
 	for (size_t i = 0; i < tfs_qplan_n_kv(p); i++) {

@@ -3,16 +3,21 @@
  * tensors' bytes are what tfs_tensor_convert makes of the source's (the comparison with
  * llama.cpp itself is tests/mount/test_quantize.py and tests/quant/check.py), read by many
  * threads at once on first read, from the cache by a second view, and computed range by
- * range where no cache can be written; the view's keys and layout are the plan's.
+ * range where no cache can be written; the view's keys and layout are the plan's; with a
+ * bound on the cache (cache_size), the least recently used files go first, the bytes read
+ * stay right, and a tensor larger than the bound is computed on each read.
  */
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tensorfs.h"
@@ -316,4 +321,162 @@ Test(quantize, refusals, .init = setup, .fini = teardown)
 	cr_assert_eq(tfs_quant_view(&v, base, base, &o, &err), TFS_E_INVALID);
 	cr_assert(strstr(err.msg, "IQ2_XXS needs an importance matrix"), "%s", err.msg);
 	cr_assert_null(v);
+}
+
+/* ==== the cache's bound (-o cache_size=, codec/views/quantize_trim.c) ==== */
+
+typedef struct {
+	char name[65];
+	struct timespec mtime;
+	uint64_t bytes;
+} cfile;
+
+/* The cache files of dir (names of 64 characters: no temporaries) into f (up to cap), the
+ * bytes they take (st_blocks, as the bound counts them) into *bytes; how many. */
+static size_t cache_files(const char *dir, cfile *f, size_t cap, uint64_t *bytes)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t n = 0;
+	*bytes = 0;
+	cr_assert_not_null(d);
+	while ((e = readdir(d))) {
+		struct stat st;
+		if (strlen(e->d_name) != 64 || fstatat(dirfd(d), e->d_name, &st, 0) < 0)
+			continue;
+		*bytes += (uint64_t)st.st_blocks * 512;
+		if (n < cap) {
+			memcpy(f[n].name, e->d_name, 65);
+			f[n].mtime = st.st_mtim;
+			f[n].bytes = (uint64_t)st.st_blocks * 512;
+		}
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static tfs_model *view_capped(const char *path, const char *type, const char *cache,
+			      uint64_t cap)
+{
+	tfs_model *base = NULL, *v = NULL;
+	tfs_error err = { 0 };
+	cr_assert_eq(tfs_model_open(&base, path, NULL, &err), 0, "%s", err.msg);
+	tfs_quant_opts o = { .quantize = type, .cache_dir = cache, .threads = 2,
+			     .cache_size = cap };
+	cr_assert_eq(tfs_quant_view(&v, base, base, &o, &err), 0, "%s", err.msg);
+	return v;
+}
+
+/* Every tensor of v read whole, in order (checked against want); after each, the cache's
+ * bytes into *peak when more. */
+static void read_in_order(const tfs_model *v, uint8_t **want, const char *qdir, uint64_t *peak)
+{
+	for (size_t i = 0; i < tfs_model_n_tensors(v); i++) {
+		const tfs_tensor *t = tfs_model_tensor(v, i);
+		uint8_t *buf = malloc(t->nbytes);
+		tfs_error err = { 0 };
+		cr_assert_eq(tfs_tensor_read_raw(v, i, 0, t->nbytes, buf, &err),
+			     (int64_t)t->nbytes, "%s: %s", t->name, err.msg);
+		cr_assert_eq(memcmp(buf, want[i], t->nbytes), 0, "%s: other bytes", t->name);
+		free(buf);
+		uint64_t now;
+		cache_files(qdir, NULL, 0, &now);
+		if (now > *peak)
+			*peak = now;
+	}
+}
+
+static uint8_t **expect_all(const tfs_model *v, const char *path)
+{
+	uint8_t **want = calloc(tfs_model_n_tensors(v), sizeof(*want));
+	for (size_t i = 0; i < tfs_model_n_tensors(v); i++)
+		want[i] = expected(v, i, path);
+	return want;
+}
+
+static void free_all(uint8_t **want, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(want[i]);
+	free(want);
+}
+
+Test(quantize, cache_size_removes_least_recently_used, .init = setup, .fini = teardown)
+{
+	char path[128], cache[128], qdir[160];
+	write_model(path, sizeof(path));
+	snprintf(cache, sizeof(cache), "%s/cache", tmpdir);
+	snprintf(qdir, sizeof(qdir), "%s/quantized", cache);
+	/* Q8_0's files, unbounded, then stamped used long ago, in a known order */
+	tfs_model *v = view(path, "Q8_0", cache);
+	uint8_t **want = expect_all(v, path);
+	uint64_t old_bytes = 0, peak = 0;
+	read_in_order(v, want, qdir, &peak);
+	free_all(want, tfs_model_n_tensors(v));
+	tfs_model_free(v);
+	cfile old[64], now[128];
+	size_t n_old = cache_files(qdir, old, 64, &old_bytes);
+	cr_assert(n_old > 4 && n_old <= 64, "%zu files", n_old);
+	for (size_t i = 0; i < n_old; i++) {
+		char p[512];
+		struct timespec ts[2] = { { (time_t)(1000000 + 7 * (n_old - i)), 0 } };
+		ts[1] = ts[0];
+		snprintf(p, sizeof(p), "%.160s/%.64s", qdir, old[i].name);
+		cr_assert_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+		old[i].mtime = ts[0];
+	}
+	/* Q4_K_M within what Q8_0 takes: its files push the oldest of Q8_0's out */
+	v = view_capped(path, "Q4_K_M", cache, old_bytes);
+	want = expect_all(v, path);
+	uint64_t largest = 0;
+	for (size_t i = 0; i < tfs_model_n_tensors(v); i++)
+		if (tfs_model_tensor(v, i)->nbytes > largest)
+			largest = tfs_model_tensor(v, i)->nbytes;
+	read_in_order(v, want, qdir, &peak);
+	uint64_t bytes;
+	size_t n_now = cache_files(qdir, now, 128, &bytes);
+	cr_assert_leq(peak, old_bytes + largest + 4096, "%llu bytes in a cache of %llu",
+		      (unsigned long long)peak, (unsigned long long)old_bytes);
+	cr_assert_leq(bytes, old_bytes);
+	/* what went were Q8_0's oldest: every one left is newer than every one removed */
+	time_t newest_gone = 0, oldest_kept = INT32_MAX;
+	size_t gone = 0;
+	for (size_t i = 0; i < n_old; i++) {
+		bool kept = false;
+		for (size_t k = 0; k < n_now && k < 128; k++)
+			kept |= strcmp(now[k].name, old[i].name) == 0;
+		if (!kept && old[i].mtime.tv_sec > newest_gone)
+			newest_gone = old[i].mtime.tv_sec;
+		if (kept && old[i].mtime.tv_sec < oldest_kept)
+			oldest_kept = old[i].mtime.tv_sec;
+		gone += !kept;
+	}
+	cr_assert_gt(gone, 0);
+	cr_assert_lt(newest_gone, oldest_kept, "a newer file went before an older one");
+	/* the same bytes again, by 4 threads at once (files removed under them, computed again) */
+	check_all(v, want, 4);
+	free_all(want, tfs_model_n_tensors(v));
+	tfs_model_free(v);
+}
+
+Test(quantize, cache_size_smaller_than_a_tensor, .init = setup, .fini = teardown)
+{
+	char path[128], cache[128], qdir[160];
+	write_model(path, sizeof(path));
+	snprintf(cache, sizeof(cache), "%s/cache", tmpdir);
+	snprintf(qdir, sizeof(qdir), "%s/quantized", cache);
+	const uint64_t cap = 64 << 10;  /* blk.2.attn_q as Q4_K takes 144 KiB: never kept */
+	tfs_model *v = view_capped(path, "Q4_K_M", cache, cap);
+	uint8_t **want = expect_all(v, path);
+	check_all(v, want, 8);
+	uint64_t bytes, peak = 0;
+	cfile f[128];
+	size_t n = cache_files(qdir, f, 128, &bytes);
+	for (size_t i = 0; i < n && i < 128; i++)
+		cr_assert_leq(f[i].bytes, cap);
+	read_in_order(v, want, qdir, &peak);
+	cr_assert_leq(peak, cap + (64 << 10), "%llu bytes", (unsigned long long)peak);
+	free_all(want, tfs_model_n_tensors(v));
+	tfs_model_free(v);
 }

@@ -72,7 +72,8 @@ typedef struct {
 	/* remote sources (http://, https://, hf://) */
 	int connections;          /* connections per file (0: 4) */
 	const char *cache_dir;    /* block cache; NULL: $XDG_CACHE_HOME/tensorfs or ~/.cache/tensorfs */
-	uint64_t cache_size;      /* the cache's limit in bytes (0: none) */
+	uint64_t cache_size;      /* the cache's limit in bytes (0: none): the remote blocks', and
+	                           * the same figure for quantize='s tensors (quantized/) */
 	const char *token;        /* bearer token (NULL: $HF_TOKEN for hf:// sources) */
 	const char *cafile;       /* CA bundle (NULL: $CURL_CA_BUNDLE, else the system's) */
 	long timeout;             /* seconds to connect, or of a stalled transfer (0: 30) */

@@ -33,6 +33,6 @@ int tfs_view_open(tfs_model **out, const char *source, const tfs_open_opts *opts
 	const tfs_model *base = tfs_model_gguf_view(m) ? tfs_model_gguf_view(m) : m;
 	tfs_quant_opts qo = { .quantize = opts->quantize, .imatrix = opts->imatrix,
 			      .cache_dir = opts->cache_dir, .salt = opts->outtype,
-			      .threads = opts->quantize_threads };
+			      .cache_size = opts->cache_size, .threads = opts->quantize_threads };
 	return tfs_quant_view(out, m, base, &qo, err);
 }

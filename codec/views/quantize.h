@@ -26,6 +26,10 @@ typedef struct {
 				 * tensors go to its quantized/ folder */
 	const char *salt;       /* what else decides the base's values (a view's outtype), or
 				 * NULL: part of the cache names */
+	uint64_t cache_size;    /* the quantized/ folder's bound in bytes (0: none): a tensor's
+				 * file is linked after the least recently used files of other
+				 * tensors are removed to make room; a larger tensor is computed
+				 * on each read */
 	unsigned threads;       /* the pool's threads (0: the CPUs online, at most 8) */
 } tfs_quant_opts;
 

@@ -52,6 +52,7 @@ struct tfs_qview {
 	tfs_qplan *plan;
 	tfs_imatrix *im;
 	char *dir;              /* the cache directory (.../quantized), or NULL: none */
+	uint64_t cap;           /* its bound in bytes (0: none): quantize_trim.c */
 	char *note;             /* said once to the user (the cache cannot be written), or NULL */
 	tfs_qt *t;              /* the plan's converted tensors, plan order */
 	size_t n_t;
@@ -87,5 +88,13 @@ bool tfs_qview_sources_unchanged(const tfs_qview *v);
 /* The cache directory for o (o->cache_dir or the default, + "/quantized"), made with its
  * parents; NULL and v->note set when it cannot be written. */
 char *tfs_qview_cache_dir(tfs_qview *v, const tfs_quant_opts *o);
+
+/* ==== quantize_trim.c ==== */
+
+/* Links t's complete file fd (fsynced) under its cache name, after making room for it within
+ * v->cap: the least recently used files of other tensors removed (not one this view is
+ * reading).  Whether the name is there now (linked, or another mount's first); false: not
+ * linked (no room, an error), fd stays this view's alone.  Called without v->mu. */
+bool tfs_qview_cache_link(tfs_qview *v, tfs_qt *t, int fd);
 
 #endif

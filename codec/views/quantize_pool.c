@@ -137,6 +137,7 @@ static bool open_cached(tfs_qview *v, tfs_qt *t)
 		close(fd); /* another size: not ours (a hash collision, or damaged): made again */
 		return false;
 	}
+	futimens(fd, NULL);  /* used now: the newest for trimming (quantize_trim.c) */
 	t->fd = fd;
 	t->named = true;
 	t->state = TFS_QT_DONE;
@@ -189,7 +190,9 @@ static void begin(tfs_qview *v, tfs_qt *t, bool front)
 {
 	if (t->state != TFS_QT_IDLE || open_cached(v, t))
 		return;
-	t->fd = v->dir && t->nblocks && start_workers(v) ? new_file(v, t) : -1;
+	/* (a tensor larger than the cache's bound is never kept: quantize_trim.c) */
+	bool fits = !v->cap || t->q->nbytes <= v->cap;
+	t->fd = v->dir && t->nblocks && fits && start_workers(v) ? new_file(v, t) : -1;
 	if (t->fd < 0) {
 		t->state = TFS_QT_NOCACHE;
 		return;
@@ -201,16 +204,21 @@ static void begin(tfs_qview *v, tfs_qt *t, bool front)
 	q_push(v, t, front);
 }
 
-/* The tensors after k queued while less than LOOKAHEAD values wait (v->mu held). */
+/* The tensors after k queued while less than LOOKAHEAD values wait and, with a bound on the
+ * cache, while those ahead take less than half of it: more would push each other out of the
+ * cache before they are read, to be computed again (v->mu held). */
 static void look_ahead(tfs_qview *v, size_t k)
 {
-	uint64_t waiting = 0;
-	for (size_t j = k; j < v->n_t && waiting < LOOKAHEAD; j++) {
+	uint64_t waiting = 0, ahead = 0;
+	for (size_t j = k; j < v->n_t && waiting < LOOKAHEAD && (!v->cap || ahead < v->cap / 2);
+	     j++) {
 		tfs_qt *t = &v->t[j];
 		if (j > k)
 			begin(v, t, false);
 		if (t->state == TFS_QT_QUEUED)
 			waiting += (t->n_chunks - t->done) * CHUNK_VALUES;
+		if (j > k && (t->state == TFS_QT_QUEUED || t->state == TFS_QT_DONE))
+			ahead += t->q->nbytes;
 	}
 }
 
@@ -236,19 +244,12 @@ static int compute_chunk(tfs_qview *v, tfs_qt *t, uint64_t c, float **vals, uint
 				       nb * t->block_bytes, err);
 }
 
-/* t's file complete: fsynced and linked under its cache name (another mount may have
- * linked one first: then this one stays unnamed). */
+/* t's file complete: fsynced and linked under its cache name, within the cache's bound
+ * (quantize_trim.c; another mount may have linked one first: then this one stays unnamed). */
 static void publish(tfs_qview *v, tfs_qt *t, int fd)
 {
-	char path[PATH_MAX], proc[64];
-	bool ok = false;
-	if (fdatasync(fd) == 0 && tfs_qview_sources_unchanged(v) &&
-	    snprintf(path, sizeof(path), "%s/%s", v->dir, t->key) < (int)sizeof(path)) {
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-		ok = t->tmp ? rename(t->tmp, path) == 0
-			    : linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0 ||
-			      errno == EEXIST;
-	}
+	bool ok = fdatasync(fd) == 0 && tfs_qview_sources_unchanged(v) &&
+		  tfs_qview_cache_link(v, t, fd);
 	if (t->tmp && !ok)
 		unlink(t->tmp);
 	free(t->tmp);
@@ -454,6 +455,7 @@ int tfs_qview_start(tfs_qview *v, const tfs_quant_opts *o, tfs_error *err)
 			return rc;
 	}
 	v->dir = v->n_t ? tfs_qview_cache_dir(v, o) : NULL;
+	v->cap = o->cache_size;
 	v->want_threads = o->threads ? o->threads : default_threads();
 	return 0;
 }

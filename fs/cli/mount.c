@@ -22,7 +22,7 @@ static const char mount_usage[] =
 	"         staging=DIR, output=PATH, verify, threads=N, readahead_kb=N,\n"
 	"         imatrix=FILE (llama.cpp's importance matrix, to write IQ1/IQ2/IQ3 values),\n"
 	"         quantize=TYPE (the model as llama-quantize writes it: Q4_K_M, Q8_0, ...;\n"
-	"         computed when read, kept in the cache=DIR),\n"
+	"         computed when read, kept in the cache=DIR within cache_size=SIZE),\n"
 	"         outtype=TYPE (a Hugging Face repo's model.gguf: auto, f32, f16, bf16, q8_0),\n"
 	"         nonempty (mount over a non-empty directory or another mount),\n"
 	"         remote: connections=N, cache=DIR, cache_size=SIZE, token_file=FILE,\n"

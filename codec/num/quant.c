@@ -61,6 +61,7 @@ static struct {
 	void (*affine8)(int n, const float *x, const float *w, uint8_t *L, float *scale,
 			float *neg_min, const tfs_affine_search *a);
 	void (*symmetric8)(int nmax, const float *x, int8_t *L, float *scale);
+	tfs_symmetric8w_fn symmetric8w;
 	void (*f16)(const float *x, uint8_t *y, size_t n);
 	void (*bf16)(const float *x, uint8_t *y, size_t n);
 	void (*q4_nibbles)(const float *x, float off, float id, float add, uint8_t *q);
@@ -87,6 +88,7 @@ static void choose_simd(void)
 	if (!g_force_scalar && tfs_cpu_has_avx2()) {
 		g_simd.affine8 = tfs_fit_affine8_avx2;
 		g_simd.symmetric8 = tfs_fit_symmetric8_avx2;
+		g_simd.symmetric8w = tfs_fit_symmetric8w_avx2;
 		g_simd.f16 = tfs_f32_to_f16_avx2;
 		g_simd.bf16 = tfs_f32_to_bf16_avx2;
 		g_simd.q4_nibbles = tfs_q4_nibbles_avx2;
@@ -650,6 +652,11 @@ float tfs_fit_affine(int n, const float *x, const float *w, uint8_t *L, float *n
 	}
 	*neg_min = -mn;
 	return scale;
+}
+
+tfs_symmetric8w_fn tfs_quant_symmetric8w(void)
+{
+	return g_simd.symmetric8w;
 }
 
 void tfs_fit_affine_subs(int nsub, int n, const float *x, const float *w, uint8_t *L,

@@ -166,20 +166,20 @@ void tfs_fit_affine8_avx2(int n, const float *x, const float *w, uint8_t *L, flo
 	mn = _mm256_blendv_ps(mn, flat_min, flat);
 	levels_out(n, s.L, 0, L);
 	_mm256_storeu_ps(scale_out, scale);
-	_mm256_storeu_ps(neg_min, _mm256_sub_ps(_mm256_setzero_ps(), mn));
+	_mm256_storeu_ps(neg_min, _mm256_xor_ps(mn, _mm256_set1_ps(-0.0f)));   /* -mn: -0 for +0 */
 }
 
 /* ==== symmetric fits (Q6_K) ==== */
 
 /* Sums of x^2-weighted x*l and l*l for levels at iscale, the levels into Lv (plus nmax). */
-static void symmetric_pass(const __m256 *xt, int nmax, __m256 iscale, __m256i *Lv, __m256 *sumlx,
-			   __m256 *suml2)
+static void symmetric_pass(int n, const __m256 *xt, const __m256 *wt, int nmax, __m256 iscale,
+			   __m256i *Lv, __m256 *sumlx, __m256 *suml2)
 {
 	__m256 slx = _mm256_setzero_ps(), sl2 = slx;
 
-	for (int i = 0; i < 16; i++) {
+	for (int i = 0; i < n; i++) {
 		__m256i l = clamp8(nearest8(_mm256_mul_ps(iscale, xt[i])), -nmax, nmax - 1);
-		__m256 lf = _mm256_cvtepi32_ps(l), w = _mm256_mul_ps(xt[i], xt[i]);
+		__m256 lf = _mm256_cvtepi32_ps(l), w = wt[i];
 
 		Lv[i] = _mm256_add_epi32(l, _mm256_set1_epi32(nmax));
 		slx = _mm256_add_ps(slx, _mm256_mul_ps(_mm256_mul_ps(w, xt[i]), lf));
@@ -191,20 +191,34 @@ static void symmetric_pass(const __m256 *xt, int nmax, __m256 iscale, __m256i *L
 
 void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale_out)
 {
-	float t[16 * 8];
-	__m256 xt[16], amax = _mm256_setzero_ps(), max = amax, sumlx, suml2;
-	__m256i Lv[16], Laux[16];
+	tfs_fit_symmetric8w_avx2(16, nmax, x, NULL, L, scale_out);
+}
 
-	transpose_in(16, x, t);
-	for (int i = 0; i < 16; i++) {
+void tfs_fit_symmetric8w_avx2(int n, int nmax, const float *x, const float *w, int8_t *L,
+			      float *scale_out)
+{
+	float t[32 * 8];
+	__m256 xt[32], wt[32], amax = _mm256_setzero_ps(), max = amax, sumlx, suml2;
+	__m256i Lv[32], Laux[32];
+
+	if (w) {
+		transpose_in(n, w, t);
+		for (int i = 0; i < n; i++)
+			wt[i] = _mm256_loadu_ps(t + 8 * i);
+	}
+	transpose_in(n, x, t);
+	for (int i = 0; i < n; i++) {
 		xt[i] = _mm256_loadu_ps(t + 8 * i);
+		if (!w)
+			wt[i] = _mm256_mul_ps(xt[i], xt[i]);
 		__m256 ax = absf8(xt[i]), gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
 
 		amax = _mm256_blendv_ps(amax, ax, gt);
 		max = _mm256_blendv_ps(max, xt[i], gt);
 	}
 	const __m256 zero = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
-	symmetric_pass(xt, nmax, _mm256_div_ps(_mm256_set1_ps((float)-nmax), max), Lv, &sumlx, &suml2);
+	symmetric_pass(n, xt, wt, nmax, _mm256_div_ps(_mm256_set1_ps((float)-nmax), max), Lv, &sumlx,
+		       &suml2);
 	__m256 scale = _mm256_blendv_ps(_mm256_setzero_ps(), _mm256_div_ps(sumlx, suml2),
 					_mm256_cmp_ps(suml2, _mm256_setzero_ps(), _CMP_NEQ_UQ));
 	__m256 best = _mm256_mul_ps(scale, sumlx);
@@ -214,14 +228,14 @@ void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale_o
 			continue;
 		const __m256 iscale = _mm256_div_ps(_mm256_set1_ps(-(nmax + 0.1f * is)), max);
 
-		symmetric_pass(xt, nmax, iscale, Laux, &sumlx, &suml2);
+		symmetric_pass(n, xt, wt, nmax, iscale, Laux, &sumlx, &suml2);
 		const __m256 better = _mm256_and_ps(
 			_mm256_cmp_ps(suml2, _mm256_setzero_ps(), _CMP_GT_OQ),
 			_mm256_cmp_ps(_mm256_mul_ps(sumlx, sumlx), _mm256_mul_ps(best, suml2), _CMP_GT_OQ));
 
 		if (_mm256_movemask_ps(better) == 0)
 			continue;
-		for (int i = 0; i < 16; i++)
+		for (int i = 0; i < n; i++)
 			Lv[i] = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(Lv[i]),
 								     _mm256_castsi256_ps(Laux[i]), better));
 		const __m256 sc = _mm256_div_ps(sumlx, suml2);
@@ -229,9 +243,9 @@ void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale_o
 		scale = _mm256_blendv_ps(scale, sc, better);
 		best = _mm256_blendv_ps(best, _mm256_mul_ps(sc, sumlx), better);
 	}
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; i < n; i++)
 		Lv[i] = _mm256_castps_si256(_mm256_andnot_ps(zero, _mm256_castsi256_ps(Lv[i])));
-	levels_out(16, Lv, 0, (uint8_t *)L);
+	levels_out(n, Lv, 0, (uint8_t *)L);
 	_mm256_storeu_ps(scale_out, _mm256_andnot_ps(zero, scale));
 }
 

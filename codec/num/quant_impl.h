@@ -101,6 +101,11 @@ float tfs_fit_affine(int n, const float *x, const float *w, uint8_t *L, float *n
  * CPU has a kernel for it. */
 void tfs_fit_affine_subs(int nsub, int n, const float *x, const float *w, uint8_t *L,
 			 float *scales, float *neg_mins, const tfs_affine_search *a);
+/* The kernel fitting 8 sub-blocks of symmetric levels at once with weights (NULL: no SIMD
+ * here, or the tests asked for the scalar code). */
+typedef void (*tfs_symmetric8w_fn)(int n, int nmax, const float *x, const float *w, int8_t *L,
+				   float *scale);
+tfs_symmetric8w_fn tfs_quant_symmetric8w(void);
 /* Packs 256 2-bit levels (Q2_K, Q3_K): byte 32c + l holds elements 128c + l + 32s at bits 2s. */
 void tfs_pack_2bit(const uint8_t *L, uint8_t *qs);
 /* Q4_K / Q5_K: scale and min j (6 bits each) in, and out of, the 12 scale bytes. */
@@ -110,17 +115,12 @@ void tfs_get_scale_min_k4(const uint8_t *s, int j, uint8_t *ls, uint8_t *lm);
  * the 210-byte block b out. */
 void tfs_q6_k_finish(const float *x, const float *scales, int8_t *L, uint8_t *b);
 /* The weighted quantizers (quant_weighted.c), ggml's quantize_row_<type>_impl given
- * importance weights: K-quants one 256-value super-block x with its weights qw; the 32-value
- * types one block with the mean square sigma2 of its row. */
+ * importance weights: one 256-value super-block x with its weights qw. */
 void tfs_enc_q2_k_w(const float *x, const float *qw, uint8_t *b);
 void tfs_enc_q3_k_w(const float *x, const float *qw, uint8_t *b);
 void tfs_enc_q4_k_w(const float *x, const float *qw, uint8_t *b);
 void tfs_enc_q5_k_w(const float *x, const float *qw, uint8_t *b);
 void tfs_enc_q6_k_w(const float *x, const float *qw, uint8_t *b);
-void tfs_enc_q4_0_w(const float *x, const float *qw, float sigma2, uint8_t *b);
-void tfs_enc_q4_1_w(const float *x, const float *qw, float sigma2, uint8_t *b);
-void tfs_enc_q5_0_w(const float *x, const float *qw, float sigma2, uint8_t *b);
-void tfs_enc_q5_1_w(const float *x, const float *qw, float sigma2, uint8_t *b);
 /* tfs_quantize_weighted of the K-quants (each super-block with its weights) and of the
  * 32-value types (whole rows only). */
 int tfs_quantize_k_weighted(uint8_t *out, int id, const float *src, uint64_t nelems,
@@ -159,6 +159,10 @@ void tfs_fit_affine8_avx2(int n, const float *x, const float *w, uint8_t *L, flo
 /* Fits 8 sub-blocks of 16 values with symmetric levels -nmax..nmax-1 weighted by x^2
  * (Q6_K's fit); L gets level + nmax. */
 void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale);
+/* The same for 8 sub-blocks of n (16 or 32) values weighted by w (same layout; NULL: x^2):
+ * ggml's make_qx_quants(n, nmax, x, L, 1, w). */
+void tfs_fit_symmetric8w_avx2(int n, int nmax, const float *x, const float *w, int8_t *L,
+			      float *scale);
 /* Q3_K's fit of the 16 sub-blocks of 16 (levels -4..3, L gets level + 4; all-zero sub-blocks:
  * 0). */
 void tfs_fit_q3_16_avx2(const float *x, int8_t *L, float *scale);

@@ -87,6 +87,20 @@ static float fit_symmetric_w(int n, int nmax, const float *x, const float *w, in
 	return scale;
 }
 
+/* fit_symmetric_w of nsub consecutive sub-blocks of n, eight at a time where the CPU has a
+ * kernel for it. */
+static void fit_symmetric_subs(int nsub, int n, int nmax, const float *x, const float *w,
+			       int8_t *L, float *scales)
+{
+	const tfs_symmetric8w_fn k8 = tfs_quant_symmetric8w();
+	int j = 0;
+
+	for (; k8 && j + 8 <= nsub; j += 8)
+		k8(n, nmax, x + n * j, w + n * j, L + n * j, scales + j);
+	for (; j < nsub; j++)
+		scales[j] = fit_symmetric_w(n, nmax, x + n * j, w + n * j, L + n * j);
+}
+
 /* The weighted squared error of x against levels of iscale, capped at nmax (no floor: the
  * numbers are meant to be >= 0). */
 static float positive_error(int n, int nmax, const float *x, const float *w, float iscale)
@@ -235,13 +249,12 @@ void tfs_enc_q3_k_w(const float *x, const float *qw, uint8_t *b)
 {
 	const float sigma2 = 2 * sum_squares_256(x) / 256;
 	int8_t L[256], Ls[16];
-	float w[16], sw[16], scales[16];
+	float w[256], sw[16], scales[16];
 	uint8_t *hmask = b, *qs = b + 32, *sc = b + 96;
 
-	for (int j = 0; j < 16; j++) {
-		sw[j] = weigh(16, x + 16 * j, qw + 16 * j, sigma2, w);
-		scales[j] = fit_symmetric_w(16, 4, x + 16 * j, w, L + 16 * j);
-	}
+	for (int j = 0; j < 16; j++)
+		sw[j] = weigh(16, x + 16 * j, qw + 16 * j, sigma2, w + 16 * j);
+	fit_symmetric_subs(16, 16, 4, x, w, L, scales);
 	const float d_block = fit_symmetric_w(16, 32, scales, sw, Ls);
 
 	put_q3_scales(Ls, sc);
@@ -332,35 +345,62 @@ void tfs_enc_q6_k_w(const float *x, const float *qw, uint8_t *b)
 	int8_t L[256];
 	float scales[16];
 
-	for (int j = 0; j < 16; j++)   /* the imatrix entries themselves weigh Q6_K */
-		scales[j] = fit_symmetric_w(16, 32, x + 16 * j, qw + 16 * j, L + 16 * j);
+	fit_symmetric_subs(16, 16, 32, x, qw, L, scales);   /* the imatrix entries weigh Q6_K */
 	tfs_q6_k_finish(x, scales, L, b);
 }
 
 /* ==== the 32-value types, weighted by their row ==== */
 
-void tfs_enc_q4_0_w(const float *x, const float *qw, float sigma2, uint8_t *b)
-{
-	float w[32];
-	int8_t L[32];
+/* Up to 8 blocks of 32 at a time: their weights w, and the fits of Q4_0, Q5_0 (symmetric, L
+ * level + nmax, scale d) or Q4_1, Q5_1 (affine, L level, scale d, -min in neg_min). */
+typedef struct {
+	float w[256], d[8], neg_min[8];
+	int8_t L[256];
+} blocks8;
 
-	weigh(32, x, qw, sigma2, w);
-	put_half(b, fit_symmetric_w(32, 8, x, w, L));
-	for (int j = 0; j < 16; j++)
-		b[2 + j] = (uint8_t)(L[j] | L[j + 16] << 4);
+static void fit8_symmetric(blocks8 *k, int nb, int nmax, const float *x, const float *qw,
+			   float sigma2)
+{
+	weigh(32 * nb, x, qw, sigma2, k->w);
+	fit_symmetric_subs(nb, 32, nmax, x, k->w, k->L, k->d);
 }
 
-void tfs_enc_q4_1_w(const float *x, const float *qw, float sigma2, uint8_t *b)
+static void fit8_affine(blocks8 *k, int nb, int nmax, const float *x, const float *qw,
+			float sigma2)
 {
-	const tfs_affine_search search = k_fine_search(15);
-	float w[32], neg_min;
-	uint8_t L[32];
+	const tfs_affine_search search = k_fine_search(nmax);
 
-	weigh(32, x, qw, sigma2, w);
-	put_half(b, tfs_fit_affine(32, x, w, L, &neg_min, &search));
-	put_half(b + 2, -neg_min);
-	for (int j = 0; j < 16; j++)
-		b[4 + j] = (uint8_t)(L[j] | L[j + 16] << 4);
+	weigh(32 * nb, x, qw, sigma2, k->w);
+	tfs_fit_affine_subs(nb, 32, x, k->w, (uint8_t *)k->L, k->d, k->neg_min, &search);
+}
+
+static void enc_q4_0_w(const float *x, const float *qw, float sigma2, int nb, uint8_t *b)
+{
+	blocks8 k;
+
+	fit8_symmetric(&k, nb, 8, x, qw, sigma2);
+	for (int i = 0; i < nb; i++, b += 18) {
+		const int8_t *L = k.L + 32 * i;
+
+		put_half(b, k.d[i]);
+		for (int j = 0; j < 16; j++)
+			b[2 + j] = (uint8_t)(L[j] | L[j + 16] << 4);
+	}
+}
+
+static void enc_q4_1_w(const float *x, const float *qw, float sigma2, int nb, uint8_t *b)
+{
+	blocks8 k;
+
+	fit8_affine(&k, nb, 15, x, qw, sigma2);
+	for (int i = 0; i < nb; i++, b += 20) {
+		const uint8_t *L = (const uint8_t *)k.L + 32 * i;
+
+		put_half(b, k.d[i]);
+		put_half(b + 2, -k.neg_min[i]);
+		for (int j = 0; j < 16; j++)
+			b[4 + j] = (uint8_t)(L[j] | L[j + 16] << 4);
+	}
 }
 
 /* The 5-bit levels L of 32 values: low nibbles at q, fifth bits (bit j: value j) returned. */
@@ -375,36 +415,37 @@ static uint32_t pack_5bit(const uint8_t *L, uint8_t *q)
 	return qh;
 }
 
-void tfs_enc_q5_0_w(const float *x, const float *qw, float sigma2, uint8_t *b)
+static void enc_q5_0_w(const float *x, const float *qw, float sigma2, int nb, uint8_t *b)
 {
-	float w[32];
-	int8_t L[32];
+	blocks8 k;
 
-	weigh(32, x, qw, sigma2, w);
-	put_half(b, fit_symmetric_w(32, 16, x, w, L));
-	const uint32_t qh = pack_5bit((const uint8_t *)L, b + 6);
+	fit8_symmetric(&k, nb, 16, x, qw, sigma2);
+	for (int i = 0; i < nb; i++, b += 22) {
+		const uint32_t qh = pack_5bit((const uint8_t *)k.L + 32 * i, b + 6);
 
-	memcpy(b + 2, &qh, 4);
+		put_half(b, k.d[i]);
+		memcpy(b + 2, &qh, 4);
+	}
 }
 
-void tfs_enc_q5_1_w(const float *x, const float *qw, float sigma2, uint8_t *b)
+static void enc_q5_1_w(const float *x, const float *qw, float sigma2, int nb, uint8_t *b)
 {
-	const tfs_affine_search search = k_fine_search(31);
-	float w[32], neg_min;
-	uint8_t L[32];
+	blocks8 k;
 
-	weigh(32, x, qw, sigma2, w);
-	put_half(b, tfs_fit_affine(32, x, w, L, &neg_min, &search));
-	put_half(b + 2, -neg_min);
-	const uint32_t qh = pack_5bit(L, b + 8);
+	fit8_affine(&k, nb, 31, x, qw, sigma2);
+	for (int i = 0; i < nb; i++, b += 24) {
+		const uint32_t qh = pack_5bit((const uint8_t *)k.L + 32 * i, b + 8);
 
-	memcpy(b + 4, &qh, 4);
+		put_half(b, k.d[i]);
+		put_half(b + 2, -k.neg_min[i]);
+		memcpy(b + 4, &qh, 4);
+	}
 }
 
 /* ==== the dispatch ==== */
 
 typedef void (*enc_k_w_fn)(const float *x, const float *qw, uint8_t *b);
-typedef void (*enc_row_w_fn)(const float *x, const float *qw, float sigma2, uint8_t *b);
+typedef void (*enc_row_w_fn)(const float *x, const float *qw, float sigma2, int nb, uint8_t *b);
 
 static enc_k_w_fn k_weighted_k(int id)
 {
@@ -421,10 +462,10 @@ static enc_k_w_fn k_weighted_k(int id)
 static enc_row_w_fn k_weighted_row(int id)
 {
 	switch (id) {
-	case TFS_DT_Q4_0: return tfs_enc_q4_0_w;
-	case TFS_DT_Q4_1: return tfs_enc_q4_1_w;
-	case TFS_DT_Q5_0: return tfs_enc_q5_0_w;
-	case TFS_DT_Q5_1: return tfs_enc_q5_1_w;
+	case TFS_DT_Q4_0: return enc_q4_0_w;
+	case TFS_DT_Q4_1: return enc_q4_1_w;
+	case TFS_DT_Q5_0: return enc_q5_0_w;
+	case TFS_DT_Q5_1: return enc_q5_1_w;
 	default: return NULL;
 	}
 }
@@ -476,9 +517,12 @@ int tfs_quantize_weighted_part(void *dst, int id, const float *src, uint64_t nel
 		return tfs_error_set(err, TFS_E_INVALID, "values %" PRIu64 "..%" PRIu64 " are not "
 				     "whole %s blocks of one row of %" PRIu64, first,
 				     first + nelems - 1, t->name, n_per_row);
-	for (uint64_t i = 0; i < nelems / 32; i++)
-		enc(src + 32 * i, qw + (first + 32 * i) % n_per_row, sigma2,
+	for (uint64_t i = 0; i < nelems / 32; i += 8) {
+		const int nb = nelems / 32 - i < 8 ? (int)(nelems / 32 - i) : 8;
+
+		enc(src + 32 * i, qw + (first + 32 * i) % n_per_row, sigma2, nb,
 		    (uint8_t *)dst + i * t->block_bytes);
+	}
 	return 0;
 }
 

@@ -10,7 +10,9 @@
  * tensorfs / ggml.  The IQ1/IQ2/IQ3 types are quantized with an importance matrix (one
  * weight per column of the ROW-value rows, squares of normal values, as an imatrix holds) on
  * both sides, over the first IQ_MIB MiB only: their grid searches run at a few MB/s (IQ4_NL
- * and IQ4_XS take the weights too, and the same share).
+ * and IQ4_XS take the weights too, and the same share).  Q4_0..Q5_1 and Q2_K..Q6_K, which
+ * ggml fits by another search with an importance matrix, are timed twice: without one, and
+ * with the same weights (the line TYPE+im), over the whole input.
  *
  * usage: bench_quant [-r rounds] [-m MiB] [TYPE...]
  */
@@ -79,9 +81,8 @@ static void fill(float *x, size_t n)
 		x[i] *= 30.0f;
 }
 
-static double time_ggml(int id, const float *x, void *out, size_t n)
+static double time_ggml(int id, const float *qw, const float *x, void *out, size_t n)
 {
-	const float *qw = tfs_quantize_takes_imatrix(id) ? g_qw : NULL;
 	double t = bench_now();
 
 	if (id == TFS_DT_Q8_K)
@@ -93,9 +94,8 @@ static double time_ggml(int id, const float *x, void *out, size_t n)
 	return bench_now() - t;
 }
 
-static double time_ours(int id, const float *x, void *out, size_t n)
+static double time_ours(int id, const float *qw, const float *x, void *out, size_t n)
 {
-	const float *qw = tfs_quantize_takes_imatrix(id) ? g_qw : NULL;
 	tfs_error err = { 0 };
 	double t = bench_now();
 
@@ -119,6 +119,35 @@ static bool wanted(const char *name, int argc, char **argv)
 		if (strcmp(argv[a], name) == 0)
 			return true;
 	return false;
+}
+
+/* One type, with the weights qw (or none), over ni values; false when the bytes differ. */
+static bool bench_type(int id, const float *qw, const float *x, uint8_t *ours, uint8_t *theirs,
+		       size_t ni, int rounds)
+{
+	const tfs_dtype_info *t = tfs_dtype(id);
+	const size_t nbytes = ni / t->block_elems * t->block_bytes;
+	const bool iq = tfs_quantize_takes_imatrix(id) && !tfs_quantize_weighs_blocks(id) &&
+			!tfs_quantize_weighs_rows(id);
+	double best_g = 1e30, best_t = 1e30;
+	char name[32];
+
+	memset(theirs, 0, nbytes);   /* ggml leaves a zero Q8_K block's sums unwritten */
+	for (int r = 0; r < rounds; r++) {
+		double a = time_ggml(id, qw, x, theirs, ni), b = time_ours(id, qw, x, ours, ni);
+
+		best_g = a < best_g ? a : best_g;
+		best_t = b < best_t ? b : best_t;
+	}
+	const double want = is_k_quant(id) ? 2.0 : 1.0, ratio = best_g / best_t;
+	const bool same = memcmp(ours, theirs, nbytes) == 0;
+
+	snprintf(name, sizeof(name), "%s%s", t->name, qw && !iq ? "+im" : "");
+	printf("%-8s %11.1f %11.1f %8.2fx %6.1fx %s\n", name, ni * 4 / best_g / 1e6,
+	       ni * 4 / best_t / 1e6, ratio, want,
+	       !same ? "DIFFERS" : ratio < want ? "below target" : "");
+	fflush(stdout);
+	return same;
 }
 
 int main(int argc, char **argv)
@@ -156,26 +185,13 @@ int main(int argc, char **argv)
 		if (!t || !tfs_quantize_supported(id) || (id >= TFS_DT_I8 && id <= TFS_DT_F64) ||
 		    !wanted(t->name, argc, argv))
 			continue;
-		const size_t ni = tfs_quantize_takes_imatrix(id) && n > ((size_t)IQ_MIB << 18)
-					  ? (size_t)IQ_MIB << 18 : n;
-		const size_t nbytes = ni / t->block_elems * t->block_bytes;
-		double best_g = 1e30, best_t = 1e30;
+		const bool refit = tfs_quantize_weighs_blocks(id) || tfs_quantize_weighs_rows(id);
+		const bool iq = tfs_quantize_takes_imatrix(id) && !refit;
+		const size_t ni = iq && n > ((size_t)IQ_MIB << 18) ? (size_t)IQ_MIB << 18 : n;
 
-		memset(theirs, 0, nbytes);   /* ggml leaves a zero Q8_K block's sums unwritten */
-		for (int r = 0; r < rounds; r++) {
-			double a = time_ggml(id, x, theirs, ni), b = time_ours(id, x, ours, ni);
-
-			best_g = a < best_g ? a : best_g;
-			best_t = b < best_t ? b : best_t;
-		}
-		const double want = is_k_quant(id) ? 2.0 : 1.0, ratio = best_g / best_t;
-		const bool same = memcmp(ours, theirs, nbytes) == 0;
-
-		printf("%-8s %11.1f %11.1f %8.2fx %6.1fx %s\n", t->name, ni * 4 / best_g / 1e6,
-		       ni * 4 / best_t / 1e6, ratio, want,
-		       !same ? "DIFFERS" : ratio < want ? "below target" : "");
-		fflush(stdout);
-		if (!same)
+		if (!bench_type(id, iq ? g_qw : NULL, x, ours, theirs, ni, rounds))
+			status = 1;
+		if (refit && !bench_type(id, g_qw, x, ours, theirs, n, rounds))
 			status = 1;
 	}
 	free(x);

@@ -439,20 +439,26 @@ Test(quantize, cache_size_removes_least_recently_used, .init = setup, .fini = te
 	cr_assert_leq(peak, old_bytes + largest + 4096, "%llu bytes in a cache of %llu",
 		      (unsigned long long)peak, (unsigned long long)old_bytes);
 	cr_assert_leq(bytes, old_bytes);
-	/* what went were Q8_0's oldest: every one left is newer than every one removed */
+	/* what went were Q8_0's oldest: every one left is newer than every one removed.  (A
+	 * Q8_0 tensor of Q4_K_M, ffn_down's fallback, is the same file: opened by the view, it
+	 * is stamped used now, or it was removed and written again; such are left out.) */
 	time_t newest_gone = 0, oldest_kept = INT32_MAX;
-	size_t gone = 0;
+	size_t gone = 0, kept = 0;
 	for (size_t i = 0; i < n_old; i++) {
-		bool kept = false;
+		const cfile *left = NULL;
 		for (size_t k = 0; k < n_now && k < 128; k++)
-			kept |= strcmp(now[k].name, old[i].name) == 0;
-		if (!kept && old[i].mtime.tv_sec > newest_gone)
+			if (strcmp(now[k].name, old[i].name) == 0)
+				left = &now[k];
+		if (left && (left->mtime.tv_sec != old[i].mtime.tv_sec || left->mtime.tv_nsec))
+			continue;
+		if (!left && old[i].mtime.tv_sec > newest_gone)
 			newest_gone = old[i].mtime.tv_sec;
-		if (kept && old[i].mtime.tv_sec < oldest_kept)
+		if (left && old[i].mtime.tv_sec < oldest_kept)
 			oldest_kept = old[i].mtime.tv_sec;
-		gone += !kept;
+		gone += !left;
+		kept += !!left;
 	}
-	cr_assert_gt(gone, 0);
+	cr_assert(gone > 0 && kept > 0, "%zu removed, %zu kept", gone, kept);
 	cr_assert_lt(newest_gone, oldest_kept, "a newer file went before an older one");
 	/* the same bytes again, by 4 threads at once (files removed under them, computed again) */
 	check_all(v, want, 4);

@@ -17,6 +17,7 @@
  */
 #include "imatrix.h"
 #include "imatrix_ops.h"
+#include "value.h"
 #include "open.h"
 #include "dtype.h"
 #include "source_impl.h" /* the GGUF file's descriptor (values_fd) */
@@ -51,6 +52,8 @@ struct tfs_imatrix {
 	entry *e;             /* sorted by name */
 	size_t n;
 	struct stat st;       /* the file read, as it was when opened */
+	char *dataset;        /* what it was computed on, or NULL (llama-quantize's key) */
+	int64_t chunks;       /* on how many chunks (0: not said) */
 };
 
 static const tfs_imatrix_ops imatrix_ops;
@@ -107,6 +110,31 @@ static bool has_suffix(const char *s, const char *suf, size_t *stem)
 	return true;
 }
 
+/* A GGUF imatrix's "imatrix.datasets" (the first: llama-quantize keeps one) and
+ * "imatrix.chunk_count", when they are there and well-formed. */
+static int gguf_provenance(tfs_imatrix *im, tfs_error *err)
+{
+	const tfs_model *m = im->gguf;
+	long k = tfs_model_find_kv(m, "imatrix.chunk_count");
+	const tfs_kv *kv = k >= 0 ? tfs_model_kv(m, (size_t)k) : NULL;
+
+	if (kv && kv->type == TFS_GGUF_UINT32 && kv->len == 4)
+		im->chunks = tfs_le32(kv->data);
+	k = tfs_model_find_kv(m, "imatrix.datasets");
+	kv = k >= 0 ? tfs_model_kv(m, (size_t)k) : NULL;
+	/* an array: u32 element type, u64 count, then (strings) u64 length + bytes */
+	if (!kv || kv->type != TFS_GGUF_ARRAY || kv->len < 20 ||
+	    tfs_le32(kv->data) != TFS_GGUF_STRING || tfs_le64(kv->data + 4) == 0)
+		return 0;
+	const uint64_t len = tfs_le64(kv->data + 12);
+
+	if (len > kv->len - 20)
+		return 0;
+	if (!(im->dataset = strndup((const char *)kv->data + 20, (size_t)len)))
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	return 0;
+}
+
 static int open_gguf(tfs_imatrix *im, tfs_error *err)
 {
 	const tfs_model *m = im->gguf;
@@ -146,7 +174,7 @@ static int open_gguf(tfs_imatrix *im, tfs_error *err)
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: a GGUF file without importance-matrix "
 				   "tensors ('NAME.in_sum2' and 'NAME.counts'): not an imatrix",
 				   im->path);
-	return rc;
+	return rc ? rc : gguf_provenance(im, err);
 }
 
 /* The descriptor the values are read from. */
@@ -196,6 +224,29 @@ static int read_at(const tfs_imatrix *im, void *buf, size_t len, uint64_t off, c
 	return 0;
 }
 
+/* The legacy file's optional trailer at off: int32 chunks, int32 length, the dataset's name.
+ * One that does not fit the file is ignored (llama-quantize would read past its end). */
+static int legacy_trailer(tfs_imatrix *im, uint64_t off, uint64_t size, tfs_error *err)
+{
+	int32_t t[2];
+
+	if (size - off < 8 || read_at(im, t, 8, off, "the trailer", err) != 0 || t[1] < 0 ||
+	    (uint64_t)t[1] > size - off - 8 || t[1] > 65536)
+		return 0;
+	char *d = malloc((size_t)t[1] + 1);
+
+	if (!d)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	if (read_at(im, d, (size_t)t[1], off + 8, "the dataset name", err) != 0) {
+		free(d);
+		return 0;
+	}
+	d[t[1]] = 0;
+	im->dataset = d;
+	im->chunks = t[0];
+	return 0;
+}
+
 static int open_legacy(tfs_imatrix *im, uint64_t size, tfs_error *err)
 {
 	int32_t n;
@@ -237,7 +288,7 @@ static int open_legacy(tfs_imatrix *im, uint64_t size, tfs_error *err)
 			off = x->off + 4 * x->nval;
 		}
 	}
-	return rc;
+	return rc ? rc : legacy_trailer(im, off, size, err);
 }
 
 int tfs_imatrix_open(tfs_imatrix **out, const char *path, tfs_error *err)
@@ -296,6 +347,7 @@ void tfs_imatrix_free(tfs_imatrix *im)
 	for (size_t k = 0; k < im->n; k++)
 		free(im->e[k].name);
 	free(im->e);
+	free(im->dataset);
 	if (im->fd >= 0)
 		close(im->fd);
 	tfs_model_free(im->gguf);
@@ -306,6 +358,16 @@ void tfs_imatrix_free(tfs_imatrix *im)
 const char *tfs_imatrix_path(const tfs_imatrix *im)
 {
 	return im->path;
+}
+
+const char *tfs_imatrix_dataset(const tfs_imatrix *im)
+{
+	return im->dataset;
+}
+
+int64_t tfs_imatrix_chunks(const tfs_imatrix *im)
+{
+	return im->chunks;
 }
 
 size_t tfs_imatrix_n_entries(const tfs_imatrix *im)

@@ -17,6 +17,11 @@ int tfs_imatrix_open(tfs_imatrix **out, const char *path, tfs_error *err);
 void tfs_imatrix_free(tfs_imatrix *im);
 const char *tfs_imatrix_path(const tfs_imatrix *im);
 size_t tfs_imatrix_n_entries(const tfs_imatrix *im);
+/* What it says it was computed from, as llama-quantize reads it: the dataset's name (the
+ * legacy file's trailer, or the first of a GGUF file's imatrix.datasets; NULL when it does
+ * not say) and the number of chunks (0 when it does not say). */
+const char *tfs_imatrix_dataset(const tfs_imatrix *im);
+int64_t tfs_imatrix_chunks(const tfs_imatrix *im);
 /* Entry k's tensor name (sorted by name) and its count of values (*nval may be NULL). */
 const char *tfs_imatrix_entry(const tfs_imatrix *im, size_t k, uint64_t *nval);
 

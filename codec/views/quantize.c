@@ -53,6 +53,12 @@ static int make_plan(tfs_qview *v, const tfs_quant_opts *o, tfs_error *err)
 				     tfs_model_format_name(v->base));
 	int rc = o->imatrix ? tfs_imatrix_open(&v->im, o->imatrix, err) : 0;
 	tfs_qplan_opts qo = { .imatrix = v->im };
+	if (v->im) {   /* the quantize.imatrix.* keys the llama-quantize program adds */
+		qo.imatrix_file = tfs_imatrix_path(v->im);
+		qo.imatrix_dataset = tfs_imatrix_dataset(v->im);
+		qo.imatrix_entries = (int64_t)tfs_imatrix_n_entries(v->im);
+		qo.imatrix_chunks = tfs_imatrix_chunks(v->im);
+	}
 	if (!rc && (rc = tfs_qplan_new(&v->plan, v->base, ftype, &qo, err))) {
 		char msg[TFS_ERRMSG_MAX];
 		const char *path = tfs_model_path(v->base), *why = err->msg;

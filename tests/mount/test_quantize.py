@@ -310,6 +310,97 @@ class Quantize(TestCase):
             self.assertEqual(len(ja["tokens"]), 8)
             self.assertEqual(ja["tokens"], jb["tokens"], t)
 
+    def test_imatrix_weighs_every_type(self):
+        """With an importance matrix for every weight, ggml weighs Q4_0..Q5_1 and Q2_K..Q6_K
+        too: model.gguf of the mount (and of tensorfs convert) is llama_model_quantize's
+        file given the same matrix, for plain types and mixes, rows of 64, 96 and 256 (the
+        32-value types' blocks weighed by their whole row), tied and untied; llama.cpp
+        decodes the same tokens from it."""
+        import numpy as np
+        d = self.tmpdir()
+        cases = [("l2-e96-gqa", "Q4_K_M", 15), ("l2-e96-gqa", "Q5_1", 9),
+                 ("l8-e256", "Q2_K_S", 21), ("l8-e256", "Q4_0", 2), ("l8-e256", "Q3_K_L", 13),
+                 ("l12-tied", "Q5_K_M", 17), ("l12-tied", "Q6_K", 18), ("chat", "Q4_1", 3),
+                 ("chat", "Q5_0", 8)]
+        for m, t, code in cases:
+            names, n = [], {}
+            with Mount(self, SOURCES[m]) as plain:
+                for x in json.loads(read(plain.p("index.json")))["tensors"]:
+                    shape = x["shape"]
+                    if len(shape) >= 2 and x["name"].endswith(".weight") and \
+                            "norm" not in x["name"]:
+                        names.append(x["name"])
+                        n[x["name"]] = shape[-1]
+            rng = np.random.default_rng(len(names))
+            vals = {k: rng.uniform(0.05, 3.0, n[k]).astype(np.float32) for k in names}
+            dat, npz = os.path.join(d, m + ".dat"), os.path.join(d, m + ".npz")
+            with open(dat, "wb") as f:
+                f.write(struct.pack("<i", len(names)))
+                for k in names:
+                    f.write(struct.pack("<i", len(k)) + k.encode() + struct.pack("<ii", 1, n[k]))
+                    f.write(vals[k].tobytes())
+            np.savez(npz, **vals)
+            ref = os.path.join(d, "%s.%s.ref.gguf" % (m, t))
+            # (and the keys the llama-quantize program adds: no dataset or chunks in this .dat)
+            r = run([PY, LLAMAQ, SOURCES[m], ref, str(code), "--threads", "2", "--imatrix", npz,
+                     "--kv", "quantize.imatrix.file=str:" + dat,
+                     "--kv", "quantize.imatrix.entries_count=int:%d" % len(names)], timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            if (m, t) in REFS:   # (the matrix is used: the file is not the unweighted one)
+                self.assertNotEqual(read(ref), read(REFS[m, t]), "%s %s" % (m, t))
+            cache = os.path.join(d, "cache-" + m)
+            with Mount(self, SOURCES[m], self.opts(t, "imatrix=" + dat, cache=cache)) as mnt:
+                self.assertSameFile(mnt.p("model.gguf"), ref, "%s %s with an imatrix" % (m, t))
+                if (m, t) == ("chat", "Q4_1"):
+                    a = run([PY, GENERATE, mnt.p("model.gguf"), "--n", "8"], timeout=120)
+                    b = run([PY, GENERATE, ref, "--n", "8"], timeout=120)
+                    self.assertEqual((a.returncode, b.returncode), (0, 0), a.stderr + b.stderr)
+                    self.assertEqual(json.loads(a.stdout)["tokens"],
+                                     json.loads(b.stdout)["tokens"])
+            out = os.path.join(d, "%s.%s.conv.gguf" % (m, t))
+            c = run([TENSORFS, "convert", SOURCES[m], out, "-o",
+                     "quantize=%s,imatrix=%s,cache=%s" % (t, dat, os.path.join(d, "none"))])
+            self.assertEqual(c.returncode, 0, c.stderr)
+            self.assertSameFile(out, ref, "convert %s %s with an imatrix" % (m, t))
+
+    def test_imatrix_keys_as_llama_quantize_adds_them(self):
+        """Given an imatrix, the llama-quantize program adds quantize.imatrix.file (the path
+        it was given; tensorfs gives it absolute), .dataset and .chunks_count (what the file
+        says it was computed on: a GGUF imatrix's first imatrix.datasets and
+        imatrix.chunk_count, the legacy .dat's trailer; left out when it does not say) and
+        .entries_count (its entries).  (Their place among the keys: the comparisons with
+        llama_model_quantize given them as overrides, above and in tests/quant/check.py.)"""
+        import numpy as np
+        d = self.tmpdir()
+        names = ["blk.0.attn_q.weight", "blk.0.ffn_up.weight"]
+        g = G.GGUFWriter(alignment=32)
+        g.add_kv("general.type", G.STRING, "imatrix")
+        g.add_kv("imatrix.datasets", G.ARRAY, (G.STRING, ["wiki.train.raw", "other"]))
+        g.add_kv("imatrix.chunk_count", G.UINT32, 125)
+        g.add_kv("imatrix.chunk_size", G.UINT32, 512)
+        for k in names:
+            g.add_tensor(k + ".in_sum2", "F32", np.ones(64, np.float32), ne=[64, 1])
+            g.add_tensor(k + ".counts", "F32", np.ones(1, np.float32), ne=[1, 1])
+        files = {"gguf": os.path.join(d, "im.gguf"), "dat": os.path.join(d, "im.dat"),
+                 "bare": os.path.join(d, "bare.dat")}
+        g.write(files["gguf"])
+        write_imatrix(files["dat"], names, 64)   # (its trailer: 1 chunk, "test")
+        with open(files["dat"], "rb") as f:
+            body = f.read()
+        with open(files["bare"], "wb") as f:
+            f.write(body[:-12])
+        want = {"gguf": ("wiki.train.raw", "125"), "dat": ("test", "1"), "bare": (None, None)}
+        for kind, path in files.items():
+            with Mount(self, SOURCES["l1-e64"], self.opts("Q4_K_M", "imatrix=" + path)) as mnt:
+                meta = os.listdir(mnt.p("metadata"))
+
+                def val(k):
+                    return read(mnt.p("metadata", k), "r").rstrip("\n") if k in meta else None
+                self.assertEqual(val("quantize.imatrix.file"), path, kind)
+                self.assertEqual(val("quantize.imatrix.entries_count"), "2", kind)
+                self.assertEqual((val("quantize.imatrix.dataset"),
+                                  val("quantize.imatrix.chunks_count")), want[kind], kind)
+
     # ---- refusals ----
 
     def refused(self, args, code, pattern):

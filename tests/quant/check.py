@@ -185,8 +185,9 @@ class Case:
             np.savez(npz, **entries)
             extra_tfs = ["--imatrix", dat]
             extra_ref = ["--imatrix", npz]
-            if self.imatrix == "keys":
-                # the keys llama-quantize adds through kv_overrides when given an imatrix
+            if self.imatrix == "keys" or VIA:
+                # the keys llama-quantize adds through kv_overrides when given an imatrix (a
+                # mount adds them as it does: the file as given, the .dat's trailer)
                 extra_tfs += ["--imatrix-keys", dat, "qgen", "1"]
                 extra_ref += ["--kv", "quantize.imatrix.file=str:" + dat,
                               "--kv", "quantize.imatrix.dataset=str:qgen",
@@ -226,7 +227,7 @@ class Case:
             self.why = "; ".join(probs) if probs else ALIGN64_WHY
             return not probs
         probs, differ = compare(self.src, ref, out, plan, FTYPES[self.ftype],
-                                self.imatrix == "keys")
+                                self.imatrix == "keys" or (VIA and dat is not None))
         if probs:
             self.result, self.why = "differ", "; ".join(probs[:6]) + (
                 " (+%d more)" % (len(probs) - 6) if len(probs) > 6 else "")

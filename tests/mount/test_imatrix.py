@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""IQ1/IQ2/IQ3 tensors written as numbers with an importance matrix (-o imatrix=FILE, issue 12).
+"""Tensors written as numbers with an importance matrix (-o imatrix=FILE, issue 12).
 
 A generated GGUF holds IQ2_XXS, IQ2_XS (a 3-expert MoE tensor), IQ3_S, IQ3_XXS, IQ1_S and
 IQ4_XS tensors; an imatrix in llama.cpp's GGUF format (NAME.in_sum2 / NAME.counts, one expert never
@@ -11,6 +11,15 @@ package, through ctypes) makes of the values with the weights llama-quantize wou
 imatrix the types ggml refuses (IQ2_XXS, IQ2_XS, IQ1_S) refuse to open for writing, saying
 how to give one, while IQ3_S is quantized as ggml does without one.  A bad imatrix file fails
 the mount with one line naming it; an entry of the wrong size fails the close with EINVAL.
+
+The other types ggml weighs with an imatrix, Q4_0, Q4_1, Q5_0, Q5_1 (each 32-value block by
+its whole row's mean square) and Q2_K..Q6_K (a 3-expert Q4_K among them), written whole must
+hold ggml's weighted bytes too, which differ from its unweighted ones (a Q5_0 without an entry
+is quantized unweighted).  Written in part (blocks in the middle of a row, a run across a row
+boundary, two runs in one row; part of a Q4_K super-block and a whole one of another expert),
+only the edited blocks change, each to the same block of ggml's quantization of the whole
+tensor's new values: the row's mean square comes from the row's new values, also those
+outside the run.
 """
 import ctypes
 import errno
@@ -29,11 +38,6 @@ sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import ggml_gguf  # noqa: E402
 import llamacpp  # noqa: E402
 
-TYPE_ID = {"IQ2_XXS": 16, "IQ2_XS": 17, "IQ3_XXS": 18, "IQ1_S": 19, "IQ3_S": 21, "IQ2_S": 22,
-           "IQ4_XS": 23, "IQ1_M": 29}
-BLOCK_BYTES = {"IQ2_XXS": 66, "IQ2_XS": 74, "IQ3_XXS": 98, "IQ1_S": 50, "IQ3_S": 110,
-               "IQ2_S": 82, "IQ4_XS": 136, "IQ1_M": 56}   # per 256 values
-
 # name, type, ne (GGUF order), counts of the imatrix entry (None: no entry)
 TENSORS = [
     ("blk.0.attn_q.weight", "IQ2_XXS", [512, 2], [7.0]),
@@ -43,6 +47,33 @@ TENSORS = [
     ("blk.0.ffn_up.weight", "IQ1_S", [512, 1], [1.0]),
     ("blk.0.ffn_gate.weight", "IQ4_XS", [256, 2], [2.0]),
 ]
+
+# the other types ggml_quantize_chunk weighs with an imatrix
+Q_TENSORS = [
+    ("blk.1.attn_q.weight", "Q4_0", [512, 2], [3.0]),
+    ("blk.1.attn_k.weight", "Q4_1", [256, 3], [2.0]),
+    ("blk.1.attn_v.weight", "Q5_0", [512, 2], [5.0]),
+    ("blk.1.attn_output.weight", "Q5_1", [256, 2], [1.0]),
+    ("blk.1.ffn_up.weight", "Q2_K", [512, 2], [4.0]),
+    ("blk.1.ffn_gate.weight", "Q3_K", [256, 3], [2.0]),
+    ("blk.1.ffn_down_exps.weight", "Q4_K", [256, 2, 3], [6.0, 0.0, 3.0]),
+    ("blk.1.ffn_down.weight", "Q5_K", [512, 2], [9.0]),
+    ("blk.1.ffn_gate_inp.weight", "Q6_K", [256, 2], [2.0]),
+    ("blk.1.attn_qkv.weight", "Q5_0", [256, 2], None),
+]
+
+# partial writes: tensors, and the runs of values (first, count) written new
+PARTIAL_TENSORS = [
+    ("p.q4_0.weight", "Q4_0", [512, 4], [3.0]),
+    ("p.q5_1.weight", "Q5_1", [512, 4], [2.0]),
+    ("p.q4_k.weight", "Q4_K", [256, 2, 3], [5.0, 0.0, 2.0]),
+]
+ROW_EDITS = [(2 * 512 + 5 * 32, 4 * 32),   # blocks 5..8 of row 2
+             (14 * 32, 4 * 32),            # blocks 14, 15 of row 0 and 0, 1 of row 1
+             (512 + 9 * 32, 2 * 32)]       # blocks 9, 10 of row 1 (its second run)
+PARTIAL_EDITS = {"Q4_0": ROW_EDITS, "Q5_1": ROW_EDITS,
+                 "Q4_K": [(256 + 64, 128),  # the middle half of super-block 1 (expert 0)
+                          (4 * 256, 256)]}  # all of super-block 4 (expert 2)
 
 
 def ggml_lib():
@@ -109,26 +140,29 @@ class Imatrix(TestCase):
         x = np.ascontiguousarray(values, np.float32).ravel()
         out = []
         for e in range(x.size // per):
-            buf = ctypes.create_string_buffer(per // 256 * BLOCK_BYTES[dtype])
+            buf = ctypes.create_string_buffer(ggufgen.type_nbytes(dtype, per))
             xe = np.ascontiguousarray(x[e * per:(e + 1) * per])
             we = None if weights is None else np.ascontiguousarray(weights[e], np.float32)
-            n = self.g.ggml_quantize_chunk(TYPE_ID[dtype], xe.ctypes.data, buf, 0, per // ne[0],
-                                           ne[0], None if we is None else we.ctypes.data)
+            n = self.g.ggml_quantize_chunk(ggufgen.GGML_TYPES[dtype][0], xe.ctypes.data, buf, 0,
+                                           per // ne[0], ne[0],
+                                           None if we is None else we.ctypes.data)
             self.assertEqual(n, len(buf.raw))
             out.append(buf.raw)
         return b"".join(out)
 
-    def make_model(self, path):
+    def make_model(self, path, tensors=TENSORS, data=None):
+        """A GGUF of the tensors, all bytes 0 but those data (name -> bytes) gives."""
         w = ggufgen.GGUFWriter(alignment=32)
         w.add_kv("general.architecture", ggufgen.STRING, "llama")
-        for name, dtype, ne, _ in TENSORS:
-            w.add_tensor(name, dtype, bytes(nelems(ne) // 256 * BLOCK_BYTES[dtype]), ne=ne)
+        for name, dtype, ne, _ in tensors:
+            raw = (data or {}).get(name, bytes(ggufgen.type_nbytes(dtype, nelems(ne))))
+            w.add_tensor(name, dtype, raw, ne=ne)
         w.write(path)
 
-    def entries(self):
+    def entries(self, tensors=TENSORS):
         """name -> (sums [n_mat, ne0], counts) for the tensors that have an entry."""
         out = {}
-        for name, _, ne, counts in TENSORS:
+        for name, _, ne, counts in tensors:
             if counts is not None:
                 sums = (self.rng.standard_normal((len(counts), ne[0])) ** 2).astype(np.float32)
                 out[name] = (sums, counts)
@@ -176,6 +210,104 @@ class Imatrix(TestCase):
             wts = None if counts is None else expected_weights(*ent[name])
             self.assertEqual(got[name], self.quantize(dtype, values[name], ne, wts),
                              "%s (%s, weights %s)" % (name, dtype, counts))
+
+    def test_q_and_k_types_weighted(self):
+        """Q4_0..Q5_1 and Q2_K..Q6_K written whole through npy/ and f32/: bytes as ggml's
+        with the imatrix weights, which are not its bytes without them; the 3-expert Q4_K
+        takes each expert's own weights; a Q5_0 without an entry is quantized unweighted."""
+        d = self.tmpdir()
+        model, imat = os.path.join(d, "m.gguf"), os.path.join(d, "imatrix.gguf")
+        self.make_model(model, Q_TENSORS)
+        ent = self.entries(Q_TENSORS)
+        make_imatrix_gguf(imat, ent)
+        values = {}
+        with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
+            for k, (name, dtype, ne, _) in enumerate(Q_TENSORS):
+                v = self.rng.standard_normal(list(reversed(ne))).astype(np.float32)
+                if k % 2:
+                    np.save(m.p("npy", name + ".npy"), v)
+                else:
+                    with open(m.p("f32", name), "r+b") as f:
+                        f.write(v.tobytes())
+                values[name] = v
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        got = self.tensor_bytes(model)
+        for name, dtype, ne, counts in Q_TENSORS:
+            plain = self.quantize(dtype, values[name], ne, None)
+            if counts is None:
+                self.assertEqual(got[name], plain, "%s (%s, no entry)" % (name, dtype))
+                continue
+            wts = expected_weights(*ent[name])
+            self.assertEqual(got[name], self.quantize(dtype, values[name], ne, wts),
+                             "%s (%s, weights %s)" % (name, dtype, counts))
+            self.assertNotEqual(got[name], plain, "%s (%s): as without the imatrix" % (name, dtype))
+            if len(counts) > 1:
+                self.assertNotEqual(got[name], self.quantize(dtype, values[name], ne,
+                                                             [wts[0]] * len(counts)),
+                                    "%s: every expert weighted as expert 0" % name)
+
+    def test_partial_writes(self):
+        """Values written over some blocks of Q4_0, Q5_1 (in a row's middle, across a row
+        boundary, a second run in a row) and Q4_K (part of a super-block, a whole one of
+        another expert) through f32/ at offsets: every other block keeps its bytes, every
+        edited one is the block ggml makes of the whole tensor's new values with the weights,
+        its row's mean square taken over the row's new values (not the old ones)."""
+        d = self.tmpdir()
+        model, imat = os.path.join(d, "m.gguf"), os.path.join(d, "imatrix.gguf")
+        # realistic starting bytes: ggml's unweighted quantization of smaller values
+        orig = {name: self.quantize(dtype, 0.3 * self.rng.standard_normal(nelems(ne)), ne, None)
+                for name, dtype, ne, _ in PARTIAL_TENSORS}
+        self.make_model(model, PARTIAL_TENSORS, orig)
+        ent = self.entries(PARTIAL_TENSORS)
+        make_imatrix_gguf(imat, ent)
+        old, new = {}, {}
+        with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
+            for name, dtype, ne, _ in PARTIAL_TENSORS:
+                with open(m.p("f32", name), "r+b") as f:
+                    old[name] = np.frombuffer(f.read(), np.float32)
+                    v = old[name].copy()
+                    for first, n in PARTIAL_EDITS[dtype]:
+                        v[first:first + n] = self.rng.standard_normal(n).astype(np.float32)
+                        f.seek(4 * first)
+                        f.write(v[first:first + n].tobytes())
+                new[name] = v
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        got = self.tensor_bytes(model)
+        for name, dtype, ne, counts in PARTIAL_TENSORS:
+            _, be, bb = ggufgen.GGML_TYPES[dtype]
+            wts = expected_weights(*ent[name])
+            want = self.quantize(dtype, new[name], ne, wts)
+            edited = sorted({b for first, n in PARTIAL_EDITS[dtype]
+                             for b in range(first // be, (first + n - 1) // be + 1)})
+            for b in range(nelems(ne) // be):
+                blk = slice(b * bb, (b + 1) * bb)
+                self.assertEqual(got[name][blk], (want if b in edited else orig[name])[blk],
+                                 "%s (%s): block %d (%s)" % (name, dtype, b,
+                                                            "edited" if b in edited else "kept"))
+            # the weights mattered: without them, or with the rows' old mean squares (the
+            # edited blocks' values in rows of the old ones), ggml makes other bytes
+            plain = self.quantize(dtype, new[name], ne, None)
+            self.assertTrue(any(got[name][b * bb:(b + 1) * bb] != plain[b * bb:(b + 1) * bb]
+                                for b in edited), "%s: as without the imatrix" % name)
+            if ne[0] > be:
+                self.assert_rows_mean_square_mattered(name, dtype, ne, wts, old[name], new[name],
+                                                      got[name], edited)
+
+    def assert_rows_mean_square_mattered(self, name, dtype, ne, wts, old, new, got, edited):
+        """Each edited block quantized in a row that is old values but for the block itself
+        (so with the old row's mean square) gives other bytes for some edited block."""
+        _, be, bb = ggufgen.GGML_TYPES[dtype]
+        differs = False
+        for b in edited:
+            row = b * be // ne[0]
+            x = old[row * ne[0]:(row + 1) * ne[0]].copy()
+            j = b * be - row * ne[0]
+            x[j:j + be] = new[b * be:(b + 1) * be]
+            q = self.quantize(dtype, x, [ne[0], 1], wts[:1])
+            differs |= q[j // be * bb:(j // be + 1) * bb] != got[b * bb:(b + 1) * bb]
+        self.assertTrue(differs, "%s: the rows' old mean squares give the same bytes" % name)
 
     def test_legacy_dat_and_convert(self):
         """The legacy .dat format, and user.tensorfs.convert of an F16 tensor to IQ2_XXS (and

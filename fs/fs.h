@@ -119,6 +119,7 @@ typedef struct tfsd_fs {
 	tfs_model *model;
 	tfs_imatrix *imatrix;   /* -o imatrix=FILE, or NULL */
 	tfs_staging *staging;
+	bool view_from_journal; /* tensorfs repack: view options not given are the journal's */
 	pthread_rwlock_t lock;  /* model + tree: read for lookups/reads, write for changes */
 	pthread_mutex_t cache_lock;
 	uint64_t gen;           /* bumped on every change: invalidates node caches */

@@ -6,12 +6,14 @@
  *  1. journal.json  {"tensorfs_staging": 1,
  *                    "source": {"path", "size", "mtime": [sec, nsec]},
  *                    "output": "<path or model:tag>",
+ *                    "view": {"quantize", "imatrix", "outtype", "gguf_model"},
  *                    "ops": [ {"op": "set_kv", "key", "type", "data": "data/3"}, ... ],
  *                    "pending": ["<temporary>", ...],
  *                    "repack": {"files": [{"tmp", "final", "size", "mtime", "ino"}, ...]}}
  *     replaced atomically (temporary, fsync, rename, fsync of the directory).  A name
  *     that is not valid UTF-8 is stored as "<field>_hex".  The ops and their members:
- *     ops.c; "pending" and "repack", the crash protocol: recovery.c.
+ *     ops.c; "view", the view the ops apply to: view_record.c; "pending" and
+ *     "repack", the crash protocol: recovery.c.
  *  2. data/<n>      staged bytes (a value's payload, a tensor's or a file's new bytes),
  *     fsynced before the op naming them is recorded (data.c).
  *  3. lock          flock()ed (LOCK_EX) while a mount or a repack uses the directory.
@@ -172,6 +174,7 @@ void tfs_staging_free(tfs_staging *s)
 	free(s->data_dir);
 	free(s->src_path);
 	free(s->output);
+	json_decref(s->view);
 	free(s);
 }
 
@@ -283,7 +286,9 @@ int tfs_journal_record(tfs_staging *s, json_t *op, tfs_error *err)
 					(json_int_t)s->src_size, "mtime",
 					(json_int_t)s->src_mtime_sec, (json_int_t)s->src_mtime_nsec);
 		if (!src || json_object_set_new(s->j, "source", src) ||
-		    json_object_set_new(s->j, "output", json_string(s->output))) {
+		    json_object_set_new(s->j, "output", json_string(s->output)) ||
+		    (s->view ? json_object_set(s->j, "view", s->view)
+			     : (json_object_del(s->j, "view"), 0))) {
 			json_decref(op);
 			return tfs_nomem(err);
 		}
@@ -336,6 +341,8 @@ int tfs_staging_remove(tfs_staging *s)
 }
 
 const char *tfs_staging_dir(const tfs_staging *s) { return s->dir; }
+
+const char *tfs_staging_output(const tfs_staging *s) { return s->output; }
 
 bool tfs_staging_dirty(const tfs_staging *s)
 {

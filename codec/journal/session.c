@@ -17,6 +17,7 @@
 struct tfs_session {
 	char *source, *staging_opt, *output;
 	bool writable;
+	bool view_from_journal;
 	const tfs_open_opts *oo;  /* borrowed from tfs_session_open to tfs_session_stage */
 	tfs_model *model;
 	tfs_staging *staging;
@@ -39,6 +40,7 @@ int tfs_session_new(tfs_session **out, const tfs_session_opts *o, tfs_error *err
 		s->staging_opt = dup_or_null(o->staging, &failed);
 		s->output = dup_or_null(o->output, &failed);
 		s->writable = o->writable;
+		s->view_from_journal = o->view_from_journal;
 	}
 	if (failed) {
 		tfs_session_close(s);
@@ -122,6 +124,31 @@ static void remove_store_parents(const char *dir)
 
 /* ==== staging ==== */
 
+/* The view the journal's changes apply to (view_record.c): the one the model was opened
+ * with, checked against the journal's record; with view_from_journal the options not given
+ * are the journal's, and the model is opened again with them when that changes it. */
+static int bind_view(tfs_session *s, tfs_error *err)
+{
+	tfs_open_opts want;
+	bool reopen;
+	tfs_view_match q = { .oo = s->oo, .source = s->source, .output_given = s->output != NULL,
+			     .adopt = s->view_from_journal, .staging = s->staging_opt };
+	int rc = tfs_view_record_match(s->staging, &q, &want, &reopen, err);
+	if (!rc && reopen) {
+		tfs_open_opts oo = { 0 };
+		if (s->oo)
+			oo = *s->oo;
+		oo.quantize = want.quantize;
+		oo.imatrix = want.imatrix;
+		oo.outtype = want.outtype;
+		oo.gguf_model = want.gguf_model;
+		tfs_model_free(s->model);
+		s->model = NULL;
+		rc = tfs_view_open(&s->model, s->source, &oo, err);
+	}
+	return rc ? rc : tfs_view_record_set(s->staging, &want, err);
+}
+
 int tfs_session_stage(tfs_session *s, tfs_error *err)
 {
 	char *def = NULL;
@@ -137,8 +164,14 @@ int tfs_session_stage(tfs_session *s, tfs_error *err)
 			return rc;
 		}
 	}
+	/* the view before the binding: the journal's source is the view's */
+	rc = tfs_staging_lock_recovered(&s->staging, dir, err);
+	if (!rc && ((rc = bind_view(s, err)) ||
+		    (rc = tfs_journal_bind(s->staging, s->model, s->output, err)))) {
+		tfs_staging_free(s->staging); /* unlocked, left as it is */
+		s->staging = NULL;
+	}
 	s->oo = NULL;
-	rc = tfs_staging_open(&s->staging, dir, s->model, s->output, err);
 	if (!rc)
 		rc = tfs_staging_replay(s->staging, s->model, err);
 	free(def);

@@ -29,6 +29,9 @@ typedef struct {
 	const char *staging;   /* the staging directory; NULL: the model's default */
 	const char *output;    /* where a repack writes; NULL: what the journal says, else the
 				* source */
+	bool view_from_journal; /* `tensorfs repack`: the view options (tfs_open_opts' quantize,
+				 * imatrix, outtype, gguf_model) not given are those the journal
+				 * records its changes were made with */
 } tfs_session_opts;
 
 /* A session for o (its strings are copied).  Writable with o->staging: the crash recovery
@@ -38,7 +41,11 @@ int tfs_session_new(tfs_session **out, const tfs_session_opts *o, tfs_error *err
  * returns, which may open the model again. */
 int tfs_session_open(tfs_session *s, const tfs_open_opts *oo, tfs_error *err);
 /* The staging directory: opened (created if needed), locked, bound to the model's source,
- * and its changes replayed onto the model.  Without o->staging, the model's default one
+ * and its changes replayed onto the model.  A journal records the view its changes were made
+ * to (-o quantize=, imatrix=, outtype=, a repo's GGUF view: journal/view_record.c): a model
+ * opened as another view is refused, naming both (TFS_E_INVALID, nothing changed), unless
+ * o->view_from_journal and the options were not given: then the model is opened again as the
+ * journal's view.  Without o->staging, the model's default one
  * (beside the output; an Ollama store model's under <root>/.tensorfs-staging/), recovered
  * first when it exists, and then the model is opened again. */
 int tfs_session_stage(tfs_session *s, tfs_error *err);

@@ -13,8 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-int tfs_staging_open(tfs_staging **out, const char *dir, const tfs_model *m, const char *output,
-		     tfs_error *err)
+int tfs_staging_lock_recovered(tfs_staging **out, const char *dir, tfs_error *err)
 {
 	tfs_staging *s;
 	bool rolled;
@@ -22,21 +21,32 @@ int tfs_staging_open(tfs_staging **out, const char *dir, const tfs_model *m, con
 	*out = NULL;
 	if (rc)
 		return rc;
-	if ((rc = tfs_recover(s, &rolled, err)))
-		goto fail;
-	if (rolled) {
+	if ((rc = tfs_recover(s, &rolled, err)) == 0 && rolled)
 		rc = tfs_error_set(err, TFS_E_INVALID,
 				   "%s: an interrupted repack was finished; open the model again",
 				   dir);
-		goto fail;
+	if (rc) {
+		tfs_staging_free(s);
+		return rc;
 	}
-	if ((rc = tfs_journal_bind(s, m, output, err)))
-		goto fail;
 	*out = s;
 	return 0;
-fail:
-	tfs_staging_free(s);
-	return rc;
+}
+
+int tfs_staging_open(tfs_staging **out, const char *dir, const tfs_model *m, const char *output,
+		     tfs_error *err)
+{
+	tfs_staging *s;
+	int rc = tfs_staging_lock_recovered(&s, dir, err);
+	*out = NULL;
+	if (rc)
+		return rc;
+	if ((rc = tfs_journal_bind(s, m, output, err))) {
+		tfs_staging_free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
 }
 
 /* ==== recording changes ==== */

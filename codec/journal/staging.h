@@ -31,6 +31,9 @@ int tfs_staging_open(tfs_staging **out, const char *dir, const tfs_model *m, con
 		     tfs_error *err);
 void tfs_staging_free(tfs_staging *s);      /* unlocks; keeps the directory */
 const char *tfs_staging_dir(const tfs_staging *s);
+/* Where a repack writes when not told otherwise (tfs_write_opts.output): the output the
+ * staging directory was opened for, or the journal's, or the model's path; borrowed. */
+const char *tfs_staging_output(const tfs_staging *s);
 /* Removes the staging directory when it holds nothing (no changes, no repack in
  * progress, nothing else in it); 0 when removed.  Call before tfs_staging_free. */
 int tfs_staging_remove(tfs_staging *s);

@@ -6,6 +6,8 @@
  *   journal.c   journal.json (load, write, empty), the lock, the source it is bound to,
  *               appending an op
  *   recovery.c  the crash protocol: a repack's records, and recovery after a crash
+ *   view_record.c  the view the changes apply to (quantize=, imatrix=, outtype=, a repo's
+ *               GGUF view): recorded with the first change, checked or taken later
  *   ops.c       the ops as a table {name, members, apply}: encoding, replay
  *   gc.c        earlier ops a new one made dead (their data files go)
  *   staging.c   the public tfs_staging_* functions: open, and every change (record, apply)
@@ -37,6 +39,7 @@ struct tfs_staging {
 	uint64_t src_size;
 	int64_t src_mtime_sec, src_mtime_nsec;
 	char *output;
+	json_t *view;         /* the session's view, recorded with the first change (or NULL) */
 };
 
 /* ==== data.c: files ==== */
@@ -90,6 +93,35 @@ int tfs_recover(tfs_staging *s, bool *rolled, tfs_error *err);
  * *m opened again with oo (*m NULL if that fails). */
 int tfs_recovery_reopen(tfs_model **m, const char *dir, const char *source,
 			const tfs_open_opts *oo, tfs_error *err);
+/* Locks dir and finishes or undoes an interrupted repack there (tfs_staging_open without the
+ * binding to a model); an error when that renamed files (a model opened before is stale). */
+int tfs_staging_lock_recovered(tfs_staging **out, const char *dir, tfs_error *err);
+
+/* ==== view_record.c: the view the changes apply to ==== */
+
+/* What a session opened its model with, and how it takes a recorded view. */
+typedef struct {
+	const tfs_open_opts *oo;    /* the options it opened the model with (NULL: none) */
+	const char *source;         /* the source as given (tfs_view_open's) */
+	bool output_given;          /* output= was given: oo->gguf_model is meant, not the
+				     * journal's */
+	bool adopt;                 /* tensorfs repack: a view option not given is the journal's */
+	const char *staging;        /* for messages: staging=, or NULL (the default directory) */
+} tfs_view_match;
+
+/* The view the changes are replayed onto, into *want (its quantize, imatrix, outtype and
+ * gguf_model; the rest zero): what q->oo asks for (those options that make a difference
+ * for the source), with what the journal records where q->adopt and an option was not
+ * given.  A view that contradicts the journal's record, or a recorded imatrix file that
+ * changed, is refused with a message naming both (TFS_E_INVALID; nothing changed); a
+ * journal without changes or without a record takes any.  *reopen: *want is not what
+ * q->oo opened (open the model again with it).  Strings of *want are borrowed from q->oo
+ * and the journal (until s is freed). */
+int tfs_view_record_match(tfs_staging *s, const tfs_view_match *q, tfs_open_opts *want,
+			  bool *reopen, tfs_error *err);
+/* The view v (as tfs_view_record_match gives it) kept in s, and written with the first
+ * change (the imatrix file's identity taken now). */
+int tfs_view_record_set(tfs_staging *s, const tfs_open_opts *v, tfs_error *err);
 
 /* ==== ops.c: the table of ops ==== */
 

@@ -130,9 +130,7 @@ static int remote_file(void *ctx, const char *name, uint8_t **data, uint64_t *le
 	return rc;
 }
 
-/* Whether source is a repo: hf://ORG/REPO[@REV] (no path in it), or a directory holding a
- * config.json. */
-static bool is_repo(const char *source)
+bool tfs_hf_is_repo(const char *source)
 {
 	if (tfs_is_hf(source)) {
 		const char *org = source + 5, *repo = strchr(org, '/');
@@ -309,7 +307,7 @@ int tfs_hf_view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
 	const char *outtype = o ? o->outtype : NULL;
 	if (outtype && parse_outtype(&t, outtype, err))
 		return TFS_E_INVALID;
-	if (m->ops != &tfs_safetensors_format || !is_repo(source)) {
+	if (m->ops != &tfs_safetensors_format || !tfs_hf_is_repo(source)) {
 		if (outtype)
 			return tfs_error_set(err, TFS_E_INVALID, "outtype=%s: %s is not a Hugging "
 					     "Face repo (a directory or hf://ORG/REPO with "

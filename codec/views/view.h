@@ -26,6 +26,10 @@
 int tfs_view_open(tfs_model **out, const char *source, const tfs_open_opts *opts,
 		  tfs_error *err);
 
+/* Whether source is a Hugging Face repo: hf://ORG/REPO[@REV] (no path in it), or a directory
+ * holding a config.json (views/hf.c).  Its GGUF view is attached when tfs_view_open opens it. */
+bool tfs_hf_is_repo(const char *source);
+
 /* Drops m's GGUF view (images of it being read keep what they read), saying why. */
 void tfs_model_drop_gguf_view(tfs_model *m, const char *why);
 

@@ -11,8 +11,10 @@
 static const char repack_usage[] =
 	"usage: tensorfs repack SOURCE [-o staging=DIR,output=PATH]\n"
 	"Writes the changes a rw mount of SOURCE staged but did not repack (its daemon was\n"
-	"killed), as its unmount would have.  A remote SOURCE takes the mount's output= and\n"
-	"its remote options (cache=, cafile=, token_file=, ...).\n";
+	"killed), as its unmount would have.  output= or staging= finds the staging directory\n"
+	"of a mount that had one; the view the changes were made to (quantize=, imatrix=,\n"
+	"outtype=) is the one the journal records.  A remote SOURCE takes the mount's output=\n"
+	"and its remote options (cache=, cafile=, token_file=, ...).\n";
 
 int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s)
 {
@@ -26,7 +28,8 @@ int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s)
 		}
 		return 0;
 	}
-	const char *out = fs->opts.output ? fs->opts.output : tfs_model_path(fs->model);
+	/* (not given: the journal's output, else the source) */
+	const char *out = fs->opts.output ? fs->opts.output : tfs_staging_output(fs->staging);
 	FILE *st = fs->status_path ? fopen(fs->status_path, "a") : NULL;
 	tfsd_progress_view view;
 	tfsd_progress_sink sink;
@@ -76,6 +79,7 @@ int tfsd_repack_main(int argc, char **argv)
 	tfsd_fs fs;
 	tfs_session *s;
 	memset(&fs, 0, sizeof(fs));
+	fs.view_from_journal = true; /* the view the changes were made to, unless given */
 	int ret = repack_args(&fs, &args);
 	if (ret)
 		goto out;
@@ -83,9 +87,9 @@ int tfsd_repack_main(int argc, char **argv)
 	if (tfsd_session_open(&fs, &s, "tensorfs repack"))
 		goto out;
 	if (!tfs_staging_dirty(fs.staging)) {
-		fprintf(stderr, "tensorfs repack: nothing staged in %s (a mount with -o staging=DIR "
-			"staged its changes in DIR: give the same -o staging=)\n",
-			tfs_staging_dir(fs.staging));
+		fprintf(stderr, "tensorfs repack: nothing staged in %s (a mount with -o "
+			"output=PATH staged its changes beside PATH, one with -o staging=DIR in DIR: "
+			"give the same output= or staging=)\n", tfs_staging_dir(fs.staging));
 		ret = 0;
 	} else {
 		ret = tfsd_repack_staged(&fs, s);

@@ -92,7 +92,8 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 int tfsd_session_open(tfsd_fs *fs, tfs_session **out, const char *prog)
 {
 	tfs_session_opts so = { .source = fs->opts.source, .writable = fs->opts.rw,
-				.staging = fs->opts.staging, .output = fs->opts.output };
+				.staging = fs->opts.staging, .output = fs->opts.output,
+				.view_from_journal = fs->view_from_journal };
 	tfs_session *s;
 	tfs_error err;
 	tfs_error_clear(&err);

@@ -20,7 +20,9 @@
   fail with one line; a bad outtype fails the mount with one line.
 - Edits: -o rw,output=OUT.gguf makes the view the model edited (a new general.name and chat
   template land in OUT.gguf, the rest equal to the converter's file); a plain rw mount has
-  no model.gguf and says why.
+  no model.gguf and says why.  After a kill -9 of a rw,output=OUT.gguf,outtype=f16 mount,
+  `tensorfs repack REPO -o output=OUT.gguf` takes the recorded outtype and writes what a
+  clean unmount writes; another outtype (the repack's, or a mount's) is refused.
 
 Without the converter's Debian packages (python3-torch, -numpy, -sentencepiece, -yaml,
 -tqdm), llama.cpp's library or the npm tokenizers, the tests needing them SKIP.  The models
@@ -31,10 +33,12 @@ import json
 import os
 import random
 import shutil
+import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 from harness import TENSORFS, Mount, TestCase, is_mounted, main, run
 
@@ -430,6 +434,52 @@ class Edits(TestCase):
         for i in range(len(wg.tensors)):
             self.assertEqual(g.tensors[i][:3], wg.tensors[i][:3])
             self.assertEqual(compare.tensor_bytes(g, i), compare.tensor_bytes(wg, i))
+
+    def test_repack_after_kill_takes_the_outtype(self):
+        """kill -9 of a rw,output=OUT.gguf,outtype=f16 mount: the journal records the GGUF view
+        and its outtype; `tensorfs repack REPO -o output=OUT` (no outtype=) writes what a clean
+        unmount writes; another outtype, given to the repack or to a mount (auto), is refused
+        with one line naming both, and the journal is kept."""
+        repo, d = model("llama-bf16"), self.tmpdir()
+        clean, out = os.path.join(d, "clean.gguf"), os.path.join(d, "out.gguf")
+        with Mount(self, repo, ["rw", "output=" + clean, "outtype=f16"], allow_stderr=True) as m:
+            with open(m.p("metadata", "general.name"), "w") as f:
+                f.write("Edited")
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        with Mount(self, repo, ["rw", "output=" + out, "outtype=f16"], allow_stderr=True) as m:
+            with open(m.p("metadata", "general.name"), "w") as f:
+                f.write("Edited")
+            pid = int(os.getxattr(m.path, "user.tensorfs.pid"))
+            os.kill(pid, signal.SIGKILL)
+            while subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode == 0:
+                time.sleep(0.02)
+            subprocess.run(["umount", "-l", m.path], capture_output=True)
+        journal = os.path.join(d, ".out.gguf.tensorfs-staging", "journal.json")
+        before = read(journal)
+        self.assertEqual(json.loads(before)["view"], {"outtype": "f16", "gguf_model": True})
+        mp = self.tmpdir()
+        for args, want in (
+                (["repack", repo, "-o", "output=%s,outtype=q8_0" % out],
+                 ["outtype=f16", "outtype=q8_0", "leave the view options out"]),
+                (["mount", repo, mp, "-o", "rw,output=" + out],
+                 ["outtype=f16", "outtype=auto",
+                  "mount with -o rw,outtype=f16,output=" + out,
+                  "`tensorfs repack %s -o output=%s`" % (repo, out)])):
+            r = run([TENSORFS] + args, timeout=120)
+            self.assertNotEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            for w in want:
+                self.assertIn(w, r.stderr)
+            self.assertEqual(read(journal), before, "the journal changed")
+        self.assertFalse(is_mounted(mp))
+        r = run([TENSORFS, "repack", repo, "-o", "output=" + out], timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done: wrote " + out, r.stderr)
+        self.assertTrue(read(out) == read(clean), "the repack after the kill is not what a "
+                        "clean unmount writes")
+        self.assertEqual(gguf_keys(read(out))[0]["general.file_type"], struct.pack("<I", 1))
+        self.assertFalse(os.path.exists(journal))
 
     def test_plain_rw_has_no_view(self):
         with Mount(self, model("llama-bf16"), ["rw"], allow_stderr=True) as m:

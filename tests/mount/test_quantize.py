@@ -16,14 +16,18 @@ and tensorfs info show the quantized model (as a mount of the reference file sho
 libllama loads the mount's model.gguf and decodes greedily the same tokens as from the
 reference; bad input; a cache that cannot be written (one line, every read computed); a rw
 mount with quantize= and a metadata edit (replayed after a kill -9 and a remount, repacked
-into output= byte-identical with llama_model_quantize of the source so edited).  No source
-file is ever written.
+into output= byte-identical with llama_model_quantize of the source so edited); after a
+kill -9, `tensorfs repack` without the view options takes those the journal recorded
+(quantize=, imatrix=, output=) and writes what a clean unmount writes, while another view
+(a repack's option, a mount's options, an imatrix touched since) is refused, keeping the
+journal.  No source file is ever written.
 """
 import concurrent.futures as cf
 import hashlib
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -115,6 +119,17 @@ def rewrite_with(src, dst, key, value):
             f.seek(t["abs_offset"])
             w.add_tensor(t["name"].decode(), t["type_name"], f.read(t["nbytes"]), ne=t["ne"])
     w.write(dst)
+
+
+def write_imatrix(path, names, n):
+    """llama.cpp's legacy imatrix (.dat): an entry of n values for each tensor named."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<i", len(names)))
+        for k, name in enumerate(names):
+            b = name.encode()
+            f.write(struct.pack("<i", len(b)) + b + struct.pack("<ii", 1, n))
+            f.write(struct.pack("<%df" % n, *[0.5 + ((i * 7 + k) % 13) / 8 for i in range(n)]))
+        f.write(struct.pack("<ii", 1, 4) + b"test")
 
 
 def llamaq(src, dst, ftype):
@@ -471,19 +486,14 @@ class Quantize(TestCase):
 
     # ---- rw ----
 
-    def test_rw_edit_is_repacked_quantized(self):
-        m, t = "l8-e256", "Q4_K_M"
-        d = self.tmpdir()
-        edited = os.path.join(d, "edited.gguf")
-        rewrite_with(SOURCES[m], edited, b"general.name", b"renamed by tensorfs")
-        ref = llamaq(edited, os.path.join(d, "ref.gguf"), FTYPES[t])
-        out, staging = os.path.join(d, "out.gguf"), os.path.join(d, "staging")
-        opts = self.opts(t, "rw", "output=" + out, "staging=" + staging)
-        mnt = Mount(self, SOURCES[m], opts)
-        with mnt:
+    def edit_and_kill(self, src, opts, name, check=None):
+        """A rw mount of src with opts: general.name set to name, check(mount), then its
+        daemon killed with -9 (the edit stays staged)."""
+        with Mount(self, src, opts) as mnt:
             with open(mnt.p("metadata", "general.name"), "w") as f:
-                f.write("renamed by tensorfs")
-            self.assertSameFile(mnt.p("model.gguf"), ref, "the view with the edit")
+                f.write(name)
+            if check:
+                check(mnt)
             pid = int(os.getxattr(mnt.path, "user.tensorfs.pid"))
             os.kill(pid, signal.SIGKILL)
             for _ in range(200):
@@ -493,6 +503,36 @@ class Quantize(TestCase):
                     break
                 time.sleep(0.02)
             subprocess.run(["umount", "-l", mnt.path], capture_output=True)
+
+    def clean_unmount(self, src, opts, name):
+        """What the unmount of a rw mount of src with opts writes after the same edit."""
+        with Mount(self, src, opts) as mnt:
+            with open(mnt.p("metadata", "general.name"), "w") as f:
+                f.write(name)
+            r = mnt.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+    def refused_keeping(self, args, journal, *want):
+        """tensorfs ARGS fails with one line holding each of want; the journal is as it was."""
+        before = read(journal)
+        r = run([TENSORFS] + args)
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        for w in want:
+            self.assertIn(w, r.stderr)
+        self.assertEqual(read(journal), before, "the journal changed")
+        return r.stderr
+
+    def test_rw_edit_is_repacked_quantized(self):
+        m, t = "l8-e256", "Q4_K_M"
+        d = self.tmpdir()
+        edited = os.path.join(d, "edited.gguf")
+        rewrite_with(SOURCES[m], edited, b"general.name", b"renamed by tensorfs")
+        ref = llamaq(edited, os.path.join(d, "ref.gguf"), FTYPES[t])
+        out, staging = os.path.join(d, "out.gguf"), os.path.join(d, "staging")
+        opts = self.opts(t, "rw", "output=" + out, "staging=" + staging)
+        self.edit_and_kill(SOURCES[m], opts, "renamed by tensorfs", lambda mnt: self.assertSameFile(
+            mnt.p("model.gguf"), ref, "the view with the edit"))
         self.assertFalse(os.path.exists(out))
         # mounted again: the journal's edit replayed onto a new quantized view
         with Mount(self, SOURCES[m], opts) as mnt:
@@ -503,6 +543,70 @@ class Quantize(TestCase):
         self.assertSameFile(out, ref, "the repacked output")
         self.assertFalse(os.path.exists(os.path.join(staging, "journal.json")))
 
+    def test_repack_after_kill_takes_the_recorded_view(self):
+        """kill -9 of a rw,quantize= mount: the journal records quantize=; `tensorfs repack
+        SOURCE -o output=OUT` (no quantize=) writes what a clean unmount writes; a repack with
+        another quantize=, and a mount with another view or none, are refused with one line
+        naming both, and keep the journal."""
+        m, t = "l8-e256", "Q4_K_M"
+        src, d = SOURCES[m], self.tmpdir()
+        edited = os.path.join(d, "edited.gguf")
+        rewrite_with(src, edited, b"general.name", b"renamed")
+        ref = llamaq(edited, os.path.join(d, "ref.gguf"), FTYPES[t])
+        clean, out = os.path.join(d, "clean.gguf"), os.path.join(d, "out.gguf")
+        self.clean_unmount(src, self.opts(t, "rw", "output=" + clean), "renamed")
+        self.assertSameFile(clean, ref, "the clean unmount")
+        self.edit_and_kill(src, self.opts(t, "rw", "output=" + out), "renamed")
+        journal = os.path.join(d, ".out.gguf.tensorfs-staging", "journal.json")
+        self.assertEqual(json.loads(read(journal))["view"], {"quantize": t})
+        self.refused_keeping(["repack", src, "-o", "output=%s,quantize=Q8_0" % out], journal,
+                             "quantize=Q4_K_M", "quantize=Q8_0",
+                             "leave the view options out")
+        mp = self.tmpdir()
+        how = ("to go on editing, mount with -o rw,quantize=Q4_K_M,output=%s; or write them "
+               "with `tensorfs repack %s -o output=%s`" % (out, src, out))
+        self.refused_keeping(["mount", src, mp, "-o", ",".join(self.opts("Q8_0", "rw",
+                              "output=" + out))], journal, "quantize=Q8_0", how)
+        self.refused_keeping(["mount", src, mp, "-o", "rw,output=" + out], journal,
+                             "no view option", how)
+        self.assertFalse(is_mounted(mp))
+        self.assertFalse(os.path.exists(out))
+        r = run([TENSORFS, "repack", src, "-o", "output=" + out, "-o", "cache=" + self.cache],
+                timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done: wrote " + out, r.stderr)
+        self.assertSameFile(out, clean, "the repack after the kill")
+        self.assertFalse(os.path.exists(os.path.dirname(journal)))
+
+    def test_repack_after_kill_takes_the_recorded_imatrix(self):
+        """The same with imatrix= and staging=: `tensorfs repack SOURCE -o staging=DIR` (no
+        output=, quantize= or imatrix=) writes the recorded output, and says so; another
+        imatrix given, or the recorded one touched since, is refused, naming it."""
+        m, t = "l8-e256", "IQ4_NL"
+        src, d = SOURCES[m], self.tmpdir()
+        im, other = os.path.join(d, "imatrix.dat"), os.path.join(d, "other.dat")
+        write_imatrix(im, ["blk.%d.attn_q.weight" % i for i in range(8)], 256)
+        write_imatrix(other, ["blk.0.attn_q.weight"], 256)
+        clean, out = os.path.join(d, "clean.gguf"), os.path.join(d, "out.gguf")
+        staging = os.path.join(d, "staging")
+        self.clean_unmount(src, self.opts(t, "rw", "imatrix=" + im, "output=" + clean), "x")
+        self.edit_and_kill(src, self.opts(t, "rw", "imatrix=" + im, "output=" + out,
+                                          "staging=" + staging), "x")
+        journal = os.path.join(staging, "journal.json")
+        view = json.loads(read(journal))["view"]
+        self.assertEqual((view["quantize"], view["imatrix"]["path"]), (t, im))
+        self.refused_keeping(["repack", src, "-o", "staging=%s,imatrix=%s" % (staging, other)],
+                             journal, "imatrix=" + im, "imatrix=" + other)
+        st = os.stat(im)
+        os.utime(im, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        self.refused_keeping(["repack", src, "-o", "staging=" + staging], journal,
+                             "imatrix %s changed since" % im)
+        os.utime(im, ns=(st.st_atime_ns, st.st_mtime_ns))
+        r = run([TENSORFS, "repack", src, "-o", "staging=" + staging], timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done: wrote " + out, r.stderr)
+        self.assertSameFile(out, clean, "the repack after the kill")
+        self.assertFalse(os.path.exists(journal))
 
 if __name__ == "__main__":
     main()

@@ -16,8 +16,11 @@
 #      (the same bytes), cache files and ref.gguf hot; the ratios plain / cached (goal >=
 #      0.9), best and median of max(5, 2 x RUNS) short passes.
 # (1) is the best of RUNS (default 3) passes; the sides alternate (the machine is noisy:
-# only ratios from one run mean anything).  Needs root (FUSE) and /usr/bin/python3
-# with numpy.  Environment: TENSORFS, RUNS, TFS_LLAMA_LIB.
+# only ratios from one run mean anything).  IMATRIX=1: both sides get an importance matrix
+# for every weight (random weights, DIR/imatrix.dat and .npz; llama.cpp also the
+# quantize.imatrix.* keys the llama-quantize program adds), so every tensor takes ggml's
+# weighted search.  Needs root (FUSE) and /usr/bin/python3 with numpy.  Environment:
+# TENSORFS, RUNS, TFS_LLAMA_LIB, IMATRIX.
 set -eu
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -35,6 +38,7 @@ DIR = sys.argv[1]
 ROOT = os.environ["ROOT"]
 TENSORFS = os.environ["TENSORFS"]
 RUNS = int(os.environ.get("RUNS", "3"))
+IMATRIX = os.environ.get("IMATRIX", "") not in ("", "0")
 SRC, REF = os.path.join(DIR, "model.gguf"), os.path.join(DIR, "ref.gguf")
 CACHE = os.path.join(DIR, "cache")
 LLAMAQ = os.path.join(ROOT, "tests", "quant", "llamaq.py")
@@ -132,22 +136,50 @@ def tensors(mp):
     return sorted(glob.glob(os.path.join(mp, "tensors", "*")))
 
 
+def make_imatrix(dat, npz):
+    """An entry of ne0 weights for every 2-D tensor of SRC (legacy .dat, ncall 1)."""
+    import struct
+    names = {"token_embd.weight": 2048, "output.weight": 2048}
+    for i in range(10):
+        for k in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up"):
+            names["blk.%d.%s.weight" % (i, k)] = 2048
+        names["blk.%d.ffn_down.weight" % i] = 5632
+    rng = np.random.default_rng(7)
+    vals = {k: rng.uniform(0.05, 3.0, n).astype(np.float32) for k, n in names.items()}
+    with open(dat, "wb") as f:
+        f.write(struct.pack("<i", len(vals)))
+        for k, v in vals.items():
+            f.write(struct.pack("<i", len(k)) + k.encode() + struct.pack("<ii", 1, v.size))
+            f.write(v.tobytes())
+    np.savez(npz, **vals)
+    return len(vals)
+
+
 if not os.path.exists(SRC):
     print("making %s ..." % SRC, flush=True)
     make_model(SRC)
 warm(SRC)
 size = os.path.getsize(SRC)
-print("model: %s, %.2f GiB F16; Q4_K_M, 2 threads each, best of %d" % (SRC, size / 2**30, RUNS))
+QOPTS, LLAMA_EXTRA = "quantize=Q4_K_M,cache=" + CACHE, []
+if IMATRIX:
+    dat, npz = os.path.join(DIR, "imatrix.dat"), os.path.join(DIR, "imatrix.npz")
+    n = make_imatrix(dat, npz)
+    QOPTS += ",imatrix=" + dat
+    LLAMA_EXTRA = ["--imatrix", npz, "--kv", "quantize.imatrix.file=str:" + dat,
+                   "--kv", "quantize.imatrix.entries_count=int:%d" % n]
+print("model: %s, %.2f GiB F16; Q4_K_M%s, 2 threads each, best of %d"
+      % (SRC, size / 2**30, " with an imatrix for every weight" if IMATRIX else "", RUNS))
 
 llama, first, hwm = [], [], 0
 for r in range(RUNS):
     if os.path.exists(REF):
         os.unlink(REF)
     t = time.perf_counter()
-    subprocess.run([sys.executable, LLAMAQ, SRC, REF, "15", "--threads", "2"], check=True)
+    subprocess.run([sys.executable, LLAMAQ, SRC, REF, "15", "--threads", "2"] + LLAMA_EXTRA,
+                   check=True)
     llama.append(time.perf_counter() - t)
     shutil.rmtree(CACHE, ignore_errors=True)
-    with Mounted(SRC, "quantize=Q4_K_M,cache=" + CACHE) as m:
+    with Mounted(SRC, QOPTS) as m:
         s, n = cat([os.path.join(m.mp, "model.gguf")])
         first.append(s)
         hwm = max(hwm, m.hwm_mib())
@@ -170,7 +202,7 @@ res = {k: [] for k in ("cached model.gguf", "cached tensors/", "plain tensors/",
                        "plain model.gguf")}
 for r in range(max(5, 2 * RUNS)):  # (short passes: more of them)
     for k in res:
-        src, opts = (SRC, "quantize=Q4_K_M,cache=" + CACHE) if k[0] == "c" else (REF, "")
+        src, opts = (SRC, QOPTS) if k[0] == "c" else (REF, "")
         with Mounted(src, opts) as m:
             files = [os.path.join(m.mp, "model.gguf")] if "gguf" in k else tensors(m.mp)
             res[k].append(cat(files)[0])

@@ -4,7 +4,8 @@
  *
  * An input that opens has every entry's weights read as one row (n_mat 1) and, when its
  * values split evenly, as two experts' rows; each read must succeed or fail with a message,
- * and a name it lists must be found.
+ * and a name it lists must be found; the dataset it names (llama-quantize's key) comes from
+ * the input, so it is shorter than the input.
  */
 #include "fuzz.h"
 
@@ -36,6 +37,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fz_fail("a failed open without a message");
 		return 0;
 	}
+	const char *ds = tfs_imatrix_dataset(im);
+
+	if (ds && strlen(ds) >= size)
+		fz_fail("a dataset name of %zu bytes in %zu", strlen(ds), size);
 	for (size_t k = 0; k < tfs_imatrix_n_entries(im); k++) {
 		uint64_t nval = 0;
 		const char *name = tfs_imatrix_entry(im, k, &nval);

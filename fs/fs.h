@@ -95,6 +95,7 @@ typedef struct {
 	int threads;            /* -o threads=N */
 	int readahead_kb;       /* -o readahead_kb=N (0: leave the kernel's) */
 	int nonempty;           /* -o nonempty: mount over a non-empty directory or a mount */
+	int quantize_threads;   /* -o quantize_threads=N (0: one per CPU, at most 8) */
 	/* remote sources (http://, https://, hf://) */
 	int connections;        /* -o connections=N */
 	char *cache;            /* -o cache=DIR */

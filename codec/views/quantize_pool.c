@@ -288,6 +288,7 @@ static void *worker(void *arg)
 	tfs_qview *v = arg;
 	float *vals = NULL;
 	uint8_t *out = NULL;
+	pthread_setname_np(pthread_self(), "tfs-quantize");   /* (what top -H shows) */
 	pthread_mutex_lock(&v->mu);
 	while (!v->stop) {
 		if (v->q_head == NONE) {

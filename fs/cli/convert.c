@@ -15,6 +15,7 @@ static const char convert_usage[] =
 	"Writes the model.gguf a mount of SOURCE with the same options shows to OUTPUT (a new\n"
 	"file: written beside it, fsynced, renamed into place), with progress on stderr.\n"
 	"options: quantize=TYPE (as llama-quantize writes it: Q4_K_M, Q8_0, IQ4_NL, ...),\n"
+	"         quantize_threads=N (default: one per CPU, at most 8),\n"
 	"         imatrix=FILE (llama.cpp's importance matrix), cache=DIR (where quantized\n"
 	"         tensors are kept, and remote sources' blocks), outtype=TYPE (a Hugging\n"
 	"         Face repo's GGUF: auto, f32, f16, bf16, q8_0), and the remote options:\n"
@@ -22,6 +23,11 @@ static const char convert_usage[] =
 
 int tfsd_quantize_check(const tfsd_opts *o, const char *prog)
 {
+	if (o->quantize_threads < 0 || o->quantize_threads > 256) {
+		fprintf(stderr, "%s: -o quantize_threads=%d: takes 1 to 256 (0 or none: one per "
+			"CPU, at most 8)\n", prog, o->quantize_threads);
+		return 2;
+	}
 	if (!o->quantize)
 		return 0;
 	if (!tfs_quant_type_valid(o->quantize)) {

@@ -34,6 +34,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("timeout=%d", timeout),
 	OPT("imatrix=%s", imatrix),
 	OPT("quantize=%s", quantize),
+	OPT("quantize_threads=%d", quantize_threads),
 	OPT("outtype=%s", outtype),
 	/* libfuse 2's option: libfuse 3 allows it always and rejects the word; we check */
 	OPT("nonempty", nonempty),

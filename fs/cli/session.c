@@ -55,7 +55,8 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 			     .progress_ctx = &sink, .quantize = fs->opts.quantize,
 			     .imatrix = fs->opts.imatrix && *fs->opts.imatrix ? fs->opts.imatrix
 									      : NULL,
-			     .outtype = fs->opts.outtype, .gguf_model = gguf_output(&fs->opts) };
+			     .outtype = fs->opts.outtype, .gguf_model = gguf_output(&fs->opts),
+			     .quantize_threads = (unsigned)fs->opts.quantize_threads };
 	char *token = NULL;
 	tfs_error err;
 	int rc = tfsd_remote_opts(&fs->opts, &oo, &token, prog);

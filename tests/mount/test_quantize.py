@@ -453,6 +453,25 @@ class Quantize(TestCase):
         self.refused(["convert", src, src, "-o", "quantize=Q8_0"], 2, "OUTPUT is SOURCE")
         self.refused(["convert", src, "MP/x.gguf", "-o", "quantize=Q8_0,rw"], 2,
                      "-o rw does not apply")
+        for bad in ("-1", "257"):
+            self.refused(["mount", src, "MP", "-o", "quantize=Q8_0,quantize_threads=" + bad], 2,
+                         "quantize_threads=%s: takes 1 to 256" % bad)
+
+    def test_quantize_threads(self):
+        """-o quantize_threads=N: the pool has N threads (named tfs-quantize), and the bytes
+        are the same."""
+        m, t = "l8-e256", "Q4_K_M"
+        counts = {}
+        for n in (1, 4):
+            cache = os.path.join(self.tmpdir(), "cache")
+            with Mount(self, SOURCES[m], self.opts(t, "quantize_threads=%d" % n,
+                                                   cache=cache)) as mnt:
+                self.assertSameFile(mnt.p("model.gguf"), REFS[m, t], "%d threads" % n)
+                pid = int(os.getxattr(mnt.path, "user.tensorfs.pid"))
+                tasks = "/proc/%d/task" % pid
+                counts[n] = sum(read(os.path.join(tasks, k, "comm"), "r") == "tfs-quantize\n"
+                                for k in os.listdir(tasks))
+        self.assertEqual(counts, {1: 1, 4: 4})
 
     def test_cache_that_cannot_be_written(self):
         """A read-only cache directory: one line, every read computes, the same bytes."""

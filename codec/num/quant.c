@@ -478,7 +478,7 @@ static void enc_tq2_0(const float *x, uint8_t *b)
 /* The last pass of every K-quant: L[i] = clamp(nearest((x[i] + off) / d), lo, hi) + add.
  * off is 0 where ggml divides x alone (x + 0 differs from x only for -0, same level). */
 void tfs_final_levels(const float *x, int n, float off, float d, int lo, int hi, int add,
-			 uint8_t *L)
+		      uint8_t *L)
 {
 	if (g_simd.levels) {
 		g_simd.levels(x, n, off, d, lo, hi, add, L);
@@ -587,7 +587,7 @@ static float fit_q3(const float *x, int8_t *L)
 /* Affine levels 0..nmax with an offset (min <= 0): fits x ~ scale * L + min by weighted
  * least squares over nstep + 1 candidate scales.  *neg_min gets -min; returns the scale. */
 float tfs_fit_affine(int n, const float *x, const float *w, uint8_t *L, float *neg_min,
-			const tfs_affine_search *a)
+		     const tfs_affine_search *a)
 {
 	uint8_t Laux[32];
 	float mn = x[0], mx = x[0], sum_w = w[0], sum_x = sum_w * x[0];

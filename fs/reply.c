@@ -170,8 +170,11 @@ static bool reply_pinned(fuse_req_t req, tfs_source_fd *f, uint64_t pos, size_t 
 typedef struct {
 	struct fuse_bufvec *bv;
 	size_t cap;
-	tfs_source_fd *pins;     /* pinned descriptors, given back once the reply is made */
+	tfs_source_fd *pins;     /* pinned and owned descriptors, given back once the reply is
+				  * made */
 	size_t n_pins, cap_pins;
+	bool pinned;             /* a pinned one among them: the reply goes through the pipe */
+	bool owned;              /* an owned one: its pages are copied, not moved (below) */
 	size_t pages;            /* pipe pages the pieces take */
 } pieces;
 
@@ -233,7 +236,7 @@ static int piece_source(pieces *p, const tfs_source *s, uint64_t off, uint64_t n
 		int rc = tfs_source_splice_fd(&f, s, off + k, n - k, lo, hi, err);
 		if (rc)
 			return rc;
-		if (f.pinned) {
+		if (f.pinned || f.owned) {
 			if (p->n_pins == p->cap_pins) {
 				size_t cap = p->cap_pins ? 2 * p->cap_pins : 16;
 				tfs_source_fd *np = realloc(p->pins, cap * sizeof(*np));
@@ -245,6 +248,8 @@ static int piece_source(pieces *p, const tfs_source *s, uint64_t off, uint64_t n
 				p->cap_pins = cap;
 			}
 			p->pins[p->n_pins++] = f;
+			p->pinned |= f.pinned;
+			p->owned |= f.owned;
 		}
 		if (piece_add(p, (struct fuse_buf){ .size = (size_t)f.len, .fd = f.fd,
 						     .pos = (off_t)f.at,
@@ -285,7 +290,7 @@ static bool reply_through_pipe(fuse_req_t req, pieces *p, size_t size)
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
 	bv.buf[0].flags = FUSE_BUF_IS_FD;
 	bv.buf[0].fd = t->fd[0];
-	if (fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE) != 0)
+	if (fuse_reply_data(req, &bv, p->owned ? 0 : FUSE_BUF_SPLICE_MOVE) != 0)
 		pipe_discard(t);
 	return true;
 }
@@ -294,8 +299,8 @@ static bool reply_through_pipe(fuse_req_t req, pieces *p, size_t size)
  * False when nothing was replied (read the bytes instead). */
 static bool reply_pieces(fuse_req_t req, pieces *p, size_t size)
 {
-	if (p->bv->count <= FEW_PIECES && !p->n_pins) {
-		fuse_reply_data(req, p->bv, FUSE_BUF_SPLICE_MOVE);
+	if (p->bv->count <= FEW_PIECES && !p->pinned) {
+		fuse_reply_data(req, p->bv, p->owned ? 0 : FUSE_BUF_SPLICE_MOVE);
 		return true;
 	}
 	return reply_through_pipe(req, p, size);
@@ -333,7 +338,11 @@ static bool reply_splice(fuse_req_t req, tfsd_fs *fs, const tfs_source *s, uint6
 	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	bv.buf[0].fd = f.fd;
 	bv.buf[0].pos = (off_t)f.at;
-	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+	/* An owned file's pages are copied into the reply: moved, the kernel would take them
+	 * out of the cache file's page cache into the mount's (a quantized view's cache files
+	 * then leave memory as they are read, and the next mount reads them from disk) */
+	fuse_reply_data(req, &bv, f.owned ? 0 : FUSE_BUF_SPLICE_MOVE);
+	tfs_source_fd_done(&f);   /* (an owned copy: closed; the source's own: kept) */
 	return true;
 }
 

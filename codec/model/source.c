@@ -426,6 +426,7 @@ int tfs_source_splice_fd(tfs_source_fd *out, const tfs_source *s, uint64_t off, 
 {
 	out->fd = -1;
 	out->pinned = false;
+	out->owned = false;
 	out->at = off;
 	out->len = len;
 	return s->ops->splice_fd ? s->ops->splice_fd(out, s, off, len, lo, hi, err)
@@ -434,7 +435,7 @@ int tfs_source_splice_fd(tfs_source_fd *out, const tfs_source *s, uint64_t off, 
 
 void tfs_source_fd_done(tfs_source_fd *f)
 {
-	if (f->pinned && f->fd >= 0)
+	if ((f->pinned || f->owned) && f->fd >= 0)
 		close(f->fd);
 	f->fd = -1;
 }

@@ -48,6 +48,9 @@ typedef struct {
 	bool pinned; /* the caller's own (a remote file's block cache, pinned: no mount punches
 	              * the range's blocks): give it back with tfs_source_fd_done once the bytes
 	              * have left it; else the source's own, valid while the source is */
+	bool owned;  /* the caller's own copy of a file nobody punches or truncates (a
+	              * quantized view's cache file, which may be closed meanwhile): splice from
+	              * it as from the source's own, and close it (tfs_source_fd_done) after */
 	uint64_t at;  /* where the range's first byte is in fd: off for a file, a cache; a
 	               * computed source's bytes may sit elsewhere (a shard's row run) */
 	uint64_t len; /* how many of the range's bytes fd holds from there (1..len asked):

@@ -420,7 +420,7 @@ static int qt_splice_fd(void *ctx, uint64_t off, uint64_t len, tfs_source_fd *ou
 	if (fd < 0)
 		return TFS_PASSTHROUGH;
 	out->fd = fd;
-	out->pinned = true;
+	out->owned = true;   /* (cache files are unlinked whole, never punched: no pin needed) */
 	out->at = off;
 	return 0;
 }

@@ -160,5 +160,8 @@ void tfsd_session_close(tfsd_fs *fs, tfs_session *s);
 /* Repacks a writable session's changes, with progress and the result on stderr and in the
  * status file (which `tensorfs unmount` follows).  0, or 1 when the repack failed. */
 int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s);
+/* Whether a rw mount's output= is a .gguf file: a repo's GGUF view (or a quantized view) is
+ * then the model the mount edits and writes there. */
+bool tfsd_gguf_output(const tfsd_opts *o);
 
 #endif

@@ -16,9 +16,20 @@ static const char repack_usage[] =
 	"outtype=) is the one the journal records.  A remote SOURCE takes the mount's output=\n"
 	"and its remote options (cache=, cafile=, token_file=, ...).\n";
 
+/* A view written to output= with nothing staged (a rw mount of -o quantize= or of a repo's
+ * GGUF view that nobody edited): the unmount still writes the view, as `tensorfs convert`
+ * would, since that file is what the mount was for. */
+static bool view_to_write(const tfsd_fs *fs)
+{
+	return fs->opts.rw && fs->opts.output && !fs->view_from_journal &&
+	       (fs->opts.quantize || tfsd_gguf_output(&fs->opts));
+}
+
 int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s)
 {
-	if (!fs->staging || !tfs_staging_dirty(fs->staging)) {
+	const bool dirty = fs->staging && tfs_staging_dirty(fs->staging);
+
+	if (!dirty && !view_to_write(fs)) {
 		/* the end, for `tensorfs unmount`: a status file without it means the daemon
 		 * died before its repack was done */
 		FILE *st = fs->status_path ? fopen(fs->status_path, "a") : NULL;
@@ -37,10 +48,11 @@ int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s)
 	tfsd_sink_init(&sink, &view, st);
 	tfsd_sink_printf(&sink, "tensorfs: repacking %s\n", out);
 	tfs_write_opts wo = { .progress = tfsd_progress_report, .progress_ctx = &sink,
-			      .output = fs->opts.output };
+			      .output = fs->opts.output, .unchanged_too = !dirty };
 	tfs_error err;
 	tfs_error_clear(&err);
-	int rc = tfs_session_repack(s, &wo, &err);
+	int rc = dirty ? tfs_session_repack(s, &wo, &err)
+		       : tfs_model_write(tfs_session_model(s), &wo, &err);
 	if (rc)
 		tfsd_sink_printf(&sink, "error: %s (the source is untouched; the changes stay in "
 				 "%s)\n", err.msg, tfs_staging_dir(fs->staging));

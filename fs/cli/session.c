@@ -38,7 +38,7 @@ static int check_opened(tfsd_fs *fs, const char *prog)
 
 /* Whether a repack writes a GGUF file (output=X.gguf): a Hugging Face repo's GGUF view is
  * then the model edited and written. */
-static bool gguf_output(const tfsd_opts *o)
+bool tfsd_gguf_output(const tfsd_opts *o)
 {
 	size_t n = o->output ? strlen(o->output) : 0;
 	return o->rw && n > 5 && strcasecmp(o->output + n - 5, ".gguf") == 0;
@@ -55,7 +55,7 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 			     .progress_ctx = &sink, .quantize = fs->opts.quantize,
 			     .imatrix = fs->opts.imatrix && *fs->opts.imatrix ? fs->opts.imatrix
 									      : NULL,
-			     .outtype = fs->opts.outtype, .gguf_model = gguf_output(&fs->opts),
+			     .outtype = fs->opts.outtype, .gguf_model = tfsd_gguf_output(&fs->opts),
 			     .quantize_threads = (unsigned)fs->opts.quantize_threads };
 	char *token = NULL;
 	tfs_error err;

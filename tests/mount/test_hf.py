@@ -435,6 +435,16 @@ class Edits(TestCase):
             self.assertEqual(g.tensors[i][:3], wg.tensors[i][:3])
             self.assertEqual(compare.tensor_bytes(g, i), compare.tensor_bytes(wg, i))
 
+    def test_rw_output_gguf_unedited_is_the_converter(self):
+        """rw,output=OUT.gguf unmounted with no edit still writes OUT: the converter's file."""
+        name = "llama-bf16"
+        out = os.path.join(self.tmpdir(), "out.gguf")
+        with Mount(self, model(name), ["rw", "output=" + out], allow_stderr=True) as m:
+            r = m.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        ref, ours = read(converted(self, name, "auto")), read(out)
+        self.assertTrue(ours == ref, compare.first_difference(ref, ours))
+
     def test_repack_after_kill_takes_the_outtype(self):
         """kill -9 of a rw,output=OUT.gguf,outtype=f16 mount: the journal records the GGUF view
         and its outtype; `tensorfs repack REPO -o output=OUT` (no outtype=) writes what a clean

@@ -562,6 +562,16 @@ class Quantize(TestCase):
         self.assertSameFile(out, ref, "the repacked output")
         self.assertFalse(os.path.exists(os.path.join(staging, "journal.json")))
 
+    def test_rw_without_edits_still_writes_the_output(self):
+        """-o rw,quantize=,output=OUT is for OUT: unmounted unedited, the mount writes the
+        quantized model there all the same (as tensorfs convert would), and says so."""
+        m, t = "l12-tied", "Q4_K_M"
+        out = os.path.join(self.tmpdir(), "out.gguf")
+        with Mount(self, SOURCES[m], self.opts(t, "rw", "output=" + out)) as mnt:
+            r = mnt.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertSameFile(out, REFS[m, t], "the unedited output")
+
     def test_repack_after_kill_takes_the_recorded_view(self):
         """kill -9 of a rw,quantize= mount: the journal records quantize=; `tensorfs repack
         SOURCE -o output=OUT` (no quantize=) writes what a clean unmount writes; a repack with

@@ -163,5 +163,10 @@ int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s);
 /* Whether a rw mount's output= is a .gguf file: a repo's GGUF view (or a quantized view) is
  * then the model the mount edits and writes there. */
 bool tfsd_gguf_output(const tfsd_opts *o);
+/* p made absolute (symbolic links resolved when it exists), allocated; NULL: p was NULL, or
+ * out of memory. */
+char *tfsd_absolute(const char *p);
+/* SIZE with an optional K, M, G or T (powers of 1024); false when it is not one. */
+bool tfsd_parse_size(const char *s, uint64_t *out);
 
 #endif

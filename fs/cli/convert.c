@@ -17,12 +17,20 @@ static const char convert_usage[] =
 	"options: quantize=TYPE (as llama-quantize writes it: Q4_K_M, Q8_0, IQ4_NL, ...),\n"
 	"         quantize_threads=N (default: one per CPU, at most 8),\n"
 	"         imatrix=FILE (llama.cpp's importance matrix), cache=DIR (where quantized\n"
-	"         tensors are kept, and remote sources' blocks), outtype=TYPE (a Hugging\n"
-	"         Face repo's GGUF: auto, f32, f16, bf16, q8_0), and the remote options:\n"
-	"         connections=N, cache_size=SIZE, token_file=FILE, cafile=FILE, timeout=SECS\n";
+	"         tensors are kept, and remote sources' blocks) and cache_size=SIZE (its\n"
+	"         bound), outtype=TYPE (a Hugging Face repo's GGUF: auto, f32, f16, bf16,\n"
+	"         q8_0), and the remote options: connections=N, token_file=FILE,\n"
+	"         cafile=FILE, timeout=SECS\n";
 
 int tfsd_quantize_check(const tfsd_opts *o, const char *prog)
 {
+	uint64_t size;
+
+	if (o->cache_size && !tfsd_parse_size(o->cache_size, &size)) {   /* (a usage error) */
+		fprintf(stderr, "%s: cache_size=%s is not a size (bytes, or with K, M, G, T)\n",
+			prog, o->cache_size);
+		return 2;
+	}
 	if (o->quantize_threads < 0 || o->quantize_threads > 256) {
 		fprintf(stderr, "%s: -o quantize_threads=%d: takes 1 to 256 (0 or none: one per "
 			"CPU, at most 8)\n", prog, o->quantize_threads);
@@ -66,6 +74,15 @@ static int convert_args(tfsd_opts *o, struct fuse_args *args, const char *prog)
 	int rc = tfsd_quantize_check(o, prog);
 	if (rc)
 		return rc;
+	if (o->imatrix && *o->imatrix) {   /* (its path is a key: as a mount writes it) */
+		char *a = tfsd_absolute(o->imatrix);
+		if (!a) {
+			fprintf(stderr, "%s: out of memory\n", prog);
+			return 1;
+		}
+		free(o->imatrix);
+		o->imatrix = a;
+	}
 	char *src = realpath(o->source, NULL), *out = realpath(o->mountpoint, NULL);
 	bool same = src && out && strcmp(src, out) == 0;
 	free(src);

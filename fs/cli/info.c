@@ -565,6 +565,7 @@ typedef struct {
 	bool gguf;              /* --gguf: a Hugging Face repo's GGUF view */
 	const char *src;
 	tfs_open_opts oo;       /* --outtype */
+	char *imatrix;          /* --imatrix=, made absolute as a mount makes it (owned) */
 } info_args;
 
 /* The command line into a; -1: exit 0 (help shown), 0: go on, 2: a usage error (said). */
@@ -598,7 +599,9 @@ static int parse_args(info_args *a, int argc, char **argv)
 		} else if (strncmp(s, "--quantize=", 11) == 0) {
 			a->oo.quantize = s + 11;
 		} else if (strncmp(s, "--imatrix=", 10) == 0) {
-			a->oo.imatrix = s + 10;
+			free(a->imatrix);
+			a->imatrix = s[10] ? tfsd_absolute(s + 10) : NULL;
+			a->oo.imatrix = a->imatrix ? a->imatrix : s + 10;
 		} else {
 			if (strcmp(s, "--json") == 0 || strcmp(s, "--markdown") == 0)
 				fprintf(stderr, "tensorfs info: --json and --markdown exclude each other\n");
@@ -636,13 +639,17 @@ int tfsd_info_main(int argc, char **argv)
 {
 	info_args a = { .mode = OUT_TEXT, .with_tensors = true };
 	int rc = parse_args(&a, argc, argv);
-	if (rc)
+	if (rc) {
+		free(a.imatrix);
 		return rc < 0 ? 0 : rc;
+	}
 	tfs_model *m;
 	tfs_error err;
 	tfs_error_clear(&err);
-	if (tfs_view_open(&m, a.src, &a.oo, &err)) {
+	rc = tfs_view_open(&m, a.src, &a.oo, &err);
+	if (rc) {
 		fprintf(stderr, "tensorfs: %s\n", err.msg);
+		free(a.imatrix);
 		return 1;
 	}
 	const tfs_model *shown = shown_model(m, &a);
@@ -660,6 +667,7 @@ int tfsd_info_main(int argc, char **argv)
 		print_info(shown, a.src, a.mode, a.with_tensors);
 	}
 	tfs_model_free(m);
+	free(a.imatrix);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		fprintf(stderr, "tensorfs info: cannot write the output\n");
 		return 1;

@@ -26,7 +26,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: tensorfs mount SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n"
 		"       tensorfs unmount [-l] MOUNTPOINT\n"
-		"       tensorfs info SOURCE [--json | --markdown] [--no-tensors]\n"
+		"       tensorfs info SOURCE [--json | --markdown] [--no-tensors] [--gguf]\n"
+		"                     [--quantize=TYPE [--imatrix=FILE]] [--outtype=TYPE]\n"
 		"       tensorfs repack SOURCE [-o staging=DIR,output=PATH]\n"
 		"       tensorfs convert SOURCE OUTPUT [-o quantize=TYPE,imatrix=FILE,...]\n"
 		"       tensorfs --version | --help | help [COMMAND]\n"
@@ -38,9 +39,11 @@ static void usage(FILE *f)
 		"manifest (https://HOST/v2/NS/MODEL/manifests/TAG, or https://HOST/NS/MODEL:TAG\n"
 		"when the local store lacks it), or hf://ORG/REPO[/PATH][@REV].\n"
 		"OPTIONS: ro (default), rw, writable, staging=DIR, output=PATH, verify, threads=N,\n"
-		"readahead_kb=N, nonempty, imatrix=FILE, quantize=TYPE; remote sources (http://,\n"
-		"https://, hf://): connections=N, cache=DIR, cache_size=SIZE, token_file=FILE,\n"
-		"cafile=FILE, timeout=SECS; and the usual FUSE options (allow_other, ...).\n"
+		"readahead_kb=N, nonempty, imatrix=FILE, quantize=TYPE, quantize_threads=N,\n"
+		"outtype=TYPE (a Hugging Face repo's model.gguf); the cache of remote sources'\n"
+		"blocks and quantized tensors: cache=DIR, cache_size=SIZE; remote sources (http://,\n"
+		"https://, hf://): connections=N, token_file=FILE, cafile=FILE, timeout=SECS; and\n"
+		"the usual FUSE options (allow_other, ...).\n"
 		"See tensorfs(1) and mount.tensorfs(8).\n");
 }
 

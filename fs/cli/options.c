@@ -76,7 +76,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	return 1; /* keep for FUSE (allow_other, ...) */
 }
 
-static char *absolute(const char *p)
+char *tfsd_absolute(const char *p)
 {
 	char buf[PATH_MAX];
 	if (!p)
@@ -124,7 +124,7 @@ static char *opt_escape(const char *s)
 
 
 /* SIZE with an optional K, M, G or T (powers of 1024); false when it is not one. */
-static bool parse_size(const char *s, uint64_t *out)
+bool tfsd_parse_size(const char *s, uint64_t *out)
 {
 	char *end;
 	errno = 0;
@@ -150,7 +150,7 @@ int tfsd_remote_opts(const tfsd_opts *o, tfs_open_opts *oo, char **token, const 
 	oo->cache_dir = o->cache;
 	oo->cafile = o->cafile;
 	oo->timeout = o->timeout;
-	if (o->cache_size && !parse_size(o->cache_size, &oo->cache_size)) {
+	if (o->cache_size && !tfsd_parse_size(o->cache_size, &oo->cache_size)) {
 		fprintf(stderr, "%s: cache_size=%s is not a size (bytes, or with K, M, G, T)\n",
 			prog, o->cache_size);
 		return -1;
@@ -194,7 +194,7 @@ int tfsd_absolute_paths(tfsd_opts *o)
 		if (!p || (i == 0 && access(p, F_OK) != 0) || (i == 3 && !strchr(p, '/') && !remote) ||
 		    (i == 7 && !*p))   /* imatrix=: no file, said so at open */
 			continue;
-		char *a = absolute(p);
+		char *a = tfsd_absolute(p);
 		free(p);
 		*paths[i] = a;
 		if (!a)

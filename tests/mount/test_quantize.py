@@ -415,6 +415,17 @@ class Quantize(TestCase):
                 self.assertEqual(val("quantize.imatrix.entries_count"), "2", kind)
                 self.assertEqual((val("quantize.imatrix.dataset"),
                                   val("quantize.imatrix.chunks_count")), want[kind], kind)
+        # a relative imatrix= is made absolute by convert and info too, as by a mount
+        out = os.path.join(d, "conv.gguf")
+        r = run([TENSORFS, "convert", SOURCES["l1-e64"], out, "-o",
+                 "quantize=Q4_K_M,imatrix=im.dat,cache=" + self.cache], cwd=d)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for args in (["info", out], ["info", "--quantize=Q4_K_M", "--imatrix=im.dat",
+                                     SOURCES["l1-e64"]]):
+            r = run([TENSORFS] + args, cwd=d)
+            line = [x for x in r.stdout.splitlines() if "quantize.imatrix.file" in x]
+            self.assertEqual(len(line), 1, r.stdout + r.stderr)
+            self.assertTrue(line[0].rstrip().endswith(" " + files["dat"]), line[0])
 
     # ---- refusals ----
 
@@ -456,6 +467,9 @@ class Quantize(TestCase):
         for bad in ("-1", "257"):
             self.refused(["mount", src, "MP", "-o", "quantize=Q8_0,quantize_threads=" + bad], 2,
                          "quantize_threads=%s: takes 1 to 256" % bad)
+        for cmd in (["mount", src, "MP"], ["convert", src, "MP/x.gguf"]):
+            self.refused(cmd + ["-o", "quantize=Q8_0,cache_size=1MiB"], 2,
+                         "cache_size=1MiB is not a size")
 
     def test_quantize_threads(self):
         """-o quantize_threads=N: the pool has N threads (named tfs-quantize), and the bytes

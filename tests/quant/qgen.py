@@ -152,6 +152,12 @@ def main():
         print("usage: qgen.py DIR [NAME ...]", file=sys.stderr)
         sys.exit(2)
     names = sys.argv[2:] or list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print("qgen.py: no model %s (known: %s)" % (", ".join(unknown), ", ".join(MODELS)),
+              file=sys.stderr)
+        sys.exit(2)
+    os.makedirs(sys.argv[1], exist_ok=True)
     for n in names:
         print(write(os.path.join(sys.argv[1], n + ".gguf"), spec(n)))
 

@@ -18,11 +18,13 @@ static const char repack_usage[] =
 
 /* A view written to output= with nothing staged (a rw mount of -o quantize= or of a repo's
  * GGUF view that nobody edited): the unmount still writes the view, as `tensorfs convert`
- * would, since that file is what the mount was for. */
+ * would, since that file is what the mount was for.  (A model's own copy to output= is
+ * written only when something changed, as before.) */
 static bool view_to_write(const tfsd_fs *fs)
 {
 	return fs->opts.rw && fs->opts.output && !fs->view_from_journal &&
-	       (fs->opts.quantize || tfsd_gguf_output(&fs->opts));
+	       (fs->opts.quantize ||
+		(tfsd_gguf_output(&fs->opts) && tfs_hf_is_repo(fs->opts.source)));
 }
 
 int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s)

@@ -585,6 +585,12 @@ class Quantize(TestCase):
             r = mnt.unmount()
             self.assertEqual(r.returncode, 0, r.stderr)
         self.assertSameFile(out, REFS[m, t], "the unedited output")
+        # (a model's own rw,output= mount left unedited still writes nothing)
+        copy = os.path.join(self.tmpdir(), "copy.gguf")
+        with Mount(self, SOURCES[m], ["rw", "output=" + copy]) as mnt:
+            r = mnt.unmount()
+            self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(os.path.exists(copy))
 
     def test_repack_after_kill_takes_the_recorded_view(self):
         """kill -9 of a rw,quantize= mount: the journal records quantize=; `tensorfs repack

@@ -55,9 +55,12 @@ int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s)
 	tfs_error_clear(&err);
 	int rc = dirty ? tfs_session_repack(s, &wo, &err)
 		       : tfs_model_write(tfs_session_model(s), &wo, &err);
-	if (rc)
+	if (rc && dirty)
 		tfsd_sink_printf(&sink, "error: %s (the source is untouched; the changes stay in "
 				 "%s)\n", err.msg, tfs_staging_dir(fs->staging));
+	else if (rc)
+		tfsd_sink_printf(&sink, "error: %s (the source is untouched; nothing was staged)\n",
+				 err.msg);
 	else
 		tfsd_sink_printf(&sink, "done: wrote %s\n", out);
 	if (st)

@@ -654,6 +654,11 @@ float tfs_fit_affine(int n, const float *x, const float *w, uint8_t *L, float *n
 	return scale;
 }
 
+void tfs_quant_ready(void)
+{
+	pthread_once(&g_simd_once, choose_simd);
+}
+
 tfs_symmetric8w_fn tfs_quant_symmetric8w(void)
 {
 	return g_simd.symmetric8w;

@@ -106,6 +106,8 @@ void tfs_fit_affine_subs(int nsub, int n, const float *x, const float *w, uint8_
 typedef void (*tfs_symmetric8w_fn)(int n, int nmax, const float *x, const float *w, int8_t *L,
 				   float *scale);
 tfs_symmetric8w_fn tfs_quant_symmetric8w(void);
+/* The kernels chosen for this CPU, once (every entry point that uses them calls it first). */
+void tfs_quant_ready(void);
 /* Packs 256 2-bit levels (Q2_K, Q3_K): byte 32c + l holds elements 128c + l + 32s at bits 2s. */
 void tfs_pack_2bit(const uint8_t *L, uint8_t *qs);
 /* Q4_K / Q5_K: scale and min j (6 bits each) in, and out of, the 12 scale bytes. */

@@ -510,6 +510,7 @@ int tfs_quantize_weighted_part(void *dst, int id, const float *src, uint64_t nel
 	const enc_row_w_fn enc = k_weighted_row(id);
 	const tfs_dtype_info *t = tfs_dtype(id);
 
+	tfs_quant_ready();   /* (called on its own by requant: the kernels must be chosen) */
 	if (!enc || !qw)
 		return tfs_quantize_weighted(dst, id, src, nelems, first, n_per_row, qw, err);
 	if (n_per_row == 0 || n_per_row % 32 || first % 32 || nelems % 32 ||

@@ -60,8 +60,8 @@ static inline uint8_t trunc_u8(float v)
 static struct {
 	void (*affine8)(int n, const float *x, const float *w, uint8_t *L, float *scale,
 			float *neg_min, const tfs_affine_search *a);
-	void (*symmetric8)(int nmax, const float *x, int8_t *L, float *scale);
-	tfs_symmetric8w_fn symmetric8w;
+	void (*symmetric8)(int n, int nmax, const float *x, const float *w, int8_t *L,
+			   float *scale);
 	void (*f16)(const float *x, uint8_t *y, size_t n);
 	void (*bf16)(const float *x, uint8_t *y, size_t n);
 	void (*q4_nibbles)(const float *x, float off, float id, float add, uint8_t *q);
@@ -88,7 +88,6 @@ static void choose_simd(void)
 	if (!g_force_scalar && tfs_cpu_has_avx2()) {
 		g_simd.affine8 = tfs_fit_affine8_avx2;
 		g_simd.symmetric8 = tfs_fit_symmetric8_avx2;
-		g_simd.symmetric8w = tfs_fit_symmetric8w_avx2;
 		g_simd.f16 = tfs_f32_to_f16_avx2;
 		g_simd.bf16 = tfs_f32_to_bf16_avx2;
 		g_simd.q4_nibbles = tfs_q4_nibbles_avx2;
@@ -488,10 +487,11 @@ void tfs_final_levels(const float *x, int n, float off, float d, int lo, int hi,
 		L[i] = (uint8_t)(clampi(nearest_int(off != 0.0f ? (x[i] + off) / d : x[i] / d), lo, hi) + add);
 }
 
-/* Symmetric levels -nmax..nmax-1 for n values, weighted by x^2: starts from the scale that
- * maps the largest magnitude to -nmax, then tries 18 nearby ones and keeps the one with the
- * best weighted fit.  L gets level + nmax; returns the scale. */
-static float fit_symmetric(int n, int nmax, const float *x, int8_t *L)
+/* Symmetric levels -nmax..nmax-1 for n values, weighted by w (NULL: by x^2): starts from the
+ * scale that maps the largest magnitude to -nmax, then tries 18 nearby ones and keeps the one
+ * with the best weighted fit (ggml's make_qx_quants, rmse_type 1).  L gets level + nmax;
+ * returns the scale. */
+float tfs_fit_symmetric(int n, int nmax, const float *x, const float *w, int8_t *L)
 {
 	float amax, max = signed_absmax(x, n, &amax);
 
@@ -503,11 +503,11 @@ static float fit_symmetric(int n, int nmax, const float *x, int8_t *L)
 
 	for (int i = 0; i < n; i++) {
 		int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-		float w = x[i] * x[i];
+		float wi = w ? w[i] : x[i] * x[i];
 
 		L[i] = (int8_t)(l + nmax);
-		sumlx += w * x[i] * l;
-		suml2 += w * l * l;
+		sumlx += wi * x[i] * l;
+		suml2 += wi * l * l;
 	}
 	float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f, best = scale * sumlx;
 
@@ -518,10 +518,10 @@ static float fit_symmetric(int n, int nmax, const float *x, int8_t *L)
 		sumlx = suml2 = 0;
 		for (int i = 0; i < n; i++) {
 			int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-			float w = x[i] * x[i];
+			float wi = w ? w[i] : x[i] * x[i];
 
-			sumlx += w * x[i] * l;
-			suml2 += w * l * l;
+			sumlx += wi * x[i] * l;
+			suml2 += wi * l * l;
 		}
 		if (suml2 > 0 && sumlx * sumlx > best * suml2) {
 			for (int i = 0; i < n; i++)
@@ -659,9 +659,15 @@ void tfs_quant_ready(void)
 	pthread_once(&g_simd_once, choose_simd);
 }
 
-tfs_symmetric8w_fn tfs_quant_symmetric8w(void)
+void tfs_fit_symmetric_subs(int nsub, int n, int nmax, const float *x, const float *w,
+			    int8_t *L, float *scales)
 {
-	return g_simd.symmetric8w;
+	int j = 0;
+
+	for (; g_simd.symmetric8 && j + 8 <= nsub; j += 8)
+		g_simd.symmetric8(n, nmax, x + n * j, w ? w + n * j : NULL, L + n * j, scales + j);
+	for (; j < nsub; j++)
+		scales[j] = tfs_fit_symmetric(n, nmax, x + n * j, w ? w + n * j : NULL, L + n * j);
 }
 
 void tfs_fit_affine_subs(int nsub, int n, const float *x, const float *w, uint8_t *L,
@@ -673,6 +679,88 @@ void tfs_fit_affine_subs(int nsub, int n, const float *x, const float *w, uint8_
 		g_simd.affine8(n, x + n * j, w + n * j, L + n * j, scales + j, neg_mins + j, a);
 	for (; j < nsub; j++)
 		scales[j] = tfs_fit_affine(n, x + n * j, w + n * j, L + n * j, &neg_mins[j], a);
+}
+
+/* ggml's make_qp_quants: levels 0..nmax with weights w, the step returned.  L is unsigned
+ * bytes as in ggml, so a negative level (of a negative number: IQ2_S's one negated
+ * magnitude, a K-quant's negative sub-block scale) wraps, and the wrapped value is what the
+ * later passes see.  IQ2_S's sub-block steps; Q2_K's, Q4_K's and Q5_K's super-block scales and
+ * mins with an importance matrix. */
+float tfs_fit_nonnegative(int n, int nmax, const float *x, uint8_t *L, const float *w)
+{
+	float max = 0;
+
+	for (int i = 0; i < n; i++)
+		max = ggml_max(max, x[i]);
+	if (max < GROUP_EPS) {
+		memset(L, 0, (size_t)n);
+		return 0.f;
+	}
+	float iscale = (float)nmax / max;
+
+	for (int i = 0; i < n; i++)
+		L[i] = (uint8_t)nearest_int(iscale * x[i]);
+	float scale = 1 / iscale, best_mse = 0;
+
+	for (int i = 0; i < n; i++) {
+		float diff = x[i] - scale * L[i];
+
+		best_mse += w[i] * diff * diff;
+	}
+	for (int is = -4; is <= 4; is++) {
+		if (is == 0)
+			continue;
+		float iscale_is = (0.1f * (float)is + (float)nmax) / max, scale_is = 1 / iscale_is;
+		float mse = 0;
+
+		for (int i = 0; i < n; i++) {
+			int l = nearest_int(iscale_is * x[i]);
+			float diff = x[i] - scale_is * (float)(l < nmax ? l : nmax);
+
+			mse += w[i] * diff * diff;
+		}
+		if (mse < best_mse) {
+			best_mse = mse;
+			iscale = iscale_is;
+		}
+	}
+	float sumlx = 0, suml2 = 0;
+
+	for (int i = 0; i < n; i++) {
+		int l = nearest_int(iscale * x[i]);
+
+		l = l < nmax ? l : nmax;
+		L[i] = (uint8_t)l;
+		sumlx += w[i] * x[i] * (float)l;
+		suml2 += w[i] * (float)l * (float)l;
+	}
+	for (int itry = 0; itry < 5; itry++) {
+		int n_changed = 0;
+
+		for (int i = 0; i < n; i++) {
+			float slx = sumlx - w[i] * x[i] * L[i];
+			float sl2 = suml2 - w[i] * L[i] * L[i];
+
+			if (!(slx > 0 && sl2 > 0))
+				continue;
+			int new_l = nearest_int(x[i] * sl2 / slx);
+
+			new_l = new_l < nmax ? new_l : nmax;
+			if (new_l == L[i])
+				continue;
+			slx += w[i] * x[i] * (float)new_l;
+			sl2 += w[i] * (float)new_l * (float)new_l;
+			if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+				L[i] = (uint8_t)new_l;
+				sumlx = slx;
+				suml2 = sl2;
+				n_changed++;
+			}
+		}
+		if (!n_changed)
+			break;
+	}
+	return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 /* Packs 256 2-bit levels: byte 32c + l holds elements 128c + l + 32s at bits 2s. */
@@ -756,7 +844,6 @@ static void enc_q3_k(const float *x, uint8_t *b)
 {
 	int8_t L[256];
 	float scales[16], max_scale = 0, amax = 0;
-	uint8_t *hmask = b, *qs = b + 32, *sc = b + 96;
 
 	if (g_simd.fit_q3_16) {
 		g_simd.fit_q3_16(x, L, scales);
@@ -770,23 +857,35 @@ static void enc_q3_k(const float *x, uint8_t *b)
 			max_scale = scales[j];
 		}
 	}
-	memset(sc, 0, 12);
+	int8_t Ls[16] = { 0 };
+	float d = 0.f;
+
 	if (max_scale != 0.0f) {
 		float iscale = -32.f / max_scale;
 
-		for (int j = 0; j < 16; j++) {
-			int l = clampi((int8_t)(uint8_t)nearest_int(iscale * scales[j]), -32, 31) + 32;
-
-			if (j < 8)
-				sc[j] = (uint8_t)(l & 0xf);
-			else
-				sc[j - 8] = (uint8_t)(sc[j - 8] | (l & 0xf) << 4);
-			sc[8 + j % 4] = (uint8_t)(sc[8 + j % 4] | (l >> 4) << (2 * (j / 4)));
-		}
-		put_half(b + 108, 1 / iscale);
-	} else {
-		put_half(b + 108, 0.f);
+		for (int j = 0; j < 16; j++)
+			Ls[j] = (int8_t)(clampi((int8_t)(uint8_t)nearest_int(iscale * scales[j]), -32,
+						31) + 32);
+		d = 1 / iscale;
 	}
+	tfs_q3_k_finish(x, Ls, d, L, b);
+}
+
+void tfs_q3_k_finish(const float *x, const int8_t *Ls, float d_block, int8_t *L, uint8_t *b)
+{
+	uint8_t *hmask = b, *qs = b + 32, *sc = b + 96;
+
+	memset(sc, 0, 12);
+	for (int j = 0; j < 16; j++) {
+		const int l = Ls[j];
+
+		if (j < 8)
+			sc[j] = (uint8_t)(l & 0xf);
+		else
+			sc[j - 8] = (uint8_t)(sc[j - 8] | (l & 0xf) << 4);
+		sc[8 + j % 4] = (uint8_t)(sc[8 + j % 4] | (l >> 4) << (2 * (j / 4)));
+	}
+	put_half(b + 108, d_block);
 	for (int j = 0; j < 16; j++) {
 		const float d = half_back(b + 108) * q3_scale(sc, j);
 
@@ -830,7 +929,7 @@ void tfs_get_scale_min_k4(const uint8_t *s, int j, uint8_t *ls, uint8_t *lm)
 }
 
 /* The part Q4_K and Q5_K share: fits 8 sub-blocks of 32 with levels 0..nmax, writes d, dmin
- * (at b) and the 12 scale bytes (at b + 4), and leaves the final levels in L. */
+ * (at b) and the 12 scale bytes (at b + 4), and leaves the fits' levels in L. */
 static void fit_k4(const float *x, uint8_t *b, uint8_t *L, const tfs_affine_search *search)
 {
 	float w[256], mins[8], scales[8], max_scale = 0, max_min = 0;
@@ -868,6 +967,12 @@ static void fit_k4(const float *x, uint8_t *b, uint8_t *L, const tfs_affine_sear
 	}
 	put_half(b, max_scale / 63.f);
 	put_half(b + 2, max_min / 63.f);
+}
+
+/* Q4_K's and Q5_K's last pass: every sub-block's levels 0..nmax at the scale and min its
+ * bytes at b now say (a sub-block of scale 0 keeps the fit's). */
+static void k4_levels(const float *x, int nmax, const uint8_t *b, uint8_t *L)
+{
 	for (int j = 0; j < 8; j++) {
 		uint8_t sc, m;
 
@@ -878,7 +983,7 @@ static void fit_k4(const float *x, uint8_t *b, uint8_t *L, const tfs_affine_sear
 			continue;
 		const float dm = half_back(b + 2) * m;
 
-		tfs_final_levels(x + 32 * j, 32, dm, d, 0, search->nmax, 0, L + 32 * j);
+		tfs_final_levels(x + 32 * j, 32, dm, d, 0, nmax, 0, L + 32 * j);
 	}
 }
 
@@ -890,6 +995,12 @@ static void enc_q4_k(const float *x, uint8_t *b)
 	uint8_t L[256];
 
 	fit_k4(x, b, L, &search);
+	tfs_q4_k_finish(x, L, b);
+}
+
+void tfs_q4_k_finish(const float *x, uint8_t *L, uint8_t *b)
+{
+	k4_levels(x, 15, b, L);
 	for (int c = 0; c < 4; c++)
 		for (int l = 0; l < 32; l++)
 			b[16 + 32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + 32 + l] << 4);
@@ -900,9 +1011,17 @@ static void enc_q4_k(const float *x, uint8_t *b)
 static void enc_q5_k(const float *x, uint8_t *b)
 {
 	static const tfs_affine_search search = { 31, -0.5f, 0.1f, 15, false };
-	uint8_t L[256], *qh = b + 16, *ql = b + 48;
+	uint8_t L[256];
 
 	fit_k4(x, b, L, &search);
+	tfs_q5_k_finish(x, L, b);
+}
+
+void tfs_q5_k_finish(const float *x, uint8_t *L, uint8_t *b)
+{
+	uint8_t *qh = b + 16, *ql = b + 48;
+
+	k4_levels(x, 31, b, L);
 	memset(qh, 0, 32);
 	for (int c = 0; c < 4; c++)
 		for (int l = 0; l < 32; l++) {
@@ -921,13 +1040,7 @@ static void enc_q6_k(const float *x, uint8_t *b)
 	int8_t L[256];
 	float scales[16];
 
-	if (g_simd.symmetric8) {
-		g_simd.symmetric8(32, x, L, scales);
-		g_simd.symmetric8(32, x + 128, L + 128, scales + 8);
-	} else {
-		for (int j = 0; j < 16; j++)
-			scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j);
-	}
+	tfs_fit_symmetric_subs(16, 16, 32, x, NULL, L, scales);
 	tfs_q6_k_finish(x, scales, L, b);
 }
 

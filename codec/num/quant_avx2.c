@@ -189,13 +189,8 @@ static void symmetric_pass(int n, const __m256 *xt, const __m256 *wt, int nmax, 
 	*suml2 = sl2;
 }
 
-void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale_out)
-{
-	tfs_fit_symmetric8w_avx2(16, nmax, x, NULL, L, scale_out);
-}
-
-void tfs_fit_symmetric8w_avx2(int n, int nmax, const float *x, const float *w, int8_t *L,
-			      float *scale_out)
+void tfs_fit_symmetric8_avx2(int n, int nmax, const float *x, const float *w, int8_t *L,
+			     float *scale_out)
 {
 	float t[32 * 8];
 	__m256 xt[32], wt[32], amax = _mm256_setzero_ps(), max = amax, sumlx, suml2;

@@ -101,11 +101,15 @@ float tfs_fit_affine(int n, const float *x, const float *w, uint8_t *L, float *n
  * CPU has a kernel for it. */
 void tfs_fit_affine_subs(int nsub, int n, const float *x, const float *w, uint8_t *L,
 			 float *scales, float *neg_mins, const tfs_affine_search *a);
-/* The kernel fitting 8 sub-blocks of symmetric levels at once with weights (NULL: no SIMD
- * here, or the tests asked for the scalar code). */
-typedef void (*tfs_symmetric8w_fn)(int n, int nmax, const float *x, const float *w, int8_t *L,
-				   float *scale);
-tfs_symmetric8w_fn tfs_quant_symmetric8w(void);
+/* Symmetric levels -nmax..nmax-1 of n values weighted by w (NULL: x^2), ggml's
+ * make_qx_quants; L gets level + nmax; returns the scale.  _subs: nsub consecutive
+ * sub-blocks of n (16 or 32), eight at a time where the CPU has a kernel for it. */
+float tfs_fit_symmetric(int n, int nmax, const float *x, const float *w, int8_t *L);
+void tfs_fit_symmetric_subs(int nsub, int n, int nmax, const float *x, const float *w,
+			    int8_t *L, float *scales);
+/* Levels 0..nmax of n numbers meant to be >= 0 weighted by w, ggml's make_qp_quants (L
+ * bytes: a negative level wraps, as in ggml); returns the step. */
+float tfs_fit_nonnegative(int n, int nmax, const float *x, uint8_t *L, const float *w);
 /* The kernels chosen for this CPU, once (every entry point that uses them calls it first). */
 void tfs_quant_ready(void);
 /* Packs 256 2-bit levels (Q2_K, Q3_K): byte 32c + l holds elements 128c + l + 32s at bits 2s. */
@@ -113,6 +117,13 @@ void tfs_pack_2bit(const uint8_t *L, uint8_t *qs);
 /* Q4_K / Q5_K: scale and min j (6 bits each) in, and out of, the 12 scale bytes. */
 void tfs_put_scale_min_k4(uint8_t *s, int j, uint8_t ls, uint8_t lm);
 void tfs_get_scale_min_k4(const uint8_t *s, int j, uint8_t *ls, uint8_t *lm);
+/* Q3_K after its fits: the 16 sub-block scales as 6-bit levels Ls (level + 32) and the
+ * super-block's d_block, the fit's levels L (level + 4) in, the 110-byte block b out. */
+void tfs_q3_k_finish(const float *x, const int8_t *Ls, float d_block, int8_t *L, uint8_t *b);
+/* Q4_K / Q5_K after d, dmin and the scale bytes are written at b: the last pass over the
+ * fit's levels L, and the levels packed (b's 144 / 176 bytes complete). */
+void tfs_q4_k_finish(const float *x, uint8_t *L, uint8_t *b);
+void tfs_q5_k_finish(const float *x, uint8_t *L, uint8_t *b);
 /* Q6_K after its sub-block fit: the 16 sub-block scales and the levels L (level + 32) in,
  * the 210-byte block b out. */
 void tfs_q6_k_finish(const float *x, const float *scales, int8_t *L, uint8_t *b);
@@ -158,13 +169,10 @@ int tfs_enc_iq1_m(const float *x, const float *qw, uint8_t *b);
  * w[n*j ..]; its levels go to L[n*j ..], its scale to scale[j], minus its min to neg_min[j]. */
 void tfs_fit_affine8_avx2(int n, const float *x, const float *w, uint8_t *L, float *scale,
 			  float *neg_min, const tfs_affine_search *a);
-/* Fits 8 sub-blocks of 16 values with symmetric levels -nmax..nmax-1 weighted by x^2
- * (Q6_K's fit); L gets level + nmax. */
-void tfs_fit_symmetric8_avx2(int nmax, const float *x, int8_t *L, float *scale);
-/* The same for 8 sub-blocks of n (16 or 32) values weighted by w (same layout; NULL: x^2):
- * ggml's make_qx_quants(n, nmax, x, L, 1, w). */
-void tfs_fit_symmetric8w_avx2(int n, int nmax, const float *x, const float *w, int8_t *L,
-			      float *scale);
+/* Fits 8 sub-blocks of n (16 or 32) values with symmetric levels -nmax..nmax-1 weighted by
+ * w (same layout; NULL: x^2): tfs_fit_symmetric of each; L gets level + nmax. */
+void tfs_fit_symmetric8_avx2(int n, int nmax, const float *x, const float *w, int8_t *L,
+			     float *scale);
 /* Q3_K's fit of the 16 sub-blocks of 16 (levels -4..3, L gets level + 4; all-zero sub-blocks:
  * 0). */
 void tfs_fit_q3_16_avx2(const float *x, int8_t *L, float *scale);

@@ -164,7 +164,7 @@ static void build_s(void) { build_grid(&g_s); }
 
 /* ==== the search ==== */
 
-#define GROUP_EPS 1e-15f      /* XXS, XS: a sub-block below this is all zero */
+/* (XXS and XS take quant_impl.h's GROUP_EPS: a sub-block below it is all zero) */
 #define GROUP_EPS_S 1e-8f     /* S's threshold */
 
 static inline int clamp_level(int l)
@@ -292,86 +292,6 @@ static void fit_sums(int n, const float *w, const float *mag, const int8_t *L, f
 	*sumq2 = s2;
 }
 
-/* ggml's make_qp_quants: levels 0..nmax with weights w, the step returned.  L is unsigned
- * bytes as in ggml, so a negative level (of the one negated magnitude) wraps, and the wrapped
- * value is what later sums see. */
-static float fit_nonnegative(int n, int nmax, const float *x, uint8_t *L, const float *w)
-{
-	float max = 0;
-
-	for (int i = 0; i < n; i++)
-		max = ggml_max(max, x[i]);
-	if (max < GROUP_EPS) {
-		memset(L, 0, (size_t)n);
-		return 0.f;
-	}
-	float iscale = (float)nmax / max;
-
-	for (int i = 0; i < n; i++)
-		L[i] = (uint8_t)nearest_int(iscale * x[i]);
-	float scale = 1 / iscale, best_mse = 0;
-
-	for (int i = 0; i < n; i++) {
-		float diff = x[i] - scale * L[i];
-
-		best_mse += w[i] * diff * diff;
-	}
-	for (int is = -4; is <= 4; is++) {
-		if (is == 0)
-			continue;
-		float iscale_is = (0.1f * (float)is + (float)nmax) / max, scale_is = 1 / iscale_is;
-		float mse = 0;
-
-		for (int i = 0; i < n; i++) {
-			int l = nearest_int(iscale_is * x[i]);
-			float diff = x[i] - scale_is * (float)(l < nmax ? l : nmax);
-
-			mse += w[i] * diff * diff;
-		}
-		if (mse < best_mse) {
-			best_mse = mse;
-			iscale = iscale_is;
-		}
-	}
-	float sumlx = 0, suml2 = 0;
-
-	for (int i = 0; i < n; i++) {
-		int l = nearest_int(iscale * x[i]);
-
-		l = l < nmax ? l : nmax;
-		L[i] = (uint8_t)l;
-		sumlx += w[i] * x[i] * (float)l;
-		suml2 += w[i] * (float)l * (float)l;
-	}
-	for (int itry = 0; itry < 5; itry++) {
-		int n_changed = 0;
-
-		for (int i = 0; i < n; i++) {
-			float slx = sumlx - w[i] * x[i] * L[i];
-			float sl2 = suml2 - w[i] * L[i] * L[i];
-
-			if (!(slx > 0 && sl2 > 0))
-				continue;
-			int new_l = nearest_int(x[i] * sl2 / slx);
-
-			new_l = new_l < nmax ? new_l : nmax;
-			if (new_l == L[i])
-				continue;
-			slx += w[i] * x[i] * (float)new_l;
-			sl2 += w[i] * (float)new_l * (float)new_l;
-			if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-				L[i] = (uint8_t)new_l;
-				sumlx = slx;
-				suml2 = sl2;
-				n_changed++;
-			}
-		}
-		if (!n_changed)
-			break;
-	}
-	return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
 static void put_le16(uint8_t *p, unsigned v)
 {
 	p[0] = (uint8_t)v;
@@ -465,7 +385,7 @@ static int fit_xxs32(const float *xb, const float *w, sub_fit *f)
 
 	if (max < GROUP_EPS)
 		return FIT_ZERO;
-	float scale = fit_nonnegative(32, 4, mag, (uint8_t *)L, w), eff_max = scale * 3;
+	float scale = tfs_fit_nonnegative(32, 4, mag, (uint8_t *)L, w), eff_max = scale * 3;
 
 	if (eff_max <= 0)
 		return FIT_ZERO;

@@ -13,17 +13,16 @@
  *   - Q4_0, Q4_1, Q5_0, Q5_1: the mean square of the whole row, so a block depends on its
  *     row (the caller gives sigma2: tfs_quantize_row_sigma2).
  *
- * The fits, as ggml runs them:
- *   fit_symmetric_w  levels -nmax..nmax-1, the start scale -nmax/max and 18 nearby ones, the
- *                    best weighted least-squares one kept (ggml's make_qx_quants given
- *                    weights); Q4_0, Q5_0, Q3_K's sub-blocks and scales, Q6_K.
- *   tfs_fit_affine   levels 0..nmax with a min (quant.c; make_qkx3_quants given weights is
- *                    make_qkx2_quants), searched over 37 scales from (nmax - 0.9) / range in
- *                    steps of 0.05; Q4_1, Q5_1, Q2_K, Q4_K, Q5_K.
- *   fit_positive     the super-block scales of Q2_K, Q4_K, Q5_K: levels 0..nmax of
- *                    non-negative numbers, 9 start scales, then single levels moved while
- *                    that improves the fit (make_qp_quants); its levels are kept in bytes as
- *                    ggml keeps them, wrapping where a level would be negative.
+ * The fits, as ggml runs them, are quant.c's (shared with the unweighted quantizers and the
+ * IQ types):
+ *   tfs_fit_symmetric    levels -nmax..nmax-1, the start scale -nmax/max and 18 nearby ones,
+ *                        the best weighted least-squares one kept (ggml's make_qx_quants);
+ *                        Q4_0, Q5_0, Q3_K's sub-blocks and scales, Q6_K.
+ *   tfs_fit_affine       levels 0..nmax with a min (make_qkx3_quants given weights is
+ *                        make_qkx2_quants), searched over 37 scales from (nmax - 0.9) / range
+ *                        in steps of 0.05; Q4_1, Q5_1, Q2_K, Q4_K, Q5_K.
+ *   tfs_fit_nonnegative  the super-block scales of Q2_K, Q4_K, Q5_K (make_qp_quants).
+ * Eight sub-blocks are fitted at once where the CPU has a kernel for it (_subs).
  * Everything is float arithmetic in ggml's order (the build has -ffp-contract=off).  The
  * blocks' layouts are drawn in quant.c above the unweighted encoders.
  */
@@ -35,157 +34,6 @@
 static tfs_affine_search k_fine_search(int nmax)
 {
 	return (tfs_affine_search){ nmax, -0.9f, 0.05f, 36, false };
-}
-
-/* ==== the fits ==== */
-
-/* Symmetric levels -nmax..nmax-1 of n values weighted by w; L gets level + nmax; returns the
- * scale. */
-static float fit_symmetric_w(int n, int nmax, const float *x, const float *w, int8_t *L)
-{
-	float max = 0, amax = 0;
-
-	for (int i = 0; i < n; i++) {
-		if (fabsf(x[i]) > amax) {
-			amax = fabsf(x[i]);
-			max = x[i];
-		}
-	}
-	if (amax < GROUP_EPS) {
-		memset(L, 0, (size_t)n);
-		return 0.0f;
-	}
-	float iscale = -nmax / max, sumlx = 0, suml2 = 0;
-
-	for (int i = 0; i < n; i++) {
-		int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-
-		L[i] = (int8_t)(l + nmax);
-		sumlx += w[i] * x[i] * l;
-		suml2 += w[i] * l * l;
-	}
-	float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f, best = scale * sumlx;
-
-	for (int is = -9; is <= 9; is++) {
-		if (is == 0)
-			continue;
-		iscale = -(nmax + 0.1f * is) / max;
-		sumlx = suml2 = 0;
-		for (int i = 0; i < n; i++) {
-			int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-
-			sumlx += w[i] * x[i] * l;
-			suml2 += w[i] * l * l;
-		}
-		if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-			for (int i = 0; i < n; i++)
-				L[i] = (int8_t)(nmax + clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1));
-			scale = sumlx / suml2;
-			best = scale * sumlx;
-		}
-	}
-	return scale;
-}
-
-/* fit_symmetric_w of nsub consecutive sub-blocks of n, eight at a time where the CPU has a
- * kernel for it. */
-static void fit_symmetric_subs(int nsub, int n, int nmax, const float *x, const float *w,
-			       int8_t *L, float *scales)
-{
-	const tfs_symmetric8w_fn k8 = tfs_quant_symmetric8w();
-	int j = 0;
-
-	for (; k8 && j + 8 <= nsub; j += 8)
-		k8(n, nmax, x + n * j, w + n * j, L + n * j, scales + j);
-	for (; j < nsub; j++)
-		scales[j] = fit_symmetric_w(n, nmax, x + n * j, w + n * j, L + n * j);
-}
-
-/* The weighted squared error of x against levels of iscale, capped at nmax (no floor: the
- * numbers are meant to be >= 0). */
-static float positive_error(int n, int nmax, const float *x, const float *w, float iscale)
-{
-	const float scale = 1 / iscale;
-	float mse = 0;
-
-	for (int i = 0; i < n; i++) {
-		int l = nearest_int(iscale * x[i]);
-
-		l = l < nmax ? l : nmax;
-		float diff = x[i] - scale * l;
-
-		mse += w[i] * diff * diff;
-	}
-	return mse;
-}
-
-/* Levels 0..nmax of n numbers meant to be >= 0 (sub-block scales or mins), weighted by w;
- * returns the scale. */
-static float fit_positive(int n, int nmax, const float *x, const float *w, uint8_t *L)
-{
-	float max = 0;
-
-	for (int i = 0; i < n; i++)
-		max = ggml_max(max, x[i]);
-	if (max < GROUP_EPS) {
-		memset(L, 0, (size_t)n);
-		return 0.0f;
-	}
-	float iscale = nmax / max, scale = 1 / iscale, best_mse = 0;
-
-	for (int i = 0; i < n; i++) {   /* the start: uncapped, as ggml rounds it */
-		L[i] = (uint8_t)nearest_int(iscale * x[i]);
-		float diff = x[i] - scale * L[i];
-
-		best_mse += w[i] * diff * diff;
-	}
-	for (int is = -4; is <= 4; is++) {
-		if (is == 0)
-			continue;
-		const float iscale_is = (0.1f * is + nmax) / max, mse = positive_error(n, nmax, x, w,
-										     iscale_is);
-
-		if (mse < best_mse) {
-			best_mse = mse;
-			iscale = iscale_is;
-		}
-	}
-	float sumlx = 0, suml2 = 0;
-
-	for (int i = 0; i < n; i++) {
-		int l = nearest_int(iscale * x[i]);
-
-		l = l < nmax ? l : nmax;
-		L[i] = (uint8_t)l;   /* (the sums take l itself, the passes below the byte) */
-		sumlx += w[i] * x[i] * l;
-		suml2 += w[i] * l * l;
-	}
-	for (int pass = 0; pass < 5; pass++) {
-		int changed = 0;
-
-		for (int i = 0; i < n; i++) {
-			float slx = sumlx - w[i] * x[i] * L[i], sl2 = suml2 - w[i] * L[i] * L[i];
-
-			if (!(slx > 0 && sl2 > 0))
-				continue;
-			int nl = nearest_int(x[i] * sl2 / slx);
-
-			nl = nl < nmax ? nl : nmax;
-			if (nl == L[i])
-				continue;
-			slx += w[i] * x[i] * nl;
-			sl2 += w[i] * nl * nl;
-			if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-				L[i] = (uint8_t)nl;
-				sumlx = slx;
-				suml2 = sl2;
-				changed++;
-			}
-		}
-		if (!changed)
-			break;
-	}
-	return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 /* w[i] = qw[i] * sqrt(sigma2 + x[i]^2) for n values; returns their sum, in order. */
@@ -212,8 +60,8 @@ void tfs_enc_q2_k_w(const float *x, const float *qw, uint8_t *b)
 	for (int j = 0; j < 16; j++)
 		sw[j] = weigh(16, x + 16 * j, qw + 16 * j, sigma2, w + 16 * j);
 	tfs_fit_affine_subs(16, 16, x, w, L, scales, mins, &search);
-	put_half(b + 80, fit_positive(16, 15, scales, sw, Ls));
-	put_half(b + 82, fit_positive(16, 15, mins, sw, Lm));
+	put_half(b + 80, tfs_fit_nonnegative(16, 15, scales, Ls, sw));
+	put_half(b + 82, tfs_fit_nonnegative(16, 15, mins, Lm, sw));
 	const float dm = half_back(b + 80), mm = half_back(b + 82);
 
 	for (int j = 0; j < 16; j++)
@@ -230,56 +78,19 @@ void tfs_enc_q2_k_w(const float *x, const float *qw, uint8_t *b)
 	tfs_pack_2bit(L, qs);
 }
 
-/* Q3_K's 16 6-bit scales (level + 32 in Ls) into its 12 scale bytes. */
-static void put_q3_scales(const int8_t *Ls, uint8_t *sc)
-{
-	memset(sc, 0, 12);
-	for (int j = 0; j < 16; j++) {
-		const int l = Ls[j];
-
-		if (j < 8)
-			sc[j] = (uint8_t)(l & 0xf);
-		else
-			sc[j - 8] = (uint8_t)(sc[j - 8] | (l & 0xf) << 4);
-		sc[8 + j % 4] = (uint8_t)(sc[8 + j % 4] | (l >> 4) << (2 * (j / 4)));
-	}
-}
-
 void tfs_enc_q3_k_w(const float *x, const float *qw, uint8_t *b)
 {
 	const float sigma2 = 2 * sum_squares_256(x) / 256;
 	int8_t L[256], Ls[16];
 	float w[256], sw[16], scales[16];
-	uint8_t *hmask = b, *qs = b + 32, *sc = b + 96;
 
 	for (int j = 0; j < 16; j++)
 		sw[j] = weigh(16, x + 16 * j, qw + 16 * j, sigma2, w + 16 * j);
-	fit_symmetric_subs(16, 16, 4, x, w, L, scales);
-	const float d_block = fit_symmetric_w(16, 32, scales, sw, Ls);
-
-	put_q3_scales(Ls, sc);
-	put_half(b + 108, d_block);
-	for (int j = 0; j < 16; j++) {
-		const int lo = j < 8 ? sc[j] & 0xf : sc[j - 8] >> 4;
-		const int s = (int8_t)(uint8_t)(lo | ((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
-		const float d = half_back(b + 108) * s;
-
-		if (d == 0.0f)
-			continue;
-		tfs_final_levels(x + 16 * j, 16, 0.0f, d, -4, 3, 4, (uint8_t *)L + 16 * j);
-	}
-	memset(hmask, 0, 32);
-	for (int k = 0; k < 8; k++)   /* element 32k + m: bit k of hmask[m] */
-		for (int m = 0; m < 32; m++) {
-			const uint8_t high = L[32 * k + m] > 3;
-
-			hmask[m] = (uint8_t)(hmask[m] | high << k);
-			L[32 * k + m] = (int8_t)(L[32 * k + m] - 4 * high);
-		}
-	tfs_pack_2bit((const uint8_t *)L, qs);
+	tfs_fit_symmetric_subs(16, 16, 4, x, w, L, scales);
+	tfs_q3_k_finish(x, Ls, tfs_fit_symmetric(16, 32, scales, sw, Ls), L, b);
 }
 
-/* What Q4_K and Q5_K share: d, dmin and the 12 scale bytes at b, the final levels in L. */
+/* What Q4_K and Q5_K share: d, dmin and the 12 scale bytes at b, the fits' levels in L. */
 static void fit_k4_w(const float *x, const float *qw, int nmax, uint8_t *b, uint8_t *L)
 {
 	const tfs_affine_search search = k_fine_search(nmax);
@@ -290,8 +101,8 @@ static void fit_k4_w(const float *x, const float *qw, int nmax, uint8_t *b, uint
 	for (int j = 0; j < 8; j++)
 		sw[j] = weigh(32, x + 32 * j, qw + 32 * j, sigma2, w + 32 * j);
 	tfs_fit_affine_subs(8, 32, x, w, L, scales, mins, &search);
-	const float d_block = fit_positive(8, 63, scales, sw, Ls);
-	const float m_block = fit_positive(8, 63, mins, sw, Lm);
+	const float d_block = tfs_fit_nonnegative(8, 63, scales, Ls, sw);
+	const float m_block = tfs_fit_nonnegative(8, 63, mins, Lm, sw);
 
 	for (int j = 0; j < 8; j++) {
 		/* Q5_K caps both at 63; Q4_K stores them as they are (they are <= 63 unless a
@@ -303,16 +114,6 @@ static void fit_k4_w(const float *x, const float *qw, int nmax, uint8_t *b, uint
 	}
 	put_half(b, d_block);
 	put_half(b + 2, m_block);
-	for (int j = 0; j < 8; j++) {
-		uint8_t s, m;
-
-		tfs_get_scale_min_k4(b + 4, j, &s, &m);
-		const float d = half_back(b) * s;
-
-		if (d == 0.0f)
-			continue;
-		tfs_final_levels(x + 32 * j, 32, half_back(b + 2) * m, d, 0, nmax, 0, L + 32 * j);
-	}
 }
 
 void tfs_enc_q4_k_w(const float *x, const float *qw, uint8_t *b)
@@ -320,24 +121,15 @@ void tfs_enc_q4_k_w(const float *x, const float *qw, uint8_t *b)
 	uint8_t L[256];
 
 	fit_k4_w(x, qw, 15, b, L);
-	for (int c = 0; c < 4; c++)
-		for (int l = 0; l < 32; l++)
-			b[16 + 32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + 32 + l] << 4);
+	tfs_q4_k_finish(x, L, b);
 }
 
 void tfs_enc_q5_k_w(const float *x, const float *qw, uint8_t *b)
 {
-	uint8_t L[256], *qh = b + 16, *ql = b + 48;
+	uint8_t L[256];
 
 	fit_k4_w(x, qw, 31, b, L);
-	memset(qh, 0, 32);
-	for (int c = 0; c < 4; c++)
-		for (int l = 0; l < 32; l++) {
-			uint8_t l1 = L[64 * c + l], l2 = L[64 * c + 32 + l];
-
-			qh[l] = (uint8_t)(qh[l] | (l1 >> 4) << (2 * c) | (l2 >> 4) << (2 * c + 1));
-			ql[32 * c + l] = (uint8_t)((l1 & 0xf) | (l2 & 0xf) << 4);
-		}
+	tfs_q5_k_finish(x, L, b);
 }
 
 void tfs_enc_q6_k_w(const float *x, const float *qw, uint8_t *b)
@@ -345,7 +137,7 @@ void tfs_enc_q6_k_w(const float *x, const float *qw, uint8_t *b)
 	int8_t L[256];
 	float scales[16];
 
-	fit_symmetric_subs(16, 16, 32, x, qw, L, scales);   /* the imatrix entries weigh Q6_K */
+	tfs_fit_symmetric_subs(16, 16, 32, x, qw, L, scales);   /* the imatrix entries weigh Q6_K */
 	tfs_q6_k_finish(x, scales, L, b);
 }
 
@@ -362,7 +154,7 @@ static void fit8_symmetric(blocks8 *k, int nb, int nmax, const float *x, const f
 			   float sigma2)
 {
 	weigh(32 * nb, x, qw, sigma2, k->w);
-	fit_symmetric_subs(nb, 32, nmax, x, k->w, k->L, k->d);
+	tfs_fit_symmetric_subs(nb, 32, nmax, x, k->w, k->L, k->d);
 }
 
 static void fit8_affine(blocks8 *k, int nb, int nmax, const float *x, const float *qw,

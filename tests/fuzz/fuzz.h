@@ -35,6 +35,15 @@ void fz_copy_testdata(const char *rel, const char *path);
 /* mkdir -p under the scratch directory. */
 void fz_mkdirs(const char *path);
 
+/* One named file in memory, served by fz_read_one_file (a tfs_hf_files reader: ctx is an
+ * fz_one_file; any other name is TFS_E_NOTFOUND; the bytes are copied, NUL-terminated). */
+typedef struct {
+	const char *name;
+	const uint8_t *data;
+	size_t size;
+} fz_one_file;
+int fz_read_one_file(void *ctx, const char *name, uint8_t **data, uint64_t *len, tfs_error *err);
+
 /* Aborts with a message: a broken invariant is a finding. */
 void fz_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

@@ -360,3 +360,18 @@ void fz_exercise(const tfs_model *m)
 	json_decref(j);
 	tfs_buf_free(&b);
 }
+
+int fz_read_one_file(void *ctx, const char *name, uint8_t **data, uint64_t *len, tfs_error *err)
+{
+	const fz_one_file *f = ctx;
+
+	if (strcmp(name, f->name) != 0)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no such file", name);
+	*data = malloc(f->size + 1);
+	if (!*data)
+		fz_fail("out of memory");
+	memcpy(*data, f->data, f->size);
+	(*data)[f->size] = 0;
+	*len = f->size;
+	return 0;
+}

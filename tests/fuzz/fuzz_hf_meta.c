@@ -18,29 +18,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-typedef struct {
-	const uint8_t *data;
-	size_t size;
-} card_file;
-
-static int read_card(void *ctx, const char *name, uint8_t **data, uint64_t *len, tfs_error *err)
-{
-	const card_file *f = ctx;
-	if (strcmp(name, "README.md") != 0)
-		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no such file", name);
-	*data = malloc(f->size + 1);
-	if (!*data)
-		fz_fail("out of memory");
-	memcpy(*data, f->data, f->size);
-	(*data)[f->size] = 0;
-	*len = f->size;
-	return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *nul = memchr(data, 0, size);
-	card_file card = { data, nul ? (size_t)(nul - data) : size };
+	fz_one_file card = { "README.md", data, nul ? (size_t)(nul - data) : size };
 	char *id = NULL;
 	if (nul) {
 		size_t n = size - card.size - 1;
@@ -53,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_t *config = json_object();
 	if (id)
 		json_object_set_new(config, "_name_or_path", json_stringn(id, strlen(id)));
-	tfs_hf_files files = { .read = read_card, .ctx = &card, .where = "fuzz" };
+	tfs_hf_files files = { .read = fz_read_one_file, .ctx = &card, .where = "fuzz" };
 	tfs_hf_kvs kvs = { 0 };
 	tfs_error err = { 0 };
 	int64_t params = (int64_t)(size * 1000003u % 9000000000ull);

@@ -86,26 +86,6 @@ static tfs_model *make_model(bool norms)
 	return m;
 }
 
-typedef struct {
-	const uint8_t *data;
-	size_t size;
-} config_file;
-
-static int read_config(void *ctx, const char *name, uint8_t **data, uint64_t *len,
-		       tfs_error *err)
-{
-	const config_file *f = ctx;
-	if (strcmp(name, "config.json") != 0)
-		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no such file", name);
-	*data = malloc(f->size + 1);
-	if (!*data)
-		fz_fail("out of memory");
-	memcpy(*data, f->data, f->size);
-	(*data)[f->size] = 0;
-	*len = f->size;
-	return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!models[0]) {
@@ -113,8 +93,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		models[1] = make_model(true);
 	}
 	const tfs_model *st = models[memmem(data, size, "Qwen3", 5) != NULL];
-	config_file cfg = { data, size };
-	tfs_hf_files files = { .read = read_config, .ctx = &cfg, .where = "fuzz" };
+	fz_one_file cfg = { "config.json", data, size };
+	tfs_hf_files files = { .read = fz_read_one_file, .ctx = &cfg, .where = "fuzz" };
 	tfs_hf_opts o = { .outtype = size ? (tfs_hf_outtype)(data[size - 1] % 5) : TFS_HF_OUT_AUTO,
 			  .no_vocab = true, .dir_name = "fuzz" };
 	tfs_hf_plan *p = NULL;

@@ -32,6 +32,16 @@ def run(args, timeout=60, check=False, **kw):
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=check, **kw)
 
 
+def sha256(path):
+    """The sha256 of a file, read in 1 MiB pieces."""
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def fuse_abort_all_for(mountpoint):
     """Aborts the FUSE connection behind mountpoint (a hung daemon) and lazily unmounts."""
     try:

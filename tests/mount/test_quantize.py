@@ -23,7 +23,6 @@ kill -9, `tensorfs repack` without the view options takes those the journal reco
 journal.  No source file is ever written.
 """
 import concurrent.futures as cf
-import hashlib
 import json
 import os
 import signal
@@ -39,7 +38,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import ggufgen as G  # noqa: E402
 import llamacpp  # noqa: E402
 import qgen  # noqa: E402
-from harness import TENSORFS, Mount, TestCase, is_mounted, main, run  # noqa: E402
+from harness import TENSORFS, Mount, TestCase, is_mounted, main, run, sha256  # noqa: E402
 
 PY = sys.executable
 LLAMAQ = os.path.join(HERE, "..", "quant", "llamaq.py")
@@ -58,14 +57,6 @@ SOURCES = {}    # model -> its path
 REFS = {}       # (model, type) -> llama_model_quantize's file
 FAILED = None   # why the fixtures could not be made
 HASHES = {}     # source -> (sha256, mtime): never written
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def read(path, mode="rb"):

@@ -8,7 +8,6 @@ Formats: a GGUF file (tests/data/gguf/mixed_flat.gguf), a single safetensors fil
 sharded set built here with numpy, and an Ollama store (tests/data/ollama/models).
 """
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -21,7 +20,7 @@ import time
 import numpy as np
 
 from stgen import st_raw
-from harness import TENSORFS, TESTDATA, Mount, TestCase, is_mounted, main, run
+from harness import TENSORFS, TESTDATA, Mount, TestCase, is_mounted, main, run, sha256
 
 GGUF_SRC = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
 OLLAMA_SRC = os.path.join(TESTDATA, "ollama", "models")
@@ -34,14 +33,6 @@ TEMPLATE = ("{%- for message in messages %}\n"
 
 
 # ==== helpers ====
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def read(path, mode="r"):
     with open(path, mode) as f:

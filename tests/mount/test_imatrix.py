@@ -175,6 +175,20 @@ class Imatrix(TestCase):
         self.assertEqual(cm.exception.errno, code)
         return os.getxattr(m.path, "user.tensorfs.last_error").decode()
 
+    def write_new_values(self, m, tensors):
+        """New random values for every tensor of the list, through npy/ and f32/ in turn;
+        returns them by name."""
+        values = {}
+        for k, (name, _, ne, _) in enumerate(tensors):
+            v = self.rng.standard_normal(list(reversed(ne))).astype(np.float32)
+            if k % 2:
+                np.save(m.p("npy", name + ".npy"), v)
+            else:
+                with open(m.p("f32", name), "r+b") as f:
+                    f.write(v.tobytes())
+            values[name] = v
+        return values
+
     def tensor_bytes(self, path):
         info = ggml_gguf.read(path, with_bytes=False)
         got = {}
@@ -191,18 +205,10 @@ class Imatrix(TestCase):
         self.make_model(model)
         ent = self.entries()
         make_imatrix_gguf(imat, ent)
-        values = {}
         with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
             for name, _, _, _ in TENSORS:
                 self.assertEqual(os.stat(m.p("f32", name)).st_mode & 0o777, 0o644, name)
-            for k, (name, dtype, ne, _) in enumerate(TENSORS):
-                v = self.rng.standard_normal(list(reversed(ne))).astype(np.float32)
-                if k % 2:
-                    np.save(m.p("npy", name + ".npy"), v)
-                else:
-                    with open(m.p("f32", name), "r+b") as f:
-                        f.write(v.tobytes())
-                values[name] = v
+            values = self.write_new_values(m, TENSORS)
             r = m.unmount()
             self.assertEqual(r.returncode, 0, r.stderr)
         got = self.tensor_bytes(model)
@@ -220,16 +226,8 @@ class Imatrix(TestCase):
         self.make_model(model, Q_TENSORS)
         ent = self.entries(Q_TENSORS)
         make_imatrix_gguf(imat, ent)
-        values = {}
         with Mount(self, model, ["rw", "imatrix=" + imat]) as m:
-            for k, (name, dtype, ne, _) in enumerate(Q_TENSORS):
-                v = self.rng.standard_normal(list(reversed(ne))).astype(np.float32)
-                if k % 2:
-                    np.save(m.p("npy", name + ".npy"), v)
-                else:
-                    with open(m.p("f32", name), "r+b") as f:
-                        f.write(v.tobytes())
-                values[name] = v
+            values = self.write_new_values(m, Q_TENSORS)
             r = m.unmount()
             self.assertEqual(r.returncode, 0, r.stderr)
         got = self.tensor_bytes(model)

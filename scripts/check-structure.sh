@@ -178,7 +178,7 @@ headers = {p for p in text if p.startswith('codec/') and p.endswith('.h')}
 by_name = {}
 for h in sorted(headers):
     by_name.setdefault(os.path.basename(h), []).append(h)
-layer_order = ['base', 'num', 'net', 'model', 'formats', 'journal']
+layer_order = ['base', 'num', 'net', 'model', 'formats', 'hf', 'views', 'journal']
 
 
 def resolve(src, inc):

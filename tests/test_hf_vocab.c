@@ -1,5 +1,5 @@
 /*
- * test_hf_vocab.c - the tokenizer keys of the Hugging Face GGUF view (codec/formats/hf_vocab.c,
+ * test_hf_vocab.c - the tokenizer keys of the Hugging Face GGUF view (codec/hf/hf_vocab.c,
  * hf_spm.c, hf_bpe.c): a SentencePiece model built byte by byte here, small tokenizer.json
  * files, and broken inputs each refused with one message naming the file and the problem.
  * The comparisons with the reference converter and llama.cpp are the scripts in tests/hf/.

@@ -1,6 +1,6 @@
 /*
  * hf.c - a Hugging Face repo's GGUF view: the file llama.cpp's convert_hf_to_gguf.py writes,
- * computed from the repo (formats/hf_plan.h) without converting it.
+ * computed from the repo (hf/hf_plan.h) without converting it.
  *
  * The view is a GGUF model whose keys are the plan's (payloads borrowed from the plan) and
  * whose tensors are, in the plan's order:

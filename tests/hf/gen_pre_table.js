@@ -1,9 +1,9 @@
-// gen_pre_table.js - writes codec/formats/hf_pre_table.h: how Hugging Face's tokenizers library
+// gen_pre_table.js - writes codec/hf/hf_pre_table.h: how Hugging Face's tokenizers library
 // splits llama.cpp's check text (convert_hf_to_gguf.py get_vocab_base_pre's chktxt) for each
 // normalizer + pre-tokenizer configuration tensorfs knows.  hf_bpe.c tokenizes the pieces
 // with a tokenizer.json's own vocabulary and merges to compute the converter's chkhsh.
 //
-//   node tests/hf/gen_pre_table.js NPM_DIR > codec/formats/hf_pre_table.h
+//   node tests/hf/gen_pre_table.js NPM_DIR > codec/hf/hf_pre_table.h
 // NPM_DIR holds node_modules/@anush008/tokenizers (Hugging Face tokenizers, Rust, via napi).
 'use strict';
 const fs = require('fs');

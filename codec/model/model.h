@@ -63,6 +63,14 @@ typedef struct {
 typedef struct tfs_model tfs_model;
 
 void tfs_model_free(tfs_model *m);
+/*
+ * Stops every thread working for m in the background (a quantized view's pool and its
+ * look-ahead, a remote file's readahead) and waits for them; work they had not finished
+ * is dropped, and they start again when a later read needs them.  Call it before fork():
+ * a child inherits the state of threads it does not have (a condition variable's
+ * waiters), and freeing the model there would wait for them forever.
+ */
+void tfs_model_quiesce(tfs_model *m);
 /* The GGUF the model shows as too (views/: a Hugging Face repo's, as llama.cpp's converter
  * writes it), owned by m, or NULL; then _why says why there is none (NULL: none asked). */
 tfs_model *tfs_model_gguf_view(const tfs_model *m);

@@ -52,6 +52,8 @@ struct tfs_model {
 	 * quantizes, the plan, the cache), freed by owner_free after the view's sources */
 	void *owner;
 	void (*owner_free)(void *owner);
+	/* Optional: stops the owner's background threads (tfs_model_quiesce). */
+	void (*owner_quiesce)(void *owner);
 };
 
 /* The name maps' callbacks: the name of kv / tensor / extra slot i of the model ctx. */

@@ -195,16 +195,18 @@ static int remote_hold(tfs_source *copy, const tfs_source *s, tfs_error *err)
 
 static void remote_release(tfs_source *s) { tfs_remote_free(s->ctx); }
 
+static void remote_quiesce(const tfs_source *s) { tfs_remote_quiesce(s->ctx); }
+
 static const tfs_source_ops remote_ops = {
 	.kind = "remote", .bytes = TFS_BYTES_HEAD, .remote = true, .read = remote_read,
 	.splice_fd = remote_splice_fd, .head = remote_head, .forget = remote_forget,
-	.hold = remote_hold, .release = remote_release,
+	.hold = remote_hold, .release = remote_release, .quiesce = remote_quiesce,
 };
 
 static const tfs_source_ops remote_borrowed_ops = {
 	.kind = "remote", .bytes = TFS_BYTES_HEAD, .remote = true, .read = remote_read,
 	.splice_fd = remote_splice_fd, .head = remote_head, .forget = remote_forget,
-	.release = nothing_to_release,
+	.release = nothing_to_release, .quiesce = remote_quiesce,
 };
 
 void tfs_source_init_remote(tfs_source *s, struct tfs_remote *r)
@@ -309,6 +311,12 @@ void tfs_source_free(tfs_source *s)
 	free(s->path);
 	free(s->label);
 	s->path = s->label = NULL;
+}
+
+void tfs_source_quiesce(const tfs_source *s)
+{
+	if (s->ops && s->ops->quiesce)
+		s->ops->quiesce(s);
 }
 
 int tfs_source_hold(tfs_source *copy, const tfs_source *s, tfs_error *err)

@@ -47,6 +47,9 @@ typedef struct {
 	int (*hold)(tfs_source *copy, const tfs_source *s, tfs_error *err);
 	/* Frees what the kind holds (not path and label). */
 	void (*release)(tfs_source *s);
+	/* Optional: waits until no thread of the kind's runs in the background (a remote
+	 * file's readahead); they may start again on a later read. */
+	void (*quiesce)(const tfs_source *s);
 } tfs_source_ops;
 
 struct tfs_source {
@@ -109,6 +112,8 @@ void tfs_source_init_computed(tfs_source *s, const tfs_computed_ops *ops, void *
 void tfs_source_close(tfs_source *s);
 /* tfs_source_close, and frees path and label. */
 void tfs_source_free(tfs_source *s);
+/* ops->quiesce, where the kind has one. */
+void tfs_source_quiesce(const tfs_source *s);
 /* A copy of s for a reader that must not depend on s (ops->hold); free with
  * tfs_source_free. */
 int tfs_source_hold(tfs_source *copy, const tfs_source *s, tfs_error *err);

@@ -78,7 +78,7 @@ void tfs_remote_stats(const tfs_remote *r, uint64_t *requests, uint64_t *bytes)
 	tfs_http_stats(r->http, requests, bytes);
 }
 
-void tfs_remote_free(tfs_remote *r)
+void tfs_remote_quiesce(tfs_remote *r)
 {
 	if (!r)
 		return;
@@ -86,6 +86,13 @@ void tfs_remote_free(tfs_remote *r)
 	while (r->prefetching)
 		pthread_cond_wait(&r->fetched, &r->lock);
 	pthread_mutex_unlock(&r->lock);
+}
+
+void tfs_remote_free(tfs_remote *r)
+{
+	if (!r)
+		return;
+	tfs_remote_quiesce(r);
 	if (r->head)
 		munmap(r->head, (size_t)r->head_cap);
 	tfs_cache_free(r->cache);

@@ -23,6 +23,9 @@ char *tfs_hf_url(const char *source, const char *default_path);
  */
 int tfs_remote_open(tfs_remote **out, const char *url, const tfs_open_opts *o, tfs_error *err);
 void tfs_remote_free(tfs_remote *r);
+/* Waits until no readahead thread of r runs (they start again with the next sequential
+ * read): before a fork, whose child must not inherit state of threads it does not have. */
+void tfs_remote_quiesce(tfs_remote *r);
 uint64_t tfs_remote_size(const tfs_remote *r);
 /* Its Last-Modified time (seconds since the epoch), or 0. */
 int64_t tfs_remote_mtime(const tfs_remote *r);

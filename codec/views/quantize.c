@@ -175,6 +175,13 @@ static void owner_free(void *p)
 		tfs_qview_free(v);
 }
 
+static void owner_quiesce(void *p)
+{
+	tfs_qview *v = p;
+	tfs_qview_quiesce(v);
+	tfs_model_quiesce(v->owner); /* the model quantized, and what it reads */
+}
+
 int tfs_quant_view(tfs_model **out, tfs_model *owner, const tfs_model *base,
 		   const tfs_quant_opts *o, tfs_error *err)
 {
@@ -203,6 +210,7 @@ int tfs_quant_view(tfs_model **out, tfs_model *owner, const tfs_model *base,
 	}
 	m->owner = v;
 	m->owner_free = owner_free;
+	m->owner_quiesce = owner_quiesce;
 	*out = m;
 	return 0;
 }

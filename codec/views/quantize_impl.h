@@ -72,6 +72,9 @@ struct tfs_qview {
 int tfs_qview_start(tfs_qview *v, const tfs_quant_opts *o, tfs_error *err);
 /* Stops the workers, closes the files, frees everything (the plan, the owner model). */
 void tfs_qview_free(tfs_qview *v);
+/* Stops the pool: its threads end once their chunk is written, tensors not finished are
+ * dropped (their files closed); the next read that needs one starts the pool again. */
+void tfs_qview_quiesce(tfs_qview *v);
 /* The computed source's callbacks of a tensor (ctx: its tfs_qt). */
 extern const tfs_computed_ops tfs_qt_ops;
 

@@ -171,9 +171,12 @@ static int new_file(const tfs_qview *v, tfs_qt *t)
 static void *worker(void *arg);
 
 /* The pool's threads, started on the first tensor to compute (not at open: a daemon forks
- * after it opened the model).  Whether there is one (v->mu held). */
+ * after it opened the model), again after tfs_qview_quiesce.  Whether there is one (v->mu
+ * held; none while the pool is being stopped). */
 static bool start_workers(tfs_qview *v)
 {
+	if (v->stop)
+		return false;
 	if (!v->threads && v->want_threads &&
 	    !(v->threads = calloc(v->want_threads, sizeof(*v->threads))))
 		return false;
@@ -459,6 +462,44 @@ int tfs_qview_start(tfs_qview *v, const tfs_quant_opts *o, tfs_error *err)
 	v->cap = o->cache_size;
 	v->want_threads = o->threads ? o->threads : default_threads();
 	return 0;
+}
+
+/* t, queued and not finished, back to IDLE: its file closed (v->mu held, no worker left). */
+static void drop_unfinished(tfs_qview *v, tfs_qt *t)
+{
+	q_unlink(v, t);
+	close(t->fd);
+	if (t->tmp)
+		unlink(t->tmp);
+	free(t->tmp);
+	free(t->msg);
+	t->tmp = t->msg = NULL;
+	t->fd = -1;
+	t->rc = 0;
+	v->open_fds--;
+	t->state = TFS_QT_IDLE;
+}
+
+void tfs_qview_quiesce(tfs_qview *v)
+{
+	if (!v)
+		return;
+	pthread_mutex_lock(&v->mu);
+	v->stop = true;
+	unsigned n = v->n_threads;
+	pthread_cond_broadcast(&v->work);
+	pthread_mutex_unlock(&v->mu);
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(v->threads[i], NULL);
+	pthread_mutex_lock(&v->mu);
+	v->n_threads = 0;
+	v->stop = false;
+	for (size_t i = 0; i < v->n_t; i++)
+		if (v->t[i].state == TFS_QT_QUEUED)
+			drop_unfinished(v, &v->t[i]);
+	v->last_demand = NONE;
+	pthread_cond_broadcast(&v->done); /* (a reader waiting for one begins it again) */
+	pthread_mutex_unlock(&v->mu);
 }
 
 void tfs_qview_free(tfs_qview *v)

@@ -139,6 +139,8 @@ typedef struct {
 	bool started;  /* "tensorfs: repacking ..." */
 	bool done;     /* "done: ..." */
 	bool failed;   /* "error: ..." */
+	char done_line[1024];  /* the "done: ..." line, shown once the daemon has exited */
+	pid_t finisher; /* "finishing: PID": the daemon's child that closes the model */
 } tfsd_status_reader;
 
 /* Shows the complete lines the file gained (at the end: what is left too). */

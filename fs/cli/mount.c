@@ -45,6 +45,33 @@ static int serve(tfsd_fs *fs, struct fuse_session *se)
 	return rc;
 }
 
+/* Whether this process has one thread: only then may its child after a fork free what the
+ * threads shared (a condition variable copied with waiters that the child does not have
+ * is never destroyed: pthread_cond_destroy waits for them). */
+static bool single_threaded(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	int n = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n == 1;
+}
+
+/* The daemon's last words in its status file, for `tensorfs unmount`: the process that
+ * finishes after it (status.c). */
+static void record_finisher(const char *status_path, pid_t child)
+{
+	FILE *st = status_path ? fopen(status_path, "a") : NULL;
+	if (st) {
+		fprintf(st, "finishing: %d\n", (int)child);
+		fclose(st);
+	}
+}
+
 /* After the session loop: unmount, repack, and the exit status (0 or 1). */
 static int finish(tfsd_fs *fs, tfs_session *s, struct fuse_session *se, int loop_rc)
 {
@@ -58,15 +85,16 @@ static int finish(tfsd_fs *fs, tfs_session *s, struct fuse_session *se, int loop
 	signal(SIGHUP, SIG_IGN);
 	bool repacking = fs->staging && tfs_staging_dirty(fs->staging);
 	int ret = (loop_rc != 0 && !signalled) | tfsd_repack_staged(fs, s);
-	/* `tensorfs unmount` holds the status file open: it reads the rest from there */
-	if (fs->status_path)
-		unlink(fs->status_path);
-	if (repacking && ret == 0) {
+	/* the look-ahead of a quantized view, a remote file's readahead: stopped, so that
+	 * this process is left with one thread (the loop's have ended) */
+	tfs_model_quiesce(fs->model);
+	if (repacking && ret == 0 && single_threaded()) {
 		/*
 		 * The new file is durable and in place.  Freeing the replaced one happens when
 		 * our descriptor of it closes, and can take as long as the copy did (ext4 mounted
 		 * with discard trims every block synchronously: 0.5-0.7 s for 1.1 GB, measured).
-		 * A detached child does that close, so `tensorfs unmount` returns now.
+		 * A detached child does that close, so `tensorfs unmount` returns now; it is told
+		 * the child's pid, waits a moment for it, and says so if it still runs.
 		 */
 		tfsd_session_release(fs, s);
 		pid_t c = fork();
@@ -74,9 +102,16 @@ static int finish(tfsd_fs *fs, tfs_session *s, struct fuse_session *se, int loop
 			tfsd_session_close(fs, s);
 			_exit(0);
 		}
-		if (c > 0)
+		if (c > 0) {
+			record_finisher(fs->status_path, c);
+			if (fs->status_path)
+				unlink(fs->status_path);
 			_exit(0); /* the child holds the model; nothing else is left to do */
+		}
 	}
+	/* `tensorfs unmount` holds the status file open: it reads the rest from there */
+	if (fs->status_path)
+		unlink(fs->status_path);
 	return ret;
 }
 
@@ -184,6 +219,9 @@ int tfsd_mount_main(int argc, char **argv, bool by_mount8)
 		goto out_signals;
 	}
 	tfsd_set_readahead(fs.opts.mountpoint, fs.opts.readahead_kb);
+	/* no thread may run when the daemon forks (opening a rw mount may have read a view
+	 * through its pool, replaying edits): the child would inherit their state alone */
+	tfs_model_quiesce(fs.model);
 	/* returns in the parent once the mount is ready */
 	fuse_daemonize(fs.opts.foreground);
 	if (fs.opts.rw)

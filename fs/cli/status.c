@@ -165,12 +165,21 @@ static void status_line(tfsd_status_reader *r, char *line)
 			return;
 		}
 	}
+	int pid;
+	if (sscanf(line, "finishing: %d", &pid) == 1 && pid > 0) {
+		r->finisher = (pid_t)pid;
+		return;
+	}
 	tfsd_view_break(&r->view);
+	if (strncmp(line, "done:", 5) == 0) {
+		/* (shown by `tensorfs unmount` once the daemon has exited) */
+		r->done = true;
+		snprintf(r->done_line, sizeof(r->done_line), "%s", line);
+		return;
+	}
 	fprintf(stderr, "%s\n", line);
 	if (strncmp(line, "error:", 6) == 0)
 		r->failed = true;
-	else if (strncmp(line, "done:", 5) == 0)
-		r->done = true;
 	else if (strncmp(line, "tensorfs: repacking", 19) == 0)
 		r->started = true;
 }

@@ -124,19 +124,28 @@ static int unmount_dead(const char *mp, const char *arg, const tfsd_mount_entry 
 	return 1;
 }
 
-/* Waits for the daemon pid to exit, showing its progress (the status file) every 50 ms.
- * A pidfd wakes us the moment it exits (a repack that shares extents takes tens of ms);
- * where there is none (kernel < 5.3), polls. */
-static void wait_daemon(tfsd_status_reader *rs, pid_t pid)
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Waits for the daemon pid to exit (for at most limit seconds; < 0: no limit), showing its
+ * progress (the status file, rs may be NULL) every 50 ms.  A pidfd wakes us the moment it
+ * exits (a repack that shares extents takes tens of ms); where there is none (kernel <
+ * 5.3), polls. */
+static void wait_daemon(tfsd_status_reader *rs, pid_t pid, double limit)
 {
 	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	double end = now_s() + limit;
 #ifdef SYS_pidfd_open
 	int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 #else
 	int pfd = -1;
 #endif
-	while (pid > 0 && tfsd_daemon_alive(pid)) {
-		if (rs->fd >= 0)
+	while (pid > 0 && tfsd_daemon_alive(pid) && (limit < 0 || now_s() < end)) {
+		if (rs && rs->fd >= 0)
 			tfsd_status_read(rs, false);
 		if (pfd >= 0) {
 			struct pollfd p = { .fd = pfd, .events = POLLIN };
@@ -156,7 +165,7 @@ static void wait_daemon(tfsd_status_reader *rs, pid_t pid)
 static int follow_daemon(tfsd_status_reader *rs, pid_t pid, const char *status, bool rw)
 {
 	int ret = 0;
-	wait_daemon(rs, pid);
+	wait_daemon(rs, pid, -1);
 	if (rs->fd < 0 && rw) {
 		/* a writable mount whose daemon did not answer (it died as it was asked): what
 		 * happened to its changes cannot be told from here */
@@ -169,6 +178,16 @@ static int follow_daemon(tfsd_status_reader *rs, pid_t pid, const char *status, 
 		return 0;
 	tfsd_status_read(rs, true);
 	tfsd_view_break(&rs->view);
+	/* the daemon left a child closing the model (and the replaced file: that can take as
+	 * long as the copy did on a file system that discards): done is said once it is gone,
+	 * or with a word that it is still finishing */
+	if (rs->finisher > 0)
+		wait_daemon(NULL, rs->finisher, 2.0);
+	if (rs->done_line[0])
+		fprintf(stderr, "%s\n", rs->done_line);
+	if (rs->finisher > 0 && tfsd_daemon_alive(rs->finisher))
+		fprintf(stderr, "tensorfs: the daemon's last process (pid %d) is still releasing the "
+			"replaced file's blocks; it ends by itself\n", (int)rs->finisher);
 	if (!rs->done && !rs->failed) {
 		/* killed, or crashed, before or during the repack: the commit protocol left the
 		 * source whole or replaced, and the changes staged until it is done */

@@ -10,8 +10,8 @@ pkgs=(gcc meson ninja-build pkg-config libfuse3-dev fuse3 libjansson-dev libssl-
       groff-base man-db   # the man page tests render with groff and man
       nginx-light openssl  # the remote-model tests serve models with nginx, over TLS too
       xfsprogs btrfs-progs e2fsprogs  # reflink repack tests: XFS/btrfs images, filefrag
-      # llama.cpp's convert_hf_to_gguf.py (../shared/reference): the Hugging Face GGUF view's
-      # reference in tests/hf and tests/mount/test_hf.py
+      # llama.cpp's convert_hf_to_gguf.py (build/llama.cpp, below): the Hugging Face GGUF view's
+      # reference in tests/hf and tests/mount/test_hf.py (python3-regex: tests/hf/refconv)
       python3-torch python3-sentencepiece python3-yaml python3-tqdm python3-regex git
       # a single-node Ceph (memstore) with its S3 gateway: the s3:// tests (tests/s3)
       radosgw ceph-mon ceph-osd)
@@ -80,4 +80,38 @@ if [ ${#npm_want[@]} -gt 0 ]; then
 	mkdir -p build/npm
 	npm install --prefix build/npm --save-exact --no-audit --no-fund --loglevel=error "${npm_want[@]}" >/dev/null ||
 		echo "setup: npm install failed: the tests that need ${npm_want[*]} will say SKIP" >&2
+fi
+
+# The reference for the Hugging Face view (tests/hf/reference.py): the llama.cpp source that the
+# runtime above (@node-llama-cpp/linux-x64 3.22.1) was built from. npm's node-llama-cpp 3.22.1
+# ships it as a git bundle; it is cloned into build/llama.cpp (convert_hf_to_gguf.py, gguf-py,
+# models/ggml-vocab-*.gguf) and must stay at that commit, unmodified. Nothing is fetched when
+# the clone is there. TFS_LLAMA_CPP names another clone for the tests (not made here).
+ref_commit=de3ff815ea7d559ee917f063901b8986f038abc6
+ref_dir=build/llama.cpp
+if [ ! -d "$ref_dir/.git" ]; then
+	bundle=build/npm-ref/node_modules/node-llama-cpp/llama/gitRelease.bundle
+	if [ ! -f "$bundle" ]; then
+		echo "setup: npm install node-llama-cpp@3.22.1 (into build/npm-ref, for its llama.cpp source)" >&2
+		mkdir -p build/npm-ref
+		npm install --prefix build/npm-ref --ignore-scripts --omit=optional --no-audit --no-fund \
+			--loglevel=error node-llama-cpp@3.22.1 >/dev/null ||
+			echo "setup: npm install node-llama-cpp failed: the converter comparisons will say SKIP" >&2
+	fi
+	if [ -f "$bundle" ]; then
+		rm -rf "$ref_dir.tmp"
+		git clone -q "$bundle" "$ref_dir.tmp" && mv "$ref_dir.tmp" "$ref_dir"
+	fi
+fi
+if [ -d "$ref_dir/.git" ]; then
+	head=$(git -C "$ref_dir" rev-parse HEAD)
+	if [ "$head" != "$ref_commit" ]; then
+		echo "setup: $ref_dir is at $head, not $ref_commit (node-llama-cpp 3.22.1's); remove it and run again" >&2
+		exit 1
+	fi
+	if [ -n "$(git -C "$ref_dir" status --porcelain --untracked-files=no)" ]; then
+		echo "setup: $ref_dir has local changes; the reference must be unmodified (git -C $ref_dir checkout .)" >&2
+		exit 1
+	fi
+	echo "setup: reference llama.cpp $ref_commit in $ref_dir" >&2
 fi

@@ -1,0 +1,40 @@
+#!/usr/bin/python3
+"""Runs llama.cpp's convert_hf_to_gguf.py, unmodified, with this folder's stand-ins.
+
+    /usr/bin/python3 run.py LLAMA_CPP_DIR NPM_DIR CONVERTER-ARGUMENTS...
+
+This folder goes first on sys.path, so the converter's `import transformers` finds
+./transformers (see README.md). Debian 12's torch 1.13 has no float8 dtypes, which the
+converter's tables name: each missing one becomes a distinct placeholder object, so the tables
+build; a checkpoint really stored in float8 still cannot be read. NPM_DIR is where
+@anush008/tokenizers is (the tokenizer stand-in's engine).
+"""
+import os
+import runpy
+import sys
+
+import torch
+
+
+class Float8Placeholder:
+    """Stands for a torch dtype this torch lacks: usable as a dict key, equal only to itself."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "<torch.%s: not in torch %s>" % (self.name, torch.__version__)
+
+
+for name in ("float8_e4m3fn", "float8_e5m2"):
+    if not hasattr(torch, name):
+        setattr(torch, name, Float8Placeholder(name))
+
+if len(sys.argv) < 3:
+    sys.exit(__doc__)
+src = os.path.abspath(sys.argv[1])
+os.environ["TFS_REFCONV_NPM"] = os.path.abspath(sys.argv[2])
+script = os.path.join(src, "convert_hf_to_gguf.py")
+sys.path[0:0] = [os.path.dirname(os.path.abspath(__file__)), src]
+sys.argv = [script] + sys.argv[3:]
+runpy.run_path(script, run_name="__main__")

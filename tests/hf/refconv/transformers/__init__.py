@@ -1,0 +1,185 @@
+"""A stand-in for the two parts of Hugging Face transformers that llama.cpp's converter uses
+on the tests' models (transformers cannot be installed from Debian). See ../README.md.
+
+AutoConfig.from_pretrained(d).to_dict(): config.json with the config class's defaults filled
+in, as transformers 4.57 (the converter's pinned version) does; the table is defaults.py.
+
+AutoTokenizer.from_pretrained(d): for tokenizer.json tokenizers. vocab, get_vocab(),
+get_added_vocab(), added_tokens_decoder come from tokenizer.json; encode() and decode() are
+done by Hugging Face's tokenizers library itself (Rust, npm @anush008/tokenizers) in a node
+process (tokenize.js), which is what transformers' fast tokenizers call too.
+"""
+import json
+import os
+import subprocess
+import tempfile
+
+from . import defaults
+
+__version__ = "4.57.6+tensorfs-stand-in"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _read_json(d, name):
+    p = os.path.join(str(d), name)
+    if not os.path.isfile(p):
+        return None
+    with open(p, encoding="utf-8") as f:
+        return json.load(f)
+
+
+class _Config:
+    def __init__(self, d):
+        self._d = d
+
+    def to_dict(self):
+        return json.loads(json.dumps(self._d))
+
+
+class AutoConfig:
+    @staticmethod
+    def from_pretrained(path, **kw):
+        d = _read_json(path, "config.json")
+        if d is None:
+            raise OSError("%s has no config.json" % path)
+        return _Config(defaults.complete(d, str(path)))
+
+
+class AddedToken:
+    def __init__(self, content, special=False, normalized=True, lstrip=False, rstrip=False,
+                 single_word=False):
+        self.content, self.special, self.normalized = content, special, normalized
+        self.lstrip, self.rstrip, self.single_word = lstrip, rstrip, single_word
+
+    def __str__(self):
+        return self.content
+
+    def __repr__(self):
+        return "AddedToken(%r, special=%s, normalized=%s)" % (self.content, self.special,
+                                                             self.normalized)
+
+
+# transformers' tokenizer classes that rebuild tokenizer.json's post-processor from
+# tokenizer_config.json's add_bos_token / add_eos_token (their update_post_processor), with
+# those flags' class defaults
+_REBUILT_POST_PROCESSOR = {
+    "LlamaTokenizer": (True, False), "LlamaTokenizerFast": (True, False),
+    "CodeLlamaTokenizer": (True, False), "CodeLlamaTokenizerFast": (True, False),
+    "GemmaTokenizer": (True, False), "GemmaTokenizerFast": (True, False),
+    "CohereTokenizer": (True, False), "CohereTokenizerFast": (True, False),
+}
+
+
+def _token_text(t):
+    if isinstance(t, dict):
+        return t.get("content")
+    return t
+
+
+class _Bridge:
+    """A node process running tokenize.js on one tokenizer.json: one JSON request per line."""
+
+    def __init__(self, tokenizer_json):
+        npm = os.environ.get("TFS_REFCONV_NPM", "")
+        self.p = subprocess.Popen(["node", os.path.join(HERE, "tokenize.js"), npm,
+                                   tokenizer_json], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, encoding="utf-8")
+
+    def call(self, **req):
+        self.p.stdin.write(json.dumps(req) + "\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        if not line:
+            raise RuntimeError("tokenizer stand-in: node tokenize.js ended (see its error above)")
+        r = json.loads(line)
+        if "error" in r:
+            raise RuntimeError("tokenizer stand-in: " + r["error"])
+        return r["result"]
+
+
+class _FastTokenizer:
+    is_fast = True
+
+    def __init__(self, d):
+        tj = _read_json(d, "tokenizer.json")
+        cfg = _read_json(d, "tokenizer_config.json") or {}
+        model = tj.get("model") or {}
+        if model.get("type") not in ("BPE", "WordPiece", "WordLevel") and \
+                not isinstance(model.get("vocab"), dict):
+            raise NotImplementedError("tokenizer stand-in: %s model in %s/tokenizer.json"
+                                      % (model.get("type"), d))
+        self.vocab = dict(model["vocab"])
+        self.added_tokens_decoder = {}
+        for t in tj.get("added_tokens") or []:
+            self.vocab[t["content"]] = t["id"]
+            self.added_tokens_decoder[t["id"]] = AddedToken(
+                t["content"], special=t.get("special", False),
+                normalized=t.get("normalized", True), lstrip=t.get("lstrip", False),
+                rstrip=t.get("rstrip", False), single_word=t.get("single_word", False))
+        self.vocab_size = len(model["vocab"])
+        self._cleanup = bool(cfg.get("clean_up_tokenization_spaces", False))
+        cls = cfg.get("tokenizer_class")
+        if cls in _REBUILT_POST_PROCESSOR:
+            bos_default, eos_default = _REBUILT_POST_PROCESSOR[cls]
+            tj["post_processor"] = self._template(
+                tj, cfg, cfg.get("add_bos_token", bos_default), cfg.get("add_eos_token", eos_default))
+        self._tmp = tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8", delete=False)
+        json.dump(tj, self._tmp, ensure_ascii=False)
+        self._tmp.close()
+        self._bridge = _Bridge(self._tmp.name)
+
+    def _template(self, tj, cfg, add_bos, add_eos):
+        """The TemplateProcessing that update_post_processor builds (single and pair)."""
+        bos, eos = _token_text(cfg.get("bos_token")), _token_text(cfg.get("eos_token"))
+        if add_bos and bos is None:
+            raise ValueError("add_bos_token = True but bos_token = None")
+        if add_eos and eos is None:
+            raise ValueError("add_eos_token = True but eos_token = None")
+        single = ([{"SpecialToken": {"id": bos, "type_id": 0}}] if add_bos else []) + \
+            [{"Sequence": {"id": "A", "type_id": 0}}] + \
+            ([{"SpecialToken": {"id": eos, "type_id": 0}}] if add_eos else [])
+        pair = single + ([{"SpecialToken": {"id": bos, "type_id": 1}}] if add_bos else []) + \
+            [{"Sequence": {"id": "B", "type_id": 1}}] + \
+            ([{"SpecialToken": {"id": eos, "type_id": 1}}] if add_eos else [])
+        special = {}
+        for tok, on in ((bos, add_bos), (eos, add_eos)):
+            if on:
+                special[tok] = {"id": tok, "ids": [self.vocab[tok]], "tokens": [tok]}
+        return {"type": "TemplateProcessing", "single": single, "pair": pair,
+                "special_tokens": special}
+
+    def get_vocab(self):
+        return dict(self.vocab)
+
+    def get_added_vocab(self):
+        return {t.content: i for i, t in sorted(self.added_tokens_decoder.items())}
+
+    def encode(self, text, add_special_tokens=True):
+        return self._bridge.call(op="encode", text=text, special=bool(add_special_tokens))
+
+    def decode(self, ids, skip_special_tokens=False):
+        text = self._bridge.call(op="decode", ids=list(ids), skip=bool(skip_special_tokens))
+        if self._cleanup:
+            # transformers' clean_up_tokenization (tokenizer_config.json's
+            # clean_up_tokenization_spaces; 4.57's default is False)
+            for a, b in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
+                         (" n't", "n't"), (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"),
+                         (" 're", "'re")):
+                text = text.replace(a, b)
+        return text
+
+    def __del__(self):
+        try:
+            self._bridge.p.stdin.close()
+            self._bridge.p.wait(timeout=10)
+            os.unlink(self._tmp.name)
+        except Exception:
+            pass
+
+
+class AutoTokenizer:
+    @staticmethod
+    def from_pretrained(path, **kw):
+        if not os.path.isfile(os.path.join(str(path), "tokenizer.json")):
+            raise OSError("tokenizer stand-in: %s has no tokenizer.json" % path)
+        return _FastTokenizer(str(path))

@@ -351,8 +351,13 @@ static bool reply_splice(fuse_req_t req, tfsd_fs *fs, const tfs_source *s, uint6
 static bool reply_mapped(fuse_req_t req, const tfs_source *s, uint64_t pos, size_t size)
 {
 	const uint8_t *map = tfs_source_mapping(s);
+	tfs_error err;
 	if (!map)
 		return false;
+	if (tfs_source_present(s, pos, size, &err)) {
+		fuse_reply_err(req, EIO);
+		return true;
+	}
 	tfs_source_madvise(s, pos, size, MADV_POPULATE_READ);
 	fuse_reply_buf(req, (const char *)map + pos, size);
 	tfs_source_madvise(s, pos, size, MADV_DONTNEED);

@@ -574,6 +574,8 @@ int tfs_model_replace_extra(tfs_model *m, const char *from, const char *to, tfs_
 	const tfs_source *s = &m->src[src->src];
 	if (src->size && (!s->map || src->offset + src->size > s->size))
 		return tfs_error_set(err, TFS_E_INVALID, "layers/%s: its bytes cannot be read", from);
+	if ((rc = tfs_source_present(s, src->offset, src->size, err)))
+		return rc;
 	if ((rc = tfs_extra_check(to, dst->media_type, s->map ? s->map + src->offset : NULL,
 				  src->size, err)))
 		return rc;

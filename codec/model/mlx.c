@@ -39,7 +39,7 @@ static const uint8_t *tensor_bytes(const tfs_model *m, int32_t i, tfs_error *err
 			      t->name);
 		return NULL;
 	}
-	return s->map + t->offset;
+	return tfs_source_present(s, t->offset, t->nbytes, err) ? NULL : s->map + t->offset;
 }
 
 static uint32_t param_bytes(int dt)

@@ -499,6 +499,8 @@ int tfs_tensor_read_f32(const tfs_model *m, size_t i, uint64_t first, uint64_t c
 	bool mapped = tfs_source_data(s) != NULL;
 	uint8_t *copy = !mapped ? malloc(span_len ? (size_t)span_len : 1) : NULL;
 	int rc = !mapped && !copy ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+	if (!rc && mapped)
+		rc = tfs_source_present(s, span_off, span_len, err);
 	if (!rc && copy)
 		rc = tfs_source_pread_in(s, copy, span_len, span_off, t->offset,
 					 t->offset + t->nbytes, err);

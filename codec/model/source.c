@@ -16,6 +16,20 @@
 
 /* ==== a local file: a descriptor and a read-only mapping ==== */
 
+/* The error of a read of [off, +len) that a file no longer has: it shrank (was truncated or
+ * rewritten) under the mount.  Reads must fail then, never come back short: a short read
+ * is the end of the file to the reader (cp would copy a short file and exit 0). */
+static int shrank(const tfs_source *s, uint64_t off, uint64_t len, tfs_error *err)
+{
+	struct stat st;
+	unsigned long long now = fstat(s->fd, &st) == 0 ? (unsigned long long)st.st_size : 0;
+	return tfs_error_sys(err, EIO, "%s: the file shrank under the mount (it was %llu bytes "
+			     "when opened, it is now %llu): the bytes at [%llu, +%llu) are gone; "
+			     "remount to read the file as it is now", s->path,
+			     (unsigned long long)s->size, now, (unsigned long long)off,
+			     (unsigned long long)len);
+}
+
 static int64_t file_read(const tfs_source *s, void *buf, uint64_t len, uint64_t off,
 			 uint64_t lo, uint64_t hi, tfs_error *err)
 {
@@ -32,8 +46,8 @@ static int64_t file_read(const tfs_source *s, void *buf, uint64_t len, uint64_t 
 		if (n < 0)
 			return tfs_error_sys(err, errno, "%s: read at offset %llu", s->path,
 					     (unsigned long long)(off + got));
-		if (n == 0)
-			break;
+		if (n == 0) /* (within the size it had when opened: checked by the caller) */
+			return shrank(s, off + got, len - got, err);
 		got += (uint64_t)n;
 	}
 	return (int64_t)got;
@@ -42,7 +56,12 @@ static int64_t file_read(const tfs_source *s, void *buf, uint64_t len, uint64_t 
 static int file_splice_fd(tfs_source_fd *out, const tfs_source *s, uint64_t off, uint64_t len,
 			  uint64_t lo, uint64_t hi, tfs_error *err)
 {
-	(void)off, (void)len, (void)lo, (void)hi, (void)err;
+	(void)lo, (void)hi;
+	/* a splice of bytes the file no longer has would give a short reply, which a reader
+	 * takes for the end of the file */
+	int rc = tfs_source_present(s, off, len, err);
+	if (rc)
+		return rc;
 	out->fd = s->fd;
 	out->pinned = false;
 	return 0;
@@ -390,6 +409,17 @@ const uint8_t *tfs_source_data(const tfs_source *s)
 const uint8_t *tfs_source_memory(const tfs_source *s)
 {
 	return s->ops->bytes == TFS_BYTES_MEMORY ? s->map : NULL;
+}
+
+int tfs_source_present(const tfs_source *s, uint64_t off, uint64_t len, tfs_error *err)
+{
+	struct stat st;
+	uint64_t end;
+	if (s->ops != &file_ops || s->fd < 0 || tfs_add_overflow(off, len, &end))
+		return 0;
+	if (fstat(s->fd, &st) == 0 && (uint64_t)st.st_size >= end)
+		return 0;
+	return shrank(s, off, len, err);
 }
 
 const uint8_t *tfs_source_mapping(const tfs_source *s)

@@ -72,6 +72,10 @@ const uint8_t *tfs_source_memory(const tfs_source *s);
 /* A local file's read-only mapping of all its bytes (NULL for other kinds): readers of it
  * advise the pages they use (tfs_source_madvise). */
 const uint8_t *tfs_source_mapping(const tfs_source *s);
+/* Whether a local file still holds [off, +len) (one fstat; other kinds: always): 0, or an
+ * EIO error saying the file shrank under the mount.  Call it before touching the mapping
+ * there: a mapped page past a file's new end faults (SIGBUS). */
+int tfs_source_present(const tfs_source *s, uint64_t off, uint64_t len, tfs_error *err);
 /* madvise(advice) of the whole pages around [off, off + len) of the mapping; nothing for a
  * source without one. */
 void tfs_source_madvise(const tfs_source *s, uint64_t off, uint64_t len, int advice);

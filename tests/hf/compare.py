@@ -3,106 +3,132 @@
 convert_hf_to_gguf.py writes for them, byte for byte, for each outtype.
 
     compare.py --hf-dump build/tests/hf_dump [--work DIR] [--no-vocab] [--tap] [--quick]
-               [--outtypes auto,f32,...] [VARIANT...]
+               [--outtypes auto,f32,...] [--omit-defaults] [--status FILE] [VARIANT...]
 
-Qwen3: the reference (llama.cpp c392e50, Feb 2025) predates Qwen3ForCausalLM; its converter
-and gguf-py are copied into WORK/ref-qwen3 with Qwen3 added as llama.cpp added it in April 2025
-(Qwen3Model(Qwen2Model) with MODEL_ARCH.QWEN3: Qwen2's tensors plus attn_q_norm/attn_k_norm),
-and that copy converts the qwen3 variants.
-
-Models come from make_model.py (into WORK/models), the converter's files are kept in
-WORK/ref (made again when the model is newer).  --no-vocab compares without the tokenizer's
-keys: hf_dump leaves them out, and they are cut from the converter's file (its other bytes,
-tensor offsets included, do not depend on them).  Prints a table (variant x outtype: equal,
-or the first difference) and exits 1 when any differs.  Needs python3-torch, python3-numpy,
-python3-sentencepiece, python3-yaml, python3-tqdm (Debian) for the converter; SKIPs (exit 77)
-without them.
+The converter is the reference of tests/hf/reference.py (llama.cpp de3ff81, set up by
+scripts/setup.sh), run with its stand-ins. Models come from make_model.py (into WORK/models),
+the converter's files are kept in WORK/ref (made again when the model is newer, and all of them
+when the reference or its stand-ins change). --omit-defaults adds a case VARIANT+omit per
+variant: the same model with a config.json that leaves out what transformers' config class
+fills in (refconv/transformers/defaults.py: every defaulted key whose value does not shape a
+tensor, and the shaping ones, such as head_dim or num_key_value_heads, where the config has
+the value the class would fill in), so the view's defaults are compared too. --no-vocab
+compares without the tokenizer's keys: hf_dump leaves them out, and they are cut from the
+converter's file (its other bytes, tensor offsets included, do not depend on them). Prints a
+table (variant x outtype: equal, or the first difference; --status writes it to FILE too) and
+exits 1 when any differs. SKIPs when reference.missing_reason() says the converter cannot run.
 """
 import argparse
+import hashlib
+import importlib.util
+import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-REF = os.environ.get("TFS_LLAMA_REF", os.path.join(REPO, "..", "shared", "reference", "llama.cpp"))
 OUTTYPES = ["auto", "f32", "f16", "bf16", "q8_0"]
 # --quick (the meson test): every variant at auto, every outtype of these (sharded F16 with
 # linear rope, permuted biases, Qwen3, special values in F32 and BF16)
 QUICK = ("llama-f16-sharded", "llama-bias-f16", "qwen3-bf16", "edge-f32", "edge-bf16")
+OMIT = "+omit"
 
 sys.path.insert(0, HERE)
 import make_model  # noqa: E402
+import reference  # noqa: E402
 
 
-def have_converter():
-    try:
-        import importlib.util
-        for m in ("torch", "numpy", "sentencepiece", "yaml", "tqdm"):
-            if importlib.util.find_spec(m) is None:
-                return "python module %s missing" % m
-    except Exception as e:  # pragma: no cover
-        return str(e)
-    if not os.path.exists(os.path.join(REF, "convert_hf_to_gguf.py")):
-        return "no reference converter at %s" % REF
-    return None
+def _load_defaults():
+    path = os.path.join(HERE, "refconv", "transformers", "defaults.py")
+    sp = importlib.util.spec_from_file_location("refconv_defaults", path)
+    m = importlib.util.module_from_spec(sp)
+    sp.loader.exec_module(m)
+    return m
 
 
-# Qwen3 as llama.cpp added it (convert_hf_to_gguf.py, gguf-py/gguf/constants.py, April 2025)
-QWEN3_PATCH = [
-    ("gguf-py/gguf/constants.py", "    QWEN2MOE         = auto()\n",
-     "    QWEN2MOE         = auto()\n    QWEN3            = auto()\n"),
-    ("gguf-py/gguf/constants.py", '    MODEL_ARCH.QWEN2MOE:         "qwen2moe",\n',
-     '    MODEL_ARCH.QWEN2MOE:         "qwen2moe",\n    MODEL_ARCH.QWEN3:            "qwen3",\n'),
-    ("gguf-py/gguf/constants.py", "    MODEL_ARCH.QWEN2MOE: [\n",
-     "    MODEL_ARCH.QWEN3: [\n" + "".join("        MODEL_TENSOR.%s,\n" % t for t in (
-         "TOKEN_EMBD", "OUTPUT_NORM", "OUTPUT", "ROPE_FREQS", "ATTN_NORM", "ATTN_Q",
-         "ATTN_Q_NORM", "ATTN_K", "ATTN_K_NORM", "ATTN_V", "ATTN_OUT", "FFN_NORM", "FFN_GATE",
-         "FFN_DOWN", "FFN_UP")) + "    ],\n    MODEL_ARCH.QWEN2MOE: [\n"),
-    ("convert_hf_to_gguf.py", '@Model.register("Qwen2VLForConditionalGeneration")\n',
-     '@Model.register("Qwen3ForCausalLM")\nclass Qwen3Model(Qwen2Model):\n'
-     '    model_arch = gguf.MODEL_ARCH.QWEN3\n\n\n'
-     '@Model.register("Qwen2VLForConditionalGeneration")\n'),
-]
+defaults = _load_defaults()
+
+# keys whose value shapes tensors (or the converter's handling of them): left out only where
+# the class would fill in the same value
+SHAPING = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+           "num_attention_heads", "num_key_value_heads", "head_dim", "tie_word_embeddings",
+           "rope_scaling", "attention_bias", "mlp_bias", "layer_types", "no_rope_layers",
+           "hidden_act", "hidden_activation", "partial_rotary_factor", "text_config",
+           "sliding_window", "use_sliding_window", "max_window_layers", "query_pre_attn_scalar"}
 
 
-def qwen3_reference(work):
-    """A copy of the reference with Qwen3 added; its directory."""
-    import shutil
-    d = os.path.join(work, "ref-qwen3")
-    if os.path.exists(os.path.join(d, "done")):
-        return d
-    if os.path.isdir(d):
-        shutil.rmtree(d)
-    shutil.copytree(REF, d, ignore=shutil.ignore_patterns("__pycache__"))
-    for rel, old, new in QWEN3_PATCH:
-        p = os.path.join(d, rel)
-        text = open(p, encoding="utf-8").read()
-        if text.count(old) != 1:
-            raise SystemExit("compare.py: cannot patch %s for Qwen3 (%r)" % (rel, old[:40]))
-        open(p, "w", encoding="utf-8").write(text.replace(old, new))
-    open(os.path.join(d, "done"), "w").close()
-    return d
+def omit_defaults(config):
+    """config.json's dict without the keys its config class would fill in (see SHAPING)."""
+    def strip(c):
+        entry = defaults.CLASSES.get(c.get("model_type"))
+        if entry is None:
+            return c
+        out = dict(c)
+        if isinstance(out.get("text_config"), dict):
+            out["text_config"] = strip(out["text_config"])
+        full = defaults.complete(c)
+        for k in entry[0]:
+            if k not in out or k == "text_config":
+                continue
+            if k in SHAPING:
+                trial = dict(out)
+                del trial[k]
+                if defaults.complete(trial).get(k) != full.get(k):
+                    continue
+            del out[k]
+        return out
+    return strip(config)
+
+
+def make_omit_variant(models, v):
+    """WORK/models/V+omit: V's files (hard links) with config.json's defaulted keys left out."""
+    src, dst = os.path.join(models, v), os.path.join(models, v + OMIT)
+    cfg = json.load(open(os.path.join(src, "config.json"), encoding="utf-8"))
+    text = json.dumps(omit_defaults(cfg), indent=2) + "\n"
+    p = os.path.join(dst, "config.json")
+    if os.path.isdir(dst) and os.path.exists(p) and open(p, encoding="utf-8").read() == text \
+            and os.path.getmtime(p) >= newest_mtime(src):
+        return
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(dst)
+    for f in os.listdir(src):
+        if f != "config.json":
+            os.link(os.path.join(src, f), os.path.join(dst, f))
+    with open(p, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def reference_stamp():
+    """Changes when the reference or its stand-ins do (WORK/ref is made again then)."""
+    h = hashlib.sha256()
+    d = reference.llama_cpp_dir() or ""
+    head = subprocess.run(["git", "-C", d, "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() if d else ""
+    h.update(head.encode())
+    rc = os.path.join(HERE, "refconv")
+    for root, dirs, files in sorted(os.walk(rc)):
+        dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+        for f in sorted(files):
+            if f.endswith((".py", ".js")):
+                h.update(f.encode())
+                h.update(open(os.path.join(root, f), "rb").read())
+    return h.hexdigest()[:16]
 
 
 def newest_mtime(d):
     return max(os.path.getmtime(os.path.join(d, f)) for f in os.listdir(d))
 
 
-def run_converter(model, outtype, out, ref=REF):
+def run_converter(model, outtype, out):
     if os.path.exists(out) and os.path.getmtime(out) > newest_mtime(model):
         return None
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(ref, "gguf-py") + ":" + os.path.join(ref, "shim")
-    env["NO_LOCAL_GGUF"] = "1"
-    r = subprocess.run(["/usr/bin/python3", os.path.join(ref, "convert_hf_to_gguf.py"), model,
-                        "--outfile", out + ".tmp", "--outtype", outtype],
-                       env=env, capture_output=True, text=True)
-    if r.returncode:
-        return "converter failed: " + r.stderr.strip().splitlines()[-1]
-    os.replace(out + ".tmp", out)
-    return None
+    if not os.path.exists(os.path.join(model, "tokenizer.model")):
+        why = reference.missing_reason(bpe=True)
+        if why:
+            return "SKIP " + why
+    return reference.convert(model, out, "--outtype", outtype)
 
 
 # ==== reading GGUF (enough to cut keys and to say where two files differ) ====
@@ -218,14 +244,26 @@ def main():
     ap.add_argument("--outtypes", default=",".join(OUTTYPES))
     ap.add_argument("--quick", action="store_true",
                     help="every variant at auto, the other outtypes on QUICK's variants only")
+    ap.add_argument("--omit-defaults", action="store_true",
+                    help="also VARIANT+omit: config.json without the class-defaulted keys")
+    ap.add_argument("--status", help="also write the table to this file")
     ap.add_argument("variants", nargs="*")
     a = ap.parse_args()
-    why = have_converter()
+    why = reference.missing_reason()
     if why:
         print("1..0 # SKIP %s" % why if a.tap else "SKIP: %s" % why)
         return 0 if a.tap else 77  # (meson's TAP protocol: a plan of 0 with SKIP)
-    variants = a.variants or list(make_model.VARIANTS)
+    base = [v[:-len(OMIT)] if v.endswith(OMIT) else v for v in a.variants] or \
+        list(make_model.VARIANTS)
+    base = list(dict.fromkeys(base))
+    variants = []
+    for v in base:
+        if not a.variants or v in a.variants:
+            variants.append(v)
+        if (a.omit_defaults and not a.variants) or v + OMIT in a.variants:
+            variants.append(v + OMIT)
     outtypes = a.outtypes.split(",")
+    # --quick: the +omit cases at auto only
     pairs = [(v, t) for v in variants for t in outtypes
              if not a.quick or t == "auto" or v in QUICK]
     models = os.path.join(a.work, "models")
@@ -233,9 +271,18 @@ def main():
     outdir = os.path.join(a.work, "out")
     for d in (models, refdir, outdir):
         os.makedirs(d, exist_ok=True)
-    for v in variants:
+    stamp = reference_stamp()
+    stamp_file = os.path.join(refdir, "STAMP")
+    if not os.path.exists(stamp_file) or open(stamp_file).read() != stamp:
+        for f in os.listdir(refdir):
+            os.unlink(os.path.join(refdir, f))
+        with open(stamp_file, "w") as f:
+            f.write(stamp)
+    for v in base:
         if not os.path.isdir(os.path.join(models, v)):
             make_model.make(models, v)
+        if any(x == v + OMIT for x in variants):
+            make_omit_variant(models, v)
     results = {}
     n = 0
     if a.tap:
@@ -248,9 +295,7 @@ def main():
             model = os.path.join(models, v)
             ref = os.path.join(refdir, "%s.%s.gguf" % (v, t))
             ours = os.path.join(outdir, "%s.%s.gguf" % (v, t))
-            conv = qwen3_reference(a.work) if make_model.spec(v)["arch"] == "Qwen3ForCausalLM" \
-                else REF
-            err = run_converter(model, t, ref, conv)
+            err = run_converter(model, t, ref)
             if err is None:
                 cmd = [a.hf_dump, "--outtype", t] + (["--no-vocab"] if a.no_vocab else [])
                 r = subprocess.run(cmd + [model, ours], capture_output=True, text=True)
@@ -264,19 +309,27 @@ def main():
                 err = None if rb == ob else first_difference(rb, ob)
             results[v, t] = err
             if a.tap:
-                print("%s %d - %s %s%s" % ("ok" if err is None else "not ok", n, v, t,
-                                           "" if err is None else " # " + err))
+                if err is not None and err.startswith("SKIP "):
+                    print("ok %d - %s %s # SKIP %s" % (n, v, t, err[5:]))
+                else:
+                    print("%s %d - %s %s%s" % ("ok" if err is None else "not ok", n, v, t,
+                                               "" if err is None else " # " + err))
+            sys.stdout.flush()
     width = max(len(v) for v in variants)
     lines = ["%-*s  %s" % (width, "", "  ".join("%-6s" % t for t in outtypes))]
     for v in variants:
         lines.append("%-*s  %s" % (width, v, "  ".join(
             "%-6s" % ("-" if (v, t) not in results else "equal" if results[v, t] is None
-                      else "DIFF") for t in outtypes)))
+                      else "skip" if results[v, t].startswith("SKIP ") else "DIFF")
+            for t in outtypes)))
     for (v, t), e in results.items():
         if e is not None:
             lines.append("%s %s: %s" % (v, t, e))
     print("\n".join(("# " + x if a.tap else x) for x in lines))
-    return 0 if all(e is None for e in results.values()) else 1
+    if a.status:
+        with open(a.status, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0 if all(e is None or e.startswith("SKIP ") for e in results.values()) else 1
 
 
 if __name__ == "__main__":

@@ -34,6 +34,71 @@ _QWEN2 = dict(vocab_size=151936, hidden_size=4096, intermediate_size=22016, num_
 
 _QWEN3 = dict(_QWEN2, head_dim=128, attention_bias=False)
 
+_GEMMA2 = dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+               num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+               hidden_activation="gelu_pytorch_tanh", max_position_embeddings=8192,
+               initializer_range=0.02, rms_norm_eps=1e-6, use_cache=True, pad_token_id=0,
+               eos_token_id=1, bos_token_id=2, tie_word_embeddings=True, rope_theta=10000.0,
+               attention_bias=False, attention_dropout=0.0, query_pre_attn_scalar=256,
+               sliding_window=4096, layer_types=None, final_logit_softcapping=30.0,
+               attn_logit_softcapping=50.0)
+
+_GEMMA3_TEXT = dict(vocab_size=262208, hidden_size=2304, intermediate_size=9216,
+                    num_hidden_layers=26, num_attention_heads=8, num_key_value_heads=4,
+                    head_dim=256, hidden_activation="gelu_pytorch_tanh",
+                    max_position_embeddings=131072, initializer_range=0.02, rms_norm_eps=1e-6,
+                    use_cache=True, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+                    tie_word_embeddings=True, rope_theta=1000000.0, attention_bias=False,
+                    attention_dropout=0.0, query_pre_attn_scalar=256, sliding_window=4096,
+                    layer_types=None, final_logit_softcapping=None, attn_logit_softcapping=None,
+                    rope_scaling=None, rope_local_base_freq=10000.0,
+                    use_bidirectional_attention=False)
+
+# Gemma3ForConditionalGeneration's Gemma3Config: text_config is a Gemma3TextConfig
+_GEMMA3 = dict(mm_tokens_per_image=256, boi_token_index=255999, eoi_token_index=256000,
+               image_token_index=262144, initializer_range=0.02)
+
+_PHI3 = dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+             num_attention_heads=32, num_key_value_heads=None, resid_pdrop=0.0, embd_pdrop=0.0,
+             attention_dropout=0.0, hidden_act="silu", max_position_embeddings=4096,
+             original_max_position_embeddings=4096, initializer_range=0.02, rms_norm_eps=1e-5,
+             use_cache=True, tie_word_embeddings=False, rope_theta=10000.0, rope_scaling=None,
+             partial_rotary_factor=1.0, bos_token_id=1, eos_token_id=32000, pad_token_id=32000,
+             sliding_window=None)
+
+_SMOLLM3 = dict(vocab_size=128256, hidden_size=2048, intermediate_size=11008,
+                num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=4,
+                hidden_act="silu", max_position_embeddings=32768, initializer_range=0.02,
+                rms_norm_eps=1e-6, use_cache=True, pad_token_id=128004, bos_token_id=128000,
+                eos_token_id=128001, rope_theta=2000000.0, rope_scaling=None,
+                use_sliding_window=False, sliding_window=None, no_rope_layers=None,
+                no_rope_layer_interval=4, layer_types=None, attention_bias=False,
+                attention_dropout=0.0, mlp_bias=False, tie_word_embeddings=True)
+
+_GRANITE = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                num_attention_heads=32, num_key_value_heads=None, hidden_act="silu",
+                max_position_embeddings=2048, initializer_range=0.02, rms_norm_eps=1e-6,
+                use_cache=True, pad_token_id=None, bos_token_id=1, eos_token_id=2,
+                tie_word_embeddings=False, rope_theta=10000.0, rope_scaling=None,
+                attention_bias=False, attention_dropout=0.0, mlp_bias=False,
+                embedding_multiplier=1.0, logits_scaling=1.0, residual_multiplier=1.0,
+                attention_multiplier=1.0)
+
+_OLMO2 = dict(vocab_size=50304, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+              num_attention_heads=32, num_key_value_heads=None, hidden_act="silu",
+              max_position_embeddings=2048, initializer_range=0.02, use_cache=True,
+              pad_token_id=1, bos_token_id=None, eos_token_id=50279, tie_word_embeddings=False,
+              rope_theta=10000.0, rope_scaling=None, attention_bias=False, attention_dropout=0.0,
+              rms_norm_eps=1e-5)
+
+_MIXTRAL = dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                num_attention_heads=32, num_key_value_heads=8, head_dim=None, hidden_act="silu",
+                max_position_embeddings=4096 * 32, initializer_range=0.02, rms_norm_eps=1e-5,
+                use_cache=True, pad_token_id=None, bos_token_id=1, eos_token_id=2,
+                tie_word_embeddings=False, rope_theta=1e6, sliding_window=None,
+                attention_dropout=0.0, num_experts_per_tok=2, num_local_experts=8,
+                output_router_logits=False, router_aux_loss_coef=0.001, router_jitter_noise=0.0)
+
 
 def _head_dim(c):
     if c.get("head_dim") is None:
@@ -62,12 +127,54 @@ def _qwen_layers(c):
                             for i in range(c["num_hidden_layers"])]
 
 
+def _gemma_layers(every):
+    def f(c):
+        if c.get("layer_types") is None:
+            c["layer_types"] = ["sliding_attention" if (i + 1) % every else "full_attention"
+                                for i in range(c["num_hidden_layers"])]
+    return f
+
+
+def _gemma3_layers(c):
+    # the sliding_window_pattern of older configs (default 6) gives layer_types
+    _gemma_layers(c.get("sliding_window_pattern", 6))(c)
+
+
+def _gemma3_text_config(c):
+    c["text_config"] = complete(dict(c.get("text_config") or {}, model_type="gemma3_text"))
+
+
+def _phi3_rope(c):
+    # "su" and "yarn" rope scaling of older Phi-3 configs is longrope
+    rs = c.get("rope_scaling")
+    if isinstance(rs, dict) and rs.get("type") in ("su", "yarn"):
+        rs["type"] = "longrope"
+
+
+def _smollm3_layers(c):
+    if c.get("no_rope_layers") is None:
+        c["no_rope_layers"] = [int((i + 1) % c["no_rope_layer_interval"] != 0)
+                               for i in range(c["num_hidden_layers"])]
+    if c.get("layer_types") is None:
+        c["layer_types"] = ["sliding_attention" if c.get("use_sliding_window") and
+                            c.get("sliding_window") is not None and not c["no_rope_layers"][i]
+                            else "full_attention" for i in range(c["num_hidden_layers"])]
+
+
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {
     "llama": (_LLAMA, (_kv_heads, _head_dim, _rope_type)),
     "mistral": (_MISTRAL, (_kv_heads, _head_dim)),
     "qwen2": (_QWEN2, (_kv_heads, _qwen_layers, _rope_type)),
     "qwen3": (_QWEN3, (_kv_heads, _qwen_layers, _rope_type)),
+    "gemma2": (_GEMMA2, (_gemma_layers(2),)),
+    "gemma3_text": (_GEMMA3_TEXT, (_gemma3_layers, _rope_type)),
+    "gemma3": (_GEMMA3, (_gemma3_text_config,)),
+    "phi3": (_PHI3, (_kv_heads, _phi3_rope)),
+    "smollm3": (_SMOLLM3, (_kv_heads, _smollm3_layers, _rope_type)),
+    "granite": (_GRANITE, (_kv_heads, _rope_type)),
+    "olmo2": (_OLMO2, (_kv_heads, _rope_type)),
+    "mixtral": (_MIXTRAL, (_kv_heads, _head_dim)),
 }
 
 

@@ -70,6 +70,11 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 		fprintf(stderr, "%s: %s\n", prog, tfs_quant_view_note(fs->model));
 	if (!rc)
 		rc = check_opened(fs, prog);
+	/* a Hugging Face repo whose GGUF view cannot be made mounts all the same (its
+	 * safetensors and tensors): the user is told why there is no model.gguf */
+	if (!rc && !tfs_model_gguf_view(fs->model) && tfs_model_gguf_view_why(fs->model))
+		fprintf(stderr, "%s: %s: no model.gguf: %s\n", prog, fs->opts.source,
+			tfs_model_gguf_view_why(fs->model));
 	/* the staging directory's recovery may open the model again */
 	if (!rc && fs->opts.rw && tfs_session_stage(s, &err)) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);

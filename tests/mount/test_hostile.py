@@ -5,7 +5,7 @@ offset is past the end; a sharded set or an Ollama manifest naming files outside
 
 Each file is refused at mount with one line naming it, or served safely: every entry of the
 mount is a proper file name (no '/', not '.' or '..', at most 255 bytes, encoded as the
-README's "Names" section says), resolves inside the mountpoint, and `ls -R` finds exactly the
+"Names" section of docs/the-mount.md says), resolves inside the mountpoint, and `ls -R` finds exactly the
 expected entries; the daemon's peak RSS stays within 64 MiB plus the header size.
 """
 import json
@@ -146,7 +146,7 @@ class Names(TestCase):
         header = w.data_offset
 
         def check(m):
-            # encoded as the README says
+            # encoded as docs/the-mount.md says
             self.assertEqual(name(b"a/b"), "a%2Fb")
             self.assertEqual(name(b".."), "%2E%2E")
             self.assertEqual(name(b"."), "%2E")

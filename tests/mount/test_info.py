@@ -568,9 +568,9 @@ class Man(TestCase):
 
     def test_mount_tensorfs_8_has_every_option(self):
         text = self.render(MAN8)
-        with open(os.path.join(ROOT, "README.md")) as f:
+        with open(os.path.join(ROOT, "docs", "using.md")) as f:
             readme = f.read()
-        table = readme[readme.index("### Options"):]
+        table = readme[readme.index("## Options"):]
         table = table[:table.index("\n\n", table.index("|---"))]
         opts = re.findall(r"^\| `([^`]+)`", table, re.M)
         self.assertGreaterEqual(len(opts), 8, opts)

@@ -609,7 +609,7 @@ class Remote(TestCase):
 
     def test_stalled_or_killed_server_fails_in_bounded_time(self):
         """With -o timeout=T, a read from a server that stopped answering fails with EIO
-        within the budget (2 x T without progress, README), here asserted < 4 x T + 3 s."""
+        within the budget (2 x T without progress, docs/remote.md), here asserted < 4 x T + 3 s."""
         t = 2
         for how in ("stall", "killed"):
             p = faultproxy.FaultProxy(NG.url(""))

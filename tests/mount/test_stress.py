@@ -325,7 +325,7 @@ class Stress(TestCase):
                     try:
                         fd = os.open(m.p("metadata", k), os.O_WRONLY | os.O_TRUNC)
                         try:
-                            # numbers are parsed at each write() (README): one write;
+                            # numbers are parsed at each write() (docs/editing-and-recovery.md): one write;
                             # strings in two, so that a reader may catch the half
                             cut = len(v) // 2 if k in strings else 0
                             if cut:

@@ -2,6 +2,7 @@
 #include "index.h"
 #include "image.h"
 #include "model_impl.h"
+#include "concat.h"
 #include "names.h"
 #include "value.h"
 #include "dtype.h"
@@ -264,6 +265,25 @@ static json_t *quant_json(const tfs_model *m, const tfs_tensor *t)
 	return q;
 }
 
+/* A concatenation's pieces (a stacked expert tensor: each expert's shard, offset and bytes),
+ * or NULL for any other source. */
+static json_t *pieces_json(const tfs_source *s)
+{
+	size_t n;
+	const tfs_concat_piece *p = tfs_concat_pieces(s, &n);
+	if (!p)
+		return NULL;
+	json_t *a = json_array();
+	for (size_t k = 0; k < n; k++) {
+		json_t *o = json_object();
+		json_object_set_new(o, "source", json_name(tfs_source_label(p[k].src)));
+		json_object_set_new(o, "offset", json_integer((json_int_t)p[k].off));
+		json_object_set_new(o, "nbytes", json_integer((json_int_t)p[k].len));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
 /* Tensor slot i: name, file, dtype, ne and shape, place, its f32 view, its quantization. */
 static json_t *tensor_json(const tfs_model *m, size_t i, tfs_buf *b)
 {
@@ -279,8 +299,12 @@ static json_t *tensor_json(const tfs_model *m, size_t i, tfs_buf *b)
 	json_object_set_new(o, "shape", ne_array(t->ne, t->n_dims, true));
 	json_object_set_new(o, "offset", json_integer((json_int_t)t->offset));
 	json_object_set_new(o, "nbytes", json_integer((json_int_t)t->nbytes));
-	if (t->src >= 0 && (size_t)t->src < m->n_src)
+	if (t->src >= 0 && (size_t)t->src < m->n_src) {
 		json_object_set_new(o, "source", json_name(m->src[t->src].label));
+		json_t *pj = pieces_json(&m->src[t->src]);
+		if (pj)
+			json_object_set_new(o, "pieces", pj);
+	}
 	const char *why = NULL;
 	if (tfs_tensor_has_f32(m, i, &why)) {
 		uint32_t nd;

@@ -52,12 +52,21 @@ static void repo_add_str(mem_repo *r, const char *name, const char *text)
 	repo_add(r, name, text, strlen(text));
 }
 
-/* Runs tfs_hf_vocab_keys on the repo with config (JSON text); the keys go to out. */
+/* Runs tfs_hf_vocab_keys on the repo with config (JSON text, also the repo's config.json
+ * unless it has one); the keys go to out. */
 static int run(mem_repo *r, const char *arch, const char *config, tfs_hf_kvs *out,
 	       tfs_error *err)
 {
 	tfs_hf_files f = { .read = mem_read, .ctx = r, .where = "repo" };
 	json_t *cfg = json_loads(config, 0, NULL);
+	mem_repo with = *r;
+	bool have = false;
+	for (size_t i = 0; i < r->n; i++)
+		have |= strcmp(r->name[i], "config.json") == 0;
+	if (!have) {
+		repo_add_str(&with, "config.json", config);
+		f.ctx = &with;
+	}
 	cr_assert(cfg, "bad test config %s", config);
 	int rc = tfs_hf_vocab_keys(out, &f, arch, cfg, err);
 	json_decref(cfg);
@@ -197,10 +206,12 @@ Test(hf_vocab, sentencepiece_keys_in_converter_order)
 	tfs_error err = { 0 };
 	cr_assert_eq(run(&r, "LlamaForCausalLM", "{\"vocab_size\": 8, \"bos_token_id\": 1}", &out,
 			 &err), 0, "%s", err.msg);
-	static const char *const order[] = { "tokenizer.ggml.model", "tokenizer.ggml.pre",
+	/* LlamaModel.set_vocab writes add_prefix_space before the vocabulary */
+	static const char *const order[] = { "tokenizer.ggml.add_space_prefix",
+		"tokenizer.ggml.model", "tokenizer.ggml.pre",
 		"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
 		"tokenizer.ggml.bos_token_id", "tokenizer.ggml.add_bos_token",
-		"tokenizer.chat_template", "tokenizer.ggml.add_space_prefix" };
+		"tokenizer.chat_template" };
 	cr_assert_eq(out.n, sizeof order / sizeof *order);
 	for (size_t i = 0; i < out.n; i++)
 		cr_assert_str_eq(out.kv[i].name, order[i]);
@@ -320,15 +331,25 @@ Test(hf_vocab, spm_invalid_utf8)
 	spm_refused(&m, "not valid UTF-8");
 }
 
+/* A vocab_size below the pieces of tokenizer.model: the converter keeps the first ones
+ * ("ignore tokens from 4: id is out of range"); Phi-3's converter fails (IndexError). */
 Test(hf_vocab, spm_vocab_size_too_small)
 {
 	pb m;
 	small_model(&m);
 	mem_repo r = { .n = 0 };
 	repo_add(&r, "tokenizer.model", m.b, m.n);
+	repo_add_str(&r, "tokenizer_config.json", "{\"tokenizer_class\": \"LlamaTokenizer\"}");
 	tfs_hf_kvs out = { 0 };
 	tfs_error err = { 0 };
-	cr_assert_eq(run(&r, "Qwen2ForCausalLM", "{\"vocab_size\": 4}", &out, &err), TFS_E_FORMAT);
+	cr_assert_eq(run(&r, "Qwen2ForCausalLM", "{\"vocab_size\": 4}", &out, &err), 0, "%s",
+		     err.msg);
+	const tfs_hf_kv *tok = key(&out, "tokenizer.ggml.tokens");
+	uint64_t n;
+	memcpy(&n, tok->data + 4, 8);
+	cr_assert_eq(n, 4);
+	tfs_hf_kvs_free(&out);
+	cr_assert_eq(run(&r, "Phi3ForCausalLM", "{\"vocab_size\": 4}", &out, &err), TFS_E_FORMAT);
 	cr_assert(strstr(err.msg, "config.json: vocab_size 4 is less than the 6 pieces"), "%s",
 		  err.msg);
 	tfs_hf_kvs_free(&out);
@@ -414,7 +435,8 @@ static void bpe_refused(const char *tj, const char *arch, int code, const char *
 
 Test(hf_vocab, bpe_not_json)
 {
-	bpe_refused("{\"model\": ", "Qwen3ForCausalLM", TFS_E_FORMAT, "not JSON: line 1");
+	bpe_refused("{\"model\": ", "Qwen3ForCausalLM", TFS_E_FORMAT,
+		    "tokenizer.json: not JSON at byte 10");
 }
 
 Test(hf_vocab, bpe_not_bpe)

@@ -175,10 +175,10 @@ static json_t *without_offsets(const json_t *j)
 	return c;
 }
 
-static const struct hf_pre_config *find_config(const json_t *tok)
+static const struct hf_pre_config *find_config(const tfs_hf_tok *tok)
 {
-	json_t *nz = without_offsets(json_object_get(tok, "normalizer"));
-	json_t *pre = without_offsets(json_object_get(tok, "pre_tokenizer"));
+	json_t *nz = without_offsets(json_object_get(tok->root, "normalizer"));
+	json_t *pre = without_offsets(json_object_get(tok->root, "pre_tokenizer"));
 	const struct hf_pre_config *found = NULL;
 	for (size_t i = 0; nz && pre && !found && i < sizeof hf_pre_configs / sizeof *hf_pre_configs;
 	     i++) {
@@ -232,7 +232,7 @@ typedef struct {
 } merge_slot;
 
 typedef struct {
-	const json_t *vocab;
+	const tfs_hf_tok *tok;
 	merge_slot *slots;
 	size_t mask;
 	bool ignore_merges;
@@ -241,11 +241,7 @@ typedef struct {
 
 static bool vocab_id(const bpe_t *b, const char *s, size_t n, uint32_t *id)
 {
-	json_t *v = json_object_getn(b->vocab, s, n);
-	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX)
-		return false;
-	*id = (uint32_t)json_integer_value(v);
-	return true;
+	return tfs_hf_tok_id(b->tok, s, n, id);
 }
 
 static merge_slot *merge_find(const bpe_t *b, uint32_t l, uint32_t r)
@@ -257,42 +253,16 @@ static merge_slot *merge_find(const bpe_t *b, uint32_t l, uint32_t r)
 	return &b->slots[i];
 }
 
-/* One merge's two parts: "a b" (one space) or ["a", "b"]. */
-static bool merge_parts(const json_t *m, const char **a, size_t *an, const char **b,
-			size_t *bn)
+static int bpe_init(bpe_t *b, const tfs_hf_tok *tok, const char *file, tfs_error *err)
 {
-	if (json_is_string(m)) {
-		const char *s = json_string_value(m), *sp = strchr(s, ' ');
-		size_t n = json_string_length(m);
-		if (!sp || memchr(sp + 1, ' ', n - (size_t)(sp + 1 - s)))
-			return false;
-		*a = s;
-		*an = (size_t)(sp - s);
-		*b = sp + 1;
-		*bn = n - *an - 1;
-		return true;
-	}
-	if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
-	    json_is_string(json_array_get(m, 1))) {
-		*a = json_string_value(json_array_get(m, 0));
-		*an = json_string_length(json_array_get(m, 0));
-		*b = json_string_value(json_array_get(m, 1));
-		*bn = json_string_length(json_array_get(m, 1));
-		return true;
-	}
-	return false;
-}
-
-static int bpe_init(bpe_t *b, const json_t *model, const char *file, tfs_error *err)
-{
-	*b = (bpe_t){ .vocab = json_object_get(model, "vocab"), .file = file,
+	const json_t *model = json_object_get(tok->root, "model");
+	*b = (bpe_t){ .tok = tok, .file = file,
 		      .ignore_merges = json_is_true(json_object_get(model, "ignore_merges")) };
-	const json_t *merges = json_object_get(model, "merges");
-	if (!json_is_object(b->vocab))
+	if (!tok->has_vocab)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: model.vocab is not an object", file);
-	if (merges && !json_is_array(merges))
+	if (json_object_get(model, "merges"))
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: model.merges is not a list", file);
-	size_t n = json_array_size(merges), cap = 16;
+	size_t n = tok->n_merges, cap = 16;
 	while (cap < 2 * n)
 		cap *= 2;
 	if (!(b->slots = calloc(cap, sizeof *b->slots)))
@@ -302,10 +272,11 @@ static int bpe_init(bpe_t *b, const json_t *model, const char *file, tfs_error *
 	size_t bufcap = 0;
 	int rc = 0;
 	for (size_t r = 0; r < n && !rc; r++) {
-		const char *pa, *pb;
-		size_t na, nb;
+		const char *pa = tok->mtext + tok->moff[2 * r], *pb = tok->mtext + tok->moff[2 * r + 1];
+		size_t na = tok->moff[2 * r + 1] - tok->moff[2 * r];
+		size_t nb = tok->moff[2 * r + 2] - tok->moff[2 * r + 1];
 		uint32_t ia, ib, im;
-		if (!merge_parts(json_array_get(merges, r), &pa, &na, &pb, &nb)) {
+		if (tok->mbad && tok->mbad[r]) {
 			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: merge %zu is neither \"a b\" nor "
 					   "[\"a\", \"b\"]", file, r);
 			break;
@@ -394,11 +365,11 @@ static int bpe_word(const bpe_t *b, const char *w, size_t n, ids_t *out, bool *u
 /* ==== post-processing ==== */
 
 /* The id of token text s in the vocabulary or among the added tokens. */
-static bool token_id(const bpe_t *b, const json_t *tok, const char *s, uint32_t *id)
+static bool token_id(const bpe_t *b, const tfs_hf_tok *tok, const char *s, uint32_t *id)
 {
 	size_t i;
 	json_t *a;
-	json_array_foreach(json_object_get(tok, "added_tokens"), i, a) {
+	json_array_foreach(json_object_get(tok->root, "added_tokens"), i, a) {
 		const char *c = json_string_value(json_object_get(a, "content"));
 		json_t *v = json_object_get(a, "id");
 		if (c && strcmp(c, s) == 0 && json_is_integer(v) && json_integer_value(v) >= 0) {
@@ -513,11 +484,11 @@ static bool llama_class(const json_t *cfg)
 }
 
 /* ids through what the converter's tokenizer.encode adds.  1: not computable here. */
-static int add_specials(const bpe_t *b, const json_t *tok, const json_t *cfg, const ids_t *seq,
-			ids_t *out)
+static int add_specials(const bpe_t *b, const tfs_hf_tok *tok, const json_t *cfg,
+			const ids_t *seq, ids_t *out)
 {
 	if (!llama_class(cfg))
-		return post_process(json_object_get(tok, "post_processor"), seq, out);
+		return post_process(json_object_get(tok->root, "post_processor"), seq, out);
 	const json_t *ab = json_object_get(cfg, "add_bos_token");
 	const json_t *ae = json_object_get(cfg, "add_eos_token");
 	bool add_bos = ab ? json_is_true(ab) : true, add_eos = json_is_true(ae);
@@ -535,25 +506,25 @@ static int add_specials(const bpe_t *b, const json_t *tok, const json_t *cfg, co
 /* ==== the check text's hash ==== */
 
 /* 0 and hex set, 1 when not computable (hex ""), or an error. */
-static int check_hash(const struct hf_pre_config *c, const json_t *tok, const json_t *cfg,
+static int check_hash(const struct hf_pre_config *c, const tfs_hf_tok *tok, const json_t *cfg,
 		      char hex[65], const char *file, tfs_error *err)
 {
 	hex[0] = 0;
 	const char *text = c->text ? c->text : tfs_hf_chktxt;
 	size_t i;
 	json_t *a;
-	json_array_foreach(json_object_get(tok, "added_tokens"), i, a) {
+	json_array_foreach(json_object_get(tok->root, "added_tokens"), i, a) {
 		const char *content = json_string_value(json_object_get(a, "content"));
 		if (content && *content && (strstr(text, content) || strstr(tfs_hf_chktxt, content)))
 			return 1;   /* tokenizers splits on added tokens before pre-tokenizing */
 	}
-	const json_t *model = json_object_get(tok, "model");
+	const json_t *model = json_object_get(tok->root, "model");
 	const char *cp = json_string_value(json_object_get(model, "continuing_subword_prefix"));
 	const char *ew = json_string_value(json_object_get(model, "end_of_word_suffix"));
 	if ((cp && *cp) || (ew && *ew))
 		return 1;
 	bpe_t b;
-	int rc = bpe_init(&b, model, file, err);
+	int rc = bpe_init(&b, tok, file, err);
 	ids_t seq = { 0 }, all = { 0 };
 	tfs_buf list = { 0 };
 	char *w = malloc(2 * 65536);
@@ -599,13 +570,13 @@ static int check_hash(const struct hf_pre_config *c, const json_t *tok, const js
 /* ==== the rule ==== */
 
 /* Step 3: configurations that only one of llama.cpp's pre-tokenizers has. */
-static const char *by_structure(const struct hf_pre_config *c, const json_t *tok,
+static const char *by_structure(const struct hf_pre_config *c, const tfs_hf_tok *tok,
 				const json_t *cfg)
 {
 	if (strcmp(c->name, "llama3") == 0) {
 		/* Meta's vocabulary hashes to llama-bpe when encode adds BOS, else smaug-bpe */
 		ids_t none = { 0 }, out = { 0 };
-		bpe_t b = { .vocab = json_object_get(json_object_get(tok, "model"), "vocab") };
+		bpe_t b = { .tok = tok };
 		int r = add_specials(&b, tok, cfg, &none, &out);
 		free(out.v);
 		return r == 0 && out.n > 0 ? "llama-bpe" : r == 0 ? "smaug-bpe" : NULL;
@@ -625,7 +596,7 @@ static void json_brief(const json_t *j, char *out, size_t cap)
 	free(s);
 }
 
-int tfs_hf_bpe_pre(const char **name, char *chkhsh, const json_t *tok, const json_t *cfg,
+int tfs_hf_bpe_pre(const char **name, char *chkhsh, const tfs_hf_tok *tok, const json_t *cfg,
 		   const char *file, tfs_error *err)
 {
 	*name = NULL;
@@ -634,8 +605,8 @@ int tfs_hf_bpe_pre(const char **name, char *chkhsh, const json_t *tok, const jso
 	const struct hf_pre_config *c = find_config(tok);
 	if (!c) {
 		char pre[200], nz[100];
-		json_brief(json_object_get(tok, "pre_tokenizer"), pre, sizeof pre);
-		json_brief(json_object_get(tok, "normalizer"), nz, sizeof nz);
+		json_brief(json_object_get(tok->root, "pre_tokenizer"), pre, sizeof pre);
+		json_brief(json_object_get(tok->root, "normalizer"), nz, sizeof nz);
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: BPE pre-tokenizer not recognized: "
 				     "normalizer %s with pre_tokenizer %s is no configuration "
 				     "tensorfs knows the converter's name for", file, nz, pre);

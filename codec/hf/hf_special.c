@@ -1,7 +1,8 @@
 /*
- * hf_special.c - a repo's tokenizer files as the converter reads them (JSON as Python reads
- * it, keys written once), and gguf-py's SpecialVocab (vocab.py): merges, special token ids,
- * add_bos/add_eos, chat templates.
+ * hf_special.c - gguf-py's SpecialVocab (vocab.py of llama.cpp de3ff81) over a repo's
+ * tokenizer files: merges, special token ids, add_bos/add_eos/add_sep (from
+ * tokenizer_config.json and from tokenizer.json's post-processor), chat templates, the
+ * normalizer's lowercase/strip_accents; and the key writing they share with hf_vocab.c.
  */
 #include "hf_vocab_impl.h"
 
@@ -9,123 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ==== files ==== */
-
-/* Reads a repo file; TFS_E_NOTFOUND (err set) when absent. */
-int tfs_hf_read_file(const tfs_hf_files *f, const char *name, uint8_t **data, uint64_t *len,
-		     tfs_error *err)
-{
-	*data = NULL;
-	*len = 0;
-	return f->read(f->ctx, name, data, len, err);
-}
-
-/* Python reads integers of any size; jansson fails beyond 64 bits ("too big integer").  A copy
- * of the text with ".0" after each integer of more than 18 digits (outside strings) reads
- * them as reals: such numbers (model_max_length = 1e30 written out) are never ids here. */
-static char *widen_big_ints(const char *s, size_t n, size_t *out_n)
-{
-	tfs_buf b = { 0 };
-	size_t i = 0, from = 0;
-	bool in_str = false;
-	while (i < n) {
-		char c = s[i];
-		if (in_str) {
-			if (c == '\\')
-				i++;
-			else if (c == '"')
-				in_str = false;
-			i++;
-			continue;
-		}
-		if (c == '"') {
-			in_str = true;
-			i++;
-			continue;
-		}
-		if (c >= '0' && c <= '9') {
-			size_t j = i;
-			while (j < n && s[j] >= '0' && s[j] <= '9')
-				j++;
-			bool plain = j - i > 18 && (j == n || (s[j] != '.' && s[j] != 'e' && s[j] != 'E'));
-			if (plain && (tfs_buf_append(&b, s + from, j - from) ||
-				      tfs_buf_append(&b, ".0", 2))) {
-				tfs_buf_free(&b);
-				return NULL;
-			}
-			if (plain)
-				from = j;
-			i = j;
-			continue;
-		}
-		i++;
-	}
-	if (tfs_buf_append(&b, s + from, n - from)) {
-		tfs_buf_free(&b);
-		return NULL;
-	}
-	*out_n = b.len;
-	return b.data;
-}
-
-/* A repo JSON file parsed: 0 and *out, or *out NULL and 0 when absent, or an error. */
-int tfs_hf_read_json(const tfs_hf_files *f, const char *name, json_t **out, tfs_error *err)
-{
-	uint8_t *data;
-	uint64_t len;
-	*out = NULL;
-	int rc = tfs_hf_read_file(f, name, &data, &len, err);
-	if (rc == TFS_E_NOTFOUND) {
-		tfs_error_clear(err);
-		return 0;
-	}
-	if (rc)
-		return rc;
-	json_error_t je;
-	size_t wn = 0;
-	char *wide = widen_big_ints((const char *)data, (size_t)len, &wn);
-	free(data);
-	if (!wide)
-		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", name);
-	*out = json_loadb(wide, wn, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
-	free(wide);
-	if (!*out)
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: not JSON: line %d column %d: %s", name,
-				     je.line, je.column, je.text);
-	return 0;
-}
-
-/* Python's isinstance(v, int) on a JSON value: integers, and true/false (bool is an int). */
-bool tfs_hf_py_int(const json_t *v, long long *out)
-{
-	if (json_is_integer(v))
-		*out = json_integer_value(v);
-	else if (json_is_boolean(v))
-		*out = json_is_true(v);
-	else
-		return false;
-	return true;
-}
-
-/* Python's truth value of a JSON value. */
-bool tfs_hf_py_true(const json_t *v)
-{
-	if (!v)
-		return false;
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return json_object_size(v) != 0;
-	case JSON_ARRAY: return json_array_size(v) != 0;
-	case JSON_STRING: return json_string_length(v) != 0;
-	case JSON_INTEGER: return json_integer_value(v) != 0;
-	case JSON_REAL: return json_real_value(v) != 0.0;
-	case JSON_TRUE: return true;
-	default: return false;
-	}
-}
-
 /* ==== key writing ==== */
 
-/* gguf-py raises on a key written twice; the converter then stops.  Here the first stays. */
+/* gguf-py's add_key_value: a key written twice keeps its first place and takes the last
+ * value (tfs_hf_kvs_add does the same). */
 bool tfs_hf_have_key(const tfs_hf_kvs *out, const char *name)
 {
 	return tfs_hf_kvs_find(out, name) >= 0;
@@ -133,36 +21,39 @@ bool tfs_hf_have_key(const tfs_hf_kvs *out, const char *name)
 
 int tfs_hf_put_str(tfs_hf_kvs *out, const char *name, const char *s, size_t n, tfs_error *err)
 {
-	if (n == 0 || tfs_hf_have_key(out, name))   /* add_string skips an empty string */
+	if (n == 0)   /* add_string skips an empty string */
 		return 0;
 	return tfs_hf_kvs_add_strn(out, name, s, n, err);
 }
 
 int tfs_hf_put_u32(tfs_hf_kvs *out, const char *name, uint32_t v, tfs_error *err)
 {
-	return tfs_hf_have_key(out, name) ? 0 : tfs_hf_kvs_add_u32(out, name, v, err);
+	return tfs_hf_kvs_add_u32(out, name, v, err);
 }
 
 int tfs_hf_put_bool(tfs_hf_kvs *out, const char *name, bool v, tfs_error *err)
 {
-	return tfs_hf_have_key(out, name) ? 0 : tfs_hf_kvs_add_bool(out, name, v, err);
+	return tfs_hf_kvs_add_bool(out, name, v, err);
 }
 
 /* ==== SpecialVocab (gguf-py vocab.py) ==== */
 
-#define SV_MAX 8
+#define SV_MAX 12
 
 typedef struct {
-	const char *const *types;   /* special token types, in the order they are tried */
+	const char *types[SV_MAX];  /* special token types, in the order they are tried */
 	size_t n_types;
 	long long n_vocab;          /* -1: None */
 	long long id[SV_MAX];
 	size_t order[SV_MAX];       /* the types with an id, in the order they were set */
 	size_t n_ids;
-	int add[SV_MAX];            /* add_{type}_token: -1 unset, 0, 1 */
-	const json_t *chat_template;   /* borrowed from cfg; NULL: None */
-	/* merges: from tokenizer.json, else merges.txt (strings) */
-	const json_t *merges_json;
+	const char *add_name[SV_MAX];   /* add_special_token: name -> value, in the order */
+	bool add[SV_MAX];               /* first set (a dict) */
+	size_t n_add;
+	json_t *chat_template;      /* owned; NULL: None */
+	int lowercase, strip_accents;   /* -1 None */
+	/* merges: from tokenizer.json (tok), else merges.txt (strings) */
+	const tfs_hf_tok *merges_tok;
 	char **merges_txt;
 	size_t n_merges_txt;
 } special_vocab;
@@ -170,11 +61,52 @@ typedef struct {
 static const char *const default_types[] = { "bos", "eos", "unk", "sep", "pad", "cls",
 					     "mask" };
 
+static void sv_init(special_vocab *sv, const char *const *types, size_t n, long long n_vocab)
+{
+	*sv = (special_vocab){ .n_types = n, .n_vocab = n_vocab, .lowercase = -1,
+			       .strip_accents = -1 };
+	for (size_t i = 0; i < n; i++)
+		sv->types[i] = types[i];
+}
+
 static void sv_free(special_vocab *sv)
 {
 	for (size_t i = 0; i < sv->n_merges_txt; i++)
 		free(sv->merges_txt[i]);
 	free(sv->merges_txt);
+	json_decref(sv->chat_template);
+}
+
+static long sv_type(const special_vocab *sv, const char *typ)
+{
+	for (size_t t = 0; t < sv->n_types; t++)
+		if (strcmp(sv->types[t], typ) == 0)
+			return (long)t;
+	return -1;
+}
+
+/* self.special_token_types += (typ,) */
+static size_t sv_add_type(special_vocab *sv, const char *typ)
+{
+	long t = sv_type(sv, typ);
+	if (t >= 0)
+		return (size_t)t;
+	sv->types[sv->n_types] = typ;
+	return sv->n_types++;
+}
+
+/* self.add_special_token[typ] = v (a dict: the first setting fixes the order) */
+static void sv_set_add(special_vocab *sv, const char *typ, bool v)
+{
+	size_t i = 0;
+	while (i < sv->n_add && strcmp(sv->add_name[i], typ) != 0)
+		i++;
+	if (i == sv->n_add) {
+		if (i == SV_MAX)
+			return;
+		sv->add_name[sv->n_add++] = typ;
+	}
+	sv->add[i] = v;
 }
 
 /* _set_special_token: an int id, not negative, below n_vocab; the first one set stays. */
@@ -253,153 +185,79 @@ static int sv_merges_txt(special_vocab *sv, const tfs_hf_files *files, tfs_error
 	return rc;
 }
 
-/* _load: tokenizer.json (merges, added tokens), tokenizer_config.json, config.json. */
-static int sv_load(special_vocab *sv, const tfs_hf_files *files, const json_t *tok,
-		   const json_t *cfg, const json_t *config, bool load_merges, tfs_error *err)
+/* A GGUF string array's payload built in place: the element type, the count, then each
+ * string (u64 length, bytes). */
+static int put_le(tfs_buf *b, uint64_t v, int bytes)
 {
-	for (size_t i = 0; i < SV_MAX; i++)
-		sv->add[i] = -1;
-	int rc = 0;
-	const json_t *added = NULL;
-	if (tok) {
-		const json_t *m = json_object_get(json_object_get(tok, "model"), "merges");
-		if (load_merges && json_is_array(m) && json_array_size(m)) {
-			const json_t *m0 = json_array_get(m, 0);
-			if (!json_is_string(m0) && !(json_is_array(m0) && json_array_size(m0) == 2 &&
-						     json_is_string(json_array_get(m0, 0))))
-				return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: unknown "
-						     "tokenizer merges format");
-			sv->merges_json = m;
+	uint8_t h[8];
+	for (int i = 0; i < bytes; i++)
+		h[i] = (uint8_t)(v >> (8 * i));
+	return tfs_buf_append(b, h, (size_t)bytes);
+}
+
+static int arr_begin(tfs_buf *b, uint64_t n)
+{
+	return put_le(b, TFS_GGUF_STRING, 4) || put_le(b, n, 8) ? TFS_E_NOMEM : 0;
+}
+
+/* One element; with spaced, each ' ' of a part written as U+0120 ('\xc4\xa0'): the merges'
+ * list form, joined "a b" (gguf-py: chr(ord(' ') + 256)). */
+static int arr_merge(tfs_buf *b, const char *pa, size_t na, const char *pb, size_t nb,
+		     bool joined, bool spaced)
+{
+	uint64_t n = na + (joined ? 1 + nb : 0);
+	for (size_t i = 0; spaced && i < na; i++)
+		n += pa[i] == ' ';
+	for (size_t i = 0; spaced && joined && i < nb; i++)
+		n += pb[i] == ' ';
+	if (put_le(b, n, 8) || tfs_buf_reserve(b, (size_t)n))
+		return TFS_E_NOMEM;
+	for (int part = 0; part < (joined ? 2 : 1); part++) {
+		const char *p = part ? pb : pa;
+		size_t m = part ? nb : na;
+		if (part)
+			b->data[b->len++] = ' ';
+		if (!spaced || !memchr(p, ' ', m)) {
+			memcpy(b->data + b->len, p, m);
+			b->len += m;
+			continue;
 		}
-		added = json_object_get(tok, "added_tokens");
-	}
-	if (cfg) {
-		const json_t *ct = json_object_get(cfg, "chat_template");
-		if (json_is_string(ct) || json_is_array(ct))
-			sv->chat_template = ct;   /* other types: "Bad type ... - ignoring" */
-		for (size_t t = 0; t < sv->n_types && !rc; t++) {
-			char key[64];
-			snprintf(key, sizeof key, "add_%s_token", sv->types[t]);
-			const json_t *ae = json_object_get(cfg, key);
-			if (json_is_boolean(ae))
-				sv->add[t] = json_is_true(ae);
-			snprintf(key, sizeof key, "%s_token", sv->types[t]);
-			const json_t *e = json_object_get(cfg, key);
-			if (json_is_object(e))
-				e = json_object_get(e, "content");
-			if (!json_is_string(e))
-				continue;
-			/* the first added token of that content */
-			size_t i;
-			json_t *a;
-			json_array_foreach(added, i, a) {
-				if (json_equal(json_object_get(a, "content"), (json_t *)e)) {
-					rc = sv_set(sv, t, json_object_get(a, "id"),
-						    "tokenizer.json", err);
-					break;
-				}
+		for (size_t i = 0; i < m; i++) {
+			if (p[i] == ' ') {
+				b->data[b->len++] = '\xc4';
+				b->data[b->len++] = '\xa0';
+			} else {
+				b->data[b->len++] = p[i];
 			}
 		}
 	}
-	for (size_t t = 0; config && t < sv->n_types && !rc; t++) {
-		char key[64];
-		snprintf(key, sizeof key, "%s_token_id", sv->types[t]);
-		rc = sv_set(sv, t, json_object_get(config, key), "config.json", err);
-	}
-	if (!rc && load_merges && !sv->merges_json)
-		rc = sv_merges_txt(sv, files, err);
-	return rc;
+	return 0;
 }
 
-static const char *id_key(const char *typ)
-{
-	static const char *const map[][2] = {
-		{ "bos", "tokenizer.ggml.bos_token_id" }, { "eos", "tokenizer.ggml.eos_token_id" },
-		{ "unk", "tokenizer.ggml.unknown_token_id" },
-		{ "sep", "tokenizer.ggml.seperator_token_id" },   /* sic, gguf-py's spelling */
-		{ "pad", "tokenizer.ggml.padding_token_id" },
-		{ "mask", "tokenizer.ggml.mask_token_id" }, { "eot", "tokenizer.ggml.eot_token_id" },
-	};
-	for (size_t i = 0; i < sizeof map / sizeof *map; i++)
-		if (strcmp(map[i][0], typ) == 0)
-			return map[i][1];
-	return NULL;   /* cls, prefix, suffix, middle: gguf-py has no handler, skipped */
-}
-
-/* The merges as "a b" strings: the list form's spaces written as U+0120 ('Ġ'). */
+/* tokenizer.ggml.merges: "a b" strings (tokenizer.json's as they are, its pairs joined, or
+ * merges.txt's). */
 static int put_merges(tfs_hf_kvs *out, const special_vocab *sv, tfs_error *err)
 {
-	const json_t *m = sv->merges_json;
-	size_t n = m ? json_array_size(m) : sv->n_merges_txt;
-	if (n == 0 || tfs_hf_have_key(out, "tokenizer.ggml.merges"))
+	const tfs_hf_tok *t = sv->merges_tok;
+	size_t n = t ? t->n_merges : sv->n_merges_txt;
+	if (n == 0)
 		return 0;
-	const char **s = calloc(n, sizeof *s);
-	size_t *len = calloc(n, sizeof *len);
-	char **made = NULL;
-	int rc = 0;
-	if (!s || !len) {
-		rc = tfs_error_set(err, TFS_E_NOMEM, "merges: out of memory");
-		goto out;
+	tfs_buf b = { 0 };
+	int rc = arr_begin(&b, n);
+	for (size_t k = 0; k < n && !rc; k++) {
+		if (!t) {
+			rc = arr_merge(&b, sv->merges_txt[k], strlen(sv->merges_txt[k]), NULL, 0,
+				       false, false);
+			continue;
+		}
+		const char *a = t->mtext + t->moff[2 * k], *bb = t->mtext + t->moff[2 * k + 1];
+		size_t na = t->moff[2 * k + 1] - t->moff[2 * k];
+		size_t nb = t->moff[2 * k + 2] - t->moff[2 * k + 1];
+		rc = arr_merge(&b, a, na, bb, nb, !(t->mbad && t->mbad[k]), t->merge_pairs);
 	}
-	if (!m) {
-		for (size_t i = 0; i < n; i++) {
-			s[i] = sv->merges_txt[i];
-			len[i] = strlen(s[i]);
-		}
-	} else if (json_is_string(json_array_get(m, 0))) {
-		for (size_t i = 0; i < n && !rc; i++) {
-			const json_t *e = json_array_get(m, i);
-			if (!json_is_string(e))
-				rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: merge %zu is not a "
-						   "string like the first", i);
-			s[i] = json_string_value(e);
-			len[i] = json_string_length(e);
-		}
-	} else {
-		if (!(made = calloc(n, sizeof *made))) {
-			rc = tfs_error_set(err, TFS_E_NOMEM, "merges: out of memory");
-			goto out;
-		}
-		for (size_t i = 0; i < n && !rc; i++) {
-			const json_t *pair = json_array_get(m, i);
-			tfs_buf b = { 0 };
-			size_t k;
-			json_t *part;
-			if (!json_is_array(pair))
-				rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: merge %zu is not a "
-						   "list like the first", i);
-			json_array_foreach(pair, k, part) {
-				if (rc)
-					break;
-				if (!json_is_string(part)) {
-					rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: merge %zu "
-							   "has a part that is not a string", i);
-					break;
-				}
-				const char *p = json_string_value(part);
-				size_t pn = json_string_length(part);
-				if (k && tfs_buf_append(&b, " ", 1))
-					rc = TFS_E_NOMEM;
-				for (size_t j = 0; j < pn && !rc; j++)
-					if (tfs_buf_append(&b, p[j] == ' ' ? "\xc4\xa0" : p + j,
-							   p[j] == ' ' ? 2 : 1))
-						rc = TFS_E_NOMEM;
-			}
-			if (rc == TFS_E_NOMEM)
-				rc = tfs_error_set(err, TFS_E_NOMEM, "merges: out of memory");
-			made[i] = b.data;
-			s[i] = b.data ? b.data : "";
-			len[i] = b.len;
-		}
-	}
-	if (!rc)
-		rc = tfs_hf_kvs_add_arr_str(out, "tokenizer.ggml.merges", s, len, n, err);
-out:
-	for (size_t i = 0; made && i < n; i++)
-		free(made[i]);
-	free(made);
-	free(s);
-	free(len);
+	rc = rc ? tfs_error_set(err, TFS_E_NOMEM, "merges: out of memory")
+		: tfs_hf_kvs_add(out, "tokenizer.ggml.merges", TFS_GGUF_ARRAY, b.data, b.len, err);
+	tfs_buf_free(&b);
 	return rc;
 }
 
@@ -478,59 +336,369 @@ static int put_chat_template(tfs_hf_kvs *out, const json_t *ct, tfs_error *err)
 	return rc;
 }
 
-/* add_to_gguf. */
-static int sv_write(tfs_hf_kvs *out, const special_vocab *sv, tfs_error *err)
+/* ==== loading (SpecialVocab._load) ==== */
+
+/* Python's a == b for JSON values that may be absent (None). */
+static bool py_eq(const json_t *a, const json_t *b)
 {
-	int rc = put_merges(out, sv, err);
-	for (size_t i = 0; i < sv->n_ids && !rc; i++) {
-		size_t t = sv->order[i];
-		const char *key = id_key(sv->types[t]);
-		if (!key)
-			continue;
-		if (sv->id[t] > UINT32_MAX)
-			return tfs_error_set(err, TFS_E_FORMAT, "special token %s id %lld does not "
-					     "fit GGUF's uint32", sv->types[t], sv->id[t]);
-		rc = tfs_hf_put_u32(out, key, (uint32_t)sv->id[t], err);
+	if (!a || json_is_null(a))
+		return !b || json_is_null(b);
+	return b && json_equal((json_t *)a, (json_t *)b);
+}
+
+/* item.get('SpecialToken', {}).get('id') of a template item (or 'Sequence'). */
+static const json_t *tmpl_id(const json_t *item, const char *kind)
+{
+	return json_object_get(json_object_get(item, kind), "id");
+}
+
+/* What the loading shares: tokenizer_config.json (a copy it may change), the tokens it names. */
+typedef struct {
+	json_t *tc;   /* owned copy; NULL: no tokenizer_config.json */
+	const json_t *bos, *cls, *eos, *sep;   /* special_bos ... (borrowed) */
+} sv_ctx;
+
+/* tokenizer_config[key] = v (when there is a tokenizer_config). */
+static int tc_set(sv_ctx *c, const char *key, const json_t *v, tfs_error *err)
+{
+	if (!tfs_hf_py_true(c->tc))
+		return 0;
+	if (json_object_set(c->tc, key, v ? (json_t *)v : json_null()))
+		return tfs_error_set(err, TFS_E_NOMEM, "tokenizer_config.json: out of memory");
+	return 0;
+}
+
+/* TemplateProcessing<single>: the leading and trailing special tokens; 0 or an error. */
+static int tp_single(special_vocab *sv, sv_ctx *c, const json_t *single, const json_t **first,
+		     const json_t **last, tfs_error *err)
+{
+	size_t n = json_array_size(single);
+	bool have_tc = tfs_hf_py_true(c->tc);
+	int rc = 0;
+	if (n <= 1)
+		return 0;
+	const json_t *f = tmpl_id(json_array_get(single, 0), "SpecialToken");
+	if (tfs_hf_py_true(f)) {
+		*first = f;
+		if (!have_tc) {
+			c->bos = f;
+		} else if (!py_eq(f, c->bos) && !py_eq(f, c->cls)) {
+			if (!tfs_hf_py_true(c->bos) && !(rc = tc_set(c, "bos_token", f, err)))
+				c->bos = f;
+			if (!rc && !tfs_hf_py_true(c->cls) && !(rc = tc_set(c, "cls_token", f, err)))
+				c->cls = f;
+		}
+		sv_set_add(sv, "bos", py_eq(f, c->bos) || py_eq(f, c->cls));
 	}
-	for (size_t t = 0; t < sv->n_types && !rc; t++) {
-		if (sv->add[t] < 0)
-			continue;
-		if (strcmp(sv->types[t], "bos") == 0)
-			rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_bos_token", sv->add[t], err);
-		else if (strcmp(sv->types[t], "eos") == 0)
-			rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_eos_token", sv->add[t], err);
+	const json_t *l = tmpl_id(json_array_get(single, n - 1), "SpecialToken");
+	if (!rc && tfs_hf_py_true(l)) {
+		*last = l;
+		if (!have_tc) {
+			c->eos = l;
+		} else if (!py_eq(l, c->eos)) {
+			/* the old EOS becomes EOT (or EOM) */
+			const char *alt = sv_type(sv, "eot") < 0 ? "eot" :
+					  sv_type(sv, "eom") < 0 ? "eom" : NULL;
+			if (alt) {
+				char key[16];
+				snprintf(key, sizeof key, "%s_token", alt);
+				sv_add_type(sv, alt);
+				rc = tc_set(c, key, c->eos, err);
+			}
+			if (!rc && !(rc = tc_set(c, "eos_token", l, err)))
+				c->eos = l;
+		}
+		sv_set_add(sv, "eos", py_eq(l, c->eos));
 	}
-	if (!rc && sv->chat_template)
-		rc = put_chat_template(out, sv->chat_template, err);
 	return rc;
 }
 
-int tfs_hf_special_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *tok,
-			       const json_t *cfg, const json_t *config, bool load_merges,
-			       long long n_vocab, tfs_error *err)
+/* TemplateProcessing<pair>: "$A [sep] [eos] $B" sets add_sep. */
+static int tp_pair(special_vocab *sv, sv_ctx *c, const json_t *pair, const json_t *first,
+		   const json_t *last, tfs_error *err)
 {
-	special_vocab sv = { .types = default_types, .n_types = 7, .n_vocab = n_vocab };
-	int rc = sv_load(&sv, files, tok, cfg, config, load_merges, err);
+	size_t n = json_array_size(pair), from = 0, to = n;
+	if (tfs_hf_py_true(first) && py_eq(tmpl_id(json_array_get(pair, 0), "SpecialToken"), first))
+		from = 1;
+	if (tfs_hf_py_true(last) && n &&
+	    py_eq(tmpl_id(json_array_get(pair, n - 1), "SpecialToken"), last))
+		to = n - 1;
+	if (to <= from)
+		return 0;
+	const json_t *a = tmpl_id(json_array_get(pair, from), "Sequence");
+	const json_t *b = tmpl_id(json_array_get(pair, to - 1), "Sequence");
+	if (!json_is_string(a) || strcmp(json_string_value(a), "A") != 0 || !json_is_string(b) ||
+	    strcmp(json_string_value(b), "B") != 0 || to - 1 <= from + 1)
+		return 0;
+	size_t inner = to - from - 2;
+	bool add_sep = false;
+	const json_t *e = tmpl_id(json_array_get(pair, from + 1), "SpecialToken");
+	if (tfs_hf_py_true(e) && (py_eq(e, c->sep) || py_eq(e, c->eos)) && !tfs_hf_py_true(last))
+		add_sep = true;
+	if (inner == 2) {
+		e = tmpl_id(json_array_get(pair, from + 2), "SpecialToken");
+		if (tfs_hf_py_true(e) && (py_eq(e, c->sep) || py_eq(e, c->eos)))
+			add_sep = true;
+	}
+	sv_set_add(sv, "sep", add_sep);
+	if (add_sep && !tfs_hf_py_true(c->sep))
+		return tc_set(c, "sep_token", c->eos, err);
+	return 0;
+}
+
+/* The post-processor's processors: RobertaProcessing and TemplateProcessing set add_bos,
+ * add_eos, add_sep (gguf-py's "crude parsing"), and may name bos/cls/eos/sep/eot tokens. */
+static int sv_post_processor(special_vocab *sv, sv_ctx *c, const json_t *pp, tfs_error *err)
+{
+	const json_t *procs = json_object_get(pp, "processors");
+	size_t n = procs ? json_array_size(procs) : 1, i;
+	int rc = 0;
+	for (i = 0; i < n && !rc; i++) {
+		const json_t *p = procs ? json_array_get(procs, i) : pp;
+		const char *type = json_string_value(json_object_get(p, "type"));
+		if (type && strcmp(type, "RobertaProcessing") == 0) {
+			static const char *const t3[] = { "bos", "eos", "sep" };
+			for (size_t k = 0; k < 3; k++)
+				sv_set_add(sv, t3[k], true);
+			const json_t *cls = json_object_get(p, "cls"), *sep = json_object_get(p, "sep");
+			if (!tfs_hf_py_true(c->cls) && tfs_hf_py_true(c->tc)) {
+				c->cls = cls ? json_array_get(cls, 0) : c->bos;
+				rc = tc_set(c, "cls_token", c->cls, err);
+			}
+			if (!rc && !tfs_hf_py_true(c->sep) && tfs_hf_py_true(c->tc)) {
+				c->sep = sep ? json_array_get(sep, 0) : c->eos;
+				rc = tc_set(c, "sep_token", c->sep, err);
+			}
+		} else if (type && strcmp(type, "TemplateProcessing") == 0) {
+			const json_t *first = NULL, *last = NULL;
+			rc = tp_single(sv, c, json_object_get(p, "single"), &first, &last, err);
+			const json_t *pair = json_object_get(p, "pair");
+			if (!rc && json_array_size(pair))
+				rc = tp_pair(sv, c, pair, first, last, err);
+		}
+	}
+	return rc;
+}
+
+/* _parse_normalizer: Lowercase, StripAccents, BertNormalizer's flags, within Sequences. */
+static void sv_normalizer(special_vocab *sv, const json_t *nz, int depth)
+{
+	const char *type = json_string_value(json_object_get(nz, "type"));
+	const json_t *v;
+	if (!type || depth > 32)
+		return;
+	if (strcmp(type, "Lowercase") == 0) {
+		sv->lowercase = 1;
+	} else if (strcmp(type, "StripAccents") == 0) {
+		sv->strip_accents = 1;
+	} else if (strcmp(type, "BertNormalizer") == 0) {
+		if ((v = json_object_get(nz, "lowercase")))
+			sv->lowercase = tfs_hf_py_true(v);
+		if ((v = json_object_get(nz, "strip_accents")))
+			sv->strip_accents = tfs_hf_py_true(v);
+	} else if (strcmp(type, "Sequence") == 0) {
+		size_t i;
+		json_t *x;
+		json_array_foreach(json_object_get(nz, "normalizers"), i, x)
+			sv_normalizer(sv, x, depth + 1);
+	}
+}
+
+/* chat_template.jinja (read as Python's text mode does: "\r\n" and "\r" as "\n"), else
+ * chat_template.json's "chat_template".  The additional_chat_templates/ folder is not
+ * read: a repo's files are read by name, never listed. */
+static int alt_chat_template(const tfs_hf_files *files, json_t **out, tfs_error *err)
+{
+	uint8_t *d;
+	uint64_t n;
+	*out = NULL;
+	int rc = tfs_hf_read_file(files, "chat_template.jinja", &d, &n, err);
+	if (rc == TFS_E_NOTFOUND) {
+		json_t *j = NULL;
+		tfs_error_clear(err);
+		if ((rc = tfs_hf_read_json(files, "chat_template.json", &j, err)))
+			return rc;
+		*out = json_incref(json_object_get(j, "chat_template"));
+		json_decref(j);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (d[i] == '\r' && i + 1 < n && d[i + 1] == '\n')
+			continue;
+		d[w++] = d[i] == '\r' ? '\n' : d[i];
+	}
+	*out = json_stringn((const char *)d, w);
+	free(d);
+	if (!*out)
+		return tfs_error_set(err, TFS_E_FORMAT, "chat_template.jinja: not UTF-8 text");
+	return 0;
+}
+
+/* The chat template and each type's add_{type}_token and {type}_token (looked up among
+ * tokenizer.json's added tokens) from tokenizer_config.json. */
+static int sv_config(special_vocab *sv, const tfs_hf_files *files, const json_t *tc,
+		     const json_t *added, tfs_error *err)
+{
+	json_t *alt = NULL;
+	int rc = alt_chat_template(files, &alt, err);
+	if (rc)
+		return rc;
+	const json_t *ct = json_object_get(tc, "chat_template");
+	if (!ct)
+		ct = alt;
+	if (json_is_string(ct) || json_is_array(ct))
+		sv->chat_template = json_incref((json_t *)ct);   /* else "Bad type ... - ignoring" */
+	json_decref(alt);
+	for (size_t t = 0; t < sv->n_types && !rc; t++) {
+		char key[64];
+		snprintf(key, sizeof key, "add_%s_token", sv->types[t]);
+		const json_t *ae = json_object_get(tc, key);
+		if (json_is_boolean(ae))
+			sv_set_add(sv, sv->types[t], json_is_true(ae));
+		snprintf(key, sizeof key, "%s_token", sv->types[t]);
+		const json_t *e = json_object_get(tc, key);
+		if (json_is_object(e))
+			e = json_object_get(e, "content");
+		if (!json_is_string(e))
+			continue;
+		size_t i;   /* the first added token of that content */
+		json_t *a;
+		json_array_foreach(added, i, a) {
+			if (json_equal(json_object_get(a, "content"), (json_t *)e)) {
+				rc = sv_set(sv, t, json_object_get(a, "id"), "tokenizer.json", err);
+				break;
+			}
+		}
+	}
+	return rc;
+}
+
+/* _try_load_from_config_json: {type}_token_id of config.json as the file has it (not
+ * transformers' class defaults), else of its text_config. */
+static int sv_config_json(special_vocab *sv, const tfs_hf_files *files, tfs_error *err)
+{
+	json_t *config = NULL;
+	int rc = tfs_hf_read_json(files, "config.json", &config, err);
+	for (size_t t = 0; config && t < sv->n_types && !rc; t++) {
+		char key[64];
+		snprintf(key, sizeof key, "%s_token_id", sv->types[t]);
+		const json_t *v = json_object_get(config, key);
+		if (!v || json_is_null(v))
+			v = json_object_get(json_object_get(config, "text_config"), key);
+		rc = sv_set(sv, t, v, "config.json", err);
+	}
+	json_decref(config);
+	return rc;
+}
+
+static int sv_load(special_vocab *sv, const tfs_hf_files *files, const tfs_hf_tok *tok,
+		   const json_t *cfg, bool load_merges, tfs_error *err)
+{
+	sv_ctx c = { .tc = cfg ? json_copy((json_t *)cfg) : NULL };
+	const json_t *root = tok ? tok->root : NULL;
+	int rc = 0;
+	if (cfg && !c.tc)
+		return tfs_error_set(err, TFS_E_NOMEM, "tokenizer_config.json: out of memory");
+	if (tok && load_merges && tok->has_merges && tok->n_merges)
+		sv->merges_tok = tok;
+	if (tfs_hf_py_true(json_object_get(root, "normalizer")))
+		sv_normalizer(sv, json_object_get(root, "normalizer"), 0);
+	const json_t *added = json_object_get(root, "added_tokens");
+	if (tok && (json_object_size(root) || tok->has_vocab || tok->has_merges)) {
+		c.bos = json_object_get(c.tc, "bos_token");
+		c.cls = json_object_get(c.tc, "cls_token");
+		c.eos = json_object_get(c.tc, "eos_token");
+		c.sep = json_object_get(c.tc, "sep_token");
+		if (!tfs_hf_py_true(c.bos) && tfs_hf_py_true(c.cls) && tfs_hf_py_true(c.tc) &&
+		    !(rc = tc_set(&c, "bos_token", c.cls, err)))
+			c.bos = c.cls;
+		if (!rc && !tfs_hf_py_true(c.eos) && tfs_hf_py_true(c.sep) &&
+		    tfs_hf_py_true(c.tc) && !(rc = tc_set(&c, "eos_token", c.sep, err)))
+			c.eos = c.sep;
+		const json_t *pp = json_object_get(root, "post_processor");
+		if (!rc && json_is_object(pp) && json_object_size(pp))
+			rc = sv_post_processor(sv, &c, pp, err);
+	}
+	if (!rc && tfs_hf_py_true(c.tc))
+		rc = sv_config(sv, files, c.tc, added, err);
+	if (!rc)
+		rc = sv_config_json(sv, files, err);
+	if (!rc && load_merges && !sv->merges_tok)
+		rc = sv_merges_txt(sv, files, err);
+	json_decref(c.tc);
+	return rc;
+}
+
+/* add_to_gguf. */
+static int sv_write(tfs_hf_kvs *out, const special_vocab *sv, tfs_error *err)
+{
+	static const char *const id_keys[][2] = {
+		{ "bos", "tokenizer.ggml.bos_token_id" }, { "eos", "tokenizer.ggml.eos_token_id" },
+		{ "unk", "tokenizer.ggml.unknown_token_id" },
+		{ "sep", "tokenizer.ggml.seperator_token_id" },   /* sic, gguf-py's spelling */
+		{ "pad", "tokenizer.ggml.padding_token_id" },
+		{ "mask", "tokenizer.ggml.mask_token_id" }, { "eot", "tokenizer.ggml.eot_token_id" },
+		{ "eom", "tokenizer.ggml.eom_token_id" },
+	};   /* cls, prefix, suffix, middle, fsep: gguf-py has no handler, skipped */
+	static const char *const add_keys[][2] = {
+		{ "bos", "tokenizer.ggml.add_bos_token" }, { "eos", "tokenizer.ggml.add_eos_token" },
+		{ "sep", "tokenizer.ggml.add_sep_token" },
+	};
+	int rc = put_merges(out, sv, err);
+	for (size_t i = 0; i < sv->n_ids && !rc; i++) {
+		size_t t = sv->order[i];
+		for (size_t k = 0; k < sizeof id_keys / sizeof *id_keys && !rc; k++) {
+			if (strcmp(id_keys[k][0], sv->types[t]) != 0)
+				continue;
+			if (sv->id[t] > UINT32_MAX)
+				return tfs_error_set(err, TFS_E_FORMAT, "special token %s id %lld does "
+						     "not fit GGUF's uint32", sv->types[t], sv->id[t]);
+			rc = tfs_hf_put_u32(out, id_keys[k][1], (uint32_t)sv->id[t], err);
+		}
+	}
+	for (size_t i = 0; i < sv->n_add && !rc; i++)
+		for (size_t k = 0; k < sizeof add_keys / sizeof *add_keys && !rc; k++)
+			if (strcmp(add_keys[k][0], sv->add_name[i]) == 0)
+				rc = tfs_hf_put_bool(out, add_keys[k][1], sv->add[i], err);
+	if (!rc && sv->chat_template)
+		rc = put_chat_template(out, sv->chat_template, err);
+	if (!rc && sv->lowercase >= 0)
+		rc = tfs_hf_put_bool(out, "tokenizer.ggml.normalizer.lowercase", sv->lowercase, err);
+	if (!rc && sv->strip_accents >= 0)
+		rc = tfs_hf_put_bool(out, "tokenizer.ggml.normalizer.strip_accents",
+				     sv->strip_accents, err);
+	return rc;
+}
+
+int tfs_hf_special_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
+			 const json_t *cfg, bool load_merges, long long n_vocab, tfs_error *err)
+{
+	special_vocab sv;
+	sv_init(&sv, default_types, 7, n_vocab);
+	int rc = sv_load(&sv, files, tok, cfg, load_merges, err);
 	if (!rc)
 		rc = sv_write(out, &sv, err);
 	sv_free(&sv);
 	return rc;
 }
 
-int tfs_hf_codellama_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *tok,
-			 const json_t *cfg, const json_t *config, tfs_error *err)
+/* SpecialVocab(special_token_types=types) with ids[k] set for types[k] after loading, as
+ * CodeLlama's (prefix, suffix, middle, eot: 32007..32010) and CodeGemma's are. */
+int tfs_hf_fixed_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
+		     const json_t *cfg, const char *const *types, const long long *ids, size_t n,
+		     tfs_error *err)
 {
-	int rc;
-	static const char *const infill[] = { "prefix", "suffix", "middle", "eot" };
-	special_vocab sv = { .types = infill, .n_types = 4, .n_vocab = -1 };
-	if (!(rc = sv_load(&sv, files, tok, cfg, config, false, err))) {
-		static const long long ids[] = { 32007, 32008, 32009, 32010 };
-		for (size_t k = 0; k < 4 && !rc; k++) {
-			json_t *j = json_integer(ids[k]);
-			rc = j ? sv_set(&sv, k, j, "CodeLlama", err) :
-				 tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-			json_decref(j);
-		}
+	special_vocab sv;
+	sv_init(&sv, types, n, -1);
+	int rc = sv_load(&sv, files, tok, cfg, false, err);
+	for (size_t k = 0; k < n && !rc; k++) {
+		json_t *j = json_integer(ids[k]);
+		rc = j ? sv_set(&sv, k, j, "tokenizer", err) :
+			 tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		json_decref(j);
 	}
 	if (!rc)
 		rc = sv_write(out, &sv, err);

@@ -1,16 +1,22 @@
 /*
  * hf_vocab.c - the tokenizer keys of a Hugging Face model's GGUF view, in the order and with
- * the values llama.cpp's convert_hf_to_gguf.py (c392e50) writes them:
- *   1. the vocabulary: LlamaModel/Qwen2Model.set_vocab choose
- *        tokenizer.model present            -> _set_vocab_sentencepiece ("llama")
- *        else (llama family) a tokenizer.json BPE with byte_fallback and a Sequence decoder
- *                                           -> _set_vocab_llama_hf (needs transformers: refused)
- *        else                               -> _set_vocab_gpt2 ("gpt2", tokenizer.json)
- *      each ending with gguf-py's SpecialVocab: merges, special ids, add_bos/add_eos, chat
- *      template;
- *   2. the llama family's extras: CodeLlama's infill ids (vocab_size 32016),
- *      add_space_prefix from tokenizer_config.json, add_bos_token false for vocab_size 49152.
- * Where the converter stops on a key written twice (gguf-py raises), the first value is kept.
+ * the values llama.cpp's convert_hf_to_gguf.py (de3ff81) writes them.  Each architecture's
+ * set_vocab is one row of vocab_rows (below), one of:
+ *   llama    LlamaModel: add_space_prefix from tokenizer_config.json first; then
+ *            tokenizer.model -> _set_vocab_sentencepiece ("llama"), else a tokenizer.json
+ *            BPE with byte_fallback and a Sequence decoder -> _set_vocab_llama_hf (needs
+ *            transformers: refused), else _set_vocab_gpt2 ("gpt2"); CodeLlama's infill ids
+ *            (vocab_size 32016); add_bos_token false for vocab_size 49152.
+ *   spm-gpt2 Qwen2Model: tokenizer.model -> sentencepiece, else gpt2.
+ *   gpt2     TextModel's own: gpt2.
+ *   gemma2   sentencepiece, then add_space_prefix false.
+ *   gemma3   tokenizer.model -> sentencepiece + add_space_prefix false, else gpt2.
+ *   phi3     Phi3MiniModel: tokenizer_config.json's tokenizer_class GPT2Tokenizer -> gpt2,
+ *            else its own sentencepiece reading (added tokens from tokenizer_config.json
+ *            and tokenizer.json, without the others' special-looking rule).
+ * Each vocabulary ends with gguf-py's SpecialVocab (hf_special.c): merges, special ids,
+ * add_bos/add_eos/add_sep, chat template, normalizer flags.  A key written twice keeps its
+ * first place and takes the last value, as gguf-py's writer does.
  */
 #include "hf_vocab_impl.h"
 
@@ -134,33 +140,18 @@ static bool looks_special(const char *s, size_t n)
 
 static int put_tokens(tfs_hf_kvs *out, const toklist *t, bool scores, tfs_error *err)
 {
-	int rc = 0;
+	int rc;
 	if (t->n == 0)   /* add_array skips an empty list */
 		return 0;
-	if (!tfs_hf_have_key(out, "tokenizer.ggml.tokens"))
-		rc = tfs_hf_kvs_add_arr_str(out, "tokenizer.ggml.tokens", t->s, t->len, t->n, err);
-	if (!rc && scores && !tfs_hf_have_key(out, "tokenizer.ggml.scores"))
+	rc = tfs_hf_kvs_add_arr_str(out, "tokenizer.ggml.tokens", t->s, t->len, t->n, err);
+	if (!rc && scores)
 		rc = tfs_hf_kvs_add_arr_f32(out, "tokenizer.ggml.scores", t->score, t->n, err);
-	if (!rc && !tfs_hf_have_key(out, "tokenizer.ggml.token_type"))
+	if (!rc)
 		rc = tfs_hf_kvs_add_arr_i32(out, "tokenizer.ggml.token_type", t->type, t->n, err);
 	return rc;
 }
 
 /* ==== _set_vocab_sentencepiece ==== */
-
-static int vocab_size_of(const json_t *config, long long dflt, long long *out, tfs_error *err)
-{
-	const json_t *v = json_object_get(config, "vocab_size");
-	if (!v || json_is_null(v)) {
-		*out = dflt;
-		if (!v)
-			return 0;
-	}
-	if (!tfs_hf_py_int(v, out) || *out < 0 || *out > (1ll << 31))
-		return tfs_error_set(err, TFS_E_FORMAT, "config.json: vocab_size is not a count of "
-				     "tokens");
-	return 0;
-}
 
 /* "12" -> 12 as Python's int() of a JSON key (digits, optional sign and spaces). */
 static bool key_int(const char *k, long long *out)
@@ -179,18 +170,18 @@ static bool key_int(const char *k, long long *out)
 	return true;
 }
 
-/* added_tokens.json's pieces (user-defined) and tokenizer_config.json's
- * added_tokens_decoder (control or user-defined) over t's vs tokens. */
-static int spm_added(toklist *t, const tfs_hf_files *files, const json_t *cfg, long long vs,
-		     tfs_error *err)
+/* added_tokens.json's pieces (user-defined), each id below vs ("ignore token: id is out
+ * of range" otherwise). */
+static int added_tokens_json(toklist *t, const tfs_hf_files *files, long long vs,
+			     tfs_error *err)
 {
 	json_t *added = NULL;
 	int rc = tfs_hf_read_json(files, "added_tokens.json", &added, err);
-	if (rc)
+	if (rc || !added)
 		return rc;
-	if (added && !json_is_object(added)) {
-		rc = tfs_error_set(err, TFS_E_FORMAT, "added_tokens.json: not an object");
-		goto out;
+	if (!json_is_object(added)) {
+		json_decref(added);
+		return tfs_error_set(err, TFS_E_FORMAT, "added_tokens.json: not an object");
 	}
 	const char *key;
 	size_t klen;
@@ -200,83 +191,151 @@ static int spm_added(toklist *t, const tfs_hf_files *files, const json_t *cfg, l
 		if (!tfs_hf_py_int(v, &id) || id < 0) {
 			rc = tfs_error_set(err, TFS_E_FORMAT, "added_tokens.json: '%s' has no token "
 					   "id (a non-negative integer)", key);
-			goto out;
+			break;
 		}
 		if (id >= vs)
-			continue;   /* "ignore token: id is out of range" */
+			continue;
 		if ((rc = toks_set_copy(t, (size_t)id, key, klen, err)))
-			goto out;
+			break;
 		t->score[id] = -1000.0f;
 		t->type[id] = TFS_TOK_USER_DEFINED;
 	}
-	json_object_keylen_foreach(json_object_get(cfg, "added_tokens_decoder"), key, klen, v) {
-		long long id;
-		const json_t *c = json_object_get(v, "content");
-		if (!key_int(key, &id) || id < 0 || id >= vs || !json_is_string(c)) {
-			rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer_config.json: "
-					   "added_tokens_decoder '%s': %s", key,
-					   !json_is_string(c) ? "no content string" :
-					   "not a token id of the vocabulary");
-			goto out;
-		}
-		const char *s = json_string_value(c);
-		size_t n = json_string_length(c);
-		if (tfs_hf_py_true(json_object_get(v, "special")) || looks_special(s, n)) {
-			rc = toks_set_copy(t, (size_t)id, s, n, err);
-			t->type[id] = TFS_TOK_CONTROL;
-		} else {
-			rc = toks_set_spaced(t, (size_t)id, s, n, err);
-			t->type[id] = TFS_TOK_USER_DEFINED;
-		}
-		t->score[id] = -1000.0f;
-		if (rc)
-			goto out;
-	}
-out:
 	json_decref(added);
 	return rc;
 }
 
+/* tokenizer_config.json's added_tokens_decoder over t's vs tokens: control (special, or
+ * special-looking) or user-defined with U+2581 as ' '; ids from vs on are skipped.  With
+ * phi3, Phi3MiniModel's rule: control when special, else user-defined as written, and an id
+ * beyond the list is an error (the converter's IndexError). */
+static int added_decoder(toklist *t, const json_t *cfg, long long vs, bool phi3, tfs_error *err)
+{
+	const char *key;
+	json_t *v;
+	int rc = 0;
+	json_object_foreach(json_object_get(cfg, "added_tokens_decoder"), key, v) {
+		long long id;
+		const json_t *c = json_object_get(v, "content");
+		bool ok_id = key_int(key, &id) && id >= 0;
+		if (!ok_id || !json_is_string(c) || (phi3 && id >= vs))
+			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer_config.json: "
+					     "added_tokens_decoder '%s': %s", key,
+					     !json_is_string(c) ? "no content string" :
+					     "not a token id of the vocabulary");
+		if (id >= vs)
+			continue;
+		const char *s = json_string_value(c);
+		size_t n = json_string_length(c);
+		bool special = tfs_hf_py_true(json_object_get(v, "special"));
+		if (special || (!phi3 && looks_special(s, n))) {
+			rc = toks_set_copy(t, (size_t)id, s, n, err);
+			t->type[id] = TFS_TOK_CONTROL;
+		} else {
+			rc = phi3 ? toks_set_copy(t, (size_t)id, s, n, err)
+				  : toks_set_spaced(t, (size_t)id, s, n, err);
+			t->type[id] = TFS_TOK_USER_DEFINED;
+		}
+		t->score[id] = -1000.0f;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Phi3MiniModel's last step: tokenizer.json's added tokens (control when special). */
+static int phi3_json_added(toklist *t, const tfs_hf_tok *tok, long long vs, tfs_error *err)
+{
+	size_t i;
+	json_t *a;
+	json_array_foreach(json_object_get(tok ? tok->root : NULL, "added_tokens"), i, a) {
+		long long id;
+		const json_t *c = json_object_get(a, "content");
+		if (!tfs_hf_py_int(json_object_get(a, "id"), &id) || id < 0 || id >= vs ||
+		    !json_is_string(c))
+			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: added token %zu: no "
+					     "content, or an id outside the vocabulary", i);
+		int rc = toks_set_copy(t, (size_t)id, json_string_value(c), json_string_length(c),
+				       err);
+		if (rc)
+			return rc;
+		t->score[id] = -1000.0f;
+		t->type[id] = tfs_hf_py_true(json_object_get(a, "special")) ? TFS_TOK_CONTROL
+									    : TFS_TOK_USER_DEFINED;
+	}
+	return 0;
+}
+
+/* find_hparam(["vocab_size_per_layer_input", "vocab_size"], optional=True) or the model's
+ * piece count; phi3: hparams.get('vocab_size', piece count). */
+static int spm_vocab_size(const json_t *config, size_t pieces, bool phi3, long long *vs,
+			  tfs_error *err)
+{
+	const json_t *v = phi3 ? NULL : json_object_get(config, "vocab_size_per_layer_input");
+	if (!v)
+		v = json_object_get(config, "vocab_size");
+	*vs = (long long)pieces;
+	if (!v || (!phi3 && !tfs_hf_py_true(v)))
+		return 0;
+	if (!tfs_hf_py_int(v, vs) || *vs < 0 || *vs > (1ll << 31))
+		return tfs_error_set(err, TFS_E_FORMAT, "config.json: vocab_size is not a count of "
+				     "tokens");
+	return 0;
+}
+
+/* The token list of tokenizer.model (sp, its pieces up to vs) and the repo's added tokens. */
+static int spm_tokens(toklist *t, const tfs_spm_model *sp, long long vs, bool phi3,
+		      const tfs_hf_files *files, const tfs_hf_tok *tok, const json_t *cfg,
+		      tfs_error *err)
+{
+	int rc = toks_init(t, (size_t)vs, err);
+	for (size_t i = 0; i < t->n && !rc; i++) {
+		if (i < sp->n) {
+			const tfs_spm_piece *p = &sp->pieces[i];
+			t->s[i] = p->piece;
+			t->len[i] = p->len;
+			t->score[i] = p->score;
+			/* IsUnknown, IsControl, IsUnused, IsByte; USER_DEFINED stays NORMAL */
+			t->type[i] = p->type == TFS_TOK_USER_DEFINED ? TFS_TOK_NORMAL : p->type;
+		} else {
+			rc = toks_set_pad(t, i, err);
+			t->score[i] = -10000.0f;
+			t->type[i] = TFS_TOK_UNUSED;
+		}
+	}
+	if (!rc)
+		rc = added_tokens_json(t, files, vs, err);
+	if (!rc)
+		rc = added_decoder(t, cfg, vs, phi3, err);
+	if (!rc && phi3)
+		rc = phi3_json_added(t, tok, vs, err);
+	return rc;
+}
+
+/* _set_vocab_sentencepiece (phi3: Phi3MiniModel.set_vocab's own reading). */
 static int vocab_sentencepiece(tfs_hf_kvs *out, const tfs_hf_files *files, const uint8_t *model,
-			       uint64_t model_len, const json_t *tok, const json_t *cfg,
-			       const json_t *config, tfs_error *err)
+			       uint64_t model_len, const tfs_hf_tok *tok, const json_t *cfg,
+			       const json_t *config, bool phi3, tfs_error *err)
 {
 	tfs_spm_model sp;
 	toklist t = { 0 };
+	long long vs;
 	int rc = tfs_spm_parse(&sp, model, model_len, "tokenizer.model", err);
 	if (rc)
 		return rc;
-	long long vs;
-	if ((rc = vocab_size_of(config, (long long)sp.n, &vs, err)))
+	if ((rc = spm_vocab_size(config, sp.n, phi3, &vs, err)))
 		goto out;
-	if ((size_t)vs < sp.n) {
+	if (phi3 && (size_t)vs < sp.n) {
 		rc = tfs_error_set(err, TFS_E_FORMAT, "config.json: vocab_size %lld is less than "
 				   "the %zu pieces of tokenizer.model", vs, sp.n);
 		goto out;
 	}
-	if ((rc = toks_init(&t, (size_t)vs, err)))
-		goto out;
-	for (size_t i = 0; i < t.n && !rc; i++) {
-		if (i < sp.n) {
-			const tfs_spm_piece *p = &sp.pieces[i];
-			t.s[i] = p->piece;
-			t.len[i] = p->len;
-			t.score[i] = p->score;
-			/* IsUnknown, IsControl, IsUnused, IsByte; USER_DEFINED stays NORMAL */
-			t.type[i] = p->type == TFS_TOK_USER_DEFINED ? TFS_TOK_NORMAL : p->type;
-		} else {
-			rc = toks_set_pad(&t, i, err);
-			t.score[i] = -10000.0f;
-			t.type[i] = TFS_TOK_UNUSED;
-		}
-	}
-	if (rc || (rc = spm_added(&t, files, cfg, vs, err)))
+	if ((rc = spm_tokens(&t, &sp, vs, phi3, files, tok, cfg, err)))
 		goto out;
 	if ((rc = tfs_hf_put_str(out, "tokenizer.ggml.model", "llama", 5, err)) ||
 	    (rc = tfs_hf_put_str(out, "tokenizer.ggml.pre", "default", 7, err)) ||
 	    (rc = put_tokens(out, &t, true, err)))
 		goto out;
-	rc = tfs_hf_special_vocab(out, files, tok, cfg, config, false, (long long)t.n, err);
+	rc = tfs_hf_special_vocab(out, files, tok, cfg, false, (long long)t.n, err);
 out:
 	toks_free(&t);
 	tfs_spm_free(&sp);
@@ -285,27 +344,57 @@ out:
 
 /* ==== _set_vocab_gpt2 (get_vocab_base) ==== */
 
-/* The vocabulary's and the added tokens' text -> id (*all), checked. */
-static int bpe_vocab(json_t *all, const json_t *vocab, const json_t *added, tfs_error *err)
+/* tokenizer.vocab (model.vocab, then the added tokens over it) as an id -> text list t of
+ * vs tokens; NULL text: no token (a [PADi]).  *max_id its largest id. */
+static int bpe_reverse(toklist *t, const tfs_hf_tok *tok, const json_t *added, long long vs,
+		       tfs_error *err)
 {
-	const char *key;
-	size_t klen, i;
-	json_t *v, *a;
-	json_object_keylen_foreach((json_t *)vocab, key, klen, v) {
-		long long id;
-		if (!json_is_integer(v) || (id = json_integer_value(v)) < 0 || id > INT32_MAX)
-			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: vocab '%s' has no id",
-					     key);
-		json_object_setn(all, key, klen, v);
+	int rc = toks_init(t, (size_t)vs, err);
+	for (size_t k = 0; k < tok->n && !rc; k++) {
+		t->s[tok->id[k]] = tok->text + tok->off[k];
+		t->len[tok->id[k]] = tok->off[k + 1] - tok->off[k];
 	}
+	size_t i;
+	json_t *a;
+	json_array_foreach(added, i, a) {
+		if (rc)
+			break;
+		const json_t *c = json_object_get(a, "content");
+		size_t id = (size_t)json_integer_value(json_object_get(a, "id"));
+		uint32_t old;
+		/* the text now maps to the added id: its vocabulary id loses it */
+		if (tfs_hf_tok_id(tok, json_string_value(c), json_string_length(c), &old) &&
+		    old != id && t->s[old] && t->len[old] == json_string_length(c) &&
+		    memcmp(t->s[old], json_string_value(c), t->len[old]) == 0)
+			t->s[old] = NULL;
+		t->s[id] = json_string_value(c);
+		t->len[id] = json_string_length(c);
+	}
+	return rc;
+}
+
+/* The added tokens checked; *count: the size of tokenizer.vocab, *max_id its largest id. */
+static int bpe_count(const tfs_hf_tok *tok, const json_t *added, long long *count,
+		     long long *max_id, tfs_error *err)
+{
+	size_t i, extra = 0;
+	json_t *a;
+	*max_id = -1;
+	for (size_t k = 0; k < tok->n; k++)
+		if ((long long)tok->id[k] > *max_id)
+			*max_id = tok->id[k];
 	json_array_foreach(added, i, a) {
 		const json_t *c = json_object_get(a, "content"), *id = json_object_get(a, "id");
+		uint32_t v;
 		if (!json_is_string(c) || !json_is_integer(id) || json_integer_value(id) < 0 ||
 		    json_integer_value(id) > INT32_MAX)
 			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: added token %zu has "
 					     "no content or id", i);
-		json_object_setn(all, json_string_value(c), json_string_length(c), (json_t *)id);
+		if (json_integer_value(id) > *max_id)
+			*max_id = json_integer_value(id);
+		extra += !tfs_hf_tok_id(tok, json_string_value(c), json_string_length(c), &v);
 	}
+	*count = (long long)(tok->n + extra);
 	return 0;
 }
 
@@ -352,79 +441,84 @@ static int bpe_types(toklist *t, const json_t *added, tfs_error *err)
 	return rc;
 }
 
-static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *tok,
+static int vocab_size_of(const json_t *config, long long dflt, long long *out, tfs_error *err)
+{
+	const json_t *v = json_object_get(config, "vocab_size");
+	*out = dflt;
+	if (v && (!tfs_hf_py_int(v, out) || *out < 0 || *out > (1ll << 31)))
+		return tfs_error_set(err, TFS_E_FORMAT, "config.json: vocab_size is not a count of "
+				     "tokens");
+	return 0;
+}
+
+static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
 		      const json_t *cfg, const json_t *config, tfs_error *err)
 {
-	const json_t *model = json_object_get(tok, "model");
-	const json_t *vocab = json_object_get(model, "vocab");
-	const json_t *added = json_object_get(tok, "added_tokens");
+	const json_t *model = json_object_get(tok->root, "model");
+	const json_t *added = json_object_get(tok->root, "added_tokens");
 	const char *type = json_string_value(json_object_get(model, "type"));
 	if (!type || strcmp(type, "BPE") != 0)
 		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: model type %s: only a "
 				     "byte-level BPE tokenizer is supported without tokenizer.model",
 				     type ? type : "(none)");
-	if (!json_is_object(vocab))
+	if (!tok->has_vocab)
 		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: model.vocab is not an "
 				     "object");
 	if (added && !json_is_array(added))
 		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: added_tokens is not a list");
-	const char *pre, *key;
-	int rc = tfs_hf_bpe_pre(&pre, NULL, tok, cfg, "tokenizer.json", err);
-	if (rc)
-		return rc;
-
-	/* tokenizer.vocab: the model's vocabulary and the added tokens, text -> id */
-	json_t *all = json_object(), *v;
+	long long count = 0, max_id = -1, vs = 0;
 	toklist t = { 0 };
-	size_t klen;
-	long long max_id = -1, vs;
-	rc = all ? bpe_vocab(all, vocab, added, err)
-		 : tfs_error_set(err, TFS_E_NOMEM, "tokenizer.json: out of memory");
-	json_object_foreach(all, key, v)
-		if (json_integer_value(v) > max_id)
-			max_id = json_integer_value(v);
-	if (!rc && !(rc = vocab_size_of(config, (long long)json_object_size(all), &vs, err)) &&
-	    max_id >= vs)
+	const char *pre;
+	int rc = bpe_count(tok, added, &count, &max_id, err);
+	if (!rc && !(rc = vocab_size_of(config, count, &vs, err)) && max_id >= vs)
 		rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: token id %lld is not below "
 				   "config.json's vocab_size %lld", max_id, vs);
-	if (!rc && !(rc = toks_init(&t, (size_t)vs, err))) {
-		json_object_keylen_foreach(all, key, klen, v) {
-			t.s[json_integer_value(v)] = key;
-			t.len[json_integer_value(v)] = klen;
-		}
+	if (!rc)
+		rc = tfs_hf_bpe_pre(&pre, NULL, tok, cfg, "tokenizer.json", err);
+	if (!rc && !(rc = bpe_reverse(&t, tok, added, vs, err)))
 		rc = bpe_types(&t, added, err);
-	}
 	if (!rc && !(rc = tfs_hf_put_str(out, "tokenizer.ggml.model", "gpt2", 4, err)) &&
 	    !(rc = tfs_hf_put_str(out, "tokenizer.ggml.pre", pre, strlen(pre), err)) &&
 	    !(rc = put_tokens(out, &t, false, err)))
-		rc = tfs_hf_special_vocab(out, files, tok, cfg, config, true, -1, err);
+		rc = tfs_hf_special_vocab(out, files, tok, cfg, true, -1, err);
 	toks_free(&t);
-	json_decref(all);
 	return rc;
 }
 
 /* ==== per architecture ==== */
 
-static bool llama_family(const char *arch)
-{
-	return strcmp(arch, "LlamaForCausalLM") == 0 || strcmp(arch, "MistralForCausalLM") == 0;
-}
+enum vocab_kind { V_LLAMA, V_SPM_GPT2, V_GPT2, V_GEMMA2, V_GEMMA3, V_PHI3 };
 
-/* LlamaModel.set_vocab's tail: CodeLlama, add_prefix_space, vocab_size 49152. */
-static int llama_extras(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *tok,
+/* The HF classes (config.json's architectures[0]) and their converter class's set_vocab. */
+static const struct {
+	const char *hf;
+	enum vocab_kind kind;
+} vocab_rows[] = {
+	{ "LlamaForCausalLM", V_LLAMA }, { "MistralForCausalLM", V_LLAMA },
+	{ "MixtralForCausalLM", V_LLAMA }, { "SmolLM3ForCausalLM", V_LLAMA },
+	{ "GraniteForCausalLM", V_LLAMA },
+	{ "Qwen2ForCausalLM", V_SPM_GPT2 }, { "Qwen3ForCausalLM", V_SPM_GPT2 },
+	{ "Qwen2MoeForCausalLM", V_GPT2 }, { "Qwen3MoeForCausalLM", V_GPT2 },
+	{ "Qwen3_5ForCausalLM", V_GPT2 }, { "Qwen3_5ForConditionalGeneration", V_GPT2 },
+	{ "Olmo2ForCausalLM", V_GPT2 }, { "GptOssForCausalLM", V_GPT2 },
+	{ "Gemma2ForCausalLM", V_GEMMA2 },
+	{ "Gemma3ForCausalLM", V_GEMMA3 }, { "Gemma3ForConditionalGeneration", V_GEMMA3 },
+	{ "Phi3ForCausalLM", V_PHI3 },
+};
+
+/* LlamaModel.set_vocab's tail: CodeLlama's infill ids, add_bos_token false for 49152. */
+static int llama_extras(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
 			const json_t *cfg, const json_t *config, tfs_error *err)
 {
+	static const char *const infill[] = { "prefix", "suffix", "middle", "eot" };
+	static const long long infill_ids[] = { 32007, 32008, 32009, 32010 };
 	long long vs;
 	int rc = 0;
 	if (vocab_size_of(config, 32000, &vs, err))
 		vs = -1;   /* not a number: compares unequal, as in Python */
 	tfs_error_clear(err);
-	if (vs == 32016) {
-		rc = tfs_hf_codellama_ids(out, files, tok, cfg, config, err);
-	}
-	const json_t *aps = json_object_get(cfg, "add_prefix_space");
-	if (!rc && aps)
-		rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_space_prefix", tfs_hf_py_true(aps), err);
+	if (vs == 32016)
+		rc = tfs_hf_fixed_ids(out, files, tok, cfg, infill, infill_ids, 4, err);
 	if (!rc && vs == 49152)
 		rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_bos_token", false, err);
 	return rc;
@@ -435,7 +529,8 @@ static int llama_extras(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t
 static int name_where(const tfs_hf_files *files, int rc, tfs_error *err)
 {
 	static const char *const names[] = { "tokenizer.model", "tokenizer.json",
-		"tokenizer_config.json", "added_tokens.json", "merges.txt", "config.json" };
+		"tokenizer_config.json", "added_tokens.json", "merges.txt", "config.json",
+		"chat_template.jinja", "chat_template.json" };
 	if (!rc || !err || !files->where || !*files->where)
 		return rc;
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
@@ -449,68 +544,111 @@ static int name_where(const tfs_hf_files *files, int rc, tfs_error *err)
 	return rc;
 }
 
-static int vocab_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const char *arch,
-		      const json_t *config, tfs_error *err);
+/* The repo's tokenizer files. */
+typedef struct {
+	uint8_t *spm;          /* tokenizer.model, or NULL */
+	uint64_t spm_len;
+	tfs_hf_tok *tok;       /* tokenizer.json, or NULL */
+	json_t *cfg;           /* tokenizer_config.json, or NULL */
+} tok_files;
 
-int tfs_hf_vocab_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const char *arch,
-		      const json_t *config, tfs_error *err)
+static int read_files(tok_files *f, const tfs_hf_files *files, tfs_error *err)
 {
-	return name_where(files, vocab_keys(out, files, arch, config, err), err);
+	int rc = tfs_hf_read_file(files, "tokenizer.model", &f->spm, &f->spm_len, err);
+	if (rc == TFS_E_NOTFOUND) {
+		tfs_error_clear(err);
+		rc = 0;
+	}
+	if (rc || (rc = tfs_hf_tok_read(&f->tok, files, err)) ||
+	    (rc = tfs_hf_read_json(files, "tokenizer_config.json", &f->cfg, err)))
+		return rc;
+	if (f->cfg && !json_is_object(f->cfg))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer_config.json: not an object");
+	return 0;
+}
+
+/* No tokenizer.model: gpt2, except for the llama family a SentencePiece-style BPE. */
+static int vocab_json(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_files *f,
+		      const json_t *config, bool llama, tfs_error *err)
+{
+	if (!f->tok)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer: neither tokenizer.model "
+				     "nor tokenizer.json");
+	const json_t *model = json_object_get(f->tok->root, "model");
+	const char *type = json_string_value(json_object_get(model, "type"));
+	const json_t *bf = json_object_get(model, "byte_fallback");
+	const char *dec = json_string_value(json_object_get(json_object_get(f->tok->root,
+									    "decoder"), "type"));
+	bool bpe = type && strcmp(type, "BPE") == 0;
+	bool llama3 = bpe && tfs_hf_py_true(json_object_get(model, "ignore_merges")) &&
+		      !(bf ? tfs_hf_py_true(bf) : true);
+	if (llama && !llama3 && bpe && tfs_hf_py_true(bf) && dec && strcmp(dec, "Sequence") == 0)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tokenizer.json: a SentencePiece-"
+				     "style BPE (byte_fallback) without tokenizer.model: the "
+				     "converter reads it with transformers (LlamaHfVocab), which "
+				     "tensorfs does not reproduce");
+	return vocab_gpt2(out, files, f->tok, f->cfg, config, err);
+}
+
+static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_files *f,
+			 enum vocab_kind kind, const json_t *config, tfs_error *err)
+{
+	int rc = 0;
+	bool llama = kind == V_LLAMA;
+	if (llama) {   /* add_prefix_space first; tekken.json alone: the Mistral format */
+		const json_t *aps = json_object_get(f->cfg, "add_prefix_space");
+		if (aps && !json_is_null(aps))
+			rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_space_prefix",
+					     tfs_hf_py_true(aps), err);
+	}
+	if (kind == V_PHI3) {
+		const json_t *cls = json_object_get(f->cfg, "tokenizer_class");
+		if (f->cfg && !cls)
+			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer_config.json: no "
+					     "tokenizer_class (Phi-3's converter reads it)");
+		if (json_is_string(cls) && strcmp(json_string_value(cls), "GPT2Tokenizer") == 0)
+			return vocab_json(out, files, f, config, false, err);
+		if (!f->spm)
+			return tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer.model (Phi-3's "
+					     "converter needs it unless tokenizer_class is "
+					     "GPT2Tokenizer)");
+	}
+	if (!rc && f->spm)
+		rc = vocab_sentencepiece(out, files, f->spm, f->spm_len, f->tok, f->cfg, config,
+					 kind == V_PHI3, err);
+	else if (!rc && kind == V_GEMMA2)
+		rc = tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer.model (Gemma 2's converter "
+				   "reads only SentencePiece)");
+	else if (!rc)
+		rc = vocab_json(out, files, f, config, llama, err);
+	if (!rc && (kind == V_GEMMA2 || (kind == V_GEMMA3 && f->spm)))
+		rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_space_prefix", false, err);
+	if (!rc && llama)
+		rc = llama_extras(out, files, f->tok, f->cfg, config, err);
+	return rc;
 }
 
 static int vocab_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const char *arch,
 		      const json_t *config, tfs_error *err)
 {
-	bool llama = llama_family(arch);
-	if (!llama && strcmp(arch, "Qwen2ForCausalLM") != 0 && strcmp(arch, "Qwen3ForCausalLM") != 0)
+	size_t r = 0;
+	while (r < sizeof vocab_rows / sizeof *vocab_rows && strcmp(vocab_rows[r].hf, arch) != 0)
+		r++;
+	if (r == sizeof vocab_rows / sizeof *vocab_rows)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "architecture %s: no tokenizer "
 				     "conversion for it", arch);
-	json_t *tok = NULL, *cfg = NULL;
-	uint8_t *spm = NULL;
-	uint64_t spm_len = 0;
-	int rc = tfs_hf_read_file(files, "tokenizer.model", &spm, &spm_len, err);
-	if (rc == TFS_E_NOTFOUND) {
-		tfs_error_clear(err);
-		rc = 0;
-	}
-	if (rc || (rc = tfs_hf_read_json(files, "tokenizer.json", &tok, err)) ||
-	    (rc = tfs_hf_read_json(files, "tokenizer_config.json", &cfg, err)))
-		goto out;
-	if (tok && !json_is_object(tok)) {
-		rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: not an object");
-		goto out;
-	}
-	if (cfg && !json_is_object(cfg)) {
-		rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer_config.json: not an object");
-		goto out;
-	}
-	if (spm) {
-		rc = vocab_sentencepiece(out, files, spm, spm_len, tok, cfg, config, err);
-	} else if (!tok) {
-		rc = tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer: neither tokenizer.model nor "
-				   "tokenizer.json");
-	} else {
-		const json_t *model = json_object_get(tok, "model");
-		const char *type = json_string_value(json_object_get(model, "type"));
-		const json_t *bf = json_object_get(model, "byte_fallback");
-		const char *dec = json_string_value(json_object_get(json_object_get(tok, "decoder"),
-								    "type"));
-		bool bpe = type && strcmp(type, "BPE") == 0;
-		bool llama3 = bpe && tfs_hf_py_true(json_object_get(model, "ignore_merges")) &&
-			      !(bf ? tfs_hf_py_true(bf) : true);
-		if (llama && !llama3 && bpe && tfs_hf_py_true(bf) && dec && strcmp(dec, "Sequence") == 0)
-			rc = tfs_error_set(err, TFS_E_UNSUPPORTED, "tokenizer.json: a SentencePiece-"
-					   "style BPE (byte_fallback) without tokenizer.model: the "
-					   "converter reads it with transformers (LlamaHfVocab), which "
-					   "tensorfs does not reproduce");
-		else
-			rc = vocab_gpt2(out, files, tok, cfg, config, err);
-	}
-	if (!rc && llama)
-		rc = llama_extras(out, files, tok, cfg, config, err);
-out:
-	free(spm);
-	json_decref(tok);
-	json_decref(cfg);
+	tok_files f = { 0 };
+	int rc = read_files(&f, files, err);
+	if (!rc)
+		rc = vocab_by_kind(out, files, &f, vocab_rows[r].kind, config, err);
+	free(f.spm);
+	tfs_hf_tok_close(f.tok);
+	json_decref(f.cfg);
 	return rc;
+}
+
+int tfs_hf_vocab_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const char *arch,
+		      const json_t *config, tfs_error *err)
+{
+	return name_where(files, vocab_keys(out, files, arch, config, err), err);
 }

@@ -71,14 +71,49 @@ int tfs_spm_parse(tfs_spm_model *m, const uint8_t *data, uint64_t len, const cha
 		  tfs_error *err);
 void tfs_spm_free(tfs_spm_model *m);
 
+/* ==== tokenizer.json, read compactly (hf_tokjson.c) ==== */
+
+/* model.vocab and model.merges packed (the bulk of a BPE tokenizer.json), the rest as JSON. */
+typedef struct {
+	json_t *root;        /* the file without model.vocab (when an object) and model.merges
+			      * (when a list): "added_tokens", "normalizer", "model"."type"... */
+	bool has_vocab;      /* model.vocab was an object: its entries, in file order (a key
+			      * given twice once, at its first place, with its last id): */
+	char *text;          /* entry k's text: text + off[k], off[k + 1] - off[k] bytes */
+	uint32_t *off, *id;
+	size_t n;
+	uint32_t *slot;      /* text -> k + 1 (0: empty); mask + 1 slots */
+	size_t mask;
+	bool has_merges;     /* model.merges was a list: */
+	bool merge_pairs;    /* of ["a", "b"] (else of "a b") */
+	size_t n_merges;     /* merge k: part a mtext[moff[2k] .. moff[2k+1]), b up to moff[2k+2] */
+	char *mtext;
+	uint32_t *moff;
+	uint8_t *mbad;       /* NULL, or per merge 1: a string without exactly one space (whole
+			      * in part a) */
+	size_t cap_merges;
+} tfs_hf_tok;
+
+/* Parses len bytes of a tokenizer.json (file: its name for messages) into t.  0, or
+ * TFS_E_FORMAT naming file, the byte offset and the problem (t is then empty), or
+ * TFS_E_NOMEM. */
+int tfs_hf_tok_parse(tfs_hf_tok *t, const char *data, size_t len, const char *file,
+		     tfs_error *err);
+void tfs_hf_tok_clear(tfs_hf_tok *t);
+/* The repo's tokenizer.json parsed into *out (NULL, and 0, when the repo has none);
+ * tfs_hf_tok_close frees it. */
+int tfs_hf_tok_read(tfs_hf_tok **out, const tfs_hf_files *f, tfs_error *err);
+void tfs_hf_tok_close(tfs_hf_tok *t);
+/* model.vocab's id of the n bytes at s. */
+bool tfs_hf_tok_id(const tfs_hf_tok *t, const char *s, size_t n, uint32_t *id);
+
 /* ==== byte-level BPE: the pre-tokenizer's name (hf_bpe.c) ==== */
 
 /* The check text of the converter's get_vocab_base_pre (chktxt), UTF-8. */
 extern const char tfs_hf_chktxt[];
 
-/* The name llama.cpp's converter gives tokenizer (tokenizer.json, parsed) in
- * tokenizer.ggml.pre, with tokenizer_config.json (may be NULL) for what transformers' classes
- * change.  The rule:
+/* The name llama.cpp's converter gives tokenizer (tokenizer.json) in tokenizer.ggml.pre,
+ * with tokenizer_config.json (may be NULL) for what transformers' classes change.  The rule:
  *   1. When the normalizer and pre-tokenizer are a configuration whose split of the check
  *      text is known (hf_pre_table.h, made with Hugging Face tokenizers), the check text is
  *      tokenized with the file's own vocabulary, merges, added tokens and post-processor,
@@ -87,11 +122,11 @@ extern const char tfs_hf_chktxt[];
  *   2. When that hash is not in the table (a changed vocabulary) or cannot be computed, a
  *      configuration that only one of llama.cpp's pre-tokenizers has gives that name
  *      (llama3's regex: llama-bpe with a BOS template, else smaug-bpe; Qwen2's: qwen2;
- *      DeepSeek-V3's; tekken's).
+ *      DeepSeek-V3's; tekken's; ...).
  *   3. Anything else is refused (TFS_E_FORMAT, the reason in err, naming file).
  * *name is a static string.  *chkhsh (may be NULL) gets the hash's 64 hex digits + NUL when
  * it could be computed, else "".  */
-int tfs_hf_bpe_pre(const char **name, char *chkhsh, const json_t *tokenizer,
+int tfs_hf_bpe_pre(const char **name, char *chkhsh, const tfs_hf_tok *tokenizer,
 		   const json_t *tokenizer_config, const char *file, tfs_error *err);
 
 #endif

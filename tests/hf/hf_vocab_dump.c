@@ -64,16 +64,23 @@ static json_t *load(const char *dir, const char *name)
 
 static int pre_only(const char *dir)
 {
-	json_t *tok = load(dir, "tokenizer.json"), *cfg = load(dir, "tokenizer_config.json");
+	json_t *cfg = load(dir, "tokenizer_config.json");
+	tfs_hf_files files;
+	tfs_hf_tok *tok = NULL;
 	const char *name;
-	char hash[65];
+	char hash[65] = "";
 	tfs_error err = { 0 };
-	int rc = tfs_hf_bpe_pre(&name, hash, tok, cfg, "tokenizer.json", &err);
+	tfs_hf_files_dir(&files, dir);
+	int rc = tfs_hf_tok_read(&tok, &files, &err);
+	if (!rc && !tok)
+		rc = tfs_error_set(&err, TFS_E_NOTFOUND, "%s: no tokenizer.json", dir);
+	if (!rc)
+		rc = tfs_hf_bpe_pre(&name, hash, tok, cfg, "tokenizer.json", &err);
 	if (rc)
 		fprintf(stderr, "hf_vocab_dump: %s (chkhsh %s)\n", err.msg, hash);
 	else
 		printf("%s %s\n", name, hash[0] ? hash : "-");
-	json_decref(tok);
+	tfs_hf_tok_close(tok);
 	json_decref(cfg);
 	return rc ? 1 : 0;
 }

@@ -19,6 +19,7 @@ table (variant x outtype: equal, or the first difference; --status writes it to 
 exits 1 when any differs. SKIPs when reference.missing_reason() says the converter cannot run.
 """
 import argparse
+import concurrent.futures
 import hashlib
 import importlib.util
 import json
@@ -283,6 +284,12 @@ def main():
             make_model.make(models, v)
         if any(x == v + OMIT for x in variants):
             make_omit_variant(models, v)
+    # the converter's runs first, one per core (each is mostly one busy Python process)
+    refs = {}
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:
+        for v, t in pairs:
+            refs[v, t] = pool.submit(run_converter, os.path.join(models, v), t,
+                                     os.path.join(refdir, "%s.%s.gguf" % (v, t)))
     results = {}
     n = 0
     if a.tap:
@@ -295,7 +302,7 @@ def main():
             model = os.path.join(models, v)
             ref = os.path.join(refdir, "%s.%s.gguf" % (v, t))
             ours = os.path.join(outdir, "%s.%s.gguf" % (v, t))
-            err = run_converter(model, t, ref)
+            err = refs[v, t].result()
             if err is None:
                 cmd = [a.hf_dump, "--outtype", t] + (["--no-vocab"] if a.no_vocab else [])
                 r = subprocess.run(cmd + [model, ours], capture_output=True, text=True)

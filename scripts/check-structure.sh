@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# check-structure.sh [BUILDDIR]: the structure rules of issue 23, measured on codec/ and fs/.
+# check-structure.sh [BUILDDIR]: the structure rules of issue 23, measured on codec/ and fs/,
+# and the folder READMEs (issue 32) of codec/, fs/, tests/ and scripts/.
 #   1. format dispatch: places TFS_FMT_* is compared (== / !=) or switched on (a switch with
 #      a `case TFS_FMT_...`), the enum's own declaration excluded: at most 2 in codec/, none
 #      in fs/;
@@ -10,14 +11,21 @@
 #   4. no include circle between codec modules: the graph of which file includes which
 #      header, a module being a .c file with its own .h and its _impl.h (model.c, model.h,
 #      model_impl.h); a cycle through two or more modules is reported;
-#   5. with BUILDDIR (an up-to-date build directory), for information: circles of references
+#   5. the folder READMEs stay true: each source file (.c .h .py .js .sh) under codec/, fs/,
+#      tests/ and scripts/ is named by the README.md of its folder, or of the nearest folder
+#      above it that has one (tests/README.md for tests/mount/test_rw.py: "mount/test_rw.py"
+#      or "test_rw.py"); files with no README.md above them (within those four) are not
+#      checked.  Named means: its name, its path from the README's folder, or a pattern
+#      matching either (`hf_*.c`, `test_*.py`, `quantize{,_cache}.c`), in the README's text;
+#      a C module counts as one name (model.c, model.h, model_impl.h: any one of them);
+#   6. with BUILDDIR (an up-to-date build directory), for information: circles of references
 #      between codec files (a call, or a function's address in a table), from the symbols
 #      each object file defines and uses (nm).
-# Prints each measure and what breaks a rule; exits 1 when one of rules 1-4 is broken.
+# Prints each measure and what breaks a rule; exits 1 when one of rules 1-5 is broken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec python3 - "$@" <<'EOF'
-import os, re, subprocess, sys
+import fnmatch, os, re, subprocess, sys
 
 FILE_MAX, FUNC_MAX, FMT_CODEC_MAX = 800, 80, 2
 ROOTS = ['codec', 'fs']
@@ -263,10 +271,80 @@ print('  %d circle(s)' % len(inc_cycles))
 if inc_cycles:
     broken.append('%d include circle(s)' % len(inc_cycles))
 
-# ---- 5. call circles between codec files (with a build directory) ----
+
+
+# ---- 5. the folder READMEs name their source files ----
+README_ROOTS, README_EXTS = ['codec', 'fs', 'tests', 'scripts'], ('.c', '.h', '.py', '.js', '.sh')
+
+
+def governing_readme(path):
+    """The README.md of path's folder, or of the nearest folder above it within its root."""
+    d, root = os.path.dirname(path), path.split('/')[0]
+    while d:
+        if os.path.isfile(os.path.join(d, 'README.md')):
+            return os.path.join(d, 'README.md')
+        if d == root:
+            return None
+        d = os.path.dirname(d)
+    return None
+
+
+def expand_braces(w):
+    m = re.search(r'\{([^{}]*)\}', w)
+    if not m:
+        return [w]
+    return [x for alt in m.group(1).split(',')
+            for x in expand_braces(w[:m.start()] + alt + w[m.end():])]
+
+
+def readme_names(path):
+    """The names (a set) and the patterns (a list) a README's text holds: each word made of
+    name characters, '/', '*' and braces."""
+    names, pats = set(), []
+    for w in set(re.findall(r'[\w.*{},/-]+', open(path, errors='replace').read())):
+        for e in expand_braces(w.strip('.,/')):
+            e = e.strip('.,/')
+            (pats.append(e) if '*' in e else names.add(e))
+    return names, pats
+
+
+def named(rel, names, pats):
+    """Is the file at rel (from the README's folder) named, by itself or by its module?"""
+    cands = {rel, os.path.basename(rel)}
+    for c in list(cands):
+        if c.endswith(('.c', '.h')):
+            stem = re.sub(r'(_impl)?\.[ch]$', '', c)
+            cands |= {stem + '.c', stem + '.h', stem + '_impl.h'}
+    return bool(cands & names) or any(fnmatch.fnmatchcase(c, q) for c in cands for q in pats)
+
+
+print('\n== 5. source files their folder\'s README.md does not name')
+unnamed, readmes = {}, {}
+for root in README_ROOTS:
+    for dp, dns, fns in os.walk(root):
+        dns[:] = sorted(d for d in dns if not d.startswith(('.', '__pycache__')))
+        for f in sorted(fns):
+            p = os.path.join(dp, f)
+            r = governing_readme(p) if f.endswith(README_EXTS) else None
+            if not r:
+                continue
+            if r not in readmes:
+                readmes[r] = readme_names(r)
+            rel = os.path.relpath(p, os.path.dirname(r))
+            if not named(rel, *readmes[r]):
+                unnamed.setdefault(r, []).append(rel)
+for r in sorted(unnamed):
+    print('  %s does not name %s' % (r, ', '.join(unnamed[r])))
+print('  %d file(s) unnamed, %d README.md file(s) checked' %
+      (sum(len(v) for v in unnamed.values()), len(readmes)))
+if unnamed:
+    broken.append('%d source file(s) not named by their folder\'s README.md (%s)' % (
+        sum(len(v) for v in unnamed.values()), ', '.join(sorted(unnamed))))
+
+# ---- 6. call circles between codec files (with a build directory) ----
 if len(sys.argv) > 1:
     bdir = sys.argv[1]
-    print('\n== 5. (information) reference circles between codec files (objects of %s)' % bdir)
+    print('\n== 6. (information) reference circles between codec files (objects of %s)' % bdir)
     defs, uses = {}, {}
     for dp, dns, fns in os.walk(os.path.join(bdir, 'codec')):
         for f in sorted(fns):

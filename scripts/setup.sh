@@ -100,7 +100,7 @@ if [ ! -d "$ref_dir/.git" ]; then
 	fi
 	if [ -f "$bundle" ]; then
 		rm -rf "$ref_dir.tmp"
-		git clone -q "$bundle" "$ref_dir.tmp" && mv "$ref_dir.tmp" "$ref_dir"
+		git -c advice.detachedHead=false clone -q "$bundle" "$ref_dir.tmp" && mv "$ref_dir.tmp" "$ref_dir"
 	fi
 fi
 if [ -d "$ref_dir/.git" ]; then

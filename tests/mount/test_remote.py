@@ -985,7 +985,11 @@ class HuggingFace(TestCase):
         try:
             r, mp = self.mount("hf://org/repo", self.env)
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertEqual(r.stderr, "")
+            # the repo has no config.json: the mount says, in one line, that it has no
+            # GGUF view and why
+            self.assertEqual(r.stderr, "mount.tensorfs: hf://org/repo: no model.gguf: "
+                             "hf://org/repo/config.json: no such file (a Hugging Face model "
+                             "directory has one)\n")
             for t, raw in SHARDED.items():
                 self.assertEqual(read(os.path.join(mp, "tensors", t)), raw, t)
             self.assertNotIn(b"secret-token-14", read(os.path.join(mp, "index.json")))

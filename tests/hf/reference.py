@@ -71,6 +71,15 @@ def missing_reason(bpe=False):
     if d is None:
         where = os.environ.get("TFS_LLAMA_CPP") or os.path.join(REPO, "build", "llama.cpp")
         return "no reference llama.cpp at %s (bash scripts/setup.sh makes it)" % where
+    if os.path.isdir(os.path.join(d, ".git")):
+        head = subprocess.run(["git", "-C", d, "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+        if head != COMMIT:
+            return "%s is at %s, not the reference %s" % (d, head or "?", COMMIT[:7])
+        dirty = subprocess.run(["git", "-C", d, "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True).stdout
+        if dirty.strip():
+            return "%s has local changes (the reference must be unmodified)" % d
     missing = _python_has(MODULES)
     if missing:
         return "python module(s) %s missing for the converter (bash scripts/setup.sh)" % \

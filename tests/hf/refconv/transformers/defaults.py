@@ -99,6 +99,59 @@ _MIXTRAL = dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num
                 attention_dropout=0.0, num_experts_per_tok=2, num_local_experts=8,
                 output_router_logits=False, router_aux_loss_coef=0.001, router_jitter_noise=0.0)
 
+# The mixture-of-experts classes (the next issue's): parameters read from transformers' source
+# as stored (v5 layout: rope_parameters), put back into 4.57's rope_theta / rope_scaling
+_QWEN2_MOE = dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632,
+                  num_hidden_layers=24, num_attention_heads=16, num_key_value_heads=16,
+                  hidden_act="silu", max_position_embeddings=32768, initializer_range=0.02,
+                  rms_norm_eps=1e-6, use_cache=True, tie_word_embeddings=False,
+                  rope_theta=10000.0, rope_scaling=None, use_sliding_window=False,
+                  sliding_window=4096, max_window_layers=28, attention_dropout=0.0,
+                  decoder_sparse_step=1, moe_intermediate_size=1408,
+                  shared_expert_intermediate_size=5632, num_experts_per_tok=4, num_experts=60,
+                  norm_topk_prob=False, output_router_logits=False, router_aux_loss_coef=0.001,
+                  mlp_only_layers=None, qkv_bias=True)
+
+_QWEN3_MOE = dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144,
+                  num_hidden_layers=24, num_attention_heads=32, num_key_value_heads=4,
+                  hidden_act="silu", max_position_embeddings=32768, initializer_range=0.02,
+                  rms_norm_eps=1e-6, use_cache=True, tie_word_embeddings=False,
+                  rope_theta=10000.0, rope_scaling=None, attention_bias=False,
+                  use_sliding_window=False, sliding_window=4096, attention_dropout=0.0,
+                  decoder_sparse_step=1, moe_intermediate_size=768, num_experts_per_tok=8,
+                  num_experts=128, norm_topk_prob=False, output_router_logits=False,
+                  router_aux_loss_coef=0.001, mlp_only_layers=None)
+
+_GPT_OSS = dict(num_hidden_layers=36, num_local_experts=128, vocab_size=201088,
+                hidden_size=2880, intermediate_size=2880, head_dim=64, num_attention_heads=64,
+                num_key_value_heads=8, sliding_window=128, rope_theta=150000.0,
+                tie_word_embeddings=False, hidden_act="silu", initializer_range=0.02,
+                max_position_embeddings=131072, rms_norm_eps=1e-5,
+                rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                              "beta_slow": 1.0, "truncate": False,
+                              "original_max_position_embeddings": 4096},
+                attention_dropout=0.0, num_experts_per_tok=4, router_aux_loss_coef=0.001,
+                output_router_logits=False, use_cache=True, layer_types=None,
+                attention_bias=True)
+
+_DEEPSEEK_V2 = dict(_LLAMA, first_k_dense_replace=0, kv_lora_rank=512, q_lora_rank=1536,
+                    n_group=None, n_routed_experts=64, n_shared_experts=2,
+                    qk_nope_head_dim=128, qk_rope_head_dim=64, routed_scaling_factor=1.0,
+                    topk_group=None, topk_method="greedy", norm_topk_prob=False,
+                    v_head_dim=128, num_experts_per_tok=None, moe_intermediate_size=1407)
+
+_DEEPSEEK_V3 = dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432,
+                    moe_intermediate_size=2048, num_hidden_layers=61, num_attention_heads=128,
+                    num_key_value_heads=128, n_shared_experts=1, n_routed_experts=256,
+                    routed_scaling_factor=2.5, kv_lora_rank=512, q_lora_rank=1536,
+                    qk_rope_head_dim=64, v_head_dim=128, qk_nope_head_dim=128, n_group=8,
+                    topk_group=4, num_experts_per_tok=8, first_k_dense_replace=3,
+                    norm_topk_prob=True, hidden_act="silu", max_position_embeddings=4096,
+                    initializer_range=0.02, rms_norm_eps=1e-6, use_cache=True,
+                    pad_token_id=None, bos_token_id=0, eos_token_id=1, pretraining_tp=1,
+                    tie_word_embeddings=False, rope_theta=10000.0, rope_scaling=None,
+                    rope_interleave=True, attention_bias=False, attention_dropout=0.0)
+
 
 def _head_dim(c):
     if c.get("head_dim") is None:
@@ -161,6 +214,25 @@ def _smollm3_layers(c):
                             else "full_attention" for i in range(c["num_hidden_layers"])]
 
 
+def _moe_lists(c):
+    if c.get("mlp_only_layers") is None:
+        c["mlp_only_layers"] = []
+    if not c.get("use_sliding_window"):
+        c["sliding_window"] = None
+
+
+def _gpt_oss_layers(c):
+    _head_dim(c)
+    _gemma_layers(2)(c)
+
+
+def _deepseek_heads(c):
+    # head_dim is the rope part of a head; qk_head_dim the whole (V3)
+    c["head_dim"] = c["qk_rope_head_dim"]
+    if c["model_type"] == "deepseek_v3":
+        c["qk_head_dim"] = c["qk_nope_head_dim"] + c["qk_rope_head_dim"]
+
+
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {
     "llama": (_LLAMA, (_kv_heads, _head_dim, _rope_type)),
@@ -175,6 +247,11 @@ CLASSES = {
     "granite": (_GRANITE, (_kv_heads, _rope_type)),
     "olmo2": (_OLMO2, (_kv_heads, _rope_type)),
     "mixtral": (_MIXTRAL, (_kv_heads, _head_dim)),
+    "qwen2_moe": (_QWEN2_MOE, (_kv_heads, _moe_lists, _rope_type)),
+    "qwen3_moe": (_QWEN3_MOE, (_kv_heads, _moe_lists, _rope_type)),
+    "gpt_oss": (_GPT_OSS, (_kv_heads, _gpt_oss_layers)),
+    "deepseek_v2": (_DEEPSEEK_V2, (_kv_heads, _deepseek_heads, _rope_type)),
+    "deepseek_v3": (_DEEPSEEK_V3, (_kv_heads, _deepseek_heads, _rope_type)),
 }
 
 

@@ -7,7 +7,7 @@
 # Makes (once; reused from DIR/bench-llama-bf16) a llama-shaped BF16 repo of about GIB GiB
 # (default 1: TinyLlama's shapes, 4 shards, a SentencePiece tokenizer; tests/hf/make_model.py
 # --bench), then, with the repo hot in the page cache:
-#  (1) convert_hf_to_gguf.py --outtype auto (../shared/reference): wall time and peak RSS;
+#  (1) convert_hf_to_gguf.py --outtype auto (tests/hf/reference.py): wall time and peak RSS;
 #  (2) tensorfs mount + cat model.gguf > /dev/null (fresh mount each pass): wall time, the
 #      daemon's peak RSS (VmHWM), and cat of every tensors/ file for comparison; the two
 #      files compared (cmp);
@@ -34,8 +34,8 @@ import time
 ROOT, DIR, TENSORFS = os.environ["ROOT"], os.environ["DIR"], os.environ["TENSORFS"]
 RUNS = int(os.environ.get("RUNS", "3"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "hf"))
-import compare  # noqa: E402
 import make_model  # noqa: E402
+import reference  # noqa: E402
 
 
 def say(*a):
@@ -136,7 +136,7 @@ def llama_load(path):
 
 
 def main():
-    why = compare.have_converter()
+    why = reference.missing_reason()
     if why:
         sys.exit("bench-hf: " + why)
     repo = os.path.join(DIR, "bench-llama-bf16")
@@ -147,12 +147,9 @@ def main():
     say("repo: %s, %.2f GiB" % (repo, size / (1 << 30)))
     warm(repo)
     out = os.path.join(DIR, "converted.gguf")
-    env = dict(os.environ, NO_LOCAL_GGUF="1", PYTHONPATH=os.path.join(compare.REF, "gguf-py") +
-               ":" + os.path.join(compare.REF, "shim"))
     conv = []
     for _ in range(RUNS):
-        conv.append(timed(["/usr/bin/python3", os.path.join(compare.REF, "convert_hf_to_gguf.py"),
-                           repo, "--outfile", out, "--outtype", "auto"], env=env))
+        conv.append(timed(reference.converter_argv(repo, out, "--outtype", "auto")))
     best = min(conv)
     say("convert_hf_to_gguf.py --outtype auto: %.2f s, peak RSS %.0f MB"
         % (best[0], best[1] / 1024))

@@ -29,7 +29,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
-SHARED = os.path.join(ROOT, "..", "shared", "testdata")
+# the shared test data (not in the repository): TFS_SHARED, as for the tests; unset, ../shared/testdata
+SHARED = os.environ.get("TFS_SHARED", os.path.join(ROOT, "..", "shared", "testdata"))
 
 
 def run(args, **kw):

@@ -1,12 +1,14 @@
 /*
  * test_gguf.c - the GGUF reader: llama.cpp's vocab files against what ggml parsed
- * (../shared/testdata/gguf/vocab/NAME.ggml.json), mixed_flat.gguf against its
+ * ($TFS_SHARED/gguf/vocab/NAME.ggml.json: the shared test data, ../shared/testdata, not in
+ * the repository; meson test sets TFS_SHARED, SKIP without it), mixed_flat.gguf against its
  * expected JSON and float32 files, every case of gguf/bad/RESULTS.json, and
  * truncated / mutated headers that must fail cleanly.
  */
 #include <criterion/criterion.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
@@ -20,7 +22,28 @@
 #include "tensorfs.h"
 
 #define GGUF_DIR TFS_TESTDATA "/gguf"
-#define VOCAB_DIR TFS_TESTDATA "/../../../shared/testdata/gguf/vocab"
+
+/* The vocab GGUFs of the shared test data: $TFS_SHARED/gguf/vocab (tests/meson.build sets
+ * TFS_SHARED, as for the mount tests); NULL, and *why says so, when it is not set or the
+ * directory is not there. */
+static const char *vocab_dir(const char **why)
+{
+	static char dir[512], reason[640];
+	const char *shared = getenv("TFS_SHARED");
+	struct stat st;
+	if (!shared || !*shared) {
+		*why = "TFS_SHARED is not set (meson test sets it to ../shared/testdata)";
+		return NULL;
+	}
+	snprintf(dir, sizeof(dir), "%s/gguf/vocab", shared);
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(reason, sizeof(reason),
+			 "%s is not there (the shared test data, not in the repository)", dir);
+		*why = reason;
+		return NULL;
+	}
+	return dir;
+}
 
 /* "u32" / "UINT32" / "str" / "STRING" ... -> GGUF type id */
 static int type_id(const char *s)
@@ -176,9 +199,11 @@ static void check_kvs(const tfs_model *m, json_t *kvs)
 
 Test(gguf, vocab_files_match_ggml)
 {
-	DIR *d = opendir(VOCAB_DIR);
+	const char *why = NULL, *vdir = vocab_dir(&why);
+	DIR *d = vdir ? opendir(vdir) : NULL;
 	if (!d) {
-		cr_skip_test("the llama.cpp vocab files are not here (%s): they stay in ../shared", VOCAB_DIR);
+		cr_skip_test("the llama.cpp vocab files ($TFS_SHARED/gguf/vocab): %s",
+			     why ? why : strerror(errno));
 		return;
 	}
 	struct dirent *de;
@@ -188,8 +213,8 @@ Test(gguf, vocab_files_match_ggml)
 		if (l < 5 || strcmp(de->d_name + l - 5, ".gguf"))
 			continue;
 		char path[512], jpath[512];
-		snprintf(path, sizeof(path), VOCAB_DIR "/%s", de->d_name);
-		snprintf(jpath, sizeof(jpath), VOCAB_DIR "/%.*s.ggml.json", (int)(l - 5), de->d_name);
+		snprintf(path, sizeof(path), "%s/%s", vdir, de->d_name);
+		snprintf(jpath, sizeof(jpath), "%s/%.*s.ggml.json", vdir, (int)(l - 5), de->d_name);
 		json_error_t je;
 		json_t *exp = json_load_file(jpath, 0, &je);
 		cr_assert(exp, "%s: %s", jpath, je.text);
@@ -548,7 +573,10 @@ Test(gguf, data_offset_is_aligned_without_tensors)
 	json_decref(res);
 	cr_assert(n >= 5 && tensorless >= 1, "%d cases, %d without tensors", n, tensorless);
 
-	DIR *d = opendir(VOCAB_DIR);
+	/* and the vocab files, when the shared test data is there (vocab_files_match_ggml SKIPs
+	 * with the reason when it is not) */
+	const char *why = NULL, *vdir = vocab_dir(&why);
+	DIR *d = vdir ? opendir(vdir) : NULL;
 	if (!d)
 		return;
 	struct dirent *de;
@@ -557,8 +585,8 @@ Test(gguf, data_offset_is_aligned_without_tensors)
 		if (l < 5 || strcmp(de->d_name + l - 5, ".gguf"))
 			continue;
 		char path[512], jpath[512];
-		snprintf(path, sizeof(path), VOCAB_DIR "/%s", de->d_name);
-		snprintf(jpath, sizeof(jpath), VOCAB_DIR "/%.*s.ggml.json", (int)(l - 5), de->d_name);
+		snprintf(path, sizeof(path), "%s/%s", vdir, de->d_name);
+		snprintf(jpath, sizeof(jpath), "%s/%.*s.ggml.json", vdir, (int)(l - 5), de->d_name);
 		json_t *exp = json_load_file(jpath, 0, &je);
 		cr_assert(exp, "%s: %s", jpath, je.text);
 		int64_t a = jint(json_object_get(exp, "alignment"));

@@ -24,7 +24,26 @@ import unittest
 
 TENSORFS = os.environ.get("TENSORFS", os.path.join(os.path.dirname(__file__), "../../build/fs/tensorfs"))
 TESTDATA = os.environ.get("TFS_TESTDATA", os.path.join(os.path.dirname(__file__), "../data"))
+# The shared test data (llama.cpp's vocab GGUFs and what ggml parsed of them), beside the
+# repository and not in it: env TFS_SHARED, set by meson (tests/meson.build: shared_testdata);
+# run by hand without it, ../shared/testdata beside the repository.  A test needing a file
+# from it SKIPs with vocab_missing()'s reason when it is not there.
 SHARED = os.environ.get("TFS_SHARED", os.path.join(os.path.dirname(__file__), "../../../shared/testdata"))
+VOCAB_DIR = os.path.join(SHARED, "gguf", "vocab")
+
+
+def vocab_files():
+    """The names of the vocab-only GGUFs in VOCAB_DIR, sorted ([] when it is not there)."""
+    if not os.path.isdir(VOCAB_DIR):
+        return []
+    return sorted(f for f in os.listdir(VOCAB_DIR) if f.endswith(".gguf"))
+
+
+def vocab_missing():
+    """None when there are vocab GGUFs in VOCAB_DIR, else the reason to SKIP."""
+    if vocab_files():
+        return None
+    return "no vocab GGUFs in %s (the shared test data, not in the repository: TFS_SHARED)" % VOCAB_DIR
 
 
 def run(args, timeout=60, check=False, **kw):

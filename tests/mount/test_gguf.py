@@ -11,13 +11,13 @@ import subprocess
 import numpy as np
 
 import ggufgen as gg
-from harness import assert_reject, is_mounted, main, Mount, run, SHARED, TENSORFS, TestCase, TESTDATA
+from harness import assert_reject, is_mounted, main, Mount, run, TENSORFS, TestCase, TESTDATA, \
+    VOCAB_DIR, vocab_files, vocab_missing
 
 GGUF_DIR = os.path.join(TESTDATA, "gguf")
 MIXED = os.path.join(GGUF_DIR, "mixed_flat.gguf")
 with open(os.path.join(GGUF_DIR, "mixed_flat.expected.json")) as _f:
     EXP = json.load(_f)
-VOCAB_DIR = os.path.join(SHARED, "gguf", "vocab")
 
 # dtypes whose npy/ file holds the raw bytes (everything else is float32)
 NPY_NATIVE = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "|i1", "I16": "<i2", "I32": "<i4",
@@ -596,13 +596,12 @@ class Vocab(TestCase):
     """Every key of the vocab-only GGUF files in the shared test data (not in the repo)."""
 
 
-if os.path.isdir(VOCAB_DIR) and any(f.endswith(".gguf") for f in os.listdir(VOCAB_DIR)):
-    for _f in sorted(os.listdir(VOCAB_DIR)):
-        if _f.endswith(".gguf"):
-            setattr(Vocab, "test_" + _f[:-5].replace("-", "_"), _vocab_test(_f))
+if vocab_files():
+    for _f in vocab_files():
+        setattr(Vocab, "test_" + _f[:-5].replace("-", "_"), _vocab_test(_f))
 else:
     def _skip(self):
-        self.skipTest("vocab files not found in %s (set TFS_SHARED to the shared testdata)" % VOCAB_DIR)
+        self.skipTest(vocab_missing())
     Vocab.test_vocab_files = _skip
 
 

@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from harness import SHARED, TENSORFS, TESTDATA, Mount, TestCase, main, run
+from harness import TENSORFS, TESTDATA, VOCAB_DIR, Mount, TestCase, main, run, vocab_files, vocab_missing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LLAMA_DIR = os.path.join(HERE, "..", "llama")
@@ -33,7 +33,6 @@ import llamacpp  # noqa: E402
 
 SAMPLE = os.path.join(HERE, "..", "..", "examples", "tiny-llama.gguf")
 MIXED = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
-VOCAB_DIR = os.path.join(SHARED, "gguf", "vocab")
 
 SCALAR_FMT = {"uint8": "<B", "int8": "<b", "uint16": "<H", "int16": "<h", "uint32": "<I",
               "int32": "<i", "uint64": "<Q", "int64": "<q", "float32": "<f", "float64": "<d",
@@ -344,6 +343,9 @@ class GgmlReadsRepacks(LlamaCase):
         srcs = [os.path.join(TESTDATA, "gguf", "bad", "ok_no_tensors_unpadded.gguf")]
         if os.path.exists(os.path.join(VOCAB_DIR, "ggml-vocab-llama-spm.gguf")):
             srcs.append(os.path.join(VOCAB_DIR, "ggml-vocab-llama-spm.gguf"))
+        else:
+            print("# SKIP ggml-vocab-llama-spm.gguf: not in %s (the shared test data: TFS_SHARED)"
+                  % VOCAB_DIR, flush=True)
         for src in srcs:
             path = os.path.join(self.tmpdir(), os.path.basename(src))
             shutil.copyfile(src, path)
@@ -414,10 +416,9 @@ class GgmlReadsRepacks(LlamaCase):
 
 def _vocab_tests():
     """One test per vocab-only GGUF of llama.cpp (no tensors; arrays of 30K-100K strings)."""
-    files = sorted(f for f in os.listdir(VOCAB_DIR) if f.endswith(".gguf")) \
-        if os.path.isdir(VOCAB_DIR) else []
+    files = vocab_files()
     if not files:
-        GgmlReadsRepacks.test_vocab_files = lambda self: self.skipTest("no vocab GGUFs in " + VOCAB_DIR)
+        GgmlReadsRepacks.test_vocab_files = lambda self: self.skipTest(vocab_missing())
     for f in files:
         name = "test_vocab_" + f[len("ggml-vocab-"):-len(".gguf")].replace("-", "_")
         setattr(GgmlReadsRepacks, name,

@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from harness import TENSORFS, TESTDATA, Mount, TestCase, is_mounted, main, run
+from harness import TENSORFS, TESTDATA, VOCAB_DIR, Mount, TestCase, is_mounted, main, run, \
+    vocab_files, vocab_missing
 import faultproxy
 import ggufgen
 import stgen
@@ -465,11 +466,9 @@ class Remote(TestCase):
         self.assertLessEqual(used, cap)
 
     def test_vocab_headers_take_three_requests(self):
-        vocab = os.path.join(os.environ.get("TFS_SHARED", ""), "gguf", "vocab")
-        names = sorted(f for f in os.listdir(vocab) if f.endswith(".gguf")) \
-            if os.path.isdir(vocab) else []
+        vocab, names = VOCAB_DIR, vocab_files()
         if not names:
-            self.skipTest("no vocab GGUFs in TFS_SHARED")
+            self.skipTest(vocab_missing())
         for n in names:
             shutil.copy(os.path.join(vocab, n), WWW)
             NG.clear_log()

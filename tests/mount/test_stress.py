@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 import ggufgen as gg
-from harness import SHARED, TENSORFS, TESTDATA, Mount, TestCase, main, run
+from harness import TENSORFS, TESTDATA, VOCAB_DIR, Mount, TestCase, main, run, vocab_files, vocab_missing
 
 LONG = "--long" in sys.argv
 if LONG:
@@ -43,7 +43,6 @@ THREADS = 16
 
 MIXED = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
 TINY = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "tiny-llama.gguf")
-VOCAB_DIR = os.path.join(SHARED, "gguf", "vocab")
 
 
 def read(path):
@@ -262,11 +261,10 @@ class Stress(TestCase):
         once; every byte compared; 0 mismatches, 0 errors."""
         print("# seed %d (TFS_STRESS_SEED=%d replays it), %.0f s" % (SEED, SEED, SECONDS), flush=True)
         sources = [MIXED, TINY]
-        if os.path.isdir(VOCAB_DIR):
-            sources += sorted(os.path.join(VOCAB_DIR, f) for f in os.listdir(VOCAB_DIR)
-                              if f.endswith(".gguf"))
+        if vocab_files():
+            sources += [os.path.join(VOCAB_DIR, f) for f in vocab_files()]
         else:
-            print("# SKIP the vocab GGUFs: %s not found (set TFS_SHARED)" % VOCAB_DIR, flush=True)
+            print("# SKIP the vocab GGUFs: %s" % vocab_missing(), flush=True)
         mounts = []
         try:
             oracle = {}

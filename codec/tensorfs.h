@@ -27,6 +27,7 @@
 #include "num/dtype.h"
 #include "num/quant.h"
 #include "num/mlx_math.h"
+#include "net/scheme.h"
 #include "model/value.h"
 #include "model/source.h"
 #include "model/model.h"

@@ -96,13 +96,15 @@ typedef struct {
 	int readahead_kb;       /* -o readahead_kb=N (0: leave the kernel's) */
 	int nonempty;           /* -o nonempty: mount over a non-empty directory or a mount */
 	int quantize_threads;   /* -o quantize_threads=N (0: one per CPU, at most 8) */
-	/* remote sources (http://, https://, hf://) */
+	/* remote sources (http://, https://, hf://, s3://) */
 	int connections;        /* -o connections=N */
 	char *cache;            /* -o cache=DIR */
 	char *cache_size;       /* -o cache_size=SIZE (bytes, or with K, M, G, T) */
 	char *token_file;       /* -o token_file=FILE */
 	char *cafile;           /* -o cafile=FILE */
 	int timeout;            /* -o timeout=SECS */
+	char *endpoint;         /* -o endpoint=URL: an S3 store's (s3://) */
+	char *s3_addressing;    /* -o s3_addressing=path|virtual */
 	char *imatrix;          /* -o imatrix=FILE: llama.cpp's importance matrix (IQ types) */
 	char *quantize;         /* -o quantize=TYPE: the model quantized as llama-quantize does */
 	char *outtype;          /* -o outtype=TYPE: a Hugging Face repo's GGUF view's type */

@@ -69,7 +69,7 @@ typedef struct {
 	tfs_progress_fn progress; /* optional: long operations report here */
 	void *progress_ctx;
 	const char *ollama_models;/* store root for model references; NULL: $OLLAMA_MODELS or ~/.ollama/models */
-	/* remote sources (http://, https://, hf://) */
+	/* remote sources (http://, https://, hf://, s3://) */
 	int connections;          /* connections per file (0: 4) */
 	const char *cache_dir;    /* block cache; NULL: $XDG_CACHE_HOME/tensorfs or ~/.cache/tensorfs */
 	uint64_t cache_size;      /* the cache's limit in bytes (0: none): the remote blocks', and
@@ -77,6 +77,8 @@ typedef struct {
 	const char *token;        /* bearer token (NULL: $HF_TOKEN for hf:// sources) */
 	const char *cafile;       /* CA bundle (NULL: $CURL_CA_BUNDLE, else the system's) */
 	long timeout;             /* seconds to connect, or of a stalled transfer (0: 30) */
+	const char *s3_endpoint;  /* s3://: the store's URL (NULL: $AWS_ENDPOINT_URL_S3, ...: s3.h) */
+	const char *s3_addressing;/* s3://: "path" or "virtual" (NULL: by the endpoint) */
 	/* views (codec/views/) */
 	const char *outtype;      /* a Hugging Face repo's GGUF view: "auto" (NULL), "f32", "f16",
 	                           * "bf16", "q8_0" (convert_hf_to_gguf.py's --outtype) */

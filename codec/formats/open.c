@@ -2,6 +2,7 @@
 #include "open.h"
 #include "format.h"
 #include "remote.h"
+#include "s3.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -113,37 +114,25 @@ static int open_remote(tfs_model **out, const char *url, const tfs_open_opts *o,
 	return 0;
 }
 
-/* ==== a sharded safetensors set over HTTP(S) ==== */
+/* ==== a sharded safetensors set over HTTP(S) or S3 ==== */
 
 typedef struct {
 	const char *index_url;
-	size_t base_len;          /* the index URL up to its last '/' (before any query) */
 	const tfs_open_opts *o;
 } remote_shards;
 
-/* A shard: its name (percent-encoded) resolved against the index's URL, a remote source. */
+/* A shard: its name beside the index (as the index's scheme joins it: a URL's
+ * percent-encoded, an S3 key's as it is), a remote source. */
 static int open_remote_shard(void *ctx, tfs_model *m, const char *name, int32_t *src,
 			     tfs_error *err)
 {
 	const remote_shards *rs = ctx;
-	size_t n = strlen(name);
-	char *url = malloc(rs->base_len + 3 * n + 1), *label = strdup(name);
+	char *url = tfs_remote_join(rs->index_url, name), *label = strdup(name);
 	int rc = 0;
 	if (!url || !label) {
 		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", rs->index_url);
 		goto out;
 	}
-	memcpy(url, rs->index_url, rs->base_len);
-	char *p = url + rs->base_len;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)name[i];
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    strchr("-._~", c))
-			*p++ = (char)c;
-		else
-			p += sprintf(p, "%%%02X", c);
-	}
-	*p = '\0';
 	if ((rc = tfs_model_add_remote_source(m, url, rs->o, src, err)))
 		goto out;
 	free(m->src[*src].label); /* the weight_map's name, not the encoded one */
@@ -162,10 +151,7 @@ static int open_remote_index(tfs_model **out, const char *url, const tfs_open_op
 	tfs_model *m = NULL;
 	uint8_t *text = NULL;
 	uint64_t len = 0;
-	size_t q = strcspn(url, "?#"), base = q;
-	while (base && url[base - 1] != '/')
-		base--;
-	remote_shards rs = { url, base, o };
+	remote_shards rs = { url, o };
 	int rc = tfs_remote_fetch_small(url, o, TFS_MAX_ST_HEADER, NULL, &text, &len, NULL, err);
 	if (!rc)
 		rc = tfs_model_new(&m, &tfs_safetensors_format, url, err);
@@ -188,33 +174,107 @@ static bool url_is_json(const char *url)
 	return n >= 5 && strncasecmp(url + n - 5, ".json", 5) == 0;
 }
 
-/* hf://ORG/REPO[/PATH][@REV]: the hub's resolve URL, with $HF_TOKEN unless a token was
- * given; a repo alone is its model.safetensors.index.json if it has one, else its
- * model.safetensors. */
-static int open_hf(tfs_model **out, const char *source, const tfs_open_opts *opts,
+/* hf://ORG/REPO[/PATH][@REV]: the hub's resolve URL (the scheme's row: with $HF_TOKEN
+ * unless a token was given); a repo alone is its model.safetensors.index.json if it has
+ * one, else its model.safetensors. */
+static int open_hf(tfs_model **out, const char *source, const tfs_open_opts *o,
 		   tfs_error *err)
 {
-	tfs_open_opts o = *opts;
-	const char *tok = getenv("HF_TOKEN");
-	if (!o.token && tok && *tok)
-		o.token = tok;
 	char *url = tfs_hf_url(source, "model.safetensors.index.json");
 	if (!url)
 		return tfs_error_set(err, TFS_E_INVALID, "%s: not of the form hf://ORG/REPO[/PATH]"
 				     "[@REVISION]", source);
-	bool repo_only = strchr(strchr(source + 5, '/') + 1, '/') == NULL;
-	int rc = url_is_json(url) ? open_remote_index(out, url, &o, err)
-				  : open_remote(out, url, &o, err);
+	bool repo_only = tfs_remote_is_dir(source);
+	char *file = repo_only ? tfs_remote_join(source, "model.safetensors.index.json")
+			       : strdup(source);
+	int rc = !file ? tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source)
+		 : url_is_json(url) ? open_remote_index(out, file, o, err)
+		 : open_remote(out, file, o, err);
 	/* no index: the single file; but a shard the index names that is missing is that */
 	bool no_index = rc == TFS_E_NOTFOUND && strstr(err->msg, url);
 	free(url);
+	free(file);
 	if (no_index && repo_only) {
-		if (!(url = tfs_hf_url(source, "model.safetensors")))
+		if (!(file = tfs_remote_join(source, "model.safetensors")))
 			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source);
 		tfs_error_clear(err);
-		rc = open_remote(out, url, &o, err);
-		free(url);
+		rc = open_remote(out, file, o, err);
+		free(file);
 	}
+	return rc;
+}
+
+/* ==== s3://BUCKET/KEY ==== */
+
+static bool ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), t = strlen(tail);
+	return n >= t && strcasecmp(s + n - t, tail) == 0;
+}
+
+/* Which key under an S3 prefix is its model (*key, borrowed from names): a sharded set's
+ * index, model.safetensors, else the only GGUF, else the only safetensors file.  0, or an
+ * error when none or several are (their names said). */
+static int prefix_model(const char **key, const char *source, char **names, size_t n,
+			tfs_error *err)
+{
+	*key = NULL;
+	static const char *const suffixes[] = { ".gguf", ".safetensors" };
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], "model.safetensors.index.json") == 0)
+			return (*key = names[i], 0);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], "model.safetensors") == 0)
+			return (*key = names[i], 0);
+	for (size_t k = 0; k < 2; k++) {
+		const char *one = NULL, *other = NULL;
+		for (size_t i = 0; i < n; i++)
+			if (ends_with(names[i], suffixes[k]) && !other)
+				*(one ? &other : &one) = names[i];
+		if (one && other)
+			return tfs_error_set(err, TFS_E_INVALID, "%s: several %s keys under the prefix "
+					     "(%s, %s%s): name one", source, suffixes[k] + 1, one,
+					     other, n > 2 ? ", ..." : "");
+		if (one)
+			return (*key = one, 0);
+	}
+	if (!n)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no key under the prefix", source);
+	return tfs_error_set(err, TFS_E_FORMAT, "%s: no model under the prefix (no "
+			     "model.safetensors.index.json, model.safetensors, .gguf or "
+			     ".safetensors key among its %zu)", source, n);
+}
+
+/* s3://BUCKET/KEY: a GGUF or safetensors object, a sharded set's index (.json); a prefix
+ * (s3://BUCKET/PREFIX/) is the model found under it (prefix_model), listed with
+ * ListObjectsV2. */
+static int open_s3(tfs_model **out, const char *source, const tfs_open_opts *o,
+		   tfs_error *err)
+{
+	if (!tfs_remote_is_dir(source))
+		return url_is_json(source) ? open_remote_index(out, source, o, err)
+					   : open_remote(out, source, o, err);
+	char **names = NULL, *dir = NULL, *file = NULL;
+	size_t n = 0;
+	int rc = 0;
+	/* s3://BUCKET: the bucket's root */
+	if (!strchr(source + 5, '/') && asprintf(&dir, "%s/", source) < 0)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	const char *prefix = dir ? dir : source;
+	if (!(rc = tfs_s3_list(prefix, o, &names, &n, err))) {
+		const char *key = NULL;
+		rc = prefix_model(&key, prefix, names, n, err);
+		if (!rc && !(file = tfs_remote_join(prefix, key)))
+			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		if (!rc)
+			rc = url_is_json(file) ? open_remote_index(out, file, o, err)
+					       : open_remote(out, file, o, err);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	free(file);
+	free(dir);
 	return rc;
 }
 
@@ -249,11 +309,12 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 	*out = NULL;
 	if (!opts)
 		opts = &none;
-	if (tfs_is_url(source)) {
+	if (tfs_is_url(source))
 		return open_url(out, source, opts, err);
-	}
 	if (tfs_is_hf(source))
 		return open_hf(out, source, opts, err);
+	if (tfs_is_s3(source))
+		return open_s3(out, source, opts, err);
 	if ((rc = classify(source, &k, &fmt, err)) || (rc = tfs_model_new(&m, fmt, source, err)))
 		return rc;
 	if ((rc = fmt->open(m, &k.p, opts, err))) {

@@ -1,5 +1,6 @@
 /* http.c - ranged GETs with libcurl: a small pool of connections, every response checked. */
 #include "http.h"
+#include "s3.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -15,10 +16,11 @@
 #define MAX_TOTAL_ATTEMPTS 64 /* tries of one range in all */
 #define MAX_RETRY_AFTER 30    /* seconds: a longer Retry-After is cut to this */
 #define MIN_PROGRESS (64u << 10) /* bytes an attempt must bring to restart the time budget */
+#define ERROR_BODY 2048       /* the start of an error answer kept (an S3 error document) */
 
 struct tfs_http {
-	char *url;
-	char *token;              /* bearer token, or NULL; never logged */
+	char *url;                /* what messages name: the source as typed (or hf's URL) */
+	tfs_target t;             /* what is requested, and how it is authenticated */
 	char *cafile;
 	char *accept;             /* an Accept header's value, or NULL (tfs_http_whole) */
 	bool whole;               /* a 200 with the whole file answers a GET from byte 0 */
@@ -39,14 +41,25 @@ static void global_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 int tfs_http_new(tfs_http **out, const char *url, const tfs_open_opts *o, tfs_error *err)
 {
+	tfs_target t;
+	int rc = tfs_target_resolve(&t, url, o, err);
+	return rc ? rc : tfs_http_new_target(out, url, &t, o, err);
+}
+
+int tfs_http_new_target(tfs_http **out, const char *source, tfs_target *t,
+			const tfs_open_opts *o, tfs_error *err)
+{
 	pthread_once(&global_once, global_init);
 	tfs_http *h = calloc(1, sizeof(*h));
 	const char *ca = o->cafile ? o->cafile : getenv("CURL_CA_BUNDLE");
-	if (!h || !(h->url = strdup(url)) || (o->token && !(h->token = strdup(o->token))) ||
-	    (ca && *ca && !(h->cafile = strdup(ca)))) {
+	const char *name = t->scheme && t->scheme->named_by_url ? t->url : source;
+	if (!h || !(h->url = strdup(name)) || (ca && *ca && !(h->cafile = strdup(ca)))) {
+		tfs_target_free(t);
 		tfs_http_free(h);
-		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", url);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source);
 	}
+	h->t = *t;
+	memset(t, 0, sizeof(*t));
 	h->n = o->connections > 0 ? (o->connections < MAX_CONNECTIONS ? o->connections
 								       : MAX_CONNECTIONS) : 4;
 	h->timeout = o->timeout > 0 ? o->timeout : 30;
@@ -65,9 +78,7 @@ void tfs_http_free(tfs_http *h)
 	for (int i = 0; i < MAX_CONNECTIONS; i++)
 		if (h->easy[i])
 			curl_easy_cleanup(h->easy[i]);
-	if (h->token)
-		explicit_bzero(h->token, strlen(h->token));
-	free(h->token);
+	tfs_target_free(&h->t);
 	free(h->cafile);
 	free(h->accept);
 	free(h->url);
@@ -79,6 +90,7 @@ void tfs_http_free(tfs_http *h)
 }
 
 const char *tfs_http_url(const tfs_http *h) { return h->url; }
+const char *tfs_http_target_url(const tfs_http *h) { return h->t.url; }
 
 int tfs_http_whole(tfs_http *h, const char *accept)
 {
@@ -103,6 +115,9 @@ typedef enum { OK, CHANGED, NO_RANGE, BAD_RANGE, SINK } xfer_fail;
 typedef struct {
 	long status;
 	char etag[256], last_modified[64];
+	char bucket_region[64];   /* x-amz-bucket-region (an S3 bucket elsewhere) */
+	char body[ERROR_BODY];    /* the start of an error answer's body */
+	size_t body_len;
 	bool have_range;
 	uint64_t first, last, total;
 	int64_t length;           /* Content-Length, or -1 */
@@ -165,7 +180,8 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud)
 	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) { /* a new response (redirects) */
 		const char *sp = memchr(line, ' ', n);
 		x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-		x->etag[0] = x->last_modified[0] = '\0';
+		x->etag[0] = x->last_modified[0] = x->bucket_region[0] = '\0';
+		x->body_len = 0;
 		x->have_range = false;
 		x->retry_after = -1;
 		x->length = -1;
@@ -177,6 +193,8 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud)
 	size_t kl = (size_t)(colon - line), vl = n - kl - 1;
 	if (kl == 4 && strncasecmp(line, "etag", 4) == 0) {
 		header_value(x->etag, sizeof(x->etag), colon + 1, vl);
+	} else if (kl == 19 && strncasecmp(line, "x-amz-bucket-region", 19) == 0) {
+		header_value(x->bucket_region, sizeof(x->bucket_region), colon + 1, vl);
 	} else if (kl == 13 && strncasecmp(line, "last-modified", 13) == 0) {
 		header_value(x->last_modified, sizeof(x->last_modified), colon + 1, vl);
 	} else if (kl == 11 && strncasecmp(line, "retry-after", 11) == 0) {
@@ -243,8 +261,14 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 	xfer *x = ud;
 	size_t n = size * nmemb;
 	if (!x->checked) {
-		if (x->status != 200 && x->status != 206)
-			return n; /* an error page: dropped, the status says it all */
+		if (x->status != 200 && x->status != 206) { /* an error page: its start kept */
+			size_t k = sizeof(x->body) - 1 - x->body_len;
+			k = n < k ? n : k;
+			memcpy(x->body + x->body_len, data, k);
+			x->body_len += k;
+			x->body[x->body_len] = '\0';
+			return n;
+		}
 		if ((x->fail = check_response(x)) != OK)
 			return 0;
 		x->checked = true;
@@ -318,15 +342,16 @@ static void give_back(tfs_http *h, int i, uint64_t requests, uint64_t bytes, int
 static void setup(tfs_http *h, CURL *c, xfer *x, char *range, size_t cap,
 		  struct curl_slist *hdrs)
 {
+	long follow = h->t.follow;
 	long wait = x->wait_s;
 	curl_easy_reset(c); /* keeps the connection, the DNS and TLS session caches */
 	snprintf(range, cap, "%llu-%llu", (unsigned long long)x->pos,
 		 (unsigned long long)(x->end - 1));
-	curl_easy_setopt(c, CURLOPT_URL, h->url);
+	curl_easy_setopt(c, CURLOPT_URL, h->t.url);
 	curl_easy_setopt(c, CURLOPT_RANGE, range);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, follow);
 	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
 	curl_easy_setopt(c, CURLOPT_UNRESTRICTED_AUTH, 0L); /* no token to another host */
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -340,9 +365,9 @@ static void setup(tfs_http *h, CURL *c, xfer *x, char *range, size_t cap,
 	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, NULL); /* bytes as stored, no gzip */
 	if (h->cafile)
 		curl_easy_setopt(c, CURLOPT_CAINFO, h->cafile);
-	if (h->token) {
+	if (h->t.token) {
 		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
-		curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, h->token);
+		curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, h->t.token);
 	}
 	if (hdrs)
 		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
@@ -355,11 +380,34 @@ static void setup(tfs_http *h, CURL *c, xfer *x, char *range, size_t cap,
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 }
 
+/* The request's headers: the fixed ones (lines), and a signature made now (s3://). */
+static CURLcode headers(tfs_http *h, const char *const *lines, struct curl_slist **hdrs)
+{
+	*hdrs = NULL;
+	for (size_t i = 0; lines[i]; i++) {
+		struct curl_slist *l = curl_slist_append(*hdrs, lines[i]);
+		if (!l)
+			return CURLE_OUT_OF_MEMORY;
+		*hdrs = l;
+	}
+	if (h->t.s3 && tfs_s3_sign_request(h->t.s3, "GET", h->t.url, h->t.host, time(NULL), hdrs))
+		return CURLE_OUT_OF_MEMORY;
+	return CURLE_OK;
+}
+
 /* One request on connection i; returns the curl code (x says the rest). */
-static CURLcode perform(tfs_http *h, int i, xfer *x, struct curl_slist *hdrs)
+static CURLcode perform(tfs_http *h, int i, xfer *x, const char *const *lines)
 {
 	char range[64];
 	CURL *c = h->easy[i];
+	struct curl_slist *hdrs = NULL;
+	if (headers(h, lines, &hdrs) != CURLE_OK) {
+		curl_slist_free_all(hdrs);
+		give_back(h, i, 0, 0, -1);
+		x->status = 0;
+		x->fail = SINK;
+		return CURLE_OUT_OF_MEMORY;
+	}
 	setup(h, c, x, range, sizeof(range), hdrs);
 	x->status = 0;
 	x->length = -1;
@@ -370,7 +418,13 @@ static CURLcode perform(tfs_http *h, int i, xfer *x, struct curl_slist *hdrs)
 	x->received = 0;
 	x->stalled = false;
 	x->last_byte_ms = now_ms();
+	x->body_len = 0;
+	x->body[0] = x->bucket_region[0] = '\0';
 	CURLcode rc = curl_easy_perform(c);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	for (struct curl_slist *l = hdrs; l; l = l->next) /* a session token, a signature */
+		explicit_bzero(l->data, strlen(l->data));
+	curl_slist_free_all(hdrs);
 	if (rc == CURLE_ABORTED_BY_CALLBACK && x->stalled)
 		rc = CURLE_OPERATION_TIMEDOUT;
 	long redirects = 0;
@@ -407,7 +461,7 @@ static void sleep_ms(long ms)
 }
 
 /* The error of a response that is not retried: a clear line naming the URL. */
-static int final_error(const tfs_http *h, const xfer *x, tfs_error *err)
+static int final_error(const tfs_http *h, const xfer *x, int tries, tfs_error *err)
 {
 	const char *u = h->url;
 	if (x->fail == CHANGED) {
@@ -421,21 +475,11 @@ static int final_error(const tfs_http *h, const xfer *x, tfs_error *err)
 	if (x->fail == NO_RANGE)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: the server does not support Range "
 				     "requests (HTTP 200 for a ranged GET)", u);
-	if (x->status == 404 || x->status == 410)
-		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: not found (HTTP %ld)", u, x->status);
-	if (x->status == 401 || x->status == 403)
-		return tfs_error_sys(err, EACCES, "%s: access denied (HTTP %ld)%s", u, x->status,
-				     h->token ? ": is the token right, and granted access to this "
-						"model?"
-					      : strstr(u, "/resolve/")
-						? ": a private or gated model needs a token: set "
-						  "HF_TOKEN or -o token_file=FILE"
-						: ": if the server wants a bearer token, give it with "
-						  "-o token_file=FILE");
 	if (x->status == 416)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: empty file (HTTP 416 for its first "
 				     "bytes)", u);
-	return tfs_error_sys(err, EIO, "%s: HTTP %ld", u, x->status);
+	tfs_refusal r = { x->status, x->body, x->bucket_region, tries };
+	return h->t.scheme->refused(&h->t, u, &r, err);
 }
 
 /* How long to wait before try number `tries` (>= 1) of a range. */
@@ -444,7 +488,8 @@ static long backoff_ms(const xfer *x, int tries)
 	if ((x->status == 429 || x->status == 503) && x->retry_after >= 0)
 		return (x->retry_after < MAX_RETRY_AFTER ? x->retry_after : MAX_RETRY_AFTER) * 1000L;
 	long ms = 100L << (tries < 6 ? tries : 6); /* 200 ms doubling, up to 6.4 s */
-	return ms;
+	/* jitter as the AWS SDKs add it: clients throttled together do not retry together */
+	return ms / 2 + (long)(random() % (ms / 2 + 1));
 }
 
 static bool retryable(CURLcode rc, const xfer *x)
@@ -457,6 +502,9 @@ static bool retryable(CURLcode rc, const xfer *x)
 		return retryable_curl(rc);
 	if (x->status == 206)
 		return true; /* a body that ended early without an error */
+	if (x->status == 400 && (strstr(x->body, "<Code>RequestTimeout</Code>") ||
+				 strstr(x->body, "<Code>Throttling")))
+		return true; /* S3's throttling and idle-connection answers */
 	return x->status == 429 || x->status == 408 || x->status >= 500;
 }
 
@@ -480,29 +528,35 @@ static void mark_down(tfs_http *h)
 	pthread_mutex_unlock(&h->lock);
 }
 
-/* The error of a range given up on: a clear line naming the URL. */
+/* The error of a range given up on: a clear line naming the URL (and what was asked,
+ * when the source is not a URL: an s3:// key's endpoint). */
 static int give_up(tfs_http *h, const xfer *x, CURLcode cc, int total, bool out_of_time,
 		   tfs_error *err)
 {
+	char name[TFS_ERRMSG_MAX / 2];
+	if (strcmp(h->url, h->t.url) != 0)
+		snprintf(name, sizeof(name), "%s (%s)", h->url, h->t.url);
+	else
+		snprintf(name, sizeof(name), "%s", h->url);
 	if (x->status && x->fail != OK && x->fail != BAD_RANGE)
-		return final_error(h, x, err);
+		return final_error(h, x, total + 1, err);
 	if (x->fail == OK && x->status >= 300 && cc == CURLE_OK)
-		return final_error(h, x, err);
+		return final_error(h, x, total + 1, err);
 	if (out_of_time && cc != CURLE_OK && cc != CURLE_WRITE_ERROR) {
 		mark_down(h); /* no answer: the next reads fail at once for a while */
 		return tfs_error_sys(err, EIO, "%s: no answer within %ld s (%s, after %d tries; "
-				     "-o timeout=%ld)", h->url, 2 * h->timeout,
+				     "-o timeout=%ld)", name, 2 * h->timeout,
 				     curl_easy_strerror(cc), total + 1, h->timeout);
 	}
 	if (cc == CURLE_PEER_FAILED_VERIFICATION)
 		return tfs_error_sys(err, EIO, "%s: %s: the server's certificate is not trusted "
-				     "(give its CA with -o cafile=FILE or CURL_CA_BUNDLE)", h->url,
+				     "(give its CA with -o cafile=FILE or CURL_CA_BUNDLE)", name,
 				     curl_easy_strerror(cc));
 	if (cc == CURLE_SSL_CACERT_BADFILE)
 		return tfs_error_sys(err, EIO, "%s: cannot read the CA certificates %s",
 				     h->url, h->cafile ? h->cafile : "(the system's)");
 	if (cc != CURLE_OK && cc != CURLE_WRITE_ERROR)
-		return tfs_error_sys(err, EIO, "%s: %s (after %d tries)", h->url,
+		return tfs_error_sys(err, EIO, "%s: %s (after %d tries)", name,
 				     curl_easy_strerror(cc), total + 1);
 	if (x->fail == SINK)
 		return tfs_error_sys(err, EIO, "%s: cannot store what was received", h->url);
@@ -525,22 +579,18 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 {
 	xfer x = { .pos = off, .end = off + len, .v = v, .sink = sink, .ctx = ctx,
 		   .whole = h->whole };
-	struct curl_slist *hdrs = NULL, *more;
+	const char *lines[3] = { NULL };
+	size_t n_lines = 0;
 	char inm[300], acc[300];
 	int tries = 0, total = 0, rc = 0;
 	int64_t deadline = now_ms() + 2000 * h->timeout;
 	if (if_none_match && *if_none_match) {
 		snprintf(inm, sizeof(inm), "If-None-Match: %s", if_none_match);
-		if (!(hdrs = curl_slist_append(NULL, inm)))
-			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->url);
+		lines[n_lines++] = inm;
 	}
 	if (h->accept) {
 		snprintf(acc, sizeof(acc), "Accept: %s", h->accept);
-		if (!(more = curl_slist_append(hdrs, acc))) {
-			curl_slist_free_all(hdrs);
-			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->url);
-		}
-		hdrs = more;
+		lines[n_lines++] = acc;
 	}
 	while (x.pos < x.end || !v->known) {
 		if (server_down(h)) { /* also after waiting for a connection another range held */
@@ -560,7 +610,7 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 		}
 		uint64_t before = x.pos;
 		x.wait_s = attempt_wait(h, deadline);
-		CURLcode cc = perform(h, i, &x, hdrs);
+		CURLcode cc = perform(h, i, &x, lines);
 		if (x.status == 304 && if_none_match && *if_none_match && x.fail == OK &&
 		    strcmp(x.etag[0] ? x.etag : if_none_match, if_none_match) == 0) {
 			v->known = true;
@@ -589,7 +639,6 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 		}
 		sleep_ms(pause);
 	}
-	curl_slist_free_all(hdrs);
 	if (got)
 		*got = x.pos - off;
 	return rc;

@@ -11,6 +11,7 @@
 #define TFS_HTTP_H
 
 #include "base.h"
+#include "scheme_impl.h"
 
 /* What identifies one version of a remote file. */
 typedef struct {
@@ -23,11 +24,18 @@ typedef struct {
 
 typedef struct tfs_http tfs_http;
 
-/* A pool of connections (-o connections=N) to url.  The options' token, cafile, timeout
- * are copied.  0 or TFS_E_NOMEM / TFS_E_INVALID. */
+/* A pool of connections (-o connections=N) to the remote file url (a source of a scheme:
+ * scheme_impl.h), resolved by its scheme (the options' token, endpoint, ...); cafile and
+ * timeout copied.  0 or TFS_E_NOMEM / TFS_E_INVALID. */
 int tfs_http_new(tfs_http **out, const char *url, const tfs_open_opts *o, tfs_error *err);
+/* The same for a target already resolved (taken over: freed with h, or now on an error);
+ * messages name source. */
+int tfs_http_new_target(tfs_http **out, const char *source, tfs_target *t,
+			const tfs_open_opts *o, tfs_error *err);
 void tfs_http_free(tfs_http *h);
+/* What messages name (the source); the URL requested (what the cache is keyed by). */
 const char *tfs_http_url(const tfs_http *h);
+const char *tfs_http_target_url(const tfs_http *h);
 
 /* Makes h fetch a small file whole: a GET from byte 0 may be answered with a 200 and the
  * whole file (a server without Range support for it, as a registry's manifests), and

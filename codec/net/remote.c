@@ -57,11 +57,6 @@ struct tfs_remote {
 	bool parts_auto;          /* connections= not given: one part for a near server */
 };
 
-bool tfs_is_url(const char *source)
-{
-	return strncasecmp(source, "http://", 7) == 0 || strncasecmp(source, "https://", 8) == 0;
-}
-
 uint64_t tfs_remote_size(const tfs_remote *r) { return r->v.size; }
 
 int64_t tfs_remote_mtime(const tfs_remote *r)
@@ -559,9 +554,10 @@ static int to_buffer(void *ctx, uint64_t pos, const void *data, size_t n)
 }
 
 /* The first request: the size and validator, and the first bytes (into the cache). */
-static int first_request(tfs_remote *r, const char *url, const tfs_open_opts *o,
+static int first_request(tfs_remote *r, const char *source, const tfs_open_opts *o,
 			 tfs_error *err)
 {
+	const char *url = tfs_http_target_url(r->http); /* the cache's key: no credential */
 	char *dir = o->cache_dir ? strdup(o->cache_dir) : tfs_cache_default_dir();
 	static uint8_t none;
 	first_bytes f = { malloc(FIRST_FETCH), FIRST_FETCH };
@@ -577,10 +573,10 @@ static int first_request(tfs_remote *r, const char *url, const tfs_open_opts *o,
 	if (rc == TFS_PASSTHROUGH) /* 304: the cached version is the server's */
 		got = 0, rc = 0;
 	if (!rc && r->v.size == 0)
-		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: empty file", url);
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: empty file", source);
 	if (!rc && r->v.size > MAX_SIZE)
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: the server says it has %llu bytes: more "
-				   "than a model file can be", url, (unsigned long long)r->v.size);
+				   "than a model file can be", source, (unsigned long long)r->v.size);
 	if (!rc)
 		rc = tfs_cache_open(&r->cache, dir, url, &r->v, o->cache_size, err);
 	if (!rc) {
@@ -661,14 +657,33 @@ static int to_growing(void *ctx, uint64_t pos, const void *data, size_t n)
 	return 0;
 }
 
+static int fetch_whole(tfs_http *h, const char *url, uint64_t cap, const char *accept,
+		       uint8_t **out, uint64_t *len, int64_t *mtime, tfs_error *err);
+
 int tfs_remote_fetch_small(const char *url, const tfs_open_opts *o, uint64_t cap,
 			   const char *accept, uint8_t **out, uint64_t *len, int64_t *mtime,
 			   tfs_error *err)
 {
 	tfs_http *h = NULL;
+	int rc = tfs_http_new(&h, url, o, err);
+	return rc ? rc : fetch_whole(h, url, cap, accept, out, len, mtime, err);
+}
+
+int tfs_remote_fetch_target(tfs_target *t, const char *source, const tfs_open_opts *o,
+			    uint64_t cap, uint8_t **out, uint64_t *len, tfs_error *err)
+{
+	tfs_http *h = NULL;
+	int rc = tfs_http_new_target(&h, source, t, o, err);
+	return rc ? rc : fetch_whole(h, source, cap, NULL, out, len, NULL, err);
+}
+
+/* Fetches the file of h whole (h freed). */
+static int fetch_whole(tfs_http *h, const char *url, uint64_t cap, const char *accept,
+		       uint8_t **out, uint64_t *len, int64_t *mtime, tfs_error *err)
+{
 	tfs_validator v = { .known = false };
 	growing g = { .limit = cap, .v = &v };
-	int rc = tfs_http_new(&h, url, o, err);
+	int rc = 0;
 	if (!rc && tfs_http_whole(h, accept))
 		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", url);
 	if (!rc)
@@ -691,33 +706,4 @@ int tfs_remote_fetch_small(const char *url, const tfs_open_opts *o, uint64_t cap
 		*mtime = t < 0 ? 0 : (int64_t)t;
 	}
 	return 0;
-}
-
-/* ==== hf:// ==== */
-
-bool tfs_is_hf(const char *source) { return strncmp(source, "hf://", 5) == 0; }
-
-char *tfs_hf_url(const char *source, const char *default_path)
-{
-	const char *endpoint = getenv("HF_ENDPOINT"), *spec = source + 5;
-	const char *at = strrchr(spec, '@'), *rev = at ? at + 1 : "main";
-	size_t n = at ? (size_t)(at - spec) : strlen(spec);
-	const char *s1 = memchr(spec, '/', n);
-	const char *s2 = s1 ? memchr(s1 + 1, '/', n - (size_t)(s1 + 1 - spec)) : NULL;
-	size_t repo = s2 ? (size_t)(s2 - spec) : n;
-	const char *path = s2 ? s2 + 1 : default_path;
-	int path_len = s2 ? (int)(n - repo - 1) : (int)strlen(default_path);
-	char *url;
-	if (!endpoint || !*endpoint)
-		endpoint = "https://huggingface.co";
-	if (!s1 || s1 == spec || repo == (size_t)(s1 - spec) + 1 || path_len <= 0 || !*rev ||
-	    strchr(rev, '/'))
-		return NULL;
-	size_t el = strlen(endpoint);
-	while (el && endpoint[el - 1] == '/')
-		el--;
-	if (asprintf(&url, "%.*s/%.*s/resolve/%s/%.*s", (int)el, endpoint, (int)repo, spec, rev,
-		     path_len, path) < 0)
-		return NULL;
-	return url;
 }

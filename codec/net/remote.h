@@ -1,21 +1,14 @@
 /*
- * remote.h - a model file read over HTTP(S) (codec/remote.c): its header held in memory
+ * remote.h - a model file read over HTTP(S) or S3 (codec/net/remote.c): its header held in memory
  * for the parsers, its data read through the block cache (cache.h) in large chunks.
  */
 #ifndef TFS_REMOTE_H
 #define TFS_REMOTE_H
 
 #include "base.h"
+#include "scheme_impl.h"
 
 typedef struct tfs_remote tfs_remote;
-
-/* Whether source is a URL tensorfs reads remotely (http://, https://); hf://. */
-bool tfs_is_url(const char *source);
-bool tfs_is_hf(const char *source);
-/* The URL of hf://ORG/REPO[/PATH][@REV]: $HF_ENDPOINT (default https://huggingface.co)
- * /ORG/REPO/resolve/REV (default main)/PATH, default_path when there is none.  Allocated;
- * NULL when source is not of that form (or out of memory). */
-char *tfs_hf_url(const char *source, const char *default_path);
 
 /*
  * Opens url: one ranged GET of its first 64 KiB (or a 304 when the cache holds them),
@@ -63,6 +56,10 @@ int tfs_remote_ready(tfs_remote *r, uint64_t off, uint64_t len, uint64_t lo, uin
 int tfs_remote_fetch_small(const char *url, const tfs_open_opts *o, uint64_t cap,
 			   const char *accept, uint8_t **out, uint64_t *len, int64_t *mtime,
 			   tfs_error *err);
+/* The same for a target already resolved (taken over), messages naming source: a request
+ * that is not a file of its own (an S3 listing). */
+int tfs_remote_fetch_target(tfs_target *t, const char *source, const tfs_open_opts *o,
+			    uint64_t cap, uint8_t **out, uint64_t *len, tfs_error *err);
 /* Requests and body bytes since the open. */
 void tfs_remote_stats(const tfs_remote *r, uint64_t *requests, uint64_t *bytes);
 

@@ -122,7 +122,7 @@ static int remote_file(void *ctx, const char *name, uint8_t **data, uint64_t *le
 		       tfs_error *err)
 {
 	hf_view *v = ctx;
-	char *url = tfs_hf_url(v->spec, name);
+	char *url = tfs_remote_join(v->spec, name);
 	if (!url)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", v->spec);
 	int rc = tfs_remote_fetch_small(url, &v->oo, HF_FILE_CAP, NULL, data, len, NULL, err);
@@ -132,10 +132,8 @@ static int remote_file(void *ctx, const char *name, uint8_t **data, uint64_t *le
 
 bool tfs_hf_is_repo(const char *source)
 {
-	if (tfs_is_hf(source)) {
-		const char *org = source + 5, *repo = strchr(org, '/');
-		return repo && !strchr(repo + 1, '/');
-	}
+	if (tfs_is_remote(source)) /* hf://ORG/REPO, s3://BUCKET/PREFIX/ */
+		return tfs_remote_is_dir(source);
 	struct stat st;
 	char cfg[PATH_MAX];
 	if (stat(source, &st) < 0 || !S_ISDIR(st.st_mode))
@@ -151,6 +149,16 @@ static void repo_name(char *out, size_t cap, const char *source)
 	if (tfs_is_hf(source)) {
 		const char *r = strchr(source + 5, '/') + 1;
 		snprintf(out, cap, "%.*s", (int)strcspn(r, "@"), r);
+		return;
+	}
+	if (tfs_is_remote(source)) { /* s3://BUCKET/DIR/NAME/: NAME (the bucket's if none) */
+		size_t n = strlen(source);
+		while (n > 5 && source[n - 1] == '/')
+			n--;
+		size_t b = n;
+		while (b > 5 && source[b - 1] != '/')
+			b--;
+		snprintf(out, cap, "%.*s", (int)(n - b), source + b);
 		return;
 	}
 	char *abs = realpath(source, NULL);
@@ -285,7 +293,7 @@ static int make_view(tfs_model **out, tfs_model *base, const char *source,
 	const char *tok = getenv("HF_TOKEN");
 	if (!v->oo.token && tok && *tok)
 		v->oo.token = tok;
-	if (tfs_is_hf(source)) {
+	if (tfs_is_remote(source)) {
 		v->spec = source;
 		files = (tfs_hf_files){ .read = remote_file, .ctx = v, .where = source };
 	} else {

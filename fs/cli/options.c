@@ -32,6 +32,8 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("token_file=%s", token_file),
 	OPT("cafile=%s", cafile),
 	OPT("timeout=%d", timeout),
+	OPT("endpoint=%s", endpoint),
+	OPT("s3_addressing=%s", s3_addressing),
 	OPT("imatrix=%s", imatrix),
 	OPT("quantize=%s", quantize),
 	OPT("quantize_threads=%d", quantize_threads),
@@ -102,6 +104,8 @@ void tfsd_opts_free(tfsd_opts *o)
 	free(o->cache_size);
 	free(o->token_file);
 	free(o->cafile);
+	free(o->endpoint);
+	free(o->s3_addressing);
 	free(o->imatrix);
 	free(o->quantize);
 	free(o->outtype);
@@ -150,6 +154,14 @@ int tfsd_remote_opts(const tfsd_opts *o, tfs_open_opts *oo, char **token, const 
 	oo->cache_dir = o->cache;
 	oo->cafile = o->cafile;
 	oo->timeout = o->timeout;
+	oo->s3_endpoint = o->endpoint;
+	oo->s3_addressing = o->s3_addressing;
+	if (o->s3_addressing && strcmp(o->s3_addressing, "path") != 0 &&
+	    strcmp(o->s3_addressing, "virtual") != 0) {
+		fprintf(stderr, "%s: s3_addressing=%s: not path or virtual\n", prog,
+			o->s3_addressing);
+		return -1;
+	}
 	if (o->cache_size && !tfsd_parse_size(o->cache_size, &oo->cache_size)) {
 		fprintf(stderr, "%s: cache_size=%s is not a size (bytes, or with K, M, G, T)\n",
 			prog, o->cache_size);
@@ -174,12 +186,8 @@ int tfsd_remote_opts(const tfsd_opts *o, tfs_open_opts *oo, char **token, const 
 	return *token ? 0 : -1;
 }
 
-/* Whether a SOURCE is read over the network (http://, https://, hf://). */
-bool tfsd_is_remote(const char *source)
-{
-	return strncasecmp(source, "http://", 7) == 0 || strncasecmp(source, "https://", 8) == 0 ||
-	       strncmp(source, "hf://", 5) == 0;
-}
+/* Whether a SOURCE is read over the network: codec's scheme table says (tfs_is_remote). */
+bool tfsd_is_remote(const char *source) { return tfs_is_remote(source); }
 
 /* The daemon runs from /: every path is made absolute first; an Ollama model name stays
  * as it is.  -1: out of memory. */

@@ -29,10 +29,20 @@ static int nomem(tfs_error *err, const char *name)
 	return tfs_error_set(err, TFS_E_NOMEM, "key '%s': out of memory", name);
 }
 
-/* Appends a key whose payload (len bytes) the list takes over (data may be NULL if len 0). */
+/* Appends a key whose payload (len bytes) the list takes over (data may be NULL if len 0).
+ * A name already in the list keeps its place and gets the new value, as gguf-py's
+ * add_key_value does (it warns "Duplicated key name"). */
 static int add_owned(tfs_hf_kvs *l, const char *name, uint32_t type, uint8_t *data,
 		     uint64_t len, tfs_error *err)
 {
+	long at = tfs_hf_kvs_find(l, name);
+	if (at >= 0) {
+		free(l->kv[at].data);
+		l->kv[at].type = type;
+		l->kv[at].data = data;
+		l->kv[at].len = len;
+		return 0;
+	}
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 32;
 		tfs_hf_kv *kv = realloc(l->kv, cap * sizeof *kv);

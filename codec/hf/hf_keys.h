@@ -34,7 +34,8 @@ typedef struct {
 } tfs_hf_kvs;   /* zero-initialize; tfs_hf_kvs_free when done */
 
 /* Each appends one key (copying name and payload) and returns 0, or TFS_E_NOMEM (err says
- * which key).  A key already in the list is not looked for: the caller keeps names unique. */
+ * which key).  A key already in the list keeps its place and takes the new value (gguf-py's
+ * GGUFWriter does the same with a key written twice). */
 int tfs_hf_kvs_add(tfs_hf_kvs *l, const char *name, uint32_t type, const void *payload,
 		   uint64_t len, tfs_error *err);
 int tfs_hf_kvs_add_str(tfs_hf_kvs *l, const char *name, const char *s, tfs_error *err);

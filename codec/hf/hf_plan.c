@@ -1,19 +1,23 @@
 /*
- * hf_plan.c - what convert_hf_to_gguf.py (llama.cpp c392e50, Feb 2025; Qwen3 as the
- * converter adds it in April 2025) writes for a Hugging Face model, and its tensors' bytes.
+ * hf_plan.c - what convert_hf_to_gguf.py (llama.cpp de3ff81) writes for a Hugging Face model,
+ * and its tensors' bytes.  What differs between architectures is in their rows (hf_arch.c).
  *
- * The converter (Model.__init__, prepare_tensors, prepare_metadata, LlamaModel/Qwen2Model):
- *  1. hparams = config.json; the class by architectures[0];
- *  2. --outtype auto: MOSTLY_F16 when the first tensor it reads is F16, else MOSTLY_BF16;
- *  3. tensors: a generated rope_freqs (llama3 rope scaling), then per shard file (sorted) its
- *     tensors in safetensors' keys() order (sorted); names ending .rotary_emb.inv_freq,
+ * The converter (ModelBase.__init__, prepare_tensors, prepare_metadata, TextModel):
+ *  1. hparams = AutoConfig's to_dict() of config.json (hf_params.c); the class by
+ *     architectures[0] (text_config's when it names one);
+ *  2. --outtype auto: MOSTLY_BF16 or MOSTLY_F16 as the first tensor of 2+ dims is BF16 or
+ *     F16 (F32 ones passed over), MOSTLY_F16 when none is;
+ *  3. tensors: a generated rope_freqs (llama3 rope scaling, LlamaModel), then per shard file
+ *     (sorted) its tensors in safetensors' keys() order (sorted); multimodal tensors skipped
+ *     and "language_model." removed (filter_tensors); names ending .rotary_emb.inv_freq,
  *     .attention.bias, .attention.masked_bias dropped; BF16 (any dtype but F16/F32) widened
- *     to F32; llama's q_proj/k_proj rows permuted; the name mapped (gguf-py TensorNameMap);
+ *     to F32; the row's transforms (llama's q_proj/k_proj rows permuted, Gemma's norms + 1);
+ *     the name mapped (gguf-py TensorNameMap, the row's table);
  *  4. type: 1-D tensors, *_norm.weight and anything not .weight F32; else the file type's;
  *     Q8_0 rows that are not whole blocks fall back to F16;
  *  5. keys: general.architecture, general.type, general.* (hf_meta.c), the hyperparameters
- *     (Model.set_gguf_parameters, then the class's), the vocab (hf_vocab.h),
- *     general.quantization_version.
+ *     (TextModel.set_gguf_parameters, then the class's), general.quantization_version, the
+ *     vocab (hf_vocab.h).
  */
 #include "hf_plan_impl.h"
 
@@ -29,54 +33,7 @@
 
 #include "hf_convert.h"
 #include "hf_meta.h"
-#include "hf_rope.h"
 #include "hf_vocab.h"
-
-static const struct {
-	const char *hf;         /* config.json architectures[0] */
-	const char *gguf;       /* general.architecture */
-	enum arch_family fam;
-} archs[] = {
-	{ "LlamaForCausalLM", "llama", FAM_LLAMA },
-	{ "LLaMAForCausalLM", "llama", FAM_LLAMA },
-	{ "MistralForCausalLM", "llama", FAM_LLAMA },
-	{ "Qwen2ForCausalLM", "qwen2", FAM_QWEN2 },
-	{ "Qwen3ForCausalLM", "qwen3", FAM_QWEN3 },
-};
-
-/* ==== tensor names ==== */
-
-/* Sizes a tensor's axes are checked against (numpy order, outermost first). */
-enum dim { D_NONE, D_HIDDEN, D_Q, D_KV, D_FF, D_HEAD, D_VOCAB };
-
-typedef struct {
-	const char *hf;          /* after "model.layers.N." (block) or whole (global), no suffix */
-	const char *gguf;        /* after "blk.N." or whole, no suffix */
-	enum dim rows, cols;     /* the .weight's shape; a .bias is [rows] */
-	bool qwen3_only;
-	bool required;
-} name_map;
-
-static const name_map global_names[] = {
-	{ "model.embed_tokens", "token_embd", D_VOCAB, D_HIDDEN, false, true },
-	{ "model.norm", "output_norm", D_HIDDEN, D_NONE, false, true },
-	{ "lm_head", "output", D_VOCAB, D_HIDDEN, false, false },
-};
-
-static const name_map block_names[] = {
-	{ "input_layernorm", "attn_norm", D_HIDDEN, D_NONE, false, true },
-	{ "self_attn.q_proj", "attn_q", D_Q, D_HIDDEN, false, true },
-	{ "self_attn.k_proj", "attn_k", D_KV, D_HIDDEN, false, true },
-	{ "self_attn.v_proj", "attn_v", D_KV, D_HIDDEN, false, true },
-	{ "self_attn.o_proj", "attn_output", D_HIDDEN, D_Q, false, true },
-	{ "self_attn.q_norm", "attn_q_norm", D_HEAD, D_NONE, true, true },
-	{ "self_attn.k_norm", "attn_k_norm", D_HEAD, D_NONE, true, true },
-	{ "post_attention_layernorm", "ffn_norm", D_HIDDEN, D_NONE, false, true },
-	{ "mlp.gate_proj", "ffn_gate", D_FF, D_HIDDEN, false, true },
-	{ "mlp.up_proj", "ffn_up", D_FF, D_HIDDEN, false, true },
-	{ "mlp.down_proj", "ffn_down", D_HIDDEN, D_FF, false, true },
-};
-#define N_BLOCK_NAMES (sizeof block_names / sizeof block_names[0])
 
 /* ==== the plan's tensors ==== */
 
@@ -97,37 +54,41 @@ static int cmp_src(const void *a, const void *b)
 
 /* ==== tensors ==== */
 
-static int64_t dim_size(enum dim d, const hparams *h)
+static int64_t dim_size(int d, const hparams *h)
 {
 	switch (d) {
-	case D_HIDDEN: return h->hidden;
-	case D_Q: return h->n_head * h->head_dim;
-	case D_KV: return h->n_kv * h->head_dim;
-	case D_FF: return h->ff;
-	case D_HEAD: return h->head_dim;
-	case D_VOCAB: return h->vocab;
+	case TFS_HF_D_HIDDEN: return h->hidden;
+	case TFS_HF_D_Q: return h->n_head * h->head_dim;
+	case TFS_HF_D_KV: return h->n_kv * h->head_dim;
+	case TFS_HF_D_FF: return h->ff;
+	case TFS_HF_D_HEAD: return h->head_dim;
+	case TFS_HF_D_VOCAB: return h->vocab;
+	case TFS_HF_D_QKV: return (h->n_head + 2 * h->n_kv) * h->head_dim;
+	case TFS_HF_D_FF2: return h->ff > 0 ? 2 * h->ff : -1;
 	default: return 0;
 	}
 }
 
-static const char *dim_text(enum dim d)
+static const char *dim_text(int d)
 {
 	switch (d) {
-	case D_HIDDEN: return "hidden_size";
-	case D_Q: return "num_attention_heads x head_dim";
-	case D_KV: return "num_key_value_heads x head_dim";
-	case D_FF: return "intermediate_size";
-	case D_HEAD: return "head_dim";
-	case D_VOCAB: return "vocab_size";
+	case TFS_HF_D_HIDDEN: return "hidden_size";
+	case TFS_HF_D_Q: return "num_attention_heads x head_dim";
+	case TFS_HF_D_KV: return "num_key_value_heads x head_dim";
+	case TFS_HF_D_FF: return "intermediate_size";
+	case TFS_HF_D_HEAD: return "head_dim";
+	case TFS_HF_D_VOCAB: return "vocab_size";
+	case TFS_HF_D_QKV: return "(num_attention_heads + 2 x num_key_value_heads) x head_dim";
+	case TFS_HF_D_FF2: return "2 x intermediate_size";
 	default: return "";
 	}
 }
 
-/* Maps a HF tensor name to its GGUF name (gguf_out) as TensorNameMap does for these
- * architectures; *m gets the table entry, *bid the block (-1 for a global tensor).
+/* Maps a HF tensor name to its GGUF name (gguf_out) as TensorNameMap does for the row's
+ * architecture; *m gets the table entry, *bid the block (-1 for a global tensor).
  * false when the converter has no name for it. */
-static bool map_name(char *gguf_out, size_t cap, const char *name, enum arch_family fam,
-		     int64_t n_layer, const name_map **m, long *bid)
+static bool map_name(char *gguf_out, size_t cap, const char *name, const tfs_hf_arch *row,
+		     int64_t n_layer, const tfs_hf_name **m, long *bid)
 {
 	const char *suffix = NULL;
 	size_t n = strlen(name);
@@ -139,10 +100,11 @@ static bool map_name(char *gguf_out, size_t cap, const char *name, enum arch_fam
 		return false;
 	size_t base = n - strlen(suffix);
 	*bid = -1;
-	for (size_t i = 0; i < sizeof global_names / sizeof global_names[0]; i++) {
-		if (strlen(global_names[i].hf) == base && !strncmp(name, global_names[i].hf, base)) {
-			*m = &global_names[i];
-			snprintf(gguf_out, cap, "%s%s", global_names[i].gguf, suffix);
+	for (size_t i = 0; i < row->n_globals; i++) {
+		const tfs_hf_name *g = &row->globals[i];
+		if (strlen(g->hf) == base && !strncmp(name, g->hf, base)) {
+			*m = g;
+			snprintf(gguf_out, cap, "%s%s", g->gguf, suffix);
 			return true;
 		}
 	}
@@ -159,13 +121,12 @@ static bool map_name(char *gguf_out, size_t cap, const char *name, enum arch_fam
 		return false;
 	const char *rest = end + 1;
 	size_t rlen = (size_t)(name + base - rest);
-	for (size_t i = 0; i < N_BLOCK_NAMES; i++) {
-		if (block_names[i].qwen3_only && fam != FAM_QWEN3)
-			continue;
-		if (strlen(block_names[i].hf) == rlen && !strncmp(rest, block_names[i].hf, rlen)) {
-			*m = &block_names[i];
+	for (size_t i = 0; i < row->n_blocks; i++) {
+		const tfs_hf_name *k = &row->blocks[i];
+		if (strlen(k->hf) == rlen && !strncmp(rest, k->hf, rlen)) {
+			*m = k;
 			*bid = (long)b;
-			snprintf(gguf_out, cap, "blk.%lu.%s%s", b, block_names[i].gguf, suffix);
+			snprintf(gguf_out, cap, "blk.%lu.%s%s", b, k->gguf, suffix);
 			return true;
 		}
 	}
@@ -189,16 +150,16 @@ static void shape_text(char *out, size_t cap, const int64_t *shape, uint32_t n)
 }
 
 /* Checks a source tensor's shape (numpy order) against what config.json says. */
-static int check_shape(const tfs_tensor *t, const char *shard, const name_map *m, bool bias,
+static int check_shape(const tfs_tensor *t, const char *shard, const tfs_hf_name *m, bool bias,
 		       const hparams *h, tfs_error *err)
 {
 	int64_t shape[TFS_MAX_DIMS], want[2];
 	uint32_t nd = t->n_dims, wn = 0;
 	for (uint32_t i = 0; i < nd; i++)
 		shape[i] = t->ne[nd - 1 - i];
-	enum dim dims[2] = { m->rows, bias ? D_NONE : m->cols };
+	int dims[2] = { m->rows, bias ? TFS_HF_D_NONE : m->cols };
 	for (int i = 0; i < 2; i++)
-		if (dims[i] != D_NONE)
+		if (dims[i] != TFS_HF_D_NONE)
 			want[wn++] = dim_size(dims[i], h);
 	bool ok = nd == wn;
 	for (uint32_t i = 0; ok && i < wn; i++)
@@ -236,47 +197,6 @@ static int tensor_dtype(const char *gguf_name, uint32_t n_dims, int64_t ne0, uin
 	if (dt == TFS_DT_Q8_0 && ne0 % 32)
 		return TFS_DT_F16;   /* QuantError: "falling back to F16" */
 	return dt;
-}
-
-/* LlamaModel.generate_extra_tensors: the llama3 rope scaling's factors (float32, dim/2). */
-static int rope_freqs(float **out, size_t *n, const hparams *h, tfs_error *err)
-{
-	json_t *rs = json_object_get(h->root, "rope_scaling");
-	*out = NULL;
-	*n = 0;
-	/* find_hparam(["rope_scaling"]) and a truthy value; rope_type compared lowercased */
-	if (!json_is_object(rs) || json_object_size(rs) == 0)
-		return 0;
-	const char *rt = json_string_value(json_object_get(rs, "rope_type"));
-	if (!rt || strcasecmp(rt, "llama3") != 0)
-		return 0;
-	double base = 10000.0, factor = 8.0, lo = 1.0, hi = 4.0, old_ctx = 8192;
-	json_t *v;
-	if ((v = json_object_get(h->root, "rope_theta")) && json_is_number(v))
-		base = json_number_value(v);
-	if ((v = json_object_get(rs, "factor")) && json_is_number(v))
-		factor = json_number_value(v);
-	if ((v = json_object_get(rs, "low_freq_factor")) && json_is_number(v))
-		lo = json_number_value(v);
-	if ((v = json_object_get(rs, "high_freq_factor")) && json_is_number(v))
-		hi = json_number_value(v);
-	if ((v = json_object_get(h->root, "original_max_position_embeddings")) &&
-	    json_is_number(v))
-		old_ctx = json_number_value(v);
-	if (!(base > 0))
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: llama3 rope_scaling with rope_theta %g",
-				     h->where, base);
-	if (old_ctx / lo == old_ctx / hi)
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: llama3 rope_scaling with equal low and "
-				     "high frequency factors", h->where);
-	size_t m = (size_t)(h->head_dim + 1) / 2;
-	float *f = malloc(m * sizeof *f);
-	if (!f)
-		return tfs_error_set(err, TFS_E_NOMEM, "rope_freqs: out of memory");
-	tfs_hf_llama3_rope(f, h->head_dim, base, factor, lo, hi, old_ctx);
-	*out = f;
-	*n = m;
-	return 0;
 }
 
 /* ==== building the plan ==== */
@@ -325,43 +245,99 @@ static int read_order(src_ref **out, size_t *ns, const tfs_model *st, tfs_error 
 	return 0;
 }
 
-/* rope_freqs.weight (llama3 rope scaling), generated: the first tensor. */
-static int add_rope_freqs(tfs_hf_plan *p, size_t *cap, const hparams *h, tfs_error *err)
+/* The row's generated tensors (generate_extra_tensors: llama3's rope_freqs, Phi-3's rope
+ * factors), F32 and 1-D, the first tensors; the keys the hook writes then go into p->early. */
+static int add_generated(tfs_hf_plan *p, size_t *cap, const hparams *h, tfs_error *err)
 {
-	float *rf;
-	size_t nrf;
-	tfs_hf_tensor *o;
-	int rc = rope_freqs(&rf, &nrf, h, err);
-	if (rc || !rf)
-		return rc;
-	if ((rc = add_tensor(p, cap, &o, err))) {
-		free(rf);
-		return rc;
+	tfs_hf_gen g[TFS_HF_MAX_GEN] = { { NULL, NULL, 0 } };
+	size_t ng = 0;
+	int rc = p->row->extra ? p->row->extra(g, &ng, &p->early, h, err) : 0;
+	for (size_t k = 0; k < ng; k++) {
+		tfs_hf_tensor *o;
+		if (!rc && !(rc = add_tensor(p, cap, &o, err))) {
+			o->name = strdup(g[k].name);
+			o->dtype = TFS_DT_F32;
+			o->n_dims = 1;
+			o->ne[0] = (int64_t)g[k].n;
+			o->nbytes = 4 * g[k].n;
+			o->recipe = TFS_HF_GENERATED;
+			o->src = -1;
+			o->src_dtype = TFS_DT_F32;
+			p->gen[p->nt - 1] = (uint8_t *)g[k].v;
+			g[k].v = NULL;
+			if (!o->name)
+				rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+		}
+		free(g[k].v);
 	}
-	o->name = strdup("rope_freqs.weight");
-	o->dtype = TFS_DT_F32;
-	o->n_dims = 1;
-	o->ne[0] = (int64_t)nrf;
-	o->nbytes = 4 * nrf;
-	o->recipe = TFS_HF_GENERATED;
-	o->src = -1;
-	o->src_dtype = TFS_DT_F32;
-	p->gen[p->nt - 1] = (uint8_t *)rf;
-	return o->name ? 0 : tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	return rc;
+}
+
+/* The name the converter maps for source tensor name (out), after the class's
+ * filter_tensors (TextModel's: multimodal tensors skipped; ModelBase's: "language_model."
+ * removed); false when it skips the tensor. */
+static bool filter_name(char *out, size_t cap, const char *name, const tfs_hf_arch *row)
+{
+	static const char *const prefixes[] = { "mlp", "vit.", "vpm.", "siglip2.", "conformer.",
+		"merger.", "resampler.", "sound_encoder.", "sound_projection.",
+		"speech_embeddings." };
+	static const char *const parts[] = { "visual.", "vision.", "audio.", "talker.",
+		"vision_", "audio_", "token2wav.", "code2wav.", "projector.",
+		"pre_mm_projector_norm", "image_newline", "view_seperator", "patch_embed",
+		"patch_embedding", "patch_merger.", "patch_merge_mlp.", "model.connector." };
+	if ((row->flags & TFS_HF_ARCH_NO_LM_HEAD) && strcmp(name, "lm_head.weight") == 0)
+		return false;
+	for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+		if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+			return false;
+	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+		if (strstr(name, parts[i]))
+			return false;
+	static const char lm[] = "language_model.";
+	size_t k = 0;
+	for (const char *s = name; *s && k + 1 < cap;) {
+		if (strncmp(s, lm, sizeof lm - 1) == 0) {
+			s += sizeof lm - 1;
+			continue;
+		}
+		out[k++] = *s++;
+	}
+	out[k] = 0;
+	return true;
+}
+
+/* --outtype auto: bf16 or f16 as the first tensor of two or more dimensions the converter
+ * reads is BF16 or F16 (F32 ones are passed over); f16 when none is. */
+static uint32_t auto_ftype(const tfs_hf_plan *p, const src_ref *refs, size_t ns)
+{
+	char name[512];
+	for (size_t k = 0; k < ns; k++) {
+		const tfs_tensor *t = tfs_model_tensor(p->st, refs[k].idx);
+		if (t->n_dims < 2 || !filter_name(name, sizeof name, t->name, p->row))
+			continue;
+		if (t->dtype == TFS_DT_BF16)
+			return FTYPE_MOSTLY_BF16;
+		if (t->dtype == TFS_DT_F16)
+			return FTYPE_MOSTLY_F16;
+	}
+	return FTYPE_MOSTLY_F16;
 }
 
 /* A source tensor the converter maps: its GGUF name, its row in the name tables, its slot
  * among the required tensors (*slot; *bias: a .bias, not counted), its dtype and shape
  * checked, no second tensor of that name.  TFS_PASSTHROUGH: a tensor the converter skips. */
-static int map_source(char gname[256], const name_map **m, size_t *slot, bool *bias,
+static int map_source(char gname[256], const tfs_hf_name **m, size_t *slot, bool *bias,
 		      const tfs_hf_plan *p, const hparams *h, const tfs_tensor *t,
 		      const char *shard, tfs_error *err)
 {
 	long bid;
-	if (ends_with(t->name, ".attention.masked_bias") ||
-	    ends_with(t->name, ".attention.bias") || ends_with(t->name, ".rotary_emb.inv_freq"))
+	char name[512];
+	if (!filter_name(name, sizeof name, t->name, p->row))
 		return TFS_PASSTHROUGH;
-	if (!map_name(gname, 256, t->name, p->fam, h->n_layer, m, &bid))
+	if (ends_with(name, ".attention.masked_bias") || ends_with(name, ".attention.bias") ||
+	    ends_with(name, ".rotary_emb.inv_freq"))
+		return TFS_PASSTHROUGH;
+	if (!map_name(gname, 256, name, p->row, h->n_layer, m, &bid))
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has no GGUF name for "
 				     "architecture %s (the converter cannot map it)", shard,
 				     t->name, p->arch);
@@ -375,8 +351,9 @@ static int map_source(char gname[256], const name_map **m, size_t *slot, bool *b
 	int rc = check_shape(t, shard, *m, *bias, h, err);
 	if (rc)
 		return rc;
-	*slot = bid < 0 ? (size_t)(*m - global_names)
-			: 3 + (size_t)bid * N_BLOCK_NAMES + (size_t)(*m - block_names);
+	*slot = bid < 0 ? (size_t)(*m - p->row->globals)
+			: p->row->n_globals + (size_t)bid * p->row->n_blocks +
+			  (size_t)(*m - p->row->blocks);
 	for (size_t j = 0; j < p->nt; j++)
 		if (strcmp(p->t[j].name, gname) == 0)
 			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is a second '%s'",
@@ -384,24 +361,25 @@ static int map_source(char gname[256], const name_map **m, size_t *slot, bool *b
 	return 0;
 }
 
-/* Output tensor o of source tensor t: dtype, permutation (llama's q_proj with n_head,
- * k_proj with num_key_value_heads), recipe, size. */
+/* Output tensor o of source tensor t: dtype, transform (llama's q_proj permuted with
+ * n_head, k_proj with num_key_value_heads; Gemma's norms + 1), recipe, size. */
 static int fill_tensor(tfs_hf_tensor *o, const tfs_hf_plan *p, const hparams *h,
-		       const tfs_tensor *t, const name_map *m, const char *shard, tfs_error *err)
+		       const tfs_tensor *t, const tfs_hf_name *m, const char *shard, tfs_error *err)
 {
 	o->n_dims = t->n_dims;
 	memcpy(o->ne, t->ne, sizeof o->ne);
 	o->src_dtype = t->dtype;
 	o->dtype = tensor_dtype(o->name, t->n_dims, t->ne[0], p->ftype);
-	if (p->fam == FAM_LLAMA && (m == &block_names[1] || m == &block_names[2])) {
-		o->perm_heads = (uint32_t)(m == &block_names[1] ? h->n_head : h->n_kv);
+	o->plus_one = m->xform == TFS_HF_XF_PLUS_ONE && ends_with(o->name, ".weight");
+	if (m->xform == TFS_HF_XF_PERMUTE_Q || m->xform == TFS_HF_XF_PERMUTE_K) {
+		o->perm_heads = (uint32_t)(m->xform == TFS_HF_XF_PERMUTE_Q ? h->n_head : h->n_kv);
 		int64_t rows = t->ne[t->n_dims - 1];
 		if (rows % (2 * (int64_t)o->perm_heads))
 			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': %lld rows cannot "
 					     "be permuted in %u heads of pairs", shard, t->name,
 					     (long long)rows, o->perm_heads);
 	}
-	o->recipe = o->dtype == o->src_dtype ? TFS_HF_COPY : TFS_HF_CONVERT;
+	o->recipe = o->dtype == o->src_dtype && !o->plus_one ? TFS_HF_COPY : TFS_HF_CONVERT;
 	o->quiet_nans = o->recipe == TFS_HF_COPY && o->dtype == TFS_DT_BF16;
 	o->raw = o->recipe == TFS_HF_COPY && o->perm_heads == 0;
 	uint64_t nel = 1;
@@ -416,7 +394,7 @@ static int add_source_tensor(tfs_hf_plan *p, size_t *cap, const hparams *h, cons
 {
 	const tfs_tensor *t = tfs_model_tensor(p->st, r->idx);
 	char gname[256];
-	const name_map *m = NULL;
+	const tfs_hf_name *m = NULL;
 	size_t slot = 0;
 	bool bias = false;
 	tfs_hf_tensor *o;
@@ -439,16 +417,19 @@ static int add_source_tensor(tfs_hf_plan *p, size_t *cap, const hparams *h, cons
 static int check_required(const tfs_hf_plan *p, const hparams *h, const bool *seen,
 			  size_t nseen, tfs_error *err)
 {
+	const tfs_hf_arch *row = p->row;
 	for (size_t s = 0; s < nseen; s++) {
-		const name_map *m = s < 3 ? &global_names[s] : &block_names[(s - 3) % N_BLOCK_NAMES];
-		if (seen[s] || !m->required || (m->qwen3_only && p->fam != FAM_QWEN3))
+		size_t ng = row->n_globals, b = s < ng ? 0 : (s - ng) / row->n_blocks;
+		const tfs_hf_name *m = s < ng ? &row->globals[s]
+					      : &row->blocks[(s - ng) % row->n_blocks];
+		if (seen[s] || !m->required)
 			continue;
-		if (s < 3)
+		if (s < ng)
 			return tfs_error_set(err, TFS_E_FORMAT, "%s: no tensor '%s.weight'",
 					     tfs_model_path(p->st), m->hf);
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: no tensor 'model.layers.%zu.%s."
 				     "weight' (%s says num_hidden_layers %lld)",
-				     tfs_model_path(p->st), (s - 3) / N_BLOCK_NAMES, m->hf, h->where,
+				     tfs_model_path(p->st), b, m->hf, h->where,
 				     (long long)h->n_layer);
 	}
 	return 0;
@@ -460,18 +441,16 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 	src_ref *refs = NULL;
 	bool *seen = NULL;
 	int rc = read_order(&refs, &ns, p->st, err);
-	/* --outtype auto: the first tensor read */
 	if (!rc && p->ftype == UINT32_MAX)
-		p->ftype = tfs_model_tensor(p->st, refs[0].idx)->dtype == TFS_DT_F16
-			   ? FTYPE_MOSTLY_F16 : FTYPE_MOSTLY_BF16;
+		p->ftype = auto_ftype(p, refs, ns);
 	if (!rc)
-		rc = add_rope_freqs(p, &cap, h, err);
+		rc = add_generated(p, &cap, h, err);
 	if (!rc && (uint64_t)h->n_layer > ns)
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: %s says num_hidden_layers %lld, but the "
 				   "weights hold %zu tensors", tfs_model_path(p->st), h->where,
 				   (long long)h->n_layer, ns);
 	/* which required tensors were seen: globals, then blocks x names */
-	nseen = rc ? 0 : 3 + (size_t)h->n_layer * N_BLOCK_NAMES;
+	nseen = rc ? 0 : p->row->n_globals + (size_t)h->n_layer * p->row->n_blocks;
 	if (!rc && !(seen = calloc(nseen, 1)))
 		rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 	for (size_t k = 0; !rc && k < ns; k++)
@@ -506,10 +485,10 @@ static int layout(tfs_hf_plan *p)
 	return 0;
 }
 
-/* config.json read (h->root), its architecture found in archs (*ai, *hf_arch) and its sizes
- * checked (h); h->where names it. */
-static int load_config(hparams *h, size_t *ai, const char **hf_arch, const tfs_hf_files *files,
-		       tfs_error *err)
+/* config.json read (h->file), its row found (h->arch; *cls the class name it was found
+ * by: architectures[0], or text_config's when it names one) and the converter's hparams
+ * built and checked (h); h->where names it. */
+static int load_config(hparams *h, const char **cls, const tfs_hf_files *files, tfs_error *err)
 {
 	uint8_t *text = NULL;
 	uint64_t len = 0;
@@ -521,31 +500,31 @@ static int load_config(hparams *h, size_t *ai, const char **hf_arch, const tfs_h
 		return rc;
 	}
 	json_error_t je;
-	h->root = json_loadb((const char *)text, (size_t)len, JSON_DECODE_ANY, &je);
+	h->file = json_loadb((const char *)text, (size_t)len, JSON_DECODE_ANY, &je);
 	free(text);
-	if (!h->root)
+	if (!h->file)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: not JSON: %s (line %d, column %d)",
 				     h->where, je.text, je.line, je.column);
-	if (!json_is_object(h->root))
+	if (!json_is_object(h->file))
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: not a JSON object", h->where);
-	json_t *av = json_object_get(h->root, "architectures");
-	*hf_arch = json_string_value(json_array_get(av, 0));
-	if (!*hf_arch)
+	json_t *tc = json_object_get(h->file, "text_config");
+	json_t *av = json_object_get(tc, "architectures");
+	if (!json_is_array(av) || json_is_null(av))
+		av = json_object_get(h->file, "architectures");
+	*cls = json_string_value(json_array_get(av, 0));
+	if (!*cls)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: no \"architectures\" (a list naming "
 				     "the model's class)", h->where);
-	for (*ai = 0; *ai < sizeof archs / sizeof archs[0]; (*ai)++)
-		if (strcmp(archs[*ai].hf, *hf_arch) == 0)
-			break;
-	if (*ai == sizeof archs / sizeof archs[0])
+	if (!(h->arch = tfs_hf_arch_find(*cls))) {
+		char list[512];
+		tfs_hf_arch_list(list, sizeof list);
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: architecture %s is not supported "
-				     "for the GGUF view", h->where, *hf_arch);
+				     "for the GGUF view (supported: %s)", h->where, *cls, list);
+	}
 	return tfs_hf_read_hparams(h, err);
 }
 
-/* The keys in the converter's order: general.architecture, general.type, general.* of the
- * model card, the hyperparameters, the vocab (set_vocab), general.quantization_version. */
-static int plan_keys(tfs_hf_plan *p, const tfs_hf_files *files, const hparams *h,
-		     const char *hf_arch, const tfs_hf_opts *o, tfs_error *err)
+static uint64_t n_params(const tfs_hf_plan *p)
 {
 	uint64_t total = 0;
 	for (size_t i = 0; i < p->nt; i++) {
@@ -554,18 +533,72 @@ static int plan_keys(tfs_hf_plan *p, const tfs_hf_files *files, const hparams *h
 			nel *= (uint64_t)p->t[i].ne[d];
 		total += nel;
 	}
-	tfs_hf_kvs *l = &p->kvs;
-	int rc;
-	if ((rc = tfs_hf_kvs_add_str(l, "general.architecture", p->arch, err)) ||
-	    (rc = tfs_hf_kvs_add_str(l, "general.type", "model", err)) ||
-	    (rc = tfs_hf_meta_keys(l, files, h->root, o->dir_name ? o->dir_name : "model",
-				   (int64_t)total, err)) ||
-	    (rc = tfs_hf_param_keys(l, p, h, err)))
-		return rc;
-	/* set_vocab(): the tokenizer's keys (hf_vocab.c) */
-	if (!o->no_vocab && (rc = tfs_hf_vocab_keys(l, files, hf_arch, h->root, err)))
-		return rc;
-	return tfs_hf_kvs_add_u32(l, "general.quantization_version", GGML_QUANT_VERSION, err);
+	return total;
+}
+
+/* Gemma3Model.modify_tensors: token_embd cut to the rows of the tokenizer's tokens (the
+ * count of tokenizer.ggml.tokens in vk). */
+static int trim_embd(tfs_hf_plan *p, const tfs_hf_kvs *vk, tfs_error *err)
+{
+	long k = tfs_hf_kvs_find(vk, "tokenizer.ggml.tokens");
+	if (!(p->row->flags & TFS_HF_ARCH_TRIM_EMBD) || k < 0 || vk->kv[k].len < 12)
+		return 0;
+	uint64_t n = 0;
+	for (int b = 0; b < 8; b++)
+		n |= (uint64_t)vk->kv[k].data[4 + b] << (8 * b);
+	for (size_t i = 0; i < p->nt; i++) {
+		tfs_hf_tensor *t = &p->t[i];
+		if (strcmp(t->name, "token_embd.weight") || t->n_dims != 2 || (uint64_t)t->ne[1] <= n)
+			continue;
+		t->ne[1] = (int64_t)n;
+		return tfs_dtype_nbytes(&t->nbytes, t->dtype, (uint64_t)t->ne[0] * n, err);
+	}
+	return 0;
+}
+
+/* The keys in the converter's order: general.architecture, general.type, general.* of the
+ * model card, the hyperparameters, general.quantization_version, the vocab (set_vocab). */
+static int plan_keys(tfs_hf_plan *p, const tfs_hf_files *files, const hparams *h,
+		     const char *cls, const tfs_hf_opts *o, tfs_error *err)
+{
+	tfs_hf_kvs *l = &p->kvs, vk = { 0 };
+	int rc = 0;
+	/* set_vocab() first: Gemma 3 cuts token_embd to its size, which the parameter count
+	 * of the general.* keys sees */
+	if (!o->no_vocab)
+		rc = tfs_hf_vocab_keys(&vk, files, cls, h->root, err);
+	if (!rc)
+		rc = trim_embd(p, &vk, err);
+	if (rc || (rc = tfs_hf_kvs_add_str(l, "general.architecture", p->arch, err)))
+		goto out;
+	/* keys the class writes while it reads the tensors (Phi-3's attn_factor) */
+	for (size_t i = 0; i < p->early.n && !rc; i++)
+		rc = tfs_hf_kvs_add(l, p->early.kv[i].name, p->early.kv[i].type,
+				    p->early.kv[i].data, p->early.kv[i].len, err);
+	if (rc || (rc = tfs_hf_kvs_add_str(l, "general.type", "model", err)) ||
+	    (rc = tfs_hf_meta_keys(l, files, h->file, o->dir_name ? o->dir_name : "model",
+				   (int64_t)n_params(p), err)) ||
+	    (rc = tfs_hf_param_keys(l, h, err)) ||
+	    (rc = tfs_hf_kvs_add_u32(l, "general.quantization_version", GGML_QUANT_VERSION,
+				     err)))
+		goto out;
+	for (size_t i = 0; i < vk.n && !rc; i++)
+		rc = tfs_hf_kvs_add(l, vk.kv[i].name, vk.kv[i].type, vk.kv[i].data, vk.kv[i].len,
+				    err);
+out:
+	tfs_hf_kvs_free(&vk);
+	return rc;
+}
+
+static uint32_t outtype_ftype(tfs_hf_outtype t)
+{
+	switch (t) {
+	case TFS_HF_OUT_F32: return FTYPE_ALL_F32;
+	case TFS_HF_OUT_F16: return FTYPE_MOSTLY_F16;
+	case TFS_HF_OUT_BF16: return FTYPE_MOSTLY_BF16;
+	case TFS_HF_OUT_Q8_0: return FTYPE_MOSTLY_Q8_0;
+	default: return UINT32_MAX;   /* auto: chosen by the tensors */
+	}
 }
 
 int tfs_hf_plan_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_model *st,
@@ -575,33 +608,27 @@ int tfs_hf_plan_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_mod
 	char where[1024];
 	hparams h = { .where = where };
 	tfs_hf_plan *p = NULL;
-	const char *hf_arch = NULL;
-	size_t ai = 0;
+	const char *cls = NULL;
 
 	*out = NULL;
 	if (!o)
 		o = &defaults;
 	snprintf(where, sizeof where, "%s%sconfig.json", files->where ? files->where : "",
 		 files->where ? "/" : "");
-	int rc = load_config(&h, &ai, &hf_arch, files, err);
+	int rc = load_config(&h, &cls, files, err);
 	if (!rc && !(p = calloc(1, sizeof *p)))
 		rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 	if (!rc) {
 		p->st = st;
-		p->arch = archs[ai].gguf;
-		p->fam = archs[ai].fam;
-		switch (o->outtype) {
-		case TFS_HF_OUT_F32: p->ftype = FTYPE_ALL_F32; break;
-		case TFS_HF_OUT_F16: p->ftype = FTYPE_MOSTLY_F16; break;
-		case TFS_HF_OUT_BF16: p->ftype = FTYPE_MOSTLY_BF16; break;
-		case TFS_HF_OUT_Q8_0: p->ftype = FTYPE_MOSTLY_Q8_0; break;
-		default: p->ftype = UINT32_MAX; break;   /* auto: chosen by the first tensor */
-		}
+		p->row = h.arch;
+		p->arch = h.arch->gguf;
+		p->ftype = outtype_ftype(o->outtype);
 		rc = plan_tensors(p, &h, err);
+		h.ftype = p->ftype;
 	}
-	if (!rc && !(rc = plan_keys(p, files, &h, hf_arch, o, err)))
+	if (!rc && !(rc = plan_keys(p, files, &h, cls, o, err)))
 		layout(p);
-	json_decref(h.root);
+	tfs_hf_hparams_free(&h);
 	if (rc) {
 		tfs_hf_plan_free(p);
 		return rc;
@@ -621,6 +648,7 @@ void tfs_hf_plan_free(tfs_hf_plan *p)
 	free(p->t);
 	free(p->gen);
 	tfs_hf_kvs_free(&p->kvs);
+	tfs_hf_kvs_free(&p->early);
 	free(p);
 }
 

@@ -8,16 +8,16 @@
  *  2. the keys, in the converter's order: general.architecture, general.type, the general.*
  *     keys it derives from the model card (README.md), config.json's _name_or_path and the
  *     directory's name, the hyperparameters of the architecture (general.file_type among
- *     them), the tokenizer's keys (hf_vocab.h), general.quantization_version;
+ *     them), general.quantization_version, the tokenizer's keys (hf_vocab.h); a key written
+ *     twice keeps its first place;
  *  3. the tensor infos, in the converter's order: a generated rope_freqs first (llama3 rope
  *     scaling), then each shard's tensors (shards by file name) by name, as safetensors'
  *     keys() sorts them;
  *  4. zeros to a multiple of 32, then each tensor's bytes, each padded to 32.
  *
- * Supported: LlamaForCausalLM (and LLaMAForCausalLM), MistralForCausalLM (both "llama"),
- * Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3", as llama.cpp's converter since
- * April 2025 writes it: Qwen2's rules, with attn_q_norm/attn_k_norm).  Weights F32, F16 or
- * BF16.
+ * Supported: the rows of hf_arch.c (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+ * Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM and Gemma3ForConditionalGeneration's
+ * text model, ...), as llama.cpp de3ff81's converter writes them.  Weights F32, F16 or BF16.
  */
 #ifndef TFS_HF_PLAN_H
 #define TFS_HF_PLAN_H
@@ -76,6 +76,9 @@ typedef struct {
 	 * tfs_hf_tensor_read does too; a splice would not (real weights hold no NaN). */
 	bool raw;
 	bool quiet_nans;
+	/* Gemma's norms: each value + 1, in the source's torch dtype (F16 sums rounded to F16;
+	 * BF16 widened to float32 first); always CONVERT */
+	bool plus_one;
 } tfs_hf_tensor;
 
 typedef struct tfs_hf_plan tfs_hf_plan;

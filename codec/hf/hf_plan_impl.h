@@ -7,6 +7,7 @@
 #define TFS_HF_PLAN_IMPL_H
 
 #include "hf_plan.h"
+#include "hf_arch.h"
 
 #include <jansson.h>
 
@@ -16,33 +17,26 @@
 /* llama_ftype numbers (general.file_type) */
 enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOSTLY_BF16 = 32 };
 
-enum arch_family { FAM_LLAMA, FAM_QWEN2, FAM_QWEN3 };
-
 struct tfs_hf_plan {
 	const tfs_model *st;
-	const char *arch;          /* static */
-	enum arch_family fam;
+	const char *arch;          /* static: the row's GGUF name */
+	const tfs_hf_arch *row;
 	uint32_t ftype;
 	tfs_hf_kvs kvs;
+	tfs_hf_kvs early;          /* keys the row's extra hook wrote (before general.type) */
 	tfs_hf_tensor *t;
 	size_t nt;
 	uint8_t **gen;             /* per tensor: the bytes of a generated tensor, else NULL */
 	uint64_t header_size, file_size;
 };
 
-/* What config.json says, as the checks and keys use it. */
-typedef struct {
-	const char *where;         /* "dir/config.json" for messages */
-	json_t *root;
-	int64_t n_layer, n_head, n_kv, hidden, ff, vocab, head_dim;   /* -1: not given */
-	bool has_head_dim;
-} hparams;
-
-/* hf_params.c: config.json's sizes into h (h->root and h->where set), checked. */
+/* hf_params.c: h->file (read, h->where set) as the converter's hparams for row h->arch:
+ * h->root and h->rope built, the sizes read and checked. */
 int tfs_hf_read_hparams(hparams *h, tfs_error *err);
-/* hf_params.c: the hyperparameter keys (Model.set_gguf_parameters, then LlamaModel's or
- * Qwen2Model's), general.file_type among them. */
-int tfs_hf_param_keys(tfs_hf_kvs *l, const tfs_hf_plan *p, const hparams *h, tfs_error *err);
+void tfs_hf_hparams_free(hparams *h);
+/* hf_params.c: the hyperparameter keys (TextModel.set_gguf_parameters, then the row's),
+ * general.file_type among them. */
+int tfs_hf_param_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
 
 static inline uint64_t tfs_hf_pad(uint64_t x, uint64_t a)
 {

@@ -174,6 +174,21 @@ static int read_copy(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off,
 	return t->quiet_nans ? quiet_range(p, t, off, end, o, row_bytes, rows, err) : 0;
 }
 
+/* Gemma's norm + 1 on n float32 values widened from src_dtype, as torch adds in the
+ * tensor's dtype: float32 for F32 and BF16 (widened before), F16 for F16 (the float32 sum
+ * rounded to F16, as torch's CPU half add does). */
+static void plus_one(uint32_t *f, int src_dtype, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float x;
+		memcpy(&x, &f[i], 4);
+		x += 1.0f;
+		memcpy(&f[i], &x, 4);
+		if (src_dtype == TFS_DT_F16)
+			f[i] = tfs_hf_f16_to_f32(tfs_hf_f32_to_f16(f[i]));
+	}
+}
+
 /* A converted tensor: whole output blocks, never across a permuted row, CHUNK_ELEMS at a
  * time through float32. */
 static int read_convert(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off,
@@ -202,6 +217,8 @@ static int read_convert(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t o
 		if ((rc = read_src(p, t, src_e * ses, n * ob * ses, sbuf, err)))
 			break;
 		tfs_hf_to_f32(fbuf, sbuf, t->src_dtype, (size_t)(n * ob));
+		if (t->plus_one)
+			plus_one(fbuf, t->src_dtype, (size_t)(n * ob));
 		tfs_hf_from_f32(obuf, t->dtype, fbuf, (size_t)(n * ob));
 		uint64_t lo = u * obb, hi = (u + n) * obb;
 		uint64_t a = lo > off ? lo : off, b = hi < end ? hi : end;

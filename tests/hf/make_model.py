@@ -27,7 +27,8 @@ BASE = dict(hidden=64, heads=4, kv_heads=2, layers=2, ff=128, vocab=384, ctx=256
 
 VARIANTS = {
     # Llama: BF16, one file, untied, GQA
-    "llama-bf16": dict(arch="LlamaForCausalLM", dtype="BF16", shards=1, tied=False),
+    "llama-bf16": dict(arch="LlamaForCausalLM", dtype="BF16", shards=1, tied=False,
+                       tokens=True),
     # Llama: F16, two shards, tied (no lm_head), MHA, linear rope scaling
     "llama-f16-sharded": dict(arch="LlamaForCausalLM", dtype="F16", shards=2, tied=True,
                               kv_heads=4, rope_scaling={"type": "linear", "factor": 2.0}),
@@ -56,6 +57,7 @@ VARIANTS = {
                                  name_or_path="mistralai/Mistral-7B-v0.1"),
     # Qwen2: BF16, tied, q/k/v biases, yarn rope scaling
     "qwen2-bf16": dict(arch="Qwen2ForCausalLM", dtype="BF16", shards=1, tied=True, bias=True,
+                       tokens="q8_0",
                        rope_scaling={"type": "yarn", "factor": 4.0,
                                      "original_max_position_embeddings": 64}),
     # Qwen2: F16, two shards, untied, biases
@@ -74,7 +76,47 @@ VARIANTS = {
     "edge-bf16": dict(arch="LlamaForCausalLM", dtype="BF16", shards=2, tied=False, hidden=80,
                       heads=5, kv_heads=1, ff=96, edge=True),
     "edge-f16": dict(arch="MistralForCausalLM", dtype="F16", shards=1, tied=True, edge=True),
+    # Gemma 2: BF16, tied, every norm + 1, logit soft-capping, sliding window
+    "gemma2-bf16": dict(arch="Gemma2ForCausalLM", dtype="BF16", shards=1, tied=True,
+                        head_dim=32, sliding_window=128, name_or_path="google/gemma-2-2b-it",
+                        tokens="q8_0"),
+    # Gemma 3 (text): F16 (the norms' + 1 rounded to F16 as torch does), q/k norms, head_dim
+    # != hidden/heads, a local rope base, two shards
+    "gemma3-f16": dict(arch="Gemma3ForCausalLM", dtype="F16", shards=2, tied=True, head_dim=32,
+                       kv_heads=1, qk_norm=True, sliding_window=64,
+                       name_or_path="google/gemma-3-1b-it", tokens=True),
+    # Gemma 3 multimodal's text model: language_model.* names, vision tensors skipped, the
+    # sizes in text_config, linear rope scaling
+    "gemma3-mm-bf16": dict(arch="Gemma3ForConditionalGeneration", dtype="BF16", shards=1,
+                           tied=True, head_dim=32, qk_norm=True, sliding_window=64,
+                           rope_scaling={"factor": 8.0, "rope_type": "linear"}, tokens=True),
+    # Phi-3 mini (4k): BF16, untied, MHA, no rope scaling, q/k/v and gate/up fused
+    "phi3-bf16": dict(arch="Phi3ForCausalLM", dtype="BF16", shards=1, tied=False, kv_heads=4,
+                      sliding_window=2047, name_or_path="microsoft/Phi-3-mini-4k-instruct",
+                      tokens=True),
+    # Phi-4-mini style: F16, tied, GQA, partial rotary 0.75, longrope's long/short factors
+    # (generated tensors and rope.scaling.attn_factor)
+    "phi4mini-f16": dict(arch="Phi3ForCausalLM", dtype="F16", shards=2, tied=True, ctx=1024,
+                         orig_ctx=256, partial_rotary=0.75, sliding_window=262144,
+                         rope_scaling={"long_factor": [1.0, 1.118, 1.25, 1.5, 2.0, 2.5],
+                                       "short_factor": [1.0, 1.0, 1.01, 1.02, 1.05, 1.1],
+                                       "type": "longrope"},
+                         name_or_path="microsoft/Phi-4-mini-instruct", tokens="f32"),
+    # Phi-3 128k style: an older config's "su" type (transformers makes it longrope)
+    # (a general.name with "phi3" in it makes llama.cpp look up Phi-3's special tokens, which
+    # this vocabulary lacks: the name comes from _name_or_path)
+    "phi3-su-f32": dict(arch="Phi3ForCausalLM", dtype="F32", shards=1, tied=False, ctx=2048,
+                        orig_ctx=256, name_or_path="microsoft/Phi-3-mini-128k-instruct",
+                        rope_scaling={"long_factor": [1.5] * 8, "short_factor": [1.0625] * 8,
+                                      "type": "su"}, tokens="bf16"),
 }
+
+# model_type of each class (config.json)
+MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
+               "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
+               "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
+               "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3"}
+GEMMA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration")
 
 
 def spec(name):
@@ -138,10 +180,22 @@ def head_dim(s):
 def tensor_shapes(s):
     """HF name -> numpy shape, in the model's natural order."""
     h, hd, ff = s["hidden"], head_dim(s), s["ff"]
-    t = {"model.embed_tokens.weight": (s["vocab"], h)}
+    mm = s["arch"] == "Gemma3ForConditionalGeneration"
+    m = "language_model.model." if mm else "model."
+    t = {m + "embed_tokens.weight": (s["vocab"], h)}
     for i in range(s["layers"]):
-        p = "model.layers.%d." % i
+        p = m + "layers.%d." % i
         t[p + "input_layernorm.weight"] = (h,)
+        if s["arch"] == "Phi3ForCausalLM":
+            t[p + "self_attn.qkv_proj.weight"] = ((s["heads"] + 2 * s["kv_heads"]) * hd, h)
+            t[p + "self_attn.o_proj.weight"] = (h, s["heads"] * hd)
+            t[p + "post_attention_layernorm.weight"] = (h,)
+            t[p + "mlp.gate_up_proj.weight"] = (2 * ff, h)
+            t[p + "mlp.down_proj.weight"] = (h, ff)
+            continue
+        if s["arch"] in GEMMA:
+            t[p + "pre_feedforward_layernorm.weight"] = (h,)
+            t[p + "post_feedforward_layernorm.weight"] = (h,)
         t[p + "self_attn.q_proj.weight"] = (s["heads"] * hd, h)
         t[p + "self_attn.k_proj.weight"] = (s["kv_heads"] * hd, h)
         t[p + "self_attn.v_proj.weight"] = (s["kv_heads"] * hd, h)
@@ -157,9 +211,13 @@ def tensor_shapes(s):
         t[p + "mlp.gate_proj.weight"] = (ff, h)
         t[p + "mlp.up_proj.weight"] = (ff, h)
         t[p + "mlp.down_proj.weight"] = (h, ff)
-    t["model.norm.weight"] = (h,)
+    t[m + "norm.weight"] = (h,)
     if not s["tied"]:
         t["lm_head.weight"] = (s["vocab"], h)
+    if mm:   # what the converter's text model skips
+        t["vision_tower.vision_model.embeddings.patch_embedding.weight"] = (32, 3, 2, 2)
+        t["multi_modal_projector.mm_input_projection_weight"] = (32, h)
+        t["multi_modal_projector.mm_soft_emb_norm.weight"] = (32,)
     return t
 
 
@@ -247,10 +305,48 @@ def write_weights(d, s, name):
         json.dump({"metadata": {"total_size": total}, "weight_map": wmap}, f, indent=2)
 
 
+def gemma_config(s, c):
+    """Gemma 2/3's keys (as google/gemma-2-2b-it's and gemma-3-1b-it's config.json have them)."""
+    del c["hidden_act"]
+    c.update(hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=head_dim(s),
+             attention_bias=False, attention_dropout=0.0, pad_token_id=0, bos_token_id=2,
+             eos_token_id=1, rms_norm_eps=1e-06, head_dim=head_dim(s))
+    if s["arch"] == "Gemma2ForCausalLM":
+        c.update(final_logit_softcapping=30.0, attn_logit_softcapping=50.0,
+                 cache_implementation="hybrid")
+        return c
+    c.update(final_logit_softcapping=None, attn_logit_softcapping=None,
+             rope_local_base_freq=10000.0, sliding_window_pattern=6,
+             rope_theta=s.get("rope_theta", 1000000.0), rope_scaling=s.get("rope_scaling"))
+    if s["arch"] == "Gemma3ForCausalLM":
+        return c
+    # Gemma3ForConditionalGeneration: the text model's keys in text_config
+    top = {k: c.pop(k) for k in ("architectures", "torch_dtype", "transformers_version")}
+    c["model_type"] = "gemma3_text"
+    top.update(model_type="gemma3", text_config=c, boi_token_index=255999,
+               eoi_token_index=256000, image_token_index=262144, mm_tokens_per_image=256,
+               initializer_range=0.02, eos_token_id=[1, 106],
+               vision_config={"hidden_size": 32, "image_size": 8, "intermediate_size": 64,
+                              "model_type": "siglip_vision_model", "num_attention_heads": 2,
+                              "num_hidden_layers": 1, "patch_size": 2,
+                              "vision_use_head": False})
+    return top
+
+
+def phi3_config(s, c):
+    """Phi-3's keys (as microsoft/Phi-3-mini-4k-instruct's and Phi-4-mini's config.json)."""
+    c.update(attention_bias=False, attention_dropout=0.0, embd_pdrop=0.0, resid_pdrop=0.0,
+             original_max_position_embeddings=s.get("orig_ctx", s["ctx"]),
+             pad_token_id=2, rope_scaling=s.get("rope_scaling"),
+             sliding_window=s.get("sliding_window"))
+    if "partial_rotary" in s:
+        c["partial_rotary_factor"] = s["partial_rotary"]
+    return c
+
+
 def write_config(d, s):
     c = {"architectures": [s["arch"]],
-         "model_type": {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
-                        "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}[s["arch"]],
+         "model_type": MODEL_TYPES[s["arch"]],
          "hidden_size": s["hidden"], "intermediate_size": s["ff"],
          "num_attention_heads": s["heads"], "num_key_value_heads": s["kv_heads"],
          "num_hidden_layers": s["layers"], "max_position_embeddings": s["ctx"],
@@ -266,6 +362,10 @@ def write_config(d, s):
         c["_name_or_path"] = s["name_or_path"]
     if s.get("bias") and s["arch"] == "LlamaForCausalLM":
         c["attention_bias"] = True
+    if s["arch"] in GEMMA:
+        c = gemma_config(s, c)
+    if s["arch"] == "Phi3ForCausalLM":
+        c = phi3_config(s, c)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(c, f, indent=2)
 

@@ -1,0 +1,365 @@
+/*
+ * hf_arch.c - the rows: one per model class of llama.cpp's converter (release de3ff81) the
+ * GGUF view supports.  Defaults are transformers 4.57's config classes (the version the
+ * release's requirements pin); the structural sizes (num_hidden_layers, hidden_size,
+ * num_attention_heads, intermediate_size) are not defaulted: a config.json without them is
+ * refused naming the key (transformers would assume its reference model's sizes, which no
+ * repo's weights match).
+ */
+#include "hf_arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+enum { H = TFS_HF_D_HIDDEN, Q = TFS_HF_D_Q, KV = TFS_HF_D_KV, FF = TFS_HF_D_FF,
+       HD = TFS_HF_D_HEAD, VOC = TFS_HF_D_VOCAB, NO = TFS_HF_D_NONE };
+enum { XN = TFS_HF_XF_NONE, XQ = TFS_HF_XF_PERMUTE_Q, XK = TFS_HF_XF_PERMUTE_K,
+       X1 = TFS_HF_XF_PLUS_ONE };
+
+/* ==== tensor names ==== */
+
+static const tfs_hf_name globals[] = {
+	{ "model.embed_tokens", "token_embd", VOC, H, XN, true },
+	{ "model.norm", "output_norm", H, NO, XN, true },
+	{ "lm_head", "output", VOC, H, XN, false },
+};
+
+/* Gemma: the final norm + 1 (lm_head of Gemma 2 is dropped before mapping) */
+static const tfs_hf_name gemma_globals[] = {
+	{ "model.embed_tokens", "token_embd", VOC, H, XN, true },
+	{ "model.norm", "output_norm", H, NO, X1, true },
+	{ "lm_head", "output", VOC, H, XN, false },
+};
+
+#define ATTN(xq, xk) \
+	{ "self_attn.q_proj", "attn_q", Q, H, xq, true }, \
+	{ "self_attn.k_proj", "attn_k", KV, H, xk, true }, \
+	{ "self_attn.v_proj", "attn_v", KV, H, XN, true }, \
+	{ "self_attn.o_proj", "attn_output", H, Q, XN, true }
+#define MLP \
+	{ "mlp.gate_proj", "ffn_gate", FF, H, XN, true }, \
+	{ "mlp.up_proj", "ffn_up", FF, H, XN, true }, \
+	{ "mlp.down_proj", "ffn_down", H, FF, XN, true }
+
+static const tfs_hf_name llama_blocks[] = {
+	{ "input_layernorm", "attn_norm", H, NO, XN, true },
+	ATTN(XQ, XK),
+	{ "post_attention_layernorm", "ffn_norm", H, NO, XN, true },
+	MLP,
+};
+
+static const tfs_hf_name qwen2_blocks[] = {
+	{ "input_layernorm", "attn_norm", H, NO, XN, true },
+	ATTN(XN, XN),
+	{ "post_attention_layernorm", "ffn_norm", H, NO, XN, true },
+	MLP,
+};
+
+static const tfs_hf_name qwen3_blocks[] = {
+	{ "input_layernorm", "attn_norm", H, NO, XN, true },
+	ATTN(XN, XN),
+	{ "self_attn.q_norm", "attn_q_norm", HD, NO, XN, true },
+	{ "self_attn.k_norm", "attn_k_norm", HD, NO, XN, true },
+	{ "post_attention_layernorm", "ffn_norm", H, NO, XN, true },
+	MLP,
+};
+
+/* Gemma 2 and 3: a norm after attention and around the MLP; every norm + 1 */
+#define GEMMA_NORMS \
+	{ "input_layernorm", "attn_norm", H, NO, X1, true }, \
+	{ "post_attention_layernorm", "post_attention_norm", H, NO, X1, true }, \
+	{ "pre_feedforward_layernorm", "ffn_norm", H, NO, X1, true }, \
+	{ "post_feedforward_layernorm", "post_ffw_norm", H, NO, X1, true }
+
+static const tfs_hf_name gemma2_blocks[] = {
+	GEMMA_NORMS,
+	ATTN(XN, XN),
+	MLP,
+};
+
+static const tfs_hf_name gemma3_blocks[] = {
+	GEMMA_NORMS,
+	ATTN(XN, XN),
+	{ "self_attn.q_norm", "attn_q_norm", HD, NO, X1, true },
+	{ "self_attn.k_norm", "attn_k_norm", HD, NO, X1, true },
+	MLP,
+};
+
+/* Phi-3: q, k and v fused, gate and up fused (the converter keeps both fused) */
+static const tfs_hf_name phi3_blocks[] = {
+	{ "input_layernorm", "attn_norm", H, NO, XN, true },
+	{ "self_attn.qkv_proj", "attn_qkv", TFS_HF_D_QKV, H, XN, true },
+	{ "self_attn.o_proj", "attn_output", H, Q, XN, true },
+	{ "post_attention_layernorm", "ffn_norm", H, NO, XN, true },
+	{ "mlp.gate_up_proj", "ffn_up", TFS_HF_D_FF2, H, XN, true },
+	{ "mlp.down_proj", "ffn_down", H, FF, XN, true },
+};
+
+/* ==== config class defaults (transformers 4.57) ==== */
+
+enum { DI = TFS_HF_DEF_INT, DR = TFS_HF_DEF_REAL, DN = TFS_HF_DEF_NULL, DB = TFS_HF_DEF_BOOL,
+       DHD = TFS_HF_DEF_HEAD_DIM, DKV = TFS_HF_DEF_KV_HEADS };
+
+/* LlamaConfig */
+static const tfs_hf_default llama_defaults[] = {
+	{ "vocab_size", DI, 32000 }, { "num_key_value_heads", DKV, 0 },
+	{ "max_position_embeddings", DI, 2048 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 }, { "head_dim", DHD, 0 },
+	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
+};
+
+/* MistralConfig */
+static const tfs_hf_default mistral_defaults[] = {
+	{ "vocab_size", DI, 32000 }, { "num_key_value_heads", DKV, 8 },
+	{ "max_position_embeddings", DI, 4096 * 32 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "rope_theta", DR, 10000.0 }, { "head_dim", DHD, 0 }, { "sliding_window", DI, 4096 },
+	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
+};
+
+/* Qwen2Config: no head_dim attribute */
+static const tfs_hf_default qwen2_defaults[] = {
+	{ "vocab_size", DI, 151936 }, { "num_key_value_heads", DKV, 32 },
+	{ "max_position_embeddings", DI, 32768 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 },
+	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
+};
+
+/* Qwen3Config */
+static const tfs_hf_default qwen3_defaults[] = {
+	{ "vocab_size", DI, 151936 }, { "num_key_value_heads", DKV, 32 },
+	{ "head_dim", DI, 128 }, { "max_position_embeddings", DI, 32768 },
+	{ "rms_norm_eps", DR, 1e-6 }, { "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 },
+	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
+};
+
+/* Gemma2Config */
+static const tfs_hf_default gemma2_defaults[] = {
+	{ "vocab_size", DI, 256000 }, { "num_key_value_heads", DI, 4 }, { "head_dim", DI, 256 },
+	{ "max_position_embeddings", DI, 8192 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "rope_theta", DR, 10000.0 }, { "query_pre_attn_scalar", DI, 256 },
+	{ "sliding_window", DI, 4096 }, { "final_logit_softcapping", DR, 30.0 },
+	{ "attn_logit_softcapping", DR, 50.0 }, { "tie_word_embeddings", DB, 1 },
+	{ NULL, 0, 0 },
+};
+
+/* Gemma3TextConfig (Gemma3Config's text_config) */
+static const tfs_hf_default gemma3_defaults[] = {
+	{ "vocab_size", DI, 262208 }, { "num_key_value_heads", DI, 4 }, { "head_dim", DI, 256 },
+	{ "max_position_embeddings", DI, 131072 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "rope_theta", DR, 1000000.0 }, { "query_pre_attn_scalar", DI, 256 },
+	{ "sliding_window", DI, 4096 }, { "final_logit_softcapping", DN, 0 },
+	{ "attn_logit_softcapping", DN, 0 }, { "rope_scaling", DN, 0 },
+	{ "rope_local_base_freq", DR, 10000.0 }, { "tie_word_embeddings", DB, 1 },
+	{ NULL, 0, 0 },
+};
+
+/* Phi3Config */
+static const tfs_hf_default phi3_defaults[] = {
+	{ "vocab_size", DI, 32064 }, { "num_key_value_heads", DKV, 0 },
+	{ "max_position_embeddings", DI, 4096 }, { "original_max_position_embeddings", DI, 4096 },
+	{ "rms_norm_eps", DR, 1e-5 }, { "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 },
+	{ "partial_rotary_factor", DR, 1.0 }, { "sliding_window", DN, 0 },
+	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
+};
+
+static const tfs_hf_default no_defaults[] = { { NULL, 0, 0 } };
+
+static const tfs_hf_config_class config_classes[] = {
+	{ "llama", llama_defaults, NULL, 0 },
+	{ "mistral", mistral_defaults, NULL, 0 },
+	{ "qwen2", qwen2_defaults, NULL, 0 },
+	{ "qwen3", qwen3_defaults, NULL, 0 },
+	{ "gemma2", gemma2_defaults, NULL, 0 },
+	{ "gemma3_text", gemma3_defaults, NULL, 0 },
+	{ "gemma3", no_defaults, "gemma3_text", 0 },
+	/* _rope_scaling_adjustment: rope_scaling type su or yarn is longrope */
+	{ "phi3", phi3_defaults, NULL, TFS_HF_CC_LONGROPE },
+};
+
+const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)
+{
+	for (size_t i = 0; model_type && i < N(config_classes); i++)
+		if (strcmp(config_classes[i].model_type, model_type) == 0)
+			return &config_classes[i];
+	return NULL;
+}
+
+/* ==== the classes' own keys ==== */
+
+/* Qwen2Model: _try_set_pooling_type reads modules.json, which a causal LM does not have */
+
+/* Gemma2Model.set_gguf_parameters (not TextModel's) */
+static int gemma2_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	static const struct { const char *key, *suffix; bool f; } k[] = {
+		{ "max_position_embeddings", "context_length", false },
+		{ "hidden_size", "embedding_length", false },
+		{ "num_hidden_layers", "block_count", false },
+		{ "intermediate_size", "feed_forward_length", false },
+		{ "num_attention_heads", "attention.head_count", false },
+		{ "num_key_value_heads", "attention.head_count_kv", false },
+		{ "rms_norm_eps", "attention.layer_norm_rms_epsilon", true },
+		{ "head_dim", "attention.key_length", false },
+		{ "head_dim", "attention.value_length", false },
+		{ NULL, NULL, false },
+		{ "attn_logit_softcapping", "attn_logit_softcapping", true },
+		{ "final_logit_softcapping", "final_logit_softcapping", true },
+		{ "sliding_window", "attention.sliding_window", false },
+	};
+	for (size_t i = 0; i < N(k); i++) {
+		json_t *v;
+		int rc;
+		if (!k[i].key)
+			rc = tfs_hf_kvs_add_u32(l, "general.file_type", h->ftype, err);
+		else if (!(rc = tfs_hf_need(&v, h, k[i].key, err)))
+			rc = k[i].f ? tfs_hf_add_f32(l, h, k[i].suffix, v, k[i].key, err)
+				    : tfs_hf_add_u32(l, h, k[i].suffix, v, k[i].key, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Gemma3Model.set_gguf_parameters after TextModel's (keys written again keep their place) */
+static int gemma3_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	static const struct { const char *key, *suffix; bool f; } k[] = {
+		{ "max_position_embeddings", "context_length", false },
+		{ "num_attention_heads", "attention.head_count", false },
+		{ "rms_norm_eps", "attention.layer_norm_rms_epsilon", true },
+		{ "head_dim", "attention.key_length", false },
+		{ "head_dim", "attention.value_length", false },
+	};
+	int rc;
+	for (size_t i = 0; i < N(k); i++) {
+		json_t *v;
+		if ((rc = tfs_hf_need(&v, h, k[i].key, err)) ||
+		    (rc = k[i].f ? tfs_hf_add_f32(l, h, k[i].suffix, v, k[i].key, err)
+				 : tfs_hf_add_u32(l, h, k[i].suffix, v, k[i].key, err)))
+			return rc;
+	}
+	json_t *rp = json_object_get(h->rope, "full_attention");
+	json_t *theta = json_object_get(json_is_object(rp) ? rp : h->rope, "rope_theta");
+	char name[128];
+	snprintf(name, sizeof name, "%s.rope.freq_base", h->arch->gguf);
+	rc = theta ? tfs_hf_add_f32(l, h, "rope.freq_base", theta, "rope_theta", err)
+		   : tfs_hf_kvs_add_f32(l, name, 1000000.0f, err);
+	json_t *v = json_object_get(h->root, "attn_logit_softcapping");
+	if (!rc && v && !json_is_null(v))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: attn_logit_softcapping is set; the "
+				     "converter refuses it for Gemma 3", h->where);
+	v = json_object_get(h->root, "final_logit_softcapping");
+	if (!rc && (json_is_true(v) || (json_is_number(v) && json_number_value(v) != 0)))
+		rc = tfs_hf_add_f32(l, h, "final_logit_softcapping", v, "final_logit_softcapping",
+				    err);
+	v = json_object_get(h->root, "sliding_window_pattern");
+	bool one = json_is_integer(v) && json_integer_value(v) == 1;
+	if (!rc && !one && !(rc = tfs_hf_need(&v, h, "sliding_window", err)))
+		rc = tfs_hf_add_u32(l, h, "attention.sliding_window", v, "sliding_window", err);
+	if (!rc && !(rc = tfs_hf_need(&v, h, "num_key_value_heads", err)))
+		rc = tfs_hf_add_u32(l, h, "attention.head_count_kv", v, "num_key_value_heads", err);
+	return rc;
+}
+
+/* Phi3MiniModel.set_gguf_parameters (not TextModel's) */
+static int phi3_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	static const char *const k_ctx[] = { "n_positions", "max_position_embeddings", NULL };
+	static const char *const k_embd[] = { "hidden_size", "n_embd", NULL };
+	static const char *const k_ff[] = { "intermediate_size", NULL };
+	static const char *const k_layer[] = { "n_layers", "num_hidden_layers", "n_layer",
+					       "num_layers", NULL };
+	static const char *const k_head[] = { "num_attention_heads", "n_head", NULL };
+	static const char *const k_kv[] = { "num_key_value_heads", "n_head_kv", NULL };
+	static const char *const k_rms[] = { "rms_norm_eps", NULL };
+	const json_t *rp = json_object_get(h->rope, "full_attention");
+	json_t *orig = json_object_get(h->rope, "original_max_position_embeddings");
+	json_t *theta = json_object_get(json_is_object(rp) ? rp : h->rope, "rope_theta");
+	struct { const char *const *keys; const char *suffix; json_t *v; bool f; } k[] = {
+		{ k_ctx, "context_length", NULL, false },
+		{ NULL, "rope.scaling.original_context_length", orig, false },
+		{ k_embd, "embedding_length", NULL, false },
+		{ k_ff, "feed_forward_length", NULL, false },
+		{ k_layer, "block_count", NULL, false },
+		{ k_head, "attention.head_count", NULL, false },
+		{ k_kv, "attention.head_count_kv", NULL, false },
+		{ k_rms, "attention.layer_norm_rms_epsilon", NULL, true },
+	};
+	char name[128];
+	int rc;
+	for (size_t i = 0; i < N(k); i++) {
+		const char *which = k[i].suffix;
+		json_t *v = k[i].keys ? tfs_hf_find(h->root, k[i].keys, &which) : k[i].v;
+		if (!v)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: no \"%s\" (the converter needs it "
+					     "for Phi3ForCausalLM)", h->where,
+					     k[i].keys ? k[i].keys[0] : "original_max_position_embeddings");
+		if ((rc = k[i].f ? tfs_hf_add_f32(l, h, k[i].suffix, v, which, err)
+				 : tfs_hf_add_u32(l, h, k[i].suffix, v, which, err)))
+			return rc;
+	}
+	snprintf(name, sizeof name, "%s.rope.dimension_count", h->arch->gguf);
+	if ((rc = tfs_hf_kvs_add_u32(l, name, (uint32_t)tfs_hf_phi3_rope_dims(h), err)))
+		return rc;
+	if (!theta)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: no \"rope_theta\"", h->where);
+	if ((rc = tfs_hf_add_f32(l, h, "rope.freq_base", theta, "rope_theta", err)) ||
+	    (rc = tfs_hf_kvs_add_u32(l, "general.file_type", h->ftype, err)))
+		return rc;
+	json_t *sw = json_object_get(h->root, "sliding_window");
+	snprintf(name, sizeof name, "%s.attention.sliding_window", h->arch->gguf);
+	if (!sw || json_is_null(sw))   /* 0 tells Phi-4 from the other Phi-3 models */
+		return tfs_hf_kvs_add_u32(l, name, 0, err);
+	return tfs_hf_add_u32(l, h, "attention.sliding_window", sw, "sliding_window", err);
+}
+
+/* ==== the rows ==== */
+
+static const char *const llama_cls[] = { "LlamaForCausalLM", "LLaMAForCausalLM", NULL };
+static const char *const mistral_cls[] = { "MistralForCausalLM", NULL };
+static const char *const qwen2_cls[] = { "Qwen2ForCausalLM", NULL };
+static const char *const qwen3_cls[] = { "Qwen3ForCausalLM", NULL };
+static const char *const gemma2_cls[] = { "Gemma2ForCausalLM", NULL };
+static const char *const phi3_cls[] = { "Phi3ForCausalLM", NULL };
+static const char *const gemma3_cls[] = { "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
+					  NULL };
+
+#define BASE TFS_HF_ARCH_BASE_PARAMS
+#define LLAMA TFS_HF_ARCH_LLAMA_PARAMS
+
+static const tfs_hf_arch rows[] = {
+	{ llama_cls, "llama", globals, N(globals), llama_blocks, N(llama_blocks),
+	  BASE | LLAMA, NULL, tfs_hf_llama3_freqs },
+	{ mistral_cls, "llama", globals, N(globals), llama_blocks, N(llama_blocks),
+	  BASE | LLAMA, NULL, tfs_hf_llama3_freqs },
+	{ qwen2_cls, "qwen2", globals, N(globals), qwen2_blocks, N(qwen2_blocks),
+	  BASE, NULL, NULL },
+	{ qwen3_cls, "qwen3", globals, N(globals), qwen3_blocks, N(qwen3_blocks),
+	  BASE, NULL, NULL },
+	{ gemma2_cls, "gemma2", gemma_globals, N(gemma_globals), gemma2_blocks,
+	  N(gemma2_blocks), TFS_HF_ARCH_NO_LM_HEAD, gemma2_keys, NULL },
+	{ gemma3_cls, "gemma3", gemma_globals, N(gemma_globals), gemma3_blocks,
+	  N(gemma3_blocks), BASE | TFS_HF_ARCH_TRIM_EMBD, gemma3_keys, NULL },
+	{ phi3_cls, "phi3", globals, N(globals), phi3_blocks, N(phi3_blocks), 0, phi3_keys,
+	  tfs_hf_phi3_factors },
+};
+
+const tfs_hf_arch *tfs_hf_arch_find(const char *cls)
+{
+	for (size_t i = 0; i < N(rows); i++)
+		for (const char *const *c = rows[i].classes; *c; c++)
+			if (strcmp(*c, cls) == 0)
+				return &rows[i];
+	return NULL;
+}
+
+void tfs_hf_arch_list(char *out, size_t cap)
+{
+	size_t k = 0;
+	out[0] = 0;
+	for (size_t i = 0; i < N(rows); i++)
+		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
+			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
+}

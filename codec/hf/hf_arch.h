@@ -1,0 +1,161 @@
+/*
+ * hf_arch.h - the architectures of the GGUF view, one const row each (hf_arch.c).
+ *
+ * A row is what llama.cpp's converter holds in one registered model class:
+ *  1. the Hugging Face class names (config.json architectures[0]) and the GGUF architecture;
+ *  2. (beside the rows: the AutoConfig classes, by model_type, whose defaults transformers'
+ *     to_dict() fills in for keys config.json leaves out; the converter reads them as if
+ *     config.json had them);
+ *  3. the tensor-name map (HF name after "model.layers.N." or whole -> GGUF name), each entry
+ *     with the axes its shape is checked against and its transform (Q/K row permutation,
+ *     Gemma's norm + 1);
+ *  4. the hyperparameter keys: TextModel.set_gguf_parameters (hf_params.c), then the class's
+ *     own (a hook), or the class's own alone;
+ *  5. flags (lm_head dropped, token_embd trimmed to the vocab).
+ * Adding an architecture: a row in hf_arch.c, its class names known to the tokenizer
+ * (hf_vocab.c), and a variant in tests/hf/make_model.py that compares it with the converter.
+ */
+#ifndef TFS_HF_ARCH_H
+#define TFS_HF_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "base.h"
+#include "hf_keys.h"
+
+/* The size a tensor axis is checked against. */
+enum tfs_hf_dim {
+	TFS_HF_D_NONE, TFS_HF_D_HIDDEN, TFS_HF_D_Q, TFS_HF_D_KV, TFS_HF_D_FF, TFS_HF_D_HEAD,
+	TFS_HF_D_VOCAB,
+	TFS_HF_D_QKV,            /* (num_attention_heads + 2 x num_key_value_heads) x head_dim */
+	TFS_HF_D_FF2,            /* 2 x intermediate_size (gate and up fused) */
+};
+
+/* What the converter does to a tensor's values besides converting them. */
+enum tfs_hf_xform {
+	TFS_HF_XF_NONE,
+	TFS_HF_XF_PERMUTE_Q,     /* LlamaModel.permute with num_attention_heads */
+	TFS_HF_XF_PERMUTE_K,     /* ... with num_key_value_heads */
+	TFS_HF_XF_PLUS_ONE,      /* Gemma: norm.weight + 1 (in the source's torch dtype) */
+};
+
+typedef struct {
+	const char *hf;          /* after "model.layers.N." (block) or whole (global), no suffix */
+	const char *gguf;        /* after "blk.N." or whole, no suffix */
+	uint8_t rows, cols;      /* enum tfs_hf_dim: the .weight's shape; a .bias is [rows] */
+	uint8_t xform;           /* enum tfs_hf_xform */
+	bool required;
+} tfs_hf_name;
+
+/* A config class default: set when config.json lacks the key (or, for the computed kinds,
+ * has it null, as the class's `x if x is not None else ...`). */
+enum tfs_hf_def_kind {
+	TFS_HF_DEF_INT,          /* v */
+	TFS_HF_DEF_REAL,         /* v */
+	TFS_HF_DEF_NULL,         /* None: present, null */
+	TFS_HF_DEF_BOOL,         /* v != 0 */
+	TFS_HF_DEF_HEAD_DIM,     /* hidden_size // num_attention_heads */
+	/* num_key_value_heads: absent, v (0: num_attention_heads); null, num_attention_heads */
+	TFS_HF_DEF_KV_HEADS,
+};
+
+typedef struct {
+	const char *key;
+	uint8_t kind;            /* enum tfs_hf_def_kind */
+	double v;
+} tfs_hf_default;
+
+/* Flags of a row. */
+enum {
+	TFS_HF_ARCH_BASE_PARAMS = 1 << 0,  /* TextModel.set_gguf_parameters before the hook */
+	TFS_HF_ARCH_NO_LM_HEAD = 1 << 1,   /* lm_head.weight dropped (Gemma, Gemma 2) */
+	TFS_HF_ARCH_TRIM_EMBD = 1 << 2,    /* token_embd cut to the tokenizer's size (Gemma 3) */
+	TFS_HF_ARCH_LLAMA_PARAMS = 1 << 3, /* LlamaModel's vocab_size and rope dimensions */
+};
+
+struct tfs_hf_params;
+
+/* A tensor a row generates (generate_extra_tensors): float32, 1-D, v malloc'd. */
+typedef struct {
+	const char *name;        /* static: "rope_freqs.weight" */
+	float *v;
+	size_t n;
+} tfs_hf_gen;
+#define TFS_HF_MAX_GEN 4
+
+typedef struct {
+	const char *const *classes;        /* NULL-terminated */
+	const char *gguf;                  /* general.architecture */
+	const tfs_hf_name *globals;
+	size_t n_globals;
+	const tfs_hf_name *blocks;
+	size_t n_blocks;
+	unsigned flags;
+	/* The class's own hyperparameter keys (after TextModel's with BASE_PARAMS); NULL: none. */
+	int (*params)(tfs_hf_kvs *l, const struct tfs_hf_params *h, tfs_error *err);
+	/* generate_extra_tensors: up to TFS_HF_MAX_GEN tensors into gen (*ngen of them; on an
+	 * error, those set are freed by the caller), and the keys it writes (into early: they
+	 * come right after general.architecture).  NULL: none. */
+	int (*extra)(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
+		     const struct tfs_hf_params *h, tfs_error *err);
+} tfs_hf_arch;
+
+/* What config.json says, as the checks, the keys and the rows' hooks use it (hf_params.c). */
+struct tfs_hf_params {
+	const char *where;         /* "dir/config.json" for messages */
+	json_t *file;              /* config.json as written */
+	/* the converter's hparams: AutoConfig's to_dict() (config.json and the class defaults),
+	 * text_config merged to the top */
+	json_t *root;
+	/* TextModel.rope_parameters: rope_parameters or rope_scaling, with rope_theta and the
+	 * rest mirrored into it (owned) */
+	json_t *rope;
+	const tfs_hf_arch *arch;
+	uint32_t ftype;            /* general.file_type */
+	int64_t n_layer, n_head, n_kv, hidden, ff, vocab, head_dim;   /* -1: not given */
+};
+typedef struct tfs_hf_params hparams;
+
+/* hf_params.c, for the rows' hooks: Python's find_hparam (the value of the first key the
+ * config has, JSON null included; *which the key), and keys from values. */
+json_t *tfs_hf_find(const json_t *c, const char *const *keys, const char **which);
+int tfs_hf_add_u32(tfs_hf_kvs *l, const hparams *h, const char *suffix, const json_t *v,
+		   const char *key, tfs_error *err);
+int tfs_hf_add_f32(tfs_hf_kvs *l, const hparams *h, const char *suffix, const json_t *v,
+		   const char *key, tfs_error *err);
+/* hparams[key] that must be there (Python's KeyError otherwise). */
+int tfs_hf_need(json_t **v, const hparams *h, const char *key, tfs_error *err);
+
+/* A transformers config class (AutoConfig picks it by config.json's model_type): its
+ * defaults, and the model_type of its text_config when it has one (Gemma3Config). */
+typedef struct {
+	const char *model_type;
+	const tfs_hf_default *defaults;    /* ends with a NULL key */
+	const char *text_type;             /* NULL: no sub-config */
+	unsigned derive;                   /* TFS_HF_CC_*: what the class's __init__ changes */
+} tfs_hf_config_class;
+
+enum { TFS_HF_CC_LONGROPE = 1 << 0 };  /* rope_scaling type "su"/"yarn" -> "longrope" */
+
+/* The config class of model_type, or NULL (real AutoConfig fails on a model_type it does
+ * not know, and the converter then reads config.json as written). */
+const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type);
+
+/* hf_arch_gen.c: the rows' extra hooks. */
+int tfs_hf_llama3_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
+			const struct tfs_hf_params *h, tfs_error *err);
+/* Phi-3's rotary dimensions: int(partial_rotary_factor * hidden_size) // heads. */
+int64_t tfs_hf_phi3_rope_dims(const struct tfs_hf_params *h);
+int tfs_hf_phi3_factors(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
+			const struct tfs_hf_params *h, tfs_error *err);
+
+/* The row of HF class name cls, or NULL. */
+const tfs_hf_arch *tfs_hf_arch_find(const char *cls);
+/* Writes the supported class names, comma-separated, into out (for messages). */
+void tfs_hf_arch_list(char *out, size_t cap);
+
+#endif

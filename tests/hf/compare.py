@@ -206,11 +206,21 @@ def tensor_bytes(g, i):
 
 
 def first_difference(ref, ours):
-    """A short text saying where two GGUF files differ."""
+    """A short text saying where two GGUF files differ (and, when the first difference is in
+    the keys, whether the tensors are alike)."""
     try:
         a, b = Gguf(ref), Gguf(ours)
     except Exception as e:
         return "unreadable: %s" % e
+    d = _first_difference(a, b)
+    if d.startswith(("keys", "key ")):
+        same = [t[:3] for t in a.tensors] == [t[:3] for t in b.tensors] and all(
+            tensor_bytes(a, i) == tensor_bytes(b, i) for i in range(len(a.tensors)))
+        d += "; tensors %s" % ("equal" if same else "DIFFER")
+    return d
+
+
+def _first_difference(a, b):
     ka = [k[0] for k in a.kvs]
     kb = [k[0] for k in b.kvs]
     if ka != kb:
@@ -233,7 +243,7 @@ def first_difference(ref, ours):
             j = next((j for j in range(min(len(x), len(y))) if x[j] != y[j]), min(len(x), len(y)))
             return "tensor %s (type %d): byte %d of %d: %s vs %s" % (
                 t[0], t[2], j, len(x), x[j:j + 4].hex(), y[j:j + 4].hex())
-    return "sizes %d vs %d" % (len(ref), len(ours))
+    return "sizes %d vs %d" % (len(a.data), len(b.data))
 
 
 def main():

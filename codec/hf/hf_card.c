@@ -1,13 +1,17 @@
 /*
- * hf_card.c - a model card's YAML front matter: a top-level mapping whose values are plain,
- * quoted or block scalars, flow ([a, b]) or block ("- a") sequences of scalars; nested
- * mappings are skipped (and a sequence item that is one counts as an entry with nothing the
- * converter uses).  Scalars resolve as YAML 1.1 does (null, booleans, numbers are not
- * strings).
+ * hf_card.c - what gguf-py's Metadata reads of a repo besides config.json: a model card's
+ * YAML front matter (README.md: a top-level mapping whose values are plain, quoted or block
+ * scalars, flow ([a, b]) or block ("- a") sequences of scalars; nested mappings are skipped
+ * (and a sequence item that is one counts as an entry with nothing the converter uses);
+ * scalars resolve as YAML 1.1 does (null, booleans, numbers are not strings)), and the
+ * general.sampling.* keys of generation_config.json.
  */
 #include "hf_card.h"
 
 #include <ctype.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -601,4 +605,92 @@ int tfs_hf_card_load(ycard *c, const tfs_hf_files *files, tfs_error *err)
 	if (rc)
 		return tfs_error_set(err, TFS_E_NOMEM, "README.md: out of memory");
 	return 0;
+}
+
+/* ==== general.sampling.* (generation_config.json) ==== */
+
+/* Metadata.load's gen_config: generation_config.json's sequence, top_k, top_p, min_p,
+ * xtc_probability, xtc_threshold, temperature, penalty_last_n, penalty_repeat (else
+ * repetition_penalty), mirostat, mirostat_tau, mirostat_eta, in that order, as INT32 (top_k,
+ * penalty_last_n, mirostat), STRING (sequence, when not empty) or FLOAT32.  A file that is not
+ * a JSON object counts as absent, as it does for the converter; a null value is left out.
+ * Values the converter cannot write (it stops on them: a string for a number, a non-integer or
+ * an out-of-range integer for INT32, a number beyond FLOAT32) are left out, as are NaN and
+ * Infinity, which Python's json reads and jansson does not. */
+
+enum { S_STR, S_I32, S_F32 };
+
+static int sampling_key(tfs_hf_kvs *out, const char *key, int kind, const json_t *v,
+			tfs_error *err)
+{
+	if (!v || json_is_null(v))
+		return 0;
+	if (kind == S_STR) {
+		/* add_string leaves an empty (or any false) value out */
+		if (!json_is_string(v) || json_string_length(v) == 0)
+			return 0;
+		return tfs_hf_kvs_add_strn(out, key, json_string_value(v), json_string_length(v),
+					   err);
+	}
+	double d;
+	if (json_is_boolean(v))   /* a Python bool is an int */
+		d = json_is_true(v);
+	else if (json_is_integer(v))
+		d = (double)json_integer_value(v);
+	else if (json_is_real(v) && kind == S_F32)
+		d = json_real_value(v);
+	else
+		return 0;
+	if (kind == S_I32) {
+		long long i = json_is_integer(v) ? json_integer_value(v) : (long long)d;
+		if (i < INT32_MIN || i > INT32_MAX)
+			return 0;
+		return tfs_hf_kvs_add_i32(out, key, (int32_t)i, err);
+	}
+	float f = (float)d;    /* struct.pack('<f'): the nearest float, overflow refused */
+	if (isinf(f) && !isinf(d))
+		return 0;
+	return tfs_hf_kvs_add_f32(out, key, f, err);
+}
+
+int tfs_hf_sampling_keys(tfs_hf_kvs *out, const tfs_hf_files *files, tfs_error *err)
+{
+	uint8_t *text = NULL;
+	uint64_t len = 0;
+	int rc = files->read(files->ctx, "generation_config.json", &text, &len, err);
+	if (rc == TFS_E_NOTFOUND) {
+		tfs_error_clear(err);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	json_t *g = json_loadb((const char *)text, (size_t)len, JSON_DECODE_ANY, NULL);
+	free(text);
+	if (!json_is_object(g) || json_object_size(g) == 0) {
+		json_decref(g);
+		return 0;
+	}
+	/* penalty_repeat: gen_config.get("penalty_repeat", gen_config.get("repetition_penalty")) */
+	const json_t *repeat = json_object_get(g, "penalty_repeat");
+	if (!repeat)
+		repeat = json_object_get(g, "repetition_penalty");
+	static const struct { const char *key, *name; int kind; } k[] = {
+		{ "general.sampling.sequence", "sequence", S_STR },
+		{ "general.sampling.top_k", "top_k", S_I32 },
+		{ "general.sampling.top_p", "top_p", S_F32 },
+		{ "general.sampling.min_p", "min_p", S_F32 },
+		{ "general.sampling.xtc_probability", "xtc_probability", S_F32 },
+		{ "general.sampling.xtc_threshold", "xtc_threshold", S_F32 },
+		{ "general.sampling.temp", "temperature", S_F32 },
+		{ "general.sampling.penalty_last_n", "penalty_last_n", S_I32 },
+		{ "general.sampling.penalty_repeat", NULL, S_F32 },
+		{ "general.sampling.mirostat", "mirostat", S_I32 },
+		{ "general.sampling.mirostat_tau", "mirostat_tau", S_F32 },
+		{ "general.sampling.mirostat_eta", "mirostat_eta", S_F32 },
+	};
+	for (size_t i = 0; !rc && i < sizeof k / sizeof k[0]; i++)
+		rc = sampling_key(out, k[i].key, k[i].kind,
+				  k[i].name ? json_object_get(g, k[i].name) : repeat, err);
+	json_decref(g);
+	return rc;
 }

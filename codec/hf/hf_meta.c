@@ -11,14 +11,7 @@
  * Then general.name falls back to the directory's name, general.size_label to the parameter
  * count ("1.2M").
  *
- * Before them, general.sampling.* from generation_config.json (Metadata.load's gen_config):
- * sequence, top_k, top_p, min_p, xtc_probability, xtc_threshold, temperature, penalty_last_n,
- * penalty_repeat (else repetition_penalty), mirostat, mirostat_tau, mirostat_eta, in that
- * order, as INT32 (top_k, penalty_last_n, mirostat), STRING (sequence, when not empty) or
- * FLOAT32.  A file that is not a JSON object counts as absent, as it does for the converter; a
- * null value is left out.  Values the converter cannot write (it stops on them: a string for
- * a number, a non-integer or an out-of-range integer for INT32, a number beyond FLOAT32) are
- * left out, as are NaN and Infinity, which Python's json reads and jansson does not.
+ * Before them, general.sampling.* from generation_config.json (hf_card.c).
  *
  * The model card is read with a small YAML reader: a top-level mapping whose values are plain,
  * quoted or block scalars, flow ([a, b]) or block ("- a") sequences of scalars; nested
@@ -708,94 +701,12 @@ static int add_entries(tfs_hf_kvs *out, const char *what, const entry *e, size_t
 	return rc;
 }
 
-/* ==== general.sampling.* (generation_config.json) ==== */
-
-enum { S_STR, S_I32, S_F32 };
-
-static int sampling_key(tfs_hf_kvs *out, const char *key, int kind, const json_t *v,
-			tfs_error *err)
+/* The model card's fields (llama.cpp's names, their model_* forms, model_creator,
+ * model_type), base models, datasets, license, tags and languages: nonzero when out of
+ * memory. */
+static int card_fields(meta *m, const ycard *c, int64_t total_params)
 {
-	if (!v || json_is_null(v))
-		return 0;
-	if (kind == S_STR) {
-		/* add_string leaves an empty (or any false) value out */
-		if (!json_is_string(v) || json_string_length(v) == 0)
-			return 0;
-		return tfs_hf_kvs_add_strn(out, key, json_string_value(v), json_string_length(v),
-					   err);
-	}
-	double d;
-	if (json_is_boolean(v))   /* a Python bool is an int */
-		d = json_is_true(v);
-	else if (json_is_integer(v))
-		d = (double)json_integer_value(v);
-	else if (json_is_real(v) && kind == S_F32)
-		d = json_real_value(v);
-	else
-		return 0;
-	if (kind == S_I32) {
-		long long i = json_is_integer(v) ? json_integer_value(v) : (long long)d;
-		if (i < INT32_MIN || i > INT32_MAX)
-			return 0;
-		return tfs_hf_kvs_add_i32(out, key, (int32_t)i, err);
-	}
-	float f = (float)d;    /* struct.pack('<f'): the nearest float, overflow refused */
-	if (isinf(f) && !isinf(d))
-		return 0;
-	return tfs_hf_kvs_add_f32(out, key, f, err);
-}
-
-static int sampling_keys(tfs_hf_kvs *out, const tfs_hf_files *files, tfs_error *err)
-{
-	uint8_t *text = NULL;
-	uint64_t len = 0;
-	int rc = files->read(files->ctx, "generation_config.json", &text, &len, err);
-	if (rc == TFS_E_NOTFOUND) {
-		tfs_error_clear(err);
-		return 0;
-	}
-	if (rc)
-		return rc;
-	json_t *g = json_loadb((const char *)text, (size_t)len, JSON_DECODE_ANY, NULL);
-	free(text);
-	if (!json_is_object(g) || json_object_size(g) == 0) {
-		json_decref(g);
-		return 0;
-	}
-	/* penalty_repeat: gen_config.get("penalty_repeat", gen_config.get("repetition_penalty")) */
-	const json_t *repeat = json_object_get(g, "penalty_repeat");
-	if (!repeat)
-		repeat = json_object_get(g, "repetition_penalty");
-	static const struct { const char *key, *name; int kind; } k[] = {
-		{ "general.sampling.sequence", "sequence", S_STR },
-		{ "general.sampling.top_k", "top_k", S_I32 },
-		{ "general.sampling.top_p", "top_p", S_F32 },
-		{ "general.sampling.min_p", "min_p", S_F32 },
-		{ "general.sampling.xtc_probability", "xtc_probability", S_F32 },
-		{ "general.sampling.xtc_threshold", "xtc_threshold", S_F32 },
-		{ "general.sampling.temp", "temperature", S_F32 },
-		{ "general.sampling.penalty_last_n", "penalty_last_n", S_I32 },
-		{ "general.sampling.penalty_repeat", NULL, S_F32 },
-		{ "general.sampling.mirostat", "mirostat", S_I32 },
-		{ "general.sampling.mirostat_tau", "mirostat_tau", S_F32 },
-		{ "general.sampling.mirostat_eta", "mirostat_eta", S_F32 },
-	};
-	for (size_t i = 0; !rc && i < sizeof k / sizeof k[0]; i++)
-		rc = sampling_key(out, k[i].key, k[i].kind,
-				  k[i].name ? json_object_get(g, k[i].name) : repeat, err);
-	json_decref(g);
-	return rc;
-}
-
-int tfs_hf_meta_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *config,
-		     const char *dir_name, int64_t total_params, tfs_error *err)
-{
-	ycard c = { 0 };
-	meta m = { 0 };
-	int rc = tfs_hf_card_load(&c, files, err), bad = 0;
-	if (rc)
-		return rc;
-
+	int bad = 0;
 	static const struct { enum field f; const char *key; } card[] = {
 		{ F_NAME, "name" }, { F_AUTHOR, "author" }, { F_VERSION, "version" },
 		{ F_ORGANIZATION, "organization" }, { F_DESCRIPTION, "description" },
@@ -812,19 +723,31 @@ int tfs_hf_meta_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *c
 		{ F_BASENAME, "model_type" },
 	};
 	for (size_t i = 0; !bad && i < sizeof card / sizeof card[0]; i++)
-		bad = card_field(&m, card[i].f, &c, card[i].key);
+		bad = card_field(m, card[i].f, c, card[i].key);
 	static const char *const base_keys[] = { "base_model", "base_models",
 						  "base_model_sources", NULL };
 	static const char *const ds_keys[] = { "datasets", "dataset", "dataset_sources", NULL };
-	bad = bad || card_entries(&m.base, &m.nbase, &m.has_base, &c, base_keys, total_params) ||
-	      card_entries(&m.ds, &m.nds, &m.has_ds, &c, ds_keys, total_params) ||
-	      card_field(&m, F_LICENSE, &c, "license") ||
-	      card_field(&m, F_LICENSE_NAME, &c, "license_name") ||
-	      card_field(&m, F_LICENSE_LINK, &c, "license_link") ||
-	      card_array(&m.tags, &m.ntags, &m.has_tags, &c, "tags") ||
-	      card_array(&m.tags, &m.ntags, &m.has_tags, &c, "pipeline_tag") ||
-	      card_array(&m.langs, &m.nlangs, &m.has_langs, &c, "languages") ||
-	      card_array(&m.langs, &m.nlangs, &m.has_langs, &c, "language");
+	bad = bad || card_entries(&m->base, &m->nbase, &m->has_base, c, base_keys, total_params) ||
+	      card_entries(&m->ds, &m->nds, &m->has_ds, c, ds_keys, total_params) ||
+	      card_field(m, F_LICENSE, c, "license") ||
+	      card_field(m, F_LICENSE_NAME, c, "license_name") ||
+	      card_field(m, F_LICENSE_LINK, c, "license_link") ||
+	      card_array(&m->tags, &m->ntags, &m->has_tags, c, "tags") ||
+	      card_array(&m->tags, &m->ntags, &m->has_tags, c, "pipeline_tag") ||
+	      card_array(&m->langs, &m->nlangs, &m->has_langs, c, "languages") ||
+	      card_array(&m->langs, &m->nlangs, &m->has_langs, c, "language");
+	return bad;
+}
+
+int tfs_hf_meta_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *config,
+		     const char *dir_name, int64_t total_params, tfs_error *err)
+{
+	ycard c = { 0 };
+	meta m = { 0 };
+	int rc = tfs_hf_card_load(&c, files, err), bad = 0;
+	if (rc)
+		return rc;
+	bad = card_fields(&m, &c, total_params);
 
 	/* config.json's _name_or_path, when an id rather than a path */
 	const char *nop = json_string_value(json_object_get(config, "_name_or_path"));
@@ -851,7 +774,7 @@ int tfs_hf_meta_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *c
 
 	/* set_gguf_meta_model: the sampling keys, then the fields; add_string leaves empty
 	 * strings out */
-	rc = sampling_keys(out, files, err);
+	rc = tfs_hf_sampling_keys(out, files, err);
 	for (int f = 0; !rc && f < F_COUNT; f++)
 		if (m.f[f] && *m.f[f])
 			rc = tfs_hf_kvs_add_str(out, field_keys[f], m.f[f], err);

@@ -32,13 +32,22 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUTTYPES = ["auto", "f32", "f16", "bf16", "q8_0"]
 # --quick (the meson test): every variant at auto, every outtype of these (sharded F16 with
-# linear rope, permuted biases, Qwen3, special values in F32 and BF16)
+# linear rope, permuted biases, Qwen3, special values in F32 and BF16) and of the first
+# variant of each architecture class (quick_variants)
 QUICK = ("llama-f16-sharded", "llama-bias-f16", "qwen3-bf16", "edge-f32", "edge-bf16")
 OMIT = "+omit"
 
 sys.path.insert(0, HERE)
 import make_model  # noqa: E402
 import reference  # noqa: E402
+
+
+def quick_variants():
+    """QUICK and the first make_model variant of each architecture class."""
+    first = {}
+    for v in make_model.VARIANTS:
+        first.setdefault(make_model.spec(v)["arch"], v)
+    return set(QUICK) | set(first.values())
 
 
 def _load_defaults():
@@ -254,7 +263,7 @@ def main():
     ap.add_argument("--tap", action="store_true")
     ap.add_argument("--outtypes", default=",".join(OUTTYPES))
     ap.add_argument("--quick", action="store_true",
-                    help="every variant at auto, the other outtypes on QUICK's variants only")
+                    help="every variant at auto, the other outtypes on quick_variants() only")
     ap.add_argument("--omit-defaults", action="store_true",
                     help="also VARIANT+omit: config.json without the class-defaulted keys")
     ap.add_argument("--status", help="also write the table to this file")
@@ -275,8 +284,9 @@ def main():
             variants.append(v + OMIT)
     outtypes = a.outtypes.split(",")
     # --quick: the +omit cases at auto only
+    quick = quick_variants()
     pairs = [(v, t) for v in variants for t in outtypes
-             if not a.quick or t == "auto" or v in QUICK]
+             if not a.quick or t == "auto" or v in quick]
     models = os.path.join(a.work, "models")
     refdir = os.path.join(a.work, "ref")
     outdir = os.path.join(a.work, "out")

@@ -12,7 +12,9 @@
  *   status.c    the status file a rw daemon reports its repack in, and reading it
  *   mounts.c    the mount table, the mount point's checks, who uses a mount
  *   progress.c  progress shown on a terminal or a log, and recorded in a status file
- *   options.c   the -o options (one fuse_opt table), paths, remote options
+ *   options.c   parsing the -o options (the fuse_opt table made from optable.c), paths,
+ *               remote options
+ *   optable.c   every -o option once: name, kind, commands, help
  */
 #ifndef TFSD_CLI_H
 #define TFSD_CLI_H
@@ -40,11 +42,47 @@ int tfsd_convert_main(int argc, char **argv);
  * (2) after saying why not. */
 int tfsd_quantize_check(const tfsd_opts *o, const char *prog);
 
+/* ==== optable.c ==== */
+
+enum { TFSD_FOR_MOUNT = 1, TFSD_FOR_REPACK = 2, TFSD_FOR_CONVERT = 4 };
+typedef enum { TFSD_OPT_FLAG, TFSD_OPT_STR, TFSD_OPT_INT } tfsd_opt_kind;
+
+/* An -o option: a flag sets the int at offset to value; a string or a number (name=ARG)
+ * fills the char * or int there. */
+typedef struct {
+	const char *name;
+	tfsd_opt_kind kind;
+	const char *arg;        /* what the value is, in the help ("DIR"); NULL: a flag */
+	size_t offset;          /* its field in tfsd_opts */
+	int value;              /* a flag's */
+	unsigned commands;      /* TFSD_FOR_*: the commands it is for */
+	const char *help;       /* one line */
+} tfsd_option;
+
+extern const tfsd_option tfsd_option_table[];
+extern const size_t tfsd_n_options;
+/* The options of command (a TFSD_FOR_* bit), one a line with its help, for a usage text. */
+void tfsd_options_usage(FILE *f, unsigned command);
+/* Their names with their values ("staging=DIR"), comma-separated, lines of 78 columns. */
+void tfsd_options_list(FILE *f, unsigned command);
+/* Their names on one line ("ro rw staging= ..."), for the bash completion. */
+void tfsd_options_names(FILE *f, unsigned command);
+/* "mount", "repack", "convert": its TFSD_FOR_* bit; 0 for another. */
+unsigned tfsd_command_bit(const char *command);
+
+/* A command's usage: head, its options from the table, tail. */
+typedef struct {
+	const char *head;
+	unsigned command;       /* TFSD_FOR_* */
+	const char *tail;       /* or NULL */
+} tfsd_usage;
+void tfsd_usage_print(FILE *f, const tfsd_usage *u);
+
 /* ==== options.c ==== */
 
 /* Parses the command line into o (fuse_opt_parse with the -o table); usage is what -h
  * prints (then exits 0) and what follows an unexpected argument.  -1: a usage error. */
-int tfsd_opts_parse(struct fuse_args *args, tfsd_opts *o, const char *usage);
+int tfsd_opts_parse(struct fuse_args *args, tfsd_opts *o, const tfsd_usage *usage);
 void tfsd_opts_free(tfsd_opts *o);
 /* The daemon runs from /: every path is made absolute first; an Ollama model name stays
  * as it is.  -1: out of memory. */

@@ -10,17 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char convert_usage[] =
+static const tfsd_usage convert_usage = {
 	"usage: tensorfs convert SOURCE OUTPUT [-o OPTIONS]\n"
 	"Writes the model.gguf a mount of SOURCE with the same options shows to OUTPUT (a new\n"
-	"file: written beside it, fsynced, renamed into place), with progress on stderr.\n"
-	"options: quantize=TYPE (as llama-quantize writes it: Q4_K_M, Q8_0, IQ4_NL, ...),\n"
-	"         quantize_threads=N (default: one per CPU, at most 8),\n"
-	"         imatrix=FILE (llama.cpp's importance matrix), cache=DIR (where quantized\n"
-	"         tensors are kept, and remote sources' blocks) and cache_size=SIZE (its\n"
-	"         bound), outtype=TYPE (a Hugging Face repo's GGUF: auto, f32, f16, bf16,\n"
-	"         q8_0), and the remote options: connections=N, token_file=FILE,\n"
-	"         cafile=FILE, timeout=SECS\n";
+	"file: written beside it, fsynced, renamed into place), with progress on stderr.\n",
+	TFSD_FOR_CONVERT, NULL };
 
 int tfsd_quantize_check(const tfsd_opts *o, const char *prog)
 {
@@ -58,10 +52,10 @@ int tfsd_quantize_check(const tfsd_opts *o, const char *prog)
  * saying why not. */
 static int convert_args(tfsd_opts *o, struct fuse_args *args, const char *prog)
 {
-	if (tfsd_opts_parse(args, o, convert_usage) == -1)
+	if (tfsd_opts_parse(args, o, &convert_usage) == -1)
 		return 2;
 	if (!o->source || !o->mountpoint) {
-		fputs(convert_usage, stderr);
+		tfsd_usage_print(stderr, &convert_usage);
 		return 2;
 	}
 	const char *bad = o->rw || o->writable ? "rw" : o->output ? "output=" : o->staging

@@ -23,7 +23,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
+	fputs(
 		"usage: tensorfs mount SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n"
 		"       tensorfs unmount [-l] MOUNTPOINT\n"
 		"       tensorfs info SOURCE [--json | --markdown] [--no-tensors] [--gguf]\n"
@@ -37,14 +37,11 @@ static void usage(FILE *f)
 		"directory), an Ollama manifest path, an Ollama model name (llama3:8b), the\n"
 		"http(s):// URL of a GGUF or safetensors file or of an Ollama registry's\n"
 		"manifest (https://HOST/v2/NS/MODEL/manifests/TAG, or https://HOST/NS/MODEL:TAG\n"
-		"when the local store lacks it), or hf://ORG/REPO[/PATH][@REV].\n"
-		"OPTIONS: ro (default), rw, writable, staging=DIR, output=PATH, verify, threads=N,\n"
-		"readahead_kb=N, nonempty, imatrix=FILE, quantize=TYPE, quantize_threads=N,\n"
-		"outtype=TYPE (a Hugging Face repo's model.gguf); the cache of remote sources'\n"
-		"blocks and quantized tensors: cache=DIR, cache_size=SIZE; remote sources (http://,\n"
-		"https://, hf://): connections=N, token_file=FILE, cafile=FILE, timeout=SECS; and\n"
-		"the usual FUSE options (allow_other, ...).\n"
-		"See tensorfs(1) and mount.tensorfs(8).\n");
+		"when the local store lacks it), hf://ORG/REPO[/PATH][@REV], or s3://BUCKET/KEY.\n"
+		"OPTIONS of mount (-o a,b,c; `tensorfs help mount` says what each does):\n", f);
+	tfsd_options_list(f, TFSD_FOR_MOUNT);
+	fputs("and the usual FUSE options (allow_other, ...).\n"
+	      "See tensorfs(1) and mount.tensorfs(8).\n", f);
 }
 
 static bool is_help(const char *a)
@@ -100,6 +97,11 @@ int main(int argc, char **argv)
 		if (argc >= 3 && strcmp(cmd, "help") == 0)
 			return command_help(argv[2]);
 		usage(stdout);
+		return 0;
+	}
+	/* (for the build, which writes them into the bash completion, and the tests) */
+	if (strcmp(cmd, "__options") == 0 && argc == 3 && tfsd_command_bit(argv[2])) {
+		tfsd_options_names(stdout, tfsd_command_bit(argv[2]));
 		return 0;
 	}
 	if (strcmp(cmd, "mount") == 0)

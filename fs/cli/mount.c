@@ -11,26 +11,17 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char mount_usage[] =
+static const tfsd_usage mount_usage = {
 	"usage: tensorfs mount SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n"
 	"       mount.tensorfs SOURCE MOUNTPOINT [-f] [-o OPTIONS]\n"
 	"Mounts a model (a .gguf or .safetensors file, a sharded set's index or directory,\n"
 	"an Ollama manifest or model name, an http(s):// URL of a GGUF or safetensors file\n"
-	"or of an Ollama registry's manifest (or https://HOST/NS/MODEL:TAG), hf://ORG/REPO\n"
-	"[/PATH][@REV]) on an empty directory; returns once it is ready.\n"
-	"options: ro (default), rw (writable: the changes are repacked at unmount),\n"
-	"         staging=DIR, output=PATH, verify, threads=N, readahead_kb=N,\n"
-	"         imatrix=FILE (llama.cpp's importance matrix: IQ, K-quant and Q4_0-Q5_1\n"
-	"         values are written with its weights, as ggml does),\n"
-	"         quantize=TYPE (the model as llama-quantize writes it: Q4_K_M, Q8_0, ...;\n"
-	"         computed when read, kept in the cache=DIR within cache_size=SIZE,\n"
-	"         by quantize_threads=N threads: default one per CPU, at most 8),\n"
-	"         outtype=TYPE (a Hugging Face repo's model.gguf: auto, f32, f16, bf16, q8_0),\n"
-	"         nonempty (mount over a non-empty directory or another mount),\n"
-	"         remote: connections=N, cache=DIR, cache_size=SIZE, token_file=FILE,\n"
-	"         cafile=FILE, timeout=SECS\n"
-	"         FUSE options (allow_other, ...),\n"
-	"         -f (foreground: Ctrl-C unmounts), -d (debug), -s (single thread)\n";
+	"or of an Ollama registry's manifest (or https://HOST/NS/MODEL:TAG),\n"
+	"hf://ORG/REPO[/PATH][@REV], s3://BUCKET/KEY) on an empty directory; returns once\n"
+	"it is ready.\n",
+	TFSD_FOR_MOUNT,
+	"  FUSE options (allow_other, ...)\n"
+	"flags: -f (foreground: Ctrl-C unmounts), -d (debug), -s (single thread)\n" };
 
 /* Serves requests until the mount ends; returns what the session loop returned. */
 static int serve(tfsd_fs *fs, struct fuse_session *se)
@@ -119,10 +110,10 @@ static int finish(tfsd_fs *fs, tfs_session *s, struct fuse_session *se, int loop
  * usage error) after saying why. */
 static int mount_args(tfsd_fs *fs, struct fuse_args *args, bool by_mount8, const char *prog)
 {
-	if (tfsd_opts_parse(args, &fs->opts, mount_usage) == -1)
+	if (tfsd_opts_parse(args, &fs->opts, &mount_usage) == -1)
 		return 2;
 	if (!fs->opts.source || !fs->opts.mountpoint) {
-		fputs(mount_usage, stderr);
+		tfsd_usage_print(stderr, &mount_usage);
 		return 2;
 	}
 	/* mount(8) says "rw" by default: a model becomes writable only when asked plainly */

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,32 +15,12 @@
 #include <unistd.h>
 
 /* What -h/--help prints: the usage of the command being parsed. */
-static const char *usage_text;
+static const tfsd_usage *usage_text;
 
 #define OPT(t, p) { t, offsetof(tfsd_opts, p), 1 }
-static const struct fuse_opt opt_spec[] = {
-	OPT("rw", rw),
-	OPT("writable", writable),
-	{ "ro", offsetof(tfsd_opts, rw), 0 },
-	OPT("staging=%s", staging),
-	OPT("output=%s", output),
-	OPT("verify", verify),
-	OPT("threads=%d", threads),
-	OPT("readahead_kb=%d", readahead_kb),
-	OPT("connections=%d", connections),
-	OPT("cache=%s", cache),
-	OPT("cache_size=%s", cache_size),
-	OPT("token_file=%s", token_file),
-	OPT("cafile=%s", cafile),
-	OPT("timeout=%d", timeout),
-	OPT("endpoint=%s", endpoint),
-	OPT("s3_addressing=%s", s3_addressing),
-	OPT("imatrix=%s", imatrix),
-	OPT("quantize=%s", quantize),
-	OPT("quantize_threads=%d", quantize_threads),
-	OPT("outtype=%s", outtype),
-	/* libfuse 2's option: libfuse 3 allows it always and rejects the word; we check */
-	OPT("nonempty", nonempty),
+/* What is not an -o option of optable.c: the command line's flags, and the words mount(8)
+ * passes, which mean nothing here. */
+static const struct fuse_opt extra_spec[] = {
 	OPT("-f", foreground),
 	OPT("-d", debug),
 	OPT("debug", debug),
@@ -60,6 +41,31 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_END
 };
 
+#define N_EXTRA (sizeof(extra_spec) / sizeof(extra_spec[0]))
+#define MAX_OPTIONS 64
+static struct fuse_opt opt_spec[MAX_OPTIONS + N_EXTRA];
+static char opt_templates[MAX_OPTIONS][40];
+static pthread_once_t opt_spec_once = PTHREAD_ONCE_INIT;
+
+/* opt_spec: a fuse_opt of each row of the option table ("name", "name=%s", "name=%d"),
+ * then the extras (their FUSE_OPT_END last). */
+static void opt_spec_make(void)
+{
+	size_t n = 0;
+	if (tfsd_n_options > MAX_OPTIONS) {   /* (a new row needs a larger MAX_OPTIONS) */
+		fputs("tensorfs: the option table has more rows than MAX_OPTIONS\n", stderr);
+		abort();
+	}
+	for (size_t i = 0; i < tfsd_n_options && n < MAX_OPTIONS; i++, n++) {
+		const tfsd_option *o = &tfsd_option_table[i];
+		snprintf(opt_templates[n], sizeof(opt_templates[n]), "%s%s", o->name,
+			 o->kind == TFSD_OPT_STR ? "=%s" : o->kind == TFSD_OPT_INT ? "=%d" : "");
+		opt_spec[n] = (struct fuse_opt){ opt_templates[n], (unsigned long)o->offset,
+						 o->kind == TFSD_OPT_FLAG ? o->value : 0 };
+	}
+	memcpy(&opt_spec[n], extra_spec, sizeof(extra_spec));
+}
+
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	tfsd_opts *o = data;
@@ -68,11 +74,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 			return (o->source = strdup(arg)) ? 0 : -1;
 		if (!o->mountpoint)
 			return (o->mountpoint = strdup(arg)) ? 0 : -1;
-		fprintf(stderr, "tensorfs: unexpected argument '%s'\n%s", arg, usage_text);
+		fprintf(stderr, "tensorfs: unexpected argument '%s'\n", arg);
+		tfsd_usage_print(stderr, usage_text);
 		return -1;
 	}
 	if (key == 'h') {
-		fputs(usage_text, stdout);
+		tfsd_usage_print(stdout, usage_text);
 		exit(0);
 	}
 	return 1; /* keep for FUSE (allow_other, ...) */
@@ -225,8 +232,9 @@ int tfsd_add_fsname(const tfsd_opts *o, struct fuse_args *args)
 }
 
 
-int tfsd_opts_parse(struct fuse_args *args, tfsd_opts *o, const char *usage)
+int tfsd_opts_parse(struct fuse_args *args, tfsd_opts *o, const tfsd_usage *usage)
 {
 	usage_text = usage;
+	pthread_once(&opt_spec_once, opt_spec_make);
 	return fuse_opt_parse(args, o, opt_spec, opt_proc);
 }

@@ -8,13 +8,14 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char repack_usage[] =
+static const tfsd_usage repack_usage = {
 	"usage: tensorfs repack SOURCE [-o staging=DIR,output=PATH]\n"
 	"Writes the changes a rw mount of SOURCE staged but did not repack (its daemon was\n"
 	"killed), as its unmount would have.  output= or staging= finds the staging directory\n"
 	"of a mount that had one; the view the changes were made to (quantize=, imatrix=,\n"
 	"outtype=) is the one the journal records.  A remote SOURCE takes the mount's output=\n"
-	"and its remote options (cache=, cafile=, token_file=, ...).\n";
+	"and its remote options (cache=, cafile=, token_file=, ...).\n",
+	TFSD_FOR_REPACK, NULL };
 
 /* A view written to output= with nothing staged (a rw mount of -o quantize= or of a repo's
  * GGUF view that nobody edited): the unmount still writes the view, as `tensorfs convert`
@@ -72,13 +73,13 @@ int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s)
  * saying why not. */
 static int repack_args(tfsd_fs *fs, struct fuse_args *args)
 {
-	if (tfsd_opts_parse(args, &fs->opts, repack_usage) == -1)
+	if (tfsd_opts_parse(args, &fs->opts, &repack_usage) == -1)
 		return 2;
 	if (!fs->opts.source || fs->opts.mountpoint) {
 		if (fs->opts.mountpoint)
 			fprintf(stderr, "tensorfs repack: unexpected argument '%s'\n",
 				fs->opts.mountpoint);
-		fputs(repack_usage, stderr);
+		tfsd_usage_print(stderr, &repack_usage);
 		return 2;
 	}
 	fs->opts.rw = 1;

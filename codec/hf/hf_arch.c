@@ -183,7 +183,7 @@ const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)
 	for (size_t i = 0; model_type && i < N(config_classes); i++)
 		if (strcmp(config_classes[i].model_type, model_type) == 0)
 			return &config_classes[i];
-	return NULL;
+	return tfs_hf_moe_config_class_find(model_type);   /* MoE (hf_moe.c) */
 }
 
 /* ==== the classes' own keys ==== */
@@ -352,7 +352,7 @@ const tfs_hf_arch *tfs_hf_arch_find(const char *cls)
 		for (const char *const *c = rows[i].classes; *c; c++)
 			if (strcmp(*c, cls) == 0)
 				return &rows[i];
-	return NULL;
+	return tfs_hf_moe_arch_find(cls);   /* MoE (hf_moe.c) */
 }
 
 void tfs_hf_arch_list(char *out, size_t cap)
@@ -362,4 +362,5 @@ void tfs_hf_arch_list(char *out, size_t cap)
 	for (size_t i = 0; i < N(rows); i++)
 		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
 			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
+	tfs_hf_moe_arch_list(out, cap, k);   /* MoE (hf_moe.c) */
 }

@@ -33,6 +33,9 @@ enum tfs_hf_dim {
 	TFS_HF_D_VOCAB,
 	TFS_HF_D_QKV,            /* (num_attention_heads + 2 x num_key_value_heads) x head_dim */
 	TFS_HF_D_FF2,            /* 2 x intermediate_size (gate and up fused) */
+	/* MoE (hf_moe.c): the experts' count, an expert's and the shared expert's
+	 * intermediate size, 1 (the shared expert's gate) */
+	TFS_HF_D_EXPERTS, TFS_HF_D_FF_EXP, TFS_HF_D_FF_SHEXP, TFS_HF_D_ONE,
 };
 
 /* What the converter does to a tensor's values besides converting them. */
@@ -157,5 +160,13 @@ int tfs_hf_phi3_factors(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
 const tfs_hf_arch *tfs_hf_arch_find(const char *cls);
 /* Writes the supported class names, comma-separated, into out (for messages). */
 void tfs_hf_arch_list(char *out, size_t cap);
+
+/* hf_moe.c: the rows of the mixture-of-experts classes, which tfs_hf_arch_find,
+ * tfs_hf_arch_list and tfs_hf_config_class_find look at after their own: the MoE row of class
+ * cls (or NULL); the MoE classes appended to a list (k: its length so far; the new length);
+ * the config class of a MoE model_type (or NULL). */
+const tfs_hf_arch *tfs_hf_moe_arch_find(const char *cls);
+size_t tfs_hf_moe_arch_list(char *out, size_t cap, size_t k);
+const tfs_hf_config_class *tfs_hf_moe_config_class_find(const char *model_type);
 
 #endif

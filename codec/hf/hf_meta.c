@@ -742,6 +742,15 @@ static int card_fields(meta *m, const ycard *c, int64_t total_params)
 int tfs_hf_meta_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *config,
 		     const char *dir_name, int64_t total_params, tfs_error *err)
 {
+	char label[32];
+	tfs_hf_size_label(label, total_params > 0 ? (uint64_t)total_params : 0);
+	return tfs_hf_meta_keys_label(out, files, config, dir_name, total_params, label, err);
+}
+
+int tfs_hf_meta_keys_label(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *config,
+			   const char *dir_name, int64_t total_params, const char *size_label,
+			   tfs_error *err)
+{
 	ycard c = { 0 };
 	meta m = { 0 };
 	int rc = tfs_hf_card_load(&c, files, err), bad = 0;
@@ -763,9 +772,7 @@ int tfs_hf_meta_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *c
 	if (!bad && !m.f[F_NAME])
 		bad = !(m.f[F_NAME] = strdup(dir_name));
 	if (!bad && !m.f[F_SIZE_LABEL] && !m.set[F_SIZE_LABEL] && total_params > 0) {
-		char label[32];
-		tfs_hf_size_label(label, (uint64_t)total_params);
-		bad = !(m.f[F_SIZE_LABEL] = strdup(label));
+		bad = !(m.f[F_SIZE_LABEL] = strdup(size_label));
 	}
 	if (bad) {
 		rc = tfs_error_set(err, TFS_E_NOMEM, "general.* keys: out of memory");

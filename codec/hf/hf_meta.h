@@ -24,6 +24,12 @@
  */
 int tfs_hf_meta_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *config,
 		     const char *dir_name, int64_t total_params, tfs_error *err);
+/* The same, with general.size_label (when neither the card nor the names give one) size_label
+ * instead of the one total_params makes (tfs_hf_size_label): a mixture of experts' "8x1.2M"
+ * (hf_moe.c). */
+int tfs_hf_meta_keys_label(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *config,
+			   const char *dir_name, int64_t total_params, const char *size_label,
+			   tfs_error *err);
 
 /* gguf-py's size_label(total, shared, expert, expert_count) without experts: "1.2M", "7.2B". */
 void tfs_hf_size_label(char out[32], uint64_t total_params);

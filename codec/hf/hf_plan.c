@@ -33,6 +33,7 @@
 
 #include "hf_convert.h"
 #include "hf_meta.h"
+#include "hf_moe.h"
 #include "hf_vocab.h"
 
 /* ==== the plan's tensors ==== */
@@ -65,7 +66,7 @@ static int64_t dim_size(int d, const hparams *h)
 	case TFS_HF_D_VOCAB: return h->vocab;
 	case TFS_HF_D_QKV: return (h->n_head + 2 * h->n_kv) * h->head_dim;
 	case TFS_HF_D_FF2: return h->ff > 0 ? 2 * h->ff : -1;
-	default: return 0;
+	default: return tfs_hf_moe_dim(d, h);   /* MoE (hf_moe.c) */
 	}
 }
 
@@ -80,6 +81,10 @@ static const char *dim_text(int d)
 	case TFS_HF_D_VOCAB: return "vocab_size";
 	case TFS_HF_D_QKV: return "(num_attention_heads + 2 x num_key_value_heads) x head_dim";
 	case TFS_HF_D_FF2: return "2 x intermediate_size";
+	case TFS_HF_D_EXPERTS: return "num_local_experts";
+	case TFS_HF_D_FF_EXP: return "moe_intermediate_size";
+	case TFS_HF_D_FF_SHEXP: return "shared_expert_intermediate_size";
+	case TFS_HF_D_ONE: return "1";
 	default: return "";
 	}
 }
@@ -192,6 +197,10 @@ static int out_dtype(uint32_t ftype)
 static int tensor_dtype(const char *gguf_name, uint32_t n_dims, int64_t ne0, uint32_t ftype)
 {
 	if (n_dims <= 1 || ends_with(gguf_name, "_norm.weight") || !ends_with(gguf_name, ".weight"))
+		return TFS_DT_F32;
+	/* MoE: the routers (FFN_GATE_INP, FFN_GATE_INP_SHEXP) stay F32 */
+	if (ends_with(gguf_name, ".ffn_gate_inp.weight") ||
+	    ends_with(gguf_name, ".ffn_gate_inp_shexp.weight"))
 		return TFS_DT_F32;
 	int dt = out_dtype(ftype);
 	if (dt == TFS_DT_Q8_0 && ne0 % 32)
@@ -388,6 +397,33 @@ static int fill_tensor(tfs_hf_tensor *o, const tfs_hf_plan *p, const hparams *h,
 	return tfs_dtype_nbytes(&o->nbytes, o->dtype, nel, err);
 }
 
+/* MoE (hf_moe.c): an expert's tensor r kept, and its layer's stacked tensors added once the
+ * layer has all its experts; TFS_PASSTHROUGH for any other tensor. */
+static int add_experts(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_ref *r,
+		       tfs_error *err)
+{
+	static const tfs_hf_name plain = { "", "", 0, 0, TFS_HF_XF_NONE, false };
+	tfs_hf_stack s[3];
+	size_t n = 0;
+	int rc = tfs_hf_moe_take(&p->moe, tfs_hf_moe_of(p->row), h, p->st, r->idx, r->path, s,
+				 &n, err);
+	for (size_t k = 0; k < n; k++) {
+		tfs_hf_tensor *o;
+		if (!rc && !(rc = add_tensor(p, cap, &o, err))) {
+			o->parts = s[k].parts;
+			o->n_parts = s[k].n_parts;
+			s[k].parts = NULL;
+			o->src = o->parts[0];
+			if (!(o->name = strdup(s[k].name)))
+				rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+			else
+				rc = fill_tensor(o, p, h, &s[k].shape, &plain, r->path, err);
+		}
+		free(s[k].parts);
+	}
+	return rc;
+}
+
 /* Source tensor r as the converter writes it; seen: the required tensors met so far. */
 static int add_source_tensor(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_ref *r,
 			     bool *seen, tfs_error *err)
@@ -398,7 +434,10 @@ static int add_source_tensor(tfs_hf_plan *p, size_t *cap, const hparams *h, cons
 	size_t slot = 0;
 	bool bias = false;
 	tfs_hf_tensor *o;
-	int rc = map_source(gname, &m, &slot, &bias, p, h, t, r->path, err);
+	int rc = tfs_hf_moe_of(p->row) ? add_experts(p, cap, h, r, err) : TFS_PASSTHROUGH;
+	if (rc != TFS_PASSTHROUGH)
+		return rc;
+	rc = map_source(gname, &m, &slot, &bias, p, h, t, r->path, err);
 	if (rc)
 		return rc == TFS_PASSTHROUGH ? 0 : rc;
 	if (!bias && seen[slot])
@@ -455,6 +494,8 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 		rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 	for (size_t k = 0; !rc && k < ns; k++)
 		rc = add_source_tensor(p, &cap, h, &refs[k], seen, err);
+	if (!rc)
+		rc = tfs_hf_moe_finish(&p->moe, p->st, err);
 	if (!rc)
 		rc = check_required(p, h, seen, nseen, err);
 	free(seen);
@@ -556,12 +597,44 @@ static int trim_embd(tfs_hf_plan *p, const tfs_hf_kvs *vk, tfs_error *err)
 	return 0;
 }
 
+/* gguf-py's size_label(total, shared, expert, expert_count): with stacked experts (MoE)
+ * "8x1.2M" (the count: the stacked tensors' mean; the size: the shared parameters and one
+ * expert's), else the parameter count's. */
+static const char *size_label(char label[32], const tfs_hf_plan *p)
+{
+	uint64_t shared = 0, expert = 0, sum = 0, nexp = 0;
+	for (size_t i = 0; i < p->nt; i++) {
+		const tfs_hf_tensor *t = &p->t[i];
+		uint64_t size = 1;
+		for (uint32_t d = 0; d < t->n_dims; d++)
+			size *= (uint64_t)t->ne[d];
+		if (strstr(t->name, "_exps.") && t->n_dims >= 3) {
+			/* numpy shape[-3] of a weight, shape[-2] of a bias */
+			uint64_t count = (uint64_t)t->ne[strstr(t->name, ".bias") ? 1 : 2];
+			expert += count ? size / count : 0;
+			sum += count;
+			nexp++;
+		} else {
+			shared += size;
+		}
+	}
+	char pretty[32];
+	if (!nexp || sum / nexp == 0) {
+		tfs_hf_size_label(label, n_params(p));
+		return label;
+	}
+	tfs_hf_size_label(pretty, shared + expert);
+	snprintf(label, 32, "%llux%.12s", (unsigned long long)(sum / nexp), pretty);
+	return label;
+}
+
 /* The keys in the converter's order: general.architecture, general.type, general.* of the
  * model card, the hyperparameters, general.quantization_version, the vocab (set_vocab). */
 static int plan_keys(tfs_hf_plan *p, const tfs_hf_files *files, const hparams *h,
 		     const char *cls, const tfs_hf_opts *o, tfs_error *err)
 {
 	tfs_hf_kvs *l = &p->kvs, vk = { 0 };
+	char label[32];
 	int rc = 0;
 	/* set_vocab() first: Gemma 3 cuts token_embd to its size, which the parameter count
 	 * of the general.* keys sees */
@@ -576,8 +649,8 @@ static int plan_keys(tfs_hf_plan *p, const tfs_hf_files *files, const hparams *h
 		rc = tfs_hf_kvs_add(l, p->early.kv[i].name, p->early.kv[i].type,
 				    p->early.kv[i].data, p->early.kv[i].len, err);
 	if (rc || (rc = tfs_hf_kvs_add_str(l, "general.type", "model", err)) ||
-	    (rc = tfs_hf_meta_keys(l, files, h->file, o->dir_name ? o->dir_name : "model",
-				   (int64_t)n_params(p), err)) ||
+	    (rc = tfs_hf_meta_keys_label(l, files, h->file, o->dir_name ? o->dir_name : "model",
+					 (int64_t)n_params(p), size_label(label, p), err)) ||
 	    (rc = tfs_hf_param_keys(l, h, err)) ||
 	    (rc = tfs_hf_kvs_add_u32(l, "general.quantization_version", GGML_QUANT_VERSION,
 				     err)))
@@ -643,12 +716,14 @@ void tfs_hf_plan_free(tfs_hf_plan *p)
 		return;
 	for (size_t i = 0; i < p->nt; i++) {
 		free(p->t[i].name);
+		free(p->t[i].parts);
 		free(p->gen[i]);
 	}
 	free(p->t);
 	free(p->gen);
 	tfs_hf_kvs_free(&p->kvs);
 	tfs_hf_kvs_free(&p->early);
+	tfs_hf_moe_state_free(p->moe);
 	free(p);
 }
 

@@ -79,6 +79,11 @@ typedef struct {
 	/* Gemma's norms: each value + 1, in the source's torch dtype (F16 sums rounded to F16;
 	 * BF16 widened to float32 first); always CONVERT */
 	bool plus_one;
+	/* MoE (hf_moe.c): a stacked expert tensor (3-D, ne[2] experts) is its experts' source
+	 * tensors one after another: parts[k] is expert k's (src = parts[0]); 0 and NULL for
+	 * any other tensor.  Its bytes are read part by part, never gathered. */
+	uint32_t n_parts;
+	long *parts;
 } tfs_hf_tensor;
 
 typedef struct tfs_hf_plan tfs_hf_plan;

@@ -28,6 +28,7 @@ struct tfs_hf_plan {
 	size_t nt;
 	uint8_t **gen;             /* per tensor: the bytes of a generated tensor, else NULL */
 	uint64_t header_size, file_size;
+	struct tfs_hf_moe_state *moe; /* MoE (hf_moe.c): experts kept until their layer is whole */
 };
 
 /* hf_params.c: h->file (read, h->where set) as the converter's hparams for row h->arch:

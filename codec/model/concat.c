@@ -178,3 +178,23 @@ const tfs_concat_piece *tfs_concat_pieces(const tfs_source *s, size_t *n)
 	*n = c->n;
 	return c->p;
 }
+
+size_t tfs_source_n_pieces(const tfs_source *s)
+{
+	size_t n;
+	tfs_concat_pieces(s, &n);
+	return n;
+}
+
+bool tfs_source_piece(const tfs_source *s, size_t k, const char **label, uint64_t *off,
+		      uint64_t *len)
+{
+	size_t n;
+	const tfs_concat_piece *p = tfs_concat_pieces(s, &n);
+	if (k >= n)
+		return false;
+	*label = tfs_source_label(p[k].src);
+	*off = p[k].off;
+	*len = p[k].len;
+	return true;
+}

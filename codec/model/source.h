@@ -67,6 +67,14 @@ int tfs_source_splice_fd(tfs_source_fd *out, const tfs_source *s, uint64_t off, 
 			 uint64_t lo, uint64_t hi, tfs_error *err);
 void tfs_source_fd_done(tfs_source_fd *f);
 
+/* A concatenation's pieces (a stacked expert tensor of a mixture of experts: its experts'
+ * bytes in their shards, codec/model/concat.h): how many, 0 for any other source; and piece
+ * k: the label of the source holding it (a shard's file name), where and how many bytes.
+ * false when s has no piece k. */
+size_t tfs_source_n_pieces(const tfs_source *s);
+bool tfs_source_piece(const tfs_source *s, size_t k, const char **label, uint64_t *off,
+		      uint64_t *len);
+
 /* Its bytes in memory, for a source that has no file (reply straight from them), else NULL. */
 const uint8_t *tfs_source_memory(const tfs_source *s);
 /* A local file's read-only mapping of all its bytes (NULL for other kinds): readers of it

@@ -20,6 +20,7 @@
 #include "hf_plan.h"
 #include "format.h"
 #include "remote.h"
+#include "concat.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -188,6 +189,48 @@ static int hold_sources(tfs_model *m, hf_view *v, tfs_error *err)
 	return 0;
 }
 
+/* ==== stacked expert tensors (MoE): their experts' bytes one after another ==== */
+
+static int64_t stack_read(void *owner, const void *arg, void *buf, uint64_t len, uint64_t off,
+			  tfs_error *err)
+{
+	const hf_tensor *t = arg;
+	return tfs_hf_tensor_read(((hf_view *)owner)->plan, t->i, off, len, buf, err);
+}
+
+static void stack_ref(void *owner) { view_ref(owner); }
+static void stack_unref(void *owner) { view_unref(owner); }
+
+/* converted: computed on read; copied: the experts' bytes, spliced from their shards */
+static const tfs_concat_ops stack_conv_ops = {
+	.read = stack_read, .ref = stack_ref, .unref = stack_unref,
+};
+static const tfs_concat_ops stack_copy_ops = {
+	.read = stack_read, .splice = true, .ref = stack_ref, .unref = stack_unref,
+};
+
+/* A stacked tensor's source: a concatenation of its experts' tensors in the view's copies of
+ * the shards (index.json lists each expert's shard and offset). */
+static int add_stack(tfs_model *m, hf_view *v, size_t i, const tfs_hf_tensor *pt, int32_t *src,
+		     tfs_error *err)
+{
+	tfs_concat_piece *pc = calloc(pt->n_parts, sizeof *pc);
+	if (!pc)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	for (uint32_t k = 0; k < pt->n_parts; k++) {
+		const tfs_tensor *bt = tfs_model_tensor(v->base, (size_t)pt->parts[k]);
+		pc[k] = (tfs_concat_piece){ &v->src[bt->src], bt->offset, bt->nbytes };
+	}
+	hf_tensor *t = &v->t[v->n_t++];
+	*t = (hf_tensor){ v, i, -1, 0, 0 };
+	view_ref(v); /* the source's, given back by its last unref */
+	int rc = tfs_model_add_concat_source(m, pt->name, pc, pt->n_parts, pt->nbytes,
+					     pt->raw ? &stack_copy_ops : &stack_conv_ops, v, t, src,
+					     err);
+	free(pc);
+	return rc;
+}
+
 /* Tensor i of the plan: the base's bytes where they are, else a computed source. */
 static int add_tensor(tfs_model *m, hf_view *v, size_t i, tfs_error *err)
 {
@@ -196,7 +239,11 @@ static int add_tensor(tfs_model *m, hf_view *v, size_t i, tfs_error *err)
 	int32_t src = bt ? bt->src : -1;
 	uint64_t offset = bt ? bt->offset : 0;
 	int rc;
-	if (!bt || !pt->raw) {
+	if (pt->n_parts) {
+		if ((rc = add_stack(m, v, i, pt, &src, err)))
+			return rc;
+		offset = 0;
+	} else if (!bt || !pt->raw) {
 		hf_tensor *t = &v->t[v->n_t++];
 		*t = (hf_tensor){ v, i, src, offset, bt ? bt->nbytes : 0 };
 		char label[300];
@@ -232,7 +279,7 @@ static int build(tfs_model **out, hf_view *v, tfs_error *err)
 	m->alignment = 32;
 	m->data_offset = tfs_hf_plan_header_size(v->plan);
 	for (size_t i = 0; i < n; i++)
-		n_t += !tfs_hf_plan_tensor(v->plan, i)->raw;
+		n_t += !tfs_hf_plan_tensor(v->plan, i)->raw || tfs_hf_plan_tensor(v->plan, i)->n_parts;
 	if (!(v->t = calloc(n_t ? n_t : 1, sizeof(*v->t))))
 		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	const tfs_hf_kvs *kvs = tfs_hf_plan_kvs(v->plan);

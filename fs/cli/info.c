@@ -530,6 +530,50 @@ static void print_tensors(const tfs_model *m, out_mode mode, const counts *c)
 	print_section(&ts, mode, c->nt, "Tensors", "tensor", "tensors");
 }
 
+/* A stacked expert tensor's experts by shard: "0-5 in A @ 123, 6-7 in B @ 0"; false for a
+ * tensor of one source range. */
+static bool stack_text(tfs_buf *out, const tfs_source *s)
+{
+	size_t n = s ? tfs_source_n_pieces(s) : 0;
+	for (size_t k = 0; k < n;) {
+		const char *label, *next;
+		uint64_t off, len, o2, l2;
+		tfs_source_piece(s, k, &label, &off, &len);
+		size_t j = k + 1;
+		while (j < n && tfs_source_piece(s, j, &next, &o2, &l2) && strcmp(next, label) == 0)
+			j++;
+		tfs_buf_printf(out, "%s%zu", k ? ", " : "", k);
+		if (j - k > 1)
+			tfs_buf_printf(out, "-%zu", j - 1);
+		tfs_buf_printf(out, " in %s @ %llu", label, (unsigned long long)off);
+		k = j;
+	}
+	return n > 0;
+}
+
+/* MoE: each stacked expert tensor's experts, by shard and offset (index.json: every one). */
+static void print_stacked(const tfs_model *m, out_mode mode)
+{
+	table st = { .ncol = 2, .head = { "stacked tensor", "experts: shard @ offset" } };
+	size_t n = 0;
+	for (size_t i = 0; i < tfs_model_n_tensors(m); i++) {
+		const tfs_tensor *t = tfs_model_tensor(m, i);
+		tfs_buf b = { 0 };
+		if (t->deleted || t->src < 0 ||
+		    !stack_text(&b, tfs_model_source(m, (size_t)t->src))) {
+			tfs_buf_free(&b);
+			continue;
+		}
+		char *row[2] = { strdup(t->name), take(&b) };
+		table_add(&st, row);
+		n++;
+	}
+	if (n)
+		print_section(&st, mode, n, "Stacked tensors", "stacked tensor", "stacked tensors");
+	else
+		table_free(&st);
+}
+
 static void print_layers(const tfs_model *m, out_mode mode, size_t nx)
 {
 	table ls = { .ncol = 3, .head = { "layer", "media type", "bytes" },
@@ -551,8 +595,10 @@ static void print_info(const tfs_model *m, const char *src, out_mode mode, bool 
 	counts c = count(m);
 	print_summary(m, src, mode, &c);
 	print_keys(m, mode, c.nk);
-	if (with_tensors)
+	if (with_tensors) {
 		print_tensors(m, mode, &c);
+		print_stacked(m, mode);
+	}
 	if (c.nx)
 		print_layers(m, mode, c.nx);
 }

@@ -1,0 +1,394 @@
+/*
+ * hf_moe.c - mixtures of experts in the GGUF view (hf_moe.h): the MoE rows (Mixtral,
+ * Qwen2-MoE, Qwen3-MoE, as llama.cpp de3ff81's converter writes them) and the stacking of
+ * their experts' tensors.
+ */
+#include "hf_moe.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+enum { H = TFS_HF_D_HIDDEN, Q = TFS_HF_D_Q, KV = TFS_HF_D_KV, HD = TFS_HF_D_HEAD,
+       VOC = TFS_HF_D_VOCAB, NO = TFS_HF_D_NONE, EX = TFS_HF_D_EXPERTS,
+       FE = TFS_HF_D_FF_EXP, FS = TFS_HF_D_FF_SHEXP, ONE = TFS_HF_D_ONE };
+enum { XN = TFS_HF_XF_NONE, XQ = TFS_HF_XF_PERMUTE_Q, XK = TFS_HF_XF_PERMUTE_K };
+
+/* ==== the rows ==== */
+
+static const tfs_hf_name globals[] = {
+	{ "model.embed_tokens", "token_embd", VOC, H, XN, true },
+	{ "model.norm", "output_norm", H, NO, XN, true },
+	{ "lm_head", "output", VOC, H, XN, false },
+};
+
+#define ATTN(xq, xk) \
+	{ "self_attn.q_proj", "attn_q", Q, H, xq, true }, \
+	{ "self_attn.k_proj", "attn_k", KV, H, xk, true }, \
+	{ "self_attn.v_proj", "attn_v", KV, H, XN, true }, \
+	{ "self_attn.o_proj", "attn_output", H, Q, XN, true }
+#define NORMS \
+	{ "input_layernorm", "attn_norm", H, NO, XN, true }, \
+	{ "post_attention_layernorm", "ffn_norm", H, NO, XN, true }
+
+/* Mixtral (LlamaModel): Q/K permuted; the router; experts w1 (gate), w2 (down), w3 (up) */
+static const tfs_hf_name mixtral_blocks[] = {
+	NORMS,
+	ATTN(XQ, XK),
+	{ "block_sparse_moe.gate", "ffn_gate_inp", EX, H, XN, true },
+};
+
+static const char *const k_local_experts[] = { "num_local_experts", NULL };
+static const char *const k_experts[] = { "num_local_experts", "num_experts", NULL };
+
+static const tfs_hf_moe mixtral_moe = {
+	"block_sparse_moe.experts", { "w1", "w2", "w3" },
+	{ "ffn_gate_exps", "ffn_down_exps", "ffn_up_exps" },
+	{ FE, H, FE }, { H, FE, H }, k_local_experts,
+};
+
+/* Qwen2-MoE: biased q/k/v; the router, a shared expert and its gate */
+static const tfs_hf_name qwen2moe_blocks[] = {
+	NORMS,
+	ATTN(XN, XN),
+	{ "mlp.gate", "ffn_gate_inp", EX, H, XN, true },
+	{ "mlp.shared_expert_gate", "ffn_gate_inp_shexp", ONE, H, XN, false },
+	{ "mlp.shared_expert.gate_proj", "ffn_gate_shexp", FS, H, XN, false },
+	{ "mlp.shared_expert.up_proj", "ffn_up_shexp", FS, H, XN, false },
+	{ "mlp.shared_expert.down_proj", "ffn_down_shexp", H, FS, XN, false },
+};
+
+/* Qwen3-MoE: Qwen3's q/k norms, the router, no shared expert */
+static const tfs_hf_name qwen3moe_blocks[] = {
+	NORMS,
+	ATTN(XN, XN),
+	{ "self_attn.q_norm", "attn_q_norm", HD, NO, XN, true },
+	{ "self_attn.k_norm", "attn_k_norm", HD, NO, XN, true },
+	{ "mlp.gate", "ffn_gate_inp", EX, H, XN, true },
+};
+
+static const tfs_hf_moe qwen_moe = {
+	"mlp.experts", { "down_proj", "gate_proj", "up_proj" },
+	{ "ffn_down_exps", "ffn_gate_exps", "ffn_up_exps" },
+	{ H, FE, FE }, { FE, H, H }, k_experts,
+};
+
+/* Qwen2MoeModel.set_gguf_parameters: after TextModel's, the expert and shared expert
+ * feed-forward lengths */
+static int qwen2moe_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	json_t *v;
+	int rc = 0;
+	if ((v = json_object_get(h->root, "moe_intermediate_size")) && !json_is_null(v))
+		rc = tfs_hf_add_u32(l, h, "expert_feed_forward_length", v, "moe_intermediate_size",
+				    err);
+	if (!rc && (v = json_object_get(h->root, "shared_expert_intermediate_size")) &&
+	    !json_is_null(v))
+		rc = tfs_hf_add_u32(l, h, "expert_shared_feed_forward_length", v,
+				    "shared_expert_intermediate_size", err);
+	return rc;
+}
+
+static const char *const mixtral_cls[] = { "MixtralForCausalLM", NULL };
+static const char *const qwen2moe_cls[] = { "Qwen2MoeForCausalLM", NULL };
+static const char *const qwen3moe_cls[] = { "Qwen3MoeForCausalLM", NULL };
+
+#define BASE TFS_HF_ARCH_BASE_PARAMS
+
+static const tfs_hf_arch rows[] = {
+	{ mixtral_cls, "llama", globals, N(globals), mixtral_blocks, N(mixtral_blocks),
+	  BASE | TFS_HF_ARCH_LLAMA_PARAMS, NULL, tfs_hf_llama3_freqs },
+	{ qwen2moe_cls, "qwen2moe", globals, N(globals), qwen2moe_blocks, N(qwen2moe_blocks),
+	  BASE, qwen2moe_keys, NULL },
+	{ qwen3moe_cls, "qwen3moe", globals, N(globals), qwen3moe_blocks, N(qwen3moe_blocks),
+	  BASE, qwen2moe_keys, NULL },
+};
+/* each row's experts */
+static const tfs_hf_moe *const row_moe[N(rows)] = { &mixtral_moe, &qwen_moe, &qwen_moe };
+
+const tfs_hf_moe *tfs_hf_moe_of(const tfs_hf_arch *row)
+{
+	for (size_t i = 0; i < N(rows); i++)
+		if (row == &rows[i])
+			return row_moe[i];
+	return NULL;
+}
+
+const tfs_hf_arch *tfs_hf_moe_arch_find(const char *cls)
+{
+	for (size_t i = 0; i < N(rows); i++)
+		for (const char *const *c = rows[i].classes; *c; c++)
+			if (strcmp(*c, cls) == 0)
+				return &rows[i];
+	return NULL;
+}
+
+size_t tfs_hf_moe_arch_list(char *out, size_t cap, size_t k)
+{
+	for (size_t i = 0; i < N(rows); i++)
+		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
+			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
+	return k;
+}
+
+/* ==== config class defaults (transformers 4.57) ==== */
+
+enum { DI = TFS_HF_DEF_INT, DR = TFS_HF_DEF_REAL, DN = TFS_HF_DEF_NULL, DB = TFS_HF_DEF_BOOL,
+       DHD = TFS_HF_DEF_HEAD_DIM, DKV = TFS_HF_DEF_KV_HEADS };
+
+/* MixtralConfig */
+static const tfs_hf_default mixtral_defaults[] = {
+	{ "vocab_size", DI, 32000 }, { "num_key_value_heads", DKV, 8 },
+	{ "max_position_embeddings", DI, 4096 * 32 }, { "rms_norm_eps", DR, 1e-5 },
+	{ "rope_theta", DR, 1e6 }, { "head_dim", DHD, 0 }, { "sliding_window", DN, 0 },
+	{ "num_experts_per_tok", DI, 2 }, { "num_local_experts", DI, 8 },
+	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
+};
+
+/* Qwen2MoeConfig */
+static const tfs_hf_default qwen2moe_defaults[] = {
+	{ "vocab_size", DI, 151936 }, { "num_key_value_heads", DKV, 16 },
+	{ "max_position_embeddings", DI, 32768 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 },
+	{ "moe_intermediate_size", DI, 1408 }, { "shared_expert_intermediate_size", DI, 5632 },
+	{ "num_experts_per_tok", DI, 4 }, { "num_experts", DI, 60 },
+	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
+};
+
+/* Qwen3MoeConfig (no head_dim attribute: hidden_size / num_attention_heads) */
+static const tfs_hf_default qwen3moe_defaults[] = {
+	{ "vocab_size", DI, 151936 }, { "num_key_value_heads", DKV, 4 },
+	{ "max_position_embeddings", DI, 32768 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 },
+	{ "moe_intermediate_size", DI, 768 }, { "num_experts_per_tok", DI, 8 },
+	{ "num_experts", DI, 128 }, { "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
+};
+
+static const tfs_hf_config_class config_classes[] = {
+	{ "mixtral", mixtral_defaults, NULL, 0 },
+	{ "qwen2_moe", qwen2moe_defaults, NULL, 0 },
+	{ "qwen3_moe", qwen3moe_defaults, NULL, 0 },
+};
+
+const tfs_hf_config_class *tfs_hf_moe_config_class_find(const char *model_type)
+{
+	for (size_t i = 0; model_type && i < N(config_classes); i++)
+		if (strcmp(config_classes[i].model_type, model_type) == 0)
+			return &config_classes[i];
+	return NULL;
+}
+
+/* ==== axes ==== */
+
+static int64_t int_of(const hparams *h, const char *const *keys)
+{
+	json_t *v = tfs_hf_find(h->root, keys, NULL);
+	return json_is_integer(v) && json_integer_value(v) > 0 ? json_integer_value(v) : -1;
+}
+
+int64_t tfs_hf_moe_dim(int d, const hparams *h)
+{
+	static const char *const k_ff_exp[] = { "moe_intermediate_size", "intermediate_size",
+						NULL };
+	static const char *const k_ff_sh[] = { "shared_expert_intermediate_size", NULL };
+	switch (d) {
+	case TFS_HF_D_EXPERTS: return int_of(h, k_experts);
+	case TFS_HF_D_FF_EXP: return int_of(h, k_ff_exp);
+	case TFS_HF_D_FF_SHEXP: return int_of(h, k_ff_sh);
+	case TFS_HF_D_ONE: return 1;
+	default: return 0;
+	}
+}
+
+/* ==== stacking ==== */
+
+/* A layer's experts: parts[proj][expert] (source tensor index + 1; 0: not seen yet). */
+typedef struct {
+	long *parts;
+	size_t have;
+} layer_experts;
+
+struct tfs_hf_moe_state {
+	int64_t n_exp;
+	layer_experts *layer;      /* one per layer */
+	size_t n_layer;
+};
+
+void tfs_hf_moe_state_free(struct tfs_hf_moe_state *s)
+{
+	if (!s)
+		return;
+	for (size_t b = 0; b < s->n_layer; b++)
+		free(s->layer[b].parts);
+	free(s->layer);
+	free(s);
+}
+
+/* "model.layers.B.<experts>.E.<proj>.weight": B, E and the projection's slot; false when
+ * name is not of that form (another tensor). */
+static bool parse_expert(const char *name, const tfs_hf_moe *moe, unsigned long *bid,
+			 unsigned long *xid, int *proj)
+{
+	static const char prefix[] = "model.layers.";
+	if (strncmp(name, prefix, sizeof prefix - 1))
+		return false;
+	const char *p = name + sizeof prefix - 1;
+	char *end;
+	if (*p < '0' || *p > '9')
+		return false;
+	errno = 0;
+	*bid = strtoul(p, &end, 10);
+	size_t el = strlen(moe->experts);
+	if (errno || *end != '.' || strncmp(end + 1, moe->experts, el) || end[1 + el] != '.')
+		return false;
+	p = end + 2 + el;
+	if (*p < '0' || *p > '9')
+		return false;
+	*xid = strtoul(p, &end, 10);
+	if (errno || *end != '.')
+		return false;
+	*proj = -1;
+	for (int k = 0; k < 3; k++) {
+		size_t pl = strlen(moe->proj[k]);
+		if (!strncmp(end + 1, moe->proj[k], pl) && !strcmp(end + 1 + pl, ".weight"))
+			*proj = k;
+	}
+	return true;
+}
+
+static int make_state(struct tfs_hf_moe_state **out, const tfs_hf_moe *moe, const hparams *h,
+		      const char *where, const char *name, tfs_error *err)
+{
+	struct tfs_hf_moe_state *s = calloc(1, sizeof *s);
+	if (!s)
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	s->n_exp = int_of(h, moe->n_keys);
+	s->n_layer = (size_t)h->n_layer;
+	if (s->n_exp <= 0 || s->n_exp > 65536) {
+		free(s);
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is an expert's, but %s "
+				     "has no \"%s\" (the experts' count)", where, name, h->where,
+				     moe->n_keys[0]);
+	}
+	if (!(s->layer = calloc(s->n_layer ? s->n_layer : 1, sizeof *s->layer))) {
+		free(s);
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	}
+	*out = s;
+	return 0;
+}
+
+/* The shape an expert's tensor must have (numpy order), from the row's axes. */
+static int check_expert(const tfs_tensor *t, const tfs_tensor *first, const tfs_hf_moe *moe,
+			int proj, const hparams *h, const char *where, tfs_error *err)
+{
+	if (t->dtype != TFS_DT_F32 && t->dtype != TFS_DT_F16 && t->dtype != TFS_DT_BF16) {
+		const tfs_dtype_info *di = tfs_dtype(t->dtype);
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: tensor '%s' is %s; the GGUF view "
+				     "converts F32, F16 and BF16 weights only", where, t->name,
+				     di ? di->name : "of an unknown type");
+	}
+	int64_t nr = tfs_hf_moe_dim(moe->rows[proj], h), cols = tfs_hf_moe_dim(moe->cols[proj], h);
+	if (moe->rows[proj] == TFS_HF_D_HIDDEN)
+		nr = h->hidden;
+	if (moe->cols[proj] == TFS_HF_D_HIDDEN)
+		cols = h->hidden;
+	if (t->n_dims != 2 || (nr > 0 && t->ne[1] != nr) || (cols > 0 && t->ne[0] != cols))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: expert tensor '%s' has shape [%lld, "
+				     "%lld] (%u dims), but %s says [%lld, %lld]", where, t->name,
+				     (long long)(t->n_dims > 1 ? t->ne[1] : 0), (long long)t->ne[0],
+				     t->n_dims, h->where, (long long)nr, (long long)cols);
+	if (first && (first->dtype != t->dtype || first->ne[0] != t->ne[0] ||
+		      first->ne[1] != t->ne[1]))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: expert tensor '%s' differs in dtype "
+				     "or shape from '%s': they cannot be stacked", where, t->name,
+				     first->name);
+	return 0;
+}
+
+int tfs_hf_moe_take(struct tfs_hf_moe_state **state, const tfs_hf_moe *moe, const hparams *h,
+		    const tfs_model *st, size_t idx, const char *where, tfs_hf_stack *out,
+		    size_t *n, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(st, idx);
+	unsigned long bid, xid;
+	int proj, rc;
+	*n = 0;
+	if (!parse_expert(t->name, moe, &bid, &xid, &proj))
+		return TFS_PASSTHROUGH;
+	if (!*state && (rc = make_state(state, moe, h, where, t->name, err)))
+		return rc;
+	struct tfs_hf_moe_state *s = *state;
+	if (bid >= s->n_layer || (int64_t)xid >= s->n_exp || proj < 0)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is no expert tensor the "
+				     "converter stacks (%s says %lld layers, %lld experts; "
+				     "projections %s, %s, %s)", where, t->name, h->where,
+				     (long long)s->n_layer, (long long)s->n_exp, moe->proj[0],
+				     moe->proj[1], moe->proj[2]);
+	layer_experts *L = &s->layer[bid];
+	size_t per = (size_t)s->n_exp;
+	if (!L->parts && !(L->parts = calloc(3 * per, sizeof *L->parts)))
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	long *slot = &L->parts[(size_t)proj * per + xid];
+	if (*slot)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is a second copy of "
+				     "that expert's", where, t->name);
+	const tfs_tensor *first = NULL;
+	for (size_t k = 0; k < per && !first; k++)
+		if (L->parts[(size_t)proj * per + k])
+			first = tfs_model_tensor(st, (size_t)L->parts[(size_t)proj * per + k] - 1);
+	if ((rc = check_expert(t, first, moe, proj, h, where, err)))
+		return rc;
+	*slot = (long)idx + 1;
+	if (++L->have < 3 * per)
+		return 0;
+	/* the layer is complete: its stacked tensors, in the class's order */
+	for (int k = 0; k < 3; k++) {
+		tfs_hf_stack *o = &out[k];
+		memset(o, 0, sizeof *o);
+		if (!(o->parts = malloc(per * sizeof *o->parts))) {
+			for (int j = 0; j < k; j++)
+				free(out[j].parts);
+			return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+		}
+		for (size_t x = 0; x < per; x++)
+			o->parts[x] = L->parts[(size_t)k * per + x] - 1;
+		o->n_parts = (uint32_t)per;
+		const tfs_tensor *e = tfs_model_tensor(st, (size_t)o->parts[0]);
+		snprintf(o->name, sizeof o->name, "blk.%lu.%s.weight", bid, moe->gguf[k]);
+		o->shape = *e;
+		o->shape.name = o->name;
+		o->shape.n_dims = 3;
+		o->shape.ne[2] = s->n_exp;
+	}
+	*n = 3;
+	free(L->parts);
+	L->parts = NULL;
+	L->have = 0;
+	return 0;
+}
+
+int tfs_hf_moe_finish(struct tfs_hf_moe_state **state, const tfs_model *st, tfs_error *err)
+{
+	struct tfs_hf_moe_state *s = *state;
+	int rc = 0;
+	for (size_t b = 0; s && !rc && b < s->n_layer; b++) {
+		const layer_experts *L = &s->layer[b];
+		for (size_t k = 0; L->parts && k < 3 * (size_t)s->n_exp; k++)
+			if (L->parts[k]) {
+				rc = tfs_error_set(err, TFS_E_FORMAT, "%s: layer %zu has %zu of its "
+						   "%lld expert tensors (%s is one): the converter "
+						   "stops on \"Unprocessed experts\"",
+						   tfs_model_path(st), b, L->have,
+						   (long long)(3 * s->n_exp),
+						   tfs_model_tensor(st, (size_t)L->parts[k] - 1)->name);
+				break;
+			}
+	}
+	tfs_hf_moe_state_free(s);
+	*state = NULL;
+	return rc;
+}

@@ -1,0 +1,123 @@
+#!/bin/sh
+# bench/moe.sh - a mixture-of-experts Hugging Face repo's model.gguf against its own tensors,
+# through the same mount (issue 30).
+#
+#   scripts/bench/moe.sh [DIR] [GIB]
+#
+# Makes (once; reused from DIR/bench-mixtral-bf16) a Mixtral-shaped BF16 repo of about GIB GiB
+# (default 1: hidden 1024, 8 experts of ff 2816 per layer, 4 shards, each expert's projections
+# separate tensors; tests/hf/make_moe.py --bench), then, with the repo hot in the page cache,
+# in ONE mount, alternating RUNS (default 3) times:
+#  (a) cat model.gguf > /dev/null   (outtype auto = bf16: every stacked expert tensor served
+#      from its experts' bytes in the shards, spliced piece by piece);
+#  (b) cat tensors/* > /dev/null    (the repo's own tensors, the same bytes as they lie);
+# and prints the best of each, the ratio (a's throughput over b's; goal >= 0.8), and the
+# daemon's peak RSS (VmHWM) after all of it.  With CONVERT=1, also cmp of model.gguf with
+# convert_hf_to_gguf.py's file (tests/hf/reference.py; slow, needs ~2x the repo in RAM).
+# Needs root (FUSE).  Environment: TENSORFS, RUNS, CONVERT.
+set -eu
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+. scripts/bench/lib.sh
+bench_setup bench-moe "${1:-}"
+export TENSORFS DIR ROOT GIB="${2:-1}"
+exec /usr/bin/python3 - <<'EOF'
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT, DIR, TENSORFS = os.environ["ROOT"], os.environ["DIR"], os.environ["TENSORFS"]
+RUNS = int(os.environ.get("RUNS", "3"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "hf"))
+import make_moe  # noqa: E402
+
+
+def say(*a):
+    print(*a, flush=True)
+
+
+def warm(path):
+    for f in sorted(os.listdir(path)):
+        with open(os.path.join(path, f), "rb") as fh:
+            while fh.read(8 << 20):
+                pass
+
+
+def daemon_pid(mp):
+    """The daemon serving mp (its command line names it)."""
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                argv = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if os.fsencode(mp) in argv and any(a.endswith(b"tensorfs") for a in argv[:1]):
+                return int(p)
+    sys.exit("bench-moe: no daemon for " + mp)
+
+
+def status(pid, key):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def cat(paths):
+    t = time.perf_counter()
+    subprocess.run(["sh", "-c", 'cat "$@" > /dev/null', "cat"] + paths, check=True)
+    return time.perf_counter() - t
+
+
+def main():
+    repo = os.path.join(DIR, "bench-mixtral-bf16")
+    if not os.path.exists(os.path.join(repo, "config.json")):
+        say("making a %s GiB Mixtral-shaped BF16 repo in %s" % (os.environ["GIB"], repo))
+        make_moe.make_bench(DIR, float(os.environ["GIB"]))
+    size = sum(os.path.getsize(os.path.join(repo, f)) for f in os.listdir(repo))
+    say("repo: %s, %.2f GiB" % (repo, size / (1 << 30)))
+    warm(repo)
+    mp = tempfile.mkdtemp(prefix="tfs-bench-moe-")
+    subprocess.run([TENSORFS, "mount", repo, mp], check=True)
+    try:
+        pid = daemon_pid(mp)
+        gguf = os.path.join(mp, "model.gguf")
+        tdir = os.path.join(mp, "tensors")
+        tensors = [os.path.join(tdir, n) for n in sorted(os.listdir(tdir))]
+        gsize = os.path.getsize(gguf)
+        tsize = sum(os.path.getsize(p) for p in tensors)
+        g, t = [], []
+        for _ in range(RUNS):
+            g.append(cat([gguf]))
+            t.append(cat(tensors))
+        gr, tr = gsize / min(g) / (1 << 30), tsize / min(t) / (1 << 30)
+        say("cat model.gguf:  %.2f GiB in %.3f s: %.2f GiB/s" % (gsize / (1 << 30), min(g), gr))
+        say("cat tensors/*:   %.2f GiB in %.3f s: %.2f GiB/s  (%d files)"
+            % (tsize / (1 << 30), min(t), tr, len(tensors)))
+        say("ratio model.gguf / tensors: %.2fx (goal >= 0.8x)" % (gr / tr))
+        say("daemon RSS: peak %.1f MiB, now %.1f MiB"
+            % (status(pid, "VmHWM") / 1024, status(pid, "VmRSS") / 1024))
+        if os.environ.get("CONVERT") == "1":
+            import reference
+            why = reference.missing_reason()
+            if why:
+                say("converter: SKIP (%s)" % why)
+            else:
+                out = os.path.join(DIR, "converted.gguf")
+                e = reference.convert(repo, out, "--outtype", "auto")
+                if e:
+                    say("converter: " + e)
+                else:
+                    same = subprocess.run(["cmp", out, gguf]).returncode == 0
+                    say("model.gguf %s the converter's file" % ("equals" if same else
+                                                                "DIFFERS from"))
+    finally:
+        subprocess.run([TENSORFS, "unmount", mp], check=True)
+        os.rmdir(mp)
+
+
+main()
+EOF

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The GGUF view of mixture-of-experts models against llama.cpp's converter: each variant of
+make_moe.py at each outtype, converted by the reference converter (reference.py) and written
+by hf_dump, must be the same bytes.  compare.py's reading of GGUF and its runs of the
+converter are used as they are; its table format too (--status).
+
+  compare_moe.py --hf-dump PATH [--work DIR] [--tap] [--outtypes auto,f32,...] [--status F]
+                 [--omit-defaults] [VARIANT...]
+
+--omit-defaults adds VARIANT+omit: config.json without the keys transformers' config class
+would fill in (compare.py's), so that the view's mirror of those defaults is compared too.
+"""
+import argparse
+import concurrent.futures
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import compare  # noqa: E402
+import make_moe  # noqa: E402
+import reference  # noqa: E402
+
+OUTTYPES = ("auto", "f32", "f16", "bf16", "q8_0")
+# what +omit keeps besides compare.py's shaping keys: the keys that size the experts (left
+# out, the class's default would disagree with the weights, and the converter would stop)
+compare.SHAPING |= {"num_local_experts", "num_experts", "moe_intermediate_size",
+                    "shared_expert_intermediate_size"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hf-dump", required=True)
+    ap.add_argument("--work", default="/tmp/tfs-hf-moe")
+    ap.add_argument("--tap", action="store_true")
+    ap.add_argument("--outtypes", default=",".join(OUTTYPES))
+    ap.add_argument("--status", help="also write the table to this file")
+    ap.add_argument("--omit-defaults", action="store_true",
+                    help="also VARIANT+omit: config.json without the class-defaulted keys")
+    ap.add_argument("variants", nargs="*")
+    a = ap.parse_args()
+    why = reference.missing_reason()
+    if why:
+        print("1..0 # SKIP %s" % why if a.tap else "SKIP: %s" % why)
+        return 0 if a.tap else 77
+    variants = a.variants or list(make_moe.VARIANTS)
+    if a.omit_defaults:
+        variants = [x for v in variants for x in (v, v + compare.OMIT)]
+    outtypes = a.outtypes.split(",")
+    models, refdir, outdir = (os.path.join(a.work, x) for x in ("models", "ref", "out"))
+    for d in (models, refdir, outdir):
+        os.makedirs(d, exist_ok=True)
+    stamp = compare.reference_stamp()
+    stamp_file = os.path.join(refdir, "STAMP")
+    if not os.path.exists(stamp_file) or open(stamp_file).read() != stamp:
+        for f in os.listdir(refdir):
+            os.unlink(os.path.join(refdir, f))
+        with open(stamp_file, "w") as f:
+            f.write(stamp)
+    for v in variants:
+        base = v[:-len(compare.OMIT)] if v.endswith(compare.OMIT) else v
+        if not os.path.isdir(os.path.join(models, base)):
+            make_moe.make(models, base)
+        if v != base:
+            compare.make_omit_variant(models, base)
+    pairs = [(v, t) for v in variants for t in outtypes]
+    refs = {}
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
+        for v, t in pairs:
+            refs[v, t] = pool.submit(compare.run_converter, os.path.join(models, v), t,
+                                     os.path.join(refdir, "%s.%s.gguf" % (v, t)))
+    if a.tap:
+        print("1..%d" % len(pairs))
+    results = {}
+    for n, (v, t) in enumerate(pairs, 1):
+        model = os.path.join(models, v)
+        ref = os.path.join(refdir, "%s.%s.gguf" % (v, t))
+        ours = os.path.join(outdir, "%s.%s.gguf" % (v, t))
+        err = refs[v, t].result()
+        if err is None:
+            r = subprocess.run([a.hf_dump, "--outtype", t, model, ours], capture_output=True,
+                               text=True)
+            if r.returncode:
+                err = "hf_dump failed: " + r.stderr.strip()
+        if err is None:
+            rb, ob = open(ref, "rb").read(), open(ours, "rb").read()
+            err = None if rb == ob else compare.first_difference(rb, ob)
+        results[v, t] = err
+        if a.tap and err is not None and err.startswith("SKIP "):
+            print("ok %d - %s %s # SKIP %s" % (n, v, t, err[5:]))
+        elif a.tap:
+            print("%s %d - %s %s%s" % ("ok" if err is None else "not ok", n, v, t,
+                                       "" if err is None else " # " + err))
+        sys.stdout.flush()
+    width = max(len(v) for v in variants)
+    lines = ["%-*s  %s" % (width, "", "  ".join("%-6s" % t for t in outtypes))]
+    for v in variants:
+        lines.append("%-*s  %s" % (width, v, "  ".join(
+            "%-6s" % ("equal" if results[v, t] is None else "skip"
+                      if results[v, t].startswith("SKIP ") else "DIFF") for t in outtypes)))
+    table = "\n".join(lines)
+    print(("# " + table.replace("\n", "\n# ")) if a.tap else table)
+    if not a.tap:
+        for (v, t), e in sorted(results.items()):
+            if e is not None:
+                print("%s %s: %s" % (v, t, e))
+    if a.status:
+        with open(a.status, "w") as f:
+            f.write(table + "\n")
+    bad = sum(e is not None and not e.startswith("SKIP ") for e in results.values())
+    return 0 if a.tap or not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

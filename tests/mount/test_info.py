@@ -585,7 +585,7 @@ class Man(TestCase):
         table = docs[docs.index("## Options"):]
         table = table[:table.index("\n\n", table.index("|---"))]
         in_docs = {n.split("=")[0] for cell in re.findall(r"^\| `([^|]+)\|", table, re.M)
-                   for n in re.findall(r"`?([a-z_]+=?)", cell)}
+                   for n in re.findall(r"`?([a-z0-9_]+=?)", cell)}
         for cmd, man in (("mount", man8), ("convert", man1), ("repack", man1)):
             names = options_of(cmd)
             self.assertGreaterEqual(len(names), 8 if cmd == "mount" else 5, names)

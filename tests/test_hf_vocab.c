@@ -518,3 +518,108 @@ Test(hf_vocab, big_integers_in_config)
 	cr_assert_eq(key(&out, "tokenizer.ggml.add_eos_token")->data[0], 1);
 	tfs_hf_kvs_free(&out);
 }
+
+/* ==== tokenizer.json read compactly (hf_tokjson.c) ==== */
+
+static int tok_parse(tfs_hf_tok *t, const char *text, tfs_error *err)
+{
+	return tfs_hf_tok_parse(t, text, strlen(text), "tokenizer.json", err);
+}
+
+static void assert_id(const tfs_hf_tok *t, const char *s, size_t n, uint32_t want)
+{
+	uint32_t id = 0;
+	cr_assert(tfs_hf_tok_id(t, s, n, &id), "no id for '%.*s'", (int)n, s);
+	cr_assert_eq(id, want, "'%.*s': %u, want %u", (int)n, s, id, want);
+}
+
+/* The vocabulary packed: escapes (a surrogate pair, \u0000, \/), a key given twice (its first
+ * place, its last id, as Python's dict), the rest of the file as JSON with Python's big
+ * integers; merges in both forms. */
+Test(hf_tokjson, vocab_merges_and_the_rest)
+{
+	tfs_hf_tok t;
+	tfs_error err = { 0 };
+	const char *j = "{\"added_tokens\": [{\"id\": 9, \"content\": \"<x>\"}], \"model\": {"
+		"\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"\\ud83e\\udd99\": 1, \"n\\u0000l\": 2, "
+		"\"a\": 3, \"\\/\\\"\": 4}, \"merges\": [[\"a b\", \"c\"], [\"\\u0120\", \"x\"]], "
+		"\"big\": 100000000000000000000}, \"model_max_length\": 1e30}";
+	cr_assert_eq(tok_parse(&t, j, &err), 0, "%s", err.msg);
+	cr_assert(t.has_vocab && t.has_merges && t.merge_pairs);
+	cr_assert_eq(t.n, 4);   /* "a" once */
+	assert_id(&t, "a", 1, 3);
+	assert_id(&t, "\xf0\x9f\xa6\x99", 4, 1);
+	assert_id(&t, "n\0l", 3, 2);
+	assert_id(&t, "/\"", 2, 4);
+	cr_assert_eq(t.off[1] - t.off[0], 1);   /* entry 0 is still "a" */
+	cr_assert_eq(t.n_merges, 2);
+	cr_assert_eq(t.moff[1] - t.moff[0], 3);   /* "a b": a part with a space */
+	cr_assert_eq(memcmp(t.mtext + t.moff[2], "\xc4\xa0", 2), 0);
+	const json_t *model = json_object_get(t.root, "model");
+	cr_assert(!json_object_get(model, "vocab") && !json_object_get(model, "merges"));
+	cr_assert(json_is_real(json_object_get(model, "big")));
+	cr_assert_eq(json_array_size(json_object_get(t.root, "added_tokens")), 1);
+	tfs_hf_tok_clear(&t);
+
+	cr_assert_eq(tok_parse(&t, "{\"model\": {\"merges\": [\"a b\", \"a  b\"], \"vocab\": {}}}",
+			       &err), 0, "%s", err.msg);
+	cr_assert(!t.merge_pairs && t.n_merges == 2 && t.n == 0);
+	cr_assert(t.mbad && !t.mbad[0] && t.mbad[1]);   /* two spaces: not "a b" */
+	tfs_hf_tok_clear(&t);
+}
+
+/* Broken files: each a clear error naming the file and the byte, never a crash. */
+Test(hf_tokjson, broken)
+{
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		{ "[]", "tokenizer.json: not a JSON object" },
+		{ "{\"model\": {\"vocab\": {\"a\": -1}}}", "vocab 'a' has no id" },
+		{ "{\"model\": {\"vocab\": {\"a\": 2147483648}}}", "vocab 'a' has no id" },
+		{ "{\"model\": {\"vocab\": {\"a\": 1.5}}}", "vocab 'a' has no id" },
+		{ "{\"model\": {\"vocab\": {\"\\ud800\": 1}}}", "a lone UTF-16 surrogate" },
+		{ "{\"model\": {\"vocab\": {\"\\udc00x\": 1}}}", "a lone UTF-16 surrogate" },
+		{ "{\"model\": {\"vocab\": {\"\xc3\x28\": 1}}}", "not UTF-8" },
+		{ "{\"model\": {\"vocab\": {\"a\": 1", "not JSON at byte" },
+		{ "{\"model\": {\"vocab\": {\"a\x01\": 1}}}", "a control character" },
+		{ "{\"model\": {\"vocab\": {\"\\q\": 1}}}", "an invalid escape" },
+		{ "{\"model\": {\"merges\": [\"a b\", [\"a\", \"b\"]]}}", "merge 1 is neither" },
+		{ "{\"model\": {\"merges\": [[\"a\"]]}}", "merge 0 is not a list of two strings" },
+		{ "{\"model\": {\"merges\": [1]}}", "merge 0 is neither" },
+		{ "{\"added_tokens\": [1, }", "not JSON at byte 22" },
+		{ "{\"a\": 1} x", "more after the object" },
+		{ "{\"a\": 1,}", "a string expected" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		tfs_hf_tok t;
+		tfs_error err = { 0 };
+		cr_assert_eq(tok_parse(&t, cases[i].text, &err), TFS_E_FORMAT, "case %zu", i);
+		cr_assert(strstr(err.msg, cases[i].want), "case %zu: '%s' not in: %s", i,
+			  cases[i].want, err.msg);
+		cr_assert(!t.root && !t.text && !t.moff, "case %zu: not cleared", i);
+	}
+}
+
+/* The set_vocab rows that read only some files say which one they need. */
+Test(hf_vocab, class_needs)
+{
+	mem_repo r = { .n = 0 };
+	char *tj = bpe_json(LLAMA3_PRE, "[\"a b\"]", "BPE");
+	repo_add_str(&r, "tokenizer.json", tj);
+	repo_add_str(&r, "tokenizer_config.json", "{\"bos_token\": \"a\"}");
+	tfs_hf_kvs out = { 0 };
+	tfs_error err = { 0 };
+	cr_assert_eq(run(&r, "Gemma2ForCausalLM", "{}", &out, &err), TFS_E_NOTFOUND);
+	cr_assert(strstr(err.msg, "no tokenizer.model (Gemma 2"), "%s", err.msg);
+	tfs_hf_kvs_free(&out);
+	cr_assert_eq(run(&r, "Phi3ForCausalLM", "{}", &out, &err), TFS_E_FORMAT);
+	cr_assert(strstr(err.msg, "repo/tokenizer_config.json: no tokenizer_class"), "%s", err.msg);
+	tfs_hf_kvs_free(&out);
+	/* Gemma 3 without tokenizer.model: the tokenizer.json vocabulary, no add_space_prefix */
+	cr_assert_eq(run(&r, "Gemma3ForCausalLM", "{}", &out, &err), 0, "%s", err.msg);
+	assert_str(key(&out, "tokenizer.ggml.model"), "gpt2");
+	cr_assert_lt(tfs_hf_kvs_find(&out, "tokenizer.ggml.add_space_prefix"), 0);
+	tfs_hf_kvs_free(&out);
+	free(tj);
+}

@@ -32,97 +32,10 @@ struct hf_pre_config {
 	const char *text;        /* the check text normalized; NULL: unchanged */
 	const uint16_t *lens;    /* byte length of each piece */
 	size_t n;
+	bool byte_level;         /* pieces in GPT-2's byte characters (else raw UTF-8) */
 };
 
 #include "hf_pre_table.h"
-
-/* convert_hf_to_gguf.py get_vocab_base_pre (llama.cpp c392e50), in its order. */
-static const struct {
-	const char *hash, *name;
-} known_pre[] = {
-	/* meta-llama/Meta-Llama-3-8B */
-	{ "0ef9807a4087ebef797fc749390439009c3b9eda9ad1a097abbe738f486c01e5", "llama-bpe" },
-	/* deepseek-ai/deepseek-llm-7b-base */
-	{ "049ecf7629871e3041641907f3de7c733e4dbfdc736f57d882ba0b0845599754", "deepseek-llm" },
-	/* deepseek-ai/deepseek-coder-6.7b-base */
-	{ "347715f544604f9118bb75ed199f68779f423cabb20db6de6f31b908d04d7821", "deepseek-coder" },
-	/* tiiuae/falcon-7b */
-	{ "8aeee3860c56296a157a1fe2fad249ec40aa59b1bb5709f4ade11c4e6fe652ed", "falcon" },
-	/* tiiuae/Falcon3-7B-Base */
-	{ "9d032fcbd5501f4a38150912590928bfb36091efb5df11b8e2124b0390e3fb1e", "falcon3" },
-	/* BAAI/bge-small-en-v1.5 */
-	{ "0876d13b50744004aa9aeae05e7b0647eac9d801b5ba4668afc01e709c15e19f", "bert-bge" },
-	/* BAAI/bge-large-zh-v1.5 */
-	{ "8e62295832751ca1e8f92f2226f403dea30dc5165e448b5bfa05af5340c64ec7", "bert-bge-large" },
-	/* mosaicml/mpt-7b */
-	{ "b6dc8df998e1cfbdc4eac8243701a65afe638679230920b50d6f17d81c098166", "mpt" },
-	/* bigcode/starcoder2-3b */
-	{ "35d91631860c815f952d711435f48d356ebac988362536bed955d43bfa436e34", "starcoder" },
-	/* openai-community/gpt2 */
-	{ "3ce83efda5659b07b1ad37ca97ca5797ea4285d9b9ab0dc679e4a720c9da7454", "gpt-2" },
-	/* stabilityai/stablelm-2-zephyr-1_6b */
-	{ "32d85c31273f8019248f2559fed492d929ea28b17e51d81d3bb36fff23ca72b3", "stablelm2" },
-	/* smallcloudai/Refact-1_6-base */
-	{ "6221ad2852e85ce96f791f476e0b390cf9b474c9e3d1362f53a24a06dc8220ff", "refact" },
-	/* CohereForAI/c4ai-command-r-v01 */
-	{ "9c2227e4dd922002fb81bde4fc02b0483ca4f12911410dee2255e4987644e3f8", "command-r" },
-	/* Qwen/Qwen1.5-7B */
-	{ "e636dc30a262dcc0d8c323492e32ae2b70728f4df7dfe9737d9f920a282b8aea", "qwen2" },
-	/* allenai/OLMo-1.7-7B-hf (the same hash as mpt: the later `if` wins) */
-	{ "b6dc8df998e1cfbdc4eac8243701a65afe638679230920b50d6f17d81c098166", "olmo" },
-	/* databricks/dbrx-base */
-	{ "a8594e3edff7c29c003940395316294b2c623e09894deebbc65f33f1515df79e", "dbrx" },
-	/* jinaai/jina-reranker-v1-tiny-en */
-	{ "c7699093ba4255a91e702aa38a596aa81669f3525dae06c2953267dde580f448", "jina-v1-en" },
-	/* jinaai/jina-embeddings-v2-base-en (the same hash as bert-bge) */
-	{ "0876d13b50744004aa9aeae05e7b0647eac9d801b5ba4668afc01e709c15e19f", "jina-v2-en" },
-	/* jinaai/jina-embeddings-v2-base-es */
-	{ "171aeeedd6fb548d418a7461d053f11b6f1f1fc9b387bd66640d28a4b9f5c643", "jina-v2-es" },
-	/* jinaai/jina-embeddings-v2-base-de */
-	{ "27949a2493fc4a9f53f5b9b029c82689cfbe5d3a1929bb25e043089e28466de6", "jina-v2-de" },
-	/* abacusai/Smaug-Llama-3-70B-Instruct */
-	{ "c136ed14d01c2745d4f60a9596ae66800e2b61fa45643e72436041855ad4089d", "smaug-bpe" },
-	/* LumiOpen/Poro-34B-chat */
-	{ "c7ea5862a53e4272c035c8238367063e2b270d51faa48c0f09e9d5b54746c360", "poro-chat" },
-	/* jinaai/jina-embeddings-v2-base-code */
-	{ "7967bfa498ade6b757b064f31e964dddbb80f8f9a4d68d4ba7998fcf281c531a", "jina-v2-code" },
-	/* THUDM/glm-4-9b-chat */
-	{ "b6e8e1518dc4305be2fe39c313ed643381c4da5db34a98f6a04c093f8afbe99b", "chatglm-bpe" },
-	/* THUDM/glm-4-9b-chat */
-	{ "81d72c7348a9f0ebe86f23298d37debe0a5e71149e29bd283904c02262b27516", "chatglm-bpe" },
-	/* LumiOpen/Viking-7B */
-	{ "7fc505bd3104ca1083b150b17d088b59534ede9bde81f0dd2090967d7fe52cee", "viking" },
-	/* core42/jais-13b */
-	{ "b53802fb28e26d645c3a310b34bfe07da813026ec7c7716883404d5e0f8b1901", "jais" },
-	/* WisdomShell/CodeShell-7B */
-	{ "7b3e7548e4308f52a76e8229e4e6cc831195d0d1df43aed21ac6c93da05fec5f", "codeshell" },
-	/* mistralai/Mistral-Nemo-Base-2407 */
-	{ "63b97e4253352e6f357cc59ea5b583e3a680eaeaf2632188c2b952de2588485e", "tekken" },
-	/* HuggingFaceTB/SmolLM-135M */
-	{ "855059429035d75a914d1eda9f10a876752e281a054a7a3d421ef0533e5b6249", "smollm" },
-	/* bigscience/bloom */
-	{ "3c30d3ad1d6b64202cd222813e7736c2db6e1bd6d67197090fc1211fbc612ae7", "bloom" },
-	/* TurkuNLP/gpt3-finnish-small */
-	{ "bc01ce58980e1db43859146dc51b1758b3b88729b217a74792e9f8d43e479d21", "gpt3-finnish" },
-	/* LGAI-EXAONE/EXAONE-3.0-7.8B-Instruct */
-	{ "4e2b24cc4770243d65a2c9ec19770a72f08cffc161adbb73fcbb6b7dd45a0aae", "exaone" },
-	/* microsoft/phi-2 */
-	{ "fcace8b9cac38ce847670c970cd5892031a753a1ef381abd1d9af00f713da085", "phi-2" },
-	/* facebook/chameleon-7b */
-	{ "60824e3c0d9401f89943cbb2fff727f0e2d4c545ba4df2d6e4f09a6db0f5b450", "chameleon" },
-	/* sapienzanlp/Minerva-7B-base-v1.0 */
-	{ "1431a23e583c97432bc230bff598d103ddb5a1f89960c8f1d1051aaa944d0b35", "minerva-7b" },
-	/* sentence-transformers/stsb-roberta-base */
-	{ "8b5a93ed704057481f240da0be7e7dca721d7f8f4755263b6807227a2cbeae65", "roberta-bpe" },
-	/* ai-sage/GigaChat-20B-A3B-instruct */
-	{ "ad851be1dba641f2e3711822f816db2c265f788b37c63b4e1aeacb9ee92de8eb", "gigachat" },
-	/* Infinigence/Megrez-3B-Instruct */
-	{ "d4c8f286ea6b520b3d495c4455483cfa2302c0cfcd4be05d781b6a8a0a7cdaf1", "megrez" },
-	/* deepseek-ai/DeepSeek-V3 */
-	{ "877081d19cf6996e2c4ff0e1236341e9b7bde288f5311a56a937f0afbbb3aeb5", "deepseek-v3" },
-	/* deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B */
-	{ "b3f499bb4255f8ca19fccd664443283318f2fd2414d5e0b040fbdd0cc195d6c5", "deepseek-r1-qwen" },
-};
 
 /* ==== growable id list ==== */
 
@@ -236,6 +149,11 @@ typedef struct {
 	merge_slot *slots;
 	size_t mask;
 	bool ignore_merges;
+	bool raw;              /* symbols are UTF-8 characters (else byte characters) */
+	bool byte_fallback;    /* an unknown character as its bytes' <0xXX> tokens */
+	bool fuse_unk;         /* consecutive unknown characters as one unk */
+	bool have_unk;
+	uint32_t unk;          /* model.unk_token's id */
 	const char *file;
 } bpe_t;
 
@@ -257,7 +175,13 @@ static int bpe_init(bpe_t *b, const tfs_hf_tok *tok, const char *file, tfs_error
 {
 	const json_t *model = json_object_get(tok->root, "model");
 	*b = (bpe_t){ .tok = tok, .file = file,
-		      .ignore_merges = json_is_true(json_object_get(model, "ignore_merges")) };
+		      .ignore_merges = json_is_true(json_object_get(model, "ignore_merges")),
+		      .byte_fallback = json_is_true(json_object_get(model, "byte_fallback")),
+		      .fuse_unk = json_is_true(json_object_get(model, "fuse_unk")) };
+	const json_t *unk = json_object_get(model, "unk_token");
+	if (json_is_string(unk))
+		b->have_unk = tfs_hf_tok_id(tok, json_string_value(unk), json_string_length(unk),
+					    &b->unk);
 	if (!tok->has_vocab)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: model.vocab is not an object", file);
 	if (json_object_get(model, "merges"))
@@ -318,6 +242,58 @@ typedef struct {
 } sym_t;
 
 /* Tokenizes one piece (its byte characters w, n bytes) and appends the ids. */
+/* The length of the character at w (n bytes left): a byte character (1 or 2 bytes), or
+ * with raw a UTF-8 one (the check text is valid UTF-8). */
+static size_t char_len(const bpe_t *b, const char *w, size_t n)
+{
+	unsigned c = (uint8_t)w[0];
+	size_t l = !b->raw ? ((c & 0xe0) == 0xc0 ? 2 : 1) :
+		   c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : 4;
+	return l < n ? l : n;
+}
+
+/* The symbols of a word before merging: each character's token; without one, its bytes'
+ * <0xXX> tokens (byte_fallback) or unk (consecutive ones fused when fuse_unk).  *unknown:
+ * a character tokenizers could not encode (no unk). */
+static void initial_symbols(const bpe_t *b, const char *w, size_t n, sym_t *s, size_t *ns,
+			    bool *unknown)
+{
+	bool last_unk = false;
+	*ns = 0;
+	for (size_t i = 0, cl; i < n; i += cl) {
+		size_t k = *ns;
+		uint32_t id;
+		cl = char_len(b, w + i, n - i);
+		if (vocab_id(b, w + i, cl, &id)) {
+			s[(*ns)++] = (sym_t){ id, (uint32_t)i, (uint32_t)cl };
+			last_unk = false;
+			continue;
+		}
+		for (size_t j = 0; b->byte_fallback && j < cl; j++) {
+			char hx[8];
+			snprintf(hx, sizeof hx, "<0x%02X>", (uint8_t)w[i + j]);
+			if (!vocab_id(b, hx, 6, &id))
+				break;
+			s[(*ns)++] = (sym_t){ id, (uint32_t)(i + j), 1 };
+		}
+		if (*ns == k + cl && b->byte_fallback) {
+			last_unk = false;
+			continue;
+		}
+		*ns = k;
+		if (!b->have_unk) {
+			*unknown = true;
+			return;
+		}
+		if (last_unk && b->fuse_unk)
+			s[*ns - 1].len += (uint32_t)cl;
+		else
+			s[(*ns)++] = (sym_t){ b->unk, (uint32_t)i, (uint32_t)cl };
+		last_unk = true;
+	}
+}
+
+/* Tokenizes one piece (its characters w, n bytes) and appends the ids. */
 static int bpe_word(const bpe_t *b, const char *w, size_t n, ids_t *out, bool *unknown)
 {
 	uint32_t id;
@@ -327,15 +303,10 @@ static int bpe_word(const bpe_t *b, const char *w, size_t n, ids_t *out, bool *u
 	if (!s)
 		return TFS_E_NOMEM;
 	size_t ns = 0;
-	for (size_t i = 0; i < n;) {
-		size_t cl = ((uint8_t)w[i] & 0xe0) == 0xc0 ? 2 : 1;
-		if (!vocab_id(b, w + i, cl, &id)) {
-			*unknown = true;   /* a byte with no token: tokenizers would need unk */
-			free(s);
-			return 0;
-		}
-		s[ns++] = (sym_t){ id, (uint32_t)i, (uint32_t)cl };
-		i += cl;
+	initial_symbols(b, w, n, s, &ns, unknown);
+	if (*unknown) {
+		free(s);
+		return 0;
 	}
 	for (;;) {
 		size_t best = ns;
@@ -505,19 +476,150 @@ static int add_specials(const bpe_t *b, const tfs_hf_tok *tok, const json_t *cfg
 
 /* ==== the check text's hash ==== */
 
-/* 0 and hex set, 1 when not computable (hex ""), or an error. */
-static int check_hash(const struct hf_pre_config *c, const tfs_hf_tok *tok, const json_t *cfg,
-		      char hex[65], const char *file, tfs_error *err)
+/* Python's str(list) of the ids ("[1, 2, 3]"), its sha256 as 64 hex digits. */
+static int hash_ids(const ids_t *all, char hex[65])
 {
-	hex[0] = 0;
+	tfs_buf list = { 0 };
+	int e = tfs_buf_append(&list, "[", 1);
+	for (size_t k = 0; k < all->n && !e; k++)
+		e = tfs_buf_printf(&list, k ? ", %u" : "%u", all->v[k]);
+	if (!e)
+		e = tfs_buf_append(&list, "]", 1);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdn = 0;
+	if (e || EVP_Digest(list.data, list.len, md, &mdn, EVP_sha256(), NULL) != 1)
+		e = TFS_E_NOMEM;
+	for (unsigned k = 0; !e && k < 32; k++)
+		snprintf(hex + 2 * k, 3, "%02x", md[k]);
+	tfs_buf_free(&list);
+	return e ? TFS_E_NOMEM : 0;
+}
+
+/* Byte-level: the table's pieces of the check text in GPT-2's byte characters, each through
+ * the BPE.  1: not computable here (an added token in the text: tokenizers splits there
+ * first). */
+static int bytelevel_seq(const struct hf_pre_config *c, const tfs_hf_tok *tok, const bpe_t *b,
+			 ids_t *seq, bool *unknown)
+{
 	const char *text = c->text ? c->text : tfs_hf_chktxt;
 	size_t i;
 	json_t *a;
 	json_array_foreach(json_object_get(tok->root, "added_tokens"), i, a) {
 		const char *content = json_string_value(json_object_get(a, "content"));
 		if (content && *content && (strstr(text, content) || strstr(tfs_hf_chktxt, content)))
-			return 1;   /* tokenizers splits on added tokens before pre-tokenizing */
+			return 1;
 	}
+	char *w = malloc(2 * 65536);
+	int rc = w ? 0 : TFS_E_NOMEM;
+	for (size_t k = 0, pos = 0; !rc && k < c->n && !*unknown; pos += c->lens[k++]) {
+		size_t wn = 0;
+		for (size_t j = 0; j < c->lens[k]; j++)
+			wn += byte_utf8((uint8_t)text[pos + j], w + wn);
+		rc = bpe_word(b, w, wn, seq, unknown);
+	}
+	free(w);
+	return rc;
+}
+
+/* The longest added token at s (n bytes left): its length and id, or 0.  *odd: a match
+ * whose flags (normalized, lstrip, rstrip, single_word) tokenizers treats otherwise. */
+static size_t added_at(const json_t *added, const char *s, size_t n, uint32_t *id, bool *odd)
+{
+	size_t best = 0, i;
+	json_t *a;
+	json_array_foreach(added, i, a) {
+		const json_t *c = json_object_get(a, "content");
+		size_t m = json_string_length(c);
+		const char *t = json_string_value(c);
+		if (!t || !m || m > n || m <= best || t[0] != s[0] || memcmp(t, s, m) != 0)
+			continue;
+		static const char *const flags[] = { "normalized", "lstrip", "rstrip", "single_word" };
+		for (size_t f = 0; f < 4; f++)
+			*odd |= json_is_true(json_object_get(a, flags[f]));
+		best = m;
+		*id = (uint32_t)json_integer_value(json_object_get(a, "id"));
+	}
+	return best;
+}
+
+/* s normalized into out: no normalizer, or Replace(String) ones (in a Sequence).  false:
+ * another normalizer. */
+static bool normalize(const json_t *nz, const char *s, size_t n, tfs_buf *out)
+{
+	const char *type = json_string_value(json_object_get(nz, "type"));
+	const json_t *list = json_object_get(nz, "normalizers");
+	size_t count = !nz || json_is_null(nz) ? 0 : list ? json_array_size(list) : 1;
+	out->len = 0;
+	if (tfs_buf_append(out, s, n))
+		return false;
+	if (type && strcmp(type, "Sequence") != 0 && list)
+		return false;
+	for (size_t k = 0; k < count; k++) {
+		const json_t *r = list ? json_array_get(list, k) : nz;
+		const char *rt = json_string_value(json_object_get(r, "type"));
+		const char *from = json_string_value(json_object_get(json_object_get(r, "pattern"),
+								     "String"));
+		const json_t *to = json_object_get(r, "content");
+		if (!rt || strcmp(rt, "Replace") != 0 || !from || !*from || !json_is_string(to))
+			return false;
+		tfs_buf next = { 0 };
+		size_t fl = strlen(from);
+		for (size_t i = 0; i < out->len;) {
+			bool hit = i + fl <= out->len && memcmp(out->data + i, from, fl) == 0;
+			if (tfs_buf_append(&next, hit ? json_string_value(to) : out->data + i,
+					   hit ? json_string_length(to) : 1)) {
+				tfs_buf_free(&next);
+				return false;
+			}
+			i += hit ? fl : 1;
+		}
+		tfs_buf_free(out);
+		*out = next;
+	}
+	return true;
+}
+
+/* Raw (SentencePiece-style) BPE, where the pre-tokenizer keeps the text whole: the check
+ * text split at its added tokens (leftmost-longest), the parts between them normalized and
+ * each tokenized whole.  1: not computable here. */
+static int raw_seq(const struct hf_pre_config *c, const tfs_hf_tok *tok, const bpe_t *b,
+		   ids_t *seq, bool *unknown)
+{
+	const json_t *added = json_object_get(tok->root, "added_tokens");
+	const char *t = tfs_hf_chktxt;
+	size_t n = strlen(t), from = 0;
+	tfs_buf part = { 0 };
+	bool odd = false;
+	int rc = c->n == 1 ? 0 : 1;
+	for (size_t i = 0; !rc && from < n && !*unknown;) {
+		uint32_t id = 0;
+		size_t m = i < n ? added_at(added, t + i, n - i, &id, &odd) : 0;
+		if (odd)
+			rc = 1;
+		if (rc || (i < n && !m)) {
+			i++;
+			continue;
+		}
+		if (i > from) {   /* the text before the added token (or the end) */
+			if (!normalize(json_object_get(tok->root, "normalizer"), t + from, i - from,
+				       &part))
+				rc = 1;
+			else
+				rc = bpe_word(b, part.data, part.len, seq, unknown);
+		}
+		if (!rc && m)
+			rc = ids_push(seq, id);
+		from = i += m;
+	}
+	tfs_buf_free(&part);
+	return rc;
+}
+
+/* 0 and hex set, 1 when not computable (hex ""), or an error. */
+static int check_hash(const struct hf_pre_config *c, const tfs_hf_tok *tok, const json_t *cfg,
+		      char hex[65], const char *file, tfs_error *err)
+{
+	hex[0] = 0;
 	const json_t *model = json_object_get(tok->root, "model");
 	const char *cp = json_string_value(json_object_get(model, "continuing_subword_prefix"));
 	const char *ew = json_string_value(json_object_get(model, "end_of_word_suffix"));
@@ -526,41 +628,22 @@ static int check_hash(const struct hf_pre_config *c, const tfs_hf_tok *tok, cons
 	bpe_t b;
 	int rc = bpe_init(&b, tok, file, err);
 	ids_t seq = { 0 }, all = { 0 };
-	tfs_buf list = { 0 };
-	char *w = malloc(2 * 65536);
 	bool unknown = false;
-	if (!rc && !w)
+	if (rc) {
+		bpe_free(&b);
+		return rc;
+	}
+	b.raw = !c->byte_level;
+	rc = c->byte_level ? bytelevel_seq(c, tok, &b, &seq, &unknown)
+			   : raw_seq(c, tok, &b, &seq, &unknown);
+	if (!rc && !unknown)
+		rc = add_specials(&b, tok, cfg, &seq, &all);
+	if (rc == 0 && !unknown)
+		rc = hash_ids(&all, hex);
+	if (rc < 0)   /* the steps after bpe_init fail only for memory */
 		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", file);
-	for (size_t k = 0, pos = 0; !rc && k < c->n && !unknown; pos += c->lens[k++]) {
-		size_t wn = 0;
-		for (size_t j = 0; j < c->lens[k]; j++)
-			wn += byte_utf8((uint8_t)text[pos + j], w + wn);
-		if (bpe_word(&b, w, wn, &seq, &unknown))
-			rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", file);
-	}
-	if (!rc && !unknown) {
-		int pr = add_specials(&b, tok, cfg, &seq, &all);
-		if (pr < 0)
-			rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", file);
-		else if (pr == 0) {
-			/* Python's str(list): "[1, 2, 3]" */
-			int e = tfs_buf_append(&list, "[", 1);
-			for (size_t k = 0; k < all.n && !e; k++)
-				e = tfs_buf_printf(&list, k ? ", %u" : "%u", all.v[k]);
-			if (!e)
-				e = tfs_buf_append(&list, "]", 1);
-			unsigned char md[EVP_MAX_MD_SIZE];
-			unsigned mdn = 0;
-			if (e || EVP_Digest(list.data, list.len, md, &mdn, EVP_sha256(), NULL) != 1)
-				rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", file);
-			for (unsigned k = 0; !rc && k < 32; k++)
-				snprintf(hex + 2 * k, 3, "%02x", md[k]);
-		}
-	}
-	free(w);
 	free(seq.v);
 	free(all.v);
-	tfs_buf_free(&list);
 	bpe_free(&b);
 	if (rc)
 		return rc;
@@ -582,7 +665,7 @@ static const char *by_structure(const struct hf_pre_config *c, const tfs_hf_tok 
 		return r == 0 && out.n > 0 ? "llama-bpe" : r == 0 ? "smaug-bpe" : NULL;
 	}
 	if (strcmp(c->name, "qwen2") == 0 || strcmp(c->name, "deepseek-v3") == 0 ||
-	    strcmp(c->name, "tekken") == 0)
+	    strcmp(c->name, "tekken") == 0 || strcmp(c->name, "qwen35") == 0)
 		return c->name;
 	return NULL;
 }

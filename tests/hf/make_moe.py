@@ -37,6 +37,13 @@ VARIANTS = {
     "qwen3moe-bf16": dict(arch="Qwen3MoeForCausalLM", dtype="BF16", shards=3, tied=True,
                           head_dim=32, moe_ff=64, bpe="qwen3", vocab=151936,
                           name_or_path="Qwen/Qwen3-30B-A3B"),
+    # for the quantized view: rows of whole K-quant blocks (256), so that llama-quant's MoE
+    # rules (ffn_down_exps, the attention of expert models) choose K types, not fallbacks
+    "mixtral-q-bf16": dict(arch="MixtralForCausalLM", dtype="BF16", shards=2, tied=False,
+                           hidden=256, ff=256, heads=4, kv_heads=2, layers=3),
+    "qwen3moe-q-bf16": dict(arch="Qwen3MoeForCausalLM", dtype="BF16", shards=2, tied=True,
+                            hidden=256, head_dim=64, moe_ff=256, layers=2, experts=8,
+                            bpe="qwen3", vocab=151936),
     # Qwen2-MoE: F16, biases, a shared expert and its gate, untied
     "qwen2moe-f16": dict(arch="Qwen2MoeForCausalLM", dtype="F16", shards=2, tied=False,
                          moe_ff=32, shared_ff=96, bpe="qwen3", vocab=151936,

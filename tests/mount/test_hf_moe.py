@@ -9,6 +9,8 @@ Qwen3-MoE, Qwen2-MoE with a shared expert), their model.gguf against llama.cpp's
 - `tensorfs info --gguf --json` lists each stacked tensor's pieces: every expert's shard and
   offset, which hold that expert's tensor in the shard (its safetensors header says so), and
   whose bytes are the stacked tensor's slice in the converter's file (BF16 kept);
+- `-o quantize=Q4_K_M`, `Q5_K_M`, `Q8_0` (and tensorfs convert) give llama_model_quantize's
+  file of the converter's (tests/quant/llamaq.py), llama-quant's MoE rules included;
 - llama.cpp (libllama of npm @node-llama-cpp/linux-x64, tests/llama) decodes the same tokens
   from the mount's model.gguf as from the converter's file.
 
@@ -145,6 +147,46 @@ class Equal(TestCase):
         self.assertIn("6 stacked tensors", r.stdout)
         self.assertIn("blk.1.ffn_up_exps.weight", r.stdout)
         self.assertIn("0-3 in model-0000", r.stdout)
+
+
+# ==== the quantized view: llama_model_quantize of the converter's file ====
+
+QUANT = {"Q4_K_M": 15, "Q5_K_M": 17, "Q8_0": 7}
+LLAMAQ = os.path.join(HERE, "..", "quant", "llamaq.py")
+
+
+class Quantized(TestCase):
+    def setUp(self):
+        if llamacpp.lib_dir() is None:
+            self.skipTest(llamacpp.missing_reason())
+
+    def test_quantize_is_llama_model_quantize(self):
+        """-o quantize=T of a MoE repo (rows of whole K blocks, so that llama-quant's MoE
+        rules pick K types for ffn_*_exps and the attention) is llama_model_quantize's file of
+        the converter's; tensorfs convert gives the same bytes."""
+        for name in ("mixtral-q-bf16", "qwen3moe-q-bf16"):
+            src = converted(self, name, "auto")
+            for t, ftype in QUANT.items():
+                ref = os.path.join(WORK, "ref", "%s.%s.gguf" % (name, t))
+                if not os.path.exists(ref) or os.path.getmtime(ref) < os.path.getmtime(src):
+                    r = run(["/usr/bin/python3", LLAMAQ, src, ref, str(ftype), "--threads",
+                             "2"], timeout=300)
+                    self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+                want = read(ref)
+                with Mount(self, model(name), ["quantize=" + t,
+                                               "cache=" + self.tmpdir()]) as m:
+                    got = read(m.p("model.gguf"))
+                self.assertTrue(got == want, "%s %s: %s" % (name, t,
+                                compare.first_difference(want, got)))
+                if t == "Q4_K_M":
+                    types = {n.split(".")[2]: ty for n, _, ty, _ in compare.Gguf(got).tensors
+                             if n.startswith("blk.0.")}
+                    self.assertIn(types["ffn_gate_exps"], (12, 13, 14), name)   # Q4_K..Q6_K
+                    out = os.path.join(self.tmpdir(), "out.gguf")
+                    r = run([TENSORFS, "convert", model(name), out, "-o", "quantize=" + t],
+                            timeout=300)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertTrue(read(out) == want, "%s convert %s" % (name, t))
 
 
 class Llama(TestCase):

@@ -149,6 +149,66 @@ class Equal(TestCase):
         self.assertIn("0-3 in model-0000", r.stdout)
 
 
+# ==== bad experts: refused naming the file and the tensor ====
+
+def load_safetensors(path):
+    """[(name, dtype, shape, bytes)] of a safetensors file."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        h = json.loads(f.read(n))
+        data = f.read()
+    return [(k, v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in h.items() if k != "__metadata__"]
+
+
+class BadExperts(TestCase):
+    def broken(self, change):
+        """A copy of mixtral-f16 (one shard) with its tensors changed by change(list)."""
+        src = model("mixtral-f16")
+        d = os.path.join(self.tmpdir(), "broken")
+        os.makedirs(d)
+        for f in os.listdir(src):
+            if f != "model.safetensors":
+                os.link(os.path.join(src, f), os.path.join(d, f))
+        items = load_safetensors(os.path.join(src, "model.safetensors"))
+        make_moe.make_model.write_safetensors(os.path.join(d, "model.safetensors"),
+                                              change(items))
+        return d
+
+    def refused(self, d, *want):
+        r = run([TENSORFS, "info", "--gguf", d])
+        self.assertNotEqual(r.returncode, 0, r.stdout[-500:])
+        for w in want:
+            self.assertIn(w, r.stderr)
+        with Mount(self, d, allow_stderr=True) as m:
+            self.assertNotIn("model.gguf", os.listdir(m.path))
+            why = json.loads(read(m.p("index.json")))["gguf_view"]["unavailable"]
+            self.assertIn(want[-1], why)
+
+    def test_an_expert_missing(self):
+        gone = "model.layers.1.block_sparse_moe.experts.5.w2.weight"
+        d = self.broken(lambda items: [t for t in items if t[0] != gone])
+        self.refused(d, "layer 1 has 23 of its 24 expert tensors", "Unprocessed experts")
+
+    def test_an_expert_of_another_shape(self):
+        bad = "model.layers.0.block_sparse_moe.experts.2.w3.weight"
+
+        def change(items):
+            return [(n, dt, [shp[0], shp[1] - 1], b[:len(b) - 2 * shp[0]]) if n == bad
+                    else (n, dt, shp, b) for n, dt, shp, b in items]
+        d = self.broken(change)
+        self.refused(d, "model.safetensors", "expert tensor '%s' has shape [96, 63]" % bad)
+
+    def test_an_expert_past_the_count(self):
+        extra = "model.layers.0.block_sparse_moe.experts.8.w1.weight"
+
+        def change(items):
+            w1 = next(t for t in items if t[0].endswith("experts.0.w1.weight"))
+            return items + [(extra, w1[1], w1[2], w1[3])]
+        d = self.broken(change)
+        self.refused(d, "tensor '%s' is no expert tensor the converter stacks" % extra)
+
+
 # ==== the quantized view: llama_model_quantize of the converter's file ====
 
 QUANT = {"Q4_K_M": 15, "Q5_K_M": 17, "Q8_0": 7}

@@ -381,7 +381,8 @@ static void setup(tfs_http *h, CURL *c, xfer *x, char *range, size_t cap,
 }
 
 /* The request's headers: the fixed ones (lines), and a signature made now (s3://). */
-static CURLcode headers(tfs_http *h, const char *const *lines, struct curl_slist **hdrs)
+static CURLcode headers(tfs_http *h, const char *method, const char *const *lines,
+			struct curl_slist **hdrs)
 {
 	*hdrs = NULL;
 	for (size_t i = 0; lines[i]; i++) {
@@ -390,7 +391,7 @@ static CURLcode headers(tfs_http *h, const char *const *lines, struct curl_slist
 			return CURLE_OUT_OF_MEMORY;
 		*hdrs = l;
 	}
-	if (h->t.s3 && tfs_s3_sign_request(h->t.s3, "GET", h->t.url, h->t.host, time(NULL), hdrs))
+	if (h->t.s3 && tfs_s3_sign_request(h->t.s3, method, h->t.url, h->t.host, time(NULL), hdrs))
 		return CURLE_OUT_OF_MEMORY;
 	return CURLE_OK;
 }
@@ -401,7 +402,7 @@ static CURLcode perform(tfs_http *h, int i, xfer *x, const char *const *lines)
 	char range[64];
 	CURL *c = h->easy[i];
 	struct curl_slist *hdrs = NULL;
-	if (headers(h, lines, &hdrs) != CURLE_OK) {
+	if (headers(h, "GET", lines, &hdrs) != CURLE_OK) {
 		curl_slist_free_all(hdrs);
 		give_back(h, i, 0, 0, -1);
 		x->status = 0;
@@ -642,4 +643,46 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 	if (got)
 		*got = x.pos - off;
 	return rc;
+}
+
+/* ==== HEAD: whether a file is there ==== */
+
+int tfs_http_head(tfs_http *h, tfs_error *err)
+{
+	static const char *const none[] = { NULL };
+	for (int tries = 1;; tries++) {
+		xfer x = { .wait_s = h->timeout, .end = 1 };
+		struct curl_slist *hdrs = NULL;
+		char range[64];
+		int i = take(h, err);
+		if (i < 0)
+			return i;
+		CURLcode cc = headers(h, "HEAD", none, &hdrs);
+		if (cc == CURLE_OK) {
+			setup(h, h->easy[i], &x, range, sizeof(range), hdrs);
+			curl_easy_setopt(h->easy[i], CURLOPT_RANGE, NULL);
+			curl_easy_setopt(h->easy[i], CURLOPT_NOBODY, 1L);
+			x.last_byte_ms = now_ms();
+			cc = curl_easy_perform(h->easy[i]);
+			curl_easy_setopt(h->easy[i], CURLOPT_HTTPHEADER, NULL);
+		}
+		for (struct curl_slist *l = hdrs; l; l = l->next)
+			explicit_bzero(l->data, strlen(l->data));
+		curl_slist_free_all(hdrs);
+		give_back(h, i, 1, 0, -1);
+		if (cc == CURLE_OK && x.status >= 200 && x.status < 300)
+			return 1;
+		if (cc == CURLE_OK && (x.status == 404 || x.status == 410))
+			return 0;
+		bool again = cc == CURLE_OK ? x.status == 429 || x.status >= 500 : retryable_curl(cc);
+		if (again && tries < MAX_ATTEMPTS) {
+			sleep_ms(backoff_ms(&x, tries));
+			continue;
+		}
+		if (cc != CURLE_OK)
+			return tfs_error_sys(err, EIO, "%s: %s (after %d tries)", h->url,
+					     curl_easy_strerror(cc), tries);
+		tfs_refusal r = { x.status, "", x.bucket_region, tries };
+		return h->t.scheme->refused(&h->t, h->url, &r, err);
+	}
 }

@@ -55,6 +55,11 @@ int tfs_http_get(tfs_http *h, uint64_t off, uint64_t len, tfs_validator *v,
 		 const char *if_none_match, tfs_http_sink sink, void *ctx, uint64_t *got,
 		 tfs_error *err);
 
+/* A HEAD request for the file: 1 when it is there, 0 when the server says it is not (404,
+ * 410), else an error (a refusal as the scheme words it; 5xx and connection errors are
+ * retried first). */
+int tfs_http_head(tfs_http *h, tfs_error *err);
+
 /* The server's latency: the least time from a request sent to its first byte back, in
  * microseconds, over the last few answered requests; -1 before any. */
 int64_t tfs_http_latency_us(const tfs_http *h);

@@ -707,3 +707,13 @@ static int fetch_whole(tfs_http *h, const char *url, uint64_t cap, const char *a
 	}
 	return 0;
 }
+
+int tfs_remote_exists(const char *source, const tfs_open_opts *o, tfs_error *err)
+{
+	tfs_http *h = NULL;
+	int rc = tfs_http_new(&h, source, o, err);
+	if (!rc)
+		rc = tfs_http_head(h, err);
+	tfs_http_free(h);
+	return rc;
+}

@@ -60,6 +60,9 @@ int tfs_remote_fetch_small(const char *url, const tfs_open_opts *o, uint64_t cap
  * that is not a file of its own (an S3 listing). */
 int tfs_remote_fetch_target(tfs_target *t, const char *source, const tfs_open_opts *o,
 			    uint64_t cap, uint8_t **out, uint64_t *len, tfs_error *err);
+/* Whether the remote file source is there (a HEAD request): 1, 0 (not found), or an error
+ * naming it. */
+int tfs_remote_exists(const char *source, const tfs_open_opts *o, tfs_error *err);
 /* Requests and body bytes since the open. */
 void tfs_remote_stats(const tfs_remote *r, uint64_t *requests, uint64_t *bytes);
 

@@ -54,7 +54,8 @@ struct hf_view {
 	hf_tensor *t;
 	size_t n_t;
 	/* the repo's files, while the plan is made */
-	const char *spec;      /* hf://ORG/REPO[@REV], or NULL (a local directory) */
+	const char *spec;      /* hf://ORG/REPO[@REV], s3://B/PREFIX/, or NULL (a local directory) */
+	char *where;           /* spec as messages name the repo (no trailing '/') */
 	tfs_open_opts oo;
 };
 
@@ -66,6 +67,7 @@ static void view_unref(hf_view *v)
 	if (!last)
 		return;
 	tfs_hf_plan_free(v->plan);
+	free(v->where);
 	for (size_t i = 0; i < v->n_src; i++)
 		tfs_source_free(&v->src[i]);
 	free(v->src);
@@ -341,8 +343,13 @@ static int make_view(tfs_model **out, tfs_model *base, const char *source,
 	if (!v->oo.token && tok && *tok)
 		v->oo.token = tok;
 	if (tfs_is_remote(source)) {
+		size_t n = strlen(source);
+		while (n > 5 && source[n - 1] == '/')
+			n--;
 		v->spec = source;
-		files = (tfs_hf_files){ .read = remote_file, .ctx = v, .where = source };
+		v->where = strndup(source, n);
+		files = (tfs_hf_files){ .read = remote_file, .ctx = v,
+					.where = v->where ? v->where : source };
 	} else {
 		tfs_hf_files_dir(&files, source);
 	}
@@ -362,16 +369,31 @@ int tfs_hf_view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
 	const char *outtype = o ? o->outtype : NULL;
 	if (outtype && parse_outtype(&t, outtype, err))
 		return TFS_E_INVALID;
-	if (m->ops != &tfs_safetensors_format || !tfs_hf_is_repo(source)) {
+	tfs_error why;
+	bool repo = m->ops == &tfs_safetensors_format && tfs_hf_is_repo(source);
+	if (repo && tfs_is_remote(source) && !tfs_is_hf(source)) {
+		/* an S3 prefix is a repo when it holds config.json (a sharded set's prefix need
+		 * not): a HEAD request, as a local directory's stat */
+		char *cfg = tfs_remote_join(source, "config.json");
+		int there = cfg ? tfs_remote_exists(cfg, o, &why)
+				: tfs_error_set(&why, TFS_E_NOMEM, "out of memory");
+		free(cfg);
+		if (there < 0) {
+			tfs_model_set_gguf_view(m, NULL, why.msg);
+			return 0;
+		}
+		repo = there == 1;
+	}
+	if (!repo) {
 		if (outtype)
 			return tfs_error_set(err, TFS_E_INVALID, "outtype=%s: %s is not a Hugging "
-					     "Face repo (a directory or hf://ORG/REPO with "
+					     "Face repo (a directory, hf://ORG/REPO or "
+					     "s3://BUCKET/PREFIX/ with "
 					     "config.json and safetensors weights): outtype= is "
 					     "its GGUF view's type", outtype, source);
 		return 0;
 	}
 	tfs_model *view = NULL;
-	tfs_error why;
 	if (make_view(&view, m, source, o, &why))
 		tfs_model_set_gguf_view(m, NULL, why.msg);
 	else

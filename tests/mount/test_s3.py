@@ -10,7 +10,8 @@ one mon, one OSD on memstore), started once for this file on 127.0.0.1 and stopp
   and signed, seen through a proxy), AWS_PROFILE in ~/.aws/credentials and ~/.aws/config,
   the default profile, AWS_SHARED_CREDENTIALS_FILE and AWS_CONFIG_FILE, none (anonymous: a
   public object reads, a private one is refused saying so).  Endpoints from -o endpoint=,
-  AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL and a profile's endpoint_url.
+  AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL and a profile's endpoint_url; path-style and
+  virtual-hosted requests.
 - Bad secrets, key IDs, keys, buckets, regions, endpoints, profiles: one line each, naming the
   source; no secret in any message, index.json or extended attribute.
 - Faults through a proxy (tests/s3/s3proxy.py): dropped connections and 503 SlowDown are
@@ -154,6 +155,16 @@ class S3(TestCase):
             self.assertIn(src("big.gguf").encode(), idx)
             self.assertNotIn(G.secret.encode(), idx)
             self.assertNotIn(G.key_id.encode(), idx)
+            attrs = subprocess.run(["getfattr", "-d", "-m", "-", rm.path],
+                                   capture_output=True).stdout
+            self.assertIn(b"s3://", attrs)
+            self.assertNotIn(G.secret.encode(), attrs)
+        # nor in the cache's names or its small files
+        for d, _, fs in os.walk(self.cache):
+            for f in fs:
+                self.assertNotIn(G.key_id, f)
+                if os.path.getsize(os.path.join(d, f)) < 4096:
+                    self.assertNotIn(G.secret.encode(), read(os.path.join(d, f)))
         # a key with a space and a '+' (URI-encoded once in the request, signed so)
         with Mount(self, src("dir/tiny llama+1.gguf"), self.opts()) as rm, \
                 Mount(self, os.path.join(HERE, "../../examples/tiny-llama.gguf")) as lm:
@@ -303,6 +314,20 @@ class S3(TestCase):
         # -o endpoint= before both variables
         self.mounts(src("big.gguf"), dict(e, AWS_ENDPOINT_URL_S3="http://127.0.0.1:9"),
                     ["endpoint=" + G.endpoint, "s3_addressing=path"])
+
+    def test_virtual_hosted_addressing(self):
+        """s3_addressing=virtual: the bucket in the host name (radosgw's rgw dns name is
+        localhost, which libcurl resolves to 127.0.0.1 with any subdomain)."""
+        p = s3proxy.S3Proxy(G.endpoint)
+        self.addCleanup(p.stop)
+        ep = "http://localhost:%d" % p.port
+        for options in (["s3_addressing=virtual"], []):
+            self.mounts(src("big.gguf"), self.creds(AWS_ENDPOINT_URL=ep), options)
+        virtual, path = p.seen[0], p.seen[-1]
+        self.assertEqual(virtual[2]["host"], "%s.localhost:%d" % (BUCKET, p.port))
+        self.assertEqual(virtual[1], "/big.gguf")
+        self.assertEqual(path[2]["host"], "localhost:%d" % p.port)
+        self.assertEqual(path[1], "/%s/big.gguf" % BUCKET)
 
     # ==== one clear line for each mistake ====
 

@@ -11,6 +11,9 @@ As a command (scripts/bench/s3.sh): `rgw.py start DIR` prints the endpoint, key 
 (one line, space-separated) and leaves the daemons running; `rgw.py stop DIR` stops them by the
 PIDs it wrote to DIR; `rgw.py put DIR BUCKET KEY FILE` uploads a file.
 
+Virtual-hosted requests work at http://BUCKET.localhost:PORT (`rgw dns name = localhost`;
+libcurl takes any *.localhost for 127.0.0.1).
+
 Nothing is on disk but configuration and logs: the OSD keeps its objects in memory
 (memstore), authentication between the daemons is off.  The settings that matter (found the
 hard way, see issue 31): `ms mon client mode = secure crc` with authentication off, or radosgw
@@ -85,6 +88,7 @@ osd data = {dir}/osd
 keyring = /dev/null
 [client.rgw]
 rgw frontends = beast endpoint=127.0.0.1:{rgw_port}
+rgw dns name = localhost
 rgw data = {dir}/rgw
 """
 

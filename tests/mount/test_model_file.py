@@ -49,7 +49,7 @@ ST_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8
 
 
 def st_strict(tc, data, what):
-    """The reference crate's read checks (../shared/testdata/SAFETENSORS_CHECKLIST.md) on a
+    """The reference crate's read checks (tests/data/SAFETENSORS_CHECKLIST.md) on a
     whole file: header length and UTF-8 JSON object, known dtypes, non-negative integer
     shapes, sizes matching numel x bits, offsets contiguous from 0 once sorted, no trailing
     bytes, __metadata__ a map of strings; and, as the reference writer does, the header

@@ -436,7 +436,7 @@ static void bpe_refused(const char *tj, const char *arch, int code, const char *
 Test(hf_vocab, bpe_not_json)
 {
 	bpe_refused("{\"model\": ", "Qwen3ForCausalLM", TFS_E_FORMAT,
-		    "tokenizer.json: not JSON at byte 10");
+		    "tokenizer.json: not JSON: it ends at byte 10");
 }
 
 Test(hf_vocab, bpe_not_bpe)
@@ -581,7 +581,7 @@ Test(hf_tokjson, broken)
 		{ "{\"model\": {\"vocab\": {\"\\ud800\": 1}}}", "a lone UTF-16 surrogate" },
 		{ "{\"model\": {\"vocab\": {\"\\udc00x\": 1}}}", "a lone UTF-16 surrogate" },
 		{ "{\"model\": {\"vocab\": {\"\xc3\x28\": 1}}}", "not UTF-8" },
-		{ "{\"model\": {\"vocab\": {\"a\": 1", "not JSON at byte" },
+		{ "{\"model\": {\"vocab\": {\"a\": 1", "it ends at byte 27, inside a value (cut short?)" },
 		{ "{\"model\": {\"vocab\": {\"a\x01\": 1}}}", "a control character" },
 		{ "{\"model\": {\"vocab\": {\"\\q\": 1}}}", "an invalid escape" },
 		{ "{\"model\": {\"merges\": [\"a b\", [\"a\", \"b\"]]}}", "merge 1 is neither" },

@@ -153,6 +153,10 @@ typedef struct {
 
 static int bad(scan *s, const char *what)
 {
+	if (s->p >= s->end)
+		return tfs_error_set(s->err, TFS_E_FORMAT, "%s: not JSON: it ends at byte %zu, "
+				     "inside a value (cut short?)", s->file,
+				     (size_t)(s->end - s->start));
 	return tfs_error_set(s->err, TFS_E_FORMAT, "%s: not JSON at byte %zu: %s", s->file,
 			     (size_t)(s->p - s->start), what);
 }

@@ -399,7 +399,10 @@ static int bpe_count(const tfs_hf_tok *tok, const json_t *added, long long *coun
 }
 
 /* Each token's type (and a user-defined one's text): normal, or an added token's flags
- * (those of the added token at its id). */
+ * (those of the added token at its id).  get_vocab_base also writes an added token that is
+ * not "normalized" as decode(encode(token)); taken here as the token itself, which it is
+ * unless the decoder changes the token's own characters (a ByteLevel decoder and a token
+ * made only of byte characters such as 'Ġ', or clean_up_tokenization_spaces patterns). */
 static int bpe_types(toklist *t, const json_t *added, tfs_error *err)
 {
 	json_t *added_text = json_object(), *a;

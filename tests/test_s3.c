@@ -460,3 +460,17 @@ Test(s3, refusals)
 	check_refusal(403, "<Error><Code>AccessDenied</Code></Error>", "", TFS_E_IO,
 		      "no credentials were found (requests are anonymous)");
 }
+
+Test(s3, missing_key_without_extension_hints_at_a_prefix)
+{
+	tfs_target t;
+	tfs_error err = { 0 };
+	tfs_refusal r = { 404, "<Error><Code>NoSuchKey</Code></Error>", "", 1 };
+	cr_assert_eq(tfs_target_resolve(&t, "s3://bkt/models/qwen", NULL, &err), 0, "%s", err.msg);
+	cr_expect_eq(t.scheme->refused(&t, "s3://bkt/models/qwen", &r, &err), TFS_E_NOTFOUND);
+	cr_expect(strstr(err.msg, "for the model under a prefix, end it with '/' "
+			 "(s3://bkt/models/qwen/)"), "%s", err.msg);
+	t.scheme->refused(&t, "s3://bkt/models/q.gguf", &r, &err);
+	cr_expect_null(strstr(err.msg, "prefix"), "%s", err.msg);
+	tfs_target_free(&t);
+}

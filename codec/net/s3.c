@@ -664,9 +664,15 @@ static int s3_refused(const tfs_target *t, const char *source, const tfs_refusal
 	if (r->status == 404 && strcmp(code, "NoSuchBucket") == 0)
 		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no bucket %s at %s (HTTP 404 "
 				     "NoSuchBucket)", source, bucket, where);
-	if (r->status == 404)
-		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no such key in bucket %s (HTTP 404%s%s)",
-				     source, bucket, code[0] ? " " : "", code);
+	if (r->status == 404) {
+		/* a key without an extension is often a prefix typed without its '/' */
+		const char *last = strrchr(source, '/');
+		bool dirlike = last && last[1] && !strchr(last + 1, '.');
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no such key in bucket %s (HTTP 404%s%s)"
+				     "%s%s%s", source, bucket, code[0] ? " " : "", code,
+				     dirlike ? ": for the model under a prefix, end it with '/' ("
+					     : "", dirlike ? source : "", dirlike ? "/)" : "");
+	}
 	if (r->status == 403 && (strcmp(code, "SignatureDoesNotMatch") == 0 ||
 				 strcmp(code, "InvalidAccessKeyId") == 0))
 		return tfs_error_sys(err, EACCES, "%s: the store refused %s (HTTP 403 %s): %s "

@@ -345,6 +345,9 @@ class S3(TestCase):
             (self.creds(), "s3://no-such-bucket/m.gguf", (),
              "no bucket no-such-bucket at http://127.0.0.1:[0-9]+ .HTTP 404 NoSuchBucket"),
             (self.creds(), src("nothing/"), (), "no key under the prefix"),
+            (self.creds(), src("sharded"), (), r"no such key in bucket tfs-models \(HTTP 404 "
+             r"NoSuchKey\): for the model under a prefix, end it with '/' \(s3://tfs-models/"
+             r"sharded/\)"),
             (self.creds(AWS_ENDPOINT_URL="ftp://127.0.0.1"), src("big.gguf"), (),
              "AWS_ENDPOINT_URL=ftp://127.0.0.1: not an http:// or https:// URL"),
             (self.creds(), src("big.gguf"), ("endpoint=http://127.0.0.1:9", "timeout=2"),

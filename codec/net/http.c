@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_CONNECTIONS 64
 #define MAX_ATTEMPTS 8        /* tries of one range without progress */
@@ -489,8 +490,13 @@ static long backoff_ms(const xfer *x, int tries)
 	if ((x->status == 429 || x->status == 503) && x->retry_after >= 0)
 		return (x->retry_after < MAX_RETRY_AFTER ? x->retry_after : MAX_RETRY_AFTER) * 1000L;
 	long ms = 100L << (tries < 6 ? tries : 6); /* 200 ms doubling, up to 6.4 s */
-	/* jitter as the AWS SDKs add it: clients throttled together do not retry together */
-	return ms / 2 + (long)(random() % (ms / 2 + 1));
+	/* jitter as the AWS SDKs add it: clients throttled together do not retry together
+	 * (a seed of each thread's own: processes started together draw differently) */
+	static __thread unsigned seed;
+	if (!seed)
+		seed = (unsigned)now_ms() ^ (unsigned)getpid() * 2654435761u ^
+		       (unsigned)(uintptr_t)&seed;
+	return ms / 2 + (long)(rand_r(&seed) % (ms / 2 + 1));
 }
 
 static bool retryable(CURLcode rc, const xfer *x)

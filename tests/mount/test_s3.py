@@ -186,6 +186,10 @@ class S3(TestCase):
         with Mount(self, src("repos/llama-bf16/"), self.opts("quantize=Q8_0")) as rm, \
                 Mount(self, REPO, ["quantize=Q8_0", "cache=" + self.tmpdir()]) as lm:
             self.assertEqual(read(rm.p("model.gguf")), read(lm.p("model.gguf")))
+        r = run([TENSORFS, "info", src("repos/llama-bf16/"), "--gguf", "--no-tensors"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("general.architecture", r.stdout)
+        self.assertIn("llama", r.stdout)
         # convert: the same file as from the local repo
         out_r, out_l = os.path.join(self.tmpdir(), "r.gguf"), os.path.join(self.tmpdir(), "l.gguf")
         r = run([TENSORFS, "convert", src("repos/llama-bf16/"), out_r, "-o",

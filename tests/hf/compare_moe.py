@@ -5,7 +5,7 @@ by hf_dump, must be the same bytes.  compare.py's reading of GGUF and its runs o
 converter are used as they are; its table format too (--status).
 
   compare_moe.py --hf-dump PATH [--work DIR] [--tap] [--outtypes auto,f32,...] [--status F]
-                 [--omit-defaults] [VARIANT...]
+                 [--quick] [--omit-defaults] [VARIANT...]
 
 --omit-defaults adds VARIANT+omit: config.json without the keys transformers' config class
 would fill in (compare.py's), so that the view's mirror of those defaults is compared too.
@@ -23,6 +23,7 @@ import make_moe  # noqa: E402
 import reference  # noqa: E402
 
 OUTTYPES = ("auto", "f32", "f16", "bf16", "q8_0")
+QUICK = ("mixtral-bf16", "qwen3moe-bf16")
 # what +omit keeps besides compare.py's shaping keys: the keys that size the experts (left
 # out, the class's default would disagree with the weights, and the converter would stop)
 compare.SHAPING |= {"num_local_experts", "num_experts", "moe_intermediate_size",
@@ -36,6 +37,9 @@ def main():
     ap.add_argument("--tap", action="store_true")
     ap.add_argument("--outtypes", default=",".join(OUTTYPES))
     ap.add_argument("--status", help="also write the table to this file")
+    ap.add_argument("--quick", action="store_true",
+                    help="every outtype for QUICK's variants, auto for the others (and the "
+                    "+omit ones); not the -q variants (made for the quantized view)")
     ap.add_argument("--omit-defaults", action="store_true",
                     help="also VARIANT+omit: config.json without the class-defaulted keys")
     ap.add_argument("variants", nargs="*")
@@ -44,7 +48,7 @@ def main():
     if why:
         print("1..0 # SKIP %s" % why if a.tap else "SKIP: %s" % why)
         return 0 if a.tap else 77
-    variants = a.variants or list(make_moe.VARIANTS)
+    variants = a.variants or [v for v in make_moe.VARIANTS if not (a.quick and "-q-" in v)]
     if a.omit_defaults:
         variants = [x for v in variants for x in (v, v + compare.OMIT)]
     outtypes = a.outtypes.split(",")
@@ -64,7 +68,8 @@ def main():
             make_moe.make(models, base)
         if v != base:
             compare.make_omit_variant(models, base)
-    pairs = [(v, t) for v in variants for t in outtypes]
+    pairs = [(v, t) for v in variants for t in outtypes
+             if not a.quick or t == "auto" or v in QUICK]
     refs = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
         for v, t in pairs:
@@ -97,8 +102,9 @@ def main():
     lines = ["%-*s  %s" % (width, "", "  ".join("%-6s" % t for t in outtypes))]
     for v in variants:
         lines.append("%-*s  %s" % (width, v, "  ".join(
-            "%-6s" % ("equal" if results[v, t] is None else "skip"
-                      if results[v, t].startswith("SKIP ") else "DIFF") for t in outtypes)))
+            "%-6s" % ("-" if (v, t) not in results else "equal" if results[v, t] is None
+                      else "skip" if results[v, t].startswith("SKIP ") else "DIFF")
+            for t in outtypes)))
     table = "\n".join(lines)
     print(("# " + table.replace("\n", "\n# ")) if a.tap else table)
     if not a.tap:

@@ -171,6 +171,53 @@ static merge_slot *merge_find(const bpe_t *b, uint32_t l, uint32_t r)
 	return &b->slots[i];
 }
 
+#define MERGE_BATCH (TFS_HF_TOK_BATCH / 3)
+
+/* Merges r0 .. r0 + m - 1 into the rank table, their texts (a, b, a + b) looked up together:
+ * tokenizers refuses a merge whose part or concatenation is not in the vocabulary. */
+static int merge_batch(bpe_t *b, size_t r0, size_t m, tfs_buf *cat, tfs_error *err)
+{
+	const tfs_hf_tok *tok = b->tok;
+	const char *s[TFS_HF_TOK_BATCH];
+	size_t len[TFS_HF_TOK_BATCH], at[MERGE_BATCH];
+	uint32_t id[TFS_HF_TOK_BATCH];
+	bool found[TFS_HF_TOK_BATCH];
+	cat->len = 0;
+	for (size_t j = 0; j < m; j++) {
+		size_t r = r0 + j, oa = tok->moff[2 * r], ob = tok->moff[2 * r + 1];
+		if (tok->mbad && tok->mbad[r])
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: merge %zu is neither \"a b\" nor "
+					     "[\"a\", \"b\"]", b->file, r);
+		at[j] = cat->len;   /* a + b, for its lookup */
+		if (tfs_buf_append(cat, tok->mtext + oa, tok->moff[2 * r + 2] - oa))
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", b->file);
+		s[3 * j] = tok->mtext + oa;
+		len[3 * j] = ob - oa;
+		s[3 * j + 1] = tok->mtext + ob;
+		len[3 * j + 1] = tok->moff[2 * r + 2] - ob;
+		len[3 * j + 2] = len[3 * j] + len[3 * j + 1];
+	}
+	for (size_t j = 0; j < m; j++)
+		s[3 * j + 2] = cat->data + at[j];
+	tfs_hf_tok_ids(tok, s, len, 3 * m, id, found);
+	for (size_t j = 0; j < m; j++) {
+		if (!found[3 * j] || !found[3 * j + 1] || !found[3 * j + 2])
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: merge %zu '%.*s' '%.*s': a part "
+					     "or their concatenation is not in the vocabulary",
+					     b->file, r0 + j, (int)(len[3 * j] > 64 ? 64 : len[3 * j]),
+					     s[3 * j], (int)(len[3 * j + 1] > 64 ? 64 : len[3 * j + 1]),
+					     s[3 * j + 1]);
+		__builtin_prefetch(merge_find(b, id[3 * j], id[3 * j + 1]));
+	}
+	for (size_t j = 0; j < m; j++) {
+		merge_slot *ms = merge_find(b, id[3 * j], id[3 * j + 1]);
+		/* a repeated merge: the later rank, as tokenizers' HashMap::collect keeps */
+		*ms = (merge_slot){ .key = (((uint64_t)id[3 * j] << 32) | id[3 * j + 1]) + 1,
+				    .rank = (uint32_t)(r0 + j), .id = id[3 * j + 2] };
+	}
+	return 0;
+}
+
 static int bpe_init(bpe_t *b, const tfs_hf_tok *tok, const char *file, tfs_error *err)
 {
 	const json_t *model = json_object_get(tok->root, "model");
@@ -192,42 +239,11 @@ static int bpe_init(bpe_t *b, const tfs_hf_tok *tok, const char *file, tfs_error
 	if (!(b->slots = calloc(cap, sizeof *b->slots)))
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", file);
 	b->mask = cap - 1;
-	char *buf = NULL;
-	size_t bufcap = 0;
+	tfs_buf cat = { 0 };
 	int rc = 0;
-	for (size_t r = 0; r < n && !rc; r++) {
-		const char *pa = tok->mtext + tok->moff[2 * r], *pb = tok->mtext + tok->moff[2 * r + 1];
-		size_t na = tok->moff[2 * r + 1] - tok->moff[2 * r];
-		size_t nb = tok->moff[2 * r + 2] - tok->moff[2 * r + 1];
-		uint32_t ia, ib, im;
-		if (tok->mbad && tok->mbad[r]) {
-			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: merge %zu is neither \"a b\" nor "
-					   "[\"a\", \"b\"]", file, r);
-			break;
-		}
-		if (na + nb > bufcap) {
-			char *nbuf = realloc(buf, bufcap = 2 * (na + nb) + 64);
-			if (!nbuf) {
-				rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", file);
-				break;
-			}
-			buf = nbuf;
-		}
-		memcpy(buf, pa, na);
-		memcpy(buf + na, pb, nb);
-		if (!vocab_id(b, pa, na, &ia) || !vocab_id(b, pb, nb, &ib) ||
-		    !vocab_id(b, buf, na + nb, &im)) {
-			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: merge %zu '%.*s' '%.*s': a part or "
-					   "their concatenation is not in the vocabulary", file, r,
-					   (int)(na > 64 ? 64 : na), pa, (int)(nb > 64 ? 64 : nb), pb);
-			break;
-		}
-		merge_slot *s = merge_find(b, ia, ib);
-		/* a repeated merge: the later rank, as tokenizers' HashMap::collect keeps */
-		*s = (merge_slot){ .key = (((uint64_t)ia << 32) | ib) + 1, .rank = (uint32_t)r,
-				   .id = im };
-	}
-	free(buf);
+	for (size_t r = 0; r < n && !rc; r += MERGE_BATCH)
+		rc = merge_batch(b, r, n - r < MERGE_BATCH ? n - r : MERGE_BATCH, &cat, err);
+	tfs_buf_free(&cat);
 	return rc;
 }
 

@@ -371,9 +371,9 @@ static uint32_t hash_text(const char *p, size_t n)
 	return h ^ (h >> 16);
 }
 
-static uint32_t *vocab_slot(const tfs_hf_tok *t, const char *p, size_t n)
+/* The slot of text p (n bytes) probing from i: its entry's, or the empty one ending the run. */
+static uint32_t *slot_from(const tfs_hf_tok *t, const char *p, size_t n, size_t i)
 {
-	size_t i = hash_text(p, n) & t->mask;
 	while (t->slot[i]) {
 		size_t k = t->slot[i] - 1;
 		if (t->off[k + 1] - t->off[k] == n && memcmp(t->text + t->off[k], p, n) == 0)
@@ -381,6 +381,11 @@ static uint32_t *vocab_slot(const tfs_hf_tok *t, const char *p, size_t n)
 		i = (i + 1) & t->mask;
 	}
 	return &t->slot[i];
+}
+
+static uint32_t *vocab_slot(const tfs_hf_tok *t, const char *p, size_t n)
+{
+	return slot_from(t, p, n, hash_text(p, n) & t->mask);
 }
 
 bool tfs_hf_tok_id(const tfs_hf_tok *t, const char *s, size_t n, uint32_t *id)
@@ -392,6 +397,33 @@ bool tfs_hf_tok_id(const tfs_hf_tok *t, const char *s, size_t n, uint32_t *id)
 		return false;
 	*id = t->id[k - 1];
 	return true;
+}
+
+void tfs_hf_tok_ids(const tfs_hf_tok *t, const char *const *s, const size_t *len, size_t n,
+		    uint32_t *ids, bool *found)
+{
+	size_t at[TFS_HF_TOK_BATCH];
+	for (size_t i = 0; i < n; i++)
+		found[i] = false;
+	if (!t->slot)
+		return;
+	for (size_t i = 0; i < n && i < TFS_HF_TOK_BATCH; i++) {   /* the slots' lines */
+		at[i] = hash_text(s[i], len[i]) & t->mask;
+		__builtin_prefetch(&t->slot[at[i]]);
+	}
+	for (size_t i = 0; i < n && i < TFS_HF_TOK_BATCH; i++)     /* the entries' offsets */
+		if (t->slot[at[i]])
+			__builtin_prefetch(&t->off[t->slot[at[i]] - 1]);
+	for (size_t i = 0; i < n && i < TFS_HF_TOK_BATCH; i++)     /* their texts */
+		if (t->slot[at[i]])
+			__builtin_prefetch(t->text + t->off[t->slot[at[i]] - 1]);
+	for (size_t i = 0; i < n && i < TFS_HF_TOK_BATCH; i++) {
+		uint32_t k = *slot_from(t, s[i], len[i], at[i]);
+		if (k) {
+			ids[i] = t->id[k - 1];
+			found[i] = true;
+		}
+	}
 }
 
 static int grow_u32(uint32_t **a, size_t *cap, size_t need)

@@ -106,6 +106,12 @@ int tfs_hf_tok_read(tfs_hf_tok **out, const tfs_hf_files *f, tfs_error *err);
 void tfs_hf_tok_close(tfs_hf_tok *t);
 /* model.vocab's id of the n bytes at s. */
 bool tfs_hf_tok_id(const tfs_hf_tok *t, const char *s, size_t n, uint32_t *id);
+/* The same for up to TFS_HF_TOK_BATCH texts at once (s[i], len[i] -> ids[i] when found[i]):
+ * the table's memory is fetched for all before any is compared, so the cache misses of a
+ * batch overlap (the merges' lookups, three per merge, are most of a BPE repo's mount). */
+#define TFS_HF_TOK_BATCH 48
+void tfs_hf_tok_ids(const tfs_hf_tok *t, const char *const *s, const size_t *len, size_t n,
+		    uint32_t *ids, bool *found);
 
 /* ==== byte-level BPE: the pre-tokenizer's name (hf_bpe.c) ==== */
 

@@ -1,6 +1,5 @@
 /* http.c - ranged GETs with libcurl: a small pool of connections, every response checked. */
 #include "http.h"
-#include "s3.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -392,7 +391,7 @@ static CURLcode headers(tfs_http *h, const char *method, const char *const *line
 			return CURLE_OUT_OF_MEMORY;
 		*hdrs = l;
 	}
-	if (h->t.s3 && tfs_s3_sign_request(h->t.s3, method, h->t.url, h->t.host, time(NULL), hdrs))
+	if (h->t.scheme->sign && h->t.scheme->sign(&h->t, method, hdrs))
 		return CURLE_OUT_OF_MEMORY;
 	return CURLE_OK;
 }

@@ -162,6 +162,53 @@ static int load_profile(profile *p, const char *name, bool named, char *where, s
 	return rc;
 }
 
+/* The region, endpoint and addressing style into a (environment, o, then profile p). */
+static int load_place(tfs_s3_auth *a, const tfs_open_opts *o, const profile *p,
+		      tfs_error *err)
+{
+	int rc = 0;
+	const char *region = getenv("AWS_REGION");
+	if (!region || !*region)
+		region = getenv("AWS_DEFAULT_REGION");
+	if (!region || !*region)
+		region = p->region ? p->region : "us-east-1";
+	const char *ep = o && o->s3_endpoint ? o->s3_endpoint : getenv("AWS_ENDPOINT_URL_S3");
+	const char *ep_from = o && o->s3_endpoint ? "endpoint=" : "AWS_ENDPOINT_URL_S3=";
+	if (!ep || !*ep)
+		ep = getenv("AWS_ENDPOINT_URL"), ep_from = "AWS_ENDPOINT_URL=";
+	if (!ep || !*ep)
+		ep = p->endpoint, ep_from = "endpoint_url = ";
+	if (!(a->region = strdup(region)))
+		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	if (!rc && strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region))
+		rc = tfs_error_set(err, TFS_E_INVALID, "region %s: not a region name", region);
+	if (!rc && ep && *ep) {
+		size_t n = strlen(ep);
+		while (n && ep[n - 1] == '/')
+			n--;
+		if (strncasecmp(ep, "http://", 7) && strncasecmp(ep, "https://", 8))
+			rc = tfs_error_set(err, TFS_E_INVALID, "%s%s: not an http:// or https:// URL",
+					   ep_from, ep);
+		else if (strpbrk(ep, "?#@") || n <= (size_t)(strstr(ep, "://") - ep) + 3)
+			rc = tfs_error_set(err, TFS_E_INVALID, "%s%s: an endpoint is a URL with a "
+					   "host and no user, query or fragment", ep_from, ep);
+		else if (!(a->endpoint = strndup(ep, n)))
+			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	}
+	a->path_style = a->endpoint != NULL;
+	const char *style = o ? o->s3_addressing : NULL;
+	if (!rc && style) {
+		if (strcmp(style, "path") == 0)
+			a->path_style = true;
+		else if (strcmp(style, "virtual") == 0)
+			a->path_style = false;
+		else
+			rc = tfs_error_set(err, TFS_E_INVALID, "s3_addressing=%s: not path or virtual",
+					   style);
+	}
+	return rc;
+}
+
 int tfs_s3_auth_load(tfs_s3_auth **out, const tfs_open_opts *o, tfs_error *err)
 {
 	tfs_s3_auth *a = calloc(1, sizeof(*a));
@@ -198,45 +245,8 @@ int tfs_s3_auth_load(tfs_s3_auth **out, const tfs_open_opts *o, tfs_error *err)
 		a->key_id = p.key_id, a->secret = p.secret, a->session_token = p.session_token;
 		p.key_id = p.secret = p.session_token = NULL;
 	}
-	const char *region = getenv("AWS_REGION");
-	if (!region || !*region)
-		region = getenv("AWS_DEFAULT_REGION");
-	if (!region || !*region)
-		region = p.region ? p.region : "us-east-1";
-	const char *ep = o && o->s3_endpoint ? o->s3_endpoint : getenv("AWS_ENDPOINT_URL_S3");
-	const char *ep_from = o && o->s3_endpoint ? "endpoint=" : "AWS_ENDPOINT_URL_S3=";
-	if (!ep || !*ep)
-		ep = getenv("AWS_ENDPOINT_URL"), ep_from = "AWS_ENDPOINT_URL=";
-	if (!ep || !*ep)
-		ep = p.endpoint, ep_from = "endpoint_url = ";
-	if (!rc && !(a->region = strdup(region)))
-		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	if (!rc && strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region))
-		rc = tfs_error_set(err, TFS_E_INVALID, "region %s: not a region name", region);
-	if (!rc && ep && *ep) {
-		size_t n = strlen(ep);
-		while (n && ep[n - 1] == '/')
-			n--;
-		if (strncasecmp(ep, "http://", 7) && strncasecmp(ep, "https://", 8))
-			rc = tfs_error_set(err, TFS_E_INVALID, "%s%s: not an http:// or https:// URL",
-					   ep_from, ep);
-		else if (strpbrk(ep, "?#@") || n <= (size_t)(strstr(ep, "://") - ep) + 3)
-			rc = tfs_error_set(err, TFS_E_INVALID, "%s%s: an endpoint is a URL with a "
-					   "host and no user, query or fragment", ep_from, ep);
-		else if (!(a->endpoint = strndup(ep, n)))
-			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	}
-	a->path_style = a->endpoint != NULL;
-	const char *style = o ? o->s3_addressing : NULL;
-	if (!rc && style) {
-		if (strcmp(style, "path") == 0)
-			a->path_style = true;
-		else if (strcmp(style, "virtual") == 0)
-			a->path_style = false;
-		else
-			rc = tfs_error_set(err, TFS_E_INVALID, "s3_addressing=%s: not path or virtual",
-					   style);
-	}
+	if (!rc)
+		rc = load_place(a, o, &p, err);
 	if (!a->key_id)
 		snprintf(a->creds_from, sizeof(a->creds_from), "none: anonymous requests");
 	profile_free(&p);
@@ -247,6 +257,7 @@ int tfs_s3_auth_load(tfs_s3_auth **out, const tfs_open_opts *o, tfs_error *err)
 	*out = a;
 	return 0;
 }
+
 
 /* ==== names and URLs ==== */
 
@@ -696,7 +707,18 @@ static int s3_refused(const tfs_target *t, const char *source, const tfs_refusal
 			     code[0] ? " " : "", code, msg[0] ? ": " : "", msg, r->tries);
 }
 
+static int s3_sign(const tfs_target *t, const char *method, struct curl_slist **hdrs)
+{
+	return t->s3 ? tfs_s3_sign_request(t->s3, method, t->url, t->host, time(NULL), hdrs) : 0;
+}
+
+static void s3_free_auth(tfs_target *t)
+{
+	tfs_s3_auth_free(t->s3);
+	t->s3 = NULL;
+}
+
 const tfs_scheme tfs_scheme_s3 = {
 	.prefix = "s3://", .resolve = s3_resolve, .join = s3_join, .is_dir = s3_is_dir,
-	.refused = s3_refused,
+	.refused = s3_refused, .sign = s3_sign, .free_auth = s3_free_auth,
 };

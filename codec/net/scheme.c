@@ -4,7 +4,6 @@
  * s3:// (s3.c: SigV4).  A new scheme is a file with its row's functions and a line here.
  */
 #include "scheme_impl.h"
-#include "s3.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -196,7 +195,8 @@ void tfs_target_free(tfs_target *t)
 		explicit_bzero(t->token, strlen(t->token));
 		free(t->token);
 	}
-	tfs_s3_auth_free(t->s3);
+	if (t->scheme && t->scheme->free_auth)
+		t->scheme->free_auth(t);
 	free(t->url);
 	free(t->host);
 	memset(t, 0, sizeof(*t));

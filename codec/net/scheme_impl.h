@@ -15,6 +15,7 @@
 
 typedef struct tfs_scheme tfs_scheme;
 typedef struct tfs_s3_auth tfs_s3_auth;
+struct curl_slist;
 
 /* What a request for a remote file asks. */
 typedef struct {
@@ -53,6 +54,11 @@ struct tfs_scheme {
 	 * EACCES for a refusal). */
 	int (*refused)(const tfs_target *t, const char *source, const tfs_refusal *r,
 		       tfs_error *err);
+	/* Appends a request's authentication headers to *hdrs, a signature made now for
+	 * method (NULL: the row signs nothing).  0, or -1 when out of memory. */
+	int (*sign)(const tfs_target *t, const char *method, struct curl_slist **hdrs);
+	/* Frees (wiping) what resolve put in t->s3; NULL: nothing to free. */
+	void (*free_auth)(tfs_target *t);
 };
 
 /* The row for source, or NULL (a local path). */

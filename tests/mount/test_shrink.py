@@ -10,10 +10,7 @@ read as before, and the daemon lives on.
 import errno
 import os
 import shutil
-import subprocess
 import sys
-
-import numpy as np  # noqa: F401  (qgen and make_model need it)
 
 from harness import Mount, TestCase, main, run
 

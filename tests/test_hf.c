@@ -251,7 +251,8 @@ Test(hf, unknown_architecture)
 {
 	good_model("BF16", "GPT2LMHeadModel", NULL);
 	expect_fail(TFS_E_UNSUPPORTED, "architecture GPT2LMHeadModel is not supported for the "
-		    "GGUF view", NULL);
+		    "GGUF view", "(supported: LlamaForCausalLM, LLaMAForCausalLM, MistralForCausalLM");
+	expect_fail(TFS_E_UNSUPPORTED, "Gemma3ForConditionalGeneration, Phi3ForCausalLM", NULL);
 }
 
 Test(hf, missing_hidden_size)

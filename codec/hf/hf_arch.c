@@ -9,7 +9,10 @@
 #include "hf_arch.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "value.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -97,6 +100,16 @@ static const tfs_hf_name phi3_blocks[] = {
 	{ "mlp.down_proj", "ffn_down", H, FF, XN, true },
 };
 
+/* OLMo 2: q/k norms over all heads, norms after attention and MLP only */
+static const tfs_hf_name olmo2_blocks[] = {
+	ATTN(XN, XN),
+	{ "self_attn.q_norm", "attn_q_norm", Q, NO, XN, true },
+	{ "self_attn.k_norm", "attn_k_norm", KV, NO, XN, true },
+	{ "post_attention_layernorm", "post_attention_norm", H, NO, XN, true },
+	{ "post_feedforward_layernorm", "post_ffw_norm", H, NO, XN, true },
+	MLP,
+};
+
 /* ==== config class defaults (transformers 4.57) ==== */
 
 enum { DI = TFS_HF_DEF_INT, DR = TFS_HF_DEF_REAL, DN = TFS_HF_DEF_NULL, DB = TFS_HF_DEF_BOOL,
@@ -164,6 +177,32 @@ static const tfs_hf_default phi3_defaults[] = {
 	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
 };
 
+/* SmolLM3Config: no head_dim attribute */
+static const tfs_hf_default smollm3_defaults[] = {
+	{ "vocab_size", DI, 128256 }, { "num_key_value_heads", DKV, 4 },
+	{ "max_position_embeddings", DI, 32768 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "rope_theta", DR, 2000000.0 }, { "rope_scaling", DN, 0 }, { "sliding_window", DN, 0 },
+	{ "tie_word_embeddings", DB, 1 }, { NULL, 0, 0 },
+};
+
+/* GraniteConfig: no head_dim attribute; the four multipliers */
+static const tfs_hf_default granite_defaults[] = {
+	{ "vocab_size", DI, 32000 }, { "num_key_value_heads", DKV, 0 },
+	{ "max_position_embeddings", DI, 2048 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 },
+	{ "embedding_multiplier", DR, 1.0 }, { "logits_scaling", DR, 1.0 },
+	{ "residual_multiplier", DR, 1.0 }, { "attention_multiplier", DR, 1.0 },
+	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
+};
+
+/* Olmo2Config */
+static const tfs_hf_default olmo2_defaults[] = {
+	{ "vocab_size", DI, 50304 }, { "num_key_value_heads", DKV, 0 },
+	{ "max_position_embeddings", DI, 2048 }, { "rms_norm_eps", DR, 1e-5 },
+	{ "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 },
+	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
+};
+
 static const tfs_hf_default no_defaults[] = { { NULL, 0, 0 } };
 
 static const tfs_hf_config_class config_classes[] = {
@@ -176,6 +215,9 @@ static const tfs_hf_config_class config_classes[] = {
 	{ "gemma3", no_defaults, "gemma3_text", 0 },
 	/* _rope_scaling_adjustment: rope_scaling type su or yarn is longrope */
 	{ "phi3", phi3_defaults, NULL, TFS_HF_CC_LONGROPE },
+	{ "smollm3", smollm3_defaults, NULL, 0 },
+	{ "granite", granite_defaults, NULL, 0 },
+	{ "olmo2", olmo2_defaults, NULL, 0 },
 };
 
 const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)
@@ -292,10 +334,10 @@ static int phi3_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	for (size_t i = 0; i < N(k); i++) {
 		const char *which = k[i].suffix;
 		json_t *v = k[i].keys ? tfs_hf_find(h->root, k[i].keys, &which) : k[i].v;
+		const char *key = k[i].keys ? k[i].keys[0] : "original_max_position_embeddings";
 		if (!v)
-			return tfs_error_set(err, TFS_E_FORMAT, "%s: no \"%s\" (the converter needs it "
-					     "for Phi3ForCausalLM)", h->where,
-					     k[i].keys ? k[i].keys[0] : "original_max_position_embeddings");
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: no \"%s\" (the converter needs "
+					     "it for Phi3ForCausalLM)", h->where, key);
 		if ((rc = k[i].f ? tfs_hf_add_f32(l, h, k[i].suffix, v, which, err)
 				 : tfs_hf_add_u32(l, h, k[i].suffix, v, which, err)))
 			return rc;
@@ -315,6 +357,56 @@ static int phi3_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	return tfs_hf_add_u32(l, h, "attention.sliding_window", sw, "sliding_window", err);
 }
 
+/* GraniteModel.set_gguf_parameters' own: the multipliers as scales, when truthy */
+static int granite_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	static const struct { const char *key, *suffix; } k[] = {
+		{ "attention_multiplier", "attention.scale" },
+		{ "embedding_multiplier", "embedding_scale" },
+		{ "residual_multiplier", "residual_scale" },
+		{ "logits_scaling", "logit_scale" },
+	};
+	for (size_t i = 0; i < N(k); i++) {
+		json_t *v = json_object_get(h->root, k[i].key);
+		bool truthy = json_is_true(v) || (json_is_number(v) && json_number_value(v) != 0);
+		int rc = truthy ? tfs_hf_add_f32(l, h, k[i].suffix, v, k[i].key, err) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Olmo2Model.set_gguf_parameters' own: a sliding window and its per-layer pattern, when
+ * config.json has sliding_window (layer_types, else every 4th layer global). */
+static int olmo2_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	json_t *sw = json_object_get(h->root, "sliding_window");
+	if (!sw)
+		return 0;
+	int rc = tfs_hf_add_u32(l, h, "attention.sliding_window", sw, "sliding_window", err);
+	if (rc)
+		return rc;
+	json_t *lt = json_object_get(h->root, "layer_types");
+	size_t n = json_is_array(lt) ? json_array_size(lt) : (size_t)h->n_layer;
+	uint8_t *d = malloc(12 + n);
+	char name[128];
+	if (!d)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+	uint32_t sub = TFS_GGUF_BOOL;
+	uint64_t cnt = n;
+	memcpy(d, &sub, 4);   /* little-endian hosts only, as the rest of tensorfs */
+	memcpy(d + 4, &cnt, 8);
+	for (size_t i = 0; i < n; i++) {
+		const char *t = json_string_value(json_array_get(lt, i));
+		d[12 + i] = json_is_array(lt) ? (t && !strcmp(t, "sliding_attention"))
+					      : (i + 1) % 4 != 0;
+	}
+	snprintf(name, sizeof name, "%s.attention.sliding_window_pattern", h->arch->gguf);
+	rc = tfs_hf_kvs_add(l, name, TFS_GGUF_ARRAY, d, 12 + n, err);
+	free(d);
+	return rc;
+}
+
 /* ==== the rows ==== */
 
 static const char *const llama_cls[] = { "LlamaForCausalLM", "LLaMAForCausalLM", NULL };
@@ -323,6 +415,9 @@ static const char *const qwen2_cls[] = { "Qwen2ForCausalLM", NULL };
 static const char *const qwen3_cls[] = { "Qwen3ForCausalLM", NULL };
 static const char *const gemma2_cls[] = { "Gemma2ForCausalLM", NULL };
 static const char *const phi3_cls[] = { "Phi3ForCausalLM", NULL };
+static const char *const smollm3_cls[] = { "SmolLM3ForCausalLM", NULL };
+static const char *const granite_cls[] = { "GraniteForCausalLM", NULL };
+static const char *const olmo2_cls[] = { "Olmo2ForCausalLM", NULL };
 static const char *const gemma3_cls[] = { "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
 					  NULL };
 
@@ -344,6 +439,14 @@ static const tfs_hf_arch rows[] = {
 	  N(gemma3_blocks), BASE | TFS_HF_ARCH_TRIM_EMBD, gemma3_keys, NULL },
 	{ phi3_cls, "phi3", globals, N(globals), phi3_blocks, N(phi3_blocks), 0, phi3_keys,
 	  tfs_hf_phi3_factors },
+	/* SmolLM3Model: LlamaModel's conversion, its own architecture name */
+	{ smollm3_cls, "smollm3", globals, N(globals), llama_blocks, N(llama_blocks),
+	  BASE | LLAMA, NULL, tfs_hf_llama3_freqs },
+	{ granite_cls, "granite", globals, N(globals), llama_blocks, N(llama_blocks),
+	  BASE | LLAMA | TFS_HF_ARCH_DROP_HEAD_DIM, granite_keys, tfs_hf_llama3_freqs },
+	/* Olmo2Model: TextModel's conversion, no permutation */
+	{ olmo2_cls, "olmo2", globals, N(globals), olmo2_blocks, N(olmo2_blocks), BASE,
+	  olmo2_keys, NULL },
 };
 
 const tfs_hf_arch *tfs_hf_arch_find(const char *cls)

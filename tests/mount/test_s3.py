@@ -32,7 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "s3"))
 
-from harness import TENSORFS, TESTDATA, Mount, TestCase, is_mounted, main, run
+from harness import TENSORFS, Mount, TestCase, is_mounted, main, run
 import rgw
 import s3proxy
 from test_remote import SHARDS, files_of, index_without_source, make_big_gguf, make_sharded, read

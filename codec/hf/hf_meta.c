@@ -459,9 +459,7 @@ void tfs_hf_size_label(char out[32], uint64_t total_params)
 	while (*d == '0')
 		d++;
 	int fix = 2 - (int)strlen(d);
-	if (fix < 0)
-		fix = 0;
-	snprintf(out, 32, "%.*f%c", fix, scaled, unit);
+	snprintf(out, 32, "%.*f%c", fix < 0 ? 0 : fix, scaled, unit);
 }
 
 /* ==== the fields ==== */
@@ -771,9 +769,8 @@ int tfs_hf_meta_keys_label(tfs_hf_kvs *out, const tfs_hf_files *files, const jso
 		bad = from_id(&m, dir_name, total_params);
 	if (!bad && !m.f[F_NAME])
 		bad = !(m.f[F_NAME] = strdup(dir_name));
-	if (!bad && !m.f[F_SIZE_LABEL] && !m.set[F_SIZE_LABEL] && total_params > 0) {
+	if (!bad && !m.f[F_SIZE_LABEL] && !m.set[F_SIZE_LABEL] && total_params > 0)
 		bad = !(m.f[F_SIZE_LABEL] = strdup(size_label));
-	}
 	if (bad) {
 		rc = tfs_error_set(err, TFS_E_NOMEM, "general.* keys: out of memory");
 		goto out;

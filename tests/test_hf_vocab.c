@@ -471,6 +471,16 @@ Test(hf_vocab, bpe_merge_out_of_vocab)
 	free(tj);
 }
 
+/* Found by fuzz_hf_vocab: an empty first merge ("") made the reader take an offset of a NULL
+ * buffer (UBSan: "applying zero offset to null pointer"); it is refused as a merge that is
+ * not two parts. */
+Test(hf_vocab, bpe_empty_merge)
+{
+	char *tj = bpe_json(LLAMA3_PRE, "[\"\"]", "BPE");
+	bpe_refused(tj, "LlamaForCausalLM", TFS_E_FORMAT, "merge 0 is neither");
+	free(tj);
+}
+
 Test(hf_vocab, bpe_bad_merges_format)
 {
 	char *tj = bpe_json(LLAMA3_PRE, "[7]", "BPE");

@@ -572,7 +572,8 @@ static int parse_merge(scan *s, tfs_hf_tok *t, tfs_buf *mt, size_t k)
 	}
 	if ((rc = string_into(s, mt)))
 		return rc;
-	char *sp = memchr(mt->data + a, ' ', mt->len - a);
+	/* (an empty merge "" added nothing: mt->data may still be NULL) */
+	char *sp = mt->len > a ? memchr(mt->data + a, ' ', mt->len - a) : NULL;
 	if (!sp || memchr(sp + 1, ' ', mt->len - (size_t)(sp + 1 - mt->data))) {
 		/* kept whole, as the converter writes it; BPE needs two parts (hf_bpe.c says so) */
 		if (!t->mbad && !(t->mbad = calloc(t->cap_merges, 1)))

@@ -481,6 +481,14 @@ Test(hf_vocab, bpe_empty_merge)
 	free(tj);
 }
 
+/* Found by fuzz_hf_vocab too: an empty first vocabulary key without an id ({"": ,...}) made
+ * the error message take an offset of a NULL buffer. */
+Test(hf_vocab, bpe_empty_key_without_id)
+{
+	bpe_refused("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"\": , \"a\": 1}}}",
+		    "LlamaForCausalLM", TFS_E_FORMAT, "vocab '' has no id");
+}
+
 Test(hf_vocab, bpe_bad_merges_format)
 {
 	char *tj = bpe_json(LLAMA3_PRE, "[7]", "BPE");

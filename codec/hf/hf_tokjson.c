@@ -492,11 +492,13 @@ static int parse_vocab(scan *s, tfs_hf_tok *t, tfs_buf *text)
 			return rc;
 		if (!next_is(s, ':'))
 			return bad(s, "':' expected");
-		if (!small_int(s, &id))
+		if (!small_int(s, &id)) {
+			/* (an empty first key "" added nothing: text->data may still be NULL) */
+			size_t n = text->len - t->off[t->n];
 			return tfs_error_set(s->err, TFS_E_FORMAT, "%s: vocab '%.*s' has no id (an "
-					     "integer from 0 to 2^31-1)", s->file,
-					     (int)(text->len - t->off[t->n] > 64 ? 64 :
-						   text->len - t->off[t->n]), text->data + t->off[t->n]);
+					     "integer from 0 to 2^31-1)", s->file, (int)(n > 64 ? 64 : n),
+					     n ? text->data + t->off[t->n] : "");
+		}
 		if (text->len > UINT32_MAX || grow_u32(&t->off, &cap_off, t->n + 2) ||
 		    grow_u32(&t->id, &cap_id, t->n + 1))
 			return tfs_error_set(s->err, TFS_E_NOMEM, "%s: out of memory", s->file);

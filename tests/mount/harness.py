@@ -16,6 +16,7 @@ Usage in a test module:
 """
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -85,6 +86,37 @@ def is_mounted(mountpoint):
             if parts[4].replace("\\040", " ") == mp and " - fuse.tensorfs " in line:
                 return True
     return False
+
+
+def pid_gone(pid):
+    """pid has exited (or is a zombie: its files, and so its flocks, are closed)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def kill_daemon(mountpoint, pid=None, timeout=60):
+    """kill -9 of the daemon behind mountpoint (its user.tensorfs.pid unless pid is given), as a
+    crash would: waits until it has exited (a process dies asynchronously, and a sanitizer
+    build's under load can take seconds; until then it holds its staging directory's lock),
+    then takes the dead mount down. Returns the pid."""
+    if pid is None:
+        pid = int(os.getxattr(mountpoint, "user.tensorfs.pid"))
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    deadline = time.time() + timeout
+    while not pid_gone(pid):
+        if time.time() > deadline:
+            raise AssertionError("daemon %d still alive %d s after kill -9" % (pid, timeout))
+        time.sleep(0.02)
+    while is_mounted(mountpoint) and time.time() < deadline:
+        if subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", mountpoint], capture_output=True)
+    return pid
 
 
 def _mount_argv_mountpoint(argv):

@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 
-from harness import TENSORFS, TESTDATA, Mount, TestCase, fuse_abort_all_for, is_mounted, main, run
+from harness import TENSORFS, TESTDATA, Mount, TestCase, fuse_abort_all_for, is_mounted, main, pid_gone, run
 
 GGUF_SRC = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
 STORE = os.path.join(TESTDATA, "ollama", "models")
@@ -54,13 +54,6 @@ def wait_for(cond, timeout=30, what="condition"):
             raise AssertionError("timed out waiting for " + what)
         time.sleep(0.02)
 
-
-def pid_gone(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except OSError:
-        return True
 
 
 def opens_under(pid, directory):

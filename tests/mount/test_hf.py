@@ -35,14 +35,12 @@ import json
 import os
 import random
 import shutil
-import signal
 import struct
 import subprocess
 import sys
 import tempfile
-import time
 
-from harness import TENSORFS, Mount, TestCase, is_mounted, main, run
+from harness import TENSORFS, Mount, TestCase, is_mounted, kill_daemon, main, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
@@ -486,11 +484,7 @@ class Edits(TestCase):
         with Mount(self, repo, ["rw", "output=" + out, "outtype=f16"], allow_stderr=True) as m:
             with open(m.p("metadata", "general.name"), "w") as f:
                 f.write("Edited")
-            pid = int(os.getxattr(m.path, "user.tensorfs.pid"))
-            os.kill(pid, signal.SIGKILL)
-            while subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode == 0:
-                time.sleep(0.02)
-            subprocess.run(["umount", "-l", m.path], capture_output=True)
+            kill_daemon(m.path)
         journal = os.path.join(d, ".out.gguf.tensorfs-staging", "journal.json")
         before = read(journal)
         self.assertEqual(json.loads(before)["view"], {"outtype": "f16", "gguf_model": True})

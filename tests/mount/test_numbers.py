@@ -22,14 +22,12 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 
-from harness import Mount, TestCase, main
+from harness import Mount, TestCase, kill_daemon, main
 import ggufgen
 import mlxquant as mq
 import stgen
@@ -588,8 +586,7 @@ class NumbersMLX(TestCase):
             self.assertTrue(np.array_equal(np.fromfile(m.p("f32", "w.int8"), dtype="<f4")[:64],
                                            self.w["w.int8"].values(*self.w["w.int8"].expected(
                                                np.concatenate([v, self.w["w.int8"].values().ravel()[64:]]).reshape(ROWS, COLS))[:3]).ravel()[:64]))
-            os.kill(int(os.getxattr(m.path, "user.tensorfs.pid")), signal.SIGKILL)
-            time.sleep(0.3)
+            kill_daemon(m.path)
         with Mount(self, self.manifest, ["rw", "staging=" + staging]) as m:
             got = [open(m.p("tensors", "w.int8" + x), "rb").read() for x in ("", ".scale", ".bias")]
             self.assertEqual(got, want)

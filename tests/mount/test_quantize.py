@@ -25,12 +25,10 @@ journal.  No source file is ever written.
 import concurrent.futures as cf
 import json
 import os
-import signal
 import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "quant"))
@@ -38,7 +36,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import ggufgen as G  # noqa: E402
 import llamacpp  # noqa: E402
 import qgen  # noqa: E402
-from harness import TENSORFS, Mount, TestCase, is_mounted, main, run, sha256  # noqa: E402
+from harness import TENSORFS, Mount, TestCase, is_mounted, kill_daemon, main, run, sha256  # noqa: E402
 
 PY = sys.executable
 LLAMAQ = os.path.join(HERE, "..", "quant", "llamaq.py")
@@ -518,15 +516,7 @@ class Quantize(TestCase):
                 f.write(name)
             if check:
                 check(mnt)
-            pid = int(os.getxattr(mnt.path, "user.tensorfs.pid"))
-            os.kill(pid, signal.SIGKILL)
-            for _ in range(200):
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.02)
-            subprocess.run(["umount", "-l", mnt.path], capture_output=True)
+            kill_daemon(mnt.path)
 
     def clean_unmount(self, src, opts, name):
         """What the unmount of a rw mount of src with opts writes after the same edit."""

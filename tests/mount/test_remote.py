@@ -7,7 +7,6 @@ import http.server
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -15,7 +14,7 @@ import time
 
 import numpy as np
 
-from harness import TENSORFS, TESTDATA, VOCAB_DIR, Mount, TestCase, is_mounted, main, run, \
+from harness import TENSORFS, TESTDATA, VOCAB_DIR, Mount, TestCase, is_mounted, kill_daemon, main, run, \
     vocab_files, vocab_missing
 import faultproxy
 import ggufgen
@@ -826,11 +825,7 @@ class RemoteWrite(TestCase):
         with Mount(self, NG.url(name), ["rw", "output=" + out, "cache=" + self.cache]) as m:
             with open(m.p("metadata", "general.name"), "w") as f:
                 f.write("edited, then killed")
-            os.kill(int(os.getxattr(m.path, "user.tensorfs.pid")), signal.SIGKILL)
-            deadline = time.time() + 10
-            while is_mounted(m.path) and time.time() < deadline:
-                subprocess.run(["umount", "-l", m.path], capture_output=True)
-                time.sleep(0.05)
+            kill_daemon(m.path)
         self.assertFalse(os.path.exists(out))  # nothing written yet: only the staging
         self.assertTrue(os.path.exists(os.path.join(d, ".out.gguf.tensorfs-staging",
                                                     "journal.json")))

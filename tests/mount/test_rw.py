@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from stgen import st_raw
-from harness import TENSORFS, TESTDATA, Mount, TestCase, is_mounted, main, run, sha256
+from harness import TENSORFS, TESTDATA, Mount, TestCase, is_mounted, kill_daemon, main, run, sha256
 
 GGUF_SRC = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
 OLLAMA_SRC = os.path.join(TESTDATA, "ollama", "models")
@@ -123,17 +123,8 @@ def tensor_bytes_by_info(path, info):
 
 def kill9_daemon(tc, m):
     """kill -9 of the daemon behind mount m, then the dead mount is taken down."""
-    pid = int(os.getxattr(m.path, "user.tensorfs.pid"))
     status = os.getxattr(m.path, "user.tensorfs.status").decode()
-    os.kill(pid, signal.SIGKILL)
-    for _ in range(200):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.02)
-    if subprocess.run(["fusermount3", "-u", m.path], capture_output=True).returncode != 0:
-        subprocess.run(["umount", "-l", m.path], capture_output=True)
+    kill_daemon(m.path)
     tc.assertFalse(is_mounted(m.path))
     try:
         os.unlink(status)

@@ -32,7 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "s3"))
 
-from harness import TENSORFS, Mount, TestCase, is_mounted, main, run
+from harness import TENSORFS, Mount, TestCase, is_mounted, kill_daemon, main, run
 import rgw
 import s3proxy
 from test_remote import SHARDS, files_of, index_without_source, make_big_gguf, make_sharded, read
@@ -232,11 +232,7 @@ class S3(TestCase):
         try:
             with open(os.path.join(mp, "metadata", "general.name"), "w") as f:
                 f.write("repacked\n")
-            pids = subprocess.run(["pgrep", "-f", "tensorfs mount %s %s" % (src("big.gguf"), mp)],
-                                  capture_output=True, text=True).stdout.split()
-            self.assertTrue(pids)
-            for p in pids:
-                os.kill(int(p), 9)
+            kill_daemon(mp)
         finally:
             subprocess.run(["fusermount3", "-u", "-z", mp], capture_output=True)
         r = run([TENSORFS, "repack", src("big.gguf"), "-o", "output=" + out], timeout=120)

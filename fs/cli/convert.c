@@ -18,13 +18,7 @@ static const tfsd_usage convert_usage = {
 
 int tfsd_quantize_check(const tfsd_opts *o, const char *prog)
 {
-	uint64_t size;
-
-	if (o->cache_size && !tfsd_parse_size(o->cache_size, &size)) {   /* (a usage error) */
-		fprintf(stderr, "%s: cache_size=%s is not a size (bytes, or with K, M, G, T)\n",
-			prog, o->cache_size);
-		return 2;
-	}
+	/* (cache_size= is checked with the other values by tfsd_opts_parse) */
 	if (o->quantize_threads < 0 || o->quantize_threads > 256) {
 		fprintf(stderr, "%s: -o quantize_threads=%d: takes 1 to 256 (0 or none: one per "
 			"CPU, at most 8)\n", prog, o->quantize_threads);

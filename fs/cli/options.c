@@ -162,13 +162,7 @@ int tfsd_remote_opts(const tfsd_opts *o, tfs_open_opts *oo, char **token, const 
 	oo->cafile = o->cafile;
 	oo->timeout = o->timeout;
 	oo->s3_endpoint = o->endpoint;
-	oo->s3_addressing = o->s3_addressing;
-	if (o->s3_addressing && strcmp(o->s3_addressing, "path") != 0 &&
-	    strcmp(o->s3_addressing, "virtual") != 0) {
-		fprintf(stderr, "%s: s3_addressing=%s: not path or virtual\n", prog,
-			o->s3_addressing);
-		return -1;
-	}
+	oo->s3_addressing = o->s3_addressing;   /* (its value checked by tfsd_opts_parse) */
 	if (o->cache_size && !tfsd_parse_size(o->cache_size, &oo->cache_size)) {
 		fprintf(stderr, "%s: cache_size=%s is not a size (bytes, or with K, M, G, T)\n",
 			prog, o->cache_size);
@@ -232,9 +226,30 @@ int tfsd_add_fsname(const tfsd_opts *o, struct fuse_args *args)
 }
 
 
+/* The values that a wrong word would otherwise only fail at open, with exit status 1:
+ * a usage error like any other (-1, said). */
+static int values_check(const tfsd_opts *o)
+{
+	uint64_t size;
+	if (o->s3_addressing && strcmp(o->s3_addressing, "path") != 0 &&
+	    strcmp(o->s3_addressing, "virtual") != 0) {
+		fprintf(stderr, "tensorfs: -o s3_addressing=%s: not path or virtual\n",
+			o->s3_addressing);
+		return -1;
+	}
+	if (o->cache_size && !tfsd_parse_size(o->cache_size, &size)) {
+		fprintf(stderr, "tensorfs: -o cache_size=%s is not a size (bytes, or with K, M, G, "
+			"T)\n", o->cache_size);
+		return -1;
+	}
+	return 0;
+}
+
 int tfsd_opts_parse(struct fuse_args *args, tfsd_opts *o, const tfsd_usage *usage)
 {
 	usage_text = usage;
 	pthread_once(&opt_spec_once, opt_spec_make);
-	return fuse_opt_parse(args, o, opt_spec, opt_proc);
+	if (fuse_opt_parse(args, o, opt_spec, opt_proc) == -1)
+		return -1;
+	return values_check(o);
 }

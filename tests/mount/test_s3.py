@@ -361,6 +361,10 @@ class S3(TestCase):
         ]
         for env, source, options, pattern in cases:
             self.refused(source, pattern, env, options)
+        # a word that is not path or virtual is a usage error, as any other bad option
+        r = run([TENSORFS, "mount", src("big.gguf"), self.tmpdir(), "-o", "s3_addressing=up"])
+        self.assertEqual((r.returncode, r.stderr),
+                         (2, "tensorfs: -o s3_addressing=up: not path or virtual\n"))
 
     # ==== faults ====
 

@@ -124,21 +124,18 @@ class _Server(http.server.ThreadingHTTPServer):
         pass  # the client hung up on a fault: expected
 
 
-class FaultProxy:
-    def __init__(self, upstream, host="127.0.0.1"):
+class Proxy:
+    """A proxy on 127.0.0.1 (a port of its own) in front of upstream, its requests answered by
+    handler (self.server.proxy is this object); faults are taken in order from self.faults,
+    then self.always.  tests/s3/s3proxy.py's S3 proxy is one too."""
+
+    def __init__(self, upstream, handler):
         self.upstream = urllib.parse.urlparse(upstream)
         self.faults = []
         self.always = None
-        self.etag_suffix = None
-        self.stall_seconds = 6
-        self.latency = 0  # seconds added before each request is forwarded
-        self.auth_seen = []
-        self.accept_seen = []
-        self.norange_paths = None
         self.requests = 0
         self.lock = threading.Lock()
-        self.host = host
-        self.server = _Server(("127.0.0.1", 0), _Handler)
+        self.server = _Server(("127.0.0.1", 0), handler)
         self.server.proxy = self
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -151,9 +148,21 @@ class FaultProxy:
                 return self.faults.pop(0)
             return self.always
 
-    def url(self, name):
-        return "http://%s:%d/%s" % (self.host, self.port, name)
-
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+class FaultProxy(Proxy):
+    def __init__(self, upstream, host="127.0.0.1"):
+        self.etag_suffix = None
+        self.stall_seconds = 6
+        self.latency = 0  # seconds added before each request is forwarded
+        self.auth_seen = []
+        self.accept_seen = []
+        self.norange_paths = None
+        self.host = host
+        super().__init__(upstream, _Handler)
+
+    def url(self, name):
+        return "http://%s:%d/%s" % (self.host, self.port, name)

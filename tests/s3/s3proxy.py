@@ -17,8 +17,11 @@ p.seen as (method, path, {lower-case name: value}).
 """
 import http.client
 import http.server
-import threading
-import urllib.parse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mount"))
+from faultproxy import Proxy  # noqa: E402  (the server, its fault queue, start and stop)
 
 SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>'
             b'Please reduce your request rate.</Message></Error>')
@@ -84,37 +87,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._forward("HEAD")
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        pass  # the client hung up on a fault: expected
-
-
-class S3Proxy:
+class S3Proxy(Proxy):
     def __init__(self, upstream, region="eu-north-1"):
-        self.upstream = urllib.parse.urlparse(upstream)
-        self.faults = []
-        self.always = None
         self.region = region
         self.seen = []
-        self.lock = threading.Lock()
-        self.server = _Server(("127.0.0.1", 0), _Handler)
-        self.server.proxy = self
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def next_fault(self):
-        with self.lock:
-            if self.faults:
-                return self.faults.pop(0)
-            return self.always
+        super().__init__(upstream, _Handler)
 
     @property
     def endpoint(self):
         return "http://127.0.0.1:%d" % self.port
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()

@@ -39,10 +39,7 @@ class Mounted:
             return {l.split(":")[0]: int(l.split(":")[1]) for l in f}
 
     def hwm_kib(self):
-        with open("/proc/%d/status" % self.pid) as f:
-            for l in f:
-                if l.startswith("VmHWM"):
-                    return int(l.split()[1])
+        return proc_status_kib(self.pid, "VmHWM")
 
     def __exit__(self, *a):
         subprocess.run([TENSORFS, "unmount", self.mp], check=False)
@@ -66,3 +63,29 @@ def timed(fn):
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
+
+
+def say(*a):
+    print(*a, flush=True)
+
+
+def warm_dir(path):
+    """Reads every file of directory path once (page cache)."""
+    for f in sorted(os.listdir(path)):
+        warm(os.path.join(path, f))
+
+
+def cat(paths):
+    """Seconds `cat paths... > /dev/null` takes."""
+    t = time.perf_counter()
+    subprocess.run(["sh", "-c", 'cat "$@" > /dev/null', "cat"] + list(paths), check=True)
+    return time.perf_counter() - t
+
+
+def proc_status_kib(pid, key):
+    """A /proc/PID/status figure in KiB (VmHWM, VmRSS), 0 when absent."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0

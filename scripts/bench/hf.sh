@@ -24,11 +24,9 @@ ROOT=$(pwd)
 bench_setup bench-hf "${1:-}"
 export TENSORFS DIR ROOT GIB="${2:-1}"
 exec /usr/bin/python3 - <<'EOF'
-import ctypes as C
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT, DIR, TENSORFS = os.environ["ROOT"], os.environ["DIR"], os.environ["TENSORFS"]
@@ -36,17 +34,7 @@ RUNS = int(os.environ.get("RUNS", "3"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "hf"))
 import make_model  # noqa: E402
 import reference  # noqa: E402
-
-
-def say(*a):
-    print(*a, flush=True)
-
-
-def warm(path):
-    for f in sorted(os.listdir(path)):
-        with open(os.path.join(path, f), "rb") as fh:
-            while fh.read(8 << 20):
-                pass
+from benchlib import Mounted, cat, say, warm_dir  # noqa: E402
 
 
 def timed(argv, **kw):
@@ -63,48 +51,6 @@ RUSAGE = ("import resource, subprocess, sys\n"
           "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
           "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
           "sys.exit(r.returncode)\n")
-
-
-class Mounted:
-    def __init__(self, src):
-        self.src, self.mp = src, tempfile.mkdtemp(prefix="tfs-bench-hf-")
-
-    def __enter__(self):
-        t = time.perf_counter()
-        subprocess.run([TENSORFS, "mount", self.src, self.mp], check=True)
-        self.mount_s = time.perf_counter() - t
-        self.pid = daemon_pid(self.mp)
-        return self
-
-    def __exit__(self, *a):
-        subprocess.run([TENSORFS, "unmount", self.mp], check=True)
-        os.rmdir(self.mp)
-
-    def hwm(self):
-        with open("/proc/%d/status" % self.pid) as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-        return 0
-
-
-def daemon_pid(mp):
-    """The daemon serving mp (its command line names it)."""
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                argv = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
-            except OSError:
-                continue
-            if os.fsencode(mp) in argv and any(a.endswith(b"tensorfs") for a in argv[:1]):
-                return int(p)
-    sys.exit("bench-hf: no daemon for " + mp)
-
-
-def cat(path):
-    t = time.perf_counter()
-    subprocess.run(["sh", "-c", 'cat "$@" > /dev/null', "cat"] + path, check=True)
-    return time.perf_counter() - t
 
 
 LLAMA = r"""
@@ -145,7 +91,7 @@ def main():
         make_model.make_bench(DIR, float(os.environ["GIB"]))
     size = sum(os.path.getsize(os.path.join(repo, f)) for f in os.listdir(repo))
     say("repo: %s, %.2f GiB" % (repo, size / (1 << 30)))
-    warm(repo)
+    warm_dir(repo)
     out = os.path.join(DIR, "converted.gguf")
     conv = []
     for _ in range(RUNS):
@@ -158,7 +104,7 @@ def main():
     for _ in range(RUNS):
         with Mounted(repo) as m:
             t = cat([os.path.join(m.mp, "model.gguf")])
-            rows.append((m.mount_s + t, m.mount_s, t, m.hwm()))
+            rows.append((m.mount_s + t, m.mount_s, t, m.hwm_kib()))
     best = min(rows)
     gib = os.path.getsize(out) / (1 << 30)
     say("mount + cat model.gguf:             %.2f s (mount %.3f s, cat %.2f s: %.2f GiB/s), "

@@ -26,51 +26,12 @@ exec /usr/bin/python3 - <<'EOF'
 import os
 import subprocess
 import sys
-import tempfile
-import time
 
 ROOT, DIR, TENSORFS = os.environ["ROOT"], os.environ["DIR"], os.environ["TENSORFS"]
 RUNS = int(os.environ.get("RUNS", "3"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "hf"))
 import make_moe  # noqa: E402
-
-
-def say(*a):
-    print(*a, flush=True)
-
-
-def warm(path):
-    for f in sorted(os.listdir(path)):
-        with open(os.path.join(path, f), "rb") as fh:
-            while fh.read(8 << 20):
-                pass
-
-
-def daemon_pid(mp):
-    """The daemon serving mp (its command line names it)."""
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                argv = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
-            except OSError:
-                continue
-            if os.fsencode(mp) in argv and any(a.endswith(b"tensorfs") for a in argv[:1]):
-                return int(p)
-    sys.exit("bench-moe: no daemon for " + mp)
-
-
-def status(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def cat(paths):
-    t = time.perf_counter()
-    subprocess.run(["sh", "-c", 'cat "$@" > /dev/null', "cat"] + paths, check=True)
-    return time.perf_counter() - t
+from benchlib import Mounted, cat, proc_status_kib, say, warm_dir  # noqa: E402
 
 
 def main():
@@ -80,11 +41,9 @@ def main():
         make_moe.make_bench(DIR, float(os.environ["GIB"]))
     size = sum(os.path.getsize(os.path.join(repo, f)) for f in os.listdir(repo))
     say("repo: %s, %.2f GiB" % (repo, size / (1 << 30)))
-    warm(repo)
-    mp = tempfile.mkdtemp(prefix="tfs-bench-moe-")
-    subprocess.run([TENSORFS, "mount", repo, mp], check=True)
-    try:
-        pid = daemon_pid(mp)
+    warm_dir(repo)
+    with Mounted(repo) as m:
+        pid, mp = m.pid, m.mp
         gguf = os.path.join(mp, "model.gguf")
         tdir = os.path.join(mp, "tensors")
         tensors = [os.path.join(tdir, n) for n in sorted(os.listdir(tdir))]
@@ -108,7 +67,7 @@ def main():
         say("ratio model.gguf / tensors: %.2fx (goal >= 0.8x); model.gguf / safetensors: %.2fx"
             % (gr / tr, gr / sr))
         say("daemon RSS: peak %.1f MiB, now %.1f MiB"
-            % (status(pid, "VmHWM") / 1024, status(pid, "VmRSS") / 1024))
+            % (proc_status_kib(pid, "VmHWM") / 1024, proc_status_kib(pid, "VmRSS") / 1024))
         if os.environ.get("CONVERT") == "1":
             import reference
             why = reference.missing_reason()
@@ -123,9 +82,6 @@ def main():
                     same = subprocess.run(["cmp", out, gguf]).returncode == 0
                     say("model.gguf %s the converter's file" % ("equals" if same else
                                                                 "DIFFERS from"))
-    finally:
-        subprocess.run([TENSORFS, "unmount", mp], check=True)
-        os.rmdir(mp)
 
 
 main()

@@ -1,13 +1,13 @@
 /*
- * test_gguf.c - the GGUF reader: llama.cpp's vocab files against what ggml parsed
- * ($TFS_SHARED/gguf/vocab/NAME.ggml.json: the shared test data, ../shared/testdata, not in
- * the repository; meson test sets TFS_SHARED, SKIP without it), mixed_flat.gguf against its
- * expected JSON and float32 files, every case of gguf/bad/RESULTS.json, and
- * truncated / mutated headers that must fail cleanly.
+ * test_gguf.c - the GGUF reader: llama.cpp's vocab-only GGUFs against what ggml's own reader
+ * makes of them (the reference clone's models/ggml-vocab-*.gguf, $TFS_VOCAB_DIR, and
+ * gguf_init_from_file of libggml-base.so, $TFS_LLAMA_LIB: both installed by scripts/setup.sh,
+ * SKIP without them), mixed_flat.gguf against its expected JSON and float32 files, every case
+ * of gguf/bad/RESULTS.json, and truncated / mutated headers that must fail cleanly.
  */
 #include <criterion/criterion.h>
 
-#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -23,26 +23,81 @@
 
 #define GGUF_DIR TFS_TESTDATA "/gguf"
 
-/* The vocab GGUFs of the shared test data: $TFS_SHARED/gguf/vocab (tests/meson.build sets
- * TFS_SHARED, as for the mount tests); NULL, and *why says so, when it is not set or the
- * directory is not there. */
-static const char *vocab_dir(const char **why)
+/* The vocab files compared (models/ggml-vocab-NAME.gguf of the clone): SPM, BPE and WPM
+ * tokenizers, arrays of 30K-100K strings, no tensors */
+static const char *const vocab_names[] = {
+	"baichuan", "bert-bge", "deepseek-llm", "falcon", "gpt-2", "gpt-neox", "llama-spm", "mpt",
+};
+#define N_VOCAB (sizeof(vocab_names) / sizeof(vocab_names[0]))
+
+/* The path of vocab file i, or NULL (and *why) when $TFS_VOCAB_DIR does not have it. */
+static const char *vocab_path(size_t i, const char **why)
 {
-	static char dir[512], reason[640];
-	const char *shared = getenv("TFS_SHARED");
-	struct stat st;
-	if (!shared || !*shared) {
-		*why = "TFS_SHARED is not set (meson test sets it to ../shared/testdata)";
+	static char path[1024], reason[1200];
+	const char *dir = getenv("TFS_VOCAB_DIR");
+	if (!dir || !*dir) {
+		*why = "TFS_VOCAB_DIR is not set (meson test sets it to build/llama.cpp/models)";
 		return NULL;
 	}
-	snprintf(dir, sizeof(dir), "%s/gguf/vocab", shared);
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(reason, sizeof(reason),
-			 "%s is not there (the shared test data, not in the repository)", dir);
+	snprintf(path, sizeof(path), "%s/ggml-vocab-%s.gguf", dir, vocab_names[i]);
+	if (access(path, R_OK) != 0) {
+		snprintf(reason, sizeof(reason), "%s: %s (bash scripts/setup.sh clones the reference "
+			 "llama.cpp)", path, strerror(errno));
 		*why = reason;
 		return NULL;
 	}
-	return dir;
+	return path;
+}
+
+/* ggml's GGUF reader (gguf.h of the llama.cpp the npm libraries were built from) */
+struct gguf_init_params {
+	bool no_alloc;
+	void **ctx;
+};
+static struct {
+	void *lib;
+	void *(*init)(const char *, struct gguf_init_params);
+	void (*free)(void *);
+	uint32_t (*version)(const void *);
+	size_t (*alignment)(const void *), (*data_offset)(const void *);
+	int64_t (*n_kv)(const void *), (*n_tensors)(const void *);
+	const char *(*key)(const void *, int64_t), *(*val_str)(const void *, int64_t);
+	int (*kv_type)(const void *, int64_t), (*arr_type)(const void *, int64_t);
+	size_t (*arr_n)(const void *, int64_t);
+	const void *(*arr_data)(const void *, int64_t), *(*val_data)(const void *, int64_t);
+	const char *(*arr_str)(const void *, int64_t, size_t);
+	char why[1200];
+} gg;
+
+static bool load_ggml(void)
+{
+	static const struct { void *slot; const char *name; } syms[] = {
+		{ &gg.init, "gguf_init_from_file" }, { &gg.free, "gguf_free" },
+		{ &gg.version, "gguf_get_version" }, { &gg.alignment, "gguf_get_alignment" },
+		{ &gg.data_offset, "gguf_get_data_offset" }, { &gg.n_kv, "gguf_get_n_kv" },
+		{ &gg.n_tensors, "gguf_get_n_tensors" }, { &gg.key, "gguf_get_key" },
+		{ &gg.val_str, "gguf_get_val_str" }, { &gg.kv_type, "gguf_get_kv_type" },
+		{ &gg.arr_type, "gguf_get_arr_type" }, { &gg.arr_n, "gguf_get_arr_n" },
+		{ &gg.arr_data, "gguf_get_arr_data" }, { &gg.val_data, "gguf_get_val_data" },
+		{ &gg.arr_str, "gguf_get_arr_str" },
+	};
+	const char *dir = getenv("TFS_LLAMA_LIB");
+	char path[1024];
+	if (gg.lib)
+		return true;
+	snprintf(path, sizeof(path), "%s/libggml-base.so", dir ? dir : "(TFS_LLAMA_LIB unset)");
+	gg.lib = dir ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+	if (!gg.lib) {
+		snprintf(gg.why, sizeof(gg.why), "%s not loadable (bash scripts/setup.sh installs "
+			 "it): %s", path, dir ? dlerror() : "TFS_LLAMA_LIB is not set");
+		return false;
+	}
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *f = dlsym(gg.lib, syms[i].name);
+		cr_assert(f, "%s lacks %s", path, syms[i].name);
+		memcpy(syms[i].slot, &f, sizeof(f));
+	}
+	return true;
 }
 
 /* "u32" / "UINT32" / "str" / "STRING" ... -> GGUF type id */
@@ -197,32 +252,80 @@ static void check_kvs(const tfs_model *m, json_t *kvs)
 	}
 }
 
+/* One string of tensorfs's payload at *p against ggml's C string g (ggml hands strings out
+ * as C strings: one with a NUL byte is cut there, and matches up to it). */
+static void check_str(const char *key, const uint8_t **p, const uint8_t *end, const char *g)
+{
+	uint64_t n;
+	cr_assert(g && end - *p >= 8, "%s: short", key);
+	memcpy(&n, *p, 8);
+	cr_assert((uint64_t)(end - *p - 8) >= n, "%s: short string", key);
+	size_t gl = strlen(g);
+	cr_assert(gl == n || (gl < n && (*p)[8 + gl] == 0), "%s: string length %llu, ggml %zu",
+		  key, (unsigned long long)n, gl);
+	cr_assert(!memcmp(*p + 8, g, gl), "%s: string bytes", key);
+	*p += 8 + n;
+}
+
+/* Every key of m, in order, against ggml's context c: name, type, and value byte for byte. */
+static void check_against_ggml(const char *path, const tfs_model *m, const void *c)
+{
+	cr_assert_eq(tfs_model_n_kv(m), (size_t)gg.n_kv(c), "%s: key count", path);
+	cr_assert_eq(tfs_model_n_tensors(m), (size_t)gg.n_tensors(c), "%s: tensor count", path);
+	for (int64_t i = 0; i < gg.n_kv(c); i++) {
+		const tfs_kv *kv = tfs_model_kv(m, (size_t)i);
+		const char *key = gg.key(c, i);
+		const uint8_t *p = kv->data, *end = kv->data + kv->len;
+		int t = gg.kv_type(c, i);
+		cr_assert_str_eq(kv->name, key, "%s: key %lld", path, (long long)i);
+		cr_assert_eq((int)kv->type, t, "%s: type %u, ggml %d", key, kv->type, t);
+		cr_assert_eq(tfs_value_check(kv->type, kv->data, kv->len, NULL), 0, "%s: payload", key);
+		if (t == 8) {
+			check_str(key, &p, end, gg.val_str(c, i));
+		} else if (t == 9) {
+			uint32_t et;
+			uint64_t n;
+			memcpy(&et, p, 4);
+			memcpy(&n, p + 4, 8);
+			p += 12;
+			cr_assert_eq((int)et, gg.arr_type(c, i), "%s: element type", key);
+			cr_assert_eq(n, (uint64_t)gg.arr_n(c, i), "%s: count", key);
+			if (et == 8) {
+				for (uint64_t k = 0; k < n; k++)
+					check_str(key, &p, end, gg.arr_str(c, i, (size_t)k));
+			} else {
+				cr_assert(et < 13 && scalar_size[et], "%s: element type %u", key, et);
+				size_t len = (size_t)n * scalar_size[et];
+				cr_assert((size_t)(end - p) >= len, "%s: short", key);
+				cr_assert(!len || !memcmp(p, gg.arr_data(c, i), len), "%s: values", key);
+				p += len;
+			}
+		} else {
+			cr_assert(t < 13 && scalar_size[t] && (size_t)(end - p) >= scalar_size[t],
+				  "%s: type %d", key, t);
+			cr_assert(!memcmp(p, gg.val_data(c, i), scalar_size[t]), "%s: value", key);
+			p += scalar_size[t];
+		}
+		cr_assert_eq(p, end, "%s: payload length", key);
+	}
+}
+
 Test(gguf, vocab_files_match_ggml)
 {
-	const char *why = NULL, *vdir = vocab_dir(&why);
-	DIR *d = vdir ? opendir(vdir) : NULL;
-	if (!d) {
-		cr_skip_test("the llama.cpp vocab files ($TFS_SHARED/gguf/vocab): %s",
-			     why ? why : strerror(errno));
-		return;
-	}
-	struct dirent *de;
-	int n = 0;
-	while ((de = readdir(d))) {
-		size_t l = strlen(de->d_name);
-		if (l < 5 || strcmp(de->d_name + l - 5, ".gguf"))
-			continue;
-		char path[512], jpath[512];
-		snprintf(path, sizeof(path), "%s/%s", vdir, de->d_name);
-		snprintf(jpath, sizeof(jpath), "%s/%.*s.ggml.json", vdir, (int)(l - 5), de->d_name);
-		json_error_t je;
-		json_t *exp = json_load_file(jpath, 0, &je);
-		cr_assert(exp, "%s: %s", jpath, je.text);
+	const char *why = NULL;
+	if (!vocab_path(0, &why))
+		cr_skip_test("the llama.cpp vocab files: %s", why);
+	if (!load_ggml())
+		cr_skip_test("ggml's reader: %s", gg.why);
+	for (size_t i = 0; i < N_VOCAB; i++) {
+		const char *path = vocab_path(i, &why);
+		cr_assert(path, "%s", why);
+		void *c = gg.init(path, (struct gguf_init_params){ .no_alloc = true, .ctx = NULL });
+		cr_assert(c, "ggml cannot read %s", path);
 		tfs_model *m;
 		tfs_error err;
 		cr_assert_eq(tfs_model_open(&m, path, NULL, &err), 0, "%s: %s", path, err.msg);
-		check_kvs(m, json_object_get(exp, "kv"));
-		cr_assert_eq(tfs_model_n_tensors(m), (size_t)jint(json_object_get(exp, "n_tensors")));
+		check_against_ggml(path, m, c);
 		/* every value formats (the 100K-string arrays included) */
 		for (size_t k = 0; k < tfs_model_n_kv(m); k++) {
 			tfs_buf b = { 0 };
@@ -231,11 +334,8 @@ Test(gguf, vocab_files_match_ggml)
 			tfs_buf_free(&b);
 		}
 		tfs_model_free(m);
-		json_decref(exp);
-		n++;
+		gg.free(c);
 	}
-	closedir(d);
-	cr_assert(n >= 8, "only %d vocab files", n);
 }
 
 Test(gguf, mixed_flat_matches_expected)
@@ -573,26 +673,18 @@ Test(gguf, data_offset_is_aligned_without_tensors)
 	json_decref(res);
 	cr_assert(n >= 5 && tensorless >= 1, "%d cases, %d without tensors", n, tensorless);
 
-	/* and the vocab files, when the shared test data is there (vocab_files_match_ggml SKIPs
-	 * with the reason when it is not) */
-	const char *why = NULL, *vdir = vocab_dir(&why);
-	DIR *d = vdir ? opendir(vdir) : NULL;
-	if (!d)
-		return;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		size_t l = strlen(de->d_name);
-		if (l < 5 || strcmp(de->d_name + l - 5, ".gguf"))
-			continue;
-		char path[512], jpath[512];
-		snprintf(path, sizeof(path), "%s/%s", vdir, de->d_name);
-		snprintf(jpath, sizeof(jpath), "%s/%.*s.ggml.json", vdir, (int)(l - 5), de->d_name);
-		json_t *exp = json_load_file(jpath, 0, &je);
-		cr_assert(exp, "%s: %s", jpath, je.text);
-		int64_t a = jint(json_object_get(exp, "alignment"));
-		int64_t raw = jint(json_object_get(exp, "data_offset"));
+	/* and the vocab files: ggml's data offset, aligned (it reports the unpadded header size
+	 * of a tensor-less file) */
+	const char *why = NULL;
+	if (!vocab_path(0, &why) || !load_ggml())
+		return; /* vocab_files_match_ggml SKIPs, saying why */
+	for (size_t v = 0; v < N_VOCAB; v++) {
+		const char *path = vocab_path(v, &why);
+		cr_assert(path, "%s", why);
+		void *gc = gg.init(path, (struct gguf_init_params){ .no_alloc = true, .ctx = NULL });
+		cr_assert(gc, "ggml cannot read %s", path);
+		int64_t a = (int64_t)gg.alignment(gc), raw = (int64_t)gg.data_offset(gc);
+		gg.free(gc);
 		cr_assert_eq(index_data_offset(path), (raw + a - 1) / a * a, "%s", path);
-		json_decref(exp);
 	}
-	closedir(d);
 }

@@ -14,6 +14,7 @@ Usage in a test module:
                 ...
     if __name__ == '__main__': main()
 """
+import json
 import os
 import shutil
 import signal
@@ -25,26 +26,41 @@ import unittest
 
 TENSORFS = os.environ.get("TENSORFS", os.path.join(os.path.dirname(__file__), "../../build/fs/tensorfs"))
 TESTDATA = os.environ.get("TFS_TESTDATA", os.path.join(os.path.dirname(__file__), "../data"))
-# The shared test data (llama.cpp's vocab GGUFs and what ggml parsed of them), beside the
-# repository and not in it: env TFS_SHARED, set by meson (tests/meson.build: shared_testdata);
-# run by hand without it, ../shared/testdata beside the repository.  A test needing a file
-# from it SKIPs with vocab_missing()'s reason when it is not there.
-SHARED = os.environ.get("TFS_SHARED", os.path.join(os.path.dirname(__file__), "../../../shared/testdata"))
-VOCAB_DIR = os.path.join(SHARED, "gguf", "vocab")
+# llama.cpp's vocab-only GGUFs (no tensors; arrays of 30K-100K strings): models/ of the
+# reference llama.cpp clone scripts/setup.sh makes in build/llama.cpp (env TFS_LLAMA_CPP, set
+# by meson, names it; tests/hf/reference.py uses the same clone).  VOCAB_NAMES: the ones the
+# tests use, SPM, BPE and WPM tokenizers.  A test needing them SKIPs with vocab_missing()'s
+# reason when they are not there.
+LLAMA_CPP = os.environ.get("TFS_LLAMA_CPP") or os.path.join(os.path.dirname(__file__), "../../build/llama.cpp")
+VOCAB_DIR = os.path.join(LLAMA_CPP, "models")
+VOCAB_NAMES = ("baichuan", "bert-bge", "deepseek-llm", "falcon", "gpt-2", "gpt-neox", "llama-spm",
+               "mpt")
+LLAMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama")
 
 
 def vocab_files():
-    """The names of the vocab-only GGUFs in VOCAB_DIR, sorted ([] when it is not there)."""
-    if not os.path.isdir(VOCAB_DIR):
-        return []
-    return sorted(f for f in os.listdir(VOCAB_DIR) if f.endswith(".gguf"))
+    """The file names of the VOCAB_NAMES GGUFs in VOCAB_DIR, sorted ([] when one is missing)."""
+    names = sorted("ggml-vocab-%s.gguf" % n for n in VOCAB_NAMES)
+    return names if all(os.path.isfile(os.path.join(VOCAB_DIR, f)) for f in names) else []
 
 
 def vocab_missing():
-    """None when there are vocab GGUFs in VOCAB_DIR, else the reason to SKIP."""
+    """None when the vocab GGUFs are in VOCAB_DIR, else the reason to SKIP."""
     if vocab_files():
         return None
-    return "no vocab GGUFs in %s (the shared test data, not in the repository: TFS_SHARED)" % VOCAB_DIR
+    return "no ggml-vocab-{%s}.gguf in %s (the reference llama.cpp: bash scripts/setup.sh)" % (
+        ",".join(VOCAB_NAMES), VOCAB_DIR)
+
+
+def ggml_gguf(path):
+    """What ggml's own reader (gguf_init_from_file of llama.cpp's libggml-base.so,
+    tests/llama/ggml_gguf.py, in a process of its own) makes of the GGUF at path: a dict, or
+    a str saying why there is none (the library missing, or ggml refusing the file)."""
+    r = subprocess.run([sys.executable, os.path.join(LLAMA_DIR, "ggml_gguf.py"), path],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode:
+        return "ggml_gguf.py %s: %s" % (path, (r.stderr.strip() or "exit %d" % r.returncode))
+    return json.loads(r.stdout)
 
 
 def run(args, timeout=60, check=False, **kw):

@@ -344,7 +344,7 @@ class GgmlReadsRepacks(LlamaCase):
         if os.path.exists(os.path.join(VOCAB_DIR, "ggml-vocab-llama-spm.gguf")):
             srcs.append(os.path.join(VOCAB_DIR, "ggml-vocab-llama-spm.gguf"))
         else:
-            print("# SKIP ggml-vocab-llama-spm.gguf: not in %s (the shared test data: TFS_SHARED)"
+            print("# SKIP ggml-vocab-llama-spm.gguf: not in %s (the reference llama.cpp: setup.sh)"
                   % VOCAB_DIR, flush=True)
         for src in srcs:
             path = os.path.join(self.tmpdir(), os.path.basename(src))

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 secs=${1:-10}
 [ $# -gt 0 ] && shift
-all=(gguf safetensors st_index ollama_manifest ollama_blob journal value imatrix hf_vocab hf_meta hf_plan)
+all=(gguf safetensors st_index ollama_manifest ollama_blob journal value imatrix hf_vocab hf_meta hf_plan s3)
 harnesses=("${all[@]}")
 [ $# -gt 0 ] && harnesses=("$@")
 jobs=${TFS_FUZZ_JOBS:-1}

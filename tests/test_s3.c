@@ -322,6 +322,13 @@ Test(s3, parse_names)
 	free(k);
 	cr_expect_eq(tfs_s3_parse("s3:///k", &b, &k, &err), TFS_E_INVALID);
 	cr_expect(strstr(err.msg, "not of the form s3://BUCKET/KEY"), "%s", err.msg);
+	/* a string shorter than the scheme is refused without reading past its end (fuzz_s3:
+	 * the ASan build reports the read of a 3-byte allocation's 6th byte) */
+	char *shorter = strdup("S\xcd");
+	cr_assert_not_null(shorter);
+	cr_expect_eq(tfs_s3_parse(shorter, &b, &k, &err), TFS_E_INVALID);
+	cr_expect(b == NULL && k == NULL);
+	free(shorter);
 }
 
 /* ==== ListObjectsV2 ==== */

@@ -263,10 +263,12 @@ int tfs_s3_auth_load(tfs_s3_auth **out, const tfs_open_opts *o, tfs_error *err)
 
 int tfs_s3_parse(const char *source, char **bucket, char **key, tfs_error *err)
 {
-	const char *b = source + 5, *slash = strchr(b, '/');
-	size_t bl = slash ? (size_t)(slash - b) : strlen(b);
 	*bucket = *key = NULL;
-	if (strncasecmp(source, "s3://", 5) || !bl || memchr(b, '?', bl) || memchr(b, '@', bl))
+	/* (the scheme first: source + 5 of a shorter string is past its end) */
+	const char *b = strncasecmp(source, "s3://", 5) == 0 ? source + 5 : NULL;
+	const char *slash = b ? strchr(b, '/') : NULL;
+	size_t bl = !b ? 0 : slash ? (size_t)(slash - b) : strlen(b);
+	if (!bl || memchr(b, '?', bl) || memchr(b, '@', bl))
 		return tfs_error_set(err, TFS_E_INVALID, "%s: not of the form s3://BUCKET/KEY",
 				     source);
 	if (!(*bucket = strndup(b, bl)) || !(*key = strdup(slash ? slash + 1 : ""))) {

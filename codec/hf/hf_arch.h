@@ -36,6 +36,7 @@ enum tfs_hf_dim {
 	/* MoE (hf_moe.c): the experts' count, an expert's and the shared expert's
 	 * intermediate size, 1 (the shared expert's gate) */
 	TFS_HF_D_EXPERTS, TFS_HF_D_FF_EXP, TFS_HF_D_FF_SHEXP, TFS_HF_D_ONE,
+	TFS_HF_D_LAYER,          /* not checked: it differs per layer (Gemma 4, hf_gemma4.c) */
 };
 
 /* What the converter does to a tensor's values besides converting them. */
@@ -79,6 +80,7 @@ enum {
 	TFS_HF_ARCH_TRIM_EMBD = 1 << 2,    /* token_embd cut to the tokenizer's size (Gemma 3) */
 	TFS_HF_ARCH_LLAMA_PARAMS = 1 << 3, /* LlamaModel's vocab_size and rope dimensions */
 	TFS_HF_ARCH_DROP_HEAD_DIM = 1 << 4, /* head_dim ignored for the keys (Granite pops it) */
+	TFS_HF_ARCH_SCALAR_WEIGHT = 1 << 5, /* "layer_scalar" gets ".weight" (Gemma 4) */
 };
 
 struct tfs_hf_params;
@@ -169,5 +171,9 @@ void tfs_hf_arch_list(char *out, size_t cap);
 const tfs_hf_arch *tfs_hf_moe_arch_find(const char *cls);
 size_t tfs_hf_moe_arch_list(char *out, size_t cap, size_t k);
 const tfs_hf_config_class *tfs_hf_moe_config_class_find(const char *model_type);
+
+/* hf_gemma4.c: Gemma 4's row (or NULL), its classes appended to a list (as the MoE's). */
+const tfs_hf_arch *tfs_hf_gemma4_arch_find(const char *cls);
+size_t tfs_hf_gemma4_arch_list(char *out, size_t cap, size_t k);
 
 #endif

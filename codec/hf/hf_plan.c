@@ -312,6 +312,9 @@ static bool filter_name(char *out, size_t cap, const char *name, const tfs_hf_ar
 		out[k++] = *s++;
 	}
 	out[k] = 0;
+	if ((row->flags & TFS_HF_ARCH_SCALAR_WEIGHT) && ends_with(out, "layer_scalar") &&
+	    k + 8 <= cap)   /* Gemma4Model.filter_tensors: the buffer named as a weight */
+		memcpy(out + k, ".weight", 8);
 	return true;
 }
 

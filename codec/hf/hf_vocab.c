@@ -490,7 +490,7 @@ static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 
 /* ==== per architecture ==== */
 
-enum vocab_kind { V_LLAMA, V_SPM_GPT2, V_GPT2, V_GEMMA2, V_GEMMA3, V_PHI3 };
+enum vocab_kind { V_LLAMA, V_SPM_GPT2, V_GPT2, V_GEMMA2, V_GEMMA3, V_PHI3, V_GEMMA4 };
 
 /* The HF classes (config.json's architectures[0]) and their converter class's set_vocab. */
 static const struct {
@@ -507,6 +507,7 @@ static const struct {
 	{ "Gemma2ForCausalLM", V_GEMMA2 },
 	{ "Gemma3ForCausalLM", V_GEMMA3 }, { "Gemma3ForConditionalGeneration", V_GEMMA3 },
 	{ "Phi3ForCausalLM", V_PHI3 },
+	{ "Gemma4ForCausalLM", V_GEMMA4 }, { "Gemma4ForConditionalGeneration", V_GEMMA4 },
 };
 
 /* LlamaModel.set_vocab's tail: CodeLlama's infill ids, add_bos_token false for 49152. */
@@ -598,6 +599,8 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 {
 	int rc = 0;
 	bool llama = kind == V_LLAMA;
+	if (kind == V_GEMMA4)   /* hf_gemma4.c */
+		return tfs_hf_gemma4_vocab(out, files, f->tok, f->cfg, err);
 	if (llama) {   /* add_prefix_space first; tekken.json alone: the Mistral format */
 		const json_t *aps = json_object_get(f->cfg, "add_prefix_space");
 		if (aps && !json_is_null(aps))

@@ -126,6 +126,26 @@ VARIANTS = {
     "olmo2-bf16": dict(arch="Olmo2ForCausalLM", dtype="BF16", shards=1, tied=False,
                        kv_heads=4, npm_tokenizer="llama3_1", vocab=128256,
                        name_or_path="allenai/OLMo-2-1124-7B-Instruct", tokens=True),
+    # Gemma 4 (E2B style): BF16, tied, per-layer embeddings (PLE), the last two layers sharing
+    # the KV of earlier ones (no k/v projections) with double-wide MLPs, sliding/full layers
+    # of different head sizes, proportional rope (a generated rope_freqs); Gemma 4's own
+    # tokenizer.json (LlamaHfVocab, "gemma4") with a transformers 5 tokenizer_config.json
+    "gemma4-bf16": dict(arch="Gemma4ForCausalLM", dtype="BF16", shards=1, tied=True,
+                        layers=4, head_dim=16, global_head=32, sliding_window=64, ple=8,
+                        kv_shared=2, double_wide=True, gemma4_tok="v5",
+                        name_or_path="google/gemma-4-E2B-it", tokens=True),
+    # Gemma 4 (31B style) multimodal's text model: F16, two shards, keys equal to values on
+    # the full layers (no v_proj), fewer KV heads there; vision/audio tensors skipped; a
+    # tokenizer_config.json transformers 4.57 reads (extra_special_tokens as a dict)
+    "gemma4-mm-f16": dict(arch="Gemma4ForConditionalGeneration", dtype="F16", shards=2,
+                          tied=True, layers=3, head_dim=16, global_head=32, kv_heads=2,
+                          global_kv=1, k_eq_v=True, sliding_window=32, gemma4_tok="v4",
+                          tokens=True),
+    # Gemma 4 with a config.json that leaves out what the converter reads with .get()
+    # (transformers 4.57 has no Gemma4Config: the converter reads config.json as written)
+    "gemma4-sparse-f32": dict(arch="Gemma4ForCausalLM", dtype="F32", shards=1, tied=True,
+                              layers=2, head_dim=16, global_head=32, sliding_window=64,
+                              gemma4_tok="v5", sparse=True, tokens="q8_0"),
 }
 
 # model_type of each class (config.json)
@@ -134,8 +154,10 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
                "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
                "SmolLM3ForCausalLM": "smollm3", "GraniteForCausalLM": "granite",
-               "Olmo2ForCausalLM": "olmo2"}
+               "Olmo2ForCausalLM": "olmo2", "Gemma4ForCausalLM": "gemma4_text",
+               "Gemma4ForConditionalGeneration": "gemma4"}
 GEMMA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration")
+GEMMA4 = ("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration")
 
 
 def spec(name):
@@ -190,14 +212,155 @@ def write_tokenizer(d, s, spm_model):
                   indent=2)
 
 
+# Gemma 4's tokenizer.json: a SentencePiece-style BPE (byte_fallback, "▁" for spaces) with
+# Gemma 4's special tokens at the front, made from the trained SentencePiece model's pieces
+# (merges: each piece's splits into two pieces, as transformers' SentencePieceExtractor)
+GEMMA4_NAMED = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"]
+GEMMA4_ADDED = ["<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|tool_call>",
+                "<tool_call|>", '<|"|>', "<|think|>", "<|image>", "<image|>", "<|image|>",
+                "<|audio|>", "<unused0>", "<unused1>"]
+GEMMA4_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{{ '<|turn>' + m['role'] + '\\n' + "
+                   "m['content'] + '<turn|>\\n' }}{% endfor %}"
+                   "{% if add_generation_prompt %}{{ '<|turn>model\\n' }}{% endif %}")
+
+
+def gemma4_vocab(spm_model):
+    """Gemma 4 style vocabulary (text -> id) and merges from the SentencePiece model."""
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=spm_model)
+    vocab = {}
+    for t in GEMMA4_NAMED + GEMMA4_ADDED + ["<0x%02X>" % b for b in range(256)]:
+        vocab[t] = len(vocab)
+    for i in range(sp.get_piece_size()):
+        p = sp.id_to_piece(i)
+        if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i)) and p not in vocab:
+            vocab[p] = len(vocab)
+    merges = []
+    for p, i in vocab.items():
+        if i < len(GEMMA4_NAMED) + len(GEMMA4_ADDED) + 256 or len(p) < 2:
+            continue
+        for k in range(1, len(p)):
+            a, b = p[:k], p[k:]
+            if a in vocab and b in vocab:
+                merges.append((i, vocab[a], vocab[b], a, b))
+    merges.sort()
+    return vocab, [[a, b] for _, _, _, a, b in merges]
+
+
+def write_gemma4_tokenizer(d, s, spm_model):
+    """tokenizer.json and tokenizer_config.json (no tokenizer.model): gemma4_tok "v5" as
+    transformers 5 saves it (named tokens at the top level, extra_special_tokens a list),
+    "v4" as 4.57 reads it (extra_special_tokens a dict)."""
+    vocab, merges = gemma4_vocab(spm_model)
+    special = set(GEMMA4_NAMED[:4]) | set(GEMMA4_ADDED[:12])
+    added = [{"id": vocab[t], "content": t, "single_word": False, "lstrip": False,
+              "rstrip": False, "normalized": False, "special": t in special}
+             for t in GEMMA4_NAMED + GEMMA4_ADDED]
+    tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+          "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+          "pre_tokenizer": {"type": "Split", "pattern": {"String": " "},
+                            "behavior": "MergedWithPrevious", "invert": False},
+          "post_processor": {"type": "TemplateProcessing",
+                             "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}},
+                                        {"Sequence": {"id": "A", "type_id": 0}}],
+                             "pair": [{"SpecialToken": {"id": "<bos>", "type_id": 0}},
+                                      {"Sequence": {"id": "A", "type_id": 0}},
+                                      {"SpecialToken": {"id": "<bos>", "type_id": 1}},
+                                      {"Sequence": {"id": "B", "type_id": 1}}],
+                             "special_tokens": {"<bos>": {"id": "<bos>", "ids": [2],
+                                                          "tokens": ["<bos>"]}}},
+          "decoder": {"type": "Sequence", "decoders": [
+              {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+              {"type": "ByteFallback"}, {"type": "Fuse"}]},
+          "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>",
+                    "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                    "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                    "vocab": vocab, "merges": merges}}
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False, indent=2)
+    tc = {"tokenizer_class": "GemmaTokenizer", "bos_token": "<bos>", "eos_token": "<eos>",
+          "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>",
+          "padding_side": "left", "model_max_length": s["ctx"], "chat_template": GEMMA4_TEMPLATE}
+    named = {"sot_token": "<|turn>", "eot_token": "<turn|>", "soc_token": "<|channel>",
+             "eoc_token": "<channel|>", "stc_token": "<|tool_call>", "etc_token": "<tool_call|>",
+             "escape_token": '<|"|>', "think_token": "<|think|>", "boi_token": "<|image>",
+             "eoi_token": "<image|>", "image_token": "<|image|>"}
+    if s["gemma4_tok"] == "v5":
+        tc.update(named, backend="tokenizers", extra_special_tokens=["<|audio|>"])
+    else:   # 4.57: the dict's tokens are special; a named key outside it is not
+        tc.update(add_bos_token=True, add_eos_token=False, think_token="<|think|>")
+        del named["think_token"]
+        tc["extra_special_tokens"] = named
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump(tc, f, indent=2)
+
+
 # ==== weights ====
 
 def head_dim(s):
     return s.get("head_dim") or s["hidden"] // s["heads"]
 
 
+def gemma4_layer_types(s):
+    n = s["layers"]
+    t = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+    t[-1] = "full_attention"
+    return t
+
+
+def gemma4_shapes(s):
+    """Gemma 4's text model (Gemma4ForCausalLM; model.language_model.* with vision and audio
+    towers for Gemma4ForConditionalGeneration)."""
+    h, ff, n = s["hidden"], s["ff"], s["layers"]
+    mm = s["arch"] == "Gemma4ForConditionalGeneration"
+    m = "model.language_model." if mm else "model."
+    first_shared = n - s.get("kv_shared", 0)
+    t = {m + "embed_tokens.weight": (s["vocab"], h)}
+    if s.get("ple"):
+        t[m + "embed_tokens_per_layer.weight"] = (s["vocab"], n * s["ple"])
+        t[m + "per_layer_model_projection.weight"] = (n * s["ple"], h)
+        t[m + "per_layer_projection_norm.weight"] = (s["ple"],)
+    for i, lt in enumerate(gemma4_layer_types(s)):
+        p = m + "layers.%d." % i
+        full = lt == "full_attention"
+        hd = s["global_head"] if full else s["head_dim"]
+        kv = s.get("global_kv", s["kv_heads"]) if full else s["kv_heads"]
+        shared = i >= first_shared > 0
+        wide = 2 if s.get("double_wide") and shared else 1
+        t[p + "input_layernorm.weight"] = (h,)
+        t[p + "self_attn.q_proj.weight"] = (s["heads"] * hd, h)
+        t[p + "self_attn.q_norm.weight"] = (hd,)
+        if not shared:
+            t[p + "self_attn.k_proj.weight"] = (kv * hd, h)
+            t[p + "self_attn.k_norm.weight"] = (hd,)
+            if not (full and s.get("k_eq_v")):
+                t[p + "self_attn.v_proj.weight"] = (kv * hd, h)
+        t[p + "self_attn.o_proj.weight"] = (h, s["heads"] * hd)
+        t[p + "post_attention_layernorm.weight"] = (h,)
+        t[p + "pre_feedforward_layernorm.weight"] = (h,)
+        t[p + "mlp.gate_proj.weight"] = (wide * ff, h)
+        t[p + "mlp.up_proj.weight"] = (wide * ff, h)
+        t[p + "mlp.down_proj.weight"] = (h, wide * ff)
+        t[p + "post_feedforward_layernorm.weight"] = (h,)
+        if s.get("ple"):
+            t[p + "per_layer_input_gate.weight"] = (s["ple"], h)
+            t[p + "per_layer_projection.weight"] = (h, s["ple"])
+            t[p + "post_per_layer_input_norm.weight"] = (h,)
+        t[p + "layer_scalar"] = (1,)   # a buffer: no .weight
+    t[m + "norm.weight"] = (h,)
+    if mm:   # what the converter's text model skips
+        t["model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight"] = (32, 32)
+        t["model.vision_tower.patch_embedder.input_proj.weight"] = (32, 48)
+        t["model.embed_vision.embedding_projection.weight"] = (h, 32)
+        t["model.audio_tower.layers.0.self_attn.q_proj.linear.weight"] = (32, 32)
+        t["model.embed_audio.embedding_projection.weight"] = (h, 32)
+    return t
+
+
 def tensor_shapes(s):
     """HF name -> numpy shape, in the model's natural order."""
+    if s["arch"] in GEMMA4:
+        return gemma4_shapes(s)
     h, hd, ff = s["hidden"], head_dim(s), s["ff"]
     mm = s["arch"] == "Gemma3ForConditionalGeneration"
     m = "language_model.model." if mm else "model."
@@ -357,6 +520,49 @@ def gemma_config(s, c):
     return top
 
 
+def gemma4_config(s, c):
+    """Gemma 4's keys (as google/gemma-4-*'s config.json, text_config for the multimodal
+    class); gemma4-sparse leaves out what the converter reads with .get()."""
+    for k in ("hidden_act", "rope_theta", "rope_scaling"):
+        c.pop(k, None)
+    n = s["layers"]
+    c.update(hidden_activation="gelu_pytorch_tanh", attention_bias=False, attention_dropout=0.0,
+             pad_token_id=0, bos_token_id=2, eos_token_id=1, rms_norm_eps=1e-06,
+             head_dim=s["head_dim"], global_head_dim=s["global_head"],
+             final_logit_softcapping=30.0, layer_types=gemma4_layer_types(s),
+             rope_parameters={
+                 "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0,
+                                    "rope_type": "proportional"},
+                 "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+             num_kv_shared_layers=s.get("kv_shared", 0),
+             hidden_size_per_layer_input=s.get("ple", 0), vocab_size_per_layer_input=s["vocab"],
+             use_double_wide_mlp=bool(s.get("double_wide")),
+             attention_k_eq_v=bool(s.get("k_eq_v")), enable_moe_block=False,
+             num_experts=None, top_k_experts=None, moe_intermediate_size=None,
+             use_bidirectional_attention=None, use_cache=True, initializer_range=0.02)
+    if "global_kv" in s:
+        c["num_global_key_value_heads"] = s["global_kv"]
+    if s.get("sparse"):
+        for k in ("max_position_embeddings", "rms_norm_eps", "final_logit_softcapping",
+                  "hidden_size_per_layer_input", "use_double_wide_mlp", "num_key_value_heads",
+                  "attention_k_eq_v", "enable_moe_block", "num_experts", "top_k_experts",
+                  "vocab_size_per_layer_input"):
+            c.pop(k, None)   # moe_intermediate_size stays: find_hparam needs it (or None)
+    if s["arch"] == "Gemma4ForCausalLM":
+        return c
+    top = {k: c.pop(k) for k in ("architectures", "torch_dtype", "transformers_version")}
+    c["model_type"] = "gemma4_text"
+    top.update(model_type="gemma4", text_config=c, boi_token_id=8, eoi_token_id=9,
+               image_token_id=10, audio_token_id=11, initializer_range=0.02,
+               tie_word_embeddings=True, eos_token_id=[1, 6],
+               vision_config={"hidden_size": 32, "model_type": "gemma4_vision",
+                              "num_attention_heads": 2, "num_hidden_layers": 1,
+                              "patch_size": 4},
+               audio_config={"hidden_size": 32, "model_type": "gemma4_audio",
+                             "num_hidden_layers": 1})
+    return top
+
+
 def phi3_config(s, c):
     """Phi-3's keys (as microsoft/Phi-3-mini-4k-instruct's and Phi-4-mini's config.json)."""
     c.update(attention_bias=False, attention_dropout=0.0, embd_pdrop=0.0, resid_pdrop=0.0,
@@ -428,6 +634,8 @@ def write_config(d, s):
         c = gemma_config(s, c)
     if s["arch"] == "Phi3ForCausalLM":
         c = phi3_config(s, c)
+    if s["arch"] in GEMMA4:
+        c = gemma4_config(s, c)
     c = other_config(s, c)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(c, f, indent=2)
@@ -460,9 +668,14 @@ def make(outdir, name):
     if os.path.isdir(d):
         shutil.rmtree(d)
     os.makedirs(d)
+    if s.get("gemma4_tok"):
+        s["vocab"] = len(gemma4_vocab(train_spm(outdir, BASE["vocab"]))[0])
     write_config(d, s)
     write_weights(d, s, name)
-    write_tokenizer(d, s, train_spm(outdir, BASE["vocab"]))
+    if s.get("gemma4_tok"):
+        write_gemma4_tokenizer(d, s, train_spm(outdir, BASE["vocab"]))
+    else:
+        write_tokenizer(d, s, train_spm(outdir, BASE["vocab"]))
     if s.get("npm_tokenizer"):
         copy_npm_tokenizer(d, s["npm_tokenizer"])
     if s.get("readme"):

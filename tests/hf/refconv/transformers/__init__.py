@@ -76,6 +76,44 @@ def _token_text(t):
     return t
 
 
+_SPECIAL_ATTRIBUTES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                       "cls_token", "mask_token")
+# the special tokens a tokenizer class's __init__ defaults (GemmaTokenizerFast's)
+_CLASS_SPECIALS = {"GemmaTokenizer": {"bos_token": "<bos>", "eos_token": "<eos>",
+                                      "unk_token": "<unk>", "pad_token": "<pad>"}}
+
+
+def _special_tokens(d, cfg):
+    """all_special_tokens: the named special tokens (tokenizer_config.json over the class's
+    defaults, special_tokens_map.json over both), then additional_special_tokens, then
+    extra_special_tokens.  As a dict (what 4.57 reads), its values; as a list (transformers
+    5's format, which 4.57 cannot load: 'list' object has no attribute 'keys'), as 5 reads
+    it: every other top-level "*_token" of tokenizer_config.json is special too, then the
+    list.  Duplicates dropped, first kept."""
+    named = dict(_CLASS_SPECIALS.get(str(cfg.get("tokenizer_class", "")).removesuffix("Fast"),
+                                     {}))
+    stm = _read_json(d, "special_tokens_map.json") or {}
+    extra = cfg.get("extra_special_tokens") or {}
+    out = []
+    for src in (cfg, stm):
+        for k in _SPECIAL_ATTRIBUTES:
+            if k in src:
+                named[k] = _token_text(src[k])
+    out += [named[k] for k in _SPECIAL_ATTRIBUTES if named.get(k)]
+    for src in (stm, cfg):
+        if src.get("additional_special_tokens"):
+            out += [_token_text(t) for t in src["additional_special_tokens"]]
+            break
+    if isinstance(extra, list):
+        out += [v for k, v in cfg.items() if k.endswith("_token") and
+                k not in _SPECIAL_ATTRIBUTES and isinstance(v, str) and v]
+        out += [_token_text(t) for t in extra]
+    else:
+        out += [_token_text(t) for t in extra.values()]
+    seen = set()
+    return [t for t in out if t is not None and not (t in seen or seen.add(t))]
+
+
 class _Bridge:
     """A node process running tokenize.js on one tokenizer.json: one JSON request per line."""
 
@@ -117,6 +155,9 @@ class _FastTokenizer:
                 normalized=t.get("normalized", True), lstrip=t.get("lstrip", False),
                 rstrip=t.get("rstrip", False), single_word=t.get("single_word", False))
         self.vocab_size = len(model["vocab"])
+        self.all_special_tokens = _special_tokens(d, cfg)
+        self.all_special_ids = [self.vocab[t] for t in self.all_special_tokens
+                                if t in self.vocab]
         self._cleanup = bool(cfg.get("clean_up_tokenization_spaces", False))
         cls = cfg.get("tokenizer_class")
         if cls in _REBUILT_POST_PROCESSOR:

@@ -1,0 +1,627 @@
+/*
+ * hf_gemma4.c - Gemma 4's text model, as llama.cpp's converter (de3ff81, conversion/gemma.py
+ * Gemma4Model, a Gemma3Model) writes it: Gemma4ForCausalLM and the text model of
+ * Gemma4ForConditionalGeneration (its vision and audio towers left out as TextModel leaves
+ * them).
+ *
+ *  1. the row: tensor names (per-layer embeddings, layer_output_scale from the layer_scalar
+ *     buffer, which the converter names ".weight"), no norm + 1 (Gemma4Model.norm_shift is
+ *     0), token_embd cut to the tokenizer as Gemma 3;
+ *  2. the keys: Gemma3Model.set_gguf_parameters with its .get() defaults (transformers 4.57,
+ *     the release's pin, has no Gemma4Config: the converter reads config.json as written),
+ *     then Gemma4Model's: shared KV layers, per-layer input size, the sliding window pattern,
+ *     full and sliding head sizes, per-layer feed-forward and KV head counts, rope dims;
+ *  3. rope_freqs.weight (generate_extra_tensors): the full layers' proportional rope as
+ *     frequency factors, 1 for the rotated pairs and 1e30 for the others;
+ *  4. the tokenizer (Gemma4Model.set_vocab): gguf-py's LlamaHfVocab over tokenizer.json,
+ *     "gemma4", every token scored -1000, typed by transformers' all_special_tokens.
+ * Not done: the mixture-of-experts model (enable_moe_block, 26B-A4B), refused by name.
+ * Layers differ in head size and KV heads, so their attention shapes are not checked against
+ * config.json here (TFS_HF_D_LAYER); llama.cpp checks them on load.
+ */
+#include "hf_arch.h"
+#include "hf_vocab_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "value.h"
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+enum { H = TFS_HF_D_HIDDEN, FF = TFS_HF_D_FF, VOC = TFS_HF_D_VOCAB, L = TFS_HF_D_LAYER,
+       NO = TFS_HF_D_NONE, XN = TFS_HF_XF_NONE };
+
+/* ==== the row ==== */
+
+static const tfs_hf_name g4_globals[] = {
+	{ "model.embed_tokens", "token_embd", VOC, H, XN, true },
+	{ "model.norm", "output_norm", H, NO, XN, true },
+	{ "lm_head", "output", VOC, H, XN, false },
+	{ "model.embed_tokens_per_layer", "per_layer_token_embd", L, L, XN, false },
+	{ "model.per_layer_model_projection", "per_layer_model_proj", L, H, XN, false },
+	{ "model.per_layer_projection_norm", "per_layer_proj_norm", L, NO, XN, false },
+};
+
+/* k and v are absent on the layers that share another's KV, v on full layers with
+ * attention_k_eq_v; the per-layer input tensors only with hidden_size_per_layer_input */
+static const tfs_hf_name g4_blocks[] = {
+	{ "input_layernorm", "attn_norm", H, NO, XN, true },
+	{ "post_attention_layernorm", "post_attention_norm", H, NO, XN, true },
+	{ "pre_feedforward_layernorm", "ffn_norm", H, NO, XN, true },
+	{ "post_feedforward_layernorm", "post_ffw_norm", H, NO, XN, true },
+	{ "self_attn.q_proj", "attn_q", L, H, XN, true },
+	{ "self_attn.k_proj", "attn_k", L, H, XN, false },
+	{ "self_attn.v_proj", "attn_v", L, H, XN, false },
+	{ "self_attn.o_proj", "attn_output", H, L, XN, true },
+	{ "self_attn.q_norm", "attn_q_norm", L, NO, XN, true },
+	{ "self_attn.k_norm", "attn_k_norm", L, NO, XN, false },
+	{ "mlp.gate_proj", "ffn_gate", L, H, XN, true },
+	{ "mlp.up_proj", "ffn_up", L, H, XN, true },
+	{ "mlp.down_proj", "ffn_down", H, L, XN, true },
+	{ "per_layer_input_gate", "inp_gate", L, H, XN, false },
+	{ "per_layer_projection", "proj", H, L, XN, false },
+	{ "post_per_layer_input_norm", "post_norm", H, NO, XN, false },
+	{ "layer_scalar", "layer_output_scale", L, NO, XN, false },
+};
+
+static int g4_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
+static int g4_rope_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early, const hparams *h,
+			 tfs_error *err);
+
+static const char *const g4_cls[] = { "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
+				      NULL };
+
+static const tfs_hf_arch g4_row = {
+	g4_cls, "gemma4", g4_globals, N(g4_globals), g4_blocks, N(g4_blocks),
+	TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_TRIM_EMBD | TFS_HF_ARCH_SCALAR_WEIGHT, g4_keys,
+	g4_rope_freqs,
+};
+
+const tfs_hf_arch *tfs_hf_gemma4_arch_find(const char *cls)
+{
+	for (const char *const *c = g4_cls; *c; c++)
+		if (strcmp(*c, cls) == 0)
+			return &g4_row;
+	return NULL;
+}
+
+size_t tfs_hf_gemma4_arch_list(char *out, size_t cap, size_t k)
+{
+	for (const char *const *c = g4_cls; *c && k < cap; c++)
+		k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
+	return k;
+}
+
+/* ==== the keys ==== */
+
+static int keyname(char *name, size_t cap, const hparams *h, const char *suffix)
+{
+	snprintf(name, cap, "%s.%s", h->arch->gguf, suffix);
+	return 0;
+}
+
+/* hparams.get(key, dflt) as a u32 or f32 key (a key present with null fails as in Python). */
+static int get_u32_or(tfs_hf_kvs *l, const hparams *h, const char *key, const char *suffix,
+		      uint32_t dflt, tfs_error *err)
+{
+	char name[128];
+	json_t *v = json_object_get(h->root, key);
+	if (v)
+		return tfs_hf_add_u32(l, h, suffix, v, key, err);
+	keyname(name, sizeof name, h, suffix);
+	return tfs_hf_kvs_add_u32(l, name, dflt, err);
+}
+
+static int get_f32_or(tfs_hf_kvs *l, const hparams *h, const json_t *obj, const char *key,
+		      const char *suffix, float dflt, tfs_error *err)
+{
+	char name[128];
+	json_t *v = json_object_get(obj, key);
+	if (v)
+		return tfs_hf_add_f32(l, h, suffix, v, key, err);
+	keyname(name, sizeof name, h, suffix);
+	return tfs_hf_kvs_add_f32(l, name, dflt, err);
+}
+
+/* An array key of n values (INT32, or BOOL when b). */
+static int add_array(tfs_hf_kvs *l, const hparams *h, const char *suffix, const int32_t *v,
+		     size_t n, bool b, tfs_error *err)
+{
+	char name[128];
+	keyname(name, sizeof name, h, suffix);
+	if (!b)
+		return tfs_hf_kvs_add_arr_i32(l, name, v, n, err);
+	uint8_t *d = malloc(12 + n);
+	if (!d)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+	uint32_t sub = TFS_GGUF_BOOL;
+	uint64_t cnt = n;
+	memcpy(d, &sub, 4);   /* little-endian hosts only, as the rest of tensorfs */
+	memcpy(d + 4, &cnt, 8);
+	for (size_t i = 0; i < n; i++)
+		d[12 + i] = v[i] != 0;
+	int rc = tfs_hf_kvs_add(l, name, TFS_GGUF_ARRAY, d, 12 + n, err);
+	free(d);
+	return rc;
+}
+
+static bool truthy(const json_t *v)
+{
+	return json_is_true(v) || (json_is_number(v) && json_number_value(v) != 0) ||
+	       (json_is_string(v) && json_string_length(v)) ||
+	       (json_is_array(v) && json_array_size(v)) || (json_is_object(v) && json_object_size(v));
+}
+
+/* hparams[key] as a non-negative integer (Python's KeyError, or a value struct.pack('I')
+ * refuses, named). */
+static int need_int(int64_t *out, const hparams *h, const char *key, tfs_error *err)
+{
+	json_t *v;
+	int rc = tfs_hf_need(&v, h, key, err);
+	if (rc)
+		return rc;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: \"%s\" is not a 32-bit unsigned "
+				     "integer", h->where, key);
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* The layer types (hparams["layer_types"]): is_swa[i] for each; *n of them (malloc'd). */
+static int layer_types(int32_t **is_swa, size_t *n, const hparams *h, tfs_error *err)
+{
+	json_t *lt;
+	int rc = tfs_hf_need(&lt, h, "layer_types", err);
+	if (rc)
+		return rc;
+	if (!json_is_array(lt))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: layer_types is not a list", h->where);
+	*n = json_array_size(lt);
+	if (!(*is_swa = calloc(*n ? *n : 1, sizeof **is_swa)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+	for (size_t i = 0; i < *n; i++) {
+		const char *t = json_string_value(json_array_get(lt, i));
+		(*is_swa)[i] = t && strcmp(t, "sliding_attention") == 0;
+	}
+	return 0;
+}
+
+/* The full layers' value of key: global_key (global_head_dim, num_global_key_value_heads)
+ * unless null, else the first per_layer_config entry of a full layer with key; NULL: none. */
+static json_t *full_value(const hparams *h, const char *global_key, const char *key)
+{
+	json_t *v = json_object_get(h->root, global_key), *plc, *lc;
+	if (v && !json_is_null(v))
+		return v;
+	plc = json_object_get(h->root, "per_layer_config");
+	json_t *lt = json_object_get(h->root, "layer_types");
+	const char *idx;
+	json_object_foreach(plc, idx, lc) {
+		char *end;
+		long i = strtol(idx, &end, 10);
+		const char *t = json_string_value(json_array_get(lt, (size_t)(i < 0 ? 0 : i)));
+		if (*end || i < 0 || (size_t)i >= json_array_size(lt))
+			continue;
+		if (t && strcmp(t, "full_attention") == 0 && json_object_get(lc, key))
+			return json_object_get(lc, key);
+	}
+	return NULL;
+}
+
+static int head_dim_full(int64_t *out, const hparams *h, tfs_error *err)
+{
+	json_t *v = full_value(h, "global_head_dim", "head_dim");
+	if (!v || json_is_null(v))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: no global_head_dim (nor a full layer's "
+				     "head_dim in per_layer_config): the converter needs it for "
+				     "Gemma 4", h->where);
+	if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 65536)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: global_head_dim is not a head size",
+				     h->where);
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* Gemma3Model.set_gguf_parameters' own keys, with its .get() defaults. */
+static int gemma3_part(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	json_t *full = json_object_get(h->rope, "full_attention"), *v;
+	int rc;
+	if ((rc = get_u32_or(l, h, "max_position_embeddings", "context_length", 131072, err)) ||
+	    (rc = get_u32_or(l, h, "num_attention_heads", "attention.head_count", 8, err)) ||
+	    (rc = get_f32_or(l, h, h->root, "rms_norm_eps", "attention.layer_norm_rms_epsilon",
+			     1e-6f, err)) ||
+	    (rc = get_u32_or(l, h, "head_dim", "attention.key_length", 256, err)) ||
+	    (rc = get_u32_or(l, h, "head_dim", "attention.value_length", 256, err)) ||
+	    (rc = get_f32_or(l, h, json_is_object(full) ? full : h->rope, "rope_theta",
+			     "rope.freq_base", 1000000.0f, err)))
+		return rc;
+	v = json_object_get(h->root, "attn_logit_softcapping");
+	if (v && !json_is_null(v))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: attn_logit_softcapping is set; the "
+				     "converter refuses it for Gemma 3 and 4", h->where);
+	v = json_object_get(h->root, "final_logit_softcapping");
+	if (truthy(v) && (rc = tfs_hf_add_f32(l, h, "final_logit_softcapping", v,
+					      "final_logit_softcapping", err)))
+		return rc;
+	v = json_object_get(h->root, "sliding_window_pattern");
+	if (!(json_is_integer(v) && json_integer_value(v) == 1) &&
+	    ((rc = tfs_hf_need(&v, h, "sliding_window", err)) ||
+	     (rc = tfs_hf_add_u32(l, h, "attention.sliding_window", v, "sliding_window", err))))
+		return rc;
+	return get_u32_or(l, h, "num_key_value_heads", "attention.head_count_kv", 4, err);
+}
+
+/* Gemma4Model.set_gguf_parameters' own keys. */
+static int gemma4_part(tfs_hf_kvs *l, const hparams *h, const int32_t *is_swa, size_t nl,
+		       tfs_error *err)
+{
+	static const char *const k_exp[] = { "expert_intermediate_size", "moe_intermediate_size",
+					     NULL };
+	int64_t shared, hd_full, hd_swa, n_ff;
+	const char *which = k_exp[0];
+	json_t *v;
+	char name[128];
+	int rc = need_int(&shared, h, "num_kv_shared_layers", err);
+	if (rc || (rc = tfs_hf_add_u32(l, h, "attention.shared_kv_layers",
+				       json_object_get(h->root, "num_kv_shared_layers"),
+				       "num_kv_shared_layers", err)))
+		return rc;
+	v = json_object_get(h->root, "hidden_size_per_layer_input");
+	keyname(name, sizeof name, h, "embedding_length_per_layer_input");
+	rc = truthy(v) ? tfs_hf_add_u32(l, h, "embedding_length_per_layer_input", v,
+					 "hidden_size_per_layer_input", err)
+		       : tfs_hf_kvs_add_u32(l, name, 0, err);
+	if (rc || (rc = add_array(l, h, "attention.sliding_window_pattern", is_swa, nl, true,
+				  err)) ||
+	    (rc = head_dim_full(&hd_full, h, err)) || (rc = need_int(&hd_swa, h, "head_dim", err)))
+		return rc;
+	static const char *const k_len[] = { "attention.key_length", "attention.value_length",
+		"attention.key_length_swa", "attention.value_length_swa" };
+	for (size_t i = 0; i < 4; i++) {
+		keyname(name, sizeof name, h, k_len[i]);
+		if ((rc = tfs_hf_kvs_add_u32(l, name, (uint32_t)(i < 2 ? hd_full : hd_swa), err)))
+			return rc;
+	}
+	if (!(v = tfs_hf_find(h->root, k_exp, &which)))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: no moe_intermediate_size (nor "
+				     "expert_intermediate_size): the converter looks it up for "
+				     "Gemma 4 (null is enough)", h->where);
+	if (!json_is_null(v) && (rc = tfs_hf_add_u32(l, h, "expert_feed_forward_length", v,
+						     which, err)))
+		return rc;
+	if (truthy(json_object_get(h->root, "use_double_wide_mlp"))) {
+		int32_t *ff = calloc((size_t)h->n_layer + 1, sizeof *ff);
+		if ((rc = need_int(&n_ff, h, "intermediate_size", err)) || !ff) {
+			free(ff);
+			return rc ? rc : tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory",
+						       h->where);
+		}
+		for (int64_t i = 0; i < h->n_layer; i++)
+			ff[i] = (int32_t)(i < h->n_layer - shared ? n_ff : 2 * n_ff);
+		rc = add_array(l, h, "feed_forward_length", ff, (size_t)h->n_layer, false, err);
+		free(ff);
+		if (rc)
+			return rc;
+	}
+	json_t *kv_full = full_value(h, "num_global_key_value_heads", "num_key_value_heads");
+	json_t *kv_swa = json_object_get(h->root, "num_key_value_heads");
+	if (kv_full && !json_is_null(kv_full) && kv_swa && !json_is_null(kv_swa)) {
+		int32_t *kv = calloc(nl + 1, sizeof *kv);
+		if (!kv)
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+		if (!json_is_integer(kv_full) || !json_is_integer(kv_swa))
+			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: num_key_value_heads or "
+					   "num_global_key_value_heads is not an integer", h->where);
+		for (size_t i = 0; !rc && i < nl; i++)
+			kv[i] = (int32_t)json_integer_value(is_swa[i] ? kv_swa : kv_full);
+		if (!rc)
+			rc = add_array(l, h, "attention.head_count_kv", kv, nl, false, err);
+		free(kv);
+		if (rc)
+			return rc;
+	}
+	/* the sliding layers' factor: rope_parameters' top level (a nested one has none) */
+	v = json_object_get(h->rope, "partial_rotary_factor");
+	double prf = json_is_number(v) ? json_number_value(v) : 1.0;
+	keyname(name, sizeof name, h, "rope.dimension_count");
+	if ((rc = tfs_hf_kvs_add_u32(l, name, (uint32_t)hd_full, err)))
+		return rc;
+	keyname(name, sizeof name, h, "rope.dimension_count_swa");
+	return tfs_hf_kvs_add_u32(l, name, (uint32_t)(int64_t)((double)hd_swa * prf), err);
+}
+
+static int g4_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	if (truthy(json_object_get(h->root, "enable_moe_block")))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: enable_moe_block: Gemma 4's "
+				     "mixture of experts is not supported for the GGUF view (its "
+				     "dense models are)", h->where);
+	int32_t *is_swa = NULL;
+	size_t nl = 0;
+	int rc = gemma3_part(l, h, err);
+	if (!rc && !(rc = layer_types(&is_swa, &nl, h, err)))
+		rc = gemma4_part(l, h, is_swa, nl, err);
+	free(is_swa);
+	return rc;
+}
+
+/* ==== rope_freqs.weight ==== */
+
+static int g4_rope_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early, const hparams *h,
+			 tfs_error *err)
+{
+	(void)early;
+	json_t *rp = json_object_get(json_object_get(h->root, "rope_parameters"),
+				     "full_attention");
+	json_t *type = json_object_get(rp, "rope_type"), *prf = json_object_get(rp,
+										"partial_rotary_factor");
+	int64_t hd;
+	int rc = head_dim_full(&hd, h, err);
+	if (!json_is_object(rp))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: no rope_parameters.full_attention (the "
+				     "converter needs it for Gemma 4)", h->where);
+	if (!json_is_string(type) || strcmp(json_string_value(type), "proportional") != 0)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: rope_parameters.full_attention's "
+				     "rope_type is not \"proportional\" (the converter asserts it)",
+				     h->where);
+	if (!json_is_number(prf))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: no rope_parameters.full_attention."
+				     "partial_rotary_factor", h->where);
+	if (rc)
+		return rc;
+	int64_t n_rot = (int64_t)((double)hd * json_number_value(prf) / 2);
+	int64_t n_unrot = (int64_t)((double)hd / 2) - n_rot;
+	if (n_rot < 0 || n_unrot < 0 || n_rot + n_unrot == 0)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: partial_rotary_factor %g of the full "
+				     "layers is not between 0 and 1", h->where,
+				     json_number_value(prf));
+	float *f = malloc((size_t)(n_rot + n_unrot) * sizeof *f);
+	if (!f)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+	for (int64_t i = 0; i < n_rot + n_unrot; i++)
+		f[i] = i < n_rot ? 1.0f : 1e30f;
+	gen[0] = (tfs_hf_gen){ "rope_freqs.weight", f, (size_t)(n_rot + n_unrot) };
+	*ngen = 1;
+	return 0;
+}
+
+/* ==== the tokenizer: LlamaHfVocab ==== */
+
+/* transformers' special-token attributes and GemmaTokenizerFast's defaults for them */
+static const char *const named_keys[] = { "bos_token", "eos_token", "unk_token", "sep_token",
+	"pad_token", "cls_token", "mask_token" };
+static const char *const gemma_named[] = { "<bos>", "<eos>", "<unk>", NULL, "<pad>", NULL,
+	NULL };
+/* Gemma4Model.set_vocab: always rendered (user-defined) */
+static const char *const visible[] = { "<|channel>", "<channel|>", "<|tool_call>",
+	"<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>" };
+
+static const json_t *token_text(const json_t *t)
+{
+	return json_is_object(t) ? json_object_get(t, "content") : t;
+}
+
+static int add_special(json_t *set, const json_t *t, tfs_error *err)
+{
+	t = token_text(t);
+	if (!json_is_string(t) || !json_string_length(t))
+		return 0;
+	if (json_object_setn_new(set, json_string_value(t), json_string_length(t), json_true()))
+		return tfs_error_set(err, TFS_E_NOMEM, "tokenizer_config.json: out of memory");
+	return 0;
+}
+
+/* all_special_tokens as a set (keys of *out): the named tokens (the class's defaults,
+ * tokenizer_config.json, special_tokens_map.json over them), additional_special_tokens,
+ * extra_special_tokens: a dict's values (transformers 4.57), or a list, which only
+ * transformers 5 reads (4.57 stops: 'list' object has no attribute 'keys'), and 5 also
+ * takes every other top-level "*_token" of tokenizer_config.json as special.  That is
+ * what the release's own models/ggml-vocab-gemma-4.gguf shows for google/gemma-4's files. */
+static int special_set(json_t **out, const tfs_hf_files *files, const json_t *cfg,
+		       tfs_error *err)
+{
+	json_t *stm = NULL, *set = json_object();
+	int rc = set ? tfs_hf_read_json(files, "special_tokens_map.json", &stm, err)
+		     : tfs_error_set(err, TFS_E_NOMEM, "tokenizer_config.json: out of memory");
+	for (size_t i = 0; !rc && i < N(named_keys); i++) {
+		const json_t *v = json_object_get(stm, named_keys[i]);
+		if (!v)
+			v = json_object_get(cfg, named_keys[i]);
+		rc = v ? add_special(set, v, err) : 0;
+		if (!rc && !v && gemma_named[i])
+			rc = json_object_set_new(set, gemma_named[i], json_true())
+			     ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+	}
+	const json_t *add = json_object_get(stm, "additional_special_tokens"), *e, *t;
+	if (!add || !json_array_size(add))
+		add = json_object_get(cfg, "additional_special_tokens");
+	size_t i;
+	json_array_foreach(add, i, t)
+		if (!rc)
+			rc = add_special(set, t, err);
+	e = json_object_get(cfg, "extra_special_tokens");
+	const char *k;
+	json_t *tv;
+	if (json_is_array(e)) {
+		json_object_foreach((json_t *)cfg, k, tv) {
+			size_t n = strlen(k);
+			bool is_named = false;
+			for (size_t j = 0; j < N(named_keys); j++)
+				is_named |= strcmp(k, named_keys[j]) == 0;
+			if (!rc && !is_named && n > 6 && strcmp(k + n - 6, "_token") == 0 &&
+			    json_is_string(tv))
+				rc = add_special(set, tv, err);
+		}
+		json_array_foreach(e, i, t)
+			if (!rc)
+				rc = add_special(set, t, err);
+	} else {
+		json_object_foreach((json_t *)e, k, tv)
+			if (!rc)
+				rc = add_special(set, tv, err);
+	}
+	json_decref(stm);
+	if (rc)
+		json_decref(set);
+	else
+		*out = set;
+	return rc;
+}
+
+static bool is_byte_token(const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdefABCDEF";
+	return n == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' && s[3] && s[4] &&
+	       strchr(hex, s[3]) && strchr(hex, s[4]);
+}
+
+/* LlamaHfVocab's checks of tokenizer.json (its model and decoder) and the tokenizer class
+ * AutoTokenizer takes from tokenizer_config.json. */
+static int check_files(const tfs_hf_tok *tok, const json_t *cfg, tfs_error *err)
+{
+	if (!tok)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer.json (Gemma 4's converter "
+				     "reads it through transformers: LlamaHfVocab)");
+	const json_t *model = json_object_get(tok->root, "model");
+	const char *type = json_string_value(json_object_get(model, "type"));
+	const json_t *bf = json_object_get(model, "byte_fallback");
+	const char *dec = json_string_value(json_object_get(json_object_get(tok->root,
+									    "decoder"), "type"));
+	bool bpe = type && strcmp(type, "BPE") == 0;
+	if (bpe && tfs_hf_py_true(json_object_get(model, "ignore_merges")) &&
+	    !(bf ? tfs_hf_py_true(bf) : true))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: a Llama 3 style BPE; the "
+				     "converter refuses it for Gemma 4 (\"Llama 3 must be converted "
+				     "with BpeVocab\")");
+	if (!bpe || !tfs_hf_py_true(bf) || !dec || strcmp(dec, "Sequence") != 0)
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: not a SentencePiece-style "
+				     "BPE (type BPE, byte_fallback, a Sequence decoder), which "
+				     "Gemma 4's converter needs");
+	if (!tok->has_vocab)
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: model.vocab is not an "
+				     "object");
+	const char *cls = json_string_value(json_object_get(cfg, "tokenizer_class"));
+	if (!cls || (strcmp(cls, "GemmaTokenizer") && strcmp(cls, "GemmaTokenizerFast")))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tokenizer_config.json: tokenizer_class "
+				     "%s%s%s: the GGUF view reproduces transformers' "
+				     "GemmaTokenizer(Fast) for Gemma 4", cls ? "'" : "",
+				     cls ? cls : "missing", cls ? "'" : "");
+	return 0;
+}
+
+int tfs_hf_gemma4_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
+			const json_t *cfg, tfs_error *err)
+{
+	int rc = check_files(tok, cfg, err);
+	if (rc)
+		return rc;
+	const json_t *added = json_object_get(tok->root, "added_tokens"), *a;
+	if (added && !json_is_array(added))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: added_tokens is not a list");
+	size_t vs = tok->n, nadd = 0, i;
+	/* added tokens past the vocabulary, in id order (json ids are checked below) */
+	const json_t **extra = calloc(json_array_size(added) + 1, sizeof *extra);
+	const char **s = calloc(vs + json_array_size(added) + 1, sizeof *s);
+	size_t *len = calloc(vs + json_array_size(added) + 1, sizeof *len);
+	float *score = calloc(vs + json_array_size(added) + 1, sizeof *score);
+	int32_t *type = calloc(vs + json_array_size(added) + 1, sizeof *type);
+	json_t *special = NULL;
+	if (!extra || !s || !len || !score || !type)
+		rc = tfs_error_set(err, TFS_E_NOMEM, "tokenizer.json: out of memory");
+	for (size_t k = 0; !rc && k < tok->n; k++) {
+		if (tok->id[k] >= vs)
+			rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: token id %u is not "
+					   "below the vocabulary's size %zu (the converter's "
+					   "LlamaHfVocab stops on it)", tok->id[k], vs);
+		else {
+			s[tok->id[k]] = tok->text + tok->off[k];
+			len[tok->id[k]] = tok->off[k + 1] - tok->off[k];
+		}
+	}
+	json_array_foreach(added, i, a) {
+		const json_t *c = json_object_get(a, "content"), *id = json_object_get(a, "id");
+		uint32_t old;
+		if (rc)
+			break;
+		if (!json_is_string(c) || !json_is_integer(id) || json_integer_value(id) < 0 ||
+		    json_integer_value(id) > INT32_MAX) {
+			rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: added token %zu has "
+					   "no content or id", i);
+			break;
+		}
+		size_t at = (size_t)json_integer_value(id);
+		/* get_vocab(): the text now maps to the added id, its vocabulary id loses it */
+		if (tfs_hf_tok_id(tok, json_string_value(c), json_string_length(c), &old) &&
+		    old != at && old < vs && s[old] && len[old] == json_string_length(c) &&
+		    memcmp(s[old], json_string_value(c), len[old]) == 0)
+			s[old] = NULL;
+		if (at < vs) {
+			s[at] = json_string_value(c);
+			len[at] = json_string_length(c);
+		} else {   /* insertion by id (few of them) */
+			size_t j = nadd++;
+			while (j > 0 && json_integer_value(json_object_get(extra[j - 1], "id")) >
+					(json_int_t)at) {
+				extra[j] = extra[j - 1];
+				j--;
+			}
+			extra[j] = a;
+		}
+	}
+	for (size_t k = 0; !rc && k < vs; k++)
+		if (!s[k])
+			rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: no token has id %zu "
+					   "(the converter's LlamaHfVocab stops on it)", k);
+	if (!rc)
+		rc = special_set(&special, files, cfg, err);
+	/* every special token must be in the vocabulary (self.specials: get_vocab()[tok]) */
+	const char *sk;
+	json_t *sv;
+	json_object_foreach(special, sk, sv) {
+		uint32_t id;
+		bool found = rc || tfs_hf_tok_id(tok, sk, strlen(sk), &id);
+		json_array_foreach(added, i, a) {
+			const char *c = json_string_value(json_object_get(a, "content"));
+			found |= c && strcmp(c, sk) == 0;
+		}
+		if (!found)
+			rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer_config.json: special token "
+					   "'%s' is not in tokenizer.json's vocabulary (the "
+					   "converter stops on it)", sk);
+	}
+	for (size_t k = 0; !rc && k < vs + nadd; k++) {
+		if (k >= vs) {
+			const json_t *c = json_object_get(extra[k - vs], "content");
+			s[k] = json_string_value(c);
+			len[k] = json_string_length(c);
+		}
+		bool sp = json_object_getn(special, s[k], len[k]) != NULL;
+		score[k] = -1000.0f;
+		if (k < vs)
+			type[k] = is_byte_token(s[k], len[k]) ? TFS_TOK_BYTE
+				  : sp ? TFS_TOK_CONTROL : TFS_TOK_NORMAL;
+		else
+			type[k] = sp ? TFS_TOK_CONTROL : TFS_TOK_USER_DEFINED;
+		for (size_t j = 0; j < N(visible); j++)
+			if (len[k] == strlen(visible[j]) && memcmp(s[k], visible[j], len[k]) == 0)
+				type[k] = TFS_TOK_USER_DEFINED;
+	}
+	if (!rc && !(rc = tfs_hf_put_str(out, "tokenizer.ggml.model", "gemma4", 6, err)) &&
+	    !(rc = tfs_hf_kvs_add_arr_str(out, "tokenizer.ggml.tokens", s, len, vs + nadd, err)) &&
+	    !(rc = tfs_hf_kvs_add_arr_f32(out, "tokenizer.ggml.scores", score, vs + nadd, err)) &&
+	    !(rc = tfs_hf_kvs_add_arr_i32(out, "tokenizer.ggml.token_type", type, vs + nadd,
+					  err)) &&
+	    !(rc = tfs_hf_special_vocab(out, files, tok, cfg, true, -1, err)) &&
+	    !(rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_space_prefix", false, err)))
+		rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_bos_token", true, err);
+	json_decref(special);
+	free(extra);
+	free(s);
+	free(len);
+	free(score);
+	free(type);
+	return rc;
+}

@@ -512,116 +512,156 @@ static int check_files(const tfs_hf_tok *tok, const json_t *cfg, tfs_error *err)
 	return 0;
 }
 
+/* The token list LlamaHfVocab makes: the vocabulary by id (get_vocab(): model.vocab, the
+ * added tokens over it), then the added tokens past it in id order. */
+typedef struct {
+	const json_t *added;       /* tokenizer.json's added_tokens */
+	const json_t **extra;      /* the added tokens past the vocabulary, by id */
+	size_t vs, nadd;
+	const char **s;
+	size_t *len;
+	float *score;
+	int32_t *type;
+} g4_vocab;
+
+static void vocab_free(g4_vocab *v)
+{
+	free(v->extra);
+	free(v->s);
+	free(v->len);
+	free(v->score);
+	free(v->type);
+}
+
+/* An added token at its id: over the vocabulary's (whose text loses its old id), or kept in
+ * v->extra by id. */
+static void vocab_added(g4_vocab *v, const tfs_hf_tok *tok, const json_t *a, size_t at)
+{
+	const json_t *c = json_object_get(a, "content");
+	uint32_t old;
+	if (tfs_hf_tok_id(tok, json_string_value(c), json_string_length(c), &old) &&
+	    old != at && old < v->vs && v->s[old] && v->len[old] == json_string_length(c) &&
+	    memcmp(v->s[old], json_string_value(c), v->len[old]) == 0)
+		v->s[old] = NULL;
+	if (at < v->vs) {
+		v->s[at] = json_string_value(c);
+		v->len[at] = json_string_length(c);
+		return;
+	}
+	size_t j = v->nadd++;   /* insertion by id (few of them) */
+	while (j > 0 && json_integer_value(json_object_get(v->extra[j - 1], "id")) >
+			(json_int_t)at) {
+		v->extra[j] = v->extra[j - 1];
+		j--;
+	}
+	v->extra[j] = a;
+}
+
+static int vocab_texts(g4_vocab *v, const tfs_hf_tok *tok, tfs_error *err)
+{
+	size_t na = json_array_size(v->added), i;
+	const json_t *a;
+	v->vs = tok->n;
+	v->extra = calloc(na + 1, sizeof *v->extra);
+	v->s = calloc(v->vs + na + 1, sizeof *v->s);
+	v->len = calloc(v->vs + na + 1, sizeof *v->len);
+	v->score = calloc(v->vs + na + 1, sizeof *v->score);
+	v->type = calloc(v->vs + na + 1, sizeof *v->type);
+	if (!v->extra || !v->s || !v->len || !v->score || !v->type)
+		return tfs_error_set(err, TFS_E_NOMEM, "tokenizer.json: out of memory");
+	for (size_t k = 0; k < tok->n; k++) {
+		if (tok->id[k] >= v->vs)
+			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: token id %u is not "
+					     "below the vocabulary's size %zu (the converter's "
+					     "LlamaHfVocab stops on it)", tok->id[k], v->vs);
+		v->s[tok->id[k]] = tok->text + tok->off[k];
+		v->len[tok->id[k]] = tok->off[k + 1] - tok->off[k];
+	}
+	json_array_foreach(v->added, i, a) {
+		const json_t *c = json_object_get(a, "content"), *id = json_object_get(a, "id");
+		if (!json_is_string(c) || !json_is_integer(id) || json_integer_value(id) < 0 ||
+		    json_integer_value(id) > INT32_MAX)
+			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: added token %zu has "
+					     "no content or id", i);
+		vocab_added(v, tok, a, (size_t)json_integer_value(id));
+	}
+	for (size_t k = 0; k < v->vs; k++)
+		if (!v->s[k])
+			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: no token has id "
+					     "%zu (the converter's LlamaHfVocab stops on it)", k);
+	for (size_t k = 0; k < v->nadd; k++) {
+		const json_t *c = json_object_get(v->extra[k], "content");
+		v->s[v->vs + k] = json_string_value(c);
+		v->len[v->vs + k] = json_string_length(c);
+	}
+	return 0;
+}
+
+/* self.specials = {tok: get_vocab()[tok]}: every special token must be in the vocabulary. */
+static int specials_known(const json_t *special, const tfs_hf_tok *tok, const json_t *added,
+			  tfs_error *err)
+{
+	const char *sk;
+	json_t *sv;
+	json_object_foreach((json_t *)special, sk, sv) {
+		uint32_t id;
+		size_t i;
+		const json_t *a;
+		bool found = tfs_hf_tok_id(tok, sk, strlen(sk), &id);
+		json_array_foreach(added, i, a) {
+			const char *c = json_string_value(json_object_get(a, "content"));
+			found |= c && strcmp(c, sk) == 0;
+		}
+		if (!found)
+			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer_config.json: special token "
+					     "'%s' is not in tokenizer.json's vocabulary (the "
+					     "converter stops on it)", sk);
+	}
+	return 0;
+}
+
+/* Scores -1000; types: byte tokens, control (special), normal; past the vocabulary control
+ * or user-defined; Gemma4Model's visible tokens user-defined. */
+static void vocab_types(g4_vocab *v, const json_t *special)
+{
+	for (size_t k = 0; k < v->vs + v->nadd; k++) {
+		bool sp = json_object_getn(special, v->s[k], v->len[k]) != NULL;
+		v->score[k] = -1000.0f;
+		if (k < v->vs)
+			v->type[k] = is_byte_token(v->s[k], v->len[k]) ? TFS_TOK_BYTE
+				     : sp ? TFS_TOK_CONTROL : TFS_TOK_NORMAL;
+		else
+			v->type[k] = sp ? TFS_TOK_CONTROL : TFS_TOK_USER_DEFINED;
+		for (size_t j = 0; j < N(visible); j++)
+			if (v->len[k] == strlen(visible[j]) &&
+			    memcmp(v->s[k], visible[j], v->len[k]) == 0)
+				v->type[k] = TFS_TOK_USER_DEFINED;
+	}
+}
+
 int tfs_hf_gemma4_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
 			const json_t *cfg, tfs_error *err)
 {
 	int rc = check_files(tok, cfg, err);
 	if (rc)
 		return rc;
-	const json_t *added = json_object_get(tok->root, "added_tokens"), *a;
-	if (added && !json_is_array(added))
-		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: added_tokens is not a list");
-	size_t vs = tok->n, nadd = 0, i;
-	/* added tokens past the vocabulary, in id order (json ids are checked below) */
-	const json_t **extra = calloc(json_array_size(added) + 1, sizeof *extra);
-	const char **s = calloc(vs + json_array_size(added) + 1, sizeof *s);
-	size_t *len = calloc(vs + json_array_size(added) + 1, sizeof *len);
-	float *score = calloc(vs + json_array_size(added) + 1, sizeof *score);
-	int32_t *type = calloc(vs + json_array_size(added) + 1, sizeof *type);
+	g4_vocab v = { .added = json_object_get(tok->root, "added_tokens") };
 	json_t *special = NULL;
-	if (!extra || !s || !len || !score || !type)
-		rc = tfs_error_set(err, TFS_E_NOMEM, "tokenizer.json: out of memory");
-	for (size_t k = 0; !rc && k < tok->n; k++) {
-		if (tok->id[k] >= vs)
-			rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: token id %u is not "
-					   "below the vocabulary's size %zu (the converter's "
-					   "LlamaHfVocab stops on it)", tok->id[k], vs);
-		else {
-			s[tok->id[k]] = tok->text + tok->off[k];
-			len[tok->id[k]] = tok->off[k + 1] - tok->off[k];
-		}
-	}
-	json_array_foreach(added, i, a) {
-		const json_t *c = json_object_get(a, "content"), *id = json_object_get(a, "id");
-		uint32_t old;
-		if (rc)
-			break;
-		if (!json_is_string(c) || !json_is_integer(id) || json_integer_value(id) < 0 ||
-		    json_integer_value(id) > INT32_MAX) {
-			rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: added token %zu has "
-					   "no content or id", i);
-			break;
-		}
-		size_t at = (size_t)json_integer_value(id);
-		/* get_vocab(): the text now maps to the added id, its vocabulary id loses it */
-		if (tfs_hf_tok_id(tok, json_string_value(c), json_string_length(c), &old) &&
-		    old != at && old < vs && s[old] && len[old] == json_string_length(c) &&
-		    memcmp(s[old], json_string_value(c), len[old]) == 0)
-			s[old] = NULL;
-		if (at < vs) {
-			s[at] = json_string_value(c);
-			len[at] = json_string_length(c);
-		} else {   /* insertion by id (few of them) */
-			size_t j = nadd++;
-			while (j > 0 && json_integer_value(json_object_get(extra[j - 1], "id")) >
-					(json_int_t)at) {
-				extra[j] = extra[j - 1];
-				j--;
-			}
-			extra[j] = a;
-		}
-	}
-	for (size_t k = 0; !rc && k < vs; k++)
-		if (!s[k])
-			rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: no token has id %zu "
-					   "(the converter's LlamaHfVocab stops on it)", k);
+	if (v.added && !json_is_array(v.added))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: added_tokens is not a list");
+	if (!(rc = vocab_texts(&v, tok, err)) && !(rc = special_set(&special, files, cfg, err)))
+		rc = specials_known(special, tok, v.added, err);
 	if (!rc)
-		rc = special_set(&special, files, cfg, err);
-	/* every special token must be in the vocabulary (self.specials: get_vocab()[tok]) */
-	const char *sk;
-	json_t *sv;
-	json_object_foreach(special, sk, sv) {
-		uint32_t id;
-		bool found = rc || tfs_hf_tok_id(tok, sk, strlen(sk), &id);
-		json_array_foreach(added, i, a) {
-			const char *c = json_string_value(json_object_get(a, "content"));
-			found |= c && strcmp(c, sk) == 0;
-		}
-		if (!found)
-			rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer_config.json: special token "
-					   "'%s' is not in tokenizer.json's vocabulary (the "
-					   "converter stops on it)", sk);
-	}
-	for (size_t k = 0; !rc && k < vs + nadd; k++) {
-		if (k >= vs) {
-			const json_t *c = json_object_get(extra[k - vs], "content");
-			s[k] = json_string_value(c);
-			len[k] = json_string_length(c);
-		}
-		bool sp = json_object_getn(special, s[k], len[k]) != NULL;
-		score[k] = -1000.0f;
-		if (k < vs)
-			type[k] = is_byte_token(s[k], len[k]) ? TFS_TOK_BYTE
-				  : sp ? TFS_TOK_CONTROL : TFS_TOK_NORMAL;
-		else
-			type[k] = sp ? TFS_TOK_CONTROL : TFS_TOK_USER_DEFINED;
-		for (size_t j = 0; j < N(visible); j++)
-			if (len[k] == strlen(visible[j]) && memcmp(s[k], visible[j], len[k]) == 0)
-				type[k] = TFS_TOK_USER_DEFINED;
-	}
+		vocab_types(&v, special);
+	size_t n = v.vs + v.nadd;
 	if (!rc && !(rc = tfs_hf_put_str(out, "tokenizer.ggml.model", "gemma4", 6, err)) &&
-	    !(rc = tfs_hf_kvs_add_arr_str(out, "tokenizer.ggml.tokens", s, len, vs + nadd, err)) &&
-	    !(rc = tfs_hf_kvs_add_arr_f32(out, "tokenizer.ggml.scores", score, vs + nadd, err)) &&
-	    !(rc = tfs_hf_kvs_add_arr_i32(out, "tokenizer.ggml.token_type", type, vs + nadd,
-					  err)) &&
+	    !(rc = tfs_hf_kvs_add_arr_str(out, "tokenizer.ggml.tokens", v.s, v.len, n, err)) &&
+	    !(rc = tfs_hf_kvs_add_arr_f32(out, "tokenizer.ggml.scores", v.score, n, err)) &&
+	    !(rc = tfs_hf_kvs_add_arr_i32(out, "tokenizer.ggml.token_type", v.type, n, err)) &&
 	    !(rc = tfs_hf_special_vocab(out, files, tok, cfg, true, -1, err)) &&
 	    !(rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_space_prefix", false, err)))
 		rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_bos_token", true, err);
 	json_decref(special);
-	free(extra);
-	free(s);
-	free(len);
-	free(score);
-	free(type);
+	vocab_free(&v);
 	return rc;
 }

@@ -142,10 +142,11 @@ VARIANTS = {
                           global_kv=1, k_eq_v=True, sliding_window=32, gemma4_tok="v4",
                           tokens=True),
     # Gemma 4 with a config.json that leaves out what the converter reads with .get()
-    # (transformers 4.57 has no Gemma4Config: the converter reads config.json as written)
+    # (transformers 4.57 has no Gemma4Config: the converter reads config.json as written;
+    # 4 KV heads, what it takes for a missing num_key_value_heads)
     "gemma4-sparse-f32": dict(arch="Gemma4ForCausalLM", dtype="F32", shards=1, tied=True,
-                              layers=2, head_dim=16, global_head=32, sliding_window=64,
-                              gemma4_tok="v5", sparse=True, tokens="q8_0"),
+                              layers=2, kv_heads=4, head_dim=16, global_head=32,
+                              sliding_window=64, gemma4_tok="v5", sparse=True, tokens="q8_0"),
 }
 
 # model_type of each class (config.json)
@@ -525,7 +526,6 @@ def gemma4_config(s, c):
     class); gemma4-sparse leaves out what the converter reads with .get()."""
     for k in ("hidden_act", "rope_theta", "rope_scaling"):
         c.pop(k, None)
-    n = s["layers"]
     c.update(hidden_activation="gelu_pytorch_tanh", attention_bias=False, attention_dropout=0.0,
              pad_token_id=0, bos_token_id=2, eos_token_id=1, rms_norm_eps=1e-06,
              head_dim=s["head_dim"], global_head_dim=s["global_head"],

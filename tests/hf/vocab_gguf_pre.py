@@ -16,7 +16,12 @@ rebuilt directory goes through tfs_hf_vocab_keys, whose tokens, token types and 
 equal the GGUF's.  A vocabulary whose added tokens occur in the check text cannot be hashed
 here and must be refused (mpt/gpt-neox: whitespace runs as added tokens).  deepseek-llm is
 left out: its pre-tokenizer's long letter class was not available byte for byte, so neither
-hf_pre_table.h nor a rebuilt file has it (tensorfs refuses that tokenizer).  TAP.
+hf_pre_table.h nor a rebuilt file has it (tensorfs refuses that tokenizer).  Gemma 4
+(ggml-vocab-gemma-4.gguf) has no pre name (Gemma4Model.set_vocab writes none: llama.cpp takes
+"gemma4" from tokenizer.ggml.model): its tokenizer.json is rebuilt whole (every token in
+model.vocab, the control and user-defined ones also added) beside the tokenizer_config.json of
+google/gemma-4's repos (transformers 5's format), and every tokenizer key tensorfs writes for
+Gemma4ForCausalLM must equal the GGUF's (the token types follow all_special_tokens).  TAP.
 """
 import json
 import os
@@ -155,6 +160,58 @@ const txt = require('fs').readFileSync(0, 'utf8');
     return js
 
 
+# google/gemma-4-*'s tokenizer_config.json: its special tokens (the chat template left out)
+GEMMA4_CONFIG = {
+    "tokenizer_class": "GemmaTokenizer", "backend": "tokenizers", "padding_side": "left",
+    "bos_token": "<bos>", "eos_token": "<eos>", "unk_token": "<unk>", "pad_token": "<pad>",
+    "mask_token": "<mask>", "audio_token": "<|audio|>", "boa_token": "<|audio>",
+    "eoa_token": "<audio|>", "boi_token": "<|image>", "eoi_token": "<image|>",
+    "image_token": "<|image|>", "soc_token": "<|channel>", "eoc_token": "<channel|>",
+    "sot_token": "<|turn>", "eot_token": "<turn|>", "stc_token": "<|tool_call>",
+    "etc_token": "<tool_call|>", "std_token": "<|tool>", "etd_token": "<tool|>",
+    "str_token": "<|tool_response>", "etr_token": "<tool_response|>", "escape_token": '<|"|>',
+    "think_token": "<|think|>", "extra_special_tokens": ["<|video|>"]}
+
+
+def gemma4_case(dump, vdir, work, n):
+    """ggml-vocab-gemma-4.gguf rebuilt and read back through tfs_hf_vocab_keys; one TAP line."""
+    kv = read_gguf(os.path.join(vdir, "ggml-vocab-gemma-4.gguf"))
+    toks, types = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"]
+    sp = "\u2581"
+    tj = {"version": "1.0", "truncation": None, "padding": None,
+          "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False,
+                            "rstrip": False, "normalized": False, "special": types[i] == 3}
+                           for i, t in enumerate(toks) if types[i] in (3, 4)],
+          "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": sp},
+          "pre_tokenizer": None, "post_processor": None,
+          "decoder": {"type": "Sequence", "decoders": [
+              {"type": "Replace", "pattern": {"String": sp}, "content": " "},
+              {"type": "ByteFallback"}, {"type": "Fuse"}]},
+          "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>",
+                    "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                    "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                    "vocab": {t: i for i, t in enumerate(toks)},
+                    "merges": kv["tokenizer.ggml.merges"]}}
+    d = os.path.join(work, "vocab-gemma-4")
+    os.makedirs(d, exist_ok=True)
+    json.dump(tj, open(os.path.join(d, "tokenizer.json"), "w"), ensure_ascii=False)
+    json.dump(GEMMA4_CONFIG, open(os.path.join(d, "tokenizer_config.json"), "w"))
+    json.dump({"architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text",
+               "vocab_size": len(toks)}, open(os.path.join(d, "config.json"), "w"))
+    out = os.path.join(d, "mine.gguf")
+    r = subprocess.run([dump, d, "-", out], capture_output=True, text=True)
+    if r.returncode:
+        print("not ok %d - gemma-4: %s" % (n, r.stderr.strip()))
+        return False
+    mine = read_gguf(out)
+    keys = [k for k in kv if k.startswith("tokenizer.") and k != "tokenizer.chat_template"]
+    diffs = [k for k in keys if mine.get(k) != kv[k]] + \
+        [k for k in mine if k.startswith("tokenizer.ggml.pre")]
+    print("%s %d - gemma-4: %s %s" % ("not ok" if diffs else "ok", n, ", ".join(
+        k[len("tokenizer."):] for k in keys), "differ: %s" % diffs if diffs else "equal"))
+    return not diffs
+
+
 def main():
     dump, npm, vdir, work = sys.argv[1:5]
     if vdir == "-":
@@ -171,7 +228,8 @@ def main():
     chk = subprocess.run([dump, "--chktxt"], capture_output=True).stdout
     origs = originals(npm)
     names = [n for n in origs if os.path.isfile(os.path.join(vdir, "ggml-vocab-%s.gguf" % n))]
-    print("1..%d" % (2 * len(names)))
+    g4 = os.path.isfile(os.path.join(vdir, "ggml-vocab-gemma-4.gguf"))
+    print("1..%d" % (2 * len(names) + g4))
     n = failed = 0
     js = node_hash(npm, None)
     for name in names:
@@ -215,6 +273,8 @@ def main():
             failed += 1
         print("%s %d - %s: tokens, token_type, merges, pre %s" %
               ("not ok" if diffs else "ok", n, name, "differ: %s" % diffs if diffs else "equal"))
+    if g4 and not gemma4_case(dump, vdir, work, n + 1):
+        failed += 1
     return 1 if failed else 0
 
 

@@ -700,3 +700,110 @@ Test(hf, bf16_quiets_nans)
 	tfs_hf_plan_free(p);
 	tfs_model_free(st);
 }
+
+/* ==== Gemma 4 (hf_gemma4.c) ==== */
+
+/* A Gemma 4 text config (layer 1 full, global head 32) with extra members; without is a
+ * member left out (its JSON text, up to the next comma). */
+static void gemma4_config(const char *extra, const char *without)
+{
+	static const char *const member[] = {
+		"\"model_type\":\"gemma4_text\"", "\"head_dim\":16", "\"global_head_dim\":32",
+		"\"num_kv_shared_layers\":0", "\"sliding_window\":64",
+		"\"layer_types\":[\"sliding_attention\",\"full_attention\"]",
+		"\"moe_intermediate_size\":null",
+		"\"rope_parameters\":{\"full_attention\":{\"partial_rotary_factor\":0.25,"
+		"\"rope_theta\":1000000.0,\"rope_type\":\"proportional\"},\"sliding_attention\":"
+		"{\"rope_theta\":10000.0,\"rope_type\":\"default\"}}",
+	};
+	char text[1536] = "";
+	size_t k = 0;
+	for (size_t i = 0; i < sizeof member / sizeof member[0]; i++)
+		if (!without || strncmp(member[i], without, strlen(without)))
+			k += (size_t)snprintf(text + k, sizeof text - k, ",%s", member[i]);
+	snprintf(text + k, sizeof text - k, "%s", extra ? extra : "");
+	write_config("Gemma4ForCausalLM", text);
+}
+
+/* Gemma 4's tensors on the llama ones (tied, q/k norms): the feed-forward norms and the
+ * layer_scalar buffer (no ".weight") of each layer. */
+static void gemma4_model(const char *dt)
+{
+	static char names[8][96];
+	tspec t[80];
+	size_t n = llama_tensors(t, dt, NULL, true, true), m = 0;
+	for (int l = 0; l < 2; l++) {
+		static const char *const w[] = { "pre_feedforward_layernorm.weight",
+			"post_feedforward_layernorm.weight", "layer_scalar" };
+		for (size_t k = 0; k < 3; k++, m++) {
+			snprintf(names[m], sizeof names[m], "model.layers.%d.%s", l, w[k]);
+			t[n++] = (tspec){ names[m], "F32", { k < 2 ? 64 : 1, 0 } };
+		}
+	}
+	write_st("model.safetensors", t, n, 29);
+}
+
+Test(hf, gemma4_refusals)
+{
+	static const struct { const char *extra, *without; int code; const char *want; } c[] = {
+		{ ",\"enable_moe_block\":true", NULL, TFS_E_UNSUPPORTED,
+		  "enable_moe_block: Gemma 4's mixture of experts is not supported" },
+		{ NULL, "\"num_kv_shared_layers\"", TFS_E_FORMAT, "num_kv_shared_layers" },
+		{ NULL, "\"global_head_dim\"", TFS_E_FORMAT, "no global_head_dim" },
+		{ NULL, "\"layer_types\"", TFS_E_FORMAT, "layer_types" },
+		{ NULL, "\"moe_intermediate_size\"", TFS_E_FORMAT, "no moe_intermediate_size" },
+		{ NULL, "\"rope_parameters\"", TFS_E_FORMAT, "rope_parameters.full_attention" },
+		{ ",\"attn_logit_softcapping\":50.0", NULL, TFS_E_FORMAT, "attn_logit_softcapping" },
+	};
+	gemma4_model("BF16");
+	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+		gemma4_config(c[k].extra, c[k].without);
+		expect_fail(c[k].code, c[k].want, "config.json");
+	}
+	/* a full layer's rope that is not proportional: the converter asserts it */
+	write_config("Gemma4ForCausalLM", ",\"model_type\":\"gemma4_text\",\"head_dim\":16,"
+		     "\"global_head_dim\":32,\"num_kv_shared_layers\":0,\"sliding_window\":64,"
+		     "\"layer_types\":[\"sliding_attention\",\"full_attention\"],"
+		     "\"moe_intermediate_size\":null,\"rope_parameters\":{\"full_attention\":"
+		     "{\"rope_theta\":1000000.0,\"rope_type\":\"default\"}}");
+	expect_fail(TFS_E_FORMAT, "is not \"proportional\"", NULL);
+}
+
+Test(hf, gemma4_plan)
+{
+	tfs_model *st;
+	tfs_hf_plan *p;
+	tfs_error err = { 0 };
+	gemma4_model("BF16");
+	gemma4_config(",\"num_global_key_value_heads\":1,\"use_double_wide_mlp\":true", NULL);
+	cr_assert_eq(open_plan(&st, &p, TFS_HF_OUT_AUTO, &err), 0, "%s", err.msg);
+	cr_expect_str_eq(tfs_hf_plan_arch(p), "gemma4");
+	/* rope_freqs first: 32 x 0.25 / 2 = 4 rotated pairs of 16 */
+	const tfs_hf_tensor *rf = tfs_hf_plan_tensor(p, 0);
+	cr_assert_str_eq(rf->name, "rope_freqs.weight");
+	cr_assert_eq(rf->ne[0], 16);
+	float f[16];
+	cr_assert_eq(tfs_hf_tensor_read(p, 0, 0, sizeof f, f, &err), (int64_t)sizeof f);
+	for (int i = 0; i < 16; i++)
+		cr_expect_eq(f[i], i < 4 ? 1.0f : 1e30f, "rope_freqs[%d]", i);
+	bool scalar = false;
+	for (size_t i = 0; i < tfs_hf_plan_n_tensors(p); i++) {
+		const tfs_hf_tensor *t = tfs_hf_plan_tensor(p, i);
+		if (!strcmp(t->name, "blk.1.layer_output_scale.weight"))
+			scalar = t->dtype == TFS_DT_F32 && t->ne[0] == 1;
+		cr_expect(!t->plus_one, "%s: Gemma 4's norms are not shifted", t->name);
+	}
+	cr_expect(scalar, "layer_scalar as blk.1.layer_output_scale.weight, F32 [1]");
+	/* per-layer arrays: KV heads (sliding 2, full 1), feed-forward (no shared layer) */
+	const tfs_hf_kv *kv = plan_key(p, "gemma4.attention.head_count_kv");
+	cr_assert(kv && kv->type == TFS_GGUF_ARRAY && kv->len == 12 + 8);
+	int32_t h[2];
+	memcpy(h, kv->data + 12, 8);
+	cr_expect(h[0] == 2 && h[1] == 1, "head_count_kv [%d, %d]", h[0], h[1]);
+	cr_expect_eq(kv_u32(plan_key(p, "gemma4.attention.key_length")), 32);
+	cr_expect_eq(kv_u32(plan_key(p, "gemma4.attention.key_length_swa")), 16);
+	cr_expect_eq(kv_u32(plan_key(p, "gemma4.rope.dimension_count_swa")), 16);
+	cr_expect_eq(kv_u32(plan_key(p, "gemma4.attention.shared_kv_layers")), 0);
+	tfs_hf_plan_free(p);
+	tfs_model_free(st);
+}

@@ -80,7 +80,8 @@ enum {
 	TFS_HF_ARCH_TRIM_EMBD = 1 << 2,    /* token_embd cut to the tokenizer's size (Gemma 3) */
 	TFS_HF_ARCH_LLAMA_PARAMS = 1 << 3, /* LlamaModel's vocab_size and rope dimensions */
 	TFS_HF_ARCH_DROP_HEAD_DIM = 1 << 4, /* head_dim ignored for the keys (Granite pops it) */
-	TFS_HF_ARCH_SCALAR_WEIGHT = 1 << 5, /* "layer_scalar" gets ".weight" (Gemma 4) */
+	/* Gemma 4: "layer_scalar" and the experts get ".weight", names without a suffix map */
+	TFS_HF_ARCH_SCALAR_WEIGHT = 1 << 5,
 };
 
 struct tfs_hf_params;

@@ -5,7 +5,8 @@
  * them).
  *
  *  1. the row: tensor names (per-layer embeddings, layer_output_scale from the layer_scalar
- *     buffer, which the converter names ".weight"), no norm + 1 (Gemma4Model.norm_shift is
+ *     buffer and the experts, which the converter names ".weight", the router's scales
+ *     named "*.scale"), no norm + 1 (Gemma4Model.norm_shift is
  *     0), token_embd cut to the tokenizer as Gemma 3;
  *  2. the keys: Gemma3Model.set_gguf_parameters with its .get() defaults (transformers 4.57,
  *     the release's pin, has no Gemma4Config: the converter reads config.json as written),
@@ -15,7 +16,7 @@
  *     frequency factors, 1 for the rotated pairs and 1e30 for the others;
  *  4. the tokenizer (Gemma4Model.set_vocab): gguf-py's LlamaHfVocab over tokenizer.json,
  *     "gemma4", every token scored -1000, typed by transformers' all_special_tokens.
- * Not done: the mixture-of-experts model (enable_moe_block, 26B-A4B), refused by name.
+ * The mixture of experts (enable_moe_block, 26B-A4B) keeps the checkpoint's stacked experts.
  * Layers differ in head size and KV heads, so their attention shapes are not checked against
  * config.json here (TFS_HF_D_LAYER); llama.cpp checks them on load.
  */
@@ -64,6 +65,17 @@ static const tfs_hf_name g4_blocks[] = {
 	{ "per_layer_projection", "proj", H, L, XN, false },
 	{ "post_per_layer_input_norm", "post_norm", H, NO, XN, false },
 	{ "layer_scalar", "layer_output_scale", L, NO, XN, false },
+	/* the mixture of experts beside the MLP (enable_moe_block): the router (its scale and
+	 * per-expert scale renamed by Gemma4Model.modify_tensors), the experts as the
+	 * checkpoint stacks them (gate and up fused), three more norms */
+	{ "router.proj", "ffn_gate_inp", L, H, XN, false },
+	{ "router.scale", "ffn_gate_inp.scale", H, NO, XN, false },
+	{ "router.per_expert_scale", "ffn_down_exps.scale", L, NO, XN, false },
+	{ "experts.gate_up_proj", "ffn_gate_up_exps", L, L, XN, false },
+	{ "experts.down_proj", "ffn_down_exps", L, L, XN, false },
+	{ "pre_feedforward_layernorm_2", "pre_ffw_norm_2", H, NO, XN, false },
+	{ "post_feedforward_layernorm_1", "post_ffw_norm_1", H, NO, XN, false },
+	{ "post_feedforward_layernorm_2", "post_ffw_norm_2", H, NO, XN, false },
 };
 
 static int g4_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
@@ -335,10 +347,6 @@ static int gemma4_part(tfs_hf_kvs *l, const hparams *h, const int32_t *is_swa, s
 
 static int g4_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
-	if (truthy(json_object_get(h->root, "enable_moe_block")))
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: enable_moe_block: Gemma 4's "
-				     "mixture of experts is not supported for the GGUF view (its "
-				     "dense models are)", h->where);
 	int32_t *is_swa = NULL;
 	size_t nl = 0;
 	int rc = gemma3_part(l, h, err);

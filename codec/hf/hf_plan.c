@@ -101,6 +101,8 @@ static bool map_name(char *gguf_out, size_t cap, const char *name, const tfs_hf_
 		suffix = ".weight";
 	else if (n > 5 && strcmp(name + n - 5, ".bias") == 0)
 		suffix = ".bias";
+	else if (row->flags & TFS_HF_ARCH_SCALAR_WEIGHT)
+		suffix = "";   /* Gemma 4's router scales: renamed whole */
 	if (!suffix)
 		return false;
 	size_t base = n - strlen(suffix);
@@ -160,6 +162,8 @@ static int check_shape(const tfs_tensor *t, const char *shard, const tfs_hf_name
 {
 	int64_t shape[TFS_MAX_DIMS], want[2];
 	uint32_t nd = t->n_dims, wn = 0;
+	if (m->rows == TFS_HF_D_LAYER && m->cols == TFS_HF_D_LAYER)
+		return 0;   /* any shape: a row whose sizes differ per layer (Gemma 4) */
 	for (uint32_t i = 0; i < nd; i++)
 		shape[i] = t->ne[nd - 1 - i];
 	int dims[2] = { m->rows, bias ? TFS_HF_D_NONE : m->cols };
@@ -312,8 +316,12 @@ static bool filter_name(char *out, size_t cap, const char *name, const tfs_hf_ar
 		out[k++] = *s++;
 	}
 	out[k] = 0;
-	if ((row->flags & TFS_HF_ARCH_SCALAR_WEIGHT) && ends_with(out, "layer_scalar") &&
-	    k + 8 <= cap)   /* Gemma4Model.filter_tensors: the buffer named as a weight */
+	/* Gemma4Model.filter_tensors: the buffer and the experts named as weights */
+	bool experts = strstr(out, ".experts.") && !ends_with(out, ".weight") &&
+		       !ends_with(out, ".weight_scale") && !ends_with(out, ".weight_scale_2") &&
+		       !ends_with(out, ".input_scale");
+	if ((row->flags & TFS_HF_ARCH_SCALAR_WEIGHT) && (ends_with(out, "layer_scalar") ||
+							 experts) && k + 8 <= cap)
 		memcpy(out + k, ".weight", 8);
 	return true;
 }

@@ -141,6 +141,13 @@ VARIANTS = {
                           tied=True, layers=3, head_dim=16, global_head=32, kv_heads=2,
                           global_kv=1, k_eq_v=True, sliding_window=32, gemma4_tok="v4",
                           tokens=True),
+    # Gemma 4 (26B-A4B style): BF16, the mixture of experts beside each layer's MLP (4
+    # experts, 2 used, stacked in the checkpoint with gate and up fused), the router's scales,
+    # k_eq_v full layers
+    "gemma4-moe-bf16": dict(arch="Gemma4ForCausalLM", dtype="BF16", shards=2, tied=True,
+                            layers=2, head_dim=16, global_head=32, global_kv=1, k_eq_v=True,
+                            sliding_window=64, gemma4_tok="v5", experts=4, top_k=2, ff_exp=32,
+                            tokens=True),
     # Gemma 4 with a config.json that leaves out what the converter reads with .get()
     # (transformers 4.57 has no Gemma4Config: the converter reads config.json as written;
     # 4 KV heads, what it takes for a missing num_key_value_heads)
@@ -343,6 +350,16 @@ def gemma4_shapes(s):
         t[p + "mlp.up_proj.weight"] = (wide * ff, h)
         t[p + "mlp.down_proj.weight"] = (h, wide * ff)
         t[p + "post_feedforward_layernorm.weight"] = (h,)
+        if s.get("experts"):
+            e, fe = s["experts"], s["ff_exp"]
+            t[p + "router.proj.weight"] = (e, h)
+            t[p + "router.scale"] = (h,)
+            t[p + "router.per_expert_scale"] = (e,)
+            t[p + "experts.gate_up_proj"] = (e, 2 * fe, h)
+            t[p + "experts.down_proj"] = (e, h, fe)
+            for k in ("pre_feedforward_layernorm_2", "post_feedforward_layernorm_1",
+                      "post_feedforward_layernorm_2"):
+                t[p + k + ".weight"] = (h,)
         if s.get("ple"):
             t[p + "per_layer_input_gate.weight"] = (s["ple"], h)
             t[p + "per_layer_projection.weight"] = (h, s["ple"])
@@ -542,6 +559,9 @@ def gemma4_config(s, c):
              use_bidirectional_attention=None, use_cache=True, initializer_range=0.02)
     if "global_kv" in s:
         c["num_global_key_value_heads"] = s["global_kv"]
+    if s.get("experts"):
+        c.update(enable_moe_block=True, num_experts=s["experts"], top_k_experts=s["top_k"],
+                 moe_intermediate_size=s["ff_exp"])
     if s.get("sparse"):
         for k in ("max_position_embeddings", "rms_norm_eps", "final_logit_softcapping",
                   "hidden_size_per_layer_input", "use_double_wide_mlp", "num_key_value_heads",

@@ -55,6 +55,14 @@ typedef struct {
 	bool required;
 } tfs_hf_name;
 
+/* DeepSeek's MLA (hf_deepseek.c): kv_b_proj split per head.  The source's rows are `heads`
+ * groups of `group` rows; the output is rows [off, off + n) of each group, transposed per
+ * head (attn_k_b: [heads][cols][n]) or not (attn_v_b).  heads 0: no slice. */
+typedef struct {
+	uint32_t heads, group, off, n;
+	bool transpose;
+} tfs_hf_slice;
+
 /* A config class default: set when config.json lacks the key (or, for the computed kinds,
  * has it null, as the class's `x if x is not None else ...`). */
 enum tfs_hf_def_kind {
@@ -134,6 +142,8 @@ int tfs_hf_add_u32(tfs_hf_kvs *l, const hparams *h, const char *suffix, const js
 		   const char *key, tfs_error *err);
 int tfs_hf_add_f32(tfs_hf_kvs *l, const hparams *h, const char *suffix, const json_t *v,
 		   const char *key, tfs_error *err);
+/* TextModel.set_gguf_parameters' keys (what TFS_HF_ARCH_BASE_PARAMS writes). */
+int tfs_hf_text_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
 /* hparams[key] that must be there (Python's KeyError otherwise). */
 int tfs_hf_need(json_t **v, const hparams *h, const char *key, tfs_error *err);
 

@@ -47,7 +47,7 @@ static const char *const k_experts[] = { "num_local_experts", "num_experts", NUL
 static const tfs_hf_moe mixtral_moe = {
 	"block_sparse_moe.experts", { "w1", "w2", "w3" },
 	{ "ffn_gate_exps", "ffn_down_exps", "ffn_up_exps" },
-	{ FE, H, FE }, { H, FE, H }, k_local_experts,
+	{ FE, H, FE }, { H, FE, H }, k_local_experts, NULL,
 };
 
 /* Qwen2-MoE: biased q/k/v; the router, a shared expert and its gate */
@@ -73,7 +73,7 @@ static const tfs_hf_name qwen3moe_blocks[] = {
 static const tfs_hf_moe qwen_moe = {
 	"mlp.experts", { "down_proj", "gate_proj", "up_proj" },
 	{ "ffn_down_exps", "ffn_gate_exps", "ffn_up_exps" },
-	{ H, FE, FE }, { FE, H, H }, k_experts,
+	{ H, FE, FE }, { FE, H, H }, k_experts, NULL,
 };
 
 /* Qwen2MoeModel.set_gguf_parameters: after TextModel's, the expert and shared expert
@@ -114,7 +114,7 @@ const tfs_hf_moe *tfs_hf_moe_of(const tfs_hf_arch *row)
 	for (size_t i = 0; i < N(rows); i++)
 		if (row == &rows[i])
 			return row_moe[i];
-	return NULL;
+	return tfs_hf_deepseek_moe_of(row);
 }
 
 const tfs_hf_arch *tfs_hf_moe_arch_find(const char *cls)
@@ -123,7 +123,7 @@ const tfs_hf_arch *tfs_hf_moe_arch_find(const char *cls)
 		for (const char *const *c = rows[i].classes; *c; c++)
 			if (strcmp(*c, cls) == 0)
 				return &rows[i];
-	return NULL;
+	return tfs_hf_deepseek_arch_find(cls);
 }
 
 size_t tfs_hf_moe_arch_list(char *out, size_t cap, size_t k)
@@ -131,7 +131,7 @@ size_t tfs_hf_moe_arch_list(char *out, size_t cap, size_t k)
 	for (size_t i = 0; i < N(rows); i++)
 		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
 			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
-	return k;
+	return tfs_hf_deepseek_arch_list(out, cap, k);
 }
 
 /* ==== config class defaults (transformers 4.57) ==== */
@@ -178,7 +178,7 @@ const tfs_hf_config_class *tfs_hf_moe_config_class_find(const char *model_type)
 	for (size_t i = 0; model_type && i < N(config_classes); i++)
 		if (strcmp(config_classes[i].model_type, model_type) == 0)
 			return &config_classes[i];
-	return NULL;
+	return tfs_hf_deepseek_config_class_find(model_type);
 }
 
 /* ==== axes ==== */
@@ -199,7 +199,7 @@ int64_t tfs_hf_moe_dim(int d, const hparams *h)
 	case TFS_HF_D_FF_EXP: return int_of(h, k_ff_exp);
 	case TFS_HF_D_FF_SHEXP: return int_of(h, k_ff_sh);
 	case TFS_HF_D_ONE: return 1;
-	default: return 0;
+	default: return tfs_hf_deepseek_dim(d, h);
 	}
 }
 

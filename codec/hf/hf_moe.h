@@ -19,22 +19,31 @@
 struct tfs_hf_moe_state;
 
 /* The expert tensors of a class. */
+typedef struct tfs_hf_stack tfs_hf_stack;
+
 typedef struct tfs_hf_moe {
 	const char *experts;       /* after "model.layers.N.": "block_sparse_moe.experts" */
 	const char *proj[3];       /* HF projections, in the order the stacked tensors are written */
 	const char *gguf[3];       /* their GGUF names (after "blk.N.") */
 	uint8_t rows[3], cols[3];  /* enum tfs_hf_dim: each expert's weight shape */
 	const char *const *n_keys; /* the expert count's keys (find_hparam) */
+	/* The class's own handling of source tensor idx, before the experts' (NULL: none):
+	 * TFS_PASSTHROUGH for the ordinary path; else 0 with *n tensors (at most 3) in out
+	 * (none: the converter skips it), or an error. */
+	int (*tensor)(const hparams *h, const tfs_model *st, size_t idx, const char *where,
+		      tfs_hf_stack *out, size_t *n, tfs_error *err);
 } tfs_hf_moe;
 
 /* A stacked tensor to add: its name, its experts' source tensors (tfs_model indices, owned:
  * the plan takes them), and its shape as one 3-D source tensor (ne, n_dims, dtype). */
-typedef struct {
+struct tfs_hf_stack {
 	char name[128];
 	long *parts;
 	uint32_t n_parts;
 	tfs_tensor shape;
-} tfs_hf_stack;
+	long src;                  /* without parts: the one source tensor */
+	tfs_hf_slice slice;        /* a per-head slice of src (hf_plan.h), or heads 0 */
+};
 
 /* The experts row stacks (a row of hf_moe.c), or NULL for a dense row. */
 const tfs_hf_moe *tfs_hf_moe_of(const tfs_hf_arch *row);
@@ -57,5 +66,16 @@ int tfs_hf_moe_take(struct tfs_hf_moe_state **state, const tfs_hf_moe *moe, cons
  * experts missing: the converter's "Unprocessed experts"); frees the state. */
 int tfs_hf_moe_finish(struct tfs_hf_moe_state **state, const tfs_model *st, tfs_error *err);
 void tfs_hf_moe_state_free(struct tfs_hf_moe_state *state);
+
+/* hf_deepseek.c: the DeepSeek V2/V3 rows (MLA, shared experts, expert groups), which the
+ * functions above look at after hf_moe.c's own; the sizes of its axis kinds (from
+ * TFS_HF_D_DS_FIRST; 0 for any other) and their names. */
+enum { TFS_HF_D_DS_FIRST = 64 };
+const tfs_hf_arch *tfs_hf_deepseek_arch_find(const char *cls);
+size_t tfs_hf_deepseek_arch_list(char *out, size_t cap, size_t k);
+const tfs_hf_config_class *tfs_hf_deepseek_config_class_find(const char *model_type);
+const tfs_hf_moe *tfs_hf_deepseek_moe_of(const tfs_hf_arch *row);
+int64_t tfs_hf_deepseek_dim(int d, const hparams *h);
+const char *tfs_hf_deepseek_dim_text(int d);
 
 #endif

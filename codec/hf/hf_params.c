@@ -421,11 +421,23 @@ static int tail_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	    (rc = opt_u32(l, h, k_grp, "expert_group_count", err)) ||
 	    (rc = opt_u32(l, h, k_topk, "expert_group_used_count", err)))
 		return rc;
-	json_t *v = tfs_hf_find(h->root, k_score, NULL);
-	if (v && !json_is_null(v))
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: an expert gating function: "
-				     "mixture-of-experts models are not supported for the GGUF view",
-				     h->where);
+	const char *which = k_score[0];
+	json_t *v = tfs_hf_find(h->root, k_score, &which);
+	if (v && !json_is_null(v)) {   /* ExpertGatingFuncType */
+		static const char *const fn[] = { "softmax", "sigmoid", NULL, "sqrtsoftplus" };
+		const char *s = json_string_value(v);
+		uint32_t k = 0;
+		while (k < 4 && !(s && fn[k] && !strcmp(s, fn[k])))
+			k++;
+		char name[128];
+		snprintf(name, sizeof name, "%s.expert_gating_func", h->arch->gguf);
+		if (k == 4)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: \"%s\" is not an expert gating "
+					     "function the converter knows (sigmoid, softmax, "
+					     "sqrtsoftplus)", h->where, which);
+		if ((rc = tfs_hf_kvs_add_u32(l, name, k + 1, err)))
+			return rc;
+	}
 	if ((v = json_object_get(h->root, "head_dim")) && !json_is_null(v) &&
 	    ((rc = tfs_hf_add_u32(l, h, "attention.key_length", v, "head_dim", err)) ||
 	     (rc = tfs_hf_add_u32(l, h, "attention.value_length", v, "head_dim", err))))
@@ -433,7 +445,7 @@ static int tail_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	return tfs_hf_kvs_add_u32(l, "general.file_type", h->ftype, err);
 }
 
-static int base_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+int tfs_hf_text_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	static const char *const k_layer[] = { "n_layers", "num_hidden_layers", "n_layer",
 					       "num_layers", NULL };
@@ -486,7 +498,7 @@ int tfs_hf_param_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	if (f & TFS_HF_ARCH_DROP_HEAD_DIM)   /* hparams.pop("head_dim", None) */
 		json_object_del(h->root, "head_dim");
 	if (f & TFS_HF_ARCH_BASE_PARAMS)
-		rc = base_keys(l, h, err);
+		rc = tfs_hf_text_keys(l, h, err);
 	if (!rc && (f & TFS_HF_ARCH_LLAMA_PARAMS))
 		rc = llama_keys(l, h, err);
 	if (!rc && h->arch->params)

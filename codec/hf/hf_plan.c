@@ -85,7 +85,7 @@ static const char *dim_text(int d)
 	case TFS_HF_D_FF_EXP: return "moe_intermediate_size";
 	case TFS_HF_D_FF_SHEXP: return "shared_expert_intermediate_size";
 	case TFS_HF_D_ONE: return "1";
-	default: return "";
+	default: return tfs_hf_deepseek_dim_text(d);
 	}
 }
 
@@ -416,19 +416,27 @@ static int add_experts(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_
 	static const tfs_hf_name plain = { "", "", 0, 0, TFS_HF_XF_NONE, false };
 	tfs_hf_stack s[3];
 	size_t n = 0;
-	int rc = tfs_hf_moe_take(&p->moe, tfs_hf_moe_of(p->row), h, p->st, r->idx, r->path, s,
-				 &n, err);
+	const tfs_hf_moe *moe = tfs_hf_moe_of(p->row);
+	int rc = moe->tensor ? moe->tensor(h, p->st, r->idx, r->path, s, &n, err)
+			     : TFS_PASSTHROUGH;
+	if (rc == TFS_PASSTHROUGH)
+		rc = tfs_hf_moe_take(&p->moe, moe, h, p->st, r->idx, r->path, s, &n, err);
 	for (size_t k = 0; k < n; k++) {
 		tfs_hf_tensor *o;
 		if (!rc && !(rc = add_tensor(p, cap, &o, err))) {
 			o->parts = s[k].parts;
 			o->n_parts = s[k].n_parts;
 			s[k].parts = NULL;
-			o->src = o->parts[0];
+			o->src = o->parts ? o->parts[0] : s[k].src;
 			if (!(o->name = strdup(s[k].name)))
 				rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 			else
 				rc = fill_tensor(o, p, h, &s[k].shape, &plain, r->path, err);
+			/* a per-head slice (DeepSeek's kv_b_proj) is computed on read */
+			if ((o->slice = s[k].slice).heads) {
+				o->recipe = TFS_HF_CONVERT;
+				o->raw = o->quiet_nans = false;
+			}
 		}
 		free(s[k].parts);
 	}

@@ -32,6 +32,7 @@
 #include "dtype.h"
 #include "source.h"
 #include "hf_keys.h"
+#include "hf_arch.h"
 
 /* --outtype of the converter (its default is f16; tensorfs' is auto). */
 typedef enum {
@@ -86,6 +87,7 @@ typedef struct {
 	 * any other tensor.  Its bytes are read part by part, never gathered. */
 	uint32_t n_parts;
 	long *parts;
+	tfs_hf_slice slice;      /* a per-head slice of src (always CONVERT), or heads 0 */
 } tfs_hf_tensor;
 
 typedef struct tfs_hf_plan tfs_hf_plan;

@@ -39,6 +39,11 @@ void tfs_hf_hparams_free(hparams *h);
  * general.file_type among them. */
 int tfs_hf_param_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
 
+/* hf_deepseek.c: a sliced tensor's (t->slice) source elements [e0, e0 + cnt) in output
+ * order into buf, in the source's dtype. */
+int tfs_hf_slice_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t e0, uint64_t cnt,
+		      uint8_t *buf, tfs_error *err);
+
 static inline uint64_t tfs_hf_pad(uint64_t x, uint64_t a)
 {
 	return (x + a - 1) / a * a;

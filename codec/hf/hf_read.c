@@ -236,7 +236,8 @@ static int read_convert(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t o
 		if (t->perm_heads && n > (inner - col) / ob)
 			n = (inner - col) / ob;
 		uint64_t src_e = perm_row(r, rows, t->perm_heads) * inner + col;
-		if ((rc = read_src(p, t, src_e * ses, n * ob * ses, sbuf, err)))
+		if ((rc = t->slice.heads ? tfs_hf_slice_read(p->st, t, e, n * ob, sbuf, err)
+					 : read_src(p, t, src_e * ses, n * ob * ses, sbuf, err)))
 			break;
 		tfs_hf_to_f32(fbuf, sbuf, t->src_dtype, (size_t)(n * ob));
 		if (t->plus_one)

@@ -504,6 +504,7 @@ static const struct {
 	{ "Qwen2MoeForCausalLM", V_GPT2 }, { "Qwen3MoeForCausalLM", V_GPT2 },
 	{ "Qwen3_5ForCausalLM", V_GPT2 }, { "Qwen3_5ForConditionalGeneration", V_GPT2 },
 	{ "Olmo2ForCausalLM", V_GPT2 }, { "GptOssForCausalLM", V_GPT2 },
+	{ "DeepseekV2ForCausalLM", V_GPT2 }, { "DeepseekV3ForCausalLM", V_GPT2 },
 	{ "Gemma2ForCausalLM", V_GEMMA2 },
 	{ "Gemma3ForCausalLM", V_GEMMA3 }, { "Gemma3ForConditionalGeneration", V_GEMMA3 },
 	{ "Phi3ForCausalLM", V_PHI3 },

@@ -28,6 +28,9 @@ QUICK = ("mixtral-bf16", "qwen3moe-bf16")
 # out, the class's default would disagree with the weights, and the converter would stop)
 compare.SHAPING |= {"num_local_experts", "num_experts", "moe_intermediate_size",
                     "shared_expert_intermediate_size"}
+# DeepSeek's: the MLA sizes, the routed and shared experts' counts
+compare.SHAPING |= {"kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                    "v_head_dim", "n_routed_experts", "n_shared_experts"}
 
 
 def main():

@@ -48,10 +48,26 @@ VARIANTS = {
     "qwen2moe-f16": dict(arch="Qwen2MoeForCausalLM", dtype="F16", shards=2, tied=False,
                          moe_ff=32, shared_ff=96, bpe="qwen3", vocab=151936,
                          name_or_path="Qwen/Qwen1.5-MoE-A2.7B"),
+    # DeepSeek-V3 (deepseek_moe()): MLA with q_lora, a dense first layer, a shared expert,
+    # the router's e_score_correction_bias (F32), sigmoid scoring in expert groups, yarn
+    # rope scaling, a multi-token-prediction layer (skipped); npm's DeepSeek-V3 tokenizer
+    "deepseek3-bf16": dict(arch="DeepseekV3ForCausalLM", dtype="BF16", shards=2, tied=False,
+                           layers=3, dense=1, mtp=1, q_lora=32, kv_lora=32, nope=32, rope=16,
+                           v=32, moe_ff=32, shared=1, groups=2, bpe="deepseek_v3",
+                           vocab=129280, name_or_path="deepseek-ai/DeepSeek-V3"),
+    # DeepSeek-V2-Lite: no q_lora (q_proj), softmax scoring, two shared experts, F16, sizes
+    # that are no whole Q8_0 blocks for attn_k_b / attn_v_b (F16 fallback); 26 layers, as
+    # llama.cpp reads a deepseek2 without q_lora_rank only at V2-Lite's depths (26, 27)
+    "deepseek2-lite-f16": dict(arch="DeepseekV2ForCausalLM", dtype="F16", shards=1,
+                               tied=False, layers=26, dense=1, mtp=0, q_lora=None, kv_lora=48,
+                               nope=16, rope=16, v=16, moe_ff=32, shared=2, groups=1,
+                               bpe="deepseek_v3", vocab=129280,
+                               name_or_path="deepseek-ai/DeepSeek-V2-Lite-Chat"),
 }
 
 MODEL_TYPES = {"MixtralForCausalLM": "mixtral", "Qwen2MoeForCausalLM": "qwen2_moe",
-               "Qwen3MoeForCausalLM": "qwen3_moe"}
+               "Qwen3MoeForCausalLM": "qwen3_moe", "DeepseekV2ForCausalLM": "deepseek_v2",
+               "DeepseekV3ForCausalLM": "deepseek_v3"}
 
 
 def spec(name):
@@ -67,6 +83,8 @@ def head_dim(s):
 def tensor_shapes(s):
     """HF name -> numpy shape."""
     h, hd, arch = s["hidden"], head_dim(s), s["arch"]
+    if arch.startswith("Deepseek"):
+        return deepseek_shapes(s)
     t = {"model.embed_tokens.weight": (s["vocab"], h), "model.norm.weight": (h,)}
     if not s["tied"]:
         t["lm_head.weight"] = (s["vocab"], h)
@@ -110,6 +128,75 @@ def tensor_shapes(s):
     return t
 
 
+def deepseek_shapes(s):
+    """DeepSeek V2/V3's tensors (HF name -> shape): MLA attention, dense then MoE layers,
+    shared experts, V3's router bias, and the MTP layers after num_hidden_layers."""
+    h, heads, arch = s["hidden"], s["heads"], s["arch"]
+    qk = s["nope"] + s["rope"]
+    t = {"model.embed_tokens.weight": (s["vocab"], h), "model.norm.weight": (h,)}
+    if not s["tied"]:
+        t["lm_head.weight"] = (s["vocab"], h)
+    for i in range(s["layers"] + s["mtp"]):
+        p = "model.layers.%d." % i
+        t[p + "input_layernorm.weight"] = (h,)
+        t[p + "post_attention_layernorm.weight"] = (h,)
+        if s["q_lora"]:
+            t[p + "self_attn.q_a_proj.weight"] = (s["q_lora"], h)
+            t[p + "self_attn.q_a_layernorm.weight"] = (s["q_lora"],)
+            t[p + "self_attn.q_b_proj.weight"] = (heads * qk, s["q_lora"])
+        else:
+            t[p + "self_attn.q_proj.weight"] = (heads * qk, h)
+        t[p + "self_attn.kv_a_proj_with_mqa.weight"] = (s["kv_lora"] + s["rope"], h)
+        t[p + "self_attn.kv_a_layernorm.weight"] = (s["kv_lora"],)
+        t[p + "self_attn.kv_b_proj.weight"] = (heads * (s["nope"] + s["v"]), s["kv_lora"])
+        t[p + "self_attn.o_proj.weight"] = (h, heads * s["v"])
+        if i < s["dense"]:
+            t[p + "mlp.gate_proj.weight"] = (s["ff"], h)
+            t[p + "mlp.up_proj.weight"] = (s["ff"], h)
+            t[p + "mlp.down_proj.weight"] = (h, s["ff"])
+            continue
+        ff, sf = s["moe_ff"], s["moe_ff"] * s["shared"]
+        t[p + "mlp.gate.weight"] = (s["experts"], h)
+        if arch == "DeepseekV3ForCausalLM":
+            t[p + "mlp.gate.e_score_correction_bias"] = (s["experts"],)
+        for e in range(s["experts"]):
+            q = p + "mlp.experts.%d." % e
+            t[q + "gate_proj.weight"] = (ff, h)
+            t[q + "up_proj.weight"] = (ff, h)
+            t[q + "down_proj.weight"] = (h, ff)
+        t[p + "mlp.shared_experts.gate_proj.weight"] = (sf, h)
+        t[p + "mlp.shared_experts.up_proj.weight"] = (sf, h)
+        t[p + "mlp.shared_experts.down_proj.weight"] = (h, sf)
+        if i >= s["layers"]:   # the MTP layer's own
+            t[p + "embed_tokens.weight"] = (s["vocab"] // 64, h)
+            t[p + "enorm.weight"] = (h,)
+            t[p + "hnorm.weight"] = (h,)
+            t[p + "eh_proj.weight"] = (h, 2 * h)
+            t[p + "shared_head.norm.weight"] = (h,)
+    return t
+
+
+def deepseek_config(s, c):
+    """config.json keys of DeepSeek-V3 / DeepSeek-V2-Lite (their published files' keys)."""
+    v3 = s["arch"] == "DeepseekV3ForCausalLM"
+    c.update(first_k_dense_replace=s["dense"], kv_lora_rank=s["kv_lora"],
+             q_lora_rank=s["q_lora"], qk_nope_head_dim=s["nope"], qk_rope_head_dim=s["rope"],
+             v_head_dim=s["v"], moe_intermediate_size=s["moe_ff"], moe_layer_freq=1,
+             n_routed_experts=s["experts"], n_shared_experts=s["shared"],
+             num_experts_per_tok=s["used"], n_group=s["groups"], topk_group=1,
+             norm_topk_prob=v3, routed_scaling_factor=2.5 if v3 else 1.0,
+             scoring_func="sigmoid" if v3 else "softmax",
+             topk_method="noaux_tc" if v3 else "greedy", aux_loss_alpha=0.001, seq_aux=True,
+             ep_size=1, rope_theta=10000, attention_bias=False, num_key_value_heads=s["heads"],
+             rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 40,
+                           "mscale": 1.0 if v3 else 0.707,
+                           "mscale_all_dim": 1.0 if v3 else 0.707,
+                           "original_max_position_embeddings": 64, "type": "yarn"})
+    if v3:
+        c["num_nextn_predict_layers"] = s["mtp"]
+    c["bos_token_id"], c["eos_token_id"] = 0, 1
+
+
 def write_config(d, s):
     arch = s["arch"]
     c = {"architectures": [arch], "model_type": MODEL_TYPES[arch],
@@ -121,7 +208,9 @@ def write_config(d, s):
          "torch_dtype": {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[s["dtype"]],
          "bos_token_id": 1, "eos_token_id": 2, "transformers_version": "4.51.0",
          "attention_dropout": 0.0, "initializer_range": 0.02, "use_cache": True}
-    if arch == "MixtralForCausalLM":
+    if arch.startswith("Deepseek"):
+        deepseek_config(s, c)
+    elif arch == "MixtralForCausalLM":
         # as mistralai/Mixtral-8x7B-v0.1's config.json
         c.update(num_local_experts=s["experts"], num_experts_per_tok=s["used"],
                  rope_theta=1000000.0, sliding_window=None, output_router_logits=False,
@@ -147,7 +236,9 @@ def write_weights(d, s, name):
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     shapes = tensor_shapes(s)
     ms = dict(s, edge=False)
-    items = [(n, s["dtype"], shp, make_model.make_weights(ms, n, shp, rng))
+    # a checkpoint's F32 tensors (DeepSeek-V3's router bias) among the others
+    dt = {n: "F32" if n.endswith("e_score_correction_bias") else s["dtype"] for n in shapes}
+    items = [(n, dt[n], shp, make_model.make_weights(dict(ms, dtype=dt[n]), n, shp, rng))
              for n, shp in shapes.items()]
     write_shards(d, items, s["shards"])
 

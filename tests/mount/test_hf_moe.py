@@ -40,6 +40,9 @@ EQUAL = [("mixtral-bf16", "auto"), ("mixtral-bf16", "f16"), ("mixtral-bf16", "q8
          ("qwen3moe-bf16", "auto"), ("qwen2moe-f16", "auto")]
 TOKENS = [("mixtral-bf16", "auto"), ("mixtral-f16", "q8_0"), ("qwen3moe-bf16", "bf16"),
           ("qwen2moe-f16", "auto")]
+# DeepSeek (MLA: attn_k_b / attn_v_b computed from kv_b_proj on read)
+EQUAL += [("deepseek3-bf16", "auto"), ("deepseek3-bf16", "q8_0"), ("deepseek2-lite-f16", "f32")]
+TOKENS += [("deepseek3-bf16", "auto"), ("deepseek3-bf16", "q8_0"), ("deepseek2-lite-f16", "auto")]
 
 
 def read(path):
@@ -105,6 +108,30 @@ class Equal(TestCase):
                         n = rng.choice([1, 7, 4096, 5000, 16385, 65536, 200003])
                         self.assertEqual(os.pread(fd, n, off), ref[off:off + n],
                                          (name, off, n))
+                finally:
+                    os.close(fd)
+
+    def test_mla_slices_at_any_offset(self):
+        """DeepSeek: pread of random ranges of attn_k_b (each head's rows of kv_b_proj,
+        transposed) and attn_v_b equals the converter's bytes, at outtypes that keep, widen
+        and quantize them."""
+        rng = random.Random(31)
+        for name, t in (("deepseek3-bf16", "auto"), ("deepseek3-bf16", "f32"),
+                        ("deepseek3-bf16", "q8_0"), ("deepseek2-lite-f16", "auto")):
+            ref = read(converted(self, name, t))
+            g = compare.Gguf(ref)
+            sl = [(g.data_start + o, compare.tensor_bytes(g, i)) for i, (n, _, _, o)
+                  in enumerate(g.tensors) if n.endswith(("attn_k_b.weight", "attn_v_b.weight"))]
+            self.assertTrue(sl, name)
+            with Mount(self, model(name), ["outtype=" + t]) as m:
+                fd = os.open(m.p("model.gguf"), os.O_RDONLY)
+                try:
+                    for k in range(150):
+                        start, data = sl[rng.randrange(len(sl))]
+                        off = start + rng.randrange(len(data))
+                        n = rng.choice([1, 2, 3, 34, 100, 1000, len(data)])
+                        self.assertEqual(os.pread(fd, n, off), ref[off:off + n],
+                                         (name, t, off, n))
                 finally:
                     os.close(fd)
 
@@ -207,6 +234,50 @@ class BadExperts(TestCase):
             return items + [(extra, w1[1], w1[2], w1[3])]
         d = self.broken(change)
         self.refused(d, "tensor '%s' is no expert tensor the converter stacks" % extra)
+
+
+class BadDeepseek(TestCase):
+    refused = BadExperts.refused
+
+    def broken(self, change):
+        """A copy of deepseek2-lite-f16 (one shard) with its tensors changed by change(list)."""
+        src = model("deepseek2-lite-f16")
+        d = os.path.join(self.tmpdir(), "broken")
+        os.makedirs(d)
+        for f in os.listdir(src):
+            if f != "model.safetensors":
+                os.link(os.path.join(src, f), os.path.join(d, f))
+        items = load_safetensors(os.path.join(src, "model.safetensors"))
+        make_moe.make_model.write_safetensors(os.path.join(d, "model.safetensors"),
+                                              change(items))
+        return d
+
+    def test_kv_b_proj_of_another_shape(self):
+        """kv_b_proj must be heads x (qk_nope_head_dim + v_head_dim) rows of kv_lora_rank
+        (the converter asserts the rows), else refused naming it."""
+        bad = "model.layers.1.self_attn.kv_b_proj.weight"
+
+        def change(items):
+            return [(n, dt, [shp[0] - 2, shp[1]], b[:len(b) - 4 * shp[1]]) if n == bad
+                    else (n, dt, shp, b) for n, dt, shp, b in items]
+        d = self.broken(change)
+        self.refused(d, "model.safetensors", "tensor '%s' has shape [126, 48]" % bad)
+
+    def test_an_mtp_layers_tensor_is_left_out_but_a_layers_is_not_unknown(self):
+        """A tensor of a layer past num_hidden_layers (multi-token prediction) is skipped as
+        the converter skips it; one the converter cannot map is refused naming it."""
+        odd = "model.layers.0.self_attn.rotary_proj.weight"
+
+        def change(items):
+            w = next(t for t in items if t[0].endswith("kv_a_layernorm.weight"))
+            return items + [("model.layers.30.self_attn.odd.weight", w[1], w[2], w[3]),
+                            (odd, w[1], w[2], w[3])]
+        d = self.broken(change)
+        self.refused(d, "tensor '%s' has no GGUF name" % odd)
+        d = self.broken(lambda items: items + [("model.layers.30.eh_proj.weight", items[0][1],
+                                                items[0][2], items[0][3])])
+        r = run([TENSORFS, "info", "--gguf", d])
+        self.assertEqual(r.returncode, 0, r.stderr)
 
 
 # ==== the quantized view: llama_model_quantize of the converter's file ====

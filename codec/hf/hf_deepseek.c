@@ -1,0 +1,488 @@
+/*
+ * hf_deepseek.c - DeepSeek V2 and V3 in the GGUF view (DeepseekV2ForCausalLM,
+ * DeepseekV3ForCausalLM), as llama.cpp de3ff81's converter writes them (its DeepseekV2Model,
+ * GGUF architecture deepseek2):
+ *  - multi-head latent attention: q_a_proj/q_a_layernorm/q_b_proj (q_proj when q_lora_rank is
+ *    null, V2-Lite), kv_a_proj_with_mqa, kv_a_layernorm, and kv_b_proj split per head into
+ *    attn_k_b (each head's first qk_nope_head_dim rows, transposed) and attn_v_b (its next
+ *    v_head_dim rows), computed on read from kv_b_proj's bytes (tfs_hf_slice_read);
+ *  - the first first_k_dense_replace layers dense (mlp.{gate,up,down}_proj), the others with
+ *    a router (mlp.gate), routed experts stacked as hf_moe.c does (n_routed_experts), shared
+ *    experts (mlp.shared_experts.*) and V3's router bias (e_score_correction_bias ->
+ *    exp_probs_b.bias);
+ *  - the multi-token-prediction layers (model.layers.N for N >= num_hidden_layers) skipped,
+ *    and lm_head when tie_word_embeddings;
+ *  - keys: num_key_value_heads written as 1 (MLA as MQA), the MLA lengths and ranks, the
+ *    expert counts, scale and norm, the yarn log multiplier (0.1 x mscale_all_dim).
+ */
+#include "hf_moe.h"
+#include "hf_plan_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* axis kinds of the DeepSeek tables */
+enum {
+	D_QA = TFS_HF_D_DS_FIRST, /* q_lora_rank */
+	D_QB,                     /* num_attention_heads x (qk_nope + qk_rope) */
+	D_KVA,                    /* kv_lora_rank + qk_rope_head_dim */
+	D_KVR,                    /* kv_lora_rank */
+	D_O,                      /* num_attention_heads x v_head_dim */
+	D_SH,                     /* moe_intermediate_size x n_shared_experts */
+	D_EXP,                    /* n_routed_experts */
+	D_LAST
+};
+
+enum { H = TFS_HF_D_HIDDEN, FF = TFS_HF_D_FF, VOC = TFS_HF_D_VOCAB, NO = TFS_HF_D_NONE,
+       FE = TFS_HF_D_FF_EXP };
+enum { XN = TFS_HF_XF_NONE };
+
+/* ==== the rows ==== */
+
+static const tfs_hf_name globals[] = {
+	{ "model.embed_tokens", "token_embd", VOC, H, XN, true },
+	{ "model.norm", "output_norm", H, NO, XN, true },
+	{ "lm_head", "output", VOC, H, XN, false },
+};
+
+/* kv_b_proj and e_score_correction_bias are the hook's (ds_tensor); the dense MLP, the
+ * router, the shared experts and q_proj / q_a_* / q_b_proj are there in some layers only */
+static const tfs_hf_name blocks[] = {
+	{ "input_layernorm", "attn_norm", H, NO, XN, true },
+	{ "post_attention_layernorm", "ffn_norm", H, NO, XN, true },
+	{ "self_attn.q_proj", "attn_q", D_QB, H, XN, false },
+	{ "self_attn.q_a_proj", "attn_q_a", D_QA, H, XN, false },
+	{ "self_attn.q_a_layernorm", "attn_q_a_norm", D_QA, NO, XN, false },
+	{ "self_attn.q_b_proj", "attn_q_b", D_QB, D_QA, XN, false },
+	{ "self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa", D_KVA, H, XN, true },
+	{ "self_attn.kv_a_layernorm", "attn_kv_a_norm", D_KVR, NO, XN, true },
+	{ "self_attn.o_proj", "attn_output", H, D_O, XN, true },
+	{ "mlp.gate_proj", "ffn_gate", FF, H, XN, false },
+	{ "mlp.up_proj", "ffn_up", FF, H, XN, false },
+	{ "mlp.down_proj", "ffn_down", H, FF, XN, false },
+	{ "mlp.gate", "ffn_gate_inp", D_EXP, H, XN, false },
+	{ "mlp.shared_experts.gate_proj", "ffn_gate_shexp", D_SH, H, XN, false },
+	{ "mlp.shared_experts.up_proj", "ffn_up_shexp", D_SH, H, XN, false },
+	{ "mlp.shared_experts.down_proj", "ffn_down_shexp", H, D_SH, XN, false },
+};
+
+static int ds_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
+static int ds_tensor(const hparams *h, const tfs_model *st, size_t idx, const char *where,
+		     tfs_hf_stack *out, size_t *n, tfs_error *err);
+
+static const char *const k_routed[] = { "n_routed_experts", NULL };
+
+static const tfs_hf_moe ds_moe = {
+	"mlp.experts", { "down_proj", "gate_proj", "up_proj" },
+	{ "ffn_down_exps", "ffn_gate_exps", "ffn_up_exps" },
+	{ H, FE, FE }, { FE, H, H }, k_routed, ds_tensor,
+};
+
+static const char *const ds_cls[] = { "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", NULL };
+
+/* TextModel's keys come from ds_keys (after its changes to hparams) */
+static const tfs_hf_arch rows[] = {
+	{ ds_cls, "deepseek2", globals, N(globals), blocks, N(blocks), 0, ds_keys, NULL },
+};
+
+const tfs_hf_arch *tfs_hf_deepseek_arch_find(const char *cls)
+{
+	for (size_t i = 0; i < N(rows); i++)
+		for (const char *const *c = rows[i].classes; *c; c++)
+			if (strcmp(*c, cls) == 0)
+				return &rows[i];
+	return NULL;
+}
+
+size_t tfs_hf_deepseek_arch_list(char *out, size_t cap, size_t k)
+{
+	for (size_t i = 0; i < N(rows); i++)
+		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
+			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
+	return k;
+}
+
+const tfs_hf_moe *tfs_hf_deepseek_moe_of(const tfs_hf_arch *row)
+{
+	return row == &rows[0] ? &ds_moe : NULL;
+}
+
+/* ==== config class defaults (transformers 4.57) ==== */
+
+enum { DI = TFS_HF_DEF_INT, DR = TFS_HF_DEF_REAL, DN = TFS_HF_DEF_NULL, DB = TFS_HF_DEF_BOOL,
+       DKV = TFS_HF_DEF_KV_HEADS };
+
+/* DeepseekV2Config (Llama's parameters and values, then its own); head_dim is derived
+ * (qk_rope_head_dim) in ds_keys */
+static const tfs_hf_default v2_defaults[] = {
+	{ "vocab_size", DI, 32000 }, { "num_key_value_heads", DKV, 0 },
+	{ "max_position_embeddings", DI, 2048 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 },
+	{ "tie_word_embeddings", DB, 0 }, { "first_k_dense_replace", DI, 0 },
+	{ "kv_lora_rank", DI, 512 }, { "q_lora_rank", DI, 1536 }, { "n_group", DN, 0 },
+	{ "n_routed_experts", DI, 64 }, { "n_shared_experts", DI, 2 },
+	{ "qk_nope_head_dim", DI, 128 }, { "qk_rope_head_dim", DI, 64 },
+	{ "routed_scaling_factor", DR, 1.0 }, { "topk_group", DN, 0 },
+	{ "norm_topk_prob", DB, 0 }, { "v_head_dim", DI, 128 },
+	{ "num_experts_per_tok", DN, 0 }, { "moe_intermediate_size", DI, 1407 },
+	{ NULL, 0, 0 },
+};
+
+/* DeepseekV3Config */
+static const tfs_hf_default v3_defaults[] = {
+	{ "vocab_size", DI, 129280 }, { "num_key_value_heads", DKV, 128 },
+	{ "max_position_embeddings", DI, 4096 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 },
+	{ "tie_word_embeddings", DB, 0 }, { "first_k_dense_replace", DI, 3 },
+	{ "kv_lora_rank", DI, 512 }, { "q_lora_rank", DI, 1536 }, { "n_group", DI, 8 },
+	{ "n_routed_experts", DI, 256 }, { "n_shared_experts", DI, 1 },
+	{ "qk_nope_head_dim", DI, 128 }, { "qk_rope_head_dim", DI, 64 },
+	{ "routed_scaling_factor", DR, 2.5 }, { "topk_group", DI, 4 },
+	{ "norm_topk_prob", DB, 1 }, { "v_head_dim", DI, 128 },
+	{ "num_experts_per_tok", DI, 8 }, { "moe_intermediate_size", DI, 2048 },
+	{ NULL, 0, 0 },
+};
+
+static const tfs_hf_config_class config_classes[] = {
+	{ "deepseek_v2", v2_defaults, NULL, 0 },
+	{ "deepseek_v3", v3_defaults, NULL, 0 },
+};
+
+const tfs_hf_config_class *tfs_hf_deepseek_config_class_find(const char *model_type)
+{
+	for (size_t i = 0; model_type && i < N(config_classes); i++)
+		if (strcmp(config_classes[i].model_type, model_type) == 0)
+			return &config_classes[i];
+	return NULL;
+}
+
+/* ==== axes ==== */
+
+/* hparams[key] as a positive integer, or -1. */
+static int64_t int_of(const hparams *h, const char *key)
+{
+	json_t *v = json_object_get(h->root, key);
+	return json_is_integer(v) && json_integer_value(v) > 0 &&
+	       json_integer_value(v) <= UINT32_MAX ? json_integer_value(v) : -1;
+}
+
+/* a x b, or -1 when either is unknown */
+static int64_t mul(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a * b; }
+static int64_t add(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a + b; }
+
+int64_t tfs_hf_deepseek_dim(int d, const hparams *h)
+{
+	int64_t rope = int_of(h, "qk_rope_head_dim"), nope = int_of(h, "qk_nope_head_dim");
+	int64_t kvr = int_of(h, "kv_lora_rank");
+	static const char *const k_ff[] = { "moe_intermediate_size", "intermediate_size", NULL };
+	switch (d) {
+	case D_QA: return int_of(h, "q_lora_rank");
+	case D_QB: return mul(h->n_head, add(nope, rope));
+	case D_KVA: return add(kvr, rope);
+	case D_KVR: return kvr;
+	case D_O: return mul(h->n_head, int_of(h, "v_head_dim"));
+	case D_SH: {
+		json_t *v = tfs_hf_find(h->root, k_ff, NULL);
+		int64_t ff = json_is_integer(v) ? json_integer_value(v) : -1;
+		return mul(ff > 0 ? ff : -1, int_of(h, "n_shared_experts"));
+	}
+	case D_EXP: return int_of(h, "n_routed_experts");
+	default: return 0;
+	}
+}
+
+const char *tfs_hf_deepseek_dim_text(int d)
+{
+	static const char *const text[] = {
+		"q_lora_rank", "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)",
+		"kv_lora_rank + qk_rope_head_dim", "kv_lora_rank",
+		"num_attention_heads x v_head_dim", "moe_intermediate_size x n_shared_experts",
+		"n_routed_experts",
+	};
+	return d >= D_QA && d < D_LAST ? text[d - D_QA] : "";
+}
+
+/* ==== tensors: the hook ==== */
+
+/* "model.layers.B.rest": B and rest; false for another name. */
+static bool layer_of(const char *name, unsigned long *bid, const char **rest)
+{
+	static const char prefix[] = "model.layers.";
+	if (strncmp(name, prefix, sizeof prefix - 1))
+		return false;
+	const char *p = name + sizeof prefix - 1;
+	char *end;
+	if (*p < '0' || *p > '9')
+		return false;
+	errno = 0;
+	*bid = strtoul(p, &end, 10);
+	if (errno || *end != '.')
+		return false;
+	*rest = end + 1;
+	return true;
+}
+
+static bool float_dtype(int dt)
+{
+	return dt == TFS_DT_F32 || dt == TFS_DT_F16 || dt == TFS_DT_BF16;
+}
+
+/* hparams[key] as an integer the converter's arithmetic takes, or an error naming it. */
+static int need_int(int64_t *out, const hparams *h, const char *key, tfs_error *err)
+{
+	json_t *v = json_object_get(h->root, key);
+	if (!v)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: no \"%s\" (the converter needs it for "
+				     "%s)", h->where, key, h->arch->classes[0]);
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > UINT32_MAX)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: \"%s\" is not a 32-bit unsigned "
+				     "integer", h->where, key);
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* kv_b_proj [heads x (nope + v), kv_lora_rank] -> attn_k_b [heads][kv_lora_rank][nope] (each
+ * head's first nope rows, transposed) and attn_v_b [heads][v][kv_lora_rank]. */
+static int split_kv_b(const hparams *h, const tfs_tensor *t, size_t idx, unsigned long bid,
+		      const char *where, tfs_hf_stack *out, size_t *n, tfs_error *err)
+{
+	int64_t heads, nope, v, rank = int_of(h, "kv_lora_rank");
+	int rc;
+	if ((rc = need_int(&heads, h, "num_key_value_heads", err)) ||
+	    (rc = need_int(&v, h, "v_head_dim", err)) ||
+	    (rc = need_int(&nope, h, "qk_nope_head_dim", err)))
+		return rc;
+	if (!float_dtype(t->dtype)) {
+		const tfs_dtype_info *di = tfs_dtype(t->dtype);
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: tensor '%s' is %s; the GGUF view "
+				     "converts F32, F16 and BF16 weights only", where, t->name,
+				     di ? di->name : "of an unknown type");
+	}
+	if (t->n_dims != 2 || heads == 0 || t->ne[1] != heads * (nope + v) ||
+	    (rank > 0 && t->ne[0] != rank) || t->ne[0] <= 0)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has shape [%lld, %lld] "
+				     "(%u dims), but %s says [%lld, %lld] (num_key_value_heads x "
+				     "(qk_nope_head_dim + v_head_dim), kv_lora_rank)", where,
+				     t->name, (long long)(t->n_dims > 1 ? t->ne[1] : 0),
+				     (long long)t->ne[0], t->n_dims, h->where,
+				     (long long)(heads * (nope + v)), (long long)rank);
+	if (nope == 0 || v == 0)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: qk_nope_head_dim and v_head_dim must "
+				     "not be 0", h->where);
+	static const char *const names[2] = { "attn_k_b", "attn_v_b" };
+	for (int k = 0; k < 2; k++) {
+		tfs_hf_stack *o = &out[k];
+		memset(o, 0, sizeof *o);
+		snprintf(o->name, sizeof o->name, "blk.%lu.%s.weight", bid, names[k]);
+		o->src = (long)idx;
+		o->shape = *t;
+		o->shape.name = o->name;
+		o->shape.n_dims = 3;
+		o->shape.ne[0] = k ? t->ne[0] : nope;
+		o->shape.ne[1] = k ? v : t->ne[0];
+		o->shape.ne[2] = heads;
+		o->slice = (tfs_hf_slice){ (uint32_t)heads, (uint32_t)(nope + v),
+					   (uint32_t)(k ? nope : 0), (uint32_t)(k ? v : nope), !k };
+	}
+	*n = 2;
+	return 0;
+}
+
+/* DeepseekV2Model.modify_tensors (and ModelBase.filter_tensors' e_score_correction_bias) for
+ * what hf_moe.c's stacking and the name tables do not cover. */
+static int ds_tensor(const hparams *h, const tfs_model *st, size_t idx, const char *where,
+		     tfs_hf_stack *out, size_t *n, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(st, idx);
+	unsigned long bid;
+	const char *rest;
+	*n = 0;
+	json_t *tie = json_object_get(h->root, "tie_word_embeddings");
+	bool tied = json_is_true(tie) || (json_is_number(tie) && json_number_value(tie) != 0);
+	if (tied && (!strcmp(t->name, "lm_head.weight") || !strcmp(t->name, "model.lm_head.weight")))
+		return 0;   /* tied: token_embd serves */
+	if (!layer_of(t->name, &bid, &rest))
+		return TFS_PASSTHROUGH;
+	if ((int64_t)bid >= h->n_layer)
+		return 0;   /* a multi-token-prediction layer (skip_mtp) */
+	if (!strcmp(rest, "self_attn.kv_b_proj.weight"))
+		return split_kv_b(h, t, idx, bid, where, out, n, err);
+	if (strcmp(rest, "mlp.gate.e_score_correction_bias"))
+		return TFS_PASSTHROUGH;
+	int64_t ne = int_of(h, "n_routed_experts");
+	if (!float_dtype(t->dtype) || t->n_dims != 1 || (ne > 0 && t->ne[0] != ne))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is not a float vector of "
+				     "n_routed_experts (%lld) values", where, t->name,
+				     (long long)ne);
+	memset(out, 0, sizeof *out);
+	snprintf(out->name, sizeof out->name, "blk.%lu.exp_probs_b.bias", bid);
+	out->src = (long)idx;
+	out->shape = *t;
+	out->shape.name = out->name;
+	*n = 1;
+	return 0;
+}
+
+/* ==== keys: DeepseekV2Model.set_gguf_parameters ==== */
+
+static int put_u32(tfs_hf_kvs *l, const hparams *h, const char *suffix, int64_t v,
+		   tfs_error *err)
+{
+	char name[128];
+	if (v < 0 || v > UINT32_MAX)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: %s would be %lld, not a 32-bit "
+				     "unsigned integer", h->where, suffix, (long long)v);
+	snprintf(name, sizeof name, "%s.%s", h->arch->gguf, suffix);
+	return tfs_hf_kvs_add_u32(l, name, (uint32_t)v, err);
+}
+
+static bool truthy(const json_t *v)
+{
+	return json_is_true(v) || (json_is_number(v) && json_number_value(v) != 0) ||
+	       (json_is_string(v) && json_string_length(v)) ||
+	       ((json_is_array(v) && json_array_size(v)) || (json_is_object(v) && json_object_size(v)));
+}
+
+static int ds_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	json_t *root = h->root, *v;
+	const char *mt = json_string_value(json_object_get(root, "model_type"));
+	int64_t nl, kvr = 512, rope, nope, vd;
+	int rc;
+	/* to_dict(): the config classes derive head_dim = qk_rope_head_dim */
+	if (tfs_hf_deepseek_config_class_find(mt) && (v = json_object_get(root, "qk_rope_head_dim")) &&
+	    json_object_set(root, "head_dim", v))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+	/* MLA written as MQA; rms_norm_eps 1e-6 when absent */
+	if (json_object_set_new(root, "num_key_value_heads", json_integer(1)) ||
+	    (!json_object_get(root, "rms_norm_eps") &&
+	     json_object_set_new(root, "rms_norm_eps", json_real(1e-6))))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+	if ((rc = tfs_hf_text_keys(l, h, err)))
+		return rc;
+	/* leading dense layers: first_k_dense_replace, else all without experts, none with */
+	v = json_object_get(root, "first_k_dense_replace");
+	json_t *nre = json_object_get(root, "n_routed_experts");
+	bool moe = nre && !json_is_null(nre);
+	if (v && !json_is_null(v))
+		rc = tfs_hf_add_u32(l, h, "leading_dense_block_count", v, "first_k_dense_replace",
+				    err);
+	else
+		rc = (rc = need_int(&nl, h, "num_hidden_layers", err)) ? rc :
+			put_u32(l, h, "leading_dense_block_count", moe ? 0 : nl, err);
+	if (rc || (rc = tfs_hf_need(&v, h, "vocab_size", err)) ||
+	    (rc = tfs_hf_add_u32(l, h, "vocab_size", v, "vocab_size", err)))
+		return rc;
+	if (json_object_get(root, "kv_lora_rank") && (rc = need_int(&kvr, h, "kv_lora_rank", err)))
+		return rc;
+	if ((v = json_object_get(root, "q_lora_rank")) && !json_is_null(v) &&
+	    (rc = tfs_hf_add_u32(l, h, "attention.q_lora_rank", v, "q_lora_rank", err)))
+		return rc;
+	if ((rc = need_int(&rope, h, "qk_rope_head_dim", err)) ||
+	    (rc = put_u32(l, h, "attention.kv_lora_rank", kvr, err)) ||
+	    (rc = put_u32(l, h, "attention.key_length", kvr + rope, err)) ||
+	    (rc = put_u32(l, h, "attention.value_length", kvr, err)) ||
+	    (rc = need_int(&nope, h, "qk_nope_head_dim", err)) ||
+	    (rc = put_u32(l, h, "attention.key_length_mla", nope + rope, err)) ||
+	    (rc = need_int(&vd, h, "v_head_dim", err)) ||
+	    (rc = put_u32(l, h, "attention.value_length_mla", vd, err)))
+		return rc;
+	static const char *const k_ff[] = { "moe_intermediate_size", "intermediate_size", NULL };
+	const char *which = k_ff[0];
+	if (!(v = tfs_hf_find(root, k_ff, &which)))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: no \"moe_intermediate_size\" nor "
+				     "\"intermediate_size\"", h->where);
+	if ((rc = tfs_hf_add_u32(l, h, "expert_feed_forward_length", v, which, err)) ||
+	    (moe && (rc = tfs_hf_add_u32(l, h, "expert_count", nre, "n_routed_experts", err))))
+		return rc;
+	v = json_object_get(root, "n_shared_experts");
+	if ((rc = v ? tfs_hf_add_u32(l, h, "expert_shared_count", v, "n_shared_experts", err)
+		    : put_u32(l, h, "expert_shared_count", 0, err)))
+		return rc;
+	if ((v = json_object_get(root, "routed_scaling_factor")) && !json_is_null(v) &&
+	    (rc = tfs_hf_add_f32(l, h, "expert_weights_scale", v, "routed_scaling_factor", err)))
+		return rc;
+	char name[128];
+	snprintf(name, sizeof name, "%s.expert_weights_norm", h->arch->gguf);
+	if ((v = json_object_get(root, "norm_topk_prob")) && truthy(v) &&
+	    (rc = tfs_hf_kvs_add_bool(l, name, true, err)))
+		return rc;
+	if ((rc = put_u32(l, h, "rope.dimension_count", rope, err)))
+		return rc;
+	/* [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]: 0.1 x mscale_all_dim */
+	v = json_object_get(h->rope, "mscale_all_dim");
+	if (v && !json_is_null(v)) {
+		if (!json_is_number(v))
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: rope_scaling's mscale_all_dim is "
+					     "not a number", h->where);
+		snprintf(name, sizeof name, "%s.rope.scaling.yarn_log_multiplier", h->arch->gguf);
+		return tfs_hf_kvs_add_f32(l, name, (float)(0.1 * json_number_value(v)), err);
+	}
+	return 0;
+}
+
+/* ==== reading a slice ==== */
+
+static int read_exact(const tfs_model *st, long src, uint64_t off, uint64_t len, uint8_t *buf,
+		      tfs_error *err)
+{
+	int64_t got = tfs_tensor_read_raw(st, (size_t)src, off, len, buf, err);
+	if (got < 0)
+		return (int)got;
+	if ((uint64_t)got != len)
+		return tfs_error_set(err, TFS_E_IO, "%s: tensor '%s': short read at %llu",
+				     tfs_model_path(st), tfs_model_tensor(st, (size_t)src)->name,
+				     (unsigned long long)(off + (uint64_t)got));
+	return 0;
+}
+
+int tfs_hf_slice_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t e0, uint64_t cnt,
+		      uint8_t *buf, tfs_error *err)
+{
+	const tfs_hf_slice *s = &t->slice;
+	uint64_t es = tfs_dtype(t->src_dtype)->block_bytes;
+	uint64_t cols = (uint64_t)tfs_model_tensor(st, (size_t)t->src)->ne[0];
+	uint64_t end = e0 + cnt;
+	int rc = 0;
+	if (!s->transpose) {   /* rows [off, off + n) of each head, as they are */
+		for (uint64_t e = e0; e < end && !rc;) {
+			uint64_t r = e / cols, c = e % cols, k = cols - c;
+			uint64_t sr = r / s->n * s->group + s->off + r % s->n;
+			if (k > end - e)
+				k = end - e;
+			rc = read_exact(st, t->src, (sr * cols + c) * es, k * es, buf + (e - e0) * es,
+					err);
+			e += k;
+		}
+		return rc;
+	}
+	/* transposed: output element (head, c, j) is the source's (head x group + off + j, c);
+	 * per head, the columns the range covers are read from each of its n rows, then
+	 * picked in output order */
+	uint64_t per = cols * s->n, span_max = cnt / s->n + 2;
+	uint8_t *tmp = malloc(s->n * span_max * es);
+	if (!tmp)
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	for (uint64_t e = e0; e < end && !rc;) {
+		uint64_t hd = e / per, stop = (hd + 1) * per < end ? (hd + 1) * per : end;
+		uint64_t c0 = (e - hd * per) / s->n, c1 = (stop - 1 - hd * per) / s->n;
+		uint64_t span = c1 - c0 + 1;
+		for (uint64_t j = 0; j < s->n && !rc; j++) {
+			uint64_t sr = hd * s->group + s->off + j;
+			rc = read_exact(st, t->src, (sr * cols + c0) * es, span * es,
+					tmp + j * span * es, err);
+		}
+		for (uint64_t x = e; x < stop && !rc; x++) {
+			uint64_t w = x - hd * per, c = w / s->n, j = w % s->n;
+			memcpy(buf + (x - e0) * es, tmp + (j * span + c - c0) * es, (size_t)es);
+		}
+		e = stop;
+	}
+	free(tmp);
+	return rc;
+}

@@ -55,6 +55,12 @@ VARIANTS = {
                            layers=3, dense=1, mtp=1, q_lora=32, kv_lora=32, nope=32, rope=16,
                            v=32, moe_ff=32, shared=1, groups=2, bpe="deepseek_v3",
                            vocab=129280, name_or_path="deepseek-ai/DeepSeek-V3"),
+    # for the quantized view: DeepSeek-V3's head sizes (qk_nope 128, qk_rope 64, v 128), rows of
+    # whole K blocks elsewhere (attn_k_b's 128 are not: llama-quant's fallback), tied
+    "deepseek3-q-bf16": dict(arch="DeepseekV3ForCausalLM", dtype="BF16", shards=2, tied=True,
+                             hidden=256, heads=2, layers=2, dense=1, mtp=0, q_lora=256,
+                             kv_lora=256, nope=128, rope=64, v=128, ff=256, moe_ff=256,
+                             shared=1, groups=2, bpe="deepseek_v3", vocab=129280),
     # DeepSeek-V2-Lite: no q_lora (q_proj), softmax scoring, two shared experts, F16, sizes
     # that are no whole Q8_0 blocks for attn_k_b / attn_v_b (F16 fallback); 26 layers, as
     # llama.cpp reads a deepseek2 without q_lora_rank only at V2-Lite's depths (26, 27)

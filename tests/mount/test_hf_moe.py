@@ -295,7 +295,7 @@ class Quantized(TestCase):
         """-o quantize=T of a MoE repo (rows of whole K blocks, so that llama-quant's MoE
         rules pick K types for ffn_*_exps and the attention) is llama_model_quantize's file of
         the converter's; tensorfs convert gives the same bytes."""
-        for name in ("mixtral-q-bf16", "qwen3moe-q-bf16"):
+        for name in ("mixtral-q-bf16", "qwen3moe-q-bf16", "deepseek3-q-bf16"):
             src = converted(self, name, "auto")
             for t, ftype in QUANT.items():
                 ref = os.path.join(WORK, "ref", "%s.%s.gguf" % (name, t))
@@ -310,8 +310,9 @@ class Quantized(TestCase):
                 self.assertTrue(got == want, "%s %s: %s" % (name, t,
                                 compare.first_difference(want, got)))
                 if t == "Q4_K_M":
+                    moe = "blk.1." if name.startswith("deepseek") else "blk.0."   # 0: dense
                     types = {n.split(".")[2]: ty for n, _, ty, _ in compare.Gguf(got).tensors
-                             if n.startswith("blk.0.")}
+                             if n.startswith(moe)}
                     self.assertIn(types["ffn_gate_exps"], (12, 13, 14), name)   # Q4_K..Q6_K
                     out = os.path.join(self.tmpdir(), "out.gguf")
                     r = run([TENSORFS, "convert", model(name), out, "-o", "quantize=" + t],

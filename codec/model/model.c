@@ -216,6 +216,35 @@ int tfs_model_add_computed_source(tfs_model *m, const char *label, const tfs_com
 	return 0;
 }
 
+int tfs_model_add_view_tensor(tfs_model *m, const tfs_view_tensor *vt, tfs_error *err)
+{
+	int32_t src = vt->src;
+	uint64_t offset = vt->offset;
+	tfs_tensor *nt;
+	int rc;
+	if (vt->ops) {
+		char label[300];
+		snprintf(label, sizeof(label), "%s.%s", vt->name, vt->label);
+		if ((rc = tfs_model_add_computed_source(m, label, vt->ops, vt->ctx, vt->nbytes, &src,
+							err)))
+			return rc;
+		offset = 0;
+	}
+	if (vt->n_dims > TFS_MAX_DIMS)
+		return tfs_error_set(err, TFS_E_INVALID, "%s: tensor '%s' has %u dimensions",
+				     m->path, vt->name, vt->n_dims);
+	if ((rc = tfs_model_push_tensor(m, vt->name, strlen(vt->name), &nt, err)))
+		return rc;
+	nt->dtype = vt->dtype;
+	nt->n_dims = vt->n_dims;
+	for (uint32_t d = 0; d < vt->n_dims; d++)
+		nt->ne[d] = vt->ne[d];
+	nt->nbytes = vt->nbytes;
+	nt->src = src;
+	nt->offset = offset;
+	return 0;
+}
+
 void tfs_model_set_gguf_view(tfs_model *m, tfs_model *view, const char *why)
 {
 	tfs_model_free(m->gguf_view);

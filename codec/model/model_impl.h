@@ -78,6 +78,23 @@ int tfs_model_add_remote_source(tfs_model *m, const char *url, const tfs_open_op
  * (released on failure too); path and label are label.  *idx gets its index. */
 int tfs_model_add_computed_source(tfs_model *m, const char *label, const tfs_computed_ops *ops,
 				  void *ctx, uint64_t size, int32_t *idx, tfs_error *err);
+/* A tensor of a view (views/): its name, type, shape and size, and where its bytes are:
+ * source src at offset (a copy of the base's), or, with ops, a new computed source of nbytes
+ * bytes labelled "NAME.LABEL" (ctx taken over as tfs_model_add_computed_source takes it). */
+typedef struct {
+	const char *name;
+	int dtype;                   /* tfs_dtype_id */
+	uint32_t n_dims;             /* at most TFS_MAX_DIMS */
+	const int64_t *ne;           /* n_dims of them, GGUF order */
+	uint64_t nbytes;
+	int32_t src;                 /* without ops: the source and offset of its bytes */
+	uint64_t offset;
+	const tfs_computed_ops *ops; /* or its bytes computed: ops, ctx and the label's suffix */
+	void *ctx;
+	const char *label;
+} tfs_view_tensor;
+/* Appends the view tensor vt to m (its computed source first, when it has one). */
+int tfs_model_add_view_tensor(tfs_model *m, const tfs_view_tensor *vt, tfs_error *err);
 /* Gives m its GGUF view (owned from then on: freed with m), or the reason it has none
  * (copied; view NULL). */
 void tfs_model_set_gguf_view(tfs_model *m, tfs_model *view, const char *why);

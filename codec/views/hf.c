@@ -238,36 +238,24 @@ static int add_tensor(tfs_model *m, hf_view *v, size_t i, tfs_error *err)
 {
 	const tfs_hf_tensor *pt = tfs_hf_plan_tensor(v->plan, i);
 	const tfs_tensor *bt = pt->src >= 0 ? tfs_model_tensor(v->base, (size_t)pt->src) : NULL;
-	int32_t src = bt ? bt->src : -1;
-	uint64_t offset = bt ? bt->offset : 0;
+	tfs_view_tensor vt = { .name = pt->name, .dtype = pt->dtype, .n_dims = pt->n_dims,
+			       .ne = pt->ne, .nbytes = pt->nbytes, .src = bt ? bt->src : -1,
+			       .offset = bt ? bt->offset : 0 };
 	int rc;
 	if (pt->n_parts) {
-		if ((rc = add_stack(m, v, i, pt, &src, err)))
+		if ((rc = add_stack(m, v, i, pt, &vt.src, err)))
 			return rc;
-		offset = 0;
+		vt.offset = 0;
 	} else if (!bt || !pt->raw) {
 		hf_tensor *t = &v->t[v->n_t++];
-		*t = (hf_tensor){ v, i, src, offset, bt ? bt->nbytes : 0 };
-		char label[300];
-		snprintf(label, sizeof(label), "%s.%s", pt->name,
-			 pt->perm_heads ? "permuted" : bt ? tfs_dtype(pt->dtype)->name : "generated");
+		*t = (hf_tensor){ v, i, vt.src, vt.offset, bt ? bt->nbytes : 0 };
+		vt.ops = &tensor_ops;
+		vt.ctx = t;
+		vt.label = pt->perm_heads ? "permuted" : bt ? tfs_dtype(pt->dtype)->name
+							      : "generated";
 		view_ref(v); /* the source's, given back by its release */
-		if ((rc = tfs_model_add_computed_source(m, label, &tensor_ops, t, pt->nbytes, &src,
-							err)))
-			return rc;
-		offset = 0;
 	}
-	tfs_tensor *nt;
-	if ((rc = tfs_model_push_tensor(m, pt->name, strlen(pt->name), &nt, err)))
-		return rc;
-	nt->dtype = pt->dtype;
-	nt->n_dims = pt->n_dims;
-	for (uint32_t d = 0; d < pt->n_dims; d++)
-		nt->ne[d] = pt->ne[d];
-	nt->nbytes = pt->nbytes;
-	nt->src = src;
-	nt->offset = offset;
-	return 0;
+	return tfs_model_add_view_tensor(m, &vt, err);
 }
 
 static int build(tfs_model **out, hf_view *v, tfs_error *err)

@@ -106,33 +106,18 @@ static int add_tensor(tfs_model *m, tfs_qview *v, const tfs_qtensor *q, tfs_qt *
 		      tfs_error *err)
 {
 	const tfs_tensor *bt = tfs_model_tensor(v->base, q->tensor);
-	tfs_tensor *nt;
-	int32_t src = bt->src;
-	uint64_t offset = bt->offset;
+	tfs_view_tensor vt = { .name = q->name, .dtype = q->dtype, .n_dims = q->n_dims,
+			       .ne = q->ne, .nbytes = q->nbytes, .src = bt->src,
+			       .offset = bt->offset };
 	if (q->convert) {
-		char label[300];
-		snprintf(label, sizeof(label), "%s.%s", q->name, tfs_dtype(q->dtype)->name);
 		(*t)->q = q;
 		(*t)->v = v;
 		v->refs++;  /* the source's reference, given back by its release */
-		int rc = tfs_model_add_computed_source(m, label, &tfs_qt_ops, *t, q->nbytes, &src,
-						       err);
-		if (rc)
-			return rc;
-		offset = 0;
-		(*t)++;
+		vt.ops = &tfs_qt_ops;
+		vt.ctx = (*t)++;
+		vt.label = tfs_dtype(q->dtype)->name;
 	}
-	int rc = tfs_model_push_tensor(m, q->name, strlen(q->name), &nt, err);
-	if (rc)
-		return rc;
-	nt->dtype = q->dtype;
-	nt->n_dims = q->n_dims;
-	for (uint32_t d = 0; d < q->n_dims; d++)
-		nt->ne[d] = q->ne[d];
-	nt->nbytes = q->nbytes;
-	nt->src = src;
-	nt->offset = offset;
-	return 0;
+	return tfs_model_add_view_tensor(m, &vt, err);
 }
 
 /* The view model of v (the plan made). */

@@ -369,3 +369,37 @@ Test(journal_view, journal_without_record, .init = setup, .fini = teardown)
 	free(dir);
 	free(out);
 }
+
+/* A record naming a view option no row of the view table (views/registry.c) takes, as a
+ * journal of another tensorfs could: refused, naming the staging directory and the member,
+ * by a mount's session and a repack's alike; the journal is left as it was. */
+Test(journal_view, unknown_view_record_is_refused, .init = setup, .fini = teardown)
+{
+	char *src = write_model(), *dir = tpath("staging"), *out = tpath("out.gguf");
+	how mount = { .quantize = "Q8_0", .output = out };
+	edit_and_crash(src, dir, &mount);
+	char *j = journal_text(dir), path[256], *at = strstr(j, "\"quantize\": \"Q8_0\"");
+	cr_assert_not_null(at, "%s", j);
+	tfs_buf b = { 0 };
+	put(&b, j, (size_t)(at - j));
+	tfs_buf_printf(&b, "\"sharpen\": \"x\", %s", at);
+	snprintf(path, sizeof(path), "%s/journal.json", dir);
+	write_file(path, b.data, b.len);
+	tfs_session *s;
+	tfs_error err = { 0 };
+	how rp = { .from_journal = true };
+	const how *tries[] = { &mount, &rp };
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(session(&s, src, dir, tries[i], &err), TFS_E_UNSUPPORTED);
+		cr_assert(strstr(err.msg, dir) && strstr(err.msg, "\"sharpen\"") &&
+			  strstr(err.msg, "nothing was changed"), "%s", err.msg);
+	}
+	char *after = journal_text(dir);
+	cr_assert_str_eq(after, b.data);
+	tfs_buf_free(&b);
+	free(after);
+	free(j);
+	free(src);
+	free(dir);
+	free(out);
+}

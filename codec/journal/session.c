@@ -138,10 +138,7 @@ static int bind_view(tfs_session *s, tfs_error *err)
 		tfs_open_opts oo = { 0 };
 		if (s->oo)
 			oo = *s->oo;
-		oo.quantize = want.quantize;
-		oo.imatrix = want.imatrix;
-		oo.outtype = want.outtype;
-		oo.gguf_model = want.gguf_model;
+		tfs_view_record_apply(&oo, &want);
 		tfs_model_free(s->model);
 		s->model = NULL;
 		rc = tfs_view_open(&s->model, s->source, &oo, err);

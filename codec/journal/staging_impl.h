@@ -109,8 +109,8 @@ typedef struct {
 	const char *staging;        /* for messages: staging=, or NULL (the default directory) */
 } tfs_view_match;
 
-/* The view the changes are replayed onto, into *want (its quantize, imatrix, outtype and
- * gguf_model; the rest zero): what q->oo asks for (those options that make a difference
+/* The view the changes are replayed onto, into *want (the options the view table records:
+ * quantize, imatrix, outtype and gguf_model; the rest zero): what q->oo asks for (those options that make a difference
  * for the source), with what the journal records where q->adopt and an option was not
  * given.  A view that contradicts the journal's record, or a recorded imatrix file that
  * changed, is refused with a message naming both (TFS_E_INVALID; nothing changed); a
@@ -120,8 +120,10 @@ typedef struct {
 int tfs_view_record_match(tfs_staging *s, const tfs_view_match *q, tfs_open_opts *want,
 			  bool *reopen, tfs_error *err);
 /* The view v (as tfs_view_record_match gives it) kept in s, and written with the first
- * change (the imatrix file's identity taken now). */
+ * change (a file's identity, the imatrix's, taken now). */
 int tfs_view_record_set(tfs_staging *s, const tfs_open_opts *v, tfs_error *err);
+/* o's view options (those a journal records) set to want's, the others kept. */
+void tfs_view_record_apply(tfs_open_opts *o, const tfs_open_opts *want);
 
 /* ==== ops.c: the table of ops ==== */
 

@@ -16,7 +16,8 @@
  * view model, each computed source and each held copy of one (an image being read).
  */
 #include "view.h"
-#include "hf_view.h"
+#include "registry.h"
+#include "model_impl.h"
 #include "hf_plan.h"
 #include "format.h"
 #include "remote.h"
@@ -350,7 +351,14 @@ static int make_view(tfs_model **out, tfs_model *base, const char *source,
 	return rc;
 }
 
-int tfs_hf_view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
+/*
+ * When m is a Hugging Face repo (a safetensors model opened from a directory holding a
+ * config.json, or from hf://ORG/REPO[@REV]), builds its GGUF view as o->outtype says and
+ * attaches it to m (tfs_model_gguf_view), or the reason it cannot be made
+ * (tfs_model_gguf_view_why): 0 either way.  Anything else: nothing.  An error only for the
+ * options: an outtype that is none, or one given for a source that is no repo.
+ */
+static int view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
 		       tfs_error *err)
 {
 	tfs_hf_outtype t;
@@ -394,7 +402,9 @@ void tfs_model_drop_gguf_view(tfs_model *m, const char *why)
 	tfs_model_set_gguf_view(m, NULL, why);
 }
 
-int tfs_hf_view_take(tfs_model **out, tfs_model *m, tfs_error *err)
+/* m's GGUF view as the model (it owns m from then on), or, when it has none, the reason
+ * as an error (m freed). */
+static int view_take(tfs_model **out, tfs_model *m, tfs_error *err)
 {
 	tfs_model *view = tfs_model_take_gguf_view(m);
 	if (!view) {
@@ -410,3 +420,26 @@ int tfs_hf_view_take(tfs_model **out, tfs_model *m, tfs_error *err)
 	*out = view;
 	return 0;
 }
+
+/* ==== the view's row (registry.c) ==== */
+
+/* The GGUF view attached to the model opened, or (rw,output=X.gguf) the model opened. */
+int tfs_hf_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
+		     tfs_error *err)
+{
+	int rc = view_attach(*m, source, o, err);
+	if (rc || !o || !o->gguf_model || !(tfs_model_gguf_view(*m) || tfs_model_gguf_view_why(*m)))
+		return rc;
+	tfs_model *base = *m;
+	*m = NULL; /* (view_take frees it on failure) */
+	return view_take(m, base, err);
+}
+
+const tfs_view_opt tfs_hf_view_opts[] = {
+	{ .name = "outtype", .kind = TFS_VOPT_STRING, .field = offsetof(tfs_open_opts, outtype),
+	  .option = true, .none = "auto", .shown = "auto" },
+	{ .name = "gguf_model", .kind = TFS_VOPT_OUTPUT,
+	  .field = offsetof(tfs_open_opts, gguf_model), .asks = true,
+	  .shown = "the repo's GGUF view" },
+	{ 0 },
+};

@@ -13,11 +13,14 @@
 #include "quantize_impl.h"
 #include "format.h"
 #include "image_impl.h"
+#include "registry.h"
+#include "view.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 bool tfs_quant_type_valid(const char *name)
 {
@@ -204,3 +207,45 @@ const char *tfs_quant_view_note(const tfs_model *m)
 {
 	return m && m->owner_free == owner_free ? ((tfs_qview *)m->owner)->note : NULL;
 }
+
+/* ==== the view's row (registry.c) ==== */
+
+/* -o quantize: the model opened is its quantized view (of a repo's GGUF view). */
+int tfs_quant_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
+			tfs_error *err)
+{
+	(void)source;
+	if (!o || !o->quantize)
+		return 0;
+	tfs_model *owner = *m;
+	const tfs_model *base = tfs_model_gguf_view(owner) ? tfs_model_gguf_view(owner) : owner;
+	tfs_quant_opts qo = { .quantize = o->quantize, .imatrix = o->imatrix,
+			      .cache_dir = o->cache_dir, .salt = o->outtype,
+			      .cache_size = o->cache_size, .threads = o->quantize_threads };
+	*m = NULL; /* (tfs_quant_view takes it over, freed on failure) */
+	return tfs_quant_view(m, owner, base, &qo, err);
+}
+
+/* Two types are one when llama-quantize reads them as one ("q4_k_m", "Q4_K_M", "15"). */
+static bool same_type(const char *a, const char *b)
+{
+	int fa = tfs_ftype_parse(a), fb = tfs_ftype_parse(b);
+	return fa >= 0 && fb >= 0 ? fa == fb : strcasecmp(a, b) == 0;
+}
+
+/* The journal records a type by its name. */
+static const char *type_name(const char *v)
+{
+	const char *name = tfs_ftype_name(tfs_ftype_parse(v));
+	return name ? name : v;
+}
+
+const tfs_view_opt tfs_quant_view_opts[] = {
+	{ .name = "quantize", .kind = TFS_VOPT_STRING, .field = offsetof(tfs_open_opts, quantize),
+	  .option = true, .asks = true, .same = same_type, .spelled = type_name },
+	{ .name = "imatrix", .kind = TFS_VOPT_FILE, .field = offsetof(tfs_open_opts, imatrix),
+	  .option = true, .none = "" },
+	{ .name = "quantize_threads", .kind = TFS_VOPT_HOW,
+	  .field = offsetof(tfs_open_opts, quantize_threads), .option = true },
+	{ 0 },
+};

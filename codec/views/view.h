@@ -9,6 +9,8 @@
  *     tfs_model_gguf_view(m); when it cannot be made, tfs_model_gguf_view_why(m) says why
  *     and the model opens all the same;
  *   - -o quantize=TYPE: the model opened IS the quantized view (quantize.h).
+ * The views are the rows of one table (registry.h, registry.c): their options, how each
+ * opens on the model, and what a staging journal records of them.
  */
 #ifndef TFS_VIEW_H
 #define TFS_VIEW_H
@@ -25,6 +27,12 @@
  */
 int tfs_view_open(tfs_model **out, const char *source, const tfs_open_opts *opts,
 		  tfs_error *err);
+
+/* The view (its row's name: "gguf", "quantize") that takes the -o option name, or NULL when
+ * no view takes it (registry.c). */
+const char *tfs_view_of_option(const char *name);
+/* The n-th -o option a view takes, in the table's order; NULL after the last. */
+const char *tfs_view_option_name(size_t n);
 
 /* Whether source is a Hugging Face repo: hf://ORG/REPO[@REV] (no path in it), or a directory
  * holding a config.json (views/hf.c).  Its GGUF view is attached when tfs_view_open opens it. */

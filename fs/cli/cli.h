@@ -44,7 +44,10 @@ int tfsd_quantize_check(const tfsd_opts *o, const char *prog);
 
 /* ==== optable.c ==== */
 
-enum { TFSD_FOR_MOUNT = 1, TFSD_FOR_REPACK = 2, TFSD_FOR_CONVERT = 4 };
+enum { TFSD_FOR_MOUNT = 1, TFSD_FOR_REPACK = 2, TFSD_FOR_CONVERT = 4,
+       /* not a command: the option is a computed view's (codec/views/registry.c;
+	* tests/test_view_registry.c checks the two tables agree) */
+       TFSD_VIEW_OPTION = 8 };
 typedef enum { TFSD_OPT_FLAG, TFSD_OPT_STR, TFSD_OPT_INT } tfsd_opt_kind;
 
 /* An -o option: a flag sets the int at offset to value; a string or a number (name=ARG)

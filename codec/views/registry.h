@@ -1,0 +1,106 @@
+/*
+ * registry.h - the computed views, one table (codec-private; registry.c).
+ *
+ * A view is a row of tfs_view_table: its name, the options it takes (the -o options of the
+ * option table fs/cli/optable.c that are a view's, and the one output= decides), how it opens
+ * on top of the model opened so far, and its journal record: which of its options decide the
+ * model a staging journal's changes apply to, as journal/view_record.c writes them into
+ * journal.json's "view" and checks them when the journal is opened again.  tfs_view_open
+ * (open.c) walks the table in order: each view opens on what the rows before it made.
+ *
+ * A new view is one file (its open function and its option rows) and a row in registry.c;
+ * its options need their fields in tfs_open_opts (base/base.h) and their -o rows in the option
+ * table (tests/test_view_registry.c checks that the two tables agree).
+ */
+#ifndef TFS_VIEW_REGISTRY_H
+#define TFS_VIEW_REGISTRY_H
+
+#include "../model/model.h"
+
+#include <stddef.h>
+#include <string.h>
+
+typedef enum {
+	TFS_VOPT_STRING,  /* const char *: a name (quantize=Q4_K_M, outtype=f16), recorded */
+	TFS_VOPT_FILE,    /* const char *: a file, recorded with its identity (path, size,
+			   * mtime: imatrix=), which must not have changed */
+	TFS_VOPT_OUTPUT,  /* bool that output= decides (gguf_model: output=X.gguf), recorded */
+	TFS_VOPT_HOW,     /* unsigned: how the view is made, not what (quantize_threads=): never
+			   * recorded */
+} tfs_view_opt_kind;
+
+/* An option a view takes. */
+typedef struct {
+	const char *name;        /* the -o option, and its member of the journal's record */
+	tfs_view_opt_kind kind;
+	size_t field;            /* offsetof(tfs_open_opts, ...) */
+	bool option;             /* an -o option (gguf_model is none: output= decides it) */
+	bool asks;               /* given, it asks for the view (quantize=, gguf_model) */
+	const char *none;        /* a value that is no value ("auto", ""), or NULL */
+	/* whether a and b (neither NULL) make the same view; NULL: equal but for case (a
+	 * file: the same real path) */
+	bool (*same)(const char *a, const char *b);
+	/* how the journal spells v (quantize=: the type's name); NULL: as given */
+	const char *(*spelled)(const char *v);
+	/* messages: a string shown when the view is asked and the option not given ("auto");
+	 * a flag, the words for it ("the repo's GGUF view") */
+	const char *shown;
+} tfs_view_opt;
+
+/* A computed view: a row of the table. */
+typedef struct {
+	const char *name;
+	const char *what;        /* messages: "the quantized view" */
+	const tfs_view_opt *opts;/* the options it takes, up to a row of name NULL */
+	/*
+	 * Opens the view on *m (the model opened from source so far, with o) when o asks for it:
+	 * attaches it to *m, or replaces *m by it (which takes *m over); nothing when o does
+	 * not ask for it.  On failure *m is what the caller still has to free (NULL: nothing).
+	 */
+	int (*open)(tfs_model **m, const char *source, const tfs_open_opts *o, tfs_error *err);
+	/* its journal record: */
+	/* whether its options apply to source (NULL: any source); asked only when one of them
+	 * is given, and when they do not apply they make no difference */
+	bool (*applies)(const char *source);
+	/* the views after it are built on what it makes: its recorded options decide their
+	 * model too (a repo's GGUF view under the quantized view) */
+	bool under_later;
+} tfs_view_kind;
+
+extern const tfs_view_kind tfs_view_table[];
+extern const size_t tfs_n_views;
+
+/* The value of option p in o: a string (STRING, FILE), a flag (OUTPUT); and setting it. */
+static inline const char *tfs_view_opt_str(const tfs_open_opts *o, const tfs_view_opt *p)
+{
+	const char *v;
+	memcpy(&v, (const char *)o + p->field, sizeof(v));
+	return v;
+}
+
+static inline void tfs_view_opt_set_str(tfs_open_opts *o, const tfs_view_opt *p, const char *v)
+{
+	memcpy((char *)o + p->field, &v, sizeof(v));
+}
+
+static inline bool tfs_view_opt_flag(const tfs_open_opts *o, const tfs_view_opt *p)
+{
+	bool v;
+	memcpy(&v, (const char *)o + p->field, sizeof(v));
+	return v;
+}
+
+static inline void tfs_view_opt_set_flag(tfs_open_opts *o, const tfs_view_opt *p, bool v)
+{
+	memcpy((char *)o + p->field, &v, sizeof(v));
+}
+
+/* The rows of hf.c and quantize.c. */
+extern const tfs_view_opt tfs_hf_view_opts[];
+int tfs_hf_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
+		     tfs_error *err);
+extern const tfs_view_opt tfs_quant_view_opts[];
+int tfs_quant_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
+			tfs_error *err);
+
+#endif

@@ -2,6 +2,11 @@
 """compare-builds.py - do two tensorfs binaries show and write the same bytes?
 
     scripts/compare-builds.py OLD_TENSORFS NEW_TENSORFS [WORKDIR]
+    scripts/compare-builds.py --commits OLD_REV NEW_REV [WORKDIR]
+
+With --commits, each revision is taken out of the repository (git archive) into
+WORKDIR/build-REV and its tensorfs built there (meson setup, ninja fs/tensorfs), then the two
+binaries are compared.
 
 For a restructuring that must change no behaviour.  For each model of the test data
 (examples/, tests/data: GGUF, safetensors files, the Ollama store's classic and per-tensor
@@ -14,6 +19,16 @@ each binary in turn:
     exists, a tensor's float32 values rewritten through f32/, a tensor renamed), unmounted:
     the sha256 of every file of the repacked output (for Ollama: the store's new blobs and
     manifest).
+Then the computed views (codec/views/) with their options: tiny-llama.gguf with
+quantize=Q4_K_M, Q8_0 and Q4_K_M with an importance matrix written here; Hugging Face repos
+made by tests/hf/make_model.py (llama-bf16, llama-f16-sharded: Q/K permuted, two shards) and
+tests/hf/make_moe.py (mixtral-bf16: stacked experts) with outtype=f16, q8_0, f32 and
+quantize=Q4_K_M (with outtype=f32 too).  For each: `tensorfs info` with the same options (and
+--gguf for a repo), every file of a ro mount with them, a rw mount with output= (a repo's:
+output=X.gguf, its GGUF view) edited and unmounted (the output's sha256), and a rw mount
+edited, killed with -9, then `tensorfs repack` with another quantize= (refused: its message,
+the journal kept) and without the view options (the journal's record: journal.json's sha256
+and the repacked output's).
 Prints one line per model and check ("same" or what differs) and exits 1 when anything
 differs.  Needs root (FUSE) and numpy.
 """
@@ -159,6 +174,128 @@ def collect(exe, name, src, work, env):
     return res
 
 
+# ==== the computed views ====
+
+def write_imatrix(path, names, n):
+    """llama.cpp's legacy imatrix (.dat): an entry of n values for each tensor named."""
+    import struct
+    with open(path, "wb") as f:
+        f.write(struct.pack("<i", len(names)))
+        for k, name in enumerate(names):
+            b = name.encode()
+            f.write(struct.pack("<i", len(b)) + b + struct.pack("<ii", 1, n))
+            f.write(struct.pack("<%df" % n, *[0.5 + ((i * 7 + k) % 13) / 8 for i in range(n)]))
+        f.write(struct.pack("<ii", 1, 4) + b"test")
+
+
+def view_models(work, exe):
+    """[(name, source, [view options...], is a repo)]"""
+    tiny = os.path.join(ROOT, "examples", "tiny-llama.gguf")
+    im = os.path.join(work, "tiny.imatrix.dat")
+    if not os.path.exists(im):
+        r = run([exe, "info", "--json", tiny])
+        import json
+        ts = [t for t in json.loads(r.stdout)["tensors"] if len(t["shape"]) == 2]
+        write_imatrix(im, [t["name"] for t in ts], ts[0]["shape"][-1])
+    out = [("tiny-llama.gguf", tiny, ["quantize=Q4_K_M", "quantize=Q8_0",
+                                       "quantize=Q4_K_M,imatrix=" + im], False)]
+    hf = os.path.join(work, "hf")
+    py = "/usr/bin/python3"
+    for script, variants in (("make_model.py", ["llama-bf16", "llama-f16-sharded"]),
+                             ("make_moe.py", ["mixtral-bf16"])):
+        if all(os.path.isdir(os.path.join(hf, v)) for v in variants):
+            continue
+        r = run([py, os.path.join(ROOT, "tests", "hf", script), hf] + variants)
+        if r.returncode:
+            sys.exit("%s: %s" % (script, r.stderr.decode()))
+    for v in ("llama-bf16", "llama-f16-sharded", "mixtral-bf16"):
+        out.append((v, os.path.join(hf, v), ["", "outtype=f16", "outtype=q8_0", "outtype=f32",
+                                             "quantize=Q4_K_M",
+                                             "quantize=Q4_K_M,outtype=f32"], True))
+    return out
+
+
+def info_args(opts, repo):
+    args = ["--" + o for o in opts.split(",") if o]
+    return args + (["--gguf"] if repo and not any(a.startswith("--quantize") for a in args)
+                   else [])
+
+
+def kill_daemon(mp):
+    import signal
+    import time
+    pid = int(os.getxattr(mp, "user.tensorfs.pid"))
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(500):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.02)
+    subprocess.run(["umount", "-l", mp], capture_output=True)
+    os.rmdir(mp)
+
+
+def norm(text, work):
+    """A message with the run's own paths taken out (they are the same for both binaries
+    but for the temporary names)."""
+    text = text.replace(work, "WORK")
+    text = re.sub(r"tfs-cmp-mnt-\w+", "MNT", text)
+    return re.sub(r"tensorfs-tmp\.\w+", "tensorfs-tmp.X", text)
+
+
+def collect_view(exe, src, opts, repo, work, cache):
+    """What one binary shows and writes for source with view options opts."""
+    res = {}
+    o = ",".join(x for x in (opts, "cache=" + cache) if x)
+    for flag in ("--json", None):
+        r = run([exe, "info"] + ([flag] if flag else []) + info_args(opts, repo) + [src])
+        res["info" + (flag or "")] = (r.returncode, hashlib.sha256(r.stdout).hexdigest(),
+                                      norm(r.stderr.decode(), work))
+    try:
+        m = Mount(exe, src, o)
+        try:
+            res["mount"] = tree(m.path)
+        finally:
+            m.close()
+    except RuntimeError as e:
+        res["mount"] = norm(str(e), work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    out = os.path.join(work, "out.gguf")
+    # rw, edited, unmounted: the output
+    try:
+        m = Mount(exe, src, "rw,output=%s,%s" % (out, o))
+        try:
+            res["rw edits"] = edit(m.path)
+        finally:
+            m.close()
+        res["rw output"] = {"out.gguf": (os.path.getsize(out), sha(out))}
+    except (RuntimeError, OSError) as e:
+        res["rw output"] = "failed: %s" % norm(str(e), work)
+    # rw, edited, killed: the journal's record; `tensorfs repack` without the view options
+    out2, staging = os.path.join(work, "out2.gguf"), os.path.join(work, "staging")
+    try:
+        m = Mount(exe, src, "rw,output=%s,staging=%s,%s" % (out2, staging, o))
+        edit(m.path)
+        kill_daemon(m.path)
+        j = os.path.join(staging, "journal.json")
+        res["journal"] = {"journal.json": (os.path.getsize(j), sha(j))}
+        # another view than the record's: refused, the journal kept (the message compared)
+        other = "Q6_K" if "Q8_0" in opts else "Q8_0"
+        r = run([exe, "repack", src, "-o", "output=%s,staging=%s,cache=%s,quantize=%s" % (
+            out2, staging, cache, other)])
+        res["refusal"] = (r.returncode, norm(r.stderr.decode(), work), sha(j))
+        r = run([exe, "repack", src, "-o", "output=%s,staging=%s,cache=%s" % (out2, staging,
+                                                                                 cache)])
+        res["repack"] = (r.returncode, norm(r.stderr.decode(), work),
+                         sha(out2) if os.path.exists(out2) else None,
+                         os.path.getsize(out2) if os.path.exists(out2) else None)
+    except (RuntimeError, OSError) as e:
+        res["repack"] = "failed: %s" % norm(str(e), work)
+    return res
+
+
 def models(work, exe):
     out = [("tiny-llama.gguf", os.path.join(ROOT, "examples", "tiny-llama.gguf"), {})]
     out.append(("mixed_flat.gguf", os.path.join(DATA, "gguf", "mixed_flat.gguf"), {}))
@@ -187,33 +324,83 @@ def models(work, exe):
     return out
 
 
-def main():
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    old, new = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    work = sys.argv[3] if len(sys.argv) > 3 else tempfile.mkdtemp(prefix="tfs-cmp-")
-    bad = 0
-    for name, src, extra in models(work, new):
-        env = dict(os.environ, **extra)
-        a = collect(old, name, src, os.path.join(work, "run"), env)
-        b = collect(new, name, src, os.path.join(work, "run"), env)
+def build(rev, work):
+    """The tensorfs of revision rev, built in work/build-REV (kept: built once)."""
+    sha1 = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", rev + "^{commit}"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    top = os.path.join(work, "build-" + sha1)
+    exe = os.path.join(top, "b", "fs", "tensorfs")
+    if os.path.exists(exe):
+        return exe
+    os.makedirs(top, exist_ok=True)
+    subprocess.run("git -C %s archive %s | tar -x -C %s" % (ROOT, sha1, top), shell=True,
+                   check=True)
+    for args in (["meson", "setup", "b"], ["ninja", "-C", "b", "fs/tensorfs"]):
+        r = subprocess.run(args, cwd=top, capture_output=True, text=True)
+        if r.returncode:
+            sys.exit("%s at %s: %s" % (" ".join(args), rev, r.stdout[-2000:] + r.stderr[-2000:]))
+    return exe
+
+
+class Tally:
+    def __init__(self):
+        self.bad = self.checks = self.files = self.bytes = 0
+
+    def compare(self, name, a, b):
         for k in a:
             same = a[k] == b.get(k)
+            self.checks += 1
             if isinstance(a[k], dict):
                 what = "%d files" % len(a[k])
+                for v in a[k].values():
+                    self.files += 1
+                    self.bytes += v[1] if isinstance(v, tuple) and len(v) == 3 else (
+                        v[0] if isinstance(v, tuple) and isinstance(v[0], int) else 0)
             else:
                 what = str(a[k])[:60]
-            print("%-34s %-10s %s  (%s)" % (name, k, "same" if same else "DIFFERENT", what))
+                if isinstance(a[k], tuple) and len(a[k]) == 4 and a[k][3]:
+                    self.files += 1
+                    self.bytes += a[k][3]
+            print("%-44s %-10s %s  (%s)" % (name, k, "same" if same else "DIFFERENT", what))
             if not same:
-                bad += 1
+                self.bad += 1
                 if isinstance(a[k], dict) and isinstance(b.get(k), dict):
                     for p in sorted(set(a[k]) | set(b[k])):
                         if a[k].get(p) != b[k].get(p):
                             print("    %s: %s -> %s" % (p, a[k].get(p), b[k].get(p)))
                 else:
                     print("    old: %s\n    new: %s" % (a[k], b.get(k)))
-    print("%d differences" % bad)
-    sys.exit(1 if bad else 0)
+        sys.stdout.flush()
+
+
+def main():
+    argv = sys.argv[1:]
+    commits = argv[:1] == ["--commits"]
+    if commits:
+        argv = argv[1:]
+    if len(argv) < 2:
+        sys.exit(__doc__)
+    work = os.path.abspath(argv[2]) if len(argv) > 2 else tempfile.mkdtemp(prefix="tfs-cmp-")
+    if commits:
+        old, new = build(argv[0], work), build(argv[1], work)
+    else:
+        old, new = os.path.abspath(argv[0]), os.path.abspath(argv[1])
+    t = Tally()
+    for name, src, extra in models(work, new):
+        env = dict(os.environ, **extra)
+        a = collect(old, name, src, os.path.join(work, "run"), env)
+        b = collect(new, name, src, os.path.join(work, "run"), env)
+        t.compare(name, a, b)
+    for name, src, optsets, repo in view_models(work, new):
+        for opts in optsets:
+            a = collect_view(old, src, opts, repo, os.path.join(work, "run"),
+                             os.path.join(work, "cache-old"))
+            b = collect_view(new, src, opts, repo, os.path.join(work, "run"),
+                             os.path.join(work, "cache-new"))
+            t.compare("%s %s" % (name, opts.replace(work, "WORK") or "(no option)"), a, b)
+    print("%d checks, %d files (%d bytes) compared, %d differences" % (t.checks, t.files,
+                                                                      t.bytes, t.bad))
+    sys.exit(1 if t.bad else 0)
 
 
 if __name__ == "__main__":

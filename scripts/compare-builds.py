@@ -19,8 +19,10 @@ each binary in turn:
     exists, a tensor's float32 values rewritten through f32/, a tensor renamed), unmounted:
     the sha256 of every file of the repacked output (for Ollama: the store's new blobs and
     manifest).
-Then the computed views (codec/views/) with their options: tiny-llama.gguf with
-quantize=Q4_K_M, Q8_0 and Q4_K_M with an importance matrix written here; Hugging Face repos
+Then the computed views (codec/views/) with their options: a GGUF of BF16 weights (the
+llama-bf16 repo's GGUF view, written by `tensorfs convert`) with quantize=Q4_K_M, Q8_0 and
+IQ4_NL with an importance matrix written here, tiny-llama.gguf with quantize=Q8_0 (refused: it
+is quantized already; the message compared); Hugging Face repos
 made by tests/hf/make_model.py (llama-bf16, llama-f16-sharded: Q/K permuted, two shards) and
 tests/hf/make_moe.py (mixtral-bf16: stacked experts) with outtype=f16, q8_0, f32 and
 quantize=Q4_K_M (with outtype=f32 too).  For each: `tensorfs info` with the same options (and
@@ -176,12 +178,12 @@ def collect(exe, name, src, work, env):
 
 # ==== the computed views ====
 
-def write_imatrix(path, names, n):
-    """llama.cpp's legacy imatrix (.dat): an entry of n values for each tensor named."""
+def write_imatrix(path, entries):
+    """llama.cpp's legacy imatrix (.dat): an entry of n values for each (name, n)."""
     import struct
     with open(path, "wb") as f:
-        f.write(struct.pack("<i", len(names)))
-        for k, name in enumerate(names):
+        f.write(struct.pack("<i", len(entries)))
+        for k, (name, n) in enumerate(entries):
             b = name.encode()
             f.write(struct.pack("<i", len(b)) + b + struct.pack("<ii", 1, n))
             f.write(struct.pack("<%df" % n, *[0.5 + ((i * 7 + k) % 13) / 8 for i in range(n)]))
@@ -190,15 +192,7 @@ def write_imatrix(path, names, n):
 
 def view_models(work, exe):
     """[(name, source, [view options...], is a repo)]"""
-    tiny = os.path.join(ROOT, "examples", "tiny-llama.gguf")
-    im = os.path.join(work, "tiny.imatrix.dat")
-    if not os.path.exists(im):
-        r = run([exe, "info", "--json", tiny])
-        import json
-        ts = [t for t in json.loads(r.stdout)["tensors"] if len(t["shape"]) == 2]
-        write_imatrix(im, [t["name"] for t in ts], ts[0]["shape"][-1])
-    out = [("tiny-llama.gguf", tiny, ["quantize=Q4_K_M", "quantize=Q8_0",
-                                       "quantize=Q4_K_M,imatrix=" + im], False)]
+    import json
     hf = os.path.join(work, "hf")
     py = "/usr/bin/python3"
     for script, variants in (("make_model.py", ["llama-bf16", "llama-f16-sharded"]),
@@ -208,6 +202,20 @@ def view_models(work, exe):
         r = run([py, os.path.join(ROOT, "tests", "hf", script), hf] + variants)
         if r.returncode:
             sys.exit("%s: %s" % (script, r.stderr.decode()))
+    # a GGUF of BF16 weights to quantize: the llama-bf16 repo's GGUF view, written once
+    gguf, im = os.path.join(work, "llama-bf16.gguf"), os.path.join(work, "llama-bf16.imatrix.dat")
+    if not os.path.exists(gguf):
+        r = run([exe, "convert", os.path.join(hf, "llama-bf16"), gguf])
+        if r.returncode:
+            sys.exit("convert: %s" % r.stderr.decode())
+    if not os.path.exists(im):
+        r = run([exe, "info", "--json", gguf])
+        ts = [t for t in json.loads(r.stdout)["tensors"] if len(t["shape"]) == 2]
+        write_imatrix(im, [(t["name"], t["shape"][-1]) for t in ts])
+    tiny = os.path.join(ROOT, "examples", "tiny-llama.gguf")
+    out = [("tiny-llama.gguf", tiny, ["quantize=Q8_0"], False),  # (refused: Q4_0 in it)
+           ("llama-bf16.gguf", gguf, ["quantize=Q4_K_M", "quantize=Q8_0",
+                                      "quantize=IQ4_NL,imatrix=" + im], False)]
     for v in ("llama-bf16", "llama-f16-sharded", "mixtral-bf16"):
         out.append((v, os.path.join(hf, v), ["", "outtype=f16", "outtype=q8_0", "outtype=f32",
                                              "quantize=Q4_K_M",

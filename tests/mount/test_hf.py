@@ -46,15 +46,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
 sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import compare  # noqa: E402  (tests/hf: the converter, GGUF reading)
+import hfutil  # noqa: E402
 import llamacpp  # noqa: E402
 import make_model  # noqa: E402
-import reference  # noqa: E402
 
 WORK = os.environ.get("TFS_HF_WORK") or os.path.join(tempfile.gettempdir(), "tfs-hf-mount")
 NPM = os.environ.get("TFS_NPM_CACHE", os.path.join(HERE, "..", "..", "build", "npm"))
 MATRIX = [(v, t) for v in ("llama-bf16", "mistral-bf16-sharded", "qwen2-bf16")
           for t in ("auto", "f16", "q8_0")]
-CONVERTER = reference.missing_reason()
 # llama.cpp decodes the same tokens from the mount's file as from the converter's: the
 # variants whose make_model spec has "tokens" (True: outtype auto, else that outtype); the two
 # first cases when no variant says
@@ -68,26 +67,9 @@ def read(path):
         return f.read()
 
 
-def model(name):
-    """The repo directory of make_model's variant (made once)."""
-    d = os.path.join(WORK, "models", name)
-    if not os.path.exists(os.path.join(d, "config.json")):
-        make_model.make(os.path.join(WORK, "models"), name)
-    return d
-
-
-def converted(tc, name, outtype):
-    """The converter's file for the variant and outtype (kept in WORK/ref)."""
-    if CONVERTER:
-        tc.skipTest(CONVERTER)
-    out = os.path.join(WORK, "ref", "%s.%s.gguf" % (name, outtype))
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    err = compare.run_converter(model(name), outtype, out)
-    if err and err.startswith("SKIP "):
-        tc.skipTest(err[5:])
-    if err:
-        tc.fail("%s %s: %s" % (name, outtype, err))
-    return out
+REPOS = hfutil.Repos(WORK, make_model)
+model = REPOS.model            # the repo of a variant (made once)
+converted = REPOS.converted    # (tc, variant, outtype): the converter's file of it
 
 
 def gguf_keys(data):

@@ -30,12 +30,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
 sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import compare  # noqa: E402
+import hfutil  # noqa: E402
 import llamacpp  # noqa: E402
 import make_moe  # noqa: E402
-import reference  # noqa: E402
 
 WORK = os.environ.get("TFS_HF_MOE_WORK") or os.path.join(tempfile.gettempdir(), "tfs-hf-moe-mount")
-CONVERTER = reference.missing_reason()
 EQUAL = [("mixtral-bf16", "auto"), ("mixtral-bf16", "f16"), ("mixtral-bf16", "q8_0"),
          ("qwen3moe-bf16", "auto"), ("qwen2moe-f16", "auto")]
 TOKENS = [("mixtral-bf16", "auto"), ("mixtral-f16", "q8_0"), ("qwen3moe-bf16", "bf16"),
@@ -50,24 +49,9 @@ def read(path):
         return f.read()
 
 
-def model(name):
-    d = os.path.join(WORK, "models", name)
-    if not os.path.exists(os.path.join(d, "config.json")):
-        make_moe.make(os.path.join(WORK, "models"), name)
-    return d
-
-
-def converted(tc, name, outtype):
-    if CONVERTER:
-        tc.skipTest(CONVERTER)
-    out = os.path.join(WORK, "ref", "%s.%s.gguf" % (name, outtype))
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    err = compare.run_converter(model(name), outtype, out)
-    if err and err.startswith("SKIP "):
-        tc.skipTest(err[5:])
-    if err:
-        tc.fail("%s %s: %s" % (name, outtype, err))
-    return out
+REPOS = hfutil.Repos(WORK, make_moe)
+model = REPOS.model            # the repo of a variant (made once)
+converted = REPOS.converted    # (tc, variant, outtype): the converter's file of it
 
 
 def safetensors_offsets(path):

@@ -1,0 +1,44 @@
+"""What the Hugging Face mount tests (test_hf.py, test_hf_moe.py) share: a work folder of
+tiny random repos, made by one of tests/hf's generators (make_model.py, make_moe.py), and the
+reference converter's files of them (tests/hf/reference.py).
+
+    repos = hfutil.Repos(WORK, make_model)
+    repos.model("llama-bf16")                 # WORK/models/llama-bf16, made once
+    repos.converted(tc, "llama-bf16", "f16")  # WORK/ref/llama-bf16.f16.gguf (tc SKIPs
+                                              # without the converter, fails if it fails)
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "hf"))
+import compare  # noqa: E402  (tests/hf: the converter's runs, GGUF reading)
+import reference  # noqa: E402
+
+
+class Repos:
+    def __init__(self, work, maker):
+        """work: the folder (models/, ref/); maker: a module with make(folder, variant)."""
+        self.work, self.maker = work, maker
+        self.why = reference.missing_reason()   # None, or why the converter cannot run
+
+    def model(self, name):
+        """The repo directory of the generator's variant (made once)."""
+        d = os.path.join(self.work, "models", name)
+        if not os.path.exists(os.path.join(d, "config.json")):
+            self.maker.make(os.path.join(self.work, "models"), name)
+        return d
+
+    def converted(self, tc, name, outtype):
+        """The converter's file for the variant and outtype (kept in WORK/ref, made again
+        when the model is newer)."""
+        if self.why:
+            tc.skipTest(self.why)
+        out = os.path.join(self.work, "ref", "%s.%s.gguf" % (name, outtype))
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        err = compare.run_converter(self.model(name), outtype, out)
+        if err and err.startswith("SKIP "):
+            tc.skipTest(err[5:])
+        if err:
+            tc.fail("%s %s: %s" % (name, outtype, err))
+        return out

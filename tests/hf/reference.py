@@ -8,19 +8,36 @@ runs unmodified with the stand-ins of tests/hf/refconv/ (see its README) on Debi
 
     import reference
     why = reference.missing_reason()          # None, or why the converter cannot run
-    subprocess.run(reference.converter_argv(hfdir, out, "--outtype", "f16"))
+    reference.convert(hfdir, out, "--outtype", "f16")   # None, or what went wrong
+    r = reference.run_converter(hfdir, out, "--vocab-only")   # a CompletedProcess
+    subprocess.run(reference.converter_argv(hfdir, out, "--outtype", "f16"))   # by hand
     reference.vocab_dir()                     # models/ with ggml-vocab-*.gguf, .inp, .out
+
+Speed (the tests run the converter a few hundred times): run_converter() and convert() ask
+refconv/server.py, one process per test process that imported torch, gguf-py and the
+converter once and forks a fresh copy of itself for each run (a run of a tiny model then takes
+a fraction of a second instead of the seconds of imports; TFS_REFCONV_SERVER=0 runs a process
+per run instead).  convert() also keeps what the converter wrote in a cache keyed by the
+reference, the options and the bytes of every file of the model (cache_dir(): build/
+refconv-cache, TFS_REFCONV_CACHE; =0: none), so that two tests converting the same model
+(hf_convert and mount_hf, hf_moe and mount_hf_moe, the normal and the sanitizer build) run the
+converter once.
 """
+import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
+import tempfile
+import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 COMMIT = "de3ff815ea7d559ee917f063901b8986f038abc6"
 PYTHON = "/usr/bin/python3"   # Debian's python3-torch & co. are installed for it
 RUNNER = os.path.join(HERE, "refconv", "run.py")
+SERVER = os.path.join(HERE, "refconv", "server.py")
 # Debian packages the converter imports (python3-torch, -numpy, -sentencepiece, -yaml, -tqdm)
 # and the tokenizer stand-in's regex (python3-regex)
 MODULES = ("torch", "numpy", "sentencepiece", "yaml", "tqdm", "regex")
@@ -102,14 +119,158 @@ def converter_argv(hfdir, outfile, *extra):
         [str(x) for x in extra]
 
 
+class _Server:
+    """refconv/server.py: the converter imported once, a forked run per request (see its
+    doc for the protocol)."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([PYTHON, SERVER, llama_cpp_dir(), npm_dir()],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self.lock = threading.Lock()
+        self.waiting = {}   # id -> [threading.Event, status]
+        self.next_id = 0
+        self.ok = self.proc.stdout.readline().strip() == "ready"
+        if self.ok:
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            msg = json.loads(line)
+            with self.lock:
+                w = self.waiting.pop(msg["id"])
+            w[1] = msg["status"]
+            w[0].set()
+        with self.lock:   # the server is gone: every run still waiting failed
+            self.ok = False
+            for w in self.waiting.values():
+                w[0].set()
+            self.waiting.clear()
+
+    def run(self, argv, timeout):
+        """(status, stdout, stderr) of one run; status None when the server is gone."""
+        fd_o, out = tempfile.mkstemp(prefix="refconv-", suffix=".out")
+        fd_e, err = tempfile.mkstemp(prefix="refconv-", suffix=".err")
+        os.close(fd_o)
+        os.close(fd_e)
+        try:
+            w = [threading.Event(), None]
+            with self.lock:
+                if not self.ok:
+                    return None, "", ""
+                self.next_id += 1
+                self.waiting[self.next_id] = w
+                self.proc.stdin.write(json.dumps({"id": self.next_id, "argv": argv, "out": out,
+                                                  "err": err, "timeout": timeout}) + "\n")
+                self.proc.stdin.flush()
+            w[0].wait()
+            with open(out, errors="replace") as fo, open(err, errors="replace") as fe:
+                return w[1], fo.read(), fe.read()
+        finally:
+            os.unlink(out)
+            os.unlink(err)
+
+
+_server = None
+_server_lock = threading.Lock()
+
+
+def _the_server():
+    """This process's server (started on first use), or None (TFS_REFCONV_SERVER=0, or it
+    did not start: then each run is a process of its own, which says what is wrong)."""
+    global _server
+    if os.environ.get("TFS_REFCONV_SERVER", "1") == "0":
+        return None
+    with _server_lock:
+        if _server is None:
+            try:
+                _server = _Server()
+            except OSError:
+                _server = False
+        return _server if _server and _server.ok else None
+
+
+def run_converter(hfdir, outfile, *extra, timeout=900):
+    """Runs the converter on hfdir into outfile with extra options: a CompletedProcess with
+    its returncode, stdout and stderr (raises subprocess.TimeoutExpired after timeout s)."""
+    argv = converter_argv(hfdir, outfile, *extra)
+    srv = _the_server()
+    if srv is not None:
+        status, out, err = srv.run(argv[4:], timeout)
+        if status == "timeout":
+            raise subprocess.TimeoutExpired(argv, timeout)
+        if status is not None:
+            return subprocess.CompletedProcess(argv, status, out, err)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+_stamp = []
+
+
+def stamp():
+    """Changes when the reference or its stand-ins do: the clone's commit, refconv/'s
+    sources."""
+    if not _stamp:
+        h = hashlib.sha256()
+        d = llama_cpp_dir() or ""
+        head = subprocess.run(["git", "-C", d, "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout.strip() if d else ""
+        h.update(head.encode())
+        rc = os.path.join(HERE, "refconv")
+        for root, dirs, files in sorted(os.walk(rc)):
+            dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+            for f in sorted(files):
+                if f.endswith((".py", ".js")):
+                    h.update(f.encode())
+                    h.update(open(os.path.join(root, f), "rb").read())
+        _stamp.append(h.hexdigest()[:16])
+    return _stamp[0]
+
+
+def cache_dir():
+    """Where convert() keeps the converter's files (None: no cache): one folder per
+    stamp(), the older ones removed."""
+    d = os.environ.get("TFS_REFCONV_CACHE", os.path.join(REPO, "build", "refconv-cache"))
+    return None if d in ("", "0") else os.path.join(d, stamp())
+
+
+def _cache_key(hfdir, extra):
+    # (the converter names the model after its directory: general.name and the like)
+    h = hashlib.sha256(repr([os.path.basename(os.path.normpath(str(hfdir)))] +
+                            [str(x) for x in extra]).encode())
+    for root, dirs, files in os.walk(hfdir):
+        dirs.sort()
+        for f in sorted(files):
+            p = os.path.join(root, f)
+            h.update(os.path.relpath(p, hfdir).encode() + b"\0")
+            with open(p, "rb") as fp:
+                h.update(hashlib.sha256(fp.read()).digest())
+    return h.hexdigest()
+
+
 def convert(hfdir, outfile, *extra, timeout=900):
-    """Runs the converter; None on success, else the last line it printed on stderr. The file
-    is written under a temporary name and renamed, so a failed run leaves none."""
+    """Runs the converter (or takes its file from the cache, see cache_dir()); None on
+    success, else the last line it printed on stderr. The file is written under a temporary
+    name and renamed, so a failed run leaves none."""
     tmp = str(outfile) + ".tmp"
-    r = subprocess.run(converter_argv(hfdir, tmp, *extra), capture_output=True, text=True,
-                       timeout=timeout)
+    cache = cache_dir()
+    hit = os.path.join(cache, _cache_key(hfdir, extra) + ".gguf") if cache else None
+    if hit and os.path.exists(hit):
+        shutil.copyfile(hit, tmp)
+        os.replace(tmp, outfile)
+        return None
+    r = run_converter(hfdir, tmp, *extra, timeout=timeout)
     if r.returncode:
         lines = r.stderr.strip().splitlines() or ["exit %d" % r.returncode]
         return "converter failed: " + lines[-1]
+    if hit:
+        if not os.path.isdir(cache):
+            parent = os.path.dirname(cache)
+            if os.path.isdir(parent):   # other stamps' files: of an older reference
+                for old in os.listdir(parent):
+                    shutil.rmtree(os.path.join(parent, old), ignore_errors=True)
+            os.makedirs(cache, exist_ok=True)
+        shutil.copyfile(tmp, hit + ".%d.tmp" % os.getpid())
+        os.replace(hit + ".%d.tmp" % os.getpid(), hit)
     os.replace(tmp, outfile)
     return None

@@ -26,15 +26,21 @@ class Float8Placeholder:
         return "<torch.%s: not in torch %s>" % (self.name, torch.__version__)
 
 
-for name in ("float8_e4m3fn", "float8_e5m2"):
-    if not hasattr(torch, name):
-        setattr(torch, name, Float8Placeholder(name))
+def setup(src, npm):
+    """torch's missing float8 dtypes as placeholders, this folder and the clone first on
+    sys.path, NPM_DIR for the tokenizer stand-in; returns the converter's path (server.py
+    uses this too)."""
+    for name in ("float8_e4m3fn", "float8_e5m2"):
+        if not hasattr(torch, name):
+            setattr(torch, name, Float8Placeholder(name))
+    os.environ["TFS_REFCONV_NPM"] = npm
+    sys.path[0:0] = [os.path.dirname(os.path.abspath(__file__)), src]
+    return os.path.join(src, "convert_hf_to_gguf.py")
 
-if len(sys.argv) < 3:
-    sys.exit(__doc__)
-src = os.path.abspath(sys.argv[1])
-os.environ["TFS_REFCONV_NPM"] = os.path.abspath(sys.argv[2])
-script = os.path.join(src, "convert_hf_to_gguf.py")
-sys.path[0:0] = [os.path.dirname(os.path.abspath(__file__)), src]
-sys.argv = [script] + sys.argv[3:]
-runpy.run_path(script, run_name="__main__")
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    script = setup(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]))
+    sys.argv = [script] + sys.argv[3:]
+    runpy.run_path(script, run_name="__main__")

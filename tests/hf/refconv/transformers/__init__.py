@@ -160,14 +160,24 @@ class _FastTokenizer:
                                 if t in self.vocab]
         self._cleanup = bool(cfg.get("clean_up_tokenization_spaces", False))
         cls = cfg.get("tokenizer_class")
+        self._tmp = None
+        path = os.path.join(d, "tokenizer.json")
         if cls in _REBUILT_POST_PROCESSOR:
             bos_default, eos_default = _REBUILT_POST_PROCESSOR[cls]
             tj["post_processor"] = self._template(
                 tj, cfg, cfg.get("add_bos_token", bos_default), cfg.get("add_eos_token", eos_default))
-        self._tmp = tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8", delete=False)
-        json.dump(tj, self._tmp, ensure_ascii=False)
-        self._tmp.close()
-        self._bridge = _Bridge(self._tmp.name)
+            self._tmp = tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8",
+                                                    delete=False)
+            # (json.dumps: the C encoder; json.dump's Python one took half a minute for a
+            # 262K-token tokenizer.json)
+            self._tmp.write(json.dumps(tj, ensure_ascii=False))
+            self._tmp.close()
+            path = self._tmp.name
+        self._bridge = _Bridge(path)
+        # the converter encodes and decodes back each added token that is not normalized, one
+        # by one: thousands of round trips to node.  Its first such encode asks node for all
+        # of them at once (_prefetch); the answers are the ones each call would get.
+        self._enc, self._dec, self._fetched = {}, {}, False
 
     def _template(self, tj, cfg, add_bos, add_eos):
         """The TemplateProcessing that update_post_processor builds (single and pair)."""
@@ -195,11 +205,28 @@ class _FastTokenizer:
     def get_added_vocab(self):
         return {t.content: i for i, t in sorted(self.added_tokens_decoder.items())}
 
+    def _prefetch(self):
+        self._fetched = True
+        texts = sorted({t.content for t in self.added_tokens_decoder.values() if not t.normalized})
+        if not texts:
+            return
+        ids = self._bridge.call(op="encode_batch", texts=texts, special=False)
+        back = self._bridge.call(op="decode_batch", ids=ids, skip=False)
+        self._enc.update(((t, False), i) for t, i in zip(texts, ids))
+        self._dec.update(((tuple(i), False), b) for i, b in zip(ids, back))
+
     def encode(self, text, add_special_tokens=True):
-        return self._bridge.call(op="encode", text=text, special=bool(add_special_tokens))
+        key = (text, bool(add_special_tokens))
+        if not self._fetched and not key[1]:
+            self._prefetch()
+        if key in self._enc:
+            return list(self._enc[key])
+        return self._bridge.call(op="encode", text=text, special=key[1])
 
     def decode(self, ids, skip_special_tokens=False):
-        text = self._bridge.call(op="decode", ids=list(ids), skip=bool(skip_special_tokens))
+        key = (tuple(ids), bool(skip_special_tokens))
+        text = self._dec[key] if key in self._dec else \
+            self._bridge.call(op="decode", ids=list(ids), skip=key[1])
         if self._cleanup:
             # transformers' clean_up_tokenization (tokenizer_config.json's
             # clean_up_tokenization_spaces; 4.57's default is False)
@@ -213,7 +240,8 @@ class _FastTokenizer:
         try:
             self._bridge.p.stdin.close()
             self._bridge.p.wait(timeout=10)
-            os.unlink(self._tmp.name)
+            if self._tmp is not None:
+                os.unlink(self._tmp.name)
         except Exception:
             pass
 

@@ -18,6 +18,7 @@ classes that use them.  For each, runs the converter (--vocab-only) and hf_vocab
 compares every tokenizer.* key: same names in the same order, same GGUF types, same bytes.
 TAP on stdout; exit 1 on a difference.  SKIP without the reference (reference.py says why).
 """
+import concurrent.futures
 import json
 import os
 import shutil
@@ -237,8 +238,7 @@ def npm_cases(base, workdir):
 
 
 def convert(d, out):
-    r = subprocess.run(reference.converter_argv(d, out, "--vocab-only"), capture_output=True,
-                       text=True)
+    r = reference.run_converter(d, out, "--vocab-only")
     return r.returncode, r.stderr
 
 
@@ -309,12 +309,16 @@ def main():
     ] + new_cases(base, workdir, sp_bpe, sp_uni, tdecoder) + npm_cases(base, workdir)
     print("1..%d" % len(cases))
     failed = 0
+    # the converter's runs first, two at a time (reference.py's server forks each)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = {d: pool.submit(convert, d, os.path.join(d, "ref.gguf"))
+                for _, d in cases if not d.startswith("SKIP ")}
     for i, (what, d) in enumerate(cases, 1):
         if d.startswith("SKIP "):
             print("ok %d - %s # %s" % (i, what, d))
             continue
         ref, mine = os.path.join(d, "ref.gguf"), os.path.join(d, "mine.gguf")
-        rc, log = convert(d, ref)
+        rc, log = runs[d].result()
         if rc != 0:
             print("not ok %d - %s # converter failed: %s" % (i, what, log.strip().splitlines()[-1]))
             failed += 1

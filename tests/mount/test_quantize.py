@@ -20,7 +20,7 @@ into output= byte-identical with llama_model_quantize of the source so edited); 
 kill -9, `tensorfs repack` without the view options takes those the journal recorded
 (quantize=, imatrix=, output=) and writes what a clean unmount writes, while another view
 (a repack's option, a mount's options, an imatrix touched since) is refused, keeping the
-journal.  No source file is ever written.
+journal, and so is a record naming an option no view takes.  No source file is ever written.
 """
 import concurrent.futures as cf
 import json
@@ -637,6 +637,27 @@ class Quantize(TestCase):
         self.assertIn("done: wrote " + out, r.stderr)
         self.assertSameFile(out, clean, "the repack after the kill")
         self.assertFalse(os.path.exists(journal))
+    def test_unknown_view_record_is_refused(self):
+        """A journal whose view record names an option no view of this tensorfs takes (as
+        another version could write): a repack and a mount are refused with one line naming
+        the staging directory and the member, and keep the journal."""
+        m, t = "l12-tied", "Q8_0"
+        src, d = SOURCES[m], self.tmpdir()
+        out, staging = os.path.join(d, "out.gguf"), os.path.join(d, "staging")
+        opts = self.opts(t, "rw", "output=" + out, "staging=" + staging)
+        self.edit_and_kill(src, opts, "x")
+        journal = os.path.join(staging, "journal.json")
+        j = json.loads(read(journal))
+        j["view"]["sharpen"] = "x"
+        with open(journal, "w") as f:
+            json.dump(j, f)
+        why = "%s: the view record names \"sharpen\"" % journal
+        self.refused_keeping(["repack", src, "-o", "staging=" + staging], journal, why)
+        mp = self.tmpdir()
+        self.refused_keeping(["mount", src, mp, "-o", ",".join(opts)], journal, why)
+        self.assertFalse(is_mounted(mp))
+        self.assertFalse(os.path.exists(out))
+
 
 if __name__ == "__main__":
     main()

@@ -264,13 +264,18 @@ def convert(hfdir, outfile, *extra, timeout=900):
         lines = r.stderr.strip().splitlines() or ["exit %d" % r.returncode]
         return "converter failed: " + lines[-1]
     if hit:
-        if not os.path.isdir(cache):
-            parent = os.path.dirname(cache)
-            if os.path.isdir(parent):   # other stamps' files: of an older reference
-                for old in os.listdir(parent):
-                    shutil.rmtree(os.path.join(parent, old), ignore_errors=True)
-            os.makedirs(cache, exist_ok=True)
-        shutil.copyfile(tmp, hit + ".%d.tmp" % os.getpid())
-        os.replace(hit + ".%d.tmp" % os.getpid(), hit)
+        try:
+            if not os.path.isdir(cache):
+                parent = os.path.dirname(cache)
+                if os.path.isdir(parent):   # other stamps' files: of an older reference
+                    for old in os.listdir(parent):
+                        if old != os.path.basename(cache):
+                            shutil.rmtree(os.path.join(parent, old), ignore_errors=True)
+                os.makedirs(cache, exist_ok=True)
+            part = "%s.%d.%d.tmp" % (hit, os.getpid(), threading.get_ident())
+            shutil.copyfile(tmp, part)
+            os.replace(part, hit)
+        except OSError:
+            pass   # (the cache only saves time)
     os.replace(tmp, outfile)
     return None

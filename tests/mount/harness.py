@@ -310,9 +310,16 @@ class _TapResult(unittest.TestResult):
         self.failed_n = 0
         self.skipped_n = 0
 
+    def startTest(self, test):
+        super().startTest(test)
+        self.started = time.monotonic()
+
     def _line(self, ok, test, extra=""):
+        # each case's time in the description, as Criterion's TAP has it: "(2.47s)"
         self.n += 1
-        print("%s %d - %s%s" % ("ok" if ok else "not ok", self.n, test.id().split(".", 1)[-1], extra), flush=True)
+        took = time.monotonic() - getattr(self, "started", time.monotonic())
+        print("%s %d - %s (%.2fs)%s" % ("ok" if ok else "not ok", self.n,
+                                       test.id().split(".", 1)[-1], took, extra), flush=True)
 
     def addSuccess(self, test):
         self.passed += 1

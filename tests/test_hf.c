@@ -743,22 +743,30 @@ static void gemma4_model(const char *dt)
 	write_st("model.safetensors", t, n, 29);
 }
 
-/* config.json as the converter reads it for Gemma 4 (as written): what it needs, named */
+/* What the converter needs for Gemma 4, named: without a model_type transformers knows,
+ * config.json is read as written (no Gemma4TextConfig to fill in the rest) */
 Test(hf, gemma4_refusals)
 {
-	static const struct { const char *extra, *without; int code; const char *want; } c[] = {
-		{ NULL, "\"num_kv_shared_layers\"", TFS_E_FORMAT, "num_kv_shared_layers" },
-		{ NULL, "\"global_head_dim\"", TFS_E_FORMAT, "no global_head_dim" },
-		{ NULL, "\"layer_types\"", TFS_E_FORMAT, "layer_types" },
-		{ NULL, "\"moe_intermediate_size\"", TFS_E_FORMAT, "no moe_intermediate_size" },
-		{ NULL, "\"rope_parameters\"", TFS_E_FORMAT, "rope_parameters.full_attention" },
-		{ ",\"attn_logit_softcapping\":50.0", NULL, TFS_E_FORMAT, "attn_logit_softcapping" },
+	static const struct { const char *extra, *without; const char *want; } c[] = {
+		{ ",\"attn_logit_softcapping\":50.0", NULL, "attn_logit_softcapping is set" },
+		{ ",\"global_head_dim\":null", "\"global_head_dim\"", "no global_head_dim" },
+		{ ",\"num_kv_shared_layers\":1.5", "\"num_kv_shared_layers\"",
+		  "\"num_kv_shared_layers\" is not a 32-bit unsigned integer" },
 	};
 	gemma4_model("BF16");
 	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
 		gemma4_config(c[k].extra, c[k].without);
-		expect_fail(c[k].code, c[k].want, "config.json");
+		expect_fail(TFS_E_FORMAT, c[k].want, "config.json");
 	}
+	/* no model_type: as written (the rope given: rope_freqs is planned first) */
+#define G4_ROPE ",\"rope_parameters\":{\"full_attention\":{\"partial_rotary_factor\":0.25," \
+		"\"rope_type\":\"proportional\"}},\"head_dim\":16,\"global_head_dim\":32," \
+		"\"sliding_window\":64"
+	write_config("Gemma4ForCausalLM", G4_ROPE);
+	expect_fail(TFS_E_FORMAT, "config.json: no \"num_kv_shared_layers\"", NULL);
+	write_config("Gemma4ForCausalLM", G4_ROPE ",\"num_kv_shared_layers\":0");
+	expect_fail(TFS_E_FORMAT, "config.json: no \"layer_types\"", NULL);
+#undef G4_ROPE
 	/* a full layer's rope that is not proportional: the converter asserts it */
 	write_config("Gemma4ForCausalLM", ",\"model_type\":\"gemma4_text\",\"head_dim\":16,"
 		     "\"global_head_dim\":32,\"num_kv_shared_layers\":0,\"sliding_window\":64,"
@@ -803,6 +811,29 @@ Test(hf, gemma4_plan)
 	cr_expect_eq(kv_u32(plan_key(p, "gemma4.attention.key_length_swa")), 16);
 	cr_expect_eq(kv_u32(plan_key(p, "gemma4.rope.dimension_count_swa")), 16);
 	cr_expect_eq(kv_u32(plan_key(p, "gemma4.attention.shared_kv_layers")), 0);
+	tfs_hf_plan_free(p);
+	tfs_model_free(st);
+}
+
+/* transformers 5's Gemma4TextConfig fills in what config.json leaves out: the full layers'
+ * head size 512, no shared KV layers, layer_types (the last layer full), the rope */
+Test(hf, gemma4_config_defaults)
+{
+	tfs_model *st;
+	tfs_hf_plan *p;
+	tfs_error err = { 0 };
+	gemma4_model("BF16");
+	write_config("Gemma4ForCausalLM", ",\"model_type\":\"gemma4_text\",\"head_dim\":16,"
+		     "\"hidden_size_per_layer_input\":0");
+	cr_assert_eq(open_plan(&st, &p, TFS_HF_OUT_AUTO, &err), 0, "%s", err.msg);
+	cr_expect_eq(kv_u32(plan_key(p, "gemma4.attention.key_length")), 512);
+	cr_expect_eq(kv_u32(plan_key(p, "gemma4.attention.shared_kv_layers")), 0);
+	cr_expect_eq(kv_u32(plan_key(p, "gemma4.attention.sliding_window")), 512);
+	cr_expect_eq(kv_u32(plan_key(p, "gemma4.attention.head_count_kv")), 2);
+	const tfs_hf_kv *pat = plan_key(p, "gemma4.attention.sliding_window_pattern");
+	cr_assert(pat && pat->len == 12 + 2);
+	cr_expect(pat->data[12] == 1 && pat->data[13] == 0, "pattern [swa, full]");
+	cr_expect_eq(tfs_hf_plan_tensor(p, 0)->ne[0], 256, "rope_freqs of a 512 head");
 	tfs_hf_plan_free(p);
 	tfs_model_free(st);
 }

@@ -225,7 +225,8 @@ const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)
 	for (size_t i = 0; model_type && i < N(config_classes); i++)
 		if (strcmp(config_classes[i].model_type, model_type) == 0)
 			return &config_classes[i];
-	return tfs_hf_moe_config_class_find(model_type);   /* MoE (hf_moe.c) */
+	const tfs_hf_config_class *g4 = tfs_hf_gemma4_config_class_find(model_type);
+	return g4 ? g4 : tfs_hf_moe_config_class_find(model_type);   /* MoE (hf_moe.c) */
 }
 
 /* ==== the classes' own keys ==== */

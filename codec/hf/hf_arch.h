@@ -156,7 +156,8 @@ typedef struct {
 	unsigned derive;                   /* TFS_HF_CC_*: what the class's __init__ changes */
 } tfs_hf_config_class;
 
-enum { TFS_HF_CC_LONGROPE = 1 << 0 };  /* rope_scaling type "su"/"yarn" -> "longrope" */
+enum { TFS_HF_CC_LONGROPE = 1 << 0,   /* rope_scaling type "su"/"yarn" -> "longrope" */
+       TFS_HF_CC_GEMMA4 = 1 << 1 };    /* Gemma4TextConfig's (tfs_hf_gemma4_fill) */
 
 /* The config class of model_type, or NULL (real AutoConfig fails on a model_type it does
  * not know, and the converter then reads config.json as written). */
@@ -185,6 +186,9 @@ const tfs_hf_config_class *tfs_hf_moe_config_class_find(const char *model_type);
 
 /* hf_gemma4.c: Gemma 4's row (or NULL), its classes appended to a list (as the MoE's). */
 const tfs_hf_arch *tfs_hf_gemma4_arch_find(const char *cls);
+const tfs_hf_config_class *tfs_hf_gemma4_config_class_find(const char *model_type);
+/* Gemma4TextConfig.__post_init__ on config obj (where: the file, for messages). */
+int tfs_hf_gemma4_fill(json_t *obj, const char *where, tfs_error *err);
 size_t tfs_hf_gemma4_arch_list(char *out, size_t cap, size_t k);
 
 #endif

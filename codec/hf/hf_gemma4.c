@@ -8,14 +8,13 @@
  *     buffer and the experts, which the converter names ".weight", the router's scales
  *     named "*.scale"), no norm + 1 (Gemma4Model.norm_shift is
  *     0), token_embd cut to the tokenizer as Gemma 3;
- *  2. the keys: Gemma3Model.set_gguf_parameters with its .get() defaults (transformers 4.57,
- *     the release's pin, has no Gemma4Config: the converter reads config.json as written),
- *     then Gemma4Model's: shared KV layers, per-layer input size, the sliding window pattern,
+ *  2. the keys, from config.json with transformers 5's Gemma4TextConfig defaults (below):
+ *     Gemma3Model.set_gguf_parameters with its .get() defaults, then Gemma4Model's: shared KV layers, per-layer input size, the sliding window pattern,
  *     full and sliding head sizes, per-layer feed-forward and KV head counts, rope dims;
  *  3. rope_freqs.weight (generate_extra_tensors): the full layers' proportional rope as
  *     frequency factors, 1 for the rotated pairs and 1e30 for the others;
  *  4. the tokenizer (Gemma4Model.set_vocab): gguf-py's LlamaHfVocab over tokenizer.json,
- *     "gemma4", every token scored -1000, typed by transformers' all_special_tokens.
+ *     "gemma4", every token scored -1000, typed by transformers 5's all_special_tokens.
  * The mixture of experts (enable_moe_block, 26B-A4B) keeps the checkpoint's stacked experts.
  * Layers differ in head size and KV heads, so their attention shapes are not checked against
  * config.json here (TFS_HF_D_LAYER); llama.cpp checks them on load.
@@ -104,6 +103,72 @@ size_t tfs_hf_gemma4_arch_list(char *out, size_t cap, size_t k)
 	for (const char *const *c = g4_cls; *c && k < cap; c++)
 		k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
 	return k;
+}
+
+/* ==== the config classes ==== */
+
+/* transformers 4.57 (the release's pin) has no Gemma4Config, but a Gemma 4 repo converts only
+ * with transformers 5 (4.57 cannot load its tokenizer_config.json), whose Gemma4TextConfig
+ * fills these in (the structural sizes are not defaulted, as for every row) */
+enum { DI = TFS_HF_DEF_INT, DR = TFS_HF_DEF_REAL, DN = TFS_HF_DEF_NULL, DB = TFS_HF_DEF_BOOL };
+
+static const tfs_hf_default g4_text_defaults[] = {
+	{ "vocab_size", DI, 262144 }, { "num_key_value_heads", DI, 4 }, { "head_dim", DI, 256 },
+	{ "max_position_embeddings", DI, 131072 }, { "rms_norm_eps", DR, 1e-6 },
+	{ "tie_word_embeddings", DB, 1 }, { "sliding_window", DI, 512 },
+	{ "final_logit_softcapping", DN, 0 }, { "vocab_size_per_layer_input", DI, 262144 },
+	{ "hidden_size_per_layer_input", DI, 256 }, { "attention_k_eq_v", DB, 0 },
+	{ "num_kv_shared_layers", DI, 0 }, { "enable_moe_block", DB, 0 },
+	{ "use_double_wide_mlp", DB, 0 }, { "num_experts", DN, 0 }, { "top_k_experts", DN, 0 },
+	{ "moe_intermediate_size", DN, 0 }, { "global_head_dim", DI, 512 },
+	{ "num_global_key_value_heads", DN, 0 }, { "use_bidirectional_attention", DN, 0 },
+	{ NULL, 0, 0 },
+};
+
+static const tfs_hf_default g4_defaults[] = { { "tie_word_embeddings", DB, 1 }, { NULL, 0, 0 } };
+
+/* Gemma4TextConfig.__post_init__: a bidirectional model's window, layer_types (every 6th
+ * layer full, the last always full), the two layer types' rope. */
+int tfs_hf_gemma4_fill(json_t *c, const char *where, tfs_error *err)
+{
+	json_t *sw = json_object_get(c, "sliding_window"), *lt = json_object_get(c, "layer_types");
+	json_t *n = json_object_get(c, "num_hidden_layers"), *rp;
+	const char *bidi = json_string_value(json_object_get(c, "use_bidirectional_attention"));
+	int bad = 0;
+	if (bidi && !strcmp(bidi, "all") && json_is_integer(sw))
+		bad |= json_object_set_new(c, "sliding_window",
+					   json_integer(json_integer_value(sw) / 2 + 1));
+	if ((!lt || json_is_null(lt)) && json_is_integer(n) && json_integer_value(n) > 0 &&
+	    json_integer_value(n) <= 65536) {
+		bad |= json_object_set_new(c, "layer_types", lt = json_array());
+		for (json_int_t i = 0; lt && i < json_integer_value(n); i++)
+			bad |= json_array_append_new(lt, json_string((i + 1) % 6 ? "sliding_attention"
+									       : "full_attention"));
+	}
+	size_t nl = json_array_size(lt);
+	const char *last = json_string_value(json_array_get(lt, nl - 1));
+	if (nl && (!last || strcmp(last, "full_attention")))
+		bad |= json_array_set_new(lt, nl - 1, json_string("full_attention"));
+	rp = json_object_get(c, "rope_parameters");
+	if (!rp || json_is_null(rp))
+		bad |= json_object_set_new(c, "rope_parameters", json_pack(
+			"{s:{s:s,s:f},s:{s:s,s:f,s:f}}", "sliding_attention", "rope_type", "default",
+			"rope_theta", 10000.0, "full_attention", "rope_type", "proportional",
+			"partial_rotary_factor", 0.25, "rope_theta", 1000000.0));
+	return bad ? tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", where) : 0;
+}
+
+static const tfs_hf_config_class g4_classes[] = {
+	{ "gemma4_text", g4_text_defaults, NULL, TFS_HF_CC_GEMMA4 },
+	{ "gemma4", g4_defaults, "gemma4_text", 0 },
+};
+
+const tfs_hf_config_class *tfs_hf_gemma4_config_class_find(const char *model_type)
+{
+	for (size_t i = 0; model_type && i < N(g4_classes); i++)
+		if (strcmp(g4_classes[i].model_type, model_type) == 0)
+			return &g4_classes[i];
+	return NULL;
 }
 
 /* ==== the keys ==== */
@@ -349,8 +414,10 @@ static int g4_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	int32_t *is_swa = NULL;
 	size_t nl = 0;
-	int rc = gemma3_part(l, h, err);
-	if (!rc && !(rc = layer_types(&is_swa, &nl, h, err)))
+	int64_t shared;
+	int rc = gemma3_part(l, h, err);   /* then the converter's first need, first */
+	if (!rc && !(rc = need_int(&shared, h, "num_kv_shared_layers", err)) &&
+	    !(rc = layer_types(&is_swa, &nl, h, err)))
 		rc = gemma4_part(l, h, is_swa, nl, err);
 	free(is_swa);
 	return rc;
@@ -422,12 +489,13 @@ static int add_special(json_t *set, const json_t *t, tfs_error *err)
 	return 0;
 }
 
-/* all_special_tokens as a set (keys of *out): the named tokens (the class's defaults,
- * tokenizer_config.json, special_tokens_map.json over them), additional_special_tokens,
- * extra_special_tokens: a dict's values (transformers 4.57), or a list, which only
- * transformers 5 reads (4.57 stops: 'list' object has no attribute 'keys'), and 5 also
- * takes every other top-level "*_token" of tokenizer_config.json as special.  That is
- * what the release's own models/ggml-vocab-gemma-4.gguf shows for google/gemma-4's files. */
+/* all_special_tokens as transformers 5 has it (4.57 cannot load a Gemma 4 repo's
+ * tokenizer_config.json: 'list' object has no attribute 'keys'), a set (keys of *out): the
+ * named tokens (the class's defaults, tokenizer_config.json, special_tokens_map.json over
+ * them), every other top-level "*_token" of tokenizer_config.json,
+ * additional_special_tokens, extra_special_tokens (a list's entries or a dict's values).
+ * That is what the release's own models/ggml-vocab-gemma-4.gguf shows for google/gemma-4's
+ * files. */
 static int special_set(json_t **out, const tfs_hf_files *files, const json_t *cfg,
 		       tfs_error *err)
 {
@@ -453,24 +521,21 @@ static int special_set(json_t **out, const tfs_hf_files *files, const json_t *cf
 	e = json_object_get(cfg, "extra_special_tokens");
 	const char *k;
 	json_t *tv;
-	if (json_is_array(e)) {
-		json_object_foreach((json_t *)cfg, k, tv) {
-			size_t n = strlen(k);
-			bool is_named = false;
-			for (size_t j = 0; j < N(named_keys); j++)
-				is_named |= strcmp(k, named_keys[j]) == 0;
-			if (!rc && !is_named && n > 6 && strcmp(k + n - 6, "_token") == 0 &&
-			    json_is_string(tv))
-				rc = add_special(set, tv, err);
-		}
-		json_array_foreach(e, i, t)
-			if (!rc)
-				rc = add_special(set, t, err);
-	} else {
-		json_object_foreach((json_t *)e, k, tv)
-			if (!rc)
-				rc = add_special(set, tv, err);
+	json_object_foreach((json_t *)cfg, k, tv) {
+		size_t n = strlen(k);
+		bool is_named = false;
+		for (size_t j = 0; j < N(named_keys); j++)
+			is_named |= strcmp(k, named_keys[j]) == 0;
+		if (!rc && !is_named && n > 6 && strcmp(k + n - 6, "_token") == 0 &&
+		    json_is_string(tv))
+			rc = add_special(set, tv, err);
 	}
+	json_array_foreach(e, i, t)
+		if (!rc)
+			rc = add_special(set, t, err);
+	json_object_foreach((json_t *)e, k, tv)
+		if (!rc)
+			rc = add_special(set, tv, err);
 	json_decref(stm);
 	if (rc)
 		json_decref(set);

@@ -215,6 +215,9 @@ static int complete(json_t *obj, const char *model_type, const hparams *h, tfs_e
 		if (rc)
 			return rc;
 	}
+	int rc = cc && (cc->derive & TFS_HF_CC_GEMMA4) ? tfs_hf_gemma4_fill(obj, h->where, err) : 0;
+	if (rc)
+		return rc;
 	json_t *rs = json_object_get(obj, "rope_scaling");
 	const char *t = json_string_value(json_object_get(rs, "type"));
 	bool su_yarn = t && (!strcmp(t, "su") || !strcmp(t, "yarn"));

@@ -136,7 +136,7 @@ VARIANTS = {
                         name_or_path="google/gemma-4-E2B-it", tokens=True),
     # Gemma 4 (31B style) multimodal's text model: F16, two shards, keys equal to values on
     # the full layers (no v_proj), fewer KV heads there; vision/audio tensors skipped; a
-    # tokenizer_config.json transformers 4.57 reads (extra_special_tokens as a dict)
+    # tokenizer_config.json in 4.x's form (extra_special_tokens as a dict)
     "gemma4-mm-f16": dict(arch="Gemma4ForConditionalGeneration", dtype="F16", shards=2,
                           tied=True, layers=3, head_dim=16, global_head=32, kv_heads=2,
                           global_kv=1, k_eq_v=True, sliding_window=32, gemma4_tok="v4",
@@ -148,11 +148,11 @@ VARIANTS = {
                             layers=2, head_dim=16, global_head=32, global_kv=1, k_eq_v=True,
                             sliding_window=64, gemma4_tok="v5", experts=4, top_k=2, ff_exp=32,
                             tokens=True),
-    # Gemma 4 with a config.json that leaves out what the converter reads with .get()
-    # (transformers 4.57 has no Gemma4Config: the converter reads config.json as written;
-    # 4 KV heads, what it takes for a missing num_key_value_heads)
+    # Gemma 4 with a config.json that leaves out what transformers 5's Gemma4TextConfig fills
+    # in (4 KV heads, max_position_embeddings, rms_norm_eps, the MoE keys, layer_types and
+    # rope_parameters derived; hidden_size_per_layer_input 0 kept: its default is 256)
     "gemma4-sparse-f32": dict(arch="Gemma4ForCausalLM", dtype="F32", shards=1, tied=True,
-                              layers=2, kv_heads=4, head_dim=16, global_head=32,
+                              layers=2, kv_heads=4, head_dim=16, global_head=512,
                               sliding_window=64, gemma4_tok="v5", sparse=True, tokens="q8_0"),
 }
 
@@ -258,7 +258,7 @@ def gemma4_vocab(spm_model):
 def write_gemma4_tokenizer(d, s, spm_model):
     """tokenizer.json and tokenizer_config.json (no tokenizer.model): gemma4_tok "v5" as
     transformers 5 saves it (named tokens at the top level, extra_special_tokens a list),
-    "v4" as 4.57 reads it (extra_special_tokens a dict)."""
+    "v4" in 4.x's form (extra_special_tokens a dict, a named token beside it)."""
     vocab, merges = gemma4_vocab(spm_model)
     special = set(GEMMA4_NAMED[:4]) | set(GEMMA4_ADDED[:12])
     added = [{"id": vocab[t], "content": t, "single_word": False, "lstrip": False,
@@ -295,7 +295,7 @@ def write_gemma4_tokenizer(d, s, spm_model):
              "eoi_token": "<image|>", "image_token": "<|image|>"}
     if s["gemma4_tok"] == "v5":
         tc.update(named, backend="tokenizers", extra_special_tokens=["<|audio|>"])
-    else:   # 4.57: the dict's tokens are special; a named key outside it is not
+    else:   # transformers 5 reads both as special
         tc.update(add_bos_token=True, add_eos_token=False, think_token="<|think|>")
         del named["think_token"]
         tc["extra_special_tokens"] = named
@@ -540,7 +540,7 @@ def gemma_config(s, c):
 
 def gemma4_config(s, c):
     """Gemma 4's keys (as google/gemma-4-*'s config.json, text_config for the multimodal
-    class); gemma4-sparse leaves out what the converter reads with .get()."""
+    class); gemma4-sparse leaves out what transformers 5's Gemma4TextConfig fills in."""
     for k in ("hidden_act", "rope_theta", "rope_scaling"):
         c.pop(k, None)
     c.update(hidden_activation="gelu_pytorch_tanh", attention_bias=False, attention_dropout=0.0,
@@ -564,10 +564,11 @@ def gemma4_config(s, c):
                  moe_intermediate_size=s["ff_exp"])
     if s.get("sparse"):
         for k in ("max_position_embeddings", "rms_norm_eps", "final_logit_softcapping",
-                  "hidden_size_per_layer_input", "use_double_wide_mlp", "num_key_value_heads",
-                  "attention_k_eq_v", "enable_moe_block", "num_experts", "top_k_experts",
-                  "vocab_size_per_layer_input"):
-            c.pop(k, None)   # moe_intermediate_size stays: find_hparam needs it (or None)
+                  "use_double_wide_mlp", "num_key_value_heads", "attention_k_eq_v",
+                  "enable_moe_block", "num_experts", "top_k_experts", "moe_intermediate_size",
+                  "vocab_size_per_layer_input", "layer_types", "rope_parameters",
+                  "num_kv_shared_layers", "global_head_dim"):
+            c.pop(k, None)
     if s["arch"] == "Gemma4ForCausalLM":
         return c
     top = {k: c.pop(k) for k in ("architectures", "torch_dtype", "transformers_version")}

@@ -84,12 +84,12 @@ _CLASS_SPECIALS = {"GemmaTokenizer": {"bos_token": "<bos>", "eos_token": "<eos>"
 
 
 def _special_tokens(d, cfg):
-    """all_special_tokens: the named special tokens (tokenizer_config.json over the class's
-    defaults, special_tokens_map.json over both), then additional_special_tokens, then
-    extra_special_tokens.  As a dict (what 4.57 reads), its values; as a list (transformers
-    5's format, which 4.57 cannot load: 'list' object has no attribute 'keys'), as 5 reads
-    it: every other top-level "*_token" of tokenizer_config.json is special too, then the
-    list.  Duplicates dropped, first kept."""
+    """all_special_tokens as transformers 5 has it (Gemma 4's LlamaHfVocab; 4.57 cannot load
+    a Gemma 4 tokenizer_config.json, whose extra_special_tokens is a list: 'list' object has
+    no attribute 'keys'): the named special tokens (tokenizer_config.json over the class's
+    defaults, special_tokens_map.json over both), every other top-level "*_token" of
+    tokenizer_config.json, additional_special_tokens, extra_special_tokens (a list's entries
+    or a dict's values).  Duplicates dropped, first kept."""
     named = dict(_CLASS_SPECIALS.get(str(cfg.get("tokenizer_class", "")).removesuffix("Fast"),
                                      {}))
     stm = _read_json(d, "special_tokens_map.json") or {}
@@ -100,16 +100,13 @@ def _special_tokens(d, cfg):
             if k in src:
                 named[k] = _token_text(src[k])
     out += [named[k] for k in _SPECIAL_ATTRIBUTES if named.get(k)]
+    out += [v for k, v in cfg.items() if k.endswith("_token") and
+            k not in _SPECIAL_ATTRIBUTES and isinstance(v, str) and v]
     for src in (stm, cfg):
         if src.get("additional_special_tokens"):
             out += [_token_text(t) for t in src["additional_special_tokens"]]
             break
-    if isinstance(extra, list):
-        out += [v for k, v in cfg.items() if k.endswith("_token") and
-                k not in _SPECIAL_ATTRIBUTES and isinstance(v, str) and v]
-        out += [_token_text(t) for t in extra]
-    else:
-        out += [_token_text(t) for t in extra.values()]
+    out += [_token_text(t) for t in (extra if isinstance(extra, list) else extra.values())]
     seen = set()
     return [t for t in out if t is not None and not (t in seen or seen.add(t))]
 

@@ -2,8 +2,10 @@
 config classes of the tests' architectures: each class's __init__ defaults (facts read from
 transformers' src/transformers/models/*/configuration_*.py, v4.57) and the values it derives
 (head_dim, num_key_value_heads, ...). Keys present in config.json win, as in transformers. A
-model_type 4.57 does not know (gemma4, qwen3_5, ...) makes real AutoConfig fail, and the
-converter then reads config.json as it is: the same here (no entry).
+model_type 4.57 does not know (qwen3_5, ...) makes real AutoConfig fail, and the converter
+then reads config.json as it is: the same here (no entry).  Gemma 4 (gemma4, gemma4_text) is
+transformers 5's Gemma4TextConfig/Gemma4Config: 4.57 cannot load a Gemma 4 repo's
+tokenizer_config.json, so the converter runs on Gemma 4 only with transformers 5.
 
 Only the class's own parameters are listed, not PretrainedConfig's generic ones (return_dict,
 id2label, ...), which the converter does not read for these architectures.
@@ -153,6 +155,27 @@ _DEEPSEEK_V3 = dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432
                     rope_interleave=True, attention_bias=False, attention_dropout=0.0)
 
 
+# transformers 5's Gemma4TextConfig (global_head_dim and num_global_key_value_heads as the
+# converter reads them: the full layers' head size and KV heads)
+_GEMMA4_TEXT = dict(vocab_size=262144, hidden_size=2304, intermediate_size=9216,
+                    num_hidden_layers=30, num_attention_heads=8, num_key_value_heads=4,
+                    head_dim=256, hidden_activation="gelu_pytorch_tanh",
+                    max_position_embeddings=131072, initializer_range=0.02, rms_norm_eps=1e-6,
+                    use_cache=True, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+                    tie_word_embeddings=True, rope_parameters=None, attention_bias=False,
+                    attention_dropout=0.0, sliding_window=512, layer_types=None,
+                    final_logit_softcapping=None, use_bidirectional_attention=None,
+                    vocab_size_per_layer_input=262144, hidden_size_per_layer_input=256,
+                    attention_k_eq_v=False, num_kv_shared_layers=0, enable_moe_block=False,
+                    use_double_wide_mlp=False, num_experts=None, top_k_experts=None,
+                    moe_intermediate_size=None, global_head_dim=512,
+                    num_global_key_value_heads=None)
+
+_GEMMA4 = dict(boi_token_id=255999, eoi_token_id=258882, image_token_id=258880,
+               video_token_id=258884, boa_token_id=256000, eoa_token_index=258883,
+               audio_token_id=258881, initializer_range=0.02, tie_word_embeddings=True)
+
+
 def _head_dim(c):
     if c.get("head_dim") is None:
         c["head_dim"] = c["hidden_size"] // c["num_attention_heads"]
@@ -195,6 +218,24 @@ def _gemma3_layers(c):
 
 def _gemma3_text_config(c):
     c["text_config"] = complete(dict(c.get("text_config") or {}, model_type="gemma3_text"))
+
+
+def _gemma4_text(c):
+    # a bidirectional model's window; every 6th layer full, the last always; the rope
+    if c.get("use_bidirectional_attention") == "all":
+        c["sliding_window"] = c["sliding_window"] // 2 + 1
+    _gemma_layers(6)(c)
+    if c["layer_types"] and c["layer_types"][-1] != "full_attention":
+        c["layer_types"] = c["layer_types"][:-1] + ["full_attention"]
+    if c.get("rope_parameters") is None:
+        c["rope_parameters"] = {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                               "rope_theta": 1000000.0}}
+
+
+def _gemma4_text_config(c):
+    c["text_config"] = complete(dict(c.get("text_config") or {}, model_type="gemma4_text"))
 
 
 def _phi3_rope(c):
@@ -242,6 +283,8 @@ CLASSES = {
     "gemma2": (_GEMMA2, (_gemma_layers(2),)),
     "gemma3_text": (_GEMMA3_TEXT, (_gemma3_layers, _rope_type)),
     "gemma3": (_GEMMA3, (_gemma3_text_config,)),
+    "gemma4_text": (_GEMMA4_TEXT, (_gemma4_text,)),
+    "gemma4": (_GEMMA4, (_gemma4_text_config,)),
     "phi3": (_PHI3, (_kv_heads, _phi3_rope)),
     "smollm3": (_SMOLLM3, (_kv_heads, _smollm3_layers, _rope_type)),
     "granite": (_GRANITE, (_kv_heads, _rope_type)),

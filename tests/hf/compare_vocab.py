@@ -50,6 +50,13 @@ def read_kvs(path):
         if t == 9:
             et, n = struct.unpack_from("<IQ", b, p)
             p += 12
+            if et in fixed:   # (no call per element: the vocabularies have 100K-500K)
+                return p + n * fixed[et]
+            if et == 8:
+                q = struct.Struct("<Q").unpack_from
+                for _ in range(n):
+                    p += 8 + q(b, p)[0]
+                return p
             for _ in range(n):
                 p = skip(et, p)
             return p

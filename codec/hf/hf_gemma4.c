@@ -173,10 +173,9 @@ const tfs_hf_config_class *tfs_hf_gemma4_config_class_find(const char *model_typ
 
 /* ==== the keys ==== */
 
-static int keyname(char *name, size_t cap, const hparams *h, const char *suffix)
+static void keyname(char *name, size_t cap, const hparams *h, const char *suffix)
 {
 	snprintf(name, cap, "%s.%s", h->arch->gguf, suffix);
-	return 0;
 }
 
 /* hparams.get(key, dflt) as a u32 or f32 key (a key present with null fails as in Python). */

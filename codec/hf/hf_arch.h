@@ -90,6 +90,8 @@ enum {
 	TFS_HF_ARCH_DROP_HEAD_DIM = 1 << 4, /* head_dim ignored for the keys (Granite pops it) */
 	/* Gemma 4: "layer_scalar" and the experts get ".weight", names without a suffix map */
 	TFS_HF_ARCH_SCALAR_WEIGHT = 1 << 5,
+	/* GLM-4.5: the num_nextn_predict_layers MTP layers after the others are layers too */
+	TFS_HF_ARCH_NEXTN_LAYERS = 1 << 6,
 };
 
 struct tfs_hf_params;

@@ -1,7 +1,8 @@
 /*
  * hf_deepseek.c - DeepSeek V2 and V3 in the GGUF view (DeepseekV2ForCausalLM,
  * DeepseekV3ForCausalLM), as llama.cpp de3ff81's converter writes them (its DeepseekV2Model,
- * GGUF architecture deepseek2):
+ * GGUF architecture deepseek2), and GLM-4.5 (Glm4MoeForCausalLM, glm4moe: its MoE layers are
+ * DeepSeek's, its attention Qwen's, its MTP layers kept as nextn.* tensors):
  *  - multi-head latent attention: q_a_proj/q_a_layernorm/q_b_proj (q_proj when q_lora_rank is
  *    null, V2-Lite), kv_a_proj_with_mqa, kv_a_layernorm, and kv_b_proj split per head into
  *    attn_k_b (each head's first qk_nope_head_dim rows, transposed) and attn_v_b (its next
@@ -34,6 +35,7 @@ enum {
 	D_O,                      /* num_attention_heads x v_head_dim */
 	D_SH,                     /* moe_intermediate_size x n_shared_experts */
 	D_EXP,                    /* n_routed_experts */
+	D_H2,                     /* 2 x hidden_size */
 	D_LAST
 };
 
@@ -84,9 +86,49 @@ static const tfs_hf_moe ds_moe = {
 
 static const char *const ds_cls[] = { "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", NULL };
 
+/* GLM-4.5 (Glm4MoeModel, glm4moe): Qwen-style attention (biases, q/k norms), a norm after
+ * attention, the DeepSeek-style MoE layers, and the MTP layers kept: their own tensors are
+ * nextn.* (TFS_HF_ARCH_NEXTN_LAYERS counts them as layers) */
+enum { Q = TFS_HF_D_Q, KV = TFS_HF_D_KV, HD = TFS_HF_D_HEAD };
+static const tfs_hf_name glm_blocks[] = {
+	{ "input_layernorm", "attn_norm", H, NO, XN, true },
+	{ "post_attention_layernorm", "post_attention_norm", H, NO, XN, true },
+	{ "self_attn.q_proj", "attn_q", Q, H, XN, true },
+	{ "self_attn.k_proj", "attn_k", KV, H, XN, true },
+	{ "self_attn.v_proj", "attn_v", KV, H, XN, true },
+	{ "self_attn.o_proj", "attn_output", H, Q, XN, true },
+	{ "self_attn.q_norm", "attn_q_norm", HD, NO, XN, false },
+	{ "self_attn.k_norm", "attn_k_norm", HD, NO, XN, false },
+	{ "mlp.gate_proj", "ffn_gate", FF, H, XN, false },
+	{ "mlp.up_proj", "ffn_up", FF, H, XN, false },
+	{ "mlp.down_proj", "ffn_down", H, FF, XN, false },
+	{ "mlp.gate", "ffn_gate_inp", D_EXP, H, XN, false },
+	{ "mlp.shared_experts.gate_proj", "ffn_gate_shexp", D_SH, H, XN, false },
+	{ "mlp.shared_experts.up_proj", "ffn_up_shexp", D_SH, H, XN, false },
+	{ "mlp.shared_experts.down_proj", "ffn_down_shexp", H, D_SH, XN, false },
+	{ "eh_proj", "nextn.eh_proj", H, D_H2, XN, false },
+	{ "embed_tokens", "nextn.embed_tokens", VOC, H, XN, false },
+	{ "enorm", "nextn.enorm", H, NO, XN, false },
+	{ "hnorm", "nextn.hnorm", H, NO, XN, false },
+	{ "shared_head.head", "nextn.shared_head_head", VOC, H, XN, false },
+	{ "shared_head.norm", "nextn.shared_head_norm", H, NO, XN, false },
+};
+
+static int glm_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
+
+static const tfs_hf_moe glm_moe = {
+	"mlp.experts", { "down_proj", "gate_proj", "up_proj" },
+	{ "ffn_down_exps", "ffn_gate_exps", "ffn_up_exps" },
+	{ H, FE, FE }, { FE, H, H }, k_routed, ds_tensor,
+};
+
+static const char *const glm_cls[] = { "Glm4MoeForCausalLM", NULL };
+
 /* TextModel's keys come from ds_keys (after its changes to hparams) */
 static const tfs_hf_arch rows[] = {
 	{ ds_cls, "deepseek2", globals, N(globals), blocks, N(blocks), 0, ds_keys, NULL },
+	{ glm_cls, "glm4moe", globals, N(globals), glm_blocks, N(glm_blocks),
+	  TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_NEXTN_LAYERS, glm_keys, NULL },
 };
 
 const tfs_hf_arch *tfs_hf_deepseek_arch_find(const char *cls)
@@ -108,7 +150,7 @@ size_t tfs_hf_deepseek_arch_list(char *out, size_t cap, size_t k)
 
 const tfs_hf_moe *tfs_hf_deepseek_moe_of(const tfs_hf_arch *row)
 {
-	return row == &rows[0] ? &ds_moe : NULL;
+	return row == &rows[0] ? &ds_moe : row == &rows[1] ? &glm_moe : NULL;
 }
 
 /* ==== config class defaults (transformers 4.57) ==== */
@@ -191,6 +233,7 @@ int64_t tfs_hf_deepseek_dim(int d, const hparams *h)
 		return mul(ff > 0 ? ff : -1, int_of(h, "n_shared_experts"));
 	}
 	case D_EXP: return int_of(h, "n_routed_experts");
+	case D_H2: return mul(h->hidden, 2);
 	default: return 0;
 	}
 }
@@ -201,7 +244,7 @@ const char *tfs_hf_deepseek_dim_text(int d)
 		"q_lora_rank", "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)",
 		"kv_lora_rank + qk_rope_head_dim", "kv_lora_rank",
 		"num_attention_heads x v_head_dim", "moe_intermediate_size x n_shared_experts",
-		"n_routed_experts",
+		"n_routed_experts", "2 x hidden_size",
 	};
 	return d >= D_QA && d < D_LAST ? text[d - D_QA] : "";
 }
@@ -301,16 +344,18 @@ static int ds_tensor(const hparams *h, const tfs_model *st, size_t idx, const ch
 	const tfs_tensor *t = tfs_model_tensor(st, idx);
 	unsigned long bid;
 	const char *rest;
+	bool ds = h->arch == &rows[0];   /* else GLM-4.5's: only the router bias */
 	*n = 0;
 	json_t *tie = json_object_get(h->root, "tie_word_embeddings");
 	bool tied = json_is_true(tie) || (json_is_number(tie) && json_number_value(tie) != 0);
-	if (tied && (!strcmp(t->name, "lm_head.weight") || !strcmp(t->name, "model.lm_head.weight")))
+	if (ds && tied && (!strcmp(t->name, "lm_head.weight") ||
+			   !strcmp(t->name, "model.lm_head.weight")))
 		return 0;   /* tied: token_embd serves */
 	if (!layer_of(t->name, &bid, &rest))
 		return TFS_PASSTHROUGH;
-	if ((int64_t)bid >= h->n_layer)
+	if (ds && (int64_t)bid >= h->n_layer)
 		return 0;   /* a multi-token-prediction layer (skip_mtp) */
-	if (!strcmp(rest, "self_attn.kv_b_proj.weight"))
+	if (ds && !strcmp(rest, "self_attn.kv_b_proj.weight"))
 		return split_kv_b(h, t, idx, bid, where, out, n, err);
 	if (strcmp(rest, "mlp.gate.e_score_correction_bias"))
 		return TFS_PASSTHROUGH;
@@ -424,6 +469,54 @@ static int ds_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 		return tfs_hf_kvs_add_f32(l, name, (float)(0.1 * json_number_value(v)), err);
 	}
 	return 0;
+}
+
+/* Glm4MoeModel.set_gguf_parameters' own, after TextModel's: block_count with the MTP
+ * layers, partial rotary, the expert keys, sigmoid gating, nextn_predict_layers. */
+static int glm_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	static const struct { const char *key, *suffix; char kind; } opt[] = {
+		{ "n_routed_experts", "expert_count", 'u' },
+		{ "moe_intermediate_size", "expert_feed_forward_length", 'u' },
+		{ "n_shared_experts", "expert_shared_count", 'u' },
+		{ "first_k_dense_replace", "leading_dense_block_count", 'u' },
+		{ NULL, "expert_gating_func", 'g' },
+		{ "routed_scaling_factor", "expert_weights_scale", 'f' },
+		{ "norm_topk_prob", "expert_weights_norm", 'b' },
+		{ "num_nextn_predict_layers", "nextn_predict_layers", 'u' },
+	};
+	json_t *hd = json_object_get(h->root, "head_dim");
+	json_t *prf = json_object_get(h->rope, "partial_rotary_factor");
+	char name[128];
+	int rc = put_u32(l, h, "block_count", h->n_layer, err);
+	if (rc)
+		return rc;
+	if (hd && !json_is_null(hd) && !json_is_integer(hd))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: \"head_dim\" is not an integer",
+				     h->where);
+	if (prf && !json_is_number(prf))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: \"partial_rotary_factor\" is not a "
+				     "number", h->where);
+	double dim = hd && !json_is_null(hd) ? (double)json_integer_value(hd)
+					     : (double)(h->hidden / h->n_head);
+	if ((rc = put_u32(l, h, "rope.dimension_count",
+			  (int64_t)(dim * (prf ? json_number_value(prf) : 0.5)), err)))
+		return rc;
+	for (size_t i = 0; i < N(opt) && !rc; i++) {
+		json_t *v = opt[i].key ? json_object_get(h->root, opt[i].key) : NULL;
+		snprintf(name, sizeof name, "%s.%s", h->arch->gguf, opt[i].suffix);
+		if (opt[i].kind == 'g')
+			rc = tfs_hf_kvs_add_u32(l, name, 2, err);   /* SIGMOID */
+		else if (!v || json_is_null(v))
+			continue;
+		else if (opt[i].kind == 'u')
+			rc = tfs_hf_add_u32(l, h, opt[i].suffix, v, opt[i].key, err);
+		else if (opt[i].kind == 'f')
+			rc = tfs_hf_add_f32(l, h, opt[i].suffix, v, opt[i].key, err);
+		else
+			rc = tfs_hf_kvs_add_bool(l, name, truthy(v), err);
+	}
+	return rc;
 }
 
 /* ==== reading a slice ==== */

@@ -306,7 +306,13 @@ int tfs_hf_read_hparams(hparams *h, tfs_error *err)
 	    (rc = get_size(&h->vocab, c, k_vocab, "vocab_size", h, false, err)) ||
 	    (rc = get_size(&h->head_dim, c, k_hd, "head_dim", h, false, err)))
 		return rc;
-	return check_sizes(h, err);
+	static const char *const k_nextn[] = { "num_nextn_predict_layers", NULL };
+	int64_t nextn = -1;
+	if ((h->arch->flags & TFS_HF_ARCH_NEXTN_LAYERS) &&
+	    !(rc = get_size(&nextn, c, k_nextn, "num_nextn_predict_layers", h, false, err)) &&
+	    nextn > 0)
+		h->n_layer += nextn;   /* Glm4MoeModel: block_count += num_nextn_predict_layers */
+	return rc ? rc : check_sizes(h, err);
 }
 
 void tfs_hf_hparams_free(hparams *h)

@@ -676,9 +676,24 @@ static int sv_write(tfs_hf_kvs *out, const special_vocab *sv, tfs_error *err)
 int tfs_hf_special_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
 			 const json_t *cfg, bool load_merges, long long n_vocab, tfs_error *err)
 {
+	return tfs_hf_special_vocab_ids(out, files, tok, cfg, load_merges, n_vocab, NULL, NULL, 0,
+					err);
+}
+
+int tfs_hf_special_vocab_ids(tfs_hf_kvs *out, const tfs_hf_files *files,
+			     const tfs_hf_tok *tok, const json_t *cfg, bool load_merges,
+			     long long n_vocab, const char *const *types, const long long *ids,
+			     size_t n, tfs_error *err)
+{
 	special_vocab sv;
 	sv_init(&sv, default_types, 7, n_vocab);
 	int rc = sv_load(&sv, files, tok, cfg, load_merges, err);
+	for (size_t k = 0; k < n && !rc; k++) {   /* _set_special_token: unless already set */
+		json_t *j = sv.n_types < SV_MAX ? json_integer(ids[k]) : NULL;
+		rc = j ? sv_set(&sv, sv_add_type(&sv, types[k]), j, "tokenizer", err)
+		       : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		json_decref(j);
+	}
 	if (!rc)
 		rc = sv_write(out, &sv, err);
 	sv_free(&sv);

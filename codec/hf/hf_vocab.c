@@ -454,9 +454,32 @@ static int vocab_size_of(const json_t *config, long long dflt, long long *out, t
 	return 0;
 }
 
-static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
-		      const json_t *cfg, const json_t *config, tfs_error *err)
+/* _set_vocab_glm's special tokens: bos [gMASK], eot <|user|>, unk <|endoftext|>, eom
+ * <|observation|>, by tokenizer.json's added tokens (KeyError without one). */
+static int glm_ids(long long ids[4], const json_t *added, tfs_error *err)
 {
+	static const char *const text[] = { "[gMASK]", "<|user|>", "<|endoftext|>",
+					     "<|observation|>" };
+	for (int k = 0; k < 4; k++) {
+		size_t i;
+		const json_t *a;
+		ids[k] = -1;
+		json_array_foreach(added, i, a)
+			if (json_is_string(json_object_get(a, "content")) &&
+			    !strcmp(json_string_value(json_object_get(a, "content")), text[k]))
+				tfs_hf_py_int(json_object_get(a, "id"), &ids[k]);
+		if (ids[k] < 0)
+			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: no added token "
+					     "\"%s\" (GLM's converter looks it up)", text[k]);
+	}
+	return 0;
+}
+
+static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
+		      const json_t *cfg, const json_t *config, bool glm, tfs_error *err)
+{
+	static const char *const glm_types[] = { "bos", "eot", "unk", "eom" };
+	long long gid[4];
 	const json_t *model = json_object_get(tok->root, "model");
 	const json_t *added = json_object_get(tok->root, "added_tokens");
 	const char *type = json_string_value(json_object_get(model, "type"));
@@ -472,7 +495,9 @@ static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 	long long count = 0, max_id = -1, vs = 0;
 	toklist t = { 0 };
 	const char *pre;
-	int rc = bpe_count(tok, added, &count, &max_id, err);
+	int rc = glm ? glm_ids(gid, added, err) : 0;
+	if (!rc)
+		rc = bpe_count(tok, added, &count, &max_id, err);
 	if (!rc && !(rc = vocab_size_of(config, count, &vs, err)) && max_id >= vs)
 		rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: token id %lld is not below "
 				   "config.json's vocab_size %lld", max_id, vs);
@@ -483,14 +508,15 @@ static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 	if (!rc && !(rc = tfs_hf_put_str(out, "tokenizer.ggml.model", "gpt2", 4, err)) &&
 	    !(rc = tfs_hf_put_str(out, "tokenizer.ggml.pre", pre, strlen(pre), err)) &&
 	    !(rc = put_tokens(out, &t, false, err)))
-		rc = tfs_hf_special_vocab(out, files, tok, cfg, true, -1, err);
+		rc = tfs_hf_special_vocab_ids(out, files, tok, cfg, true, -1, glm_types, gid,
+					      glm ? 4 : 0, err);
 	toks_free(&t);
 	return rc;
 }
 
 /* ==== per architecture ==== */
 
-enum vocab_kind { V_LLAMA, V_SPM_GPT2, V_GPT2, V_GEMMA2, V_GEMMA3, V_PHI3, V_GEMMA4 };
+enum vocab_kind { V_LLAMA, V_SPM_GPT2, V_GPT2, V_GEMMA2, V_GEMMA3, V_PHI3, V_GEMMA4, V_GLM };
 
 /* The HF classes (config.json's architectures[0]) and their converter class's set_vocab. */
 static const struct {
@@ -505,6 +531,7 @@ static const struct {
 	{ "Qwen3_5ForCausalLM", V_GPT2 }, { "Qwen3_5ForConditionalGeneration", V_GPT2 },
 	{ "Olmo2ForCausalLM", V_GPT2 }, { "GptOssForCausalLM", V_GPT2 },
 	{ "DeepseekV2ForCausalLM", V_GPT2 }, { "DeepseekV3ForCausalLM", V_GPT2 },
+	{ "Glm4MoeForCausalLM", V_GLM },
 	{ "Gemma2ForCausalLM", V_GEMMA2 },
 	{ "Gemma3ForCausalLM", V_GEMMA3 }, { "Gemma3ForConditionalGeneration", V_GEMMA3 },
 	{ "Phi3ForCausalLM", V_PHI3 },
@@ -574,7 +601,7 @@ static int read_files(tok_files *f, const tfs_hf_files *files, tfs_error *err)
 
 /* No tokenizer.model: gpt2, except for the llama family a SentencePiece-style BPE. */
 static int vocab_json(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_files *f,
-		      const json_t *config, bool llama, tfs_error *err)
+		      const json_t *config, bool llama, bool glm, tfs_error *err)
 {
 	if (!f->tok)
 		return tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer: neither tokenizer.model "
@@ -592,7 +619,7 @@ static int vocab_json(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_file
 				     "style BPE (byte_fallback) without tokenizer.model: the "
 				     "converter reads it with transformers (LlamaHfVocab), which "
 				     "tensorfs does not reproduce");
-	return vocab_gpt2(out, files, f->tok, f->cfg, config, err);
+	return vocab_gpt2(out, files, f->tok, f->cfg, config, glm, err);
 }
 
 static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_files *f,
@@ -614,7 +641,7 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer_config.json: no "
 					     "tokenizer_class (Phi-3's converter reads it)");
 		if (json_is_string(cls) && strcmp(json_string_value(cls), "GPT2Tokenizer") == 0)
-			return vocab_json(out, files, f, config, false, err);
+			return vocab_json(out, files, f, config, false, false, err);
 		if (!f->spm)
 			return tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer.model (Phi-3's "
 					     "converter needs it unless tokenizer_class is "
@@ -627,7 +654,7 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 		rc = tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer.model (Gemma 2's converter "
 				   "reads only SentencePiece)");
 	else if (!rc)
-		rc = vocab_json(out, files, f, config, llama, err);
+		rc = vocab_json(out, files, f, config, llama, kind == V_GLM, err);
 	if (!rc && (kind == V_GEMMA2 || (kind == V_GEMMA3 && f->spm)))
 		rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_space_prefix", false, err);
 	if (!rc && llama)

@@ -32,6 +32,12 @@ int tfs_hf_put_bool(tfs_hf_kvs *out, const char *name, bool v, tfs_error *err);
  * (either may be NULL); config.json is read from files as it is. */
 int tfs_hf_special_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
 			 const json_t *cfg, bool load_merges, long long n_vocab, tfs_error *err);
+/* The same with ids[k] set for types[k] after loading unless set already
+ * (_set_special_token: GLM's bos, eot, unk, eom). */
+int tfs_hf_special_vocab_ids(tfs_hf_kvs *out, const tfs_hf_files *files,
+			     const tfs_hf_tok *tok, const json_t *cfg, bool load_merges,
+			     long long n_vocab, const char *const *types, const long long *ids,
+			     size_t n, tfs_error *err);
 /* SpecialVocab(special_token_types=types) with ids[k] set for types[k] after loading (as
  * CodeLlama's prefix, suffix, middle, eot: 32007..32010), written into out. */
 int tfs_hf_fixed_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,

@@ -69,11 +69,17 @@ VARIANTS = {
                                nope=16, rope=16, v=16, moe_ff=32, shared=2, groups=1,
                                bpe="deepseek_v3", vocab=129280,
                                name_or_path="deepseek-ai/DeepSeek-V2-Lite-Chat"),
+    # GLM-4.5 (Glm4MoeForCausalLM, glm4moe): biased q/k/v, q/k norms, partial rotary, a dense
+    # first layer, sigmoid router with its bias, a shared expert, the MTP layer kept (nextn
+    # tensors); Qwen3's tokenizer.json with GLM's special tokens added (glm_tokenizer())
+    "glm4moe-bf16": dict(arch="Glm4MoeForCausalLM", dtype="BF16", shards=2, tied=False,
+                         layers=2, dense=1, mtp=1, head_dim=32, moe_ff=32, shared=1,
+                         bpe="qwen3", glm=True, vocab=151936, name_or_path="zai-org/GLM-4.5-Air"),
 }
 
 MODEL_TYPES = {"MixtralForCausalLM": "mixtral", "Qwen2MoeForCausalLM": "qwen2_moe",
                "Qwen3MoeForCausalLM": "qwen3_moe", "DeepseekV2ForCausalLM": "deepseek_v2",
-               "DeepseekV3ForCausalLM": "deepseek_v3"}
+               "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe"}
 
 
 def spec(name):
@@ -91,6 +97,8 @@ def tensor_shapes(s):
     h, hd, arch = s["hidden"], head_dim(s), s["arch"]
     if arch.startswith("Deepseek"):
         return deepseek_shapes(s)
+    if arch == "Glm4MoeForCausalLM":
+        return glm_shapes(s)
     t = {"model.embed_tokens.weight": (s["vocab"], h), "model.norm.weight": (h,)}
     if not s["tied"]:
         t["lm_head.weight"] = (s["vocab"], h)
@@ -182,6 +190,76 @@ def deepseek_shapes(s):
     return t
 
 
+def glm_shapes(s):
+    """GLM-4.5's tensors: Qwen-style attention with biases and q/k norms, dense then MoE
+    layers (router, its bias, routed and shared experts), the MTP layer's own (kept)."""
+    h, hd, heads, kv = s["hidden"], s["head_dim"], s["heads"], s["kv_heads"]
+    t = {"model.embed_tokens.weight": (s["vocab"], h), "model.norm.weight": (h,),
+         "lm_head.weight": (s["vocab"], h)}
+    for i in range(s["layers"] + s["mtp"]):
+        p = "model.layers.%d." % i
+        t[p + "input_layernorm.weight"] = (h,)
+        t[p + "post_attention_layernorm.weight"] = (h,)
+        for x, n in (("q", heads), ("k", kv), ("v", kv)):
+            t[p + "self_attn.%s_proj.weight" % x] = (n * hd, h)
+            t[p + "self_attn.%s_proj.bias" % x] = (n * hd,)
+        t[p + "self_attn.o_proj.weight"] = (h, heads * hd)
+        t[p + "self_attn.q_norm.weight"] = (hd,)
+        t[p + "self_attn.k_norm.weight"] = (hd,)
+        if i < s["dense"]:
+            t[p + "mlp.gate_proj.weight"] = (s["ff"], h)
+            t[p + "mlp.up_proj.weight"] = (s["ff"], h)
+            t[p + "mlp.down_proj.weight"] = (h, s["ff"])
+            continue
+        ff, sf = s["moe_ff"], s["moe_ff"] * s["shared"]
+        t[p + "mlp.gate.weight"] = (s["experts"], h)
+        t[p + "mlp.gate.e_score_correction_bias"] = (s["experts"],)
+        for e in range(s["experts"]):
+            q = p + "mlp.experts.%d." % e
+            t[q + "gate_proj.weight"] = (ff, h)
+            t[q + "up_proj.weight"] = (ff, h)
+            t[q + "down_proj.weight"] = (h, ff)
+        t[p + "mlp.shared_experts.gate_proj.weight"] = (sf, h)
+        t[p + "mlp.shared_experts.up_proj.weight"] = (sf, h)
+        t[p + "mlp.shared_experts.down_proj.weight"] = (h, sf)
+        if i >= s["layers"]:
+            t[p + "embed_tokens.weight"] = (s["vocab"], h)
+            t[p + "enorm.weight"] = (h,)
+            t[p + "hnorm.weight"] = (h,)
+            t[p + "eh_proj.weight"] = (h, 2 * h)
+            t[p + "shared_head.head.weight"] = (s["vocab"], h)
+            t[p + "shared_head.norm.weight"] = (h,)
+    return t
+
+
+def glm_config(s, c):
+    """zai-org/GLM-4.5-Air's config.json keys."""
+    c.update(head_dim=s["head_dim"], partial_rotary_factor=0.5, attention_bias=True,
+             use_qk_norm=True, first_k_dense_replace=s["dense"],
+             moe_intermediate_size=s["moe_ff"], n_routed_experts=s["experts"],
+             n_shared_experts=s["shared"], num_experts_per_tok=s["used"], n_group=1,
+             topk_group=1, norm_topk_prob=True, routed_scaling_factor=1.0,
+             num_nextn_predict_layers=s["mtp"], rope_theta=1000000, rope_scaling=None,
+             pad_token_id=151329, eos_token_id=[151329, 151336, 151338])
+
+
+def glm_tokenizer(d):
+    """GLM's special tokens ([gMASK], <|user|>, <|observation|>; <|endoftext|> is Qwen's
+    too) appended to the copied Qwen3 tokenizer.json's added tokens: the converter's
+    _set_vocab_glm looks them up."""
+    p = os.path.join(d, "tokenizer.json")
+    if not os.path.isfile(p):
+        return
+    tj = json.load(open(p, encoding="utf-8"))
+    top = max(t["id"] for t in tj["added_tokens"])
+    for k, tok in enumerate(("[gMASK]", "<|user|>", "<|observation|>")):
+        tj["added_tokens"].append({"id": top + 1 + k, "content": tok, "single_word": False,
+                                   "lstrip": False, "rstrip": False, "normalized": False,
+                                   "special": True})
+    with open(p, "w", encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False)
+
+
 def deepseek_config(s, c):
     """config.json keys of DeepSeek-V3 / DeepSeek-V2-Lite (their published files' keys)."""
     v3 = s["arch"] == "DeepseekV3ForCausalLM"
@@ -216,6 +294,8 @@ def write_config(d, s):
          "attention_dropout": 0.0, "initializer_range": 0.02, "use_cache": True}
     if arch.startswith("Deepseek"):
         deepseek_config(s, c)
+    elif arch == "Glm4MoeForCausalLM":
+        glm_config(s, c)
     elif arch == "MixtralForCausalLM":
         # as mistralai/Mixtral-8x7B-v0.1's config.json
         c.update(num_local_experts=s["experts"], num_experts_per_tok=s["used"],
@@ -277,6 +357,8 @@ def make(outdir, name):
     write_weights(d, s, name)
     if s.get("bpe"):
         write_bpe_tokenizer(d, s["bpe"])
+        if s.get("glm"):
+            glm_tokenizer(d)
     else:
         make_model.write_tokenizer(d, s, make_model.train_spm(outdir, s["vocab"]))
     return d

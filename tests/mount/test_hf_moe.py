@@ -42,6 +42,9 @@ TOKENS = [("mixtral-bf16", "auto"), ("mixtral-f16", "q8_0"), ("qwen3moe-bf16", "
 # DeepSeek (MLA: attn_k_b / attn_v_b computed from kv_b_proj on read)
 EQUAL += [("deepseek3-bf16", "auto"), ("deepseek3-bf16", "q8_0"), ("deepseek2-lite-f16", "f32")]
 TOKENS += [("deepseek3-bf16", "auto"), ("deepseek3-bf16", "q8_0"), ("deepseek2-lite-f16", "auto")]
+# GLM-4.5 (its MTP layer kept: nextn.* tensors)
+EQUAL += [("glm4moe-bf16", "auto")]
+TOKENS += [("glm4moe-bf16", "auto")]
 
 
 def read(path):
@@ -262,6 +265,25 @@ class BadDeepseek(TestCase):
                                                 items[0][2], items[0][3])])
         r = run([TENSORFS, "info", "--gguf", d])
         self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class BadGlm(TestCase):
+    refused = BadExperts.refused
+
+    def test_a_special_token_missing(self):
+        """GLM's converter looks [gMASK] up among the added tokens: without it, refused
+        naming tokenizer.json and the token."""
+        src = model("glm4moe-bf16")
+        d = os.path.join(self.tmpdir(), "broken")
+        os.makedirs(d)
+        for f in os.listdir(src):
+            if f != "tokenizer.json":
+                os.link(os.path.join(src, f), os.path.join(d, f))
+        tj = json.loads(read(os.path.join(src, "tokenizer.json")))
+        tj["added_tokens"] = [t for t in tj["added_tokens"] if t["content"] != "[gMASK]"]
+        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+            json.dump(tj, f, ensure_ascii=False)
+        self.refused(d, "tokenizer.json: no added token \"[gMASK]\"")
 
 
 # ==== the quantized view: llama_model_quantize of the converter's file ====

@@ -29,7 +29,8 @@ quantize=Q4_K_M (with outtype=f32 too).  For each: `tensorfs info` with the same
 --gguf for a repo), every file of a ro mount with them, a rw mount with output= (a repo's:
 output=X.gguf, its GGUF view) edited and unmounted (the output's sha256), and a rw mount
 edited, killed with -9, then `tensorfs repack` with another quantize= (refused: its message,
-the journal kept) and without the view options (the journal's record: journal.json's sha256
+the journal kept), a mount asking for another quantize= and for a repo a repack with another
+outtype= (refused likewise), and `tensorfs repack` without the view options (the journal's record: journal.json's sha256
 and the repacked output's).
 Prints one line per model and check ("same" or what differs) and exits 1 when anything
 differs.  Needs root (FUSE) and numpy.
@@ -294,6 +295,18 @@ def collect_view(exe, src, opts, repo, work, cache):
         r = run([exe, "repack", src, "-o", "output=%s,staging=%s,cache=%s,quantize=%s" % (
             out2, staging, cache, other)])
         res["refusal"] = (r.returncode, norm(r.stderr.decode(), work), sha(j))
+        # a mount asking for another quantize=; for a repo, a repack with another outtype=
+        mp = tempfile.mkdtemp(prefix="tfs-cmp-mnt-")
+        r = run([exe, "mount", src, mp, "-o", "rw,output=%s,staging=%s,%s,quantize=%s" % (
+            out2, staging, o, other)])
+        if r.returncode == 0:  # (not expected: the same for both, then unmounted)
+            run([exe, "unmount", mp])
+        os.rmdir(mp)
+        res["mount refusal"] = (r.returncode, norm(r.stderr.decode(), work), sha(j))
+        if repo:
+            r = run([exe, "repack", src, "-o", "staging=%s,cache=%s,outtype=%s" % (
+                staging, cache, "f16" if "outtype=bf16" in opts else "bf16")])
+            res["outtype refusal"] = (r.returncode, norm(r.stderr.decode(), work), sha(j))
         r = run([exe, "repack", src, "-o", "output=%s,staging=%s,cache=%s" % (out2, staging,
                                                                                  cache)])
         res["repack"] = (r.returncode, norm(r.stderr.decode(), work),

@@ -449,9 +449,9 @@ static int g4_rope_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early, const
 	int64_t n_rot = (int64_t)((double)hd * json_number_value(prf) / 2);
 	int64_t n_unrot = (int64_t)((double)hd / 2) - n_rot;
 	if (n_rot < 0 || n_unrot < 0 || n_rot + n_unrot == 0)
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: partial_rotary_factor %g of the full "
-				     "layers is not between 0 and 1", h->where,
-				     json_number_value(prf));
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: the full layers' rope (head size %lld, "
+				     "partial_rotary_factor %g) gives no rope_freqs", h->where,
+				     (long long)hd, json_number_value(prf));
 	float *f = malloc((size_t)(n_rot + n_unrot) * sizeof *f);
 	if (!f)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);

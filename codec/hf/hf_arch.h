@@ -63,6 +63,19 @@ typedef struct {
 	bool transpose;
 } tfs_hf_slice;
 
+/* GPT-OSS (hf_gptoss.c): a tensor computed its own way, by tfs_hf_own_read; kind 0: none. */
+enum tfs_hf_own_kind {
+	TFS_HF_OWN_NONE,
+	TFS_HF_OWN_MXFP4,     /* *_blocks (src) + *_scales (src2) repacked to ggml's MXFP4 */
+	TFS_HF_OWN_COLS,      /* a [n, k * stride] tensor's columns first, first + stride, ... */
+	TFS_HF_OWN_T,         /* [E, A, B] -> [E, B / stride, A]: transposed, columns taken so */
+};
+typedef struct {
+	uint8_t kind;            /* enum tfs_hf_own_kind */
+	uint8_t stride, first;   /* the rows (MXFP4) or columns taken: first, first + stride, ... */
+	long src2;               /* MXFP4: the scales' tensor index */
+} tfs_hf_own;
+
 /* A config class default: set when config.json lacks the key (or, for the computed kinds,
  * has it null, as the class's `x if x is not None else ...`). */
 enum tfs_hf_def_kind {
@@ -159,7 +172,8 @@ typedef struct {
 } tfs_hf_config_class;
 
 enum { TFS_HF_CC_LONGROPE = 1 << 0,   /* rope_scaling type "su"/"yarn" -> "longrope" */
-       TFS_HF_CC_GEMMA4 = 1 << 1 };    /* Gemma4TextConfig's (tfs_hf_gemma4_fill) */
+       TFS_HF_CC_GEMMA4 = 1 << 1,      /* Gemma4TextConfig's (tfs_hf_gemma4_fill) */
+       TFS_HF_CC_GPTOSS_ROPE = 1 << 2 }; /* no rope_scaling: GptOssConfig's yarn (x32, 4096) */
 
 /* The config class of model_type, or NULL (real AutoConfig fails on a model_type it does
  * not know, and the converter then reads config.json as written). */

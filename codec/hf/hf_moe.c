@@ -114,7 +114,8 @@ const tfs_hf_moe *tfs_hf_moe_of(const tfs_hf_arch *row)
 	for (size_t i = 0; i < N(rows); i++)
 		if (row == &rows[i])
 			return row_moe[i];
-	return tfs_hf_deepseek_moe_of(row);
+	const tfs_hf_moe *m = tfs_hf_deepseek_moe_of(row);
+	return m ? m : row == &tfs_hf_gptoss_arch ? &tfs_hf_gptoss_moe : NULL;
 }
 
 const tfs_hf_arch *tfs_hf_moe_arch_find(const char *cls)
@@ -123,7 +124,8 @@ const tfs_hf_arch *tfs_hf_moe_arch_find(const char *cls)
 		for (const char *const *c = rows[i].classes; *c; c++)
 			if (strcmp(*c, cls) == 0)
 				return &rows[i];
-	return tfs_hf_deepseek_arch_find(cls);
+	const tfs_hf_arch *a = tfs_hf_deepseek_arch_find(cls);
+	return a ? a : strcmp(cls, tfs_hf_gptoss_arch.classes[0]) ? NULL : &tfs_hf_gptoss_arch;
 }
 
 size_t tfs_hf_moe_arch_list(char *out, size_t cap, size_t k)
@@ -131,7 +133,10 @@ size_t tfs_hf_moe_arch_list(char *out, size_t cap, size_t k)
 	for (size_t i = 0; i < N(rows); i++)
 		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
 			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
-	return tfs_hf_deepseek_arch_list(out, cap, k);
+	k = tfs_hf_deepseek_arch_list(out, cap, k);
+	if (k < cap)
+		k += (size_t)snprintf(out + k, cap - k, ", %s", tfs_hf_gptoss_arch.classes[0]);
+	return k;
 }
 
 /* ==== config class defaults (transformers 4.57) ==== */
@@ -178,7 +183,8 @@ const tfs_hf_config_class *tfs_hf_moe_config_class_find(const char *model_type)
 	for (size_t i = 0; model_type && i < N(config_classes); i++)
 		if (strcmp(config_classes[i].model_type, model_type) == 0)
 			return &config_classes[i];
-	return tfs_hf_deepseek_config_class_find(model_type);
+	const tfs_hf_config_class *c = tfs_hf_deepseek_config_class_find(model_type);
+	return c || !model_type || strcmp(model_type, "gpt_oss") ? c : &tfs_hf_gptoss_config;
 }
 
 /* ==== axes ==== */

@@ -43,6 +43,7 @@ struct tfs_hf_stack {
 	tfs_tensor shape;
 	long src;                  /* without parts: the one source tensor */
 	tfs_hf_slice slice;        /* a per-head slice of src (hf_plan.h), or heads 0 */
+	tfs_hf_own own;            /* computed by hf_gptoss.c's reader, or kind 0 */
 };
 
 /* The experts row stacks (a row of hf_moe.c), or NULL for a dense row. */
@@ -77,5 +78,16 @@ const tfs_hf_config_class *tfs_hf_deepseek_config_class_find(const char *model_t
 const tfs_hf_moe *tfs_hf_deepseek_moe_of(const tfs_hf_arch *row);
 int64_t tfs_hf_deepseek_dim(int d, const hparams *h);
 const char *tfs_hf_deepseek_dim_text(int d);
+
+/* hf_gptoss.c: GPT-OSS's row, experts (its tensor hook: expert biases, dequantized experts,
+ * sinks) and config class, looked at after the above; and the tensors it writes before any
+ * other (generate_extra_tensors: the MXFP4 experts), found in the converter's reading order:
+ * *out malloc'd, *nout of them; *mxfp4 set when quant_method is "mxfp4"
+ * (general.file_type MOSTLY_MXFP4_MOE). */
+extern const tfs_hf_arch tfs_hf_gptoss_arch;
+extern const tfs_hf_moe tfs_hf_gptoss_moe;
+extern const tfs_hf_config_class tfs_hf_gptoss_config;
+int tfs_hf_gptoss_first(const hparams *h, const tfs_model *st, tfs_hf_stack **out,
+			size_t *nout, bool *mxfp4, tfs_error *err);
 
 #endif

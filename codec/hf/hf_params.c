@@ -218,6 +218,11 @@ static int complete(json_t *obj, const char *model_type, const hparams *h, tfs_e
 	int rc = cc && (cc->derive & TFS_HF_CC_GEMMA4) ? tfs_hf_gemma4_fill(obj, h->where, err) : 0;
 	if (rc)
 		return rc;
+	if (cc && (cc->derive & TFS_HF_CC_GPTOSS_ROPE) && !json_object_get(obj, "rope_scaling") &&
+	    json_object_set_new(obj, "rope_scaling", json_pack("{s:s,s:f,s:f,s:f,s:b,s:i}",
+			"rope_type", "yarn", "factor", 32.0, "beta_fast", 32.0, "beta_slow", 1.0,
+			"truncate", 0, "original_max_position_embeddings", 4096)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
 	json_t *rs = json_object_get(obj, "rope_scaling");
 	const char *t = json_string_value(json_object_get(rs, "type"));
 	bool su_yarn = t && (!strcmp(t, "su") || !strcmp(t, "yarn"));

@@ -389,7 +389,8 @@ static int fill_tensor(tfs_hf_tensor *o, const tfs_hf_plan *p, const hparams *h,
 	o->n_dims = t->n_dims;
 	memcpy(o->ne, t->ne, sizeof o->ne);
 	o->src_dtype = t->dtype;
-	o->dtype = tensor_dtype(o->name, t->n_dims, t->ne[0], p->ftype);
+	o->dtype = o->own.kind == TFS_HF_OWN_MXFP4 ? TFS_DT_MXFP4
+			: tensor_dtype(o->name, t->n_dims, t->ne[0], p->ftype);
 	o->plus_one = m->xform == TFS_HF_XF_PLUS_ONE && ends_with(o->name, ".weight");
 	if (m->xform == TFS_HF_XF_PERMUTE_Q || m->xform == TFS_HF_XF_PERMUTE_K) {
 		o->perm_heads = (uint32_t)(m->xform == TFS_HF_XF_PERMUTE_Q ? h->n_head : h->n_kv);
@@ -399,7 +400,9 @@ static int fill_tensor(tfs_hf_tensor *o, const tfs_hf_plan *p, const hparams *h,
 					     "be permuted in %u heads of pairs", shard, t->name,
 					     (long long)rows, o->perm_heads);
 	}
-	o->recipe = o->dtype == o->src_dtype && !o->plus_one ? TFS_HF_COPY : TFS_HF_CONVERT;
+	/* a per-head slice (DeepSeek's kv_b_proj), a class's own tensor (GPT-OSS): computed */
+	bool computed = o->plus_one || o->own.kind || o->slice.heads;
+	o->recipe = o->dtype == o->src_dtype && !computed ? TFS_HF_COPY : TFS_HF_CONVERT;
 	o->quiet_nans = o->recipe == TFS_HF_COPY && o->dtype == TFS_DT_BF16;
 	o->raw = o->recipe == TFS_HF_COPY && o->perm_heads == 0;
 	uint64_t nel = 1;
@@ -408,19 +411,11 @@ static int fill_tensor(tfs_hf_tensor *o, const tfs_hf_plan *p, const hparams *h,
 	return tfs_dtype_nbytes(&o->nbytes, o->dtype, nel, err);
 }
 
-/* MoE (hf_moe.c): an expert's tensor r kept, and its layer's stacked tensors added once the
- * layer has all its experts; TFS_PASSTHROUGH for any other tensor. */
-static int add_experts(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_ref *r,
-		       tfs_error *err)
+/* MoE: the n tensors s (stacked experts, a class's own) added; s's parts freed. */
+static int add_stacks(tfs_hf_plan *p, size_t *cap, const hparams *h, tfs_hf_stack *s,
+		      size_t n, const char *where, int rc, tfs_error *err)
 {
 	static const tfs_hf_name plain = { "", "", 0, 0, TFS_HF_XF_NONE, false };
-	tfs_hf_stack s[3];
-	size_t n = 0;
-	const tfs_hf_moe *moe = tfs_hf_moe_of(p->row);
-	int rc = moe->tensor ? moe->tensor(h, p->st, r->idx, r->path, s, &n, err)
-			     : TFS_PASSTHROUGH;
-	if (rc == TFS_PASSTHROUGH)
-		rc = tfs_hf_moe_take(&p->moe, moe, h, p->st, r->idx, r->path, s, &n, err);
 	for (size_t k = 0; k < n; k++) {
 		tfs_hf_tensor *o;
 		if (!rc && !(rc = add_tensor(p, cap, &o, err))) {
@@ -428,19 +423,30 @@ static int add_experts(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_
 			o->n_parts = s[k].n_parts;
 			s[k].parts = NULL;
 			o->src = o->parts ? o->parts[0] : s[k].src;
+			o->own = s[k].own, o->slice = s[k].slice;   /* computed on read */
 			if (!(o->name = strdup(s[k].name)))
 				rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 			else
-				rc = fill_tensor(o, p, h, &s[k].shape, &plain, r->path, err);
-			/* a per-head slice (DeepSeek's kv_b_proj) is computed on read */
-			if ((o->slice = s[k].slice).heads) {
-				o->recipe = TFS_HF_CONVERT;
-				o->raw = o->quiet_nans = false;
-			}
+				rc = fill_tensor(o, p, h, &s[k].shape, &plain, where, err);
 		}
 		free(s[k].parts);
 	}
 	return rc;
+}
+
+/* MoE (hf_moe.c): an expert's tensor r kept, and its layer's stacked tensors added once the
+ * layer has all its experts; TFS_PASSTHROUGH for any other tensor. */
+static int add_experts(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_ref *r,
+		       tfs_error *err)
+{
+	tfs_hf_stack s[3];
+	size_t n = 0;
+	const tfs_hf_moe *moe = tfs_hf_moe_of(p->row);
+	int rc = moe->tensor ? moe->tensor(h, p->st, r->idx, r->path, s, &n, err)
+			     : TFS_PASSTHROUGH;
+	if (rc == TFS_PASSTHROUGH)
+		rc = tfs_hf_moe_take(&p->moe, moe, h, p->st, r->idx, r->path, s, &n, err);
+	return rc == TFS_PASSTHROUGH ? rc : add_stacks(p, cap, h, s, n, r->path, rc, err);
 }
 
 /* Source tensor r as the converter writes it; seen: the required tensors met so far. */
@@ -503,6 +509,13 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 		p->ftype = auto_ftype(p, refs, ns);
 	if (!rc)
 		rc = add_generated(p, &cap, h, err);
+	if (!rc && tfs_hf_moe_of(p->row) == &tfs_hf_gptoss_moe) {   /* its MXFP4 experts first */
+		tfs_hf_stack *s = NULL;
+		size_t n = 0;
+		rc = tfs_hf_gptoss_first(h, p->st, &s, &n, &p->mxfp4, err);
+		rc = add_stacks(p, &cap, h, s, n, tfs_model_path(p->st), rc, err);
+		free(s);
+	}
 	if (!rc && (uint64_t)h->n_layer > ns)
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: %s says num_hidden_layers %lld, but the "
 				   "weights hold %zu tensors", tfs_model_path(p->st), h->where,
@@ -737,6 +750,8 @@ int tfs_hf_plan_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_mod
 		p->arch = h.arch->gguf;
 		p->ftype = outtype_ftype(o->outtype);
 		rc = plan_tensors(p, &h, err);
+		if (p->mxfp4 && p->ftype != FTYPE_MOSTLY_Q8_0)   /* prepare_metadata (GPT-OSS) */
+			p->ftype = FTYPE_MOSTLY_MXFP4_MOE;
 		h.ftype = p->ftype;
 	}
 	if (!rc && !(rc = plan_keys(p, files, &h, cls, o, err)))

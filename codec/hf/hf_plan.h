@@ -88,6 +88,7 @@ typedef struct {
 	uint32_t n_parts;
 	long *parts;
 	tfs_hf_slice slice;      /* a per-head slice of src (always CONVERT), or heads 0 */
+	tfs_hf_own own;          /* GPT-OSS (hf_gptoss.c): computed by its reader, or kind 0 */
 } tfs_hf_tensor;
 
 typedef struct tfs_hf_plan tfs_hf_plan;

@@ -15,7 +15,8 @@
 #define GGML_QUANT_VERSION 2
 
 /* llama_ftype numbers (general.file_type) */
-enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOSTLY_BF16 = 32 };
+enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOSTLY_BF16 = 32,
+       FTYPE_MOSTLY_MXFP4_MOE = 38 };
 
 struct tfs_hf_plan {
 	const tfs_model *st;
@@ -29,6 +30,7 @@ struct tfs_hf_plan {
 	uint8_t **gen;             /* per tensor: the bytes of a generated tensor, else NULL */
 	uint64_t header_size, file_size;
 	struct tfs_hf_moe_state *moe; /* MoE (hf_moe.c): experts kept until their layer is whole */
+	bool mxfp4;                /* MXFP4 experts (GPT-OSS): general.file_type MXFP4_MOE */
 };
 
 /* hf_params.c: h->file (read, h->where set) as the converter's hparams for row h->arch:

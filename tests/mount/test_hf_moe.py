@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mixtures of experts through a mount (issue 30): tests/hf/make_moe.py's tiny repos (Mixtral,
-Qwen3-MoE, Qwen2-MoE with a shared expert), their model.gguf against llama.cpp's converter
-(tests/hf/reference.py):
+Qwen3-MoE, Qwen2-MoE with a shared expert, GPT-OSS with MXFP4 or dequantized experts), their
+model.gguf against llama.cpp's converter (tests/hf/reference.py):
 
 - model.gguf is cmp-equal to the converter's file (outtypes auto, f16, q8_0 for Mixtral; auto
   for the others), and random preads of it too (stacked expert tensors are spliced from the
@@ -45,6 +45,9 @@ TOKENS += [("deepseek3-bf16", "auto"), ("deepseek3-bf16", "q8_0"), ("deepseek2-l
 # GLM-4.5 (its MTP layer kept: nextn.* tensors)
 EQUAL += [("glm4moe-bf16", "auto")]
 TOKENS += [("glm4moe-bf16", "auto")]
+# GPT-OSS (MXFP4 experts repacked on read; dequantized ones transposed on read)
+EQUAL += [("gptoss-mxfp4", "auto"), ("gptoss-mxfp4", "q8_0"), ("gptoss-bf16", "f16")]
+TOKENS += [("gptoss-mxfp4", "auto"), ("gptoss-bf16", "q8_0")]
 
 
 def read(path):
@@ -79,7 +82,7 @@ class Equal(TestCase):
     def test_reads_at_any_offset(self):
         """pread of random ranges equals the converter's bytes (across experts and shards)."""
         rng = random.Random(30)
-        for name in ("mixtral-bf16", "qwen3moe-bf16"):
+        for name in ("mixtral-bf16", "qwen3moe-bf16", "gptoss-mxfp4", "gptoss-bf16"):
             ref = read(converted(self, name, "auto"))
             g = compare.Gguf(ref)
             exps = [(g.data_start + o, d) for n, d, _, o in g.tensors if "_exps" in n]
@@ -222,6 +225,41 @@ class BadExperts(TestCase):
         d = self.broken(change)
         self.refused(d, "tensor '%s' is no expert tensor the converter stacks" % extra)
 
+    def gptoss_broken(self, change):
+        """A copy of gptoss-mxfp4 whose second shard (layer 1's tensors) is changed by
+        change(list); the index follows."""
+        src = model("gptoss-mxfp4")
+        d = os.path.join(self.tmpdir(), "broken")
+        os.makedirs(d)
+        last = "model-00002-of-00002.safetensors"
+        for f in os.listdir(src):
+            if f not in (last, "model.safetensors.index.json"):
+                os.link(os.path.join(src, f), os.path.join(d, f))
+        items = change(load_safetensors(os.path.join(src, last)))
+        make_moe.make_model.write_safetensors(os.path.join(d, last), items)
+        with open(os.path.join(src, "model.safetensors.index.json")) as f:
+            index = json.load(f)
+        index["weight_map"] = {k: v for k, v in index["weight_map"].items() if v != last}
+        index["weight_map"].update({t[0]: last for t in items})
+        with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+            json.dump(index, f)
+        return d
+
+    def test_gptoss_scales_without_their_blocks(self):
+        gone = "model.layers.1.mlp.experts.down_proj_blocks"
+        d = self.gptoss_broken(lambda items: [t for t in items if t[0] != gone])
+        self.refused(d, "model.layers.1.mlp.experts.down_proj_scales' is not read right "
+                     "after '%s'" % gone)
+
+    def test_gptoss_mxfp4_of_another_shape(self):
+        bad = "model.layers.1.mlp.experts.gate_up_proj_scales"
+
+        def change(items):
+            return [(n, dt, [shp[0] - 1] + shp[1:], b[:len(b) * (shp[0] - 1) // shp[0]])
+                    if n == bad else (n, dt, shp, b) for n, dt, shp, b in items]
+        d = self.gptoss_broken(change)
+        self.refused(d, "tensor '%s' has shape [3, 128, 2], but" % bad)
+
 
 class BadDeepseek(TestCase):
     refused = BadExperts.refused
@@ -289,6 +327,8 @@ class BadGlm(TestCase):
 # ==== the quantized view: llama_model_quantize of the converter's file ====
 
 QUANT = {"Q4_K_M": 15, "Q5_K_M": 17, "Q8_0": 7}
+# GPT-OSS (its experts MXFP4 in the converter's file): MXFP4_MOE besides
+QUANT_GPTOSS = {"MXFP4_MOE": 38, "Q8_0": 7, "Q4_K_M": 15}
 LLAMAQ = os.path.join(HERE, "..", "quant", "llamaq.py")
 
 
@@ -325,6 +365,44 @@ class Quantized(TestCase):
                             timeout=300)
                     self.assertEqual(r.returncode, 0, r.stderr)
                     self.assertTrue(read(out) == want, "%s convert %s" % (name, t))
+
+    def test_quantize_gptoss_is_llama_model_quantize(self):
+        """GPT-OSS: -o quantize=T of the MXFP4 repo (experts MXFP4 in the converter's file:
+        MXFP4_MOE keeps them) and of the dequantized one (its BF16 experts quantized to MXFP4
+        or K types, with the fallbacks of rows of 64) is llama_model_quantize's file of the
+        converter's.  Q8_0 or Q4_K_M of the MXFP4 one would requantize the MXFP4 experts:
+        llama_model_quantize refuses that by default, and so does tensorfs, saying why."""
+        for name, t in (("gptoss-mxfp4", "MXFP4_MOE"), ("gptoss-mxfp4", "Q8_0"),
+                        ("gptoss-mxfp4", "Q4_K_M"), ("gptoss-bf16", "MXFP4_MOE"),
+                        ("gptoss-bf16", "Q4_K_M")):
+            src = converted(self, name, "auto")
+            ftype = QUANT_GPTOSS[t]
+            ref = os.path.join(WORK, "ref", "%s.%s.gguf" % (name, t))
+            if name == "gptoss-mxfp4" and t != "MXFP4_MOE":
+                r = run(["/usr/bin/python3", LLAMAQ, src, ref, str(ftype)], timeout=300)
+                self.assertNotEqual(r.returncode, 0, t)
+                self.assertIn("requantizing from type mxfp4 is disabled", r.stderr)
+                out = os.path.join(self.tmpdir(), "out.gguf")
+                r = run([TENSORFS, "convert", model(name), out, "-o", "quantize=" + t],
+                        timeout=300)
+                self.assertNotEqual(r.returncode, 0, t)
+                self.assertIn("_exps.weight' is already quantized (MXFP4): requantizing it "
+                              "to", r.stderr)
+                continue
+            if not os.path.exists(ref) or os.path.getmtime(ref) < os.path.getmtime(src):
+                r = run(["/usr/bin/python3", LLAMAQ, src, ref, str(ftype), "--threads", "2"],
+                        timeout=300)
+                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            want = read(ref)
+            with Mount(self, model(name), ["quantize=" + t, "cache=" + self.tmpdir()]) as m:
+                got = read(m.p("model.gguf"))
+            self.assertTrue(got == want, "%s %s: %s" % (name, t,
+                            compare.first_difference(want, got)))
+            types = {n.split(".", 2)[2]: ty for n, _, ty, _ in compare.Gguf(got).tensors
+                     if n.startswith("blk.0.")}
+            if t == "MXFP4_MOE":
+                self.assertEqual(types["ffn_gate_exps.weight"], 39, name)   # MXFP4
+                self.assertEqual(types["attn_q.weight"], 8, name)           # Q8_0
 
 
 class Llama(TestCase):

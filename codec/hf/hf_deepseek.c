@@ -43,6 +43,9 @@ enum { H = TFS_HF_D_HIDDEN, FF = TFS_HF_D_FF, VOC = TFS_HF_D_VOCAB, NO = TFS_HF_
        FE = TFS_HF_D_FF_EXP };
 enum { XN = TFS_HF_XF_NONE };
 
+/* attn_k_b's rows of one head are read whole (tfs_hf_slice_read): their bound */
+enum { HEAD_MAX = 64 << 20 };
+
 /* ==== the rows ==== */
 
 static const tfs_hf_name globals[] = {
@@ -317,6 +320,11 @@ static int split_kv_b(const hparams *h, const tfs_tensor *t, size_t idx, unsigne
 	if (nope == 0 || v == 0)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: qk_nope_head_dim and v_head_dim must "
 				     "not be 0", h->where);
+	if ((uint64_t)nope * (uint64_t)t->ne[0] * 4 > HEAD_MAX)   /* F32 at most */
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: tensor '%s': a head of %lld x "
+				     "%lld values; the GGUF view reads heads of at most %d MiB",
+				     where, t->name, (long long)nope, (long long)t->ne[0],
+				     HEAD_MAX >> 20);
 	static const char *const names[2] = { "attn_k_b", "attn_v_b" };
 	for (int k = 0; k < 2; k++) {
 		tfs_hf_stack *o = &out[k];
@@ -555,24 +563,19 @@ int tfs_hf_slice_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t e0, 
 		return rc;
 	}
 	/* transposed: output element (head, c, j) is the source's (head x group + off + j, c);
-	 * per head, the columns the range covers are read from each of its n rows, then
-	 * picked in output order */
-	uint64_t per = cols * s->n, span_max = cnt / s->n + 2;
-	uint8_t *tmp = malloc(s->n * span_max * es);
+	 * per head its n rows are read whole in one read (at most HEAD_MAX bytes: split_kv_b
+	 * refuses larger heads; 128 KiB for DeepSeek-V3 in BF16), then picked in output order */
+	uint64_t per = cols * s->n;
+	uint8_t *tmp = malloc(s->n * cols * es);
 	if (!tmp)
 		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 	for (uint64_t e = e0; e < end && !rc;) {
 		uint64_t hd = e / per, stop = (hd + 1) * per < end ? (hd + 1) * per : end;
-		uint64_t c0 = (e - hd * per) / s->n, c1 = (stop - 1 - hd * per) / s->n;
-		uint64_t span = c1 - c0 + 1;
-		for (uint64_t j = 0; j < s->n && !rc; j++) {
-			uint64_t sr = hd * s->group + s->off + j;
-			rc = read_exact(st, t->src, (sr * cols + c0) * es, span * es,
-					tmp + j * span * es, err);
-		}
+		uint64_t r0 = hd * s->group + s->off;
+		rc = read_exact(st, t->src, r0 * cols * es, s->n * cols * es, tmp, err);
 		for (uint64_t x = e; x < stop && !rc; x++) {
 			uint64_t w = x - hd * per, c = w / s->n, j = w % s->n;
-			memcpy(buf + (x - e0) * es, tmp + (j * span + c - c0) * es, (size_t)es);
+			memcpy(buf + (x - e0) * es, tmp + (j * cols + c) * es, (size_t)es);
 		}
 		e = stop;
 	}

@@ -125,6 +125,35 @@ class Equal(TestCase):
                 finally:
                     os.close(fd)
 
+    def test_deepseek_tied_lm_head_is_left_out(self):
+        """DeepSeek with tie_word_embeddings and an lm_head.weight all the same: the converter
+        skips lm_head (token_embd serves); the mount's model.gguf is its file."""
+        if REPOS.why:
+            self.skipTest(REPOS.why)
+        src = model("deepseek3-bf16")
+        d = os.path.join(WORK, "models", "deepseek3-bf16-tied")
+        os.makedirs(d, exist_ok=True)
+        for f in os.listdir(src):
+            if f != "config.json" and not os.path.exists(os.path.join(d, f)):
+                os.link(os.path.join(src, f), os.path.join(d, f))
+        cfg = json.loads(read(os.path.join(src, "config.json")))
+        cfg["tie_word_embeddings"] = True
+        text = json.dumps(cfg, indent=2)
+        if not os.path.exists(os.path.join(d, "config.json")) or \
+                read(os.path.join(d, "config.json")).decode() != text:
+            with open(os.path.join(d, "config.json"), "w") as f:
+                f.write(text)
+        out = os.path.join(WORK, "ref", "deepseek3-bf16-tied.auto.gguf")
+        err = compare.run_converter(d, "auto", out)
+        if err and err.startswith("SKIP "):
+            self.skipTest(err[5:])
+        self.assertIsNone(err)
+        ref = read(out)
+        self.assertNotIn("output.weight", [t[0] for t in compare.Gguf(ref).tensors])
+        with Mount(self, d) as m:
+            ours = read(m.p("model.gguf"))
+        self.assertTrue(ours == ref, compare.first_difference(ref, ours))
+
     def test_info_lists_each_experts_shard_and_offset(self):
         """--json: every stacked tensor's pieces are its experts' tensors in their shards, in
         expert order; their bytes are the converter's stacked tensor (BF16 kept as is)."""

@@ -15,6 +15,7 @@
 
 #include "tensorfs.h"
 #include "hf_plan.h"
+#include "hf_qwen35.h"
 
 /* ==== writing a tiny model ==== */
 
@@ -836,4 +837,74 @@ Test(hf, gemma4_config_defaults)
 	cr_expect_eq(tfs_hf_plan_tensor(p, 0)->ne[0], 256, "rope_freqs of a 512 head");
 	tfs_hf_plan_free(p);
 	tfs_model_free(st);
+}
+
+/* Qwen3.5's A_log -> ssm_a: -exp(x) bit for bit as torch 1.13 computes it on float32 (SLEEF's
+ * expf_u10): values where glibc's expf differs from it, zeros, +-1, the ends of the range
+ * (overflow, subnormal results, below -104, above 100); a NaN stays a NaN, sign flipped. */
+Test(hf, qwen35_neg_exp_as_torch)
+{
+	static const uint32_t cases[][2] = {
+		{ 0xc19efd33, 0xb120b86a }, { 0xbf5ece31, 0xbed66e7e }, { 0xc1151738, 0xb8bc474a },
+		{ 0x406f0af4, 0xc2278f34 }, { 0xc16d524b, 0xb4c228b2 }, { 0xbda17e76, 0xbf6c96b2 },
+		{ 0xc1832962, 0xb3a2c5de }, { 0xc09604c5, 0xbc16cdb8 }, { 0xc0782b31, 0xbca9926a },
+		{ 0xc0d7d032, 0xba9a5e24 }, { 0xc0f60364, 0xb9f04c74 }, { 0xc13d69f3, 0xb6f25542 },
+		{ 0xc1155204, 0xb8b99858 }, { 0xc0c20f00, 0xbb18537e }, { 0xc16e3e46, 0xb4b74a04 },
+		{ 0xc0cc804a, 0xbadbd3c4 }, { 0xc1986155, 0xb1b79352 }, { 0xbf4292eb, 0xbeef6ea6 },
+		{ 0xc180fd59, 0xb3d58c12 }, { 0xc1865356, 0xb35b351a }, { 0x00000000, 0xbf800000 },
+		{ 0x80000000, 0xbf800000 }, { 0x3f800000, 0xc02df854 }, { 0xbf800000, 0xbebc5ab2 },
+		{ 0x42b16666, 0xff7a37fc }, { 0x42b1999a, 0xff800000 }, { 0xc2af0000, 0x806cb2bc },
+		{ 0xc2cfcccd, 0x80000001 }, { 0xc2d10000, 0x80000000 }, { 0x42c90000, 0xff800000 },
+		{ 0x40317218, 0xc1800000 }, { 0x7fc00000, 0xffc00000 }, { 0x7f800001, 0xffc00001 },
+		{ 0xffc00000, 0x7fc00000 },
+	};
+	uint32_t f[sizeof cases / sizeof cases[0]];
+	size_t n = sizeof cases / sizeof cases[0];
+	for (size_t i = 0; i < n; i++)
+		f[i] = cases[i][0];
+	tfs_hf_neg_exp(f, n);
+	for (size_t i = 0; i < n; i++)
+		cr_expect_eq(f[i], cases[i][1], "-exp(0x%08x): 0x%08x, torch 0x%08x", cases[i][0],
+			     f[i], cases[i][1]);
+}
+
+/* A Qwen3.5 config (write_config's sizes and the linear attention's: 2 key, 4 value heads of
+ * 16) plus extra, its embeddings and final norm, and the tensors more. */
+static void qwen35_model(const char *extra, const tspec *more, size_t nmore)
+{
+	tspec t[8] = { { "model.embed_tokens.weight", "BF16", { 32, 64 } },
+		       { "model.norm.weight", "F32", { 64, 0 } } };
+	char cfg[512];
+	size_t n = 2;
+	for (size_t i = 0; i < nmore && n < 8; i++)
+		t[n++] = more[i];
+	snprintf(cfg, sizeof cfg, ",\"linear_num_key_heads\":2,\"linear_num_value_heads\":4,"
+		 "\"linear_key_head_dim\":16,\"linear_value_head_dim\":16,"
+		 "\"linear_conv_kernel_dim\":4%s", extra);
+	write_config("Qwen3_5ForCausalLM", cfg);
+	write_st("model.safetensors", t, n, 11);
+}
+
+/* refused where the converter fails: no MTP layer at all (its assertion) */
+Test(hf, qwen35_without_mtp)
+{
+	qwen35_model("", NULL, 0);
+	expect_fail(TFS_E_UNSUPPORTED, "no MTP layer", "--no-mtp");
+}
+
+/* an F16 A_log: the reference's torch has no exp in F16 */
+Test(hf, qwen35_f16_a_log)
+{
+	tspec a = { "model.layers.0.linear_attn.A_log", "F16", { 4, 0 } };
+	qwen35_model(",\"mtp_num_hidden_layers\":1", &a, 1);
+	expect_fail(TFS_E_UNSUPPORTED, "tensor 'model.layers.0.linear_attn.A_log' is F16", NULL);
+}
+
+/* a linear attention tensor of another shape than the config's */
+Test(hf, qwen35_linear_shape)
+{
+	tspec a = { "model.layers.0.linear_attn.in_proj_qkv.weight", "BF16", { 96, 64 } };
+	qwen35_model(",\"mtp_num_hidden_layers\":1", &a, 1);
+	expect_fail(TFS_E_FORMAT, "in_proj_qkv.weight' has shape [96, 64], but",
+		    "says [128, 64]");
 }

@@ -457,7 +457,8 @@ const tfs_hf_arch *tfs_hf_arch_find(const char *cls)
 			if (strcmp(*c, cls) == 0)
 				return &rows[i];
 	const tfs_hf_arch *g4 = tfs_hf_gemma4_arch_find(cls);   /* Gemma 4 (hf_gemma4.c) */
-	return g4 ? g4 : tfs_hf_moe_arch_find(cls);   /* MoE (hf_moe.c) */
+	const tfs_hf_arch *moe = g4 ? g4 : tfs_hf_moe_arch_find(cls);   /* MoE (hf_moe.c) */
+	return moe ? moe : tfs_hf_qwen35_arch_find(cls);      /* Qwen3.5 (hf_qwen35.c) */
 }
 
 void tfs_hf_arch_list(char *out, size_t cap)
@@ -468,5 +469,6 @@ void tfs_hf_arch_list(char *out, size_t cap)
 		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
 			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
 	k = tfs_hf_gemma4_arch_list(out, cap, k);   /* Gemma 4 (hf_gemma4.c) */
-	tfs_hf_moe_arch_list(out, cap, k);   /* MoE (hf_moe.c) */
+	k = tfs_hf_moe_arch_list(out, cap, k);   /* MoE (hf_moe.c) */
+	tfs_hf_qwen35_arch_list(out, cap, k);    /* Qwen3.5 (hf_qwen35.c) */
 }

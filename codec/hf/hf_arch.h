@@ -37,6 +37,7 @@ enum tfs_hf_dim {
 	 * intermediate size, 1 (the shared expert's gate) */
 	TFS_HF_D_EXPERTS, TFS_HF_D_FF_EXP, TFS_HF_D_FF_SHEXP, TFS_HF_D_ONE,
 	TFS_HF_D_LAYER,          /* not checked: it differs per layer (Gemma 4, hf_gemma4.c) */
+	TFS_HF_D_HOOK,           /* checked by the row's fix hook (hf_plan_impl.h) */
 };
 
 /* What the converter does to a tensor's values besides converting them. */
@@ -206,5 +207,9 @@ const tfs_hf_config_class *tfs_hf_gemma4_config_class_find(const char *model_typ
 /* Gemma4TextConfig.__post_init__ on config obj (where: the file, for messages). */
 int tfs_hf_gemma4_fill(json_t *obj, const char *where, tfs_error *err);
 size_t tfs_hf_gemma4_arch_list(char *out, size_t cap, size_t k);
+/* hf_qwen35.c: the rows of Qwen3.5 (dense and MoE), which tfs_hf_arch_find and
+ * tfs_hf_arch_list look at after the MoE rows; as tfs_hf_moe_arch_find and _list. */
+const tfs_hf_arch *tfs_hf_qwen35_arch_find(const char *cls);
+size_t tfs_hf_qwen35_arch_list(char *out, size_t cap, size_t k);
 
 #endif

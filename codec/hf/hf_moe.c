@@ -115,6 +115,8 @@ const tfs_hf_moe *tfs_hf_moe_of(const tfs_hf_arch *row)
 		if (row == &rows[i])
 			return row_moe[i];
 	const tfs_hf_moe *m = tfs_hf_deepseek_moe_of(row);
+	if (!m)
+		m = tfs_hf_qwen35_moe_of(row);
 	return m ? m : row == &tfs_hf_gptoss_arch ? &tfs_hf_gptoss_moe : NULL;
 }
 
@@ -316,14 +318,14 @@ static int check_expert(const tfs_tensor *t, const tfs_tensor *first, const tfs_
 }
 
 int tfs_hf_moe_take(struct tfs_hf_moe_state **state, const tfs_hf_moe *moe, const hparams *h,
-		    const tfs_model *st, size_t idx, const char *where, tfs_hf_stack *out,
-		    size_t *n, tfs_error *err)
+		    const tfs_model *st, size_t idx, const char *name, const char *where,
+		    tfs_hf_stack *out, size_t *n, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(st, idx);
 	unsigned long bid, xid;
 	int proj, rc;
 	*n = 0;
-	if (!parse_expert(t->name, moe, &bid, &xid, &proj))
+	if (!parse_expert(name, moe, &bid, &xid, &proj))
 		return TFS_PASSTHROUGH;
 	if (!*state && (rc = make_state(state, moe, h, where, t->name, err)))
 		return rc;

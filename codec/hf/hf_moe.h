@@ -53,7 +53,8 @@ const tfs_hf_moe *tfs_hf_moe_of(const tfs_hf_arch *row);
 int64_t tfs_hf_moe_dim(int d, const hparams *h);
 
 /*
- * Source tensor idx (HF name `name`, of shard `where`) of a MoE row: when it is an expert's
+ * Source tensor idx (HF name `name` after the class's filter_tensors, of shard `where`) of a
+ * MoE row: when it is an expert's
  * tensor, it is kept (the state made on first use, in *state) and, once its layer has all
  * its experts, the layer's stacked tensors are put in out (*n of them, at most 3): 0.
  * TFS_PASSTHROUGH when it is no expert's tensor; an error for an expert the converter would
@@ -61,8 +62,8 @@ int64_t tfs_hf_moe_dim(int d, const hparams *h);
  * dtypes that differ).
  */
 int tfs_hf_moe_take(struct tfs_hf_moe_state **state, const tfs_hf_moe *moe, const hparams *h,
-		    const tfs_model *st, size_t idx, const char *where, tfs_hf_stack *out,
-		    size_t *n, tfs_error *err);
+		    const tfs_model *st, size_t idx, const char *name, const char *where,
+		    tfs_hf_stack *out, size_t *n, tfs_error *err);
 /* After the last source tensor: an error naming an expert tensor still kept (a layer with
  * experts missing: the converter's "Unprocessed experts"); frees the state. */
 int tfs_hf_moe_finish(struct tfs_hf_moe_state **state, const tfs_model *st, tfs_error *err);
@@ -76,6 +77,8 @@ const tfs_hf_arch *tfs_hf_deepseek_arch_find(const char *cls);
 size_t tfs_hf_deepseek_arch_list(char *out, size_t cap, size_t k);
 const tfs_hf_config_class *tfs_hf_deepseek_config_class_find(const char *model_type);
 const tfs_hf_moe *tfs_hf_deepseek_moe_of(const tfs_hf_arch *row);
+/* hf_qwen35.c: the experts Qwen3.5-MoE's row stacks one by one (or NULL) */
+const tfs_hf_moe *tfs_hf_qwen35_moe_of(const tfs_hf_arch *row);
 int64_t tfs_hf_deepseek_dim(int d, const hparams *h);
 const char *tfs_hf_deepseek_dim_text(int d);
 

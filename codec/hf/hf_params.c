@@ -399,6 +399,30 @@ static int rope_scaling_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	return opt_f32(l, &sub, k_slow, "rope.scaling.yarn_beta_slow", err);
 }
 
+/* rope.dimension_sections: rope_parameters' mrope_section (Qwen2-VL, Qwen3.5), padded with
+ * zeros to 4 entries, the first 4. */
+static int mrope_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	json_t *ms = json_object_get(h->rope, "mrope_section");
+	int32_t v[4] = { 0, 0, 0, 0 };
+	char name[128];
+	if (!ms)
+		return 0;
+	for (size_t i = 0; i < json_array_size(ms) && i < 4; i++) {
+		json_t *x = json_array_get(ms, i);
+		if (!json_is_integer(x) || json_integer_value(x) < INT32_MIN ||
+		    json_integer_value(x) > INT32_MAX)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: mrope_section[%zu] is not a "
+					     "32-bit integer", h->where, i);
+		v[i] = (int32_t)json_integer_value(x);
+	}
+	if (!json_is_array(ms))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: \"mrope_section\" is not a list",
+				     h->where);
+	snprintf(name, sizeof name, "%s.rope.dimension_sections", h->arch->gguf);
+	return tfs_hf_kvs_add_arr_i32(l, name, v, 4, err);
+}
+
 /* rope bases (global, then the sliding window's), norm epsilons. */
 static int rope_norm_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
@@ -486,7 +510,8 @@ int tfs_hf_text_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 		if ((rc = tfs_hf_kvs_add_bool(l, name, false, err)))
 			return rc;
 	}
-	if ((rc = rope_scaling_keys(l, h, err)) || (rc = rope_norm_keys(l, h, err)))
+	if ((rc = rope_scaling_keys(l, h, err)) || (rc = mrope_keys(l, h, err)) ||
+	    (rc = rope_norm_keys(l, h, err)))
 		return rc;
 	return tail_keys(l, h, err);
 }

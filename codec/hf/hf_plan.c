@@ -101,10 +101,8 @@ static bool map_name(char *gguf_out, size_t cap, const char *name, const tfs_hf_
 		suffix = ".weight";
 	else if (n > 5 && strcmp(name + n - 5, ".bias") == 0)
 		suffix = ".bias";
-	else if (row->flags & TFS_HF_ARCH_SCALAR_WEIGHT)
-		suffix = "";   /* Gemma 4's router scales: renamed whole */
-	if (!suffix)
-		return false;
+	else
+		suffix = "";   /* a parameter: Gemma 4's router scales, Qwen3.5's A_log */
 	size_t base = n - strlen(suffix);
 	*bid = -1;
 	for (size_t i = 0; i < row->n_globals; i++) {
@@ -164,6 +162,8 @@ static int check_shape(const tfs_tensor *t, const char *shard, const tfs_hf_name
 	uint32_t nd = t->n_dims, wn = 0;
 	if (m->rows == TFS_HF_D_LAYER && m->cols == TFS_HF_D_LAYER)
 		return 0;   /* any shape: a row whose sizes differ per layer (Gemma 4) */
+	if (m->rows == TFS_HF_D_HOOK)
+		return 0;   /* the row's fix hook checks it */
 	for (uint32_t i = 0; i < nd; i++)
 		shape[i] = t->ne[nd - 1 - i];
 	int dims[2] = { m->rows, bias ? TFS_HF_D_NONE : m->cols };
@@ -289,7 +289,8 @@ static int add_generated(tfs_hf_plan *p, size_t *cap, const hparams *h, tfs_erro
 /* The name the converter maps for source tensor name (out), after the class's
  * filter_tensors (TextModel's: multimodal tensors skipped; ModelBase's: "language_model."
  * removed); false when it skips the tensor. */
-static bool filter_name(char *out, size_t cap, const char *name, const tfs_hf_arch *row)
+static bool filter_name(char *out, size_t cap, const char *name, const tfs_hf_arch *row,
+			const hparams *h)
 {
 	static const char *const prefixes[] = { "mlp", "vit.", "vpm.", "siglip2.", "conformer.",
 		"merger.", "resampler.", "sound_encoder.", "sound_projection.",
@@ -323,17 +324,18 @@ static bool filter_name(char *out, size_t cap, const char *name, const tfs_hf_ar
 	if ((row->flags & TFS_HF_ARCH_SCALAR_WEIGHT) && (ends_with(out, "layer_scalar") ||
 							 experts) && k + 8 <= cap)
 		memcpy(out + k, ".weight", 8);
-	return true;
+	return tfs_hf_hook_rename(row, out, cap, h);
 }
 
 /* --outtype auto: bf16 or f16 as the first tensor of two or more dimensions the converter
  * reads is BF16 or F16 (F32 ones are passed over); f16 when none is. */
-static uint32_t auto_ftype(const tfs_hf_plan *p, const src_ref *refs, size_t ns)
+static uint32_t auto_ftype(const tfs_hf_plan *p, const hparams *h, const src_ref *refs,
+			   size_t ns)
 {
 	char name[512];
 	for (size_t k = 0; k < ns; k++) {
 		const tfs_tensor *t = tfs_model_tensor(p->st, refs[k].idx);
-		if (t->n_dims < 2 || !filter_name(name, sizeof name, t->name, p->row))
+		if (t->n_dims < 2 || !filter_name(name, sizeof name, t->name, p->row, h))
 			continue;
 		if (t->dtype == TFS_DT_BF16)
 			return FTYPE_MOSTLY_BF16;
@@ -352,7 +354,7 @@ static int map_source(char gname[256], const tfs_hf_name **m, size_t *slot, bool
 {
 	long bid;
 	char name[512];
-	if (!filter_name(name, sizeof name, t->name, p->row))
+	if (!filter_name(name, sizeof name, t->name, p->row, h))
 		return TFS_PASSTHROUGH;
 	if (ends_with(name, ".attention.masked_bias") || ends_with(name, ".attention.bias") ||
 	    ends_with(name, ".rotary_emb.inv_freq"))
@@ -384,7 +386,8 @@ static int map_source(char gname[256], const tfs_hf_name **m, size_t *slot, bool
 /* Output tensor o of source tensor t: dtype, transform (llama's q_proj permuted with
  * n_head, k_proj with num_key_value_heads; Gemma's norms + 1), recipe, size. */
 static int fill_tensor(tfs_hf_tensor *o, const tfs_hf_plan *p, const hparams *h,
-		       const tfs_tensor *t, const tfs_hf_name *m, const char *shard, tfs_error *err)
+		       const tfs_tensor *t, const tfs_hf_name *m, const char *shard, unsigned part,
+		       unsigned *parts, tfs_error *err)
 {
 	o->n_dims = t->n_dims;
 	memcpy(o->ne, t->ne, sizeof o->ne);
@@ -400,11 +403,16 @@ static int fill_tensor(tfs_hf_tensor *o, const tfs_hf_plan *p, const hparams *h,
 					     "be permuted in %u heads of pairs", shard, t->name,
 					     (long long)rows, o->perm_heads);
 	}
-	/* a per-head slice (DeepSeek's kv_b_proj), a class's own tensor (GPT-OSS): computed */
-	bool computed = o->plus_one || o->own.kind || o->slice.heads;
+	int rc = tfs_hf_hook_fix(p->row, o, t, m, h, shard, part, parts, err);
+	if (rc)
+		return rc;
+	/* a per-head slice (DeepSeek's kv_b_proj), a class's own tensor (GPT-OSS), A_log's -exp
+	 * (Qwen3.5): computed */
+	bool computed = o->plus_one || o->own.kind || o->slice.heads ||
+			o->neg_exp;
 	o->recipe = o->dtype == o->src_dtype && !computed ? TFS_HF_COPY : TFS_HF_CONVERT;
 	o->quiet_nans = o->recipe == TFS_HF_COPY && o->dtype == TFS_DT_BF16;
-	o->raw = o->recipe == TFS_HF_COPY && o->perm_heads == 0;
+	o->raw = o->recipe == TFS_HF_COPY && o->perm_heads == 0 && !o->gather.kind;
 	uint64_t nel = 1;
 	for (uint32_t d = 0; d < o->n_dims; d++)
 		nel *= (uint64_t)o->ne[d];
@@ -427,7 +435,8 @@ static int add_stacks(tfs_hf_plan *p, size_t *cap, const hparams *h, tfs_hf_stac
 			if (!(o->name = strdup(s[k].name)))
 				rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 			else
-				rc = fill_tensor(o, p, h, &s[k].shape, &plain, where, err);
+				rc = fill_tensor(o, p, h, &s[k].shape, &plain, where, 0, NULL,
+						 err);
 		}
 		free(s[k].parts);
 	}
@@ -442,10 +451,13 @@ static int add_experts(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_
 	tfs_hf_stack s[3];
 	size_t n = 0;
 	const tfs_hf_moe *moe = tfs_hf_moe_of(p->row);
+	char name[512];   /* as the class's modify_tensors sees it */
+	if (!filter_name(name, sizeof name, tfs_model_tensor(p->st, r->idx)->name, p->row, h))
+		return TFS_PASSTHROUGH;
 	int rc = moe->tensor ? moe->tensor(h, p->st, r->idx, r->path, s, &n, err)
 			     : TFS_PASSTHROUGH;
 	if (rc == TFS_PASSTHROUGH)
-		rc = tfs_hf_moe_take(&p->moe, moe, h, p->st, r->idx, r->path, s, &n, err);
+		rc = tfs_hf_moe_take(&p->moe, moe, h, p->st, r->idx, name, r->path, s, &n, err);
 	return rc == TFS_PASSTHROUGH ? rc : add_stacks(p, cap, h, s, n, r->path, rc, err);
 }
 
@@ -469,12 +481,16 @@ static int add_source_tensor(tfs_hf_plan *p, size_t *cap, const hparams *h, cons
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is a second '%s'",
 				     r->path, t->name, gname);
 	seen[slot] |= !bias;
-	if ((rc = add_tensor(p, cap, &o, err)))
-		return rc;
-	if (!(o->name = strdup(gname)))
-		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
-	o->src = (long)r->idx;
-	return fill_tensor(o, p, h, t, m, r->path, err);
+	unsigned parts = 1;   /* a row's fix hook may make two of one (Qwen3.5's gate_up) */
+	for (unsigned k = 0; !rc && k < parts; k++) {
+		if ((rc = add_tensor(p, cap, &o, err)))
+			return rc;
+		if (!(o->name = strdup(gname)))
+			return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+		o->src = (long)r->idx;
+		rc = fill_tensor(o, p, h, t, m, r->path, k, &parts, err);
+	}
+	return rc;
 }
 
 /* The first tensor the architecture needs that was not seen, as an error; 0 when none. */
@@ -506,7 +522,7 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 	bool *seen = NULL;
 	int rc = read_order(&refs, &ns, p->st, err);
 	if (!rc && p->ftype == UINT32_MAX)
-		p->ftype = auto_ftype(p, refs, ns);
+		p->ftype = auto_ftype(p, h, refs, ns);
 	if (!rc)
 		rc = add_generated(p, &cap, h, err);
 	if (!rc && tfs_hf_moe_of(p->row) == &tfs_hf_gptoss_moe) {   /* its MXFP4 experts first */
@@ -597,125 +613,6 @@ static int load_config(hparams *h, const char **cls, const tfs_hf_files *files, 
 	return tfs_hf_read_hparams(h, err);
 }
 
-static uint64_t n_params(const tfs_hf_plan *p)
-{
-	uint64_t total = 0;
-	for (size_t i = 0; i < p->nt; i++) {
-		uint64_t nel = 1;
-		for (uint32_t d = 0; d < p->t[i].n_dims; d++)
-			nel *= (uint64_t)p->t[i].ne[d];
-		total += nel;
-	}
-	return total;
-}
-
-/* Gemma3Model.modify_tensors' count of the tokenizer's rows without tokenizer.model:
- * len(tokenizer.json's model.vocab) + len(its added_tokens); 0 when it cannot say. */
-static uint64_t tokjson_rows(const tfs_hf_files *files)
-{
-	tfs_hf_tok *t = NULL;
-	tfs_error e = { 0 };
-	uint64_t n = 0;
-	if (tfs_hf_tok_read(&t, files, &e) == 0 && t && t->has_vocab)
-		n = t->n + json_array_size(json_object_get(t->root, "added_tokens"));
-	tfs_hf_tok_close(t);
-	return n;
-}
-
-/* Gemma3Model.modify_tensors: token_embd cut to the tokenizer's rows: after a SentencePiece
- * vocabulary (tokenizer.ggml.model "llama") the count of its tokens, else tokenizer.json's
- * (tokjson_rows).  With no tokenizer keys (opts no_vocab) nothing is cut. */
-static int trim_embd(tfs_hf_plan *p, const tfs_hf_files *files, const tfs_hf_kvs *vk,
-		     tfs_error *err)
-{
-	long k = tfs_hf_kvs_find(vk, "tokenizer.ggml.tokens");
-	long m = tfs_hf_kvs_find(vk, "tokenizer.ggml.model");
-	if (!(p->row->flags & TFS_HF_ARCH_TRIM_EMBD) || k < 0 || m < 0 || vk->kv[k].len < 12)
-		return 0;
-	uint64_t n = 0;
-	const tfs_hf_kv *model = &vk->kv[m];
-	if (model->len == 8 + 5 && memcmp(model->data + 8, "llama", 5) == 0) {
-		for (int b = 0; b < 8; b++)
-			n |= (uint64_t)vk->kv[k].data[4 + b] << (8 * b);
-	} else {
-		n = tokjson_rows(files);
-	}
-	for (size_t i = 0; n && i < p->nt; i++) {
-		tfs_hf_tensor *t = &p->t[i];
-		if (strcmp(t->name, "token_embd.weight") || t->n_dims != 2 || (uint64_t)t->ne[1] <= n)
-			continue;
-		t->ne[1] = (int64_t)n;
-		return tfs_dtype_nbytes(&t->nbytes, t->dtype, (uint64_t)t->ne[0] * n, err);
-	}
-	return 0;
-}
-
-/* gguf-py's size_label(total, shared, expert, expert_count): with stacked experts (MoE)
- * "8x1.2M" (the count: the stacked tensors' mean; the size: the shared parameters and one
- * expert's), else the parameter count's. */
-static const char *size_label(char label[32], const tfs_hf_plan *p)
-{
-	uint64_t shared = 0, expert = 0, sum = 0, nexp = 0;
-	for (size_t i = 0; i < p->nt; i++) {
-		const tfs_hf_tensor *t = &p->t[i];
-		uint64_t size = 1;
-		for (uint32_t d = 0; d < t->n_dims; d++)
-			size *= (uint64_t)t->ne[d];
-		if (strstr(t->name, "_exps.") && t->n_dims >= 3) {
-			/* numpy shape[-3] of a weight, shape[-2] of a bias */
-			uint64_t count = (uint64_t)t->ne[strstr(t->name, ".bias") ? 1 : 2];
-			expert += count ? size / count : 0;
-			sum += count;
-			nexp++;
-		} else {
-			shared += size;
-		}
-	}
-	char pretty[32];
-	if (!nexp || sum / nexp == 0) {
-		tfs_hf_size_label(label, n_params(p));
-		return label;
-	}
-	tfs_hf_size_label(pretty, shared + expert);
-	snprintf(label, 32, "%llux%.12s", (unsigned long long)(sum / nexp), pretty);
-	return label;
-}
-
-/* The keys in the converter's order: general.architecture, general.type, general.* of the
- * model card, the hyperparameters, general.quantization_version, the vocab (set_vocab). */
-static int plan_keys(tfs_hf_plan *p, const tfs_hf_files *files, const hparams *h,
-		     const char *cls, const tfs_hf_opts *o, tfs_error *err)
-{
-	tfs_hf_kvs *l = &p->kvs, vk = { 0 };
-	char label[32];
-	int rc = 0;
-	/* set_vocab() first: Gemma 3 cuts token_embd to its size, which the parameter count
-	 * of the general.* keys sees */
-	if (!o->no_vocab)
-		rc = tfs_hf_vocab_keys(&vk, files, cls, h->root, err);
-	if (!rc)
-		rc = trim_embd(p, files, &vk, err);
-	if (rc || (rc = tfs_hf_kvs_add_str(l, "general.architecture", p->arch, err)))
-		goto out;
-	/* keys the class writes while it reads the tensors (Phi-3's attn_factor) */
-	for (size_t i = 0; i < p->early.n && !rc; i++)
-		rc = tfs_hf_kvs_add(l, p->early.kv[i].name, p->early.kv[i].type,
-				    p->early.kv[i].data, p->early.kv[i].len, err);
-	if (rc || (rc = tfs_hf_kvs_add_str(l, "general.type", "model", err)) ||
-	    (rc = tfs_hf_meta_keys_label(l, files, h->file, o->dir_name ? o->dir_name : "model",
-					 (int64_t)n_params(p), size_label(label, p), err)) ||
-	    (rc = tfs_hf_param_keys(l, h, err)) ||
-	    (rc = tfs_hf_kvs_add_u32(l, "general.quantization_version", GGML_QUANT_VERSION,
-				     err)))
-		goto out;
-	for (size_t i = 0; i < vk.n && !rc; i++)
-		rc = tfs_hf_kvs_add(l, vk.kv[i].name, vk.kv[i].type, vk.kv[i].data, vk.kv[i].len,
-				    err);
-out:
-	tfs_hf_kvs_free(&vk);
-	return rc;
-}
-
 static uint32_t outtype_ftype(tfs_hf_outtype t)
 {
 	switch (t) {
@@ -749,12 +646,13 @@ int tfs_hf_plan_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_mod
 		p->row = h.arch;
 		p->arch = h.arch->gguf;
 		p->ftype = outtype_ftype(o->outtype);
-		rc = plan_tensors(p, &h, err);
+		if (!(rc = tfs_hf_hook_prepare(&h, st, err)))
+			rc = plan_tensors(p, &h, err);
 		if (p->mxfp4 && p->ftype != FTYPE_MOSTLY_Q8_0)   /* prepare_metadata (GPT-OSS) */
 			p->ftype = FTYPE_MOSTLY_MXFP4_MOE;
 		h.ftype = p->ftype;
 	}
-	if (!rc && !(rc = plan_keys(p, files, &h, cls, o, err)))
+	if (!rc && !(rc = tfs_hf_plan_keys(p, files, &h, cls, o, err)))
 		layout(p);
 	tfs_hf_hparams_free(&h);
 	if (rc) {

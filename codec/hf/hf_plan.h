@@ -59,6 +59,18 @@ typedef enum {
 	TFS_HF_GENERATED,     /* computed at open (rope_freqs): the plan holds the bytes */
 } tfs_hf_recipe;
 
+/* A reordering of a tensor's rows (the outermost axis) or columns (the innermost): from
+ * entry `skip` of that axis on, `groups` x `per` units of `unit` entries each, stored group by
+ * group, are written the other way round (unit p x groups + g is the source's g x per + p:
+ * Qwen3.5's value heads, grouped by key head, tiled).  kind 0: none. */
+enum { TFS_HF_GATHER_NONE, TFS_HF_GATHER_ROWS, TFS_HF_GATHER_COLS,
+       TFS_HF_GATHER_SPLIT };   /* SPLIT: each source row is `groups` output rows' worth; part
+				 * `skip` of it is the output's row (Qwen3.5-MoE's gate_up) */
+typedef struct {
+	uint8_t kind;
+	uint64_t skip, groups, per, unit;
+} tfs_hf_gather;
+
 typedef struct {
 	char *name;              /* GGUF name: "token_embd.weight", "blk.0.attn_q.weight", ... */
 	int dtype;               /* output tfs_dtype_id: TFS_DT_F32, _F16, _BF16 or _Q8_0 */
@@ -89,6 +101,10 @@ typedef struct {
 	long *parts;
 	tfs_hf_slice slice;      /* a per-head slice of src (always CONVERT), or heads 0 */
 	tfs_hf_own own;          /* GPT-OSS (hf_gptoss.c): computed by its reader, or kind 0 */
+	/* Qwen3.5 (hf_qwen35.c): rows or columns reordered (a COPY then splices run by run);
+	 * A_log's -exp(x), in float32 as torch computes it (always CONVERT) */
+	tfs_hf_gather gather;
+	bool neg_exp;
 } tfs_hf_tensor;
 
 typedef struct tfs_hf_plan tfs_hf_plan;

@@ -33,6 +33,51 @@ struct tfs_hf_plan {
 	bool mxfp4;                /* MXFP4 experts (GPT-OSS): general.file_type MXFP4_MOE */
 };
 
+/* A row's own steps of the plan (NULL members: none). */
+struct tfs_hf_hooks {
+	/* After the hparams are read, before any tensor: may change h (Qwen3.5's MTP layers
+	 * counted as blocks); st: the weights. */
+	int (*prepare)(hparams *h, const tfs_model *st, tfs_error *err);
+	/* The class's filter_tensors after TextModel's: name (without "language_model.")
+	 * renamed in place (cap bytes); false when the converter skips the tensor. */
+	bool (*rename)(char *name, size_t cap, const hparams *h);
+	/* A mapped tensor o of source tensor t (name table entry m): its own checks and
+	 * transform (shape, dtype, gather, neg_exp); the recipe is chosen after it.  It may
+	 * make *parts outputs of t (1 unless it says; parts NULL: one only), each its own call
+	 * (part 0, 1, ...). */
+	int (*fix)(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m, const hparams *h,
+		   const char *shard, unsigned part, unsigned *parts, tfs_error *err);
+};
+/* The hooks of a row, or NULL (hf_qwen35.c: the rows that have some). */
+const struct tfs_hf_hooks *tfs_hf_hooks_of(const tfs_hf_arch *row);
+
+/* The hooks called, where a row has them (else: nothing changed, 0 / true). */
+static inline int tfs_hf_hook_prepare(hparams *h, const tfs_model *st, tfs_error *err)
+{
+	const struct tfs_hf_hooks *hk = tfs_hf_hooks_of(h->arch);
+	return hk && hk->prepare ? hk->prepare(h, st, err) : 0;
+}
+
+static inline bool tfs_hf_hook_rename(const tfs_hf_arch *row, char *name, size_t cap,
+				      const hparams *h)
+{
+	const struct tfs_hf_hooks *hk = tfs_hf_hooks_of(row);
+	return !hk || !hk->rename || hk->rename(name, cap, h);
+}
+
+static inline int tfs_hf_hook_fix(const tfs_hf_arch *row, tfs_hf_tensor *o, const tfs_tensor *t,
+				  const tfs_hf_name *m, const hparams *h, const char *shard,
+				  unsigned part, unsigned *parts, tfs_error *err)
+{
+	const struct tfs_hf_hooks *hk = tfs_hf_hooks_of(row);
+	return hk && hk->fix ? hk->fix(o, t, m, h, shard, part, parts, err) : 0;
+}
+
+/* hf_plan_keys.c: the plan's keys in the converter's order (set_vocab first: Gemma 3's
+ * token_embd cut to the tokenizer's rows; cls: the class the row was found by). */
+int tfs_hf_plan_keys(tfs_hf_plan *p, const tfs_hf_files *files, const hparams *h,
+		     const char *cls, const tfs_hf_opts *o, tfs_error *err);
+
 /* hf_params.c: h->file (read, h->where set) as the converter's hparams for row h->arch:
  * h->root and h->rope built, the sizes read and checked. */
 int tfs_hf_read_hparams(hparams *h, tfs_error *err);

@@ -6,6 +6,7 @@
 #include "hf_plan_impl.h"
 #include "hf_convert.h"
 #include "hf_gptoss.h"
+#include "hf_qwen35.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -67,21 +68,66 @@ static uint64_t perm_row(uint64_t r, uint64_t rows, uint32_t heads)
 	return h * hd + (j & 1) * (hd / 2) + j / 2;
 }
 
+/* Rows per source row of t and its element count per row (the outermost axis is rows). */
+static void row_shape(const tfs_hf_tensor *t, uint64_t *rows, uint64_t *inner)
+{
+	*rows = (uint64_t)t->ne[t->n_dims - 1];
+	*inner = 1;
+	for (uint32_t d = 0; d + 1 < t->n_dims; d++)
+		*inner *= (uint64_t)t->ne[d];
+}
+
+/* Unit u of a gather's output is the source's unit (u mod groups) x per + u / groups. */
+static uint64_t gather_unit(const tfs_hf_gather *g, uint64_t x, uint64_t *left)
+{
+	uint64_t u = x / g->unit, j = x % g->unit;
+	*left = g->unit - j;
+	return ((u % g->groups) * g->per + u / g->groups) * g->unit + j;
+}
+
+/* Where element e of output tensor t (counted in its source's elements) is among its source
+ * tensor's elements; *run: how many elements from there are the output's next ones in order
+ * (at least 1: the rest of a permuted row, of a gathered unit, or of the tensor). */
+static uint64_t src_elem(const tfs_hf_tensor *t, uint64_t e, uint64_t *run)
+{
+	uint64_t rows, inner, left;
+	row_shape(t, &rows, &inner);
+	uint64_t r = e / inner, col = e % inner;
+	const tfs_hf_gather *g = &t->gather;
+	uint64_t span = g->groups * g->per * g->unit;
+	if (t->perm_heads || g->kind == TFS_HF_GATHER_SPLIT) {
+		*run = inner - col;
+		return t->perm_heads ? perm_row(r, rows, t->perm_heads) * inner + col
+				     : (r * g->groups + g->skip) * inner + col;
+	}
+	if (g->kind == TFS_HF_GATHER_ROWS && r >= g->skip && r - g->skip < span) {
+		uint64_t from = g->skip + gather_unit(g, r - g->skip, &left);
+		*run = left * inner - col;
+		return from * inner + col;
+	}
+	if (g->kind == TFS_HF_GATHER_COLS && col >= g->skip && col - g->skip < span) {
+		uint64_t from = g->skip + gather_unit(g, col - g->skip, &left);
+		*run = left;
+		return r * inner + from;
+	}
+	if (g->kind == TFS_HF_GATHER_ROWS)   /* rows before the reordered ones */
+		*run = (r < g->skip ? g->skip : rows) * inner - e;
+	else if (g->kind == TFS_HF_GATHER_COLS)
+		*run = col < g->skip ? g->skip - col : inner - col;
+	else
+		*run = rows * inner - e;
+	return e;
+}
+
 int tfs_hf_tensor_locate(const tfs_hf_plan *p, size_t i, uint64_t off, uint64_t *src_off,
 			 uint64_t *run)
 {
 	if (i >= p->nt || p->t[i].recipe != TFS_HF_COPY || off >= p->t[i].nbytes)
 		return TFS_PASSTHROUGH;
 	const tfs_hf_tensor *t = &p->t[i];
-	if (!t->perm_heads) {
-		*src_off = off;
-		*run = t->nbytes - off;
-		return 0;
-	}
-	uint64_t rows = (uint64_t)t->ne[t->n_dims - 1];
-	uint64_t row_bytes = t->nbytes / rows, in_row = off % row_bytes;
-	*src_off = perm_row(off / row_bytes, rows, t->perm_heads) * row_bytes + in_row;
-	*run = row_bytes - in_row;
+	uint64_t es = tfs_dtype(t->src_dtype)->block_bytes, n;
+	*src_off = src_elem(t, off / es, &n) * es + off % es;
+	*run = n * es - off % es;
 	return 0;
 }
 
@@ -141,19 +187,10 @@ static int read_src(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off, 
 	return 0;
 }
 
-/* Rows per source row of t and its element count per row (the outermost axis is rows). */
-static void row_shape(const tfs_hf_tensor *t, uint64_t *rows, uint64_t *inner)
-{
-	*rows = (uint64_t)t->ne[t->n_dims - 1];
-	*inner = 1;
-	for (uint32_t d = 0; d + 1 < t->n_dims; d++)
-		*inner *= (uint64_t)t->ne[d];
-}
-
 /* The BF16 values of [off, end) of a copied tensor read into o quieted as the converter
  * does; a value cut by either end is read whole from the source. */
 static int quiet_range(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off, uint64_t end,
-		       uint8_t *o, uint64_t row_bytes, uint64_t rows, tfs_error *err)
+		       uint8_t *o, tfs_error *err)
 {
 	uint64_t a = (off + 1) / 2 * 2, b = end / 2 * 2;
 	if (b > a)
@@ -163,8 +200,7 @@ static int quiet_range(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t of
 		if (cut[k] == UINT64_MAX || (k == 1 && cut[1] == cut[0]))
 			continue;
 		uint8_t v[2];
-		uint64_t r = cut[k] / row_bytes, in_row = cut[k] % row_bytes;
-		uint64_t src = perm_row(r, rows, t->perm_heads) * row_bytes + in_row;
+		uint64_t run, src = src_elem(t, cut[k] / 2, &run) * 2;
 		int rc = read_src(p, t, src, 2, v, err);
 		if (rc)
 			return rc;
@@ -176,25 +212,22 @@ static int quiet_range(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t of
 	return 0;
 }
 
-/* A copied tensor: bytes map 1:1 within a row, read straight into o. */
+/* A copied tensor: bytes map 1:1 within a run (src_elem), read straight into o. */
 static int read_copy(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off, uint64_t end,
 		     uint8_t *o, tfs_error *err)
 {
-	uint64_t rows, inner;
-	row_shape(t, &rows, &inner);
-	uint64_t row_bytes = inner * tfs_dtype(t->src_dtype)->block_bytes;
+	uint64_t es = tfs_dtype(t->src_dtype)->block_bytes;
 	for (uint64_t pos = off; pos < end;) {
-		uint64_t r = pos / row_bytes, in_row = pos % row_bytes;
-		uint64_t n = t->perm_heads ? row_bytes - in_row : end - pos;
+		uint64_t run, src = src_elem(t, pos / es, &run) * es + pos % es;
+		uint64_t n = run * es - pos % es;
 		if (n > end - pos)
 			n = end - pos;
-		uint64_t src = perm_row(r, rows, t->perm_heads) * row_bytes + in_row;
 		int rc = read_src(p, t, src, n, o + (pos - off), err);
 		if (rc)
 			return rc;
 		pos += n;
 	}
-	return t->quiet_nans ? quiet_range(p, t, off, end, o, row_bytes, rows, err) : 0;
+	return t->quiet_nans ? quiet_range(p, t, off, end, o, err) : 0;
 }
 
 /* Gemma's norm + 1 on n float32 values widened from src_dtype, as torch adds in the
@@ -217,8 +250,6 @@ static void plus_one(uint32_t *f, int src_dtype, size_t n)
 static int read_convert(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off,
 			uint64_t end, uint8_t *o, tfs_error *err)
 {
-	uint64_t rows, inner;
-	row_shape(t, &rows, &inner);
 	const tfs_dtype_info *od = tfs_dtype(t->dtype), *sd = tfs_dtype(t->src_dtype);
 	uint64_t ob = od->block_elems, obb = od->block_bytes, ses = sd->block_bytes;
 	uint8_t *sbuf = malloc(CHUNK_ELEMS * 4 + CHUNK_ELEMS * 4 + CHUNK_ELEMS * 4);
@@ -229,18 +260,24 @@ static int read_convert(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t o
 	uint64_t u = off / obb, u_end = (end + obb - 1) / obb;
 	const uint64_t chunk_units = CHUNK_ELEMS / ob;
 	int rc = 0;
-	while (u < u_end) {
-		uint64_t e = u * ob, r = e / inner, col = e % inner;
-		uint64_t n = u_end - u;
+	while (u < u_end && !rc) {
+		uint64_t e = u * ob, n = u_end - u;
 		if (n > chunk_units)
 			n = chunk_units;
-		if (t->perm_heads && n > (inner - col) / ob)
-			n = (inner - col) / ob;
-		uint64_t src_e = perm_row(r, rows, t->perm_heads) * inner + col;
-		if ((rc = t->slice.heads ? tfs_hf_slice_read(p->st, t, e, n * ob, sbuf, err)
-					 : read_src(p, t, src_e * ses, n * ob * ses, sbuf, err)))
+		if (t->slice.heads)   /* DeepSeek's per-head slices (hf_deepseek.c) */
+			rc = tfs_hf_slice_read(p->st, t, e, n * ob, sbuf, err);
+		for (uint64_t k = 0; k < n * ob && !rc && !t->slice.heads;) {   /* run by run */
+			uint64_t run, src = src_elem(t, e + k, &run);
+			if (run > n * ob - k)
+				run = n * ob - k;
+			rc = read_src(p, t, src * ses, run * ses, sbuf + k * ses, err);
+			k += run;
+		}
+		if (rc)
 			break;
 		tfs_hf_to_f32(fbuf, sbuf, t->src_dtype, (size_t)(n * ob));
+		if (t->neg_exp)
+			tfs_hf_neg_exp(fbuf, (size_t)(n * ob));
 		if (t->plus_one)
 			plus_one(fbuf, t->src_dtype, (size_t)(n * ob));
 		tfs_hf_from_f32(obuf, t->dtype, fbuf, (size_t)(n * ob));

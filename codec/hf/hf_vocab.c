@@ -529,6 +529,7 @@ static const struct {
 	{ "Qwen2ForCausalLM", V_SPM_GPT2 }, { "Qwen3ForCausalLM", V_SPM_GPT2 },
 	{ "Qwen2MoeForCausalLM", V_GPT2 }, { "Qwen3MoeForCausalLM", V_GPT2 },
 	{ "Qwen3_5ForCausalLM", V_GPT2 }, { "Qwen3_5ForConditionalGeneration", V_GPT2 },
+	{ "Qwen3_5MoeForCausalLM", V_GPT2 }, { "Qwen3_5MoeForConditionalGeneration", V_GPT2 },
 	{ "Olmo2ForCausalLM", V_GPT2 }, { "GptOssForCausalLM", V_GPT2 },
 	{ "DeepseekV2ForCausalLM", V_GPT2 }, { "DeepseekV3ForCausalLM", V_GPT2 },
 	{ "Glm4MoeForCausalLM", V_GLM },

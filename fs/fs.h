@@ -81,6 +81,12 @@ typedef struct tfsd_node {
 	bool indexed;
 } tfsd_node;
 
+/* A computed view's -o option given: its name (the option table's row's) and value. */
+typedef struct {
+	const char *name;
+	char *value;            /* allocated; a number (INT row) as %d prints it */
+} tfsd_view_optval;
+
 typedef struct {
 	char *source;
 	char *mountpoint;
@@ -95,7 +101,6 @@ typedef struct {
 	int threads;            /* -o threads=N */
 	int readahead_kb;       /* -o readahead_kb=N (0: leave the kernel's) */
 	int nonempty;           /* -o nonempty: mount over a non-empty directory or a mount */
-	int quantize_threads;   /* -o quantize_threads=N (0: one per CPU, at most 8) */
 	/* remote sources (http://, https://, hf://, s3://) */
 	int connections;        /* -o connections=N */
 	char *cache;            /* -o cache=DIR */
@@ -105,9 +110,12 @@ typedef struct {
 	int timeout;            /* -o timeout=SECS */
 	char *endpoint;         /* -o endpoint=URL: an S3 store's (s3://) */
 	char *s3_addressing;    /* -o s3_addressing=path|virtual */
-	char *imatrix;          /* -o imatrix=FILE: llama.cpp's importance matrix (IQ types) */
-	char *quantize;         /* -o quantize=TYPE: the model quantized as llama-quantize does */
-	char *outtype;          /* -o outtype=TYPE: a Hugging Face repo's GGUF view's type */
+	/* the options of the computed views (the option table's V rows: outtype=, quantize=,
+	 * imatrix=, quantize_threads=...), as given, in the order first given (a later value
+	 * replaces an earlier one): cli.h's tfsd_view_value reads one, and tfsd_view_opts
+	 * passes them all to codec (tfs_open_opts_set_view: codec/views/registry.c) */
+	tfsd_view_optval *views;
+	size_t n_views;
 } tfsd_opts;
 
 /* The model as one file, as it was at one generation; shared by the handles that read it. */

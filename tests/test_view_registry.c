@@ -3,7 +3,9 @@
  * (fs/cli/optable.c): every option of a view is an -o option of the commands that open
  * models, marked as a view's there, and every option marked so is a registered view's; the
  * rows themselves are whole (a name, an open function, options with distinct fields and
- * names).  (An unknown view in a staging journal: test_journal_view.c.)
+ * names); and the one path of their values, by name: -o into tfsd_opts' list, then each into
+ * tfs_open_opts by tfs_open_opts_set_view, unchanged ("auto" stays "auto").  (An unknown
+ * view in a staging journal: test_journal_view.c.)
  */
 #include <criterion/criterion.h>
 
@@ -78,4 +80,95 @@ Test(view_registry, rows_are_whole)
 						  "%s and %s", p->name, q->name);
 		}
 	}
+}
+
+/* Every view option of the option table goes to codec by name (tfs_open_opts_set_view), and
+ * lands in its row's field: a name or a file as the very pointer given, a number parsed. */
+Test(view_registry, every_view_option_is_set_by_name)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < tfsd_n_options; i++) {
+		const tfsd_option *o = &tfsd_option_table[i];
+		if (!(o->commands & TFSD_VIEW_OPTION))
+			continue;
+		const tfs_view_opt *p = NULL;
+		for (size_t k = 0; !p && k < tfs_n_views; k++)
+			for (const tfs_view_opt *q = tfs_view_table[k].opts; !p && q->name; q++)
+				if (!strcmp(q->name, o->name))
+					p = q;
+		cr_assert_not_null(p, "-o %s", o->name);
+		tfs_open_opts oo = { 0 };
+		tfs_error err;
+		const char *v = o->kind == TFSD_OPT_INT ? "7" : "auto";
+		cr_assert_eq(tfs_open_opts_set_view(&oo, o->name, v, &err), 0, "%s", err.msg);
+		if (p->kind == TFS_VOPT_HOW) {
+			unsigned u;
+			memcpy(&u, (const char *)&oo + p->field, sizeof(u));
+			cr_assert_eq(u, 7, "-o %s", o->name);
+			cr_assert_eq(tfs_open_opts_set_view(&oo, o->name, "x", &err),
+				     TFS_E_INVALID);
+			cr_assert_eq(tfs_open_opts_set_view(&oo, o->name, "-1", &err),
+				     TFS_E_INVALID);
+		} else {
+			/* (the pointer given) */
+			cr_assert_eq(tfs_view_opt_str(&oo, p), v, "-o %s", o->name);
+		}
+		/* nothing else of oo changed */
+		tfs_open_opts zero = { 0 };
+		memset((char *)&oo + p->field, 0, p->kind == TFS_VOPT_HOW ? sizeof(unsigned)
+		       : sizeof(char *));
+		cr_assert(!memcmp(&oo, &zero, sizeof(oo)), "-o %s set another field", o->name);
+		n++;
+	}
+	cr_assert_geq(n, 4);
+	tfs_open_opts oo = { 0 };
+	tfs_error err;
+	cr_assert_eq(tfs_open_opts_set_view(&oo, "output", "x.gguf", &err), TFS_E_NOTFOUND);
+	cr_assert_eq(tfs_open_opts_set_view(&oo, "gguf_model", "1", &err), TFS_E_NOTFOUND);
+}
+
+/* -o parses a view's options into tfsd_opts' list (the last value of one given twice, a
+ * number as %d reads it), and tfsd_view_opts hands them to tfs_open_opts unchanged
+ * ("auto" stays "auto": the quantized view's cache key has it). */
+Test(view_registry, o_options_reach_the_open_options)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	const char *argv[] = { "tensorfs", "SRC", "-o",
+			       "quantize=Q4_K_M,outtype=auto,quantize_threads=3,imatrix=,threads=2",
+			       "-o", "quantize=q8_0,imatrix=" };
+	for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
+		cr_assert_eq(fuse_opt_add_arg(&args, argv[i]), 0);
+	static const tfsd_usage u = { "usage\n", TFSD_FOR_MOUNT, NULL };
+	tfsd_opts o = { 0 };
+	cr_assert_eq(tfsd_opts_parse(&args, &o, &u), 0);
+	cr_assert_eq(o.n_views, 4);
+	cr_assert_eq(o.threads, 2);
+	cr_assert_str_eq(tfsd_view_value(&o, "quantize"), "q8_0");
+	cr_assert_str_eq(tfsd_view_value(&o, "outtype"), "auto");
+	cr_assert_str_eq(tfsd_view_value(&o, "quantize_threads"), "3");
+	cr_assert_str_eq(tfsd_view_value(&o, "imatrix"), "");
+	tfs_open_opts oo = { 0 };
+	cr_assert_eq(tfsd_view_opts(&o, &oo, true, "test"), 0);
+	cr_assert_str_eq(oo.quantize, "q8_0");
+	cr_assert_str_eq(oo.outtype, "auto");
+	cr_assert_eq(oo.quantize_threads, 3);
+	cr_assert_null(oo.imatrix);                /* a mount: given empty is said at open */
+	cr_assert_eq(tfsd_view_opts(&o, &oo, false, "test"), 0);
+	cr_assert_str_eq(oo.imatrix, "");          /* info: the quantized view says so */
+	/* a relative file is made absolute, a name is not */
+	cr_assert_eq(tfsd_view_value_set(&o, "imatrix", "im.dat"), 0);
+	cr_assert_eq(tfsd_view_paths(&o), 0);
+	cr_assert_eq(tfsd_view_value(&o, "imatrix")[0], '/');
+	cr_assert_str_eq(tfsd_view_value(&o, "quantize"), "q8_0");
+	fuse_opt_free_args(&args);
+	tfsd_opts_free(&o);
+
+	struct fuse_args b = FUSE_ARGS_INIT(0, NULL);
+	const char *bad[] = { "tensorfs", "SRC", "-o", "quantize_threads=many" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(fuse_opt_add_arg(&b, bad[i]), 0);
+	tfsd_opts ob = { 0 };
+	cr_assert_eq(tfsd_opts_parse(&b, &ob, &u), -1);
+	fuse_opt_free_args(&b);
+	tfsd_opts_free(&ob);
 }

@@ -79,7 +79,8 @@ typedef struct {
 	long timeout;             /* seconds to connect, or of a stalled transfer (0: 30) */
 	const char *s3_endpoint;  /* s3://: the store's URL (NULL: $AWS_ENDPOINT_URL_S3, ...: s3.h) */
 	const char *s3_addressing;/* s3://: "path" or "virtual" (NULL: by the endpoint) */
-	/* views: each field is an option of a row of codec/views/registry.c's table */
+	/* views: each field is an option of a row of codec/views/registry.c's table, set by
+	 * name with tfs_open_opts_set_view (views/view.h) */
 	const char *outtype;      /* a Hugging Face repo's GGUF view: "auto" (NULL), "f32", "f16",
 	                           * "bf16", "q8_0" (convert_hf_to_gguf.py's --outtype) */
 	bool gguf_model;          /* a Hugging Face repo: the model opened IS its GGUF view (what

@@ -6,6 +6,9 @@
 #include "registry.h"
 #include "view.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 const tfs_view_kind tfs_view_table[] = {
@@ -35,4 +38,32 @@ const char *tfs_view_option_name(size_t n)
 			if (p->option && n-- == 0)
 				return p->name;
 	return NULL;
+}
+
+/* An option's value into o, as its kind takes it: a name or a file as given (the pointer
+ * kept: "auto" stays "auto", and "" an imatrix= given empty), a number of HOW parsed. */
+int tfs_open_opts_set_view(tfs_open_opts *o, const char *name, const char *value,
+			   tfs_error *err)
+{
+	const tfs_view_opt *p = NULL;
+	for (size_t i = 0; !p && name && i < tfs_n_views; i++)
+		for (const tfs_view_opt *q = tfs_view_table[i].opts; !p && q->name; q++)
+			if (q->option && !strcmp(q->name, name))
+				p = q;
+	if (!p)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "-o %s: no computed view takes it",
+				     name ? name : "(null)");
+	if (p->kind == TFS_VOPT_HOW) {
+		char *end;
+		errno = 0;
+		unsigned long v = value ? strtoul(value, &end, 10) : 0;
+		if (!value || !*value || *end || errno || value[0] == '-' || v > UINT_MAX)
+			return tfs_error_set(err, TFS_E_INVALID, "-o %s=%s: not a number", name,
+					     value ? value : "");
+		unsigned u = (unsigned)v;
+		memcpy((char *)o + p->field, &u, sizeof(u));
+		return 0;
+	}
+	tfs_view_opt_set_str(o, p, value); /* (STRING, FILE: an OUTPUT is no -o option) */
+	return 0;
 }

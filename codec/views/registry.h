@@ -10,7 +10,8 @@
  *
  * A new view is one file (its open function and its option rows) and a row in registry.c;
  * its options need their fields in tfs_open_opts (base/base.h) and their -o rows in the option
- * table (tests/test_view_registry.c checks that the two tables agree).
+ * table (tests/test_view_registry.c checks that the two tables agree): fs/ passes them by
+ * name, tfs_open_opts_set_view (view.h), which sets each as its row's kind says.
  */
 #ifndef TFS_VIEW_REGISTRY_H
 #define TFS_VIEW_REGISTRY_H

@@ -33,6 +33,13 @@ int tfs_view_open(tfs_model **out, const char *source, const tfs_open_opts *opts
 const char *tfs_view_of_option(const char *name);
 /* The n-th -o option a view takes, in the table's order; NULL after the last. */
 const char *tfs_view_option_name(size_t n);
+/* Sets the -o option name of a view (outtype=, quantize=, imatrix=, quantize_threads=) in o
+ * to value as its row of the table takes it: a name or a file is kept as given (the pointer:
+ * value must live as long as o; nothing is normalised, "auto" stays "auto"), a number
+ * (quantize_threads=) is parsed.  TFS_E_NOTFOUND: no view takes name; TFS_E_INVALID: value
+ * is not a number.  Every view option of tfs_open_opts is set through it (fs/cli). */
+int tfs_open_opts_set_view(tfs_open_opts *o, const char *name, const char *value,
+			   tfs_error *err);
 
 /* Whether source is a Hugging Face repo: hf://ORG/REPO[@REV] (no path in it), or a directory
  * holding a config.json (views/hf.c).  Its GGUF view is attached when tfs_view_open opens it. */

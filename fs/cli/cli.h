@@ -51,7 +51,8 @@ enum { TFSD_FOR_MOUNT = 1, TFSD_FOR_REPACK = 2, TFSD_FOR_CONVERT = 4,
 typedef enum { TFSD_OPT_FLAG, TFSD_OPT_STR, TFSD_OPT_INT } tfsd_opt_kind;
 
 /* An -o option: a flag sets the int at offset to value; a string or a number (name=ARG)
- * fills the char * or int there. */
+ * fills the char * or int there; a computed view's (V) is kept in tfsd_opts' views
+ * instead (offset unused), which fs/cli/session.c hands to codec by name. */
 typedef struct {
 	const char *name;
 	tfsd_opt_kind kind;
@@ -83,13 +84,24 @@ void tfsd_usage_print(FILE *f, const tfsd_usage *u);
 
 /* ==== options.c ==== */
 
-/* Parses the command line into o (fuse_opt_parse with the -o table); usage is what -h
- * prints (then exits 0) and what follows an unexpected argument.  -1: a usage error. */
+/* Parses the command line into o (fuse_opt_parse with the -o table: a view's option, V, into
+ * o->views); usage is what -h prints (then exits 0) and what follows an unexpected argument.
+ * -1: a usage error. */
 int tfsd_opts_parse(struct fuse_args *args, tfsd_opts *o, const tfsd_usage *usage);
 void tfsd_opts_free(tfsd_opts *o);
 /* The daemon runs from /: every path is made absolute first; an Ollama model name stays
  * as it is.  -1: out of memory. */
 int tfsd_absolute_paths(tfsd_opts *o);
+/* The computed views' options (o->views): the value given to -o name (NULL: not given);
+ * setting one (a copy of value, replacing one given before; -1: out of memory); the FILE
+ * ones made absolute (tfsd_absolute_paths does it too; -1: out of memory); all of them into
+ * oo (tfs_open_opts_set_view, values kept by pointer), a FILE given empty left out when
+ * skip_empty_files (a mount says it needs a name), -1 after printing why after prog. */
+const char *tfsd_view_value(const tfsd_opts *o, const char *name);
+int tfsd_view_value_set(tfsd_opts *o, const char *name, const char *value);
+int tfsd_view_paths(tfsd_opts *o);
+int tfsd_view_opts(const tfsd_opts *o, tfs_open_opts *oo, bool skip_empty_files,
+		   const char *prog);
 /* mount(8), findmnt and df show the model as the mount's source.  -1: out of memory. */
 int tfsd_add_fsname(const tfsd_opts *o, struct fuse_args *args);
 /* Whether a SOURCE is read over the network (http://, https://, hf://). */

@@ -19,18 +19,21 @@ static const tfsd_usage convert_usage = {
 int tfsd_quantize_check(const tfsd_opts *o, const char *prog)
 {
 	/* (cache_size= is checked with the other values by tfsd_opts_parse) */
-	if (o->quantize_threads < 0 || o->quantize_threads > 256) {
+	const char *threads = tfsd_view_value(o, "quantize_threads");
+	const char *quantize = tfsd_view_value(o, "quantize");
+	int n = threads ? atoi(threads) : 0;   /* (as %d prints it: options.c) */
+	if (n < 0 || n > 256) {
 		fprintf(stderr, "%s: -o quantize_threads=%d: takes 1 to 256 (0 or none: one per "
-			"CPU, at most 8)\n", prog, o->quantize_threads);
+			"CPU, at most 8)\n", prog, n);
 		return 2;
 	}
-	if (!o->quantize)
+	if (!quantize)
 		return 0;
-	if (!tfs_quant_type_valid(o->quantize)) {
+	if (!tfs_quant_type_valid(quantize)) {
 		tfs_buf names = { 0 };
 		tfs_quant_type_list(&names);
 		fprintf(stderr, "%s: quantize=%s: not a type llama-quantize knows; valid: %s\n",
-			prog, o->quantize, names.data ? names.data : "");
+			prog, quantize, names.data ? names.data : "");
 		tfs_buf_free(&names);
 		return 2;
 	}
@@ -62,14 +65,9 @@ static int convert_args(tfsd_opts *o, struct fuse_args *args, const char *prog)
 	int rc = tfsd_quantize_check(o, prog);
 	if (rc)
 		return rc;
-	if (o->imatrix && *o->imatrix) {   /* (its path is a key: as a mount writes it) */
-		char *a = tfsd_absolute(o->imatrix);
-		if (!a) {
-			fprintf(stderr, "%s: out of memory\n", prog);
-			return 1;
-		}
-		free(o->imatrix);
-		o->imatrix = a;
+	if (tfsd_view_paths(o)) {   /* (imatrix='s path is a key: as a mount writes it) */
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return 1;
 	}
 	char *src = realpath(o->source, NULL), *out = realpath(o->mountpoint, NULL);
 	bool same = src && out && strcmp(src, out) == 0;

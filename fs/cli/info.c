@@ -610,14 +610,36 @@ typedef struct {
 	bool with_tensors;
 	bool gguf;              /* --gguf: a Hugging Face repo's GGUF view */
 	const char *src;
-	tfs_open_opts oo;       /* --outtype */
-	char *imatrix;          /* --imatrix=, made absolute as a mount makes it (owned) */
+	tfs_open_opts oo;       /* the views' options, set from views */
+	tfsd_opts views;        /* --NAME=VALUE of a view's -o option that takes a name or a
+	                         * file (--outtype=, --quantize=, --imatrix=: made absolute as
+	                         * a mount makes it) */
 } info_args;
+
+/* --NAME=VALUE where NAME is a view's -o option of a value (not a number: how, not what,
+ * is made) into a->views; false when s is none. */
+static bool view_flag(info_args *a, const char *s, int *rc)
+{
+	for (size_t i = 0; i < tfsd_n_options; i++) {
+		const tfsd_option *o = &tfsd_option_table[i];
+		size_t n = strlen(o->name);
+		if (!(o->commands & TFSD_VIEW_OPTION) || o->kind != TFSD_OPT_STR ||
+		    strncmp(s + 2, o->name, n) != 0 || s[2 + n] != '=')
+			continue;
+		if (tfsd_view_value_set(&a->views, o->name, s + 3 + n)) {
+			fprintf(stderr, "tensorfs info: out of memory\n");
+			*rc = 2;
+		}
+		return true;
+	}
+	return false;
+}
 
 /* The command line into a; -1: exit 0 (help shown), 0: go on, 2: a usage error (said). */
 static int parse_args(info_args *a, int argc, char **argv)
 {
 	bool options = true;
+	int rc = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *s = argv[i];
 		if (!options || s[0] != '-' || !s[1]) {
@@ -640,14 +662,9 @@ static int parse_args(info_args *a, int argc, char **argv)
 			a->with_tensors = false;
 		} else if (strcmp(s, "--gguf") == 0) {
 			a->gguf = true;
-		} else if (strncmp(s, "--outtype=", 10) == 0) {
-			a->oo.outtype = s + 10;
-		} else if (strncmp(s, "--quantize=", 11) == 0) {
-			a->oo.quantize = s + 11;
-		} else if (strncmp(s, "--imatrix=", 10) == 0) {
-			free(a->imatrix);
-			a->imatrix = s[10] ? tfsd_absolute(s + 10) : NULL;
-			a->oo.imatrix = a->imatrix ? a->imatrix : s + 10;
+		} else if (strncmp(s, "--", 2) == 0 && view_flag(a, s, &rc)) {
+			if (rc)
+				return rc;
 		} else {
 			if (strcmp(s, "--json") == 0 || strcmp(s, "--markdown") == 0)
 				fprintf(stderr, "tensorfs info: --json and --markdown exclude each other\n");
@@ -662,8 +679,14 @@ static int parse_args(info_args *a, int argc, char **argv)
 		info_usage(stderr);
 		return 2;
 	}
-	tfsd_opts q = { .quantize = (char *)a->oo.quantize };
-	return tfsd_quantize_check(&q, "tensorfs info");
+	/* (an --imatrix= given empty reaches the quantized view, which says so) */
+	if (tfsd_view_paths(&a->views)) {
+		fprintf(stderr, "tensorfs info: out of memory\n");
+		return 2;
+	}
+	if (tfsd_view_opts(&a->views, &a->oo, false, "tensorfs info"))
+		return 2;
+	return tfsd_quantize_check(&a->views, "tensorfs info");
 }
 
 /* The model shown: m, or with --gguf its GGUF view (NULL after saying why there is none). */
@@ -686,7 +709,7 @@ int tfsd_info_main(int argc, char **argv)
 	info_args a = { .mode = OUT_TEXT, .with_tensors = true };
 	int rc = parse_args(&a, argc, argv);
 	if (rc) {
-		free(a.imatrix);
+		tfsd_opts_free(&a.views);
 		return rc < 0 ? 0 : rc;
 	}
 	tfs_model *m;
@@ -695,7 +718,7 @@ int tfsd_info_main(int argc, char **argv)
 	rc = tfs_view_open(&m, a.src, &a.oo, &err);
 	if (rc) {
 		fprintf(stderr, "tensorfs: %s\n", err.msg);
-		free(a.imatrix);
+		tfsd_opts_free(&a.views);
 		return 1;
 	}
 	const tfs_model *shown = shown_model(m, &a);
@@ -713,7 +736,7 @@ int tfsd_info_main(int argc, char **argv)
 		print_info(shown, a.src, a.mode, a.with_tensors);
 	}
 	tfs_model_free(m);
-	free(a.imatrix);
+	tfsd_opts_free(&a.views);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		fprintf(stderr, "tensorfs info: cannot write the output\n");
 		return 1;

@@ -3,8 +3,9 @@
  * line.  options.c builds the fuse_opt table from it; the usage texts (`tensorfs help
  * COMMAND`), `tensorfs __options COMMAND` (which the build writes into the bash completion)
  * and the tests that check the man pages all read it.  A new option is a row here and its
- * field in tfsd_opts (fs.h); an option of a computed view (V) is also its row's in the view
- * table, codec/views/registry.c.
+ * field in tfsd_opts (fs.h); an option of a computed view (VSTR, VINT) is a row here and its
+ * row's in the view table, codec/views/registry.c, and nothing else: its value goes into
+ * tfsd_opts' views and, by name, to codec (tfs_open_opts_set_view).
  */
 #include "cli.h"
 
@@ -18,6 +19,8 @@
 #define FLAG(n, f, v, cmds, h) { n, TFSD_OPT_FLAG, NULL, offsetof(tfsd_opts, f), v, cmds, h }
 #define STR(n, f, a, cmds, h) { n, TFSD_OPT_STR, a, offsetof(tfsd_opts, f), 0, cmds, h }
 #define INT(n, f, a, cmds, h) { n, TFSD_OPT_INT, a, offsetof(tfsd_opts, f), 0, cmds, h }
+#define VSTR(n, a, cmds, h) { n, TFSD_OPT_STR, a, 0, 0, (cmds) | V, h }
+#define VINT(n, a, cmds, h) { n, TFSD_OPT_INT, a, 0, 0, (cmds) | V, h }
 
 const tfsd_option tfsd_option_table[] = {
 	FLAG("ro", rw, 0, M, "read-only (the default)"),
@@ -29,14 +32,10 @@ const tfsd_option tfsd_option_table[] = {
 	INT("threads", threads, "N", M, "FUSE worker threads (default 4)"),
 	INT("readahead_kb", readahead_kb, "N", M, "the kernel's request size (default 512)"),
 	FLAG("nonempty", nonempty, 1, M, "mount over a non-empty directory or another mount"),
-	STR("outtype", outtype, "TYPE", M | R | C | V,
-	    "a HF repo's model.gguf: auto, f32, f16, bf16, q8_0"),
-	STR("quantize", quantize, "TYPE", M | R | C | V,
-	    "as llama-quantize writes it (Q4_K_M, ...)"),
-	INT("quantize_threads", quantize_threads, "N", M | C | V,
-	    "quantizing threads (default: CPUs, at most 8)"),
-	STR("imatrix", imatrix, "FILE", M | R | C | V,
-	    "llama.cpp's importance matrix, used as ggml uses it"),
+	VSTR("outtype", "TYPE", M | R | C, "a HF repo's model.gguf: auto, f32, f16, bf16, q8_0"),
+	VSTR("quantize", "TYPE", M | R | C, "as llama-quantize writes it (Q4_K_M, ...)"),
+	VINT("quantize_threads", "N", M | C, "quantizing threads (default: CPUs, at most 8)"),
+	VSTR("imatrix", "FILE", M | R | C, "llama.cpp's importance matrix, used as ggml uses it"),
 	STR("cache", cache, "DIR", M | R | C,
 	    "remote blocks, quantized tensors (~/.cache/...)"),
 	STR("cache_size", cache_size, "SIZE", M | R | C,

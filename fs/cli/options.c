@@ -42,6 +42,8 @@ static const struct fuse_opt extra_spec[] = {
 };
 
 #define N_EXTRA (sizeof(extra_spec) / sizeof(extra_spec[0]))
+/* the key of row i of the option table, a view's option: KEY_VIEW + i */
+#define KEY_VIEW 0x10000
 #define MAX_OPTIONS 64
 static struct fuse_opt opt_spec[MAX_OPTIONS + N_EXTRA];
 static char opt_templates[MAX_OPTIONS][40];
@@ -60,10 +62,31 @@ static void opt_spec_make(void)
 		const tfsd_option *o = &tfsd_option_table[i];
 		snprintf(opt_templates[n], sizeof(opt_templates[n]), "%s%s", o->name,
 			 o->kind == TFSD_OPT_STR ? "=%s" : o->kind == TFSD_OPT_INT ? "=%d" : "");
-		opt_spec[n] = (struct fuse_opt){ opt_templates[n], (unsigned long)o->offset,
-						 o->kind == TFSD_OPT_FLAG ? o->value : 0 };
+		/* a view's option: a key, opt_proc keeps its value in o->views */
+		opt_spec[n] = o->commands & TFSD_VIEW_OPTION
+			      ? (struct fuse_opt)FUSE_OPT_KEY(opt_templates[n], KEY_VIEW + (int)i)
+			      : (struct fuse_opt){ opt_templates[n], (unsigned long)o->offset,
+						   o->kind == TFSD_OPT_FLAG ? o->value : 0 };
 	}
 	memcpy(&opt_spec[n], extra_spec, sizeof(extra_spec));
+}
+
+/* A view's -o option name=value (arg) into o->views: a number as fuse_opt reads "%d" (its
+ * message when it is none), kept as %d prints it.  0 (taken), or -1. */
+static int view_opt(tfsd_opts *o, const tfsd_option *row, const char *arg)
+{
+	const char *v = arg + strlen(row->name) + 1;
+	char num[16];
+	if (row->kind == TFSD_OPT_INT) {
+		int n;
+		if (sscanf(v, "%d", &n) != 1) {
+			fprintf(stderr, "fuse: invalid parameter in option `%s'\n", arg);
+			return -1;
+		}
+		snprintf(num, sizeof(num), "%d", n);
+		v = num;
+	}
+	return tfsd_view_value_set(o, row->name, v);
 }
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
@@ -78,6 +101,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		tfsd_usage_print(stderr, usage_text);
 		return -1;
 	}
+	if (key >= KEY_VIEW && key < KEY_VIEW + (int)tfsd_n_options)
+		return view_opt(o, &tfsd_option_table[key - KEY_VIEW], arg);
 	if (key == 'h') {
 		tfsd_usage_print(stdout, usage_text);
 		exit(0);
@@ -113,9 +138,87 @@ void tfsd_opts_free(tfsd_opts *o)
 	free(o->cafile);
 	free(o->endpoint);
 	free(o->s3_addressing);
-	free(o->imatrix);
-	free(o->quantize);
-	free(o->outtype);
+	for (size_t i = 0; i < o->n_views; i++)
+		free(o->views[i].value);
+	free(o->views);
+	o->views = NULL;
+	o->n_views = 0;
+}
+
+const char *tfsd_view_value(const tfsd_opts *o, const char *name)
+{
+	for (size_t i = 0; i < o->n_views; i++)
+		if (!strcmp(o->views[i].name, name))
+			return o->views[i].value;
+	return NULL;
+}
+
+int tfsd_view_value_set(tfsd_opts *o, const char *name, const char *value)
+{
+	char *v = strdup(value);
+	if (!v)
+		return -1;
+	for (size_t i = 0; i < o->n_views; i++)
+		if (!strcmp(o->views[i].name, name)) {
+			free(o->views[i].value);
+			o->views[i].value = v;
+			return 0;
+		}
+	const tfsd_option *row = NULL;   /* (the name kept is the table's) */
+	for (size_t i = 0; !row && i < tfsd_n_options; i++)
+		if (!strcmp(tfsd_option_table[i].name, name))
+			row = &tfsd_option_table[i];
+	tfsd_view_optval *p = row ? realloc(o->views, (o->n_views + 1) * sizeof(*p)) : NULL;
+	if (!p) {
+		free(v);
+		return -1;
+	}
+	o->views = p;
+	o->views[o->n_views++] = (tfsd_view_optval){ row->name, v };
+	return 0;
+}
+
+/* Whether the view option name takes a file (its row's ARG is FILE: imatrix=). */
+static bool view_takes_file(const char *name)
+{
+	for (size_t i = 0; i < tfsd_n_options; i++) {
+		const tfsd_option *o = &tfsd_option_table[i];
+		if (!strcmp(o->name, name))
+			return o->arg && !strcmp(o->arg, "FILE");
+	}
+	return false;
+}
+
+int tfsd_view_paths(tfsd_opts *o)
+{
+	for (size_t i = 0; i < o->n_views; i++) {
+		tfsd_view_optval *v = &o->views[i];
+		if (!*v->value || !view_takes_file(v->name))   /* (given empty: said at open) */
+			continue;
+		char *a = tfsd_absolute(v->value);
+		if (!a)
+			return -1;
+		free(v->value);
+		v->value = a;
+	}
+	return 0;
+}
+
+int tfsd_view_opts(const tfsd_opts *o, tfs_open_opts *oo, bool skip_empty_files,
+		   const char *prog)
+{
+	tfs_error err;
+	tfs_error_clear(&err);
+	for (size_t i = 0; i < o->n_views; i++) {
+		const tfsd_view_optval *v = &o->views[i];
+		if (skip_empty_files && !*v->value && view_takes_file(v->name))
+			continue;
+		if (tfs_open_opts_set_view(oo, v->name, v->value, &err)) {
+			fprintf(stderr, "%s: %s\n", prog, err.msg);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 /* s with ',' and '\' escaped by a '\', as fuse_opt reads an -o value.  Allocated. */
@@ -195,13 +298,13 @@ bool tfsd_is_remote(const char *source) { return tfs_is_remote(source); }
 int tfsd_absolute_paths(tfsd_opts *o)
 {
 	char **paths[] = { &o->source, &o->mountpoint, &o->staging, &o->output, &o->cache,
-			   &o->token_file, &o->cafile, &o->imatrix };
+			   &o->token_file, &o->cafile };
 	bool remote = o->source && tfsd_is_remote(o->source);
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		char *p = *paths[i];
 		/* output=name is an Ollama tag, unless the source is remote (a local file then) */
-		if (!p || (i == 0 && access(p, F_OK) != 0) || (i == 3 && !strchr(p, '/') && !remote) ||
-		    (i == 7 && !*p))   /* imatrix=: no file, said so at open */
+		if (!p || (i == 0 && access(p, F_OK) != 0) ||
+		    (i == 3 && !strchr(p, '/') && !remote))
 			continue;
 		char *a = tfsd_absolute(p);
 		free(p);
@@ -209,7 +312,7 @@ int tfsd_absolute_paths(tfsd_opts *o)
 		if (!a)
 			return -1;
 	}
-	return 0;
+	return tfsd_view_paths(o);   /* (imatrix=FILE) */
 }
 
 /* mount(8), findmnt and df show the model as the mount's source.  -1: out of memory. */

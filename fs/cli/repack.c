@@ -24,7 +24,7 @@ static const tfsd_usage repack_usage = {
 static bool view_to_write(const tfsd_fs *fs)
 {
 	return fs->opts.rw && fs->opts.output && !fs->view_from_journal &&
-	       (fs->opts.quantize ||
+	       (tfsd_view_value(&fs->opts, "quantize") ||
 		(tfsd_gguf_output(&fs->opts) && tfs_hf_is_repo(fs->opts.source)));
 }
 

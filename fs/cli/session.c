@@ -16,11 +16,12 @@ static int check_opened(tfsd_fs *fs, const char *prog)
 {
 	tfs_error err;
 	tfs_error_clear(&err);
-	if (fs->opts.imatrix && !*fs->opts.imatrix) {
+	const char *imatrix = tfsd_view_value(&fs->opts, "imatrix");
+	if (imatrix && !*imatrix) {
 		fprintf(stderr, "%s: -o imatrix= needs a file name\n", prog);
 		return -1;
 	}
-	if (fs->opts.imatrix && tfs_imatrix_open(&fs->imatrix, fs->opts.imatrix, &err)) {
+	if (imatrix && tfs_imatrix_open(&fs->imatrix, imatrix, &err)) {
 		fprintf(stderr, "%s: -o imatrix: %s\n", prog, err.msg);
 		return -1;
 	}
@@ -52,14 +53,13 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 	tfsd_view_init(&view, stderr);
 	tfsd_sink_init(&sink, &view, NULL);
 	tfs_open_opts oo = { .verify = fs->opts.verify, .progress = tfsd_progress_report,
-			     .progress_ctx = &sink, .quantize = fs->opts.quantize,
-			     .imatrix = fs->opts.imatrix && *fs->opts.imatrix ? fs->opts.imatrix
-									      : NULL,
-			     .outtype = fs->opts.outtype, .gguf_model = tfsd_gguf_output(&fs->opts),
-			     .quantize_threads = (unsigned)fs->opts.quantize_threads };
+			     .progress_ctx = &sink, .gguf_model = tfsd_gguf_output(&fs->opts) };
 	char *token = NULL;
 	tfs_error err;
-	int rc = tfsd_remote_opts(&fs->opts, &oo, &token, prog);
+	/* every view option given, by name (an imatrix= given empty: check_opened says so) */
+	int rc = tfsd_view_opts(&fs->opts, &oo, true, prog);
+	if (!rc)
+		rc = tfsd_remote_opts(&fs->opts, &oo, &token, prog);
 	tfs_error_clear(&err);
 	if (!rc && tfs_session_open(s, &oo, &err)) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);

@@ -13,12 +13,14 @@ bash scripts/setup.sh || exit 1
 # The normal run and the sanitizer run go side by side (two chains, each test one at a time
 # within its chain): most of their time is waiting (remote timeouts, kill trials, stress
 # readers), and one after the other they took 10+ minutes on 2 cores.  Every build is made
-# first; each chain's output goes to a log printed when both are done.
-#   chain 1: the tests on the normal build, then fuzzing
+# first; each job's output goes to a log printed when all are done.
+#   chain 1: the tests on the normal build
 #   chain 2: the same tests under ASan + UBSan (gcc; the hf suite's Python comparisons left
 #            out), with the stress readers for 16 s (the normal run's 30 s are the stress
-#            test proper) and 4 kill trials per format (the normal run's 8: 32 in all), then
-#            the clang build's unit tests
+#            test proper) and 4 kill trials per format (the normal run's 8: 32 in all)
+#   then, each in whichever chain is free first: the clang build's unit tests, and fuzzing
+#   (which of the two chains ends first changes with the machine and the selection: a fixed
+#   order left one chain minutes behind the other)
 rc=0
 
 # ==== the sanitizer build ====
@@ -57,57 +59,74 @@ fi
 # the summary counts what these runs write, never a log left by an earlier run
 rm -f build/meson-logs/testlog.json build-asan/meson-logs/testlog.json
 fuzz_log=$(mktemp)
-log1=$(mktemp) log2=$(mktemp)
 # The sanitizer run leaves out the hf suite when no test is named: its cases compare with
 # llama.cpp's Python converter and tokenizers, time spent in Python; the C they drive runs
 # under the sanitizers in mount_hf, the hf unit tests and the fuzz harnesses.
 asan_sel=("$@")
 [ $# -eq 0 ] && asan_sel=(--no-suite hf)
-echo "test: the normal and the sanitizer runs go side by side; their output follows when both are done"
-(
-	r=0
-	meson test -C build --print-errorlogs --num-processes 1 "$@" || r=1
-	# ==== fuzzing (clang) ====
-	TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-1} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" >"$fuzz_log" 2>&1 || r=1
-	exit $r
-) >"$log1" 2>&1 &
-chain1=$!
-(
-	r=0
-	if $asan_built; then
-		TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-16} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-4} \
-		ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$reports/asan \
-		LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 \
-		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan \
-			meson test -C build-asan --print-errorlogs --num-processes 1 "${asan_sel[@]}" || r=1
-	else
-		r=1
-	fi
-	# the clang build's unit tests (its C is what differs: the reference comparisons of the
-	# hf suite run on the normal build)
-	if $clang_built; then
-		meson test -C build-clang --print-errorlogs --num-processes 1 --no-suite mount \
-			--no-suite hf || r=1
-	fi
-	exit $r
-) >"$log2" 2>&1 &
-chain2=$!
-wait $chain1 || rc=1
-wait $chain2 || rc=1
+echo "test: the normal and the sanitizer runs go side by side; their output follows when all are done"
+jobdir=$(mktemp -d)
+job_normal() {
+	meson test -C build --print-errorlogs --num-processes 1 "$@"
+}
+job_asan() {
+	$asan_built || return 1
+	TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-16} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-4} \
+	ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$reports/asan \
+	LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan \
+		meson test -C build-asan --print-errorlogs --num-processes 1 "${asan_sel[@]}"
+}
+# the clang build's unit tests (its C is what differs: the reference comparisons of the hf
+# suite run on the normal build)
+job_clang() {
+	$clang_built || return 0
+	meson test -C build-clang --print-errorlogs --num-processes 1 --no-suite mount --no-suite hf
+}
+job_fuzz() {
+	TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-1} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" >"$fuzz_log" 2>&1
+}
+# start NAME ARGS...: job_NAME in the background, its output in $jobdir/NAME.log, its exit
+# status in $jobdir/NAME.rc; how long it took in the log's last line
+start() {
+	local name=$1
+	shift
+	(
+		t0=$SECONDS
+		"job_$name" "$@"
+		r=$?
+		echo "test: $name took $((SECONDS - t0)) s"
+		echo $r >"$jobdir/$name.rc"
+	) >"$jobdir/$name.log" 2>&1 &
+}
+start normal "$@"
+start asan
+# each waiting job starts when a chain is free (wait -n: the first job to end)
+for next in clang fuzz; do
+	wait -n
+	start $next
+done
+wait
+for name in normal asan clang fuzz; do
+	[ "$(cat "$jobdir/$name.rc" 2>/dev/null)" = 0 ] || rc=1
+done
 # no log: no test ran there (a selection that matched nothing, a build that failed)
 [ -f build/meson-logs/testlog.json ] && [ -f build-asan/meson-logs/testlog.json ] || rc=1
 echo "==== the normal build"
-cat "$log1"
-echo "==== the sanitizer build (ASan + UBSan), then the clang build's unit tests"
-cat "$log2"
+cat "$jobdir/normal.log"
+echo "==== the sanitizer build (ASan + UBSan)"
+cat "$jobdir/asan.log"
+echo "==== the clang build's unit tests"
+cat "$jobdir/clang.log"
 echo "==== fuzzing"
 cat "$fuzz_log"
+cat "$jobdir/fuzz.log"
 if [ -n "$(ls -A "$reports")" ]; then
 	echo "test: sanitizer reports ($(ls "$reports" | wc -l)):" >&2
 	for f in "$reports"/*; do echo "--- $f" >&2; head -40 "$f" >&2; done
 	rc=1
 fi
-rm -f "$log1" "$log2"
+rm -rf "$jobdir"
 
 # meson counts test programs; count every TAP case instead (both builds), each fuzz
 # harness as one case, and each sanitizer report as a failure.

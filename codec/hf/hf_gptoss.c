@@ -411,10 +411,11 @@ static int rows_cols(const tfs_model *st, const tfs_hf_tensor *t, uint64_t g, ui
 {
 	uint64_t cnt = n * (uint64_t)t->ne[0], ses = tfs_dtype(t->src_dtype)->block_bytes;
 	uint64_t x0 = g * (uint64_t)t->ne[0], sn = (cnt - 1) * t->own.stride + 1;
-	uint8_t *sb = malloc(sn * ses + (sn + cnt) * 4);
+	uint64_t fo = (sn * ses + 3) & ~(uint64_t)3;   /* the floats 4-aligned after the bytes */
+	uint8_t *sb = malloc(fo + (sn + cnt) * 4);
 	if (!sb)
 		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
-	uint32_t *f = (uint32_t *)(sb + sn * ses), *pick = f + sn;
+	uint32_t *f = (uint32_t *)(sb + fo), *pick = f + sn;
 	int rc = read_src(st, t->src, (x0 * t->own.stride + t->own.first) * ses, sn * ses, sb,
 			  err);
 	if (!rc) {
@@ -437,10 +438,11 @@ static int rows_t(const tfs_model *st, const tfs_hf_tensor *t, uint64_t g, uint6
 	uint64_t ses = tfs_dtype(t->src_dtype)->block_bytes;
 	uint64_t orb = t->nbytes / (C * (uint64_t)t->ne[2]);
 	uint64_t span = (n - 1) * t->own.stride + 1;
-	uint8_t *sb = malloc(span * ses + (span + n * A) * 4);
+	uint64_t fo = (span * ses + 3) & ~(uint64_t)3;   /* the floats 4-aligned after the bytes */
+	uint8_t *sb = malloc(fo + (span + n * A) * 4);
 	if (!sb)
 		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
-	uint32_t *f = (uint32_t *)(sb + span * ses), *rows = f + span;
+	uint32_t *f = (uint32_t *)(sb + fo), *rows = f + span;
 	int rc = 0;
 	for (uint64_t r = g; !rc && r < g + n;) {
 		uint64_t e = r / C, c0 = r % C, c1 = C < c0 + (g + n - r) ? C : c0 + (g + n - r);

@@ -19,7 +19,6 @@
 #include "hf_moe.h"
 #include "hf_plan_impl.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,24 +253,6 @@ const char *tfs_hf_deepseek_dim_text(int d)
 
 /* ==== tensors: the hook ==== */
 
-/* "model.layers.B.rest": B and rest; false for another name. */
-static bool layer_of(const char *name, unsigned long *bid, const char **rest)
-{
-	static const char prefix[] = "model.layers.";
-	if (strncmp(name, prefix, sizeof prefix - 1))
-		return false;
-	const char *p = name + sizeof prefix - 1;
-	char *end;
-	if (*p < '0' || *p > '9')
-		return false;
-	errno = 0;
-	*bid = strtoul(p, &end, 10);
-	if (errno || *end != '.')
-		return false;
-	*rest = end + 1;
-	return true;
-}
-
 static bool float_dtype(int dt)
 {
 	return dt == TFS_DT_F32 || dt == TFS_DT_F16 || dt == TFS_DT_BF16;
@@ -359,7 +340,7 @@ static int ds_tensor(const hparams *h, const tfs_model *st, size_t idx, const ch
 	if (ds && tied && (!strcmp(t->name, "lm_head.weight") ||
 			   !strcmp(t->name, "model.lm_head.weight")))
 		return 0;   /* tied: token_embd serves */
-	if (!layer_of(t->name, &bid, &rest))
+	if (!tfs_hf_layer_of(t->name, &bid, &rest))
 		return TFS_PASSTHROUGH;
 	if (ds && (int64_t)bid >= h->n_layer)
 		return 0;   /* a multi-token-prediction layer (skip_mtp) */

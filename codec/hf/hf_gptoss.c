@@ -9,7 +9,6 @@
 #include "hf_plan_impl.h"
 #include "source.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,24 +80,6 @@ const tfs_hf_config_class tfs_hf_gptoss_config = { "gpt_oss", defaults, NULL,
 						   TFS_HF_CC_GPTOSS_ROPE };
 
 /* ==== the experts ==== */
-
-/* "model.layers.B.REST": B and REST; false for another name. */
-static bool layer_of(const char *name, unsigned long *bid, const char **rest)
-{
-	static const char prefix[] = "model.layers.";
-	if (strncmp(name, prefix, sizeof prefix - 1))
-		return false;
-	const char *p = name + sizeof prefix - 1;
-	char *end;
-	if (*p < '0' || *p > '9')
-		return false;
-	errno = 0;
-	*bid = strtoul(p, &end, 10);
-	if (errno || *end != '.')
-		return false;
-	*rest = end + 1;
-	return true;
-}
 
 static int64_t n_experts(const hparams *h)
 {
@@ -213,7 +194,7 @@ static int take(const hparams *h, const tfs_model *st, size_t idx, const char *w
 	unsigned long b;
 	const char *rest;
 	*n = 0;
-	if (!layer_of(t->name, &b, &rest))
+	if (!tfs_hf_layer_of(t->name, &b, &rest))
 		return TFS_PASSTHROUGH;
 	bool sinks = strcmp(rest, "self_attn.sinks") == 0;
 	if (!sinks && strncmp(rest, "mlp.experts.", 12))
@@ -319,7 +300,7 @@ int tfs_hf_gptoss_first(const hparams *h, const tfs_model *st, tfs_hf_stack **ou
 		const tfs_tensor *t = tfs_model_tensor(st, order[k]);
 		unsigned long b;
 		const char *rest;
-		if (!layer_of(t->name, &b, &rest) || strncmp(rest, "mlp.experts.", 12))
+		if (!tfs_hf_layer_of(t->name, &b, &rest) || strncmp(rest, "mlp.experts.", 12))
 			continue;
 		const char *x = rest + 12;
 		if (!strcmp(x, "down_proj_blocks") || !strcmp(x, "gate_up_proj_blocks")) {

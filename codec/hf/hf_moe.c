@@ -237,8 +237,7 @@ void tfs_hf_moe_state_free(struct tfs_hf_moe_state *s)
 
 /* "model.layers.B.<experts>.E.<proj>.weight": B, E and the projection's slot; false when
  * name is not of that form (another tensor). */
-static bool parse_expert(const char *name, const tfs_hf_moe *moe, unsigned long *bid,
-			 unsigned long *xid, int *proj)
+bool tfs_hf_layer_of(const char *name, unsigned long *bid, const char **rest)
 {
 	static const char prefix[] = "model.layers.";
 	if (strncmp(name, prefix, sizeof prefix - 1))
@@ -249,12 +248,25 @@ static bool parse_expert(const char *name, const tfs_hf_moe *moe, unsigned long 
 		return false;
 	errno = 0;
 	*bid = strtoul(p, &end, 10);
-	size_t el = strlen(moe->experts);
-	if (errno || *end != '.' || strncmp(end + 1, moe->experts, el) || end[1 + el] != '.')
+	if (errno || *end != '.')
 		return false;
-	p = end + 2 + el;
+	*rest = end + 1;
+	return true;
+}
+
+static bool parse_expert(const char *name, const tfs_hf_moe *moe, unsigned long *bid,
+			 unsigned long *xid, int *proj)
+{
+	const char *rest;
+	char *end;
+	size_t el = strlen(moe->experts);
+	if (!tfs_hf_layer_of(name, bid, &rest) || strncmp(rest, moe->experts, el) ||
+	    rest[el] != '.')
+		return false;
+	const char *p = rest + el + 1;
 	if (*p < '0' || *p > '9')
 		return false;
+	errno = 0;
 	*xid = strtoul(p, &end, 10);
 	if (errno || *end != '.')
 		return false;

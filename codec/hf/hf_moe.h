@@ -46,6 +46,9 @@ struct tfs_hf_stack {
 	tfs_hf_own own;            /* computed by hf_gptoss.c's reader, or kind 0 */
 };
 
+/* "model.layers.B.REST": B and REST (in name); false for another name. */
+bool tfs_hf_layer_of(const char *name, unsigned long *bid, const char **rest);
+
 /* The experts row stacks (a row of hf_moe.c), or NULL for a dense row. */
 const tfs_hf_moe *tfs_hf_moe_of(const tfs_hf_arch *row);
 /* The size of an axis kind of the MoE rows (TFS_HF_D_EXPERTS, _FF_EXP, _FF_SHEXP); 0 for

@@ -23,7 +23,8 @@ enum { XN = TFS_HF_XF_NONE, XQ = TFS_HF_XF_PERMUTE_Q, XK = TFS_HF_XF_PERMUTE_K,
 
 /* ==== tensor names ==== */
 
-static const tfs_hf_name globals[] = {
+/* The three global tensors of most rows (the other layers' rows use it too) */
+const tfs_hf_name tfs_hf_globals[TFS_HF_N_GLOBALS] = {
 	{ "model.embed_tokens", "token_embd", VOC, H, XN, true },
 	{ "model.norm", "output_norm", H, NO, XN, true },
 	{ "lm_head", "output", VOC, H, XN, false },
@@ -426,27 +427,27 @@ static const char *const gemma3_cls[] = { "Gemma3ForCausalLM", "Gemma3ForConditi
 #define LLAMA TFS_HF_ARCH_LLAMA_PARAMS
 
 static const tfs_hf_arch rows[] = {
-	{ llama_cls, "llama", globals, N(globals), llama_blocks, N(llama_blocks),
+	{ llama_cls, "llama", TFS_HF_GLOBALS, llama_blocks, N(llama_blocks),
 	  BASE | LLAMA, NULL, tfs_hf_llama3_freqs },
-	{ mistral_cls, "llama", globals, N(globals), llama_blocks, N(llama_blocks),
+	{ mistral_cls, "llama", TFS_HF_GLOBALS, llama_blocks, N(llama_blocks),
 	  BASE | LLAMA, NULL, tfs_hf_llama3_freqs },
-	{ qwen2_cls, "qwen2", globals, N(globals), qwen2_blocks, N(qwen2_blocks),
+	{ qwen2_cls, "qwen2", TFS_HF_GLOBALS, qwen2_blocks, N(qwen2_blocks),
 	  BASE, NULL, NULL },
-	{ qwen3_cls, "qwen3", globals, N(globals), qwen3_blocks, N(qwen3_blocks),
+	{ qwen3_cls, "qwen3", TFS_HF_GLOBALS, qwen3_blocks, N(qwen3_blocks),
 	  BASE, NULL, NULL },
 	{ gemma2_cls, "gemma2", gemma_globals, N(gemma_globals), gemma2_blocks,
 	  N(gemma2_blocks), TFS_HF_ARCH_NO_LM_HEAD, gemma2_keys, NULL },
 	{ gemma3_cls, "gemma3", gemma_globals, N(gemma_globals), gemma3_blocks,
 	  N(gemma3_blocks), BASE | TFS_HF_ARCH_TRIM_EMBD, gemma3_keys, NULL },
-	{ phi3_cls, "phi3", globals, N(globals), phi3_blocks, N(phi3_blocks), 0, phi3_keys,
+	{ phi3_cls, "phi3", TFS_HF_GLOBALS, phi3_blocks, N(phi3_blocks), 0, phi3_keys,
 	  tfs_hf_phi3_factors },
 	/* SmolLM3Model: LlamaModel's conversion, its own architecture name */
-	{ smollm3_cls, "smollm3", globals, N(globals), llama_blocks, N(llama_blocks),
+	{ smollm3_cls, "smollm3", TFS_HF_GLOBALS, llama_blocks, N(llama_blocks),
 	  BASE | LLAMA, NULL, tfs_hf_llama3_freqs },
-	{ granite_cls, "granite", globals, N(globals), llama_blocks, N(llama_blocks),
+	{ granite_cls, "granite", TFS_HF_GLOBALS, llama_blocks, N(llama_blocks),
 	  BASE | LLAMA | TFS_HF_ARCH_DROP_HEAD_DIM, granite_keys, tfs_hf_llama3_freqs },
 	/* Olmo2Model: TextModel's conversion, no permutation */
-	{ olmo2_cls, "olmo2", globals, N(globals), olmo2_blocks, N(olmo2_blocks), BASE,
+	{ olmo2_cls, "olmo2", TFS_HF_GLOBALS, olmo2_blocks, N(olmo2_blocks), BASE,
 	  olmo2_keys, NULL },
 };
 

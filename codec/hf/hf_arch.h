@@ -56,6 +56,12 @@ typedef struct {
 	bool required;
 } tfs_hf_name;
 
+/* model.embed_tokens, model.norm and lm_head as most rows map them (hf_arch.c) */
+enum { TFS_HF_N_GLOBALS = 3 };
+extern const tfs_hf_name tfs_hf_globals[TFS_HF_N_GLOBALS];
+/* (a row's globals and n_globals) */
+#define TFS_HF_GLOBALS tfs_hf_globals, TFS_HF_N_GLOBALS
+
 /* DeepSeek's MLA (hf_deepseek.c): kv_b_proj split per head.  The source's rows are `heads`
  * groups of `group` rows; the output is rows [off, off + n) of each group, transposed per
  * head (attn_k_b: [heads][cols][n]) or not (attn_v_b).  heads 0: no slice. */

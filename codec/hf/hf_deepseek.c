@@ -47,11 +47,6 @@ enum { HEAD_MAX = 64 << 20 };
 
 /* ==== the rows ==== */
 
-static const tfs_hf_name globals[] = {
-	{ "model.embed_tokens", "token_embd", VOC, H, XN, true },
-	{ "model.norm", "output_norm", H, NO, XN, true },
-	{ "lm_head", "output", VOC, H, XN, false },
-};
 
 /* kv_b_proj and e_score_correction_bias are the hook's (ds_tensor); the dense MLP, the
  * router, the shared experts and q_proj / q_a_* / q_b_proj are there in some layers only */
@@ -128,8 +123,8 @@ static const char *const glm_cls[] = { "Glm4MoeForCausalLM", NULL };
 
 /* TextModel's keys come from ds_keys (after its changes to hparams) */
 static const tfs_hf_arch rows[] = {
-	{ ds_cls, "deepseek2", globals, N(globals), blocks, N(blocks), 0, ds_keys, NULL },
-	{ glm_cls, "glm4moe", globals, N(globals), glm_blocks, N(glm_blocks),
+	{ ds_cls, "deepseek2", TFS_HF_GLOBALS, blocks, N(blocks), 0, ds_keys, NULL },
+	{ glm_cls, "glm4moe", TFS_HF_GLOBALS, glm_blocks, N(glm_blocks),
 	  TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_NEXTN_LAYERS, glm_keys, NULL },
 };
 

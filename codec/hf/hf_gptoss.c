@@ -20,11 +20,6 @@ enum { H = TFS_HF_D_HIDDEN, Q = TFS_HF_D_Q, KV = TFS_HF_D_KV, NO = TFS_HF_D_NONE
 
 /* ==== the row ==== */
 
-static const tfs_hf_name globals[] = {
-	{ "model.embed_tokens", "token_embd", VOC, H, XN, true },
-	{ "model.norm", "output_norm", H, NO, XN, true },
-	{ "lm_head", "output", VOC, H, XN, false },
-};
 
 /* biased q/k/v/o, the norm after attention named post_attention_norm, a biased router; the
  * experts and sinks are the class's own (take) */
@@ -57,7 +52,7 @@ static int gptoss_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 static const char *const classes[] = { "GptOssForCausalLM", NULL };
 
 const tfs_hf_arch tfs_hf_gptoss_arch = {
-	classes, "gpt-oss", globals, N(globals), layer, N(layer), TFS_HF_ARCH_BASE_PARAMS,
+	classes, "gpt-oss", TFS_HF_GLOBALS, layer, N(layer), TFS_HF_ARCH_BASE_PARAMS,
 	gptoss_keys, NULL,
 };
 

@@ -19,11 +19,6 @@ enum { XN = TFS_HF_XF_NONE, XQ = TFS_HF_XF_PERMUTE_Q, XK = TFS_HF_XF_PERMUTE_K }
 
 /* ==== the rows ==== */
 
-static const tfs_hf_name globals[] = {
-	{ "model.embed_tokens", "token_embd", VOC, H, XN, true },
-	{ "model.norm", "output_norm", H, NO, XN, true },
-	{ "lm_head", "output", VOC, H, XN, false },
-};
 
 #define ATTN(xq, xk) \
 	{ "self_attn.q_proj", "attn_q", Q, H, xq, true }, \
@@ -99,11 +94,11 @@ static const char *const qwen3moe_cls[] = { "Qwen3MoeForCausalLM", NULL };
 #define BASE TFS_HF_ARCH_BASE_PARAMS
 
 static const tfs_hf_arch rows[] = {
-	{ mixtral_cls, "llama", globals, N(globals), mixtral_blocks, N(mixtral_blocks),
+	{ mixtral_cls, "llama", TFS_HF_GLOBALS, mixtral_blocks, N(mixtral_blocks),
 	  BASE | TFS_HF_ARCH_LLAMA_PARAMS, NULL, tfs_hf_llama3_freqs },
-	{ qwen2moe_cls, "qwen2moe", globals, N(globals), qwen2moe_blocks, N(qwen2moe_blocks),
+	{ qwen2moe_cls, "qwen2moe", TFS_HF_GLOBALS, qwen2moe_blocks, N(qwen2moe_blocks),
 	  BASE, qwen2moe_keys, NULL },
-	{ qwen3moe_cls, "qwen3moe", globals, N(globals), qwen3moe_blocks, N(qwen3moe_blocks),
+	{ qwen3moe_cls, "qwen3moe", TFS_HF_GLOBALS, qwen3moe_blocks, N(qwen3moe_blocks),
 	  BASE, qwen2moe_keys, NULL },
 };
 /* each row's experts */

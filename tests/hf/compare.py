@@ -20,7 +20,6 @@ exits 1 when any differs. SKIPs when reference.missing_reason() says the convert
 """
 import argparse
 import concurrent.futures
-import hashlib
 import importlib.util
 import json
 import os
@@ -112,19 +111,7 @@ def make_omit_variant(models, v):
 
 def reference_stamp():
     """Changes when the reference or its stand-ins do (WORK/ref is made again then)."""
-    h = hashlib.sha256()
-    d = reference.llama_cpp_dir() or ""
-    head = subprocess.run(["git", "-C", d, "rev-parse", "HEAD"], capture_output=True,
-                          text=True).stdout.strip() if d else ""
-    h.update(head.encode())
-    rc = os.path.join(HERE, "refconv")
-    for root, dirs, files in sorted(os.walk(rc)):
-        dirs[:] = sorted(x for x in dirs if x != "__pycache__")
-        for f in sorted(files):
-            if f.endswith((".py", ".js")):
-                h.update(f.encode())
-                h.update(open(os.path.join(root, f), "rb").read())
-    return h.hexdigest()[:16]
+    return reference.stamp()
 
 
 def newest_mtime(d):

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The main job on the built-in sample model: installs what is missing, builds,
+# The main job on the built-in sample model: installs what is missing for it (the build's
+# packages and numpy: the tests' references stay with scripts/test.sh), builds,
 # mounts examples/tiny-llama.gguf, shows metadata and a tensor through numpy,
 # and unmounts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --demo
 T=build/fs/tensorfs
 MNT=$(mktemp -d /tmp/tensorfs-demo.XXXXXX)
 cleanup() { mountpoint -q "$MNT" && { $T unmount "$MNT" || fusermount3 -u "$MNT"; }; rmdir "$MNT" 2>/dev/null || true; }

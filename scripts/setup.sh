@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian 12, as root) and builds tensorfs into ./build.
-# Usage: bash scripts/setup.sh [--release]
+# Usage: bash scripts/setup.sh [--release] [--demo]
+#   --demo: only what scripts/demo.sh uses (the build's packages and numpy; the tensorfs
+#           binary alone), none of the tests' packages, npm packages or the reference clone
 set -euo pipefail
 cd "$(dirname "$0")/.."
+release=false demo=false
+for a in "$@"; do
+	case $a in
+	--release) release=true ;;
+	--demo) demo=true ;;
+	*) echo "usage: bash scripts/setup.sh [--release] [--demo]" >&2; exit 2 ;;
+	esac
+done
 
+# the build's packages, and what the demo shows with (numpy, getfattr)
 pkgs=(gcc meson ninja-build pkg-config libfuse3-dev fuse3 libjansson-dev libssl-dev
-      libcurl4-openssl-dev libcriterion-dev python3-numpy attr
+      libcurl4-openssl-dev libcriterion-dev python3-numpy attr)
+$demo || pkgs+=(
       python3-pyflakes  # the lint test of the tests' and scripts' Python
       groff-base man-db   # the man page tests render with groff and man
       nginx-light openssl  # the remote-model tests serve models with nginx, over TLS too
@@ -20,10 +32,10 @@ for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # the independent GGUF reader used by the write tests comes from npm
-command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+$demo || command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 # clang and its libFuzzer/sanitizer runtimes, for scripts/fuzz.sh only: the build is gcc's,
 # and without clang the fuzz harnesses are skipped (so a non-root setup does not need them)
-for p in clang libclang-rt-14-dev; do
+$demo || for p in clang libclang-rt-14-dev; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
 		if [ "$(id -u)" = 0 ]; then
 			missing+=("$p")
@@ -49,11 +61,19 @@ if [ "$(id -u)" = 0 ] && [ -d /sys/fs/fuse/connections ] && ! mountpoint -q /sys
 fi
 
 buildtype=debugoptimized
-[ "${1:-}" = "--release" ] && buildtype=release
+$release && buildtype=release
+# (meson's and ninja's output, progress bars included, is shown only when they fail)
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 if [ ! -f build/build.ninja ]; then
-	meson setup build --buildtype="$buildtype" -Dwerror=true >/dev/null
+	meson setup build --buildtype="$buildtype" -Dwerror=true >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 fi
-ninja -C build >/dev/null
+if $demo; then
+	ninja -C build fs/tensorfs >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+	echo "setup: built build/fs/tensorfs" >&2
+	exit 0
+fi
+ninja -C build >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 echo "setup: built build/fs/tensorfs" >&2
 
 # npm packages for the tests, into build/npm (nothing is fetched when they are there):

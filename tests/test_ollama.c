@@ -250,7 +250,7 @@ Test(ollama, reference_forms)
 	tfs_model *m = NULL;
 	tfs_error err = { 0 };
 	cr_expect_eq(tfs_model_open(&m, "no-such-model:7b", &o, &err), TFS_E_NOTFOUND, "%s", err.msg);
-	cr_expect(strstr(err.msg, "not found"), "%s", err.msg);
+	cr_expect(strstr(err.msg, "no such file, and no Ollama model"), "%s", err.msg);
 }
 
 Test(ollama, json_names_reversible)

@@ -97,9 +97,15 @@ Test(view_registry, every_view_option_is_set_by_name)
 				if (!strcmp(q->name, o->name))
 					p = q;
 		cr_assert_not_null(p, "-o %s", o->name);
-		tfs_open_opts oo = { 0 };
 		tfs_error err;
-		const char *v = o->kind == TFSD_OPT_INT ? "7" : "auto";
+		tfs_open_opts oo = { 0 };
+		/* a value the row's check takes (a name of the view's: quantize= has no "auto") */
+		static const char *const names[] = { "auto", "Q8_0", "bf16", NULL };
+		const char *v = o->kind == TFSD_OPT_INT ? "7" : NULL;
+		for (size_t k = 0; !v && names[k]; k++)
+			if (!p->check || p->check(names[k], &err) == 0)
+				v = names[k];
+		cr_assert_not_null(v, "-o %s takes none of auto, Q8_0, bf16", o->name);
 		cr_assert_eq(tfs_open_opts_set_view(&oo, o->name, v, &err), 0, "%s", err.msg);
 		if (p->kind == TFS_VOPT_HOW) {
 			unsigned u;
@@ -134,8 +140,8 @@ Test(view_registry, o_options_reach_the_open_options)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	const char *argv[] = { "tensorfs", "SRC", "-o",
-			       "quantize=Q4_K_M,outtype=auto,quantize_threads=3,imatrix=,threads=2",
-			       "-o", "quantize=q8_0,imatrix=" };
+			       "quantize=Q4_K_M,outtype=auto,quantize_threads=3,imatrix=a.dat,threads=2",
+			       "-o", "quantize=q8_0,imatrix=b.dat" };
 	for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
 		cr_assert_eq(fuse_opt_add_arg(&args, argv[i]), 0);
 	static const tfsd_usage u = { "usage\n", TFSD_FOR_MOUNT, NULL };
@@ -146,15 +152,13 @@ Test(view_registry, o_options_reach_the_open_options)
 	cr_assert_str_eq(tfsd_view_value(&o, "quantize"), "q8_0");
 	cr_assert_str_eq(tfsd_view_value(&o, "outtype"), "auto");
 	cr_assert_str_eq(tfsd_view_value(&o, "quantize_threads"), "3");
-	cr_assert_str_eq(tfsd_view_value(&o, "imatrix"), "");
+	cr_assert_str_eq(tfsd_view_value(&o, "imatrix"), "b.dat");
 	tfs_open_opts oo = { 0 };
-	cr_assert_eq(tfsd_view_opts(&o, &oo, true, "test"), 0);
+	cr_assert_eq(tfsd_view_opts(&o, &oo, "test"), 0);
 	cr_assert_str_eq(oo.quantize, "q8_0");
 	cr_assert_str_eq(oo.outtype, "auto");
 	cr_assert_eq(oo.quantize_threads, 3);
-	cr_assert_null(oo.imatrix);                /* a mount: given empty is said at open */
-	cr_assert_eq(tfsd_view_opts(&o, &oo, false, "test"), 0);
-	cr_assert_str_eq(oo.imatrix, "");          /* info: the quantized view says so */
+	cr_assert_str_eq(oo.imatrix, "b.dat");
 	/* a relative file is made absolute, a name is not */
 	cr_assert_eq(tfsd_view_value_set(&o, "imatrix", "im.dat"), 0);
 	cr_assert_eq(tfsd_view_paths(&o), 0);
@@ -163,12 +167,17 @@ Test(view_registry, o_options_reach_the_open_options)
 	fuse_opt_free_args(&args);
 	tfsd_opts_free(&o);
 
-	struct fuse_args b = FUSE_ARGS_INIT(0, NULL);
-	const char *bad[] = { "tensorfs", "SRC", "-o", "quantize_threads=many" };
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		cr_assert_eq(fuse_opt_add_arg(&b, bad[i]), 0);
-	tfsd_opts ob = { 0 };
-	cr_assert_eq(tfsd_opts_parse(&b, &ob, &u), -1);
-	fuse_opt_free_args(&b);
-	tfsd_opts_free(&ob);
+	/* values not of their kind, an option nobody takes, one given empty: usage errors */
+	const char *bad[] = { "quantize_threads=many", "quantize=Q9", "outtype=f64", "imatrix=",
+			      "threads=-1", "cache_size=1Q", "sharpen" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct fuse_args b = FUSE_ARGS_INIT(0, NULL);
+		const char *argv_b[] = { "tensorfs", "SRC", "-o", bad[i] };
+		for (size_t k = 0; k < sizeof(argv_b) / sizeof(argv_b[0]); k++)
+			cr_assert_eq(fuse_opt_add_arg(&b, argv_b[k]), 0);
+		tfsd_opts ob = { 0 };
+		cr_assert_eq(tfsd_opts_parse(&b, &ob, &u), -1, "-o %s", bad[i]);
+		fuse_opt_free_args(&b);
+		tfsd_opts_free(&ob);
+	}
 }

@@ -273,10 +273,16 @@ int tfs_ollama_resolve_ref(const char *ref, const tfs_open_opts *o,
 			char tags[512] = "";
 			if (i == 4)
 				list_tags(dir, tags, sizeof(tags));
-			rc = tfs_error_set(err, TFS_E_NOTFOUND,
-					   "%s: model %s/%s/%s:%s not found in the Ollama store %s%s%s",
-					   ref, n.host, n.ns, n.model, n.tag, root,
-					   tags[0] ? "; its tags are: " : "", tags);
+			/* no such model at all: the name may as well be a file mistyped */
+			if (i < 4)
+				rc = tfs_error_set(err, TFS_E_NOTFOUND, "%s: no such file, and no "
+						   "Ollama model %s/%s/%s:%s in the store %s", ref,
+						   n.host, n.ns, n.model, n.tag, root);
+			else
+				rc = tfs_error_set(err, TFS_E_NOTFOUND, "%s: model %s/%s/%s:%s not "
+						   "found in the Ollama store %s%s%s", ref, n.host,
+						   n.ns, n.model, n.tag, root,
+						   tags[0] ? "; its tags are: " : "", tags);
 			free(dir);
 			free(root);
 			return rc;

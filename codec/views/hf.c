@@ -435,9 +435,16 @@ int tfs_hf_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
 	return view_take(m, base, err);
 }
 
+/* outtype=: one of the converter's --outtype words (the row's check). */
+static int outtype_check(const char *v, tfs_error *err)
+{
+	tfs_hf_outtype t;
+	return parse_outtype(&t, v, err);
+}
+
 const tfs_view_opt tfs_hf_view_opts[] = {
 	{ .name = "outtype", .kind = TFS_VOPT_STRING, .field = offsetof(tfs_open_opts, outtype),
-	  .option = true, .none = "auto", .shown = "auto" },
+	  .option = true, .none = "auto", .shown = "auto", .check = outtype_check },
 	{ .name = "gguf_model", .kind = TFS_VOPT_OUTPUT,
 	  .field = offsetof(tfs_open_opts, gguf_model), .asks = true,
 	  .shown = "the repo's GGUF view" },

@@ -240,12 +240,36 @@ static const char *type_name(const char *v)
 	return name ? name : v;
 }
 
+/* quantize=: a type llama-quantize knows (the row's check). */
+static int type_check(const char *v, tfs_error *err)
+{
+	if (tfs_ftype_parse(v) >= 0)
+		return 0;
+	tfs_buf names = { 0 };
+	tfs_ftype_list(&names);
+	int rc = tfs_error_set(err, TFS_E_INVALID, "quantize=%s: not a type llama-quantize "
+			       "knows (valid: %s)", v, names.data ? names.data : "");
+	tfs_buf_free(&names);
+	return rc;
+}
+
+/* quantize_threads=: 0 (one per CPU, at most 8) to 256 (its number is parsed already). */
+static int threads_check(const char *v, tfs_error *err)
+{
+	if (strtoul(v, NULL, 10) <= 256)
+		return 0;
+	return tfs_error_set(err, TFS_E_INVALID, "quantize_threads=%s: takes 1 to 256 (0 or "
+			     "none: one per CPU, at most 8)", v);
+}
+
 const tfs_view_opt tfs_quant_view_opts[] = {
 	{ .name = "quantize", .kind = TFS_VOPT_STRING, .field = offsetof(tfs_open_opts, quantize),
-	  .option = true, .asks = true, .same = same_type, .spelled = type_name },
+	  .option = true, .asks = true, .same = same_type, .spelled = type_name,
+	  .check = type_check },
 	{ .name = "imatrix", .kind = TFS_VOPT_FILE, .field = offsetof(tfs_open_opts, imatrix),
 	  .option = true, .none = "" },
 	{ .name = "quantize_threads", .kind = TFS_VOPT_HOW,
-	  .field = offsetof(tfs_open_opts, quantize_threads), .option = true },
+	  .field = offsetof(tfs_open_opts, quantize_threads), .option = true,
+	  .check = threads_check },
 	{ 0 },
 };

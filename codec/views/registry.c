@@ -40,27 +40,56 @@ const char *tfs_view_option_name(size_t n)
 	return NULL;
 }
 
+/* The row of the -o option name, or NULL. */
+static const tfs_view_opt *option_row(const char *name)
+{
+	for (size_t i = 0; name && i < tfs_n_views; i++)
+		for (const tfs_view_opt *q = tfs_view_table[i].opts; q->name; q++)
+			if (q->option && !strcmp(q->name, name))
+				return q;
+	return NULL;
+}
+
+/* A number of HOW: digits only, at most UINT_MAX.  0, or -1. */
+static int parse_how(const char *value, unsigned *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = value ? strtoul(value, &end, 10) : 0;
+	if (!value || !*value || *end || errno || value[0] < '0' || value[0] > '9' ||
+	    v > UINT_MAX)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+int tfs_view_option_check(const char *name, const char *value, tfs_error *err)
+{
+	const tfs_view_opt *p = option_row(name);
+	unsigned u;
+	if (!p)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "-o %s: no computed view takes it",
+				     name ? name : "(null)");
+	/* (a number out of the row's range, "-1" too, is told as its check tells it) */
+	if (p->kind == TFS_VOPT_HOW && parse_how(value, &u))
+		return p->check && value && p->check(value, err) ? err->code
+		       : tfs_error_set(err, TFS_E_INVALID, "%s=%s: not a number", name,
+				       value ? value : "");
+	return p->check && value ? p->check(value, err) : 0;
+}
+
 /* An option's value into o, as its kind takes it: a name or a file as given (the pointer
  * kept: "auto" stays "auto", and "" an imatrix= given empty), a number of HOW parsed. */
 int tfs_open_opts_set_view(tfs_open_opts *o, const char *name, const char *value,
 			   tfs_error *err)
 {
-	const tfs_view_opt *p = NULL;
-	for (size_t i = 0; !p && name && i < tfs_n_views; i++)
-		for (const tfs_view_opt *q = tfs_view_table[i].opts; !p && q->name; q++)
-			if (q->option && !strcmp(q->name, name))
-				p = q;
-	if (!p)
-		return tfs_error_set(err, TFS_E_NOTFOUND, "-o %s: no computed view takes it",
-				     name ? name : "(null)");
+	int rc = tfs_view_option_check(name, value, err);
+	if (rc)
+		return rc;
+	const tfs_view_opt *p = option_row(name);
 	if (p->kind == TFS_VOPT_HOW) {
-		char *end;
-		errno = 0;
-		unsigned long v = value ? strtoul(value, &end, 10) : 0;
-		if (!value || !*value || *end || errno || value[0] == '-' || v > UINT_MAX)
-			return tfs_error_set(err, TFS_E_INVALID, "-o %s=%s: not a number", name,
-					     value ? value : "");
-		unsigned u = (unsigned)v;
+		unsigned u = 0;
+		parse_how(value, &u);
 		memcpy((char *)o + p->field, &u, sizeof(u));
 		return 0;
 	}

@@ -43,6 +43,10 @@ typedef struct {
 	bool (*same)(const char *a, const char *b);
 	/* how the journal spells v (quantize=: the type's name); NULL: as given */
 	const char *(*spelled)(const char *v);
+	/* whether v (not NULL) is a value the option takes: 0, or TFS_E_INVALID saying
+	 * "name=v: why (valid: ...)"; NULL: any.  Asked before anything is opened, so that a
+	 * wrong word is a usage error (exit status 2), never a failed open */
+	int (*check)(const char *v, tfs_error *err);
 	/* messages: a string shown when the view is asked and the option not given ("auto");
 	 * a flag, the words for it ("the repo's GGUF view") */
 	const char *shown;

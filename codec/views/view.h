@@ -40,6 +40,11 @@ const char *tfs_view_option_name(size_t n);
  * is not a number.  Every view option of tfs_open_opts is set through it (fs/cli). */
 int tfs_open_opts_set_view(tfs_open_opts *o, const char *name, const char *value,
 			   tfs_error *err);
+/* Whether value is one the view option name takes, as its row checks it (a number parsed,
+ * a type or an output type known), before anything is opened: 0, TFS_E_NOTFOUND (no view
+ * takes name) or TFS_E_INVALID with "name=value: why (valid: ...)".  fs/cli makes either a
+ * usage error; tfs_open_opts_set_view asks it too. */
+int tfs_view_option_check(const char *name, const char *value, tfs_error *err);
 
 /* Whether source is a Hugging Face repo: hf://ORG/REPO[@REV] (no path in it), or a directory
  * holding a config.json (views/hf.c).  Its GGUF view is attached when tfs_view_open opens it. */

@@ -38,8 +38,8 @@ int tfsd_convert_main(int argc, char **argv);
 
 /* ==== convert.c ==== */
 
-/* -o quantize=: a type llama-quantize knows, and with rw an output=.  0, or the exit status
- * (2) after saying why not. */
+/* -o quantize= with rw needs an output= (the values themselves are checked by
+ * tfsd_opts_parse).  0, or the exit status (2) after saying why not. */
 int tfsd_quantize_check(const tfsd_opts *o, const char *prog);
 
 /* ==== optable.c ==== */
@@ -86,8 +86,12 @@ void tfsd_usage_print(FILE *f, const tfsd_usage *u);
 
 /* Parses the command line into o (fuse_opt_parse with the -o table: a view's option, V, into
  * o->views); usage is what -h prints (then exits 0) and what follows an unexpected argument.
- * -1: a usage error. */
+ * Every value is checked (tfsd_view_values_check for the views'), an option neither the
+ * table nor libfuse knows refused.  -1: a usage error, said in one line. */
 int tfsd_opts_parse(struct fuse_args *args, tfsd_opts *o, const tfsd_usage *usage);
+/* The views' values of o, each as its view's row checks it (codec: tfs_view_option_check),
+ * none given empty: 0, or -1 after printing why after prog (a usage error). */
+int tfsd_view_values_check(const tfsd_opts *o, const char *prog);
 void tfsd_opts_free(tfsd_opts *o);
 /* The daemon runs from /: every path is made absolute first; an Ollama model name stays
  * as it is.  -1: out of memory. */
@@ -95,13 +99,11 @@ int tfsd_absolute_paths(tfsd_opts *o);
 /* The computed views' options (o->views): the value given to -o name (NULL: not given);
  * setting one (a copy of value, replacing one given before; -1: out of memory); the FILE
  * ones made absolute (tfsd_absolute_paths does it too; -1: out of memory); all of them into
- * oo (tfs_open_opts_set_view, values kept by pointer), a FILE given empty left out when
- * skip_empty_files (a mount says it needs a name), -1 after printing why after prog. */
+ * oo (tfs_open_opts_set_view, values kept by pointer), -1 after printing why after prog. */
 const char *tfsd_view_value(const tfsd_opts *o, const char *name);
 int tfsd_view_value_set(tfsd_opts *o, const char *name, const char *value);
 int tfsd_view_paths(tfsd_opts *o);
-int tfsd_view_opts(const tfsd_opts *o, tfs_open_opts *oo, bool skip_empty_files,
-		   const char *prog);
+int tfsd_view_opts(const tfsd_opts *o, tfs_open_opts *oo, const char *prog);
 /* mount(8), findmnt and df show the model as the mount's source.  -1: out of memory. */
 int tfsd_add_fsname(const tfsd_opts *o, struct fuse_args *args);
 /* Whether a SOURCE is read over the network (http://, https://, hf://). */

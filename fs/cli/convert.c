@@ -18,26 +18,7 @@ static const tfsd_usage convert_usage = {
 
 int tfsd_quantize_check(const tfsd_opts *o, const char *prog)
 {
-	/* (cache_size= is checked with the other values by tfsd_opts_parse) */
-	const char *threads = tfsd_view_value(o, "quantize_threads");
-	const char *quantize = tfsd_view_value(o, "quantize");
-	int n = threads ? atoi(threads) : 0;   /* (as %d prints it: options.c) */
-	if (n < 0 || n > 256) {
-		fprintf(stderr, "%s: -o quantize_threads=%d: takes 1 to 256 (0 or none: one per "
-			"CPU, at most 8)\n", prog, n);
-		return 2;
-	}
-	if (!quantize)
-		return 0;
-	if (!tfs_quant_type_valid(quantize)) {
-		tfs_buf names = { 0 };
-		tfs_quant_type_list(&names);
-		fprintf(stderr, "%s: quantize=%s: not a type llama-quantize knows; valid: %s\n",
-			prog, quantize, names.data ? names.data : "");
-		tfs_buf_free(&names);
-		return 2;
-	}
-	if (o->rw && !o->output) {
+	if (tfsd_view_value(o, "quantize") && o->rw && !o->output) {
 		fprintf(stderr, "%s: -o quantize with -o rw writes the quantized model to a new "
 			"file (never to the source): it needs -o output=PATH\n", prog);
 		return 2;
@@ -90,10 +71,10 @@ static tfs_model *gguf_of(tfs_model *m, const char *prog, const char *source)
 	tfs_model *v = tfs_model_gguf_view(m);
 	if (v)
 		return v;
-	const char *why = tfs_model_gguf_view_why(m);
-	fprintf(stderr, "%s: %s: no GGUF form (%s)\n", prog, source,
-		why ? why : "a safetensors model is converted to GGUF when it is a Hugging Face "
-		"repo: a config.json beside it");
+	/* (a repo whose GGUF view cannot be made: the session said why, "no model.gguf") */
+	if (!tfs_model_gguf_view_why(m))
+		fprintf(stderr, "%s: %s: no GGUF form (a safetensors model is converted to GGUF "
+			"when it is a Hugging Face repo: a config.json beside it)\n", prog, source);
 	return NULL;
 }
 

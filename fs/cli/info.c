@@ -434,7 +434,11 @@ static void gguf_view_line(const tfs_model *m, out_mode mode)
 	summary_line(mode, "GGUF view", line);
 }
 
-static void print_summary(const tfs_model *m, const char *src, out_mode mode, const counts *c)
+/* view: what m is when it is a computed view shown in place of the source's model (--gguf:
+ * "the GGUF view"), NULL when m is the source's own: then the source is the one named on the
+ * command line (a repo), not a file of it. */
+static void print_summary(const tfs_model *m, const char *src, const char *view, out_mode mode,
+			  const counts *c)
 {
 	char line[256];
 	/* index.json holds the GGUF header facts the public interface does not expose */
@@ -455,9 +459,18 @@ static void print_summary(const tfs_model *m, const char *src, out_mode mode, co
 		md_cell(src);
 		printf("\n\n| property | value |\n|---|---|\n");
 	}
-	summary_line(mode, "source", tfs_model_path(m));
-	summary_line(mode, "format", tfs_model_format_name(m));
-	gguf_view_line(m, mode);
+	if (view) {
+		char *abs = tfs_is_remote(src) ? NULL : realpath(src, NULL);
+		summary_line(mode, "source", abs ? abs : src);
+		free(abs);
+		snprintf(line, sizeof(line), "%s (%s: %s)", tfs_model_format_name(m), view,
+			 tfs_image_name(m) ? tfs_image_name(m) : "model.gguf");
+		summary_line(mode, "format", line);
+	} else {
+		summary_line(mode, "source", tfs_model_path(m));
+		summary_line(mode, "format", tfs_model_format_name(m));
+		gguf_view_line(m, mode);
+	}
 	if (version > 0) {
 		snprintf(line, sizeof(line), "%lld", (long long)version);
 		summary_line(mode, "version", line);
@@ -590,10 +603,11 @@ static void print_layers(const tfs_model *m, out_mode mode, size_t nx)
 	print_section(&ls, mode, nx, "Layers", "layer", "layers");
 }
 
-static void print_info(const tfs_model *m, const char *src, out_mode mode, bool with_tensors)
+static void print_info(const tfs_model *m, const char *src, const char *view, out_mode mode,
+		       bool with_tensors)
 {
 	counts c = count(m);
-	print_summary(m, src, mode, &c);
+	print_summary(m, src, view, mode, &c);
 	print_keys(m, mode, c.nk);
 	if (with_tensors) {
 		print_tensors(m, mode, &c);
@@ -679,12 +693,13 @@ static int parse_args(info_args *a, int argc, char **argv)
 		info_usage(stderr);
 		return 2;
 	}
-	/* (an --imatrix= given empty reaches the quantized view, which says so) */
+	if (tfsd_view_values_check(&a->views, "tensorfs info"))
+		return 2;
 	if (tfsd_view_paths(&a->views)) {
 		fprintf(stderr, "tensorfs info: out of memory\n");
 		return 2;
 	}
-	if (tfsd_view_opts(&a->views, &a->oo, false, "tensorfs info"))
+	if (tfsd_view_opts(&a->views, &a->oo, "tensorfs info"))
 		return 2;
 	return tfsd_quantize_check(&a->views, "tensorfs info");
 }
@@ -733,7 +748,8 @@ int tfsd_info_main(int argc, char **argv)
 			fwrite(b.data, 1, b.len, stdout);
 		tfs_buf_free(&b);
 	} else {
-		print_info(shown, a.src, a.mode, a.with_tensors);
+		print_info(shown, a.src, shown != m ? "the GGUF view" : NULL, a.mode,
+			   a.with_tensors);
 	}
 	tfs_model_free(m);
 	tfsd_opts_free(&a.views);

@@ -126,12 +126,6 @@ static int mount_args(tfsd_fs *fs, struct fuse_args *args, bool by_mount8, const
 		return 1;
 	}
 	const tfsd_opts *o = &fs->opts;
-	const char *neg = o->threads < 0 ? "threads" : o->readahead_kb < 0 ? "readahead_kb"
-			  : o->connections < 0 ? "connections" : o->timeout < 0 ? "timeout" : NULL;
-	if (neg) {
-		fprintf(stderr, "%s: -o %s= takes a number of 0 or more\n", prog, neg);
-		return 2;
-	}
 	if (o->output && !o->rw) {
 		fprintf(stderr, "%s: -o output=%s is where a repack writes: it needs -o rw%s\n",
 			prog, o->output, by_mount8 ? " (under mount(8): -o writable)" : "");

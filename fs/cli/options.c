@@ -42,12 +42,36 @@ static const struct fuse_opt extra_spec[] = {
 };
 
 #define N_EXTRA (sizeof(extra_spec) / sizeof(extra_spec[0]))
-/* the key of row i of the option table, a view's option: KEY_VIEW + i */
-#define KEY_VIEW 0x10000
+/* the key of row i of the option table when opt_proc reads its value itself (a view's
+ * option, a number): KEY_ROW + i */
+#define KEY_ROW 0x10000
 #define MAX_OPTIONS 64
 static struct fuse_opt opt_spec[MAX_OPTIONS + N_EXTRA];
 static char opt_templates[MAX_OPTIONS][40];
 static pthread_once_t opt_spec_once = PTHREAD_ONCE_INIT;
+
+/*
+ * The options libfuse 3 takes itself (lib/mount.c's fuse_mount_opts and mount flags,
+ * lib/fuse_lowlevel.c's session options): kept for it.  Any other word is refused here with
+ * tensorfs's own line, not libfuse's "unknown option(s)" after the model was opened.  A name
+ * ending in '=' takes a value.
+ */
+static const char *const fuse_options[] = {
+	"allow_other", "allow_root", "auto_unmount", "default_permissions", "blkdev",
+	"blksize=", "fsname=", "subtype=", "max_read=", "context=", "fscontext=", "defcontext=",
+	"rootcontext=", "user=", "dirsync", "sync", "async", "nodiratime", "diratime",
+};
+
+static bool fuse_takes(const char *arg)
+{
+	for (size_t i = 0; i < sizeof(fuse_options) / sizeof(fuse_options[0]); i++) {
+		const char *f = fuse_options[i];
+		size_t n = strlen(f);
+		if (f[n - 1] == '=' ? strncmp(arg, f, n) == 0 : strcmp(arg, f) == 0)
+			return true;
+	}
+	return false;
+}
 
 /* opt_spec: a fuse_opt of each row of the option table ("name", "name=%s", "name=%d"),
  * then the extras (their FUSE_OPT_END last). */
@@ -62,50 +86,76 @@ static void opt_spec_make(void)
 		const tfsd_option *o = &tfsd_option_table[i];
 		snprintf(opt_templates[n], sizeof(opt_templates[n]), "%s%s", o->name,
 			 o->kind == TFSD_OPT_STR ? "=%s" : o->kind == TFSD_OPT_INT ? "=%d" : "");
-		/* a view's option: a key, opt_proc keeps its value in o->views */
-		opt_spec[n] = o->commands & TFSD_VIEW_OPTION
-			      ? (struct fuse_opt)FUSE_OPT_KEY(opt_templates[n], KEY_VIEW + (int)i)
+		/* a view's option or a number: a key, opt_proc reads its value */
+		opt_spec[n] = o->commands & TFSD_VIEW_OPTION || o->kind == TFSD_OPT_INT
+			      ? (struct fuse_opt)FUSE_OPT_KEY(opt_templates[n], KEY_ROW + (int)i)
 			      : (struct fuse_opt){ opt_templates[n], (unsigned long)o->offset,
 						   o->kind == TFSD_OPT_FLAG ? o->value : 0 };
 	}
 	memcpy(&opt_spec[n], extra_spec, sizeof(extra_spec));
 }
 
-/* A view's -o option name=value (arg) into o->views: a number as fuse_opt reads "%d" (its
- * message when it is none), kept as %d prints it.  0 (taken), or -1. */
-static int view_opt(tfsd_opts *o, const tfsd_option *row, const char *arg)
+/* The command whose options are parsed, as its messages begin. */
+static const char *prog_of(void)
+{
+	return usage_text->command == TFSD_FOR_REPACK ? "tensorfs repack"
+	       : usage_text->command == TFSD_FOR_CONVERT ? "tensorfs convert" : "mount.tensorfs";
+}
+
+/* A number of 0 or more, digits only, at most INT_MAX.  false when s is none. */
+static bool parse_count(const char *s, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (*s < '0' || *s > '9' || *end || errno || v > INT_MAX)
+		return false;
+	*out = (int)v;
+	return true;
+}
+
+/* An option of the table whose value opt_proc reads (arg: "name=value"): a number into its
+ * field, a view's value into o->views (a number kept as digits).  0, or -1 after saying why:
+ * a usage error. */
+static int row_value(tfsd_opts *o, const tfsd_option *row, const char *arg)
 {
 	const char *v = arg + strlen(row->name) + 1;
-	char num[16];
-	if (row->kind == TFSD_OPT_INT) {
-		int n;
-		if (sscanf(v, "%d", &n) != 1) {
-			fprintf(stderr, "fuse: invalid parameter in option `%s'\n", arg);
-			return -1;
-		}
-		snprintf(num, sizeof(num), "%d", n);
-		v = num;
+	int n = 0;
+	if (row->commands & TFSD_VIEW_OPTION)   /* (its view's row checks it: values_check) */
+		return tfsd_view_value_set(o, row->name, v);
+	if (row->kind == TFSD_OPT_INT && !parse_count(v, &n)) {
+		fprintf(stderr, "%s: -o %s: takes a number (%s, 0 or more)\n", prog_of(), arg,
+			row->arg);
+		return -1;
 	}
-	return tfsd_view_value_set(o, row->name, v);
+	memcpy((char *)o + row->offset, &n, sizeof(n));
+	return 0;
 }
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	tfsd_opts *o = data;
+	(void)outargs;
 	if (key == FUSE_OPT_KEY_NONOPT) {
 		if (!o->source)
 			return (o->source = strdup(arg)) ? 0 : -1;
 		if (!o->mountpoint)
 			return (o->mountpoint = strdup(arg)) ? 0 : -1;
-		fprintf(stderr, "tensorfs: unexpected argument '%s'\n", arg);
+		fprintf(stderr, "%s: unexpected argument '%s'\n", prog_of(), arg);
 		tfsd_usage_print(stderr, usage_text);
 		return -1;
 	}
-	if (key >= KEY_VIEW && key < KEY_VIEW + (int)tfsd_n_options)
-		return view_opt(o, &tfsd_option_table[key - KEY_VIEW], arg);
+	if (key >= KEY_ROW && key < KEY_ROW + (int)tfsd_n_options)
+		return row_value(o, &tfsd_option_table[key - KEY_ROW], arg);
 	if (key == 'h') {
 		tfsd_usage_print(stdout, usage_text);
 		exit(0);
+	}
+	if (key == FUSE_OPT_KEY_OPT && !fuse_takes(arg)) {
+		fprintf(stderr, "%s: -o %s: no such option (tensorfs help %s lists them)\n",
+			prog_of(), arg, usage_text->command == TFSD_FOR_REPACK ? "repack"
+			: usage_text->command == TFSD_FOR_CONVERT ? "convert" : "mount");
+		return -1;
 	}
 	return 1; /* keep for FUSE (allow_other, ...) */
 }
@@ -193,7 +243,7 @@ int tfsd_view_paths(tfsd_opts *o)
 {
 	for (size_t i = 0; i < o->n_views; i++) {
 		tfsd_view_optval *v = &o->views[i];
-		if (!*v->value || !view_takes_file(v->name))   /* (given empty: said at open) */
+		if (!*v->value || !view_takes_file(v->name))   /* (given empty: refused already) */
 			continue;
 		char *a = tfsd_absolute(v->value);
 		if (!a)
@@ -204,15 +254,12 @@ int tfsd_view_paths(tfsd_opts *o)
 	return 0;
 }
 
-int tfsd_view_opts(const tfsd_opts *o, tfs_open_opts *oo, bool skip_empty_files,
-		   const char *prog)
+int tfsd_view_opts(const tfsd_opts *o, tfs_open_opts *oo, const char *prog)
 {
 	tfs_error err;
 	tfs_error_clear(&err);
 	for (size_t i = 0; i < o->n_views; i++) {
 		const tfsd_view_optval *v = &o->views[i];
-		if (skip_empty_files && !*v->value && view_takes_file(v->name))
-			continue;
 		if (tfs_open_opts_set_view(oo, v->name, v->value, &err)) {
 			fprintf(stderr, "%s: %s\n", prog, err.msg);
 			return -1;
@@ -329,21 +376,65 @@ int tfsd_add_fsname(const tfsd_opts *o, struct fuse_args *args)
 }
 
 
-/* The values that a wrong word would otherwise only fail at open, with exit status 1:
- * a usage error like any other (-1, said). */
-static int values_check(const tfsd_opts *o)
+/* A string option's value (not a view's): 0, or -1 after saying why it is none. */
+static int value_check(const tfsd_option *row, const char *v)
 {
 	uint64_t size;
-	if (o->s3_addressing && strcmp(o->s3_addressing, "path") != 0 &&
-	    strcmp(o->s3_addressing, "virtual") != 0) {
-		fprintf(stderr, "tensorfs: -o s3_addressing=%s: not path or virtual\n",
-			o->s3_addressing);
-		return -1;
+	const char *why = NULL;
+	if (!*v)
+		why = "needs a value";
+	else if (!strcmp(row->name, "s3_addressing") && strcmp(v, "path") && strcmp(v, "virtual"))
+		why = "not path or virtual";
+	else if (!strcmp(row->name, "cache_size") && !tfsd_parse_size(v, &size))
+		why = "not a size (bytes, or with K, M, G, T)";
+	else if (!strcmp(row->name, "endpoint") && strncasecmp(v, "http://", 7) &&
+		 strncasecmp(v, "https://", 8))
+		why = "not an http:// or https:// URL";
+	if (!why)
+		return 0;
+	if (*v)
+		fprintf(stderr, "%s: -o %s=%s: %s\n", prog_of(), row->name, v, why);
+	else
+		fprintf(stderr, "%s: -o %s=: %s (%s=%s)\n", prog_of(), row->name, why, row->name,
+			row->arg);
+	return -1;
+}
+
+/*
+ * Every value given, checked before anything is opened: a value that is not of its option's
+ * kind is a usage error (exit status 2) like an unknown option, in one line, whatever the
+ * command; a view's option as its view's row checks it (codec: tfs_view_option_check).  A
+ * file or directory that cannot be used is found when it is opened (exit status 1, as a
+ * SOURCE that is not there).  -1 after saying why.
+ */
+static int values_check(const tfsd_opts *o)
+{
+	for (size_t i = 0; i < tfsd_n_options; i++) {
+		const tfsd_option *row = &tfsd_option_table[i];
+		char *v;
+		if (row->kind != TFSD_OPT_STR || row->commands & TFSD_VIEW_OPTION)
+			continue;
+		memcpy(&v, (const char *)o + row->offset, sizeof(v));
+		if (v && value_check(row, v))
+			return -1;
 	}
-	if (o->cache_size && !tfsd_parse_size(o->cache_size, &size)) {
-		fprintf(stderr, "tensorfs: -o cache_size=%s is not a size (bytes, or with K, M, G, "
-			"T)\n", o->cache_size);
-		return -1;
+	return tfsd_view_values_check(o, prog_of());
+}
+
+int tfsd_view_values_check(const tfsd_opts *o, const char *prog)
+{
+	tfs_error err;
+	for (size_t i = 0; i < o->n_views; i++) {
+		const tfsd_view_optval *v = &o->views[i];
+		tfs_error_clear(&err);
+		if (!*v->value) {
+			fprintf(stderr, "%s: -o %s=: needs a value\n", prog, v->name);
+			return -1;
+		}
+		if (tfs_view_option_check(v->name, v->value, &err)) {
+			fprintf(stderr, "%s: -o %s\n", prog, err.msg);
+			return -1;
+		}
 	}
 	return 0;
 }

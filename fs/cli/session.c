@@ -17,10 +17,6 @@ static int check_opened(tfsd_fs *fs, const char *prog)
 	tfs_error err;
 	tfs_error_clear(&err);
 	const char *imatrix = tfsd_view_value(&fs->opts, "imatrix");
-	if (imatrix && !*imatrix) {
-		fprintf(stderr, "%s: -o imatrix= needs a file name\n", prog);
-		return -1;
-	}
 	if (imatrix && tfs_imatrix_open(&fs->imatrix, imatrix, &err)) {
 		fprintf(stderr, "%s: -o imatrix: %s\n", prog, err.msg);
 		return -1;
@@ -56,8 +52,8 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 			     .progress_ctx = &sink, .gguf_model = tfsd_gguf_output(&fs->opts) };
 	char *token = NULL;
 	tfs_error err;
-	/* every view option given, by name (an imatrix= given empty: check_opened says so) */
-	int rc = tfsd_view_opts(&fs->opts, &oo, true, prog);
+	/* every view option given, by name */
+	int rc = tfsd_view_opts(&fs->opts, &oo, prog);
 	if (!rc)
 		rc = tfsd_remote_opts(&fs->opts, &oo, &token, prog);
 	tfs_error_clear(&err);

@@ -7,6 +7,7 @@ runtime directory and its cleanup, `tensorfs unmount` of dead, busy and foreign 
 """
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -18,6 +19,18 @@ import time
 from harness import TENSORFS, TESTDATA, Mount, TestCase, fuse_abort_all_for, is_mounted, main, pid_gone, run
 
 GGUF_SRC = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
+# a value that is not of its kind, for each -o option of the option table (fs/cli/optable.c);
+# a flag given a value is no option at all
+BAD_VALUES = {
+    "ro": "ro=1", "rw": "rw=yes", "writable": "writable=1", "verify": "verify=on",
+    "nonempty": "nonempty=1", "staging": "staging=", "output": "output=",
+    "threads": "threads=four", "readahead_kb": "readahead_kb=-512", "outtype": "outtype=f64",
+    "quantize": "quantize=Q4_K_Z", "quantize_threads": "quantize_threads=999",
+    "imatrix": "imatrix=", "cache": "cache=", "cache_size": "cache_size=12Q",
+    "connections": "connections=4x", "token_file": "token_file=", "cafile": "cafile=",
+    "timeout": "timeout=1.5", "endpoint": "endpoint=rgw.local:7480",
+    "s3_addressing": "s3_addressing=host",
+}
 STORE = os.path.join(TESTDATA, "ollama", "models")
 
 
@@ -188,11 +201,14 @@ class CliTest(TestCase):
             self.assertIn(name, lines[0])
             self.assertIn("not found", lines[0])
             self.assertTrue(lines[0].endswith("its tags are: int4, int8, mxfp8, nvfp4"), lines[0])
-        # a model that is not there at all: no tags to list
-        r = run([TENSORFS, "mount", "no-such-model:7b", self.mountpoint()], env=env)
-        self.assertEqual(r.returncode, 1)
-        self.assertIn("not found in the Ollama store", r.stderr)
-        self.assertNotIn("tags", r.stderr)
+        # a model that is not there at all (a bare name too, maybe a file mistyped): both
+        # said in one line, no tags to list
+        for name in ("no-such-model:7b", "does-not-exist"):
+            r = run([TENSORFS, "mount", name, self.mountpoint()], env=env)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stderr, "mount.tensorfs: %s: no such file, and no Ollama model "
+                             "registry.ollama.ai/library/%s%s in the store %s\n"
+                             % (name, name, "" if ":" in name else ":latest", STORE))
 
     # ==== 2. mount points ====
 
@@ -578,6 +594,47 @@ class CliTest(TestCase):
         self.assertIn("nonempty", r.stdout)
         r = run([TENSORFS, "unmount", "--help"])
         self.assertIn("-l", r.stdout)
+
+    def test_every_option_bad_value_exits_2(self):
+        """Every -o option of the option table (tensorfs __options COMMAND), and every
+        --NAME= of info, given a value that is not of its kind: exit status 2 and one line
+        naming the option, before anything is opened (the mount point stays empty)."""
+        mp = self.mountpoint()
+        out = os.path.join(self.tmpdir(), "out.gguf")
+        for cmd in ("mount", "convert", "repack"):
+            names = run([TENSORFS, "__options", cmd]).stdout.split()
+            self.assertIn("cache_size=", names)
+            for name in names:
+                name = name.rstrip("=")
+                self.assertIn(name, BAD_VALUES, "no bad value for -o %s: add one" % name)
+                opt = BAD_VALUES[name]
+                args = {"mount": ["mount", GGUF_SRC, mp], "convert": ["convert", GGUF_SRC, out],
+                        "repack": ["repack", GGUF_SRC]}[cmd]
+                r = run([TENSORFS] + args + ["-o", opt])
+                what = "%s -o %s" % (cmd, opt)
+                self.assertEqual(r.returncode, 2, "%s: %r" % (what, r.stderr))
+                lines = r.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, "%s: %r" % (what, r.stderr))
+                self.assertIn("-o " + opt.split("=")[0] if "=" in opt else opt, lines[0], what)
+                self.assertFalse(is_mounted(mp))
+                self.assertFalse(os.path.exists(out))
+        # info takes a view's options as --NAME=VALUE
+        helptext = run([TENSORFS, "info", "--help"]).stdout
+        flags = sorted(set(re.findall(r"--(\w+)=[A-Z]", helptext)))
+        self.assertEqual(flags, ["imatrix", "outtype", "quantize"])
+        for name in flags:
+            r = run([TENSORFS, "info", GGUF_SRC, "--" + BAD_VALUES[name]])
+            self.assertEqual(r.returncode, 2, "info --%s: %r" % (BAD_VALUES[name], r.stderr))
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn(name + "=", r.stderr)
+        # an option neither tensorfs nor libfuse knows: tensorfs's own line, pointing to help
+        r = run([TENSORFS, "mount", GGUF_SRC, mp, "-o", "bogus"])
+        self.assertEqual((r.returncode, r.stderr),
+                         (2, "mount.tensorfs: -o bogus: no such option (tensorfs help mount "
+                             "lists them)\n"))
+        # libfuse's own options are still passed to it
+        with Mount(self, GGUF_SRC, ["default_permissions"]) as m:
+            self.assertTrue(os.path.exists(os.path.join(m.path, "model.gguf")))
 
     def test_usage_errors_exit_2(self):
         mp = self.mountpoint()

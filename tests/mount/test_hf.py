@@ -141,6 +141,11 @@ class Equal(TestCase):
         self.assertEqual([t["name"] for t in j["tensors"]], [t[0] for t in g.tensors])
         r = run([TENSORFS, "info", model(name), "--no-tensors"])
         self.assertIn("GGUF view    model.gguf", r.stdout)
+        # the view's summary names the repo as its source, and says the format is the view's
+        r = run([TENSORFS, "info", "--gguf", model(name), "--no-tensors"])
+        self.assertEqual(r.stdout.splitlines()[:2],
+                         ["source       " + os.path.realpath(model(name)),
+                          "format       gguf (the GGUF view: model.gguf)"])
         r = run([TENSORFS, "info", "--json", model(name)])
         self.assertEqual(json.loads(r.stdout)["gguf_view"]["tensors"], len(g.tensors))
 
@@ -381,6 +386,11 @@ class Bad(TestCase):
             self.assertNotEqual(r.returncode, 0, how)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
             self.assertRegex(r.stderr, pattern)
+            # convert says it once
+            r = run([TENSORFS, "convert", d, os.path.join(self.tmpdir(), "x.gguf")])
+            self.assertEqual(r.returncode, 1, how)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertRegex(r.stderr, pattern)
             mp = self.tmpdir()
             r = run([TENSORFS, "mount", d, mp, "-o",
                      "rw,output=" + os.path.join(self.tmpdir(), "out.gguf")])
@@ -396,7 +406,7 @@ class Bad(TestCase):
             mp = self.tmpdir()
             r = run([TENSORFS, "mount", model("llama-bf16"), mp, "-o", opts])
             self.assertFalse(is_mounted(mp))
-            self.assertNotEqual(r.returncode, 0)
+            self.assertEqual(r.returncode, 2)   # a usage error, as any other bad value
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
             self.assertIn(pattern, r.stderr)
         gguf = os.path.join(self.tmpdir(), "x.gguf")

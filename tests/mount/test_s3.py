@@ -364,7 +364,7 @@ class S3(TestCase):
         # a word that is not path or virtual is a usage error, as any other bad option
         r = run([TENSORFS, "mount", src("big.gguf"), self.tmpdir(), "-o", "s3_addressing=up"])
         self.assertEqual((r.returncode, r.stderr),
-                         (2, "tensorfs: -o s3_addressing=up: not path or virtual\n"))
+                         (2, "mount.tensorfs: -o s3_addressing=up: not path or virtual\n"))
 
     # ==== faults ====
 

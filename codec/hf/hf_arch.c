@@ -227,7 +227,8 @@ const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)
 		if (strcmp(config_classes[i].model_type, model_type) == 0)
 			return &config_classes[i];
 	const tfs_hf_config_class *g4 = tfs_hf_gemma4_config_class_find(model_type);
-	return g4 ? g4 : tfs_hf_moe_config_class_find(model_type);   /* MoE (hf_moe.c) */
+	const tfs_hf_config_class *bert = g4 ? g4 : tfs_hf_bert_config_class_find(model_type);
+	return bert ? bert : tfs_hf_moe_config_class_find(model_type);   /* MoE (hf_moe.c) */
 }
 
 /* ==== the classes' own keys ==== */
@@ -459,7 +460,8 @@ const tfs_hf_arch *tfs_hf_arch_find(const char *cls)
 				return &rows[i];
 	const tfs_hf_arch *g4 = tfs_hf_gemma4_arch_find(cls);   /* Gemma 4 (hf_gemma4.c) */
 	const tfs_hf_arch *moe = g4 ? g4 : tfs_hf_moe_arch_find(cls);   /* MoE (hf_moe.c) */
-	return moe ? moe : tfs_hf_qwen35_arch_find(cls);      /* Qwen3.5 (hf_qwen35.c) */
+	const tfs_hf_arch *q35 = moe ? moe : tfs_hf_qwen35_arch_find(cls);   /* hf_qwen35.c */
+	return q35 ? q35 : tfs_hf_bert_arch_find(cls);        /* BERT (hf_bert.c) */
 }
 
 void tfs_hf_arch_list(char *out, size_t cap)
@@ -471,5 +473,6 @@ void tfs_hf_arch_list(char *out, size_t cap)
 			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
 	k = tfs_hf_gemma4_arch_list(out, cap, k);   /* Gemma 4 (hf_gemma4.c) */
 	k = tfs_hf_moe_arch_list(out, cap, k);   /* MoE (hf_moe.c) */
-	tfs_hf_qwen35_arch_list(out, cap, k);    /* Qwen3.5 (hf_qwen35.c) */
+	k = tfs_hf_qwen35_arch_list(out, cap, k);    /* Qwen3.5 (hf_qwen35.c) */
+	tfs_hf_bert_arch_list(out, cap, k);      /* BERT (hf_bert.c) */
 }

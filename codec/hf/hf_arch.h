@@ -144,6 +144,7 @@ typedef struct {
 /* What config.json says, as the checks, the keys and the rows' hooks use it (hf_params.c). */
 struct tfs_hf_params {
 	const char *where;         /* "dir/config.json" for messages */
+	const tfs_hf_files *files; /* the repo (modules.json for the pooling of encoders) */
 	json_t *file;              /* config.json as written */
 	/* the converter's hparams: AutoConfig's to_dict() (config.json and the class defaults),
 	 * text_config merged to the top */
@@ -217,5 +218,9 @@ size_t tfs_hf_gemma4_arch_list(char *out, size_t cap, size_t k);
  * tfs_hf_arch_list look at after the MoE rows; as tfs_hf_moe_arch_find and _list. */
 const tfs_hf_arch *tfs_hf_qwen35_arch_find(const char *cls);
 size_t tfs_hf_qwen35_arch_list(char *out, size_t cap, size_t k);
+/* hf_bert.c: the BERT encoders' rows, config classes (as the MoE ones). */
+const tfs_hf_arch *tfs_hf_bert_arch_find(const char *cls);
+size_t tfs_hf_bert_arch_list(char *out, size_t cap, size_t k);
+const tfs_hf_config_class *tfs_hf_bert_config_class_find(const char *model_type);
 
 #endif

@@ -16,6 +16,8 @@
  *   3. Without an answer there, a configuration only one llama.cpp pre-tokenizer has names it.
  * The check text cannot be computed (and 3 decides) when an added token occurs in it (the
  * library would split there first), or the post-processor is one not handled here.
+ * A WordPiece (BERT) tokenizer.json is hashed the same way, its words through WordPiece
+ * (hf_wordpiece.c) instead of the BPE.
  */
 #include "hf_vocab.h"
 
@@ -631,12 +633,36 @@ static int raw_seq(const struct hf_pre_config *c, const tfs_hf_tok *tok, const b
 	return rc;
 }
 
+/* WordPiece (BERT): the table's words through the vocabulary (hf_wordpiece.c), then the
+ * post-processor.  As check_hash. */
+static int wordpiece_hash(const struct hf_pre_config *c, const tfs_hf_tok *tok,
+			  const json_t *cfg, char hex[65], const char *file, tfs_error *err)
+{
+	ids_t seq = { 0 }, all = { 0 };
+	bpe_t b = { .tok = tok };
+	int rc = c->byte_level || !c->text ? 1 : tfs_hf_wordpiece_words(tok, c->text, c->lens,
+									 c->n, &seq.v, &seq.n);
+	seq.cap = seq.n;
+	if (!rc)
+		rc = add_specials(&b, tok, cfg, &seq, &all);
+	if (!rc)
+		rc = hash_ids(&all, hex);
+	if (rc < 0)
+		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", file);
+	free(seq.v);
+	free(all.v);
+	return rc ? rc : hex[0] ? 0 : 1;
+}
+
 /* 0 and hex set, 1 when not computable (hex ""), or an error. */
 static int check_hash(const struct hf_pre_config *c, const tfs_hf_tok *tok, const json_t *cfg,
 		      char hex[65], const char *file, tfs_error *err)
 {
 	hex[0] = 0;
 	const json_t *model = json_object_get(tok->root, "model");
+	const char *type = json_string_value(json_object_get(model, "type"));
+	if (type && strcmp(type, "WordPiece") == 0)
+		return wordpiece_hash(c, tok, cfg, hex, file, err);
 	const char *cp = json_string_value(json_object_get(model, "continuing_subword_prefix"));
 	const char *ew = json_string_value(json_object_get(model, "end_of_word_suffix"));
 	if ((cp && *cp) || (ew && *ew))

@@ -202,12 +202,23 @@ void tfs_hf_kvs_free(tfs_hf_kvs *l)
 
 /* ==== a local directory as the repo ==== */
 
+/* A file name in the repo: NAME, or DIR/NAME one folder down (sentence-transformers'
+ * 1_Pooling/config.json); no component empty, "." or "..". */
+static bool repo_file_name(const char *name)
+{
+	const char *slash = strchr(name, '/');
+	size_t n = slash ? (size_t)(slash - name) : strlen(name);
+	if (n == 0 || (n == 1 && name[0] == '.') || (n == 2 && name[0] == '.' && name[1] == '.'))
+		return false;
+	return !slash || (!strchr(slash + 1, '/') && repo_file_name(slash + 1));
+}
+
 static int dir_read(void *ctx, const char *name, uint8_t **data, uint64_t *len, tfs_error *err)
 {
 	const char *dir = ctx;
 	*data = NULL;
 	*len = 0;
-	if (!*name || strchr(name, '/') || strcmp(name, "..") == 0 || strcmp(name, ".") == 0)
+	if (!repo_file_name(name))
 		return tfs_error_set(err, TFS_E_INVALID, "%s: '%s' is not a file name", dir, name);
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)

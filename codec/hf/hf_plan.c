@@ -202,6 +202,9 @@ static int tensor_dtype(const char *gguf_name, uint32_t n_dims, int64_t ne0, uin
 {
 	if (n_dims <= 1 || ends_with(gguf_name, "_norm.weight") || !ends_with(gguf_name, ".weight"))
 		return TFS_DT_F32;
+	/* POS_EMBD, TOKEN_TYPES (BERT) stay F32 */
+	if (!strcmp(gguf_name, "position_embd.weight") || !strcmp(gguf_name, "token_types.weight"))
+		return TFS_DT_F32;
 	/* MoE: the routers (FFN_GATE_INP, FFN_GATE_INP_SHEXP) stay F32 */
 	if (ends_with(gguf_name, ".ffn_gate_inp.weight") ||
 	    ends_with(gguf_name, ".ffn_gate_inp_shexp.weight"))
@@ -629,7 +632,7 @@ int tfs_hf_plan_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_mod
 {
 	static const tfs_hf_opts defaults = { 0 };
 	char where[1024];
-	hparams h = { .where = where };
+	hparams h = { .where = where, .files = files };
 	tfs_hf_plan *p = NULL;
 	const char *cls = NULL;
 

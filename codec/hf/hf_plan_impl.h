@@ -50,6 +50,8 @@ struct tfs_hf_hooks {
 };
 /* The hooks of a row, or NULL (hf_qwen35.c: the rows that have some). */
 const struct tfs_hf_hooks *tfs_hf_hooks_of(const tfs_hf_arch *row);
+/* hf_bert.c: the BERT rows' hooks, or NULL (tfs_hf_hooks_of asks it). */
+const struct tfs_hf_hooks *tfs_hf_bert_hooks_of(const tfs_hf_arch *row);
 
 /* The hooks called, where a row has them (else: nothing changed, 0 / true). */
 static inline int tfs_hf_hook_prepare(hparams *h, const tfs_model *st, tfs_error *err)

@@ -571,7 +571,7 @@ const struct tfs_hf_hooks *tfs_hf_hooks_of(const tfs_hf_arch *row)
 	for (size_t i = 0; i < N(rows); i++)
 		if (row == &rows[i])
 			return &hooks;
-	return NULL;
+	return tfs_hf_bert_hooks_of(row);   /* BERT (hf_bert.c) */
 }
 
 const tfs_hf_moe *tfs_hf_qwen35_moe_of(const tfs_hf_arch *row)

@@ -492,10 +492,11 @@ static void sv_normalizer(special_vocab *sv, const json_t *nz, int depth)
 	} else if (strcmp(type, "StripAccents") == 0) {
 		sv->strip_accents = 1;
 	} else if (strcmp(type, "BertNormalizer") == 0) {
+		/* (a null flag is None: not written) */
 		if ((v = json_object_get(nz, "lowercase")))
-			sv->lowercase = tfs_hf_py_true(v);
+			sv->lowercase = json_is_null(v) ? -1 : tfs_hf_py_true(v);
 		if ((v = json_object_get(nz, "strip_accents")))
-			sv->strip_accents = tfs_hf_py_true(v);
+			sv->strip_accents = json_is_null(v) ? -1 : tfs_hf_py_true(v);
 	} else if (strcmp(type, "Sequence") == 0) {
 		size_t i;
 		json_t *x;

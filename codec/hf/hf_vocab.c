@@ -14,6 +14,8 @@
  *   phi3     Phi3MiniModel: tokenizer_config.json's tokenizer_class GPT2Tokenizer -> gpt2,
  *            else its own sentencepiece reading (added tokens from tokenizer_config.json
  *            and tokenizer.json, without the others' special-looking rule).
+ *   bert     BertModel: get_vocab_base over a WordPiece tokenizer.json, the tokens in
+ *            phantom-space form, tokenizer.ggml.model "bert", token_type_count first.
  * Each vocabulary ends with gguf-py's SpecialVocab (hf_special.c): merges, special ids,
  * add_bos/add_eos/add_sep, chat template, normalizer flags.  A key written twice keeps its
  * first place and takes the last value, as gguf-py's writer does.
@@ -514,9 +516,77 @@ static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 	return rc;
 }
 
+/* ==== BertModel.set_vocab (get_vocab_base over a WordPiece tokenizer.json) ==== */
+
+/* The phantom-space form llama.cpp's WordPiece reads: a control token as it is, "##x" as
+ * "x", any other token (a word's start) as U+2581 + token. */
+static int bert_phantom(toklist *t, tfs_error *err)
+{
+	int rc = 0;
+	for (size_t k = 0; k < t->n && !rc; k++) {
+		const char *s = t->s[k];
+		size_t n = t->len[k];
+		if (t->type[k] == TFS_TOK_CONTROL)
+			continue;
+		if (starts(s, n, "##")) {
+			t->s[k] = s + 2;
+			t->len[k] = n - 2;
+			continue;
+		}
+		char *c = malloc(n + 3);
+		if (!c)
+			return tfs_error_set(err, TFS_E_NOMEM, "tokenizer: out of memory");
+		memcpy(c, "\xe2\x96\x81", 3);
+		memcpy(c + 3, s, n);
+		rc = toks_set_copy(t, k, c, n + 3, err);
+		free(c);
+	}
+	return rc;
+}
+
+static int vocab_bert(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
+		      const json_t *cfg, const json_t *config, tfs_error *err)
+{
+	if (!tok)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "tokenizer.json: no such file (BERT's "
+				     "WordPiece vocabulary is read from it)");
+	const json_t *model = json_object_get(tok->root, "model");
+	const json_t *added = json_object_get(tok->root, "added_tokens");
+	const char *type = json_string_value(json_object_get(model, "type"));
+	if (!type || strcmp(type, "WordPiece") != 0 || !tok->has_vocab)
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: model type %s: BERT's "
+				     "conversion reads a WordPiece vocabulary", type ? type : "(none)");
+	if (added && !json_is_array(added))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: added_tokens is not a list");
+	long long count = 0, max_id = -1, vs = 0, ntypes = 1;
+	const json_t *tv = json_object_get(config, "type_vocab_size");
+	toklist t = { 0 };
+	const char *pre;
+	int rc = bpe_count(tok, added, &count, &max_id, err);
+	if (!rc && !(rc = vocab_size_of(config, count, &vs, err)) && max_id >= vs)
+		rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: token id %lld is not below "
+				   "config.json's vocab_size %lld", max_id, vs);
+	if (!rc && tv && (!tfs_hf_py_int(tv, &ntypes) || ntypes < 0 || ntypes > UINT32_MAX))
+		rc = tfs_error_set(err, TFS_E_FORMAT, "config.json: type_vocab_size is not a "
+				   "32-bit count");
+	if (!rc)
+		rc = tfs_hf_bpe_pre(&pre, NULL, tok, cfg, "tokenizer.json", err);
+	if (!rc && !(rc = bpe_reverse(&t, tok, added, vs, err)) && !(rc = bpe_types(&t, added, err)))
+		rc = bert_phantom(&t, err);
+	if (!rc && !(rc = tfs_hf_put_u32(out, "tokenizer.ggml.token_type_count",
+					 (uint32_t)ntypes, err)) &&
+	    !(rc = tfs_hf_put_str(out, "tokenizer.ggml.model", "bert", 4, err)) &&
+	    !(rc = tfs_hf_put_str(out, "tokenizer.ggml.pre", pre, strlen(pre), err)) &&
+	    !(rc = put_tokens(out, &t, false, err)))
+		rc = tfs_hf_special_vocab(out, files, tok, cfg, false, (long long)t.n, err);
+	toks_free(&t);
+	return rc;
+}
+
 /* ==== per architecture ==== */
 
-enum vocab_kind { V_LLAMA, V_SPM_GPT2, V_GPT2, V_GEMMA2, V_GEMMA3, V_PHI3, V_GEMMA4, V_GLM };
+enum vocab_kind { V_LLAMA, V_SPM_GPT2, V_GPT2, V_GEMMA2, V_GEMMA3, V_PHI3, V_GEMMA4, V_GLM,
+		  V_BERT };
 
 /* The HF classes (config.json's architectures[0]) and their converter class's set_vocab. */
 static const struct {
@@ -537,6 +607,7 @@ static const struct {
 	{ "Gemma3ForCausalLM", V_GEMMA3 }, { "Gemma3ForConditionalGeneration", V_GEMMA3 },
 	{ "Phi3ForCausalLM", V_PHI3 },
 	{ "Gemma4ForCausalLM", V_GEMMA4 }, { "Gemma4ForConditionalGeneration", V_GEMMA4 },
+	{ "BertModel", V_BERT },
 };
 
 /* LlamaModel.set_vocab's tail: CodeLlama's infill ids, add_bos_token false for 49152. */
@@ -630,6 +701,8 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 	bool llama = kind == V_LLAMA;
 	if (kind == V_GEMMA4)   /* hf_gemma4.c */
 		return tfs_hf_gemma4_vocab(out, files, f->tok, f->cfg, err);
+	if (kind == V_BERT)
+		return vocab_bert(out, files, f->tok, f->cfg, config, err);
 	if (llama) {   /* add_prefix_space first; tekken.json alone: the Mistral format */
 		const json_t *aps = json_object_get(f->cfg, "add_prefix_space");
 		if (aps && !json_is_null(aps))

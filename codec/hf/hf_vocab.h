@@ -135,4 +135,10 @@ extern const char tfs_hf_chktxt[];
 int tfs_hf_bpe_pre(const char **name, char *chkhsh, const tfs_hf_tok *tokenizer,
 		   const json_t *tokenizer_config, const char *file, tfs_error *err);
 
+/* hf_wordpiece.c: the n words at text (lens[k] bytes each, back to back) through
+ * tokenizer's WordPiece model: *ids (malloc'd), *nids of them.  0; 1 when the vocabulary
+ * has no unk_token (tokenizers fails); TFS_E_NOMEM. */
+int tfs_hf_wordpiece_words(const tfs_hf_tok *tokenizer, const char *text,
+			   const uint16_t *lens, size_t n, uint32_t **ids, size_t *nids);
+
 #endif

@@ -103,7 +103,9 @@ def make_omit_variant(models, v):
     shutil.rmtree(dst, ignore_errors=True)
     os.makedirs(dst)
     for f in os.listdir(src):
-        if f != "config.json":
+        if os.path.isdir(os.path.join(src, f)):   # sentence-transformers' 1_Pooling/
+            shutil.copytree(os.path.join(src, f), os.path.join(dst, f), copy_function=os.link)
+        elif f != "config.json":
             os.link(os.path.join(src, f), os.path.join(dst, f))
     with open(p, "w", encoding="utf-8") as f:
         f.write(text)

@@ -33,7 +33,9 @@ compare.SHAPING |= {"kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_
                     "v_head_dim", "n_routed_experts", "n_shared_experts"}
 
 
-def main():
+def main(maker=make_moe, quick=QUICK):
+    """maker: the generator of the variants (make_moe, or another with VARIANTS and make);
+    quick: the variants --quick runs at every outtype."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--hf-dump", required=True)
     ap.add_argument("--work", default="/tmp/tfs-hf-moe")
@@ -51,7 +53,7 @@ def main():
     if why:
         print("1..0 # SKIP %s" % why if a.tap else "SKIP: %s" % why)
         return 0 if a.tap else 77
-    variants = a.variants or [v for v in make_moe.VARIANTS if not (a.quick and "-q-" in v)]
+    variants = a.variants or [v for v in maker.VARIANTS if not (a.quick and "-q-" in v)]
     if a.omit_defaults:
         variants = [x for v in variants for x in (v, v + compare.OMIT)]
     outtypes = a.outtypes.split(",")
@@ -68,11 +70,11 @@ def main():
     for v in variants:
         base = v[:-len(compare.OMIT)] if v.endswith(compare.OMIT) else v
         if not os.path.isdir(os.path.join(models, base)):
-            make_moe.make(models, base)
+            maker.make(models, base)
         if v != base:
             compare.make_omit_variant(models, base)
     pairs = [(v, t) for v in variants for t in outtypes
-             if not a.quick or t == "auto" or v in QUICK]
+             if not a.quick or t == "auto" or v in quick]
     refs = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
         for v, t in pairs:

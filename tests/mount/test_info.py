@@ -592,8 +592,8 @@ class Man(TestCase):
         self.assertGreaterEqual(len(code), 20, code)
         man = self.render(MAN1)
         part = man[man.index("Architectures:"):man.index("Tokenizers:")]
-        self.assertEqual(set(re.findall(r"\b[A-Za-z0-9_]+For(?:CausalLM|ConditionalGeneration)\b",
-                                        part)), code)
+        self.assertEqual(set(re.findall(
+            r"\b[A-Za-z0-9_]+(?:For(?:CausalLM|ConditionalGeneration)|Model)\b", part)), code)
         with open(os.path.join(ROOT, "docs", "hf-view.md")) as f:
             docs = f.read()
         for name in code:

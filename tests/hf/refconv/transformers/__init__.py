@@ -33,7 +33,12 @@ class _Config:
         self._d = d
 
     def to_dict(self):
-        return json.loads(json.dumps(self._d))
+        d = json.loads(json.dumps(self._d))
+        # PretrainedConfig keeps id2label with int keys ({int(key): value}), as to_dict()
+        # returns it (BertModel's converter reads cls_out_labels[0] and sorts the items)
+        if isinstance(d.get("id2label"), dict):
+            d["id2label"] = {int(k): v for k, v in d["id2label"].items()}
+        return d
 
 
 class AutoConfig:

@@ -274,6 +274,14 @@ def _deepseek_heads(c):
         c["qk_head_dim"] = c["qk_nope_head_dim"] + c["qk_rope_head_dim"]
 
 
+# BertConfig (BertModel: all-MiniLM, BGE)
+_BERT = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+             intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
+             attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=2,
+             initializer_range=0.02, layer_norm_eps=1e-12, pad_token_id=0,
+             position_embedding_type="absolute", use_cache=True, classifier_dropout=None)
+
+
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {
     "llama": (_LLAMA, (_kv_heads, _head_dim, _rope_type)),
@@ -295,6 +303,7 @@ CLASSES = {
     "gpt_oss": (_GPT_OSS, (_kv_heads, _gpt_oss_layers)),
     "deepseek_v2": (_DEEPSEEK_V2, (_kv_heads, _deepseek_heads, _rope_type)),
     "deepseek_v3": (_DEEPSEEK_V3, (_kv_heads, _deepseek_heads, _rope_type)),
+    "bert": (_BERT, ()),
 }
 
 

@@ -1,0 +1,271 @@
+/*
+ * hf_bert.c - BERT encoders as llama.cpp's converter (de3ff81, conversion/bert.py) writes
+ * them: BertModel (all-MiniLM, BGE) -> architecture "bert".
+ *
+ *  - tensors (BertModel.filter_tensors): "bert." dropped in front, LayerNorm's old
+ *    gamma/beta named weight/bias; embeddings.position_ids, the pooler and the MLM/NSP heads
+ *    (cls.predictions, cls.seq_relationship) skipped; encoder.layer.N.* mapped as gguf-py's
+ *    TensorNameMap does for MODEL_ARCH.BERT; position_embd and token_types stay F32;
+ *  - keys: TextModel's, then attention.causal false, pooling_type from sentence-transformers'
+ *    modules.json (_try_set_pooling_type), classifier.output_labels from id2label unless it
+ *    is AutoConfig's dummy pair;
+ *  - vocabulary: hf_vocab.c's "bert" (get_vocab_base over a WordPiece tokenizer.json,
+ *    tokens in phantom-space form); its check hash by WordPiece (hf_wordpiece.c);
+ *  - defaults: transformers 4.57's BertConfig.
+ */
+#include "hf_plan_impl.h"
+#include "hf_vocab_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+enum { H = TFS_HF_D_HIDDEN, Q = TFS_HF_D_Q, KV = TFS_HF_D_KV, FF = TFS_HF_D_FF,
+       VOC = TFS_HF_D_VOCAB, NO = TFS_HF_D_NONE, HK = TFS_HF_D_HOOK };
+enum { XN = TFS_HF_XF_NONE };
+
+/* gguf-py's TensorNameMap for BERT, after the rename below */
+static const tfs_hf_name bert_globals[] = {
+	{ "embeddings.word_embeddings", "token_embd", VOC, H, XN, true },
+	{ "embeddings.position_embeddings", "position_embd", HK, H, XN, true },
+	{ "embeddings.token_type_embeddings", "token_types", HK, H, XN, true },
+	{ "embeddings.LayerNorm", "token_embd_norm", H, NO, XN, true },
+};
+
+static const tfs_hf_name bert_blocks[] = {
+	{ "attention.self.query", "attn_q", Q, H, XN, true },
+	{ "attention.self.key", "attn_k", KV, H, XN, true },
+	{ "attention.self.value", "attn_v", KV, H, XN, true },
+	{ "attention.output.dense", "attn_output", H, Q, XN, true },
+	{ "attention.output.LayerNorm", "attn_output_norm", H, NO, XN, true },
+	{ "intermediate.dense", "ffn_up", FF, H, XN, true },
+	{ "output.dense", "ffn_down", H, FF, XN, true },
+	{ "output.LayerNorm", "layer_output_norm", H, NO, XN, true },
+};
+
+/* ==== keys ==== */
+
+/* _try_set_pooling_type: modules.json's first *Pooling module, its config.json's mode. */
+static int pooling_key(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	static const struct { const char *flag, *mode; uint32_t type; } modes[] = {
+		{ "pooling_mode_mean_tokens", "mean", 1 },   /* gguf.PoolingType.MEAN */
+		{ "pooling_mode_cls_token", "cls", 2 },      /* CLS */
+		{ "pooling_mode_lasttoken", "lasttoken", 3 }, /* LAST */
+	};
+	json_t *mods = NULL, *pc = NULL, *m;
+	const char *path = NULL;
+	size_t i;
+	int rc = tfs_hf_read_json(h->files, "modules.json", &mods, err);
+	json_array_foreach(mods, i, m) {
+		const char *type = json_string_value(json_object_get(m, "type"));
+		size_t n = type ? strlen(type) : 0;
+		if (n >= 7 && strcmp(type + n - 7, "Pooling") == 0) {
+			path = json_string_value(json_object_get(m, "path"));
+			if (!path)
+				rc = tfs_error_set(err, TFS_E_FORMAT, "modules.json: module %zu (%s) "
+						   "has no path", i, type);
+			break;
+		}
+	}
+	char name[512];
+	if (!rc && path) {
+		snprintf(name, sizeof name, "%s%sconfig.json", path, *path ? "/" : "");
+		rc = tfs_hf_read_json(h->files, name, &pc, err);
+		if (!rc && !json_is_object(pc))
+			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: %s", name, pc ? "not a JSON "
+					   "object" : "no such file (modules.json names it)");
+	}
+	uint32_t type = 0;
+	for (size_t k = 0; !rc && pc && !type && k < N(modes); k++)
+		if (tfs_hf_py_true(json_object_get(pc, modes[k].flag)))
+			type = modes[k].type;
+	const char *mode = json_string_value(json_object_get(pc, "pooling_mode"));
+	for (size_t k = 0; !rc && pc && !type && mode && k < N(modes); k++)
+		if (strcmp(mode, modes[k].mode) == 0)
+			type = modes[k].type;
+	if (!rc && pc && !type)
+		rc = tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: a pooling mode other than mean, "
+				   "cls and lasttoken (the converter supports only those)", name);
+	if (!rc && type) {
+		snprintf(name, sizeof name, "%s.pooling_type", h->arch->gguf);
+		rc = tfs_hf_kvs_add_u32(l, name, type, err);
+	}
+	json_decref(mods);
+	json_decref(pc);
+	return rc;
+}
+
+/* BertModel.__init__'s cls_out_labels: id2label (int keys, as PretrainedConfig keeps them)
+ * unless it is AutoConfig's dummy {0: "LABEL_0", 1: ...}; written sorted by id. */
+static int labels_key(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	const json_t *labels = json_object_get(h->root, "id2label");
+	size_t n = json_is_object(labels) ? json_object_size(labels) : 0;
+	if (!n)
+		return 0;
+	const char **s = calloc(n, sizeof *s);
+	long long *id = calloc(n, sizeof *id);
+	size_t k = 0;
+	int rc = s && id ? 0 : tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+	const char *key;
+	json_t *v;
+	json_object_foreach((json_t *)labels, key, v) {
+		char *end;
+		errno = 0;
+		long long x = rc ? 0 : strtoll(key, &end, 10);
+		if (rc)
+			break;
+		if (errno || end == key || *end || !json_is_string(v)) {
+			rc = tfs_error_set(err, TFS_E_FORMAT, "%s: id2label \"%s\": not an integer id "
+					   "with a label text", h->where, key);
+			break;
+		}
+		size_t j = k++;   /* insertion sort by id */
+		for (; j > 0 && id[j - 1] > x; j--) {
+			id[j] = id[j - 1];
+			s[j] = s[j - 1];
+		}
+		id[j] = x;
+		s[j] = json_string_value(v);
+	}
+	bool dummy = n == 2 && id[0] == 0 && strcmp(s[0], "LABEL_0") == 0;
+	if (!rc && !dummy) {
+		char name[128];
+		snprintf(name, sizeof name, "%s.classifier.output_labels", h->arch->gguf);
+		size_t *len = calloc(n, sizeof *len);
+		for (size_t j = 0; len && j < n; j++)
+			len[j] = strlen(s[j]);
+		rc = len ? tfs_hf_kvs_add_arr_str(l, name, s, len, n, err)
+			 : tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+		free(len);
+	}
+	free(s);
+	free(id);
+	return rc;
+}
+
+static int bert_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	char name[128];
+	snprintf(name, sizeof name, "%s.attention.causal", h->arch->gguf);
+	int rc = tfs_hf_kvs_add_bool(l, name, false, err);
+	if (!rc)
+		rc = pooling_key(l, h, err);
+	return rc ? rc : labels_key(l, h, err);
+}
+
+/* ==== tensors ==== */
+
+static bool starts(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+/* Drops n bytes at the front of name (a loop: see hf_qwen35.c's note on memmove). */
+static void drop_front(char *name, size_t n)
+{
+	size_t k = 0;
+	for (; name[k + n]; k++)
+		name[k] = name[k + n];
+	name[k] = 0;
+}
+
+/* BertModel.filter_tensors, then encoder.layer.N. as the plan's model.layers.N. */
+static bool bert_rename(char *name, size_t cap, const hparams *h)
+{
+	(void)h;
+	size_t n;
+	if (starts(name, "bert."))
+		drop_front(name, 5);
+	n = strlen(name);
+	if (n > 6 && strcmp(name + n - 6, ".gamma") == 0 && n + 2 < cap)
+		memcpy(name + n - 6, ".weight", 8);
+	else if (n > 5 && strcmp(name + n - 5, ".beta") == 0)
+		memcpy(name + n - 5, ".bias", 6);
+	if (!strcmp(name, "embeddings.position_ids") || !strcmp(name, "pooler.dense.weight") ||
+	    !strcmp(name, "pooler.dense.bias") || starts(name, "cls.predictions") ||
+	    starts(name, "cls.seq_relationship"))
+		return false;
+	if (starts(name, "encoder.layer.")) {   /* 14 bytes -> 13 */
+		drop_front(name, 1);
+		memcpy(name, "model.layers.", 13);
+	}
+	return true;
+}
+
+/* position_embd (max_position_embeddings rows) and token_types (type_vocab_size rows):
+ * 2-D, hidden_size wide. */
+static int bert_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m,
+		    const hparams *h, const char *shard, unsigned part, unsigned *parts,
+		    tfs_error *err)
+{
+	(void)o, (void)part, (void)parts;
+	if (m->rows != TFS_HF_D_HOOK)
+		return 0;
+	if (t->n_dims != 2 || t->ne[0] != h->hidden)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is not a matrix of "
+				     "hidden_size (%lld) columns", shard, t->name,
+				     (long long)h->hidden);
+	return 0;
+}
+
+static const struct tfs_hf_hooks bert_hooks = { NULL, bert_rename, bert_fix };
+
+/* ==== the row and its config class ==== */
+
+static const char *const bert_cls[] = { "BertModel", NULL };
+
+static const tfs_hf_arch rows[] = {
+	{ bert_cls, "bert", bert_globals, N(bert_globals), bert_blocks, N(bert_blocks),
+	  TFS_HF_ARCH_BASE_PARAMS, bert_keys, NULL },
+};
+
+enum { DI = TFS_HF_DEF_INT, DR = TFS_HF_DEF_REAL, DN = TFS_HF_DEF_NULL };
+
+/* BertConfig (4.57): what the converter reads of it */
+static const tfs_hf_default bert_defaults[] = {
+	{ "vocab_size", DI, 30522 }, { "max_position_embeddings", DI, 512 },
+	{ "type_vocab_size", DI, 2 }, { "layer_norm_eps", DR, 1e-12 }, { "pad_token_id", DI, 0 },
+	{ "classifier_dropout", DN, 0 }, { NULL, 0, 0 },
+};
+
+static const tfs_hf_config_class classes[] = {
+	{ "bert", bert_defaults, NULL, 0 },
+};
+
+const tfs_hf_arch *tfs_hf_bert_arch_find(const char *cls)
+{
+	for (size_t i = 0; i < N(rows); i++)
+		for (const char *const *c = rows[i].classes; *c; c++)
+			if (strcmp(*c, cls) == 0)
+				return &rows[i];
+	return NULL;
+}
+
+size_t tfs_hf_bert_arch_list(char *out, size_t cap, size_t k)
+{
+	for (size_t i = 0; i < N(rows); i++)
+		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
+			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
+	return k;
+}
+
+const tfs_hf_config_class *tfs_hf_bert_config_class_find(const char *model_type)
+{
+	for (size_t i = 0; model_type && i < N(classes); i++)
+		if (strcmp(classes[i].model_type, model_type) == 0)
+			return &classes[i];
+	return NULL;
+}
+
+const struct tfs_hf_hooks *tfs_hf_bert_hooks_of(const tfs_hf_arch *row)
+{
+	for (size_t i = 0; i < N(rows); i++)
+		if (row == &rows[i])
+			return &bert_hooks;
+	return NULL;
+}

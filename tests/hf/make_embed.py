@@ -1,0 +1,220 @@
+#!/usr/bin/python3
+"""Tiny random embedding models (BERT-family encoders) for the GGUF view's tests: each variant
+is a directory with the tensor names and config.json keys of its class's real repos, which
+the reference converter (reference.py) can convert.
+
+    make_embed.py OUTDIR [VARIANT...]     # default: every variant; --list names them
+
+The vocabulary: the converter names a WordPiece tokenizer's pre-tokenizer by the hash of the
+ids its check text encodes to, and refuses one it does not know, so a BERT test model needs
+a real vocabulary.  It is rebuilt here, at test time, from the reference clone's own
+models/ggml-vocab-bert-bge.gguf (BAAI/bge-small-en-v1.5's 30522 WordPiece tokens as the
+converter wrote them: "##x" as "x", a word start "x" as U+2581 "x", control tokens as they are)
+into the tokenizer.json bge-small ships (BertNormalizer lowercasing, BertPreTokenizer,
+[CLS] $A [SEP]); its check hash is then bge's ("bert-bge").  Nothing of it is kept in the
+repository.  Weights are deterministic (seeded by the variant's name).
+"""
+import json
+import os
+import sys
+import zlib
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_model  # noqa: E402
+import reference  # noqa: E402
+
+BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+# name: class, weights' dtype, sizes, extras
+VARIANTS = {
+    # bge-small-en-v1.5 style: F32 weights, CLS pooling (sentence-transformers modules.json),
+    # id2label with one label (the converter writes it as classifier.output_labels)
+    "bert-f32": dict(arch="BertModel", dtype="F32", hidden=32, heads=2, layers=2, ff=64,
+                     ctx=64, pooling="cls", id2label={"0": "LABEL_0"},
+                     name_or_path="BAAI/bge-small-en-v1.5"),
+    # all-MiniLM-L6-v2 style: F16 weights (BF16 for the +omit run's auto), mean pooling,
+    # the position_ids buffer (int64, dropped) and the pooler (dropped)
+    "bert-f16": dict(arch="BertModel", dtype="F16", hidden=32, heads=4, layers=1, ff=96,
+                     ctx=128, pooling="mean", position_ids=True,
+                     name_or_path="sentence-transformers/all-MiniLM-L6-v2"),
+    # no modules.json (no pooling key), BF16, checkpoint names with the "bert." prefix
+    "bert-bf16": dict(arch="BertModel", dtype="BF16", hidden=64, heads=2, layers=2, ff=64,
+                      ctx=32, prefix="bert."),
+}
+
+
+def spec(name):
+    return dict(VARIANTS[name])
+
+
+# ==== tokenizer ====
+
+def bge_vocab():
+    """bge-small-en-v1.5's WordPiece vocabulary (id order) from the reference clone's
+    models/ggml-vocab-bert-bge.gguf, the phantom-space form undone."""
+    sys.path.insert(0, reference.gguf_py_dir())
+    import gguf
+    path = os.path.join(reference.llama_cpp_dir(), "models", "ggml-vocab-bert-bge.gguf")
+    r = gguf.GGUFReader(path)
+    f = r.fields["tokenizer.ggml.tokens"]
+    types = r.fields["tokenizer.ggml.token_type"]
+    out = []
+    for k, i in enumerate(f.data):
+        t = bytes(f.parts[i]).decode("utf-8")
+        ty = int(types.parts[types.data[k]][0])
+        if ty == 3:   # CONTROL: written as it is
+            out.append(t)
+        elif t.startswith("\u2581"):
+            out.append(t[1:])
+        else:
+            out.append("##" + t)
+    return out
+
+
+def write_bert_tokenizer(d, vocab, ctx):
+    ids = {t: i for i, t in enumerate(vocab)}
+    added = [{"id": ids[t], "content": t, "single_word": False, "lstrip": False,
+              "rstrip": False, "normalized": False, "special": True} for t in BERT_SPECIALS]
+    tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+          "normalizer": {"type": "BertNormalizer", "clean_text": True,
+                         "handle_chinese_chars": True, "strip_accents": None,
+                         "lowercase": True},
+          "pre_tokenizer": {"type": "BertPreTokenizer"},
+          "post_processor": {
+              "type": "TemplateProcessing",
+              "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                         {"Sequence": {"id": "A", "type_id": 0}},
+                         {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+              "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": "[SEP]", "type_id": 0}},
+                       {"Sequence": {"id": "B", "type_id": 1}},
+                       {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+              "special_tokens": {t: {"id": t, "ids": [ids[t]], "tokens": [t]}
+                                 for t in ("[CLS]", "[SEP]")}},
+          "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+          "model": {"type": "WordPiece", "unk_token": "[UNK]",
+                    "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
+                    "vocab": ids}}
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False)
+    tc = {"clean_up_tokenization_spaces": True, "cls_token": "[CLS]", "do_basic_tokenize": True,
+          "do_lower_case": True, "mask_token": "[MASK]", "model_max_length": ctx,
+          "never_split": None, "pad_token": "[PAD]", "sep_token": "[SEP]",
+          "strip_accents": None, "tokenize_chinese_chars": True,
+          "tokenizer_class": "BertTokenizer", "unk_token": "[UNK]"}
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump(tc, f, indent=2)
+    with open(os.path.join(d, "special_tokens_map.json"), "w") as f:
+        json.dump({k: v for k, v in tc.items() if k.endswith("_token")}, f, indent=2)
+    with open(os.path.join(d, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in vocab))
+
+
+def write_pooling(d, mode):
+    """sentence-transformers' modules.json and 1_Pooling/config.json."""
+    mods = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling",
+             "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Normalize",
+             "type": "sentence_transformers.models.Normalize"}]
+    with open(os.path.join(d, "modules.json"), "w") as f:
+        json.dump(mods, f, indent=2)
+    os.makedirs(os.path.join(d, "1_Pooling"), exist_ok=True)
+    pc = {"word_embedding_dimension": 0, "pooling_mode_cls_token": mode == "cls",
+          "pooling_mode_mean_tokens": mode == "mean", "pooling_mode_max_tokens": False,
+          "pooling_mode_mean_sqrt_len_tokens": False}
+    with open(os.path.join(d, "1_Pooling", "config.json"), "w") as f:
+        json.dump(pc, f, indent=2)
+
+
+# ==== weights and config ====
+
+def bert_shapes(s, vocab):
+    h, ff, p = s["hidden"], s["ff"], s.get("prefix", "")
+    t = {p + "embeddings.word_embeddings.weight": (vocab, h),
+         p + "embeddings.position_embeddings.weight": (s["ctx"], h),
+         p + "embeddings.token_type_embeddings.weight": (2, h),
+         p + "embeddings.LayerNorm.weight": (h,), p + "embeddings.LayerNorm.bias": (h,)}
+    for i in range(s["layers"]):
+        b = "%sencoder.layer.%d." % (p, i)
+        for m in ("query", "key", "value"):
+            t[b + "attention.self.%s.weight" % m] = (h, h)
+            t[b + "attention.self.%s.bias" % m] = (h,)
+        for m, shp in (("attention.output.dense", (h, h)), ("intermediate.dense", (ff, h)),
+                       ("output.dense", (h, ff))):
+            t[b + m + ".weight"] = shp
+            t[b + m + ".bias"] = (shp[0],)
+        for m in ("attention.output.LayerNorm", "output.LayerNorm"):
+            t[b + m + ".weight"] = (h,)
+            t[b + m + ".bias"] = (h,)
+    t[p + "pooler.dense.weight"] = (h, h)
+    t[p + "pooler.dense.bias"] = (h,)
+    return t
+
+
+def write_weights(d, s, name, shapes):
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    items = []
+    for n, shp in shapes.items():
+        w = make_model.make_weights(s, n.replace("LayerNorm.weight", "norm.weight"), shp, rng)
+        items.append((n, s["dtype"], shp, w))
+    if s.get("position_ids"):
+        items.append((s.get("prefix", "") + "embeddings.position_ids", "I64", (1, s["ctx"]),
+                      np.arange(s["ctx"], dtype=np.int64).reshape(1, -1).tobytes()))
+    make_model.write_safetensors(os.path.join(d, "model.safetensors"), items)
+
+
+def bert_config(s, vocab):
+    c = {"architectures": [s["arch"]], "attention_probs_dropout_prob": 0.1,
+         "classifier_dropout": None, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+         "hidden_size": s["hidden"], "initializer_range": 0.02,
+         "intermediate_size": s["ff"], "layer_norm_eps": 1e-12,
+         "max_position_embeddings": s["ctx"], "model_type": "bert",
+         "num_attention_heads": s["heads"], "num_hidden_layers": s["layers"],
+         "pad_token_id": 0, "position_embedding_type": "absolute",
+         "torch_dtype": {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[s["dtype"]],
+         "transformers_version": "4.30.0", "type_vocab_size": 2, "use_cache": True,
+         "vocab_size": vocab}
+    if "id2label" in s:
+        c["id2label"] = s["id2label"]
+        c["label2id"] = {v: int(k) for k, v in s["id2label"].items()}
+    if "name_or_path" in s:
+        c["_name_or_path"] = s["name_or_path"]
+    return c
+
+
+def make(outdir, name):
+    import shutil
+    s = spec(name)
+    d = os.path.join(outdir, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    vocab = bge_vocab()
+    write_bert_tokenizer(d, vocab, s["ctx"])
+    write_weights(d, s, name, bert_shapes(s, len(vocab)))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(bert_config(s, len(vocab)), f, indent=2)
+    if s.get("pooling"):
+        write_pooling(d, s["pooling"])
+    return d
+
+
+def main(argv):
+    if len(argv) > 1 and argv[1] == "--list":
+        print("\n".join(VARIANTS))
+        return 0
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    for v in argv[2:] or VARIANTS:
+        make(argv[1], v)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

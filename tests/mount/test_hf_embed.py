@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Embedding models through a mount (issue 36): tests/hf/make_embed.py's tiny encoders (BERT:
+bge-small style with CLS pooling, all-MiniLM style with mean pooling, no pooling), their
+model.gguf against llama.cpp's converter (tests/hf/reference.py):
+
+- model.gguf is cmp-equal to the converter's file;
+- llama.cpp (libllama of npm @node-llama-cpp/linux-x64, tests/llama/embed.py) embeds a few
+  texts from the mount's model.gguf exactly as from the converter's file: the same tokens
+  (bge's real WordPiece ids: [CLS] ... [SEP]) and the same vectors, pooled as the file's
+  pooling_type says (CLS, mean) or per token (none);
+- bad input: a pooling mode the converter does not support, a tokenizer.json that is not
+  WordPiece: the mount works without model.gguf and says why, naming the file.
+
+Without the converter's packages or llama.cpp's library the tests that need them SKIP.
+"""
+import json
+import math
+import os
+import sys
+import tempfile
+
+from harness import TENSORFS, Mount, TestCase, main, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "hf"))
+sys.path.insert(0, os.path.join(HERE, "..", "llama"))
+import compare  # noqa: E402
+import hfutil  # noqa: E402
+import llamacpp  # noqa: E402
+import make_embed  # noqa: E402
+
+WORK = os.environ.get("TFS_HF_EMBED_WORK") or os.path.join(tempfile.gettempdir(),
+                                                           "tfs-hf-embed-mount")
+# (variant, outtype, llama.cpp's pooling type: 0 none, 1 mean, 2 cls)
+CASES = [("bert-f32", "auto", 2), ("bert-f32", "q8_0", 2), ("bert-f16", "auto", 1),
+         ("bert-bf16", "bf16", 0)]
+TEXTS = ["Hello, world!", "The tiny model embeds this sentence.",
+         "naïve café: 3.14 tokens; ĀĒĪ 中文"]
+
+REPOS = hfutil.Repos(WORK, make_embed)
+model = REPOS.model
+converted = REPOS.converted
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def embed(tc, path):
+    r = run(["/usr/bin/python3", os.path.join(HERE, "..", "llama", "embed.py"), path] + TEXTS,
+            timeout=120)
+    if r.returncode:
+        tc.fail("embed.py failed (%d): %s" % (r.returncode, r.stderr.strip()))
+    return json.loads(r.stdout)
+
+
+class Equal(TestCase):
+    def test_model_gguf_equals_the_converter(self):
+        for name, t, _ in CASES:
+            ref = read(converted(self, name, t))
+            with Mount(self, model(name), ["outtype=" + t]) as m:
+                ours = read(m.p("model.gguf"))
+                self.assertTrue(ours == ref, "%s %s: %s" % (name, t,
+                                compare.first_difference(ref, ours)))
+
+
+class Embeddings(TestCase):
+    def setUp(self):
+        if llamacpp.lib_dir() is None:
+            self.skipTest(llamacpp.missing_reason())
+
+    def test_same_embeddings_as_from_the_converter(self):
+        for name, t, pooling in CASES:
+            want = embed(self, converted(self, name, t))
+            with Mount(self, model(name), ["outtype=" + t]) as m:
+                got = embed(self, m.p("model.gguf"))
+            self.assertEqual(want["pooling"], pooling, name)
+            self.assertEqual(got["pooling"], pooling, name)
+            for w, g in zip(want["texts"], got["texts"]):
+                self.assertEqual(g["tokens"], w["tokens"], (name, g["text"]))
+                self.assertEqual(g["tokens"][0], 101, "starts with [CLS]")
+                self.assertEqual(g["tokens"][-1], 102, "ends with [SEP]")
+                self.assertEqual(g["embedding"], w["embedding"], (name, t, g["text"]))
+                flat = g["embedding"] if pooling else [x for row in g["embedding"] for x in row]
+                self.assertEqual(len(flat) % want["n_embd"], 0)
+                self.assertTrue(all(math.isfinite(x) for x in flat), name)
+                self.assertGreater(max(flat) - min(flat), 1e-3, "a vector, not a constant")
+            self.assertNotEqual(got["texts"][0]["embedding"], got["texts"][1]["embedding"])
+
+
+class BadInput(TestCase):
+    def variant_copy(self, change):
+        """A copy of bert-f16 (hard links) with change(dir) applied."""
+        src = model("bert-f16")
+        d = os.path.join(self.tmpdir(), "bert")
+        os.makedirs(os.path.join(d, "1_Pooling"))
+        for root, _, files in os.walk(src):
+            for f in files:
+                p = os.path.join(root, f)
+                os.link(p, os.path.join(d, os.path.relpath(p, src)))
+        change(d)
+        return d
+
+    def refused(self, d, *want):
+        r = run([TENSORFS, "info", "--gguf", d])
+        self.assertNotEqual(r.returncode, 0, r.stdout[-500:])
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        for w in want:
+            self.assertIn(w, r.stderr)
+        with Mount(self, d, allow_stderr=True) as m:
+            self.assertNotIn("model.gguf", os.listdir(m.path))
+            why = json.loads(read(m.p("index.json")))["gguf_view"]["unavailable"]
+            self.assertIn(want[-1], why)
+
+    def test_a_pooling_mode_the_converter_lacks(self):
+        def change(d):
+            p = os.path.join(d, "1_Pooling", "config.json")
+            os.unlink(p)
+            with open(p, "w") as f:
+                json.dump({"pooling_mode_max_tokens": True}, f)
+        self.refused(self.variant_copy(change), "1_Pooling/config.json",
+                     "a pooling mode other than mean, cls and lasttoken")
+
+    def test_a_tokenizer_that_is_not_wordpiece(self):
+        def change(d):
+            p = os.path.join(d, "tokenizer.json")
+            tj = json.loads(read(p))
+            os.unlink(p)
+            tj["model"]["type"] = "WordLevel"
+            with open(p, "w") as f:
+                json.dump(tj, f)
+        self.refused(self.variant_copy(change), "tokenizer.json",
+                     "BERT's conversion reads a WordPiece vocabulary")
+
+
+if __name__ == "__main__":
+    main()

@@ -452,7 +452,7 @@ class Imatrix(TestCase):
                                  name_in_msg="bad-" + name)
             self.assertIn("-o imatrix", line)
         line = assert_reject(self, model, None, options="rw,imatrix=", name_in_msg="-o imatrix")
-        self.assertIn("needs a file name", line)
+        self.assertIn("needs a value", line)
 
 
 if __name__ == "__main__":

@@ -4,57 +4,65 @@
 # again on a second build with AddressSanitizer and UndefinedBehaviorSanitizer (build-asan;
 # any report fails); builds everything with clang (build-clang, warnings as errors) and runs
 # the unit tests on it, then every libFuzzer harness for TFS_FUZZ_SECONDS each (default 5;
-# scripts/fuzz.sh, SKIP without clang). Ends with "N passed, N failed[, N skipped]",
-# counting all three.
+# scripts/fuzz.sh, SKIP without clang). Ends with a line per build and then the total,
+# "N passed, N failed[, N skipped]".
+#   bash scripts/test.sh            everything (from a fresh clone: setup and every build)
+#   bash scripts/test.sh NAME...    those tests on the normal and the sanitizer builds
+#   bash scripts/test.sh --quick    the quick tier on a built tree (the normal build only):
+#       the tests of meson's suite "quick" (the unit tests but the long ones) and in each
+#       mount module the cases tests/mount/harness.py's @quick marks (TFS_QUICK=1), about
+#       one real mount per feature; see tests/README.md
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh || exit 1
+quick=false
+if [ "${1:-}" = --quick ]; then
+	quick=true
+	shift
+	ninja -C build >/dev/null || exit 1
+else
+	bash scripts/setup.sh || exit 1
+fi
 
 # The normal run and the sanitizer run go side by side (two chains, each test one at a time
 # within its chain): most of their time is waiting (remote timeouts, kill trials, stress
-# readers), and one after the other they took 10+ minutes on 2 cores.  Every build is made
-# first; each job's output goes to a log printed when all are done.
+# readers), and one after the other they took 10+ minutes on 2 cores.  The normal build is
+# made first (setup.sh); the sanitizer and the clang builds are made in their chains, while
+# the other chain's tests run (the first minutes of the normal chain wait more than they
+# compute).  Each job's output goes to a log printed when all are done.
 #   chain 1: the tests on the normal build
-#   chain 2: the same tests under ASan + UBSan (gcc; the hf suite's Python comparisons left
-#            out), with the stress readers for 16 s (the normal run's 30 s are the stress
-#            test proper) and 4 kill trials per format (the normal run's 8: 32 in all)
-#   then, each in whichever chain is free first: the clang build's unit tests, and fuzzing
-#   (which of the two chains ends first changes with the machine and the selection: a fixed
-#   order left one chain minutes behind the other)
+#   chain 2: the sanitizer build, then the same tests under ASan + UBSan (gcc; the hf suite's
+#            Python comparisons left out), with the stress readers for 16 s (the normal
+#            run's 30 s are the stress test proper) and 4 kill trials per format (the normal
+#            run's 8: 32 in all)
+#   then, each in whichever chain is free first: the clang build and its unit tests, and
+#   fuzzing (which of the two chains ends first changes with the machine and the selection:
+#   a fixed order left one chain minutes behind the other)
 rc=0
 
 # ==== the sanitizer build ====
 # halt_on_error: the first report ends the process; UBSan checks are recoverable by default,
-# halt_on_error makes them fatal.  Reports go to files (log_path), not stderr: the daemon
-# writes nowhere once daemonized (fuse_daemonize points its stderr at /dev/null), and a leak
-# report at its exit would be lost.  Any report file fails the run.  LeakSanitizer works in
-# the daemon (it exits normally after the unmount); tests/lsan.supp says what it forgives.
-if [ ! -f build-asan/build.ninja ]; then
-	meson setup build-asan -Db_sanitize=address,undefined -Dwerror=true >/dev/null || exit 1
-fi
-asan_built=true
-if ! ninja -C build-asan >/dev/null; then
-	echo "test: the sanitizer build failed" >&2
-	asan_built=false
-	rm -f build-asan/meson-logs/testlog.json
-fi
+# halt_on_error makes them fatal.  ASan's and LeakSanitizer's reports go to files
+# (log_path); gcc's combined runtime writes UBSan's to stderr whatever log_path says, and a
+# daemon's stderr goes to the file tests/mount/harness.py names (TFS_DAEMON_STDERR), which
+# fails the case during which a report appears there or in $reports.  A report no case took
+# fails the run.  LeakSanitizer works in the daemon (it exits normally after the unmount);
+# tests/lsan.supp says what it forgives.
 reports=$PWD/build-asan/sanitizer-reports
 rm -rf "$reports"
-mkdir -p "$reports"
+$quick || mkdir -p "$reports"
+build_asan() {
+	[ -f build-asan/build.ninja ] ||
+		meson setup build-asan -Db_sanitize=address,undefined -Dwerror=true >/dev/null || return 1
+	ninja -C build-asan >/dev/null
+}
 
-# ==== the same sources built by clang, warnings as errors (its unit tests run in chain 2) ====
+# ==== the same sources built by clang, warnings as errors (its unit tests, in a chain) ====
 # (the fuzz build compiles only what the harnesses use; this compiles everything)
 rm -f build-clang/meson-logs/testlog.json
-clang_built=false
-if command -v clang >/dev/null 2>&1 && [ $# -eq 0 ]; then
-	[ -f build-clang/build.ninja ] || CC=clang meson setup build-clang -Dwerror=true >/dev/null || rc=1
-	if ninja -C build-clang >/dev/null; then
-		clang_built=true
-	else
-		echo "test: the clang build failed" >&2
-		rc=1
-	fi
-fi
+build_clang() {
+	[ -f build-clang/build.ninja ] || CC=clang meson setup build-clang -Dwerror=true >/dev/null || return 1
+	ninja -C build-clang >/dev/null
+}
 
 # the summary counts what these runs write, never a log left by an earlier run
 rm -f build/meson-logs/testlog.json build-asan/meson-logs/testlog.json
@@ -64,26 +72,44 @@ fuzz_log=$(mktemp)
 # under the sanitizers in mount_hf, the hf unit tests and the fuzz harnesses.
 asan_sel=("$@")
 [ $# -eq 0 ] && asan_sel=(--no-suite hf)
-echo "test: the normal and the sanitizer runs go side by side; their output follows when all are done"
 jobdir=$(mktemp -d)
 job_normal() {
-	meson test -C build --print-errorlogs --num-processes 1 "$@"
+	if $quick; then
+		TFS_QUICK=1 TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-4} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-1} \
+			meson test -C build --print-errorlogs --num-processes 1 --suite quick "$@"
+	else
+		meson test -C build --print-errorlogs --num-processes 1 "$@"
+	fi
 }
 job_asan() {
-	$asan_built || return 1
+	$quick && return 0
+	if ! build_asan; then
+		echo "test: the sanitizer build failed"
+		return 1
+	fi
 	TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-16} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-4} \
+	TFS_SANITIZER_REPORTS=$reports \
 	ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$reports/asan \
 	LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan \
 		meson test -C build-asan --print-errorlogs --num-processes 1 "${asan_sel[@]}"
 }
-# the clang build's unit tests (its C is what differs: the reference comparisons of the hf
-# suite run on the normal build)
+# the clang build and its unit tests (its C is what differs: the reference comparisons of
+# the hf and quant suites run on the normal build and under the sanitizers), when no test is
+# named and clang is there
 job_clang() {
-	$clang_built || return 0
-	meson test -C build-clang --print-errorlogs --num-processes 1 --no-suite mount --no-suite hf
+	[ "$everything" = all ] && command -v clang >/dev/null 2>&1 || return 0
+	if ! build_clang; then
+		echo "test: the clang build failed"
+		echo 1 >"$jobdir/clang.failed"
+		return 1
+	fi
+	meson test -C build-clang --print-errorlogs --num-processes 1 --no-suite mount --no-suite hf \
+		--no-suite quant
 }
+# fuzzing: only when no test is named (and not in the quick tier)
 job_fuzz() {
+	{ [ "$everything" = all ] && ! $quick; } || return 0
 	TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-1} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" >"$fuzz_log" 2>&1
 }
 # start NAME ARGS...: job_NAME in the background, its output in $jobdir/NAME.log, its exit
@@ -99,6 +125,12 @@ start() {
 		echo $r >"$jobdir/$name.rc"
 	) >"$jobdir/$name.log" 2>&1 &
 }
+everything=$([ $# -eq 0 ] && ! $quick && echo all)
+if $quick; then
+	echo "test: the quick tier (the normal build); its output follows when it is done"
+else
+	echo "test: the normal and the sanitizer runs go side by side; their output follows when all are done"
+fi
 start normal "$@"
 start asan
 # each waiting job starts when a chain is free (wait -n: the first job to end)
@@ -111,72 +143,98 @@ for name in normal asan clang fuzz; do
 	[ "$(cat "$jobdir/$name.rc" 2>/dev/null)" = 0 ] || rc=1
 done
 # no log: no test ran there (a selection that matched nothing, a build that failed)
-[ -f build/meson-logs/testlog.json ] && [ -f build-asan/meson-logs/testlog.json ] || rc=1
+[ -f build/meson-logs/testlog.json ] || rc=1
+$quick || [ -f build-asan/meson-logs/testlog.json ] || rc=1
 echo "==== the normal build"
 cat "$jobdir/normal.log"
-echo "==== the sanitizer build (ASan + UBSan)"
-cat "$jobdir/asan.log"
-echo "==== the clang build's unit tests"
-cat "$jobdir/clang.log"
-echo "==== fuzzing"
-cat "$fuzz_log"
-cat "$jobdir/fuzz.log"
-if [ -n "$(ls -A "$reports")" ]; then
+if ! $quick; then
+	echo "==== the sanitizer build (ASan + UBSan)"
+	cat "$jobdir/asan.log"
+fi
+if [ "$everything" = all ]; then
+	echo "==== the clang build's unit tests"
+	cat "$jobdir/clang.log"
+	echo "==== fuzzing"
+	cat "$fuzz_log"
+	cat "$jobdir/fuzz.log"
+fi
+if [ -d "$reports" ] && [ -n "$(ls -A "$reports")" ]; then
 	echo "test: sanitizer reports ($(ls "$reports" | wc -l)):" >&2
 	for f in "$reports"/*; do echo "--- $f" >&2; head -40 "$f" >&2; done
 	rc=1
 fi
-rm -rf "$jobdir"
 
-# meson counts test programs; count every TAP case instead (both builds), each fuzz
-# harness as one case, and each sanitizer report as a failure.
+# meson counts test programs; count every TAP case instead, each fuzz harness as one case,
+# and each sanitizer report no test took as its own (tests/mount/harness.py moves a daemon's
+# report into its work directory and fails the case) as a failure: a line per build, then
+# the total (CI reads that last line: keep its form).
 /usr/bin/python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json "$fuzz_log" \
-	"$reports" build-clang/meson-logs/testlog.json "$([ $# -eq 0 ] && echo all)" <<'PY'
+	"$reports" build-clang/meson-logs/testlog.json "$everything" "$quick" "$jobdir" <<'PY'
 import json, os, re, sys
-passed = failed = skipped = 0
-fuzz_log = sys.argv[3]
-failed += len(os.listdir(sys.argv[4]))  # each sanitizer report (a daemon's: no test saw it)
-lines = []
-for log in sys.argv[1:3]:
-    if os.path.exists(log):
-        lines += open(log).read().splitlines()
-    else:
-        failed += 1  # the sanitizer build did not build
-if os.path.exists(sys.argv[5]):  # the clang build's unit tests (none without clang)
-    lines += open(sys.argv[5]).read().splitlines()
-elif os.path.exists("build-clang/build.ninja") and len(sys.argv) > 6 and sys.argv[6] == "all":
-    failed += 1  # clang is there, and its build failed
-for line in lines:
-    t = json.loads(line)
-    out = t.get("stdout") or ""
-    cases = [l for l in out.splitlines() if re.match(r"^(not )?ok\b", l)]
-    if not cases:
-        if t["result"] == "SKIP":
-            skipped += 1
-        elif t["result"] in ("OK", "EXPECTEDFAIL"):
-            passed += 1
-        else:
-            failed += 1
-        continue
-    for l in cases:
-        # a TODO case is a known difference the test names (TAP: not a failure; meson
-        # counts it as none): counted as skipped
-        if "# SKIP" in l or "# skip" in l or re.search(r"# TODO\b", l):
-            skipped += 1
-        elif l.startswith("ok"):
-            passed += 1
-        else:
-            failed += 1
-    if t["result"] not in ("OK", "EXPECTEDFAIL", "SKIP") and not any(l.startswith("not ok") for l in cases):
-        failed += 1  # crashed or timed out after its last case
-for l in open(fuzz_log):
-    if re.match(r"^fuzz_\w+: ok", l):
-        passed += 1
-    elif re.match(r"^(fuzz_\w+: FINDING|fuzz: build failed)", l):
-        failed += 1
-    elif l.startswith("SKIP: clang not found"):
-        skipped += 1
-print("%d passed, %d failed%s" % (passed, failed, ", %d skipped" % skipped if skipped else ""))
+normal_log, asan_log, fuzz_log, reports, clang_log, everything, quick, jobdir = sys.argv[1:9]
+
+
+def count_meson(log):
+    """[passed, failed, skipped] of the TAP cases of a meson testlog.json."""
+    n = [0, 0, 0]
+    for line in open(log).read().splitlines():
+        t = json.loads(line)
+        out = t.get("stdout") or ""
+        cases = [l for l in out.splitlines() if re.match(r"^(not )?ok\b", l)]
+        if not cases:
+            if t["result"] == "SKIP":
+                n[2] += 1
+            elif t["result"] in ("OK", "EXPECTEDFAIL"):
+                n[0] += 1
+            else:
+                n[1] += 1
+            continue
+        for l in cases:
+            # a TODO case is a known difference the test names (TAP: not a failure; meson
+            # counts it as none): counted as skipped
+            if "# SKIP" in l or "# skip" in l or re.search(r"# TODO\b", l):
+                n[2] += 1
+            elif l.startswith("ok"):
+                n[0] += 1
+            else:
+                n[1] += 1
+        if t["result"] not in ("OK", "EXPECTEDFAIL", "SKIP") and not any(l.startswith("not ok") for l in cases):
+            n[1] += 1  # crashed or timed out after its last case
+    return n
+
+
+def line(n):
+    return "%d passed, %d failed%s" % (n[0], n[1], ", %d skipped" % n[2] if n[2] else "")
+
+
+rows = []
+n = count_meson(normal_log) if os.path.exists(normal_log) else [0, 1, 0]
+rows.append(("the normal build (gcc)", n, "" if os.path.exists(normal_log) else " (no test ran)"))
+if quick != "true":
+    n = count_meson(asan_log) if os.path.exists(asan_log) else [0, 1, 0]  # it did not build
+    left = len(os.listdir(reports))  # sanitizer reports no test took (a unit test's, a tool's)
+    n[1] += left
+    rows.append(("the sanitizer build (ASan+UBSan)", n,
+                 (" (%d sanitizer reports above)" % left if left else "")
+                 + ("" if os.path.exists(asan_log) else " (no test ran)")))
+if os.path.exists(clang_log):  # the clang build's unit tests
+    rows.append(("the clang build's unit tests", count_meson(clang_log), ""))
+elif os.path.exists(os.path.join(jobdir, "clang.failed")):
+    rows.append(("the clang build's unit tests", [0, 1, 0], " (it did not build)"))
+if everything == "all":
+    n = [0, 0, 0]
+    for l in open(fuzz_log):
+        if re.match(r"^fuzz_\w+: ok", l):
+            n[0] += 1
+        elif re.match(r"^(fuzz_\w+: FINDING|fuzz: build failed)", l):
+            n[1] += 1
+        elif l.startswith("SKIP: clang not found"):
+            n[2] += 1
+    rows.append(("fuzzing (build-fuzz: clang, ASan+UBSan, libFuzzer)", n, ""))
+total = [sum(r[1][i] for r in rows) for i in range(3)]
+for name, n, note in rows:
+    print("%s: %s%s" % (name, line(n), note))
+print(line(total))
 PY
-rm -f "$fuzz_log"
+rm -rf "$fuzz_log" "$jobdir"
 exit $rc

@@ -4,11 +4,15 @@ Every test gets the built `tensorfs` binary (env TENSORFS, set by meson) and the
 test data directory (env TFS_TESTDATA).  `Mount` starts the real daemon, waits
 for the mount with a timeout, and always unmounts, also when a test fails or the
 daemon hangs (then the FUSE connection is aborted through fusectl).  Unexpected
-daemon stderr fails the test.
+stderr of the mount command fails the test, and so does a sanitizer report of a daemon:
+each daemon's stderr goes to a file of the module's work directory (TFS_DAEMON_STDERR), and
+the case during which a report appears there (or in the sanitizer run's log_path folder,
+TFS_SANITIZER_REPORTS) fails with the report printed.
 
 Usage in a test module:
-    from harness import Mount, TestCase, main
+    from harness import Mount, TestCase, main, quick
     class T(TestCase):
+        @quick             # one of the quick tier's cases (scripts/test.sh --quick)
         def test_x(self):
             with Mount(self, SOURCE) as m:
                 ...
@@ -295,6 +299,23 @@ def assert_reject(tc, source, pattern=None, env=None, name_in_msg=None, options=
     return lines[0]
 
 
+def quick(case):
+    """Marks a case of the quick tier: `bash scripts/test.sh --quick` (TFS_QUICK=1) runs only
+    the cases so marked, about one real mount per feature, seconds each; a module with none
+    says `1..0 # SKIP`.  Mark the case that mounts the feature's commonest source and checks
+    its bytes; leave out kill trials, long timeouts and reference runs that take more."""
+    case.tfs_quick = True
+    return case
+
+
+def _cases(suite):
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from _cases(t)
+        else:
+            yield t
+
+
 class TestCase(unittest.TestCase):
     def tmpdir(self):
         d = tempfile.mkdtemp(prefix="tfs-test-")
@@ -302,17 +323,84 @@ class TestCase(unittest.TestCase):
         return d
 
 
+# ==== sanitizer reports of the daemons ====
+# A daemon's stderr is /dev/null once it has daemonized (fuse_daemonize), and gcc's
+# ASan+UBSan runtime writes UBSan's reports to stderr whatever log_path says: a finding in a
+# daemon showed only as a dead mount.  So every daemon of a module writes its stderr to a
+# file of the module's work directory (TFS_DAEMON_STDERR: fs/cli/mount.c), and what appears
+# there during a case, or in the folder of the sanitizer run's log_path files
+# (TFS_SANITIZER_REPORTS, set by scripts/test.sh: ASan's and LeakSanitizer's reports, those
+# of any process), fails that case, printed as its diagnostics.  Report files found are
+# moved to the work directory (scripts/test.sh counts those left as failures of their own).
+REPORT_MARKERS = ("runtime error:", "ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                  "Sanitizer:DEADLYSIGNAL", "SUMMARY: AddressSanitizer",
+                  "SUMMARY: UndefinedBehaviorSanitizer")
+
+
+class SanitizerReports:
+    def __init__(self, module):
+        self.work = tempfile.mkdtemp(prefix="tfs-%s-" % module)
+        self.stderr = os.path.join(self.work, "daemon-stderr")
+        open(self.stderr, "w").close()
+        os.environ["TFS_DAEMON_STDERR"] = self.stderr
+        self.folder = os.environ.get("TFS_SANITIZER_REPORTS") or None
+        self.pos = 0
+        self.found = False
+
+    def take(self):
+        """The reports written since the last call: a text ("" when none)."""
+        out = []
+        with open(self.stderr, errors="replace") as f:
+            f.seek(self.pos)
+            text = f.read()
+            self.pos = f.tell()
+        if any(m in text for m in REPORT_MARKERS):
+            out.append("the daemon's stderr (%s):\n%s" % (self.stderr, text))
+        if self.folder and os.path.isdir(self.folder):
+            for name in sorted(os.listdir(self.folder)):
+                src = os.path.join(self.folder, name)
+                dst = os.path.join(self.work, name)
+                try:
+                    shutil.move(src, dst)
+                    with open(dst, errors="replace") as f:
+                        out.append("%s (moved to %s):\n%s" % (name, dst, f.read()))
+                except OSError:
+                    pass
+        self.found = self.found or bool(out)
+        return "\n".join(out)
+
+    def close(self):
+        """Removes the work directory unless it holds a report."""
+        if not self.found:
+            shutil.rmtree(self.work, True)
+
+
 class _TapResult(unittest.TestResult):
-    def __init__(self):
+    def __init__(self, reports=None):
         super().__init__()
         self.n = 0
         self.passed = 0
         self.failed_n = 0
         self.skipped_n = 0
+        self.reports = reports
 
     def startTest(self, test):
         super().startTest(test)
         self.started = time.monotonic()
+        if self.reports:
+            self.reports.take()   # (what came before this case was said then)
+
+    def _report(self, test):
+        """A sanitizer report written during the case: it fails, the report printed."""
+        text = self.reports.take() if self.reports else ""
+        if not text:
+            return False
+        self.failed_n += 1
+        self._line(False, test)
+        print("# a sanitizer report during this case:", flush=True)
+        for l in text.splitlines()[:200]:
+            print("# " + l, flush=True)
+        return True
 
     def _line(self, ok, test, extra=""):
         # each case's time in the description, as Criterion's TAP has it: "(2.47s)"
@@ -322,18 +410,23 @@ class _TapResult(unittest.TestResult):
                                        test.id().split(".", 1)[-1], took, extra), flush=True)
 
     def addSuccess(self, test):
+        if self._report(test):
+            return
         self.passed += 1
         self._line(True, test)
 
     def addFailure(self, test, err):
-        self.failed_n += 1
-        self._line(False, test)
+        if not self._report(test):
+            self.failed_n += 1
+            self._line(False, test)
         for l in self._exc_info_to_string(err, test).splitlines():
             print("# " + l, flush=True)
 
     addError = addFailure
 
     def addSkip(self, test, reason):
+        if self._report(test):
+            return
         self.skipped_n += 1
         self._line(True, test, " # SKIP " + reason)
 
@@ -346,8 +439,15 @@ def main():
     loader, here = unittest.defaultTestLoader, sys.modules["__main__"]
     suite = (loader.loadTestsFromNames(sys.argv[1:], here) if sys.argv[1:]
              else loader.loadTestsFromModule(here))
+    if os.environ.get("TFS_QUICK") and not sys.argv[1:]:
+        suite = unittest.TestSuite(t for t in _cases(suite) if getattr(
+            getattr(t, getattr(t, "_testMethodName", ""), None), "tfs_quick", False))
+        if not suite.countTestCases():
+            print("1..0 # SKIP no case of the quick tier here (harness.quick)")
+            return
     print("1..%d" % suite.countTestCases(), flush=True)
-    res = _TapResult()
+    reports = SanitizerReports(os.path.splitext(os.path.basename(sys.argv[0]))[0])
+    res = _TapResult(reports)
     suite.run(res)
     # the same for mounts not made by Mount (run() or Popen of `tensorfs mount`): no daemon
     # of this build is left whose mountpoint is gone (one TAP case beyond the plan's count
@@ -356,4 +456,11 @@ def main():
     if left:
         print("# FAILED: daemons outlived their mounts: %s" % describe(left), flush=True)
         res.failed_n += 1
+    late = reports.take()   # after the last case (a class's teardown, a late daemon)
+    if late:
+        print("# FAILED: a sanitizer report after the last case:", flush=True)
+        for l in late.splitlines()[:200]:
+            print("# " + l, flush=True)
+        res.failed_n += 1
+    reports.close()
     sys.exit(1 if res.failed_n else 0)

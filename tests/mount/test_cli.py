@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 
-from harness import TENSORFS, TESTDATA, Mount, TestCase, fuse_abort_all_for, is_mounted, main, pid_gone, run
+from harness import TENSORFS, TESTDATA, Mount, TestCase, fuse_abort_all_for, is_mounted, main, pid_gone, quick, run
 
 GGUF_SRC = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
 # a value that is not of its kind, for each -o option of the option table (fs/cli/optable.c);
@@ -249,6 +249,7 @@ class CliTest(TestCase):
 
     # ==== 3. the source shown by findmnt and mountinfo ====
 
+    @quick
     def test_fsname_is_the_model(self):
         d = os.path.join(self.tmpdir(), "odd dir, with\\comma")
         os.mkdir(d)

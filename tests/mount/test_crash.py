@@ -23,7 +23,7 @@ import numpy as np
 
 import ggufgen as gg
 from stgen import st_header
-from harness import TENSORFS, Mount, TestCase, is_mounted, main, run
+from harness import TENSORFS, Mount, TestCase, is_mounted, main, quick, run
 
 SEED = int(os.environ.get("TFS_CRASH_SEED", str(int(time.time()) % 100000)))
 KILLS_PER_FORMAT = int(os.environ.get("TFS_CRASH_KILLS", "8"))
@@ -408,6 +408,7 @@ class Crash(TestCase):
                       "no kill landed inside a repack (seed %d)" % SEED)
 
 
+    @quick
     def test_unmount_reports_kill_before_repack(self):
         """The daemon killed after the FUSE unmount and before it starts the repack: the
         changes are staged, not written; `tensorfs unmount` must not exit 0 (it does:

@@ -17,7 +17,7 @@ import tempfile
 
 import numpy as np
 
-from harness import TESTDATA, Mount, TestCase, main, run
+from harness import TESTDATA, Mount, TestCase, main, quick, run
 from test_rw import (OllamaStore, kill9_daemon, read, rv, st_bytes, st_parse,
                      unmount_ok, write, write_file)
 
@@ -177,6 +177,7 @@ class GGUF(TestCase):
         self.assertEqual([(n, t, ne) for n, t, ne, _ in tensors],
                          [(n, t, ne) for n, t, ne, _ in self.tensors])
 
+    @quick
     def test_rename_onto_a_key_parses_as_its_type(self):
         with Mount(self, self.src, ["rw"]) as m:
             md = m.p("metadata")

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 import ggufgen as gg
-from harness import assert_reject, is_mounted, main, Mount, run, TENSORFS, TestCase, TESTDATA, \
+from harness import assert_reject, is_mounted, main, Mount, quick, run, TENSORFS, TestCase, TESTDATA, \
     VOCAB_DIR, ggml_gguf, vocab_files, vocab_missing
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama"))
@@ -158,6 +158,7 @@ class MixedFlat(TestCase):
             self.assertEqual(read(m.p("metadata", "test.str_unicode")),
                              "héllo wörld — 日本語 🦙\n".encode())
 
+    @quick
     def test_tensor_bytes_and_xattrs(self):
         with self.mounted() as m:
             names = [fname(tensor_name(t)) for t in EXP["tensors"]]

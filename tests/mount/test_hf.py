@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 
-from harness import TENSORFS, Mount, TestCase, is_mounted, kill_daemon, main, run
+from harness import TENSORFS, Mount, TestCase, is_mounted, kill_daemon, main, quick, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
@@ -423,6 +423,7 @@ TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfo
 
 
 class Edits(TestCase):
+    @quick
     def test_rw_output_gguf_edits_the_view(self):
         name = "llama-bf16"
         ref = read(converted(self, name, "auto"))

@@ -24,7 +24,7 @@ import struct
 import sys
 import tempfile
 
-from harness import TENSORFS, Mount, TestCase, main, run
+from harness import TENSORFS, Mount, TestCase, main, quick, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
@@ -102,6 +102,7 @@ class Equal(TestCase):
                 finally:
                     os.close(fd)
 
+    @quick
     def test_mla_slices_at_any_offset(self):
         """DeepSeek: pread of random ranges of attn_k_b (each head's rows of kv_b_proj,
         transposed) and attn_v_b equals the converter's bytes, at outtypes that keep, widen
@@ -233,6 +234,7 @@ class BadExperts(TestCase):
             why = json.loads(read(m.p("index.json")))["gguf_view"]["unavailable"]
             self.assertIn(want[-1], why)
 
+    @quick
     def test_an_expert_missing(self):
         gone = "model.layers.1.block_sparse_moe.experts.5.w2.weight"
         d = self.broken(lambda items: [t for t in items if t[0] != gone])

@@ -19,7 +19,7 @@ import unittest
 import numpy as np
 
 import ggufgen as gg
-from harness import TENSORFS, Mount, TestCase, is_mounted, main, run
+from harness import TENSORFS, Mount, TestCase, is_mounted, main, quick, run
 
 MiB = 1 << 20
 
@@ -310,6 +310,7 @@ class Refused(TestCase):
         self.assertEqual(how, "refused")
         self.assertIn("huge", line)
 
+    @quick
     def test_tensor_offset_past_the_end(self):
         for off in (4096, 1 << 62, (1 << 64) - 32):
             d = self.tmpdir()

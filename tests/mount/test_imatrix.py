@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from harness import Mount, TestCase, assert_reject, main
+from harness import Mount, TestCase, assert_reject, main, quick
 import ggufgen
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -217,6 +217,7 @@ class Imatrix(TestCase):
             self.assertEqual(got[name], self.quantize(dtype, values[name], ne, wts),
                              "%s (%s, weights %s)" % (name, dtype, counts))
 
+    @quick
     def test_q_and_k_types_weighted(self):
         """Q4_0..Q5_1 and Q2_K..Q6_K written whole through npy/ and f32/: bytes as ggml's
         with the imatrix weights, which are not its bytes without them; the 3-expert Q4_K

@@ -21,7 +21,7 @@ import numpy as np
 
 import ggufgen as gg
 import stgen
-from harness import TENSORFS as _TENSORFS, TESTDATA, Mount, TestCase, main, run
+from harness import TENSORFS as _TENSORFS, TESTDATA, Mount, TestCase, main, quick, run
 
 TENSORFS = os.path.abspath(_TENSORFS)
 
@@ -182,6 +182,7 @@ class Cli(TestCase):
 # ==== tensorfs info: the text form ====
 
 class InfoText(TestCase):
+    @quick
     def test_summary_of_a_known_model(self):
         rd = gg.read_gguf(TINY)
         r = info(TINY)

@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from harness import TENSORFS, TESTDATA, VOCAB_DIR, Mount, TestCase, main, run, vocab_files, vocab_missing
+from harness import TENSORFS, TESTDATA, VOCAB_DIR, Mount, TestCase, main, quick, run, vocab_files, vocab_missing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LLAMA_DIR = os.path.join(HERE, "..", "llama")
@@ -474,6 +474,7 @@ PROMPT_KEYS = ("general.name", "tokenizer.chat_template")
 
 
 class LlamaRuns(LlamaCase):
+    @quick
     def test_sample_generates(self):
         """libllama loads examples/tiny-llama.gguf and decodes 16 tokens greedily, the same twice."""
         g = generate(self, SAMPLE, PROMPT_KEYS)

@@ -15,7 +15,7 @@ import subprocess
 
 import numpy as np
 
-from harness import TESTDATA, Mount, TestCase, main
+from harness import TESTDATA, Mount, TestCase, main, quick
 from test_editors import gguf_parse
 from test_rw import (MANIFEST, OLLAMA_SRC, env_set, hf_gguf, read, st_bytes, st_parse,
                      unmount_ok, write, write_file)
@@ -137,6 +137,7 @@ class ModelFile(TestCase):
             self.assertIn("done:", unmount_ok(self, m))
         self.assertEqual(read(src, "rb"), live)
 
+    @quick
     def test_sample_model_file(self):
         src = os.path.join(self.dir, "tiny.gguf")
         shutil.copyfile(SAMPLE, src)

@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from harness import Mount, TestCase, kill_daemon, main
+from harness import Mount, TestCase, kill_daemon, main, quick
 import ggufgen
 import mlxquant as mq
 import stgen
@@ -101,6 +101,7 @@ class Numbers(TestCase):
         dt, data = self.src[name]
         return data.tobytes() if isinstance(data, np.ndarray) else data
 
+    @quick
     def test_edits_are_requantized_on_repack(self):
         rng = np.random.default_rng(5)
         with Mount(self, self.path, ["rw"]) as m:

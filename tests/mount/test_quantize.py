@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import ggufgen as G  # noqa: E402
 import llamacpp  # noqa: E402
 import qgen  # noqa: E402
-from harness import TENSORFS, Mount, TestCase, is_mounted, kill_daemon, main, run, sha256  # noqa: E402
+from harness import TENSORFS, Mount, TestCase, is_mounted, kill_daemon, main, quick, run, sha256  # noqa: E402
 
 PY = sys.executable
 LLAMAQ = os.path.join(HERE, "..", "quant", "llamaq.py")
@@ -178,6 +178,7 @@ class Quantize(TestCase):
 
     # ---- model.gguf byte for byte ----
 
+    @quick
     def test_fresh_mount_is_llama_quantize(self):
         """Every model x type: model.gguf of a mount with an empty cache for it."""
         for m, t in PAIRS:

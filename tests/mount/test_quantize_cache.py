@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 import ggufgen as G
-from harness import TENSORFS, Mount, TestCase, main, run
+from harness import TENSORFS, Mount, TestCase, main, quick, run
 
 TYPES = ["Q4_K", "Q5_K_M", "Q6_K"]
 CAP = 2 << 20
@@ -187,6 +187,7 @@ class QuantizeCache(TestCase):
         self.assertLess(max(gone), min(kept), "%s: a newer file went before an older one "
                         "(%s gone, %s kept)" % (t, gone, kept))
 
+    @quick
     def test_types_in_turn_stay_within_the_bound(self):
         """Q4_K, Q5_K_M, Q6_K, then Q4_K again, through one 2 MiB cache: the bytes are the
         unbounded mounts', the files removed the least recently used."""

@@ -26,7 +26,7 @@ import tempfile
 import numpy as np
 
 from ggufgen import GGUFWriter, read_gguf
-from harness import Mount, TestCase, main, run
+from harness import Mount, TestCase, main, quick, run
 from stgen import st_raw
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -192,6 +192,7 @@ class T(TestCase):
             idx = json.load(open(m.p("index.json")))
             self.assertNotIn("tensorfs.padding", json.dumps(idx))
 
+    @quick
     def test_gguf_metadata_edit_xfs(self):
         self.gguf_case("xfs")
 

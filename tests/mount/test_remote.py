@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from harness import TENSORFS, TESTDATA, VOCAB_DIR, Mount, TestCase, is_mounted, kill_daemon, main, run, \
+from harness import TENSORFS, TESTDATA, VOCAB_DIR, Mount, TestCase, is_mounted, kill_daemon, main, quick, run, \
     vocab_files, vocab_missing
 import faultproxy
 import ggufgen
@@ -203,6 +203,7 @@ class Remote(TestCase):
 
     # ==== plain HTTP and HTTPS against nginx ====
 
+    @quick
     def test_http_every_file_equals_local(self):
         for name in ("tiny-llama.gguf", "mixed_flat.gguf", "ok_all_dtypes.safetensors",
                      "big.gguf", "big.safetensors"):

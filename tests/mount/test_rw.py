@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from stgen import st_raw
-from harness import TENSORFS, TESTDATA, Mount, TestCase, is_mounted, kill_daemon, main, run, sha256
+from harness import TENSORFS, TESTDATA, Mount, TestCase, is_mounted, kill_daemon, main, quick, run, sha256
 
 GGUF_SRC = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
 OLLAMA_SRC = os.path.join(TESTDATA, "ollama", "models")
@@ -870,6 +870,7 @@ class Safetensors(TestCase):
             "ids": np.arange(6, dtype=np.int32).reshape(2, 3),
         }
 
+    @quick
     def test_single_file(self):
         src = os.path.join(self.dir, "model.safetensors")
         write_file(src, st_bytes(list(self.t.items()), {"format": "pt", "note": "old"}))

@@ -32,7 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "s3"))
 
-from harness import TENSORFS, Mount, TestCase, is_mounted, kill_daemon, main, run
+from harness import TENSORFS, Mount, TestCase, is_mounted, kill_daemon, main, quick, run
 import rgw
 import s3proxy
 from test_remote import SHARDS, files_of, index_without_source, make_big_gguf, make_sharded, read
@@ -147,6 +147,7 @@ class S3(TestCase):
 
     # ==== the models ====
 
+    @quick
     def test_gguf_reads_the_same_bytes(self):
         with Mount(self, src("big.gguf"), self.opts()) as rm, \
                 Mount(self, os.path.join(WORK, "big.gguf")) as lm:

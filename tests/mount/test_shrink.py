@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 
-from harness import Mount, TestCase, main, run
+from harness import Mount, TestCase, main, quick, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "quant"))
@@ -41,6 +41,7 @@ class Shrink(TestCase):
         self.assertNotEqual(r.returncode, 0, "cp of %s after the source shrank exited 0" % path)
         self.assertIn("Input/output error", r.stderr)
 
+    @quick
     def test_gguf_every_view_of_its_bytes(self):
         d = self.tmpdir()
         src = self.gguf(d)

@@ -11,7 +11,7 @@ import struct
 import numpy as np
 
 from stgen import bf16_bits, st_raw
-from harness import assert_reject, main, Mount, TestCase, TESTDATA
+from harness import assert_reject, main, quick, Mount, TestCase, TESTDATA
 
 ST_DIR = os.path.join(TESTDATA, "safetensors")
 OLLAMA = os.path.join(TESTDATA, "ollama")
@@ -203,6 +203,7 @@ class Sharded(TestCase):
             for e in expect:
                 self.assertEqual(by_name[e["name"]]["source"], e["file"], e["name"])
 
+    @quick
     def test_sharded_via_index_and_directory(self):
         d, shards, expect = self.build()
         self.check(os.path.join(d, "model.safetensors.index.json"), d, shards, expect)
@@ -299,6 +300,7 @@ class Ollama(TestCase):
             with Mount(self, os.path.join(OLLAMA, man["path"])) as m:
                 self.check_model(m, man)
 
+    @quick
     def test_by_model_name(self):
         old = os.environ.get("OLLAMA_MODELS")
         os.environ["OLLAMA_MODELS"] = STORE

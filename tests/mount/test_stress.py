@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 import ggufgen as gg
-from harness import TENSORFS, TESTDATA, VOCAB_DIR, Mount, TestCase, main, run, vocab_files, vocab_missing
+from harness import TENSORFS, TESTDATA, VOCAB_DIR, Mount, TestCase, main, quick, run, vocab_files, vocab_missing
 
 LONG = "--long" in sys.argv
 if LONG:
@@ -256,6 +256,7 @@ class Stress(TestCase):
         shutil.copy(MIXED, src)
         return src, ["rw", "staging=" + os.path.join(d, "staging")]
 
+    @quick
     def test_read_only_16_threads(self):
         """16 threads over mixed_flat.gguf, tiny-llama.gguf and the vocab GGUFs, mounted at
         once; every byte compared; 0 mismatches, 0 errors."""

@@ -252,7 +252,7 @@ def convert(hfdir, outfile, *extra, timeout=900):
     """Runs the converter (or takes its file from the cache, see cache_dir()); None on
     success, else the last line it printed on stderr. The file is written under a temporary
     name and renamed, so a failed run leaves none."""
-    tmp = str(outfile) + ".tmp"
+    tmp = "%s.%d.tmp" % (outfile, os.getpid())   # (two runs of one outfile: two names)
     cache = cache_dir()
     hit = os.path.join(cache, _cache_key(hfdir, extra) + ".gguf") if cache else None
     if hit and os.path.exists(hit):

@@ -11,6 +11,12 @@ Exits 0 when DST was written, 1 when llama.cpp refused (its error log on stderr)
 libraries are missing.  Run it as its own process: ggml aborts the process on input it does
 not expect.
 
+The files it writes are kept in a cache keyed by the bytes of SRC (and of the --imatrix file),
+the other arguments but --threads (the output does not depend on them), the library's
+package and version and this script (build/refquant-cache, TFS_REFQUANT_CACHE; =0: none):
+a reference quantization runs once per input, whichever test (quant_llama, mount_quantize,
+mount_hf_moe) or build (the normal and the sanitizer runs) asks for it first.
+
 llama_model_quantize_params of @node-llama-cpp/linux-x64 3.22.1 (llama.cpp 0.5.0), from
 llama_model_quantize_default_params's code: 64 bytes; int32 nthread @0, int32 ftype @4,
 int32 output_tensor_type @8, int32 token_embedding_type @12, bool allow_requantize @16,
@@ -20,7 +26,9 @@ the default fills and this script leaves alone.  The struct is taken from the de
 function and only the fields named here are written.
 """
 import ctypes as C
+import hashlib
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama"))
@@ -50,8 +58,65 @@ class ImatrixEntry(C.Structure):
     _fields_ = [("name", C.c_char_p), ("data", C.POINTER(C.c_float)), ("size", C.c_size_t)]
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def cache_file(src, args):
+    """Where the cache keeps the output of `llamaq.py SRC DST ARGS` (None: no cache)."""
+    d = os.environ.get("TFS_REFQUANT_CACHE",
+                       os.path.join(HERE, "..", "..", "build", "refquant-cache"))
+    if d in ("", "0"):
+        return None
+    h = hashlib.sha256(("%s@%s\0" % (llamacpp.PACKAGE, llamacpp.VERSION)).encode())
+    with open(os.path.abspath(__file__), "rb") as f:
+        h.update(hashlib.sha256(f.read()).digest())
+    keep, i = [], 0
+    while i < len(args):
+        if args[i] == "--threads":
+            i += 2
+            continue
+        keep.append(args[i])
+        if args[i] == "--imatrix":
+            with open(args[i + 1], "rb") as f:
+                keep.append(hashlib.sha256(f.read()).hexdigest())
+            i += 1
+        i += 1
+    h.update(repr(keep).encode())
+    with open(src, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return os.path.join(d, h.hexdigest() + ".gguf")
+
+
 def main():
     args = sys.argv[1:]
+    if len(args) >= 3 and llamacpp.lib_dir() is not None:
+        try:
+            hit = cache_file(args[0], args[2:])
+        except OSError:
+            hit = None
+        if hit and os.path.exists(hit):
+            tmp = "%s.%d.tmp" % (args[1], os.getpid())
+            shutil.copyfile(hit, tmp)
+            os.replace(tmp, args[1])
+            sys.exit(0)
+        quantize(args)
+        if hit:
+            try:
+                os.makedirs(os.path.dirname(hit), exist_ok=True)
+                part = "%s.%d.tmp" % (hit, os.getpid())
+                shutil.copyfile(args[1], part)
+                os.replace(part, hit)
+            except OSError:
+                pass   # (the cache only saves time)
+        sys.exit(0)
+    quantize(args)
+    sys.exit(0)
+
+
+def quantize(args):
+    """llama_model_quantize of `SRC DST FTYPE [options]`; exits the process unless it wrote
+    DST."""
     threads, imatrix, leave_output, kvs = 1, None, False, []
     pure, otype, ttype = False, None, None
     while len(args) > 3:
@@ -138,7 +203,6 @@ def main():
         print("llamaq: llama_model_quantize failed (%d)\n%s" % (rc, llamacpp.logged()),
               file=sys.stderr)
         sys.exit(1)
-    sys.exit(0)
 
 
 if __name__ == "__main__":

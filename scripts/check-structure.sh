@@ -18,10 +18,16 @@
 #      checked.  Named means: its name, its path from the README's folder, or a pattern
 #      matching either (`hf_*.c`, `test_*.py`, `quantize{,_cache}.c`), in the README's text;
 #      a C module counts as one name (model.c, model.h, model_impl.h: any one of them);
-#   6. with BUILDDIR (an up-to-date build directory), for information: circles of references
+#   6. one place each (issue 40): llama-quantize's plan is not in codec/formats/ (no
+#      qplan* file there: it is views/', beside its only user); and each shared helper has no
+#      second copy: the shape of its body found anywhere in codec/ or fs/ but its own file
+#      (HELPERS below: hex digits, the one-shot SHA-256 as hex, Python's truth value of a
+#      JSON value, an optional repo file, the search of sorted offsets, the importance
+#      matrix's lookup by name);
+#   7. with BUILDDIR (an up-to-date build directory), for information: circles of references
 #      between codec files (a call, or a function's address in a table), from the symbols
 #      each object file defines and uses (nm).
-# Prints each measure and what breaks a rule; exits 1 when one of rules 1-5 is broken.
+# Prints each measure and what breaks a rule; exits 1 when one of rules 1-6 is broken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec python3 - "$@" <<'EOF'
@@ -341,10 +347,53 @@ if unnamed:
     broken.append('%d source file(s) not named by their folder\'s README.md (%s)' % (
         sum(len(v) for v in unnamed.values()), ', '.join(sorted(unnamed))))
 
-# ---- 6. call circles between codec files (with a build directory) ----
+# ---- 6. one place each ----
+# (what, its one home, a regular expression for its shape, matched in the code with comments
+# blanked and strings kept: a copy elsewhere is a second copy)
+HELPERS = [
+    ('bytes as hex digits', 'codec/base/hex.c',
+     r'"0123456789abcdef"|\+\s*2\s*\*\s*\w+\s*,[^;]*"%02[xX]"'),
+    ('SHA-256 of bytes as hex (one-shot EVP_Digest)', 'codec/base/hex.c', r'\bEVP_Digest\s*\('),
+    ("Python's truth value of a JSON value", 'codec/hf/hf_tokjson.c',
+     r'json_is_true\([^()]*\)\s*\|\|\s*\(?\s*json_is_number|case\s+JSON_ARRAY\s*:\s*return\s+json_array_size'),
+    ('an optional repo file (TFS_E_NOTFOUND cleared as absent)', 'codec/hf/hf_keys.c',
+     r'==\s*TFS_E_NOTFOUND\s*\)\s*\{\s*tfs_error_clear\s*\(\s*err\s*\)\s*;\s*(return\s+0|rc\s*=\s*0)\s*;\s*\}'
+     r'|!=\s*TFS_E_NOTFOUND\s*\)\s*return\s+rc\s*;\s*tfs_error_clear'),
+    ('the search of sorted offsets (last at most)', 'codec/base/sorted.h',
+     r'while\s*\(\s*hi\s*-\s*lo\s*>\s*1\s*\)\s*\{\s*size_t\s+mid'),
+    ("the importance matrix's lookup by name", 'codec/formats/imatrix.c',
+     r'strcmp\s*\(\s*tfs_imatrix_entry\s*\(|\bbsearch\s*\([^;]*by_name'),
+]
+
+
+def keep_strings(s):
+    """Comments blanked, strings kept (newlines kept)."""
+    return re.sub(r'/\*.*?\*/|//[^\n]*', lambda m: re.sub(r'[^\n]', ' ', m.group(0)), s,
+                  flags=re.S)
+
+
+print('\n== 6. one place each')
+qplans = sorted(f for f in os.listdir('codec/formats') if f.startswith('qplan'))
+print('  codec/formats/ qplan files: %d%s' % (len(qplans), (' (' + ', '.join(qplans) + ')') if qplans else ''))
+if qplans:
+    broken.append('llama-quantize\'s plan in codec/formats/ (%s)' % ', '.join(qplans))
+kept = {p: keep_strings(s) for p, s in text.items()}
+for what, home, rx in HELPERS:
+    at = [(p, s.count('\n', 0, m.start()) + 1) for p, s in sorted(kept.items())
+          for m in re.finditer(rx, s)]
+    mine = [x for x in at if x[0] == home]
+    copies = [x for x in at if x[0] != home]
+    print('  %s: %d in %s, %d elsewhere%s' % (what, len(mine), home, len(copies), ''.join(
+        '\n      %s:%d' % x for x in copies)))
+    if not mine:
+        broken.append('%s: not found in %s (moved? update HELPERS)' % (what, home))
+    if copies:
+        broken.append('%s: %d copy(ies) outside %s' % (what, len(copies), home))
+
+# ---- 7. call circles between codec files (with a build directory) ----
 if len(sys.argv) > 1:
     bdir = sys.argv[1]
-    print('\n== 6. (information) reference circles between codec files (objects of %s)' % bdir)
+    print('\n== 7. (information) reference circles between codec files (objects of %s)' % bdir)
     defs, uses = {}, {}
     for dp, dns, fns in os.walk(os.path.join(bdir, 'codec')):
         for f in sorted(fns):

@@ -1,5 +1,5 @@
 /*
- * test_qplan.c - llama-quantize's plan (codec/formats/qplan.c) on small GGUF headers written
+ * test_qplan.c - llama-quantize's plan (codec/views/qplan.c) on small GGUF headers written
  * here: file type names, the tensor order, the key changes, the types of a mix, and the
  * refusals llama_model_quantize makes.  The comparison with llama.cpp itself, byte for byte,
  * is tests/quant/check.py (meson test quant_llama).

@@ -384,6 +384,12 @@ const char *tfs_imatrix_entry(const tfs_imatrix *im, size_t k, uint64_t *nval)
 	return im->e[k].name;
 }
 
+int64_t tfs_imatrix_values(const tfs_imatrix *im, const char *name)
+{
+	const entry *x = find(im, name);
+	return x ? (int64_t)x->nval : -1;
+}
+
 static bool has(const tfs_imatrix *im, const char *name)
 {
 	return im && find(im, name) != NULL;

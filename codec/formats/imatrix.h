@@ -22,6 +22,8 @@ size_t tfs_imatrix_n_entries(const tfs_imatrix *im);
  * not say) and the number of chunks (0 when it does not say). */
 const char *tfs_imatrix_dataset(const tfs_imatrix *im);
 int64_t tfs_imatrix_chunks(const tfs_imatrix *im);
+/* The count of values of tensor name's entry, or -1 when it has none. */
+int64_t tfs_imatrix_values(const tfs_imatrix *im, const char *name);
 /* Entry k's tensor name (sorted by name) and its count of values (*nval may be NULL). */
 const char *tfs_imatrix_entry(const tfs_imatrix *im, size_t k, uint64_t *nval);
 

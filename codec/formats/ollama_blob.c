@@ -4,6 +4,7 @@
  */
 #include "ollama_impl.h"
 #include "remote.h"
+#include "hex.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,16 +21,6 @@
 #define HASH_CHUNK (8ull << 20)
 
 /* ==== blobs ==== */
-
-static void hex32(char out[65], const unsigned char *md)
-{
-	static const char hx[] = "0123456789abcdef";
-	for (int i = 0; i < 32; i++) {
-		out[2 * i] = hx[md[i] >> 4];
-		out[2 * i + 1] = hx[md[i] & 15];
-	}
-	out[64] = '\0';
-}
 
 /* Checks the sha256 of source si against the digest (hex at digest + 7). */
 static int check_sha256(const tfs_model *m, int32_t si, const char *digest,
@@ -85,7 +76,7 @@ static int check_sha256(const tfs_model *m, int32_t si, const char *digest,
 	if (ok != 1 || mdlen != 32)
 		return tfs_error_set(err, TFS_E_IO, "%s: sha256 failed", blob);
 	char hex[65];
-	hex32(hex, md);
+	tfs_hex(hex, md, 32);
 	if (strcasecmp(hex, digest + 7) != 0)
 		return tfs_error_set(err, TFS_E_DIGEST,
 				     "%s: blob %s is corrupt: its sha256 is %s, the manifest says %s; "

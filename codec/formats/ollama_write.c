@@ -27,6 +27,7 @@
 #endif
 #include "format.h"
 #include "commit.h"
+#include "hex.h"
 #include "dtype.h"
 
 #include <errno.h>
@@ -68,7 +69,6 @@ static int nomem(tfs_error *err) { return tfs_error_set(err, TFS_E_NOMEM, "out o
 /* sha256 of the file open as fd (size bytes), as 64 hex digits. */
 static int sha256_fd(int fd, uint64_t size, const char *path, char hex[65], tfs_error *err)
 {
-	static const char hx[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 	const uint8_t *map = NULL;
@@ -96,9 +96,7 @@ static int sha256_fd(int fd, uint64_t size, const char *path, char hex[65], tfs_
 		rc = tfs_error_set(err, TFS_E_IO, "%s: sha256 failed", path);
 		goto out;
 	}
-	for (int i = 0; i < 32; i++)
-		hex[2 * i] = hx[md[i] >> 4], hex[2 * i + 1] = hx[md[i] & 15];
-	hex[64] = '\0';
+	tfs_hex(hex, md, 32);
 out:
 	EVP_MD_CTX_free(h);
 	if (map)

@@ -26,6 +26,7 @@
 #endif
 #include "format.h"
 #include "commit.h"
+#include "hex.h"
 #include "edit.h"
 #include "value.h"
 #include "dtype.h"
@@ -42,7 +43,6 @@
 /* A JSON string as serde_json writes it. */
 static int json_str(tfs_buf *b, const char *s, size_t n)
 {
-	static const char hex[] = "0123456789abcdef";
 	if (tfs_buf_append(b, "\"", 1))
 		return TFS_E_NOMEM;
 	size_t run = 0;
@@ -63,7 +63,7 @@ static int json_str(tfs_buf *b, const char *s, size_t n)
 			case '\t': esc[1] = 't'; break;
 			default:
 				memcpy(esc + 1, "u00", 3);
-				esc[4] = hex[c >> 4], esc[5] = hex[c & 15];
+				tfs_hex(esc + 4, &c, 1);
 				k = 6;
 			}
 		} else {

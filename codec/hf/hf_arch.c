@@ -296,7 +296,7 @@ static int gemma3_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: attn_logit_softcapping is set; the "
 				     "converter refuses it for Gemma 3", h->where);
 	v = json_object_get(h->root, "final_logit_softcapping");
-	if (!rc && (json_is_true(v) || (json_is_number(v) && json_number_value(v) != 0)))
+	if (!rc && tfs_hf_py_true(v))
 		rc = tfs_hf_add_f32(l, h, "final_logit_softcapping", v, "final_logit_softcapping",
 				    err);
 	v = json_object_get(h->root, "sliding_window_pattern");
@@ -371,8 +371,7 @@ static int granite_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	};
 	for (size_t i = 0; i < N(k); i++) {
 		json_t *v = json_object_get(h->root, k[i].key);
-		bool truthy = json_is_true(v) || (json_is_number(v) && json_number_value(v) != 0);
-		int rc = truthy ? tfs_hf_add_f32(l, h, k[i].suffix, v, k[i].key, err) : 0;
+		int rc = tfs_hf_py_true(v) ? tfs_hf_add_f32(l, h, k[i].suffix, v, k[i].key, err) : 0;
 		if (rc)
 			return rc;
 	}

@@ -20,8 +20,8 @@
  * (hf_wordpiece.c) instead of the BPE.
  */
 #include "hf_vocab.h"
+#include "hex.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -503,12 +503,8 @@ static int hash_ids(const ids_t *all, char hex[65])
 		e = tfs_buf_printf(&list, k ? ", %u" : "%u", all->v[k]);
 	if (!e)
 		e = tfs_buf_append(&list, "]", 1);
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned mdn = 0;
-	if (e || EVP_Digest(list.data, list.len, md, &mdn, EVP_sha256(), NULL) != 1)
+	if (e || tfs_sha256_hex(hex, list.data, list.len))
 		e = TFS_E_NOMEM;
-	for (unsigned k = 0; !e && k < 32; k++)
-		snprintf(hex + 2 * k, 3, "%02x", md[k]);
 	tfs_buf_free(&list);
 	return e ? TFS_E_NOMEM : 0;
 }

@@ -572,12 +572,8 @@ int tfs_hf_card_load(ycard *c, const tfs_hf_files *files, tfs_error *err)
 {
 	uint8_t *text = NULL;
 	uint64_t len = 0;
-	int rc = files->read(files->ctx, "README.md", &text, &len, err);
-	if (rc == TFS_E_NOTFOUND) {
-		tfs_error_clear(err);
-		return 0;
-	}
-	if (rc)
+	int rc = tfs_hf_read_optional(files, "README.md", &text, &len, err);
+	if (rc || !text)
 		return rc;
 	/* Python reads it as text: universal newlines */
 	char *s = (char *)text;
@@ -657,12 +653,8 @@ int tfs_hf_sampling_keys(tfs_hf_kvs *out, const tfs_hf_files *files, tfs_error *
 {
 	uint8_t *text = NULL;
 	uint64_t len = 0;
-	int rc = files->read(files->ctx, "generation_config.json", &text, &len, err);
-	if (rc == TFS_E_NOTFOUND) {
-		tfs_error_clear(err);
-		return 0;
-	}
-	if (rc)
+	int rc = tfs_hf_read_optional(files, "generation_config.json", &text, &len, err);
+	if (rc || !text)
 		return rc;
 	json_t *g = json_loadb((const char *)text, (size_t)len, JSON_DECODE_ANY, NULL);
 	free(text);

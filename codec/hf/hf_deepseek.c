@@ -331,7 +331,7 @@ static int ds_tensor(const hparams *h, const tfs_model *st, size_t idx, const ch
 	bool ds = h->arch == &rows[0];   /* else GLM-4.5's: only the router bias */
 	*n = 0;
 	json_t *tie = json_object_get(h->root, "tie_word_embeddings");
-	bool tied = json_is_true(tie) || (json_is_number(tie) && json_number_value(tie) != 0);
+	bool tied = tfs_hf_py_true(tie);
 	if (ds && tied && (!strcmp(t->name, "lm_head.weight") ||
 			   !strcmp(t->name, "model.lm_head.weight")))
 		return 0;   /* tied: token_embd serves */
@@ -368,13 +368,6 @@ static int put_u32(tfs_hf_kvs *l, const hparams *h, const char *suffix, int64_t 
 				     "unsigned integer", h->where, suffix, (long long)v);
 	snprintf(name, sizeof name, "%s.%s", h->arch->gguf, suffix);
 	return tfs_hf_kvs_add_u32(l, name, (uint32_t)v, err);
-}
-
-static bool truthy(const json_t *v)
-{
-	return json_is_true(v) || (json_is_number(v) && json_number_value(v) != 0) ||
-	       (json_is_string(v) && json_string_length(v)) ||
-	       ((json_is_array(v) && json_array_size(v)) || (json_is_object(v) && json_object_size(v)));
 }
 
 static int ds_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
@@ -438,7 +431,7 @@ static int ds_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 		return rc;
 	char name[128];
 	snprintf(name, sizeof name, "%s.expert_weights_norm", h->arch->gguf);
-	if ((v = json_object_get(root, "norm_topk_prob")) && truthy(v) &&
+	if ((v = json_object_get(root, "norm_topk_prob")) && tfs_hf_py_true(v) &&
 	    (rc = tfs_hf_kvs_add_bool(l, name, true, err)))
 		return rc;
 	if ((rc = put_u32(l, h, "rope.dimension_count", rope, err)))
@@ -498,7 +491,7 @@ static int glm_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 		else if (opt[i].kind == 'f')
 			rc = tfs_hf_add_f32(l, h, opt[i].suffix, v, opt[i].key, err);
 		else
-			rc = tfs_hf_kvs_add_bool(l, name, truthy(v), err);
+			rc = tfs_hf_kvs_add_bool(l, name, tfs_hf_py_true(v), err);
 	}
 	return rc;
 }

@@ -223,13 +223,6 @@ static int add_array(tfs_hf_kvs *l, const hparams *h, const char *suffix, const 
 	return rc;
 }
 
-static bool truthy(const json_t *v)
-{
-	return json_is_true(v) || (json_is_number(v) && json_number_value(v) != 0) ||
-	       (json_is_string(v) && json_string_length(v)) ||
-	       (json_is_array(v) && json_array_size(v)) || (json_is_object(v) && json_object_size(v));
-}
-
 /* hparams[key] as a non-negative integer (Python's KeyError, or a value struct.pack('I')
  * refuses, named). */
 static int need_int(int64_t *out, const hparams *h, const char *key, tfs_error *err)
@@ -319,7 +312,7 @@ static int gemma3_part(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: attn_logit_softcapping is set; the "
 				     "converter refuses it for Gemma 3 and 4", h->where);
 	v = json_object_get(h->root, "final_logit_softcapping");
-	if (truthy(v) && (rc = tfs_hf_add_f32(l, h, "final_logit_softcapping", v,
+	if (tfs_hf_py_true(v) && (rc = tfs_hf_add_f32(l, h, "final_logit_softcapping", v,
 					      "final_logit_softcapping", err)))
 		return rc;
 	v = json_object_get(h->root, "sliding_window_pattern");
@@ -347,7 +340,7 @@ static int gemma4_part(tfs_hf_kvs *l, const hparams *h, const int32_t *is_swa, s
 		return rc;
 	v = json_object_get(h->root, "hidden_size_per_layer_input");
 	keyname(name, sizeof name, h, "embedding_length_per_layer_input");
-	rc = truthy(v) ? tfs_hf_add_u32(l, h, "embedding_length_per_layer_input", v,
+	rc = tfs_hf_py_true(v) ? tfs_hf_add_u32(l, h, "embedding_length_per_layer_input", v,
 					 "hidden_size_per_layer_input", err)
 		       : tfs_hf_kvs_add_u32(l, name, 0, err);
 	if (rc || (rc = add_array(l, h, "attention.sliding_window_pattern", is_swa, nl, true,
@@ -368,7 +361,7 @@ static int gemma4_part(tfs_hf_kvs *l, const hparams *h, const int32_t *is_swa, s
 	if (!json_is_null(v) && (rc = tfs_hf_add_u32(l, h, "expert_feed_forward_length", v,
 						     which, err)))
 		return rc;
-	if (truthy(json_object_get(h->root, "use_double_wide_mlp"))) {
+	if (tfs_hf_py_true(json_object_get(h->root, "use_double_wide_mlp"))) {
 		int32_t *ff = calloc((size_t)h->n_layer + 1, sizeof *ff);
 		if ((rc = need_int(&n_ff, h, "intermediate_size", err)) || !ff) {
 			free(ff);

@@ -276,6 +276,24 @@ out:
 	return rc;
 }
 
+int tfs_hf_read_file(const tfs_hf_files *f, const char *name, uint8_t **data, uint64_t *len,
+		     tfs_error *err)
+{
+	*data = NULL;
+	*len = 0;
+	return f->read(f->ctx, name, data, len, err);
+}
+
+int tfs_hf_read_optional(const tfs_hf_files *f, const char *name, uint8_t **data,
+			 uint64_t *len, tfs_error *err)
+{
+	int rc = tfs_hf_read_file(f, name, data, len, err);
+	if (rc != TFS_E_NOTFOUND)
+		return rc;
+	tfs_error_clear(err);
+	return 0;
+}
+
 void tfs_hf_files_dir(tfs_hf_files *f, const char *dir)
 {
 	f->read = dir_read;

@@ -19,6 +19,13 @@
 #include "base.h"
 #include "value.h"
 
+/* ==== Python's reading of a JSON value ==== */
+
+struct json_t;
+/* Python's truth value of v (bool(v): false for NULL, null, false, 0, 0.0, "", [] and {}),
+ * as the converter's `if hparams.get(...)` tests a key. */
+bool tfs_hf_py_true(const struct json_t *v);
+
 /* ==== ordered key list ==== */
 
 typedef struct {
@@ -71,6 +78,14 @@ typedef struct {
 	 * "hf://ORG/REPO"); "dir/config.json: ...".  May be NULL. */
 	const char *where;
 } tfs_hf_files;
+
+/* Reads the repo file `name` as f->read does, *data and *len zeroed first. */
+int tfs_hf_read_file(const tfs_hf_files *f, const char *name, uint8_t **data, uint64_t *len,
+		     tfs_error *err);
+/* The same for a file the repo may lack (README.md, generation_config.json, merges.txt,
+ * tokenizer.model, ...): 0 with *data NULL and *len 0 when it has none (err cleared). */
+int tfs_hf_read_optional(const tfs_hf_files *f, const char *name, uint8_t **data,
+			 uint64_t *len, tfs_error *err);
 
 /* A reader of the local directory dir (borrowed: it must outlive f).  Names with a '/', "." or
  * ".." are refused (TFS_E_INVALID): only files at the top of the directory are read. */

@@ -133,12 +133,8 @@ static int sv_merges_txt(special_vocab *sv, const tfs_hf_files *files, tfs_error
 {
 	uint8_t *data;
 	uint64_t len;
-	int rc = tfs_hf_read_file(files, "merges.txt", &data, &len, err);
-	if (rc == TFS_E_NOTFOUND) {
-		tfs_error_clear(err);
-		return 0;
-	}
-	if (rc)
+	int rc = tfs_hf_read_optional(files, "merges.txt", &data, &len, err);
+	if (rc || !data)
 		return rc;
 	size_t cap = 0, line_no = 0;
 	char *p = (char *)data, *end = p + len;

@@ -21,15 +21,6 @@
 
 /* ==== the repo's JSON files ==== */
 
-/* Reads a repo file; TFS_E_NOTFOUND (err set) when absent. */
-int tfs_hf_read_file(const tfs_hf_files *f, const char *name, uint8_t **data, uint64_t *len,
-		     tfs_error *err)
-{
-	*data = NULL;
-	*len = 0;
-	return f->read(f->ctx, name, data, len, err);
-}
-
 /* Python reads integers of any size; jansson fails beyond 64 bits ("too big integer").  A copy
  * of the text with ".0" after each integer of more than 18 digits (outside strings) reads
  * them as reals: such numbers (model_max_length = 1e30 written out) are never ids here. */
@@ -103,12 +94,8 @@ int tfs_hf_read_json(const tfs_hf_files *f, const char *name, json_t **out, tfs_
 	uint8_t *data;
 	uint64_t len;
 	*out = NULL;
-	int rc = tfs_hf_read_file(f, name, &data, &len, err);
-	if (rc == TFS_E_NOTFOUND) {
-		tfs_error_clear(err);
-		return 0;
-	}
-	if (rc)
+	int rc = tfs_hf_read_optional(f, name, &data, &len, err);
+	if (rc || !data)
 		return rc;
 	rc = tfs_hf_json_loadb((const char *)data, (size_t)len, name, 0, out, err);
 	free(data);
@@ -764,12 +751,8 @@ int tfs_hf_tok_read(tfs_hf_tok **out, const tfs_hf_files *f, tfs_error *err)
 	uint8_t *data;
 	uint64_t len;
 	*out = NULL;
-	int rc = tfs_hf_read_file(f, "tokenizer.json", &data, &len, err);
-	if (rc == TFS_E_NOTFOUND) {
-		tfs_error_clear(err);
-		return 0;
-	}
-	if (rc)
+	int rc = tfs_hf_read_optional(f, "tokenizer.json", &data, &len, err);
+	if (rc || !data)
 		return rc;
 	tfs_hf_tok *t = malloc(sizeof *t);
 	if (!t)

@@ -658,11 +658,7 @@ typedef struct {
 
 static int read_files(tok_files *f, const tfs_hf_files *files, tfs_error *err)
 {
-	int rc = tfs_hf_read_file(files, "tokenizer.model", &f->spm, &f->spm_len, err);
-	if (rc == TFS_E_NOTFOUND) {
-		tfs_error_clear(err);
-		rc = 0;
-	}
+	int rc = tfs_hf_read_optional(files, "tokenizer.model", &f->spm, &f->spm_len, err);
 	if (rc || (rc = tfs_hf_tok_read(&f->tok, files, err)) ||
 	    (rc = tfs_hf_read_json(files, "tokenizer_config.json", &f->cfg, err)))
 		return rc;

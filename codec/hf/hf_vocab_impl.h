@@ -7,18 +7,14 @@
 
 #include "hf_vocab.h"
 
-/* Reads a repo file; TFS_E_NOTFOUND (err set) when absent. */
-int tfs_hf_read_file(const tfs_hf_files *f, const char *name, uint8_t **data, uint64_t *len,
-		     tfs_error *err);
 /* A repo file as JSON (*out NULL when the repo has no such file: 0); integers beyond 64
  * bits read as reals, as Python reads them. */
 int tfs_hf_read_json(const tfs_hf_files *f, const char *name, json_t **out, tfs_error *err);
 /* len bytes of JSON at byte `at` of file (for messages) parsed as tfs_hf_read_json does. */
 int tfs_hf_json_loadb(const char *data, size_t len, const char *file, size_t at, json_t **out,
 		      tfs_error *err);
-/* Python's int(v) for an int (not a bool), and truthiness. */
+/* Python's int(v) for an int (not a bool). */
 bool tfs_hf_py_int(const json_t *v, long long *out);
-bool tfs_hf_py_true(const json_t *v);
 /* Whether out has the key.  The put functions set a key: appended, or (already there) given
  * the new value in place, as gguf-py does; put_str skips an empty string as add_string. */
 bool tfs_hf_have_key(const tfs_hf_kvs *out, const char *name);

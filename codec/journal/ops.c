@@ -12,6 +12,7 @@
  * the same way.  Adding an op = one row of the table and its apply function.
  */
 #include "staging_impl.h"
+#include "hex.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +28,7 @@ int tfs_journal_put_name(json_t *o, const char *field, const char *name)
 	char *hex = malloc(2 * n + 1), key[64];
 	if (!hex)
 		return -1;
-	for (size_t i = 0; i < n; i++)
-		snprintf(hex + 2 * i, 3, "%02x", (uint8_t)name[i]);
+	tfs_hex(hex, name, n);
 	snprintf(key, sizeof(key), "%s_hex", field);
 	int rc = json_object_set_new(o, key, json_string(hex));
 	free(hex);

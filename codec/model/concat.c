@@ -2,6 +2,7 @@
  * concat.c - a source that is other sources' byte ranges one after another (concat.h).
  */
 #include "concat.h"
+#include "sorted.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -38,15 +39,7 @@ static void concat_unref(concat *c)
 /* The piece holding byte off (< start[n]): the last k with start[k] <= off. */
 static size_t piece_at(const concat *c, uint64_t off)
 {
-	size_t lo = 0, hi = c->n;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (c->start[mid] <= off)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
+	return tfs_last_at_most(c->start, c->n, off);
 }
 
 static int64_t concat_read(void *ctx, void *buf, uint64_t len, uint64_t off, tfs_error *err)

@@ -4,6 +4,7 @@
 #include "model_impl.h"
 #include "concat.h"
 #include "names.h"
+#include "sorted.h"
 #include "value.h"
 #include "dtype.h"
 
@@ -650,14 +651,7 @@ int tfs_index_read(size_t *got, tfs_index *s, void *buf, uint64_t off, size_t le
 	if (len > s->size - off)
 		len = (size_t)(s->size - off);
 	/* from the last recorded offset at or before off, or the held piece if it is later */
-	size_t lo = 0, hi = s->n_marks;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->marks[mid] <= off)
-			lo = mid;
-		else
-			hi = mid;
-	}
+	size_t lo = tfs_last_at_most(s->marks, s->n_marks, off);
 	size_t j = lo * INDEX_EVERY;
 	uint64_t at = s->marks[lo];
 	if (s->cur != SIZE_MAX && s->cur >= j && s->cur_off <= off) {

@@ -1,10 +1,10 @@
 /* cache.c - the on-disk block cache of remote files: sparse data, a byte map, LRU. */
 #include "cache.h"
+#include "hex.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +23,6 @@ struct tfs_cache {
 };
 
 /* ==== names ==== */
-
-/* The hex sha256 of s (65 bytes with its NUL). */
-static void hex_sha256(const char *s, char out[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-	EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL);
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
 
 static char *entry_path(const char *dir, const char *key, const char *ext)
 {
@@ -72,7 +62,7 @@ char *tfs_cache_default_dir(void)
 static char *last_path(const char *dir, const char *url)
 {
 	char h[65];
-	hex_sha256(url, h);
+	tfs_sha256_hex(h, url, strlen(url));
 	return entry_path(dir, h, ".last");
 }
 
@@ -194,10 +184,10 @@ int tfs_cache_open(tfs_cache **out, const char *dir, const char *url, const tfs_
 		free(c);
 		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	}
-	hex_sha256(url, url_hash);
+	tfs_sha256_hex(url_hash, url, strlen(url));
 	memcpy(key, url_hash, 64); /* "<hash of url>-<hash of url and version>" */
 	key[64] = '-';
-	hex_sha256(key_src, key + 65);
+	tfs_sha256_hex(key + 65, key_src, strlen(key_src));
 	free(key_src);
 	c->data_fd = c->map_fd = -1;
 	c->size = v->size;

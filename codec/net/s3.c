@@ -1,6 +1,7 @@
 /* s3.c - s3://BUCKET/KEY: the AWS settings, SigV4 signatures, ListObjectsV2 (s3.h). */
 #include "s3.h"
 #include "remote.h"
+#include "hex.h"
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
@@ -326,20 +327,6 @@ int tfs_s3_url(const tfs_s3_auth *a, const char *bucket, const char *key, const 
 
 /* ==== SigV4 ==== */
 
-static void hex(char *out, const unsigned char *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		sprintf(out + 2 * i, "%02x", p[i]);
-}
-
-static void sha256_hex(char out[65], const void *p, size_t n)
-{
-	unsigned char md[32];
-	unsigned len = 0;
-	EVP_Digest(p, n, md, &len, EVP_sha256(), NULL);
-	hex(out, md, 32);
-}
-
 static void hmac(unsigned char out[32], const void *key, size_t kl, const char *msg)
 {
 	unsigned len = 32;
@@ -366,7 +353,7 @@ int tfs_sigv4(const tfs_s3_auth *a, char *out, size_t cap, const char *service, 
 	if (tfs_buf_append(&names, "", 1) ||
 	    tfs_buf_printf(&canon, "\n%s\n%s", (char *)names.data, payload_sha256))
 		goto out;
-	sha256_hex(creq_hash, canon.data, canon.len);
+	tfs_sha256_hex(creq_hash, canon.data, canon.len);
 	snprintf(scope, sizeof(scope), "%s/%s/%s/aws4_request", date, a->region, service);
 	snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256\n%s\n%s\n%s", amz_date, scope, creq_hash);
 	/* the signing key: derived for each request (four HMACs: microseconds), so that
@@ -385,7 +372,7 @@ int tfs_sigv4(const tfs_s3_auth *a, char *out, size_t cap, const char *service, 
 	hmac(key, key, 32, "aws4_request");
 	hmac(sig, key, 32, sts);
 	explicit_bzero(key, sizeof(key));
-	hex(sig_hex, sig, 32);
+	tfs_hex(sig_hex, sig, 32);
 	int n = snprintf(out, cap, "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, "
 			 "Signature=%s", a->key_id, scope, (char *)names.data, sig_hex);
 	rc = n > 0 && (size_t)n < cap ? 0 : -1;

@@ -1,6 +1,6 @@
 /*
  * quantize.c - the quantized view of a model (quantize.h): a GGUF model laid out as
- * llama-quantize writes it (formats/qplan.h), built from the header alone.
+ * llama-quantize writes it (qplan.h), built from the header alone.
  *
  * Its keys are the base's (payloads borrowed from it: the base lives as long as the view)
  * with the plan's changes; its tensors come in the plan's order; its first sources are

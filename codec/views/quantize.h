@@ -2,7 +2,7 @@
  * quantize.h - a model shown quantized, as llama-quantize would write it, computed lazily
  * (public).
  *
- * The view is a GGUF model (formats/qplan.h: every tensor's type, its place, the keys
+ * The view is a GGUF model (views/qplan.h: every tensor's type, its place, the keys
  * llama-quantize changes) built from the header alone: its sizes and offsets are known at
  * once and nothing is quantized.  A quantized tensor's bytes come from a computed source:
  * when first read, the whole tensor is quantized, by a small pool of threads working on

@@ -4,6 +4,7 @@
  */
 #include "quantize_impl.h"
 #include "cache.h"
+#include "hex.h"
 #include "../num/quant.h"
 #include "requant.h"
 
@@ -70,7 +71,6 @@ static void put_imatrix(EVP_MD_CTX *h, const tfs_qview *v, const tfs_qtensor *q)
 
 int tfs_qt_key(tfs_qt *t, const tfs_qview *v, const tfs_quant_opts *o, tfs_error *err)
 {
-	static const char hex[] = "0123456789abcdef";
 	const tfs_tensor *bt = tfs_model_tensor(v->base, t->q->tensor);
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned n = 0;
@@ -92,11 +92,7 @@ int tfs_qt_key(tfs_qt *t, const tfs_qview *v, const tfs_quant_opts *o, tfs_error
 	put_imatrix(h, v, t->q);
 	EVP_DigestFinal_ex(h, md, &n);
 	EVP_MD_CTX_free(h);
-	for (unsigned i = 0; i < 32 && i < n; i++) {
-		t->key[2 * i] = hex[md[i] >> 4];
-		t->key[2 * i + 1] = hex[md[i] & 15];
-	}
-	t->key[64] = '\0';
+	tfs_hex(t->key, md, n < 32 ? n : 32);
 	return 0;
 }
 

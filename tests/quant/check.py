@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""check.py - tensorfs' quantization plan (codec/formats/qplan.c) against llama.cpp's own
+"""check.py - tensorfs' quantization plan (codec/views/qplan.c) against llama.cpp's own
 quantizer, llama_model_quantize of npm @node-llama-cpp/linux-x64 (llama.cpp 0.5.0).
 
 For each model of qgen.py and each file type: llama_model_quantize writes REF (llamaq.py, its

@@ -178,25 +178,6 @@ int tfs_qplan_apply_kv(const tfs_qplan *p, tfs_model *m, tfs_error *err)
 
 /* ==== the plan ==== */
 
-/* The number of values tfs_imatrix has for tensor name (its entries are sorted by name), or
- * -1 without an entry. */
-static int64_t imatrix_values(const tfs_imatrix *im, const char *name)
-{
-	size_t lo = 0, hi = tfs_imatrix_n_entries(im);
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		uint64_t nval = 0;
-		int c = strcmp(tfs_imatrix_entry(im, mid, &nval), name);
-		if (!c)
-			return (int64_t)nval;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
-}
-
 /* The checks llama_model_quantize makes before it converts tensor q (its main loop), and
  * those tensorfs adds for what it cannot do. */
 static int check_convert(tfs_qstate *s, tfs_qtensor *q, const tfs_tensor *t, bool needs_imatrix)
@@ -205,7 +186,7 @@ static int check_convert(tfs_qstate *s, tfs_qtensor *q, const tfs_tensor *t, boo
 	const tfs_imatrix *im = s->o->imatrix;
 	if (im) {
 		const uint64_t want = (uint64_t)t->ne[0] * (uint64_t)t->ne[2];
-		const int64_t nval = imatrix_values(im, q->name);
+		const int64_t nval = tfs_imatrix_values(im, q->name);
 		if (nval >= 0 && (uint64_t)nval != want && !tfs_qrule_is_token_embd(q->name))
 			return tfs_error_set(err, TFS_E_INVALID, "the importance matrix has %" PRId64
 					     " values for tensor '%s', which needs %" PRIu64

@@ -31,8 +31,8 @@
 #ifndef TFS_QPLAN_H
 #define TFS_QPLAN_H
 
-#include "../model/model.h"
-#include "../num/dtype.h"
+#include "model.h"
+#include "dtype.h"
 #include "imatrix.h"
 
 /* ==== llama.cpp's file types (enum llama_ftype, the value of general.file_type) ==== */

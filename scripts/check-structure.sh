@@ -18,8 +18,12 @@
 #      checked.  Named means: its name, its path from the README's folder, or a pattern
 #      matching either (`hf_*.c`, `test_*.py`, `quantize{,_cache}.c`), in the README's text;
 #      a C module counts as one name (model.c, model.h, model_impl.h: any one of them);
-#   6. one place each (issue 40): llama-quantize's plan is not in codec/formats/ (no
-#      qplan* file there: it is views/', beside its only user); and each shared helper has no
+#   6. one place each (issue 40): the schemes are rows of one table (codec/net/scheme.c):
+#      formats/open.c and views/hf.c name no scheme (no tfs_is_url/hf/s3, tfs_hf_url or
+#      tfs_s3_* call, no "s3://"-like prefix literal, no s3.h), and tfs_target has no
+#      member of one scheme (its auth is opaque); llama-quantize's plan is not in
+#      codec/formats/ (no qplan* file there: it is views/', beside its only user); and each
+#      shared helper has no
 #      second copy: the shape of its body found anywhere in codec/ or fs/ but its own file
 #      (HELPERS below: hex digits, the one-shot SHA-256 as hex, Python's truth value of a
 #      JSON value, an optional repo file, the search of sorted offsets, the importance
@@ -373,6 +377,22 @@ def keep_strings(s):
 
 
 print('\n== 6. one place each')
+SCHEME_FREE = ['codec/formats/open.c', 'codec/views/hf.c']
+NAMES_A_SCHEME = (r'\btfs_(is_url|is_hf|is_s3|hf_url|s3_\w+)\b|"(s3|hf|gs|az|https?)://"'
+                  r'|#\s*include\s+"s3\.h"|\btfs_scheme_s3\b')
+for p in SCHEME_FREE:
+    s = keep_strings(text.get(p, ''))
+    hits = ['%s:%d: %s' % (p, s.count('\n', 0, m.start()) + 1, m.group(0))
+            for m in re.finditer(NAMES_A_SCHEME, s)]
+    print('  %s names a scheme: %d place(s)%s' % (p, len(hits), ''.join('\n      ' + h for h in hits)))
+    if hits:
+        broken.append('%s names a scheme (%d place(s)): ask the scheme table' % (p, len(hits)))
+m = re.search(r'typedef\s+struct\s*\{(.*?)\}\s*tfs_target\s*;',
+              keep_strings(text.get('codec/net/scheme_impl.h', '')), re.S)
+own = re.findall(r'\b(s3|hf|gs|az)\b', m.group(1)) if m else ['(no tfs_target found)']
+print('  tfs_target members of one scheme: %s' % (', '.join(own) or 'none'))
+if own:
+    broken.append('tfs_target has a member of one scheme (%s)' % ', '.join(own))
 qplans = sorted(f for f in os.listdir('codec/formats') if f.startswith('qplan'))
 print('  codec/formats/ qplan files: %d%s' % (len(qplans), (' (' + ', '.join(qplans) + ')') if qplans else ''))
 if qplans:

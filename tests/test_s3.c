@@ -468,16 +468,15 @@ Test(s3, refusals)
 		      "no credentials were found (requests are anonymous)");
 }
 
-Test(s3, missing_key_without_extension_hints_at_a_prefix)
+Test(s3, missing_key_is_not_found)
 {
+	/* (a prefix typed without its '/' is listed by formats/open.c: tests/mount/test_s3.py) */
 	tfs_target t;
 	tfs_error err = { 0 };
 	tfs_refusal r = { 404, "<Error><Code>NoSuchKey</Code></Error>", "", 1 };
 	cr_assert_eq(tfs_target_resolve(&t, "s3://bkt/models/qwen", NULL, &err), 0, "%s", err.msg);
 	cr_expect_eq(t.scheme->refused(&t, "s3://bkt/models/qwen", &r, &err), TFS_E_NOTFOUND);
-	cr_expect(strstr(err.msg, "for the model under a prefix, end it with '/' "
-			 "(s3://bkt/models/qwen/)"), "%s", err.msg);
-	t.scheme->refused(&t, "s3://bkt/models/q.gguf", &r, &err);
-	cr_expect_null(strstr(err.msg, "prefix"), "%s", err.msg);
+	cr_expect_str_eq(err.msg, "s3://bkt/models/qwen: no such key in bucket bkt (HTTP 404 "
+			 "NoSuchKey)");
 	tfs_target_free(&t);
 }

@@ -1,8 +1,8 @@
-/* open.c - tfs_model_open: recognize a source and hand it to its format (format.h). */
+/* open.c - tfs_model_open: recognize a source and hand it to its format (format.h); a remote
+ * source as its row of the scheme table (net/scheme_impl.h) says. */
 #include "open.h"
 #include "format.h"
 #include "remote.h"
-#include "s3.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -79,7 +79,7 @@ static int classify(const char *source, probed *k, const tfs_format_ops **fmt,
 	return 0;
 }
 
-/* A GGUF or single safetensors file over HTTP(S), told by its first bytes. */
+/* A GGUF or single safetensors file of a remote scheme, told by its first bytes. */
 static int open_remote(tfs_model **out, const char *url, const tfs_open_opts *o,
 		       tfs_error *err)
 {
@@ -114,7 +114,7 @@ static int open_remote(tfs_model **out, const char *url, const tfs_open_opts *o,
 	return 0;
 }
 
-/* ==== a sharded safetensors set over HTTP(S) or S3 ==== */
+/* ==== remote sources: each a row of the scheme table (net/scheme_impl.h) ==== */
 
 typedef struct {
 	const char *index_url;
@@ -144,15 +144,17 @@ out:
 	return rc;
 }
 
-/* The index of a sharded set at url: fetched whole, each shard a remote source. */
+/* The index of a sharded set at url: fetched whole, each shard a remote source.  *missing:
+ * the index itself is not there (not a shard it names). */
 static int open_remote_index(tfs_model **out, const char *url, const tfs_open_opts *o,
-			     tfs_error *err)
+			     bool *missing, tfs_error *err)
 {
 	tfs_model *m = NULL;
 	uint8_t *text = NULL;
 	uint64_t len = 0;
 	remote_shards rs = { url, o };
 	int rc = tfs_remote_fetch_small(url, o, TFS_MAX_ST_HEADER, NULL, &text, &len, NULL, err);
+	*missing = rc == TFS_E_NOTFOUND;
 	if (!rc)
 		rc = tfs_model_new(&m, &tfs_safetensors_format, url, err);
 	if (!rc)
@@ -167,44 +169,17 @@ static int open_remote_index(tfs_model **out, const char *url, const tfs_open_op
 	return 0;
 }
 
-/* Whether url's path names a JSON file (a sharded set's index). */
-static bool url_is_json(const char *url)
+/* A remote file: a sharded set's index (.json), else a GGUF or safetensors file.
+ * *missing: the file itself is not there. */
+static int open_remote_file(tfs_model **out, const char *file, const tfs_open_opts *o,
+			    bool *missing, tfs_error *err)
 {
-	size_t n = strcspn(url, "?#");
-	return n >= 5 && strncasecmp(url + n - 5, ".json", 5) == 0;
-}
-
-/* hf://ORG/REPO[/PATH][@REV]: the hub's resolve URL (the scheme's row: with $HF_TOKEN
- * unless a token was given); a repo alone is its model.safetensors.index.json if it has
- * one, else its model.safetensors. */
-static int open_hf(tfs_model **out, const char *source, const tfs_open_opts *o,
-		   tfs_error *err)
-{
-	char *url = tfs_hf_url(source, "model.safetensors.index.json");
-	if (!url)
-		return tfs_error_set(err, TFS_E_INVALID, "%s: not of the form hf://ORG/REPO[/PATH]"
-				     "[@REVISION]", source);
-	bool repo_only = tfs_remote_is_dir(source);
-	char *file = repo_only ? tfs_remote_join(source, "model.safetensors.index.json")
-			       : strdup(source);
-	int rc = !file ? tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source)
-		 : url_is_json(url) ? open_remote_index(out, file, o, err)
-		 : open_remote(out, file, o, err);
-	/* no index: the single file; but a shard the index names that is missing is that */
-	bool no_index = rc == TFS_E_NOTFOUND && strstr(err->msg, url);
-	free(url);
-	free(file);
-	if (no_index && repo_only) {
-		if (!(file = tfs_remote_join(source, "model.safetensors")))
-			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source);
-		tfs_error_clear(err);
-		rc = open_remote(out, file, o, err);
-		free(file);
-	}
+	if (tfs_remote_name_ends(file, ".json"))
+		return open_remote_index(out, file, o, missing, err);
+	int rc = open_remote(out, file, o, err);
+	*missing = rc == TFS_E_NOTFOUND;
 	return rc;
 }
-
-/* ==== s3://BUCKET/KEY ==== */
 
 static bool ends_with(const char *s, const char *tail)
 {
@@ -212,11 +187,11 @@ static bool ends_with(const char *s, const char *tail)
 	return n >= t && strcasecmp(s + n - t, tail) == 0;
 }
 
-/* Which key under an S3 prefix is its model (*key, borrowed from names): a sharded set's
+/* Which name of a listed directory is its model (*key, borrowed from names): a sharded set's
  * index, model.safetensors, else the only GGUF, else the only safetensors file.  0, or an
  * error when none or several are (their names said). */
-static int prefix_model(const char **key, const char *source, char **names, size_t n,
-			tfs_error *err)
+static int dir_model(const char **key, const char *dir, char **names, size_t n,
+		     tfs_error *err)
 {
 	*key = NULL;
 	static const char *const suffixes[] = { ".gguf", ".safetensors" };
@@ -233,67 +208,112 @@ static int prefix_model(const char **key, const char *source, char **names, size
 				*(one ? &other : &one) = names[i];
 		if (one && other)
 			return tfs_error_set(err, TFS_E_INVALID, "%s: several %s keys under the prefix "
-					     "(%s, %s%s): name one", source, suffixes[k] + 1, one,
+					     "(%s, %s%s): name one", dir, suffixes[k] + 1, one,
 					     other, n > 2 ? ", ..." : "");
 		if (one)
 			return (*key = one, 0);
 	}
 	if (!n)
-		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no key under the prefix", source);
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no key under the prefix", dir);
 	return tfs_error_set(err, TFS_E_FORMAT, "%s: no model under the prefix (no "
 			     "model.safetensors.index.json, model.safetensors, .gguf or "
-			     ".safetensors key among its %zu)", source, n);
+			     ".safetensors key among its %zu)", dir, n);
 }
 
-/* s3://BUCKET/KEY: a GGUF or safetensors object, a sharded set's index (.json); a prefix
- * (s3://BUCKET/PREFIX/) is the model found under it (prefix_model), listed with
- * ListObjectsV2. */
-static int open_s3(tfs_model **out, const char *source, const tfs_open_opts *o,
-		   tfs_error *err)
+/* The model of a listed remote directory (names, n: its listing). */
+static int open_listed(tfs_model **out, const char *dir, char **names, size_t n,
+		       const tfs_open_opts *o, tfs_error *err)
 {
-	if (!tfs_remote_is_dir(source))
-		return url_is_json(source) ? open_remote_index(out, source, o, err)
-					   : open_remote(out, source, o, err);
-	char **names = NULL, *dir = NULL, *file = NULL;
-	size_t n = 0;
-	int rc = 0;
-	/* s3://BUCKET: the bucket's root */
-	if (!strchr(source + 5, '/') && asprintf(&dir, "%s/", source) < 0)
-		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	const char *prefix = dir ? dir : source;
-	if (!(rc = tfs_s3_list(prefix, o, &names, &n, err))) {
-		const char *key = NULL;
-		rc = prefix_model(&key, prefix, names, n, err);
-		if (!rc && !(file = tfs_remote_join(prefix, key)))
-			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-		if (!rc)
-			rc = url_is_json(file) ? open_remote_index(out, file, o, err)
-					       : open_remote(out, file, o, err);
-	}
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	const char *key = NULL;
+	bool missing;
+	int rc = dir_model(&key, dir, names, n, err);
+	char *file = rc ? NULL : tfs_remote_join(dir, key);
+	if (!rc && !file)
+		rc = tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", dir);
+	if (!rc)
+		rc = open_remote_file(out, file, o, &missing, err);
 	free(file);
+	return rc;
+}
+
+/* A remote directory (a repo, a prefix): listed and its model chosen (dir_model) when its
+ * row can list; else its model.safetensors.index.json, else its model.safetensors. */
+static int open_remote_dir(tfs_model **out, const tfs_scheme *s, const char *dir,
+			   const tfs_open_opts *o, tfs_error *err)
+{
+	static const char *const models[] = { "model.safetensors.index.json",
+					       "model.safetensors" };
+	char **names = NULL;
+	size_t n = 0;
+	int rc;
+	if (s->list) {
+		if (!(rc = s->list(dir, o, &names, &n, err)))
+			rc = open_listed(out, dir, names, n, o, err);
+		tfs_remote_names_free(names, n);
+		return rc;
+	}
+	for (size_t i = 0; i < 2; i++) {
+		bool missing = false;
+		char *file = s->join(dir, models[i]);
+		if (!file)
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", dir);
+		if (i)
+			tfs_error_clear(err);
+		rc = open_remote_file(out, file, o, &missing, err);
+		free(file);
+		if (!(rc == TFS_E_NOTFOUND && missing))
+			break;
+	}
+	return rc;
+}
+
+/* A file that is not there, of a row that can list: the prefix of that name (what `aws s3
+ * ls` finds), its model when keys are under it; else the file's error (err), said so. */
+static int open_as_prefix(tfs_model **out, const tfs_scheme *s, const char *source,
+			  const tfs_open_opts *o, tfs_error *err)
+{
+	char **names = NULL, *dir = NULL, why[TFS_ERRMSG_MAX];
+	size_t n = 0;
+	tfs_error lerr = { 0 };
+	snprintf(why, sizeof(why), "%s", err->msg);
+	if (asprintf(&dir, "%s/", source) < 0)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", source);
+	int rc = s->list(dir, o, &names, &n, &lerr);
+	if (!rc && n) {
+		tfs_error_clear(err);
+		rc = open_listed(out, dir, names, n, o, err);
+	} else if (!rc) {
+		rc = tfs_error_set(err, TFS_E_NOTFOUND, "%s, nor any key under the prefix %s", why,
+				   dir);
+	} else {
+		rc = tfs_error_set(err, TFS_E_NOTFOUND, "%s; as the prefix %s: %s", why, dir,
+				   lerr.msg);
+	}
+	tfs_remote_names_free(names, n);
 	free(dir);
 	return rc;
 }
 
-/* A model a format finds by URL (an Ollama name with a scheme), else the URL as a file on a
- * web server: a sharded set's index, a GGUF or a safetensors file. */
-static int open_url(tfs_model **out, const char *url, const tfs_open_opts *o, tfs_error *err)
+/* A source of a row of the scheme table: a model a format finds by URL (an Ollama name with
+ * a scheme), a directory, or a file (a sharded set's index, a GGUF or a safetensors file). */
+static int open_scheme(tfs_model **out, const tfs_scheme *s, const char *source,
+		       const tfs_open_opts *o, tfs_error *err)
 {
 	int rc;
-	for (size_t i = 0; tfs_formats[i]; i++)
+	bool missing = false;
+	for (size_t i = 0; s->formats_by_url && tfs_formats[i]; i++)
 		if (tfs_formats[i]->open_url &&
-		    (rc = tfs_formats[i]->open_url(out, tfs_formats[i], url, o, err)) !=
+		    (rc = tfs_formats[i]->open_url(out, tfs_formats[i], source, o, err)) !=
 		    TFS_PASSTHROUGH)
 			return rc;
-	if (url_is_json(url))
-		return open_remote_index(out, url, o, err);
-	rc = open_remote(out, url, o, err);
-	for (size_t i = 0; rc == TFS_E_NOTFOUND && tfs_formats[i]; i++)
+	if (s->is_dir(source))
+		return open_remote_dir(out, s, source, o, err);
+	rc = open_remote_file(out, source, o, &missing, err);
+	if (rc == TFS_E_NOTFOUND && missing && s->list)
+		return open_as_prefix(out, s, source, o, err);
+	for (size_t i = 0; rc == TFS_E_NOTFOUND && s->formats_by_url && tfs_formats[i]; i++)
 		if (tfs_formats[i]->url_not_found)
-			tfs_formats[i]->url_not_found(url, err);
+			tfs_formats[i]->url_not_found(source, err);
 	return rc;
 }
 
@@ -309,12 +329,9 @@ int tfs_model_open(tfs_model **out, const char *source, const tfs_open_opts *opt
 	*out = NULL;
 	if (!opts)
 		opts = &none;
-	if (tfs_is_url(source))
-		return open_url(out, source, opts, err);
-	if (tfs_is_hf(source))
-		return open_hf(out, source, opts, err);
-	if (tfs_is_s3(source))
-		return open_s3(out, source, opts, err);
+	const tfs_scheme *scheme = tfs_scheme_of(source);
+	if (scheme)
+		return open_scheme(out, scheme, source, opts, err);
 	if ((rc = classify(source, &k, &fmt, err)) || (rc = tfs_model_new(&m, fmt, source, err)))
 		return rc;
 	if ((rc = fmt->open(m, &k.p, opts, err))) {

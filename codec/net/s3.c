@@ -540,15 +540,17 @@ int tfs_s3_list(const char *source, const tfs_open_opts *o, char ***names, size_
 	for (int page = 0; !rc && page < LIST_PAGES; page++) {
 		tfs_buf q = { 0 };
 		tfs_target t = { .scheme = &tfs_scheme_s3 };
+		tfs_s3_auth *a = NULL;
 		uint8_t *xml = NULL;
 		uint64_t len = 0;
-		if ((rc = tfs_s3_auth_load(&t.s3, o, err)))
+		if ((rc = tfs_s3_auth_load(&a, o, err)))
 			break;
+		t.auth = a;
 		/* the query canonical: its names sorted */
 		if ((token && query_add(&q, "continuation-token", token)) ||
 		    query_add(&q, "delimiter", "/") || query_add(&q, "list-type", "2") ||
 		    query_add(&q, "prefix", prefix) || tfs_buf_append(&q, "", 1) ||
-		    tfs_s3_url(t.s3, bucket, "", (char *)q.data, &t.url, &t.host)) {
+		    tfs_s3_url(a, bucket, "", (char *)q.data, &t.url, &t.host)) {
 			tfs_buf_free(&q);
 			tfs_target_free(&t);
 			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
@@ -599,12 +601,13 @@ static int s3_resolve(tfs_target *t, const char *source, const tfs_open_opts *o,
 		      tfs_error *err)
 {
 	char *bucket = NULL, *key = NULL;
+	tfs_s3_auth *a = NULL;
 	int rc = tfs_s3_parse(source, &bucket, &key, err);
 	if (!rc && (!*key || key[strlen(key) - 1] == '/'))
 		rc = tfs_error_set(err, TFS_E_INVALID, "%s: names a prefix, not an object", source);
-	if (!rc)
-		rc = tfs_s3_auth_load(&t->s3, o, err);
-	if (!rc && tfs_s3_url(t->s3, bucket, key, NULL, &t->url, &t->host))
+	if (!rc && !(rc = tfs_s3_auth_load(&a, o, err)))
+		t->auth = a;
+	if (!rc && tfs_s3_url(a, bucket, key, NULL, &t->url, &t->host))
 		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	free(bucket);
 	free(key);
@@ -643,7 +646,7 @@ static int s3_refused(const tfs_target *t, const char *source, const tfs_refusal
 		      tfs_error *err)
 {
 	char code[64], region[64], bucket[256], msg[256];
-	const tfs_s3_auth *a = t->s3;
+	const tfs_s3_auth *a = t->auth;
 	xml_value(code, sizeof(code), r->body, "Code");
 	xml_value(region, sizeof(region), r->body, "Region");
 	xml_value(msg, sizeof(msg), r->body, "Message");
@@ -664,15 +667,9 @@ static int s3_refused(const tfs_target *t, const char *source, const tfs_refusal
 	if (r->status == 404 && strcmp(code, "NoSuchBucket") == 0)
 		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no bucket %s at %s (HTTP 404 "
 				     "NoSuchBucket)", source, bucket, where);
-	if (r->status == 404) {
-		/* a key without an extension is often a prefix typed without its '/' */
-		const char *last = strrchr(source, '/');
-		bool dirlike = last && last[1] && !strchr(last + 1, '.');
-		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no such key in bucket %s (HTTP 404%s%s)"
-				     "%s%s%s", source, bucket, code[0] ? " " : "", code,
-				     dirlike ? ": for the model under a prefix, end it with '/' ("
-					     : "", dirlike ? source : "", dirlike ? "/)" : "");
-	}
+	if (r->status == 404) /* (a prefix typed without its '/': formats/open.c lists it) */
+		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no such key in bucket %s (HTTP 404%s%s)",
+				     source, bucket, code[0] ? " " : "", code);
 	if (r->status == 403 && (strcmp(code, "SignatureDoesNotMatch") == 0 ||
 				 strcmp(code, "InvalidAccessKeyId") == 0))
 		return tfs_error_sys(err, EACCES, "%s: the store refused %s (HTTP 403 %s): %s "
@@ -698,16 +695,24 @@ static int s3_refused(const tfs_target *t, const char *source, const tfs_refusal
 
 static int s3_sign(const tfs_target *t, const char *method, struct curl_slist **hdrs)
 {
-	return t->s3 ? tfs_s3_sign_request(t->s3, method, t->url, t->host, time(NULL), hdrs) : 0;
+	return t->auth ? tfs_s3_sign_request(t->auth, method, t->url, t->host, time(NULL), hdrs)
+		       : 0;
 }
 
 static void s3_free_auth(tfs_target *t)
 {
-	tfs_s3_auth_free(t->s3);
-	t->s3 = NULL;
+	tfs_s3_auth_free(t->auth);
+	t->auth = NULL;
+}
+
+/* s3://BUCKET/DIR/NAME/: NAME (the bucket's when there is none). */
+static void s3_dir_name(char *out, size_t cap, const char *source)
+{
+	tfs_remote_last_name(out, cap, source, 5, strlen(source));
 }
 
 const tfs_scheme tfs_scheme_s3 = {
 	.prefix = "s3://", .resolve = s3_resolve, .join = s3_join, .is_dir = s3_is_dir,
-	.refused = s3_refused, .sign = s3_sign, .free_auth = s3_free_auth,
+	.list = tfs_s3_list, .dir_name = s3_dir_name, .refused = s3_refused, .sign = s3_sign,
+	.free_auth = s3_free_auth,
 };

@@ -23,7 +23,9 @@
 
 struct curl_slist;
 
-/* The settings of s3:// requests (the credentials wiped by tfs_s3_auth_free). */
+/* The settings of s3:// requests (the credentials wiped by tfs_s3_auth_free): a target's
+ * auth (scheme_impl.h). */
+typedef struct tfs_s3_auth tfs_s3_auth;
 struct tfs_s3_auth {
 	char *key_id, *secret, *session_token; /* all NULL: anonymous */
 	char *region;

@@ -56,6 +56,23 @@ static bool never_dir(const char *source)
 	return false;
 }
 
+static size_t http_name_len(const char *source) { return strcspn(source, "?#"); }
+
+void tfs_remote_last_name(char *out, size_t cap, const char *source, size_t prefix, size_t n)
+{
+	while (n > prefix && source[n - 1] == '/')
+		n--;
+	size_t b = n;
+	while (b > prefix && source[b - 1] != '/')
+		b--;
+	snprintf(out, cap, "%.*s", (int)(n - b), source + b);
+}
+
+static void http_dir_name(char *out, size_t cap, const char *source)
+{
+	tfs_remote_last_name(out, cap, source, strcspn(source, ":") + 3, http_name_len(source));
+}
+
 int tfs_refused_http(const tfs_target *t, const char *source, const tfs_refusal *r,
 		     tfs_error *err)
 {
@@ -133,6 +150,20 @@ static char *hf_join(const char *source, const char *name)
 	return s;
 }
 
+static size_t hf_name_len(const char *source)
+{
+	const char *at = strrchr(source + 5, '@');
+	return at ? (size_t)(at - source) : strlen(source);
+}
+
+/* hf://ORG/REPO[@REV]: REPO. */
+static void hf_dir_name(char *out, size_t cap, const char *source)
+{
+	const char *r = strchr(source + 5, '/');
+	r = r ? r + 1 : source + 5;
+	snprintf(out, cap, "%.*s", (int)strcspn(r, "@/"), r);
+}
+
 static bool hf_is_dir(const char *source)
 {
 	const char *org = source + 5, *repo = strchr(org, '/');
@@ -153,15 +184,18 @@ static int hf_refused(const tfs_target *t, const char *source, const tfs_refusal
 
 static const tfs_scheme scheme_http = {
 	.prefix = "http://", .resolve = http_resolve, .join = http_join, .is_dir = never_dir,
+	.name_len = http_name_len, .dir_name = http_dir_name, .formats_by_url = true,
 	.refused = tfs_refused_http,
 };
 static const tfs_scheme scheme_https = {
 	.prefix = "https://", .resolve = http_resolve, .join = http_join, .is_dir = never_dir,
+	.name_len = http_name_len, .dir_name = http_dir_name, .formats_by_url = true,
 	.refused = tfs_refused_http,
 };
 static const tfs_scheme scheme_hf = {
 	.prefix = "hf://", .named_by_url = true, .resolve = hf_resolve, .join = hf_join,
-	.is_dir = hf_is_dir, .refused = hf_refused,
+	.is_dir = hf_is_dir, .name_len = hf_name_len, .dir_name = hf_dir_name,
+	.dir_is_repo = true, .refused = hf_refused,
 };
 
 static const tfs_scheme *const schemes[] = { &scheme_http, &scheme_https, &scheme_hf,
@@ -212,4 +246,29 @@ bool tfs_remote_is_dir(const char *source)
 {
 	const tfs_scheme *s = tfs_scheme_of(source);
 	return s && s->is_dir(source);
+}
+
+bool tfs_remote_name_ends(const char *source, const char *suffix)
+{
+	const tfs_scheme *s = tfs_scheme_of(source);
+	size_t n = s && s->name_len ? s->name_len(source) : strlen(source), t = strlen(suffix);
+	return n >= t && strncasecmp(source + n - t, suffix, t) == 0;
+}
+
+int tfs_remote_list(const char *dir, const tfs_open_opts *o, char ***names, size_t *n,
+		    tfs_error *err)
+{
+	const tfs_scheme *s = tfs_scheme_of(dir);
+	*names = NULL;
+	*n = 0;
+	if (!s || !s->list)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: cannot be listed", dir);
+	return s->list(dir, o, names, n, err);
+}
+
+void tfs_remote_names_free(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
 }

@@ -150,19 +150,9 @@ bool tfs_hf_is_repo(const char *source)
  * last component, a repo's name. */
 static void repo_name(char *out, size_t cap, const char *source)
 {
-	if (tfs_is_hf(source)) {
-		const char *r = strchr(source + 5, '/') + 1;
-		snprintf(out, cap, "%.*s", (int)strcspn(r, "@"), r);
-		return;
-	}
-	if (tfs_is_remote(source)) { /* s3://BUCKET/DIR/NAME/: NAME (the bucket's if none) */
-		size_t n = strlen(source);
-		while (n > 5 && source[n - 1] == '/')
-			n--;
-		size_t b = n;
-		while (b > 5 && source[b - 1] != '/')
-			b--;
-		snprintf(out, cap, "%.*s", (int)(n - b), source + b);
+	const tfs_scheme *s = tfs_scheme_of(source);
+	if (s) { /* as the scheme's row names a directory */
+		s->dir_name(out, cap, source);
 		return;
 	}
 	char *abs = realpath(source, NULL);
@@ -351,15 +341,29 @@ static int make_view(tfs_model **out, tfs_model *base, const char *source,
 	return rc;
 }
 
+/* A remote source that names no directory but was opened as the prefix of that name
+ * (formats/open.c: s3://BUCKET/NAME with no such key, the model under NAME/): "source/",
+ * allocated; else NULL. */
+static char *opened_under(const tfs_model *m, const char *source)
+{
+	const char *path = tfs_model_path(m);
+	size_t n = strlen(source);
+	char *dir = NULL;
+	if (tfs_remote_is_dir(source) || strncmp(path, source, n) != 0 || path[n] != '/' ||
+	    asprintf(&dir, "%s/", source) < 0)
+		return NULL;
+	return dir;
+}
+
 /*
  * When m is a Hugging Face repo (a safetensors model opened from a directory holding a
- * config.json, or from hf://ORG/REPO[@REV]), builds its GGUF view as o->outtype says and
- * attaches it to m (tfs_model_gguf_view), or the reason it cannot be made
- * (tfs_model_gguf_view_why): 0 either way.  Anything else: nothing.  An error only for the
- * options: an outtype that is none, or one given for a source that is no repo.
+ * config.json, or from a remote directory its scheme's row calls a repo), builds its GGUF
+ * view as o->outtype says and attaches it to m (tfs_model_gguf_view), or the reason it
+ * cannot be made (tfs_model_gguf_view_why): 0 either way.  Anything else: nothing.  An error
+ * only for the options: an outtype that is none, or one given for a source that is no repo.
  */
-static int view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
-		       tfs_error *err)
+static int attach_at(tfs_model *m, const char *source, const tfs_scheme *s,
+		     const tfs_open_opts *o, tfs_error *err)
 {
 	tfs_hf_outtype t;
 	const char *outtype = o ? o->outtype : NULL;
@@ -367,9 +371,9 @@ static int view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
 		return TFS_E_INVALID;
 	tfs_error why;
 	bool repo = m->ops == &tfs_safetensors_format && tfs_hf_is_repo(source);
-	if (repo && tfs_is_remote(source) && !tfs_is_hf(source)) {
-		/* an S3 prefix is a repo when it holds config.json (a sharded set's prefix need
-		 * not): a HEAD request, as a local directory's stat */
+	if (repo && s && !s->dir_is_repo) {
+		/* a directory of this row (an S3 prefix) is a repo when it holds config.json (a
+		 * sharded set's prefix need not): a HEAD request, as a local directory's stat */
 		char *cfg = tfs_remote_join(source, "config.json");
 		int there = cfg ? tfs_remote_exists(cfg, o, &why)
 				: tfs_error_set(&why, TFS_E_NOMEM, "out of memory");
@@ -395,6 +399,16 @@ static int view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
 	else
 		tfs_model_set_gguf_view(m, view, NULL);
 	return 0;
+}
+
+static int view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
+		       tfs_error *err)
+{
+	const tfs_scheme *s = tfs_scheme_of(source);
+	char *as_dir = s ? opened_under(m, source) : NULL;
+	int rc = attach_at(m, as_dir ? as_dir : source, s, o, err);
+	free(as_dir);
+	return rc;
 }
 
 void tfs_model_drop_gguf_view(tfs_model *m, const char *why)

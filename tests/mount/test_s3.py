@@ -172,7 +172,9 @@ class S3(TestCase):
             self.same_files(rm.path, lm.path)
 
     def test_sharded_set_by_index_and_by_prefix(self):
-        for source in (src("sharded/model.safetensors.index.json"), src("sharded/")):
+        # (s3://B/sharded: no such key, so the prefix sharded/, as `aws s3 ls` finds it)
+        for source in (src("sharded/model.safetensors.index.json"), src("sharded/"),
+                       src("sharded")):
             with Mount(self, source, self.opts()) as rm:
                 for t, raw in SHARDED.items():
                     self.assertEqual(read(rm.p("tensors", t)), raw, (source, t))
@@ -187,10 +189,13 @@ class S3(TestCase):
         with Mount(self, src("repos/llama-bf16/"), self.opts("quantize=Q8_0")) as rm, \
                 Mount(self, REPO, ["quantize=Q8_0", "cache=" + self.tmpdir()]) as lm:
             self.assertEqual(read(rm.p("model.gguf")), read(lm.p("model.gguf")))
-        r = run([TENSORFS, "info", src("repos/llama-bf16/"), "--gguf", "--no-tensors"])
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("general.architecture", r.stdout)
-        self.assertIn("llama", r.stdout)
+        for source in (src("repos/llama-bf16/"), src("repos/llama-bf16")):
+            r = run([TENSORFS, "info", source, "--gguf", "--no-tensors"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("general.architecture", r.stdout)
+            self.assertIn("llama", r.stdout)
+            self.assertIn("general.name", r.stdout)
+            self.assertIn("llama-bf16", r.stdout)
         # convert: the same file as from the local repo
         out_r, out_l = os.path.join(self.tmpdir(), "r.gguf"), os.path.join(self.tmpdir(), "l.gguf")
         r = run([TENSORFS, "convert", src("repos/llama-bf16/"), out_r, "-o",
@@ -346,9 +351,9 @@ class S3(TestCase):
             (self.creds(), "s3://no-such-bucket/m.gguf", (),
              "no bucket no-such-bucket at http://127.0.0.1:[0-9]+ .HTTP 404 NoSuchBucket"),
             (self.creds(), src("nothing/"), (), "no key under the prefix"),
-            (self.creds(), src("sharded"), (), r"no such key in bucket tfs-models \(HTTP 404 "
-             r"NoSuchKey\): for the model under a prefix, end it with '/' \(s3://tfs-models/"
-             r"sharded/\)"),
+            (self.creds(), src("nothing"), (), r"s3://tfs-models/nothing: no such key in bucket "
+             r"tfs-models \(HTTP 404 NoSuchKey\), nor any key under the prefix "
+             r"s3://tfs-models/nothing/$"),
             (self.creds(AWS_ENDPOINT_URL="ftp://127.0.0.1"), src("big.gguf"), (),
              "AWS_ENDPOINT_URL=ftp://127.0.0.1: not an http:// or https:// URL"),
             (self.creds(), src("big.gguf"), ("endpoint=http://127.0.0.1:9", "timeout=2"),

@@ -23,8 +23,10 @@ $demo || pkgs+=(
       nginx-light openssl  # the remote-model tests serve models with nginx, over TLS too
       xfsprogs btrfs-progs e2fsprogs  # reflink repack tests: XFS/btrfs images, filefrag
       # llama.cpp's convert_hf_to_gguf.py (build/llama.cpp, below): the Hugging Face GGUF view's
-      # reference in tests/hf and tests/mount/test_hf.py (python3-regex: tests/hf/refconv)
-      python3-torch python3-sentencepiece python3-yaml python3-tqdm python3-regex git
+      # reference in tests/hf and tests/mount/test_hf.py (python3-regex: tests/hf/refconv;
+      # python3-protobuf: its XLM-RoBERTa vocabulary reads sentencepiece_model_pb2)
+      python3-torch python3-sentencepiece python3-yaml python3-tqdm python3-regex
+      python3-protobuf git
       # a single-node Ceph (memstore) with its S3 gateway: the s3:// tests (tests/s3)
       radosgw ceph-mon ceph-osd)
 missing=()

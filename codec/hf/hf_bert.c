@@ -1,6 +1,7 @@
 /*
  * hf_bert.c - BERT encoders as llama.cpp's converter (de3ff81, conversion/bert.py) writes
- * them: BertModel (all-MiniLM, BGE) -> architecture "bert".
+ * them: BertModel (all-MiniLM, BGE) and XLMRobertaModel (BGE-M3, multilingual-e5), both
+ * architecture "bert".
  *
  *  - tensors (BertModel.filter_tensors): "bert." dropped in front, LayerNorm's old
  *    gamma/beta named weight/bias; embeddings.position_ids, the pooler and the MLM/NSP heads
@@ -12,6 +13,11 @@
  *  - vocabulary: hf_vocab.c's "bert" (get_vocab_base over a WordPiece tokenizer.json,
  *    tokens in phantom-space form); its check hash by WordPiece (hf_wordpiece.c);
  *  - defaults: transformers 4.57's BertConfig.
+ * XLMRobertaModel: the same, after "roberta." (and jina's ".parametrizations.") dropped; the
+ * position embeddings start after pad_token_id: position_embd is their rows from
+ * pad_token_id + 1 on (read as a slice) and the context length max_position_embeddings less
+ * that; the vocabulary is sentencepiece.bpe.model's (hf_vocab.c's "xlmr": "t5" tokens in
+ * fairseq's order, the precompiled charsmap).  jina-embeddings-v3's LoRA adapters are refused.
  */
 #include "hf_plan_impl.h"
 #include "hf_vocab_impl.h"
@@ -215,14 +221,91 @@ static int bert_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m,
 
 static const struct tfs_hf_hooks bert_hooks = { NULL, bert_rename, bert_fix };
 
-/* ==== the row and its config class ==== */
+/* ==== XLM-RoBERTa (XLMRobertaModel: BGE-M3, multilingual-e5) ==== */
+
+/* _xlmroberta_tokenizer_init's offset: position embeddings start after pad_token_id; -1: none
+ * (no pad_token_id) */
+static long long xlmr_offset(const hparams *h)
+{
+	long long pad;
+	const json_t *v = json_object_get(h->root, "pad_token_id");
+	if (!v || json_is_null(v) || !tfs_hf_py_int(v, &pad))
+		return -1;
+	return pad + 1;
+}
+
+/* XLMRobertaModel.__init__: jina-embeddings-v3's LoRA adapters (another architecture and
+ * files) refused; max_position_embeddings less the offset (TextModel's context length). */
+static int xlmr_prepare(hparams *h, const tfs_model *st, tfs_error *err)
+{
+	(void)st;
+	if (json_object_get(h->root, "lora_adaptations"))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: lora_adaptations: jina-embeddings-"
+				     "v3's task adapters (architecture jina-bert-v3 and LoRA files) "
+				     "are not supported for the GGUF view", h->where);
+	long long off = xlmr_offset(h);
+	const json_t *mp = json_object_get(h->root, "max_position_embeddings");
+	long long n;
+	if (off < 0 || !mp)
+		return 0;
+	if (!tfs_hf_py_int(mp, &n))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: max_position_embeddings is not an "
+				     "integer", h->where);
+	if (json_object_set_new(h->root, "max_position_embeddings", json_integer(n - off)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+	return 0;
+}
+
+/* XLMRobertaModel.filter_tensors ("roberta." dropped, jina's .parametrizations.), then
+ * BertModel's */
+static bool xlmr_rename(char *name, size_t cap, const hparams *h)
+{
+	char *p;
+	if (starts(name, "roberta."))
+		drop_front(name, 8);
+	if ((p = strstr(name, ".parametrizations."))) {
+		drop_front(p + 1, 17);   /* ".parametrizations." -> "." */
+		size_t n = strlen(name);
+		if (n > 9 && strcmp(name + n - 9, ".original") == 0)
+			name[n - 9] = 0;
+	}
+	return bert_rename(name, cap, h);
+}
+
+/* BERT's checks; position_embd cut to its rows from the offset on (a slice read on the
+ * fly: one group of all the rows, rows [offset, rows) of it). */
+static int xlmr_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m,
+		    const hparams *h, const char *shard, unsigned part, unsigned *parts,
+		    tfs_error *err)
+{
+	int rc = bert_fix(o, t, m, h, shard, part, parts, err);
+	long long off = xlmr_offset(h);
+	if (rc || off < 0 || strcmp(o->name, "position_embd.weight") != 0)
+		return rc;
+	if (off >= t->ne[1] || t->ne[1] > UINT32_MAX)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has %lld rows: none after "
+				     "pad_token_id + 1 (%lld), where the positions start", shard,
+				     t->name, (long long)t->ne[1], off);
+	o->ne[1] = t->ne[1] - off;
+	o->slice = (tfs_hf_slice){ 1, (uint32_t)t->ne[1], (uint32_t)off, (uint32_t)o->ne[1],
+				   false };
+	return 0;
+}
+
+static const struct tfs_hf_hooks xlmr_hooks = { xlmr_prepare, xlmr_rename, xlmr_fix };
+
+/* ==== the rows and their config classes ==== */
 
 static const char *const bert_cls[] = { "BertModel", NULL };
+static const char *const xlmr_cls[] = { "XLMRobertaModel", NULL };
 
 static const tfs_hf_arch rows[] = {
 	{ bert_cls, "bert", bert_globals, N(bert_globals), bert_blocks, N(bert_blocks),
 	  TFS_HF_ARCH_BASE_PARAMS, bert_keys, NULL },
+	{ xlmr_cls, "bert", bert_globals, N(bert_globals), bert_blocks, N(bert_blocks),
+	  TFS_HF_ARCH_BASE_PARAMS, bert_keys, NULL },
 };
+static const struct tfs_hf_hooks *const hooks[N(rows)] = { &bert_hooks, &xlmr_hooks };
 
 enum { DI = TFS_HF_DEF_INT, DR = TFS_HF_DEF_REAL, DN = TFS_HF_DEF_NULL };
 
@@ -233,8 +316,16 @@ static const tfs_hf_default bert_defaults[] = {
 	{ "classifier_dropout", DN, 0 }, { NULL, 0, 0 },
 };
 
+/* XLMRobertaConfig (4.57): BertConfig's, with pad_token_id 1 */
+static const tfs_hf_default xlmr_defaults[] = {
+	{ "vocab_size", DI, 30522 }, { "max_position_embeddings", DI, 512 },
+	{ "type_vocab_size", DI, 2 }, { "layer_norm_eps", DR, 1e-12 }, { "pad_token_id", DI, 1 },
+	{ "classifier_dropout", DN, 0 }, { NULL, 0, 0 },
+};
+
 static const tfs_hf_config_class classes[] = {
 	{ "bert", bert_defaults, NULL, 0 },
+	{ "xlm-roberta", xlmr_defaults, NULL, 0 },
 };
 
 const tfs_hf_arch *tfs_hf_bert_arch_find(const char *cls)
@@ -266,6 +357,6 @@ const struct tfs_hf_hooks *tfs_hf_bert_hooks_of(const tfs_hf_arch *row)
 {
 	for (size_t i = 0; i < N(rows); i++)
 		if (row == &rows[i])
-			return &bert_hooks;
+			return hooks[i];
 	return NULL;
 }

@@ -15,8 +15,8 @@
  *        3 CONTROL, 4 USER_DEFINED, 5 UNUSED, 6 BYTE; other numbers leave the default)
  *   2  trainer_spec:      3 model_type (1 UNIGRAM default, 2 BPE, 3 WORD, 4 CHAR)
  *                         35 byte_fallback (bool)
- *   3  normalizer_spec:   3 add_dummy_prefix (default true), 4 remove_extra_whitespaces
- *                         (default true)
+ *   3  normalizer_spec:   2 precompiled_charsmap (bytes), 3 add_dummy_prefix (default
+ *                         true), 4 remove_extra_whitespaces (default true)
  */
 #include "hf_vocab.h"
 #include "strmap.h"
@@ -144,6 +144,14 @@ static int read_spec(tfs_cursor *c, tfs_spm_model *m, bool trainer)
 		if (rc)
 			return rc;
 		bool known = wt == 0 && (trainer ? (num == 3 || num == 35) : (num == 3 || num == 4));
+		if (!trainer && num == 2 && wt == 2) {   /* precompiled_charsmap: the last one */
+			tfs_cursor map;
+			if ((rc = pb_sub(c, &map, "precompiled_charsmap")))
+				return rc;
+			m->charsmap = map.base;
+			m->charsmap_len = (size_t)map.size;
+			continue;
+		}
 		if (!known) {
 			if ((rc = pb_skip(c, wt, trainer ? "trainer_spec field" :
 					  "normalizer_spec field")))

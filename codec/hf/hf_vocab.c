@@ -16,6 +16,8 @@
  *            and tokenizer.json, without the others' special-looking rule).
  *   bert     BertModel: get_vocab_base over a WordPiece tokenizer.json, the tokens in
  *            phantom-space form, tokenizer.ggml.model "bert", token_type_count first.
+ *   xlmr     XLMRobertaModel: _xlmroberta_set_vocab over sentencepiece.bpe.model (a unigram
+ *            model; hf_vocab_xlmr.c): "t5", the pieces in fairseq's order, the charsmap.
  * Each vocabulary ends with gguf-py's SpecialVocab (hf_special.c): merges, special ids,
  * add_bos/add_eos/add_sep, chat template, normalizer flags.  A key written twice keeps its
  * first place and takes the last value, as gguf-py's writer does.
@@ -586,7 +588,7 @@ static int vocab_bert(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 /* ==== per architecture ==== */
 
 enum vocab_kind { V_LLAMA, V_SPM_GPT2, V_GPT2, V_GEMMA2, V_GEMMA3, V_PHI3, V_GEMMA4, V_GLM,
-		  V_BERT };
+		  V_BERT, V_XLMR };
 
 /* The HF classes (config.json's architectures[0]) and their converter class's set_vocab. */
 static const struct {
@@ -607,7 +609,7 @@ static const struct {
 	{ "Gemma3ForCausalLM", V_GEMMA3 }, { "Gemma3ForConditionalGeneration", V_GEMMA3 },
 	{ "Phi3ForCausalLM", V_PHI3 },
 	{ "Gemma4ForCausalLM", V_GEMMA4 }, { "Gemma4ForConditionalGeneration", V_GEMMA4 },
-	{ "BertModel", V_BERT },
+	{ "BertModel", V_BERT }, { "XLMRobertaModel", V_XLMR },
 };
 
 /* LlamaModel.set_vocab's tail: CodeLlama's infill ids, add_bos_token false for 49152. */
@@ -699,6 +701,8 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 		return tfs_hf_gemma4_vocab(out, files, f->tok, f->cfg, err);
 	if (kind == V_BERT)
 		return vocab_bert(out, files, f->tok, f->cfg, config, err);
+	if (kind == V_XLMR)
+		return tfs_hf_xlmr_vocab(out, files, f->tok, f->cfg, config, err);   /* its file */
 	if (llama) {   /* add_prefix_space first; tekken.json alone: the Mistral format */
 		const json_t *aps = json_object_get(f->cfg, "add_prefix_space");
 		if (aps && !json_is_null(aps))

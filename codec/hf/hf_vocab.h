@@ -61,6 +61,8 @@ typedef struct {
 	bool byte_fallback;      /* trainer_spec.byte_fallback */
 	bool add_dummy_prefix;   /* normalizer_spec.add_dummy_prefix (default true) */
 	bool remove_extra_whitespaces;
+	const uint8_t *charsmap; /* normalizer_spec.precompiled_charsmap (borrowed), or NULL */
+	size_t charsmap_len;
 } tfs_spm_model;
 
 /* Parses len bytes of a tokenizer.model (file: its name for messages) and checks them as

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Tiny random embedding models (BERT-family encoders) for the GGUF view's tests: each variant
+"""Tiny random embedding models (BERT-family encoders: BERT, XLM-RoBERTa) for the GGUF view's
+tests: each variant
 is a directory with the tensor names and config.json keys of its class's real repos, which
 the reference converter (reference.py) can convert.
 
@@ -12,7 +13,9 @@ models/ggml-vocab-bert-bge.gguf (BAAI/bge-small-en-v1.5's 30522 WordPiece tokens
 converter wrote them: "##x" as "x", a word start "x" as U+2581 "x", control tokens as they are)
 into the tokenizer.json bge-small ships (BertNormalizer lowercasing, BertPreTokenizer,
 [CLS] $A [SEP]); its check hash is then bge's ("bert-bge").  Nothing of it is kept in the
-repository.  Weights are deterministic (seeded by the variant's name).
+repository.  XLM-RoBERTa's vocabulary is a SentencePiece unigram model trained once at test
+time (python3-sentencepiece), laid out as XLM-R's sentencepiece.bpe.model.  Weights are
+deterministic (seeded by the variant's name).
 """
 import json
 import os
@@ -43,6 +46,14 @@ VARIANTS = {
     # no modules.json (no pooling key), BF16, checkpoint names with the "bert." prefix
     "bert-bf16": dict(arch="BertModel", dtype="BF16", hidden=64, heads=2, layers=2, ff=64,
                       ctx=32, prefix="bert."),
+    # BGE-M3 style: XLM-RoBERTa, F32, CLS pooling, one token type, positions after
+    # pad_token_id (max_position_embeddings 66: 64 after the cut)
+    "xlmr-f32": dict(arch="XLMRobertaModel", dtype="F32", hidden=32, heads=2, layers=2, ff=64,
+                     ctx=66, pooling="cls", types=1, name_or_path="BAAI/bge-m3"),
+    # multilingual-e5 style: F16, mean pooling, checkpoint names with "roberta."
+    "xlmr-f16": dict(arch="XLMRobertaModel", dtype="F16", hidden=64, heads=4, layers=1, ff=64,
+                     ctx=34, pooling="mean", types=1, prefix="roberta.",
+                     name_or_path="intfloat/multilingual-e5-base"),
 }
 
 
@@ -131,13 +142,93 @@ def write_pooling(d, mode):
         json.dump(pc, f, indent=2)
 
 
+# ==== XLM-RoBERTa: a SentencePiece unigram model (sentencepiece.bpe.model) ====
+
+XLMR_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
+
+
+def train_unigram(outdir):
+    """A SentencePiece unigram model as XLM-R's sentencepiece.bpe.model is laid out (<unk> 0,
+    <s> 1, </s> 2, then the pieces), trained once (python3-sentencepiece) into
+    OUTDIR/_xlmr_spm from make_model's word list, with the default NFKC normalization (a
+    precompiled_charsmap, as XLM-R's has)."""
+    import sentencepiece as spm
+    d = os.path.join(outdir, "_xlmr_spm")
+    path = os.path.join(d, "sentencepiece.bpe.model")
+    if os.path.exists(path):
+        return path
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(4321)
+    corpus = os.path.join(d, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        for _ in range(2000):
+            n = int(rng.integers(4, 14))
+            words = make_model.WORDS
+            f.write(" ".join(words[int(i)] for i in rng.integers(0, len(words), n)))
+            f.write(" naïve café %d.\n" % int(rng.integers(0, 1000)))
+    spm.SentencePieceTrainer.train(
+        input=corpus, model_prefix=os.path.join(d, "sentencepiece.bpe"), vocab_size=250,
+        model_type="unigram", character_coverage=1.0, unk_id=0, bos_id=1, eos_id=2,
+        pad_id=-1, num_threads=1, minloglevel=2)
+    return path
+
+
+def write_xlmr_tokenizer(d, spm_path, ctx):
+    import shutil
+    shutil.copy(spm_path, os.path.join(d, "sentencepiece.bpe.model"))
+    tc = {"bos_token": "<s>", "cls_token": "<s>", "eos_token": "</s>", "mask_token": "<mask>",
+          "model_max_length": ctx, "pad_token": "<pad>", "sep_token": "</s>",
+          "tokenizer_class": "XLMRobertaTokenizer", "unk_token": "<unk>"}
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump(tc, f, indent=2)
+    with open(os.path.join(d, "special_tokens_map.json"), "w") as f:
+        json.dump({k: v for k, v in tc.items() if k.endswith("_token")}, f, indent=2)
+
+
+def write_xlmr_tokenizer_json(d, spm_path):
+    """tokenizer.json as XLM-R repos ship it beside the SentencePiece model (the converter reads
+    the model; gguf-py's SpecialVocab reads this file's added tokens and <s> $A </s>), without
+    the Precompiled normalizer (nothing here reads it)."""
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=spm_path)
+    vocab = [[t, 0.0] for t in XLMR_SPECIALS] + [[sp.IdToPiece(i), sp.GetScore(i)]
+                                                  for i in range(3, sp.GetPieceSize())]
+    vocab.append(["<mask>", 0.0])
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": t == "<mask>",
+              "rstrip": False, "normalized": False, "special": True}
+             for i, t in list(enumerate(XLMR_SPECIALS)) + [(len(vocab) - 1, "<mask>")]]
+    tmpl = {"type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                     {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                     {"Sequence": {"id": "B", "type_id": 0}},
+                     {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]},
+                               "</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}}
+    tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+          "normalizer": {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+          "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
+                            "prepend_scheme": "always", "split": True},
+          "post_processor": tmpl,
+          "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                      "split": True},
+          "model": {"type": "Unigram", "unk_id": 3, "vocab": vocab, "byte_fallback": False}}
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False)
+    return len(vocab)
+
+
 # ==== weights and config ====
 
 def bert_shapes(s, vocab):
     h, ff, p = s["hidden"], s["ff"], s.get("prefix", "")
     t = {p + "embeddings.word_embeddings.weight": (vocab, h),
          p + "embeddings.position_embeddings.weight": (s["ctx"], h),
-         p + "embeddings.token_type_embeddings.weight": (2, h),
+         p + "embeddings.token_type_embeddings.weight": (s.get("types", 2), h),
          p + "embeddings.LayerNorm.weight": (h,), p + "embeddings.LayerNorm.bias": (h,)}
     for i in range(s["layers"]):
         b = "%sencoder.layer.%d." % (p, i)
@@ -177,8 +268,11 @@ def bert_config(s, vocab):
          "num_attention_heads": s["heads"], "num_hidden_layers": s["layers"],
          "pad_token_id": 0, "position_embedding_type": "absolute",
          "torch_dtype": {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[s["dtype"]],
-         "transformers_version": "4.30.0", "type_vocab_size": 2, "use_cache": True,
-         "vocab_size": vocab}
+         "transformers_version": "4.30.0", "type_vocab_size": s.get("types", 2),
+         "use_cache": True, "vocab_size": vocab}
+    if s["arch"] == "XLMRobertaModel":   # as BAAI/bge-m3's config.json
+        c.update(model_type="xlm-roberta", pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                 layer_norm_eps=1e-05, output_past=True, transformers_version="4.33.0")
     if "id2label" in s:
         c["id2label"] = s["id2label"]
         c["label2id"] = {v: int(k) for k, v in s["id2label"].items()}
@@ -194,11 +288,17 @@ def make(outdir, name):
     if os.path.isdir(d):
         shutil.rmtree(d)
     os.makedirs(d)
-    vocab = bge_vocab()
-    write_bert_tokenizer(d, vocab, s["ctx"])
-    write_weights(d, s, name, bert_shapes(s, len(vocab)))
+    if s["arch"] == "XLMRobertaModel":
+        spm_path = train_unigram(outdir)
+        write_xlmr_tokenizer(d, spm_path, s["ctx"])
+        n_vocab = write_xlmr_tokenizer_json(d, spm_path)
+    else:
+        vocab = bge_vocab()
+        write_bert_tokenizer(d, vocab, s["ctx"])
+        n_vocab = len(vocab)
+    write_weights(d, s, name, bert_shapes(s, n_vocab))
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(bert_config(s, len(vocab)), f, indent=2)
+        json.dump(bert_config(s, n_vocab), f, indent=2)
     if s.get("pooling"):
         write_pooling(d, s["pooling"])
     return d

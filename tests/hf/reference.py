@@ -38,9 +38,10 @@ COMMIT = "de3ff815ea7d559ee917f063901b8986f038abc6"
 PYTHON = "/usr/bin/python3"   # Debian's python3-torch & co. are installed for it
 RUNNER = os.path.join(HERE, "refconv", "run.py")
 SERVER = os.path.join(HERE, "refconv", "server.py")
-# Debian packages the converter imports (python3-torch, -numpy, -sentencepiece, -yaml, -tqdm)
-# and the tokenizer stand-in's regex (python3-regex)
-MODULES = ("torch", "numpy", "sentencepiece", "yaml", "tqdm", "regex")
+# Debian packages the converter imports (python3-torch, -numpy, -sentencepiece, -yaml, -tqdm,
+# -protobuf: XLM-RoBERTa's sentencepiece_model_pb2) and the tokenizer stand-in's regex
+# (python3-regex)
+MODULES = ("torch", "numpy", "sentencepiece", "yaml", "tqdm", "regex", "google.protobuf")
 
 
 def llama_cpp_dir():
@@ -67,13 +68,26 @@ def vocab_dir():
     return m if m and os.path.isdir(m) else None
 
 
+def _lacks(m):
+    """Whether module m (dotted: its parent package too) cannot be imported."""
+    try:
+        return importlib.util.find_spec(m) is None
+    except ModuleNotFoundError:
+        return True
+
+
 def _python_has(modules):
     """Which of modules /usr/bin/python3 cannot import (checked in this process when it is
     /usr/bin/python3, else by asking it)."""
     if os.path.realpath(PYTHON) == os.path.realpath(os.sys.executable):
-        return [m for m in modules if importlib.util.find_spec(m) is None]
-    code = "import importlib.util as u; print(' '.join(m for m in %r if u.find_spec(m) is None))" \
-        % (tuple(modules),)
+        return [m for m in modules if _lacks(m)]
+    code = ("import importlib.util as u\n"
+            "def lacks(m):\n"
+            "    try:\n"
+            "        return u.find_spec(m) is None\n"
+            "    except ModuleNotFoundError:\n"
+            "        return True\n"
+            "print(' '.join(m for m in %r if lacks(m)))" % (tuple(modules),))
     r = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True)
     return r.stdout.split() if r.returncode == 0 else list(modules)
 

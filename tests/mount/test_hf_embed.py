@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Embedding models through a mount (issue 36): tests/hf/make_embed.py's tiny encoders (BERT:
-bge-small style with CLS pooling, all-MiniLM style with mean pooling, no pooling), their
+bge-small style with CLS pooling, all-MiniLM style with mean pooling, no pooling;
+XLM-RoBERTa: BGE-M3 style with CLS pooling, multilingual-e5 style with mean pooling), their
 model.gguf against llama.cpp's converter (tests/hf/reference.py):
 
 - model.gguf is cmp-equal to the converter's file;
 - llama.cpp (libllama of npm @node-llama-cpp/linux-x64, tests/llama/embed.py) embeds a few
   texts from the mount's model.gguf exactly as from the converter's file: the same tokens
-  (bge's real WordPiece ids: [CLS] ... [SEP]) and the same vectors, pooled as the file's
-  pooling_type says (CLS, mean) or per token (none);
+  (bge's real WordPiece ids: [CLS] ... [SEP]; XLM-R's unigram pieces: <s> ... </s>) and the
+  same vectors, pooled as the file's pooling_type says (CLS, mean) or per token (none);
 - bad input: a pooling mode the converter does not support, a tokenizer.json that is not
   WordPiece: the mount works without model.gguf and says why, naming the file.
 
@@ -33,7 +34,9 @@ WORK = os.environ.get("TFS_HF_EMBED_WORK") or os.path.join(tempfile.gettempdir()
                                                            "tfs-hf-embed-mount")
 # (variant, outtype, llama.cpp's pooling type: 0 none, 1 mean, 2 cls)
 CASES = [("bert-f32", "auto", 2), ("bert-f32", "q8_0", 2), ("bert-f16", "auto", 1),
-         ("bert-bf16", "bf16", 0)]
+         ("bert-bf16", "bf16", 0), ("xlmr-f32", "auto", 2), ("xlmr-f16", "q8_0", 1)]
+# the ids encode puts around a text: BERT's [CLS] [SEP], XLM-R's <s> </s>
+ENDS = {"bert": (101, 102), "xlmr": (0, 2)}
 TEXTS = ["Hello, world!", "The tiny model embeds this sentence.",
          "naïve café: 3.14 tokens; ĀĒĪ 中文"]
 
@@ -79,8 +82,8 @@ class Embeddings(TestCase):
             self.assertEqual(got["pooling"], pooling, name)
             for w, g in zip(want["texts"], got["texts"]):
                 self.assertEqual(g["tokens"], w["tokens"], (name, g["text"]))
-                self.assertEqual(g["tokens"][0], 101, "starts with [CLS]")
-                self.assertEqual(g["tokens"][-1], 102, "ends with [SEP]")
+                ends = ENDS[name.split("-")[0]]
+                self.assertEqual((g["tokens"][0], g["tokens"][-1]), ends, (name, g["text"]))
                 self.assertEqual(g["embedding"], w["embedding"], (name, t, g["text"]))
                 flat = g["embedding"] if pooling else [x for row in g["embedding"] for x in row]
                 self.assertEqual(len(flat) % want["n_embd"], 0)
@@ -90,9 +93,9 @@ class Embeddings(TestCase):
 
 
 class BadInput(TestCase):
-    def variant_copy(self, change):
-        """A copy of bert-f16 (hard links) with change(dir) applied."""
-        src = model("bert-f16")
+    def variant_copy(self, change, name="bert-f16"):
+        """A copy of variant name (hard links) with change(dir) applied."""
+        src = model(name)
         d = os.path.join(self.tmpdir(), "bert")
         os.makedirs(os.path.join(d, "1_Pooling"))
         for root, _, files in os.walk(src):
@@ -132,6 +135,13 @@ class BadInput(TestCase):
                 json.dump(tj, f)
         self.refused(self.variant_copy(change), "tokenizer.json",
                      "BERT's conversion reads a WordPiece vocabulary")
+
+    def test_xlmr_without_its_sentencepiece_model(self):
+        """tokenizer.json alone: the converter reads it with transformers' tokenizer, which
+        tensorfs does not reproduce: refused naming the file it lacks."""
+        def change(d):
+            os.unlink(os.path.join(d, "sentencepiece.bpe.model"))
+        self.refused(self.variant_copy(change, "xlmr-f16"), "sentencepiece.bpe.model: no such file")
 
 
 if __name__ == "__main__":

@@ -282,6 +282,10 @@ _BERT = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attent
              position_embedding_type="absolute", use_cache=True, classifier_dropout=None)
 
 
+# XLMRobertaConfig (XLMRobertaModel: BGE-M3, multilingual-e5): BertConfig's but the ids
+_XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+
+
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {
     "llama": (_LLAMA, (_kv_heads, _head_dim, _rope_type)),
@@ -304,6 +308,7 @@ CLASSES = {
     "deepseek_v2": (_DEEPSEEK_V2, (_kv_heads, _deepseek_heads, _rope_type)),
     "deepseek_v3": (_DEEPSEEK_V3, (_kv_heads, _deepseek_heads, _rope_type)),
     "bert": (_BERT, ()),
+    "xlm-roberta": (_XLM_ROBERTA, ()),
 }
 
 

@@ -70,8 +70,10 @@ fuzz_log=$(mktemp)
 # The sanitizer run leaves out the hf suite when no test is named: its cases compare with
 # llama.cpp's Python converter and tokenizers, time spent in Python; the C they drive runs
 # under the sanitizers in mount_hf, the hf unit tests and the fuzz harnesses.
+# Nor do the sanitizer and the clang runs repeat the lint suite (pyflakes, structure: they
+# read the sources, not a build).
 asan_sel=("$@")
-[ $# -eq 0 ] && asan_sel=(--no-suite hf)
+[ $# -eq 0 ] && asan_sel=(--no-suite hf --no-suite lint)
 jobdir=$(mktemp -d)
 job_normal() {
 	if $quick; then
@@ -105,12 +107,14 @@ job_clang() {
 		return 1
 	fi
 	meson test -C build-clang --print-errorlogs --num-processes 1 --no-suite mount --no-suite hf \
-		--no-suite quant
+		--no-suite quant --no-suite lint
 }
-# fuzzing: only when no test is named (and not in the quick tier)
+# fuzzing: only when no test is named (and not in the quick tier); two harnesses at a time
+# (each runs for its seconds of wall time: when the other chain is done, fuzzing used one
+# core of two; when it is not, each harness makes fewer runs in them)
 job_fuzz() {
 	{ [ "$everything" = all ] && ! $quick; } || return 0
-	TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-1} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" >"$fuzz_log" 2>&1
+	TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-2} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" >"$fuzz_log" 2>&1
 }
 # start NAME ARGS...: job_NAME in the background, its output in $jobdir/NAME.log, its exit
 # status in $jobdir/NAME.rc; how long it took in the log's last line

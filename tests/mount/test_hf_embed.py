@@ -20,7 +20,7 @@ import os
 import sys
 import tempfile
 
-from harness import TENSORFS, Mount, TestCase, main, run
+from harness import TENSORFS, Mount, TestCase, main, quick, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
@@ -59,6 +59,7 @@ def embed(tc, path):
 
 
 class Equal(TestCase):
+    @quick
     def test_model_gguf_equals_the_converter(self):
         for name, t, _ in CASES:
             ref = read(converted(self, name, t))

@@ -27,7 +27,7 @@
 
 /* Directories of the mount, in the order they are listed. */
 typedef enum {
-	D_ROOT = 0, D_METADATA, D_TENSORS, D_F32, D_NPY, D_LAYERS, D_COUNT
+	D_ROOT = 0, D_METADATA, D_TENSORS, D_F32, D_NPY, D_LAYERS, D_HF, D_COUNT
 } tfsd_dir;
 
 typedef enum {
@@ -41,6 +41,7 @@ typedef enum {
 	N_CONFIG,  /* config.json beside an mlx-lm model.safetensors */
 	N_SCRATCH, /* an editor's temporary in metadata/, tensors/ or layers/ (scratch.c) */
 	N_MODEL,   /* model.gguf / model.safetensors: the whole model as one file */
+	N_HFFILE,  /* hf/<file>: a small file of a GGUF model's Hugging Face form -> its index */
 } tfsd_node_kind;
 
 typedef struct tfsd_node {
@@ -153,6 +154,7 @@ typedef struct tfsd_fs {
 	tfsd_shared_image *image; /* the latest model file image (fs->image->gen), or NULL */
 	tfsd_shared_image *view_image; /* the same of the model's GGUF view (model.gguf of a
 	                                * Hugging Face repo) */
+	tfsd_shared_image *hf_image; /* and of its Hugging Face form (hf/model.safetensors) */
 	tfs_index *index;       /* index.json as a stream, while index_gen == gen + 1 (cache_lock) */
 	uint64_t index_gen;
 	char *status_path;      /* where the daemon reports the repack at unmount */

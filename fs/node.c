@@ -52,6 +52,9 @@ int tfsd_node_content(tfsd_fs *fs, tfsd_node *n, const tfs_buf **out)
 	case N_CONFIG:
 		rc = tfs_model_config_json(&n->cache, fs->model, &err);
 		break;
+	case N_HFFILE:
+		rc = tfs_hf_repo_file(&n->cache, fs->model, (size_t)n->item, &err);
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -108,6 +111,7 @@ static int node_size(tfsd_fs *fs, tfsd_node *n, uint64_t *size)
 	}
 	case N_KEY:
 	case N_CONFIG:
+	case N_HFFILE:
 	case N_NPY:
 		pthread_mutex_lock(&fs->cache_lock);
 		rc = tfsd_node_content(fs, n, &c);

@@ -123,10 +123,10 @@ static bool in_dir(const tfsd_node *n, tfsd_node *dir)
 	if (n->deleted)
 		return false;
 	if (dir->dir == D_ROOT)
-		return (n->kind == N_DIR && n->dir != D_ROOT) || n->kind == N_INDEX ||
-		       n->kind == N_MODEL || n->kind == N_CONFIG;
+		return (n->kind == N_DIR && n->dir != D_ROOT) || (n->dir == D_ROOT &&
+		       (n->kind == N_INDEX || n->kind == N_MODEL || n->kind == N_CONFIG));
 	return n->kind != N_DIR && n->dir == dir->dir && n->kind != N_INDEX &&
-	       (n->kind == N_SCRATCH || n->item < 0);
+	       (n->kind == N_SCRATCH || n->kind == N_HFFILE || n->item < 0);
 }
 
 /* Cookies: 1 ".", 2 "..", then 3 + item (the model's items of the directory, in order;
@@ -511,7 +511,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		read_f32_view(req, fs, n, size, off);
 	} else if (n->kind == N_INDEX) {
 		read_index(req, fs, size, off);
-	} else if (n->kind == N_KEY || n->kind == N_CONFIG || n->kind == N_NPY) {
+	} else if (n->kind == N_KEY || n->kind == N_CONFIG || n->kind == N_NPY ||
+		   n->kind == N_HFFILE) {
 		read_generated(req, fs, n, size, off);
 	} else {
 		fuse_reply_err(req, EISDIR);

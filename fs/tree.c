@@ -22,7 +22,7 @@
 
 static const char *const dir_names[D_COUNT] = {
 	[D_ROOT] = "", [D_METADATA] = "metadata", [D_TENSORS] = "tensors",
-	[D_F32] = "f32", [D_NPY] = "npy", [D_LAYERS] = "layers",
+	[D_F32] = "f32", [D_NPY] = "npy", [D_LAYERS] = "layers", [D_HF] = "hf",
 };
 
 static size_t hash_of(tfsd_dir dir, const char *s)
@@ -314,7 +314,7 @@ static const tfsd_node_kind dir_kinds[D_COUNT] = {
 /* (names.c gives the default names; a node, or a scratch file hiding the item, wins) */
 long tfsd_tree_unmade_item(tfsd_fs *fs, tfsd_dir dir, const char *fname)
 {
-	if (dir == D_ROOT || dir >= D_COUNT)
+	if (dir == D_ROOT || dir == D_HF || dir >= D_COUNT)
 		return -1;
 	tfs_buf name = { 0 }, b = { 0 };
 	long i = -1;
@@ -395,6 +395,15 @@ int tfsd_tree_build(tfsd_fs *fs, tfs_error *err)
 		goto nomem;
 	if (tfs_config_name(m) && !tfsd_tree_add(fs, N_CONFIG, D_ROOT, -1, tfs_config_name(m)))
 		goto nomem;
+	/* a GGUF model's Hugging Face form (read-only mounts: it is computed from the model as
+	 * opened): its small files and model.safetensors */
+	bool hf = !fs->opts.rw && tfs_hf_repo_model(m);
+	fs->nodes[D_HF]->deleted = !hf;
+	for (size_t i = 0; hf && i < tfs_hf_repo_n_files(m); i++)
+		if (!tfsd_tree_add(fs, N_HFFILE, D_HF, (long)i, tfs_hf_repo_file_name(m, i)))
+			goto nomem;
+	if (hf && !tfsd_tree_add(fs, N_MODEL, D_HF, TFSD_HF_IMAGE, "model.safetensors"))
+		goto nomem;
 	/* The items' nodes are made as they are looked up (tfsd_tree_find), found by decoding
 	 * the file name, except those of names too long to decode: a name whose encoding is
 	 * over 255 bytes is cut and hashed (tfs_name_encode).  They get their nodes now. */
@@ -427,7 +436,9 @@ void tfsd_tree_free(tfsd_fs *fs)
 		tfsd_image_release(fs, fs->image);
 	if (fs->view_image)
 		tfsd_image_release(fs, fs->view_image);
-	fs->image = fs->view_image = NULL;
+	if (fs->hf_image)
+		tfsd_image_release(fs, fs->hf_image);
+	fs->image = fs->view_image = fs->hf_image = NULL;
 	tfs_index_free(fs->index);
 	fs->index = NULL;
 	free(fs->nodes);

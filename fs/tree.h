@@ -77,6 +77,8 @@ int32_t tfsd_node_bytes(tfsd_fs *fs, const tfsd_node *n, uint64_t *off, uint64_t
 /* The item of the N_MODEL node of a model's GGUF view (a Hugging Face repo's model.gguf);
  * the model's own image is item -1. */
 #define TFSD_VIEW_IMAGE (-2)
+/* The item of hf/model.safetensors: a GGUF model's Hugging Face form (tfs_hf_repo_model). */
+#define TFSD_HF_IMAGE (-3)
 int tfsd_image_acquire(tfsd_fs *fs, const tfsd_node *n, tfsd_shared_image **out);
 void tfsd_image_release(tfsd_fs *fs, tfsd_shared_image *si);
 

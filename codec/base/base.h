@@ -89,6 +89,7 @@ typedef struct {
 	                           * its type name ("Q4_K_M"), or NULL (views/quantize.h) */
 	const char *imatrix;      /* quantize: llama.cpp's importance matrix file, or NULL */
 	unsigned quantize_threads;/* quantize: the pool's threads (0: the CPUs, at most 8) */
+	const char *hf_dtype;     /* a GGUF model's hf/ view: "bf16" (NULL), "f16", "f32" */
 } tfs_open_opts;
 
 typedef struct {

@@ -475,3 +475,11 @@ void tfs_hf_arch_list(char *out, size_t cap)
 	k = tfs_hf_qwen35_arch_list(out, cap, k);    /* Qwen3.5 (hf_qwen35.c) */
 	tfs_hf_bert_arch_list(out, cap, k);      /* BERT (hf_bert.c) */
 }
+
+const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf)
+{
+	for (size_t i = 0; i < N(rows); i++)
+		if (strcmp(rows[i].gguf, gguf) == 0)
+			return &rows[i];
+	return NULL;
+}

@@ -197,6 +197,10 @@ int tfs_hf_phi3_factors(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
 
 /* The row of HF class name cls, or NULL. */
 const tfs_hf_arch *tfs_hf_arch_find(const char *cls);
+/* The first row whose GGUF architecture is gguf (the converter registers a GGUF architecture's
+ * classes in that order: its first is the class the reverse view, hf_export.h, names), or
+ * NULL. */
+const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf);
 /* Writes the supported class names, comma-separated, into out (for messages). */
 void tfs_hf_arch_list(char *out, size_t cap);
 

@@ -751,3 +751,17 @@ int tfs_hf_bpe_pre(const char **name, char *chkhsh, const tfs_hf_tok *tok, const
 			     "the check text's hash ", rc ? "" : hex,
 			     rc ? "" : " is not in the converter's table", c->name, c->where);
 }
+
+/* The reverse view's tokenizer.json (hf_export_json.c): the normalizer and pre-tokenizer of
+ * the configuration whose splits give tokenizer.ggml.pre (llama-bpe is Llama 3's). */
+bool tfs_hf_pre_json(const char *ggml_pre, const char **normalizer, const char **pre)
+{
+	const char *name = !strcmp(ggml_pre, "llama-bpe") ? "llama3" : ggml_pre;
+	for (size_t i = 0; i < sizeof hf_pre_configs / sizeof *hf_pre_configs; i++)
+		if (!strcmp(hf_pre_configs[i].name, name) && hf_pre_configs[i].byte_level) {
+			*normalizer = hf_pre_configs[i].normalizer;
+			*pre = hf_pre_configs[i].pre;
+			return true;
+		}
+	return false;
+}

@@ -136,6 +136,10 @@ extern const char tfs_hf_chktxt[];
  * it could be computed, else "".  */
 int tfs_hf_bpe_pre(const char **name, char *chkhsh, const tfs_hf_tok *tokenizer,
 		   const json_t *tokenizer_config, const char *file, tfs_error *err);
+/* The normalizer and pre-tokenizer (JSON texts, static) of the byte-level configuration
+ * whose pre-tokenizer is ggml_pre (a tokenizer.ggml.pre), for the reverse view's
+ * tokenizer.json (hf_export_json.c); false when the table has none. */
+bool tfs_hf_pre_json(const char *ggml_pre, const char **normalizer, const char **pre);
 
 /* hf_wordpiece.c: the n words at text (lens[k] bytes each, back to back) through
  * tokenizer's WordPiece model: *ids (malloc'd), *nids of them.  0; 1 when the vocabulary

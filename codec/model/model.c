@@ -81,6 +81,9 @@ void tfs_model_free(tfs_model *m)
 		return;
 	tfs_model_free(m->gguf_view); /* first: it may read through m's sources */
 	free(m->gguf_view_why);
+	if (m->hf_repo)   /* (as the GGUF view: it reads through m) */
+		m->hf_repo_free(m->hf_repo);
+	free(m->hf_repo_why);
 	if (m->priv && m->ops->free_priv)
 		m->ops->free_priv(m->priv);
 	for (size_t i = 0; i < m->n_kv; i++) {
@@ -252,6 +255,19 @@ void tfs_model_set_gguf_view(tfs_model *m, tfs_model *view, const char *why)
 	m->gguf_view = view;
 	m->gguf_view_why = !view && why ? strdup(why) : NULL;
 }
+
+void tfs_model_set_hf_repo(tfs_model *m, void *repo, void (*free_fn)(void *), const char *why)
+{
+	if (m->hf_repo)
+		m->hf_repo_free(m->hf_repo);
+	free(m->hf_repo_why);
+	m->hf_repo = repo;
+	m->hf_repo_free = free_fn;
+	m->hf_repo_why = !repo && why ? strdup(why) : NULL;
+}
+
+void *tfs_model_hf_repo(const tfs_model *m) { return m->hf_repo; }
+const char *tfs_model_hf_repo_why(const tfs_model *m) { return m->hf_repo_why; }
 
 tfs_model *tfs_model_take_gguf_view(tfs_model *m)
 {

@@ -48,6 +48,11 @@ struct tfs_model {
 	 * converter's), owned; or why there is none (NULL: no view was asked for) */
 	struct tfs_model *gguf_view;
 	char *gguf_view_why;
+	/* views/hf_export.c: the model as a Hugging Face repo (hf/), freed first by
+	 * hf_repo_free; or why it has none (NULL: none was made) */
+	void *hf_repo;
+	void (*hf_repo_free)(void *repo);
+	char *hf_repo_why;
 	/* views/: what a view is computed from (a quantized view's state: the model it
 	 * quantizes, the plan, the cache), freed by owner_free after the view's sources */
 	void *owner;
@@ -98,6 +103,11 @@ int tfs_model_add_view_tensor(tfs_model *m, const tfs_view_tensor *vt, tfs_error
 /* Gives m its GGUF view (owned from then on: freed with m), or the reason it has none
  * (copied; view NULL). */
 void tfs_model_set_gguf_view(tfs_model *m, tfs_model *view, const char *why);
+/* Gives m its Hugging Face repo (views/hf_export.c: owned from then on, freed with m by
+ * free_fn, first), or the reason it has none (copied; repo NULL). */
+void tfs_model_set_hf_repo(tfs_model *m, void *repo, void (*free_fn)(void *), const char *why);
+void *tfs_model_hf_repo(const tfs_model *m);
+const char *tfs_model_hf_repo_why(const tfs_model *m);
 /* m's GGUF view, no longer m's (the caller owns it), or NULL. */
 tfs_model *tfs_model_take_gguf_view(tfs_model *m);
 /* The output's final path: o->output or the source; a symlink is followed, so the link

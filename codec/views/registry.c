@@ -18,6 +18,10 @@ const tfs_view_kind tfs_view_table[] = {
 	/* the model quantized as llama-quantize writes it: views/quantize.c (-o quantize=) */
 	{ .name = "quantize", .what = "the quantized view", .opts = tfs_quant_view_opts,
 	  .open = tfs_quant_view_open },
+	/* whatever GGUF model the rows before made, as a Hugging Face repo: views/hf_export.c
+	 * (hf/; -o hf_dtype=) */
+	{ .name = "hf_repo", .what = "the hf/ view", .opts = tfs_hf_repo_view_opts,
+	  .open = tfs_hf_repo_view_open, .applies = tfs_hf_repo_applies },
 };
 
 const size_t tfs_n_views = sizeof(tfs_view_table) / sizeof(tfs_view_table[0]);

@@ -104,6 +104,11 @@ static inline void tfs_view_opt_set_flag(tfs_open_opts *o, const tfs_view_opt *p
 extern const tfs_view_opt tfs_hf_view_opts[];
 int tfs_hf_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
 		     tfs_error *err);
+/* views/hf_export.c: a GGUF model as a Hugging Face repo (hf/) */
+extern const tfs_view_opt tfs_hf_repo_view_opts[];
+int tfs_hf_repo_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
+			  tfs_error *err);
+bool tfs_hf_repo_applies(const char *source);
 extern const tfs_view_opt tfs_quant_view_opts[];
 int tfs_quant_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
 			tfs_error *err);

@@ -53,6 +53,17 @@ bool tfs_hf_is_repo(const char *source);
 /* Drops m's GGUF view (images of it being read keep what they read), saying why. */
 void tfs_model_drop_gguf_view(tfs_model *m, const char *why);
 
+/* views/hf_export.c: a GGUF model (a GGUF file, a classic Ollama model, the quantized view)
+ * as a Hugging Face repo, the mount's hf/: the safetensors model of its tensors
+ * (model.safetensors; NULL when there is none: then _why says why in one line, NULL when
+ * the model is no GGUF), and its small files (config.json, tokenizer.json, ...): their
+ * count, names and text (appended to out). */
+const tfs_model *tfs_hf_repo_model(const tfs_model *m);
+const char *tfs_hf_repo_why(const tfs_model *m);
+size_t tfs_hf_repo_n_files(const tfs_model *m);
+const char *tfs_hf_repo_file_name(const tfs_model *m, size_t i);
+int tfs_hf_repo_file(tfs_buf *out, const tfs_model *m, size_t i, tfs_error *err);
+
 /* Whether name is an outtype the GGUF view takes ("auto", "f32", "f16", "bf16", "q8_0"). */
 bool tfs_outtype_valid(const char *name);
 

@@ -434,6 +434,25 @@ static void gguf_view_line(const tfs_model *m, out_mode mode)
 	summary_line(mode, "GGUF view", line);
 }
 
+/* A GGUF model's Hugging Face form (hf/ of a read-only mount), or why there is none. */
+static void hf_view_line(const tfs_model *m, out_mode mode)
+{
+	const tfs_model *v = tfs_hf_repo_model(m);
+	const char *why = tfs_hf_repo_why(m);
+	char line[TFS_ERRMSG_MAX + 64], size[64];
+	uint64_t n;
+	if (v && tfs_model_image_size(&n, v, NULL) == 0) {
+		amount(size, sizeof(size), n, true);
+		snprintf(line, sizeof(line), "hf/model.safetensors, %s, and %zu files", size,
+			 tfs_hf_repo_n_files(m));
+	} else if (why) {
+		snprintf(line, sizeof(line), "none: %s", why);
+	} else {
+		return;
+	}
+	summary_line(mode, "HF view", line);
+}
+
 /* view: what m is when it is a computed view shown in place of the source's model (--gguf:
  * "the GGUF view"), NULL when m is the source's own: then the source is the one named on the
  * command line (a repo), not a file of it. */
@@ -470,6 +489,7 @@ static void print_summary(const tfs_model *m, const char *src, const char *view,
 		summary_line(mode, "source", tfs_model_path(m));
 		summary_line(mode, "format", tfs_model_format_name(m));
 		gguf_view_line(m, mode);
+		hf_view_line(m, mode);
 	}
 	if (version > 0) {
 		snprintf(line, sizeof(line), "%lld", (long long)version);

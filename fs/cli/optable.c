@@ -36,6 +36,7 @@ const tfsd_option tfsd_option_table[] = {
 	VSTR("quantize", "TYPE", M | R | C, "as llama-quantize writes it (Q4_K_M, ...)"),
 	VINT("quantize_threads", "N", M | C, "quantizing threads (default: CPUs, at most 8)"),
 	VSTR("imatrix", "FILE", M | R | C, "llama.cpp's importance matrix, used as ggml uses it"),
+	VSTR("hf_dtype", "TYPE", M, "a GGUF's hf/ (Hugging Face repo): bf16, f16, f32"),
 	STR("cache", cache, "DIR", M | R | C,
 	    "remote blocks, quantized tensors (~/.cache/...)"),
 	STR("cache_size", cache_size, "SIZE", M | R | C,

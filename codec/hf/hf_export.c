@@ -1,0 +1,305 @@
+/*
+ * hf_export.c - a GGUF model's tensors as a Hugging Face checkpoint holds them (hf_export.h):
+ * the row of the model's architecture read backwards.
+ *
+ * A GGUF tensor of ne [a, b] is torch's [b, a] with the same bytes in the same order, so a
+ * tensor keeps its layout; what the converter did to its values is undone on read:
+ *   - Q/K rows: LlamaModel.permute put row h*d + j*(d/2) + i of head h at h*d + 2i + j;
+ *     the export reads HF row h*d + j*(d/2) + i from GGUF row h*d + 2i + j;
+ *   - Gemma's norms: GGUF holds w + 1; the export shows (w + 1) - 1 in float32.
+ * The values are ggml's dequantization (the model's f32 view, tfs_tensor_read_f32, bit-exact
+ * with ggml for every GGML type), rounded to the export's dtype as torch rounds a float32
+ * tensor: nearest even (a NaN becomes torch's 0x7FC0 in bfloat16).  Tensors the converter
+ * generates (rope_freqs, Phi-3's rope factors) come back from config.json and are not
+ * shown.
+ */
+#include "hf_export.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "quant.h"
+
+/* ==== the model's keys ==== */
+
+static const tfs_kv *find_kv(const tfs_hf_export *x, const char *name)
+{
+	char full[256];
+	if (name[0] == '.') {
+		snprintf(full, sizeof full, "%s%s", x->arch, name);
+		name = full;
+	}
+	long i = tfs_model_find_kv(x->m, name);
+	return i < 0 ? NULL : tfs_model_kv(x->m, (size_t)i);
+}
+
+static bool scalar_num(uint32_t type, const uint8_t *d, uint64_t len, double *v)
+{
+	static const uint8_t size[TFS_GGUF_TYPE_COUNT] = { 1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8 };
+	if (type >= TFS_GGUF_TYPE_COUNT || !size[type] || len < size[type])
+		return false;
+	union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
+		float f; uint64_t u64; int64_t i64; double g; } u;
+	memcpy(&u, d, size[type]);
+	switch (type) {
+	case TFS_GGUF_UINT8: *v = u.u8; break;
+	case TFS_GGUF_INT8: *v = u.i8; break;
+	case TFS_GGUF_UINT16: *v = u.u16; break;
+	case TFS_GGUF_INT16: *v = u.i16; break;
+	case TFS_GGUF_UINT32: *v = u.u32; break;
+	case TFS_GGUF_INT32: *v = u.i32; break;
+	case TFS_GGUF_FLOAT32: *v = u.f; break;
+	case TFS_GGUF_BOOL: *v = u.u8 != 0; break;
+	case TFS_GGUF_UINT64: *v = (double)u.u64; break;
+	case TFS_GGUF_INT64: *v = (double)u.i64; break;
+	default: *v = u.g; break;
+	}
+	return true;
+}
+
+bool tfs_hf_xkv_num(const tfs_hf_export *x, const char *name, double *v)
+{
+	const tfs_kv *kv = find_kv(x, name);
+	return kv && !kv->deleted && scalar_num(kv->type, kv->data, kv->len, v);
+}
+
+bool tfs_hf_xkv_f32(const tfs_hf_export *x, const char *name, float *v)
+{
+	const tfs_kv *kv = find_kv(x, name);
+	if (!kv || kv->deleted || kv->type != TFS_GGUF_FLOAT32 || kv->len < 4)
+		return false;
+	memcpy(v, kv->data, 4);
+	return true;
+}
+
+const char *tfs_hf_xkv_str(const tfs_hf_export *x, const char *name, size_t *len)
+{
+	const tfs_kv *kv = find_kv(x, name);
+	uint64_t n;
+	if (!kv || kv->deleted || kv->type != TFS_GGUF_STRING || kv->len < 8)
+		return NULL;
+	memcpy(&n, kv->data, 8);
+	if (n > kv->len - 8)
+		return NULL;
+	*len = (size_t)n;
+	return (const char *)kv->data + 8;
+}
+
+bool tfs_hf_xkv_arr(const tfs_hf_export *x, const char *name, uint32_t *type, uint64_t *n,
+		    const uint8_t **data, uint64_t *len)
+{
+	const tfs_kv *kv = find_kv(x, name);
+	if (!kv || kv->deleted || kv->type != TFS_GGUF_ARRAY || kv->len < 12)
+		return false;
+	memcpy(type, kv->data, 4);
+	memcpy(n, kv->data + 4, 8);
+	*data = kv->data + 12;
+	*len = kv->len - 12;
+	return true;
+}
+
+/* ==== the tensor map, backwards ==== */
+
+/* The entry of map[0..n) whose GGUF name is gguf[0..len), or NULL. */
+static const tfs_hf_name *by_gguf(const tfs_hf_name *map, size_t n, const char *gguf, size_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strlen(map[i].gguf) == len && !memcmp(map[i].gguf, gguf, len))
+			return &map[i];
+	return NULL;
+}
+
+/* Tensors the converter generates from config.json: not the checkpoint's. */
+static bool generated(const char *name)
+{
+	return !strcmp(name, "rope_freqs.weight") || !strcmp(name, "rope_factors_long.weight") ||
+	       !strcmp(name, "rope_factors_short.weight");
+}
+
+/* The HF name of GGUF tensor name (allocated), and its map entry. */
+static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name **e)
+{
+	const char *suffix = strrchr(name, '.');
+	if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias")))
+		return NULL;
+	char buf[512];
+	unsigned blk;
+	int pos = 0;
+	if (sscanf(name, "blk.%u.%n", &blk, &pos) == 1 && pos > 0) {
+		const char *base = name + pos;
+		if (!(*e = by_gguf(row->blocks, row->n_blocks, base, (size_t)(suffix - base))))
+			return NULL;
+		snprintf(buf, sizeof buf, "model.layers.%u.%s%s", blk, (*e)->hf, suffix);
+		return strdup(buf);
+	}
+	if (!(*e = by_gguf(row->globals, row->n_globals, name, (size_t)(suffix - name))))
+		return NULL;
+	snprintf(buf, sizeof buf, "%s%s", (*e)->hf, suffix);
+	return strdup(buf);
+}
+
+static int add_tensor(tfs_hf_export *x, size_t i, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(x->m, i);
+	const tfs_hf_name *e = NULL;
+	const char *why = NULL;
+	if (t->deleted || generated(t->name))
+		return 0;
+	char *name = hf_name(x->row, t->name, &e);
+	if (!name)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s has no Hugging Face name "
+				     "in the %s row", t->name, x->row->classes[0]);
+	if (x->n_t == x->cap_t) { /* (grown as mapped: a model refused early costs nothing) */
+		size_t cap = x->cap_t ? 2 * x->cap_t : 64;
+		tfs_hf_xtensor *p = realloc(x->t, cap * sizeof *p);
+		if (!p) {
+			free(name);
+			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		}
+		x->t = p;
+		x->cap_t = cap;
+	}
+	if (!tfs_tensor_has_f32(x->m, i, &why) || t->n_dims == 0 || t->n_dims > 4) {
+		free(name);
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: %s", t->name,
+				     why ? why : "no float form of its shape");
+	}
+	tfs_hf_xtensor *o = &x->t[x->n_t];
+	*o = (tfs_hf_xtensor){ .name = name, .src = i, .n_dims = t->n_dims, .xform = e->xform };
+	memcpy(o->ne, t->ne, sizeof(o->ne));
+	o->cols = t->n_dims >= 2 ? (uint64_t)t->ne[0] : 1;
+	o->rows = 1;
+	for (uint32_t d = 0; d < t->n_dims; d++)
+		o->rows *= (uint64_t)t->ne[d];
+	o->rows /= o->cols;
+	x->n_t++; /* (its name is freed with the export from here on) */
+	if (e->xform == TFS_HF_XF_PERMUTE_Q || e->xform == TFS_HF_XF_PERMUTE_K) {
+		double h = 0, kv = 0;
+		tfs_hf_xkv_num(x, ".attention.head_count", &h);
+		if (e->xform == TFS_HF_XF_PERMUTE_K && tfs_hf_xkv_num(x, ".attention.head_count_kv",
+								      &kv) && kv > 0)
+			h = kv;
+		o->heads = h >= 1 && h <= (double)o->rows ? (uint32_t)h : 0;
+		if (!o->heads || o->rows % (2 * (uint64_t)o->heads))
+			return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: %" PRIu64 " rows are "
+					     "not %u heads of an even size", t->name, o->rows,
+					     o->heads);
+	}
+	if (!strcmp(t->name, "output.weight"))
+		x->tied = false;
+	return 0;
+}
+
+/* The first row whose GGUF architecture is arch (the converter's registry: the first class
+ * registered for it), among the rows of hf_arch.c. */
+int tfs_hf_export_open(tfs_hf_export **out, const tfs_model *m, int dtype, tfs_error *err)
+{
+	size_t alen;
+	tfs_hf_export probe = { .m = m, .arch = "" };
+	const char *a = tfs_hf_xkv_str(&probe, "general.architecture", &alen);
+	char arch[64];
+	if (!a || alen == 0 || alen >= sizeof arch)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "no general.architecture");
+	memcpy(arch, a, alen);
+	arch[alen] = 0;
+	const tfs_hf_arch *row = tfs_hf_arch_of_gguf(arch);
+	if (!row)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "architecture %s has no Hugging Face "
+				     "class in the table", arch);
+	tfs_hf_export *x = calloc(1, sizeof *x);
+	size_t n = tfs_model_n_tensors(m);
+	if (!x)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	*x = (tfs_hf_export){ .m = m, .row = row, .arch = row->gguf, .dtype = dtype,
+			      .tied = true };
+	int rc = 0;
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = add_tensor(x, i, err);
+	if (!rc)
+		rc = tfs_hf_export_list_files(x, err);
+	if (rc) {
+		tfs_hf_export_free(x);
+		return rc;
+	}
+	*out = x;
+	return 0;
+}
+
+void tfs_hf_export_free(tfs_hf_export *x)
+{
+	if (!x)
+		return;
+	for (size_t i = 0; i < x->n_t; i++)
+		free(x->t[i].name);
+	free(x->t);
+	free(x);
+}
+
+int tfs_hf_export_dtype(const tfs_hf_export *x) { return x->dtype; }
+size_t tfs_hf_export_n_tensors(const tfs_hf_export *x) { return x->n_t; }
+const tfs_hf_xtensor *tfs_hf_export_tensor(const tfs_hf_export *x, size_t i)
+{
+	return &x->t[i];
+}
+
+/* ==== reading ==== */
+
+/* The GGUF row holding HF row r of a permuted tensor of `heads` heads. */
+static uint64_t gguf_row(const tfs_hf_xtensor *t, uint64_t r)
+{
+	if (t->xform != TFS_HF_XF_PERMUTE_Q && t->xform != TFS_HF_XF_PERMUTE_K)
+		return r;
+	uint64_t d = t->rows / t->heads, half = d / 2, h = r / d, k = r % d;
+	return h * d + 2 * (k % half) + k / half;
+}
+
+/* torch's float32 -> bfloat16 (c10::BFloat16's round_to_nearest_even) */
+static uint16_t torch_bf16(float f)
+{
+	return isnan(f) ? 0x7fc0 : tfs_f32_to_bf16(f);
+}
+
+#define CHUNK 4096
+
+int64_t tfs_hf_export_read(const tfs_hf_export *x, size_t i, uint64_t off, uint64_t len,
+			   void *buf, tfs_error *err)
+{
+	const tfs_hf_xtensor *t = &x->t[i];
+	uint64_t es = tfs_dtype(x->dtype)->block_bytes, total = t->rows * t->cols * es;
+	if (off >= total)
+		return 0;
+	if (len > total - off)
+		len = total - off;
+	float v[CHUNK];
+	uint8_t o[CHUNK * 4];
+	uint64_t e = off / es, end = (off + len + es - 1) / es;
+	while (e < end) {
+		uint64_t r = e / t->cols, c = e % t->cols, n = t->cols - c;
+		if (n > end - e)
+			n = end - e;
+		if (n > CHUNK)
+			n = CHUNK;
+		int rc = tfs_tensor_read_f32(x->m, t->src, gguf_row(t, r) * t->cols + c, n, v, err);
+		if (rc)
+			return rc;
+		for (uint64_t k = 0; k < n; k++) {
+			float f = t->xform == TFS_HF_XF_PLUS_ONE ? v[k] - 1.0f : v[k];
+			uint16_t h = x->dtype == TFS_DT_BF16 ? torch_bf16(f) : tfs_f32_to_f16(f);
+			if (x->dtype == TFS_DT_F32)
+				memcpy(o + 4 * k, &f, 4);
+			else
+				memcpy(o + 2 * k, &h, 2);
+		}
+		/* the part of elements [e, e + n) inside [off, off + len) */
+		uint64_t a = e * es > off ? e * es : off, b = (e + n) * es;
+		if (b > off + len)
+			b = off + len;
+		memcpy((uint8_t *)buf + (a - off), o + (a - e * es), b - a);
+		e += n;
+	}
+	return (int64_t)len;
+}

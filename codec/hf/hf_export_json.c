@@ -93,7 +93,14 @@ static const struct { const char *gguf, *hf; bool f; } text_keys[] = {
 	{ ".final_logit_softcapping", "final_logit_softcapping", true },
 };
 
+/* gguf-py SpecialVocab's special token types, in its order, and the GGUF key of each id */
 static const char *const special_types[] = { "bos", "eos", "unk", "sep", "pad", "cls", "mask" };
+static const char *const special_keys[] = {
+	"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+	"tokenizer.ggml.unknown_token_id", "tokenizer.ggml.seperator_token_id",
+	"tokenizer.ggml.padding_token_id", "tokenizer.ggml.cls_token_id",
+	"tokenizer.ggml.mask_token_id",
+};
 #define N_SPECIAL (sizeof special_types / sizeof *special_types)
 
 /* The model_type of the row's class: its name before "For", lowercased (Qwen2ForCausalLM:
@@ -105,6 +112,10 @@ static void model_type(char *out, size_t cap, const tfs_hf_arch *row)
 	for (; k < n && k + 1 < cap; k++)
 		out[k] = (char)(c[k] >= 'A' && c[k] <= 'Z' ? c[k] - 'A' + 'a' : c[k]);
 	out[k] = 0;
+	/* a class whose config is a text sub-config (Gemma3ForCausalLM: gemma3_text) */
+	const tfs_hf_config_class *cc = tfs_hf_config_class_find(out);
+	if (cc && cc->text_type)
+		snprintf(out, cap, "%s", cc->text_type);
 }
 
 static int rope_scaling(tfs_buf *b, const tfs_hf_export *x)
@@ -156,10 +167,9 @@ static int make_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 	if (!rc)
 		rc = rope_scaling(b, x);
 	for (size_t i = 0; !rc && i < N_SPECIAL; i++) {
-		char key[64], name[64];
-		snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", special_types[i]);
+		char name[64];
 		snprintf(name, sizeof name, "%s_token_id", special_types[i]);
-		if (tfs_hf_xkv_num(x, key, &v))
+		if (tfs_hf_xkv_num(x, special_keys[i], &v))
 			rc = member(b, name) || tfs_buf_printf(b, "%.0f", v);
 	}
 	static const char *const dt[] = { "float32", "float16", "bfloat16" };
@@ -427,11 +437,11 @@ static int make_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *
 			rc = member(b, name) || tfs_buf_printf(b, "%s", id ? "true" : "false");
 	}
 	for (size_t i = 0; !rc && i < N_SPECIAL; i++) {
-		char key[64], name[64];
+		char name[64];
 		const char *s;
-		snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", special_types[i]);
 		snprintf(name, sizeof name, "%s_token", special_types[i]);
-		if (tfs_hf_xkv_num(x, key, &id) && (s = token_text(&v, (uint64_t)id, &n)))
+		if (tfs_hf_xkv_num(x, special_keys[i], &id) &&
+		    (s = token_text(&v, (uint64_t)id, &n)))
 			rc = member(b, name) || jstr(b, s, n);
 	}
 	if (!rc && tfs_hf_xkv_num(x, "tokenizer.ggml.add_space_prefix", &id))

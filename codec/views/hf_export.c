@@ -161,9 +161,16 @@ int tfs_hf_repo_view_open(tfs_model **m, const char *source, const tfs_open_opts
 	return 0;
 }
 
+/* hf_dtype=: bf16, f16 or f32 (the row's check: a usage error before anything opens) */
+static int dtype_check(const char *v, tfs_error *err)
+{
+	int dtype;
+	return parse_dtype(&dtype, v, err);
+}
+
 const tfs_view_opt tfs_hf_repo_view_opts[] = {
 	{ .name = "hf_dtype", .kind = TFS_VOPT_STRING, .field = offsetof(tfs_open_opts, hf_dtype),
-	  .option = true, .none = "bf16", .shown = "bf16" },
+	  .option = true, .none = "bf16", .shown = "bf16", .check = dtype_check },
 	{ 0 },
 };
 

@@ -29,7 +29,7 @@ BAD_VALUES = {
     "imatrix": "imatrix=", "cache": "cache=", "cache_size": "cache_size=12Q",
     "connections": "connections=4x", "token_file": "token_file=", "cafile": "cafile=",
     "timeout": "timeout=1.5", "endpoint": "endpoint=rgw.local:7480",
-    "s3_addressing": "s3_addressing=host",
+    "s3_addressing": "s3_addressing=host", "hf_dtype": "hf_dtype=f64",
 }
 STORE = os.path.join(TESTDATA, "ollama", "models")
 

@@ -4,7 +4,7 @@
  * pieces, so reads that start and end inside blocks and rows are exercised).  The tests
  * compare its output with llama.cpp's convert_hf_to_gguf.py (tests/hf/compare.py).
  *
- *   hf_dump [--outtype auto|f32|f16|bf16|q8_0] [--no-vocab] [--piece N] [--keys] DIR OUT.gguf
+ *   hf_dump [--outtype auto|f32|f16|bf16|q8_0] [--fp8-as-q8] [--no-vocab] [--piece N] [--keys] DIR OUT.gguf
  *
  * --keys prints the plan's keys and tensors instead of writing a file (OUT may be -).
  */
@@ -20,7 +20,7 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: hf_dump [--outtype auto|f32|f16|bf16|q8_0] [--no-vocab] "
+	fprintf(stderr, "usage: hf_dump [--outtype auto|f32|f16|bf16|q8_0] [--fp8-as-q8] [--no-vocab] "
 		"[--piece N] [--keys] DIR OUT.gguf\n");
 	return 2;
 }
@@ -67,6 +67,8 @@ int main(int argc, char **argv)
 				  : !strcmp(t, "q8_0") ? TFS_HF_OUT_Q8_0 : TFS_HF_OUT_AUTO;
 			if (o.outtype == TFS_HF_OUT_AUTO && strcmp(t, "auto"))
 				return usage();
+		} else if (!strcmp(argv[i], "--fp8-as-q8")) {
+			o.fp8_as_q8 = true;
 		} else if (!strcmp(argv[i], "--no-vocab")) {
 			o.no_vocab = true;
 		} else if (!strcmp(argv[i], "--keys")) {

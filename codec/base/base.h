@@ -83,6 +83,8 @@ typedef struct {
 	 * name with tfs_open_opts_set_view (views/view.h) */
 	const char *outtype;      /* a Hugging Face repo's GGUF view: "auto" (NULL), "f32", "f16",
 	                           * "bf16", "q8_0" (convert_hf_to_gguf.py's --outtype) */
+	const char *fp8_as_q8;    /* that view: "1" (-o fp8_as_q8) writes the weights dequantized
+	                           * from FP8 as Q8_0 (--fp8-as-q8); NULL: not */
 	bool gguf_model;          /* a Hugging Face repo: the model opened IS its GGUF view (what
 	                           * edits apply to, and a repack writes: rw,output=X.gguf) */
 	const char *quantize;     /* the model shown quantized as llama-quantize would write it:

@@ -197,19 +197,23 @@ static int out_dtype(uint32_t ftype)
 	}
 }
 
-/* The converter's choice of type for tensor gguf_name of n_dims (numpy) dims, ne0 wide. */
-static int tensor_dtype(const char *gguf_name, uint32_t n_dims, int64_t ne0, uint32_t ftype)
+/* The converter's choice of type for tensor gguf_name of n_dims (numpy) dims, ne0 wide;
+ * q8: tensor_force_quant's Q8_0 (--fp8-as-q8), which only 1-D and norms override. */
+static int tensor_dtype(const char *gguf_name, uint32_t n_dims, int64_t ne0, uint32_t ftype,
+			bool q8)
 {
-	if (n_dims <= 1 || ends_with(gguf_name, "_norm.weight") || !ends_with(gguf_name, ".weight"))
+	if (n_dims <= 1 || ends_with(gguf_name, "_norm.weight"))
+		return TFS_DT_F32;
+	if (!q8 && !ends_with(gguf_name, ".weight"))
 		return TFS_DT_F32;
 	/* POS_EMBD, TOKEN_TYPES (BERT) stay F32 */
 	if (!strcmp(gguf_name, "position_embd.weight") || !strcmp(gguf_name, "token_types.weight"))
 		return TFS_DT_F32;
 	/* MoE: the routers (FFN_GATE_INP, FFN_GATE_INP_SHEXP) stay F32 */
-	if (ends_with(gguf_name, ".ffn_gate_inp.weight") ||
-	    ends_with(gguf_name, ".ffn_gate_inp_shexp.weight"))
+	if (!q8 && (ends_with(gguf_name, ".ffn_gate_inp.weight") ||
+		    ends_with(gguf_name, ".ffn_gate_inp_shexp.weight")))
 		return TFS_DT_F32;
-	int dt = out_dtype(ftype);
+	int dt = q8 ? TFS_DT_Q8_0 : out_dtype(ftype);
 	if (dt == TFS_DT_Q8_0 && ne0 % 32)
 		return TFS_DT_F16;   /* QuantError: "falling back to F16" */
 	return dt;
@@ -337,7 +341,7 @@ static uint32_t auto_ftype(const tfs_hf_plan *p, const hparams *h, const src_ref
 {
 	char name[512];
 	for (size_t k = 0; k < ns; k++) {
-		const tfs_tensor *t = tfs_model_tensor(p->st, refs[k].idx);
+		const tfs_tensor *t = tfs_model_tensor(p->base, refs[k].idx);
 		if (t->n_dims < 2 || !filter_name(name, sizeof name, t->name, p->row, h))
 			continue;
 		if (t->dtype == TFS_DT_BF16)
@@ -395,8 +399,15 @@ static int fill_tensor(tfs_hf_tensor *o, const tfs_hf_plan *p, const hparams *h,
 	o->n_dims = t->n_dims;
 	memcpy(o->ne, t->ne, sizeof o->ne);
 	o->src_dtype = t->dtype;
+	bool deq = false, fp8 = false;   /* dequantized (hf_dequant.c); from FP8 */
+	for (uint32_t k = 0; k < (o->n_parts ? o->n_parts : 1); k++) {
+		long s = o->n_parts ? o->parts[k] : o->src;
+		deq |= s >= 0 && tfs_hf_deq_computed(p->deq, (size_t)s);
+		fp8 |= s >= 0 && tfs_hf_deq_fp8(p->deq, (size_t)s);
+	}
 	o->dtype = o->own.kind == TFS_HF_OWN_MXFP4 ? TFS_DT_MXFP4
-			: tensor_dtype(o->name, t->n_dims, t->ne[0], p->ftype);
+			: tensor_dtype(o->name, t->n_dims, t->ne[0], p->ftype,
+				       fp8 && p->fp8_as_q8);
 	o->plus_one = m->xform == TFS_HF_XF_PLUS_ONE && ends_with(o->name, ".weight");
 	if (m->xform == TFS_HF_XF_PERMUTE_Q || m->xform == TFS_HF_XF_PERMUTE_K) {
 		o->perm_heads = (uint32_t)(m->xform == TFS_HF_XF_PERMUTE_Q ? h->n_head : h->n_kv);
@@ -412,7 +423,7 @@ static int fill_tensor(tfs_hf_tensor *o, const tfs_hf_plan *p, const hparams *h,
 	/* a per-head slice (DeepSeek's kv_b_proj), a class's own tensor (GPT-OSS), A_log's -exp
 	 * (Qwen3.5): computed */
 	bool computed = o->plus_one || o->own.kind || o->slice.heads ||
-			o->neg_exp;
+			o->neg_exp || deq;
 	o->recipe = o->dtype == o->src_dtype && !computed ? TFS_HF_COPY : TFS_HF_CONVERT;
 	o->quiet_nans = o->recipe == TFS_HF_COPY && o->dtype == TFS_DT_BF16;
 	o->raw = o->recipe == TFS_HF_COPY && o->perm_heads == 0 && !o->gather.kind;
@@ -523,9 +534,14 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 	size_t ns = 0, cap = 0, nseen = 0;
 	src_ref *refs = NULL;
 	bool *seen = NULL;
-	int rc = read_order(&refs, &ns, p->st, err);
-	if (!rc && p->ftype == UINT32_MAX)
+	int rc = read_order(&refs, &ns, p->base, err);
+	if (!rc && p->ftype == UINT32_MAX)   /* by the repo's dtypes, before dequant_model */
 		p->ftype = auto_ftype(p, h, refs, ns);
+	if (!rc && p->deq) {
+		free(refs);
+		refs = NULL;
+		rc = read_order(&refs, &ns, p->st, err);
+	}
 	if (!rc)
 		rc = add_generated(p, &cap, h, err);
 	if (!rc && tfs_hf_moe_of(p->row) == &tfs_hf_gptoss_moe) {   /* its MXFP4 experts first */
@@ -645,11 +661,15 @@ int tfs_hf_plan_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_mod
 	if (!rc && !(p = calloc(1, sizeof *p)))
 		rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 	if (!rc) {
-		p->st = st;
+		p->st = p->base = st;
 		p->row = h.arch;
 		p->arch = h.arch->gguf;
 		p->ftype = outtype_ftype(o->outtype);
-		if (!(rc = tfs_hf_hook_prepare(&h, st, err)))
+		p->fp8_as_q8 = o->fp8_as_q8;
+		rc = tfs_hf_deq_open(&p->deq, st, h.file, h.where, err);
+		if (p->deq)
+			p->st = tfs_hf_deq_model(p->deq);
+		if (!rc && !(rc = tfs_hf_hook_prepare(&h, p->st, err)))
 			rc = plan_tensors(p, &h, err);
 		if (p->mxfp4 && p->ftype != FTYPE_MOSTLY_Q8_0)   /* prepare_metadata (GPT-OSS) */
 			p->ftype = FTYPE_MOSTLY_MXFP4_MOE;
@@ -680,6 +700,7 @@ void tfs_hf_plan_free(tfs_hf_plan *p)
 	tfs_hf_kvs_free(&p->kvs);
 	tfs_hf_kvs_free(&p->early);
 	tfs_hf_moe_state_free(p->moe);
+	tfs_hf_deq_free(p->deq);
 	free(p);
 }
 

@@ -50,6 +50,8 @@ typedef struct {
 	const char *dir_name;
 	/* Leave out the tokenizer's keys (tests of the engine alone). */
 	bool no_vocab;
+	/* --fp8-as-q8: the weights dequantized from FP8 written as Q8_0 (2+ dims) */
+	bool fp8_as_q8;
 } tfs_hf_opts;
 
 /* How a tensor's bytes are computed from its source tensor. */

@@ -8,6 +8,7 @@
 
 #include "hf_plan.h"
 #include "hf_arch.h"
+#include "hf_dequant.h"
 
 #include <jansson.h>
 
@@ -19,7 +20,11 @@ enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOS
        FTYPE_MOSTLY_MXFP4_MOE = 38 };
 
 struct tfs_hf_plan {
-	const tfs_model *st;
+	const tfs_model *st;       /* the weights the converter's classes see: base's, or
+				    * their dequantized model (deq) */
+	const tfs_model *base;     /* the repo's safetensors */
+	tfs_hf_deq *deq;           /* quantization_config's method (hf_dequant.c), or NULL */
+	bool fp8_as_q8;            /* --fp8-as-q8: the FP8 weights (2+ dims) as Q8_0 */
 	const char *arch;          /* static: the row's GGUF name */
 	const tfs_hf_arch *row;
 	uint32_t ftype;

@@ -307,7 +307,8 @@ static int make_view(tfs_model **out, tfs_model *base, const char *source,
 {
 	hf_view *v = calloc(1, sizeof(*v));
 	char name[256];
-	tfs_hf_opts ho = { .dir_name = name };
+	tfs_hf_opts ho = { .dir_name = name, .fp8_as_q8 = o && o->fp8_as_q8 &&
+					      strcmp(o->fp8_as_q8, "0") != 0 };
 	tfs_hf_files files;
 	int rc = parse_outtype(&ho.outtype, o ? o->outtype : NULL, err);
 	if (!v)
@@ -369,6 +370,8 @@ static int attach_at(tfs_model *m, const char *source, const tfs_scheme *s,
 	const char *outtype = o ? o->outtype : NULL;
 	if (outtype && parse_outtype(&t, outtype, err))
 		return TFS_E_INVALID;
+	/* the option given for the view, for a source that is no repo: refused */
+	const char *given = outtype ? "outtype=" : o && o->fp8_as_q8 ? "fp8_as_q8" : NULL;
 	tfs_error why;
 	bool repo = m->ops == &tfs_safetensors_format && tfs_hf_is_repo(source);
 	if (repo && s && !s->dir_is_repo) {
@@ -385,12 +388,13 @@ static int attach_at(tfs_model *m, const char *source, const tfs_scheme *s,
 		repo = there == 1;
 	}
 	if (!repo) {
-		if (outtype)
-			return tfs_error_set(err, TFS_E_INVALID, "outtype=%s: %s is not a Hugging "
+		if (given)
+			return tfs_error_set(err, TFS_E_INVALID, "%s%s: %s is not a Hugging "
 					     "Face repo (a directory, hf://ORG/REPO or "
 					     "s3://BUCKET/PREFIX/ with "
-					     "config.json and safetensors weights): outtype= is "
-					     "its GGUF view's type", outtype, source);
+					     "config.json and safetensors weights): %s is "
+					     "an option of its GGUF view", given, outtype ? outtype : "",
+					     source, given);
 		return 0;
 	}
 	tfs_model *view = NULL;
@@ -459,6 +463,8 @@ static int outtype_check(const char *v, tfs_error *err)
 const tfs_view_opt tfs_hf_view_opts[] = {
 	{ .name = "outtype", .kind = TFS_VOPT_STRING, .field = offsetof(tfs_open_opts, outtype),
 	  .option = true, .none = "auto", .shown = "auto", .check = outtype_check },
+	{ .name = "fp8_as_q8", .kind = TFS_VOPT_STRING,
+	  .field = offsetof(tfs_open_opts, fp8_as_q8), .option = true, .none = "0" },
 	{ .name = "gguf_model", .kind = TFS_VOPT_OUTPUT,
 	  .field = offsetof(tfs_open_opts, gguf_model), .asks = true,
 	  .shown = "the repo's GGUF view" },

@@ -219,8 +219,12 @@ int tfs_quant_view_open(tfs_model **m, const char *source, const tfs_open_opts *
 		return 0;
 	tfs_model *owner = *m;
 	const tfs_model *base = tfs_model_gguf_view(owner) ? tfs_model_gguf_view(owner) : owner;
+	/* the base's values depend on the GGUF view's options: the cache's salt */
+	char salt[64];
+	snprintf(salt, sizeof salt, "%s%s", o->outtype ? o->outtype : "",
+		 o->fp8_as_q8 && strcmp(o->fp8_as_q8, "0") ? "+fp8_as_q8" : "");
 	tfs_quant_opts qo = { .quantize = o->quantize, .imatrix = o->imatrix,
-			      .cache_dir = o->cache_dir, .salt = o->outtype,
+			      .cache_dir = o->cache_dir, .salt = *salt ? salt : NULL,
 			      .cache_size = o->cache_size, .threads = o->quantize_threads };
 	*m = NULL; /* (tfs_quant_view takes it over, freed on failure) */
 	return tfs_quant_view(m, owner, base, &qo, err);

@@ -25,7 +25,8 @@ static void info_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tensorfs info SOURCE [--json | --markdown] [--no-tensors] [--gguf]\n"
-		"                     [--outtype=TYPE] [--quantize=TYPE [--imatrix=FILE]]\n"
+		"                     [--outtype=TYPE] [--fp8_as_q8] [--quantize=TYPE "
+		"[--imatrix=FILE]]\n"
 		"\n"
 		"Shows what a mount of SOURCE would show, without mounting: the format, the\n"
 		"metadata keys and their values, and the tensors (name, dtype, shape, bytes).\n"
@@ -37,6 +38,8 @@ static void info_usage(FILE *f)
 		"  --gguf        a Hugging Face repo's GGUF view (its model.gguf) instead: the keys\n"
 		"                and tensors llama.cpp's convert_hf_to_gguf.py would write\n"
 		"  --outtype=TYPE  that view's type: auto (default), f32, f16, bf16, q8_0\n"
+		"  --fp8_as_q8   that view's FP8 weights as Q8_0 (convert_hf_to_gguf.py's\n"
+		"                --fp8-as-q8)\n"
 		"  --quantize=TYPE  the model quantized as llama-quantize writes it (Q4_K_M, ...),\n"
 		"                as a mount with -o quantize=TYPE shows it (nothing is quantized)\n"
 		"  --imatrix=FILE  the importance matrix that quantization uses\n"
@@ -657,10 +660,11 @@ static bool view_flag(info_args *a, const char *s, int *rc)
 	for (size_t i = 0; i < tfsd_n_options; i++) {
 		const tfsd_option *o = &tfsd_option_table[i];
 		size_t n = strlen(o->name);
-		if (!(o->commands & TFSD_VIEW_OPTION) || o->kind != TFSD_OPT_STR ||
-		    strncmp(s + 2, o->name, n) != 0 || s[2 + n] != '=')
+		bool flag = o->kind == TFSD_OPT_FLAG;   /* --NAME of a view's flag: "1" */
+		if (!(o->commands & TFSD_VIEW_OPTION) || (o->kind != TFSD_OPT_STR && !flag) ||
+		    strncmp(s + 2, o->name, n) != 0 || s[2 + n] != (flag ? '\0' : '='))
 			continue;
-		if (tfsd_view_value_set(&a->views, o->name, s + 3 + n)) {
+		if (tfsd_view_value_set(&a->views, o->name, flag ? "1" : s + 3 + n)) {
 			fprintf(stderr, "tensorfs info: out of memory\n");
 			*rc = 2;
 		}

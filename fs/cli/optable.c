@@ -5,7 +5,8 @@
  * and the tests that check the man pages all read it.  A new option is a row here and its
  * field in tfsd_opts (fs.h); an option of a computed view (VSTR, VINT) is a row here and its
  * row's in the view table, codec/views/registry.c, and nothing else: its value goes into
- * tfsd_opts' views and, by name, to codec (tfs_open_opts_set_view).
+ * tfsd_opts' views and, by name, to codec (tfs_open_opts_set_view); a view's flag (VFLAG)
+ * goes there as "1".
  */
 #include "cli.h"
 
@@ -21,6 +22,7 @@
 #define INT(n, f, a, cmds, h) { n, TFSD_OPT_INT, a, offsetof(tfsd_opts, f), 0, cmds, h }
 #define VSTR(n, a, cmds, h) { n, TFSD_OPT_STR, a, 0, 0, (cmds) | V, h }
 #define VINT(n, a, cmds, h) { n, TFSD_OPT_INT, a, 0, 0, (cmds) | V, h }
+#define VFLAG(n, cmds, h) { n, TFSD_OPT_FLAG, NULL, 0, 1, (cmds) | V, h }
 
 const tfsd_option tfsd_option_table[] = {
 	FLAG("ro", rw, 0, M, "read-only (the default)"),
@@ -33,6 +35,7 @@ const tfsd_option tfsd_option_table[] = {
 	INT("readahead_kb", readahead_kb, "N", M, "the kernel's request size (default 512)"),
 	FLAG("nonempty", nonempty, 1, M, "mount over a non-empty directory or another mount"),
 	VSTR("outtype", "TYPE", M | R | C, "a HF repo's model.gguf: auto, f32, f16, bf16, q8_0"),
+	VFLAG("fp8_as_q8", M | R | C, "a HF repo's model.gguf: its FP8 weights as Q8_0"),
 	VSTR("quantize", "TYPE", M | R | C, "as llama-quantize writes it (Q4_K_M, ...)"),
 	VINT("quantize_threads", "N", M | C, "quantizing threads (default: CPUs, at most 8)"),
 	VSTR("imatrix", "FILE", M | R | C, "llama.cpp's importance matrix, used as ggml uses it"),

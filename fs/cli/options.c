@@ -121,6 +121,8 @@ static int row_value(tfsd_opts *o, const tfsd_option *row, const char *arg)
 {
 	const char *v = arg + strlen(row->name) + 1;
 	int n = 0;
+	if (row->kind == TFSD_OPT_FLAG)   /* a view's flag (VFLAG): "1" */
+		return tfsd_view_value_set(o, row->name, "1");
 	if (row->commands & TFSD_VIEW_OPTION)   /* (its view's row checks it: values_check) */
 		return tfsd_view_value_set(o, row->name, v);
 	if (row->kind == TFSD_OPT_INT && !parse_count(v, &n)) {

@@ -6,8 +6,9 @@
 This folder goes first on sys.path, so the converter's `import transformers` finds
 ./transformers (see README.md). Debian 12's torch 1.13 has no float8 dtypes, which the
 converter's tables name: each missing one becomes a distinct placeholder object, so the tables
-build; a checkpoint really stored in float8 still cannot be read. NPM_DIR is where
-@anush008/tokenizers is (the tokenizer stand-in's engine).
+build, and a safetensors tensor stored as F8_E4M3 or F8_E5M2 is decoded to float32 when it is
+loaded (float8.py: exact; README.md says why). NPM_DIR is where @anush008/tokenizers is (the
+tokenizer stand-in's engine).
 """
 import os
 import runpy
@@ -35,6 +36,8 @@ def setup(src, npm):
             setattr(torch, name, Float8Placeholder(name))
     os.environ["TFS_REFCONV_NPM"] = npm
     sys.path[0:0] = [os.path.dirname(os.path.abspath(__file__)), src]
+    import float8
+    float8.install()
     return os.path.join(src, "convert_hf_to_gguf.py")
 
 

@@ -1,0 +1,442 @@
+/*
+ * hf_dequant.c - config.json's quantization_config as llama.cpp de3ff81's converter reads it
+ * (ModelBase.dequant_model, conversion/base.py), one row per quant method; the dequantized
+ * weights computed on read (hf_dequant.h).
+ *
+ * What the converter computes for the methods here (dequant_simple):
+ *     scale = scale.float(); repeated block_size[i] times along each of the scale's last
+ *     len(block_size) axes and cut to the weight's shape (a weight whose size is not a
+ *     multiple of the block); trailing axes of size 1 added up to the weight's rank;
+ *     weight.float() * scale, broadcast: one float32 multiplication per element.
+ * The weight's elements (F8_E4M3, F8_E5M2, I8, F16, BF16, F32) and the scales (F32, F16,
+ * BF16) are all exact in float32, so the product is the converter's bit for bit.  A read
+ * takes the weight's bytes of the range asked, STEP elements at a time, and the run of
+ * scales those use (for a 2-D block-wise scale: its rows of the blocks of rows touched),
+ * nothing else: never a whole tensor.
+ */
+#include "hf_dequant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "format.h"
+#include "hf_convert.h"
+#include "model_impl.h"
+
+enum { ROLE_KEEP, ROLE_DEQ, ROLE_DROP };
+
+/* A weight dequantized as weight.float() * scale (dequant_simple). */
+typedef struct {
+	struct tfs_hf_deq *d;
+	size_t i;               /* the weight's tensor in st */
+	long scale;             /* its scale tensor in st */
+	uint32_t nd;            /* the weight's axes, numpy order */
+	uint64_t dim[TFS_MAX_DIMS];
+	uint64_t div[TFS_MAX_DIMS];    /* the block along each axis (1: none) */
+	uint64_t stride[TFS_MAX_DIMS]; /* the scale's stride per weight axis (0: broadcast) */
+} deq_simple;
+
+struct tfs_hf_deq {
+	const tfs_model *st;
+	tfs_model *m;
+	size_t n;
+	uint8_t *role;          /* per tensor of st */
+	bool *fp8;
+	deq_simple *w;          /* per tensor: its dequantization (role DEQ) */
+	const char *method;
+	const char *where;
+};
+
+/* A quant method of quantization_config: its row. */
+typedef struct {
+	const char *name;       /* quant_method */
+	/* Marks st's tensors (roles, scales); NULL: a class reads the method itself */
+	int (*mark)(tfs_hf_deq *d, json_t *qc, tfs_error *err);
+} quant_method;
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* ==== the geometry of dequant_simple ==== */
+
+static void shape_of(const tfs_tensor *t, uint64_t *dim)
+{
+	for (uint32_t k = 0; k < t->n_dims; k++)
+		dim[k] = (uint64_t)t->ne[t->n_dims - 1 - k];
+}
+
+/* Weight w scaled by s, blocks of block[0..nb) along the scale's last axes, as dequant_simple
+ * broadcasts them; an error where torch's indexing or broadcast would fail. */
+static int simple_geometry(deq_simple *g, const tfs_tensor *w, const tfs_tensor *s,
+			   const uint64_t *block, uint32_t nb, const char *method, tfs_error *err)
+{
+	uint64_t sd[TFS_MAX_DIMS], cut[TFS_MAX_DIMS], rep[TFS_MAX_DIMS];
+	uint32_t n = w->n_dims, m = s->n_dims;
+	shape_of(w, g->dim);
+	shape_of(s, sd);
+	g->nd = n;
+	bool bad = nb > m || m > n;
+	for (uint32_t k = 0; k < m && !bad; k++) {
+		rep[k] = k + nb >= m ? block[k + nb - m] : 1;
+		cut[k] = nb && sd[k] * rep[k] > g->dim[k] ? g->dim[k] : sd[k] * rep[k];
+		bad = cut[k] != g->dim[k] && cut[k] != 1;
+	}
+	if (bad) {
+		return tfs_error_set(err, TFS_E_FORMAT, "quant method %s: tensor '%s' (%u axes) and "
+				     "its scale '%s' (%u axes) do not broadcast%s", method, w->name,
+				     n, s->name, m, nb ? " in its blocks" : "");
+	}
+	uint64_t st = 1;
+	for (uint32_t k = n; k-- > 0;) {
+		bool on = k < m && cut[k] != 1;
+		g->div[k] = k < m ? rep[k] : 1;
+		g->stride[k] = on ? st : 0;
+		if (k < m)
+			st *= sd[k];
+	}
+	return 0;
+}
+
+/* The scale's element of weight element e (numpy order, row-major). */
+static uint64_t scale_index(const deq_simple *g, uint64_t e)
+{
+	uint64_t idx = 0;
+	for (uint32_t k = g->nd; k-- > 0;) {
+		uint64_t x = e % g->dim[k];
+		e /= g->dim[k];
+		idx += x / g->div[k] * g->stride[k];
+	}
+	return idx;
+}
+
+/* ==== reading a dequantized weight ==== */
+
+#define STEP 8192   /* elements per step: ~100 KiB of scratch */
+
+static bool float_dtype(int dt)
+{
+	return dt == TFS_DT_F32 || dt == TFS_DT_F16 || dt == TFS_DT_BF16;
+}
+
+/* n elements of st's tensor i from element e0, as float32 bit patterns. */
+static int read_f32(const tfs_model *st, size_t i, uint64_t e0, uint64_t n, uint32_t *f,
+		    uint8_t *raw, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(st, i);
+	const tfs_dtype_info *di = tfs_dtype(t->dtype);
+	uint64_t es = di->block_bytes;
+	int64_t got = tfs_tensor_read_raw(st, i, e0 * es, n * es, raw, err);
+	if (got < 0)
+		return (int)got;
+	if ((uint64_t)got != n * es)
+		return tfs_error_set(err, TFS_E_IO, "%s: tensor '%s': short read at %llu",
+				     tfs_model_path(st), t->name,
+				     (unsigned long long)(e0 * es + (uint64_t)got));
+	if (float_dtype(t->dtype))
+		tfs_hf_to_f32(f, raw, t->dtype, (size_t)n);
+	else
+		di->to_f32(raw, (float *)f, (size_t)n);
+	return 0;
+}
+
+/* The run of a row's elements [e, e + left) (rows: the innermost axis): its first column c,
+ * its end cend, the scale index of its column 0 (*base). */
+static uint64_t row_run(const deq_simple *g, uint64_t e, uint64_t left, uint64_t *c,
+			uint64_t *base)
+{
+	uint64_t cols = g->nd ? g->dim[g->nd - 1] : 1;
+	*c = e % cols;
+	*base = scale_index(g, e - *c);
+	return *c + left < cols ? *c + left : cols;
+}
+
+/* Elements [e0, e0 + n) of a dequantized weight into out (float32); wf and raw hold STEP
+ * elements of 4 bytes.  Their scales are a run [s0, s1] of the scale tensor (for a 2-D
+ * block-wise scale, its rows of the blocks of rows touched), found row by row; the products
+ * are made block by block of each row. */
+static int simple_step(const deq_simple *g, uint64_t e0, uint64_t n, float *out, uint32_t *wf,
+		       uint8_t *raw, tfs_error *err)
+{
+	const tfs_model *st = g->d->st;
+	uint32_t last = g->nd ? g->nd - 1 : 0;
+	uint64_t div = g->nd ? g->div[last] : 1, stride = g->nd ? g->stride[last] : 0;
+	int rc = read_f32(st, g->i, e0, n, wf, raw, err);
+	uint64_t s0 = UINT64_MAX, s1 = 0, c, base;
+	for (uint64_t e = e0; e < e0 + n;) {
+		uint64_t cend = row_run(g, e, e0 + n - e, &c, &base);
+		uint64_t lo = base + c / div * stride, hi = base + (cend - 1) / div * stride;
+		s0 = lo < s0 ? lo : s0;
+		s1 = hi > s1 ? hi : s1;
+		e += cend - c;
+	}
+	uint64_t ns = s1 - s0 + 1;
+	uint32_t *sf = rc ? NULL : malloc((size_t)ns * 8);
+	if (!rc && !sf)
+		rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	if (!rc)
+		rc = read_f32(st, (size_t)g->scale, s0, ns, sf, (uint8_t *)(sf + ns), err);
+	for (uint64_t e = e0; !rc && e < e0 + n;) {
+		uint64_t cend = row_run(g, e, e0 + n - e, &c, &base);
+		while (c < cend) {   /* a block of the row: one scale */
+			uint64_t j = c / div, bend = stride && (j + 1) * div < cend ? (j + 1) * div
+										: cend;
+			float sc, w;
+			memcpy(&sc, &sf[base + j * stride - s0], 4);
+			for (; c < bend; c++, e++) {
+				memcpy(&w, &wf[e - e0], 4);
+				out[e - e0] = w * sc;
+			}
+		}
+	}
+	free(sf);
+	return rc;
+}
+
+static int64_t simple_read(void *ctx, void *buf, uint64_t len, uint64_t off, tfs_error *err)
+{
+	const deq_simple *g = ctx;
+	uint8_t *scratch = malloc(3 * 4 * (size_t)STEP);   /* weights, raw bytes, products */
+	if (!scratch)
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	uint32_t *wf = (uint32_t *)scratch;
+	uint8_t *raw = scratch + 4 * (size_t)STEP;
+	float *f = (float *)(scratch + 8 * (size_t)STEP);
+	int rc = 0;
+	for (uint64_t pos = off; !rc && pos < off + len;) {
+		uint64_t e0 = pos / 4, e1 = (off + len + 3) / 4;
+		if (e1 - e0 > STEP)
+			e1 = e0 + STEP;
+		rc = simple_step(g, e0, e1 - e0, f, wf, raw, err);
+		uint64_t end = e1 * 4 < off + len ? e1 * 4 : off + len;
+		if (!rc)
+			memcpy((uint8_t *)buf + (pos - off), (uint8_t *)f + (pos - e0 * 4),
+			       (size_t)(end - pos));
+		pos = end;
+	}
+	free(scratch);
+	return rc ? rc : (int64_t)len;
+}
+
+static const tfs_computed_ops simple_ops = { .read = simple_read };
+
+/* ==== the methods ==== */
+
+/* Weight name (st's tensor) of scale tensor `name` minus `suffix` plus `add`; its index or
+ * an error naming both. */
+static int weight_of(long *w, const tfs_hf_deq *d, const char *name, const char *suffix,
+		     const char *add, tfs_error *err)
+{
+	char wname[1024];
+	size_t n = strlen(name) - strlen(suffix);
+	snprintf(wname, sizeof wname, "%.*s%s", (int)n, name, add);
+	*w = tfs_model_find_tensor(d->st, wname);
+	if (*w < 0 || tfs_model_tensor(d->st, (size_t)*w)->deleted)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: quant method %s: scale '%s' has no "
+				     "weight '%s'", tfs_model_path(d->st), d->method, name, wname);
+	return 0;
+}
+
+/* Weight w dequantized with scale s (dequant_simple), blocks of block[0..nb). */
+static int mark_simple(tfs_hf_deq *d, long w, long s, const uint64_t *block, uint32_t nb,
+		       bool fp8, tfs_error *err)
+{
+	const tfs_tensor *wt = tfs_model_tensor(d->st, (size_t)w);
+	const tfs_tensor *sc = tfs_model_tensor(d->st, (size_t)s);
+	const tfs_dtype_info *wi = tfs_dtype(wt->dtype), *si = tfs_dtype(sc->dtype);
+	if (!wi || !wi->to_f32 || wi->block_elems != 1 || wt->dtype == TFS_DT_F64 ||
+	    wt->dtype == TFS_DT_I32 || wt->dtype == TFS_DT_I64 || wt->dtype == TFS_DT_U32)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: quant method %s: tensor '%s' is "
+				     "%s, which the GGUF view does not dequantize",
+				     tfs_model_path(d->st), d->method, wt->name,
+				     wi ? wi->name : "of an unknown type");
+	if (!si || !float_dtype(sc->dtype))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: quant method %s: scale '%s' is "
+				     "%s (F32, F16 or BF16 expected)", tfs_model_path(d->st),
+				     d->method, sc->name, si ? si->name : "of an unknown type");
+	deq_simple *g = &d->w[w];
+	*g = (deq_simple){ .d = d, .i = (size_t)w, .scale = s };
+	int rc = simple_geometry(g, wt, sc, block, nb, d->method, err);
+	if (rc)
+		return rc;
+	d->role[w] = ROLE_DEQ;
+	d->role[s] = ROLE_DROP;
+	d->fp8[w] = fp8;
+	return 0;
+}
+
+/* weight_block_size: absent or null (none), else a list of positive sizes. */
+static int block_size(uint64_t *block, uint32_t *nb, json_t *v, const tfs_hf_deq *d,
+		      tfs_error *err)
+{
+	*nb = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	size_t k;
+	json_t *x;
+	if (!json_is_array(v) || json_array_size(v) > TFS_MAX_DIMS)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: quantization_config."
+				     "weight_block_size: not a list of at most %d sizes", d->where,
+				     TFS_MAX_DIMS);
+	json_array_foreach(v, k, x) {
+		if (!json_is_integer(x) || json_integer_value(x) <= 0)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: quantization_config."
+					     "weight_block_size: not a positive size", d->where);
+		block[(*nb)++] = (uint64_t)json_integer_value(x);
+	}
+	return 0;
+}
+
+/* quant_method "fp8": X_scale_inv scales X (DeepSeek-V3, Qwen3-FP8 ...; weight_block_size),
+ * Mistral's X.qscale_weight scales X.weight; activation scales dropped. */
+static int mark_fp8(tfs_hf_deq *d, json_t *qc, tfs_error *err)
+{
+	uint64_t block[TFS_MAX_DIMS];
+	uint32_t nb;
+	int rc = block_size(block, &nb, json_object_get(qc, "weight_block_size"), d, err);
+	for (size_t i = 0; !rc && i < d->n; i++) {
+		const tfs_tensor *t = tfs_model_tensor(d->st, i);
+		long w;
+		if (t->deleted)
+			continue;
+		if (ends_with(t->name, "_scale_inv")) {
+			if (!(rc = weight_of(&w, d, t->name, "_scale_inv", "", err)))
+				rc = mark_simple(d, w, (long)i, block, nb, true, err);
+		} else if (ends_with(t->name, ".qscale_weight")) {
+			if (!(rc = weight_of(&w, d, t->name, "qscale_weight", "weight", err)))
+				rc = mark_simple(d, w, (long)i, block, nb, true, err);
+		} else if (ends_with(t->name, ".activation_scale") ||
+			   ends_with(t->name, "_activation_scale") ||
+			   ends_with(t->name, ".qscale_act")) {
+			d->role[i] = ROLE_DROP;
+		}
+	}
+	return rc;
+}
+
+static const quant_method methods[] = {
+	{ "fp8", mark_fp8 },
+	{ "mxfp4", NULL },   /* GPT-OSS: hf_gptoss.c repacks its experts */
+};
+
+/* ==== the dequantized model ==== */
+
+/* The first tensor of st that is not a plain float, for a refusal's message. */
+static const char *first_quantized(const tfs_model *st)
+{
+	for (size_t i = 0; i < tfs_model_n_tensors(st); i++) {
+		const tfs_tensor *t = tfs_model_tensor(st, i);
+		if (!t->deleted && !float_dtype(t->dtype))
+			return t->name;
+	}
+	return tfs_model_n_tensors(st) ? tfs_model_tensor(st, 0)->name : "(none)";
+}
+
+static int build(tfs_hf_deq *d, tfs_error *err)
+{
+	const tfs_model *st = d->st;
+	size_t ns = tfs_model_n_sources(st);
+	int rc = tfs_model_new(&d->m, &tfs_gguf_format, tfs_model_path(st), err);
+	if (rc)
+		return rc;
+	tfs_model *m = d->m;
+	if (!(m->src = calloc(ns + 1, sizeof *m->src)))
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	m->cap_src = ns + 1;
+	for (; !rc && m->n_src < ns; m->n_src += !rc)
+		rc = tfs_source_hold(&m->src[m->n_src], tfs_model_source(st, m->n_src), err);
+	for (size_t i = 0; !rc && i < d->n; i++) {
+		const tfs_tensor *t = tfs_model_tensor(st, i);
+		tfs_tensor *o;
+		int32_t src = t->src;
+		uint64_t nel = 1;
+		for (uint32_t k = 0; k < t->n_dims; k++)
+			nel *= (uint64_t)t->ne[k];
+		if (d->role[i] == ROLE_DEQ)
+			rc = tfs_model_add_computed_source(m, tfs_source_label(tfs_model_source(st,
+							  (size_t)t->src)), &simple_ops, &d->w[i],
+							  4 * nel, &src, err);
+		if (rc || (rc = tfs_model_push_tensor(m, t->name, strlen(t->name), &o, err)))
+			break;
+		char *name = o->name;
+		*o = *t;
+		o->name = name;
+		o->deleted = t->deleted || d->role[i] == ROLE_DROP;
+		if (d->role[i] == ROLE_DEQ) {
+			o->dtype = TFS_DT_F32;
+			o->src = src;
+			o->offset = 0;
+			o->nbytes = 4 * nel;
+		}
+	}
+	return rc;
+}
+
+int tfs_hf_deq_open(tfs_hf_deq **out, const tfs_model *st, json_t *config, const char *where,
+		    tfs_error *err)
+{
+	*out = NULL;
+	json_t *qc = json_object_get(config, "quantization_config");
+	const char *name = json_string_value(json_object_get(qc, "quant_method"));
+	if (!json_is_object(qc) || !name)
+		return 0;   /* the converter reads quantization_config only as such */
+	const quant_method *q = NULL;
+	for (size_t k = 0; k < sizeof methods / sizeof methods[0]; k++)
+		if (strcmp(methods[k].name, name) == 0)
+			q = &methods[k];
+	if (!q)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: quant method %s (tensor '%s') is "
+				     "not one the converter reads", where, name,
+				     first_quantized(st));
+	if (!q->mark)
+		return 0;
+	tfs_hf_deq *d = calloc(1, sizeof *d);
+	size_t n = tfs_model_n_tensors(st);
+	if (d) {
+		*d = (tfs_hf_deq){ .st = st, .n = n, .method = q->name, .where = where };
+		d->role = calloc(n ? n : 1, 1);
+		d->fp8 = calloc(n ? n : 1, sizeof *d->fp8);
+		d->w = calloc(n ? n : 1, sizeof *d->w);
+	}
+	int rc = !d || !d->role || !d->fp8 || !d->w
+		 ? tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory")
+		 : q->mark(d, qc, err);
+	if (!rc)
+		rc = build(d, err);
+	if (d)
+		d->where = NULL;   /* the caller's, for mark's messages */
+	if (rc) {
+		tfs_hf_deq_free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+void tfs_hf_deq_free(tfs_hf_deq *d)
+{
+	if (!d)
+		return;
+	if (d->m)
+		tfs_model_free(d->m);
+	free(d->role);
+	free(d->fp8);
+	free(d->w);
+	free(d);
+}
+
+const tfs_model *tfs_hf_deq_model(const tfs_hf_deq *d) { return d->m; }
+
+bool tfs_hf_deq_computed(const tfs_hf_deq *d, size_t i)
+{
+	return d && i < d->n && d->role[i] == ROLE_DEQ;
+}
+
+bool tfs_hf_deq_fp8(const tfs_hf_deq *d, size_t i)
+{
+	return d && i < d->n && d->fp8[i];
+}

@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""Tiny quantized Hugging Face repos (issue 38), made from seeds: a make_model.py / make_moe.py
+repo whose linear weights are then stored as the published quantized repos store theirs,
+with their quantization_config.
+
+    make_quant.py OUTDIR [VARIANT...]
+
+- deepseek3-fp8: DeepSeek-V3's FP8 (deepseek-ai/DeepSeek-V3): every linear weight but the
+  router, the embeddings and lm_head as F8_E4M3 with an F32 `weight_scale_inv` per
+  128 x 128 block (quant_method fp8, weight_block_size [128, 128]); hidden 128, and sizes
+  that are no whole block (kv_a_proj_with_mqa's 160 rows, the experts' 96 columns, q_b's
+  192 rows), so a scale's last block covers fewer rows or columns.
+- qwen3-fp8: a Qwen3-FP8 dense (Qwen/Qwen3-*-FP8): F8_E4M3, BF16 `weight_scale_inv` per
+  128 x 128 block; intermediate 320 (2.5 blocks), k/v projections of 64 rows (less than one).
+- qwen3-fp8-e5m2: the same with F8_E5M2 weights and F32 scales ("fmt": "e5m2").
+
+Each weight is quantized as FP8 checkpoints are made: per block, scale = max|w| / the
+format's largest value, the code nearest to w / scale (the scale rounded to its dtype first).
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_model  # noqa: E402
+import make_moe  # noqa: E402
+
+FP8 = {"fp8": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+               "weight_block_size": [128, 128]}}
+
+# name -> (maker, its spec, how the weights are stored)
+VARIANTS = {
+    "deepseek3-fp8": (make_moe, dict(
+        arch="DeepseekV3ForCausalLM", dtype="BF16", shards=2, tied=True, hidden=128, heads=2,
+        layers=2, dense=1, mtp=0, q_lora=192, kv_lora=128, nope=64, rope=32, v=64, ff=256,
+        moe_ff=96, shared=1, experts=4, groups=2, bpe="deepseek_v3", vocab=129280,
+        name_or_path="deepseek-ai/DeepSeek-V3"),
+        dict(fmt="F8_E4M3", scale="F32", config=FP8["fp8"])),
+    "qwen3-fp8": (make_model, dict(
+        arch="Qwen3ForCausalLM", dtype="BF16", shards=1, tied=True, hidden=128, heads=4,
+        kv_heads=2, head_dim=32, ff=320, qk_norm=True, name_or_path="Qwen/Qwen3-0.6B-FP8"),
+        dict(fmt="F8_E4M3", scale="BF16", config=FP8["fp8"])),
+    "qwen3-fp8-e5m2": (make_model, dict(
+        arch="Qwen3ForCausalLM", dtype="BF16", shards=1, tied=False, hidden=128, heads=4,
+        kv_heads=2, head_dim=32, ff=320, qk_norm=True),
+        dict(fmt="F8_E5M2", scale="F32", config=dict(FP8["fp8"], fmt="e5m2"))),
+}
+
+
+def fp8_values(fmt):
+    """The float values of the format's 256 codes (NaN and inf where the format has them)."""
+    eb, mb, bias = {"F8_E4M3": (4, 3, 7), "F8_E5M2": (5, 2, 15)}[fmt]
+    out = np.zeros(256)
+    for c in range(256):
+        e, m = (c >> mb) & ((1 << eb) - 1), c & ((1 << mb) - 1)
+        if (fmt == "F8_E4M3" and e == 15 and m == 7) or (fmt == "F8_E5M2" and e == 31):
+            v = np.nan
+        else:
+            v = (m / (1 << mb)) * 2.0 ** (1 - bias) if e == 0 else \
+                (1 + m / (1 << mb)) * 2.0 ** (e - bias)
+        out[c] = -v if c & 0x80 else v
+    return out
+
+
+def encode(x, fmt):
+    """The nearest finite code of each value (float64 array) -> uint8 array."""
+    vals = fp8_values(fmt)[:128]
+    last = int(np.nanargmax(np.where(np.isfinite(vals), vals, -1)))
+    pos = vals[:last + 1]                          # ascending, finite
+    a = np.minimum(np.abs(x), pos[-1])
+    i = np.clip(np.searchsorted(pos, a), 1, last)
+    lo, hi = pos[i - 1], pos[i]
+    code = np.where(a - lo <= hi - a, i - 1, i).astype(np.uint8)
+    return code | np.where(x < 0, 0x80, 0).astype(np.uint8)
+
+
+def to_dtype(x, dt):
+    """float32 array -> (bytes, the float32 values stored)."""
+    x = x.astype(np.float32)
+    if dt == "F32":
+        return x.tobytes(), x
+    b = (x.view(np.uint32) + 0x7fff + ((x.view(np.uint32) >> 16) & 1)) >> 16   # nearest even
+    b = b.astype(np.uint16)
+    return b.tobytes(), (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def quantize_block(w, q, block=128):
+    """A [rows, cols] float32 weight -> (codes, scale bytes, scale shape)."""
+    fmt, fmax = q["fmt"], {"F8_E4M3": 448.0, "F8_E5M2": 57344.0}[q["fmt"]]
+    r, c = w.shape
+    sr, sc = -(-r // block), -(-c // block)
+    padded = np.zeros((sr * block, sc * block), dtype=np.float32)
+    padded[:r, :c] = np.abs(w)
+    amax = padded.reshape(sr, block, sc, block).max(axis=(1, 3))
+    data, scale = to_dtype(np.where(amax > 0, amax / fmax, 1.0), q["scale"])
+    full = np.repeat(np.repeat(scale, block, 0), block, 1)[:r, :c].astype(np.float64)
+    return encode(w.astype(np.float64) / full, fmt), data, (sr, sc)
+
+
+def quantized(name, shape):
+    """Whether the published FP8 repos store this tensor in FP8: 2-D linear weights, not the
+    embeddings, lm_head, norms or the MoE router."""
+    return len(shape) == 2 and name.endswith(("_proj.weight", "_proj_with_mqa.weight"))
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        hdr = json.loads(f.read(n))
+        base = 8 + n
+        out = []
+        for k, v in hdr.items():
+            if k == "__metadata__":
+                continue
+            f.seek(base + v["data_offsets"][0])
+            out.append((k, v["dtype"], tuple(v["shape"]), f.read(v["data_offsets"][1] -
+                                                                 v["data_offsets"][0])))
+    return out
+
+
+def bf16_values(data, shape):
+    return (np.frombuffer(data, dtype=np.uint16).astype(np.uint32) << 16).view(
+        np.float32).reshape(shape)
+
+
+def quantize_repo(d, q):
+    """The repo's shards rewritten with its linear weights quantized (q), config.json's
+    quantization_config set, index.json's weight_map completed."""
+    wmap = {}
+    for fn in sorted(f for f in os.listdir(d) if f.endswith(".safetensors")):
+        items = []
+        for name, dt, shape, data in read_safetensors(os.path.join(d, fn)):
+            if dt == "BF16" and quantized(name, shape):
+                codes, sdata, sshape = quantize_block(bf16_values(data, shape), q)
+                items.append((name, q["fmt"], shape, codes.tobytes()))
+                items.append((name + "_scale_inv", q["scale"], sshape, sdata))
+            else:
+                items.append((name, dt, shape, data))
+        make_model.write_safetensors(os.path.join(d, fn), items)
+        wmap.update({t[0]: fn for t in items})
+    idx = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(idx):
+        with open(idx) as f:
+            j = json.load(f)
+        j["weight_map"] = dict(sorted(wmap.items()))
+        with open(idx, "w") as f:
+            json.dump(j, f, indent=2)
+    cfg = os.path.join(d, "config.json")
+    with open(cfg) as f:
+        c = json.load(f)
+    c["quantization_config"] = q["config"]
+    with open(cfg, "w") as f:
+        json.dump(c, f, indent=2)
+
+
+def make(outdir, name):
+    maker, spec, q = VARIANTS[name]
+    maker.VARIANTS[name] = spec
+    d = maker.make(outdir, name)
+    quantize_repo(d, q)
+    return d
+
+
+def main(argv):
+    if not argv:
+        sys.exit(__doc__)
+    for v in argv[1:] or VARIANTS:
+        print(make(argv[0], v))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -318,13 +318,6 @@ static int mark_fp8(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 	return rc;
 }
 
-static const quant_method methods[] = {
-	{ "fp8", mark_fp8 },
-	{ "mxfp4", NULL },   /* GPT-OSS: hf_gptoss.c repacks its experts */
-};
-
-/* ==== the dequantized model ==== */
-
 /* The first tensor of st that is not a plain float, for a refusal's message. */
 static const char *first_quantized(const tfs_model *st)
 {
@@ -335,6 +328,60 @@ static const char *first_quantized(const tfs_model *st)
 	}
 	return tfs_model_n_tensors(st) ? tfs_model_tensor(st, 0)->name : "(none)";
 }
+
+/* A refusal of what the converter does not read (its NotImplementedError or assert), one
+ * line naming the method and what. */
+static int refuse(const tfs_hf_deq *d, const char *what, tfs_error *err)
+{
+	return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: quant method %s (tensor '%s'): %s",
+			     d->where, d->method, first_quantized(d->st), what);
+}
+
+/* quant_method "compressed-tensors", formats float-quantized, int-quantized and
+ * naive-quantized (one config group; channel or block strategy): X_scale scales X as fp8's
+ * do (dequant_simple, block_structure); FP8 weights (float, 8 bits) are --fp8-as-q8's. */
+static int mark_compressed(tfs_hf_deq *d, json_t *qc, tfs_error *err)
+{
+	const char *format = json_string_value(json_object_get(qc, "format"));
+	json_t *groups = json_object_get(qc, "config_groups");
+	if (!format || !json_is_object(groups) || !json_object_size(groups))
+		return refuse(d, "no format or config_groups", err);
+	if (!strcmp(format, "nvfp4-pack-quantized") || !strcmp(format, "mixed-precision"))
+		return refuse(d, "NVFP4 is not read by the GGUF view yet", err);
+	if (json_object_size(groups) > 1)
+		return refuse(d, "several config groups (the converter reads one)", err);
+	json_t *w = json_object_get(json_object_iter_value(json_object_iter(groups)), "weights");
+	const char *strategy = json_string_value(json_object_get(w, "strategy"));
+	if (strcmp(format, "float-quantized") && strcmp(format, "int-quantized") &&
+	    strcmp(format, "naive-quantized"))
+		return refuse(d, "this format is not read by the GGUF view yet", err);
+	json_t *gs = json_object_get(w, "group_size");
+	if (!strategy || (strcmp(strategy, "channel") && strcmp(strategy, "block")) ||
+	    (gs && !json_is_null(gs)))
+		return refuse(d, "a strategy other than channel or block", err);
+	const char *type = json_string_value(json_object_get(w, "type"));
+	bool fp8 = !strcmp(format, "float-quantized") && type && !strcmp(type, "float") &&
+		   json_integer_value(json_object_get(w, "num_bits")) == 8;
+	uint64_t block[TFS_MAX_DIMS];
+	uint32_t nb;
+	int rc = block_size(block, &nb, json_object_get(w, "block_structure"), d, err);
+	for (size_t i = 0; !rc && i < d->n; i++) {
+		const tfs_tensor *t = tfs_model_tensor(d->st, i);
+		long wi;
+		if (!t->deleted && ends_with(t->name, ".weight_scale") &&
+		    !(rc = weight_of(&wi, d, t->name, "_scale", "", err)))
+			rc = mark_simple(d, wi, (long)i, block, nb, fp8, err);
+	}
+	return rc;
+}
+
+static const quant_method methods[] = {
+	{ "fp8", mark_fp8 },
+	{ "compressed-tensors", mark_compressed },
+	{ "mxfp4", NULL },   /* GPT-OSS: hf_gptoss.c repacks its experts */
+};
+
+/* ==== the dequantized model ==== */
 
 static int build(tfs_hf_deq *d, tfs_error *err)
 {

@@ -13,6 +13,9 @@ with their quantization_config.
 - qwen3-fp8: a Qwen3-FP8 dense (Qwen/Qwen3-*-FP8): F8_E4M3, BF16 `weight_scale_inv` per
   128 x 128 block; intermediate 320 (2.5 blocks), k/v projections of 64 rows (less than one).
 - qwen3-fp8-e5m2: the same with F8_E5M2 weights and F32 scales ("fmt": "e5m2").
+- qwen3-ct-fp8, qwen3-ct-int8: compressed-tensors float-quantized (F8_E4M3, BF16 scales)
+  and int-quantized (I8, F32 scales), per channel (`weight_scale` [rows, 1]), as RedHatAI's
+  FP8-dynamic and W8A8 releases.
 
 Each weight is quantized as FP8 checkpoints are made: per block, scale = max|w| / the
 format's largest value, the code nearest to w / scale (the scale rounded to its dtype first).
@@ -32,6 +35,26 @@ import make_moe  # noqa: E402
 FP8 = {"fp8": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
                "weight_block_size": [128, 128]}}
 
+
+
+def compressed(fmt, typ):
+    """compressed-tensors' quantization_config of RedHatAI's FP8-dynamic / W8A8 releases:
+    one config group, weights per channel, activations per token (dynamic)."""
+    act = {"actorder": None, "block_structure": None, "dynamic": True, "group_size": None,
+           "num_bits": 8, "observer": None, "observer_kwargs": {}, "strategy": "token",
+           "symmetric": True, "type": typ}
+    w = dict(act, dynamic=False, observer="minmax", strategy="channel")
+    return {"config_groups": {"group_0": {"input_activations": act,
+                                          "output_activations": None,
+                                          "targets": ["Linear"], "weights": w}},
+            "format": fmt, "global_compression_ratio": None, "ignore": ["lm_head"],
+            "kv_cache_scheme": None, "quant_method": "compressed-tensors",
+            "quantization_status": "compressed"}
+
+
+QWEN3 = dict(arch="Qwen3ForCausalLM", dtype="BF16", shards=1, tied=True, hidden=128, heads=4,
+             kv_heads=2, head_dim=32, ff=320, qk_norm=True)
+
 # name -> (maker, its spec, how the weights are stored)
 VARIANTS = {
     "deepseek3-fp8": (make_moe, dict(
@@ -48,6 +71,12 @@ VARIANTS = {
         arch="Qwen3ForCausalLM", dtype="BF16", shards=1, tied=False, hidden=128, heads=4,
         kv_heads=2, head_dim=32, ff=320, qk_norm=True),
         dict(fmt="F8_E5M2", scale="F32", config=dict(FP8["fp8"], fmt="e5m2"))),
+    # compressed-tensors (RedHatAI's Qwen3-*-FP8-dynamic, *-quantized.w8a8): weights per
+    # channel, a [rows, 1] weight_scale
+    "qwen3-ct-fp8": (make_model, QWEN3, dict(fmt="F8_E4M3", scale="BF16", channel=True,
+                                             config=compressed("float-quantized", "float"))),
+    "qwen3-ct-int8": (make_model, QWEN3, dict(fmt="I8", scale="F32", channel=True,
+                                              config=compressed("int-quantized", "int"))),
 }
 
 
@@ -86,6 +115,17 @@ def to_dtype(x, dt):
     b = (x.view(np.uint32) + 0x7fff + ((x.view(np.uint32) >> 16) & 1)) >> 16   # nearest even
     b = b.astype(np.uint16)
     return b.tobytes(), (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def quantize_channel(w, q):
+    """A [rows, cols] float32 weight -> (codes, scale bytes, scale shape [rows, 1])."""
+    amax = np.abs(w).max(axis=1, keepdims=True)
+    fmax = {"F8_E4M3": 448.0, "F8_E5M2": 57344.0, "I8": 127.0}[q["fmt"]]
+    data, scale = to_dtype(np.where(amax > 0, amax / fmax, 1.0), q["scale"])
+    x = w.astype(np.float64) / scale.astype(np.float64)
+    if q["fmt"] == "I8":
+        return np.clip(np.rint(x), -127, 127).astype(np.int8), data, scale.shape
+    return encode(x, q["fmt"]), data, scale.shape
 
 
 def quantize_block(w, q, block=128):
@@ -130,16 +170,23 @@ def bf16_values(data, shape):
 def quantize_repo(d, q):
     """The repo's shards rewritten with its linear weights quantized (q), config.json's
     quantization_config set, index.json's weight_map completed."""
+    def quantize(name, dt, shape, data):
+        if dt != "BF16" or not quantized(name, shape):
+            return [(name, dt, shape, data)]
+        quant = quantize_channel if q.get("channel") else quantize_block
+        codes, sdata, sshape = quant(bf16_values(data, shape), q)
+        return [(name, q["fmt"], shape, codes.tobytes()),
+                (name + ("_scale" if q.get("channel") else "_scale_inv"), q["scale"], sshape,
+                 sdata)]
+    rewrite_repo(d, quantize, q["config"])
+
+
+def rewrite_repo(d, tensor, config):
+    """Each shard's tensors replaced by tensor(name, dtype, shape, bytes)'s list of them,
+    index.json's weight_map made again, config.json's quantization_config set."""
     wmap = {}
     for fn in sorted(f for f in os.listdir(d) if f.endswith(".safetensors")):
-        items = []
-        for name, dt, shape, data in read_safetensors(os.path.join(d, fn)):
-            if dt == "BF16" and quantized(name, shape):
-                codes, sdata, sshape = quantize_block(bf16_values(data, shape), q)
-                items.append((name, q["fmt"], shape, codes.tobytes()))
-                items.append((name + "_scale_inv", q["scale"], sshape, sdata))
-            else:
-                items.append((name, dt, shape, data))
+        items = [x for t in read_safetensors(os.path.join(d, fn)) for x in tensor(*t)]
         make_model.write_safetensors(os.path.join(d, fn), items)
         wmap.update({t[0]: fn for t in items})
     idx = os.path.join(d, "model.safetensors.index.json")
@@ -152,7 +199,7 @@ def quantize_repo(d, q):
     cfg = os.path.join(d, "config.json")
     with open(cfg) as f:
         c = json.load(f)
-    c["quantization_config"] = q["config"]
+    c["quantization_config"] = config
     with open(cfg, "w") as f:
         json.dump(c, f, indent=2)
 

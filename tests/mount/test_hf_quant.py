@@ -175,6 +175,15 @@ class Refused(TestCase):
         self.refused(d, "quant method fp8: tensor 'model.layers.0.mlp.down_proj.weight' "
                         "(2 axes) and its scale")
 
+    def test_several_config_groups(self):
+        """compressed-tensors with two config groups: the converter reads one."""
+        def two(c):
+            q = make_quant.compressed("float-quantized", "float")
+            q["config_groups"]["group_1"] = q["config_groups"]["group_0"]
+            c["quantization_config"] = q
+        self.refused(self.variant(two), "quant method compressed-tensors (tensor "
+                     "'model.layers.0.mlp.down_proj.weight'): several config groups")
+
     def test_fp8_as_q8_needs_a_repo(self):
         """-o fp8_as_q8 on a file that is no repo: refused as outtype= is."""
         r = run([TENSORFS, "info", "--gguf", "--fp8_as_q8",

@@ -419,41 +419,35 @@ static void amount(char *line, size_t cap, uint64_t v, bool bytes)
 		snprintf(line, cap, "%s", a);
 }
 
-/* A Hugging Face repo's GGUF view: its file, or why there is none. */
-static void gguf_view_line(const tfs_model *m, out_mode mode)
+/* A computed view's summary line, label: its file (name), the file's size and tail, or why
+ * there is none; nothing when neither. */
+static void view_line(out_mode mode, const char *label, const tfs_model *v, const char *why,
+		      const char *name, const char *tail)
 {
-	const tfs_model *v = tfs_model_gguf_view(m);
-	const char *why = tfs_model_gguf_view_why(m);
 	char line[TFS_ERRMSG_MAX + 64], size[64];
 	uint64_t n;
 	if (v && tfs_model_image_size(&n, v, NULL) == 0) {
 		amount(size, sizeof(size), n, true);
-		snprintf(line, sizeof(line), "%s, %s (tensorfs info --gguf)", tfs_image_name(v), size);
+		snprintf(line, sizeof(line), "%s, %s%s", name, size, tail);
 	} else if (why) {
 		snprintf(line, sizeof(line), "none: %s", why);
 	} else {
 		return;
 	}
-	summary_line(mode, "GGUF view", line);
+	summary_line(mode, label, line);
 }
 
-/* A GGUF model's Hugging Face form (hf/ of a read-only mount), or why there is none. */
-static void hf_view_line(const tfs_model *m, out_mode mode)
+/* A Hugging Face repo's GGUF view, and a GGUF model's Hugging Face form (hf/ of a read-only
+ * mount): their files, or why there are none. */
+static void view_lines(const tfs_model *m, out_mode mode)
 {
-	const tfs_model *v = tfs_hf_repo_model(m);
-	const char *why = tfs_hf_repo_why(m);
-	char line[TFS_ERRMSG_MAX + 64], size[64];
-	uint64_t n;
-	if (v && tfs_model_image_size(&n, v, NULL) == 0) {
-		amount(size, sizeof(size), n, true);
-		snprintf(line, sizeof(line), "hf/model.safetensors, %s, and %zu files", size,
-			 tfs_hf_repo_n_files(m));
-	} else if (why) {
-		snprintf(line, sizeof(line), "none: %s", why);
-	} else {
-		return;
-	}
-	summary_line(mode, "HF view", line);
+	const tfs_model *g = tfs_model_gguf_view(m);
+	char files[64];
+	view_line(mode, "GGUF view", g, tfs_model_gguf_view_why(m), g ? tfs_image_name(g) : NULL,
+		  " (tensorfs info --gguf)");
+	snprintf(files, sizeof(files), ", and %zu files", tfs_hf_repo_n_files(m));
+	view_line(mode, "HF view", tfs_hf_repo_model(m), tfs_hf_repo_why(m),
+		  "hf/model.safetensors", files);
 }
 
 /* view: what m is when it is a computed view shown in place of the source's model (--gguf:
@@ -491,8 +485,7 @@ static void print_summary(const tfs_model *m, const char *src, const char *view,
 	} else {
 		summary_line(mode, "source", tfs_model_path(m));
 		summary_line(mode, "format", tfs_model_format_name(m));
-		gguf_view_line(m, mode);
-		hf_view_line(m, mode);
+		view_lines(m, mode);
 	}
 	if (version > 0) {
 		snprintf(line, sizeof(line), "%lld", (long long)version);

@@ -1,6 +1,8 @@
 /*
- * hf_arch.c - the rows: one per model class of llama.cpp's converter (release de3ff81) the
- * GGUF view supports.  Defaults are transformers 4.57's config classes (the version the
+ * hf_arch.c - the dense rows of the first classes (Llama, Mistral, Qwen2, Qwen3, Gemma 2,
+ * Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), as llama.cpp's converter (release de3ff81)
+ * writes them, and the global tensors most rows share (tfs_hf_globals); tfs_hf_archs[]
+ * (hf_registry.c) lists them.  Defaults are transformers 4.57's config classes (the version the
  * release's requirements pin); the structural sizes (num_hidden_layers, hidden_size,
  * num_attention_heads, intermediate_size) are not defaulted: a config.json without them is
  * refused naming the key (transformers would assume its reference model's sizes, which no
@@ -204,31 +206,15 @@ static const tfs_hf_default olmo2_defaults[] = {
 	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
 };
 
-static const tfs_hf_default no_defaults[] = { { NULL, 0, 0 } };
-
-static const tfs_hf_config_class config_classes[] = {
-	{ "llama", llama_defaults, NULL, 0 },
-	{ "mistral", mistral_defaults, NULL, 0 },
-	{ "qwen2", qwen2_defaults, NULL, 0 },
-	{ "qwen3", qwen3_defaults, NULL, 0 },
-	{ "gemma2", gemma2_defaults, NULL, 0 },
-	{ "gemma3_text", gemma3_defaults, NULL, 0 },
-	{ "gemma3", no_defaults, "gemma3_text", 0 },
-	/* _rope_scaling_adjustment: rope_scaling type su or yarn is longrope */
-	{ "phi3", phi3_defaults, NULL, TFS_HF_CC_LONGROPE },
-	{ "smollm3", smollm3_defaults, NULL, 0 },
-	{ "granite", granite_defaults, NULL, 0 },
-	{ "olmo2", olmo2_defaults, NULL, 0 },
-};
-
-const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)
+/* Phi3Config._rope_scaling_adjustment: rope_scaling type su or yarn is longrope */
+static int phi3_post_init(json_t *obj, const char *where, tfs_error *err)
 {
-	for (size_t i = 0; model_type && i < N(config_classes); i++)
-		if (strcmp(config_classes[i].model_type, model_type) == 0)
-			return &config_classes[i];
-	const tfs_hf_config_class *g4 = tfs_hf_gemma4_config_class_find(model_type);
-	const tfs_hf_config_class *bert = g4 ? g4 : tfs_hf_bert_config_class_find(model_type);
-	return bert ? bert : tfs_hf_moe_config_class_find(model_type);   /* MoE (hf_moe.c) */
+	json_t *rs = json_object_get(obj, "rope_scaling");
+	const char *t = json_string_value(json_object_get(rs, "type"));
+	if (t && (!strcmp(t, "su") || !strcmp(t, "yarn")) &&
+	    json_object_set_new(rs, "type", json_string("longrope")))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", where);
+	return 0;
 }
 
 /* ==== the classes' own keys ==== */
@@ -411,75 +397,81 @@ static int olmo2_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 
 /* ==== the rows ==== */
 
-static const char *const llama_cls[] = { "LlamaForCausalLM", "LLaMAForCausalLM", NULL };
-static const char *const mistral_cls[] = { "MistralForCausalLM", NULL };
-static const char *const qwen2_cls[] = { "Qwen2ForCausalLM", NULL };
-static const char *const qwen3_cls[] = { "Qwen3ForCausalLM", NULL };
-static const char *const gemma2_cls[] = { "Gemma2ForCausalLM", NULL };
-static const char *const phi3_cls[] = { "Phi3ForCausalLM", NULL };
-static const char *const smollm3_cls[] = { "SmolLM3ForCausalLM", NULL };
-static const char *const granite_cls[] = { "GraniteForCausalLM", NULL };
-static const char *const olmo2_cls[] = { "Olmo2ForCausalLM", NULL };
-static const char *const gemma3_cls[] = { "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
-					  NULL };
-
 #define BASE TFS_HF_ARCH_BASE_PARAMS
 #define LLAMA TFS_HF_ARCH_LLAMA_PARAMS
 
-static const tfs_hf_arch rows[] = {
-	{ llama_cls, "llama", TFS_HF_GLOBALS, llama_blocks, N(llama_blocks),
-	  BASE | LLAMA, NULL, tfs_hf_llama3_freqs },
-	{ mistral_cls, "llama", TFS_HF_GLOBALS, llama_blocks, N(llama_blocks),
-	  BASE | LLAMA, NULL, tfs_hf_llama3_freqs },
-	{ qwen2_cls, "qwen2", TFS_HF_GLOBALS, qwen2_blocks, N(qwen2_blocks),
-	  BASE, NULL, NULL },
-	{ qwen3_cls, "qwen3", TFS_HF_GLOBALS, qwen3_blocks, N(qwen3_blocks),
-	  BASE, NULL, NULL },
-	{ gemma2_cls, "gemma2", gemma_globals, N(gemma_globals), gemma2_blocks,
-	  N(gemma2_blocks), TFS_HF_ARCH_NO_LM_HEAD, gemma2_keys, NULL },
-	{ gemma3_cls, "gemma3", gemma_globals, N(gemma_globals), gemma3_blocks,
-	  N(gemma3_blocks), BASE | TFS_HF_ARCH_TRIM_EMBD, gemma3_keys, NULL },
-	{ phi3_cls, "phi3", TFS_HF_GLOBALS, phi3_blocks, N(phi3_blocks), 0, phi3_keys,
-	  tfs_hf_phi3_factors },
-	/* SmolLM3Model: LlamaModel's conversion, its own architecture name */
-	{ smollm3_cls, "smollm3", TFS_HF_GLOBALS, llama_blocks, N(llama_blocks),
-	  BASE | LLAMA, NULL, tfs_hf_llama3_freqs },
-	{ granite_cls, "granite", TFS_HF_GLOBALS, llama_blocks, N(llama_blocks),
-	  BASE | LLAMA | TFS_HF_ARCH_DROP_HEAD_DIM, granite_keys, tfs_hf_llama3_freqs },
-	/* Olmo2Model: TextModel's conversion, no permutation */
-	{ olmo2_cls, "olmo2", TFS_HF_GLOBALS, olmo2_blocks, N(olmo2_blocks), BASE,
-	  olmo2_keys, NULL },
+const tfs_hf_arch tfs_hf_arch_llama = {
+	TFS_HF_CLASSES("LlamaForCausalLM", "LLaMAForCausalLM"), .gguf = "llama",
+	TFS_HF_NAMES(tfs_hf_globals, llama_blocks), .flags = BASE | LLAMA,
+	.extra = tfs_hf_llama3_freqs, TFS_HF_CONFIG("llama", llama_defaults),
+	.vocab = TFS_HF_VOCAB_LLAMA,
 };
 
-const tfs_hf_arch *tfs_hf_arch_find(const char *cls)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		for (const char *const *c = rows[i].classes; *c; c++)
-			if (strcmp(*c, cls) == 0)
-				return &rows[i];
-	const tfs_hf_arch *g4 = tfs_hf_gemma4_arch_find(cls);   /* Gemma 4 (hf_gemma4.c) */
-	const tfs_hf_arch *moe = g4 ? g4 : tfs_hf_moe_arch_find(cls);   /* MoE (hf_moe.c) */
-	const tfs_hf_arch *q35 = moe ? moe : tfs_hf_qwen35_arch_find(cls);   /* hf_qwen35.c */
-	return q35 ? q35 : tfs_hf_bert_arch_find(cls);        /* BERT (hf_bert.c) */
-}
+const tfs_hf_arch tfs_hf_arch_mistral = {
+	TFS_HF_CLASSES("MistralForCausalLM"), .gguf = "llama",
+	TFS_HF_NAMES(tfs_hf_globals, llama_blocks), .flags = BASE | LLAMA,
+	.extra = tfs_hf_llama3_freqs, TFS_HF_CONFIG("mistral", mistral_defaults),
+	.vocab = TFS_HF_VOCAB_LLAMA,
+};
 
-void tfs_hf_arch_list(char *out, size_t cap)
-{
-	size_t k = 0;
-	out[0] = 0;
-	for (size_t i = 0; i < N(rows); i++)
-		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
-			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
-	k = tfs_hf_gemma4_arch_list(out, cap, k);   /* Gemma 4 (hf_gemma4.c) */
-	k = tfs_hf_moe_arch_list(out, cap, k);   /* MoE (hf_moe.c) */
-	k = tfs_hf_qwen35_arch_list(out, cap, k);    /* Qwen3.5 (hf_qwen35.c) */
-	tfs_hf_bert_arch_list(out, cap, k);      /* BERT (hf_bert.c) */
-}
+const tfs_hf_arch tfs_hf_arch_qwen2 = {
+	TFS_HF_CLASSES("Qwen2ForCausalLM"), .gguf = "qwen2",
+	TFS_HF_NAMES(tfs_hf_globals, qwen2_blocks), .flags = BASE,
+	TFS_HF_CONFIG("qwen2", qwen2_defaults), .vocab = TFS_HF_VOCAB_SPM_GPT2,
+};
 
-const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		if (strcmp(rows[i].gguf, gguf) == 0)
-			return &rows[i];
-	return NULL;
-}
+const tfs_hf_arch tfs_hf_arch_qwen3 = {
+	TFS_HF_CLASSES("Qwen3ForCausalLM"), .gguf = "qwen3",
+	TFS_HF_NAMES(tfs_hf_globals, qwen3_blocks), .flags = BASE,
+	TFS_HF_CONFIG("qwen3", qwen3_defaults), .vocab = TFS_HF_VOCAB_SPM_GPT2,
+};
+
+const tfs_hf_arch tfs_hf_arch_gemma2 = {
+	TFS_HF_CLASSES("Gemma2ForCausalLM"), .gguf = "gemma2",
+	TFS_HF_NAMES(gemma_globals, gemma2_blocks), .flags = TFS_HF_ARCH_NO_LM_HEAD,
+	.params = gemma2_keys, TFS_HF_CONFIG("gemma2", gemma2_defaults),
+	.vocab = TFS_HF_VOCAB_GEMMA2,
+};
+
+/* Gemma3Config: its text_config a Gemma3TextConfig */
+static const tfs_hf_config_class gemma3_configs[] = {
+	{ "gemma3_text", gemma3_defaults, NULL, NULL },
+	{ "gemma3", (const tfs_hf_default[]){ { NULL, 0, 0 } }, "gemma3_text", NULL },
+	{ NULL, NULL, NULL, NULL },
+};
+
+const tfs_hf_arch tfs_hf_arch_gemma3 = {
+	TFS_HF_CLASSES("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"), .gguf = "gemma3",
+	TFS_HF_NAMES(gemma_globals, gemma3_blocks), .flags = BASE | TFS_HF_ARCH_TRIM_EMBD,
+	.params = gemma3_keys, .configs = gemma3_configs, .vocab = TFS_HF_VOCAB_GEMMA3,
+};
+
+const tfs_hf_arch tfs_hf_arch_phi3 = {
+	TFS_HF_CLASSES("Phi3ForCausalLM"), .gguf = "phi3",
+	TFS_HF_NAMES(tfs_hf_globals, phi3_blocks), .params = phi3_keys, .extra = tfs_hf_phi3_factors,
+	.configs = (const tfs_hf_config_class[]){ { "phi3", phi3_defaults, NULL, phi3_post_init },
+						  { NULL, NULL, NULL, NULL } },
+	.vocab = TFS_HF_VOCAB_PHI3,
+};
+
+/* SmolLM3Model: LlamaModel's conversion, its own architecture name */
+const tfs_hf_arch tfs_hf_arch_smollm3 = {
+	TFS_HF_CLASSES("SmolLM3ForCausalLM"), .gguf = "smollm3",
+	TFS_HF_NAMES(tfs_hf_globals, llama_blocks), .flags = BASE | LLAMA,
+	.extra = tfs_hf_llama3_freqs, TFS_HF_CONFIG("smollm3", smollm3_defaults),
+	.vocab = TFS_HF_VOCAB_LLAMA,
+};
+
+const tfs_hf_arch tfs_hf_arch_granite = {
+	TFS_HF_CLASSES("GraniteForCausalLM"), .gguf = "granite",
+	TFS_HF_NAMES(tfs_hf_globals, llama_blocks), .flags = BASE | LLAMA | TFS_HF_ARCH_DROP_HEAD_DIM,
+	.params = granite_keys, .extra = tfs_hf_llama3_freqs,
+	TFS_HF_CONFIG("granite", granite_defaults), .vocab = TFS_HF_VOCAB_LLAMA,
+};
+
+/* Olmo2Model: TextModel's conversion, no permutation */
+const tfs_hf_arch tfs_hf_arch_olmo2 = {
+	TFS_HF_CLASSES("Olmo2ForCausalLM"), .gguf = "olmo2",
+	TFS_HF_NAMES(tfs_hf_globals, olmo2_blocks), .flags = BASE, .params = olmo2_keys,
+	TFS_HF_CONFIG("olmo2", olmo2_defaults), .vocab = TFS_HF_VOCAB_GPT2,
+};

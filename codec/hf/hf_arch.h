@@ -1,19 +1,28 @@
 /*
- * hf_arch.h - the architectures of the GGUF view, one const row each (hf_arch.c).
+ * hf_arch.h - the architectures of the GGUF view: tfs_hf_archs[] (hf_registry.c), one const
+ * row per model class of llama.cpp's converter, is the only list of them.
  *
- * A row is what llama.cpp's converter holds in one registered model class:
+ * A row (tfs_hf_arch) is what the converter holds in one registered model class:
  *  1. the Hugging Face class names (config.json architectures[0]) and the GGUF architecture;
- *  2. (beside the rows: the AutoConfig classes, by model_type, whose defaults transformers'
- *     to_dict() fills in for keys config.json leaves out; the converter reads them as if
- *     config.json had them);
- *  3. the tensor-name map (HF name after "model.layers.N." or whole -> GGUF name), each entry
+ *  2. the tensor-name map (HF name after "model.layers.N." or whole -> GGUF name), each entry
  *     with the axes its shape is checked against and its transform (Q/K row permutation,
  *     Gemma's norm + 1);
- *  4. the hyperparameter keys: TextModel.set_gguf_parameters (hf_params.c), then the class's
- *     own (a hook), or the class's own alone;
- *  5. flags (lm_head dropped, token_embd trimmed to the vocab).
- * Adding an architecture: a row in hf_arch.c, its class names known to the tokenizer
- * (hf_vocab.c), and a variant in tests/hf/make_model.py that compares it with the converter.
+ *  3. the hyperparameter keys: TextModel.set_gguf_parameters (hf_params.c), then the class's
+ *     own (a hook), or the class's own alone; generated tensors (generate_extra_tensors);
+ *  4. its transformers config classes (by model_type): the defaults AutoConfig's to_dict()
+ *     fills in for keys config.json leaves out, and a post-init hook for what the class's
+ *     __init__ derives (the converter reads them as if config.json had them);
+ *  5. its vocabulary kind (set_vocab: hf_vocab.c), or its own set_vocab hook;
+ *  6. optionally its experts (struct tfs_hf_moe, hf_moe.h: how per-expert tensors are
+ *     stacked) and its plan hooks (struct tfs_hf_hooks, hf_plan_impl.h: prepare, rename, fix,
+ *     tensors written first, its own axis kinds);
+ *  7. flags (lm_head dropped, token_embd trimmed to the vocab, ...).
+ * Adding an architecture: its own file hf_NAME.c defining `const tfs_hf_arch tfs_hf_arch_NAME`
+ * (and listed in meson.build), one row in tfs_hf_archs[] (hf_registry.c), a variant in
+ * tests/hf/make_model.py (or make_moe.py) that compares it with the converter, and its docs.
+ * The files of codec/hf call each other without a circle (scripts/check-structure.sh): a row
+ * file uses the helpers below it (hf_params.c, hf_moe.c, hf_arch_gen.c, hf_keys.c, ...);
+ * only hf_registry.c names the rows; the plan reaches a row through its members.
  */
 #ifndef TFS_HF_ARCH_H
 #define TFS_HF_ARCH_H
@@ -38,6 +47,8 @@ enum tfs_hf_dim {
 	TFS_HF_D_EXPERTS, TFS_HF_D_FF_EXP, TFS_HF_D_FF_SHEXP, TFS_HF_D_ONE,
 	TFS_HF_D_LAYER,          /* not checked: it differs per layer (Gemma 4, hf_gemma4.c) */
 	TFS_HF_D_HOOK,           /* checked by the row's fix hook (hf_plan_impl.h) */
+	/* from here on: a row's own axis kinds, sized by its hooks' dim (hf_plan_impl.h) */
+	TFS_HF_D_ROW = 64,
 };
 
 /* What the converter does to a tensor's values besides converting them. */
@@ -59,8 +70,6 @@ typedef struct {
 /* model.embed_tokens, model.norm and lm_head as most rows map them (hf_arch.c) */
 enum { TFS_HF_N_GLOBALS = 3 };
 extern const tfs_hf_name tfs_hf_globals[TFS_HF_N_GLOBALS];
-/* (a row's globals and n_globals) */
-#define TFS_HF_GLOBALS tfs_hf_globals, TFS_HF_N_GLOBALS
 
 /* DeepSeek's MLA (hf_deepseek.c): kv_b_proj split per head.  The source's rows are `heads`
  * groups of `group` rows; the output is rows [off, off + n) of each group, transposed per
@@ -101,6 +110,17 @@ typedef struct {
 	double v;
 } tfs_hf_default;
 
+/* A transformers config class (AutoConfig picks it by config.json's model_type): its
+ * defaults, the model_type of its text_config when it has one (Gemma3Config), and what its
+ * __init__ derives (post_init, on the config object after the defaults: Phi3Config's
+ * longrope, Gemma4TextConfig's layer_types; NULL: nothing). */
+typedef struct {
+	const char *model_type;            /* NULL: the end of a row's list */
+	const tfs_hf_default *defaults;    /* ends with a NULL key */
+	const char *text_type;             /* NULL: no sub-config */
+	int (*post_init)(json_t *obj, const char *where, tfs_error *err);
+} tfs_hf_config_class;
+
 /* Flags of a row. */
 enum {
 	TFS_HF_ARCH_BASE_PARAMS = 1 << 0,  /* TextModel.set_gguf_parameters before the hook */
@@ -114,7 +134,25 @@ enum {
 	TFS_HF_ARCH_NEXTN_LAYERS = 1 << 6,
 };
 
+/* The converter class's set_vocab (hf_vocab.c says what each does); 0: none known. */
+enum tfs_hf_vocab_kind {
+	TFS_HF_VOCAB_NONE,
+	TFS_HF_VOCAB_LLAMA,      /* LlamaModel */
+	TFS_HF_VOCAB_SPM_GPT2,   /* Qwen2Model: tokenizer.model -> sentencepiece, else gpt2 */
+	TFS_HF_VOCAB_GPT2,       /* TextModel's own */
+	TFS_HF_VOCAB_GEMMA2,
+	TFS_HF_VOCAB_GEMMA3,
+	TFS_HF_VOCAB_PHI3,
+	TFS_HF_VOCAB_GLM,        /* _set_vocab_glm: gpt2 and GLM's special tokens */
+	TFS_HF_VOCAB_BERT,       /* BertModel: WordPiece (get_vocab_base), phantom-space form */
+	TFS_HF_VOCAB_XLMR,       /* XLMRobertaModel: sentencepiece.bpe.model (hf_vocab_xlmr.c) */
+	TFS_HF_VOCAB_OWN,        /* the row's vocab hook */
+};
+
 struct tfs_hf_params;
+struct tfs_hf_moe;           /* hf_moe.h */
+struct tfs_hf_hooks;         /* hf_plan_impl.h */
+struct tfs_hf_tok;           /* hf_vocab.h */
 
 /* A tensor a row generates (generate_extra_tensors): float32, 1-D, v malloc'd. */
 typedef struct {
@@ -124,7 +162,7 @@ typedef struct {
 } tfs_hf_gen;
 #define TFS_HF_MAX_GEN 4
 
-typedef struct {
+typedef struct tfs_hf_arch {
 	const char *const *classes;        /* NULL-terminated */
 	const char *gguf;                  /* general.architecture */
 	const tfs_hf_name *globals;
@@ -139,9 +177,27 @@ typedef struct {
 	 * come right after general.architecture).  NULL: none. */
 	int (*extra)(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
 		     const struct tfs_hf_params *h, tfs_error *err);
+	/* Its transformers config classes, ending with a NULL model_type; NULL: none (a
+	 * model_type transformers does not know: config.json is read as written). */
+	const tfs_hf_config_class *configs;
+	uint8_t vocab;                     /* enum tfs_hf_vocab_kind */
+	/* TFS_HF_VOCAB_OWN: the class's set_vocab (tok, cfg: tokenizer.json and
+	 * tokenizer_config.json, either may be NULL). */
+	int (*own_vocab)(tfs_hf_kvs *out, const tfs_hf_files *files, const struct tfs_hf_tok *tok,
+			 const json_t *cfg, tfs_error *err);
+	const struct tfs_hf_moe *moe;      /* its experts stacked (hf_moe.h); NULL: none */
+	const struct tfs_hf_hooks *hooks;  /* its own steps of the plan; NULL: none */
 } tfs_hf_arch;
 
-/* What config.json says, as the checks, the keys and the rows' hooks use it (hf_params.c). */
+/* Shorthands for a row's designated initializer: its class names; its name tables (arrays);
+ * one config class of model_type with its defaults and nothing derived. */
+#define TFS_HF_CLASSES(...) .classes = (const char *const[]){ __VA_ARGS__, NULL }
+#define TFS_HF_NAMES(g, b) .globals = (g), .n_globals = sizeof(g) / sizeof((g)[0]), \
+	.blocks = (b), .n_blocks = sizeof(b) / sizeof((b)[0])
+#define TFS_HF_CONFIG(type, defaults) .configs = (const tfs_hf_config_class[]){ \
+	{ type, defaults, NULL, NULL }, { NULL, NULL, NULL, NULL } }
+
+/* What config.json says, as the checks, the keys and the rows' hooks use it (hf_config.c). */
 struct tfs_hf_params {
 	const char *where;         /* "dir/config.json" for messages */
 	const tfs_hf_files *files; /* the repo (modules.json for the pooling of encoders) */
@@ -170,23 +226,6 @@ int tfs_hf_text_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
 /* hparams[key] that must be there (Python's KeyError otherwise). */
 int tfs_hf_need(json_t **v, const hparams *h, const char *key, tfs_error *err);
 
-/* A transformers config class (AutoConfig picks it by config.json's model_type): its
- * defaults, and the model_type of its text_config when it has one (Gemma3Config). */
-typedef struct {
-	const char *model_type;
-	const tfs_hf_default *defaults;    /* ends with a NULL key */
-	const char *text_type;             /* NULL: no sub-config */
-	unsigned derive;                   /* TFS_HF_CC_*: what the class's __init__ changes */
-} tfs_hf_config_class;
-
-enum { TFS_HF_CC_LONGROPE = 1 << 0,   /* rope_scaling type "su"/"yarn" -> "longrope" */
-       TFS_HF_CC_GEMMA4 = 1 << 1,      /* Gemma4TextConfig's (tfs_hf_gemma4_fill) */
-       TFS_HF_CC_GPTOSS_ROPE = 1 << 2 }; /* no rope_scaling: GptOssConfig's yarn (x32, 4096) */
-
-/* The config class of model_type, or NULL (real AutoConfig fails on a model_type it does
- * not know, and the converter then reads config.json as written). */
-const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type);
-
 /* hf_arch_gen.c: the rows' extra hooks. */
 int tfs_hf_llama3_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
 			const struct tfs_hf_params *h, tfs_error *err);
@@ -195,6 +234,9 @@ int64_t tfs_hf_phi3_rope_dims(const struct tfs_hf_params *h);
 int tfs_hf_phi3_factors(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
 			const struct tfs_hf_params *h, tfs_error *err);
 
+/* hf_registry.c: the rows, NULL-terminated, in the order the refusal of an unknown class
+ * lists their classes. */
+extern const tfs_hf_arch *const tfs_hf_archs[];
 /* The row of HF class name cls, or NULL. */
 const tfs_hf_arch *tfs_hf_arch_find(const char *cls);
 /* The first row whose GGUF architecture is gguf (the converter registers a GGUF architecture's
@@ -203,28 +245,9 @@ const tfs_hf_arch *tfs_hf_arch_find(const char *cls);
 const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf);
 /* Writes the supported class names, comma-separated, into out (for messages). */
 void tfs_hf_arch_list(char *out, size_t cap);
-
-/* hf_moe.c: the rows of the mixture-of-experts classes, which tfs_hf_arch_find,
- * tfs_hf_arch_list and tfs_hf_config_class_find look at after their own: the MoE row of class
- * cls (or NULL); the MoE classes appended to a list (k: its length so far; the new length);
- * the config class of a MoE model_type (or NULL). */
-const tfs_hf_arch *tfs_hf_moe_arch_find(const char *cls);
-size_t tfs_hf_moe_arch_list(char *out, size_t cap, size_t k);
-const tfs_hf_config_class *tfs_hf_moe_config_class_find(const char *model_type);
-
-/* hf_gemma4.c: Gemma 4's row (or NULL), its classes appended to a list (as the MoE's). */
-const tfs_hf_arch *tfs_hf_gemma4_arch_find(const char *cls);
-const tfs_hf_config_class *tfs_hf_gemma4_config_class_find(const char *model_type);
-/* Gemma4TextConfig.__post_init__ on config obj (where: the file, for messages). */
-int tfs_hf_gemma4_fill(json_t *obj, const char *where, tfs_error *err);
-size_t tfs_hf_gemma4_arch_list(char *out, size_t cap, size_t k);
-/* hf_qwen35.c: the rows of Qwen3.5 (dense and MoE), which tfs_hf_arch_find and
- * tfs_hf_arch_list look at after the MoE rows; as tfs_hf_moe_arch_find and _list. */
-const tfs_hf_arch *tfs_hf_qwen35_arch_find(const char *cls);
-size_t tfs_hf_qwen35_arch_list(char *out, size_t cap, size_t k);
-/* hf_bert.c: the BERT encoders' rows, config classes (as the MoE ones). */
-const tfs_hf_arch *tfs_hf_bert_arch_find(const char *cls);
-size_t tfs_hf_bert_arch_list(char *out, size_t cap, size_t k);
-const tfs_hf_config_class *tfs_hf_bert_config_class_find(const char *model_type);
+/* The config class of model_type among the rows' (the first), or NULL (real AutoConfig
+ * fails on a model_type it does not know, and the converter then reads config.json as
+ * written). */
+const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type);
 
 #endif

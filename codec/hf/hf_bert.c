@@ -219,7 +219,7 @@ static int bert_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m,
 	return 0;
 }
 
-static const struct tfs_hf_hooks bert_hooks = { NULL, bert_rename, bert_fix };
+static const struct tfs_hf_hooks bert_hooks = { .rename = bert_rename, .fix = bert_fix };
 
 /* ==== XLM-RoBERTa (XLMRobertaModel: BGE-M3, multilingual-e5) ==== */
 
@@ -292,20 +292,10 @@ static int xlmr_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m,
 	return 0;
 }
 
-static const struct tfs_hf_hooks xlmr_hooks = { xlmr_prepare, xlmr_rename, xlmr_fix };
+static const struct tfs_hf_hooks xlmr_hooks = { .prepare = xlmr_prepare, .rename = xlmr_rename,
+						.fix = xlmr_fix };
 
 /* ==== the rows and their config classes ==== */
-
-static const char *const bert_cls[] = { "BertModel", NULL };
-static const char *const xlmr_cls[] = { "XLMRobertaModel", NULL };
-
-static const tfs_hf_arch rows[] = {
-	{ bert_cls, "bert", bert_globals, N(bert_globals), bert_blocks, N(bert_blocks),
-	  TFS_HF_ARCH_BASE_PARAMS, bert_keys, NULL },
-	{ xlmr_cls, "bert", bert_globals, N(bert_globals), bert_blocks, N(bert_blocks),
-	  TFS_HF_ARCH_BASE_PARAMS, bert_keys, NULL },
-};
-static const struct tfs_hf_hooks *const hooks[N(rows)] = { &bert_hooks, &xlmr_hooks };
 
 enum { DI = TFS_HF_DEF_INT, DR = TFS_HF_DEF_REAL, DN = TFS_HF_DEF_NULL };
 
@@ -323,40 +313,15 @@ static const tfs_hf_default xlmr_defaults[] = {
 	{ "classifier_dropout", DN, 0 }, { NULL, 0, 0 },
 };
 
-static const tfs_hf_config_class classes[] = {
-	{ "bert", bert_defaults, NULL, 0 },
-	{ "xlm-roberta", xlmr_defaults, NULL, 0 },
+const tfs_hf_arch tfs_hf_arch_bert = {
+	TFS_HF_CLASSES("BertModel"), .gguf = "bert", TFS_HF_NAMES(bert_globals, bert_blocks),
+	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = bert_keys,
+	TFS_HF_CONFIG("bert", bert_defaults), .vocab = TFS_HF_VOCAB_BERT, .hooks = &bert_hooks,
 };
 
-const tfs_hf_arch *tfs_hf_bert_arch_find(const char *cls)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		for (const char *const *c = rows[i].classes; *c; c++)
-			if (strcmp(*c, cls) == 0)
-				return &rows[i];
-	return NULL;
-}
-
-size_t tfs_hf_bert_arch_list(char *out, size_t cap, size_t k)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
-			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
-	return k;
-}
-
-const tfs_hf_config_class *tfs_hf_bert_config_class_find(const char *model_type)
-{
-	for (size_t i = 0; model_type && i < N(classes); i++)
-		if (strcmp(classes[i].model_type, model_type) == 0)
-			return &classes[i];
-	return NULL;
-}
-
-const struct tfs_hf_hooks *tfs_hf_bert_hooks_of(const tfs_hf_arch *row)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		if (row == &rows[i])
-			return hooks[i];
-	return NULL;
-}
+const tfs_hf_arch tfs_hf_arch_xlmr = {
+	TFS_HF_CLASSES("XLMRobertaModel"), .gguf = "bert", TFS_HF_NAMES(bert_globals, bert_blocks),
+	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = bert_keys,
+	TFS_HF_CONFIG("xlm-roberta", xlmr_defaults), .vocab = TFS_HF_VOCAB_XLMR,
+	.hooks = &xlmr_hooks,
+};

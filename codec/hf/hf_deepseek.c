@@ -27,7 +27,7 @@
 
 /* axis kinds of the DeepSeek tables */
 enum {
-	D_QA = TFS_HF_D_DS_FIRST, /* q_lora_rank */
+	D_QA = TFS_HF_D_ROW,      /* q_lora_rank */
 	D_QB,                     /* num_attention_heads x (qk_nope + qk_rope) */
 	D_KVA,                    /* kv_lora_rank + qk_rope_head_dim */
 	D_KVR,                    /* kv_lora_rank */
@@ -69,9 +69,10 @@ static const tfs_hf_name blocks[] = {
 	{ "mlp.shared_experts.down_proj", "ffn_down_shexp", H, D_SH, XN, false },
 };
 
-static int ds_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
 static int ds_tensor(const hparams *h, const tfs_model *st, size_t idx, const char *where,
 		     tfs_hf_stack *out, size_t *n, tfs_error *err);
+static int glm_tensor(const hparams *h, const tfs_model *st, size_t idx, const char *where,
+		      tfs_hf_stack *out, size_t *n, tfs_error *err);
 
 static const char *const k_routed[] = { "n_routed_experts", NULL };
 
@@ -81,7 +82,6 @@ static const tfs_hf_moe ds_moe = {
 	{ H, FE, FE }, { FE, H, H }, k_routed, ds_tensor,
 };
 
-static const char *const ds_cls[] = { "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", NULL };
 
 /* GLM-4.5 (Glm4MoeModel, glm4moe): Qwen-style attention (biases, q/k norms), a norm after
  * attention, the DeepSeek-style MoE layers, and the MTP layers kept: their own tensors are
@@ -111,44 +111,11 @@ static const tfs_hf_name glm_blocks[] = {
 	{ "shared_head.norm", "nextn.shared_head_norm", H, NO, XN, false },
 };
 
-static int glm_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
-
 static const tfs_hf_moe glm_moe = {
 	"mlp.experts", { "down_proj", "gate_proj", "up_proj" },
 	{ "ffn_down_exps", "ffn_gate_exps", "ffn_up_exps" },
-	{ H, FE, FE }, { FE, H, H }, k_routed, ds_tensor,
+	{ H, FE, FE }, { FE, H, H }, k_routed, glm_tensor,
 };
-
-static const char *const glm_cls[] = { "Glm4MoeForCausalLM", NULL };
-
-/* TextModel's keys come from ds_keys (after its changes to hparams) */
-static const tfs_hf_arch rows[] = {
-	{ ds_cls, "deepseek2", TFS_HF_GLOBALS, blocks, N(blocks), 0, ds_keys, NULL },
-	{ glm_cls, "glm4moe", TFS_HF_GLOBALS, glm_blocks, N(glm_blocks),
-	  TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_NEXTN_LAYERS, glm_keys, NULL },
-};
-
-const tfs_hf_arch *tfs_hf_deepseek_arch_find(const char *cls)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		for (const char *const *c = rows[i].classes; *c; c++)
-			if (strcmp(*c, cls) == 0)
-				return &rows[i];
-	return NULL;
-}
-
-size_t tfs_hf_deepseek_arch_list(char *out, size_t cap, size_t k)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
-			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
-	return k;
-}
-
-const tfs_hf_moe *tfs_hf_deepseek_moe_of(const tfs_hf_arch *row)
-{
-	return row == &rows[0] ? &ds_moe : row == &rows[1] ? &glm_moe : NULL;
-}
 
 /* ==== config class defaults (transformers 4.57) ==== */
 
@@ -186,18 +153,20 @@ static const tfs_hf_default v3_defaults[] = {
 	{ NULL, 0, 0 },
 };
 
-static const tfs_hf_config_class config_classes[] = {
-	{ "deepseek_v2", v2_defaults, NULL, 0 },
-	{ "deepseek_v3", v3_defaults, NULL, 0 },
-};
-
-const tfs_hf_config_class *tfs_hf_deepseek_config_class_find(const char *model_type)
+/* DeepseekV2Config and DeepseekV3Config.__init__: head_dim = qk_rope_head_dim */
+static int ds_post_init(json_t *obj, const char *where, tfs_error *err)
 {
-	for (size_t i = 0; model_type && i < N(config_classes); i++)
-		if (strcmp(config_classes[i].model_type, model_type) == 0)
-			return &config_classes[i];
-	return NULL;
+	json_t *v = json_object_get(obj, "qk_rope_head_dim");
+	if (v && json_object_set(obj, "head_dim", v))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", where);
+	return 0;
 }
+
+static const tfs_hf_config_class config_classes[] = {
+	{ "deepseek_v2", v2_defaults, NULL, ds_post_init },
+	{ "deepseek_v3", v3_defaults, NULL, ds_post_init },
+	{ NULL, NULL, NULL, NULL },
+};
 
 /* ==== axes ==== */
 
@@ -213,7 +182,7 @@ static int64_t int_of(const hparams *h, const char *key)
 static int64_t mul(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a * b; }
 static int64_t add(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a + b; }
 
-int64_t tfs_hf_deepseek_dim(int d, const hparams *h)
+static int64_t ds_dim(int d, const hparams *h)
 {
 	int64_t rope = int_of(h, "qk_rope_head_dim"), nope = int_of(h, "qk_nope_head_dim");
 	int64_t kvr = int_of(h, "kv_lora_rank");
@@ -235,7 +204,7 @@ int64_t tfs_hf_deepseek_dim(int d, const hparams *h)
 	}
 }
 
-const char *tfs_hf_deepseek_dim_text(int d)
+static const char *ds_dim_text(int d)
 {
 	static const char *const text[] = {
 		"q_lora_rank", "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)",
@@ -322,13 +291,12 @@ static int split_kv_b(const hparams *h, const tfs_tensor *t, size_t idx, unsigne
 
 /* DeepseekV2Model.modify_tensors (and ModelBase.filter_tensors' e_score_correction_bias) for
  * what hf_moe.c's stacking and the name tables do not cover. */
-static int ds_tensor(const hparams *h, const tfs_model *st, size_t idx, const char *where,
-		     tfs_hf_stack *out, size_t *n, tfs_error *err)
+static int tensor_of(const hparams *h, const tfs_model *st, size_t idx, const char *where,
+		     bool ds, tfs_hf_stack *out, size_t *n, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(st, idx);
 	unsigned long bid;
 	const char *rest;
-	bool ds = h->arch == &rows[0];   /* else GLM-4.5's: only the router bias */
 	*n = 0;
 	json_t *tie = json_object_get(h->root, "tie_word_embeddings");
 	bool tied = tfs_hf_py_true(tie);
@@ -357,6 +325,19 @@ static int ds_tensor(const hparams *h, const tfs_model *st, size_t idx, const ch
 	return 0;
 }
 
+static int ds_tensor(const hparams *h, const tfs_model *st, size_t idx, const char *where,
+		     tfs_hf_stack *out, size_t *n, tfs_error *err)
+{
+	return tensor_of(h, st, idx, where, true, out, n, err);
+}
+
+/* GLM-4.5's: only the router bias */
+static int glm_tensor(const hparams *h, const tfs_model *st, size_t idx, const char *where,
+		      tfs_hf_stack *out, size_t *n, tfs_error *err)
+{
+	return tensor_of(h, st, idx, where, false, out, n, err);
+}
+
 /* ==== keys: DeepseekV2Model.set_gguf_parameters ==== */
 
 static int put_u32(tfs_hf_kvs *l, const hparams *h, const char *suffix, int64_t v,
@@ -373,13 +354,8 @@ static int put_u32(tfs_hf_kvs *l, const hparams *h, const char *suffix, int64_t 
 static int ds_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	json_t *root = h->root, *v;
-	const char *mt = json_string_value(json_object_get(root, "model_type"));
 	int64_t nl, kvr = 512, rope, nope, vd;
 	int rc;
-	/* to_dict(): the config classes derive head_dim = qk_rope_head_dim */
-	if (tfs_hf_deepseek_config_class_find(mt) && (v = json_object_get(root, "qk_rope_head_dim")) &&
-	    json_object_set(root, "head_dim", v))
-		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
 	/* MLA written as MQA; rms_norm_eps 1e-6 when absent */
 	if (json_object_set_new(root, "num_key_value_heads", json_integer(1)) ||
 	    (!json_object_get(root, "rms_norm_eps") &&
@@ -551,3 +527,21 @@ int tfs_hf_slice_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t e0, 
 	free(tmp);
 	return rc;
 }
+
+/* ==== the rows ==== */
+
+static const struct tfs_hf_hooks hooks = { .dim = ds_dim, .dim_text = ds_dim_text };
+
+/* TextModel's keys come from ds_keys (after its changes to hparams) */
+const tfs_hf_arch tfs_hf_arch_deepseek2 = {
+	TFS_HF_CLASSES("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"), .gguf = "deepseek2",
+	TFS_HF_NAMES(tfs_hf_globals, blocks), .params = ds_keys, .configs = config_classes,
+	.vocab = TFS_HF_VOCAB_GPT2, .moe = &ds_moe, .hooks = &hooks,
+};
+
+const tfs_hf_arch tfs_hf_arch_glm4moe = {
+	TFS_HF_CLASSES("Glm4MoeForCausalLM"), .gguf = "glm4moe",
+	TFS_HF_NAMES(tfs_hf_globals, glm_blocks),
+	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_NEXTN_LAYERS, .params = glm_keys,
+	.vocab = TFS_HF_VOCAB_GLM, .moe = &glm_moe, .hooks = &hooks,
+};

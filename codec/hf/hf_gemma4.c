@@ -33,7 +33,7 @@
 enum { H = TFS_HF_D_HIDDEN, FF = TFS_HF_D_FF, VOC = TFS_HF_D_VOCAB, L = TFS_HF_D_LAYER,
        NO = TFS_HF_D_NONE, XN = TFS_HF_XF_NONE };
 
-/* ==== the row ==== */
+/* ==== the names ==== */
 
 static const tfs_hf_name g4_globals[] = {
 	{ "model.embed_tokens", "token_embd", VOC, H, XN, true },
@@ -77,34 +77,6 @@ static const tfs_hf_name g4_blocks[] = {
 	{ "post_feedforward_layernorm_2", "post_ffw_norm_2", H, NO, XN, false },
 };
 
-static int g4_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
-static int g4_rope_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early, const hparams *h,
-			 tfs_error *err);
-
-static const char *const g4_cls[] = { "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
-				      NULL };
-
-static const tfs_hf_arch g4_row = {
-	g4_cls, "gemma4", g4_globals, N(g4_globals), g4_blocks, N(g4_blocks),
-	TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_TRIM_EMBD | TFS_HF_ARCH_SCALAR_WEIGHT, g4_keys,
-	g4_rope_freqs,
-};
-
-const tfs_hf_arch *tfs_hf_gemma4_arch_find(const char *cls)
-{
-	for (const char *const *c = g4_cls; *c; c++)
-		if (strcmp(*c, cls) == 0)
-			return &g4_row;
-	return NULL;
-}
-
-size_t tfs_hf_gemma4_arch_list(char *out, size_t cap, size_t k)
-{
-	for (const char *const *c = g4_cls; *c && k < cap; c++)
-		k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
-	return k;
-}
-
 /* ==== the config classes ==== */
 
 /* transformers 4.57 (the release's pin) has no Gemma4Config, but a Gemma 4 repo converts only
@@ -129,7 +101,7 @@ static const tfs_hf_default g4_defaults[] = { { "tie_word_embeddings", DB, 1 }, 
 
 /* Gemma4TextConfig.__post_init__: a bidirectional model's window, layer_types (every 6th
  * layer full, the last always full), the two layer types' rope. */
-int tfs_hf_gemma4_fill(json_t *c, const char *where, tfs_error *err)
+static int g4_post_init(json_t *c, const char *where, tfs_error *err)
 {
 	json_t *sw = json_object_get(c, "sliding_window"), *lt = json_object_get(c, "layer_types");
 	json_t *n = json_object_get(c, "num_hidden_layers"), *rp;
@@ -159,17 +131,10 @@ int tfs_hf_gemma4_fill(json_t *c, const char *where, tfs_error *err)
 }
 
 static const tfs_hf_config_class g4_classes[] = {
-	{ "gemma4_text", g4_text_defaults, NULL, TFS_HF_CC_GEMMA4 },
-	{ "gemma4", g4_defaults, "gemma4_text", 0 },
+	{ "gemma4_text", g4_text_defaults, NULL, g4_post_init },
+	{ "gemma4", g4_defaults, "gemma4_text", NULL },
+	{ NULL, NULL, NULL, NULL },
 };
-
-const tfs_hf_config_class *tfs_hf_gemma4_config_class_find(const char *model_type)
-{
-	for (size_t i = 0; model_type && i < N(g4_classes); i++)
-		if (strcmp(g4_classes[i].model_type, model_type) == 0)
-			return &g4_classes[i];
-	return NULL;
-}
 
 /* ==== the keys ==== */
 
@@ -704,7 +669,7 @@ static void vocab_types(g4_vocab *v, const json_t *special)
 	}
 }
 
-int tfs_hf_gemma4_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
+static int g4_set_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
 			const json_t *cfg, tfs_error *err)
 {
 	int rc = check_files(tok, cfg, err);
@@ -730,3 +695,13 @@ int tfs_hf_gemma4_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf
 	vocab_free(&v);
 	return rc;
 }
+
+/* ==== the row ==== */
+
+const tfs_hf_arch tfs_hf_arch_gemma4 = {
+	TFS_HF_CLASSES("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"), .gguf = "gemma4",
+	TFS_HF_NAMES(g4_globals, g4_blocks),
+	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_TRIM_EMBD | TFS_HF_ARCH_SCALAR_WEIGHT,
+	.params = g4_keys, .extra = g4_rope_freqs, .configs = g4_classes,
+	.vocab = TFS_HF_VOCAB_OWN, .own_vocab = g4_set_vocab,
+};

@@ -1,7 +1,8 @@
 /*
- * hf_gptoss.c - GPT-OSS in the GGUF view (hf_gptoss.h): its row, GptOssConfig's defaults,
- * its experts (MXFP4 repacked, or dequantized and transposed; gate/up interleaved), expert
- * biases and attention sinks, and the reader of the tensors computed from them.
+ * hf_gptoss.c - GPT-OSS in the GGUF view (hf_gptoss.h): its row, GptOssConfig's defaults and
+ * rope_scaling, its experts (MXFP4 repacked, or dequantized and transposed; gate/up
+ * interleaved), expert biases and attention sinks, and the reader of the tensors computed
+ * from them.
  */
 #include "hf_gptoss.h"
 #include "hf_moe.h"
@@ -48,31 +49,6 @@ static int gptoss_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 				    err);
 	return rc;
 }
-
-static const char *const classes[] = { "GptOssForCausalLM", NULL };
-
-const tfs_hf_arch tfs_hf_gptoss_arch = {
-	classes, "gpt-oss", TFS_HF_GLOBALS, layer, N(layer), TFS_HF_ARCH_BASE_PARAMS,
-	gptoss_keys, NULL,
-};
-
-/* GptOssConfig (transformers 4.57): the keys the converter reads */
-static const tfs_hf_default defaults[] = {
-	{ "num_hidden_layers", TFS_HF_DEF_INT, 36 }, { "num_local_experts", TFS_HF_DEF_INT, 128 },
-	{ "vocab_size", TFS_HF_DEF_INT, 201088 }, { "hidden_size", TFS_HF_DEF_INT, 2880 },
-	{ "intermediate_size", TFS_HF_DEF_INT, 2880 }, { "head_dim", TFS_HF_DEF_INT, 64 },
-	{ "num_attention_heads", TFS_HF_DEF_INT, 64 },
-	{ "num_key_value_heads", TFS_HF_DEF_KV_HEADS, 8 },
-	{ "sliding_window", TFS_HF_DEF_INT, 128 }, { "rope_theta", TFS_HF_DEF_REAL, 150000.0 },
-	{ "tie_word_embeddings", TFS_HF_DEF_BOOL, 0 },
-	{ "max_position_embeddings", TFS_HF_DEF_INT, 131072 },
-	{ "rms_norm_eps", TFS_HF_DEF_REAL, 1e-5 },
-	{ "num_experts_per_tok", TFS_HF_DEF_INT, 4 }, { NULL, 0, 0 },
-};
-
-/* and rope_scaling's default, a dict (TFS_HF_CC_GPTOSS_ROPE, hf_params.c) */
-const tfs_hf_config_class tfs_hf_gptoss_config = { "gpt_oss", defaults, NULL,
-						   TFS_HF_CC_GPTOSS_ROPE };
 
 /* ==== the experts ==== */
 
@@ -273,8 +249,8 @@ static int cmp_order(const void *a, const void *b, void *ctx)
 }
 
 /* GptOssModel.generate_extra_tensors: the MXFP4 experts, in reading order, first. */
-int tfs_hf_gptoss_first(const hparams *h, const tfs_model *st, tfs_hf_stack **out,
-			size_t *nout, bool *mxfp4, tfs_error *err)
+static int first(const hparams *h, const tfs_model *st, tfs_hf_stack **out,
+		 size_t *nout, bool *mxfp4, tfs_error *err)
 {
 	json_t *qc = json_object_get(h->root, "quantization_config");
 	const char *qm = json_string_value(json_object_get(qc, "quant_method"));
@@ -321,10 +297,47 @@ int tfs_hf_gptoss_first(const hparams *h, const tfs_model *st, tfs_hf_stack **ou
 	return rc;
 }
 
-const tfs_hf_moe tfs_hf_gptoss_moe = {
+static const tfs_hf_moe experts = {
 	"mlp.experts", { "down_proj", "gate_up_proj", "gate_up_proj" },
 	{ "ffn_down_exps", "ffn_gate_exps", "ffn_up_exps" },
 	{ H, TFS_HF_D_FF, TFS_HF_D_FF }, { TFS_HF_D_FF, H, H }, NULL, take,
+};
+
+/* ==== the row ==== */
+
+/* GptOssConfig (transformers 4.57): the keys the converter reads */
+static const tfs_hf_default defaults[] = {
+	{ "num_hidden_layers", TFS_HF_DEF_INT, 36 }, { "num_local_experts", TFS_HF_DEF_INT, 128 },
+	{ "vocab_size", TFS_HF_DEF_INT, 201088 }, { "hidden_size", TFS_HF_DEF_INT, 2880 },
+	{ "intermediate_size", TFS_HF_DEF_INT, 2880 }, { "head_dim", TFS_HF_DEF_INT, 64 },
+	{ "num_attention_heads", TFS_HF_DEF_INT, 64 },
+	{ "num_key_value_heads", TFS_HF_DEF_KV_HEADS, 8 },
+	{ "sliding_window", TFS_HF_DEF_INT, 128 }, { "rope_theta", TFS_HF_DEF_REAL, 150000.0 },
+	{ "tie_word_embeddings", TFS_HF_DEF_BOOL, 0 },
+	{ "max_position_embeddings", TFS_HF_DEF_INT, 131072 },
+	{ "rms_norm_eps", TFS_HF_DEF_REAL, 1e-5 },
+	{ "num_experts_per_tok", TFS_HF_DEF_INT, 4 }, { NULL, 0, 0 },
+};
+
+/* GptOssConfig.__init__: no rope_scaling is its default dict, yarn x32 from 4096 */
+static int post_init(json_t *obj, const char *where, tfs_error *err)
+{
+	if (!json_object_get(obj, "rope_scaling") &&
+	    json_object_set_new(obj, "rope_scaling", json_pack("{s:s,s:f,s:f,s:f,s:b,s:i}",
+			"rope_type", "yarn", "factor", 32.0, "beta_fast", 32.0, "beta_slow", 1.0,
+			"truncate", 0, "original_max_position_embeddings", 4096)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", where);
+	return 0;
+}
+
+static const struct tfs_hf_hooks hooks = { .first = first };
+
+const tfs_hf_arch tfs_hf_arch_gptoss = {
+	TFS_HF_CLASSES("GptOssForCausalLM"), .gguf = "gpt-oss", TFS_HF_NAMES(tfs_hf_globals, layer),
+	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = gptoss_keys,
+	.configs = (const tfs_hf_config_class[]){ { "gpt_oss", defaults, NULL, post_init },
+						  { NULL, NULL, NULL, NULL } },
+	.vocab = TFS_HF_VOCAB_GPT2, .moe = &experts, .hooks = &hooks,
 };
 
 /* ==== reading ==== */

@@ -1,7 +1,8 @@
 /*
  * hf_gptoss.h - GPT-OSS (GptOssForCausalLM) in the GGUF view, as llama.cpp de3ff81's
- * converter writes it (conversion/gpt_oss.py): the row, its config class (declared in
- * hf_moe.h), and the reader of the tensors it computes its own way (tfs_hf_own, hf_arch.h).
+ * converter writes it (conversion/gpt_oss.py): the row (tfs_hf_arch_gptoss, in
+ * tfs_hf_archs[]), and the reader of the tensors it computes its own way (tfs_hf_own,
+ * hf_arch.h).
  *
  * The checkpoint's experts are fused per layer: mlp.experts.gate_up_proj and down_proj,
  * either MXFP4 (uint8 *_blocks [E, rows, cols/32, 16], two FP4 codes a byte, element 2i in

@@ -1,7 +1,7 @@
 /*
- * hf_moe.c - mixtures of experts in the GGUF view (hf_moe.h): the MoE rows (Mixtral,
- * Qwen2-MoE, Qwen3-MoE, as llama.cpp de3ff81's converter writes them) and the stacking of
- * their experts' tensors.
+ * hf_moe.c - mixtures of experts in the GGUF view (hf_moe.h): the MoE rows of Mixtral,
+ * Qwen2-MoE and Qwen3-MoE (as llama.cpp de3ff81's converter writes them), and the stacking of
+ * experts' tensors every MoE row uses (its `moe` member).
  */
 #include "hf_moe.h"
 
@@ -87,55 +87,6 @@ static int qwen2moe_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	return rc;
 }
 
-static const char *const mixtral_cls[] = { "MixtralForCausalLM", NULL };
-static const char *const qwen2moe_cls[] = { "Qwen2MoeForCausalLM", NULL };
-static const char *const qwen3moe_cls[] = { "Qwen3MoeForCausalLM", NULL };
-
-#define BASE TFS_HF_ARCH_BASE_PARAMS
-
-static const tfs_hf_arch rows[] = {
-	{ mixtral_cls, "llama", TFS_HF_GLOBALS, mixtral_blocks, N(mixtral_blocks),
-	  BASE | TFS_HF_ARCH_LLAMA_PARAMS, NULL, tfs_hf_llama3_freqs },
-	{ qwen2moe_cls, "qwen2moe", TFS_HF_GLOBALS, qwen2moe_blocks, N(qwen2moe_blocks),
-	  BASE, qwen2moe_keys, NULL },
-	{ qwen3moe_cls, "qwen3moe", TFS_HF_GLOBALS, qwen3moe_blocks, N(qwen3moe_blocks),
-	  BASE, qwen2moe_keys, NULL },
-};
-/* each row's experts */
-static const tfs_hf_moe *const row_moe[N(rows)] = { &mixtral_moe, &qwen_moe, &qwen_moe };
-
-const tfs_hf_moe *tfs_hf_moe_of(const tfs_hf_arch *row)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		if (row == &rows[i])
-			return row_moe[i];
-	const tfs_hf_moe *m = tfs_hf_deepseek_moe_of(row);
-	if (!m)
-		m = tfs_hf_qwen35_moe_of(row);
-	return m ? m : row == &tfs_hf_gptoss_arch ? &tfs_hf_gptoss_moe : NULL;
-}
-
-const tfs_hf_arch *tfs_hf_moe_arch_find(const char *cls)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		for (const char *const *c = rows[i].classes; *c; c++)
-			if (strcmp(*c, cls) == 0)
-				return &rows[i];
-	const tfs_hf_arch *a = tfs_hf_deepseek_arch_find(cls);
-	return a ? a : strcmp(cls, tfs_hf_gptoss_arch.classes[0]) ? NULL : &tfs_hf_gptoss_arch;
-}
-
-size_t tfs_hf_moe_arch_list(char *out, size_t cap, size_t k)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
-			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
-	k = tfs_hf_deepseek_arch_list(out, cap, k);
-	if (k < cap)
-		k += (size_t)snprintf(out + k, cap - k, ", %s", tfs_hf_gptoss_arch.classes[0]);
-	return k;
-}
-
 /* ==== config class defaults (transformers 4.57) ==== */
 
 enum { DI = TFS_HF_DEF_INT, DR = TFS_HF_DEF_REAL, DN = TFS_HF_DEF_NULL, DB = TFS_HF_DEF_BOOL,
@@ -169,20 +120,28 @@ static const tfs_hf_default qwen3moe_defaults[] = {
 	{ "num_experts", DI, 128 }, { "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
 };
 
-static const tfs_hf_config_class config_classes[] = {
-	{ "mixtral", mixtral_defaults, NULL, 0 },
-	{ "qwen2_moe", qwen2moe_defaults, NULL, 0 },
-	{ "qwen3_moe", qwen3moe_defaults, NULL, 0 },
+#define BASE TFS_HF_ARCH_BASE_PARAMS
+
+const tfs_hf_arch tfs_hf_arch_mixtral = {
+	TFS_HF_CLASSES("MixtralForCausalLM"), .gguf = "llama",
+	TFS_HF_NAMES(tfs_hf_globals, mixtral_blocks), .flags = BASE | TFS_HF_ARCH_LLAMA_PARAMS,
+	.extra = tfs_hf_llama3_freqs, TFS_HF_CONFIG("mixtral", mixtral_defaults),
+	.vocab = TFS_HF_VOCAB_LLAMA, .moe = &mixtral_moe,
 };
 
-const tfs_hf_config_class *tfs_hf_moe_config_class_find(const char *model_type)
-{
-	for (size_t i = 0; model_type && i < N(config_classes); i++)
-		if (strcmp(config_classes[i].model_type, model_type) == 0)
-			return &config_classes[i];
-	const tfs_hf_config_class *c = tfs_hf_deepseek_config_class_find(model_type);
-	return c || !model_type || strcmp(model_type, "gpt_oss") ? c : &tfs_hf_gptoss_config;
-}
+const tfs_hf_arch tfs_hf_arch_qwen2moe = {
+	TFS_HF_CLASSES("Qwen2MoeForCausalLM"), .gguf = "qwen2moe",
+	TFS_HF_NAMES(tfs_hf_globals, qwen2moe_blocks), .flags = BASE, .params = qwen2moe_keys,
+	TFS_HF_CONFIG("qwen2_moe", qwen2moe_defaults), .vocab = TFS_HF_VOCAB_GPT2,
+	.moe = &qwen_moe,
+};
+
+const tfs_hf_arch tfs_hf_arch_qwen3moe = {
+	TFS_HF_CLASSES("Qwen3MoeForCausalLM"), .gguf = "qwen3moe",
+	TFS_HF_NAMES(tfs_hf_globals, qwen3moe_blocks), .flags = BASE, .params = qwen2moe_keys,
+	TFS_HF_CONFIG("qwen3_moe", qwen3moe_defaults), .vocab = TFS_HF_VOCAB_GPT2,
+	.moe = &qwen_moe,
+};
 
 /* ==== axes ==== */
 
@@ -202,7 +161,7 @@ int64_t tfs_hf_moe_dim(int d, const hparams *h)
 	case TFS_HF_D_FF_EXP: return int_of(h, k_ff_exp);
 	case TFS_HF_D_FF_SHEXP: return int_of(h, k_ff_sh);
 	case TFS_HF_D_ONE: return 1;
-	default: return tfs_hf_deepseek_dim(d, h);
+	default: return 0;
 	}
 }
 

@@ -1,6 +1,6 @@
 /*
- * hf_moe.h - mixtures of experts in the GGUF view: the rows of the MoE classes and the
- * stacking of their experts (hf_moe.c).
+ * hf_moe.h - mixtures of experts in the GGUF view: how a row's experts are stacked (its
+ * `moe` member, struct tfs_hf_moe) and the stacking itself (hf_moe.c).
  *
  * The converter keeps each layer's expert tensors (model.layers.N.<experts>.E.<proj>.weight)
  * until it has all n_experts x 3 of them, then writes, at that point of its reading order,
@@ -49,10 +49,8 @@ struct tfs_hf_stack {
 /* "model.layers.B.REST": B and REST (in name); false for another name. */
 bool tfs_hf_layer_of(const char *name, unsigned long *bid, const char **rest);
 
-/* The experts row stacks (a row of hf_moe.c), or NULL for a dense row. */
-const tfs_hf_moe *tfs_hf_moe_of(const tfs_hf_arch *row);
-/* The size of an axis kind of the MoE rows (TFS_HF_D_EXPERTS, _FF_EXP, _FF_SHEXP); 0 for
- * any other (-1: the config does not say). */
+/* The size of an axis kind of the MoE rows (TFS_HF_D_EXPERTS, _FF_EXP, _FF_SHEXP, _ONE); 0
+ * for any other (-1: the config does not say). */
 int64_t tfs_hf_moe_dim(int d, const hparams *h);
 
 /*
@@ -71,29 +69,5 @@ int tfs_hf_moe_take(struct tfs_hf_moe_state **state, const tfs_hf_moe *moe, cons
  * experts missing: the converter's "Unprocessed experts"); frees the state. */
 int tfs_hf_moe_finish(struct tfs_hf_moe_state **state, const tfs_model *st, tfs_error *err);
 void tfs_hf_moe_state_free(struct tfs_hf_moe_state *state);
-
-/* hf_deepseek.c: the DeepSeek V2/V3 rows (MLA, shared experts, expert groups), which the
- * functions above look at after hf_moe.c's own; the sizes of its axis kinds (from
- * TFS_HF_D_DS_FIRST; 0 for any other) and their names. */
-enum { TFS_HF_D_DS_FIRST = 64 };
-const tfs_hf_arch *tfs_hf_deepseek_arch_find(const char *cls);
-size_t tfs_hf_deepseek_arch_list(char *out, size_t cap, size_t k);
-const tfs_hf_config_class *tfs_hf_deepseek_config_class_find(const char *model_type);
-const tfs_hf_moe *tfs_hf_deepseek_moe_of(const tfs_hf_arch *row);
-/* hf_qwen35.c: the experts Qwen3.5-MoE's row stacks one by one (or NULL) */
-const tfs_hf_moe *tfs_hf_qwen35_moe_of(const tfs_hf_arch *row);
-int64_t tfs_hf_deepseek_dim(int d, const hparams *h);
-const char *tfs_hf_deepseek_dim_text(int d);
-
-/* hf_gptoss.c: GPT-OSS's row, experts (its tensor hook: expert biases, dequantized experts,
- * sinks) and config class, looked at after the above; and the tensors it writes before any
- * other (generate_extra_tensors: the MXFP4 experts), found in the converter's reading order:
- * *out malloc'd, *nout of them; *mxfp4 set when quant_method is "mxfp4"
- * (general.file_type MOSTLY_MXFP4_MOE). */
-extern const tfs_hf_arch tfs_hf_gptoss_arch;
-extern const tfs_hf_moe tfs_hf_gptoss_moe;
-extern const tfs_hf_config_class tfs_hf_gptoss_config;
-int tfs_hf_gptoss_first(const hparams *h, const tfs_model *st, tfs_hf_stack **out,
-			size_t *nout, bool *mxfp4, tfs_error *err);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * hf_plan.c - what convert_hf_to_gguf.py (llama.cpp de3ff81) writes for a Hugging Face model,
- * and its tensors' bytes.  What differs between architectures is in their rows (hf_arch.c).
+ * and its tensors' bytes.  What differs between architectures is in their rows
+ * (tfs_hf_archs[], hf_arch.h).
  *
  * The converter (ModelBase.__init__, prepare_tensors, prepare_metadata, TextModel):
  *  1. hparams = AutoConfig's to_dict() of config.json (hf_params.c); the class by
@@ -57,6 +58,9 @@ static int cmp_src(const void *a, const void *b)
 
 static int64_t dim_size(int d, const hparams *h)
 {
+	const struct tfs_hf_hooks *hk = h->arch->hooks;
+	if (d >= TFS_HF_D_ROW)   /* the row's own kind */
+		return hk && hk->dim ? hk->dim(d, h) : 0;
 	switch (d) {
 	case TFS_HF_D_HIDDEN: return h->hidden;
 	case TFS_HF_D_Q: return h->n_head * h->head_dim;
@@ -70,8 +74,11 @@ static int64_t dim_size(int d, const hparams *h)
 	}
 }
 
-static const char *dim_text(int d)
+static const char *dim_text(int d, const hparams *h)
 {
+	const struct tfs_hf_hooks *hk = h->arch->hooks;
+	if (d >= TFS_HF_D_ROW)   /* the row's own kind */
+		return hk && hk->dim_text ? hk->dim_text(d) : "";
 	switch (d) {
 	case TFS_HF_D_HIDDEN: return "hidden_size";
 	case TFS_HF_D_Q: return "num_attention_heads x head_dim";
@@ -85,7 +92,7 @@ static const char *dim_text(int d)
 	case TFS_HF_D_FF_EXP: return "moe_intermediate_size";
 	case TFS_HF_D_FF_SHEXP: return "shared_expert_intermediate_size";
 	case TFS_HF_D_ONE: return "1";
-	default: return tfs_hf_deepseek_dim_text(d);
+	default: return "";
 	}
 }
 
@@ -181,8 +188,8 @@ static int check_shape(const tfs_tensor *t, const char *shard, const tfs_hf_name
 		if (want[i] <= 0)
 			want[i] = shape[i < nd ? i : 0];
 	shape_text(exp, sizeof exp, want, wn);
-	snprintf(what, sizeof what, "%s%s%s", dim_text(dims[0]), wn > 1 ? ", " : "",
-		 wn > 1 ? dim_text(dims[1]) : "");
+	snprintf(what, sizeof what, "%s%s%s", dim_text(dims[0], h), wn > 1 ? ", " : "",
+		 wn > 1 ? dim_text(dims[1], h) : "");
 	return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has shape %s, but %s says %s "
 			     "(%s)", shard, t->name, got, h->where, exp, what);
 }
@@ -464,7 +471,7 @@ static int add_experts(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_
 {
 	tfs_hf_stack s[3];
 	size_t n = 0;
-	const tfs_hf_moe *moe = tfs_hf_moe_of(p->row);
+	const tfs_hf_moe *moe = p->row->moe;
 	char name[512];   /* as the class's modify_tensors sees it */
 	if (!filter_name(name, sizeof name, tfs_model_tensor(p->st, r->idx)->name, p->row, h))
 		return TFS_PASSTHROUGH;
@@ -485,7 +492,7 @@ static int add_source_tensor(tfs_hf_plan *p, size_t *cap, const hparams *h, cons
 	size_t slot = 0;
 	bool bias = false;
 	tfs_hf_tensor *o;
-	int rc = tfs_hf_moe_of(p->row) ? add_experts(p, cap, h, r, err) : TFS_PASSTHROUGH;
+	int rc = p->row->moe ? add_experts(p, cap, h, r, err) : TFS_PASSTHROUGH;
 	if (rc != TFS_PASSTHROUGH)
 		return rc;
 	rc = map_source(gname, &m, &slot, &bias, p, h, t, r->path, err);
@@ -544,10 +551,11 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 	}
 	if (!rc)
 		rc = add_generated(p, &cap, h, err);
-	if (!rc && tfs_hf_moe_of(p->row) == &tfs_hf_gptoss_moe) {   /* its MXFP4 experts first */
+	const struct tfs_hf_hooks *hk = p->row->hooks;
+	if (!rc && hk && hk->first) {   /* GPT-OSS: its MXFP4 experts first */
 		tfs_hf_stack *s = NULL;
 		size_t n = 0;
-		rc = tfs_hf_gptoss_first(h, p->st, &s, &n, &p->mxfp4, err);
+		rc = hk->first(h, p->st, &s, &n, &p->mxfp4, err);
 		rc = add_stacks(p, &cap, h, s, n, tfs_model_path(p->st), rc, err);
 		free(s);
 	}
@@ -624,7 +632,7 @@ static int load_config(hparams *h, const char **cls, const tfs_hf_files *files, 
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: no \"architectures\" (a list naming "
 				     "the model's class)", h->where);
 	if (!(h->arch = tfs_hf_arch_find(*cls))) {
-		char list[1024];
+		char list[TFS_ERRMSG_MAX];
 		tfs_hf_arch_list(list, sizeof list);
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: architecture %s is not supported "
 				     "for the GGUF view (supported: %s)", h->where, *cls, list);

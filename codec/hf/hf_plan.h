@@ -15,11 +15,8 @@
  *     keys() sorts them;
  *  4. zeros to a multiple of 32, then each tensor's bytes, each padded to 32.
  *
- * Supported: the rows of hf_arch.c (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
- * Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM and Gemma3ForConditionalGeneration's
- * text model, Phi3ForCausalLM, SmolLM3ForCausalLM, GraniteForCausalLM, Olmo2ForCausalLM) and
- * of hf_moe.c (mixtures of experts), as llama.cpp de3ff81's converter writes them.  Weights
- * F32, F16 or BF16.
+ * Supported: the classes of the rows of tfs_hf_archs[] (hf_registry.c, hf_arch.h), as
+ * llama.cpp de3ff81's converter writes them.  Weights F32, F16 or BF16.
  */
 #ifndef TFS_HF_PLAN_H
 #define TFS_HF_PLAN_H

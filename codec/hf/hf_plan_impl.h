@@ -1,7 +1,7 @@
 /*
  * hf_plan_impl.h - the plan's insides (codec-private), shared by hf_plan.c (the tensors and
- * the plan), hf_params.c (config.json and the hyperparameter keys) and hf_read.c (the header
- * and the tensors' bytes).
+ * the plan), hf_config.c (config.json), hf_params.c (the hyperparameter keys), hf_read.c (the
+ * header and the tensors' bytes) and the rows' plan hooks (struct tfs_hf_hooks).
  */
 #ifndef TFS_HF_PLAN_IMPL_H
 #define TFS_HF_PLAN_IMPL_H
@@ -38,7 +38,9 @@ struct tfs_hf_plan {
 	bool mxfp4;                /* MXFP4 experts (GPT-OSS): general.file_type MXFP4_MOE */
 };
 
-/* A row's own steps of the plan (NULL members: none). */
+struct tfs_hf_stack;   /* hf_moe.h */
+
+/* A row's own steps of the plan (its `hooks` member; NULL members: none). */
 struct tfs_hf_hooks {
 	/* After the hparams are read, before any tensor: may change h (Qwen3.5's MTP layers
 	 * counted as blocks); st: the weights. */
@@ -52,23 +54,28 @@ struct tfs_hf_hooks {
 	 * (part 0, 1, ...). */
 	int (*fix)(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m, const hparams *h,
 		   const char *shard, unsigned part, unsigned *parts, tfs_error *err);
+	/* The tensors written before any other, found in the converter's reading order
+	 * (generate_extra_tensors: GPT-OSS's MXFP4 experts): *out malloc'd, *nout of them;
+	 * *mxfp4 set when general.file_type becomes MOSTLY_MXFP4_MOE. */
+	int (*first)(const hparams *h, const tfs_model *st, struct tfs_hf_stack **out,
+		     size_t *nout, bool *mxfp4, tfs_error *err);
+	/* The size of the row's own axis kind d (>= TFS_HF_D_ROW; -1: the config does not say)
+	 * and its name for messages. */
+	int64_t (*dim)(int d, const hparams *h);
+	const char *(*dim_text)(int d);
 };
-/* The hooks of a row, or NULL (hf_qwen35.c: the rows that have some). */
-const struct tfs_hf_hooks *tfs_hf_hooks_of(const tfs_hf_arch *row);
-/* hf_bert.c: the BERT rows' hooks, or NULL (tfs_hf_hooks_of asks it). */
-const struct tfs_hf_hooks *tfs_hf_bert_hooks_of(const tfs_hf_arch *row);
 
 /* The hooks called, where a row has them (else: nothing changed, 0 / true). */
 static inline int tfs_hf_hook_prepare(hparams *h, const tfs_model *st, tfs_error *err)
 {
-	const struct tfs_hf_hooks *hk = tfs_hf_hooks_of(h->arch);
+	const struct tfs_hf_hooks *hk = h->arch->hooks;
 	return hk && hk->prepare ? hk->prepare(h, st, err) : 0;
 }
 
 static inline bool tfs_hf_hook_rename(const tfs_hf_arch *row, char *name, size_t cap,
 				      const hparams *h)
 {
-	const struct tfs_hf_hooks *hk = tfs_hf_hooks_of(row);
+	const struct tfs_hf_hooks *hk = row->hooks;
 	return !hk || !hk->rename || hk->rename(name, cap, h);
 }
 
@@ -76,7 +83,7 @@ static inline int tfs_hf_hook_fix(const tfs_hf_arch *row, tfs_hf_tensor *o, cons
 				  const tfs_hf_name *m, const hparams *h, const char *shard,
 				  unsigned part, unsigned *parts, tfs_error *err)
 {
-	const struct tfs_hf_hooks *hk = tfs_hf_hooks_of(row);
+	const struct tfs_hf_hooks *hk = row->hooks;
 	return hk && hk->fix ? hk->fix(o, t, m, h, shard, part, parts, err) : 0;
 }
 
@@ -85,7 +92,7 @@ static inline int tfs_hf_hook_fix(const tfs_hf_arch *row, tfs_hf_tensor *o, cons
 int tfs_hf_plan_keys(tfs_hf_plan *p, const tfs_hf_files *files, const hparams *h,
 		     const char *cls, const tfs_hf_opts *o, tfs_error *err);
 
-/* hf_params.c: h->file (read, h->where set) as the converter's hparams for row h->arch:
+/* hf_config.c: h->file (read, h->where set) as the converter's hparams for row h->arch:
  * h->root and h->rope built, the sizes read and checked. */
 int tfs_hf_read_hparams(hparams *h, tfs_error *err);
 void tfs_hf_hparams_free(hparams *h);

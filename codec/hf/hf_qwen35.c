@@ -553,45 +553,19 @@ static int q35_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 
 /* ==== the rows ==== */
 
-static const struct tfs_hf_hooks hooks = { q35_prepare, q35_rename, q35_fix };
-
-static const char *const dense_cls[] = { "Qwen3_5ForCausalLM",
-					 "Qwen3_5ForConditionalGeneration", NULL };
-static const char *const moe_cls[] = { "Qwen3_5MoeForCausalLM",
-				       "Qwen3_5MoeForConditionalGeneration", NULL };
-
-static const tfs_hf_arch rows[] = {
-	{ dense_cls, "qwen35", globals, N(globals), blocks, N(blocks),
-	  TFS_HF_ARCH_BASE_PARAMS, q35_keys, NULL },
-	{ moe_cls, "qwen35moe", globals, N(globals), moe_blocks, N(moe_blocks),
-	  TFS_HF_ARCH_BASE_PARAMS, q35_keys, NULL },
+static const struct tfs_hf_hooks hooks = {
+	.prepare = q35_prepare, .rename = q35_rename, .fix = q35_fix,
 };
-const struct tfs_hf_hooks *tfs_hf_hooks_of(const tfs_hf_arch *row)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		if (row == &rows[i])
-			return &hooks;
-	return tfs_hf_bert_hooks_of(row);   /* BERT (hf_bert.c) */
-}
 
-const tfs_hf_moe *tfs_hf_qwen35_moe_of(const tfs_hf_arch *row)
-{
-	return row == &rows[1] ? &experts : NULL;
-}
+/* Qwen3.5's model_type (qwen3_5_text) is unknown to transformers 4.57: no config class */
+const tfs_hf_arch tfs_hf_arch_qwen35 = {
+	TFS_HF_CLASSES("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"),
+	.gguf = "qwen35", TFS_HF_NAMES(globals, blocks), .flags = TFS_HF_ARCH_BASE_PARAMS,
+	.params = q35_keys, .vocab = TFS_HF_VOCAB_GPT2, .hooks = &hooks,
+};
 
-const tfs_hf_arch *tfs_hf_qwen35_arch_find(const char *cls)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		for (const char *const *c = rows[i].classes; *c; c++)
-			if (strcmp(*c, cls) == 0)
-				return &rows[i];
-	return NULL;
-}
-
-size_t tfs_hf_qwen35_arch_list(char *out, size_t cap, size_t k)
-{
-	for (size_t i = 0; i < N(rows); i++)
-		for (const char *const *c = rows[i].classes; *c && k < cap; c++)
-			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
-	return k;
-}
+const tfs_hf_arch tfs_hf_arch_qwen35moe = {
+	TFS_HF_CLASSES("Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration"),
+	.gguf = "qwen35moe", TFS_HF_NAMES(globals, moe_blocks), .flags = TFS_HF_ARCH_BASE_PARAMS,
+	.params = q35_keys, .vocab = TFS_HF_VOCAB_GPT2, .moe = &experts, .hooks = &hooks,
+};

@@ -1,6 +1,6 @@
 /*
- * hf_qwen35.h - Qwen3.5 in the GGUF view (hf_qwen35.c): its rows (tfs_hf_qwen35_arch_find in
- * hf_arch.h) and the one value transform of its own, A_log's -exp(A_log).
+ * hf_qwen35.h - Qwen3.5 in the GGUF view (hf_qwen35.c): the one value transform of its own,
+ * A_log's -exp(A_log), which the reader (hf_read.c) applies.
  */
 #ifndef TFS_HF_QWEN35_H
 #define TFS_HF_QWEN35_H

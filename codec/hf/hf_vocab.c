@@ -1,7 +1,7 @@
 /*
  * hf_vocab.c - the tokenizer keys of a Hugging Face model's GGUF view, in the order and with
  * the values llama.cpp's convert_hf_to_gguf.py (de3ff81) writes them.  Each architecture's
- * set_vocab is one row of vocab_rows (below), one of:
+ * set_vocab is its row's vocab kind (tfs_hf_archs[], hf_arch.h), one of:
  *   llama    LlamaModel: add_space_prefix from tokenizer_config.json first; then
  *            tokenizer.model -> _set_vocab_sentencepiece ("llama"), else a tokenizer.json
  *            BPE with byte_fallback and a Sequence decoder -> _set_vocab_llama_hf (needs
@@ -18,11 +18,14 @@
  *            phantom-space form, tokenizer.ggml.model "bert", token_type_count first.
  *   xlmr     XLMRobertaModel: _xlmroberta_set_vocab over sentencepiece.bpe.model (a unigram
  *            model; hf_vocab_xlmr.c): "t5", the pieces in fairseq's order, the charsmap.
+ *   glm      _set_vocab_glm: gpt2, then GLM's bos, eot, unk and eom ids.
+ *   own      the row's own_vocab hook (Gemma 4's, hf_gemma4.c).
  * Each vocabulary ends with gguf-py's SpecialVocab (hf_special.c): merges, special ids,
  * add_bos/add_eos/add_sep, chat template, normalizer flags.  A key written twice keeps its
  * first place and takes the last value, as gguf-py's writer does.
  */
 #include "hf_vocab_impl.h"
+#include "hf_arch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -587,29 +590,11 @@ static int vocab_bert(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 
 /* ==== per architecture ==== */
 
-enum vocab_kind { V_LLAMA, V_SPM_GPT2, V_GPT2, V_GEMMA2, V_GEMMA3, V_PHI3, V_GEMMA4, V_GLM,
-		  V_BERT, V_XLMR };
-
-/* The HF classes (config.json's architectures[0]) and their converter class's set_vocab. */
-static const struct {
-	const char *hf;
-	enum vocab_kind kind;
-} vocab_rows[] = {
-	{ "LlamaForCausalLM", V_LLAMA }, { "MistralForCausalLM", V_LLAMA },
-	{ "MixtralForCausalLM", V_LLAMA }, { "SmolLM3ForCausalLM", V_LLAMA },
-	{ "GraniteForCausalLM", V_LLAMA },
-	{ "Qwen2ForCausalLM", V_SPM_GPT2 }, { "Qwen3ForCausalLM", V_SPM_GPT2 },
-	{ "Qwen2MoeForCausalLM", V_GPT2 }, { "Qwen3MoeForCausalLM", V_GPT2 },
-	{ "Qwen3_5ForCausalLM", V_GPT2 }, { "Qwen3_5ForConditionalGeneration", V_GPT2 },
-	{ "Qwen3_5MoeForCausalLM", V_GPT2 }, { "Qwen3_5MoeForConditionalGeneration", V_GPT2 },
-	{ "Olmo2ForCausalLM", V_GPT2 }, { "GptOssForCausalLM", V_GPT2 },
-	{ "DeepseekV2ForCausalLM", V_GPT2 }, { "DeepseekV3ForCausalLM", V_GPT2 },
-	{ "Glm4MoeForCausalLM", V_GLM },
-	{ "Gemma2ForCausalLM", V_GEMMA2 },
-	{ "Gemma3ForCausalLM", V_GEMMA3 }, { "Gemma3ForConditionalGeneration", V_GEMMA3 },
-	{ "Phi3ForCausalLM", V_PHI3 },
-	{ "Gemma4ForCausalLM", V_GEMMA4 }, { "Gemma4ForConditionalGeneration", V_GEMMA4 },
-	{ "BertModel", V_BERT }, { "XLMRobertaModel", V_XLMR },
+/* The kinds of set_vocab (a row's vocab member, hf_arch.h) */
+enum {
+	V_LLAMA = TFS_HF_VOCAB_LLAMA, V_SPM_GPT2 = TFS_HF_VOCAB_SPM_GPT2, V_GPT2 = TFS_HF_VOCAB_GPT2,
+	V_GEMMA2 = TFS_HF_VOCAB_GEMMA2, V_GEMMA3 = TFS_HF_VOCAB_GEMMA3, V_PHI3 = TFS_HF_VOCAB_PHI3,
+	V_GLM = TFS_HF_VOCAB_GLM, V_BERT = TFS_HF_VOCAB_BERT, V_XLMR = TFS_HF_VOCAB_XLMR,
 };
 
 /* LlamaModel.set_vocab's tail: CodeLlama's infill ids, add_bos_token false for 49152. */
@@ -693,12 +678,12 @@ static int vocab_json(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_file
 }
 
 static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_files *f,
-			 enum vocab_kind kind, const json_t *config, tfs_error *err)
+			 const tfs_hf_arch *row, const json_t *config, tfs_error *err)
 {
-	int rc = 0;
+	int rc = 0, kind = row->vocab;
 	bool llama = kind == V_LLAMA;
-	if (kind == V_GEMMA4)   /* hf_gemma4.c */
-		return tfs_hf_gemma4_vocab(out, files, f->tok, f->cfg, err);
+	if (kind == TFS_HF_VOCAB_OWN)   /* the class's own (Gemma 4) */
+		return row->own_vocab(out, files, f->tok, f->cfg, err);
 	if (kind == V_BERT)
 		return vocab_bert(out, files, f->tok, f->cfg, config, err);
 	if (kind == V_XLMR)
@@ -739,16 +724,15 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 static int vocab_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const char *arch,
 		      const json_t *config, tfs_error *err)
 {
-	size_t r = 0;
-	while (r < sizeof vocab_rows / sizeof *vocab_rows && strcmp(vocab_rows[r].hf, arch) != 0)
-		r++;
-	if (r == sizeof vocab_rows / sizeof *vocab_rows)
+	const tfs_hf_arch *row = tfs_hf_arch_find(arch);
+	if (!row || row->vocab == TFS_HF_VOCAB_NONE ||
+	    (row->vocab == TFS_HF_VOCAB_OWN && !row->own_vocab))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "architecture %s: no tokenizer "
 				     "conversion for it", arch);
 	tok_files f = { 0 };
 	int rc = read_files(&f, files, err);
 	if (!rc)
-		rc = vocab_by_kind(out, files, &f, vocab_rows[r].kind, config, err);
+		rc = vocab_by_kind(out, files, &f, row, config, err);
 	free(f.spm);
 	tfs_hf_tok_close(f.tok);
 	json_decref(f.cfg);

@@ -28,9 +28,8 @@
 #include "hf_keys.h"
 #include "cursor.h"
 
-/* Appends to out the tokenizer keys the converter writes for architecture arch
- * ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM") in its
- * order: tokenizer.ggml.model, .pre, .tokens, [.scores], .token_type, [.merges], the special
+/* Appends to out the tokenizer keys the converter writes for architecture arch (a class
+ * name of tfs_hf_archs[]: its row's vocab kind, hf_arch.h) in its order: tokenizer.ggml.model, .pre, .tokens, [.scores], .token_type, [.merges], the special
  * token ids, add_bos/add_eos, tokenizer.chat_template[s], and the llama family's extras
  * (add_space_prefix, CodeLlama's infill ids).  config is config.json (borrowed).
  * 0, or an error naming the file and the problem: TFS_E_FORMAT for a malformed or
@@ -76,7 +75,7 @@ void tfs_spm_free(tfs_spm_model *m);
 /* ==== tokenizer.json, read compactly (hf_tokjson.c) ==== */
 
 /* model.vocab and model.merges packed (the bulk of a BPE tokenizer.json), the rest as JSON. */
-typedef struct {
+typedef struct tfs_hf_tok {
 	json_t *root;        /* the file without model.vocab (when an object) and model.merges
 			      * (when a list): "added_tokens", "normalizer", "model"."type"... */
 	bool has_vocab;      /* model.vocab was an object: its entries, in file order (a key

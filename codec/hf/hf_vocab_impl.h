@@ -45,8 +45,4 @@ int tfs_hf_fixed_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_to
 int tfs_hf_xlmr_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
 		      const json_t *cfg, const json_t *config, tfs_error *err);
 
-/* hf_gemma4.c: Gemma4Model.set_vocab (gguf-py's LlamaHfVocab over tokenizer.json). */
-int tfs_hf_gemma4_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
-			const json_t *cfg, tfs_error *err);
-
 #endif

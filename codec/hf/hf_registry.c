@@ -1,0 +1,85 @@
+/*
+ * hf_registry.c - tfs_hf_archs[], the architectures of the GGUF view (hf_arch.h): one row per
+ * model class of llama.cpp de3ff81's converter, each defined in its own file.  Its order is
+ * the order an unknown class's refusal lists them in; a class name or a config class's
+ * model_type is looked up here only.
+ */
+#include "hf_arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+extern const tfs_hf_arch tfs_hf_arch_llama, tfs_hf_arch_mistral, tfs_hf_arch_qwen2,
+	tfs_hf_arch_qwen3, tfs_hf_arch_gemma2, tfs_hf_arch_gemma3, tfs_hf_arch_phi3,
+	tfs_hf_arch_smollm3, tfs_hf_arch_granite, tfs_hf_arch_olmo2;          /* hf_arch.c */
+extern const tfs_hf_arch tfs_hf_arch_gemma4;                              /* hf_gemma4.c */
+extern const tfs_hf_arch tfs_hf_arch_mixtral, tfs_hf_arch_qwen2moe,
+	tfs_hf_arch_qwen3moe;                                                 /* hf_moe.c */
+extern const tfs_hf_arch tfs_hf_arch_deepseek2, tfs_hf_arch_glm4moe;     /* hf_deepseek.c */
+extern const tfs_hf_arch tfs_hf_arch_gptoss;                              /* hf_gptoss.c */
+extern const tfs_hf_arch tfs_hf_arch_qwen35, tfs_hf_arch_qwen35moe;      /* hf_qwen35.c */
+extern const tfs_hf_arch tfs_hf_arch_bert, tfs_hf_arch_xlmr;             /* hf_bert.c */
+
+const tfs_hf_arch *const tfs_hf_archs[] = {
+	&tfs_hf_arch_llama,
+	&tfs_hf_arch_mistral,
+	&tfs_hf_arch_qwen2,
+	&tfs_hf_arch_qwen3,
+	&tfs_hf_arch_gemma2,
+	&tfs_hf_arch_gemma3,
+	&tfs_hf_arch_phi3,
+	&tfs_hf_arch_smollm3,
+	&tfs_hf_arch_granite,
+	&tfs_hf_arch_olmo2,
+	&tfs_hf_arch_gemma4,
+	&tfs_hf_arch_mixtral,
+	&tfs_hf_arch_qwen2moe,
+	&tfs_hf_arch_qwen3moe,
+	&tfs_hf_arch_deepseek2,
+	&tfs_hf_arch_glm4moe,
+	&tfs_hf_arch_gptoss,
+	&tfs_hf_arch_qwen35,
+	&tfs_hf_arch_qwen35moe,
+	&tfs_hf_arch_bert,
+	&tfs_hf_arch_xlmr,
+	NULL,
+};
+
+const tfs_hf_arch *tfs_hf_arch_find(const char *cls)
+{
+	for (const tfs_hf_arch *const *r = tfs_hf_archs; cls && *r; r++)
+		for (const char *const *c = (*r)->classes; *c; c++)
+			if (strcmp(*c, cls) == 0)
+				return *r;
+	return NULL;
+}
+
+void tfs_hf_arch_list(char *out, size_t cap)
+{
+	size_t k = 0;
+	out[0] = 0;
+	for (const tfs_hf_arch *const *r = tfs_hf_archs; *r; r++)
+		for (const char *const *c = (*r)->classes; *c && k < cap; c++)
+			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
+}
+
+const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)
+{
+	for (const tfs_hf_arch *const *r = tfs_hf_archs; model_type && *r; r++)
+		for (const tfs_hf_config_class *cc = (*r)->configs; cc && cc->model_type; cc++)
+			if (strcmp(cc->model_type, model_type) == 0)
+				return cc;
+	return NULL;
+}
+
+/* The reverse view (hf_export.c) maps names one to one and undoes the permutations and
+ * Gemma's norm shift; it does not yet undo a row's plan hooks (renames, slices) or its
+ * stacked experts, so rows with either are not offered for it. */
+const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf)
+{
+	for (const tfs_hf_arch *const *r = tfs_hf_archs; gguf && *r; r++)
+		if (!(*r)->moe && !(*r)->hooks && (*r)->vocab != TFS_HF_VOCAB_OWN &&
+		    strcmp((*r)->gguf, gguf) == 0)
+			return *r;
+	return NULL;
+}

@@ -49,7 +49,8 @@ static const tfs_hf_name gemma_globals[] = {
 	{ "mlp.up_proj", "ffn_up", FF, H, XN, true }, \
 	{ "mlp.down_proj", "ffn_down", H, FF, XN, true }
 
-static const tfs_hf_name llama_blocks[] = {
+/* LlamaModel's blocks (the classes that convert as Llama does use them too) */
+const tfs_hf_name tfs_hf_llama_blocks[TFS_HF_N_LLAMA_BLOCKS] = {
 	{ "input_layernorm", "attn_norm", H, NO, XN, true },
 	ATTN(XQ, XK),
 	{ "post_attention_layernorm", "ffn_norm", H, NO, XN, true },
@@ -402,14 +403,14 @@ static int olmo2_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 
 const tfs_hf_arch tfs_hf_arch_llama = {
 	TFS_HF_CLASSES("LlamaForCausalLM", "LLaMAForCausalLM"), .gguf = "llama",
-	TFS_HF_NAMES(tfs_hf_globals, llama_blocks), .flags = BASE | LLAMA,
+	TFS_HF_NAMES(tfs_hf_globals, tfs_hf_llama_blocks), .flags = BASE | LLAMA,
 	.extra = tfs_hf_llama3_freqs, TFS_HF_CONFIG("llama", llama_defaults),
 	.vocab = TFS_HF_VOCAB_LLAMA,
 };
 
 const tfs_hf_arch tfs_hf_arch_mistral = {
 	TFS_HF_CLASSES("MistralForCausalLM"), .gguf = "llama",
-	TFS_HF_NAMES(tfs_hf_globals, llama_blocks), .flags = BASE | LLAMA,
+	TFS_HF_NAMES(tfs_hf_globals, tfs_hf_llama_blocks), .flags = BASE | LLAMA,
 	.extra = tfs_hf_llama3_freqs, TFS_HF_CONFIG("mistral", mistral_defaults),
 	.vocab = TFS_HF_VOCAB_LLAMA,
 };
@@ -435,9 +436,9 @@ const tfs_hf_arch tfs_hf_arch_gemma2 = {
 
 /* Gemma3Config: its text_config a Gemma3TextConfig */
 static const tfs_hf_config_class gemma3_configs[] = {
-	{ "gemma3_text", gemma3_defaults, NULL, NULL },
-	{ "gemma3", (const tfs_hf_default[]){ { NULL, 0, 0 } }, "gemma3_text", NULL },
-	{ NULL, NULL, NULL, NULL },
+	{ "gemma3_text", gemma3_defaults, NULL, NULL, false },
+	{ "gemma3", (const tfs_hf_default[]){ { NULL, 0, 0 } }, "gemma3_text", NULL, false },
+	{ NULL, NULL, NULL, NULL, false },
 };
 
 const tfs_hf_arch tfs_hf_arch_gemma3 = {
@@ -446,25 +447,29 @@ const tfs_hf_arch tfs_hf_arch_gemma3 = {
 	.params = gemma3_keys, .configs = gemma3_configs, .vocab = TFS_HF_VOCAB_GEMMA3,
 };
 
+static const tfs_hf_config_class phi3_configs[] = {
+	{ "phi3", phi3_defaults, NULL, phi3_post_init, false },
+	{ NULL, NULL, NULL, NULL, false },
+};
+
 const tfs_hf_arch tfs_hf_arch_phi3 = {
 	TFS_HF_CLASSES("Phi3ForCausalLM"), .gguf = "phi3",
 	TFS_HF_NAMES(tfs_hf_globals, phi3_blocks), .params = phi3_keys, .extra = tfs_hf_phi3_factors,
-	.configs = (const tfs_hf_config_class[]){ { "phi3", phi3_defaults, NULL, phi3_post_init },
-						  { NULL, NULL, NULL, NULL } },
-	.vocab = TFS_HF_VOCAB_PHI3,
+	.configs = phi3_configs, .vocab = TFS_HF_VOCAB_PHI3,
 };
 
 /* SmolLM3Model: LlamaModel's conversion, its own architecture name */
 const tfs_hf_arch tfs_hf_arch_smollm3 = {
 	TFS_HF_CLASSES("SmolLM3ForCausalLM"), .gguf = "smollm3",
-	TFS_HF_NAMES(tfs_hf_globals, llama_blocks), .flags = BASE | LLAMA,
+	TFS_HF_NAMES(tfs_hf_globals, tfs_hf_llama_blocks), .flags = BASE | LLAMA,
 	.extra = tfs_hf_llama3_freqs, TFS_HF_CONFIG("smollm3", smollm3_defaults),
 	.vocab = TFS_HF_VOCAB_LLAMA,
 };
 
 const tfs_hf_arch tfs_hf_arch_granite = {
 	TFS_HF_CLASSES("GraniteForCausalLM"), .gguf = "granite",
-	TFS_HF_NAMES(tfs_hf_globals, llama_blocks), .flags = BASE | LLAMA | TFS_HF_ARCH_DROP_HEAD_DIM,
+	TFS_HF_NAMES(tfs_hf_globals, tfs_hf_llama_blocks),
+	.flags = BASE | LLAMA | TFS_HF_ARCH_DROP_HEAD_DIM,
 	.params = granite_keys, .extra = tfs_hf_llama3_freqs,
 	TFS_HF_CONFIG("granite", granite_defaults), .vocab = TFS_HF_VOCAB_LLAMA,
 };

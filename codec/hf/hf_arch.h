@@ -70,6 +70,9 @@ typedef struct {
 /* model.embed_tokens, model.norm and lm_head as most rows map them (hf_arch.c) */
 enum { TFS_HF_N_GLOBALS = 3 };
 extern const tfs_hf_name tfs_hf_globals[TFS_HF_N_GLOBALS];
+/* LlamaModel's blocks: attn_norm, q/k (permuted)/v/o, ffn_norm, gate/up/down (hf_arch.c) */
+enum { TFS_HF_N_LLAMA_BLOCKS = 9 };
+extern const tfs_hf_name tfs_hf_llama_blocks[TFS_HF_N_LLAMA_BLOCKS];
 
 /* DeepSeek's MLA (hf_deepseek.c): kv_b_proj split per head.  The source's rows are `heads`
  * groups of `group` rows; the output is rows [off, off + n) of each group, transposed per
@@ -119,6 +122,10 @@ typedef struct {
 	const tfs_hf_default *defaults;    /* ends with a NULL key */
 	const char *text_type;             /* NULL: no sub-config */
 	int (*post_init)(json_t *obj, const char *where, tfs_error *err);
+	/* text_config's own model_type picks its class, text_type when it has none
+	 * (Mistral3Config's CONFIG_MAPPING[...]); a type no row knows fails AutoConfig, and
+	 * config.json is then read as written.  false: always text_type (Gemma3Config). */
+	bool text_own_type;
 } tfs_hf_config_class;
 
 /* Flags of a row. */
@@ -195,7 +202,7 @@ typedef struct tfs_hf_arch {
 #define TFS_HF_NAMES(g, b) .globals = (g), .n_globals = sizeof(g) / sizeof((g)[0]), \
 	.blocks = (b), .n_blocks = sizeof(b) / sizeof((b)[0])
 #define TFS_HF_CONFIG(type, defaults) .configs = (const tfs_hf_config_class[]){ \
-	{ type, defaults, NULL, NULL }, { NULL, NULL, NULL, NULL } }
+	{ type, defaults, NULL, NULL, false }, { NULL, NULL, NULL, NULL, false } }
 
 /* What config.json says, as the checks, the keys and the rows' hooks use it (hf_config.c). */
 struct tfs_hf_params {

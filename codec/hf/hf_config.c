@@ -138,11 +138,22 @@ static int complete(json_t *obj, const char *model_type, const hparams *h, tfs_e
 			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
 		tc = json_object_get(obj, "text_config");
 	}
-	return complete(tc, cc->text_type, h, err);
+	const char *tt = cc->text_type;
+	if (cc->text_own_type) {   /* CONFIG_MAPPING[text_config.get("model_type", text_type)] */
+		json_t *m = json_object_get(tc, "model_type");
+		if (json_is_string(m))
+			tt = json_string_value(m);
+		else if (json_object_set_new(tc, "model_type", json_string(tt)))
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+		if (!tfs_hf_config_class_find(tt))
+			return TFS_PASSTHROUGH;   /* a KeyError: AutoConfig fails */
+	}
+	return complete(tc, tt, h, err);
 }
 
-/* h->root: AutoConfig's to_dict() (config.json with its class's defaults), then
- * text_config merged to the top ({**hparams, **hparams["text_config"]}). */
+/* h->root: AutoConfig's to_dict() (config.json with its class's defaults; config.json as
+ * written when AutoConfig would fail on a sub-config's model_type), then text_config merged
+ * to the top ({**hparams, **hparams["text_config"]}). */
 static int build_root(hparams *h, tfs_error *err)
 {
 	h->root = json_deep_copy(h->file);
@@ -150,6 +161,12 @@ static int build_root(hparams *h, tfs_error *err)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
 	const char *mt = json_string_value(json_object_get(h->root, "model_type"));
 	int rc = complete(h->root, mt, h, err);
+	if (rc == TFS_PASSTHROUGH) {   /* load_hparams' fallback: "Trying to load config.json" */
+		json_decref(h->root);
+		if (!(h->root = json_deep_copy(h->file)))
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+		rc = 0;
+	}
 	if (rc)
 		return rc;
 	json_t *tc = json_object_get(h->root, "text_config");

@@ -50,23 +50,36 @@ enum { HEAD_MAX = 64 << 20 };
 
 /* kv_b_proj and e_score_correction_bias are the hook's (ds_tensor); the dense MLP, the
  * router, the shared experts and q_proj / q_a_* / q_b_proj are there in some layers only */
-static const tfs_hf_name blocks[] = {
-	{ "input_layernorm", "attn_norm", H, NO, XN, true },
-	{ "post_attention_layernorm", "ffn_norm", H, NO, XN, true },
-	{ "self_attn.q_proj", "attn_q", D_QB, H, XN, false },
-	{ "self_attn.q_a_proj", "attn_q_a", D_QA, H, XN, false },
-	{ "self_attn.q_a_layernorm", "attn_q_a_norm", D_QA, NO, XN, false },
-	{ "self_attn.q_b_proj", "attn_q_b", D_QB, D_QA, XN, false },
-	{ "self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa", D_KVA, H, XN, true },
-	{ "self_attn.kv_a_layernorm", "attn_kv_a_norm", D_KVR, NO, XN, true },
-	{ "self_attn.o_proj", "attn_output", H, D_O, XN, true },
-	{ "mlp.gate_proj", "ffn_gate", FF, H, XN, false },
-	{ "mlp.up_proj", "ffn_up", FF, H, XN, false },
-	{ "mlp.down_proj", "ffn_down", H, FF, XN, false },
-	{ "mlp.gate", "ffn_gate_inp", D_EXP, H, XN, false },
-	{ "mlp.shared_experts.gate_proj", "ffn_gate_shexp", D_SH, H, XN, false },
-	{ "mlp.shared_experts.up_proj", "ffn_up_shexp", D_SH, H, XN, false },
+#define DS_BLOCKS \
+	{ "input_layernorm", "attn_norm", H, NO, XN, true }, \
+	{ "post_attention_layernorm", "ffn_norm", H, NO, XN, true }, \
+	{ "self_attn.q_proj", "attn_q", D_QB, H, XN, false }, \
+	{ "self_attn.q_a_proj", "attn_q_a", D_QA, H, XN, false }, \
+	{ "self_attn.q_a_layernorm", "attn_q_a_norm", D_QA, NO, XN, false }, \
+	{ "self_attn.q_b_proj", "attn_q_b", D_QB, D_QA, XN, false }, \
+	{ "self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa", D_KVA, H, XN, true }, \
+	{ "self_attn.kv_a_layernorm", "attn_kv_a_norm", D_KVR, NO, XN, true }, \
+	{ "self_attn.o_proj", "attn_output", H, D_O, XN, true }, \
+	{ "mlp.gate_proj", "ffn_gate", FF, H, XN, false }, \
+	{ "mlp.up_proj", "ffn_up", FF, H, XN, false }, \
+	{ "mlp.down_proj", "ffn_down", H, FF, XN, false }, \
+	{ "mlp.gate", "ffn_gate_inp", D_EXP, H, XN, false }, \
+	{ "mlp.shared_experts.gate_proj", "ffn_gate_shexp", D_SH, H, XN, false }, \
+	{ "mlp.shared_experts.up_proj", "ffn_up_shexp", D_SH, H, XN, false }, \
 	{ "mlp.shared_experts.down_proj", "ffn_down_shexp", H, D_SH, XN, false },
+
+static const tfs_hf_name blocks[] = { DS_BLOCKS };
+
+/* GLM-4.7-Flash (Glm4MoeLiteForCausalLM): DeepSeek's blocks, its MTP layers kept, whose own
+ * tensors are nextn.* (TFS_HF_ARCH_NEXTN_LAYERS counts them as layers) */
+static const tfs_hf_name lite_blocks[] = {
+	DS_BLOCKS
+	{ "eh_proj", "nextn.eh_proj", H, D_H2, XN, false },
+	{ "embed_tokens", "nextn.embed_tokens", VOC, H, XN, false },
+	{ "enorm", "nextn.enorm", H, NO, XN, false },
+	{ "hnorm", "nextn.hnorm", H, NO, XN, false },
+	{ "shared_head.head", "nextn.shared_head_head", VOC, H, XN, false },
+	{ "shared_head.norm", "nextn.shared_head_norm", H, NO, XN, false },
 };
 
 static int ds_tensor(const hparams *h, const tfs_model *st, size_t idx, const char *where,
@@ -163,9 +176,9 @@ static int ds_post_init(json_t *obj, const char *where, tfs_error *err)
 }
 
 static const tfs_hf_config_class config_classes[] = {
-	{ "deepseek_v2", v2_defaults, NULL, ds_post_init },
-	{ "deepseek_v3", v3_defaults, NULL, ds_post_init },
-	{ NULL, NULL, NULL, NULL },
+	{ "deepseek_v2", v2_defaults, NULL, ds_post_init, false },
+	{ "deepseek_v3", v3_defaults, NULL, ds_post_init, false },
+	{ NULL, NULL, NULL, NULL, false },
 };
 
 /* ==== axes ==== */
@@ -528,6 +541,18 @@ int tfs_hf_slice_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t e0, 
 	return rc;
 }
 
+/* Glm4MoeLiteModel.set_gguf_parameters: DeepseekV2Model's, the block count with the MTP
+ * layers, nextn_predict_layers when there are some */
+static int lite_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	int64_t trunk;
+	int rc = ds_keys(l, h, err);
+	if (rc || (rc = need_int(&trunk, h, "num_hidden_layers", err)) ||
+	    (rc = put_u32(l, h, "block_count", h->n_layer, err)) || h->n_layer <= trunk)
+		return rc;
+	return put_u32(l, h, "nextn_predict_layers", h->n_layer - trunk, err);
+}
+
 /* ==== the rows ==== */
 
 static const struct tfs_hf_hooks hooks = { .dim = ds_dim, .dim_text = ds_dim_text };
@@ -544,4 +569,12 @@ const tfs_hf_arch tfs_hf_arch_glm4moe = {
 	TFS_HF_NAMES(tfs_hf_globals, glm_blocks),
 	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_NEXTN_LAYERS, .params = glm_keys,
 	.vocab = TFS_HF_VOCAB_GLM, .moe = &glm_moe, .hooks = &hooks,
+};
+
+/* GLM-4.7-Flash: DeepseekV2Model with GLM's tokenizer and its MTP layers kept; its
+ * model_type (glm4_moe_lite) is unknown to transformers 4.57: config.json as written */
+const tfs_hf_arch tfs_hf_arch_glm4moe_lite = {
+	TFS_HF_CLASSES("Glm4MoeLiteForCausalLM"), .gguf = "deepseek2",
+	TFS_HF_NAMES(tfs_hf_globals, lite_blocks), .flags = TFS_HF_ARCH_NEXTN_LAYERS,
+	.params = lite_keys, .vocab = TFS_HF_VOCAB_GLM, .moe = &ds_moe, .hooks = &hooks,
 };

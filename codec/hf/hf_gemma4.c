@@ -131,9 +131,9 @@ static int g4_post_init(json_t *c, const char *where, tfs_error *err)
 }
 
 static const tfs_hf_config_class g4_classes[] = {
-	{ "gemma4_text", g4_text_defaults, NULL, g4_post_init },
-	{ "gemma4", g4_defaults, "gemma4_text", NULL },
-	{ NULL, NULL, NULL, NULL },
+	{ "gemma4_text", g4_text_defaults, NULL, g4_post_init, false },
+	{ "gemma4", g4_defaults, "gemma4_text", NULL, false },
+	{ NULL, NULL, NULL, NULL, false },
 };
 
 /* ==== the keys ==== */

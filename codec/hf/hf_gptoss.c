@@ -335,8 +335,8 @@ static const struct tfs_hf_hooks hooks = { .first = first };
 const tfs_hf_arch tfs_hf_arch_gptoss = {
 	TFS_HF_CLASSES("GptOssForCausalLM"), .gguf = "gpt-oss", TFS_HF_NAMES(tfs_hf_globals, layer),
 	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = gptoss_keys,
-	.configs = (const tfs_hf_config_class[]){ { "gpt_oss", defaults, NULL, post_init },
-						  { NULL, NULL, NULL, NULL } },
+	.configs = (const tfs_hf_config_class[]){ { "gpt_oss", defaults, NULL, post_init, false },
+						  { NULL, NULL, NULL, NULL, false } },
 	.vocab = TFS_HF_VOCAB_GPT2, .moe = &experts, .hooks = &hooks,
 };
 

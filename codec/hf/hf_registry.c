@@ -19,6 +19,9 @@ extern const tfs_hf_arch tfs_hf_arch_deepseek2, tfs_hf_arch_glm4moe;     /* hf_d
 extern const tfs_hf_arch tfs_hf_arch_gptoss;                              /* hf_gptoss.c */
 extern const tfs_hf_arch tfs_hf_arch_qwen35, tfs_hf_arch_qwen35moe;      /* hf_qwen35.c */
 extern const tfs_hf_arch tfs_hf_arch_bert, tfs_hf_arch_xlmr;             /* hf_bert.c */
+extern const tfs_hf_arch tfs_hf_arch_mistral3;                            /* hf_mistral3.c */
+extern const tfs_hf_arch tfs_hf_arch_minimax_m2;                          /* hf_minimax.c */
+extern const tfs_hf_arch tfs_hf_arch_glm4moe_lite;                        /* hf_deepseek.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -42,6 +45,9 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_qwen35moe,
 	&tfs_hf_arch_bert,
 	&tfs_hf_arch_xlmr,
+	&tfs_hf_arch_mistral3,
+	&tfs_hf_arch_glm4moe_lite,
+	&tfs_hf_arch_minimax_m2,
 	NULL,
 };
 

@@ -75,9 +75,12 @@ def omit_defaults(config):
         if entry is None:
             return c
         out = dict(c)
+        try:
+            full = defaults.complete(c)
+        except KeyError:   # a sub-config AutoConfig does not know: config.json as written
+            return c
         if isinstance(out.get("text_config"), dict):
             out["text_config"] = strip(out["text_config"])
-        full = defaults.complete(c)
         for k in entry[0]:
             if k not in out or k == "text_config":
                 continue

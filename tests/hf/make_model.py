@@ -191,6 +191,25 @@ VARIANTS = {
                            tied=True, layers=4, head_dim=32, npm_tokenizer="qwen3",
                            vocab=151936, mtp=1, lin_k_heads=4, lin_v_heads=4, a_log="BF16",
                            tokens=True),
+    # Mistral Small 3.1 (Mistral3ForConditionalGeneration)'s text model: language_model.*
+    # names, vision tower and projector skipped, the sizes in text_config (model_type mistral:
+    # MistralConfig's defaults), head_dim != hidden/heads, untied (language_model.lm_head)
+    "mistral3-bf16": dict(arch="Mistral3ForConditionalGeneration", dtype="BF16", shards=2,
+                          tied=False, heads=8, kv_heads=2, head_dim=16, rope_theta=1e9,
+                          text_type="mistral", name_or_path="mistralai/Mistral-Small-3.1-24B",
+                          tokens=True),
+    # Ministral 3 style: text_config model_type ministral3 (unknown to transformers 4.57: the
+    # converter reads config.json as written), yarn rope_parameters with mscale_all_dim and
+    # llama_4_scaling_beta, model.language_model.* names, tied
+    "ministral3-f16": dict(arch="Mistral3ForConditionalGeneration", dtype="F16", shards=1,
+                           tied=True, head_dim=32, text_type="ministral3", ctx=1024,
+                           rope_parameters={"beta_fast": 32.0, "beta_slow": 1.0, "factor": 4.0,
+                                            "llama_4_scaling_beta": 0.1, "mscale": 1.0,
+                                            "mscale_all_dim": 1.0,
+                                            "original_max_position_embeddings": 256,
+                                            "rope_theta": 1000000.0, "rope_type": "yarn",
+                                            "type": "yarn"},
+                           tokens="q8_0"),
 }
 
 # model_type of each class (config.json)
@@ -201,7 +220,8 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "SmolLM3ForCausalLM": "smollm3", "GraniteForCausalLM": "granite",
                "Olmo2ForCausalLM": "olmo2", "Gemma4ForCausalLM": "gemma4_text",
                "Gemma4ForConditionalGeneration": "gemma4",
-               "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5ForConditionalGeneration": "qwen3_5"}
+               "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5ForConditionalGeneration": "qwen3_5",
+               "Mistral3ForConditionalGeneration": "mistral3"}
 QWEN35 = ("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration")
 GEMMA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration")
 GEMMA4 = ("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration")
@@ -419,9 +439,9 @@ def tensor_shapes(s):
     if s["arch"] in GEMMA4:
         return gemma4_shapes(s)
     h, hd, ff = s["hidden"], head_dim(s), s["ff"]
-    mm = s["arch"] == "Gemma3ForConditionalGeneration"
+    mm = s["arch"] in ("Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration")
     m = "language_model.model." if mm else "model."
-    if s["arch"] == "Qwen3_5ForConditionalGeneration":
+    if s["arch"] == "Qwen3_5ForConditionalGeneration" or s.get("text_type") == "ministral3":
         m = "model.language_model."
     t = {m + "embed_tokens.weight": (s["vocab"], h)}
     for i in range(s["layers"]):
@@ -462,7 +482,8 @@ def tensor_shapes(s):
         t[p + "mlp.down_proj.weight"] = (h, ff)
     t[m + "norm.weight"] = (h,)
     if not s["tied"]:
-        t["lm_head.weight"] = (s["vocab"], h)
+        t[("language_model." if m == "language_model.model." else "") +
+          "lm_head.weight"] = (s["vocab"], h)
     if s["arch"] in QWEN35 and "mtp" in s:   # the MTP layer
         for k in ("fc.weight", "norm.weight", "pre_fc_norm_embedding.weight",
                   "pre_fc_norm_hidden.weight"):
@@ -472,7 +493,14 @@ def tensor_shapes(s):
         t["model.visual.patch_embed.proj.weight"] = (32, 3, 2, 2, 2)
         t["model.visual.blocks.0.attn.qkv.weight"] = (96, 32)
         t["model.visual.merger.linear_fc1.weight"] = (h, 128)
-    if mm:   # what the converter's text model skips
+    if s["arch"] == "Mistral3ForConditionalGeneration":   # skipped by the converter
+        v = "model." if m == "model.language_model." else ""
+        t[v + "vision_tower.transformer.layers.0.attention.q_proj.weight"] = (32, 32)
+        t[v + "vision_tower.patch_conv.weight"] = (32, 3, 2, 2)
+        t[v + "multi_modal_projector.linear_1.weight"] = (h, 32)
+        t[v + "multi_modal_projector.norm.weight"] = (32,)
+        t[v + "multi_modal_projector.patch_merger.merging_layer.weight"] = (32, 128)
+    elif mm:   # what the converter's text model skips
         t["vision_tower.vision_model.embeddings.patch_embedding.weight"] = (32, 3, 2, 2)
         t["multi_modal_projector.mm_input_projection_weight"] = (32, h)
         t["multi_modal_projector.mm_soft_emb_norm.weight"] = (32,)
@@ -750,7 +778,35 @@ def other_config(s, c):
     elif a == "Olmo2ForCausalLM":
         c.update(attention_bias=False, attention_dropout=0.0, pad_token_id=1,
                  eos_token_id=128001, bos_token_id=128000)
+    elif a == "Mistral3ForConditionalGeneration":
+        c = mistral3_config(s, c)
     return c
+
+
+def mistral3_config(s, c):
+    """Mistral3ForConditionalGeneration's keys (as mistralai/Mistral-Small-3.1-24B-Instruct-
+    2503's and Ministral-3's config.json have them): the text model's in text_config."""
+    c.update(attention_dropout=0.0, head_dim=head_dim(s), sliding_window=None, use_cache=True,
+             initializer_range=0.02)
+    if "rope_parameters" in s:
+        del c["rope_theta"]
+        c["rope_parameters"] = s["rope_parameters"]
+    top = {k: c.pop(k) for k in ("architectures", "torch_dtype", "transformers_version",
+                                 "_name_or_path") if k in c}
+    for k in ("bos_token_id", "eos_token_id"):
+        c.pop(k)
+    c["model_type"] = s["text_type"]
+    top.update(model_type="mistral3", text_config=c, image_token_index=10,
+               multimodal_projector_bias=False, projector_hidden_act="gelu",
+               spatial_merge_size=2, vision_feature_layer=-1,
+               vision_config={"head_dim": 16, "hidden_act": "silu", "hidden_size": 32,
+                              "image_size": 8, "intermediate_size": 64,
+                              "model_type": "pixtral", "num_attention_heads": 2,
+                              "num_channels": 3, "num_hidden_layers": 1, "patch_size": 2,
+                              "rope_theta": 10000.0})
+    if s["tied"]:
+        top["tie_word_embeddings"] = True
+    return top
 
 
 def npm_dir():

@@ -98,13 +98,28 @@ VARIANTS = {
     "qwen35moe-f16": dict(arch="Qwen3_5MoeForCausalLM", dtype="F16", shards=1, tied=True,
                           layers=4, head_dim=32, moe_ff=64, shared_ff=32, bpe="qwen3",
                           vocab=151936, mtp=1, experts=8, interval=2, per_expert=True),
+    # GLM-4.7-Flash (Glm4MoeLiteForCausalLM: DeepseekV2Model, deepseek2): MLA with q_lora, a
+    # dense first layer, a shared expert, the router's bias, the MTP layer kept (nextn.*);
+    # config.json as written (glm4_moe_lite is unknown to transformers 4.57); GLM's tokens
+    "glm4moelite-bf16": dict(arch="Glm4MoeLiteForCausalLM", dtype="BF16", shards=2,
+                             tied=False, layers=2, dense=1, mtp=1, q_lora=32, kv_lora=32,
+                             nope=32, rope=16, v=32, moe_ff=32, shared=1, groups=1,
+                             bpe="qwen3", glm=True, vocab=151936,
+                             name_or_path="zai-org/GLM-4.7-Flash"),
+    # MiniMax-M2: BF16, two shards, q/k norms over all heads, sigmoid routing with its score
+    # correction bias (F32), per-expert w1/w2/w3, partial rotary (rotary_dim); config.json as
+    # written (minimax_m2 is unknown to transformers 4.57); a byte-level BPE tokenizer
+    "minimax-m2-bf16": dict(arch="MiniMaxM2ForCausalLM", dtype="BF16", shards=2, tied=False,
+                            head_dim=32, ff=64, bpe="llama3_1", vocab=128256,
+                            name_or_path="MiniMaxAI/MiniMax-M2"),
 }
 
 MODEL_TYPES = {"MixtralForCausalLM": "mixtral", "Qwen2MoeForCausalLM": "qwen2_moe",
                "Qwen3MoeForCausalLM": "qwen3_moe", "DeepseekV2ForCausalLM": "deepseek_v2",
                "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe",
                "GptOssForCausalLM": "gpt_oss",
-               "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text"}
+               "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text", "MiniMaxM2ForCausalLM": "minimax_m2",
+               "Glm4MoeLiteForCausalLM": "glm4_moe_lite"}
 
 
 def spec(name):
@@ -149,7 +164,7 @@ def qwen35moe_shapes(s):
 def tensor_shapes(s):
     """HF name -> numpy shape."""
     h, hd, arch = s["hidden"], head_dim(s), s["arch"]
-    if arch.startswith("Deepseek"):
+    if arch.startswith("Deepseek") or arch == "Glm4MoeLiteForCausalLM":
         return deepseek_shapes(s)
     if arch == "Glm4MoeForCausalLM":
         return glm_shapes(s)
@@ -169,7 +184,11 @@ def tensor_shapes(s):
         if arch == "GptOssForCausalLM":
             gptoss_layer(t, p, s)
             continue
-        if arch == "MixtralForCausalLM":
+        if arch == "MiniMaxM2ForCausalLM":   # q/k norms over all heads, the routing bias
+            t[p + "self_attn.q_norm.weight"] = (s["heads"] * hd,)
+            t[p + "self_attn.k_norm.weight"] = (s["kv_heads"] * hd,)
+            t[p + "block_sparse_moe.e_score_correction_bias"] = (s["experts"],)
+        if arch in ("MixtralForCausalLM", "MiniMaxM2ForCausalLM"):
             ff = s["ff"]
             t[p + "block_sparse_moe.gate.weight"] = (s["experts"], h)
             for e in range(s["experts"]):
@@ -230,7 +249,7 @@ def deepseek_shapes(s):
             continue
         ff, sf = s["moe_ff"], s["moe_ff"] * s["shared"]
         t[p + "mlp.gate.weight"] = (s["experts"], h)
-        if arch == "DeepseekV3ForCausalLM":
+        if arch in ("DeepseekV3ForCausalLM", "Glm4MoeLiteForCausalLM"):
             t[p + "mlp.gate.e_score_correction_bias"] = (s["experts"],)
         for e in range(s["experts"]):
             q = p + "mlp.experts.%d." % e
@@ -241,7 +260,8 @@ def deepseek_shapes(s):
         t[p + "mlp.shared_experts.up_proj.weight"] = (sf, h)
         t[p + "mlp.shared_experts.down_proj.weight"] = (h, sf)
         if i >= s["layers"]:   # the MTP layer's own
-            t[p + "embed_tokens.weight"] = (s["vocab"] // 64, h)
+            if arch != "Glm4MoeLiteForCausalLM":   # (skipped: any shape)
+                t[p + "embed_tokens.weight"] = (s["vocab"] // 64, h)
             t[p + "enorm.weight"] = (h,)
             t[p + "hnorm.weight"] = (h,)
             t[p + "eh_proj.weight"] = (h, 2 * h)
@@ -395,6 +415,15 @@ def write_config(d, s):
          "attention_dropout": 0.0, "initializer_range": 0.02, "use_cache": True}
     if arch.startswith("Deepseek"):
         deepseek_config(s, c)
+    elif arch == "Glm4MoeLiteForCausalLM":
+        # as zai-org/GLM-4.7-Flash's config.json
+        deepseek_config(s, c)
+        c.update(num_nextn_predict_layers=s["mtp"], rope_scaling=None, rope_theta=1000000,
+                 partial_rotary_factor=1.0, routed_scaling_factor=1.8, norm_topk_prob=True,
+                 topk_method="noaux_tc", pad_token_id=151329, eos_token_id=[151329, 151336])
+        for k in ("scoring_func", "aux_loss_alpha", "seq_aux", "ep_size", "moe_layer_freq",
+                  "bos_token_id"):
+            c.pop(k, None)
     elif arch == "Glm4MoeForCausalLM":
         glm_config(s, c)
     elif arch == "GptOssForCausalLM":
@@ -417,6 +446,18 @@ def write_config(d, s):
                                            "model.layers.*.mlp.router",
                                            "model.embed_tokens", "lm_head"],
                 "quant_method": "mxfp4"}
+    elif arch == "MiniMaxM2ForCausalLM":
+        # as MiniMaxAI/MiniMax-M2's config.json
+        n = s["layers"]
+        c.update(head_dim=head_dim(s), num_local_experts=s["experts"],
+                 num_experts_per_tok=s["used"], rope_theta=5000000, rotary_dim=head_dim(s) // 2,
+                 partial_rotary_factor=0.5, scoring_func="sigmoid", qk_norm_type="per_layer",
+                 use_qk_norm=True, use_routing_bias=True, shared_intermediate_size=0,
+                 attn_type_list=[1] * n, use_mtp=False, num_mtp_modules=0,
+                 output_router_logits=False, router_aux_loss_coef=0.001,
+                 router_jitter_noise=0.0, sliding_window=None, layernorm_full_attention_beta=1.0,
+                 layernorm_mlp_beta=1.0, rms_norm_eps=1e-06, bos_token_id=128000,
+                 eos_token_id=128001)
     elif arch == "MixtralForCausalLM":
         # as mistralai/Mixtral-8x7B-v0.1's config.json
         c.update(num_local_experts=s["experts"], num_experts_per_tok=s["used"],

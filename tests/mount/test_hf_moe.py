@@ -49,6 +49,12 @@ TOKENS += [("glm4moe-bf16", "auto")]
 # GPT-OSS (MXFP4 experts repacked on read; dequantized ones transposed on read)
 EQUAL += [("gptoss-mxfp4", "auto"), ("gptoss-mxfp4", "q8_0"), ("gptoss-bf16", "f16")]
 TOKENS += [("gptoss-mxfp4", "auto"), ("gptoss-bf16", "q8_0")]
+# GLM-4.7-Flash (DeepSeek V2's MLA and experts, its MTP layer kept)
+EQUAL += [("glm4moelite-bf16", "auto")]
+TOKENS += [("glm4moelite-bf16", "auto")]
+# MiniMax-M2 (per-expert w1/w2/w3 stacked, the routing bias as exp_probs_b.bias)
+EQUAL += [("minimax-m2-bf16", "auto")]
+TOKENS += [("minimax-m2-bf16", "auto")]
 
 
 def read(path):

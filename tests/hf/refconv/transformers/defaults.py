@@ -281,6 +281,20 @@ _BERT = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attent
              initializer_range=0.02, layer_norm_eps=1e-12, pad_token_id=0,
              position_embedding_type="absolute", use_cache=True, classifier_dropout=None)
 
+# Mistral3Config: its own parameters; text_config a CONFIG_MAPPING class by its model_type
+# (mistral when it has none); a model_type 4.57 does not know (Ministral 3's ministral3) is a
+# KeyError, AutoConfig fails and the converter reads config.json as written
+_MISTRAL3 = dict(image_token_index=10, projector_hidden_act="gelu", vision_feature_layer=-1,
+                 multimodal_projector_bias=False, spatial_merge_size=2)
+
+
+def _mistral3_text_config(c):
+    tc = dict(c.get("text_config") or {})
+    tc.setdefault("model_type", "mistral")
+    if tc["model_type"] not in CLASSES:
+        raise KeyError(tc["model_type"])
+    c["text_config"] = complete(tc)
+
 
 # XLMRobertaConfig (XLMRobertaModel: BGE-M3, multilingual-e5): BertConfig's but the ids
 _XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
@@ -309,6 +323,7 @@ CLASSES = {
     "deepseek_v3": (_DEEPSEEK_V3, (_kv_heads, _deepseek_heads, _rope_type)),
     "bert": (_BERT, ()),
     "xlm-roberta": (_XLM_ROBERTA, ()),
+    "mistral3": (_MISTRAL3, (_mistral3_text_config,)),
 }
 
 

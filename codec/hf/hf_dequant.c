@@ -13,6 +13,7 @@
  * takes the weight's bytes of the range asked, STEP elements at a time, and the run of
  * scales those use (for a 2-D block-wise scale: its rows of the blocks of rows touched),
  * nothing else: never a whole tensor.
+ * Integer-packed weights (compressed-tensors pack-quantized, GPTQ): hf_dequant_packed.c.
  */
 #include "hf_dequant.h"
 
@@ -20,34 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtype.h"
 #include "format.h"
 #include "hf_convert.h"
-#include "model_impl.h"
-
-enum { ROLE_KEEP, ROLE_DEQ, ROLE_DROP };
-
-/* A weight dequantized as weight.float() * scale (dequant_simple). */
-typedef struct {
-	struct tfs_hf_deq *d;
-	size_t i;               /* the weight's tensor in st */
-	long scale;             /* its scale tensor in st */
-	uint32_t nd;            /* the weight's axes, numpy order */
-	uint64_t dim[TFS_MAX_DIMS];
-	uint64_t div[TFS_MAX_DIMS];    /* the block along each axis (1: none) */
-	uint64_t stride[TFS_MAX_DIMS]; /* the scale's stride per weight axis (0: broadcast) */
-} deq_simple;
-
-struct tfs_hf_deq {
-	const tfs_model *st;
-	tfs_model *m;
-	size_t n;
-	uint8_t *role;          /* per tensor of st */
-	bool *fp8;
-	deq_simple *w;          /* per tensor: its dequantization (role DEQ) */
-	const char *method;
-	const char *where;
-};
+#include "hf_dequant_impl.h"
 
 /* A quant method of quantization_config: its row. */
 typedef struct {
@@ -56,19 +32,9 @@ typedef struct {
 	int (*mark)(tfs_hf_deq *d, json_t *qc, tfs_error *err);
 } quant_method;
 
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-	return n >= k && strcmp(s + n - k, suffix) == 0;
-}
 
 /* ==== the geometry of dequant_simple ==== */
 
-static void shape_of(const tfs_tensor *t, uint64_t *dim)
-{
-	for (uint32_t k = 0; k < t->n_dims; k++)
-		dim[k] = (uint64_t)t->ne[t->n_dims - 1 - k];
-}
 
 /* Weight w scaled by s, blocks of block[0..nb) along the scale's last axes, as dequant_simple
  * broadcasts them; an error where torch's indexing or broadcast would fail. */
@@ -116,12 +82,7 @@ static uint64_t scale_index(const deq_simple *g, uint64_t e)
 
 /* ==== reading a dequantized weight ==== */
 
-#define STEP 8192   /* elements per step: ~100 KiB of scratch */
 
-static bool float_dtype(int dt)
-{
-	return dt == TFS_DT_F32 || dt == TFS_DT_F16 || dt == TFS_DT_BF16;
-}
 
 /* n elements of st's tensor i from element e0, as float32 bit patterns. */
 static int read_f32(const tfs_model *st, size_t i, uint64_t e0, uint64_t n, uint32_t *f,
@@ -224,6 +185,7 @@ static int64_t simple_read(void *ctx, void *buf, uint64_t len, uint64_t off, tfs
 
 static const tfs_computed_ops simple_ops = { .read = simple_read };
 
+
 /* ==== the methods ==== */
 
 /* Weight name (st's tensor) of scale tensor `name` minus `suffix` plus `add`; its index or
@@ -318,24 +280,7 @@ static int mark_fp8(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 	return rc;
 }
 
-/* The first tensor of st that is not a plain float, for a refusal's message. */
-static const char *first_quantized(const tfs_model *st)
-{
-	for (size_t i = 0; i < tfs_model_n_tensors(st); i++) {
-		const tfs_tensor *t = tfs_model_tensor(st, i);
-		if (!t->deleted && !float_dtype(t->dtype))
-			return t->name;
-	}
-	return tfs_model_n_tensors(st) ? tfs_model_tensor(st, 0)->name : "(none)";
-}
 
-/* A refusal of what the converter does not read (its NotImplementedError or assert), one
- * line naming the method and what. */
-static int refuse(const tfs_hf_deq *d, const char *what, tfs_error *err)
-{
-	return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: quant method %s (tensor '%s'): %s",
-			     d->where, d->method, first_quantized(d->st), what);
-}
 
 /* quant_method "compressed-tensors", formats float-quantized, int-quantized and
  * naive-quantized (one config group; channel or block strategy): X_scale scales X as fp8's
@@ -352,6 +297,8 @@ static int mark_compressed(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 		return refuse(d, "several config groups (the converter reads one)", err);
 	json_t *w = json_object_get(json_object_iter_value(json_object_iter(groups)), "weights");
 	const char *strategy = json_string_value(json_object_get(w, "strategy"));
+	if (!strcmp(format, "pack-quantized"))
+		return tfs_hf_deq_mark_ct_packed(d, w, err);
 	if (strcmp(format, "float-quantized") && strcmp(format, "int-quantized") &&
 	    strcmp(format, "naive-quantized"))
 		return refuse(d, "this format is not read by the GGUF view yet", err);
@@ -375,8 +322,10 @@ static int mark_compressed(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 	return rc;
 }
 
+
 static const quant_method methods[] = {
 	{ "fp8", mark_fp8 },
+	{ "gptq", tfs_hf_deq_mark_gptq },
 	{ "compressed-tensors", mark_compressed },
 	{ "mxfp4", NULL },   /* GPT-OSS: hf_gptoss.c repacks its experts */
 };
@@ -403,11 +352,16 @@ static int build(tfs_hf_deq *d, tfs_error *err)
 		uint64_t nel = 1;
 		for (uint32_t k = 0; k < t->n_dims; k++)
 			nel *= (uint64_t)t->ne[k];
+		const deq_packed *pk = d->pk[i].kind ? &d->pk[i] : NULL;
+		const char *tname = d->rename[i] ? d->rename[i] : t->name;
+		if (pk)
+			nel = pk->rows * pk->cols;
 		if (d->role[i] == ROLE_DEQ)
 			rc = tfs_model_add_computed_source(m, tfs_source_label(tfs_model_source(st,
-							  (size_t)t->src)), &simple_ops, &d->w[i],
-							  4 * nel, &src, err);
-		if (rc || (rc = tfs_model_push_tensor(m, t->name, strlen(t->name), &o, err)))
+							  (size_t)t->src)), pk ? &tfs_hf_deq_packed_ops
+							  : &simple_ops, pk ? (void *)pk
+							  : (void *)&d->w[i], 4 * nel, &src, err);
+		if (rc || (rc = tfs_model_push_tensor(m, tname, strlen(tname), &o, err)))
 			break;
 		char *name = o->name;
 		*o = *t;
@@ -418,6 +372,11 @@ static int build(tfs_hf_deq *d, tfs_error *err)
 			o->src = src;
 			o->offset = 0;
 			o->nbytes = 4 * nel;
+		}
+		if (pk) {   /* [rows, cols], numpy order */
+			o->n_dims = 2;
+			o->ne[0] = (int64_t)pk->cols;
+			o->ne[1] = (int64_t)pk->rows;
 		}
 	}
 	return rc;
@@ -448,8 +407,10 @@ int tfs_hf_deq_open(tfs_hf_deq **out, const tfs_model *st, json_t *config, const
 		d->role = calloc(n ? n : 1, 1);
 		d->fp8 = calloc(n ? n : 1, sizeof *d->fp8);
 		d->w = calloc(n ? n : 1, sizeof *d->w);
+		d->pk = calloc(n ? n : 1, sizeof *d->pk);
+		d->rename = calloc(n ? n : 1, sizeof *d->rename);
 	}
-	int rc = !d || !d->role || !d->fp8 || !d->w
+	int rc = !d || !d->role || !d->fp8 || !d->w || !d->pk || !d->rename
 		 ? tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory")
 		 : q->mark(d, qc, err);
 	if (!rc)
@@ -473,6 +434,10 @@ void tfs_hf_deq_free(tfs_hf_deq *d)
 	free(d->role);
 	free(d->fp8);
 	free(d->w);
+	for (size_t i = 0; d->rename && i < d->n; i++)
+		free(d->rename[i]);
+	free(d->rename);
+	free(d->pk);
 	free(d);
 }
 
@@ -481,6 +446,11 @@ const tfs_model *tfs_hf_deq_model(const tfs_hf_deq *d) { return d->m; }
 bool tfs_hf_deq_computed(const tfs_hf_deq *d, size_t i)
 {
 	return d && i < d->n && d->role[i] == ROLE_DEQ;
+}
+
+bool tfs_hf_deq_late(const tfs_hf_deq *d, size_t i)
+{
+	return d && i < d->n && d->pk[i].kind != 0;
 }
 
 bool tfs_hf_deq_fp8(const tfs_hf_deq *d, size_t i)

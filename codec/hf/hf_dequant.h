@@ -37,6 +37,9 @@ void tfs_hf_deq_free(tfs_hf_deq *d);
 const tfs_model *tfs_hf_deq_model(const tfs_hf_deq *d);
 /* Whether tensor i is computed (dequantized): never a splice of the repo's bytes. */
 bool tfs_hf_deq_computed(const tfs_hf_deq *d, size_t i);
+/* Whether tensor i is a new tensor of the converter (new_tensors: GPTQ's and
+ * pack-quantized weights, renamed X.weight), which comes after all the repo's tensors. */
+bool tfs_hf_deq_late(const tfs_hf_deq *d, size_t i);
 /* Whether tensor i was an FP8 weight (the converter's _fp8_dequantized: --fp8-as-q8). */
 bool tfs_hf_deq_fp8(const tfs_hf_deq *d, size_t i);
 

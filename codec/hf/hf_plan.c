@@ -45,11 +45,14 @@ typedef struct {
 	const char *path;          /* for messages */
 	const char *name;
 	size_t idx;
+	bool late;                 /* a new tensor of dequant_model's (after all the others) */
 } src_ref;
 
 static int cmp_src(const void *a, const void *b)
 {
 	const src_ref *x = a, *y = b;
+	if (x->late != y->late)
+		return x->late ? 1 : -1;
 	int c = strcmp(x->shard, y->shard);
 	return c ? c : strcmp(x->name, y->name);
 }
@@ -251,7 +254,8 @@ static int add_tensor(tfs_hf_plan *p, size_t *cap, tfs_hf_tensor **t, tfs_error 
 
 /* The source tensors in the converter's reading order (shards by file name, then names):
  * *out (allocated), *ns of them. */
-static int read_order(src_ref **out, size_t *ns, const tfs_model *st, tfs_error *err)
+static int read_order(src_ref **out, size_t *ns, const tfs_model *st, const tfs_hf_deq *deq,
+		      tfs_error *err)
 {
 	size_t n = tfs_model_n_tensors(st);
 	src_ref *refs = calloc(n ? n : 1, sizeof *refs);
@@ -263,7 +267,8 @@ static int read_order(src_ref **out, size_t *ns, const tfs_model *st, tfs_error 
 		if (t->deleted)
 			continue;
 		const tfs_source *so = tfs_model_source(st, (size_t)t->src);
-		refs[(*ns)++] = (src_ref){ tfs_source_label(so), tfs_source_path(so), t->name, i };
+		refs[(*ns)++] = (src_ref){ tfs_source_label(so), tfs_source_path(so), t->name, i,
+					   tfs_hf_deq_late(deq, i) };
 	}
 	qsort(refs, *ns, sizeof *refs, cmp_src);
 	*out = refs;
@@ -541,13 +546,13 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 	size_t ns = 0, cap = 0, nseen = 0;
 	src_ref *refs = NULL;
 	bool *seen = NULL;
-	int rc = read_order(&refs, &ns, p->base, err);
+	int rc = read_order(&refs, &ns, p->base, NULL, err);
 	if (!rc && p->ftype == UINT32_MAX)   /* by the repo's dtypes, before dequant_model */
 		p->ftype = auto_ftype(p, h, refs, ns);
 	if (!rc && p->deq) {
 		free(refs);
 		refs = NULL;
-		rc = read_order(&refs, &ns, p->st, err);
+		rc = read_order(&refs, &ns, p->st, p->deq, err);
 	}
 	if (!rc)
 		rc = add_generated(p, &cap, h, err);

@@ -16,6 +16,10 @@ with their quantization_config.
 - qwen3-ct-fp8, qwen3-ct-int8: compressed-tensors float-quantized (F8_E4M3, BF16 scales)
   and int-quantized (I8, F32 scales), per channel (`weight_scale` [rows, 1]), as RedHatAI's
   FP8-dynamic and W8A8 releases.
+- qwen3-ct-w4a16, qwen3-ct-w8-asym: compressed-tensors pack-quantized in groups of 128
+  (hidden 256, intermediate 384): int4 symmetric with BF16 scales, as RedHatAI's
+  Qwen3-*-quantized.w4a16 (weight_packed, weight_scale, weight_shape); int8 asymmetric with
+  F16 scales and weight_zero_point (packed along the rows).
 
 Each weight is quantized as FP8 checkpoints are made: per block, scale = max|w| / the
 format's largest value, the code nearest to w / scale (the scale rounded to its dtype first).
@@ -52,8 +56,25 @@ def compressed(fmt, typ):
             "quantization_status": "compressed"}
 
 
+def packed(bits, symmetric, actorder=None):
+    """compressed-tensors pack-quantized (RedHatAI's Qwen3-*-quantized.w4a16): one config
+    group, int weights in groups of 128 along the columns, no activation quantization."""
+    w = {"actorder": actorder, "block_structure": None, "dynamic": False, "group_size": 128,
+         "num_bits": bits, "observer": "minmax", "observer_kwargs": {}, "strategy": "group",
+         "symmetric": symmetric, "type": "int"}
+    return {"config_groups": {"group_0": {"input_activations": None,
+                                          "output_activations": None,
+                                          "targets": ["Linear"], "weights": w}},
+            "format": "pack-quantized", "global_compression_ratio": None,
+            "ignore": ["lm_head"], "kv_cache_scheme": None,
+            "quant_method": "compressed-tensors", "quantization_status": "compressed"}
+
+
 QWEN3 = dict(arch="Qwen3ForCausalLM", dtype="BF16", shards=1, tied=True, hidden=128, heads=4,
              kv_heads=2, head_dim=32, ff=320, qk_norm=True)
+
+# hidden and intermediate sizes that are whole groups of 128 (the converter reshapes so)
+QWEN3_G = dict(QWEN3, hidden=256, ff=384, heads=4, head_dim=64)
 
 # name -> (maker, its spec, how the weights are stored)
 VARIANTS = {
@@ -77,6 +98,12 @@ VARIANTS = {
                                              config=compressed("float-quantized", "float"))),
     "qwen3-ct-int8": (make_model, QWEN3, dict(fmt="I8", scale="F32", channel=True,
                                               config=compressed("int-quantized", "int"))),
+    # compressed-tensors pack-quantized: int4 symmetric (weight_packed, weight_scale,
+    # weight_shape), int8 asymmetric (and weight_zero_point, packed along the rows)
+    "qwen3-ct-w4a16": (make_model, QWEN3_G, dict(pack=4, symmetric=True, scale="BF16",
+                                                 config=packed(4, True))),
+    "qwen3-ct-w8-asym": (make_model, QWEN3_G, dict(pack=8, symmetric=False, scale="F16",
+                                                   config=packed(8, False))),
 }
 
 
@@ -112,6 +139,8 @@ def to_dtype(x, dt):
     x = x.astype(np.float32)
     if dt == "F32":
         return x.tobytes(), x
+    if dt == "F16":
+        return x.astype(np.float16).tobytes(), x.astype(np.float16).astype(np.float32)
     b = (x.view(np.uint32) + 0x7fff + ((x.view(np.uint32) >> 16) & 1)) >> 16   # nearest even
     b = b.astype(np.uint16)
     return b.tobytes(), (b.astype(np.uint32) << 16).view(np.float32)
@@ -139,6 +168,49 @@ def quantize_block(w, q, block=128):
     data, scale = to_dtype(np.where(amax > 0, amax / fmax, 1.0), q["scale"])
     full = np.repeat(np.repeat(scale, block, 0), block, 1)[:r, :c].astype(np.float64)
     return encode(w.astype(np.float64) / full, fmt), data, (sr, sc)
+
+
+def pack_rows(q, bits):
+    """[rows, cols] ints in [0, 2^bits) -> int32 [rows, ceil(cols * bits / 32)], value j of a
+    word at bits j * bits (compressed-tensors' pack_to_int32, along the columns)."""
+    per = 32 // bits
+    r, c = q.shape
+    padded = np.zeros((r, -(-c // per) * per), dtype=np.uint64)
+    padded[:, :c] = q
+    words = np.zeros((r, padded.shape[1] // per), dtype=np.uint64)
+    for j in range(per):
+        words |= padded[:, j::per] << np.uint64(j * bits)
+    return words.astype(np.uint32).view(np.int32)
+
+
+def quantize_packed(w, q, group=128):
+    """A [rows, cols] float32 weight -> [(suffix, dtype, shape, bytes)] as compressed-tensors
+    stores a pack-quantized group-wise int weight."""
+    bits, r, c = q["pack"], *w.shape
+    g = w.reshape(r, c // group, group).astype(np.float64)
+    if q["symmetric"]:
+        qmax = (1 << (bits - 1)) - 1
+        amax = np.abs(g).max(axis=2)
+        scale = np.where(amax > 0, amax / qmax, 1.0).astype(np.float32)
+        sdata, scale = to_dtype(scale, q["scale"])
+        x = np.clip(np.rint(g / scale[..., None]), -qmax - 1, qmax)
+        codes = (x + (1 << (bits - 1))).astype(np.uint64).reshape(r, c)
+        zp = None
+    else:
+        lo, hi = np.minimum(g.min(axis=2), 0), np.maximum(g.max(axis=2), 0)
+        top = (1 << bits) - 1
+        scale = np.where(hi > lo, (hi - lo) / top, 1.0).astype(np.float32)
+        sdata, scale = to_dtype(scale, q["scale"])
+        zp = np.clip(np.rint(-lo / scale), 0, top).astype(np.uint64)
+        x = np.clip(np.rint(g / scale[..., None]) + zp[..., None], 0, top)
+        codes = x.astype(np.uint64).reshape(r, c)
+    out = [("_packed", "I32", None, pack_rows(codes, bits)),
+           ("_scale", q["scale"], scale.shape, sdata),
+           ("_shape", "I64", (2,), np.array([r, c], dtype=np.int64).tobytes())]
+    if zp is not None:   # packed along the rows: [ceil(rows * bits / 32), groups]
+        out.append(("_zero_point", "I32", None, pack_rows(zp.T.copy(), bits).T.copy()))
+    return [(s, dt, shp if shp is not None else data.shape,
+             data if isinstance(data, bytes) else data.tobytes()) for s, dt, shp, data in out]
 
 
 def quantized(name, shape):
@@ -173,6 +245,9 @@ def quantize_repo(d, q):
     def quantize(name, dt, shape, data):
         if dt != "BF16" or not quantized(name, shape):
             return [(name, dt, shape, data)]
+        if q.get("pack"):
+            return [(name + sfx, dt, shp, data) for sfx, dt, shp, data in
+                    quantize_packed(bf16_values(data, shape), q)]
         quant = quantize_channel if q.get("channel") else quantize_block
         codes, sdata, sshape = quant(bf16_values(data, shape), q)
         return [(name, q["fmt"], shape, codes.tobytes()),

@@ -73,11 +73,24 @@ class Equal(TestCase):
             self.assertTrue(ours == ref, "%s %s: %s" % (name, t,
                             compare.first_difference(ref, ours)))
 
+    def test_packed_int_weights_equal_the_converter(self):
+        """compressed-tensors pack-quantized, cmp-equal, whole: int4 symmetric (auto), int8
+        with zero points (f16); the new weights come after all the other tensors."""
+        for name, t in (("qwen3-ct-w4a16", "auto"), ("qwen3-ct-w8-asym", "f16")):
+            ref = read(converted(self, name, t))
+            with Mount(self, model(name), mount_options(t)) as m:
+                ours = read(m.p("model.gguf"))
+            self.assertTrue(ours == ref, "%s %s: %s" % (name, t,
+                            compare.first_difference(ref, ours)))
+            names = [n for n, _, _, _ in compare.Gguf(ours).tensors]
+            self.assertEqual(names[-1], "blk.1.attn_v.weight", name)
+
     def test_reads_at_any_offset(self):
         """pread of random ranges equals the converter's bytes, half of them inside the
         dequantized tensors (across blocks, rows of blocks and tensor ends)."""
         rng = random.Random(38)
-        for name, t in (("deepseek3-fp8", "f32"), ("qwen3-fp8", "bf16")):
+        for name, t in (("deepseek3-fp8", "f32"), ("qwen3-fp8", "bf16"),
+                        ("qwen3-ct-w4a16", "f32")):
             ref = read(converted(self, name, t))
             g = compare.Gguf(ref)
             deq = [(g.data_start + o, len(compare.tensor_bytes(g, i)))
@@ -183,6 +196,16 @@ class Refused(TestCase):
             c["quantization_config"] = q
         self.refused(self.variant(two), "quant method compressed-tensors (tensor "
                      "'model.layers.0.mlp.down_proj.weight'): several config groups")
+
+    def test_packed_by_channel(self):
+        """pack-quantized by channel: the converter asserts the group strategy."""
+        def channel(c):
+            q = make_quant.packed(4, True)
+            q["config_groups"]["group_0"]["weights"]["strategy"] = "channel"
+            c["quantization_config"] = q
+        self.refused(self.variant(channel), "quant method compressed-tensors (tensor "
+                     "'model.layers.0.mlp.down_proj.weight'): pack-quantized with a strategy "
+                     "other than group")
 
     def test_fp8_as_q8_needs_a_repo(self):
         """-o fp8_as_q8 on a file that is no repo: refused as outtype= is."""

@@ -38,6 +38,8 @@ def setup(src, npm):
     sys.path[0:0] = [os.path.dirname(os.path.abspath(__file__)), src]
     import float8
     float8.install()
+    import intquant
+    intquant.install()
     return os.path.join(src, "convert_hf_to_gguf.py")
 
 

@@ -22,9 +22,11 @@ import reference  # noqa: E402
 OUTTYPES = ("auto", "f32", "f16", "bf16", "q8_0", "auto+q8", "f16+q8")
 # --quick (the meson test): DeepSeek-V3's (a 129280-token vocabulary: the converter takes
 # seconds per file) at these; the others at every outtype
-# (qwen3-ct-w8-asym: the outtypes' conversions of float32 are qwen3-ct-w4a16's)
+# (the int8 and int2 ones: the outtypes' conversions of float32 are the int4 ones')
 QUICK = {"deepseek3-fp8": ("auto", "f32", "q8_0", "auto+q8"),
-         "qwen3-ct-w8-asym": ("auto", "f32", "q8_0")}
+         "qwen3-ct-w8-asym": ("auto", "f32", "q8_0"),
+         "qwen3-gptq-int8": ("auto", "f32", "q8_0"),
+         "qwen3-gptq-int2": ("auto", "f32", "q8_0")}
 
 
 def options(t):

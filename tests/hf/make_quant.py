@@ -20,6 +20,9 @@ with their quantization_config.
   (hidden 256, intermediate 384): int4 symmetric with BF16 scales, as RedHatAI's
   Qwen3-*-quantized.w4a16 (weight_packed, weight_scale, weight_shape); int8 asymmetric with
   F16 scales and weight_zero_point (packed along the rows).
+- qwen3-gptq-int4, -int8, -int2: quant_method gptq in groups of 128 (qweight, qzeros,
+  scales, g_idx): 4-bit symmetric with desc_act (g_idx: the groups of a permutation of the
+  input columns), 8-bit asymmetric and 2-bit symmetric in order.
 
 Each weight is quantized as FP8 checkpoints are made: per block, scale = max|w| / the
 format's largest value, the code nearest to w / scale (the scale rounded to its dtype first).
@@ -70,6 +73,16 @@ def packed(bits, symmetric, actorder=None):
             "quant_method": "compressed-tensors", "quantization_status": "compressed"}
 
 
+def gptq(bits, desc_act, sym):
+    """quant_method gptq as AutoGPTQ / GPTQModel write it (Qwen/Qwen2.5-*-GPTQ-Int4,
+    TheBloke's desc_act releases): groups of 128, v1 checkpoints (zeros stored minus 1)."""
+    return {"bits": bits, "checkpoint_format": "gptq", "damp_percent": 0.01,
+            "desc_act": desc_act, "group_size": 128, "is_marlin_format": False,
+            "model_file_base_name": "model", "model_name_or_path": None,
+            "quant_method": "gptq", "static_groups": False, "sym": sym,
+            "true_sequential": True}
+
+
 QWEN3 = dict(arch="Qwen3ForCausalLM", dtype="BF16", shards=1, tied=True, hidden=128, heads=4,
              kv_heads=2, head_dim=32, ff=320, qk_norm=True)
 
@@ -104,6 +117,14 @@ VARIANTS = {
                                                  config=packed(4, True))),
     "qwen3-ct-w8-asym": (make_model, QWEN3_G, dict(pack=8, symmetric=False, scale="F16",
                                                    config=packed(8, False))),
+    # GPTQ (qweight, qzeros, scales F16, g_idx): 4-bit symmetric with desc_act (g_idx a
+    # permutation's groups), 8-bit asymmetric and 2-bit in order
+    "qwen3-gptq-int4": (make_model, QWEN3_G, dict(gptq=4, desc_act=True, symmetric=True,
+                                                  config=gptq(4, True, True))),
+    "qwen3-gptq-int8": (make_model, QWEN3_G, dict(gptq=8, desc_act=False, symmetric=False,
+                                                  config=gptq(8, False, False))),
+    "qwen3-gptq-int2": (make_model, QWEN3_G, dict(gptq=2, desc_act=False, symmetric=True,
+                                                  config=gptq(2, False, True))),
 }
 
 
@@ -213,6 +234,44 @@ def quantize_packed(w, q, group=128):
              data if isinstance(data, bytes) else data.tobytes()) for s, dt, shp, data in out]
 
 
+def quantize_gptq(w, q, name, group=128):
+    """A [out, in] float32 weight -> [(suffix, dtype, shape, bytes)] as GPTQ stores it:
+    qweight int32 [in / per, out] (input rows packed), qzeros int32 [groups, out / per]
+    (zero - 1: v1), scales F16 [groups, out], g_idx int32 [in] (desc_act: the groups of a
+    permutation of the input columns)."""
+    bits, (o, n) = q["gptq"], w.shape
+    top, ng = (1 << bits) - 1, n // group
+    if q["desc_act"]:
+        perm = np.random.default_rng(len(name)).permutation(n)
+        g_idx = np.empty(n, dtype=np.int32)
+        g_idx[perm] = np.arange(n) // group
+    else:
+        g_idx = (np.arange(n) // group).astype(np.int32)
+    scale = np.zeros((ng, o), dtype=np.float32)
+    zero = np.zeros((ng, o), dtype=np.int64)
+    codes = np.zeros((n, o), dtype=np.int64)
+    wt = w.T.astype(np.float64)                  # [in, out]
+    for g in range(ng):
+        cols = wt[g_idx == g]
+        if q["symmetric"]:
+            amax = np.abs(cols).max(axis=0)
+            sc = np.where(amax > 0, 2 * amax / top, 1.0)
+            z = np.full(o, (top + 1) // 2)
+        else:
+            lo, hi = np.minimum(cols.min(axis=0), 0), np.maximum(cols.max(axis=0), 0)
+            sc = np.where(hi > lo, (hi - lo) / top, 1.0)
+            z = np.clip(np.rint(-lo / sc), 1, top).astype(np.int64)   # v1: zero - 1 >= 0
+        sc = sc.astype(np.float16).astype(np.float64)
+        scale[g], zero[g] = sc, z
+        codes[g_idx == g] = np.clip(np.rint(cols / sc) + z, 0, top)
+    qweight = pack_rows(codes.T.astype(np.uint64), bits).T.copy()     # along the input rows
+    qzeros = pack_rows((zero - 1).astype(np.uint64), bits)
+    return [(".qweight", "I32", qweight.shape, qweight.tobytes()),
+            (".qzeros", "I32", qzeros.shape, qzeros.tobytes()),
+            (".scales", "F16", scale.shape, scale.astype(np.float16).tobytes()),
+            (".g_idx", "I32", g_idx.shape, g_idx.tobytes())]
+
+
 def quantized(name, shape):
     """Whether the published FP8 repos store this tensor in FP8: 2-D linear weights, not the
     embeddings, lm_head, norms or the MoE router."""
@@ -245,6 +304,10 @@ def quantize_repo(d, q):
     def quantize(name, dt, shape, data):
         if dt != "BF16" or not quantized(name, shape):
             return [(name, dt, shape, data)]
+        if q.get("gptq"):
+            base = name[:-len(".weight")]
+            return [(base + sfx, dt, shp, data) for sfx, dt, shp, data in
+                    quantize_gptq(bf16_values(data, shape), q, name)]
         if q.get("pack"):
             return [(name + sfx, dt, shp, data) for sfx, dt, shp, data in
                     quantize_packed(bf16_values(data, shape), q)]

@@ -75,8 +75,10 @@ class Equal(TestCase):
 
     def test_packed_int_weights_equal_the_converter(self):
         """compressed-tensors pack-quantized, cmp-equal, whole: int4 symmetric (auto), int8
-        with zero points (f16); the new weights come after all the other tensors."""
-        for name, t in (("qwen3-ct-w4a16", "auto"), ("qwen3-ct-w8-asym", "f16")):
+        with zero points (f16); GPTQ 4-bit with desc_act (auto), 8-bit (bf16); the new
+        weights come after all the other tensors."""
+        for name, t in (("qwen3-ct-w4a16", "auto"), ("qwen3-ct-w8-asym", "f16"),
+                        ("qwen3-gptq-int4", "auto"), ("qwen3-gptq-int8", "bf16")):
             ref = read(converted(self, name, t))
             with Mount(self, model(name), mount_options(t)) as m:
                 ours = read(m.p("model.gguf"))
@@ -90,7 +92,7 @@ class Equal(TestCase):
         dequantized tensors (across blocks, rows of blocks and tensor ends)."""
         rng = random.Random(38)
         for name, t in (("deepseek3-fp8", "f32"), ("qwen3-fp8", "bf16"),
-                        ("qwen3-ct-w4a16", "f32")):
+                        ("qwen3-ct-w4a16", "f32"), ("qwen3-gptq-int4", "f32")):
             ref = read(converted(self, name, t))
             g = compare.Gguf(ref)
             deq = [(g.data_start + o, len(compare.tensor_bytes(g, i)))
@@ -155,8 +157,8 @@ class Fp8AsQ8(TestCase):
 
 
 class Refused(TestCase):
-    def variant(self, edit_config):
-        src = model("qwen3-fp8")
+    def variant(self, edit_config, base="qwen3-fp8"):
+        src = model(base)
         d = os.path.join(self.tmpdir(), "repo")
         os.makedirs(d)
         for f in os.listdir(src):
@@ -206,6 +208,12 @@ class Refused(TestCase):
         self.refused(self.variant(channel), "quant method compressed-tensors (tensor "
                      "'model.layers.0.mlp.down_proj.weight'): pack-quantized with a strategy "
                      "other than group")
+
+    def test_3_bit_gptq(self):
+        """GPTQ's 3 bits: the converter raises NotImplementedError."""
+        d = self.variant(lambda c: c["quantization_config"].update(bits=3), "qwen3-gptq-int4")
+        self.refused(d, "quant method gptq (tensor 'model.layers.0.mlp.down_proj.qweight'): "
+                        "3-bit GPTQ is not implemented by the converter")
 
     def test_fp8_as_q8_needs_a_repo(self):
         """-o fp8_as_q8 on a file that is no repo: refused as outtype= is."""

@@ -326,6 +326,7 @@ static int mark_compressed(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 static const quant_method methods[] = {
 	{ "fp8", mark_fp8 },
 	{ "gptq", tfs_hf_deq_mark_gptq },
+	{ "bitnet", tfs_hf_deq_mark_bitnet },
 	{ "compressed-tensors", mark_compressed },
 	{ "mxfp4", NULL },   /* GPT-OSS: hf_gptoss.c repacks its experts */
 };
@@ -373,7 +374,9 @@ static int build(tfs_hf_deq *d, tfs_error *err)
 			o->offset = 0;
 			o->nbytes = 4 * nel;
 		}
-		if (pk) {   /* [rows, cols], numpy order */
+		if (pk && pk->kind == PK_BITNET) {   /* 4 times the rows */
+			o->ne[o->n_dims - 1] *= 4;
+		} else if (pk) {   /* [rows, cols], numpy order */
 			o->n_dims = 2;
 			o->ne[0] = (int64_t)pk->cols;
 			o->ne[1] = (int64_t)pk->rows;
@@ -450,7 +453,7 @@ bool tfs_hf_deq_computed(const tfs_hf_deq *d, size_t i)
 
 bool tfs_hf_deq_late(const tfs_hf_deq *d, size_t i)
 {
-	return d && i < d->n && d->pk[i].kind != 0;
+	return d && i < d->n && (d->pk[i].kind == PK_CT || d->pk[i].kind == PK_GPTQ);
 }
 
 bool tfs_hf_deq_fp8(const tfs_hf_deq *d, size_t i)

@@ -28,7 +28,7 @@ typedef struct {
 
 /* An integer-packed weight: compressed-tensors' pack-quantized (dequant_packed) or GPTQ's
  * (dequant_gptq); a new tensor of the converter (new_tensors: after all others). */
-enum { PK_CT = 1, PK_GPTQ };
+enum { PK_CT = 1, PK_GPTQ, PK_BITNET };
 typedef struct {
 	struct tfs_hf_deq *d;
 	int kind;
@@ -40,6 +40,7 @@ typedef struct {
 	uint64_t ng;            /* the scales' columns (CT: groups; GPTQ: rows) */
 	uint64_t wcols, zcols;  /* words a row of the packed weight, of the zero points */
 	bool zp_plus1;          /* GPTQ's checkpoint_format "gptq": zeros + 1 */
+	float div;              /* bitnet: the scale the values are divided by */
 } deq_packed;
 
 struct tfs_hf_deq {
@@ -98,6 +99,9 @@ static inline int refuse(const tfs_hf_deq *d, const char *what, tfs_error *err)
  * quantization_config): the packed weights marked (hf_dequant_packed.c). */
 int tfs_hf_deq_mark_ct_packed(tfs_hf_deq *d, json_t *w, tfs_error *err);
 int tfs_hf_deq_mark_gptq(tfs_hf_deq *d, json_t *qc, tfs_error *err);
+/* quant_method bitnet: X.weight (U8/I8, four 2-bit values a byte along the rows) with its
+ * one-value X.weight_scale, in place (dequant_bitnet). */
+int tfs_hf_deq_mark_bitnet(tfs_hf_deq *d, json_t *qc, tfs_error *err);
 /* Reads a packed weight's float32 bytes (ctx: its deq_packed). */
 extern const tfs_computed_ops tfs_hf_deq_packed_ops;
 

@@ -2,7 +2,8 @@
  * hf_dequant_packed.c - integer-packed quantized weights as llama.cpp de3ff81's converter
  * dequantizes them (ModelBase.dequant_model, conversion/base.py): compressed-tensors'
  * pack-quantized (dequant_packed) and GPTQ (dequant_gptq), each packed weight the new tensor
- * X.weight, computed on read (hf_dequant.h).
+ * X.weight, and bitnet (dequant_bitnet: in place, four ternary values a byte along the
+ * rows, divided by the scale), computed on read (hf_dequant.h).
  *
  * Each value is an unsigned field of an int32 word (the converter's `>> shift & mask`),
  * minus its zero point (an int), the difference converted to float32 (exact: at most 16
@@ -137,6 +138,18 @@ static int gptq_rows(const deq_packed *g, uint64_t e0, uint64_t n, float *out, t
 	return rc;
 }
 
+/* bitnet (dequant_bitnet), the weight [4 * R, ...] of packed [R, ...] bytes: element (r, c)
+ * is float(((byte[r % R, c] >> 2 * (r / R)) & 3) - 1) / scale. */
+static int bitnet_row(const deq_packed *g, uint64_t r, uint64_t c0, uint64_t c1, float *out,
+		      uint8_t *scratch, tfs_error *err)
+{
+	uint64_t R = g->rows / 4;
+	int rc = read_block(g->d->st, g->w, g->cols, 1, r % R, r % R + 1, c0, c1, scratch, err);
+	for (uint64_t c = c0; !rc && c < c1; c++)
+		out[c - c0] = (float)((int)((scratch[c - c0] >> (2 * (r / R))) & 3) - 1) / g->div;
+	return rc;
+}
+
 static int packed_step(const deq_packed *g, uint64_t e0, uint64_t n, float *out,
 		       uint8_t *scratch, tfs_error *err)
 {
@@ -146,7 +159,8 @@ static int packed_step(const deq_packed *g, uint64_t e0, uint64_t n, float *out,
 	for (uint64_t e = e0; !rc && e < e0 + n;) {   /* row runs */
 		uint64_t r = e / g->cols, c = e % g->cols;
 		uint64_t c1 = c + (e0 + n - e) < g->cols ? c + (e0 + n - e) : g->cols;
-		rc = ct_row(g, r, c, c1, out + (e - e0), scratch, err);
+		rc = g->kind == PK_BITNET ? bitnet_row(g, r, c, c1, out + (e - e0), scratch, err)
+					  : ct_row(g, r, c, c1, out + (e - e0), scratch, err);
 		e += c1 - c;
 	}
 	return rc;
@@ -353,6 +367,46 @@ int tfs_hf_deq_mark_gptq(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 		d->role[gi] = d->role[qz] = d->role[sc] = ROLE_DROP;
 		snprintf(wname, sizeof wname, "%s.weight", base);
 		rc = mark_new(d, (long)i, wname, err);
+	}
+	return rc;
+}
+
+int tfs_hf_deq_mark_bitnet(tfs_hf_deq *d, json_t *qc, tfs_error *err)
+{
+	(void)qc;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < d->n; i++) {
+		const tfs_tensor *s = tfs_model_tensor(d->st, i);
+		if (s->deleted || !ends_with(s->name, ".weight_scale"))
+			continue;
+		char wname[1024];
+		snprintf(wname, sizeof wname, "%.*s", (int)(strlen(s->name) - 6), s->name);
+		long w = tfs_model_find_tensor(d->st, wname);
+		if (w < 0 || tfs_model_tensor(d->st, (size_t)w)->deleted)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: quant method bitnet: scale '%s' "
+					     "has no weight '%s'", d->where, s->name, wname);
+		const tfs_tensor *t = tfs_model_tensor(d->st, (size_t)w);
+		uint64_t nel = 1, wd[TFS_MAX_DIMS];
+		for (uint32_t k = 0; k < s->n_dims; k++)
+			nel *= (uint64_t)s->ne[k];
+		if ((t->dtype != TFS_DT_U8 && t->dtype != TFS_DT_I8) || np_shape(d, w, wd) < 1)
+			return bad_packed(d, t->name, "not U8 or I8 bytes of four 2-bit values", err);
+		if (!float_dtype(s->dtype) || nel != 1)
+			return bad_packed(d, t->name, "its weight_scale is not one F32/F16/BF16 value",
+					  err);
+		uint8_t raw[4];
+		int64_t got = tfs_tensor_read_raw(d->st, i, 0, tfs_dtype(s->dtype)->block_bytes, raw,
+						  err);
+		if (got < 0)
+			return (int)got;
+		deq_packed *g = &d->pk[w];
+		*g = (deq_packed){ .d = d, .kind = PK_BITNET, .w = (size_t)w, .scale = (long)i,
+				   .zp = -1, .bits = 2, .per = 4, .rows = 4 * wd[0], .cols = 1 };
+		for (uint32_t k = 1; k < t->n_dims; k++)
+			g->cols *= wd[k];
+		tfs_hf_to_f32((uint32_t *)&g->div, raw, s->dtype, 1);
+		d->role[i] = ROLE_DROP;
+		d->role[w] = ROLE_DEQ;
 	}
 	return rc;
 }

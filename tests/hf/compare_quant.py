@@ -22,17 +22,30 @@ import reference  # noqa: E402
 OUTTYPES = ("auto", "f32", "f16", "bf16", "q8_0", "auto+q8", "f16+q8")
 # --quick (the meson test): DeepSeek-V3's (a 129280-token vocabulary: the converter takes
 # seconds per file) at these; the others at every outtype
-# (the int8 and int2 ones: the outtypes' conversions of float32 are the int4 ones')
+# (the int8, int2 and bitnet ones: the outtypes' conversions of float32 are the int4 ones')
 QUICK = {"deepseek3-fp8": ("auto", "f32", "q8_0", "auto+q8"),
          "qwen3-ct-w8-asym": ("auto", "f32", "q8_0"),
          "qwen3-gptq-int8": ("auto", "f32", "q8_0"),
-         "qwen3-gptq-int2": ("auto", "f32", "q8_0")}
+         "qwen3-gptq-int2": ("auto", "f32", "q8_0"),
+         "qwen3-bitnet": ("auto", "f32", "q8_0")}
+
+
+# The converter's dequant_bitnet shifts a lazy (meta) tensor by a plain CPU one, which its
+# lazy mode cannot run (torch 1.13: no meta '>>'; torch 2's device check refuses a CPU
+# operand that is not 0-d): bitnet repos are converted --no-lazy, the same arithmetic eagerly
+EAGER = ("qwen3-bitnet",)
 
 
 def options(t):
     """An outtype column ("f16+q8") -> the converter's options."""
     base, _, q8 = t.partition("+")
     return ["--outtype", base] + (["--fp8-as-q8"] if q8 else [])
+
+
+def ref_options(model, t):
+    """The converter's options for the variant in directory model at column t."""
+    eager = os.path.basename(os.path.normpath(model)) in EAGER
+    return options(t) + (["--no-lazy"] if eager else [])
 
 
 def converted(model, t, out):
@@ -42,7 +55,7 @@ def converted(model, t, out):
         why = reference.missing_reason(bpe=True)
         if why:
             return "SKIP " + why
-    return reference.convert(model, out, *options(t))
+    return reference.convert(model, out, *ref_options(model, t))
 
 
 def main():

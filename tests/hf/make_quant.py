@@ -23,6 +23,9 @@ with their quantization_config.
 - qwen3-gptq-int4, -int8, -int2: quant_method gptq in groups of 128 (qweight, qzeros,
   scales, g_idx): 4-bit symmetric with desc_act (g_idx: the groups of a permutation of the
   input columns), 8-bit asymmetric and 2-bit symmetric in order.
+- qwen3-bitnet: quant_method bitnet (BitNet b1.58's packing: U8 weights, four ternary
+  values a byte along the rows, one BF16 weight_scale) in a Qwen3 class (the view has no
+  BitnetForCausalLM row).
 
 Each weight is quantized as FP8 checkpoints are made: per block, scale = max|w| / the
 format's largest value, the code nearest to w / scale (the scale rounded to its dtype first).
@@ -125,6 +128,11 @@ VARIANTS = {
                                                   config=gptq(8, False, False))),
     "qwen3-gptq-int2": (make_model, QWEN3_G, dict(gptq=2, desc_act=False, symmetric=True,
                                                   config=gptq(2, False, True))),
+    # bitnet (microsoft/bitnet-b1.58-2B-4T's quantization_config and storage: U8 weights of
+    # four ternary values a byte along the rows, one BF16 weight_scale), in a Qwen3 class
+    "qwen3-bitnet": (make_model, QWEN3, dict(bitnet=True, config={
+        "linear_class": "autobitlinear", "quant_method": "bitnet",
+        "quantization_mode": "offline"})),
 }
 
 
@@ -272,6 +280,20 @@ def quantize_gptq(w, q, name, group=128):
             (".g_idx", "I32", g_idx.shape, g_idx.tobytes())]
 
 
+def quantize_bitnet(w):
+    """A [rows, cols] float32 weight -> [(suffix, dtype, shape, bytes)] as BitNet b1.58
+    stores it: ternary t = clip(round(w * s), -1, 1), s = 1 / mean|w| (BF16: the weight is
+    t / s), bytes [rows / 4, cols] holding t + 1 of rows k * rows / 4 + r at bits 2k."""
+    r, c = w.shape
+    sdata, s = to_dtype(np.array([1 / np.abs(w).mean()], dtype=np.float32), "BF16")
+    t = np.clip(np.rint(w.astype(np.float64) * s[0]), -1, 1).astype(np.int64) + 1
+    b = np.zeros((r // 4, c), dtype=np.int64)
+    for k in range(4):
+        b |= t[k * (r // 4):(k + 1) * (r // 4)] << (2 * k)
+    return [("", "U8", b.shape, b.astype(np.uint8).tobytes()),
+            ("_scale", "BF16", (1,), sdata)]
+
+
 def quantized(name, shape):
     """Whether the published FP8 repos store this tensor in FP8: 2-D linear weights, not the
     embeddings, lm_head, norms or the MoE router."""
@@ -304,6 +326,9 @@ def quantize_repo(d, q):
     def quantize(name, dt, shape, data):
         if dt != "BF16" or not quantized(name, shape):
             return [(name, dt, shape, data)]
+        if q.get("bitnet"):
+            return [(name + sfx, dt, shp, data) for sfx, dt, shp, data in
+                    quantize_bitnet(bf16_values(data, shape))]
         if q.get("gptq"):
             base = name[:-len(".weight")]
             return [(base + sfx, dt, shp, data) for sfx, dt, shp, data in

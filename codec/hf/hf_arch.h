@@ -87,12 +87,16 @@ enum tfs_hf_own_kind {
 	TFS_HF_OWN_NONE,
 	TFS_HF_OWN_MXFP4,     /* *_blocks (src) + *_scales (src2) repacked to ggml's MXFP4 */
 	TFS_HF_OWN_COLS,      /* a [n, k * stride] tensor's columns first, first + stride, ... */
-	TFS_HF_OWN_T,         /* [E, A, B] -> [E, B / stride, A]: transposed, columns taken so */
+	/* [E, A, B] -> [E, C, A]: transposed, columns taken so (C = B / stride, or the output's
+	 * rows when width says B: Llama 4's gate_up halves, first C or C after it) */
+	TFS_HF_OWN_T,
 };
 typedef struct {
 	uint8_t kind;            /* enum tfs_hf_own_kind */
-	uint8_t stride, first;   /* the rows (MXFP4) or columns taken: first, first + stride, ... */
+	uint8_t stride;          /* the rows (MXFP4) or columns taken: first, first + stride, ... */
+	uint32_t first;
 	long src2;               /* MXFP4: the scales' tensor index */
+	uint32_t width;          /* TFS_HF_OWN_T: the source's B when not C x stride; 0: it is */
 } tfs_hf_own;
 
 /* A config class default: set when config.json lacks the key (or, for the computed kinds,

@@ -45,9 +45,9 @@ int tfs_hf_llama3_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early, const 
 	if (!(v[0] > 0))
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: llama3 rope_scaling with rope_theta %g",
 				     h->where, v[0]);
-	if (v[4] / v[2] == v[4] / v[3])
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: llama3 rope_scaling with equal low and "
-				     "high frequency factors", h->where);
+	/* equal low and high frequency factors (Llama 4's 1.0, 1.0) are taken: the converter's
+	 * assert of different wavelengths is commented out ("Errors for Llama4"), and the
+	 * smoothed branch between them is then empty (or 0/0, as torch divides) */
 	size_t m = (size_t)(h->head_dim + 1) / 2;
 	float *f = malloc(m * sizeof *f);
 	if (!f)

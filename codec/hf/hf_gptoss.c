@@ -150,7 +150,7 @@ static int take_expert(const tfs_tensor *t, size_t idx, unsigned long b, const c
 		snprintf(name, sizeof name, "blk.%lu.ffn_%s_exps.%s", b, down ? "down" : proj[k],
 			 bias ? "bias" : "weight");
 		put(&out[k], t, (long)idx, name, ne, bias ? 2 : 3, (tfs_hf_own){
-		    down && bias ? TFS_HF_OWN_NONE : kind, down ? 1 : 2, (uint8_t)k, -1 });
+		    down && bias ? TFS_HF_OWN_NONE : kind, down ? 1 : 2, (uint32_t)k, -1, 0 });
 	}
 	*n = down ? 1 : 2;
 	return 0;
@@ -232,7 +232,7 @@ static int mxfp4_pair(const hparams *h, const tfs_model *st, long blocks, size_t
 	for (int k = down ? 0 : 1; k < (down ? 1 : 3); k++) {
 		snprintf(name, sizeof name, "blk.%lu.ffn_%s_exps.weight", b, proj[k]);
 		put(&out[(*n)++], bl, blocks, name, ne, 3, (tfs_hf_own){ TFS_HF_OWN_MXFP4,
-		    (uint8_t)(down ? 1 : 2), (uint8_t)(down ? 0 : k - 1), (long)sidx });
+		    (uint8_t)(down ? 1 : 2), (uint32_t)(down ? 0 : k - 1), (long)sidx, 0 });
 	}
 	return 0;
 }
@@ -418,12 +418,13 @@ static int rows_cols(const tfs_model *st, const tfs_hf_tensor *t, uint64_t g, ui
 }
 
 /* Output rows [g, g + n) of a transposed tensor: row (e, c) of A values is source column
- * c * stride + first of expert e's [A, B]; read per source row, rows of one expert at a
- * time. */
+ * c * stride + first of expert e's [A, B] (B: own.width, else C x stride); read per source
+ * row, rows of one expert at a time. */
 static int rows_t(const tfs_model *st, const tfs_hf_tensor *t, uint64_t g, uint64_t n,
 		  uint8_t *o, tfs_error *err)
 {
-	uint64_t A = (uint64_t)t->ne[0], C = (uint64_t)t->ne[1], B = C * t->own.stride;
+	uint64_t A = (uint64_t)t->ne[0], C = (uint64_t)t->ne[1];
+	uint64_t B = t->own.width ? t->own.width : C * t->own.stride;
 	uint64_t ses = tfs_dtype(t->src_dtype)->block_bytes;
 	uint64_t orb = t->nbytes / (C * (uint64_t)t->ne[2]);
 	uint64_t span = (n - 1) * t->own.stride + 1;

@@ -22,6 +22,7 @@ extern const tfs_hf_arch tfs_hf_arch_bert, tfs_hf_arch_xlmr;             /* hf_b
 extern const tfs_hf_arch tfs_hf_arch_mistral3;                            /* hf_mistral3.c */
 extern const tfs_hf_arch tfs_hf_arch_minimax_m2;                          /* hf_minimax.c */
 extern const tfs_hf_arch tfs_hf_arch_glm4moe_lite;                        /* hf_deepseek.c */
+extern const tfs_hf_arch tfs_hf_arch_llama4;                              /* hf_llama4.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -48,6 +49,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_mistral3,
 	&tfs_hf_arch_glm4moe_lite,
 	&tfs_hf_arch_minimax_m2,
+	&tfs_hf_arch_llama4,
 	NULL,
 };
 

@@ -112,6 +112,23 @@ VARIANTS = {
     "minimax-m2-bf16": dict(arch="MiniMaxM2ForCausalLM", dtype="BF16", shards=2, tied=False,
                             head_dim=32, ff=64, bpe="llama3_1", vocab=128256,
                             name_or_path="MiniMaxAI/MiniMax-M2"),
+    # Llama 4 (Llama4ForConditionalGeneration's text model): language_model.* names, the
+    # vision model and projector skipped; interleave_moe_layer_step 2 (layers 0, 2 dense with
+    # intermediate_size_mlp, 1, 3 MoE: router, shared expert, experts stacked in the
+    # checkpoint as gate_up_proj [E, hidden, 2 ff] and down_proj [E, ff, hidden]); llama3
+    # rope scaling with equal low/high factors as Scout's (rope_freqs); no_rope_layers []
+    # (derived); BF16, two shards; a byte-level BPE tokenizer.  Four layers: llama.cpp's
+    # llama4 graph asserts without a NoPE layer (every fourth)
+    "llama4-bf16": dict(arch="Llama4ForConditionalGeneration", dtype="BF16", shards=2,
+                        tied=False, head_dim=16, moe_ff=64, ff=128, used=1, step=2, layers=4,
+                        bpe="llama3_1", vocab=128256,
+                        name_or_path="meta-llama/Llama-4-Scout-17B-16E-Instruct"),
+    # Llama4ForCausalLM (model_type llama4_text, as MobileLLM-style checkpoints): every layer
+    # MoE, layer_types all full_attention (attention.sliding_window 0), tied, F16, one file.
+    # Bytes only: llama.cpp 3.22.1's llama4 asserts on such a model (f_attn_temp_scale 0)
+    "llama4-text-f16": dict(arch="Llama4ForCausalLM", dtype="F16", shards=1, tied=True,
+                            head_dim=32, moe_ff=32, ff=64, used=2, step=1, full=True,
+                            bpe="llama3_1", vocab=128256),
 }
 
 MODEL_TYPES = {"MixtralForCausalLM": "mixtral", "Qwen2MoeForCausalLM": "qwen2_moe",
@@ -119,7 +136,9 @@ MODEL_TYPES = {"MixtralForCausalLM": "mixtral", "Qwen2MoeForCausalLM": "qwen2_mo
                "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe",
                "GptOssForCausalLM": "gpt_oss",
                "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text", "MiniMaxM2ForCausalLM": "minimax_m2",
-               "Glm4MoeLiteForCausalLM": "glm4_moe_lite"}
+               "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
+               "Llama4ForConditionalGeneration": "llama4", "Llama4ForCausalLM": "llama4_text"}
+LLAMA4 = ("Llama4ForConditionalGeneration", "Llama4ForCausalLM")
 
 
 def spec(name):
@@ -170,6 +189,8 @@ def tensor_shapes(s):
         return glm_shapes(s)
     if arch == "Qwen3_5MoeForCausalLM":
         return qwen35moe_shapes(s)
+    if arch in LLAMA4:
+        return llama4_shapes(s)
     t = {"model.embed_tokens.weight": (s["vocab"], h), "model.norm.weight": (h,)}
     if not s["tied"]:
         t["lm_head.weight"] = (s["vocab"], h)
@@ -218,6 +239,75 @@ def tensor_shapes(s):
             t[p + "mlp.shared_expert.down_proj.weight"] = (h, sf)
             t[p + "mlp.shared_expert_gate.weight"] = (1, h)
     return t
+
+
+def llama4_shapes(s):
+    """Llama 4's tensors: LlamaModel's attention, a dense MLP (intermediate_size_mlp) in the
+    layers that are not MoE, else the router, the shared expert and the experts stacked as
+    the checkpoints have them; Llama4ForConditionalGeneration's under language_model., with
+    a vision model and a projector."""
+    h, hd, e, ff = s["hidden"], head_dim(s), s["experts"], s["moe_ff"]
+    cg = s["arch"] == "Llama4ForConditionalGeneration"
+    m = "language_model.model." if cg else "model."
+    t = {m + "embed_tokens.weight": (s["vocab"], h), m + "norm.weight": (h,)}
+    if not s["tied"]:
+        t[("language_model." if cg else "") + "lm_head.weight"] = (s["vocab"], h)
+    for i in range(s["layers"]):
+        p = m + "layers.%d." % i
+        t[p + "input_layernorm.weight"] = (h,)
+        t[p + "post_attention_layernorm.weight"] = (h,)
+        t[p + "self_attn.q_proj.weight"] = (s["heads"] * hd, h)
+        t[p + "self_attn.k_proj.weight"] = (s["kv_heads"] * hd, h)
+        t[p + "self_attn.v_proj.weight"] = (s["kv_heads"] * hd, h)
+        t[p + "self_attn.o_proj.weight"] = (h, s["heads"] * hd)
+        f = p + "feed_forward."
+        if (i + 1) % s["step"]:   # dense
+            t[f + "gate_proj.weight"] = (s["ff"], h)
+            t[f + "up_proj.weight"] = (s["ff"], h)
+            t[f + "down_proj.weight"] = (h, s["ff"])
+            continue
+        t[f + "router.weight"] = (e, h)
+        t[f + "experts.gate_up_proj"] = (e, h, 2 * ff)
+        t[f + "experts.down_proj"] = (e, ff, h)
+        t[f + "shared_expert.gate_proj.weight"] = (ff, h)
+        t[f + "shared_expert.up_proj.weight"] = (ff, h)
+        t[f + "shared_expert.down_proj.weight"] = (h, ff)
+    if cg:   # skipped by the converter's text model
+        t["vision_model.model.layers.0.self_attn.q_proj.weight"] = (32, 32)
+        t["vision_model.patch_embedding.linear.weight"] = (32, 48)
+        t["multi_modal_projector.linear_1.weight"] = (h, 32)
+    return t
+
+
+def llama4_config(s, c):
+    """meta-llama/Llama-4-Scout-17B-16E-Instruct's config.json keys (its text model's in
+    text_config for Llama4ForConditionalGeneration)."""
+    n = s["layers"]
+    c.update(intermediate_size=s["moe_ff"], intermediate_size_mlp=s["ff"], head_dim=head_dim(s),
+             num_local_experts=s["experts"], num_experts_per_tok=s["used"],
+             interleave_moe_layer_step=s["step"], attention_bias=False,
+             attention_chunk_size=128, no_rope_layers=[], use_qk_norm=True,
+             output_router_logits=False, router_aux_loss_coef=0.001, router_jitter_noise=0.0,
+             rope_theta=500000.0, bos_token_id=128000, eos_token_id=[128001, 128009],
+             pad_token_id=128004, rms_norm_eps=1e-05,
+             rope_scaling={"factor": 8.0, "high_freq_factor": 1.0, "low_freq_factor": 1.0,
+                           "original_max_position_embeddings": 64, "rope_type": "llama3"})
+    if s.get("full"):
+        c["layer_types"] = ["full_attention"] * n
+        del c["rope_scaling"]
+    if s["arch"] != "Llama4ForConditionalGeneration":
+        return c
+    top = {k: c.pop(k) for k in ("architectures", "torch_dtype", "transformers_version")}
+    c["model_type"] = "llama4_text"
+    top.update(model_type="llama4", text_config=c, boi_token_index=200080,
+               eoi_token_index=200081, image_token_index=200092,
+               tie_word_embeddings=s["tied"],
+               vision_config={"hidden_size": 32, "image_size": 16, "patch_size": 4,
+                              "model_type": "llama4_vision_model", "num_attention_heads": 2,
+                              "num_hidden_layers": 1, "intermediate_size": 64,
+                              "vision_output_dim": 32, "projector_input_dim": 32,
+                              "projector_output_dim": 32})
+    return top
 
 
 def deepseek_shapes(s):
@@ -458,6 +548,8 @@ def write_config(d, s):
                  router_jitter_noise=0.0, sliding_window=None, layernorm_full_attention_beta=1.0,
                  layernorm_mlp_beta=1.0, rms_norm_eps=1e-06, bos_token_id=128000,
                  eos_token_id=128001)
+    elif arch in LLAMA4:
+        c = llama4_config(s, c)
     elif arch == "MixtralForCausalLM":
         # as mistralai/Mixtral-8x7B-v0.1's config.json
         c.update(num_local_experts=s["experts"], num_experts_per_tok=s["used"],

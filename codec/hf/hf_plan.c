@@ -636,12 +636,13 @@ static int load_config(hparams *h, const char **cls, const tfs_hf_files *files, 
 	if (!*cls)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: no \"architectures\" (a list naming "
 				     "the model's class)", h->where);
-	if (!(h->arch = tfs_hf_arch_find(*cls))) {
-		char list[TFS_ERRMSG_MAX];
-		tfs_hf_arch_list(list, sizeof list);
+	/* the classes are too many for a message (TFS_ERRMSG_MAX): their count, and where
+	 * they are listed */
+	if (!(h->arch = tfs_hf_arch_find(*cls)))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: architecture %s is not supported "
-				     "for the GGUF view (supported: %s)", h->where, *cls, list);
-	}
+				     "for the GGUF view (%zu model classes are: tensorfs(1) and "
+				     "docs/hf-view.md list them)", h->where, *cls,
+				     tfs_hf_n_classes());
 	return tfs_hf_read_hparams(h, err);
 }
 

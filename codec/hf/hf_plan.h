@@ -124,6 +124,10 @@ void tfs_hf_plan_free(tfs_hf_plan *p);
 
 /* GGUF architecture name ("llama", "qwen2", "qwen3"). */
 const char *tfs_hf_plan_arch(const tfs_hf_plan *p);
+/* The model classes the GGUF view converts (config.json's architectures[0]): the i-th, in
+ * tfs_hf_archs[]' order (hf_registry.c), NULL past the last; their count. */
+const char *tfs_hf_class_name(size_t i);
+size_t tfs_hf_n_classes(void);
 /* llama_ftype written as general.file_type (0 F32, 1 F16, 7 Q8_0, 32 BF16). */
 uint32_t tfs_hf_plan_file_type(const tfs_hf_plan *p);
 /* The keys in file order (borrowed until the plan is freed). */

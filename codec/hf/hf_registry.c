@@ -1,10 +1,11 @@
 /*
  * hf_registry.c - tfs_hf_archs[], the architectures of the GGUF view (hf_arch.h): one row per
  * model class of llama.cpp de3ff81's converter, each defined in its own file.  Its order is
- * the order an unknown class's refusal lists them in; a class name or a config class's
- * model_type is looked up here only.
+ * the order tfs_hf_class_name lists them in (tensorfs __hf_classes); a class name or a config
+ * class's model_type is looked up here only.
  */
 #include "hf_arch.h"
+#include "hf_plan.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -62,13 +63,21 @@ const tfs_hf_arch *tfs_hf_arch_find(const char *cls)
 	return NULL;
 }
 
-void tfs_hf_arch_list(char *out, size_t cap)
+const char *tfs_hf_class_name(size_t i)
 {
-	size_t k = 0;
-	out[0] = 0;
 	for (const tfs_hf_arch *const *r = tfs_hf_archs; *r; r++)
-		for (const char *const *c = (*r)->classes; *c && k < cap; c++)
-			k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? ", " : "", *c);
+		for (const char *const *c = (*r)->classes; *c; c++)
+			if (i-- == 0)
+				return *c;
+	return NULL;
+}
+
+size_t tfs_hf_n_classes(void)
+{
+	size_t n = 0;
+	while (tfs_hf_class_name(n))
+		n++;
+	return n;
 }
 
 const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)

@@ -294,6 +294,11 @@ static int parse_outtype(tfs_hf_outtype *out, const char *name, tfs_error *err)
 			     "view (valid: auto, f32, f16, bf16, q8_0)", name);
 }
 
+const char *tfs_hf_view_class(size_t i)
+{
+	return tfs_hf_class_name(i);
+}
+
 bool tfs_outtype_valid(const char *name)
 {
 	tfs_hf_outtype t;

@@ -64,6 +64,10 @@ size_t tfs_hf_repo_n_files(const tfs_model *m);
 const char *tfs_hf_repo_file_name(const tfs_model *m, size_t i);
 int tfs_hf_repo_file(tfs_buf *out, const tfs_model *m, size_t i, tfs_error *err);
 
+/* The i-th model class the Hugging Face GGUF view converts (config.json's architectures[0]),
+ * NULL past the last (`tensorfs __hf_classes`, for the tests). */
+const char *tfs_hf_view_class(size_t i);
+
 /* Whether name is an outtype the GGUF view takes ("auto", "f32", "f16", "bf16", "q8_0"). */
 bool tfs_outtype_valid(const char *name);
 

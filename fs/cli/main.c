@@ -104,6 +104,11 @@ int main(int argc, char **argv)
 		tfsd_options_names(stdout, tfsd_command_bit(argv[2]));
 		return 0;
 	}
+	if (strcmp(cmd, "__hf_classes") == 0 && argc == 2) {   /* (for the tests) */
+		for (size_t i = 0; tfs_hf_view_class(i); i++)
+			printf("%s\n", tfs_hf_view_class(i));
+		return 0;
+	}
 	if (strcmp(cmd, "mount") == 0)
 		return tfsd_mount_main(argc - 1, argv + 1, false);
 	if (strcmp(cmd, "unmount") == 0 || strcmp(cmd, "umount") == 0)

@@ -104,8 +104,8 @@ static const tfs_hf_name phi3_blocks[] = {
 	{ "mlp.down_proj", "ffn_down", H, FF, XN, true },
 };
 
-/* OLMo 2: q/k norms over all heads, norms after attention and MLP only */
-static const tfs_hf_name olmo2_blocks[] = {
+/* OLMo 2: q/k norms over all heads, norms after attention and MLP only (OLMo 3's too) */
+const tfs_hf_name tfs_hf_olmo2_blocks[TFS_HF_N_OLMO2_BLOCKS] = {
 	ATTN(XN, XN),
 	{ "self_attn.q_norm", "attn_q_norm", Q, NO, XN, true },
 	{ "self_attn.k_norm", "attn_k_norm", KV, NO, XN, true },
@@ -367,7 +367,7 @@ static int granite_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 
 /* Olmo2Model.set_gguf_parameters' own: a sliding window and its per-layer pattern, when
  * config.json has sliding_window (layer_types, else every 4th layer global). */
-static int olmo2_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+int tfs_hf_olmo2_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	json_t *sw = json_object_get(h->root, "sliding_window");
 	if (!sw)
@@ -477,6 +477,7 @@ const tfs_hf_arch tfs_hf_arch_granite = {
 /* Olmo2Model: TextModel's conversion, no permutation */
 const tfs_hf_arch tfs_hf_arch_olmo2 = {
 	TFS_HF_CLASSES("Olmo2ForCausalLM"), .gguf = "olmo2",
-	TFS_HF_NAMES(tfs_hf_globals, olmo2_blocks), .flags = BASE, .params = olmo2_keys,
+	TFS_HF_NAMES(tfs_hf_globals, tfs_hf_olmo2_blocks), .flags = BASE,
+	.params = tfs_hf_olmo2_keys,
 	TFS_HF_CONFIG("olmo2", olmo2_defaults), .vocab = TFS_HF_VOCAB_GPT2,
 };

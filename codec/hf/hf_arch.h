@@ -73,6 +73,13 @@ extern const tfs_hf_name tfs_hf_globals[TFS_HF_N_GLOBALS];
 /* LlamaModel's blocks: attn_norm, q/k (permuted)/v/o, ffn_norm, gate/up/down (hf_arch.c) */
 enum { TFS_HF_N_LLAMA_BLOCKS = 9 };
 extern const tfs_hf_name tfs_hf_llama_blocks[TFS_HF_N_LLAMA_BLOCKS];
+/* Olmo2Model's blocks (q/k norms over all heads, post-attention and post-MLP norms) and its
+ * keys (a sliding window and its per-layer pattern, when the config has sliding_window):
+ * OLMo 2's and OLMo 3's rows (hf_arch.c, hf_olmo3.c) */
+enum { TFS_HF_N_OLMO2_BLOCKS = 11 };
+extern const tfs_hf_name tfs_hf_olmo2_blocks[TFS_HF_N_OLMO2_BLOCKS];
+struct tfs_hf_params;
+int tfs_hf_olmo2_keys(tfs_hf_kvs *l, const struct tfs_hf_params *h, tfs_error *err);
 
 /* DeepSeek's MLA (hf_deepseek.c): kv_b_proj split per head.  The source's rows are `heads`
  * groups of `group` rows; the output is rows [off, off + n) of each group, transposed per

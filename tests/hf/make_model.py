@@ -141,6 +141,12 @@ VARIANTS = {
     "olmo2-bf16": dict(arch="Olmo2ForCausalLM", dtype="BF16", shards=1, tied=False,
                        kv_heads=4, npm_tokenizer="llama3_1", vocab=128256,
                        name_or_path="allenai/OLMo-2-1124-7B-Instruct", tokens=True),
+    # OLMo 3 (Olmo3ForCausalLM, olmo2 in GGUF): OLMo 2's tensors, a sliding window and
+    # layer_types (every fourth layer full: attention.sliding_window_pattern), F16, two shards,
+    # untied (llama.cpp's olmo2 needs output.weight); 4 layers
+    "olmo3-f16": dict(arch="Olmo3ForCausalLM", dtype="F16", shards=2, tied=False, layers=4,
+                      kv_heads=4, npm_tokenizer="llama3_1", vocab=128256, sliding_window=64,
+                      name_or_path="allenai/Olmo-3-7B-Instruct", tokens=True),
     # Gemma 4 (E2B style): BF16, tied, per-layer embeddings (PLE), the last two layers sharing
     # the KV of earlier ones (no k/v projections) with double-wide MLPs, sliding/full layers
     # of different head sizes, proportional rope (a generated rope_freqs); Gemma 4's own
@@ -218,7 +224,8 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
                "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
                "SmolLM3ForCausalLM": "smollm3", "GraniteForCausalLM": "granite",
-               "Olmo2ForCausalLM": "olmo2", "Gemma4ForCausalLM": "gemma4_text",
+               "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3",
+               "Gemma4ForCausalLM": "gemma4_text",
                "Gemma4ForConditionalGeneration": "gemma4",
                "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5ForConditionalGeneration": "qwen3_5",
                "Mistral3ForConditionalGeneration": "mistral3"}
@@ -457,7 +464,7 @@ def tensor_shapes(s):
         if s["arch"] in QWEN35:
             qwen35_layer(s, t, p, i)
             continue
-        if s["arch"] == "Olmo2ForCausalLM":
+        if s["arch"] in ("Olmo2ForCausalLM", "Olmo3ForCausalLM"):
             del t[p + "input_layernorm.weight"]
             t[p + "post_feedforward_layernorm.weight"] = (h,)
             t[p + "self_attn.q_norm.weight"] = (s["heads"] * hd,)
@@ -778,6 +785,13 @@ def other_config(s, c):
     elif a == "Olmo2ForCausalLM":
         c.update(attention_bias=False, attention_dropout=0.0, pad_token_id=1,
                  eos_token_id=128001, bos_token_id=128000)
+    elif a == "Olmo3ForCausalLM":   # as allenai/Olmo-3-7B-Instruct's
+        c.update(attention_bias=False, attention_dropout=0.0, pad_token_id=128004,
+                 eos_token_id=128001, rope_theta=500000, rope_scaling=None,
+                 sliding_window=s["sliding_window"],
+                 layer_types=["sliding_attention" if (i + 1) % 4 else "full_attention"
+                              for i in range(s["layers"])])
+        c.pop("bos_token_id", None)
     elif a == "Mistral3ForConditionalGeneration":
         c = mistral3_config(s, c)
     return c

@@ -331,6 +331,21 @@ def _llama4_text_config(c):
     c["text_config"] = complete(dict(c.get("text_config") or {}, model_type="llama4_text"))
 
 
+# Olmo3Config (the stored v5 source's default_theta put back as rope_theta)
+_OLMO3 = dict(vocab_size=50304, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+              num_attention_heads=32, num_key_value_heads=None, hidden_act="silu",
+              max_position_embeddings=2048, initializer_range=0.02, use_cache=True,
+              pad_token_id=1, bos_token_id=None, eos_token_id=50279, tie_word_embeddings=False,
+              rope_theta=500000.0, rope_scaling=None, attention_bias=False,
+              attention_dropout=0.0, rms_norm_eps=1e-5, sliding_window=4096, layer_types=None)
+
+
+def _olmo3_layers(c):
+    if c.get("layer_types") is None:
+        c["layer_types"] = ["sliding_attention" if (i + 1) % 4 != 0 else "full_attention"
+                            for i in range(c["num_hidden_layers"])]
+
+
 # XLMRobertaConfig (XLMRobertaModel: BGE-M3, multilingual-e5): BertConfig's but the ids
 _XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
@@ -361,6 +376,7 @@ CLASSES = {
     "mistral3": (_MISTRAL3, (_mistral3_text_config,)),
     "llama4_text": (_LLAMA4_TEXT, (_kv_heads, _head_dim, _rope_type, _llama4_text)),
     "llama4": (_LLAMA4, (_llama4_text_config,)),
+    "olmo3": (_OLMO3, (_kv_heads, _rope_type, _olmo3_layers)),
 }
 
 

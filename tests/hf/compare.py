@@ -94,6 +94,15 @@ def omit_defaults(config):
     return strip(config)
 
 
+def omit_adds_nothing(models, v):
+    """Whether V+omit would be V itself: config.json has no key its class fills in (a
+    model_type refconv/transformers/defaults.py does not mirror, as transformers 4.57 does not
+    know it), so that V+omit's converter run would compare the same config again under
+    another name (--omit-defaults leaves such a case out)."""
+    cfg = json.load(open(os.path.join(models, v, "config.json"), encoding="utf-8"))
+    return omit_defaults(cfg) == cfg
+
+
 def make_omit_variant(models, v):
     """WORK/models/V+omit: V's files (hard links) with config.json's defaulted keys left out."""
     src, dst = os.path.join(models, v), os.path.join(models, v + OMIT)
@@ -294,8 +303,13 @@ def main():
     for v in base:
         if not os.path.isdir(os.path.join(models, v)):
             make_model.make(models, v)
+        if v + OMIT in variants and v + OMIT not in a.variants and omit_adds_nothing(models, v):
+            variants.remove(v + OMIT)
+            if a.tap:
+                print("# %s%s left out: its config.json has no class-defaulted key" % (v, OMIT))
         if any(x == v + OMIT for x in variants):
             make_omit_variant(models, v)
+    pairs = [p for p in pairs if p[0] in variants]
     # the converter's runs first, one per core (each is mostly one busy Python process)
     refs = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:

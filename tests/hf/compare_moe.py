@@ -69,11 +69,15 @@ def main(maker=make_moe, quick=QUICK):
             os.unlink(os.path.join(refdir, f))
         with open(stamp_file, "w") as f:
             f.write(stamp)
-    for v in variants:
+    for v in list(variants):
         base = v[:-len(compare.OMIT)] if v.endswith(compare.OMIT) else v
         if not os.path.isdir(os.path.join(models, base)):
             maker.make(models, base)
-        if v != base:
+        if v != base and v not in a.variants and compare.omit_adds_nothing(models, base):
+            variants.remove(v)   # (the same config as base's: nothing more to compare)
+            if a.tap:
+                print("# %s left out: its config.json has no class-defaulted key" % v)
+        elif v != base:
             compare.make_omit_variant(models, base)
     pairs = [(v, t) for v in variants for t in outtypes
              if not a.quick or t == "auto" or v in quick]

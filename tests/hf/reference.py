@@ -208,6 +208,15 @@ def run_converter(hfdir, outfile, *extra, timeout=900):
     """Runs the converter on hfdir into outfile with extra options: a CompletedProcess with
     its returncode, stdout and stderr (raises subprocess.TimeoutExpired after timeout s)."""
     argv = converter_argv(hfdir, outfile, *extra)
+    cache = cache_dir()
+    if cache and "TFS_REFCONV_TOKCACHE" not in os.environ:
+        # the tokenizer stand-in's answers (refconv/transformers: node's, kept by the
+        # tokenizer.json's bytes), for the server and the runs it forks
+        try:
+            _make_cache(cache)
+            os.environ["TFS_REFCONV_TOKCACHE"] = os.path.join(cache, "tokenizer")
+        except OSError:
+            pass
     srv = _the_server()
     if srv is not None:
         status, out, err = srv.run(argv[4:], timeout)
@@ -248,6 +257,18 @@ def cache_dir():
     return None if d in ("", "0") else os.path.join(d, stamp())
 
 
+def _make_cache(cache):
+    """Makes cache_dir() when it is not there, removing the other stamps' folders (of an
+    older reference or older stand-ins)."""
+    if not os.path.isdir(cache):
+        parent = os.path.dirname(cache)
+        if os.path.isdir(parent):
+            for old in os.listdir(parent):
+                if old != os.path.basename(cache):
+                    shutil.rmtree(os.path.join(parent, old), ignore_errors=True)
+        os.makedirs(cache, exist_ok=True)
+
+
 def _cache_key(hfdir, extra):
     # (the converter names the model after its directory: general.name and the like)
     h = hashlib.sha256(repr([os.path.basename(os.path.normpath(str(hfdir)))] +
@@ -279,13 +300,7 @@ def convert(hfdir, outfile, *extra, timeout=900):
         return "converter failed: " + lines[-1]
     if hit:
         try:
-            if not os.path.isdir(cache):
-                parent = os.path.dirname(cache)
-                if os.path.isdir(parent):   # other stamps' files: of an older reference
-                    for old in os.listdir(parent):
-                        if old != os.path.basename(cache):
-                            shutil.rmtree(os.path.join(parent, old), ignore_errors=True)
-                os.makedirs(cache, exist_ok=True)
+            _make_cache(cache)
             part = "%s.%d.%d.tmp" % (hit, os.getpid(), threading.get_ident())
             shutil.copyfile(tmp, part)
             os.replace(part, hit)

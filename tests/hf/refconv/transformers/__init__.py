@@ -9,6 +9,7 @@ get_added_vocab(), added_tokens_decoder come from tokenizer.json; encode() and d
 done by Hugging Face's tokenizers library itself (Rust, npm @anush008/tokenizers) in a node
 process (tokenize.js), which is what transformers' fast tokenizers call too.
 """
+import hashlib
 import json
 import os
 import subprocess
@@ -117,15 +118,34 @@ def _special_tokens(d, cfg):
 
 
 class _Bridge:
-    """A node process running tokenize.js on one tokenizer.json: one JSON request per line."""
+    """A node process running tokenize.js on one tokenizer.json: one JSON request per line.
+
+    Its answers are kept in TFS_REFCONV_TOKCACHE (set by ../reference.py: a folder of the
+    converter's cache, keyed like it by the stand-ins' sources), one file per tokenizer.json
+    content: the converter asks the same questions of every model with the same tokenizer
+    (hf_moe's and the mounts' variants share a few real tokenizer.json files), and node with a
+    150K-token tokenizer.json costs about a second of CPU per run.  node starts only when a
+    question has no kept answer."""
 
     def __init__(self, tokenizer_json):
-        npm = os.environ.get("TFS_REFCONV_NPM", "")
-        self.p = subprocess.Popen(["node", os.path.join(HERE, "tokenize.js"), npm,
-                                   tokenizer_json], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, encoding="utf-8")
+        self.path, self.p = tokenizer_json, None
+        self.kept, self.file = {}, None
+        d = os.environ.get("TFS_REFCONV_TOKCACHE")
+        if d:
+            with open(tokenizer_json, "rb") as f:
+                self.file = os.path.join(d, hashlib.sha256(f.read()).hexdigest() + ".json")
+            try:
+                with open(self.file, encoding="utf-8") as f:
+                    self.kept = json.load(f)
+            except (OSError, ValueError):
+                pass
 
-    def call(self, **req):
+    def _node(self, req):
+        if self.p is None:
+            npm = os.environ.get("TFS_REFCONV_NPM", "")
+            self.p = subprocess.Popen(["node", os.path.join(HERE, "tokenize.js"), npm,
+                                       self.path], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True, encoding="utf-8")
         self.p.stdin.write(json.dumps(req) + "\n")
         self.p.stdin.flush()
         line = self.p.stdout.readline()
@@ -135,6 +155,33 @@ class _Bridge:
         if "error" in r:
             raise RuntimeError("tokenizer stand-in: " + r["error"])
         return r["result"]
+
+    def call(self, **req):
+        key = json.dumps(req, sort_keys=True, ensure_ascii=False)
+        if key in self.kept:
+            return self.kept[key]
+        result = self._node(req)
+        self.kept[key] = result
+        if self.file:
+            try:   # (merged with what another run kept meanwhile; the cache only saves time)
+                try:
+                    with open(self.file, encoding="utf-8") as f:
+                        self.kept = dict(json.load(f), **self.kept)
+                except (OSError, ValueError):
+                    pass
+                os.makedirs(os.path.dirname(self.file), exist_ok=True)
+                tmp = "%s.%d.tmp" % (self.file, os.getpid())
+                with open(tmp, "w", encoding="utf-8") as f:
+                    f.write(json.dumps(self.kept, ensure_ascii=False))
+                os.replace(tmp, self.file)
+            except OSError:
+                pass
+        return result
+
+    def close(self):
+        if self.p is not None:
+            self.p.stdin.close()
+            self.p.wait(timeout=10)
 
 
 class _FastTokenizer:
@@ -240,8 +287,7 @@ class _FastTokenizer:
 
     def __del__(self):
         try:
-            self._bridge.p.stdin.close()
-            self._bridge.p.wait(timeout=10)
+            self._bridge.close()
             if self._tmp is not None:
                 os.unlink(self._tmp.name)
         except Exception:

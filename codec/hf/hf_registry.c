@@ -25,6 +25,7 @@ extern const tfs_hf_arch tfs_hf_arch_minimax_m2;                          /* hf_
 extern const tfs_hf_arch tfs_hf_arch_glm4moe_lite;                        /* hf_deepseek.c */
 extern const tfs_hf_arch tfs_hf_arch_llama4;                              /* hf_llama4.c */
 extern const tfs_hf_arch tfs_hf_arch_olmo3;                               /* hf_olmo3.c */
+extern const tfs_hf_arch tfs_hf_arch_seed_oss;                            /* hf_seed_oss.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -53,6 +54,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_minimax_m2,
 	&tfs_hf_arch_llama4,
 	&tfs_hf_arch_olmo3,
+	&tfs_hf_arch_seed_oss,
 	NULL,
 };
 

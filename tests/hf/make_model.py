@@ -147,6 +147,11 @@ VARIANTS = {
     "olmo3-f16": dict(arch="Olmo3ForCausalLM", dtype="F16", shards=2, tied=False, layers=4,
                       kv_heads=4, npm_tokenizer="llama3_1", vocab=128256, sliding_window=64,
                       name_or_path="allenai/Olmo-3-7B-Instruct", tokens=True),
+    # Seed-OSS (SeedOssForCausalLM, seed_oss): q/k/v biases, head_dim 32 (not hidden/heads),
+    # the norm after attention as post_attention_norm; BF16, one file, untied
+    "seedoss-bf16": dict(arch="SeedOssForCausalLM", dtype="BF16", shards=1, tied=False,
+                         bias=True, head_dim=32, npm_tokenizer="llama3_1", vocab=128256,
+                         name_or_path="ByteDance-Seed/Seed-OSS-36B-Instruct", tokens=True),
     # Gemma 4 (E2B style): BF16, tied, per-layer embeddings (PLE), the last two layers sharing
     # the KV of earlier ones (no k/v projections) with double-wide MLPs, sliding/full layers
     # of different head sizes, proportional rope (a generated rope_freqs); Gemma 4's own
@@ -225,6 +230,7 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
                "SmolLM3ForCausalLM": "smollm3", "GraniteForCausalLM": "granite",
                "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3",
+               "SeedOssForCausalLM": "seed_oss",
                "Gemma4ForCausalLM": "gemma4_text",
                "Gemma4ForConditionalGeneration": "gemma4",
                "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5ForConditionalGeneration": "qwen3_5",
@@ -792,6 +798,12 @@ def other_config(s, c):
                  layer_types=["sliding_attention" if (i + 1) % 4 else "full_attention"
                               for i in range(s["layers"])])
         c.pop("bos_token_id", None)
+    elif a == "SeedOssForCausalLM":   # as ByteDance-Seed/Seed-OSS-36B-Instruct's
+        c.update(attention_bias=True, attention_out_bias=False, attention_dropout=0.1,
+                 residual_dropout=0.1, mlp_bias=False, pretraining_tp=1, rope_scaling=None,
+                 rope_theta=10000000.0, initializer_range=0.02, use_cache=True,
+                 rms_norm_eps=1e-06, pad_token_id=128004, bos_token_id=128000,
+                 eos_token_id=128001)
     elif a == "Mistral3ForConditionalGeneration":
         c = mistral3_config(s, c)
     return c

@@ -346,6 +346,18 @@ def _olmo3_layers(c):
                             for i in range(c["num_hidden_layers"])]
 
 
+# SeedOssConfig (the stored v5 source's rope_parameters put back as 4.57's rope_theta /
+# rope_scaling, 10000.0 / None)
+_SEED_OSS = dict(vocab_size=155136, hidden_size=4096, intermediate_size=27648,
+                 num_hidden_layers=64, num_attention_heads=80, num_key_value_heads=8,
+                 hidden_act="silu", max_position_embeddings=524288, initializer_range=0.02,
+                 rms_norm_eps=1e-6, use_cache=True, pad_token_id=1, bos_token_id=0,
+                 eos_token_id=2, pretraining_tp=1, tie_word_embeddings=False,
+                 rope_theta=10000.0, rope_scaling=None, attention_bias=True,
+                 attention_out_bias=False, attention_dropout=0.1, residual_dropout=0.1,
+                 mlp_bias=False, head_dim=128)
+
+
 # XLMRobertaConfig (XLMRobertaModel: BGE-M3, multilingual-e5): BertConfig's but the ids
 _XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
@@ -377,6 +389,7 @@ CLASSES = {
     "llama4_text": (_LLAMA4_TEXT, (_kv_heads, _head_dim, _rope_type, _llama4_text)),
     "llama4": (_LLAMA4, (_llama4_text_config,)),
     "olmo3": (_OLMO3, (_kv_heads, _rope_type, _olmo3_layers)),
+    "seed_oss": (_SEED_OSS, (_kv_heads, _head_dim, _rope_type)),
 }
 
 

@@ -15,6 +15,7 @@
 
 #include "hf_convert.h"
 #include "hf_dequant_impl.h"
+#include "source.h"
 
 /* ==== reading an integer-packed weight ==== */
 
@@ -24,6 +25,17 @@ static int read_block(const tfs_model *st, size_t i, uint64_t cols, uint64_t es,
 		      uint64_t r1, uint64_t c0, uint64_t c1, uint8_t *out, tfs_error *err)
 {
 	uint64_t n = (c1 - c0) * es;
+	const tfs_tensor *t = tfs_model_tensor(st, i);
+	const uint8_t *map = r1 - r0 > 1 ? tfs_source_mapping(tfs_model_source(st, (size_t)t->src))
+					 : NULL;
+	uint64_t a = (r0 * cols + c0) * es, b = ((r1 - 1) * cols + c1) * es;
+	if (map && b <= t->nbytes) {   /* a local file's rows: through its mapping, advised */
+		tfs_source_advise(st, t->src, t->offset + a, b - a, MADV_WILLNEED);
+		for (uint64_t r = r0; r < r1; r++, out += n)
+			memcpy(out, map + t->offset + (r * cols + c0) * es, (size_t)n);
+		tfs_source_advise(st, t->src, t->offset + a, b - a, MADV_DONTNEED);
+		return 0;
+	}
 	for (uint64_t r = r0; r < r1; r++, out += n) {
 		int64_t got = tfs_tensor_read_raw(st, i, (r * cols + c0) * es, n, out, err);
 		if (got < 0)

@@ -37,6 +37,10 @@ QUICK = {"deepseek3-fp8": ("auto", "f32", "q8_0", "auto+q8"),
 EAGER = ("qwen3-bitnet",)
 
 
+# make_quant.py's repos the view does not read yet (test_hf_quant.py: refused)
+NOT_YET = ("qwen3moe-nvfp4",)
+
+
 def options(t):
     """An outtype column ("f16+q8") -> the converter's options."""
     base, _, q8 = t.partition("+")
@@ -73,7 +77,7 @@ def main():
     if why:
         print("1..0 # SKIP %s" % why if a.tap else "SKIP: %s" % why)
         return 0 if a.tap else 77
-    variants = a.variants or list(make_quant.VARIANTS)
+    variants = a.variants or [v for v in make_quant.VARIANTS if v not in NOT_YET]
     outtypes = a.outtypes.split(",")
     models, refdir, outdir = (os.path.join(a.work, x) for x in ("models", "ref", "out"))
     for d in (models, refdir, outdir):

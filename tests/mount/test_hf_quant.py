@@ -213,11 +213,11 @@ class Refused(TestCase):
                      "other than group")
 
     def test_modelopt_nvfp4(self):
-        """ModelOpt NVFP4 (the converter repacks it to ggml's NVFP4): not read yet."""
-        d = self.variant(lambda c: c["quantization_config"].update(
-            quant_method="modelopt", quant_algo="NVFP4"))
-        self.refused(d, "quant method modelopt (tensor 'model.layers.0.mlp.down_proj.weight'): "
-                        "NVFP4 is not read by the GGUF view yet")
+        """ModelOpt NVFP4 (make_quant.py's qwen3moe-nvfp4, which the converter repacks to
+        ggml's NVFP4): not read yet."""
+        self.refused(model("qwen3moe-nvfp4"), "quant method modelopt (tensor "
+                     "'model.layers.0.mlp.experts.0.down_proj.weight'): NVFP4 is not read by "
+                     "the GGUF view yet")
 
     def test_3_bit_gptq(self):
         """GPTQ's 3 bits: the converter raises NotImplementedError."""

@@ -14,6 +14,9 @@ lazy tensor reports the float8 dtype (run.py's placeholder for it), as ModelOpt'
 which only the lazy machinery sees (the outtype guess, "is it bfloat16 or float16", passes
 the placeholder over as it passes float8 over). NaN codes (E4M3 S.1111.111, E5M2 exponent
 31 with a mantissa) decode to a float32 NaN of that sign; the tests' checkpoints hold none.
+A loaded float8 tensor keeps its codes (the file's bytes): `t.view(torch.uint8)` gives them,
+as the view of a real float8 tensor does (ModelOpt NVFP4's _nvfp4_pack reads its E4M3 block
+scales so; codes_view()).
 
 torch 1.13 also cannot compute the shape of `repeat_interleave` on a meta tensor without
 `output_size` (newer torch can), and the converter's lazy tensors run each operation on meta
@@ -60,6 +63,19 @@ def meta_repeat_interleave():
     torch.Tensor.repeat_interleave = repeat_interleave
 
 
+def codes_view():
+    """`t.view(torch.uint8)` of a loaded float8 tensor: its codes, the file's bytes (what the
+    view of a real float8 tensor gives; ModelOpt NVFP4's block scales are read so)."""
+    plain = torch.Tensor.view
+
+    def view(self, *args, **kwargs):
+        codes = getattr(self, "_tfs_f8_codes", None)
+        if codes is not None and args == (torch.uint8,) and not kwargs:
+            return codes
+        return plain(self, *args, **kwargs)
+    torch.Tensor.view = view
+
+
 def install():
     """Makes LazyTorchTensor load F8_E4M3 / F8_E5M2 safetensors tensors as float32, where
     this torch has no such dtype (a torch that has them is left alone)."""
@@ -68,6 +84,7 @@ def install():
     if not formats:
         return
     meta_repeat_interleave()
+    codes_view()
     from conversion.base import LazyTorchTensor
     tables = {f: table(f) for f in formats}
     plain = LazyTorchTensor.from_local_tensor.__func__
@@ -79,7 +96,10 @@ def install():
         shape = tuple(t.shape)
 
         def load(r):
-            return torch.from_numpy(values[np.asarray(r.mmap_bytes())].reshape(shape))
+            codes = np.asarray(r.mmap_bytes())
+            out = torch.from_numpy(values[codes].reshape(shape))
+            out._tfs_f8_codes = torch.from_numpy(codes.copy().reshape(shape))
+            return out
         lazy = cls(meta=cls.meta_with_dtype_and_shape(torch.float32, shape), args=(t,),
                    func=load)
         # the dtype it reports: the float8 one (run.py's placeholder), as ModelOpt's

@@ -6,6 +6,7 @@
 #
 # Usage: bash scripts/fuzz.sh [SECONDS] [HARNESS...]
 #   TFS_FUZZ_JOBS=N   harnesses run side by side (default 1)
+#   TFS_FUZZ_BUILD_ONLY=1   only build them
 #
 # Every harness first replays its seeds (tests/data files of its format, tests/fuzz/seeds/<h>/)
 # and the regression inputs of tests/data/fuzz/<h>/, then mutates them; the corpus it grows is
@@ -32,6 +33,8 @@ fi
 targets=()
 for h in "${harnesses[@]}"; do targets+=("tests/fuzz/fuzz_$h"); done
 ninja -C build-fuzz "${targets[@]}" >/dev/null || { echo "fuzz: build failed" >&2; exit 1; }
+# TFS_FUZZ_BUILD_ONLY=1: the build alone (scripts/test.sh makes it early, at low priority)
+[ "${TFS_FUZZ_BUILD_ONLY:-}" = 1 ] && exit 0
 
 # seeds: a fresh directory per harness, filled from tests/data
 seed_files() {

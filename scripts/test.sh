@@ -36,7 +36,8 @@ fi
 #            run's 8: 32 in all)
 #   then, each in whichever chain is free first: the clang build and its unit tests, and
 #   fuzzing (which of the two chains ends first changes with the machine and the selection:
-#   a fixed order left one chain minutes behind the other)
+#   a fixed order left one chain minutes behind the other); the clang and fuzz builds begin
+#   at the start, at the lowest CPU priority, in the CPU time the chains leave idle
 rc=0
 
 # ==== the sanitizer build ====
@@ -101,6 +102,9 @@ job_asan() {
 # named and clang is there
 job_clang() {
 	[ "$everything" = all ] && command -v clang >/dev/null 2>&1 || return 0
+	# (after the early build below, if it is still running: then ninja has little left to do)
+	exec 9>"$jobdir/clang.lock"
+	flock 9
 	if ! build_clang; then
 		echo "test: the clang build failed"
 		echo 1 >"$jobdir/clang.failed"
@@ -114,6 +118,8 @@ job_clang() {
 # core of two; when it is not, each harness makes fewer runs in them)
 job_fuzz() {
 	{ [ "$everything" = all ] && ! $quick; } || return 0
+	exec 8>"$jobdir/fuzz.lock"   # (after the early build below)
+	flock 8
 	TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-2} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" >"$fuzz_log" 2>&1
 }
 # start NAME ARGS...: job_NAME in the background, its output in $jobdir/NAME.log, its exit
@@ -137,6 +143,25 @@ else
 fi
 start normal "$@"
 start asan
+# The clang build and then the fuzz harnesses' build start now, at the lowest CPU priority:
+# they take the CPU the two chains leave idle (their waits: timeouts, kill trials, servers
+# starting), so that job_clang and job_fuzz have little left to build when a chain is free;
+# each waits for its early build (a lock) and builds what is left.  (Started from a subshell:
+# not a job of this shell, which `wait -n` below would count.)
+if [ "$everything" = all ] && command -v clang >/dev/null 2>&1; then
+	exec 9>"$jobdir/clang.lock" 8>"$jobdir/fuzz.lock"
+	flock 9
+	flock 8
+	(
+		(
+			renice -n 19 "$BASHPID" >/dev/null 2>&1
+			build_clang >/dev/null 2>&1
+			exec 9>&-
+			TFS_FUZZ_BUILD_ONLY=1 bash scripts/fuzz.sh >/dev/null 2>&1
+		) &
+	)
+	exec 9>&- 8>&-
+fi
 # each waiting job starts when a chain is free (wait -n: the first job to end)
 for next in clang fuzz; do
 	wait -n

@@ -91,6 +91,11 @@ static const struct { const char *gguf, *hf; bool f; } text_keys[] = {
 	{ ".attention.sliding_window", "sliding_window", false },
 	{ ".attn_logit_softcapping", "attn_logit_softcapping", true },
 	{ ".final_logit_softcapping", "final_logit_softcapping", true },
+	/* GraniteModel's: the multipliers as scales */
+	{ ".attention.scale", "attention_multiplier", true },
+	{ ".embedding_scale", "embedding_multiplier", true },
+	{ ".residual_scale", "residual_multiplier", true },
+	{ ".logit_scale", "logits_scaling", true },
 };
 
 /* gguf-py SpecialVocab's special token types, in its order, and the GGUF key of each id */
@@ -124,8 +129,11 @@ static int rope_scaling(tfs_buf *b, const tfs_hf_export *x)
 	const char *t = tfs_hf_xkv_str(x, ".rope.scaling.type", &n);
 	float factor;
 	double orig;
+	/* no scaling: the original context alone (Phi-3's, from config.json's top level) */
 	if (!t || (n == 4 && !memcmp(t, "none", 4)))
-		return 0;
+		return tfs_hf_xkv_num(x, ".rope.scaling.original_context_length", &orig)
+		       ? member(b, "original_max_position_embeddings") ||
+			 tfs_buf_printf(b, "%.0f", orig) : 0;
 	int rc = member(b, "rope_scaling") || tfs_buf_append(b, "{\"rope_type\": ", 14) ||
 		 jstr(b, t, n);
 	if (!rc && tfs_hf_xkv_f32(x, ".rope.scaling.factor", &factor))
@@ -421,6 +429,155 @@ static int make_tokenizer(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
 }
 
+/* ==== tokenizer.model: a SentencePiece vocabulary (tokenizer.ggml.model "llama") ==== */
+
+/* The GGUF's vocabulary as SentencePiece's ModelProto (the fields hf_spm.c reads, the
+ * converter's _create_vocab_sentencepiece reads back): every token a piece with its text,
+ * score and type (the GGUF's token types are SentencePiece's numbers), trainer_spec a BPE
+ * model (llama.cpp's SPM tokenizer merges by score as SentencePiece's BPE does) with
+ * byte_fallback when there are BYTE pieces and the special pieces' ids, normalizer_spec
+ * "identity" with add_dummy_prefix from tokenizer.ggml.add_space_prefix and no
+ * whitespace folding (llama.cpp's SPM tokenizer does neither more nor less). */
+
+typedef struct {
+	const uint8_t *score;
+	uint64_t n_score, score_len;
+} spm_scores;
+
+static bool is_spm(const tfs_hf_export *x, spm_scores *sc)
+{
+	size_t n;
+	uint32_t t;
+	const char *model = tfs_hf_xkv_str(x, "tokenizer.ggml.model", &n);
+	vocab v;
+	if (!model || n != 5 || memcmp(model, "llama", 5) || !get_vocab(&v, x))
+		return false;
+	spm_scores dummy;
+	sc = sc ? sc : &dummy;
+	memset(sc, 0, sizeof *sc);
+	return !tfs_hf_xkv_arr(x, "tokenizer.ggml.scores", &t, &sc->n_score, &sc->score,
+			       &sc->score_len) ||
+	       (t == TFS_GGUF_FLOAT32 && sc->n_score == v.n && sc->score_len >= 4 * v.n);
+}
+
+static int pb_varint(tfs_buf *b, uint64_t v)
+{
+	uint8_t o[10];
+	size_t k = 0;
+	do {
+		o[k] = (uint8_t)(v & 0x7f);
+		v >>= 7;
+		if (v)
+			o[k] |= 0x80;
+		k++;
+	} while (v);
+	return tfs_buf_append(b, o, k);
+}
+
+static int pb_bytes(tfs_buf *b, unsigned num, const void *p, size_t n)
+{
+	return pb_varint(b, (uint64_t)num << 3 | 2) || pb_varint(b, n) || tfs_buf_append(b, p, n);
+}
+
+/* an int32 field (negative: ten bytes, as protobuf writes it) */
+static int pb_int(tfs_buf *b, unsigned num, int64_t v)
+{
+	return pb_varint(b, (uint64_t)num << 3) || pb_varint(b, (uint64_t)v);
+}
+
+static int make_spm(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
+{
+	vocab v;
+	spm_scores sc;
+	if (!is_spm(x, &sc) || !get_vocab(&v, x))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.*: malformed vocabulary");
+	const uint8_t *p = v.tok;
+	uint64_t left = v.tok_len;
+	bool bytes = false;
+	tfs_buf piece = { 0 }, spec = { 0 };
+	int rc = 0;
+	for (uint64_t i = 0; !rc && i < v.n; i++) {
+		size_t n = 0;
+		const char *s = next_str(&p, &left, &n);
+		int32_t t = tok_type(&v, i);
+		float f = 0;
+		if (sc.score)
+			memcpy(&f, sc.score + 4 * i, 4);
+		if (t < 1 || t > 6)
+			t = TOK_NORMAL;
+		bytes |= t == 6;
+		piece.len = 0;
+		uint8_t fb[5] = { 2 << 3 | 5 };
+		memcpy(fb + 1, &f, 4);
+		rc = pb_bytes(&piece, 1, s, n) || tfs_buf_append(&piece, fb, 5) ||
+		     pb_int(&piece, 3, t) || pb_bytes(b, 1, piece.data, piece.len);
+	}
+	/* trainer_spec: model_type BPE, vocab_size, byte_fallback, the special pieces */
+	static const struct { const char *key; unsigned id, piece; } sp[] = {
+		{ "tokenizer.ggml.unknown_token_id", 40, 45 },
+		{ "tokenizer.ggml.bos_token_id", 41, 46 },
+		{ "tokenizer.ggml.eos_token_id", 42, 47 },
+		{ "tokenizer.ggml.padding_token_id", 43, 48 },
+	};
+	rc = rc || pb_int(&spec, 3, 2) || pb_int(&spec, 4, (int64_t)v.n) ||
+	     (bytes && pb_int(&spec, 35, 1));
+	for (size_t i = 0; !rc && i < sizeof sp / sizeof *sp; i++) {
+		double id;
+		size_t n;
+		const char *s;
+		if (tfs_hf_xkv_num(x, sp[i].key, &id) && id >= 0 &&
+		    (s = token_text(&v, (uint64_t)id, &n)))
+			rc = pb_int(&spec, sp[i].id, (int64_t)id) || pb_bytes(&spec, sp[i].piece, s, n);
+		else
+			rc = pb_int(&spec, sp[i].id, -1);
+	}
+	rc = rc || pb_bytes(b, 2, spec.data, spec.len);
+	/* normalizer_spec: identity, add_dummy_prefix, no whitespace folding, escaping */
+	double dummy = 1;
+	tfs_hf_xkv_num(x, "tokenizer.ggml.add_space_prefix", &dummy);
+	spec.len = 0;
+	rc = rc || pb_bytes(&spec, 1, "identity", 8) || pb_int(&spec, 3, dummy != 0) ||
+	     pb_int(&spec, 4, 0) || pb_int(&spec, 5, 1) || pb_bytes(b, 3, spec.data, spec.len);
+	tfs_buf_free(&piece);
+	tfs_buf_free(&spec);
+	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}
+
+/* added_tokens.json: the USER_DEFINED tokens, which the converter reads back as such (score
+ * -1000, the score its readers give every added token) */
+static bool has_user_tokens(const tfs_hf_export *x)
+{
+	vocab v;
+	if (!get_vocab(&v, x) || !v.type)
+		return false;
+	for (uint64_t i = 0; i < v.n; i++)
+		if (tok_type(&v, i) == TOK_USER)
+			return true;
+	return false;
+}
+
+static int make_added_tokens(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
+{
+	vocab v;
+	if (!get_vocab(&v, x))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.*: malformed vocabulary");
+	const uint8_t *p = v.tok;
+	uint64_t left = v.tok_len;
+	bool first = true;
+	int rc = tfs_buf_append(b, "{", 1);
+	for (uint64_t i = 0; !rc && i < v.n; i++) {
+		size_t n = 0;
+		const char *s = next_str(&p, &left, &n);
+		if (tok_type(&v, i) != TOK_USER)
+			continue;
+		rc = tfs_buf_append(b, first ? "\n  " : ",\n  ", first ? 3 : 4) || jstr(b, s, n) ||
+		     tfs_buf_printf(b, ": %llu", (unsigned long long)i);
+		first = false;
+	}
+	rc = rc || tfs_buf_append(b, "\n}\n", 3);
+	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}
+
 static int make_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 {
 	vocab v;
@@ -452,10 +609,12 @@ static int make_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *
 	if (!rc && tfs_hf_xkv_num(x, ".context_length", &ctx))
 		rc = member(b, "model_max_length") || tfs_buf_printf(b, "%.0f", ctx);
 	rc = rc || member(b, "clean_up_tokenization_spaces") || tfs_buf_printf(b, "false") ||
-	     member(b, "tokenizer_class") || jcstr(b, "PreTrainedTokenizerFast") ||
+	     member(b, "tokenizer_class") ||
+	     jcstr(b, is_spm(x, NULL) ? "LlamaTokenizer" : "PreTrainedTokenizerFast") ||
 	     tfs_buf_append(b, "\n}\n", 3);
 	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
 }
+
 
 /* ==== README.md: the model card, whose front matter holds the general.* keys ==== */
 
@@ -525,13 +684,22 @@ int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err)
 		x->make[x->n_files++] = make_tokenizer;
 		x->files[x->n_files] = "tokenizer_config.json";
 		x->make[x->n_files++] = make_tokenizer_config;
+	} else if (is_spm(x, NULL)) {
+		if (has_user_tokens(x)) {
+			x->files[x->n_files] = "added_tokens.json";
+			x->make[x->n_files++] = make_added_tokens;
+		}
+		x->files[x->n_files] = "tokenizer.model";
+		x->make[x->n_files++] = make_spm;
+		x->files[x->n_files] = "tokenizer_config.json";
+		x->make[x->n_files++] = make_tokenizer_config;
 	} else {
 		size_t n = 0, pn = 0;
 		const char *m = tfs_hf_xkv_str(x, "tokenizer.ggml.model", &n);
 		const char *p = tfs_hf_xkv_str(x, "tokenizer.ggml.pre", &pn);
-		snprintf(x->tok_why, sizeof x->tok_why, "no tokenizer.json: tokenizer.ggml.model "
-			 "%.*s (pre %.*s) has no tokenizer.json form here", m ? (int)n : 4,
-			 m ? m : "none", p ? (int)pn : 4, p ? p : "none");
+		snprintf(x->tok_why, sizeof x->tok_why, "no tokenizer files: tokenizer.ggml.model "
+			 "%.*s (pre %.*s) has no tokenizer.json or tokenizer.model form here",
+			 m ? (int)n : 4, m ? m : "none", p ? (int)pn : 4, p ? p : "none");
 	}
 	return 0;
 }

@@ -196,6 +196,12 @@ const tfs_model *tfs_hf_repo_model(const tfs_model *m)
 
 const char *tfs_hf_repo_why(const tfs_model *m) { return tfs_model_hf_repo_why(m); }
 
+const char *tfs_hf_repo_tok_why(const tfs_model *m)
+{
+	const hf_repo *r = repo_of(m);
+	return r && r->x->tok_why[0] ? r->x->tok_why : NULL;
+}
+
 size_t tfs_hf_repo_n_files(const tfs_model *m)
 {
 	const hf_repo *r = repo_of(m);

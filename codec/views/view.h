@@ -60,6 +60,8 @@ void tfs_model_drop_gguf_view(tfs_model *m, const char *why);
  * count, names and text (appended to out). */
 const tfs_model *tfs_hf_repo_model(const tfs_model *m);
 const char *tfs_hf_repo_why(const tfs_model *m);
+/* Why hf/ has no tokenizer files (one line), or NULL when it has them. */
+const char *tfs_hf_repo_tok_why(const tfs_model *m);
 size_t tfs_hf_repo_n_files(const tfs_model *m);
 const char *tfs_hf_repo_file_name(const tfs_model *m, size_t i);
 int tfs_hf_repo_file(tfs_buf *out, const tfs_model *m, size_t i, tfs_error *err);

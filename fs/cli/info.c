@@ -424,7 +424,7 @@ static void amount(char *line, size_t cap, uint64_t v, bool bytes)
 static void view_line(out_mode mode, const char *label, const tfs_model *v, const char *why,
 		      const char *name, const char *tail)
 {
-	char line[TFS_ERRMSG_MAX + 64], size[64];
+	char line[TFS_ERRMSG_MAX + 320], size[64];
 	uint64_t n;
 	if (v && tfs_model_image_size(&n, v, NULL) == 0) {
 		amount(size, sizeof(size), n, true);
@@ -442,10 +442,12 @@ static void view_line(out_mode mode, const char *label, const tfs_model *v, cons
 static void view_lines(const tfs_model *m, out_mode mode)
 {
 	const tfs_model *g = tfs_model_gguf_view(m);
-	char files[64];
+	char files[256];
+	const char *tok = tfs_hf_repo_tok_why(m);
 	view_line(mode, "GGUF view", g, tfs_model_gguf_view_why(m), g ? tfs_image_name(g) : NULL,
 		  " (tensorfs info --gguf)");
-	snprintf(files, sizeof(files), ", and %zu files", tfs_hf_repo_n_files(m));
+	snprintf(files, sizeof(files), ", and %zu files%s%s", tfs_hf_repo_n_files(m),
+		 tok ? "; " : "", tok ? tok : "");
 	view_line(mode, "HF view", tfs_hf_repo_model(m), tfs_hf_repo_why(m),
 		  "hf/model.safetensors", files);
 }

@@ -149,15 +149,6 @@ class HfExport(TestCase):
     def test_roundtrip_bf16(self):
         self.roundtrip("bf16")
 
-    def test_roundtrip_qwen2(self):
-        """Qwen2 (q/k/v biases, no permutation; npm qwen3 tokenizer: qwen2 pre, NFC, a pad
-        token) at f32."""
-        self.roundtrip("f32", "qwen2-bpe-f32")
-
-    def test_roundtrip_qwen3(self):
-        """Qwen3 (q_norm/k_norm, head_dim != hidden/heads) at f32."""
-        self.roundtrip("f32", "qwen3-bpe-f32")
-
     def quantized(self, qtype):
         """G of llama-q-f32 as tensorfs's `convert -o quantize=qtype` writes it (kept)."""
         g = self.gguf(QUANT, "f32")
@@ -220,6 +211,37 @@ class HfExport(TestCase):
         w.write(path)
         assert_reject(self, path, r"hf_dtype=f8: not a dtype", options="hf_dtype=f8",
                       name_in_msg="hf_dtype")
+
+
+# The dense rows' round trips: a tiny repo of make_model.py per class (what it exercises),
+# at the outtypes checked.  The GGUF's vocabulary decides the tokenizer files: byte-level BPE
+# (tokenizer.json) for Qwen2, Qwen3 and OLMo 2; SentencePiece (tokenizer.model) for the
+# rest.  (Qwen2 and Qwen3 at f32 only: their 152K-token vocabulary makes each converter run
+# ~9 s, and f16/bf16 take the tensors' path Llama's round trips check.)
+ALL = ("f32", "f16", "bf16")
+ROUNDTRIPS = {
+    "qwen2": ("qwen2-bpe-f32", ("f32",)),    # q/k/v biases, no permutation; qwen2 pre, NFC
+    "qwen3": ("qwen3-bpe-f32", ("f32",)),    # q_norm/k_norm, head_dim != hidden/heads
+    "gemma2": ("gemma2-bf16", ALL),          # norms - 1, soft-capping, sliding window; SPM
+    "gemma3": ("gemma3-f16", ALL),           # norms - 1 of an F16 source, q/k norms; SPM
+    "phi3": ("phi3-bf16", ALL),              # fused qkv / gate_up, original context; SPM
+    "granite": ("granite-f16", ALL),         # the four multipliers as scales; SPM
+    "olmo2": ("olmo2-bf16", ALL),            # q/k norms over all heads, post-norms; llama-bpe
+    "smollm3": ("smollm3-bf16", ALL),        # LlamaModel's conversion, its own name; SPM
+}
+
+
+def _roundtrip_case(variant, outtype):
+    def case(self):
+        self.roundtrip(outtype, variant)
+    case.__doc__ = "%s: hf/ of the converter's %s GGUF converts back to it" % (variant, outtype)
+    return case
+
+
+for _cls, (_variant, _outtypes) in ROUNDTRIPS.items():
+    for _outtype in _outtypes:
+        setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
+                _roundtrip_case(_variant, _outtype))
 
 
 def make_model_names(rd):

@@ -494,6 +494,7 @@ static int make_spm(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 	const uint8_t *p = v.tok;
 	uint64_t left = v.tok_len;
 	bool bytes = false;
+	unsigned unk = 0;
 	tfs_buf piece = { 0 }, spec = { 0 };
 	int rc = 0;
 	for (uint64_t i = 0; !rc && i < v.n; i++) {
@@ -505,6 +506,10 @@ static int make_spm(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 			memcpy(&f, sc.score + 4 * i, 4);
 		if (t < 1 || t > 6)
 			t = TOK_NORMAL;
+		/* SentencePiece has one UNKNOWN piece: the first; any other (an older
+		 * converter's [PADn] fillers) is UNUSED, which neither tokenizer produces */
+		if (t == 2 && unk++)
+			t = TOK_UNUSED;
 		bytes |= t == 6;
 		piece.len = 0;
 		uint8_t fb[5] = { 2 << 3 | 5 };

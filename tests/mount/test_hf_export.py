@@ -30,7 +30,7 @@ import tempfile
 
 import numpy as np
 
-from harness import TENSORFS, Mount, TestCase, assert_reject, main, run
+from harness import TENSORFS, VOCAB_DIR, Mount, TestCase, assert_reject, main, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
@@ -242,6 +242,102 @@ for _cls, (_variant, _outtypes) in ROUNDTRIPS.items():
     for _outtype in _outtypes:
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
                 _roundtrip_case(_variant, _outtype))
+
+
+# The release's vocab tests (llama.cpp models/ggml-vocab-NAME.gguf, .inp texts, .out ids of
+# llama.cpp's tokenizer without special tokens) of the vocabularies hf/ writes a tokenizer
+# for: byte-level BPE whose tokenizer.ggml.pre the view writes (llama-bpe, qwen2, qwen35),
+# read by both npm tokenizers; SentencePiece (tokenizer.model), read by sentencepiece.
+VOCAB_BPE = ("llama-bpe", "qwen2", "qwen35")
+VOCAB_SPM = ("llama-spm", "phi-3")
+
+
+def vocab_tests(name):
+    """The texts and ids of ggml-vocab-NAME.gguf.inp/.out, split as test-tokenizer-0 does."""
+    raw = read(os.path.join(VOCAB_DIR, "ggml-vocab-%s.gguf.inp" % name)).decode("utf-8")
+    sep, texts, pos = "\n__ggml_vocab_test__\n", [], 0
+    while pos < len(raw):
+        n = raw.find(sep, pos)
+        if n < 0:
+            texts.append(raw[pos:])
+            break
+        texts.append(raw[pos:n])
+        pos = n + len(sep)
+    out = read(os.path.join(VOCAB_DIR, "ggml-vocab-%s.gguf.out" % name)).decode().split("\n")
+    if out and out[-1] == "":
+        out.pop()
+    return texts, [[int(t) for t in o.split()] for o in out]
+
+
+class HfTokenizer(TestCase):
+    def mount_vocab(self, name):
+        path = os.path.join(VOCAB_DIR, "ggml-vocab-%s.gguf" % name)
+        if not os.path.isfile(path + ".out"):
+            self.skipTest("no %s.out (the reference llama.cpp: bash scripts/setup.sh)" % path)
+        return Mount(self, path)
+
+    def check_bpe(self, name):
+        npm = reference.npm_dir()
+        if not os.path.isdir(os.path.join(npm, "node_modules", "@anush008", "tokenizers")):
+            self.skipTest("no npm @anush008/tokenizers in %s (scripts/setup.sh)" % npm)
+        texts, want = vocab_tests(name)
+        d = self.tmpdir()
+        with self.mount_vocab(name) as m:
+            for f in ("tokenizer.json", "tokenizer_config.json"):
+                with open(os.path.join(d, f), "wb") as o:
+                    o.write(read(m.p("hf", f)))
+        r = run(["node", os.path.join(HERE, "..", "hf", "hf_tokenize.js"), npm, d],
+                input=json.dumps(texts), timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(r.stdout)
+        self.assertEqual(len(texts), len(want))
+        for t, (lenml, rust), w in zip(texts, got, want):
+            self.assertEqual(lenml, w, "@lenml/tokenizers on %r" % t)
+            self.assertEqual(rust, w, "@anush008/tokenizers on %r" % t)
+
+    def check_spm(self, name):
+        try:
+            import sentencepiece
+        except ImportError:
+            self.skipTest("no python3-sentencepiece")
+        texts, want = vocab_tests(name)
+        d = self.tmpdir()
+        with self.mount_vocab(name) as m:
+            self.assertNotIn("tokenizer.json", os.listdir(m.p("hf")))
+            with open(os.path.join(d, "tokenizer.model"), "wb") as o:
+                o.write(read(m.p("hf", "tokenizer.model")))
+        sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(d, "tokenizer.model"))
+        self.assertEqual(len(texts), len(want))
+        for t, w in zip(texts, want):
+            self.assertEqual(sp.encode(t), w, "sentencepiece on %r" % t)
+
+    def test_no_tokenizer_form(self):
+        """A vocabulary with no tokenizer file here (a pre the table lacks): hf/ without the
+        tokenizer files, and `tensorfs info` says so on the HF view's line."""
+        path = os.path.join(VOCAB_DIR, "ggml-vocab-deepseek-llm.gguf")
+        if not os.path.isfile(path):
+            self.skipTest("no %s" % path)
+        with Mount(self, path) as m:
+            files = os.listdir(m.p("hf"))
+        self.assertEqual(sorted(files), ["README.md", "config.json", "generation_config.json"])
+        r = run([TENSORFS, "info", path])
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("HF view")]
+        self.assertEqual(len(lines), 1, r.stdout)
+        self.assertIn("no tokenizer files: tokenizer.ggml.model gpt2 (pre deepseek-llm) has no "
+                      "tokenizer.json or tokenizer.model form here", lines[0])
+
+
+def _vocab_case(name, spm):
+    def case(self):
+        (self.check_spm if spm else self.check_bpe)(name)
+    case.__doc__ = "hf/ of ggml-vocab-%s.gguf encodes the release's vocab test texts as " \
+                   "llama.cpp does" % name
+    return case
+
+
+for _name in VOCAB_BPE + VOCAB_SPM:
+    setattr(HfTokenizer, "test_vocab_%s" % _name.replace("-", "_"),
+            _vocab_case(_name, _name in VOCAB_SPM))
 
 
 def make_model_names(rd):

@@ -27,6 +27,7 @@ import os
 import struct
 import sys
 import tempfile
+import unicodedata
 
 import numpy as np
 
@@ -247,7 +248,9 @@ for _cls, (_variant, _outtypes) in ROUNDTRIPS.items():
 # The release's vocab tests (llama.cpp models/ggml-vocab-NAME.gguf, .inp texts, .out ids of
 # llama.cpp's tokenizer without special tokens) of the vocabularies hf/ writes a tokenizer
 # for: byte-level BPE whose tokenizer.ggml.pre the view writes (llama-bpe, qwen2, qwen35),
-# read by both npm tokenizers; SentencePiece (tokenizer.model), read by sentencepiece.
+# read by both npm tokenizers; SentencePiece (tokenizer.model), read by sentencepiece.  The
+# one difference allowed: a text NFC changes, where tokenizer.json has Hugging Face's NFC
+# normalizer (qwen2, qwen35) and llama.cpp does not normalize (qwen35's "e\u0301").
 VOCAB_BPE = ("llama-bpe", "qwen2", "qwen35")
 VOCAB_SPM = ("llama-spm", "phi-3")
 
@@ -286,14 +289,21 @@ class HfTokenizer(TestCase):
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 with open(os.path.join(d, f), "wb") as o:
                     o.write(read(m.p("hf", f)))
+        with open(os.path.join(d, "tokenizer.json")) as f:
+            nz = json.dumps(json.load(f)["normalizer"])
         r = run(["node", os.path.join(HERE, "..", "hf", "hf_tokenize.js"), npm, d],
                 input=json.dumps(texts), timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         got = json.loads(r.stdout)
         self.assertEqual(len(texts), len(want))
+        same = 0
         for t, (lenml, rust), w in zip(texts, got, want):
-            self.assertEqual(lenml, w, "@lenml/tokenizers on %r" % t)
-            self.assertEqual(rust, w, "@anush008/tokenizers on %r" % t)
+            self.assertEqual(lenml, rust, "the npm tokenizers differ on %r" % t)
+            if unicodedata.normalize("NFC", t) != t and "NFC" in nz:
+                continue   # tokenizer.json's NFC normalizer (Hugging Face's), not llama.cpp's
+            self.assertEqual(lenml, w, "tokenizer.json on %r" % t)
+            same += 1
+        self.assertGreaterEqual(same, len(texts) - 3)   # (qwen35: 3 texts NFC changes)
 
     def check_spm(self, name):
         try:
@@ -319,7 +329,8 @@ class HfTokenizer(TestCase):
             self.skipTest("no %s" % path)
         with Mount(self, path) as m:
             files = os.listdir(m.p("hf"))
-        self.assertEqual(sorted(files), ["README.md", "config.json", "generation_config.json"])
+        self.assertEqual(sorted(files), ["README.md", "config.json", "generation_config.json",
+                                        "model.safetensors"])
         r = run([TENSORFS, "info", path])
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("HF view")]
         self.assertEqual(len(lines), 1, r.stdout)

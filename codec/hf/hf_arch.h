@@ -257,10 +257,11 @@ int tfs_hf_phi3_factors(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
 extern const tfs_hf_arch *const tfs_hf_archs[];
 /* The row of HF class name cls, or NULL. */
 const tfs_hf_arch *tfs_hf_arch_find(const char *cls);
-/* The first row whose GGUF architecture is gguf (the converter registers a GGUF architecture's
- * classes in that order: its first is the class the reverse view, hf_export.h, names), or
+/* The first row after `after` (NULL: from the start) whose GGUF architecture is gguf and
+ * that the reverse view (hf_export.h) can show (the converter registers a GGUF architecture's
+ * classes in that order: the first whose maps name every tensor is the class named), or
  * NULL. */
-const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf);
+const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf, const tfs_hf_arch *after);
 /* The config class of model_type among the rows' (the first), or NULL (real AutoConfig
  * fails on a model_type it does not know, and the converter then reads config.json as
  * written). */

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "hf_moe.h"
 #include "quant.h"
 
 /* ==== the tensor map, backwards ==== */
@@ -64,6 +65,61 @@ static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name
 	return strdup(buf);
 }
 
+/* A free entry at the end of x->t (grown as mapped: a model refused early costs nothing). */
+static tfs_hf_xtensor *push(tfs_hf_export *x)
+{
+	if (x->n_t == x->cap_t) {
+		size_t cap = x->cap_t ? 2 * x->cap_t : 64;
+		tfs_hf_xtensor *p = realloc(x->t, cap * sizeof *p);
+		if (!p)
+			return NULL;
+		x->t = p;
+		x->cap_t = cap;
+	}
+	return &x->t[x->n_t];
+}
+
+/* A stacked expert tensor of the row's moe (blk.N.<moe->gguf[k]>.weight, ne [cols, rows,
+ * n_expert]) as the class's checkpoints hold it: one 2-D tensor per expert,
+ * model.layers.N.<moe->experts>.E.<moe->proj[k]>.weight, the expert's slice of the same
+ * bytes.  1 when it is one (added), 0 when not, or an error. */
+static int add_experts(tfs_hf_export *x, size_t i, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(x->m, i);
+	const tfs_hf_moe *moe = x->row->moe;
+	unsigned blk;
+	int pos = 0;
+	if (!moe || sscanf(t->name, "blk.%u.%n", &blk, &pos) != 1 || pos <= 0)
+		return 0;
+	const char *base = t->name + pos;
+	int k = -1;
+	for (int j = 0; j < 3; j++) {
+		size_t n = moe->gguf[j] ? strlen(moe->gguf[j]) : 0;
+		if (n && !strncmp(base, moe->gguf[j], n) && !strcmp(base + n, ".weight"))
+			k = j;
+	}
+	if (k < 0)
+		return 0;
+	if (t->n_dims != 3 || !tfs_tensor_has_f32(x->m, i, NULL))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: not 3-D experts of a "
+				     "float form", t->name);
+	uint64_t per = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
+	for (int64_t e = 0; e < t->ne[2]; e++) {
+		char buf[512];
+		tfs_hf_xtensor *o = push(x);
+		snprintf(buf, sizeof buf, "model.layers.%u.%s.%lld.%s.weight", blk, moe->experts,
+			 (long long)e, moe->proj[k]);
+		char *name = o ? strdup(buf) : NULL;
+		if (!name)
+			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		*o = (tfs_hf_xtensor){ .name = name, .src = i, .n_dims = 2,
+				       .ne = { t->ne[0], t->ne[1] }, .cols = (uint64_t)t->ne[0],
+				       .rows = (uint64_t)t->ne[1], .base = (uint64_t)e * per };
+		x->n_t++;
+	}
+	return 1;
+}
+
 static int add_tensor(tfs_hf_export *x, size_t i, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
@@ -72,18 +128,15 @@ static int add_tensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	if (t->deleted || generated(t->name))
 		return 0;
 	char *name = hf_name(x->row, t->name, &e);
-	if (!name)
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s has no Hugging Face name "
-				     "in the %s row", t->name, x->row->classes[0]);
-	if (x->n_t == x->cap_t) { /* (grown as mapped: a model refused early costs nothing) */
-		size_t cap = x->cap_t ? 2 * x->cap_t : 64;
-		tfs_hf_xtensor *p = realloc(x->t, cap * sizeof *p);
-		if (!p) {
-			free(name);
-			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-		}
-		x->t = p;
-		x->cap_t = cap;
+	if (!name) {
+		int rc = add_experts(x, i, err);
+		return rc < 0 ? rc : rc ? 0 : tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s has "
+							     "no Hugging Face name in the %s row",
+							     t->name, x->row->classes[0]);
+	}
+	if (!push(x)) {
+		free(name);
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	}
 	if (!tfs_tensor_has_f32(x->m, i, &why) || t->n_dims == 0 || t->n_dims > 4) {
 		free(name);
@@ -128,27 +181,40 @@ int tfs_hf_export_open(tfs_hf_export **out, const tfs_model *m, int dtype, tfs_e
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "no general.architecture");
 	memcpy(arch, a, alen);
 	arch[alen] = 0;
-	const tfs_hf_arch *row = tfs_hf_arch_of_gguf(arch);
+	const tfs_hf_arch *row = tfs_hf_arch_of_gguf(arch, NULL);
 	if (!row)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "architecture %s has no Hugging Face "
 				     "class in the table", arch);
-	tfs_hf_export *x = calloc(1, sizeof *x);
-	size_t n = tfs_model_n_tensors(m);
-	if (!x)
-		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	*x = (tfs_hf_export){ .m = m, .row = row, .arch = row->gguf, .dtype = dtype,
-			      .tied = true };
-	int rc = 0;
-	for (size_t i = 0; !rc && i < n; i++)
-		rc = add_tensor(x, i, err);
-	if (!rc)
-		rc = tfs_hf_export_list_files(x, err);
-	if (rc) {
+	/* the first row of the architecture whose maps name every tensor (llama: Llama's,
+	 * else Mixtral's when there are experts); the first row's refusal when none does */
+	tfs_error first;
+	int rc0 = 0;
+	for (; row; row = tfs_hf_arch_of_gguf(arch, row)) {
+		tfs_hf_export *x = calloc(1, sizeof *x);
+		size_t n = tfs_model_n_tensors(m);
+		if (!x)
+			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		*x = (tfs_hf_export){ .m = m, .row = row, .arch = row->gguf, .dtype = dtype,
+				      .tied = true };
+		int rc = 0;
+		for (size_t i = 0; !rc && i < n; i++)
+			rc = add_tensor(x, i, err);
+		if (!rc)
+			rc = tfs_hf_export_list_files(x, err);
+		if (!rc) {
+			*out = x;
+			return 0;
+		}
 		tfs_hf_export_free(x);
-		return rc;
+		if (rc != TFS_E_UNSUPPORTED)
+			return rc;
+		if (!rc0) {
+			rc0 = rc;
+			first = *err;
+		}
 	}
-	*out = x;
-	return 0;
+	*err = first;
+	return rc0;
 }
 
 void tfs_hf_export_free(tfs_hf_export *x)
@@ -205,7 +271,8 @@ int64_t tfs_hf_export_read(const tfs_hf_export *x, size_t i, uint64_t off, uint6
 			n = end - e;
 		if (n > CHUNK)
 			n = CHUNK;
-		int rc = tfs_tensor_read_f32(x->m, t->src, gguf_row(t, r) * t->cols + c, n, v, err);
+		int rc = tfs_tensor_read_f32(x->m, t->src, t->base + gguf_row(t, r) * t->cols + c,
+					     n, v, err);
 		if (rc)
 			return rc;
 		for (uint64_t k = 0; k < n; k++) {

@@ -29,6 +29,7 @@ typedef struct {
 	uint64_t cols, rows;    /* ne[0] (1 for a 1-D tensor) and the rest */
 	uint8_t xform;          /* enum tfs_hf_xform, undone on read */
 	uint32_t heads;         /* the permutation's heads (XF_PERMUTE_Q/K) */
+	uint64_t base;          /* its first element in src (an expert of a stacked tensor) */
 } tfs_hf_xtensor;
 
 /* The export of GGUF model m (borrowed: it must outlive the export) at dtype (TFS_DT_F32,

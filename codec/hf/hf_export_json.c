@@ -14,6 +14,7 @@
  */
 #include "hf_export.h"
 #include "hf_vocab.h"
+#include "hf_moe.h"
 #include "dtype.h"
 
 #include <math.h>
@@ -91,6 +92,10 @@ static const struct { const char *gguf, *hf; bool f; } text_keys[] = {
 	{ ".attention.sliding_window", "sliding_window", false },
 	{ ".attn_logit_softcapping", "attn_logit_softcapping", true },
 	{ ".final_logit_softcapping", "final_logit_softcapping", true },
+	/* the experts' (the count's name is the row's moe->n_keys[0]: make_config) */
+	{ ".expert_used_count", "num_experts_per_tok", false },
+	{ ".expert_feed_forward_length", "moe_intermediate_size", false },
+	{ ".expert_shared_feed_forward_length", "shared_expert_intermediate_size", false },
 	/* GraniteModel's: the multipliers as scales */
 	{ ".attention.scale", "attention_multiplier", true },
 	{ ".embedding_scale", "embedding_multiplier", true },
@@ -165,6 +170,8 @@ static int make_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 		rc = member(b, text_keys[i].hf) ||
 		     (text_keys[i].f ? jf32(b, f) : tfs_buf_printf(b, "%.0f", v));
 	}
+	if (!rc && x->row->moe && x->row->moe->n_keys && tfs_hf_xkv_num(x, ".expert_count", &v))
+		rc = member(b, x->row->moe->n_keys[0]) || tfs_buf_printf(b, "%.0f", v);
 	/* LlamaModel writes rope.dimension_count = head_dim: a head_dim config.json had */
 	tfs_hf_xkv_num(x, ".embedding_length", &hidden);
 	tfs_hf_xkv_num(x, ".attention.head_count", &heads);

@@ -5,6 +5,7 @@
  * class's model_type is looked up here only.
  */
 #include "hf_arch.h"
+#include "hf_moe.h"
 #include "hf_plan.h"
 
 #include <stdio.h>
@@ -93,14 +94,19 @@ const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)
 	return NULL;
 }
 
-/* The reverse view (hf_export.c) maps names one to one and undoes the permutations and
- * Gemma's norm shift; it does not yet undo a row's plan hooks (renames, slices) or its
- * stacked experts, so rows with either are not offered for it. */
-const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf)
+/* The reverse view (hf_export.c) maps names one to one, undoes the permutations and
+ * Gemma's norm shift, and unstacks a row's experts (its moe member's names); it does not yet
+ * undo a row's plan hooks (renames, slices) or a class's own expert handling (moe->tensor),
+ * so rows with either are not offered for it.  The row after `after` (NULL: the first). */
+const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf, const tfs_hf_arch *after)
 {
-	for (const tfs_hf_arch *const *r = tfs_hf_archs; gguf && *r; r++)
-		if (!(*r)->moe && !(*r)->hooks && (*r)->vocab != TFS_HF_VOCAB_OWN &&
-		    strcmp((*r)->gguf, gguf) == 0)
+	const tfs_hf_arch *const *r = tfs_hf_archs;
+	if (after)
+		while (*r && *r != after)
+			r++;
+	for (r += after && *r ? 1 : 0; gguf && *r; r++)
+		if (!((*r)->moe && (*r)->moe->tensor) && !(*r)->hooks &&
+		    (*r)->vocab != TFS_HF_VOCAB_OWN && strcmp((*r)->gguf, gguf) == 0)
 			return *r;
 	return NULL;
 }

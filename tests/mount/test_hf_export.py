@@ -38,10 +38,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "hf"))
 import ggufgen  # noqa: E402
 import hfutil  # noqa: E402
 import make_model  # noqa: E402
+import make_moe  # noqa: E402
 import reference  # noqa: E402
 
 WORK = os.environ.get("TFS_HF_WORK") or os.path.join(tempfile.gettempdir(), "tfs-hf-mount")
 REPOS = hfutil.Repos(WORK, make_model)
+MOE_REPOS = hfutil.Repos(WORK, make_moe)   # (its variants' names are not make_model's)
 BPE = "llama3-bpe-f32"
 QUANT = "llama-q-f32"
 HF_FILES = ["README.md", "config.json", "generation_config.json", "model.safetensors",
@@ -133,8 +135,8 @@ class HfExport(TestCase):
     def test_tensors_bf16(self):
         self.check_dtype("bf16")
 
-    def roundtrip(self, outtype, variant=BPE):
-        g = self.gguf(variant, outtype)
+    def roundtrip(self, outtype, variant=BPE, repos=REPOS):
+        g = repos.converted(self, variant, outtype)
         out = os.path.join(self.tmpdir(), "back.gguf")
         with Mount(self, g, ["hf_dtype=f32"]) as m:
             err = reference.convert(m.p("hf"), out, "--outtype", outtype)
@@ -232,9 +234,18 @@ ROUNDTRIPS = {
 }
 
 
-def _roundtrip_case(variant, outtype):
+# The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and
+# projection, as the class's checkpoints hold them (the row's moe member's names).
+MOE_ROUNDTRIPS = {
+    "mixtral": ("mixtral-f16", ALL),         # 8 experts w1/w2/w3 (Llama's GGUF architecture)
+    "qwen2moe": ("qwen2moe-f16", ("f32",)),  # a shared expert and its gate, biases
+    "qwen3moe": ("qwen3moe-bf16", ("f32",)), # q/k norms, moe_intermediate_size
+}
+
+
+def _roundtrip_case(variant, outtype, repos=REPOS):
     def case(self):
-        self.roundtrip(outtype, variant)
+        self.roundtrip(outtype, variant, repos)
     case.__doc__ = "%s: hf/ of the converter's %s GGUF converts back to it" % (variant, outtype)
     return case
 
@@ -243,6 +254,10 @@ for _cls, (_variant, _outtypes) in ROUNDTRIPS.items():
     for _outtype in _outtypes:
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
                 _roundtrip_case(_variant, _outtype))
+for _cls, (_variant, _outtypes) in MOE_ROUNDTRIPS.items():
+    for _outtype in _outtypes:
+        setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
+                _roundtrip_case(_variant, _outtype, MOE_REPOS))
 
 
 # The release's vocab tests (llama.cpp models/ggml-vocab-NAME.gguf, .inp texts, .out ids of

@@ -6,7 +6,8 @@
  * Everything comes from the rows the GGUF view converts with (hf_arch.h): the row whose GGUF
  * architecture is the model's (the first, as the converter's class registry has it) gives
  * the class name, each tensor's HF name (its globals and blocks maps, read backwards) and
- * the transform to undo (Q/K row permutation, Gemma's norm + 1).  A model whose
+ * the transform to undo (Q/K row permutation, Gemma's norm + 1); its moe member unstacks
+ * the experts (one tensor per expert and projection).  A model whose
  * architecture no row has, a tensor no row maps, or a vocabulary with no tokenizer.json form
  * is refused with one line saying so.
  */

@@ -102,6 +102,7 @@ typedef struct {
 	int threads;            /* -o threads=N */
 	int readahead_kb;       /* -o readahead_kb=N (0: leave the kernel's) */
 	int nonempty;           /* -o nonempty: mount over a non-empty directory or a mount */
+	int mmproj;             /* -o mmproj (convert): the repo's projector, mmproj.gguf */
 	/* remote sources (http://, https://, hf://, s3://) */
 	int connections;        /* -o connections=N */
 	char *cache;            /* -o cache=DIR */
@@ -155,6 +156,7 @@ typedef struct tfsd_fs {
 	tfsd_shared_image *view_image; /* the same of the model's GGUF view (model.gguf of a
 	                                * Hugging Face repo) */
 	tfsd_shared_image *hf_image; /* and of its Hugging Face form (hf/model.safetensors) */
+	tfsd_shared_image *mmproj_image; /* ... of its projector (mmproj.gguf) */
 	tfs_index *index;       /* index.json as a stream, while index_gen == gen + 1 (cache_lock) */
 	uint64_t index_gen;
 	char *status_path;      /* where the daemon reports the repack at unmount */

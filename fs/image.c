@@ -16,12 +16,16 @@ static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
 int tfsd_image_acquire(tfsd_fs *fs, const tfsd_node *n, tfsd_shared_image **out)
 {
 	int rc = 0;
-	/* the model's own image, or its GGUF view's (model.gguf of a Hugging Face repo) */
-	/* or its Hugging Face form's (hf/model.safetensors of a GGUF) */
-	bool view = n->item == TFSD_VIEW_IMAGE, hf = n->item == TFSD_HF_IMAGE;
-	tfsd_shared_image **slot = view ? &fs->view_image : hf ? &fs->hf_image : &fs->image;
+	/* the model's own image, or its GGUF view's (model.gguf of a Hugging Face repo), or
+	 * its projector's (mmproj.gguf), or its Hugging Face form's (hf/model.safetensors of
+	 * a GGUF) */
+	bool view = n->item == TFSD_VIEW_IMAGE, hf = n->item == TFSD_HF_IMAGE,
+	     mmproj = n->item == TFSD_MMPROJ_IMAGE;
+	tfsd_shared_image **slot = view ? &fs->view_image : hf ? &fs->hf_image
+				   : mmproj ? &fs->mmproj_image : &fs->image;
 	const tfs_model *m = view ? tfs_model_gguf_view(fs->model)
-			     : hf ? tfs_hf_repo_model(fs->model) : fs->model;
+			     : hf ? tfs_hf_repo_model(fs->model)
+			     : mmproj ? tfs_model_mmproj(fs->model) : fs->model;
 	if (!m)
 		return -ENOENT;
 	pthread_mutex_lock(&image_lock);

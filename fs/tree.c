@@ -393,6 +393,10 @@ int tfsd_tree_build(tfsd_fs *fs, tfs_error *err)
 	    !tfsd_tree_add(fs, N_MODEL, D_ROOT, TFSD_VIEW_IMAGE,
 			   tfs_image_name(tfs_model_gguf_view(m))))
 		goto nomem;
+	/* ... and a multimodal repo's projector: mmproj.gguf */
+	if (tfs_model_mmproj(m) &&
+	    !tfsd_tree_add(fs, N_MODEL, D_ROOT, TFSD_MMPROJ_IMAGE, TFSD_MMPROJ_NAME))
+		goto nomem;
 	if (tfs_config_name(m) && !tfsd_tree_add(fs, N_CONFIG, D_ROOT, -1, tfs_config_name(m)))
 		goto nomem;
 	/* a GGUF model's Hugging Face form (read-only mounts: it is computed from the model as
@@ -438,7 +442,9 @@ void tfsd_tree_free(tfsd_fs *fs)
 		tfsd_image_release(fs, fs->view_image);
 	if (fs->hf_image)
 		tfsd_image_release(fs, fs->hf_image);
-	fs->image = fs->view_image = fs->hf_image = NULL;
+	if (fs->mmproj_image)
+		tfsd_image_release(fs, fs->mmproj_image);
+	fs->image = fs->view_image = fs->hf_image = fs->mmproj_image = NULL;
 	tfs_index_free(fs->index);
 	fs->index = NULL;
 	free(fs->nodes);

@@ -79,6 +79,9 @@ int32_t tfsd_node_bytes(tfsd_fs *fs, const tfsd_node *n, uint64_t *off, uint64_t
 #define TFSD_VIEW_IMAGE (-2)
 /* The item of hf/model.safetensors: a GGUF model's Hugging Face form (tfs_hf_repo_model). */
 #define TFSD_HF_IMAGE (-3)
+/* ... of a Hugging Face repo's projector (a multimodal repo's mmproj.gguf) */
+#define TFSD_MMPROJ_IMAGE (-4)
+#define TFSD_MMPROJ_NAME "mmproj.gguf"
 int tfsd_image_acquire(tfsd_fs *fs, const tfsd_node *n, tfsd_shared_image **out);
 void tfsd_image_release(tfsd_fs *fs, tfsd_shared_image *si);
 

@@ -4,8 +4,11 @@
  * pieces, so reads that start and end inside blocks and rows are exercised).  The tests
  * compare its output with llama.cpp's convert_hf_to_gguf.py (tests/hf/compare.py).
  *
- *   hf_dump [--outtype auto|f32|f16|bf16|q8_0] [--fp8-as-q8] [--no-vocab] [--piece N] [--keys] DIR OUT.gguf
+ *   hf_dump [--outtype auto|f32|f16|bf16|q8_0] [--fp8-as-q8] [--no-vocab] [--piece N] [--keys]
+ *           [--mmproj] DIR OUT.gguf
  *
+ * --mmproj writes the projector instead (mmproj.gguf: the converter's --mmproj;
+ * hf/compare_mmproj.py).
  * --keys prints the plan's keys and tensors instead of writing a file (OUT may be -).
  */
 #include <errno.h>
@@ -17,11 +20,12 @@
 
 #include "tensorfs.h"
 #include "hf_plan.h"
+#include "hf_mmproj.h"
 
 static int usage(void)
 {
 	fprintf(stderr, "usage: hf_dump [--outtype auto|f32|f16|bf16|q8_0] [--fp8-as-q8] [--no-vocab] "
-		"[--piece N] [--keys] DIR OUT.gguf\n");
+		"[--piece N] [--keys] [--mmproj] DIR OUT.gguf\n");
 	return 2;
 }
 
@@ -57,7 +61,7 @@ int main(int argc, char **argv)
 {
 	tfs_hf_opts o = { 0 };
 	uint64_t piece = 4099;
-	bool keys = false;
+	bool keys = false, mmproj = false;
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
 		if (!strcmp(argv[i], "--outtype") && i + 1 < argc) {
@@ -71,6 +75,8 @@ int main(int argc, char **argv)
 			o.fp8_as_q8 = true;
 		} else if (!strcmp(argv[i], "--no-vocab")) {
 			o.no_vocab = true;
+		} else if (!strcmp(argv[i], "--mmproj")) {
+			mmproj = true;
 		} else if (!strcmp(argv[i], "--keys")) {
 			keys = true;
 		} else if (!strcmp(argv[i], "--piece") && i + 1 < argc) {
@@ -95,7 +101,7 @@ int main(int argc, char **argv)
 	o.dir_name = name;
 	tfs_hf_files_dir(&files, dir);
 	if (tfs_model_open(&st, dir, NULL, &err) ||
-	    tfs_hf_plan_open(&p, &files, st, &o, &err)) {
+	    (mmproj ? tfs_hf_mmproj_open : tfs_hf_plan_open)(&p, &files, st, &o, &err)) {
 		fprintf(stderr, "hf_dump: %s\n", err.msg);
 		goto out;
 	}

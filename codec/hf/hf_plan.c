@@ -39,14 +39,7 @@
 
 /* ==== the plan's tensors ==== */
 
-/* A source tensor in the converter's reading order. */
-typedef struct {
-	const char *shard;         /* the file's name: the converter reads shards in its order */
-	const char *path;          /* for messages */
-	const char *name;
-	size_t idx;
-	bool late;                 /* a new tensor of dequant_model's (after all the others) */
-} src_ref;
+typedef tfs_hf_src_ref src_ref;
 
 static int cmp_src(const void *a, const void *b)
 {
@@ -254,7 +247,7 @@ static int add_tensor(tfs_hf_plan *p, size_t *cap, tfs_hf_tensor **t, tfs_error 
 
 /* The source tensors in the converter's reading order (shards by file name, then names):
  * *out (allocated), *ns of them. */
-static int read_order(src_ref **out, size_t *ns, const tfs_model *st, const tfs_hf_deq *deq,
+int tfs_hf_read_order(src_ref **out, size_t *ns, const tfs_model *st, const tfs_hf_deq *deq,
 		      tfs_error *err)
 {
 	size_t n = tfs_model_n_tensors(st);
@@ -546,13 +539,13 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 	size_t ns = 0, cap = 0, nseen = 0;
 	src_ref *refs = NULL;
 	bool *seen = NULL;
-	int rc = read_order(&refs, &ns, p->base, NULL, err);
+	int rc = tfs_hf_read_order(&refs, &ns, p->base, NULL, err);
 	if (!rc && p->ftype == UINT32_MAX)   /* by the repo's dtypes, before dequant_model */
 		p->ftype = auto_ftype(p, h, refs, ns);
 	if (!rc && p->deq) {
 		free(refs);
 		refs = NULL;
-		rc = read_order(&refs, &ns, p->st, p->deq, err);
+		rc = tfs_hf_read_order(&refs, &ns, p->st, p->deq, err);
 	}
 	if (!rc)
 		rc = add_generated(p, &cap, h, err);
@@ -594,7 +587,7 @@ static uint64_t header_bytes(const tfs_hf_plan *p)
 	return tfs_hf_pad(n, GGUF_ALIGN);
 }
 
-static int layout(tfs_hf_plan *p)
+int tfs_hf_plan_layout(tfs_hf_plan *p)
 {
 	p->header_size = header_bytes(p);
 	uint64_t off = p->header_size;
@@ -646,7 +639,7 @@ static int load_config(hparams *h, const char **cls, const tfs_hf_files *files, 
 	return tfs_hf_read_hparams(h, err);
 }
 
-static uint32_t outtype_ftype(tfs_hf_outtype t)
+uint32_t tfs_hf_outtype_ftype(tfs_hf_outtype t)
 {
 	switch (t) {
 	case TFS_HF_OUT_F32: return FTYPE_ALL_F32;
@@ -678,7 +671,7 @@ int tfs_hf_plan_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_mod
 		p->st = p->base = st;
 		p->row = h.arch;
 		p->arch = h.arch->gguf;
-		p->ftype = outtype_ftype(o->outtype);
+		p->ftype = tfs_hf_outtype_ftype(o->outtype);
 		p->fp8_as_q8 = o->fp8_as_q8;
 		rc = tfs_hf_deq_open(&p->deq, st, h.file, h.where, err);
 		if (p->deq)
@@ -690,7 +683,7 @@ int tfs_hf_plan_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_mod
 		h.ftype = p->ftype;
 	}
 	if (!rc && !(rc = tfs_hf_plan_keys(p, files, &h, cls, o, err)))
-		layout(p);
+		tfs_hf_plan_layout(p);
 	tfs_hf_hparams_free(&h);
 	if (rc) {
 		tfs_hf_plan_free(p);

@@ -92,6 +92,28 @@ static inline int tfs_hf_hook_fix(const tfs_hf_arch *row, tfs_hf_tensor *o, cons
 int tfs_hf_plan_keys(tfs_hf_plan *p, const tfs_hf_files *files, const hparams *h,
 		     const char *cls, const tfs_hf_opts *o, tfs_error *err);
 
+/* A source tensor in the converter's reading order. */
+typedef struct {
+	const char *shard;         /* the file's name: the converter reads shards in its order */
+	const char *path;          /* for messages */
+	const char *name;
+	size_t idx;
+	bool late;                 /* a new tensor of dequant_model's (after all the others) */
+} tfs_hf_src_ref;
+
+/* hf_plan.c, also for hf_mmproj.c: the source tensors in the converter's reading order
+ * (shards by file name, then names, deq's new tensors last; deq may be NULL; *out allocated,
+ * *ns of them); general.file_type of an outtype (UINT32_MAX: auto, chosen by the tensors). */
+int tfs_hf_read_order(tfs_hf_src_ref **out, size_t *ns, const tfs_model *st,
+		      const tfs_hf_deq *deq, tfs_error *err);
+uint32_t tfs_hf_outtype_ftype(tfs_hf_outtype t);
+/* hf_plan_keys.c: the element count of the plan's tensors (general.size_label's). */
+uint64_t tfs_hf_plan_n_params(const tfs_hf_plan *p);
+
+/* hf_plan.c: the header's size and each tensor's offset (after the keys and tensors are
+ * set; hf_mmproj.c's plan too). */
+int tfs_hf_plan_layout(tfs_hf_plan *p);
+
 /* hf_config.c: h->file (read, h->where set) as the converter's hparams for row h->arch:
  * h->root and h->rope built, the sizes read and checked. */
 int tfs_hf_read_hparams(hparams *h, tfs_error *err);

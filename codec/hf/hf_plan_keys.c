@@ -12,7 +12,7 @@
 #include "hf_meta.h"
 #include "hf_vocab.h"
 
-static uint64_t n_params(const tfs_hf_plan *p)
+uint64_t tfs_hf_plan_n_params(const tfs_hf_plan *p)
 {
 	uint64_t total = 0;
 	for (size_t i = 0; i < p->nt; i++) {
@@ -88,7 +88,7 @@ static const char *size_label(char label[32], const tfs_hf_plan *p)
 	}
 	char pretty[32];
 	if (!nexp || sum / nexp == 0) {
-		tfs_hf_size_label(label, n_params(p));
+		tfs_hf_size_label(label, tfs_hf_plan_n_params(p));
 		return label;
 	}
 	tfs_hf_size_label(pretty, shared + expert);
@@ -118,7 +118,7 @@ int tfs_hf_plan_keys(tfs_hf_plan *p, const tfs_hf_files *files, const hparams *h
 				    p->early.kv[i].data, p->early.kv[i].len, err);
 	if (rc || (rc = tfs_hf_kvs_add_str(l, "general.type", "model", err)) ||
 	    (rc = tfs_hf_meta_keys_label(l, files, h->file, o->dir_name ? o->dir_name : "model",
-					 (int64_t)n_params(p), size_label(label, p), err)) ||
+					 (int64_t)tfs_hf_plan_n_params(p), size_label(label, p), err)) ||
 	    (rc = tfs_hf_param_keys(l, h, err)) ||
 	    (rc = tfs_hf_kvs_add_u32(l, "general.quantization_version", GGML_QUANT_VERSION,
 				     err)))

@@ -344,15 +344,14 @@ static json_t *kv_string(const tfs_model *m, const char *name)
 				     : NULL;
 }
 
-/* A Hugging Face repo's GGUF view (views/hf.c): its file, or why there is none. */
-static json_t *gguf_view_json(const tfs_model *m)
+/* A Hugging Face repo's GGUF view or projector (views/hf.c): its file (named name), or why
+ * there is none. */
+static json_t *gguf_view_json(const tfs_model *v, const char *why, const char *name)
 {
-	const tfs_model *v = m->gguf_view;
 	uint64_t size;
 	if (!v || tfs_model_image_size(&size, v, NULL))
-		return json_pack("{s:o}", "unavailable", json_name(m->gguf_view_why ? m->gguf_view_why
-									: "unknown"));
-	json_t *o = json_pack("{s:s, s:I, s:I, s:I}", "name", tfs_image_name(v), "size",
+		return json_pack("{s:o}", "unavailable", json_name(why ? why : "unknown"));
+	json_t *o = json_pack("{s:s, s:I, s:I, s:I}", "name", name, "size",
 			      (json_int_t)size, "keys", (json_int_t)v->n_kv, "tensors",
 			      (json_int_t)v->n_t);
 	json_t *arch = kv_string(v, "general.architecture");
@@ -387,7 +386,12 @@ static json_t *head_json(const tfs_model *m, bool values)
 					      (json_int_t)cfg.len));
 	tfs_buf_free(&cfg);
 	if (m->gguf_view || m->gguf_view_why)
-		json_object_set_new(root, "gguf_view", gguf_view_json(m));
+		json_object_set_new(root, "gguf_view", gguf_view_json(m->gguf_view,
+				    m->gguf_view_why, m->gguf_view ? tfs_image_name(m->gguf_view) : ""));
+	/* a multimodal repo's projector (mmproj.gguf, the converter's --mmproj) */
+	if (m->mmproj || m->mmproj_why)
+		json_object_set_new(root, "mmproj", gguf_view_json(m->mmproj, m->mmproj_why,
+								   "mmproj.gguf"));
 	if (values) {
 		uint64_t bytes = 0;
 		for (size_t i = 0; i < m->n_t; i++)

@@ -69,6 +69,7 @@ void tfs_model_quiesce(tfs_model *m)
 	if (!m)
 		return;
 	tfs_model_quiesce(m->gguf_view);
+	tfs_model_quiesce(m->mmproj);
 	if (m->owner_quiesce)
 		m->owner_quiesce(m->owner);
 	for (size_t i = 0; i < m->n_src; i++)
@@ -84,6 +85,8 @@ void tfs_model_free(tfs_model *m)
 	if (m->hf_repo)   /* (as the GGUF view: it reads through m) */
 		m->hf_repo_free(m->hf_repo);
 	free(m->hf_repo_why);
+	tfs_model_free(m->mmproj);
+	free(m->mmproj_why);
 	if (m->priv && m->ops->free_priv)
 		m->ops->free_priv(m->priv);
 	for (size_t i = 0; i < m->n_kv; i++) {
@@ -269,6 +272,14 @@ void tfs_model_set_hf_repo(tfs_model *m, void *repo, void (*free_fn)(void *), co
 void *tfs_model_hf_repo(const tfs_model *m) { return m->hf_repo; }
 const char *tfs_model_hf_repo_why(const tfs_model *m) { return m->hf_repo_why; }
 
+void tfs_model_set_mmproj(tfs_model *m, tfs_model *mmproj, const char *why)
+{
+	tfs_model_free(m->mmproj);
+	free(m->mmproj_why);
+	m->mmproj = mmproj;
+	m->mmproj_why = !mmproj && why ? strdup(why) : NULL;
+}
+
 tfs_model *tfs_model_take_gguf_view(tfs_model *m)
 {
 	tfs_model *v = m->gguf_view;
@@ -278,6 +289,8 @@ tfs_model *tfs_model_take_gguf_view(tfs_model *m)
 
 tfs_model *tfs_model_gguf_view(const tfs_model *m) { return m->gguf_view; }
 const char *tfs_model_gguf_view_why(const tfs_model *m) { return m->gguf_view_why; }
+tfs_model *tfs_model_mmproj(const tfs_model *m) { return m->mmproj; }
+const char *tfs_model_mmproj_why(const tfs_model *m) { return m->mmproj_why; }
 
 static int check_name(const char *name, size_t len, const char *what, const char *file,
 		      tfs_error *err)

@@ -53,6 +53,10 @@ struct tfs_model {
 	void *hf_repo;
 	void (*hf_repo_free)(void *repo);
 	char *hf_repo_why;
+	/* views/: its projector (mmproj.gguf: the converter's --mmproj), owned; or why there
+	 * is none (NULL: none to show) */
+	struct tfs_model *mmproj;
+	char *mmproj_why;
 	/* views/: what a view is computed from (a quantized view's state: the model it
 	 * quantizes, the plan, the cache), freed by owner_free after the view's sources */
 	void *owner;
@@ -108,6 +112,8 @@ void tfs_model_set_gguf_view(tfs_model *m, tfs_model *view, const char *why);
 void tfs_model_set_hf_repo(tfs_model *m, void *repo, void (*free_fn)(void *), const char *why);
 void *tfs_model_hf_repo(const tfs_model *m);
 const char *tfs_model_hf_repo_why(const tfs_model *m);
+/* Gives m its projector (owned from then on), or the reason it has none (copied). */
+void tfs_model_set_mmproj(tfs_model *m, tfs_model *mmproj, const char *why);
 /* m's GGUF view, no longer m's (the caller owns it), or NULL. */
 tfs_model *tfs_model_take_gguf_view(tfs_model *m);
 /* The output's final path: o->output or the source; a symlink is followed, so the link

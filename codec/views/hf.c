@@ -19,6 +19,7 @@
 #include "registry.h"
 #include "model_impl.h"
 #include "hf_plan.h"
+#include "hf_mmproj.h"
 #include "format.h"
 #include "remote.h"
 #include "concat.h"
@@ -306,9 +307,13 @@ bool tfs_outtype_valid(const char *name)
 	return name && parse_outtype(&t, name, &err) == 0;
 }
 
-/* The plan of base's repo, then its view model. */
+/* The plan of base's repo (plan_open: the text model's or the projector's), then its
+ * view model. */
+typedef int (*plan_open_fn)(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_model *st,
+			    const tfs_hf_opts *o, tfs_error *err);
+
 static int make_view(tfs_model **out, tfs_model *base, const char *source,
-		     const tfs_open_opts *o, tfs_error *err)
+		     const tfs_open_opts *o, plan_open_fn plan_open, tfs_error *err)
 {
 	hf_view *v = calloc(1, sizeof(*v));
 	char name[256];
@@ -339,7 +344,7 @@ static int make_view(tfs_model **out, tfs_model *base, const char *source,
 		tfs_hf_files_dir(&files, source);
 	}
 	if (!rc)
-		rc = tfs_hf_plan_open(&v->plan, &files, base, &ho, err);
+		rc = plan_open(&v->plan, &files, base, &ho, err);
 	v->spec = NULL;
 	if (!rc)
 		rc = build(out, v, err);
@@ -403,10 +408,15 @@ static int attach_at(tfs_model *m, const char *source, const tfs_scheme *s,
 		return 0;
 	}
 	tfs_model *view = NULL;
-	if (make_view(&view, m, source, o, &why))
+	if (make_view(&view, m, source, o, tfs_hf_plan_open, &why))
 		tfs_model_set_gguf_view(m, NULL, why.msg);
 	else
 		tfs_model_set_gguf_view(m, view, NULL);
+	/* the projector (mmproj.gguf) of a multimodal repo, whatever became of the text model */
+	tfs_model *mm = NULL;
+	int rc = make_view(&mm, m, source, o, tfs_hf_mmproj_open, &why);
+	if (rc != TFS_PASSTHROUGH)
+		tfs_model_set_mmproj(m, mm, rc ? why.msg : NULL);
 	return 0;
 }
 
@@ -423,6 +433,8 @@ static int view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
 void tfs_model_drop_gguf_view(tfs_model *m, const char *why)
 {
 	tfs_model_set_gguf_view(m, NULL, why);
+	if (tfs_model_mmproj(m))
+		tfs_model_set_mmproj(m, NULL, why);
 }
 
 /* m's GGUF view as the model (it owns m from then on), or, when it has none, the reason

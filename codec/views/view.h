@@ -50,7 +50,8 @@ int tfs_view_option_check(const char *name, const char *value, tfs_error *err);
  * holding a config.json (views/hf.c).  Its GGUF view is attached when tfs_view_open opens it. */
 bool tfs_hf_is_repo(const char *source);
 
-/* Drops m's GGUF view (images of it being read keep what they read), saying why. */
+/* Drops m's GGUF view and its projector (images of them being read keep what they read),
+ * saying why. */
 void tfs_model_drop_gguf_view(tfs_model *m, const char *why);
 
 /* views/hf_export.c: a GGUF model (a GGUF file, a classic Ollama model, the quantized view)

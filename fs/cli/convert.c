@@ -1,6 +1,6 @@
 /*
  * convert.c - `tensorfs convert SOURCE OUTPUT [-o quantize=TYPE,...]`: the model.gguf a
- * mount with those options shows, written to a file without a mount (as a repack writes:
+ * mount with those options shows (-o mmproj: its mmproj.gguf), written to a file without a mount (as a repack writes:
  * a temporary beside OUTPUT, fsynced, read back, renamed, the directory fsynced); and the
  * checks of -o quantize= that mount and convert share.
  */
@@ -13,7 +13,8 @@
 static const tfsd_usage convert_usage = {
 	"usage: tensorfs convert SOURCE OUTPUT [-o OPTIONS]\n"
 	"Writes the model.gguf a mount of SOURCE with the same options shows to OUTPUT (a new\n"
-	"file: written beside it, fsynced, renamed into place), with progress on stderr.\n",
+	"file: written beside it, fsynced, renamed into place), with progress on stderr;\n"
+	"-o mmproj: a multimodal repo's mmproj.gguf.\n",
 	TFSD_FOR_CONVERT, NULL };
 
 int tfsd_quantize_check(const tfsd_opts *o, const char *prog)
@@ -46,6 +47,11 @@ static int convert_args(tfsd_opts *o, struct fuse_args *args, const char *prog)
 	int rc = tfsd_quantize_check(o, prog);
 	if (rc)
 		return rc;
+	if (o->mmproj && tfsd_view_value(o, "quantize")) {
+		fprintf(stderr, "%s: -o mmproj writes the projector as the converter does; "
+			"quantize= does not apply to it\n", prog);
+		return 2;
+	}
 	if (tfsd_view_paths(o)) {   /* (imatrix='s path is a key: as a mount writes it) */
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return 1;
@@ -78,6 +84,18 @@ static tfs_model *gguf_of(tfs_model *m, const char *prog, const char *source)
 	return NULL;
 }
 
+/* -o mmproj: the repo's projector.  NULL after saying why there is none. */
+static tfs_model *mmproj_of(tfs_model *m, const tfsd_opts *o, const char *prog)
+{
+	tfs_model *v = tfs_model_mmproj(m);
+	const char *why = tfs_model_mmproj_why(m);
+	if (!v)
+		fprintf(stderr, "%s: %s: no mmproj.gguf (%s)\n", prog, o->source,
+			why ? why : "not a multimodal Hugging Face repo: a class with a projector "
+			"and its vision_config");
+	return v;
+}
+
 int tfsd_convert_main(int argc, char **argv)
 {
 	const char *prog = "tensorfs convert";
@@ -88,7 +106,8 @@ int tfsd_convert_main(int argc, char **argv)
 	int ret = convert_args(&fs.opts, &args, prog);
 	if (ret || (ret = 1, tfsd_session_open(&fs, &s, prog)))
 		goto out;
-	tfs_model *m = gguf_of(fs.model, prog, fs.opts.source);
+	tfs_model *m = fs.opts.mmproj ? mmproj_of(fs.model, &fs.opts, prog)
+				      : gguf_of(fs.model, prog, fs.opts.source);
 	if (m) {
 		tfsd_progress_view view;
 		tfsd_progress_sink sink;

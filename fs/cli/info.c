@@ -24,7 +24,7 @@ typedef enum { OUT_TEXT, OUT_JSON, OUT_MARKDOWN } out_mode;
 static void info_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tensorfs info SOURCE [--json | --markdown] [--no-tensors] [--gguf]\n"
+		"usage: tensorfs info SOURCE [--json | --markdown] [--no-tensors] [--gguf | --mmproj]\n"
 		"                     [--outtype=TYPE] [--fp8_as_q8] [--quantize=TYPE "
 		"[--imatrix=FILE]]\n"
 		"\n"
@@ -37,8 +37,10 @@ static void info_usage(FILE *f)
 		"  --no-tensors  leave out the tensor list\n"
 		"  --gguf        a Hugging Face repo's GGUF view (its model.gguf) instead: the keys\n"
 		"                and tensors llama.cpp's convert_hf_to_gguf.py would write\n"
-		"  --outtype=TYPE  that view's type: auto (default), f32, f16, bf16, q8_0\n"
-		"  --fp8_as_q8   that view's FP8 weights as Q8_0 (convert_hf_to_gguf.py's\n"
+		"  --mmproj      a multimodal repo's projector (its mmproj.gguf) instead: what\n"
+		"                convert_hf_to_gguf.py --mmproj would write\n"
+		"  --outtype=TYPE  those views' type: auto (default), f32, f16, bf16, q8_0\n"
+		"  --fp8_as_q8   the GGUF view's FP8 weights as Q8_0 (convert_hf_to_gguf.py's\n"
 		"                --fp8-as-q8)\n"
 		"  --quantize=TYPE  the model quantized as llama-quantize writes it (Q4_K_M, ...),\n"
 		"                as a mount with -o quantize=TYPE shows it (nothing is quantized)\n"
@@ -437,8 +439,8 @@ static void view_line(out_mode mode, const char *label, const tfs_model *v, cons
 	summary_line(mode, label, line);
 }
 
-/* A Hugging Face repo's GGUF view, and a GGUF model's Hugging Face form (hf/ of a read-only
- * mount): their files, or why there are none. */
+/* A Hugging Face repo's GGUF view and projector, and a GGUF model's Hugging Face form (hf/
+ * of a read-only mount): their files, or why there are none. */
 static void view_lines(const tfs_model *m, out_mode mode)
 {
 	const tfs_model *g = tfs_model_gguf_view(m);
@@ -446,6 +448,8 @@ static void view_lines(const tfs_model *m, out_mode mode)
 	const char *tok = tfs_hf_repo_tok_why(m);
 	view_line(mode, "GGUF view", g, tfs_model_gguf_view_why(m), g ? tfs_image_name(g) : NULL,
 		  " (tensorfs info --gguf)");
+	view_line(mode, "projector", tfs_model_mmproj(m), tfs_model_mmproj_why(m), "mmproj.gguf",
+		  " (tensorfs info --mmproj)");
 	snprintf(files, sizeof(files), ", and %zu files%s%s", tfs_hf_repo_n_files(m),
 		 tok ? "; " : "", tok ? tok : "");
 	view_line(mode, "HF view", tfs_hf_repo_model(m), tfs_hf_repo_why(m),
@@ -481,8 +485,9 @@ static void print_summary(const tfs_model *m, const char *src, const char *view,
 		char *abs = tfs_is_remote(src) ? NULL : realpath(src, NULL);
 		summary_line(mode, "source", abs ? abs : src);
 		free(abs);
-		snprintf(line, sizeof(line), "%s (%s: %s)", tfs_model_format_name(m), view,
-			 tfs_image_name(m) ? tfs_image_name(m) : "model.gguf");
+		const char *file = !strcmp(view, "the projector") ? "mmproj.gguf"   /* (a view too) */
+				 : tfs_image_name(m) ? tfs_image_name(m) : "model.gguf";
+		snprintf(line, sizeof(line), "%s (%s: %s)", tfs_model_format_name(m), view, file);
 		summary_line(mode, "format", line);
 	} else {
 		summary_line(mode, "source", tfs_model_path(m));
@@ -641,6 +646,7 @@ typedef struct {
 	out_mode mode;
 	bool with_tensors;
 	bool gguf;              /* --gguf: a Hugging Face repo's GGUF view */
+	bool mmproj;            /* --mmproj: its projector */
 	const char *src;
 	tfs_open_opts oo;       /* the views' options, set from views */
 	tfsd_opts views;        /* --NAME=VALUE of a view's -o option that takes a name or a
@@ -693,14 +699,18 @@ static int parse_args(info_args *a, int argc, char **argv)
 			a->mode = OUT_MARKDOWN;
 		} else if (strcmp(s, "--no-tensors") == 0) {
 			a->with_tensors = false;
-		} else if (strcmp(s, "--gguf") == 0) {
+		} else if (strcmp(s, "--gguf") == 0 && !a->mmproj) {
 			a->gguf = true;
+		} else if (strcmp(s, "--mmproj") == 0 && !a->gguf) {
+			a->mmproj = true;
 		} else if (strncmp(s, "--", 2) == 0 && view_flag(a, s, &rc)) {
 			if (rc)
 				return rc;
 		} else {
 			if (strcmp(s, "--json") == 0 || strcmp(s, "--markdown") == 0)
 				fprintf(stderr, "tensorfs info: --json and --markdown exclude each other\n");
+			else if (strcmp(s, "--gguf") == 0 || strcmp(s, "--mmproj") == 0)
+				fprintf(stderr, "tensorfs info: --gguf and --mmproj exclude each other\n");
 			else
 				fprintf(stderr, "tensorfs info: unknown option '%s'\n", s);
 			info_usage(stderr);
@@ -723,9 +733,19 @@ static int parse_args(info_args *a, int argc, char **argv)
 	return tfsd_quantize_check(&a->views, "tensorfs info");
 }
 
-/* The model shown: m, or with --gguf its GGUF view (NULL after saying why there is none). */
+/* The model shown: m, or with --gguf its GGUF view, with --mmproj its projector (NULL after
+ * saying why there is none). */
 static const tfs_model *shown_model(const tfs_model *m, const info_args *a)
 {
+	if (a->mmproj) {
+		const tfs_model *p = tfs_model_mmproj(m);
+		const char *why = tfs_model_mmproj_why(m);
+		if (!p)
+			fprintf(stderr, "tensorfs: %s: no mmproj.gguf: %s\n", a->src,
+				why ? why : "not a multimodal Hugging Face repo (a class with a "
+				"projector and its vision_config)");
+		return p;
+	}
 	if (!a->gguf || a->oo.quantize) /* (a quantized view is a GGUF already) */
 		return m;
 	const tfs_model *v = tfs_model_gguf_view(m);
@@ -767,8 +787,8 @@ int tfsd_info_main(int argc, char **argv)
 			fwrite(b.data, 1, b.len, stdout);
 		tfs_buf_free(&b);
 	} else {
-		print_info(shown, a.src, shown != m ? "the GGUF view" : NULL, a.mode,
-			   a.with_tensors);
+		print_info(shown, a.src, shown == m ? NULL : a.mmproj ? "the projector"
+			   : "the GGUF view", a.mode, a.with_tensors);
 	}
 	tfs_model_free(m);
 	tfsd_opts_free(&a.views);

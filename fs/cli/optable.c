@@ -36,6 +36,7 @@ const tfsd_option tfsd_option_table[] = {
 	FLAG("nonempty", nonempty, 1, M, "mount over a non-empty directory or another mount"),
 	VSTR("outtype", "TYPE", M | R | C, "a HF repo's model.gguf: auto, f32, f16, bf16, q8_0"),
 	VFLAG("fp8_as_q8", M | R | C, "a HF repo's model.gguf: its FP8 weights as Q8_0"),
+	FLAG("mmproj", mmproj, 1, C, "a multimodal HF repo's mmproj.gguf instead"),
 	VSTR("quantize", "TYPE", M | R | C, "as llama-quantize writes it (Q4_K_M, ...)"),
 	VINT("quantize_threads", "N", M | C, "quantizing threads (default: CPUs, at most 8)"),
 	VSTR("imatrix", "FILE", M | R | C, "llama.cpp's importance matrix, used as ggml uses it"),

@@ -71,6 +71,10 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 	if (!rc && !tfs_model_gguf_view(fs->model) && tfs_model_gguf_view_why(fs->model))
 		fprintf(stderr, "%s: %s: no model.gguf: %s\n", prog, fs->opts.source,
 			tfs_model_gguf_view_why(fs->model));
+	/* the same of a multimodal repo's projector */
+	if (!rc && !tfs_model_mmproj(fs->model) && tfs_model_mmproj_why(fs->model))
+		fprintf(stderr, "%s: %s: no mmproj.gguf: %s\n", prog, fs->opts.source,
+			tfs_model_mmproj_why(fs->model));
 	/* the staging directory's recovery may open the model again */
 	if (!rc && fs->opts.rw && tfs_session_stage(s, &err)) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
@@ -80,7 +84,7 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 	fs->staging = tfs_session_staging(s);
 	/* a rw mount edits the safetensors: the GGUF view, computed from the files as they
 	 * were, would not follow (rw,output=X.gguf makes the view the model edited instead) */
-	if (!rc && fs->opts.rw && tfs_model_gguf_view(fs->model))
+	if (!rc && fs->opts.rw && (tfs_model_gguf_view(fs->model) || tfs_model_mmproj(fs->model)))
 		tfs_model_drop_gguf_view(fs->model, "a rw mount edits the safetensors, which the "
 					 "GGUF view does not follow: mount with -o rw,output=X.gguf "
 					 "to edit the GGUF view instead");

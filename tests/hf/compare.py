@@ -128,6 +128,33 @@ def reference_stamp():
     return reference.stamp()
 
 
+def work_dirs(work):
+    """WORK/models, WORK/ref, WORK/out, made; ref/ emptied when the reference or its
+    stand-ins changed since its files were made (reference_stamp())."""
+    dirs = [os.path.join(work, x) for x in ("models", "ref", "out")]
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+    stamp = reference_stamp()
+    stamp_file = os.path.join(dirs[1], "STAMP")
+    if not os.path.exists(stamp_file) or open(stamp_file).read() != stamp:
+        for f in os.listdir(dirs[1]):
+            os.unlink(os.path.join(dirs[1], f))
+        with open(stamp_file, "w") as f:
+            f.write(stamp)
+    return dirs
+
+
+def make_variants(models, variants, maker):
+    """Each variant's repo in models (maker.make(models, name), once), and each VARIANT+omit's
+    (make_omit_variant)."""
+    for v in variants:
+        base = v[:-len(OMIT)] if v.endswith(OMIT) else v
+        if not os.path.isdir(os.path.join(models, base)):
+            maker.make(models, base)
+        if v != base:
+            make_omit_variant(models, base)
+
+
 def newest_mtime(d):
     return max(os.path.getmtime(os.path.join(d, f)) for f in os.listdir(d))
 
@@ -288,18 +315,7 @@ def main():
     quick = quick_variants()
     pairs = [(v, t) for v in variants for t in outtypes
              if not a.quick or t == "auto" or v in quick]
-    models = os.path.join(a.work, "models")
-    refdir = os.path.join(a.work, "ref")
-    outdir = os.path.join(a.work, "out")
-    for d in (models, refdir, outdir):
-        os.makedirs(d, exist_ok=True)
-    stamp = reference_stamp()
-    stamp_file = os.path.join(refdir, "STAMP")
-    if not os.path.exists(stamp_file) or open(stamp_file).read() != stamp:
-        for f in os.listdir(refdir):
-            os.unlink(os.path.join(refdir, f))
-        with open(stamp_file, "w") as f:
-            f.write(stamp)
+    models, refdir, outdir = work_dirs(a.work)
     for v in base:
         if not os.path.isdir(os.path.join(models, v)):
             make_model.make(models, v)

@@ -30,7 +30,7 @@ BAD_VALUES = {
     "connections": "connections=4x", "token_file": "token_file=", "cafile": "cafile=",
     "timeout": "timeout=1.5", "endpoint": "endpoint=rgw.local:7480",
     "s3_addressing": "s3_addressing=host", "hf_dtype": "hf_dtype=f64",
-    "fp8_as_q8": "fp8_as_q8=1",
+    "fp8_as_q8": "fp8_as_q8=1", "mmproj": "mmproj=1",
 }
 STORE = os.path.join(TESTDATA, "ollama", "models")
 

@@ -1,0 +1,88 @@
+/*
+ * hf_mmproj.h - a multimodal Hugging Face repo's projector: the mmproj GGUF llama.cpp's
+ * `convert_hf_to_gguf.py --mmproj` writes for it (arch "clip": the vision and audio towers
+ * and the projector into the text model), computed without converting, as a tfs_hf_plan
+ * (hf_plan.h: its header, its tensors read with tfs_hf_tensor_read and located with
+ * tfs_hf_tensor_locate, freed with tfs_hf_plan_free).
+ *
+ * The projector classes are one table of their own (tfs_hf_mmprojs[], hf_mmproj_registry.c),
+ * one row each in a file of its own (hf_mmproj_gemma3.c): the converter's MmprojModel
+ * subclass of the HF class.
+ */
+#ifndef TFS_HF_MMPROJ_H
+#define TFS_HF_MMPROJ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "hf_plan.h"
+
+/* A tensor name of a projector class: the HF name after the class's filter, without its
+ * .weight/.bias, "{bid}" standing for a block number below the tower's block count. */
+typedef struct {
+	const char *hf;
+	const char *gguf;
+} tfs_hf_mm_name;
+
+/* What the class's keys and choices read: the vision config (AutoConfig's to_dict of it,
+ * the vision config class's defaults filled in), the preprocessor config (
+ * preprocessor_config.json with processor_config.json merged over it), the file type. */
+typedef struct {
+	const char *where;         /* "dir/config.json" */
+	const char *pre_where;     /* "dir/preprocessor_config.json" */
+	json_t *vision;            /* hparams_vision (owned) */
+	json_t *pre;               /* preprocessor_config (owned; an empty object when none) */
+	uint32_t ftype;            /* general.file_type: 0 F32, 1 F16, 7 Q8_0, 32 BF16 */
+} tfs_hf_mm;
+
+/* A projector class (the converter's MmprojModel subclass). */
+typedef struct {
+	const char *const *classes;        /* HF class names (architectures[0]), NULL-ended */
+	/* the vision config class's defaults for keys vision_config lacks (or, when it is
+	 * absent or null, all of them) */
+	const tfs_hf_default *vision_defaults;
+	const tfs_hf_mm_name *names;
+	size_t n_names;
+	/* filter_tensors: false when the class skips the tensor; else the name it maps (out,
+	 * cap bytes), "language_model." tensors already left out */
+	bool (*filter)(char *out, size_t cap, const char *name);
+	/* tensor_force_quant: the tfs_dtype_id the class forces on tensor name (filtered) of
+	 * GGUF name gguf, or -1 (MmprojModel's own rule is applied after it) */
+	int (*force)(const char *name, const char *gguf, uint32_t ftype);
+	/* modify_tensors: whether the values get + 1 (Gemma's norms) */
+	bool (*plus_one)(const char *name);
+	/* set_gguf_parameters' keys after MmprojModel's */
+	int (*keys)(tfs_hf_kvs *l, const tfs_hf_mm *mm, tfs_error *err);
+} tfs_hf_mmproj_class;
+
+/* hf_mmproj_registry.c: the rows (one file each), NULL-terminated; the row of HF class cls
+ * (NULL: none). */
+extern const tfs_hf_mmproj_class *const tfs_hf_mmprojs[];
+const tfs_hf_mmproj_class *tfs_hf_mmproj_find(const char *cls);
+
+/*
+ * The plan of the mmproj GGUF of the repo files reads, whose weights st holds (borrowed, as
+ * tfs_hf_plan_open's).  TFS_PASSTHROUGH when the repo has no projector to show (a class
+ * without one and no vision_config or audio_config: a text model; a config.json that
+ * cannot be read, which the text model's view reports); else 0, or an error
+ * naming the file and the problem (a multimodal class with no row: the class and the
+ * classes that have one; a tensor the converter cannot map; a key it needs missing).
+ */
+int tfs_hf_mmproj_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_model *st,
+		       const tfs_hf_opts *o, tfs_error *err);
+
+/* hf_mmproj_registry.c: the classes with a projector, comma-separated, into out (for
+ * messages). */
+void tfs_hf_mmproj_list(char *out, size_t cap);
+
+/* hf_mmproj_keys.c, for the rows: clip.KEY from the vision config's first key of keys
+ * (required: its absence is the converter's KeyError), and a clip.* array of the numbers of
+ * preprocessor value v (float32, or int32 when all are integers, as gguf-py types them). */
+int tfs_hf_mm_vparam(tfs_hf_kvs *l, const tfs_hf_mm *mm, const char *key,
+		     const char *const *keys, tfs_error *err);
+int tfs_hf_mm_numbers(tfs_hf_kvs *l, const tfs_hf_mm *mm, const char *key, const json_t *v,
+		      const char *what, tfs_error *err);
+
+#endif

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""mmproj.gguf of multimodal models against llama.cpp's converter: each variant of
+make_mmproj.py at each outtype, converted by the reference converter with --mmproj
+(reference.py) and written by hf_dump --mmproj, must be the same bytes; and so must the text
+model of the same repo (the converter without --mmproj, hf_dump without it).
+
+  compare_mmproj.py --hf-dump PATH [--work DIR] [--tap] [--outtypes auto,f32,...]
+                    [--status F] [--omit-defaults] [VARIANT...]
+
+--omit-defaults adds VARIANT+omit: config.json without the keys transformers' config classes
+would fill in (compare.py's omit_defaults), so that the view's mirror of those defaults is
+compared too.  Prints a table: variant x outtype, "equal" when both files are, else which one
+differs (its first difference below).
+"""
+import argparse
+import concurrent.futures
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import compare  # noqa: E402
+import make_mmproj  # noqa: E402
+import reference  # noqa: E402
+
+OUTTYPES = ("auto", "f32", "f16", "bf16", "q8_0")
+KINDS = (("mmproj", ("--mmproj",)), ("text", ()))
+
+
+def convert(model, outtype, out, extra):
+    if os.path.exists(out) and os.path.getmtime(out) > compare.newest_mtime(model):
+        return None
+    return reference.convert(model, out, "--outtype", outtype, *extra)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hf-dump", required=True)
+    ap.add_argument("--work", default="/tmp/tfs-hf-mmproj")
+    ap.add_argument("--tap", action="store_true")
+    ap.add_argument("--outtypes", default=",".join(OUTTYPES))
+    ap.add_argument("--status", help="also write the table to this file")
+    ap.add_argument("--omit-defaults", action="store_true",
+                    help="also VARIANT+omit: config.json without the class-defaulted keys")
+    ap.add_argument("variants", nargs="*")
+    a = ap.parse_args()
+    why = reference.missing_reason()
+    if why:
+        print("1..0 # SKIP %s" % why if a.tap else "SKIP: %s" % why)
+        return 0 if a.tap else 77
+    variants = a.variants or list(make_mmproj.VARIANTS)
+    if a.omit_defaults:
+        variants = [x for v in variants for x in (v, v + compare.OMIT)]
+    outtypes = a.outtypes.split(",")
+    models, refdir, outdir = compare.work_dirs(a.work)
+    compare.make_variants(models, variants, make_mmproj)
+    cases = [(v, t, k) for v in variants for t in outtypes for k, _ in KINDS]
+    refs = {}
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
+        for v, t, k in cases:
+            refs[v, t, k] = pool.submit(convert, os.path.join(models, v), t,
+                                        os.path.join(refdir, "%s.%s.%s.gguf" % (v, t, k)),
+                                        dict(KINDS)[k])
+    if a.tap:
+        print("1..%d" % len(cases))
+    results = {}
+    for n, (v, t, k) in enumerate(cases, 1):
+        ref = os.path.join(refdir, "%s.%s.%s.gguf" % (v, t, k))
+        ours = os.path.join(outdir, "%s.%s.%s.gguf" % (v, t, k))
+        err = refs[v, t, k].result()
+        if err is None:
+            r = subprocess.run([a.hf_dump, "--outtype", t] + list(dict(KINDS)[k]) +
+                               [os.path.join(models, v), ours], capture_output=True, text=True)
+            if r.returncode:
+                err = "hf_dump failed: " + r.stderr.strip()
+        if err is None:
+            rb, ob = open(ref, "rb").read(), open(ours, "rb").read()
+            err = None if rb == ob else compare.first_difference(rb, ob)
+        results[v, t, k] = err
+        if a.tap:
+            print("%s %d - %s %s %s%s" % ("ok" if err is None else "not ok", n, v, t, k,
+                                          "" if err is None else " # " + err))
+        sys.stdout.flush()
+    width = max(len(v) for v in variants)
+    lines = ["%-*s  %s" % (width, "", "  ".join("%-11s" % t for t in outtypes))]
+    for v in variants:
+        cells = []
+        for t in outtypes:
+            bad = [k for k, _ in KINDS if results.get((v, t, k)) is not None]
+            cells.append("%-11s" % ("equal" if not bad else "DIFF " + "+".join(bad)))
+        lines.append("%-*s  %s" % (width, v, "  ".join(cells)))
+    table = "\n".join(lines)
+    print(("# " + table.replace("\n", "\n# ")) if a.tap else table)
+    if not a.tap:
+        for key, e in sorted(results.items()):
+            if e is not None:
+                print("%s %s %s: %s" % (key + (e,)))
+    if a.status:
+        with open(a.status, "w") as f:
+            f.write(table + "\n")
+    bad = sum(e is not None for e in results.values())
+    return 0 if a.tap or not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

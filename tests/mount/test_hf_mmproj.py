@@ -1,0 +1,223 @@
+#!/usr/bin/python3
+"""A multimodal Hugging Face repo's projector (mmproj.gguf) through real mounts, against the
+real reference (issue 37).
+
+- mmproj.gguf of a mount of tests/hf/make_mmproj.py's repos (Gemma 3 with its SigLIP tower,
+  BF16, F16 in two shards, F32) is `cmp`-equal to what llama.cpp's convert_hf_to_gguf.py
+  --mmproj writes (tests/hf/reference.py), for every outtype; model.gguf beside it is the
+  converter's text model; both read whole and at random offsets; index.json ("mmproj") and
+  `tensorfs info` (the summary's projector line, --mmproj) describe it; `tensorfs convert
+  REPO OUT -o mmproj` writes the same file.
+- A repo whose class has no projector row but a vision_config (Qwen3_5ForConditionalGeneration)
+  shows its text model and no mmproj.gguf, and says why in one line (the class, the classes
+  that have one); so does a repo without preprocessor_config.json, with a malformed one, or
+  with a tower tensor the converter cannot name; a text model shows no mmproj.gguf and says
+  nothing.
+- Memory: the daemon's peak RSS while it reads the projector of a repo of about 100 MiB of
+  F32 weights, at q8_0 (computed) and f32 (spliced), stays within 32 MiB (measured: 5-7 MiB).
+
+Without the reference (reference.missing_reason()), the tests needing it SKIP.  The models
+and the converter's files are kept in $TFS_HF_MMPROJ_WORK (meson: the build directory).
+"""
+import json
+import os
+import random
+import sys
+import tempfile
+
+from harness import TENSORFS, Mount, TestCase, main, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "hf"))
+import compare  # noqa: E402  (tests/hf: the converter, GGUF reading)
+import hfutil  # noqa: E402
+import make_mmproj  # noqa: E402
+import reference  # noqa: E402
+
+WORK = os.environ.get("TFS_HF_MMPROJ_WORK") or os.path.join(tempfile.gettempdir(),
+                                                            "tfs-hf-mmproj-mount")
+OUTTYPES = ("auto", "f32", "f16", "bf16", "q8_0")
+MiB = 1 << 20
+SANITIZED = "ASAN_OPTIONS" in os.environ   # (RSS then says nothing about tensorfs' own)
+
+REPOS = hfutil.Repos(WORK, make_mmproj)
+model = REPOS.model
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def converted(tc, name, outtype, mmproj=True):
+    """The converter's file (--mmproj, or the text model) of a variant at outtype."""
+    if REPOS.why:
+        tc.skipTest(REPOS.why)
+    out = os.path.join(WORK, "ref", "%s.%s.%s.gguf" % (name, outtype,
+                                                       "mmproj" if mmproj else "text"))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    if not (os.path.exists(out) and
+            os.path.getmtime(out) > compare.newest_mtime(model(name))):
+        err = reference.convert(model(name), out, "--outtype", outtype,
+                                *(["--mmproj"] if mmproj else []))
+        if err:
+            tc.fail("%s %s: %s" % (name, outtype, err))
+    return out
+
+
+def index(m):
+    return json.loads(read(m.p("index.json")))
+
+
+def daemon_hwm(m):
+    pid = int(os.getxattr(m.path, "user.tensorfs.pid"))
+    with open("/proc/%d/status" % pid) as f:
+        return [int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM:")][0]
+
+
+class Equal(TestCase):
+    def test_mmproj_and_model_gguf_equal_the_converter(self):
+        """Every variant x outtype: mmproj.gguf and model.gguf cmp-equal, whole."""
+        for name in make_mmproj.VARIANTS:
+            for t in OUTTYPES:
+                ref, text = converted(self, name, t), converted(self, name, t, mmproj=False)
+                with Mount(self, model(name), ["outtype=" + t]) as m:
+                    self.assertIn("mmproj.gguf", os.listdir(m.path))
+                    for f, want in (("mmproj.gguf", ref), ("model.gguf", text)):
+                        r, o = read(want), read(m.p(f))
+                        self.assertTrue(o == r, "%s %s %s: %s" % (
+                            name, t, f, compare.first_difference(r, o)))
+                    v = index(m)["mmproj"]
+                    self.assertEqual((v["name"], v["size"], v["architecture"]),
+                                     ("mmproj.gguf", len(read(ref)), "clip"))
+
+    def test_reads_at_any_offset(self):
+        rng = random.Random(37)
+        name = "gemma3-vision-f16"
+        for t in ("q8_0", "f16"):
+            ref = read(converted(self, name, t))
+            with Mount(self, model(name), ["outtype=" + t]) as m:
+                fd = os.open(m.p("mmproj.gguf"), os.O_RDONLY)
+                try:
+                    for _ in range(200):
+                        off = rng.randrange(len(ref))
+                        n = rng.choice([1, 7, 33, 4096, 5000, 65536])
+                        self.assertEqual(os.pread(fd, n, off), ref[off:off + n], (t, off, n))
+                finally:
+                    os.close(fd)
+
+    def test_info_and_convert(self):
+        name = "gemma3-vision-bf16"
+        ref = read(converted(self, name, "q8_0"))
+        g = compare.Gguf(ref)
+        r = run([TENSORFS, "info", "--mmproj", "--outtype=q8_0", "--json", model(name)])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual([k["name"] for k in j["keys"]], [k[0] for k in g.kvs])
+        self.assertEqual([t["name"] for t in j["tensors"]], [t[0] for t in g.tensors])
+        r = run([TENSORFS, "info", model(name), "--no-tensors"])
+        self.assertRegex(r.stdout, r"projector +mmproj\.gguf, ")
+        self.assertIn("GGUF view    model.gguf", r.stdout)
+        r = run([TENSORFS, "info", "--json", model(name)])
+        self.assertEqual(json.loads(r.stdout)["mmproj"]["tensors"], len(g.tensors))
+        out = os.path.join(self.tmpdir(), "mmproj.gguf")
+        r = run([TENSORFS, "convert", model(name), out, "-o", "mmproj,outtype=q8_0"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(read(out) == ref, compare.first_difference(ref, read(out)))
+        r = run([TENSORFS, "convert", model(name), out + "2", "-o", "mmproj,quantize=Q4_K_M"])
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+
+class Absent(TestCase):
+    def test_unknown_projector_class_shows_the_text_model(self):
+        """Qwen3_5ForConditionalGeneration has a vision tower but no projector row: the
+        mount shows its model.gguf and no mmproj.gguf, and says why in one line."""
+        if reference.missing_reason(bpe=True):
+            self.skipTest(reference.missing_reason(bpe=True))
+        import make_model
+        d = hfutil.Repos(WORK, make_model).model("qwen35-mm-bf16")
+        with Mount(self, d, allow_stderr=True) as m:
+            said = m.mount_stderr.strip().splitlines()
+            self.assertEqual(len(said), 1, m.mount_stderr)
+            self.assertIn("%s: no mmproj.gguf: " % d, said[0])
+            self.assertRegex(said[0], "Qwen3_5ForConditionalGeneration has no projector .*"
+                             "Gemma3ForConditionalGeneration")
+            names = os.listdir(m.path)
+            self.assertIn("model.gguf", names)
+            self.assertNotIn("mmproj.gguf", names)
+            self.assertIn("Qwen3_5ForConditionalGeneration", index(m)["mmproj"]["unavailable"])
+        r = run([TENSORFS, "info", "--mmproj", d])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        r = run([TENSORFS, "convert", d, os.path.join(self.tmpdir(), "x.gguf"), "-o", "mmproj"])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no mmproj.gguf", r.stderr)
+
+    def broken(self, how):
+        """gemma3-vision-bf16 (hard links) with one thing wrong."""
+        src, d = model("gemma3-vision-bf16"), os.path.join(self.tmpdir(), "gemma3-" + how)
+        os.makedirs(d)
+        for f in os.listdir(src):
+            if how == "no preprocessor" and f.endswith("processor_config.json"):
+                continue
+            if how == "malformed preprocessor" and f == "preprocessor_config.json":
+                with open(os.path.join(d, f), "w") as o:
+                    o.write("{\"image_mean\": [0.5, ")
+                continue
+            if how == "unmapped tensor" and f == "config.json":
+                c = json.load(open(os.path.join(src, f)))
+                c["vision_config"]["num_hidden_layers"] = 1   # layer 1 has no GGUF name
+                json.dump(c, open(os.path.join(d, f), "w"))
+                continue
+            os.link(os.path.join(src, f), os.path.join(d, f))
+        return d
+
+    BROKEN = {"no preprocessor": r"preprocessor_config.json: no \"image_mean\"",
+              "malformed preprocessor": r"preprocessor_config.json: not JSON",
+              "unmapped tensor": r"layers\.1\..*has no GGUF name"}
+
+    def test_bad_input_one_line_text_model_stays(self):
+        for how, pattern in self.BROKEN.items():
+            d = self.broken(how)
+            with Mount(self, d, allow_stderr=True) as m:
+                said = m.mount_stderr.strip().splitlines()
+                self.assertEqual(len(said), 1, m.mount_stderr)
+                self.assertIn("%s: no mmproj.gguf: " % d, said[0])
+                self.assertRegex(said[0], pattern, how)
+                self.assertNotIn("mmproj.gguf", os.listdir(m.path))
+                self.assertIn("model.gguf", os.listdir(m.path))
+                self.assertRegex(index(m)["mmproj"]["unavailable"], pattern)
+            r = run([TENSORFS, "info", d, "--no-tensors"])
+            self.assertRegex(r.stdout, "projector +none: .*" + pattern)
+
+    def test_text_model_has_none_and_says_nothing(self):
+        import make_model
+        d = hfutil.Repos(WORK, make_model).model("llama-bf16")
+        with Mount(self, d) as m:   # (Mount fails on any stderr)
+            self.assertNotIn("mmproj.gguf", os.listdir(m.path))
+            self.assertNotIn("mmproj", index(m))
+
+
+class Memory(TestCase):
+    def test_peak_rss_while_reading_a_large_projector(self):
+        d = model("gemma3-vision-big-f32")
+        for t in ("q8_0", "f32"):
+            with Mount(self, d, ["outtype=" + t]) as m:
+                n = 0
+                with open(m.p("mmproj.gguf"), "rb") as f:
+                    while True:
+                        b = f.read(1 << 20)
+                        if not b:
+                            break
+                        n += len(b)
+                hwm = daemon_hwm(m)
+                print("# %s: mmproj.gguf %.1f MiB read, daemon VmHWM %.1f MiB"
+                      % (t, n / MiB, hwm / MiB), flush=True)
+                self.assertGreater(n, 24 * MiB)
+                if not SANITIZED:
+                    self.assertLess(hwm, 32 * MiB)
+
+
+if __name__ == "__main__":
+    main()

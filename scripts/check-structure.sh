@@ -18,7 +18,10 @@
 #      checked.  Named means: its name, its path from the README's folder, or a pattern
 #      matching either (`hf_*.c`, `test_*.py`, `quantize{,_cache}.c`), in the README's text;
 #      a C module counts as one name (model.c, model.h, model_impl.h: any one of them);
-#   6. one place each (issue 40): the schemes are rows of one table (codec/net/scheme.c):
+#   6. one place each (issue 40): base.h's tfs_open_opts has no field of one remote scheme
+#      (a scheme's options are named, tfs_open_opt, and read by its row; the view fields
+#      still there are listed, for information); the schemes are rows of one table
+#      (codec/net/scheme.c):
 #      formats/open.c and views/hf.c name no scheme (no tfs_is_url/hf/s3, tfs_hf_url or
 #      tfs_s3_* call, no "s3://"-like prefix literal, no s3.h), and tfs_target has no
 #      member of one scheme (its auth is opaque); llama-quantize's plan is not in
@@ -353,6 +356,81 @@ print('  %d file(s) unnamed, %d README.md file(s) checked' %
 if unnamed:
     broken.append('%d source file(s) not named by their folder\'s README.md (%s)' % (
         sum(len(v) for v in unnamed.values()), ', '.join(sorted(unnamed))))
+
+# ---- 6. one place each ----
+# (what, its one home, a regular expression for its shape, matched in the code with comments
+# blanked and strings kept: a copy elsewhere is a second copy)
+HELPERS = [
+    ('bytes as hex digits', 'codec/base/hex.c',
+     r'"0123456789abcdef"|\+\s*2\s*\*\s*\w+\s*,[^;]*"%02[xX]"'),
+    ('SHA-256 of bytes as hex (one-shot EVP_Digest)', 'codec/base/hex.c', r'\bEVP_Digest\s*\('),
+    ("Python's truth value of a JSON value", 'codec/hf/hf_tokjson.c',
+     r'json_is_true\([^()]*\)\s*\|\|\s*\(?\s*json_is_number|case\s+JSON_ARRAY\s*:\s*return\s+json_array_size'),
+    ('an optional repo file (TFS_E_NOTFOUND cleared as absent)', 'codec/hf/hf_keys.c',
+     r'==\s*TFS_E_NOTFOUND\s*\)\s*\{\s*tfs_error_clear\s*\(\s*err\s*\)\s*;\s*(return\s+0|rc\s*=\s*0)\s*;\s*\}'
+     r'|!=\s*TFS_E_NOTFOUND\s*\)\s*return\s+rc\s*;\s*tfs_error_clear'),
+    ('the search of sorted offsets (last at most)', 'codec/base/sorted.h',
+     r'while\s*\(\s*hi\s*-\s*lo\s*>\s*1\s*\)\s*\{\s*size_t\s+mid'),
+    ("the importance matrix's lookup by name", 'codec/formats/imatrix.c',
+     r'strcmp\s*\(\s*tfs_imatrix_entry\s*\(|\bbsearch\s*\([^;]*by_name'),
+]
+
+
+def keep_strings(s):
+    """Comments blanked, strings kept (newlines kept)."""
+    return re.sub(r'/\*.*?\*/|//[^\n]*', lambda m: re.sub(r'[^\n]', ' ', m.group(0)), s,
+                  flags=re.S)
+
+
+print('\n== 6. one place each')
+m = re.search(r'typedef\s+struct\s*\{(.*?)\}\s*tfs_open_opts\s*;', code.get('codec/base/base.h', ''), re.S)
+fields = re.findall(r'(\w+)\s*(?:\[[^]]*\])?\s*;', m.group(1)) if m else []
+scheme_fields = [f for f in fields if re.match(r'(s3|hf|gs|az|http)_|.*(endpoint|addressing)', f)]
+view_names = set()
+for p, s in text.items():
+    if p.startswith('codec/views/'):
+        for arr in re.findall(r'tfs_view_opt\s+\w+\[\]\s*=\s*\{(.*?)\n\};', s, re.S):
+            view_names |= set(re.findall(r'\.name\s*=\s*"(\w+)"', arr))
+print('  base.h tfs_open_opts fields of a remote scheme: %s' % (', '.join(scheme_fields) or 'none'))
+print('  (information) base.h tfs_open_opts fields of a view: %s' %
+      (', '.join(f for f in fields if f in view_names) or 'none'))
+if not fields:
+    broken.append('base.h: no tfs_open_opts found (update rule 6)')
+if scheme_fields:
+    broken.append('base.h: tfs_open_opts has fields of a remote scheme (%s): name them, '
+                  'tfs_open_opt' % ', '.join(scheme_fields))
+SCHEME_FREE = ['codec/formats/open.c', 'codec/views/hf.c']
+NAMES_A_SCHEME = (r'\btfs_(is_url|is_hf|is_s3|hf_url|s3_\w+)\b|"(s3|hf|gs|az|https?)://"'
+                  r'|#\s*include\s+"s3\.h"|\btfs_scheme_s3\b')
+for p in SCHEME_FREE:
+    s = keep_strings(text.get(p, ''))
+    hits = ['%s:%d: %s' % (p, s.count('\n', 0, m.start()) + 1, m.group(0))
+            for m in re.finditer(NAMES_A_SCHEME, s)]
+    print('  %s names a scheme: %d place(s)%s' % (p, len(hits), ''.join('\n      ' + h for h in hits)))
+    if hits:
+        broken.append('%s names a scheme (%d place(s)): ask the scheme table' % (p, len(hits)))
+m = re.search(r'typedef\s+struct\s*\{(.*?)\}\s*tfs_target\s*;',
+              keep_strings(text.get('codec/net/scheme_impl.h', '')), re.S)
+own = re.findall(r'\b(s3|hf|gs|az)\b', m.group(1)) if m else ['(no tfs_target found)']
+print('  tfs_target members of one scheme: %s' % (', '.join(own) or 'none'))
+if own:
+    broken.append('tfs_target has a member of one scheme (%s)' % ', '.join(own))
+qplans = sorted(f for f in os.listdir('codec/formats') if f.startswith('qplan'))
+print('  codec/formats/ qplan files: %d%s' % (len(qplans), (' (' + ', '.join(qplans) + ')') if qplans else ''))
+if qplans:
+    broken.append('llama-quantize\'s plan in codec/formats/ (%s)' % ', '.join(qplans))
+kept = {p: keep_strings(s) for p, s in text.items()}
+for what, home, rx in HELPERS:
+    at = [(p, s.count('\n', 0, m.start()) + 1) for p, s in sorted(kept.items())
+          for m in re.finditer(rx, s)]
+    mine = [x for x in at if x[0] == home]
+    copies = [x for x in at if x[0] != home]
+    print('  %s: %d in %s, %d elsewhere%s' % (what, len(mine), home, len(copies), ''.join(
+        '\n      %s:%d' % x for x in copies)))
+    if not mine:
+        broken.append('%s: not found in %s (moved? update HELPERS)' % (what, home))
+    if copies:
+        broken.append('%s: %d copy(ies) outside %s' % (what, len(copies), home))
 
 # ---- 7. call circles between codec files (with a build directory) ----
 RULE_DIRS = ('codec/hf/',)   # a circle within one of these breaks the rule

@@ -245,7 +245,8 @@ Test(s3, no_credentials_is_anonymous)
 
 Test(s3, endpoint_and_addressing)
 {
-	tfs_open_opts o = { .s3_endpoint = "http://127.0.0.1:7480/" };
+	tfs_open_opts o = { 0 };
+	tfs_open_opt_set(&o, "endpoint", "http://127.0.0.1:7480/");
 	setenv("AWS_ENDPOINT_URL", "http://env:1", 1);
 	setenv("AWS_ENDPOINT_URL_S3", "http://env-s3:2", 1);
 	tfs_s3_auth *a = load(&o);
@@ -258,11 +259,14 @@ Test(s3, endpoint_and_addressing)
 	a = load(NULL);
 	cr_expect_str_eq(a->endpoint, "http://env:1", "then AWS_ENDPOINT_URL");
 	tfs_s3_auth_free(a);
-	o = (tfs_open_opts){ .s3_endpoint = "ftp://x" };
+	o = (tfs_open_opts){ 0 };
+	tfs_open_opt_set(&o, "endpoint", "ftp://x");
 	load_fails(&o, "endpoint=ftp://x: not an http:// or https:// URL");
-	o = (tfs_open_opts){ .s3_endpoint = "http://user:pw@h" };
+	o = (tfs_open_opts){ 0 };
+	tfs_open_opt_set(&o, "endpoint", "http://user:pw@h");
 	load_fails(&o, "no user, query or fragment");
-	o = (tfs_open_opts){ .s3_addressing = "sideways" };
+	o = (tfs_open_opts){ 0 };
+	tfs_open_opt_set(&o, "s3_addressing", "sideways");
 	load_fails(&o, "s3_addressing=sideways: not path or virtual");
 	setenv("AWS_REGION", "us east", 1);
 	load_fails(NULL, "region us east: not a region name");
@@ -479,4 +483,33 @@ Test(s3, missing_key_is_not_found)
 	cr_expect_str_eq(err.msg, "s3://bkt/models/qwen: no such key in bucket bkt (HTTP 404 "
 			 "NoSuchKey)");
 	tfs_target_free(&t);
+}
+
+Test(s3, options_by_name)
+{
+	tfs_open_opts o = { 0 };
+	tfs_error err = { 0 };
+	cr_expect_eq(tfs_open_opt_set(&o, "endpoint", "http://a"), 0);
+	cr_expect_eq(tfs_open_opt_set(&o, "endpoint", "http://b"), 0);
+	cr_expect_eq(o.n_named, 1, "a name set twice: the last value");
+	cr_expect_str_eq(tfs_open_opt(&o, "endpoint"), "http://b");
+	cr_expect_null(tfs_open_opt(&o, "s3_addressing"));
+	cr_expect_null(tfs_open_opt(NULL, "endpoint"));
+	cr_expect_eq(tfs_open_opt_set(&o, "endpoint", NULL), 0);
+	cr_expect_eq(o.n_named, 0);
+	static const char *const names[] = { "a", "b", "c", "d", "e", "f", "g", "h", "i", "j",
+					     "k", "l", "m", "n", "o", "p", "q" };
+	o = (tfs_open_opts){ 0 };
+	for (int i = 0; i < TFS_NAMED_OPTS_MAX; i++)
+		cr_expect_eq(tfs_open_opt_set(&o, names[i], "v"), 0);
+	cr_expect_eq(tfs_open_opt_set(&o, names[TFS_NAMED_OPTS_MAX], "v"), TFS_E_INVALID,
+		     "no room: refused, not dropped");
+	/* the scheme rows check their own options */
+	cr_expect_eq(tfs_remote_option_check("s3_addressing", "path", &err), 0);
+	cr_expect_eq(tfs_remote_option_check("s3_addressing", "up", &err), TFS_E_INVALID);
+	cr_expect_str_eq(err.msg, "s3_addressing=up: not path or virtual");
+	cr_expect_eq(tfs_remote_option_check("endpoint", "ftp://x", &err), TFS_E_INVALID);
+	cr_expect_str_eq(err.msg, "endpoint=ftp://x: not an http:// or https:// URL");
+	cr_expect_eq(tfs_remote_option_check("endpoint", "http://127.0.0.1:7480", &err), 0);
+	cr_expect_eq(tfs_remote_option_check("outtype", "f16", &err), TFS_E_NOTFOUND);
 }

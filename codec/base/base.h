@@ -64,6 +64,15 @@ void tfs_buf_free(tfs_buf *b);
 
 typedef void (*tfs_progress_fn)(void *ctx, const char *what, uint64_t done, uint64_t total);
 
+/* An option by name (-o NAME=VALUE) that its owner above base reads itself (a remote
+ * scheme's row, net/scheme.c: s3://'s endpoint= and s3_addressing=); base knows no name. */
+typedef struct {
+	const char *name;
+	const char *value;
+} tfs_named_opt;
+
+#define TFS_NAMED_OPTS_MAX 16
+
 typedef struct {
 	bool verify;              /* check the sha256 of every Ollama blob, not only small ones */
 	tfs_progress_fn progress; /* optional: long operations report here */
@@ -77,8 +86,9 @@ typedef struct {
 	const char *token;        /* bearer token (NULL: $HF_TOKEN for hf:// sources) */
 	const char *cafile;       /* CA bundle (NULL: $CURL_CA_BUNDLE, else the system's) */
 	long timeout;             /* seconds to connect, or of a stalled transfer (0: 30) */
-	const char *s3_endpoint;  /* s3://: the store's URL (NULL: $AWS_ENDPOINT_URL_S3, ...: s3.h) */
-	const char *s3_addressing;/* s3://: "path" or "virtual" (NULL: by the endpoint) */
+	/* options by name, each read by what owns it (tfs_open_opt): a remote scheme's */
+	tfs_named_opt named[TFS_NAMED_OPTS_MAX];
+	size_t n_named;
 	/* views: each field is an option of a row of codec/views/registry.c's table, set by
 	 * name with tfs_open_opts_set_view (views/view.h) */
 	const char *outtype;      /* a Hugging Face repo's GGUF view: "auto" (NULL), "f32", "f16",
@@ -93,6 +103,12 @@ typedef struct {
 	unsigned quantize_threads;/* quantize: the pool's threads (0: the CPUs, at most 8) */
 	const char *hf_dtype;     /* a GGUF model's hf/ view: "bf16" (NULL), "f16", "f32" */
 } tfs_open_opts;
+
+/* The value of the option name in o (the pointer given), or NULL when o or it is none. */
+const char *tfs_open_opt(const tfs_open_opts *o, const char *name);
+/* Sets the option name to value (borrowed: it must live as long as o), replacing its
+ * value; NULL removes it.  0, or TFS_E_INVALID when o holds TFS_NAMED_OPTS_MAX names. */
+int tfs_open_opt_set(tfs_open_opts *o, const char *name, const char *value);
 
 typedef struct {
 	tfs_progress_fn progress;

@@ -163,6 +163,35 @@ static int load_profile(profile *p, const char *name, bool named, char *where, s
 	return rc;
 }
 
+/* An endpoint given as from (endpoint=, AWS_ENDPOINT_URL=, ...): its length without
+ * trailing '/'s in *n.  0, or TFS_E_INVALID saying why it is none. */
+static int check_endpoint(size_t *n, const char *from, const char *ep, tfs_error *err)
+{
+	*n = strlen(ep);
+	while (*n && ep[*n - 1] == '/')
+		(*n)--;
+	if (strncasecmp(ep, "http://", 7) && strncasecmp(ep, "https://", 8))
+		return tfs_error_set(err, TFS_E_INVALID, "%s%s: not an http:// or https:// URL",
+				     from, ep);
+	if (strpbrk(ep, "?#@") || *n <= (size_t)(strstr(ep, "://") - ep) + 3)
+		return tfs_error_set(err, TFS_E_INVALID, "%s%s: an endpoint is a URL with a "
+				     "host and no user, query or fragment", from, ep);
+	return 0;
+}
+
+/* s3_addressing=style into *path_style.  0, or TFS_E_INVALID. */
+static int check_addressing(bool *path_style, const char *style, tfs_error *err)
+{
+	if (strcmp(style, "path") == 0)
+		*path_style = true;
+	else if (strcmp(style, "virtual") == 0)
+		*path_style = false;
+	else
+		return tfs_error_set(err, TFS_E_INVALID, "s3_addressing=%s: not path or virtual",
+				     style);
+	return 0;
+}
+
 /* The region, endpoint and addressing style into a (environment, o, then profile p). */
 static int load_place(tfs_s3_auth *a, const tfs_open_opts *o, const profile *p,
 		      tfs_error *err)
@@ -173,8 +202,9 @@ static int load_place(tfs_s3_auth *a, const tfs_open_opts *o, const profile *p,
 		region = getenv("AWS_DEFAULT_REGION");
 	if (!region || !*region)
 		region = p->region ? p->region : "us-east-1";
-	const char *ep = o && o->s3_endpoint ? o->s3_endpoint : getenv("AWS_ENDPOINT_URL_S3");
-	const char *ep_from = o && o->s3_endpoint ? "endpoint=" : "AWS_ENDPOINT_URL_S3=";
+	const char *given = tfs_open_opt(o, "endpoint");
+	const char *ep = given ? given : getenv("AWS_ENDPOINT_URL_S3");
+	const char *ep_from = given ? "endpoint=" : "AWS_ENDPOINT_URL_S3=";
 	if (!ep || !*ep)
 		ep = getenv("AWS_ENDPOINT_URL"), ep_from = "AWS_ENDPOINT_URL=";
 	if (!ep || !*ep)
@@ -183,30 +213,14 @@ static int load_place(tfs_s3_auth *a, const tfs_open_opts *o, const profile *p,
 		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	if (!rc && strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region))
 		rc = tfs_error_set(err, TFS_E_INVALID, "region %s: not a region name", region);
-	if (!rc && ep && *ep) {
-		size_t n = strlen(ep);
-		while (n && ep[n - 1] == '/')
-			n--;
-		if (strncasecmp(ep, "http://", 7) && strncasecmp(ep, "https://", 8))
-			rc = tfs_error_set(err, TFS_E_INVALID, "%s%s: not an http:// or https:// URL",
-					   ep_from, ep);
-		else if (strpbrk(ep, "?#@") || n <= (size_t)(strstr(ep, "://") - ep) + 3)
-			rc = tfs_error_set(err, TFS_E_INVALID, "%s%s: an endpoint is a URL with a "
-					   "host and no user, query or fragment", ep_from, ep);
-		else if (!(a->endpoint = strndup(ep, n)))
-			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	}
+	size_t n;
+	if (!rc && ep && *ep && !(rc = check_endpoint(&n, ep_from, ep, err)) &&
+	    !(a->endpoint = strndup(ep, n)))
+		rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	a->path_style = a->endpoint != NULL;
-	const char *style = o ? o->s3_addressing : NULL;
-	if (!rc && style) {
-		if (strcmp(style, "path") == 0)
-			a->path_style = true;
-		else if (strcmp(style, "virtual") == 0)
-			a->path_style = false;
-		else
-			rc = tfs_error_set(err, TFS_E_INVALID, "s3_addressing=%s: not path or virtual",
-					   style);
-	}
+	const char *style = tfs_open_opt(o, "s3_addressing");
+	if (!rc && style)
+		rc = check_addressing(&a->path_style, style, err);
 	return rc;
 }
 
@@ -711,8 +725,19 @@ static void s3_dir_name(char *out, size_t cap, const char *source)
 	tfs_remote_last_name(out, cap, source, 5, strlen(source));
 }
 
+/* -o endpoint=URL, s3_addressing=path|virtual: the row's options (scheme_impl.h). */
+static const char *const s3_opts[] = { "endpoint", "s3_addressing", NULL };
+
+static int s3_check_opt(const char *name, const char *value, tfs_error *err)
+{
+	size_t n;
+	bool path;
+	return !strcmp(name, "endpoint") ? check_endpoint(&n, "endpoint=", value, err)
+					 : check_addressing(&path, value, err);
+}
+
 const tfs_scheme tfs_scheme_s3 = {
 	.prefix = "s3://", .resolve = s3_resolve, .join = s3_join, .is_dir = s3_is_dir,
 	.list = tfs_s3_list, .dir_name = s3_dir_name, .refused = s3_refused, .sign = s3_sign,
-	.free_auth = s3_free_auth,
+	.free_auth = s3_free_auth, .opts = s3_opts, .check_opt = s3_check_opt,
 };

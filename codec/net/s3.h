@@ -9,7 +9,7 @@
  *                ~/.aws/credentials), then in AWS_CONFIG_FILE (else ~/.aws/config, as
  *                [profile NAME] or [default]); none: anonymous (unsigned) requests
  *   region       AWS_REGION, AWS_DEFAULT_REGION, the profile's region, us-east-1
- *   endpoint     -o endpoint=URL, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's
+ *   endpoint     -o endpoint=URL (the row's options, by name: tfs_open_opt), AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's
  *                endpoint_url; none: AWS (https://s3.REGION.amazonaws.com)
  *   addressing   -o s3_addressing=path|virtual; else path-style for a custom endpoint,
  *                virtual-hosted for AWS (path-style for a bucket name DNS cannot carry)

@@ -211,6 +211,17 @@ const tfs_scheme *tfs_scheme_of(const char *source)
 
 bool tfs_is_remote(const char *source) { return source && tfs_scheme_of(source) != NULL; }
 
+int tfs_remote_option_check(const char *name, const char *value, tfs_error *err)
+{
+	for (size_t i = 0; name && i < sizeof(schemes) / sizeof(schemes[0]); i++)
+		for (const char *const *n = schemes[i]->opts; n && *n; n++)
+			if (!strcmp(*n, name))
+				return schemes[i]->check_opt ? schemes[i]->check_opt(name, value, err)
+							     : 0;
+	return tfs_error_set(err, TFS_E_NOTFOUND, "-o %s: no remote scheme takes it",
+			     name ? name : "(null)");
+}
+
 int tfs_target_resolve(tfs_target *t, const char *source, const tfs_open_opts *o,
 		       tfs_error *err)
 {

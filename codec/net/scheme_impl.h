@@ -82,6 +82,11 @@ struct tfs_scheme {
 	/* Appends a request's authentication headers to *hdrs, a signature made now for
 	 * method (NULL: the row signs nothing).  0, or -1 when out of memory. */
 	int (*sign)(const tfs_target *t, const char *method, struct curl_slist **hdrs);
+	/* The -o options the row reads (tfs_open_opt: its own, by name; NULL-ended), or NULL;
+	 * and its check of a value of one of them (0, or TFS_E_INVALID, the message
+	 * "NAME=VALUE: why"). */
+	const char *const *opts;
+	int (*check_opt)(const char *name, const char *value, tfs_error *err);
 	/* Frees (wiping) what resolve put in t->auth; NULL: nothing to free. */
 	void (*free_auth)(tfs_target *t);
 };

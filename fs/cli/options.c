@@ -313,8 +313,10 @@ int tfsd_remote_opts(const tfsd_opts *o, tfs_open_opts *oo, char **token, const 
 	oo->cache_dir = o->cache;
 	oo->cafile = o->cafile;
 	oo->timeout = o->timeout;
-	oo->s3_endpoint = o->endpoint;
-	oo->s3_addressing = o->s3_addressing;   /* (its value checked by tfsd_opts_parse) */
+	/* a scheme's options, by name: its row reads them (values checked by tfsd_opts_parse) */
+	if (tfs_open_opt_set(oo, "endpoint", o->endpoint) ||
+	    tfs_open_opt_set(oo, "s3_addressing", o->s3_addressing))
+		return -1;
 	if (o->cache_size && !tfsd_parse_size(o->cache_size, &oo->cache_size)) {
 		fprintf(stderr, "%s: cache_size=%s is not a size (bytes, or with K, M, G, T)\n",
 			prog, o->cache_size);
@@ -378,20 +380,21 @@ int tfsd_add_fsname(const tfsd_opts *o, struct fuse_args *args)
 }
 
 
-/* A string option's value (not a view's): 0, or -1 after saying why it is none. */
+/* A string option's value (not a view's; a remote scheme's as its row checks it,
+ * tfs_remote_option_check): 0, or -1 after saying why it is none. */
 static int value_check(const tfsd_option *row, const char *v)
 {
 	uint64_t size;
 	const char *why = NULL;
+	tfs_error err = { 0 };
+	if (*v && tfs_remote_option_check(row->name, v, &err) == TFS_E_INVALID) {
+		fprintf(stderr, "%s: -o %s\n", prog_of(), err.msg);
+		return -1;
+	}
 	if (!*v)
 		why = "needs a value";
-	else if (!strcmp(row->name, "s3_addressing") && strcmp(v, "path") && strcmp(v, "virtual"))
-		why = "not path or virtual";
 	else if (!strcmp(row->name, "cache_size") && !tfsd_parse_size(v, &size))
 		why = "not a size (bytes, or with K, M, G, T)";
-	else if (!strcmp(row->name, "endpoint") && strncasecmp(v, "http://", 7) &&
-		 strncasecmp(v, "https://", 8))
-		why = "not an http:// or https:// URL";
 	if (!why)
 		return 0;
 	if (*v)

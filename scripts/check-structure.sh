@@ -18,9 +18,9 @@
 #      checked.  Named means: its name, its path from the README's folder, or a pattern
 #      matching either (`hf_*.c`, `test_*.py`, `quantize{,_cache}.c`), in the README's text;
 #      a C module counts as one name (model.c, model.h, model_impl.h: any one of them);
-#   6. one place each (issue 40): base.h's tfs_open_opts has no field of one remote scheme
-#      (a scheme's options are named, tfs_open_opt, and read by its row; the view fields
-#      still there are listed, for information); the schemes are rows of one table
+#   6. one place each (issue 40): base.h's tfs_open_opts has no field of a view or of a
+#      remote scheme (their options are kept by name, tfs_open_opt, and read by their rows:
+#      a field named like a view option of codec/views/ or like s3_*, *endpoint*); the schemes are rows of one table
 #      (codec/net/scheme.c):
 #      formats/open.c and views/hf.c name no scheme (no tfs_is_url/hf/s3, tfs_hf_url or
 #      tfs_s3_* call, no "s3://"-like prefix literal, no s3.h), and tfs_target has no
@@ -392,8 +392,14 @@ for p, s in text.items():
         for arr in re.findall(r'tfs_view_opt\s+\w+\[\]\s*=\s*\{(.*?)\n\};', s, re.S):
             view_names |= set(re.findall(r'\.name\s*=\s*"(\w+)"', arr))
 print('  base.h tfs_open_opts fields of a remote scheme: %s' % (', '.join(scheme_fields) or 'none'))
-print('  (information) base.h tfs_open_opts fields of a view: %s' %
-      (', '.join(f for f in fields if f in view_names) or 'none'))
+view_fields = [f for f in fields if f in view_names]
+print('  base.h tfs_open_opts fields of a view: %s (view options known: %d)' %
+      (', '.join(view_fields) or 'none', len(view_names)))
+if view_fields:
+    broken.append('base.h: tfs_open_opts has fields of a view (%s): a view reads its '
+                  'options by name, tfs_open_opt (codec/views/README.md)' % ', '.join(view_fields))
+if not view_names:
+    broken.append('no view option found in codec/views/ (update rule 6)')
 if not fields:
     broken.append('base.h: no tfs_open_opts found (update rule 6)')
 if scheme_fields:

@@ -152,8 +152,10 @@ static int session(tfs_session **out, const char *src, const char *dir, const ho
 	char *cache = tpath("cache");
 	tfs_session_opts so = { .source = src, .writable = true, .staging = dir,
 				.output = h->output, .view_from_journal = h->from_journal };
-	tfs_open_opts oo = { .quantize = h->quantize, .imatrix = h->imatrix, .cache_dir = cache,
-			     .quantize_threads = 1 };
+	tfs_open_opts oo = { .cache_dir = cache };
+	tfs_open_opt_set(&oo, "quantize", h->quantize);
+	tfs_open_opt_set(&oo, "imatrix", h->imatrix);
+	tfs_open_opt_set(&oo, "quantize_threads", "1");
 	tfs_session *s = NULL;
 	int rc = tfs_session_new(&s, &so, err);
 	if (!rc)

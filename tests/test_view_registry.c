@@ -59,6 +59,7 @@ Test(view_registry, every_marked_o_option_is_a_registered_view_option)
 
 Test(view_registry, rows_are_whole)
 {
+	size_t n_named = 0;
 	cr_assert_geq(tfs_n_views, 2);
 	for (size_t i = 0; i < tfs_n_views; i++) {
 		const tfs_view_kind *k = &tfs_view_table[i];
@@ -66,24 +67,28 @@ Test(view_registry, rows_are_whole)
 		for (size_t j = 0; j < i; j++)
 			cr_assert_str_neq(k->name, tfs_view_table[j].name);
 		for (const tfs_view_opt *p = k->opts; p->name; p++) {
-			cr_assert(p->field + (p->kind == TFS_VOPT_OUTPUT ? sizeof(bool)
-					      : sizeof(char *)) <= sizeof(tfs_open_opts),
-				  "%s: its field is outside tfs_open_opts", p->name);
 			cr_assert(p->kind != TFS_VOPT_OUTPUT || (!p->option && p->shown),
 				  "%s: a flag output= decides is no -o option, and says what it "
 				  "is", p->name);
-			/* no other option of any view has its name or its field */
+			/* no other option of any view, nor a remote scheme, has its name */
 			for (size_t m = 0; m <= i; m++)
 				for (const tfs_view_opt *q = tfs_view_table[m].opts;
 				     q->name && q != p; q++)
-					cr_assert(strcmp(p->name, q->name) && p->field != q->field,
-						  "%s and %s", p->name, q->name);
+					cr_assert(strcmp(p->name, q->name), "%s and %s", p->name,
+						  q->name);
+			tfs_error err;
+			cr_assert_eq(tfs_remote_option_check(p->name, "x", &err), TFS_E_NOTFOUND,
+				     "%s: a remote scheme's option too", p->name);
+			n_named++;
 		}
 	}
+	/* every view's and scheme's option fits in tfs_open_opts' names at once (the schemes':
+	 * a few; s3:// has 2) */
+	cr_assert_lt(n_named + 8, TFS_NAMED_OPTS_MAX);
 }
 
 /* Every view option of the option table goes to codec by name (tfs_open_opts_set_view), and
- * lands in its row's field: a name or a file as the very pointer given, a number parsed. */
+ * is kept by its name: a name or a file as the very pointer given, a number's digits. */
 Test(view_registry, every_view_option_is_set_by_name)
 {
 	size_t n = 0;
@@ -99,31 +104,32 @@ Test(view_registry, every_view_option_is_set_by_name)
 		cr_assert_not_null(p, "-o %s", o->name);
 		tfs_error err;
 		tfs_open_opts oo = { 0 };
-		/* a value the row's check takes (a name of the view's: quantize= has no "auto") */
+		/* a value the row's check takes (a name of the view's: quantize= has no "auto"; a
+		 * flag, VFLAG, is "1" as fs/cli sets it) */
 		static const char *const names[] = { "auto", "Q8_0", "bf16", NULL };
-		const char *v = o->kind == TFSD_OPT_INT ? "7" : NULL;
+		const char *v = o->kind == TFSD_OPT_INT ? "7" : o->kind == TFSD_OPT_FLAG ? "1" : NULL;
 		for (size_t k = 0; !v && names[k]; k++)
 			if (!p->check || p->check(names[k], &err) == 0)
 				v = names[k];
 		cr_assert_not_null(v, "-o %s takes none of auto, Q8_0, bf16", o->name);
 		cr_assert_eq(tfs_open_opts_set_view(&oo, o->name, v, &err), 0, "%s", err.msg);
+		/* (the pointer given) */
+		cr_assert_eq(tfs_view_opt_str(&oo, p), v, "-o %s", o->name);
 		if (p->kind == TFS_VOPT_HOW) {
-			unsigned u;
-			memcpy(&u, (const char *)&oo + p->field, sizeof(u));
-			cr_assert_eq(u, 7, "-o %s", o->name);
+			cr_assert_eq(tfs_view_opt_number(&oo, o->name), 7, "-o %s", o->name);
 			cr_assert_eq(tfs_open_opts_set_view(&oo, o->name, "x", &err),
 				     TFS_E_INVALID);
 			cr_assert_eq(tfs_open_opts_set_view(&oo, o->name, "-1", &err),
 				     TFS_E_INVALID);
-		} else {
-			/* (the pointer given) */
+		}
+		if (o->kind == TFSD_OPT_FLAG) {   /* a flag's row refuses any other value */
+			cr_assert_not_null(p->check, "-o %s: a flag with no check", o->name);
+			cr_assert_eq(tfs_open_opts_set_view(&oo, o->name, "yes", &err),
+				     TFS_E_INVALID, "-o %s=yes", o->name);
 			cr_assert_eq(tfs_view_opt_str(&oo, p), v, "-o %s", o->name);
 		}
-		/* nothing else of oo changed */
-		tfs_open_opts zero = { 0 };
-		memset((char *)&oo + p->field, 0, p->kind == TFS_VOPT_HOW ? sizeof(unsigned)
-		       : sizeof(char *));
-		cr_assert(!memcmp(&oo, &zero, sizeof(oo)), "-o %s set another field", o->name);
+		/* nothing else of oo set */
+		cr_assert_eq(oo.n_named, 1, "-o %s set another option", o->name);
 		n++;
 	}
 	cr_assert_geq(n, 4);
@@ -155,10 +161,10 @@ Test(view_registry, o_options_reach_the_open_options)
 	cr_assert_str_eq(tfsd_view_value(&o, "imatrix"), "b.dat");
 	tfs_open_opts oo = { 0 };
 	cr_assert_eq(tfsd_view_opts(&o, &oo, "test"), 0);
-	cr_assert_str_eq(oo.quantize, "q8_0");
-	cr_assert_str_eq(oo.outtype, "auto");
-	cr_assert_eq(oo.quantize_threads, 3);
-	cr_assert_str_eq(oo.imatrix, "b.dat");
+	cr_assert_str_eq(tfs_open_opt(&oo, "quantize"), "q8_0");
+	cr_assert_str_eq(tfs_open_opt(&oo, "outtype"), "auto");
+	cr_assert_eq(tfs_view_opt_number(&oo, "quantize_threads"), 3);
+	cr_assert_str_eq(tfs_open_opt(&oo, "imatrix"), "b.dat");
 	/* a relative file is made absolute, a name is not */
 	cr_assert_eq(tfsd_view_value_set(&o, "imatrix", "im.dat"), 0);
 	cr_assert_eq(tfsd_view_paths(&o), 0);

@@ -64,14 +64,16 @@ void tfs_buf_free(tfs_buf *b);
 
 typedef void (*tfs_progress_fn)(void *ctx, const char *what, uint64_t done, uint64_t total);
 
-/* An option by name (-o NAME=VALUE) that its owner above base reads itself (a remote
- * scheme's row, net/scheme.c: s3://'s endpoint= and s3_addressing=); base knows no name. */
+/* An option by name (-o NAME=VALUE) that its owner above base reads itself: a computed
+ * view's (its row of codec/views/registry.c: outtype=, quantize=, imatrix=, ...) or a remote
+ * scheme's (its row of codec/net/scheme.c: s3://'s endpoint=, s3_addressing=).  base knows
+ * no name: a new view or scheme adds none here. */
 typedef struct {
 	const char *name;
 	const char *value;
 } tfs_named_opt;
 
-#define TFS_NAMED_OPTS_MAX 16
+#define TFS_NAMED_OPTS_MAX 32
 
 typedef struct {
 	bool verify;              /* check the sha256 of every Ollama blob, not only small ones */
@@ -86,22 +88,10 @@ typedef struct {
 	const char *token;        /* bearer token (NULL: $HF_TOKEN for hf:// sources) */
 	const char *cafile;       /* CA bundle (NULL: $CURL_CA_BUNDLE, else the system's) */
 	long timeout;             /* seconds to connect, or of a stalled transfer (0: 30) */
-	/* options by name, each read by what owns it (tfs_open_opt): a remote scheme's */
+	/* options by name, each read by what owns it (tfs_open_opt): the views' (set with
+	 * tfs_open_opts_set_view, views/view.h, which checks them) and the remote schemes' */
 	tfs_named_opt named[TFS_NAMED_OPTS_MAX];
 	size_t n_named;
-	/* views: each field is an option of a row of codec/views/registry.c's table, set by
-	 * name with tfs_open_opts_set_view (views/view.h) */
-	const char *outtype;      /* a Hugging Face repo's GGUF view: "auto" (NULL), "f32", "f16",
-	                           * "bf16", "q8_0" (convert_hf_to_gguf.py's --outtype) */
-	const char *fp8_as_q8;    /* that view: "1" (-o fp8_as_q8) writes the weights dequantized
-	                           * from FP8 as Q8_0 (--fp8-as-q8); NULL: not */
-	bool gguf_model;          /* a Hugging Face repo: the model opened IS its GGUF view (what
-	                           * edits apply to, and a repack writes: rw,output=X.gguf) */
-	const char *quantize;     /* the model shown quantized as llama-quantize would write it:
-	                           * its type name ("Q4_K_M"), or NULL (views/quantize.h) */
-	const char *imatrix;      /* quantize: llama.cpp's importance matrix file, or NULL */
-	unsigned quantize_threads;/* quantize: the pool's threads (0: the CPUs, at most 8) */
-	const char *hf_dtype;     /* a GGUF model's hf/ view: "bf16" (NULL), "f16", "f32" */
 } tfs_open_opts;
 
 /* The value of the option name in o (the pointer given), or NULL when o or it is none. */

@@ -317,10 +317,9 @@ static int make_view(tfs_model **out, tfs_model *base, const char *source,
 {
 	hf_view *v = calloc(1, sizeof(*v));
 	char name[256];
-	tfs_hf_opts ho = { .dir_name = name, .fp8_as_q8 = o && o->fp8_as_q8 &&
-					      strcmp(o->fp8_as_q8, "0") != 0 };
+	tfs_hf_opts ho = { .dir_name = name, .fp8_as_q8 = tfs_view_opt_on(o, "fp8_as_q8") };
 	tfs_hf_files files;
-	int rc = parse_outtype(&ho.outtype, o ? o->outtype : NULL, err);
+	int rc = parse_outtype(&ho.outtype, tfs_open_opt(o, "outtype"), err);
 	if (!v)
 		return rc ? rc : tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	pthread_mutex_init(&v->mu, NULL);
@@ -369,7 +368,7 @@ static char *opened_under(const tfs_model *m, const char *source)
 /*
  * When m is a Hugging Face repo (a safetensors model opened from a directory holding a
  * config.json, or from a remote directory its scheme's row calls a repo), builds its GGUF
- * view as o->outtype says and attaches it to m (tfs_model_gguf_view), or the reason it
+ * view as outtype= says and attaches it to m (tfs_model_gguf_view), or the reason it
  * cannot be made (tfs_model_gguf_view_why): 0 either way.  Anything else: nothing.  An error
  * only for the options: an outtype that is none, or one given for a source that is no repo.
  */
@@ -377,11 +376,12 @@ static int attach_at(tfs_model *m, const char *source, const tfs_scheme *s,
 		     const tfs_open_opts *o, tfs_error *err)
 {
 	tfs_hf_outtype t;
-	const char *outtype = o ? o->outtype : NULL;
+	const char *outtype = tfs_open_opt(o, "outtype");
 	if (outtype && parse_outtype(&t, outtype, err))
 		return TFS_E_INVALID;
 	/* the option given for the view, for a source that is no repo: refused */
-	const char *given = outtype ? "outtype=" : o && o->fp8_as_q8 ? "fp8_as_q8" : NULL;
+	const char *given = outtype ? "outtype=" : tfs_view_opt_on(o, "fp8_as_q8") ? "fp8_as_q8"
+										   : NULL;
 	tfs_error why;
 	bool repo = m->ops == &tfs_safetensors_format && tfs_hf_is_repo(source);
 	if (repo && s && !s->dir_is_repo) {
@@ -463,7 +463,8 @@ int tfs_hf_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
 		     tfs_error *err)
 {
 	int rc = view_attach(*m, source, o, err);
-	if (rc || !o || !o->gguf_model || !(tfs_model_gguf_view(*m) || tfs_model_gguf_view_why(*m)))
+	if (rc || !tfs_open_opt(o, "gguf_model") ||
+	    !(tfs_model_gguf_view(*m) || tfs_model_gguf_view_why(*m)))
 		return rc;
 	tfs_model *base = *m;
 	*m = NULL; /* (view_take frees it on failure) */
@@ -477,13 +478,21 @@ static int outtype_check(const char *v, tfs_error *err)
 	return parse_outtype(&t, v, err);
 }
 
+/* fp8_as_q8: a flag, "1" (given) or "0" (the row's check). */
+static int flag_check(const char *v, tfs_error *err)
+{
+	if (!strcmp(v, "1") || !strcmp(v, "0"))
+		return 0;
+	return tfs_error_set(err, TFS_E_INVALID, "fp8_as_q8=%s: a flag, given without a value",
+			     v);
+}
+
 const tfs_view_opt tfs_hf_view_opts[] = {
-	{ .name = "outtype", .kind = TFS_VOPT_STRING, .field = offsetof(tfs_open_opts, outtype),
-	  .option = true, .none = "auto", .shown = "auto", .check = outtype_check },
-	{ .name = "fp8_as_q8", .kind = TFS_VOPT_STRING,
-	  .field = offsetof(tfs_open_opts, fp8_as_q8), .option = true, .none = "0" },
-	{ .name = "gguf_model", .kind = TFS_VOPT_OUTPUT,
-	  .field = offsetof(tfs_open_opts, gguf_model), .asks = true,
+	{ .name = "outtype", .kind = TFS_VOPT_STRING, .option = true, .none = "auto",
+	  .shown = "auto", .check = outtype_check },
+	{ .name = "fp8_as_q8", .kind = TFS_VOPT_STRING, .option = true, .none = "0",
+	  .check = flag_check },
+	{ .name = "gguf_model", .kind = TFS_VOPT_OUTPUT, .asks = true,
 	  .shown = "the repo's GGUF view" },
 	{ 0 },
 };

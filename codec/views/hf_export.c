@@ -141,9 +141,9 @@ static int parse_dtype(int *out, const char *v, tfs_error *err)
 int tfs_hf_repo_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
 			  tfs_error *err)
 {
-	int dtype;
+	int dtype = TFS_DT_BF16;
 	(void)source;
-	int rc = parse_dtype(&dtype, o ? o->hf_dtype : NULL, err);
+	int rc = parse_dtype(&dtype, tfs_open_opt(o, "hf_dtype"), err);
 	if (rc || !tfs_model_gguf_encoded(*m))
 		return rc;
 	hf_repo *r = calloc(1, sizeof *r);
@@ -169,8 +169,8 @@ static int dtype_check(const char *v, tfs_error *err)
 }
 
 const tfs_view_opt tfs_hf_repo_view_opts[] = {
-	{ .name = "hf_dtype", .kind = TFS_VOPT_STRING, .field = offsetof(tfs_open_opts, hf_dtype),
-	  .option = true, .none = "bf16", .shown = "bf16", .check = dtype_check },
+	{ .name = "hf_dtype", .kind = TFS_VOPT_STRING, .option = true, .none = "bf16",
+	  .shown = "bf16", .check = dtype_check },
 	{ 0 },
 };
 

@@ -215,17 +215,19 @@ int tfs_quant_view_open(tfs_model **m, const char *source, const tfs_open_opts *
 			tfs_error *err)
 {
 	(void)source;
-	if (!o || !o->quantize)
+	if (!tfs_open_opt(o, "quantize"))
 		return 0;
 	tfs_model *owner = *m;
 	const tfs_model *base = tfs_model_gguf_view(owner) ? tfs_model_gguf_view(owner) : owner;
 	/* the base's values depend on the GGUF view's options: the cache's salt */
+	const char *outtype = tfs_open_opt(o, "outtype");
 	char salt[64];
-	snprintf(salt, sizeof salt, "%s%s", o->outtype ? o->outtype : "",
-		 o->fp8_as_q8 && strcmp(o->fp8_as_q8, "0") ? "+fp8_as_q8" : "");
-	tfs_quant_opts qo = { .quantize = o->quantize, .imatrix = o->imatrix,
-			      .cache_dir = o->cache_dir, .salt = *salt ? salt : NULL,
-			      .cache_size = o->cache_size, .threads = o->quantize_threads };
+	snprintf(salt, sizeof salt, "%s%s", outtype ? outtype : "",
+		 tfs_view_opt_on(o, "fp8_as_q8") ? "+fp8_as_q8" : "");
+	tfs_quant_opts qo = { .quantize = tfs_open_opt(o, "quantize"),
+			      .imatrix = tfs_open_opt(o, "imatrix"), .cache_dir = o->cache_dir,
+			      .salt = *salt ? salt : NULL, .cache_size = o->cache_size,
+			      .threads = tfs_view_opt_number(o, "quantize_threads") };
 	*m = NULL; /* (tfs_quant_view takes it over, freed on failure) */
 	return tfs_quant_view(m, owner, base, &qo, err);
 }
@@ -267,13 +269,10 @@ static int threads_check(const char *v, tfs_error *err)
 }
 
 const tfs_view_opt tfs_quant_view_opts[] = {
-	{ .name = "quantize", .kind = TFS_VOPT_STRING, .field = offsetof(tfs_open_opts, quantize),
-	  .option = true, .asks = true, .same = same_type, .spelled = type_name,
-	  .check = type_check },
-	{ .name = "imatrix", .kind = TFS_VOPT_FILE, .field = offsetof(tfs_open_opts, imatrix),
-	  .option = true, .none = "" },
-	{ .name = "quantize_threads", .kind = TFS_VOPT_HOW,
-	  .field = offsetof(tfs_open_opts, quantize_threads), .option = true,
+	{ .name = "quantize", .kind = TFS_VOPT_STRING, .option = true, .asks = true,
+	  .same = same_type, .spelled = type_name, .check = type_check },
+	{ .name = "imatrix", .kind = TFS_VOPT_FILE, .option = true, .none = "" },
+	{ .name = "quantize_threads", .kind = TFS_VOPT_HOW, .option = true,
 	  .check = threads_check },
 	{ 0 },
 };

@@ -82,21 +82,22 @@ int tfs_view_option_check(const char *name, const char *value, tfs_error *err)
 	return p->check && value ? p->check(value, err) : 0;
 }
 
-/* An option's value into o, as its kind takes it: a name or a file as given (the pointer
- * kept: "auto" stays "auto", and "" an imatrix= given empty), a number of HOW parsed. */
+/* An option's value into o by its name, checked first: as given (the pointer kept: "auto"
+ * stays "auto", "" an imatrix= given empty, a number's digits). */
 int tfs_open_opts_set_view(tfs_open_opts *o, const char *name, const char *value,
 			   tfs_error *err)
 {
 	int rc = tfs_view_option_check(name, value, err);
 	if (rc)
 		return rc;
-	const tfs_view_opt *p = option_row(name);
-	if (p->kind == TFS_VOPT_HOW) {
-		unsigned u = 0;
-		parse_how(value, &u);
-		memcpy((char *)o + p->field, &u, sizeof(u));
-		return 0;
-	}
-	tfs_view_opt_set_str(o, p, value); /* (STRING, FILE: an OUTPUT is no -o option) */
+	if (tfs_open_opt_set(o, option_row(name)->name, value))
+		return tfs_error_set(err, TFS_E_INVALID, "-o %s: more than %d options by name",
+				     name, TFS_NAMED_OPTS_MAX);
 	return 0;
+}
+
+unsigned tfs_view_opt_number(const tfs_open_opts *o, const char *name)
+{
+	unsigned u = 0;
+	return parse_how(tfs_open_opt(o, name), &u) ? 0 : u;
 }

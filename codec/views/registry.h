@@ -9,9 +9,13 @@
  * (open.c) walks the table in order: each view opens on what the rows before it made.
  *
  * A new view is one file (its open function and its option rows) and a row in registry.c;
- * its options need their fields in tfs_open_opts (base/base.h) and their -o rows in the option
- * table (tests/test_view_registry.c checks that the two tables agree): fs/ passes them by
- * name, tfs_open_opts_set_view (view.h), which sets each as its row's kind says.
+ * its options need their -o rows in the option table, fs/cli/optable.c
+ * (tests/test_view_registry.c checks that the two tables agree), and nothing else: no field
+ * anywhere.  An option's value is kept by its name in tfs_open_opts (base.h's named list):
+ * fs/ sets it with tfs_open_opts_set_view (view.h; the row's check first), the view reads it
+ * with tfs_open_opt(o, "NAME") (a string as given; a flag, OUTPUT, is "1" or absent; a
+ * number, HOW, the digits checked, parsed by the view), the journal through the accessors
+ * below.
  */
 #ifndef TFS_VIEW_REGISTRY_H
 #define TFS_VIEW_REGISTRY_H
@@ -22,19 +26,20 @@
 #include <string.h>
 
 typedef enum {
-	TFS_VOPT_STRING,  /* const char *: a name (quantize=Q4_K_M, outtype=f16), recorded */
-	TFS_VOPT_FILE,    /* const char *: a file, recorded with its identity (path, size,
-			   * mtime: imatrix=), which must not have changed */
-	TFS_VOPT_OUTPUT,  /* bool that output= decides (gguf_model: output=X.gguf), recorded */
-	TFS_VOPT_HOW,     /* unsigned: how the view is made, not what (quantize_threads=): never
-			   * recorded */
+	TFS_VOPT_STRING,  /* a name (quantize=Q4_K_M, outtype=f16), recorded */
+	TFS_VOPT_FILE,    /* a file, recorded with its identity (path, size, mtime: imatrix=),
+			   * which must not have changed */
+	TFS_VOPT_OUTPUT,  /* a flag that output= decides (gguf_model: output=X.gguf), recorded:
+			   * "1" or absent */
+	TFS_VOPT_HOW,     /* a number (digits): how the view is made, not what
+			   * (quantize_threads=): never recorded */
 } tfs_view_opt_kind;
 
 /* An option a view takes. */
 typedef struct {
-	const char *name;        /* the -o option, and its member of the journal's record */
+	const char *name;        /* the -o option, its name in tfs_open_opts (tfs_open_opt), and
+	                          * its member of the journal's record */
 	tfs_view_opt_kind kind;
-	size_t field;            /* offsetof(tfs_open_opts, ...) */
 	bool option;             /* an -o option (gguf_model is none: output= decides it) */
 	bool asks;               /* given, it asks for the view (quantize=, gguf_model) */
 	const char *none;        /* a value that is no value ("auto", ""), or NULL */
@@ -75,30 +80,38 @@ typedef struct {
 extern const tfs_view_kind tfs_view_table[];
 extern const size_t tfs_n_views;
 
-/* The value of option p in o: a string (STRING, FILE), a flag (OUTPUT); and setting it. */
+/* The value of option p in o, kept by its name: a string (STRING, FILE), a flag (OUTPUT);
+ * and setting it (NULL, false: none).  (tfs_open_opts holds TFS_NAMED_OPTS_MAX names, more
+ * than every view's and scheme's options together: test_view_registry checks it.) */
 static inline const char *tfs_view_opt_str(const tfs_open_opts *o, const tfs_view_opt *p)
 {
-	const char *v;
-	memcpy(&v, (const char *)o + p->field, sizeof(v));
-	return v;
+	return tfs_open_opt(o, p->name);
 }
 
 static inline void tfs_view_opt_set_str(tfs_open_opts *o, const tfs_view_opt *p, const char *v)
 {
-	memcpy((char *)o + p->field, &v, sizeof(v));
+	tfs_open_opt_set(o, p->name, v);
 }
 
 static inline bool tfs_view_opt_flag(const tfs_open_opts *o, const tfs_view_opt *p)
 {
-	bool v;
-	memcpy(&v, (const char *)o + p->field, sizeof(v));
-	return v;
+	return tfs_open_opt(o, p->name) != NULL;
 }
 
 static inline void tfs_view_opt_set_flag(tfs_open_opts *o, const tfs_view_opt *p, bool v)
 {
-	memcpy((char *)o + p->field, &v, sizeof(v));
+	tfs_open_opt_set(o, p->name, v ? "1" : NULL);
 }
+
+/* Whether the option name is given in o with a value other than "0" (a flag's none). */
+static inline bool tfs_view_opt_on(const tfs_open_opts *o, const char *name)
+{
+	const char *v = tfs_open_opt(o, name);
+	return v && strcmp(v, "0") != 0;
+}
+
+/* The number an option of HOW has in o (its digits were checked when set), 0 when none. */
+unsigned tfs_view_opt_number(const tfs_open_opts *o, const char *name);
 
 /* The rows of hf.c and quantize.c. */
 extern const tfs_view_opt tfs_hf_view_opts[];

@@ -18,10 +18,10 @@
 #include "../model/model.h"
 
 /*
- * tfs_model_open, then the views opts asks for.  A Hugging Face repo's GGUF view is attached
- * (opts->outtype), or the reason it cannot be made: that alone never fails the open; with
- * opts->gguf_model the view is the model opened (an error when there is none).  Then
- * opts->quantize: the model opened is the quantized view.  Errors: the open's, a bad option
+ * tfs_model_open, then the views opts asks for (its options by name, tfs_open_opt).  A
+ * Hugging Face repo's GGUF view is attached (outtype=), or the reason it cannot be made: that
+ * alone never fails the open; with gguf_model the view is the model opened (an error when
+ * there is none).  Then quantize=: the model opened is the quantized view.  Errors: the open's, a bad option
  * (an outtype that is none, or given for a source that is no repo), the quantized view's.
  * opts may be NULL.
  */

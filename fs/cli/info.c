@@ -746,7 +746,7 @@ static const tfs_model *shown_model(const tfs_model *m, const info_args *a)
 				"projector and its vision_config)");
 		return p;
 	}
-	if (!a->gguf || a->oo.quantize) /* (a quantized view is a GGUF already) */
+	if (!a->gguf || tfs_open_opt(&a->oo, "quantize")) /* (a quantized view is a GGUF already) */
 		return m;
 	const tfs_model *v = tfs_model_gguf_view(m);
 	if (!v) {

@@ -49,7 +49,9 @@ static int open_and_stage(tfsd_fs *fs, tfs_session *s, const char *prog)
 	tfsd_view_init(&view, stderr);
 	tfsd_sink_init(&sink, &view, NULL);
 	tfs_open_opts oo = { .verify = fs->opts.verify, .progress = tfsd_progress_report,
-			     .progress_ctx = &sink, .gguf_model = tfsd_gguf_output(&fs->opts) };
+			     .progress_ctx = &sink };
+	if (tfsd_gguf_output(&fs->opts)) /* (a view's flag output= decides, by its name) */
+		tfs_open_opt_set(&oo, "gguf_model", "1");
 	char *token = NULL;
 	tfs_error err;
 	/* every view option given, by name */

@@ -65,9 +65,8 @@ void tfs_buf_free(tfs_buf *b);
 typedef void (*tfs_progress_fn)(void *ctx, const char *what, uint64_t done, uint64_t total);
 
 /* An option by name (-o NAME=VALUE) that its owner above base reads itself: a computed
- * view's (its row of codec/views/registry.c: outtype=, quantize=, imatrix=, ...) or a remote
- * scheme's (its row of codec/net/scheme.c: s3://'s endpoint=, s3_addressing=).  base knows
- * no name: a new view or scheme adds none here. */
+ * view's (its row of codec/views/registry.c) or a remote scheme's (its row of
+ * codec/net/scheme.c).  base knows no name: a new view or scheme adds none here. */
 typedef struct {
 	const char *name;
 	const char *value;

@@ -70,16 +70,20 @@ enum { HEAD_MAX = 64 << 20 };
 
 static const tfs_hf_name blocks[] = { DS_BLOCKS };
 
+/* The MTP layers' own tensors, kept as nextn.* (GLM-4.5's and GLM-4.7-Flash's) */
+#define NEXTN_BLOCKS \
+	{ "eh_proj", "nextn.eh_proj", H, D_H2, XN, false }, \
+	{ "embed_tokens", "nextn.embed_tokens", VOC, H, XN, false }, \
+	{ "enorm", "nextn.enorm", H, NO, XN, false }, \
+	{ "hnorm", "nextn.hnorm", H, NO, XN, false }, \
+	{ "shared_head.head", "nextn.shared_head_head", VOC, H, XN, false }, \
+	{ "shared_head.norm", "nextn.shared_head_norm", H, NO, XN, false },
+
 /* GLM-4.7-Flash (Glm4MoeLiteForCausalLM): DeepSeek's blocks, its MTP layers kept, whose own
  * tensors are nextn.* (TFS_HF_ARCH_NEXTN_LAYERS counts them as layers) */
 static const tfs_hf_name lite_blocks[] = {
 	DS_BLOCKS
-	{ "eh_proj", "nextn.eh_proj", H, D_H2, XN, false },
-	{ "embed_tokens", "nextn.embed_tokens", VOC, H, XN, false },
-	{ "enorm", "nextn.enorm", H, NO, XN, false },
-	{ "hnorm", "nextn.hnorm", H, NO, XN, false },
-	{ "shared_head.head", "nextn.shared_head_head", VOC, H, XN, false },
-	{ "shared_head.norm", "nextn.shared_head_norm", H, NO, XN, false },
+	NEXTN_BLOCKS
 };
 
 static int ds_tensor(const hparams *h, const tfs_model *st, size_t idx, const char *where,
@@ -116,12 +120,7 @@ static const tfs_hf_name glm_blocks[] = {
 	{ "mlp.shared_experts.gate_proj", "ffn_gate_shexp", D_SH, H, XN, false },
 	{ "mlp.shared_experts.up_proj", "ffn_up_shexp", D_SH, H, XN, false },
 	{ "mlp.shared_experts.down_proj", "ffn_down_shexp", H, D_SH, XN, false },
-	{ "eh_proj", "nextn.eh_proj", H, D_H2, XN, false },
-	{ "embed_tokens", "nextn.embed_tokens", VOC, H, XN, false },
-	{ "enorm", "nextn.enorm", H, NO, XN, false },
-	{ "hnorm", "nextn.hnorm", H, NO, XN, false },
-	{ "shared_head.head", "nextn.shared_head_head", VOC, H, XN, false },
-	{ "shared_head.norm", "nextn.shared_head_norm", H, NO, XN, false },
+	NEXTN_BLOCKS
 };
 
 static const tfs_hf_moe glm_moe = {

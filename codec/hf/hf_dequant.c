@@ -119,10 +119,14 @@ static uint64_t row_run(const deq_simple *g, uint64_t e, uint64_t left, uint64_t
 /* Elements [e0, e0 + n) of a dequantized weight into out (float32); wf and raw hold STEP
  * elements of 4 bytes.  Their scales are a run [s0, s1] of the scale tensor (for a 2-D
  * block-wise scale, its rows of the blocks of rows touched), found row by row; the products
- * are made block by block of each row. */
-static int simple_step(const deq_simple *g, uint64_t e0, uint64_t n, float *out, uint32_t *wf,
-		       uint8_t *raw, tfs_error *err)
+ * are made block by block of each row.  scratch: the weights' 4 * STEP bytes, then their raw
+ * bytes' 4 * STEP. */
+static int simple_step(const void *ctx, uint64_t e0, uint64_t n, float *out, uint8_t *scratch,
+		       tfs_error *err)
 {
+	const deq_simple *g = ctx;
+	uint32_t *wf = (uint32_t *)scratch;
+	uint8_t *raw = scratch + 4 * (size_t)STEP;
 	const tfs_model *st = g->d->st;
 	uint32_t last = g->nd ? g->nd - 1 : 0;
 	uint64_t div = g->nd ? g->div[last] : 1, stride = g->nd ? g->stride[last] : 0;
@@ -164,21 +168,8 @@ static int64_t simple_read(void *ctx, void *buf, uint64_t len, uint64_t off, tfs
 	uint8_t *scratch = malloc(3 * 4 * (size_t)STEP);   /* weights, raw bytes, products */
 	if (!scratch)
 		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
-	uint32_t *wf = (uint32_t *)scratch;
-	uint8_t *raw = scratch + 4 * (size_t)STEP;
 	float *f = (float *)(scratch + 8 * (size_t)STEP);
-	int rc = 0;
-	for (uint64_t pos = off; !rc && pos < off + len;) {
-		uint64_t e0 = pos / 4, e1 = (off + len + 3) / 4;
-		if (e1 - e0 > STEP)
-			e1 = e0 + STEP;
-		rc = simple_step(g, e0, e1 - e0, f, wf, raw, err);
-		uint64_t end = e1 * 4 < off + len ? e1 * 4 : off + len;
-		if (!rc)
-			memcpy((uint8_t *)buf + (pos - off), (uint8_t *)f + (pos - e0 * 4),
-			       (size_t)(end - pos));
-		pos = end;
-	}
+	int rc = deq_read_steps(buf, len, off, simple_step, g, f, scratch, err);
 	free(scratch);
 	return rc ? rc : (int64_t)len;
 }

@@ -59,6 +59,29 @@ struct tfs_hf_deq {
 
 #define STEP 8192   /* elements per step: ~100 KiB of scratch */
 
+/* A computed float32 tensor's read of bytes [off, off + len): the whole elements they touch,
+ * STEP at a time, each step computed by step(g, first element, count, f, scratch) into f
+ * (STEP floats) and its bytes copied out.  The step's scratch is the caller's. */
+typedef int (*deq_step_fn)(const void *g, uint64_t e0, uint64_t n, float *f, uint8_t *scratch,
+			   tfs_error *err);
+static inline int deq_read_steps(void *buf, uint64_t len, uint64_t off, deq_step_fn step,
+				 const void *g, float *f, uint8_t *scratch, tfs_error *err)
+{
+	int rc = 0;
+	for (uint64_t pos = off; !rc && pos < off + len;) {
+		uint64_t e0 = pos / 4, e1 = (off + len + 3) / 4;
+		if (e1 - e0 > STEP)
+			e1 = e0 + STEP;
+		rc = step(g, e0, e1 - e0, f, scratch, err);
+		uint64_t end = e1 * 4 < off + len ? e1 * 4 : off + len;
+		if (!rc)
+			memcpy((uint8_t *)buf + (pos - off), (uint8_t *)f + (pos - e0 * 4),
+			       (size_t)(end - pos));
+		pos = end;
+	}
+	return rc;
+}
+
 static inline bool ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), k = strlen(suffix);

@@ -162,9 +162,10 @@ static int bitnet_row(const deq_packed *g, uint64_t r, uint64_t c0, uint64_t c1,
 	return rc;
 }
 
-static int packed_step(const deq_packed *g, uint64_t e0, uint64_t n, float *out,
-		       uint8_t *scratch, tfs_error *err)
+static int packed_step(const void *ctx, uint64_t e0, uint64_t n, float *out, uint8_t *scratch,
+		       tfs_error *err)
 {
+	const deq_packed *g = ctx;
 	if (g->kind == PK_GPTQ)
 		return gptq_rows(g, e0, n, out, err);
 	int rc = 0;
@@ -186,18 +187,7 @@ static int64_t packed_read(void *ctx, void *buf, uint64_t len, uint64_t off, tfs
 	if (!scratch)
 		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 	float *f = (float *)(scratch + 4 * 4 * ((size_t)STEP + 4));
-	int rc = 0;
-	for (uint64_t pos = off; !rc && pos < off + len;) {
-		uint64_t e0 = pos / 4, e1 = (off + len + 3) / 4;
-		if (e1 - e0 > STEP)
-			e1 = e0 + STEP;
-		rc = packed_step(g, e0, e1 - e0, f, scratch, err);
-		uint64_t end = e1 * 4 < off + len ? e1 * 4 : off + len;
-		if (!rc)
-			memcpy((uint8_t *)buf + (pos - off), (uint8_t *)f + (pos - e0 * 4),
-			       (size_t)(end - pos));
-		pos = end;
-	}
+	int rc = deq_read_steps(buf, len, off, packed_step, g, f, scratch, err);
 	free(scratch);
 	return rc ? rc : (int64_t)len;
 }

@@ -225,7 +225,7 @@ static int phi3_post_init(json_t *obj, const char *where, tfs_error *err)
 /* Gemma2Model.set_gguf_parameters (not TextModel's) */
 static int gemma2_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
-	static const struct { const char *key, *suffix; bool f; } k[] = {
+	static const tfs_hf_needed k[] = {
 		{ "max_position_embeddings", "context_length", false },
 		{ "hidden_size", "embedding_length", false },
 		{ "num_hidden_layers", "block_count", false },
@@ -235,43 +235,30 @@ static int gemma2_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 		{ "rms_norm_eps", "attention.layer_norm_rms_epsilon", true },
 		{ "head_dim", "attention.key_length", false },
 		{ "head_dim", "attention.value_length", false },
-		{ NULL, NULL, false },
+	}, after[] = {   /* after general.file_type */
 		{ "attn_logit_softcapping", "attn_logit_softcapping", true },
 		{ "final_logit_softcapping", "final_logit_softcapping", true },
 		{ "sliding_window", "attention.sliding_window", false },
 	};
-	for (size_t i = 0; i < N(k); i++) {
-		json_t *v;
-		int rc;
-		if (!k[i].key)
-			rc = tfs_hf_kvs_add_u32(l, "general.file_type", h->ftype, err);
-		else if (!(rc = tfs_hf_need(&v, h, k[i].key, err)))
-			rc = k[i].f ? tfs_hf_add_f32(l, h, k[i].suffix, v, k[i].key, err)
-				    : tfs_hf_add_u32(l, h, k[i].suffix, v, k[i].key, err);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	int rc = tfs_hf_add_needed(l, h, k, N(k), err);
+	if (!rc)
+		rc = tfs_hf_kvs_add_u32(l, "general.file_type", h->ftype, err);
+	return rc ? rc : tfs_hf_add_needed(l, h, after, N(after), err);
 }
 
 /* Gemma3Model.set_gguf_parameters after TextModel's (keys written again keep their place) */
 static int gemma3_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
-	static const struct { const char *key, *suffix; bool f; } k[] = {
+	static const tfs_hf_needed k[] = {
 		{ "max_position_embeddings", "context_length", false },
 		{ "num_attention_heads", "attention.head_count", false },
 		{ "rms_norm_eps", "attention.layer_norm_rms_epsilon", true },
 		{ "head_dim", "attention.key_length", false },
 		{ "head_dim", "attention.value_length", false },
 	};
-	int rc;
-	for (size_t i = 0; i < N(k); i++) {
-		json_t *v;
-		if ((rc = tfs_hf_need(&v, h, k[i].key, err)) ||
-		    (rc = k[i].f ? tfs_hf_add_f32(l, h, k[i].suffix, v, k[i].key, err)
-				 : tfs_hf_add_u32(l, h, k[i].suffix, v, k[i].key, err)))
-			return rc;
-	}
+	int rc = tfs_hf_add_needed(l, h, k, N(k), err);
+	if (rc)
+		return rc;
 	json_t *rp = json_object_get(h->rope, "full_attention");
 	json_t *theta = json_object_get(json_is_object(rp) ? rp : h->rope, "rope_theta");
 	char name[128];

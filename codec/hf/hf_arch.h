@@ -243,6 +243,14 @@ int tfs_hf_add_f32(tfs_hf_kvs *l, const hparams *h, const char *suffix, const js
 int tfs_hf_text_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
 /* hparams[key] that must be there (Python's KeyError otherwise). */
 int tfs_hf_need(json_t **v, const hparams *h, const char *key, tfs_error *err);
+/* A class's keys of hparams that must be there, each written as ARCH.suffix: float32 when
+ * f32, else uint32. */
+typedef struct {
+	const char *key, *suffix;
+	bool f32;
+} tfs_hf_needed;
+int tfs_hf_add_needed(tfs_hf_kvs *l, const hparams *h, const tfs_hf_needed *k, size_t n,
+		      tfs_error *err);
 
 /* hf_arch_gen.c: the rows' extra hooks. */
 int tfs_hf_llama3_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,

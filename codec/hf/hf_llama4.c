@@ -156,16 +156,13 @@ static const tfs_hf_moe experts = {
 /* Llama4Model.set_gguf_parameters' own, after LlamaModel's */
 static int l4_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
-	static const struct { const char *key, *suffix; } k[] = {
-		{ "interleave_moe_layer_step", "interleave_moe_layer_step" },
-		{ "intermediate_size_moe", "expert_feed_forward_length" },
+	static const tfs_hf_needed k[] = {
+		{ "interleave_moe_layer_step", "interleave_moe_layer_step", false },
+		{ "intermediate_size_moe", "expert_feed_forward_length", false },
 	};
-	for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-		json_t *v;
-		int rc = tfs_hf_need(&v, h, k[i].key, err);
-		if (rc || (rc = tfs_hf_add_u32(l, h, k[i].suffix, v, k[i].key, err)))
-			return rc;
-	}
+	int rc = tfs_hf_add_needed(l, h, k, sizeof k / sizeof k[0], err);
+	if (rc)
+		return rc;
 	json_t *lt = json_object_get(h->root, "layer_types");
 	if (!lt)
 		return 0;

@@ -55,17 +55,11 @@ static bool mm_rename(char *name, size_t cap, const hparams *h)
 /* MiniMaxM2Model.set_gguf_parameters' own, after TextModel's */
 static int mm_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
-	static const struct { const char *key, *suffix; } k[] = {
-		{ "intermediate_size", "expert_feed_forward_length" },
-		{ "rotary_dim", "rope.dimension_count" },
+	static const tfs_hf_needed k[] = {
+		{ "intermediate_size", "expert_feed_forward_length", false },
+		{ "rotary_dim", "rope.dimension_count", false },
 	};
-	for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-		json_t *v;
-		int rc = tfs_hf_need(&v, h, k[i].key, err);
-		if (rc || (rc = tfs_hf_add_u32(l, h, k[i].suffix, v, k[i].key, err)))
-			return rc;
-	}
-	return 0;
+	return tfs_hf_add_needed(l, h, k, sizeof k / sizeof k[0], err);
 }
 
 static const struct tfs_hf_hooks hooks = { .rename = mm_rename };

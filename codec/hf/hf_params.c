@@ -101,6 +101,19 @@ int tfs_hf_need(json_t **v, const hparams *h, const char *key, tfs_error *err)
 	return 0;
 }
 
+int tfs_hf_add_needed(tfs_hf_kvs *l, const hparams *h, const tfs_hf_needed *k, size_t n,
+		      tfs_error *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		json_t *v;
+		int rc = tfs_hf_need(&v, h, k[i].key, err);
+		if (rc || (rc = k[i].f32 ? tfs_hf_add_f32(l, h, k[i].suffix, v, k[i].key, err)
+					 : tfs_hf_add_u32(l, h, k[i].suffix, v, k[i].key, err)))
+			return rc;
+	}
+	return 0;
+}
+
 /* ==== keys: TextModel.set_gguf_parameters ==== */
 
 /* The first key of keys the config has, as a u32 key: absent or null, nothing. */

@@ -59,16 +59,7 @@ def main(maker=make_moe, quick=QUICK):
     if a.omit_defaults:
         variants = [x for v in variants for x in (v, v + compare.OMIT)]
     outtypes = a.outtypes.split(",")
-    models, refdir, outdir = (os.path.join(a.work, x) for x in ("models", "ref", "out"))
-    for d in (models, refdir, outdir):
-        os.makedirs(d, exist_ok=True)
-    stamp = compare.reference_stamp()
-    stamp_file = os.path.join(refdir, "STAMP")
-    if not os.path.exists(stamp_file) or open(stamp_file).read() != stamp:
-        for f in os.listdir(refdir):
-            os.unlink(os.path.join(refdir, f))
-        with open(stamp_file, "w") as f:
-            f.write(stamp)
+    models, refdir, outdir = compare.work_dirs(a.work)
     for v in list(variants):
         base = v[:-len(compare.OMIT)] if v.endswith(compare.OMIT) else v
         if not os.path.isdir(os.path.join(models, base)):

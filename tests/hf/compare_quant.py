@@ -79,9 +79,7 @@ def main():
         return 0 if a.tap else 77
     variants = a.variants or [v for v in make_quant.VARIANTS if v not in NOT_YET]
     outtypes = a.outtypes.split(",")
-    models, refdir, outdir = (os.path.join(a.work, x) for x in ("models", "ref", "out"))
-    for d in (models, refdir, outdir):
-        os.makedirs(d, exist_ok=True)
+    models, refdir, outdir = compare.work_dirs(a.work)
     for v in variants:
         if not os.path.exists(os.path.join(models, v, "config.json")):
             make_quant.make(models, v)

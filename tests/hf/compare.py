@@ -87,7 +87,11 @@ def omit_defaults(config):
             if k in SHAPING:
                 trial = dict(out)
                 del trial[k]
-                if defaults.complete(trial).get(k) != full.get(k):
+                try:
+                    same = defaults.complete(trial).get(k) == full.get(k)
+                except Exception:   # AutoConfig fails without it: kept
+                    same = False
+                if not same:
                     continue
             del out[k]
         return out

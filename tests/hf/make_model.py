@@ -152,6 +152,17 @@ VARIANTS = {
     "seedoss-bf16": dict(arch="SeedOssForCausalLM", dtype="BF16", shards=1, tied=False,
                          bias=True, head_dim=32, npm_tokenizer="llama3_1", vocab=128256,
                          name_or_path="ByteDance-Seed/Seed-OSS-36B-Instruct", tokens=True),
+    # EXAONE 4.0 (Exaone4ForCausalLM, exaone4): no pre-norms, q/k norms per head, norms after
+    # attention and MLP, llama3 rope scaling (rope_freqs), the 32B's hybrid attention
+    # (sliding_window_pattern "LLLG", layer_types) on EXAONE-4.0-1.2B's keys; BF16, tied
+    "exaone4-bf16": dict(arch="Exaone4ForCausalLM", dtype="BF16", shards=1, tied=True,
+                         layers=4, head_dim=16, qk_norm=True, sliding_window=64,
+                         npm_tokenizer="llama3_1", vocab=128256, rope_theta=1000000.0,
+                         rope_scaling={"factor": 16.0, "high_freq_factor": 4.0,
+                                       "low_freq_factor": 1.0,
+                                       "original_max_position_embeddings": 8192,
+                                       "rope_type": "llama3"},
+                         name_or_path="LGAI-EXAONE/EXAONE-4.0-1.2B", tokens=True),
     # Gemma 4 (E2B style): BF16, tied, per-layer embeddings (PLE), the last two layers sharing
     # the KV of earlier ones (no k/v projections) with double-wide MLPs, sliding/full layers
     # of different head sizes, proportional rope (a generated rope_freqs); Gemma 4's own
@@ -230,7 +241,7 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
                "SmolLM3ForCausalLM": "smollm3", "GraniteForCausalLM": "granite",
                "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3",
-               "SeedOssForCausalLM": "seed_oss",
+               "SeedOssForCausalLM": "seed_oss", "Exaone4ForCausalLM": "exaone4",
                "Gemma4ForCausalLM": "gemma4_text",
                "Gemma4ForConditionalGeneration": "gemma4",
                "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5ForConditionalGeneration": "qwen3_5",
@@ -470,6 +481,9 @@ def tensor_shapes(s):
         if s["arch"] in QWEN35:
             qwen35_layer(s, t, p, i)
             continue
+        if s["arch"] == "Exaone4ForCausalLM":   # post-norms only
+            del t[p + "input_layernorm.weight"]
+            t[p + "post_feedforward_layernorm.weight"] = (h,)
         if s["arch"] in ("Olmo2ForCausalLM", "Olmo3ForCausalLM"):
             del t[p + "input_layernorm.weight"]
             t[p + "post_feedforward_layernorm.weight"] = (h,)
@@ -804,6 +818,12 @@ def other_config(s, c):
                  rope_theta=10000000.0, initializer_range=0.02, use_cache=True,
                  rms_norm_eps=1e-06, pad_token_id=128004, bos_token_id=128000,
                  eos_token_id=128001)
+    elif a == "Exaone4ForCausalLM":   # as LGAI-EXAONE/EXAONE-4.0-1.2B's (32B's window)
+        c.update(attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+                 pad_token_id=128004, bos_token_id=128000, eos_token_id=128001,
+                 sliding_window_pattern="LLLG",
+                 layer_types=["sliding_attention" if (i + 1) % 4 else "full_attention"
+                              for i in range(s["layers"])])
     elif a == "Mistral3ForConditionalGeneration":
         c = mistral3_config(s, c)
     return c

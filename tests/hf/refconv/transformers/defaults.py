@@ -358,6 +358,26 @@ _SEED_OSS = dict(vocab_size=155136, hidden_size=4096, intermediate_size=27648,
                  mlp_bias=False, head_dim=128)
 
 
+# Exaone4Config (the stored v5 source's rope_parameters put back as 4.57's rope_theta /
+# rope_scaling, 10000.0 / None); no head_dim attribute
+_EXAONE4 = dict(vocab_size=102400, hidden_size=4096, intermediate_size=16384,
+                num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+                hidden_act="silu", max_position_embeddings=2048, initializer_range=0.02,
+                rms_norm_eps=1e-5, use_cache=True, bos_token_id=0, eos_token_id=2,
+                tie_word_embeddings=False, rope_theta=10000.0, rope_scaling=None,
+                attention_dropout=0.0, sliding_window=4096, sliding_window_pattern=4,
+                layer_types=None)
+
+
+def _exaone4_layers(c):
+    # sliding but every sliding_window_pattern-th layer; the pattern is 0 without a window
+    # (ZeroDivisionError), a str pattern a TypeError: AutoConfig fails on both
+    p = c["sliding_window_pattern"] if c.get("sliding_window") is not None else 0
+    if c.get("layer_types") is None:
+        c["layer_types"] = ["sliding_attention" if (i + 1) % p != 0 else "full_attention"
+                            for i in range(c["num_hidden_layers"])]
+
+
 # XLMRobertaConfig (XLMRobertaModel: BGE-M3, multilingual-e5): BertConfig's but the ids
 _XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
@@ -390,6 +410,7 @@ CLASSES = {
     "llama4": (_LLAMA4, (_llama4_text_config,)),
     "olmo3": (_OLMO3, (_kv_heads, _rope_type, _olmo3_layers)),
     "seed_oss": (_SEED_OSS, (_kv_heads, _head_dim, _rope_type)),
+    "exaone4": (_EXAONE4, (_rope_type, _exaone4_layers)),
 }
 
 

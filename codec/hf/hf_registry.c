@@ -28,6 +28,7 @@ extern const tfs_hf_arch tfs_hf_arch_llama4;                              /* hf_
 extern const tfs_hf_arch tfs_hf_arch_olmo3;                               /* hf_olmo3.c */
 extern const tfs_hf_arch tfs_hf_arch_seed_oss;                            /* hf_seed_oss.c */
 extern const tfs_hf_arch tfs_hf_arch_exaone4;                             /* hf_exaone4.c */
+extern const tfs_hf_arch tfs_hf_arch_cohere2;                             /* hf_cohere2.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -58,6 +59,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_olmo3,
 	&tfs_hf_arch_seed_oss,
 	&tfs_hf_arch_exaone4,
+	&tfs_hf_arch_cohere2,
 	NULL,
 };
 

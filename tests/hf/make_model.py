@@ -163,6 +163,12 @@ VARIANTS = {
                                        "original_max_position_embeddings": 8192,
                                        "rope_type": "llama3"},
                          name_or_path="LGAI-EXAONE/EXAONE-4.0-1.2B", tokens=True),
+    # Command R7B (Cohere2ForCausalLM, cohere2): one norm per layer (parallel attention and
+    # MLP), tied, logit_scale, rotary_pct; F16, two shards,
+    # CohereLabs/c4ai-command-r7b-12-2024's keys
+    "cohere2-f16": dict(arch="Cohere2ForCausalLM", dtype="F16", shards=2, tied=True, layers=4,
+                        npm_tokenizer="llama3_1", vocab=128256, rope_theta=50000.0,
+                        name_or_path="CohereLabs/c4ai-command-r7b-12-2024", tokens=True),
     # Gemma 4 (E2B style): BF16, tied, per-layer embeddings (PLE), the last two layers sharing
     # the KV of earlier ones (no k/v projections) with double-wide MLPs, sliding/full layers
     # of different head sizes, proportional rope (a generated rope_freqs); Gemma 4's own
@@ -242,6 +248,7 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "SmolLM3ForCausalLM": "smollm3", "GraniteForCausalLM": "granite",
                "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3",
                "SeedOssForCausalLM": "seed_oss", "Exaone4ForCausalLM": "exaone4",
+               "Cohere2ForCausalLM": "cohere2",
                "Gemma4ForCausalLM": "gemma4_text",
                "Gemma4ForConditionalGeneration": "gemma4",
                "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5ForConditionalGeneration": "qwen3_5",
@@ -503,7 +510,8 @@ def tensor_shapes(s):
         if s.get("qk_norm"):
             t[p + "self_attn.q_norm.weight"] = (hd,)
             t[p + "self_attn.k_norm.weight"] = (hd,)
-        t[p + "post_attention_layernorm.weight"] = (h,)
+        if s["arch"] != "Cohere2ForCausalLM":   # one norm: attention and MLP in parallel
+            t[p + "post_attention_layernorm.weight"] = (h,)
         t[p + "mlp.gate_proj.weight"] = (ff, h)
         t[p + "mlp.up_proj.weight"] = (ff, h)
         t[p + "mlp.down_proj.weight"] = (h, ff)
@@ -824,6 +832,17 @@ def other_config(s, c):
                  sliding_window_pattern="LLLG",
                  layer_types=["sliding_attention" if (i + 1) % 4 else "full_attention"
                               for i in range(s["layers"])])
+    elif a == "Cohere2ForCausalLM":   # as CohereLabs/c4ai-command-r7b-12-2024's
+        del c["rms_norm_eps"]
+        c.update(attention_bias=False, attention_dropout=0.0, cache_implementation="hybrid",
+                 head_dim=s["hidden"] // s["heads"], initializer_range=0.02,
+                 layer_norm_eps=1e-05, layer_switch=4, logit_scale=0.25,
+                 order_of_interleaved_layers="local_attn_first", pad_token_id=0,
+                 position_embedding_type="rope_gptj", rope_scaling=None, rotary_pct=1.0,
+                 sliding_window=64, sliding_window_pattern=4, use_cache=True,
+                 use_embedding_sharing=True, use_gated_activation=True,
+                 use_parallel_block=True, use_parallel_embedding=True,
+                 bos_token_id=128000, eos_token_id=128001)
     elif a == "Mistral3ForConditionalGeneration":
         c = mistral3_config(s, c)
     return c

@@ -378,6 +378,26 @@ def _exaone4_layers(c):
                             for i in range(c["num_hidden_layers"])]
 
 
+# Cohere2Config (v5's rope_parameters put back as 4.57's rope_theta / rope_scaling)
+_COHERE2 = dict(vocab_size=256000, hidden_size=8192, intermediate_size=22528, logit_scale=0.0625,
+                num_hidden_layers=40, num_attention_heads=64, num_key_value_heads=None,
+                hidden_act="silu", max_position_embeddings=8192, initializer_range=0.02,
+                layer_norm_eps=1e-5, use_cache=True, pad_token_id=0, bos_token_id=5,
+                eos_token_id=255001, tie_word_embeddings=True, rope_theta=10000.0,
+                rope_scaling=None, attention_bias=False, attention_dropout=0.0,
+                sliding_window=4096, layer_types=None)
+
+
+def _cohere2(c):
+    # head_dim = hidden_size // heads (config.json's own wins); layer_types from the pattern
+    if "head_dim" not in c:
+        c["head_dim"] = c["hidden_size"] // c["num_attention_heads"]
+    if c.get("layer_types") is None:
+        p = c.get("sliding_window_pattern", 4)
+        c["layer_types"] = ["sliding_attention" if bool((i + 1) % p) else "full_attention"
+                            for i in range(c["num_hidden_layers"])]
+
+
 # XLMRobertaConfig (XLMRobertaModel: BGE-M3, multilingual-e5): BertConfig's but the ids
 _XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
@@ -411,6 +431,7 @@ CLASSES = {
     "olmo3": (_OLMO3, (_kv_heads, _rope_type, _olmo3_layers)),
     "seed_oss": (_SEED_OSS, (_kv_heads, _head_dim, _rope_type)),
     "exaone4": (_EXAONE4, (_rope_type, _exaone4_layers)),
+    "cohere2": (_COHERE2, (_kv_heads, _rope_type, _cohere2)),
 }
 
 

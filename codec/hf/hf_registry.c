@@ -29,6 +29,7 @@ extern const tfs_hf_arch tfs_hf_arch_olmo3;                               /* hf_
 extern const tfs_hf_arch tfs_hf_arch_seed_oss;                            /* hf_seed_oss.c */
 extern const tfs_hf_arch tfs_hf_arch_exaone4;                             /* hf_exaone4.c */
 extern const tfs_hf_arch tfs_hf_arch_cohere2;                             /* hf_cohere2.c */
+extern const tfs_hf_arch tfs_hf_arch_glm4;                                /* hf_glm4.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -60,6 +61,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_seed_oss,
 	&tfs_hf_arch_exaone4,
 	&tfs_hf_arch_cohere2,
+	&tfs_hf_arch_glm4,
 	NULL,
 };
 

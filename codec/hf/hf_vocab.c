@@ -19,6 +19,7 @@
  *   xlmr     XLMRobertaModel: _xlmroberta_set_vocab over sentencepiece.bpe.model (a unigram
  *            model; hf_vocab_xlmr.c): "t5", the pieces in fairseq's order, the charsmap.
  *   glm      _set_vocab_glm: gpt2, then GLM's bos, eot, unk and eom ids.
+ *   glm4     Glm4Model.set_vocab: gpt2, then GLM-4-0414's eos, eot, unk and bos ids.
  *   own      the row's own_vocab hook (Gemma 4's, hf_gemma4.c).
  * Each vocabulary ends with gguf-py's SpecialVocab (hf_special.c): merges, special ids,
  * add_bos/add_eos/add_sep, chat template, normalizer flags.  A key written twice keeps its
@@ -461,12 +462,27 @@ static int vocab_size_of(const json_t *config, long long dflt, long long *out, t
 	return 0;
 }
 
-/* _set_vocab_glm's special tokens: bos [gMASK], eot <|user|>, unk <|endoftext|>, eom
- * <|observation|>, by tokenizer.json's added tokens (KeyError without one). */
-static int glm_ids(long long ids[4], const json_t *added, tfs_error *err)
+/* GLM's special tokens set after SpecialVocab's own (_set_special_token), in this order, by
+ * the text of tokenizer.json's added tokens (KeyError without one). */
+typedef struct {
+	const char *type[4], *text[4];
+} glm_special;
+
+/* _set_vocab_glm (GLM-4.5, GLM-4.7-Flash) */
+static const glm_special glm45 = {
+	{ "bos", "eot", "unk", "eom" },
+	{ "[gMASK]", "<|user|>", "<|endoftext|>", "<|observation|>" },
+};
+
+/* Glm4Model.set_vocab (GLM-4-0414) */
+static const glm_special glm4 = {
+	{ "eos", "eot", "unk", "bos" },
+	{ "<|endoftext|>", "<|user|>", "<|endoftext|>", "<|endoftext|>" },
+};
+
+static int glm_ids(long long ids[4], const glm_special *g, const json_t *added, tfs_error *err)
 {
-	static const char *const text[] = { "[gMASK]", "<|user|>", "<|endoftext|>",
-					     "<|observation|>" };
+	const char *const *text = g->text;
 	for (int k = 0; k < 4; k++) {
 		size_t i;
 		const json_t *a;
@@ -483,9 +499,9 @@ static int glm_ids(long long ids[4], const json_t *added, tfs_error *err)
 }
 
 static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
-		      const json_t *cfg, const json_t *config, bool glm, tfs_error *err)
+		      const json_t *cfg, const json_t *config, const glm_special *glm,
+		      tfs_error *err)
 {
-	static const char *const glm_types[] = { "bos", "eot", "unk", "eom" };
 	long long gid[4];
 	const json_t *model = json_object_get(tok->root, "model");
 	const json_t *added = json_object_get(tok->root, "added_tokens");
@@ -502,7 +518,7 @@ static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 	long long count = 0, max_id = -1, vs = 0;
 	toklist t = { 0 };
 	const char *pre;
-	int rc = glm ? glm_ids(gid, added, err) : 0;
+	int rc = glm ? glm_ids(gid, glm, added, err) : 0;
 	if (!rc)
 		rc = bpe_count(tok, added, &count, &max_id, err);
 	if (!rc && !(rc = vocab_size_of(config, count, &vs, err)) && max_id >= vs)
@@ -515,8 +531,8 @@ static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 	if (!rc && !(rc = tfs_hf_put_str(out, "tokenizer.ggml.model", "gpt2", 4, err)) &&
 	    !(rc = tfs_hf_put_str(out, "tokenizer.ggml.pre", pre, strlen(pre), err)) &&
 	    !(rc = put_tokens(out, &t, false, err)))
-		rc = tfs_hf_special_vocab_ids(out, files, tok, cfg, true, -1, glm_types, gid,
-					      glm ? 4 : 0, err);
+		rc = tfs_hf_special_vocab_ids(out, files, tok, cfg, true, -1,
+					      glm ? glm->type : NULL, gid, glm ? 4 : 0, err);
 	toks_free(&t);
 	return rc;
 }
@@ -595,6 +611,7 @@ enum {
 	V_LLAMA = TFS_HF_VOCAB_LLAMA, V_SPM_GPT2 = TFS_HF_VOCAB_SPM_GPT2, V_GPT2 = TFS_HF_VOCAB_GPT2,
 	V_GEMMA2 = TFS_HF_VOCAB_GEMMA2, V_GEMMA3 = TFS_HF_VOCAB_GEMMA3, V_PHI3 = TFS_HF_VOCAB_PHI3,
 	V_GLM = TFS_HF_VOCAB_GLM, V_BERT = TFS_HF_VOCAB_BERT, V_XLMR = TFS_HF_VOCAB_XLMR,
+	V_GLM4 = TFS_HF_VOCAB_GLM4,
 };
 
 /* LlamaModel.set_vocab's tail: CodeLlama's infill ids, add_bos_token false for 49152. */
@@ -656,7 +673,7 @@ static int read_files(tok_files *f, const tfs_hf_files *files, tfs_error *err)
 
 /* No tokenizer.model: gpt2, except for the llama family a SentencePiece-style BPE. */
 static int vocab_json(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_files *f,
-		      const json_t *config, bool llama, bool glm, tfs_error *err)
+		      const json_t *config, bool llama, const glm_special *glm, tfs_error *err)
 {
 	if (!f->tok)
 		return tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer: neither tokenizer.model "
@@ -700,7 +717,7 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer_config.json: no "
 					     "tokenizer_class (Phi-3's converter reads it)");
 		if (json_is_string(cls) && strcmp(json_string_value(cls), "GPT2Tokenizer") == 0)
-			return vocab_json(out, files, f, config, false, false, err);
+			return vocab_json(out, files, f, config, false, NULL, err);
 		if (!f->spm)
 			return tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer.model (Phi-3's "
 					     "converter needs it unless tokenizer_class is "
@@ -713,7 +730,8 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 		rc = tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer.model (Gemma 2's converter "
 				   "reads only SentencePiece)");
 	else if (!rc)
-		rc = vocab_json(out, files, f, config, llama, kind == V_GLM, err);
+		rc = vocab_json(out, files, f, config, llama, kind == V_GLM ? &glm45
+							     : kind == V_GLM4 ? &glm4 : NULL, err);
 	if (!rc && (kind == V_GEMMA2 || (kind == V_GEMMA3 && f->spm)))
 		rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_space_prefix", false, err);
 	if (!rc && llama)

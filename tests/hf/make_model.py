@@ -169,6 +169,13 @@ VARIANTS = {
     "cohere2-f16": dict(arch="Cohere2ForCausalLM", dtype="F16", shards=2, tied=True, layers=4,
                         npm_tokenizer="llama3_1", vocab=128256, rope_theta=50000.0,
                         name_or_path="CohereLabs/c4ai-command-r7b-12-2024", tokens=True),
+    # GLM-4-0414 (Glm4ForCausalLM, glm4): q/k/v biases, gate and up fused, four norms a
+    # layer, partial rotary 0.5, head_dim 32 (not hidden/heads); BF16, untied; Qwen3's
+    # tokenizer.json with GLM's special tokens (make_moe.glm_tokenizer), zai-org/GLM-4-9B-0414's
+    # keys
+    "glm4-bf16": dict(arch="Glm4ForCausalLM", dtype="BF16", shards=1, tied=False, bias=True,
+                      head_dim=32, npm_tokenizer="qwen3", vocab=151936, glm=True,
+                      name_or_path="zai-org/GLM-4-9B-0414", tokens=True),
     # Gemma 4 (E2B style): BF16, tied, per-layer embeddings (PLE), the last two layers sharing
     # the KV of earlier ones (no k/v projections) with double-wide MLPs, sliding/full layers
     # of different head sizes, proportional rope (a generated rope_freqs); Gemma 4's own
@@ -248,7 +255,7 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "SmolLM3ForCausalLM": "smollm3", "GraniteForCausalLM": "granite",
                "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3",
                "SeedOssForCausalLM": "seed_oss", "Exaone4ForCausalLM": "exaone4",
-               "Cohere2ForCausalLM": "cohere2",
+               "Cohere2ForCausalLM": "cohere2", "Glm4ForCausalLM": "glm4",
                "Gemma4ForCausalLM": "gemma4_text",
                "Gemma4ForConditionalGeneration": "gemma4",
                "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5ForConditionalGeneration": "qwen3_5",
@@ -488,6 +495,10 @@ def tensor_shapes(s):
         if s["arch"] in QWEN35:
             qwen35_layer(s, t, p, i)
             continue
+        if s["arch"] == "Glm4ForCausalLM":   # norms after attention and MLP, gate+up fused
+            t[p + "post_self_attn_layernorm.weight"] = (h,)
+            t[p + "post_mlp_layernorm.weight"] = (h,)
+            t[p + "mlp.gate_up_proj.weight"] = (2 * ff, h)
         if s["arch"] == "Exaone4ForCausalLM":   # post-norms only
             del t[p + "input_layernorm.weight"]
             t[p + "post_feedforward_layernorm.weight"] = (h,)
@@ -512,8 +523,9 @@ def tensor_shapes(s):
             t[p + "self_attn.k_norm.weight"] = (hd,)
         if s["arch"] != "Cohere2ForCausalLM":   # one norm: attention and MLP in parallel
             t[p + "post_attention_layernorm.weight"] = (h,)
-        t[p + "mlp.gate_proj.weight"] = (ff, h)
-        t[p + "mlp.up_proj.weight"] = (ff, h)
+        if s["arch"] != "Glm4ForCausalLM":
+            t[p + "mlp.gate_proj.weight"] = (ff, h)
+            t[p + "mlp.up_proj.weight"] = (ff, h)
         t[p + "mlp.down_proj.weight"] = (h, ff)
     t[m + "norm.weight"] = (h,)
     if not s["tied"]:
@@ -843,6 +855,11 @@ def other_config(s, c):
                  use_embedding_sharing=True, use_gated_activation=True,
                  use_parallel_block=True, use_parallel_embedding=True,
                  bos_token_id=128000, eos_token_id=128001)
+    elif a == "Glm4ForCausalLM":   # as zai-org/GLM-4-9B-0414's
+        c.update(attention_bias=True, attention_dropout=0.0, initializer_range=0.02,
+                 partial_rotary_factor=0.5, pad_token_id=151329, use_cache=True,
+                 eos_token_id=[151329, 151336, 151338])
+        del c["bos_token_id"]
     elif a == "Mistral3ForConditionalGeneration":
         c = mistral3_config(s, c)
     return c
@@ -959,6 +976,9 @@ def make(outdir, name):
         write_tokenizer(d, s, train_spm(outdir, BASE["vocab"]))
     if s.get("npm_tokenizer"):
         copy_npm_tokenizer(d, s["npm_tokenizer"])
+    if s.get("glm"):
+        import make_moe   # it imports this module
+        make_moe.glm_tokenizer(d)
     if s.get("readme"):
         with open(os.path.join(d, "README.md"), "w") as f:
             f.write(README)

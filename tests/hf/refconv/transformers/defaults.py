@@ -398,6 +398,16 @@ def _cohere2(c):
                             for i in range(c["num_hidden_layers"])]
 
 
+# Glm4Config (v5's rope_parameters put back as 4.57's rope_theta / rope_scaling)
+_GLM4 = dict(vocab_size=151552, hidden_size=4096, intermediate_size=13696, num_hidden_layers=40,
+             num_attention_heads=32, num_key_value_heads=2, partial_rotary_factor=0.5,
+             head_dim=128, hidden_act="silu", attention_dropout=0.0,
+             max_position_embeddings=131072, initializer_range=0.02, rms_norm_eps=0.00000015625,
+             use_cache=True, tie_word_embeddings=False, rope_theta=10000.0, rope_scaling=None,
+             pad_token_id=151329, eos_token_id=[151329, 151336, 151338], bos_token_id=None,
+             attention_bias=True)
+
+
 # XLMRobertaConfig (XLMRobertaModel: BGE-M3, multilingual-e5): BertConfig's but the ids
 _XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
@@ -432,6 +442,7 @@ CLASSES = {
     "seed_oss": (_SEED_OSS, (_kv_heads, _head_dim, _rope_type)),
     "exaone4": (_EXAONE4, (_rope_type, _exaone4_layers)),
     "cohere2": (_COHERE2, (_kv_heads, _rope_type, _cohere2)),
+    "glm4": (_GLM4, (_rope_type,)),
 }
 
 

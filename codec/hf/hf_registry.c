@@ -30,6 +30,7 @@ extern const tfs_hf_arch tfs_hf_arch_seed_oss;                            /* hf_
 extern const tfs_hf_arch tfs_hf_arch_exaone4;                             /* hf_exaone4.c */
 extern const tfs_hf_arch tfs_hf_arch_cohere2;                             /* hf_cohere2.c */
 extern const tfs_hf_arch tfs_hf_arch_glm4;                                /* hf_glm4.c */
+extern const tfs_hf_arch tfs_hf_arch_ernie4_5;                            /* hf_ernie.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -62,6 +63,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_exaone4,
 	&tfs_hf_arch_cohere2,
 	&tfs_hf_arch_glm4,
+	&tfs_hf_arch_ernie4_5,
 	NULL,
 };
 

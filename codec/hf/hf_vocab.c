@@ -20,6 +20,8 @@
  *            model; hf_vocab_xlmr.c): "t5", the pieces in fairseq's order, the charsmap.
  *   glm      _set_vocab_glm: gpt2, then GLM's bos, eot, unk and eom ids.
  *   glm4     Glm4Model.set_vocab: gpt2, then GLM-4-0414's eos, eot, unk and bos ids.
+ *   ernie    Ernie4_5Model.set_vocab: tokenizer.model only, then tokenizer_config.json's
+ *            add_prefix_space (any value, as its truth) when it has the key.
  *   own      the row's own_vocab hook (Gemma 4's, hf_gemma4.c).
  * Each vocabulary ends with gguf-py's SpecialVocab (hf_special.c): merges, special ids,
  * add_bos/add_eos/add_sep, chat template, normalizer flags.  A key written twice keeps its
@@ -611,7 +613,7 @@ enum {
 	V_LLAMA = TFS_HF_VOCAB_LLAMA, V_SPM_GPT2 = TFS_HF_VOCAB_SPM_GPT2, V_GPT2 = TFS_HF_VOCAB_GPT2,
 	V_GEMMA2 = TFS_HF_VOCAB_GEMMA2, V_GEMMA3 = TFS_HF_VOCAB_GEMMA3, V_PHI3 = TFS_HF_VOCAB_PHI3,
 	V_GLM = TFS_HF_VOCAB_GLM, V_BERT = TFS_HF_VOCAB_BERT, V_XLMR = TFS_HF_VOCAB_XLMR,
-	V_GLM4 = TFS_HF_VOCAB_GLM4,
+	V_GLM4 = TFS_HF_VOCAB_GLM4, V_ERNIE = TFS_HF_VOCAB_ERNIE,
 };
 
 /* LlamaModel.set_vocab's tail: CodeLlama's infill ids, add_bos_token false for 49152. */
@@ -726,9 +728,9 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 	if (!rc && f->spm)
 		rc = vocab_sentencepiece(out, files, f->spm, f->spm_len, f->tok, f->cfg, config,
 					 kind == V_PHI3, err);
-	else if (!rc && kind == V_GEMMA2)
-		rc = tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer.model (Gemma 2's converter "
-				   "reads only SentencePiece)");
+	else if (!rc && (kind == V_GEMMA2 || kind == V_ERNIE))
+		rc = tfs_error_set(err, TFS_E_NOTFOUND, "no tokenizer.model (%s's converter reads "
+				   "only SentencePiece)", kind == V_GEMMA2 ? "Gemma 2" : "ERNIE 4.5");
 	else if (!rc)
 		rc = vocab_json(out, files, f, config, llama, kind == V_GLM ? &glm45
 							     : kind == V_GLM4 ? &glm4 : NULL, err);
@@ -736,6 +738,10 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 		rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_space_prefix", false, err);
 	if (!rc && llama)
 		rc = llama_extras(out, files, f->tok, f->cfg, config, err);
+	const json_t *aps = json_object_get(f->cfg, "add_prefix_space");
+	if (!rc && kind == V_ERNIE && aps)   /* struct.pack('?'): its truth */
+		rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_space_prefix", tfs_hf_py_true(aps),
+				     err);
 	return rc;
 }
 

@@ -176,6 +176,12 @@ VARIANTS = {
     "glm4-bf16": dict(arch="Glm4ForCausalLM", dtype="BF16", shards=1, tied=False, bias=True,
                       head_dim=32, npm_tokenizer="qwen3", vocab=151936, glm=True,
                       name_or_path="zai-org/GLM-4-9B-0414", tokens=True),
+    # ERNIE 4.5 dense (Ernie4_5ForCausalLM, ernie4_5): Llama's tensors unpermuted, head_dim
+    # 32 (not hidden/heads), tied, F32; the SentencePiece tokenizer with add_prefix_space in
+    # tokenizer_config.json (written after the vocabulary); baidu/ERNIE-4.5-0.3B-PT's keys
+    "ernie45-f32": dict(arch="Ernie4_5ForCausalLM", dtype="F32", shards=1, tied=True,
+                        head_dim=32, rope_theta=500000.0, add_prefix_space=False,
+                        name_or_path="baidu/ERNIE-4.5-0.3B-PT", tokens=True),
     # Gemma 4 (E2B style): BF16, tied, per-layer embeddings (PLE), the last two layers sharing
     # the KV of earlier ones (no k/v projections) with double-wide MLPs, sliding/full layers
     # of different head sizes, proportional rope (a generated rope_freqs); Gemma 4's own
@@ -256,6 +262,7 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3",
                "SeedOssForCausalLM": "seed_oss", "Exaone4ForCausalLM": "exaone4",
                "Cohere2ForCausalLM": "cohere2", "Glm4ForCausalLM": "glm4",
+               "Ernie4_5ForCausalLM": "ernie4_5",
                "Gemma4ForCausalLM": "gemma4_text",
                "Gemma4ForConditionalGeneration": "gemma4",
                "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5ForConditionalGeneration": "qwen3_5",
@@ -308,6 +315,8 @@ def write_tokenizer(d, s, spm_model):
     tc = {"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
           "unk_token": "<unk>", "model_max_length": s["ctx"], "chat_template": CHAT_TEMPLATE,
           "tokenizer_class": "LlamaTokenizer"}
+    if "add_prefix_space" in s:
+        tc["add_prefix_space"] = s["add_prefix_space"]
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         json.dump(tc, f, indent=2)
     with open(os.path.join(d, "special_tokens_map.json"), "w") as f:
@@ -860,6 +869,8 @@ def other_config(s, c):
                  partial_rotary_factor=0.5, pad_token_id=151329, use_cache=True,
                  eos_token_id=[151329, 151336, 151338])
         del c["bos_token_id"]
+    elif a == "Ernie4_5ForCausalLM":   # as baidu/ERNIE-4.5-0.3B-PT's
+        c.update(pad_token_id=0, use_bias=False, use_cache=False)
     elif a == "Mistral3ForConditionalGeneration":
         c = mistral3_config(s, c)
     return c

@@ -408,6 +408,15 @@ _GLM4 = dict(vocab_size=151552, hidden_size=4096, intermediate_size=13696, num_h
              attention_bias=True)
 
 
+# Ernie4_5Config (v5's default_theta put back as 4.57's rope_theta)
+_ERNIE4_5 = dict(vocab_size=103424, hidden_size=1024, intermediate_size=3072,
+                 num_hidden_layers=18, num_attention_heads=16, num_key_value_heads=2,
+                 hidden_act="silu", max_position_embeddings=131072, initializer_range=0.02,
+                 rms_norm_eps=1e-05, use_cache=True, pad_token_id=0, bos_token_id=1,
+                 eos_token_id=2, tie_word_embeddings=True, rope_theta=500000.0,
+                 rope_scaling=None, use_bias=False, head_dim=128)
+
+
 # XLMRobertaConfig (XLMRobertaModel: BGE-M3, multilingual-e5): BertConfig's but the ids
 _XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
@@ -443,6 +452,7 @@ CLASSES = {
     "exaone4": (_EXAONE4, (_rope_type, _exaone4_layers)),
     "cohere2": (_COHERE2, (_kv_heads, _rope_type, _cohere2)),
     "glm4": (_GLM4, (_rope_type,)),
+    "ernie4_5": (_ERNIE4_5, (_kv_heads, _head_dim, _rope_type)),
 }
 
 

@@ -31,8 +31,8 @@ fi
 # compute).  Each job's output goes to a log printed when all are done.
 #   chain 1: the tests on the normal build
 #   chain 2: the sanitizer build, then the same tests under ASan + UBSan (gcc; the hf suite's
-#            Python comparisons left out), with the stress readers for 16 s (the normal
-#            run's 30 s are the stress test proper) and 4 kill trials per format (the normal
+#            Python comparisons left out), with the stress readers for 6 s (the normal
+#            run's 12 s are the stress test proper) and 4 kill trials per format (the normal
 #            run's 8: 32 in all)
 #   then, each in whichever chain is free first: the clang build and its unit tests, and
 #   fuzzing (which of the two chains ends first changes with the machine and the selection:
@@ -90,7 +90,7 @@ job_asan() {
 		echo "test: the sanitizer build failed"
 		return 1
 	fi
-	TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-16} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-4} \
+	TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-6} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-4} \
 	TFS_SANITIZER_REPORTS=$reports \
 	ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$reports/asan \
 	LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 \

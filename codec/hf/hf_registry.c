@@ -31,6 +31,7 @@ extern const tfs_hf_arch tfs_hf_arch_exaone4;                             /* hf_
 extern const tfs_hf_arch tfs_hf_arch_cohere2;                             /* hf_cohere2.c */
 extern const tfs_hf_arch tfs_hf_arch_glm4;                                /* hf_glm4.c */
 extern const tfs_hf_arch tfs_hf_arch_ernie4_5;                            /* hf_ernie.c */
+extern const tfs_hf_arch tfs_hf_arch_apertus;                             /* hf_apertus.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -64,6 +65,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_cohere2,
 	&tfs_hf_arch_glm4,
 	&tfs_hf_arch_ernie4_5,
+	&tfs_hf_arch_apertus,
 	NULL,
 };
 

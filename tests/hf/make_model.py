@@ -182,6 +182,18 @@ VARIANTS = {
     "ernie45-f32": dict(arch="Ernie4_5ForCausalLM", dtype="F32", shards=1, tied=True,
                         head_dim=32, rope_theta=500000.0, add_prefix_space=False,
                         name_or_path="baidu/ERNIE-4.5-0.3B-PT", tokens=True),
+    # Apertus (ApertusForCausalLM, apertus): Q/K unpermuted with per-head norms, an up/down
+    # MLP with xIELU, whose per-layer parameters (mlp.act_fn.alpha_n/alpha_p: [1], beta/eps:
+    # scalars) become the xielu.* keys; llama3 rope scaling (rope_freqs); BF16, untied, two
+    # shards; swiss-ai/Apertus-8B-Instruct-2509's keys
+    "apertus-bf16": dict(arch="ApertusForCausalLM", dtype="BF16", shards=2, tied=False,
+                         qk_norm=True, npm_tokenizer="llama3_1", vocab=128256,
+                         rope_theta=12000000.0,
+                         rope_scaling={"factor": 8.0, "high_freq_factor": 4.0,
+                                       "low_freq_factor": 1.0,
+                                       "original_max_position_embeddings": 8192,
+                                       "rope_type": "llama3"},
+                         name_or_path="swiss-ai/Apertus-8B-Instruct-2509", tokens=True),
     # Gemma 4 (E2B style): BF16, tied, per-layer embeddings (PLE), the last two layers sharing
     # the KV of earlier ones (no k/v projections) with double-wide MLPs, sliding/full layers
     # of different head sizes, proportional rope (a generated rope_freqs); Gemma 4's own
@@ -262,7 +274,7 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3",
                "SeedOssForCausalLM": "seed_oss", "Exaone4ForCausalLM": "exaone4",
                "Cohere2ForCausalLM": "cohere2", "Glm4ForCausalLM": "glm4",
-               "Ernie4_5ForCausalLM": "ernie4_5",
+               "Ernie4_5ForCausalLM": "ernie4_5", "ApertusForCausalLM": "apertus",
                "Gemma4ForCausalLM": "gemma4_text",
                "Gemma4ForConditionalGeneration": "gemma4",
                "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5ForConditionalGeneration": "qwen3_5",
@@ -532,10 +544,16 @@ def tensor_shapes(s):
             t[p + "self_attn.k_norm.weight"] = (hd,)
         if s["arch"] != "Cohere2ForCausalLM":   # one norm: attention and MLP in parallel
             t[p + "post_attention_layernorm.weight"] = (h,)
-        if s["arch"] != "Glm4ForCausalLM":
+        if s["arch"] not in ("Glm4ForCausalLM", "ApertusForCausalLM"):
             t[p + "mlp.gate_proj.weight"] = (ff, h)
+        if s["arch"] != "Glm4ForCausalLM":
             t[p + "mlp.up_proj.weight"] = (ff, h)
         t[p + "mlp.down_proj.weight"] = (h, ff)
+        if s["arch"] == "ApertusForCausalLM":   # xIELU's parameters; its norms' own names
+            t[p + "attention_layernorm.weight"] = t.pop(p + "input_layernorm.weight")
+            t[p + "feedforward_layernorm.weight"] = t.pop(p + "post_attention_layernorm.weight")
+            for k, shp in (("alpha_n", (1,)), ("alpha_p", (1,)), ("beta", ()), ("eps", ())):
+                t[p + "mlp.act_fn." + k] = shp
     t[m + "norm.weight"] = (h,)
     if not s["tied"]:
         t[("language_model." if m == "language_model.model." else "") +
@@ -653,7 +671,10 @@ EDGE_F16 = [0x7c01, 0xfc01, 0x7e00, 0x7fff, 0x7c00, 0xfc00, 0x0001, 0x8001, 0x03
 
 def make_weights(s, name, shape, rng):
     n = int(np.prod(shape))
-    if name.endswith("norm.weight"):
+    if ".act_fn." in name:   # xIELU: softplus^-1 of about 0.8 (alpha_*), 0.5, -1e-6
+        x = np.float32({"beta": 0.5, "eps": -1e-6}.get(name.rsplit(".", 1)[1], 0.0))
+        x = np.atleast_1d(x + np.float32(0.0 if x else 0.45 + 0.1 * rng.standard_normal()))
+    elif name.endswith("norm.weight"):
         x = (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
     elif name.endswith(".A_log"):   # Qwen3.5: log of the decay rates (converted as -exp)
         x = rng.uniform(-4.0, 3.0, n).astype(np.float32)
@@ -871,6 +892,10 @@ def other_config(s, c):
         del c["bos_token_id"]
     elif a == "Ernie4_5ForCausalLM":   # as baidu/ERNIE-4.5-0.3B-PT's
         c.update(pad_token_id=0, use_bias=False, use_cache=False)
+    elif a == "ApertusForCausalLM":   # as swiss-ai/Apertus-8B-Instruct-2509's
+        c.update(attention_bias=False, attention_dropout=0.0, hidden_act="xielu",
+                 hidden_dropout=0.0, initializer_range=0.02, mlp_bias=False,
+                 pad_token_id=3, post_norm=False, qk_norm=True, use_cache=True)
     elif a == "Mistral3ForConditionalGeneration":
         c = mistral3_config(s, c)
     return c

@@ -11,6 +11,8 @@ Only the class's own parameters are listed, not PretrainedConfig's generic ones 
 id2label, ...), which the converter does not read for these architectures.
 """
 
+import copy
+
 # the parameters shared by transformers' Llama-like classes, Llama's values
 _LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
               num_attention_heads=32, num_key_value_heads=None, hidden_act="silu",
@@ -417,6 +419,18 @@ _ERNIE4_5 = dict(vocab_size=103424, hidden_size=1024, intermediate_size=3072,
                  rope_scaling=None, use_bias=False, head_dim=128)
 
 
+# ApertusConfig (v5's rope_parameters put back as 4.57's rope_theta / rope_scaling)
+_APERTUS = dict(vocab_size=131072, hidden_size=4096, intermediate_size=14336,
+                num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=None,
+                hidden_act="xielu", max_position_embeddings=65536, initializer_range=0.02,
+                rms_norm_eps=1e-5, use_cache=True, pad_token_id=3, bos_token_id=1,
+                eos_token_id=2, tie_word_embeddings=False, rope_theta=12000000.0,
+                rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                              "original_max_position_embeddings": 8192,
+                              "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+                attention_bias=False, attention_dropout=0.0)
+
+
 # XLMRobertaConfig (XLMRobertaModel: BGE-M3, multilingual-e5): BertConfig's but the ids
 _XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
@@ -453,6 +467,7 @@ CLASSES = {
     "cohere2": (_COHERE2, (_kv_heads, _rope_type, _cohere2)),
     "glm4": (_GLM4, (_rope_type,)),
     "ernie4_5": (_ERNIE4_5, (_kv_heads, _head_dim, _rope_type)),
+    "apertus": (_APERTUS, (_kv_heads, _rope_type)),
 }
 
 
@@ -464,7 +479,7 @@ def complete(config, path=""):
         defaults, derive = entry
         for k, v in defaults.items():
             if k not in c:
-                c[k] = v
+                c[k] = copy.deepcopy(v)   # a dict default (Apertus' rope_scaling) is its own
         for f in derive:
             f(c)
     return c

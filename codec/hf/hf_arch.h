@@ -97,12 +97,16 @@ enum tfs_hf_own_kind {
 	/* [E, A, B] -> [E, C, A]: transposed, columns taken so (C = B / stride, or the output's
 	 * rows when width says B: Llama 4's gate_up halves, first C or C after it) */
 	TFS_HF_OWN_T,
+	/* NVFP4 weights (hf_nvfp4.c) repacked to ggml's NVFP4: src (a stack: parts[0..n)) the
+	 * weights, src2 (a stack: parts[n..2n)) the block scales, width the heads of a q/k row
+	 * permutation (0: none) */
+	TFS_HF_OWN_NVFP4,
 };
 typedef struct {
 	uint8_t kind;            /* enum tfs_hf_own_kind */
 	uint8_t stride;          /* the rows (MXFP4) or columns taken: first, first + stride, ... */
 	uint32_t first;
-	long src2;               /* MXFP4: the scales' tensor index */
+	long src2;               /* MXFP4, NVFP4: the scales' tensor index */
 	uint32_t width;          /* TFS_HF_OWN_T: the source's B when not C x stride; 0: it is */
 } tfs_hf_own;
 

@@ -273,6 +273,115 @@ static int mark_fp8(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 
 
 
+/* ==== NVFP4 (prepare_tensors, _generate_nvfp4_tensors) ==== */
+
+/* st's tensor named base + add (base's first n bytes), or -1 (absent or deleted). */
+static long find_named(const tfs_hf_deq *d, const char *base, size_t n, const char *add)
+{
+	char name[1024];
+	snprintf(name, sizeof name, "%.*s%s", (int)n, base, add);
+	long i = tfs_model_find_tensor(d->st, name);
+	return i < 0 || tfs_model_tensor(d->st, (size_t)i)->deleted ? -1 : i;
+}
+
+/* A refusal naming the NVFP4 weight. */
+static int refuse_nvfp4(const tfs_hf_deq *d, const tfs_tensor *w, const char *what,
+			tfs_error *err)
+{
+	return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: quant method %s (tensor '%s'): NVFP4 "
+			     "%s", d->where, d->method, w->name, what);
+}
+
+/* Weight w with block scale s as _nvfp4_pack reads them: U8 [rows, 8 x blocks], an E4M3
+ * (or U8) scale [rows, blocks], whole super-blocks of 4 blocks (64 values). */
+static int check_nvfp4(const tfs_hf_deq *d, const tfs_tensor *w, const tfs_tensor *s,
+		       tfs_error *err)
+{
+	if (w->dtype != TFS_DT_U8)
+		return refuse_nvfp4(d, w, "weights that are not U8 (two E2M1 values a byte)", err);
+	if (s->dtype != TFS_DT_F8_E4M3 && s->dtype != TFS_DT_U8)
+		return refuse_nvfp4(d, w, "block scales that are not F8_E4M3", err);
+	if (w->n_dims != 2 || s->n_dims != 2 || w->ne[1] != s->ne[1] || w->ne[0] != 8 * s->ne[0])
+		return refuse_nvfp4(d, w, "weight and block scale shapes that do not agree "
+				    "([rows, 8 x blocks], [rows, blocks])", err);
+	if (s->ne[0] % 4)
+		return refuse_nvfp4(d, w, "rows that are not whole super-blocks of 64 values "
+				    "(the converter's reshape fails)", err);
+	return 0;
+}
+
+/* compressed-tensors NVFP4 (prepare_tensors): format nvfp4-pack-quantized, or mixed-precision
+ * whose config groups all are. */
+static bool ct_nvfp4(const char *format, json_t *groups)
+{
+	if (!strcmp(format, "nvfp4-pack-quantized"))
+		return true;
+	if (strcmp(format, "mixed-precision") || !json_object_size(groups))
+		return false;
+	const char *k;
+	json_t *g;
+	json_object_foreach(groups, k, g) {
+		const char *f = json_string_value(json_object_get(g, "format"));
+		if (json_is_object(g) && (!f || strcmp(f, "nvfp4-pack-quantized")))
+			return false;
+	}
+	return true;
+}
+
+/* _generate_nvfp4_tensors: each X.weight (compressed-tensors: X.weight_packed, renamed so
+ * where no X.weight is) whose X.weight_scale has two axes, with X.weight_scale_2 and
+ * X.input_scale (compressed-tensors: the reciprocals of X.weight_global_scale and
+ * X.input_global_scale); all deleted here, k and v scales dropped. */
+static int mark_nvfp4(tfs_hf_deq *d, bool ct, tfs_error *err)
+{
+	d->nvfp4 = true;
+	const char *wsfx = ct ? ".weight_packed" : ".weight";
+	int rc = 0;
+	for (size_t i = 0; !rc && i < d->n; i++) {
+		const tfs_tensor *t = tfs_model_tensor(d->st, i);
+		if (t->deleted || !ends_with(t->name, wsfx))
+			continue;
+		size_t n = strlen(t->name) - strlen(wsfx);
+		if (ct && find_named(d, t->name, n, ".weight") >= 0)
+			continue;   /* not renamed: the converter cannot map it */
+		long s = find_named(d, t->name, n, ".weight_scale");
+		if (s < 0 || tfs_model_tensor(d->st, (size_t)s)->n_dims < 2)
+			continue;   /* not NVFP4 (ModelOpt's FP8 of a 1-D scale) */
+		if ((rc = check_nvfp4(d, t, tfs_model_tensor(d->st, (size_t)s), err)))
+			break;
+		tfs_hf_nvfp4_src *v = &d->nv[i];
+		*v = (tfs_hf_nvfp4_src){ s, find_named(d, t->name, n, ct ? ".weight_global_scale"
+						      : ".weight_scale_2"),
+					 find_named(d, t->name, n, ct ? ".input_global_scale"
+						    : ".input_scale"), ct };
+		d->role[i] = d->role[s] = ROLE_DROP;
+		if (v->scale2 >= 0)
+			d->role[v->scale2] = ROLE_DROP;
+		if (v->input >= 0)
+			d->role[v->input] = ROLE_DROP;
+	}
+	for (size_t i = 0; !rc && i < d->n; i++) {
+		const tfs_tensor *t = tfs_model_tensor(d->st, i);
+		if (ends_with(t->name, ".k_scale") || ends_with(t->name, ".v_scale"))
+			d->role[i] = ROLE_DROP;
+	}
+	return rc;
+}
+
+/* dequant_model's first test: with NVFP4, nothing more to do unless an X.weight_scale or
+ * X.weight_scale_inv is left. */
+static bool scales_left(const tfs_hf_deq *d)
+{
+	for (size_t i = 0; i < d->n; i++) {
+		const tfs_tensor *t = tfs_model_tensor(d->st, i);
+		if (!t->deleted && d->role[i] != ROLE_DROP &&
+		    (ends_with(t->name, ".weight_scale") || ends_with(t->name, ".weight_scale_inv")))
+			return true;
+	}
+	return false;
+}
+
+
 /* quant_method "compressed-tensors", formats float-quantized, int-quantized and
  * naive-quantized (one config group; channel or block strategy): X_scale scales X as fp8's
  * do (dequant_simple, block_structure); FP8 weights (float, 8 bits) are --fp8-as-q8's. */
@@ -282,8 +391,8 @@ static int mark_compressed(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 	json_t *groups = json_object_get(qc, "config_groups");
 	if (!format || !json_is_object(groups) || !json_object_size(groups))
 		return refuse(d, "no format or config_groups", err);
-	if (!strcmp(format, "nvfp4-pack-quantized") || !strcmp(format, "mixed-precision"))
-		return refuse(d, "NVFP4 is not read by the GGUF view yet", err);
+	if (ct_nvfp4(format, groups))
+		return mark_nvfp4(d, true, err);
 	if (json_object_size(groups) > 1)
 		return refuse(d, "several config groups (the converter reads one)", err);
 	json_t *w = json_object_get(json_object_iter_value(json_object_iter(groups)), "weights");
@@ -333,16 +442,16 @@ static bool modelopt_nvfp4(json_t *qc)
 
 /* quant_method "modelopt" (NVIDIA's ModelOpt FP8 releases): X.weight_scale (one value, or
  * per channel) scales X (dequant_simple, no blocks), FP8 weights are --fp8-as-q8's; a scale
- * without its weight, input, k and v scales dropped.  NVFP4 (repacked to ggml's NVFP4 by
- * _generate_nvfp4_tensors) is not read yet: refused. */
+ * without its weight, input, k and v scales dropped.  NVFP4 (quant_algo NVFP4): its weights
+ * first (mark_nvfp4), then the FP8 ones of a mixed repo, if any scale is left. */
 static int mark_modelopt(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 {
-	if (modelopt_nvfp4(qc))
-		return refuse(d, "NVFP4 is not read by the GGUF view yet", err);
-	int rc = 0;
+	int rc = modelopt_nvfp4(qc) ? mark_nvfp4(d, false, err) : 0;
+	if (rc || (d->nvfp4 && !scales_left(d)))
+		return rc;
 	for (size_t i = 0; !rc && i < d->n; i++) {
 		const tfs_tensor *t = tfs_model_tensor(d->st, i);
-		if (t->deleted)
+		if (t->deleted || d->role[i] == ROLE_DROP)
 			continue;
 		if (ends_with(t->name, ".weight_scale")) {
 			char wname[1024];
@@ -453,8 +562,11 @@ int tfs_hf_deq_open(tfs_hf_deq **out, const tfs_model *st, json_t *config, const
 		d->w = calloc(n ? n : 1, sizeof *d->w);
 		d->pk = calloc(n ? n : 1, sizeof *d->pk);
 		d->rename = calloc(n ? n : 1, sizeof *d->rename);
+		d->nv = malloc((n ? n : 1) * sizeof *d->nv);
+		for (size_t i = 0; d->nv && i < n; i++)
+			d->nv[i] = (tfs_hf_nvfp4_src){ -1, -1, -1, false };
 	}
-	int rc = !d || !d->role || !d->fp8 || !d->w || !d->pk || !d->rename
+	int rc = !d || !d->role || !d->fp8 || !d->w || !d->pk || !d->rename || !d->nv
 		 ? tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory")
 		 : q->mark(d, qc, err);
 	if (!rc)
@@ -482,6 +594,7 @@ void tfs_hf_deq_free(tfs_hf_deq *d)
 		free(d->rename[i]);
 	free(d->rename);
 	free(d->pk);
+	free(d->nv);
 	free(d);
 }
 
@@ -500,4 +613,14 @@ bool tfs_hf_deq_late(const tfs_hf_deq *d, size_t i)
 bool tfs_hf_deq_fp8(const tfs_hf_deq *d, size_t i)
 {
 	return d && i < d->n && d->fp8[i];
+}
+
+bool tfs_hf_deq_is_nvfp4(const tfs_hf_deq *d)
+{
+	return d && d->nvfp4;
+}
+
+const tfs_hf_nvfp4_src *tfs_hf_deq_nvfp4(const tfs_hf_deq *d, size_t i)
+{
+	return d && i < d->n && d->nv[i].scale >= 0 ? &d->nv[i] : NULL;
 }

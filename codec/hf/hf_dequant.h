@@ -43,4 +43,22 @@ bool tfs_hf_deq_late(const tfs_hf_deq *d, size_t i);
 /* Whether tensor i was an FP8 weight (the converter's _fp8_dequantized: --fp8-as-q8). */
 bool tfs_hf_deq_fp8(const tfs_hf_deq *d, size_t i);
 
+/*
+ * NVFP4 (prepare_tensors' _is_nvfp4: ModelOpt quant_algo NVFP4 / W4A16_NVFP4, or
+ * compressed-tensors nvfp4-pack-quantized): each weight whose X.weight_scale has two axes
+ * is no tensor of the dequantized model (deleted there with its scales); the plan writes it
+ * first, repacked to ggml's NVFP4 (_generate_nvfp4_tensors: hf_nvfp4.h).  Its tensors in st:
+ */
+typedef struct {
+	long scale;      /* X.weight_scale: F8_E4M3 (or U8) [rows, cols / 16]; -1: not NVFP4 */
+	long scale2;     /* X.weight_scale_2 (compressed-tensors: X.weight_global_scale), or -1 */
+	long input;      /* X.input_scale (compressed-tensors: X.input_global_scale), or -1 */
+	bool inverse;    /* compressed-tensors: scale2 and input are 1 / the tensor's values */
+} tfs_hf_nvfp4_src;
+/* Whether the repo is NVFP4 (general.file_type MOSTLY_NVFP4 at f32/f16/bf16). */
+bool tfs_hf_deq_is_nvfp4(const tfs_hf_deq *d);
+/* Tensor i's NVFP4 sources (i the weight: X.weight, compressed-tensors' X.weight_packed), or
+ * NULL when it is no NVFP4 weight. */
+const tfs_hf_nvfp4_src *tfs_hf_deq_nvfp4(const tfs_hf_deq *d, size_t i);
+
 #endif

@@ -52,6 +52,8 @@ struct tfs_hf_deq {
 	deq_simple *w;          /* per tensor: its dequantization (role DEQ) */
 	deq_packed *pk;         /* per tensor: its packed dequantization (kind != 0) */
 	char **rename;          /* per tensor: its new name (a packed weight's), or NULL */
+	tfs_hf_nvfp4_src *nv;   /* per tensor: an NVFP4 weight's sources (scale -1: none) */
+	bool nvfp4;             /* prepare_tensors' _is_nvfp4 */
 	const char *method;
 	const char *where;
 };

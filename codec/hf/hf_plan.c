@@ -35,6 +35,7 @@
 #include "hf_convert.h"
 #include "hf_meta.h"
 #include "hf_moe.h"
+#include "hf_nvfp4.h"
 #include "hf_vocab.h"
 
 /* ==== the plan's tensors ==== */
@@ -411,6 +412,7 @@ static int fill_tensor(tfs_hf_tensor *o, const tfs_hf_plan *p, const hparams *h,
 		fp8 |= s >= 0 && tfs_hf_deq_fp8(p->deq, (size_t)s);
 	}
 	o->dtype = o->own.kind == TFS_HF_OWN_MXFP4 ? TFS_DT_MXFP4
+			: o->own.kind == TFS_HF_OWN_NVFP4 ? TFS_DT_NVFP4
 			: tensor_dtype(o->name, t->n_dims, t->ne[0], p->ftype,
 				       fp8 && p->fp8_as_q8);
 	o->plus_one = m->xform == TFS_HF_XF_PLUS_ONE && ends_with(o->name, ".weight");
@@ -534,6 +536,140 @@ static int check_required(const tfs_hf_plan *p, const hparams *h, const bool *se
 	return 0;
 }
 
+/* A generated F32 vector named weight's name with ".weight" made `sfx` (n values v, taken). */
+static int add_vector(tfs_hf_plan *p, size_t *cap, const char *weight, const char *sfx,
+		      float **v, size_t n, tfs_error *err)
+{
+	tfs_hf_tensor *o;
+	char name[256];
+	const char *w = strstr(weight, ".weight");
+	snprintf(name, sizeof name, "%.*s%s%s", (int)(w ? w - weight : (long)strlen(weight)),
+		 weight, sfx, w ? w + 7 : "");
+	int rc = add_tensor(p, cap, &o, err);
+	if (rc)
+		return rc;
+	o->name = strdup(name);
+	o->dtype = o->src_dtype = TFS_DT_F32;
+	o->n_dims = 1;
+	o->ne[0] = (int64_t)n;
+	o->nbytes = 4 * (uint64_t)n;
+	o->recipe = TFS_HF_GENERATED;
+	o->src = -1;
+	p->gen[p->nt - 1] = (uint8_t *)*v;
+	*v = NULL;
+	if (!o->name)
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	return 0;
+}
+
+/* An NVFP4 tensor (hf_nvfp4.h) as the plan's: its GGUF name (a stack's by the row's
+ * experts, any other's by the name tables, *seen's slot marked), its scale tensors. */
+static int add_nvfp4_item(tfs_hf_plan *p, size_t *cap, const hparams *h,
+			  tfs_hf_nvfp4_item *it, bool *seen, tfs_error *err)
+{
+	char gname[256] = "";
+	const tfs_hf_name *m = NULL;
+	long bid;
+	const tfs_hf_moe *moe = p->row->moe;
+	unsigned long b;
+	const char *rest;
+	uint32_t heads = 0;
+	if (it->stack) {
+		tfs_hf_layer_of(it->name, &b, &rest);
+		for (int k = 0; moe && k < 3 && !*gname; k++) {
+			size_t el = strlen(moe->experts);
+			if (!strncmp(rest, moe->experts, el) && rest[el] == '.' &&
+			    !strncmp(rest + el + 1, moe->proj[k], strlen(moe->proj[k])) &&
+			    !strcmp(rest + el + 1 + strlen(moe->proj[k]), ".weight"))
+				snprintf(gname, sizeof gname, "blk.%lu.%s.weight", b, moe->gguf[k]);
+		}
+	} else if (map_name(gname, sizeof gname, it->name, p->row, h->n_layer, &m, &bid)) {
+		size_t slot = bid < 0 ? (size_t)(m - p->row->globals)
+				      : p->row->n_globals + (size_t)bid * p->row->n_blocks +
+					(size_t)(m - p->row->blocks);
+		seen[slot] = true;
+		if (m->xform == TFS_HF_XF_PERMUTE_Q || m->xform == TFS_HF_XF_PERMUTE_K)
+			heads = (uint32_t)(m->xform == TFS_HF_XF_PERMUTE_Q ? h->n_head : h->n_kv);
+		if (heads && it->rows % (2 * heads))
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': %llu rows cannot "
+					     "be permuted in %u heads of pairs",
+					     tfs_model_path(p->base), it->name,
+					     (unsigned long long)it->rows, heads);
+	}
+	if (!*gname)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: NVFP4 tensor '%s' has no GGUF name "
+				     "for architecture %s (the converter cannot map it)",
+				     tfs_model_path(p->base), it->name, p->arch);
+	for (size_t j = 0; j < p->nt; j++)
+		if (strcmp(p->t[j].name, gname) == 0)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: NVFP4 tensor '%s' is a second "
+					     "'%s'", tfs_model_path(p->base), it->name, gname);
+	tfs_hf_stack s;
+	memset(&s, 0, sizeof s);
+	snprintf(s.name, sizeof s.name, "%s", gname);
+	s.shape = *tfs_model_tensor(p->base, (size_t)it->w[0]);
+	s.shape.name = s.name;
+	s.shape.n_dims = it->stack ? 3 : 2;
+	memset(s.shape.ne, 0, sizeof s.shape.ne);
+	s.shape.ne[0] = (int64_t)it->cols;
+	s.shape.ne[1] = (int64_t)it->rows;
+	s.shape.ne[2] = it->stack ? (int64_t)it->n : 0;
+	s.src = it->w[0];
+	s.own = (tfs_hf_own){ TFS_HF_OWN_NVFP4, 1, 0, it->w[1], heads };
+	if (it->stack) {
+		s.parts = it->w;
+		s.n_parts = it->n;
+		it->w = NULL;
+	}
+	int rc = add_stacks(p, cap, h, &s, 1, tfs_model_path(p->base), 0, err);
+	if (!rc && it->scale)
+		rc = add_vector(p, cap, gname, ".scale", &it->scale, it->n_scale, err);
+	if (!rc && it->input)
+		rc = add_vector(p, cap, gname, ".input_scale", &it->input, it->n_input, err);
+	return rc;
+}
+
+/* NVFP4 (hf_nvfp4.h): _generate_nvfp4_tensors' tensors, before any other; refs: the repo's
+ * tensors in reading order. */
+static int add_nvfp4(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_ref *refs,
+		     size_t ns, bool *seen, tfs_error *err)
+{
+	if (!strcmp(p->arch, "qwen35") || !strcmp(p->arch, "qwen35moe") ||
+	    !strcmp(p->arch, "gemma4"))   /* their own _repack_nvfp4 / _generate_nvfp4_tensors */
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: NVFP4 weights of architecture %s "
+				     "are not read by the GGUF view yet", tfs_model_path(p->base),
+				     p->arch);
+	size_t *w = malloc((ns ? ns : 1) * sizeof *w), nw = 0, nit = 0;
+	char **names = calloc(ns ? ns : 1, sizeof *names);
+	tfs_hf_nvfp4_item *it = NULL;
+	int rc = !w || !names ? tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory") : 0;
+	char name[512];
+	for (size_t k = 0; !rc && k < ns; k++) {
+		if (!tfs_hf_deq_nvfp4(p->deq, refs[k].idx) ||
+		    !filter_name(name, sizeof name, refs[k].name, p->row, h))
+			continue;
+		size_t n = strlen(name);
+		if (ends_with(name, ".weight_packed"))   /* compressed-tensors: renamed */
+			name[n - 7] = 0;
+		w[nw] = refs[k].idx;
+		if (!(names[nw++] = strdup(name)))
+			rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	}
+	static const char *const k_experts[] = { "num_local_experts", "num_experts", NULL };
+	json_t *ne = tfs_hf_find(h->root, k_experts, NULL);
+	int64_t n_experts = json_is_integer(ne) ? json_integer_value(ne) : 0;
+	if (!rc)
+		rc = tfs_hf_nvfp4_items(&it, &nit, p->base, p->deq, w, names, nw, n_experts, err);
+	for (size_t k = 0; !rc && k < nit; k++)
+		rc = add_nvfp4_item(p, cap, h, &it[k], seen, err);
+	tfs_hf_nvfp4_items_free(it, nit);
+	for (size_t k = 0; k < nw; k++)
+		free(names[k]);
+	free(names);
+	free(w);
+	return rc;
+}
+
 static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 {
 	size_t ns = 0, cap = 0, nseen = 0;
@@ -542,6 +678,13 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 	int rc = tfs_hf_read_order(&refs, &ns, p->base, NULL, err);
 	if (!rc && p->ftype == UINT32_MAX)   /* by the repo's dtypes, before dequant_model */
 		p->ftype = auto_ftype(p, h, refs, ns);
+	/* which required tensors were seen: globals, then blocks x names */
+	nseen = rc ? 0 : p->row->n_globals + (size_t)(h->n_layer > 0 ? h->n_layer : 0) *
+				    p->row->n_blocks;
+	if (!rc && !(seen = calloc(nseen ? nseen : 1, 1)))
+		rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	if (!rc && tfs_hf_deq_is_nvfp4(p->deq))   /* NVFP4: its tensors before any other */
+		rc = add_nvfp4(p, &cap, h, refs, ns, seen, err);
 	if (!rc && p->deq) {
 		free(refs);
 		refs = NULL;
@@ -561,10 +704,6 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: %s says num_hidden_layers %lld, but the "
 				   "weights hold %zu tensors", tfs_model_path(p->st), h->where,
 				   (long long)h->n_layer, ns);
-	/* which required tensors were seen: globals, then blocks x names */
-	nseen = rc ? 0 : p->row->n_globals + (size_t)h->n_layer * p->row->n_blocks;
-	if (!rc && !(seen = calloc(nseen, 1)))
-		rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 	for (size_t k = 0; !rc && k < ns; k++)
 		rc = add_source_tensor(p, &cap, h, &refs[k], seen, err);
 	if (!rc)
@@ -678,7 +817,12 @@ int tfs_hf_plan_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_mod
 			p->st = tfs_hf_deq_model(p->deq);
 		if (!rc && !(rc = tfs_hf_hook_prepare(&h, p->st, err)))
 			rc = plan_tensors(p, &h, err);
-		if (p->mxfp4 && p->ftype != FTYPE_MOSTLY_Q8_0)   /* prepare_metadata (GPT-OSS) */
+		/* prepare_metadata: F32/F16/BF16 become NVFP4's, or GPT-OSS's MXFP4 */
+		bool plain = p->ftype == FTYPE_ALL_F32 || p->ftype == FTYPE_MOSTLY_F16 ||
+			     p->ftype == FTYPE_MOSTLY_BF16;
+		if (plain && tfs_hf_deq_is_nvfp4(p->deq))
+			p->ftype = FTYPE_MOSTLY_NVFP4;
+		else if (p->mxfp4 && p->ftype != FTYPE_MOSTLY_Q8_0)
 			p->ftype = FTYPE_MOSTLY_MXFP4_MOE;
 		h.ftype = p->ftype;
 	}

@@ -17,7 +17,7 @@
 
 /* llama_ftype numbers (general.file_type) */
 enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOSTLY_BF16 = 32,
-       FTYPE_MOSTLY_MXFP4_MOE = 38 };
+       FTYPE_MOSTLY_MXFP4_MOE = 38, FTYPE_MOSTLY_NVFP4 = 39 };
 
 struct tfs_hf_plan {
 	const tfs_model *st;       /* the weights the converter's classes see: base's, or

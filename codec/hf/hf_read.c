@@ -6,6 +6,7 @@
 #include "hf_plan_impl.h"
 #include "hf_convert.h"
 #include "hf_gptoss.h"
+#include "hf_nvfp4.h"
 #include "hf_qwen35.h"
 
 #include <stdlib.h>
@@ -304,7 +305,9 @@ int64_t tfs_hf_tensor_read(const tfs_hf_plan *p, size_t i, uint64_t off, uint64_
 		memcpy(out, p->gen[i] + off, (size_t)len);
 		return (int64_t)len;
 	}
-	int rc = t->own.kind ? tfs_hf_own_read(p->st, t, off, off + len, out, err)
+	int rc = t->own.kind == TFS_HF_OWN_NVFP4 ? tfs_hf_nvfp4_read(p->base, t, off, off + len,
+								      out, err)
+		 : t->own.kind ? tfs_hf_own_read(p->st, t, off, off + len, out, err)
 		 : t->recipe == TFS_HF_COPY ? read_copy(p, t, off, off + len, out, err)
 					    : read_convert(p, t, off, off + len, out, err);
 	return rc ? rc : (int64_t)len;

@@ -27,9 +27,13 @@ with their quantization_config.
   releases): F8_E4M3 weights with one F32 weight_scale each, input_scale, k/v scales.
 - qwen3moe-nvfp4: quant_method modelopt, quant_algo NVFP4, a Qwen3-MoE (NVIDIA's
   Qwen3-30B-A3B-NVFP4): U8 weights of two E2M1 values a byte, an F8_E4M3 weight_scale per
-  16 values, F32 weight_scale_2 and input_scale. The converter repacks them to ggml's NVFP4
-  (its file checked: type 40, ~10% of max|w| from the unquantized weights); the view
-  refuses them yet, and compare_quant.py leaves it out (NOT_YET).
+  16 values, F32 weight_scale_2 and input_scale (not 1: the converter writes them). The
+  converter repacks them to ggml's NVFP4 (its file checked: type 40, ~10% of max|w| from
+  the unquantized weights).
+- llama-ct-nvfp4: compressed-tensors nvfp4-pack-quantized (RedHatAI's *-NVFP4 releases) in
+  a Llama class (LlamaModel permutes the q/k rows of NVFP4 weights and their block
+  scales): weight_packed (U8), an F8_E4M3 weight_scale per 16 values, F32
+  weight_global_scale and input_global_scale ([1], the reciprocals of ModelOpt's scales).
 - qwen3-bitnet: quant_method bitnet (BitNet b1.58's packing: U8 weights, four ternary
   values a byte along the rows, one BF16 weight_scale) in a Qwen3 class (the view has no
   BitnetForCausalLM row).
@@ -91,6 +95,21 @@ def gptq(bits, desc_act, sym):
             "model_file_base_name": "model", "model_name_or_path": None,
             "quant_method": "gptq", "static_groups": False, "sym": sym,
             "true_sequential": True}
+
+
+def nvfp4_ct():
+    """compressed-tensors nvfp4-pack-quantized (RedHatAI's *-NVFP4 releases): one config group,
+    FP4 weights and activations in groups of 16 (tensor_group), a global scale each."""
+    w = {"actorder": None, "block_structure": None, "dynamic": False, "group_size": 16,
+         "num_bits": 4, "observer": "minmax", "observer_kwargs": {},
+         "strategy": "tensor_group", "symmetric": True, "type": "float"}
+    return {"config_groups": {"group_0": {
+        "format": "nvfp4-pack-quantized", "input_activations": dict(w, dynamic="local"),
+        "output_activations": None, "targets": ["Linear"], "weights": w}},
+        "format": "nvfp4-pack-quantized", "global_compression_ratio": None,
+        "ignore": ["lm_head"], "kv_cache_scheme": None, "quant_method": "compressed-tensors",
+        "quantization_status": "compressed", "sparsity_config": {}, "transform_config": {},
+        "version": "0.10.3.a20250731"}
 
 
 QWEN3 = dict(arch="Qwen3ForCausalLM", dtype="BF16", shards=1, tied=True, hidden=128, heads=4,
@@ -156,6 +175,12 @@ VARIANTS = {
                             "type": "float"}}},
             "ignore": ["lm_head"], "producer": {"name": "modelopt", "version": "0.29.0"},
             "quant_algo": "NVFP4", "quant_method": "modelopt"})),
+    # compressed-tensors NVFP4 (RedHatAI/Llama-3.1-8B-Instruct-NVFP4's quantization_config):
+    # weight_packed, weight_scale (F8_E4M3), weight_global_scale and input_global_scale
+    "llama-ct-nvfp4": (make_model, dict(
+        arch="LlamaForCausalLM", dtype="BF16", shards=1, tied=False, tokens=True,
+        name_or_path="RedHatAI/Llama-3.1-8B-Instruct-NVFP4"),
+        dict(nvfp4="ct", config=nvfp4_ct())),
     # bitnet (microsoft/bitnet-b1.58-2B-4T's quantization_config and storage: U8 weights of
     # four ternary values a byte along the rows, one BF16 weight_scale), in a Qwen3 class
     "qwen3-bitnet": (make_model, QWEN3, dict(bitnet=True, config={
@@ -332,10 +357,21 @@ def quantize_nvfp4(w):
     code = np.abs(np.abs(x)[..., None] - E2M1).argmin(axis=-1) | np.where(x < 0, 8, 0)
     code = code.reshape(r, c).astype(np.uint8)
     packed = code[:, 0::2] | (code[:, 1::2] << 4)
-    one = np.float32(1.0).tobytes()
+    act = np.float32(float(np.abs(w).max()) / 448)   # an activation scale of its own
     return [("", "U8", packed.shape, packed.tobytes()),
             ("_scale", "F8_E4M3", sc.shape, sc.astype(np.uint8).tobytes()),
-            ("_scale_2", "F32", (), s2.tobytes()), ("input_scale", "F32", (), one)]
+            ("_scale_2", "F32", (), s2.tobytes()), ("input_scale", "F32", (), act.tobytes())]
+
+
+def quantize_nvfp4_ct(w):
+    """quantize_nvfp4 as compressed-tensors stores it: weight_packed, weight_scale, and the
+    reciprocals of scale2 and the activation scale as weight_global_scale and
+    input_global_scale (F32 [1])."""
+    (_, _, ps, pk), (_, _, ss, sc), (_, _, _, s2), (_, _, _, act) = quantize_nvfp4(w)
+    inv = [np.float32(1 / np.frombuffer(x, dtype=np.float32)[0]).reshape(1).tobytes()
+           for x in (s2, act)]
+    return [("_packed", "U8", ps, pk), ("_scale", "F8_E4M3", ss, sc),
+            ("_global_scale", "F32", (1,), inv[0]), ("input_global_scale", "F32", (1,), inv[1])]
 
 
 def quantize_bitnet(w):
@@ -385,9 +421,9 @@ def quantize_repo(d, q):
         if dt != "BF16" or not quantized(name, shape):
             return [(name, dt, shape, data)]
         if q.get("nvfp4"):
-            return [((name[:-len("weight")] + sfx) if sfx == "input_scale" else name + sfx,
-                     dt, shp, data) for sfx, dt, shp, data in
-                    quantize_nvfp4(bf16_values(data, shape))]
+            fn = quantize_nvfp4_ct if q["nvfp4"] == "ct" else quantize_nvfp4
+            return [((name[:-len("weight")] + sfx) if sfx.startswith("input_") else name + sfx,
+                     dt, shp, data) for sfx, dt, shp, data in fn(bf16_values(data, shape))]
         if q.get("bitnet"):
             return [(name + sfx, dt, shp, data) for sfx, dt, shp, data in
                     quantize_bitnet(bf16_values(data, shape))]

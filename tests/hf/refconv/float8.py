@@ -16,7 +16,9 @@ the placeholder over as it passes float8 over). NaN codes (E4M3 S.1111.111, E5M2
 31 with a mantissa) decode to a float32 NaN of that sign; the tests' checkpoints hold none.
 A loaded float8 tensor keeps its codes (the file's bytes): `t.view(torch.uint8)` gives them,
 as the view of a real float8 tensor does (ModelOpt NVFP4's _nvfp4_pack reads its E4M3 block
-scales so; codes_view()).
+scales so; codes_view()), also after a method that only moves elements (reshape, swapaxes,
+transpose, permute, contiguous, index_select, indexing: LlamaModel.permute of an NVFP4
+weight's block scales), which moves the codes alike (carry_codes()).
 
 torch 1.13 also cannot compute the shape of `repeat_interleave` on a meta tensor without
 `output_size` (newer torch can), and the converter's lazy tensors run each operation on meta
@@ -74,6 +76,29 @@ def codes_view():
             return codes
         return plain(self, *args, **kwargs)
     torch.Tensor.view = view
+    for name in MOVES:
+        carry_codes(name)
+
+
+# the tensor methods that only move elements: a loaded float8 tensor's codes move with them
+# (LlamaModel.permute's reshape/swapaxes of an NVFP4 weight's block scales)
+MOVES = ("reshape", "swapaxes", "transpose", "permute", "contiguous", "index_select",
+         "__getitem__")
+
+
+def carry_codes(name):
+    """Tensor method `name` (one that only moves elements) also applied to a loaded float8
+    tensor's codes, which its result keeps: the same codes at the same places, as the
+    result of a real float8 tensor holds them."""
+    plain = getattr(torch.Tensor, name)
+
+    def method(self, *args, **kwargs):
+        out = plain(self, *args, **kwargs)
+        codes = getattr(self, "_tfs_f8_codes", None)
+        if codes is not None and isinstance(out, torch.Tensor) and out is not self:
+            out._tfs_f8_codes = plain(codes, *args, **kwargs)
+        return out
+    setattr(torch.Tensor, name, method)
 
 
 def install():

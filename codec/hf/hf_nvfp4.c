@@ -1,0 +1,426 @@
+/*
+ * hf_nvfp4.c - NVFP4 weights repacked to ggml's NVFP4 as the converter's
+ * _generate_nvfp4_tensors writes them (hf_nvfp4.h): which tensors, in which order, with
+ * which scale tensors, and the reader of their bytes.
+ */
+#include "hf_nvfp4.h"
+#include "hf_convert.h"
+
+#include <math.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ==== the tensors ==== */
+
+/* The float32 values of st's tensor i (*v allocated, *n of them); inverse: 1 / each, as
+ * compressed-tensors' global scales are read (float32 division). */
+static int read_values(const tfs_model *st, long i, bool inverse, float **v, size_t *n,
+		       tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(st, (size_t)i);
+	const tfs_dtype_info *di = tfs_dtype(t->dtype);
+	uint64_t nel = 1;
+	for (uint32_t d = 0; d < t->n_dims; d++)
+		nel *= (uint64_t)t->ne[d];
+	if (!di || di->block_elems != 1 || !di->to_f32 || nel > (1u << 20))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: tensor '%s': an NVFP4 scale of "
+				     "%s, which the GGUF view does not read", tfs_model_path(st),
+				     t->name, di ? di->name : "an unknown type");
+	uint8_t *raw = malloc((size_t)nel * di->block_bytes + 1);
+	*v = malloc((size_t)(nel ? nel : 1) * 4);
+	int64_t got = raw && *v ? tfs_tensor_read_raw(st, (size_t)i, 0, nel * di->block_bytes, raw,
+						     err) : tfs_error_set(err, TFS_E_NOMEM,
+						     "GGUF view: out of memory");
+	if (got >= 0 && (uint64_t)got != nel * di->block_bytes)
+		got = tfs_error_set(err, TFS_E_IO, "%s: tensor '%s': short read",
+				    tfs_model_path(st), t->name);
+	if (got >= 0) {
+		if (t->dtype == TFS_DT_F32 || t->dtype == TFS_DT_F16 || t->dtype == TFS_DT_BF16)
+			tfs_hf_to_f32((uint32_t *)*v, raw, t->dtype, (size_t)nel);
+		else
+			di->to_f32(raw, *v, (size_t)nel);
+		for (uint64_t k = 0; inverse && k < nel; k++)
+			(*v)[k] = 1.0f / (*v)[k];
+		*n = (size_t)nel;
+	}
+	free(raw);
+	if (got < 0) {
+		free(*v);
+		*v = NULL;
+	}
+	return got < 0 ? (int)got : 0;
+}
+
+/* float(x.float().sum()) of a tensor (absent: torch.tensor(1.0)). */
+static int sum_of(const tfs_model *st, long i, bool inverse, float *s, tfs_error *err)
+{
+	float *v = NULL;
+	size_t n = 0;
+	*s = 1.0f;
+	if (i < 0)
+		return 0;
+	int rc = read_values(st, i, inverse, &v, &n, err);
+	if (!rc) {
+		*s = 0.0f;
+		for (size_t k = 0; k < n; k++)
+			*s += v[k];
+	}
+	free(v);
+	return rc;
+}
+
+/* _write_scale_tensor: scale's values, or none when it is one value within 1e-6 of 1 (an
+ * absent scale is torch.tensor(1.0)). */
+static int one_scale(const tfs_model *st, long i, bool inverse, float **v, size_t *n,
+		     tfs_error *err)
+{
+	*v = NULL;
+	*n = 0;
+	if (i < 0)
+		return 0;
+	float *x = NULL;
+	size_t k = 0;
+	int rc = read_values(st, i, inverse, &x, &k, err);
+	if (rc)
+		return rc;
+	double sum = 0;
+	for (size_t j = 0; j < k; j++)
+		sum += x[j];
+	if (k <= 1 && fabs((k ? (double)x[0] : sum) - 1.0) < 1e-6) {
+		free(x);
+		return 0;
+	}
+	*v = x;
+	*n = k;
+	return 0;
+}
+
+/* _write_scales_tensor: the experts' values, or none when numpy's allclose(v, 1.0,
+ * atol=1e-6) (|v - 1| <= 1e-6 + 1e-5 each; a NaN is not close). */
+static void many_scales(float **v, size_t *n)
+{
+	bool close = true;
+	for (size_t k = 0; close && k < *n; k++)
+		close = fabs((double)(*v)[k] - 1.0) <= 1e-6 + 1e-5;
+	if (close) {
+		free(*v);
+		*v = NULL;
+		*n = 0;
+	}
+}
+
+/* A (layer, projection)'s experts kept until all are read. */
+typedef struct {
+	unsigned long bid;
+	char proj[16];
+	size_t n, cap;
+	unsigned long *xid;
+	size_t *k;              /* their weights: positions in w[] */
+} pending;
+
+typedef struct {
+	tfs_hf_nvfp4_item *it;
+	size_t n, cap;
+	const tfs_model *st;
+	const tfs_hf_deq *deq;
+	const size_t *w;
+} builder;
+
+static int push(builder *b, tfs_hf_nvfp4_item **o, tfs_error *err)
+{
+	if (b->n == b->cap) {
+		size_t c = b->cap ? 2 * b->cap : 32;
+		tfs_hf_nvfp4_item *g = realloc(b->it, c * sizeof *g);
+		if (!g)
+			return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+		b->it = g;
+		b->cap = c;
+	}
+	*o = &b->it[b->n++];
+	memset(*o, 0, sizeof **o);
+	return 0;
+}
+
+/* One expert's or weight's shape, [rows, cols] values. */
+static void shape(const tfs_model *st, size_t w, uint64_t *rows, uint64_t *cols)
+{
+	const tfs_tensor *t = tfs_model_tensor(st, w);
+	*rows = (uint64_t)t->ne[1];
+	*cols = (uint64_t)t->ne[0] * 2;
+}
+
+/* _repack_nvfp4: weight k written at once, with its scale tensors. */
+static int single(builder *b, size_t k, const char *name, tfs_error *err)
+{
+	tfs_hf_nvfp4_item *o;
+	const tfs_hf_nvfp4_src *s = tfs_hf_deq_nvfp4(b->deq, b->w[k]);
+	int rc = push(b, &o, err);
+	if (rc)
+		return rc;
+	snprintf(o->name, sizeof o->name, "%s", name);
+	o->n = 1;
+	if (!(o->w = malloc(2 * sizeof *o->w)))
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	o->w[0] = (long)b->w[k];
+	o->w[1] = s->scale;
+	shape(b->st, b->w[k], &o->rows, &o->cols);
+	rc = one_scale(b->st, s->scale2, s->inverse, &o->scale, &o->n_scale, err);
+	if (!rc)
+		rc = one_scale(b->st, s->input, s->inverse, &o->input, &o->n_input, err);
+	return rc;
+}
+
+/* _flush_nvfp4_experts: p's experts stacked in expert order, with their scale tensors. */
+static int flush(builder *b, pending *p, tfs_error *err)
+{
+	tfs_hf_nvfp4_item *o;
+	int rc = push(b, &o, err);
+	if (rc)
+		return rc;
+	for (size_t i = 1; i < p->n; i++)   /* stable, as list.sort by expert id */
+		for (size_t j = i; j > 0 && p->xid[j - 1] > p->xid[j]; j--) {
+			unsigned long x = p->xid[j];
+			size_t y = p->k[j];
+			p->xid[j] = p->xid[j - 1], p->k[j] = p->k[j - 1];
+			p->xid[j - 1] = x, p->k[j - 1] = y;
+		}
+	snprintf(o->name, sizeof o->name, "model.layers.%lu.mlp.experts.%s.weight", p->bid,
+		 p->proj);
+	o->stack = true;
+	o->n = (uint32_t)p->n;
+	o->w = malloc(2 * p->n * sizeof *o->w);
+	o->scale = malloc(p->n * sizeof *o->scale);
+	o->input = malloc(p->n * sizeof *o->input);
+	if (!o->w || !o->scale || !o->input)
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	o->n_scale = o->n_input = p->n;
+	/* the first expert read gives the shape; np.stack refuses another */
+	size_t first = p->k[0];
+	for (size_t j = 1; j < p->n; j++)
+		first = p->k[j] < first ? p->k[j] : first;
+	shape(b->st, b->w[first], &o->rows, &o->cols);
+	for (size_t j = 0; !rc && j < p->n; j++) {
+		size_t w = b->w[p->k[j]];
+		const tfs_hf_nvfp4_src *s = tfs_hf_deq_nvfp4(b->deq, w);
+		uint64_t r, c;
+		shape(b->st, w, &r, &c);
+		if (r != o->rows || c != o->cols)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: NVFP4 expert '%s' has not the "
+					     "shape of its layer's other experts (np.stack fails)",
+					     tfs_model_path(b->st),
+					     tfs_model_tensor(b->st, w)->name);
+		o->w[j] = (long)w;
+		o->w[p->n + j] = s->scale;
+		rc = sum_of(b->st, s->scale2, s->inverse, &o->scale[j], err);
+		if (!rc)
+			rc = sum_of(b->st, s->input, s->inverse, &o->input[j], err);
+	}
+	if (!rc) {
+		many_scales(&o->scale, &o->n_scale);
+		many_scales(&o->input, &o->n_input);
+	}
+	p->n = 0;
+	return rc;
+}
+
+static void pending_free(pending *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(p[i].xid);
+		free(p[i].k);
+	}
+	free(p);
+}
+
+int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
+		       const tfs_hf_deq *deq, const size_t *w, char *const *names, size_t nw,
+		       int64_t n_experts, tfs_error *err)
+{
+	builder b = { .st = st, .deq = deq, .w = w };
+	pending *pend = NULL;   /* keys in first-seen order (a dict's) */
+	size_t np = 0, pcap = 0;
+	regex_t ex, ly;
+	*out = NULL;
+	*n = 0;
+	if (regcomp(&ex, "\\.experts\\.([0-9]+)\\.(gate_proj|up_proj|down_proj)\\.weight$",
+		    REG_EXTENDED))
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	if (regcomp(&ly, "\\.layers\\.([0-9]+)\\.", REG_EXTENDED)) {
+		regfree(&ex);
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	}
+	int rc = 0;
+	for (size_t k = 0; !rc && k < nw; k++) {
+		regmatch_t m[3], l[2];
+		if (regexec(&ex, names[k], 3, m, 0)) {
+			rc = single(&b, k, names[k], err);
+			continue;
+		}
+		unsigned long xid = strtoul(names[k] + m[1].rm_so, NULL, 10);
+		unsigned long bid = regexec(&ly, names[k], 2, l, 0) ? 0
+				    : strtoul(names[k] + l[1].rm_so, NULL, 10);
+		char proj[16];
+		snprintf(proj, sizeof proj, "%.*s", (int)(m[2].rm_eo - m[2].rm_so),
+			 names[k] + m[2].rm_so);
+		pending *p = NULL;
+		for (size_t j = 0; j < np && !p; j++)
+			if (pend[j].bid == bid && !strcmp(pend[j].proj, proj) && pend[j].n)
+				p = &pend[j];
+		if (!p) {
+			if (np == pcap) {
+				size_t c = pcap ? 2 * pcap : 16;
+				pending *g = realloc(pend, c * sizeof *g);
+				if (!g) {
+					rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+					break;
+				}
+				pend = g;
+				pcap = c;
+			}
+			p = &pend[np++];
+			memset(p, 0, sizeof *p);
+			p->bid = bid;
+			snprintf(p->proj, sizeof p->proj, "%s", proj);
+		}
+		if (p->n == p->cap) {
+			size_t c = p->cap ? 2 * p->cap : 16;
+			unsigned long *x = realloc(p->xid, c * sizeof *x);
+			size_t *y = x ? realloc(p->k, c * sizeof *y) : NULL;
+			if (x)
+				p->xid = x;
+			if (y)
+				p->k = y;
+			if (!x || !y) {
+				rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+				break;
+			}
+			p->cap = c;
+		}
+		p->xid[p->n] = xid;
+		p->k[p->n++] = k;
+		if (n_experts > 0 && (int64_t)p->n >= n_experts)
+			rc = flush(&b, p, err);
+	}
+	for (size_t j = 0; !rc && j < np; j++)   /* the fallback: what is left, in key order */
+		if (pend[j].n)
+			rc = flush(&b, &pend[j], err);
+	pending_free(pend, np);
+	regfree(&ex);
+	regfree(&ly);
+	if (rc) {
+		tfs_hf_nvfp4_items_free(b.it, b.n);
+		return rc;
+	}
+	*out = b.it;
+	*n = b.n;
+	return 0;
+}
+
+void tfs_hf_nvfp4_items_free(tfs_hf_nvfp4_item *it, size_t n)
+{
+	for (size_t i = 0; it && i < n; i++) {
+		free(it[i].w);
+		free(it[i].scale);
+		free(it[i].input);
+	}
+	free(it);
+}
+
+/* ==== reading ==== */
+
+#define STEP_BYTES (256u << 10)   /* output bytes a step: whole rows, at least one */
+
+static int read_exact(const tfs_model *st, long i, uint64_t off, uint64_t len, uint8_t *buf,
+		      tfs_error *err)
+{
+	int64_t got = tfs_tensor_read_raw(st, (size_t)i, off, len, buf, err);
+	if (got < 0)
+		return (int)got;
+	if ((uint64_t)got != len)
+		return tfs_error_set(err, TFS_E_IO, "%s: tensor '%s': short read at %llu",
+				     tfs_model_path(st), tfs_model_tensor(st, (size_t)i)->name,
+				     (unsigned long long)(off + (uint64_t)got));
+	return 0;
+}
+
+/* LlamaModel.permute of R rows in `heads` heads: the source row of output row r. */
+static uint64_t src_row(uint64_t r, uint64_t R, uint32_t heads)
+{
+	if (!heads)
+		return r;
+	uint64_t per = R / heads, half = per / 2, h = r / per, x = r % per;
+	return h * per + (x % 2) * half + x / 2;
+}
+
+/* One row: nb blocks of 16 values, w (8 bytes a block) and sc (a code a block), as
+ * _nvfp4_pack writes it: per 4 blocks, their scales & 0x7f, then per block byte j = value j
+ * | value j + 8 << 4. */
+static void pack_row(uint8_t *o, const uint8_t *w, const uint8_t *sc, uint64_t nb)
+{
+	for (uint64_t s = 0; s < nb / 4; s++, o += 36) {
+		for (int b = 0; b < 4; b++) {
+			const uint8_t *x = w + (s * 4 + (uint64_t)b) * 8;
+			o[b] = sc[s * 4 + (uint64_t)b] & 0x7f;
+			for (int j = 0; j < 8; j++) {
+				int sh = (j & 1) * 4;
+				o[4 + b * 8 + j] = (uint8_t)(((x[j >> 1] >> sh) & 15) |
+							     ((x[4 + (j >> 1)] >> sh) & 15) << 4);
+			}
+		}
+	}
+}
+
+/* Output rows [g, g + n) (all of one expert) into o. */
+static int rows_nvfp4(const tfs_model *st, const tfs_hf_tensor *t, uint64_t g, uint64_t n,
+		      uint8_t *o, tfs_error *err)
+{
+	uint64_t cols = (uint64_t)t->ne[0], R = (uint64_t)t->ne[1], nb = cols / 16;
+	uint64_t e = g / R, r0 = g % R, rb = nb / 4 * 36;
+	long w = t->n_parts ? t->parts[e] : t->src;
+	long s = t->n_parts ? t->parts[t->n_parts + e] : t->own.src2;
+	uint32_t heads = t->own.width;
+	uint64_t run = heads ? 1 : n;   /* source rows read at once */
+	uint8_t *buf = malloc((size_t)(run * (nb * 8 + nb)));
+	if (!buf)
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	uint8_t *sc = buf + run * nb * 8;
+	int rc = 0;
+	for (uint64_t i = 0; !rc && i < n; i += run) {
+		uint64_t sr = src_row(r0 + i, R, heads);
+		rc = read_exact(st, w, sr * nb * 8, run * nb * 8, buf, err);
+		if (!rc)
+			rc = read_exact(st, s, sr * nb, run * nb, sc, err);
+		for (uint64_t k = 0; !rc && k < run; k++)
+			pack_row(o + (i + k) * rb, buf + k * nb * 8, sc + k * nb, nb);
+	}
+	free(buf);
+	return rc;
+}
+
+int tfs_hf_nvfp4_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t off, uint64_t end,
+		      uint8_t *o, tfs_error *err)
+{
+	uint64_t R = (uint64_t)t->ne[1], rb = (uint64_t)t->ne[0] / 64 * 36;
+	uint64_t per = STEP_BYTES / rb ? STEP_BYTES / rb : 1;
+	uint8_t *buf = malloc((size_t)(per * rb));
+	if (!buf)
+		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	int rc = 0;
+	for (uint64_t g = off / rb; !rc && g * rb < end;) {
+		uint64_t n = (end - g * rb + rb - 1) / rb;
+		if (n > per)
+			n = per;
+		if (n > R - g % R)   /* one expert a step */
+			n = R - g % R;
+		rc = rows_nvfp4(st, t, g, n, buf, err);
+		uint64_t lo = g * rb, hi = (g + n) * rb;
+		uint64_t a = lo > off ? lo : off, b = hi < end ? hi : end;
+		if (!rc)
+			memcpy(o + (a - off), buf + (a - lo), (size_t)(b - a));
+		g += n;
+	}
+	free(buf);
+	return rc;
+}

@@ -5,6 +5,7 @@
  */
 #include "hf_nvfp4.h"
 #include "hf_convert.h"
+#include "hf_names.h"
 
 #include <math.h>
 #include <regex.h>
@@ -125,6 +126,7 @@ typedef struct {
 	size_t n, cap;
 	const tfs_model *st;
 	const tfs_hf_deq *deq;
+	const hparams *h;
 	const size_t *w;
 } builder;
 
@@ -140,7 +142,37 @@ static int push(builder *b, tfs_hf_nvfp4_item **o, tfs_error *err)
 	}
 	*o = &b->it[b->n++];
 	memset(*o, 0, sizeof **o);
+	(*o)->slot = -1;
 	return 0;
+}
+
+/* o's tensor: GGUF name gname, experts n (0: not stacked), one's [rows, cols] from weight
+ * w's shape, sources parts (n weights, n scales) or weight w0 and scale s0. */
+static void tensor(tfs_hf_nvfp4_item *o, const tfs_model *st, const char *gname, size_t w,
+		   uint32_t n, long *parts, long w0, long s0, uint32_t heads)
+{
+	tfs_hf_stack *s = &o->s;
+	const tfs_tensor *t = tfs_model_tensor(st, w);
+	snprintf(s->name, sizeof s->name, "%s", gname);
+	s->shape = *t;
+	s->shape.name = s->name;
+	s->shape.n_dims = n ? 3 : 2;
+	memset(s->shape.ne, 0, sizeof s->shape.ne);
+	s->shape.ne[0] = t->ne[0] * 2;
+	s->shape.ne[1] = t->ne[1];
+	s->shape.ne[2] = n;
+	s->parts = parts;
+	s->n_parts = n;
+	s->src = parts ? parts[0] : w0;
+	s->own = (tfs_hf_own){ TFS_HF_OWN_NVFP4, 1, 0, parts ? -1 : s0, heads };
+}
+
+/* The refusal of a name the converter's map_tensor_name has none for. */
+static int unmapped(const builder *b, const char *name, tfs_error *err)
+{
+	return tfs_error_set(err, TFS_E_FORMAT, "%s: NVFP4 tensor '%s' has no GGUF name for "
+			     "architecture %s (the converter cannot map it)", tfs_model_path(b->st),
+			     name, b->h->arch->gguf);
 }
 
 /* One expert's or weight's shape, [rows, cols] values. */
@@ -151,31 +183,60 @@ static void shape(const tfs_model *st, size_t w, uint64_t *rows, uint64_t *cols)
 	*cols = (uint64_t)t->ne[0] * 2;
 }
 
-/* _repack_nvfp4: weight k written at once, with its scale tensors. */
+/* _repack_nvfp4: weight k written at once under its mapped name (LlamaModel: q/k rows
+ * permuted as the row's name table says), with its scale tensors. */
 static int single(builder *b, size_t k, const char *name, tfs_error *err)
 {
 	tfs_hf_nvfp4_item *o;
 	const tfs_hf_nvfp4_src *s = tfs_hf_deq_nvfp4(b->deq, b->w[k]);
+	const tfs_hf_arch *row = b->h->arch;
+	const tfs_hf_name *m = NULL;
+	long bid;
+	char gname[256];
+	if (!tfs_hf_map_name(gname, sizeof gname, name, row, b->h->n_layer, &m, &bid))
+		return unmapped(b, name, err);
+	uint32_t heads = m->xform == TFS_HF_XF_PERMUTE_Q ? (uint32_t)b->h->n_head
+			 : m->xform == TFS_HF_XF_PERMUTE_K ? (uint32_t)b->h->n_kv : 0;
+	uint64_t rows = (uint64_t)tfs_model_tensor(b->st, b->w[k])->ne[1];
+	if (heads && rows % (2 * heads))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': %llu rows cannot be "
+				     "permuted in %u heads of pairs", tfs_model_path(b->st), name,
+				     (unsigned long long)rows, heads);
 	int rc = push(b, &o, err);
 	if (rc)
 		return rc;
-	snprintf(o->name, sizeof o->name, "%s", name);
-	o->n = 1;
-	if (!(o->w = malloc(2 * sizeof *o->w)))
-		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
-	o->w[0] = (long)b->w[k];
-	o->w[1] = s->scale;
-	shape(b->st, b->w[k], &o->rows, &o->cols);
+	tensor(o, b->st, gname, b->w[k], 0, NULL, (long)b->w[k], s->scale, heads);
+	o->slot = bid < 0 ? (long)(m - row->globals)
+			  : (long)(row->n_globals + (size_t)bid * row->n_blocks +
+				   (size_t)(m - row->blocks));
 	rc = one_scale(b->st, s->scale2, s->inverse, &o->scale, &o->n_scale, err);
 	if (!rc)
 		rc = one_scale(b->st, s->input, s->inverse, &o->input, &o->n_input, err);
 	return rc;
 }
 
+/* The GGUF name of layer bid's stacked projection proj (map_tensor_name of
+ * model.layers.B.mlp.experts.P.weight: the row's experts), or false. */
+static bool stack_name(char *out, size_t cap, const tfs_hf_moe *moe, unsigned long bid,
+		       const char *proj)
+{
+	for (int k = 0; moe && !strcmp(moe->experts, "mlp.experts") && k < 3; k++)
+		if (!strcmp(moe->proj[k], proj)) {
+			snprintf(out, cap, "blk.%lu.%s.weight", bid, moe->gguf[k]);
+			return true;
+		}
+	return false;
+}
+
 /* _flush_nvfp4_experts: p's experts stacked in expert order, with their scale tensors. */
 static int flush(builder *b, pending *p, tfs_error *err)
 {
 	tfs_hf_nvfp4_item *o;
+	char name[160], gname[256];
+	snprintf(name, sizeof name, "model.layers.%lu.mlp.experts.%s.weight", p->bid, p->proj);
+	if (!stack_name(gname, sizeof gname, b->h->arch->moe, p->bid, p->proj) ||
+	    (int64_t)p->bid >= b->h->n_layer)
+		return unmapped(b, name, err);
 	int rc = push(b, &o, err);
 	if (rc)
 		return rc;
@@ -186,33 +247,33 @@ static int flush(builder *b, pending *p, tfs_error *err)
 			p->xid[j] = p->xid[j - 1], p->k[j] = p->k[j - 1];
 			p->xid[j - 1] = x, p->k[j - 1] = y;
 		}
-	snprintf(o->name, sizeof o->name, "model.layers.%lu.mlp.experts.%s.weight", p->bid,
-		 p->proj);
-	o->stack = true;
-	o->n = (uint32_t)p->n;
-	o->w = malloc(2 * p->n * sizeof *o->w);
+	long *parts = malloc(2 * p->n * sizeof *parts);
 	o->scale = malloc(p->n * sizeof *o->scale);
 	o->input = malloc(p->n * sizeof *o->input);
-	if (!o->w || !o->scale || !o->input)
+	if (!parts || !o->scale || !o->input) {
+		free(parts);
 		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	}
 	o->n_scale = o->n_input = p->n;
 	/* the first expert read gives the shape; np.stack refuses another */
 	size_t first = p->k[0];
 	for (size_t j = 1; j < p->n; j++)
 		first = p->k[j] < first ? p->k[j] : first;
-	shape(b->st, b->w[first], &o->rows, &o->cols);
+	uint64_t rows, cols;
+	shape(b->st, b->w[first], &rows, &cols);
+	tensor(o, b->st, gname, b->w[first], (uint32_t)p->n, parts, -1, -1, 0);
 	for (size_t j = 0; !rc && j < p->n; j++) {
 		size_t w = b->w[p->k[j]];
 		const tfs_hf_nvfp4_src *s = tfs_hf_deq_nvfp4(b->deq, w);
 		uint64_t r, c;
 		shape(b->st, w, &r, &c);
-		if (r != o->rows || c != o->cols)
+		if (r != rows || c != cols)
 			return tfs_error_set(err, TFS_E_FORMAT, "%s: NVFP4 expert '%s' has not the "
 					     "shape of its layer's other experts (np.stack fails)",
 					     tfs_model_path(b->st),
 					     tfs_model_tensor(b->st, w)->name);
-		o->w[j] = (long)w;
-		o->w[p->n + j] = s->scale;
+		parts[j] = (long)w;
+		parts[p->n + j] = s->scale;
 		rc = sum_of(b->st, s->scale2, s->inverse, &o->scale[j], err);
 		if (!rc)
 			rc = sum_of(b->st, s->input, s->inverse, &o->input[j], err);
@@ -234,11 +295,53 @@ static void pending_free(pending *p, size_t n)
 	free(p);
 }
 
-int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
-		       const tfs_hf_deq *deq, const size_t *w, char *const *names, size_t nw,
-		       int64_t n_experts, tfs_error *err)
+/* The pending experts of (bid, proj) (*pend: the keys in first-seen order, as a dict's; a
+ * flushed key's next experts are a new key), room made for one more. */
+static int keep(pending **out, pending **pend, size_t *np, size_t *pcap, unsigned long bid,
+		const char *proj, tfs_error *err)
 {
-	builder b = { .st = st, .deq = deq, .w = w };
+	pending *p = NULL;
+	for (size_t j = 0; j < *np && !p; j++)
+		if ((*pend)[j].bid == bid && !strcmp((*pend)[j].proj, proj) && (*pend)[j].n)
+			p = &(*pend)[j];
+	if (!p) {
+		if (*np == *pcap) {
+			size_t c = *pcap ? 2 * *pcap : 16;
+			pending *g = realloc(*pend, c * sizeof *g);
+			if (!g)
+				return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+			*pend = g;
+			*pcap = c;
+		}
+		p = &(*pend)[(*np)++];
+		memset(p, 0, sizeof *p);
+		p->bid = bid;
+		snprintf(p->proj, sizeof p->proj, "%s", proj);
+	}
+	if (p->n == p->cap) {
+		size_t c = p->cap ? 2 * p->cap : 16;
+		unsigned long *x = realloc(p->xid, c * sizeof *x);
+		if (x)
+			p->xid = x;
+		size_t *y = x ? realloc(p->k, c * sizeof *y) : NULL;
+		if (y)
+			p->k = y;
+		if (!x || !y)
+			return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+		p->cap = c;
+	}
+	*out = p;
+	return 0;
+}
+
+int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
+		       const tfs_hf_deq *deq, const hparams *h, const size_t *w,
+		       char *const *names, size_t nw, tfs_error *err)
+{
+	static const char *const k_experts[] = { "num_local_experts", "num_experts", NULL };
+	json_t *ne = tfs_hf_find(h->root, k_experts, NULL);
+	int64_t n_experts = json_is_integer(ne) ? json_integer_value(ne) : 0;
+	builder b = { .st = st, .deq = deq, .h = h, .w = w };
 	pending *pend = NULL;   /* keys in first-seen order (a dict's) */
 	size_t np = 0, pcap = 0;
 	regex_t ex, ly;
@@ -265,39 +368,8 @@ int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
 		snprintf(proj, sizeof proj, "%.*s", (int)(m[2].rm_eo - m[2].rm_so),
 			 names[k] + m[2].rm_so);
 		pending *p = NULL;
-		for (size_t j = 0; j < np && !p; j++)
-			if (pend[j].bid == bid && !strcmp(pend[j].proj, proj) && pend[j].n)
-				p = &pend[j];
-		if (!p) {
-			if (np == pcap) {
-				size_t c = pcap ? 2 * pcap : 16;
-				pending *g = realloc(pend, c * sizeof *g);
-				if (!g) {
-					rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
-					break;
-				}
-				pend = g;
-				pcap = c;
-			}
-			p = &pend[np++];
-			memset(p, 0, sizeof *p);
-			p->bid = bid;
-			snprintf(p->proj, sizeof p->proj, "%s", proj);
-		}
-		if (p->n == p->cap) {
-			size_t c = p->cap ? 2 * p->cap : 16;
-			unsigned long *x = realloc(p->xid, c * sizeof *x);
-			size_t *y = x ? realloc(p->k, c * sizeof *y) : NULL;
-			if (x)
-				p->xid = x;
-			if (y)
-				p->k = y;
-			if (!x || !y) {
-				rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
-				break;
-			}
-			p->cap = c;
-		}
+		if ((rc = keep(&p, &pend, &np, &pcap, bid, proj, err)))
+			break;
 		p->xid[p->n] = xid;
 		p->k[p->n++] = k;
 		if (n_experts > 0 && (int64_t)p->n >= n_experts)
@@ -321,7 +393,7 @@ int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
 void tfs_hf_nvfp4_items_free(tfs_hf_nvfp4_item *it, size_t n)
 {
 	for (size_t i = 0; it && i < n; i++) {
-		free(it[i].w);
+		free(it[i].s.parts);
 		free(it[i].scale);
 		free(it[i].input);
 	}
@@ -372,15 +444,13 @@ static void pack_row(uint8_t *o, const uint8_t *w, const uint8_t *sc, uint64_t n
 	}
 }
 
-/* Output rows [g, g + n) (all of one expert) into o. */
-static int rows_nvfp4(const tfs_model *st, const tfs_hf_tensor *t, uint64_t g, uint64_t n,
-		      uint8_t *o, tfs_error *err)
+/* Output rows [g, g + n) (all of one expert) of an NVFP4 tensor ne into o. */
+static int rows_nvfp4(const tfs_model *st, const long *wt, const long *st2, uint32_t heads,
+		      const int64_t *ne, uint64_t g, uint64_t n, uint8_t *o, tfs_error *err)
 {
-	uint64_t cols = (uint64_t)t->ne[0], R = (uint64_t)t->ne[1], nb = cols / 16;
+	uint64_t cols = (uint64_t)ne[0], R = (uint64_t)ne[1], nb = cols / 16;
 	uint64_t e = g / R, r0 = g % R, rb = nb / 4 * 36;
-	long w = t->n_parts ? t->parts[e] : t->src;
-	long s = t->n_parts ? t->parts[t->n_parts + e] : t->own.src2;
-	uint32_t heads = t->own.width;
+	long w = wt[e], s = st2[e];
 	uint64_t run = heads ? 1 : n;   /* source rows read at once */
 	uint8_t *buf = malloc((size_t)(run * (nb * 8 + nb)));
 	if (!buf)
@@ -399,10 +469,10 @@ static int rows_nvfp4(const tfs_model *st, const tfs_hf_tensor *t, uint64_t g, u
 	return rc;
 }
 
-int tfs_hf_nvfp4_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t off, uint64_t end,
-		      uint8_t *o, tfs_error *err)
+int tfs_hf_nvfp4_read(const tfs_model *st, const long *w, const long *s, uint32_t heads,
+		      const int64_t *ne, uint64_t off, uint64_t end, uint8_t *o, tfs_error *err)
 {
-	uint64_t R = (uint64_t)t->ne[1], rb = (uint64_t)t->ne[0] / 64 * 36;
+	uint64_t R = (uint64_t)ne[1], rb = (uint64_t)ne[0] / 64 * 36;
 	uint64_t per = STEP_BYTES / rb ? STEP_BYTES / rb : 1;
 	uint8_t *buf = malloc((size_t)(per * rb));
 	if (!buf)
@@ -414,7 +484,7 @@ int tfs_hf_nvfp4_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t off,
 			n = per;
 		if (n > R - g % R)   /* one expert a step */
 			n = R - g % R;
-		rc = rows_nvfp4(st, t, g, n, buf, err);
+		rc = rows_nvfp4(st, w, s, heads, ne, g, n, buf, err);
 		uint64_t lo = g * rb, hi = (g + n) * rb;
 		uint64_t a = lo > off ? lo : off, b = hi < end ? hi : end;
 		if (!rc)

@@ -22,33 +22,34 @@
 #define TFS_HF_NVFP4_H
 
 #include "hf_dequant.h"
-#include "hf_plan.h"
+#include "hf_moe.h"
 
-/* One tensor the converter writes for NVFP4, before mapping its name. */
+/* One tensor the converter writes for NVFP4, and its scale tensors. */
 typedef struct {
-	char name[256];         /* X.weight, or model.layers.B.mlp.experts.P.weight (a stack) */
-	bool stack;
-	uint32_t n;             /* experts (stack), else 1 */
-	long *w;                /* n weights, then their n block scales (st's indices) */
-	uint64_t rows, cols;    /* one expert's values, numpy order */
+	/* the NVFP4 tensor: its GGUF name, its shape (ne [cols, rows] or [cols, rows, E]),
+	 * own TFS_HF_OWN_NVFP4; a stack's parts: its E weights, then their E block scales */
+	tfs_hf_stack s;
+	long slot;              /* the required tensor it is (the plan's seen[]), or -1 */
 	float *scale, *input;   /* the .scale / .input_scale values, or NULL: not written */
 	size_t n_scale, n_input;
 } tfs_hf_nvfp4_item;
 
 /*
  * The NVFP4 tensors of the weights w[0..nw) (st's indices, in the converter's reading order;
- * names[k]: w[k]'s name as the converter sees it, X.weight), in the order the converter
- * writes them: *out (allocated, *n of them).  n_experts: num_local_experts/num_experts (0:
- * none).  The scales' values are read here (a few bytes a weight).
+ * names[k]: w[k]'s name after filter_tensors, X.weight), in the order the converter writes
+ * them, named for h's row: *out (allocated, *n of them).  The scales' values are read here
+ * (a few bytes a weight).  An error where the converter fails (a name it cannot map,
+ * experts of different shapes).
  */
 int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
-		       const tfs_hf_deq *deq, const size_t *w, char *const *names, size_t nw,
-		       int64_t n_experts, tfs_error *err);
+		       const tfs_hf_deq *deq, const hparams *h, const size_t *w,
+		       char *const *names, size_t nw, tfs_error *err);
 void tfs_hf_nvfp4_items_free(tfs_hf_nvfp4_item *it, size_t n);
 
-/* Bytes [off, end) of t (own.kind TFS_HF_OWN_NVFP4) into o, from st's (the repo's) weights and
- * block scales, in bounded steps of whole rows. */
-int tfs_hf_nvfp4_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t off, uint64_t end,
-		      uint8_t *o, tfs_error *err);
+/* Bytes [off, end) of an NVFP4 tensor of ne [cols, rows, experts] (ne[2] 0: one) into o,
+ * from st's weights w[e] and block scales s[e], q/k rows permuted in `heads` heads (0: not),
+ * in bounded steps of whole rows. */
+int tfs_hf_nvfp4_read(const tfs_model *st, const long *w, const long *s, uint32_t heads,
+		      const int64_t *ne, uint64_t off, uint64_t end, uint8_t *o, tfs_error *err);
 
 #endif

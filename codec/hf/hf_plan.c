@@ -35,6 +35,7 @@
 #include "hf_convert.h"
 #include "hf_meta.h"
 #include "hf_moe.h"
+#include "hf_names.h"
 #include "hf_nvfp4.h"
 #include "hf_vocab.h"
 
@@ -91,55 +92,6 @@ static const char *dim_text(int d, const hparams *h)
 	case TFS_HF_D_ONE: return "1";
 	default: return "";
 	}
-}
-
-/* Maps a HF tensor name to its GGUF name (gguf_out) as TensorNameMap does for the row's
- * architecture; *m gets the table entry, *bid the block (-1 for a global tensor).
- * false when the converter has no name for it. */
-static bool map_name(char *gguf_out, size_t cap, const char *name, const tfs_hf_arch *row,
-		     int64_t n_layer, const tfs_hf_name **m, long *bid)
-{
-	const char *suffix = NULL;
-	size_t n = strlen(name);
-	if (n > 7 && strcmp(name + n - 7, ".weight") == 0)
-		suffix = ".weight";
-	else if (n > 5 && strcmp(name + n - 5, ".bias") == 0)
-		suffix = ".bias";
-	else
-		suffix = "";   /* a parameter: Gemma 4's router scales, Qwen3.5's A_log */
-	size_t base = n - strlen(suffix);
-	*bid = -1;
-	for (size_t i = 0; i < row->n_globals; i++) {
-		const tfs_hf_name *g = &row->globals[i];
-		if (strlen(g->hf) == base && !strncmp(name, g->hf, base)) {
-			*m = g;
-			snprintf(gguf_out, cap, "%s%s", g->gguf, suffix);
-			return true;
-		}
-	}
-	static const char prefix[] = "model.layers.";
-	if (strncmp(name, prefix, sizeof prefix - 1))
-		return false;
-	const char *p = name + sizeof prefix - 1;
-	char *end;
-	if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
-		return false;
-	errno = 0;
-	unsigned long b = strtoul(p, &end, 10);
-	if (errno || *end != '.' || (int64_t)b >= n_layer)
-		return false;
-	const char *rest = end + 1;
-	size_t rlen = (size_t)(name + base - rest);
-	for (size_t i = 0; i < row->n_blocks; i++) {
-		const tfs_hf_name *k = &row->blocks[i];
-		if (strlen(k->hf) == rlen && !strncmp(rest, k->hf, rlen)) {
-			*m = k;
-			*bid = (long)b;
-			snprintf(gguf_out, cap, "blk.%lu.%s%s", b, k->gguf, suffix);
-			return true;
-		}
-	}
-	return false;
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -372,7 +324,7 @@ static int map_source(char gname[256], const tfs_hf_name **m, size_t *slot, bool
 	if (ends_with(name, ".attention.masked_bias") || ends_with(name, ".attention.bias") ||
 	    ends_with(name, ".rotary_emb.inv_freq"))
 		return TFS_PASSTHROUGH;
-	if (!map_name(gname, 256, name, p->row, h->n_layer, m, &bid))
+	if (!tfs_hf_map_name(gname, 256, name, p->row, h->n_layer, m, &bid))
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has no GGUF name for "
 				     "architecture %s (the converter cannot map it)", shard,
 				     t->name, p->arch);
@@ -562,106 +514,43 @@ static int add_vector(tfs_hf_plan *p, size_t *cap, const char *weight, const cha
 	return 0;
 }
 
-/* An NVFP4 tensor (hf_nvfp4.h) as the plan's: its GGUF name (a stack's by the row's
- * experts, any other's by the name tables, *seen's slot marked), its scale tensors. */
-static int add_nvfp4_item(tfs_hf_plan *p, size_t *cap, const hparams *h,
-			  tfs_hf_nvfp4_item *it, bool *seen, tfs_error *err)
-{
-	char gname[256] = "";
-	const tfs_hf_name *m = NULL;
-	long bid;
-	const tfs_hf_moe *moe = p->row->moe;
-	unsigned long b;
-	const char *rest;
-	uint32_t heads = 0;
-	if (it->stack) {
-		tfs_hf_layer_of(it->name, &b, &rest);
-		for (int k = 0; moe && k < 3 && !*gname; k++) {
-			size_t el = strlen(moe->experts);
-			if (!strncmp(rest, moe->experts, el) && rest[el] == '.' &&
-			    !strncmp(rest + el + 1, moe->proj[k], strlen(moe->proj[k])) &&
-			    !strcmp(rest + el + 1 + strlen(moe->proj[k]), ".weight"))
-				snprintf(gname, sizeof gname, "blk.%lu.%s.weight", b, moe->gguf[k]);
-		}
-	} else if (map_name(gname, sizeof gname, it->name, p->row, h->n_layer, &m, &bid)) {
-		size_t slot = bid < 0 ? (size_t)(m - p->row->globals)
-				      : p->row->n_globals + (size_t)bid * p->row->n_blocks +
-					(size_t)(m - p->row->blocks);
-		seen[slot] = true;
-		if (m->xform == TFS_HF_XF_PERMUTE_Q || m->xform == TFS_HF_XF_PERMUTE_K)
-			heads = (uint32_t)(m->xform == TFS_HF_XF_PERMUTE_Q ? h->n_head : h->n_kv);
-		if (heads && it->rows % (2 * heads))
-			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': %llu rows cannot "
-					     "be permuted in %u heads of pairs",
-					     tfs_model_path(p->base), it->name,
-					     (unsigned long long)it->rows, heads);
-	}
-	if (!*gname)
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: NVFP4 tensor '%s' has no GGUF name "
-				     "for architecture %s (the converter cannot map it)",
-				     tfs_model_path(p->base), it->name, p->arch);
-	for (size_t j = 0; j < p->nt; j++)
-		if (strcmp(p->t[j].name, gname) == 0)
-			return tfs_error_set(err, TFS_E_FORMAT, "%s: NVFP4 tensor '%s' is a second "
-					     "'%s'", tfs_model_path(p->base), it->name, gname);
-	tfs_hf_stack s;
-	memset(&s, 0, sizeof s);
-	snprintf(s.name, sizeof s.name, "%s", gname);
-	s.shape = *tfs_model_tensor(p->base, (size_t)it->w[0]);
-	s.shape.name = s.name;
-	s.shape.n_dims = it->stack ? 3 : 2;
-	memset(s.shape.ne, 0, sizeof s.shape.ne);
-	s.shape.ne[0] = (int64_t)it->cols;
-	s.shape.ne[1] = (int64_t)it->rows;
-	s.shape.ne[2] = it->stack ? (int64_t)it->n : 0;
-	s.src = it->w[0];
-	s.own = (tfs_hf_own){ TFS_HF_OWN_NVFP4, 1, 0, it->w[1], heads };
-	if (it->stack) {
-		s.parts = it->w;
-		s.n_parts = it->n;
-		it->w = NULL;
-	}
-	int rc = add_stacks(p, cap, h, &s, 1, tfs_model_path(p->base), 0, err);
-	if (!rc && it->scale)
-		rc = add_vector(p, cap, gname, ".scale", &it->scale, it->n_scale, err);
-	if (!rc && it->input)
-		rc = add_vector(p, cap, gname, ".input_scale", &it->input, it->n_input, err);
-	return rc;
-}
-
 /* NVFP4 (hf_nvfp4.h): _generate_nvfp4_tensors' tensors, before any other; refs: the repo's
  * tensors in reading order. */
 static int add_nvfp4(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_ref *refs,
 		     size_t ns, bool *seen, tfs_error *err)
 {
-	if (!strcmp(p->arch, "qwen35") || !strcmp(p->arch, "qwen35moe") ||
-	    !strcmp(p->arch, "gemma4"))   /* their own _repack_nvfp4 / _generate_nvfp4_tensors */
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: NVFP4 weights of architecture %s "
-				     "are not read by the GGUF view yet", tfs_model_path(p->base),
-				     p->arch);
 	size_t *w = malloc((ns ? ns : 1) * sizeof *w), nw = 0, nit = 0;
-	char **names = calloc(ns ? ns : 1, sizeof *names);
+	char **names = calloc(ns ? ns : 1, sizeof *names), name[512];
 	tfs_hf_nvfp4_item *it = NULL;
 	int rc = !w || !names ? tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory") : 0;
-	char name[512];
 	for (size_t k = 0; !rc && k < ns; k++) {
 		if (!tfs_hf_deq_nvfp4(p->deq, refs[k].idx) ||
 		    !filter_name(name, sizeof name, refs[k].name, p->row, h))
 			continue;
-		size_t n = strlen(name);
 		if (ends_with(name, ".weight_packed"))   /* compressed-tensors: renamed */
-			name[n - 7] = 0;
+			name[strlen(name) - 7] = 0;
 		w[nw] = refs[k].idx;
 		if (!(names[nw++] = strdup(name)))
 			rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 	}
-	static const char *const k_experts[] = { "num_local_experts", "num_experts", NULL };
-	json_t *ne = tfs_hf_find(h->root, k_experts, NULL);
-	int64_t n_experts = json_is_integer(ne) ? json_integer_value(ne) : 0;
 	if (!rc)
-		rc = tfs_hf_nvfp4_items(&it, &nit, p->base, p->deq, w, names, nw, n_experts, err);
-	for (size_t k = 0; !rc && k < nit; k++)
-		rc = add_nvfp4_item(p, cap, h, &it[k], seen, err);
+		rc = tfs_hf_nvfp4_items(&it, &nit, p->base, p->deq, h, w, names, nw, err);
+	for (size_t k = 0; !rc && k < nit; k++) {
+		for (size_t j = 0; j < p->nt && !rc; j++)
+			if (strcmp(p->t[j].name, it[k].s.name) == 0)
+				rc = tfs_error_set(err, TFS_E_FORMAT, "%s: NVFP4 tensor '%s' is a "
+						   "second one", tfs_model_path(p->base),
+						   it[k].s.name);
+		if (it[k].slot >= 0)
+			seen[it[k].slot] = true;
+		rc = add_stacks(p, cap, h, &it[k].s, 1, tfs_model_path(p->base), rc, err);
+		if (!rc && it[k].scale)
+			rc = add_vector(p, cap, it[k].s.name, ".scale", &it[k].scale, it[k].n_scale,
+					err);
+		if (!rc && it[k].input)
+			rc = add_vector(p, cap, it[k].s.name, ".input_scale", &it[k].input,
+					it[k].n_input, err);
+	}
 	tfs_hf_nvfp4_items_free(it, nit);
 	for (size_t k = 0; k < nw; k++)
 		free(names[k]);

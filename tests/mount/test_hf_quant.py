@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Quantized Hugging Face repos through a mount (issue 38): tests/hf/make_quant.py's tiny FP8
-repos (DeepSeek-V3's block-wise FP8 MoE, a Qwen3-FP8 dense), their model.gguf against
+repos (DeepSeek-V3's block-wise FP8 MoE, a Qwen3-FP8 dense) and NVFP4 MoE (ModelOpt), their
+model.gguf against
 llama.cpp's converter (tests/hf/reference.py, float8 decoded by refconv/float8.py):
 
 - model.gguf is cmp-equal to the converter's file, and random preads of it too (the
@@ -212,12 +213,17 @@ class Refused(TestCase):
                      "'model.layers.0.mlp.down_proj.weight'): pack-quantized with a strategy "
                      "other than group")
 
-    def test_modelopt_nvfp4(self):
-        """ModelOpt NVFP4 (make_quant.py's qwen3moe-nvfp4, which the converter repacks to
-        ggml's NVFP4): not read yet."""
-        self.refused(model("qwen3moe-nvfp4"), "quant method modelopt (tensor "
-                     "'model.layers.0.mlp.experts.0.down_proj.weight'): NVFP4 is not read by "
-                     "the GGUF view yet")
+    def test_nvfp4_mixed_with_another_group(self):
+        """compressed-tensors mixed-precision whose groups are not all nvfp4-pack-quantized:
+        not NVFP4 to the converter, whose one-group rule then refuses it."""
+        def mixed(c):
+            q = c["quantization_config"]
+            q["format"] = "mixed-precision"
+            q["config_groups"]["group_1"] = dict(q["config_groups"]["group_0"],
+                                                 format="float-quantized")
+        self.refused(self.variant(mixed, "llama-ct-nvfp4"), "quant method compressed-tensors "
+                     "(tensor 'model.layers.0.mlp.down_proj.weight_packed'): several config "
+                     "groups")
 
     def test_3_bit_gptq(self):
         """GPTQ's 3 bits: the converter raises NotImplementedError."""
@@ -254,6 +260,32 @@ class Llama(TestCase):
             self.assertEqual(got["tokens"], want["tokens"], name)
             self.assertEqual(got["prompt_tokens"], want["prompt_tokens"], name)
             self.assertEqual(len(got["tokens"]), 12)
+
+    def test_nvfp4_same_tokens_as_from_the_converter(self):
+        """ModelOpt NVFP4 MoE (auto): the mount's model.gguf (NVFP4 experts and projections
+        repacked on read) is the converter's file, decodes alike, and random reads inside
+        its NVFP4 tensors are the converter's bytes."""
+        name = "qwen3moe-nvfp4"
+        ref = converted(self, name, "auto")
+        want = read(ref)
+        g = compare.Gguf(want)
+        spans = [(g.data_start + o, len(compare.tensor_bytes(g, i)))
+                 for i, (_, _, ty, o) in enumerate(g.tensors) if ty == 40]   # NVFP4
+        self.assertEqual(len(spans), 14)
+        rng = random.Random(40)
+        with Mount(self, model(name), mount_options("auto")) as m:
+            same = hfutil.same_tokens(self, name, ref, m.p("model.gguf"),
+                                      lambda p: self.generate(p, "--n", "12"))
+            self.assertTrue(same, name)
+            fd = os.open(m.p("model.gguf"), os.O_RDONLY)
+            try:
+                for _ in range(100):
+                    start, size = spans[rng.randrange(len(spans))]
+                    off = start + rng.randrange(size)
+                    n = rng.choice([1, 35, 36, 37, 4096, 20000])
+                    self.assertEqual(os.pread(fd, n, off), want[off:off + n], (off, n))
+            finally:
+                os.close(fd)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,59 @@
+/*
+ * hf_names.c - a Hugging Face tensor name as gguf-py's TensorNameMap maps it for a row
+ * (hf_names.h).
+ */
+#include "hf_names.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Maps a HF tensor name to its GGUF name (gguf_out) as TensorNameMap does for the row's
+ * architecture; *m gets the table entry, *bid the block (-1 for a global tensor).
+ * false when the converter has no name for it. */
+bool tfs_hf_map_name(char *gguf_out, size_t cap, const char *name, const tfs_hf_arch *row,
+		     int64_t n_layer, const tfs_hf_name **m, long *bid)
+{
+	const char *suffix = NULL;
+	size_t n = strlen(name);
+	if (n > 7 && strcmp(name + n - 7, ".weight") == 0)
+		suffix = ".weight";
+	else if (n > 5 && strcmp(name + n - 5, ".bias") == 0)
+		suffix = ".bias";
+	else
+		suffix = "";   /* a parameter: Gemma 4's router scales, Qwen3.5's A_log */
+	size_t base = n - strlen(suffix);
+	*bid = -1;
+	for (size_t i = 0; i < row->n_globals; i++) {
+		const tfs_hf_name *g = &row->globals[i];
+		if (strlen(g->hf) == base && !strncmp(name, g->hf, base)) {
+			*m = g;
+			snprintf(gguf_out, cap, "%s%s", g->gguf, suffix);
+			return true;
+		}
+	}
+	static const char prefix[] = "model.layers.";
+	if (strncmp(name, prefix, sizeof prefix - 1))
+		return false;
+	const char *p = name + sizeof prefix - 1;
+	char *end;
+	if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
+		return false;
+	errno = 0;
+	unsigned long b = strtoul(p, &end, 10);
+	if (errno || *end != '.' || (int64_t)b >= n_layer)
+		return false;
+	const char *rest = end + 1;
+	size_t rlen = (size_t)(name + base - rest);
+	for (size_t i = 0; i < row->n_blocks; i++) {
+		const tfs_hf_name *k = &row->blocks[i];
+		if (strlen(k->hf) == rlen && !strncmp(rest, k->hf, rlen)) {
+			*m = k;
+			*bid = (long)b;
+			snprintf(gguf_out, cap, "blk.%lu.%s%s", b, k->gguf, suffix);
+			return true;
+		}
+	}
+	return false;
+}

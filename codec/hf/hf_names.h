@@ -1,0 +1,21 @@
+/*
+ * hf_names.h - a Hugging Face tensor name mapped to its GGUF name by a row's name tables
+ * (the converter's map_tensor_name, gguf-py's TensorNameMap for the row's architecture):
+ * the plan's (hf_plan.c) and NVFP4's (hf_nvfp4.c).
+ */
+#ifndef TFS_HF_NAMES_H
+#define TFS_HF_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hf_arch.h"
+
+/* Name's GGUF name (gguf_out, cap bytes) for row: a global's, or a block's below n_layer; *m
+ * gets the table entry, *bid the block (-1 for a global tensor).  false when the converter
+ * has no name for it. */
+bool tfs_hf_map_name(char *gguf_out, size_t cap, const char *name, const tfs_hf_arch *row,
+		     int64_t n_layer, const tfs_hf_name **m, long *bid);
+
+#endif

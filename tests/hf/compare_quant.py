@@ -21,7 +21,8 @@ import reference  # noqa: E402
 
 OUTTYPES = ("auto", "f32", "f16", "bf16", "q8_0", "auto+q8", "f16+q8")
 # --quick (the meson test): DeepSeek-V3's (a 129280-token vocabulary: the converter takes
-# seconds per file) at these; the others at every outtype
+# seconds per file) at these; the others at every outtype (NVFP4's weights are NVFP4 at
+# every outtype: the ModelOpt MoE at auto and q8_0, the compressed-tensors Llama at three)
 # (the int8, int2 and bitnet ones: the outtypes' conversions of float32 are the int4 ones')
 QUICK = {"deepseek3-fp8": ("auto", "f32", "q8_0", "auto+q8"),
          "qwen3-ct-w8-asym": ("auto", "f32", "q8_0"),
@@ -29,7 +30,7 @@ QUICK = {"deepseek3-fp8": ("auto", "f32", "q8_0", "auto+q8"),
          "qwen3-gptq-int2": ("auto", "f32", "q8_0"),
          "qwen3-bitnet": ("auto", "f32", "q8_0"),
          "qwen3-modelopt-fp8": ("auto", "q8_0", "auto+q8", "f16+q8"),
-         "qwen3moe-nvfp4": ("auto", "f32", "q8_0"),
+         "qwen3moe-nvfp4": ("auto", "q8_0"),
          "llama-ct-nvfp4": ("auto", "f16", "q8_0")}
 
 

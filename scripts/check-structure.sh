@@ -25,7 +25,10 @@
 #      formats/open.c and views/hf.c name no scheme (no tfs_is_url/hf/s3, tfs_hf_url or
 #      tfs_s3_* call, no "s3://"-like prefix literal, no s3.h), and tfs_target has no
 #      member of one scheme (its auth is opaque); llama-quantize's plan is not in
-#      codec/formats/ (no qplan* file there: it is views/', beside its only user); and each
+#      codec/formats/ (no qplan* file there: it is views/', beside its only user); codec/model/
+#      names no view (gguf_view, hf_repo, mmproj, nor an index.json member or file a view's
+#      attach kind declares, in its code and strings: what a view attaches the model keeps by
+#      the view's tfs_attach_kind, model_impl.h); and each
 #      shared helper has no
 #      second copy: the shape of its body found anywhere in codec/ or fs/ but its own file
 #      (HELPERS below: hex digits, the one-shot SHA-256 as hex, Python's truth value of a
@@ -426,6 +429,25 @@ print('  codec/formats/ qplan files: %d%s' % (len(qplans), (' (' + ', '.join(qpl
 if qplans:
     broken.append('llama-quantize\'s plan in codec/formats/ (%s)' % ', '.join(qplans))
 kept = {p: keep_strings(s) for p, s in text.items()}
+# the model names no view: what a view attaches is kept by the view's kind (model_impl.h:
+# tfs_model_attach), never in a slot, setter or index.json member of its own
+VIEW_WORDS = {'gguf_view', 'hf_repo', 'mmproj'}
+for p, s in text.items():
+    if p.startswith('codec/views/'):
+        for body in re.findall(r'tfs_attach_kind\s+\w+\s*=\s*\{(.*?)\};', s, re.S):
+            VIEW_WORDS |= set(re.findall(r'\.index_member\s*=\s*"(\w+)"', body))
+            VIEW_WORDS |= set(re.findall(r'\.index_file\s*=\s*"(\w+)', body))
+view_rx = re.compile('|'.join(sorted(map(re.escape, VIEW_WORDS))), re.I)
+model_hits = ['%s:%d: %s' % (p, s.count('\n', 0, m.start()) + 1, m.group(0))
+              for p, s in sorted(kept.items()) if p.startswith('codec/model/')
+              for m in view_rx.finditer(s)]
+print('  codec/model/ names a view (%s): %d place(s)%s' % (
+    ', '.join(sorted(VIEW_WORDS)), len(model_hits), ''.join('\n      ' + h for h in model_hits)))
+if 'codec/model/model_impl.h' not in kept or 'tfs_attach_kind' not in kept['codec/model/model_impl.h']:
+    broken.append('codec/model/model_impl.h: no tfs_attach_kind (update rule 6)')
+if model_hits:
+    broken.append('codec/model/ names a view (%d place(s)): attach it by its kind, '
+                  'tfs_model_attach (model_impl.h)' % len(model_hits))
 for what, home, rx in HELPERS:
     at = [(p, s.count('\n', 0, m.start()) + 1) for p, s in sorted(kept.items())
           for m in re.finditer(rx, s)]

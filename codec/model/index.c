@@ -344,9 +344,10 @@ static json_t *kv_string(const tfs_model *m, const char *name)
 				     : NULL;
 }
 
-/* A Hugging Face repo's GGUF view or projector (views/hf.c): its file (named name), or why
- * there is none. */
-static json_t *gguf_view_json(const tfs_model *v, const char *why, const char *name)
+/* A model attached to the model (model_impl.h: its kind has an index member; views/hf.c: a
+ * Hugging Face repo's GGUF view, its projector): its file (named name), or why there is
+ * none. */
+static json_t *attached_json(const tfs_model *v, const char *why, const char *name)
 {
 	uint64_t size;
 	if (!v || tfs_model_image_size(&size, v, NULL))
@@ -385,13 +386,16 @@ static json_t *head_json(const tfs_model *m, bool values)
 				    json_pack("{s:s, s:I}", "name", tfs_config_name(m), "size",
 					      (json_int_t)cfg.len));
 	tfs_buf_free(&cfg);
-	if (m->gguf_view || m->gguf_view_why)
-		json_object_set_new(root, "gguf_view", gguf_view_json(m->gguf_view,
-				    m->gguf_view_why, m->gguf_view ? tfs_image_name(m->gguf_view) : ""));
-	/* a multimodal repo's projector (mmproj.gguf, the converter's --mmproj) */
-	if (m->mmproj || m->mmproj_why)
-		json_object_set_new(root, "mmproj", gguf_view_json(m->mmproj, m->mmproj_why,
-								   "mmproj.gguf"));
+	/* the models attached to it that their kind lists, in the order attached */
+	for (size_t i = 0; i < m->n_att; i++) {
+		const struct tfs_attached *a = &m->att[i];
+		const tfs_attach_kind *k = a->kind;
+		if (!k->index_member || !(a->obj || a->why))
+			continue;
+		const char *file = k->index_file ? k->index_file
+				   : a->obj ? tfs_image_name(a->obj) : "";
+		json_object_set_new(root, k->index_member, attached_json(a->obj, a->why, file));
+	}
 	if (values) {
 		uint64_t bytes = 0;
 		for (size_t i = 0; i < m->n_t; i++)

@@ -68,8 +68,9 @@ void tfs_model_quiesce(tfs_model *m)
 {
 	if (!m)
 		return;
-	tfs_model_quiesce(m->gguf_view);
-	tfs_model_quiesce(m->mmproj);
+	for (size_t i = 0; i < m->n_att; i++)
+		if (m->att[i].obj && m->att[i].kind->quiesce)
+			m->att[i].kind->quiesce(m->att[i].obj);
 	if (m->owner_quiesce)
 		m->owner_quiesce(m->owner);
 	for (size_t i = 0; i < m->n_src; i++)
@@ -80,13 +81,14 @@ void tfs_model_free(tfs_model *m)
 {
 	if (!m)
 		return;
-	tfs_model_free(m->gguf_view); /* first: it may read through m's sources */
-	free(m->gguf_view_why);
-	if (m->hf_repo)   /* (as the GGUF view: it reads through m) */
-		m->hf_repo_free(m->hf_repo);
-	free(m->hf_repo_why);
-	tfs_model_free(m->mmproj);
-	free(m->mmproj_why);
+	/* first, the last attached first: they may read through m's sources (and through what
+	 * was attached before them) */
+	for (size_t i = m->n_att; i-- > 0;) {
+		if (m->att[i].obj && m->att[i].kind->free)
+			m->att[i].kind->free(m->att[i].obj);
+		free(m->att[i].why);
+	}
+	free(m->att);
 	if (m->priv && m->ops->free_priv)
 		m->ops->free_priv(m->priv);
 	for (size_t i = 0; i < m->n_kv; i++) {
@@ -251,46 +253,66 @@ int tfs_model_add_view_tensor(tfs_model *m, const tfs_view_tensor *vt, tfs_error
 	return 0;
 }
 
-void tfs_model_set_gguf_view(tfs_model *m, tfs_model *view, const char *why)
+static struct tfs_attached *attached(const tfs_model *m, const tfs_attach_kind *kind)
 {
-	tfs_model_free(m->gguf_view);
-	free(m->gguf_view_why);
-	m->gguf_view = view;
-	m->gguf_view_why = !view && why ? strdup(why) : NULL;
+	for (size_t i = 0; i < m->n_att; i++)
+		if (m->att[i].kind == kind)
+			return &m->att[i];
+	return NULL;
 }
 
-void tfs_model_set_hf_repo(tfs_model *m, void *repo, void (*free_fn)(void *), const char *why)
+int tfs_model_attach(tfs_model *m, const tfs_attach_kind *kind, void *obj, const char *why,
+		     tfs_error *err)
 {
-	if (m->hf_repo)
-		m->hf_repo_free(m->hf_repo);
-	free(m->hf_repo_why);
-	m->hf_repo = repo;
-	m->hf_repo_free = free_fn;
-	m->hf_repo_why = !repo && why ? strdup(why) : NULL;
+	struct tfs_attached *a = attached(m, kind);
+	if (!a && !obj && !why)
+		return 0;  /* (nothing, and nothing of kind before) */
+	char *w = !obj && why ? strdup(why) : NULL;
+	if (!a) {
+		struct tfs_attached *more = realloc(m->att, (m->n_att + 1) * sizeof(*more));
+		if (!more) {
+			free(w);
+			if (obj && kind->free)
+				kind->free(obj);
+			return tfs_error_set(err, TFS_E_NOMEM, "%s: %s: out of memory", m->path,
+					     kind->name);
+		}
+		m->att = more;
+		a = &m->att[m->n_att++];
+		*a = (struct tfs_attached){ .kind = kind };
+	}
+	if (a->obj && kind->free)
+		kind->free(a->obj);
+	free(a->why);
+	a->obj = obj;
+	a->why = w;
+	/* (out of memory for the reason: what was attached is gone all the same) */
+	if (!obj && why && !w)
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: %s: out of memory", m->path,
+				     kind->name);
+	return 0;
 }
 
-void *tfs_model_hf_repo(const tfs_model *m) { return m->hf_repo; }
-const char *tfs_model_hf_repo_why(const tfs_model *m) { return m->hf_repo_why; }
-
-void tfs_model_set_mmproj(tfs_model *m, tfs_model *mmproj, const char *why)
+void *tfs_model_attached(const tfs_model *m, const tfs_attach_kind *kind)
 {
-	tfs_model_free(m->mmproj);
-	free(m->mmproj_why);
-	m->mmproj = mmproj;
-	m->mmproj_why = !mmproj && why ? strdup(why) : NULL;
+	const struct tfs_attached *a = m ? attached(m, kind) : NULL;
+	return a ? a->obj : NULL;
 }
 
-tfs_model *tfs_model_take_gguf_view(tfs_model *m)
+const char *tfs_model_attached_why(const tfs_model *m, const tfs_attach_kind *kind)
 {
-	tfs_model *v = m->gguf_view;
-	m->gguf_view = NULL;
-	return v;
+	const struct tfs_attached *a = m ? attached(m, kind) : NULL;
+	return a ? a->why : NULL;
 }
 
-tfs_model *tfs_model_gguf_view(const tfs_model *m) { return m->gguf_view; }
-const char *tfs_model_gguf_view_why(const tfs_model *m) { return m->gguf_view_why; }
-tfs_model *tfs_model_mmproj(const tfs_model *m) { return m->mmproj; }
-const char *tfs_model_mmproj_why(const tfs_model *m) { return m->mmproj_why; }
+void *tfs_model_detach(tfs_model *m, const tfs_attach_kind *kind)
+{
+	struct tfs_attached *a = attached(m, kind);
+	void *obj = a ? a->obj : NULL;
+	if (a)
+		a->obj = NULL;
+	return obj;
+}
 
 static int check_name(const char *name, size_t len, const char *what, const char *file,
 		      tfs_error *err)

@@ -71,15 +71,6 @@ void tfs_model_free(tfs_model *m);
  * waiters), and freeing the model there would wait for them forever.
  */
 void tfs_model_quiesce(tfs_model *m);
-/* The GGUF the model shows as too (views/: a Hugging Face repo's, as llama.cpp's converter
- * writes it), owned by m, or NULL; then _why says why there is none (NULL: none asked). */
-tfs_model *tfs_model_gguf_view(const tfs_model *m);
-const char *tfs_model_gguf_view_why(const tfs_model *m);
-/* The projector a multimodal repo shows as mmproj.gguf (views/: the converter's --mmproj),
- * owned by m, or NULL; then _why says why there is none (NULL: the repo has none to show). */
-tfs_model *tfs_model_mmproj(const tfs_model *m);
-const char *tfs_model_mmproj_why(const tfs_model *m);
-
 tfs_format tfs_model_format(const tfs_model *m);
 const char *tfs_model_format_name(const tfs_model *m);   /* "gguf", "safetensors", "ollama" */
 /* Questions the driver asks of a model, answered by its format (by_format.c): */

@@ -13,6 +13,29 @@
 #include <string.h>
 #include <sys/mman.h>
 
+/* ==== what is attached to a model ====
+ * A layer above the model derives things from it and attaches them to it (views/: a Hugging
+ * Face repo's GGUF view and its projector, a GGUF model's Hugging Face form), each as the
+ * object of a kind that layer defines, or the reason it could not be made.  The model names
+ * none of them: the kind says how its object is freed and stopped and whether index.json
+ * lists it, and its address is the key (one attachment of each kind per model). */
+typedef struct tfs_attach_kind {
+	const char *name;             /* for messages ("the GGUF view") */
+	void (*free)(void *obj);      /* frees obj, with the model (NULL: the model does not own it) */
+	void (*quiesce)(void *obj);   /* stops its threads (tfs_model_quiesce; NULL: it has none) */
+	/* index.json: obj is a model (a tfs_model), listed in the document's head under
+	 * index_member (NULL: not listed) as a file named index_file (NULL: its own image name,
+	 * model.gguf), or, when there is none, with the reason: {"unavailable": why} */
+	const char *index_member;
+	const char *index_file;
+} tfs_attach_kind;
+
+struct tfs_attached {
+	const tfs_attach_kind *kind;
+	void *obj;                    /* NULL: none */
+	char *why;                    /* why there is none (NULL: none was asked for) */
+};
+
 /* ==== the model ==== */
 
 struct tfs_name_chunk {
@@ -44,19 +67,10 @@ struct tfs_model {
 	/* format-private state (safetensors shards, Ollama manifest), freed by ops->free_priv */
 	void *priv;
 
-	/* views/: the GGUF this model shows as too (a Hugging Face repo's, llama.cpp's
-	 * converter's), owned; or why there is none (NULL: no view was asked for) */
-	struct tfs_model *gguf_view;
-	char *gguf_view_why;
-	/* views/hf_export.c: the model as a Hugging Face repo (hf/), freed first by
-	 * hf_repo_free; or why it has none (NULL: none was made) */
-	void *hf_repo;
-	void (*hf_repo_free)(void *repo);
-	char *hf_repo_why;
-	/* views/: its projector (mmproj.gguf: the converter's --mmproj), owned; or why there
-	 * is none (NULL: none to show) */
-	struct tfs_model *mmproj;
-	char *mmproj_why;
+	/* what a layer above derived from the model and attached to it, in the order attached
+	 * (tfs_model_attach below; the kinds are that layer's: the model names none of them) */
+	struct tfs_attached *att;
+	size_t n_att;
 	/* views/: what a view is computed from (a quantized view's state: the model it
 	 * quantizes, the plan, the cache), freed by owner_free after the view's sources */
 	void *owner;
@@ -104,18 +118,19 @@ typedef struct {
 } tfs_view_tensor;
 /* Appends the view tensor vt to m (its computed source first, when it has one). */
 int tfs_model_add_view_tensor(tfs_model *m, const tfs_view_tensor *vt, tfs_error *err);
-/* Gives m its GGUF view (owned from then on: freed with m), or the reason it has none
- * (copied; view NULL). */
-void tfs_model_set_gguf_view(tfs_model *m, tfs_model *view, const char *why);
-/* Gives m its Hugging Face repo (views/hf_export.c: owned from then on, freed with m by
- * free_fn, first), or the reason it has none (copied; repo NULL). */
-void tfs_model_set_hf_repo(tfs_model *m, void *repo, void (*free_fn)(void *), const char *why);
-void *tfs_model_hf_repo(const tfs_model *m);
-const char *tfs_model_hf_repo_why(const tfs_model *m);
-/* Gives m its projector (owned from then on), or the reason it has none (copied). */
-void tfs_model_set_mmproj(tfs_model *m, tfs_model *mmproj, const char *why);
-/* m's GGUF view, no longer m's (the caller owns it), or NULL. */
-tfs_model *tfs_model_take_gguf_view(tfs_model *m);
+/* Attaches obj of kind to m, in place of what of kind m had (freed), or, with obj NULL, the
+ * reason there is none (copied; NULL: nothing).  An attachment of a new kind goes after the
+ * others (index.json lists them in that order; tfs_model_free frees them in the reverse
+ * order, before anything of m's: they may read through m's sources).  TFS_E_NOMEM when
+ * out of memory: obj is freed by its kind, what m had of kind is gone all the same. */
+int tfs_model_attach(tfs_model *m, const tfs_attach_kind *kind, void *obj, const char *why,
+		     tfs_error *err);
+/* What of kind is attached to m, or NULL; then _why says why there is none (NULL: none was
+ * asked for). */
+void *tfs_model_attached(const tfs_model *m, const tfs_attach_kind *kind);
+const char *tfs_model_attached_why(const tfs_model *m, const tfs_attach_kind *kind);
+/* What of kind is attached to m, no longer m's (the caller owns it), or NULL. */
+void *tfs_model_detach(tfs_model *m, const tfs_attach_kind *kind);
 /* The output's final path: o->output or the source; a symlink is followed, so the link
  * keeps pointing at the (replaced) file.  Allocated. */
 char *tfs_output_path(const tfs_model *m, const tfs_write_opts *o);

@@ -365,6 +365,42 @@ static char *opened_under(const tfs_model *m, const char *source)
 	return dir;
 }
 
+/* ==== what the row attaches to the repo's model (model_impl.h: tfs_attach_kind) ==== */
+
+static void model_free(void *m) { tfs_model_free(m); }
+static void model_quiesce(void *m) { tfs_model_quiesce(m); }
+
+/* its GGUF view, index.json's "gguf_view" (model.gguf) */
+const tfs_attach_kind tfs_gguf_view_attach = {
+	.name = "the GGUF view", .free = model_free, .quiesce = model_quiesce,
+	.index_member = "gguf_view",
+};
+/* a multimodal repo's projector, index.json's "mmproj" (mmproj.gguf) */
+const tfs_attach_kind tfs_mmproj_attach = {
+	.name = "the projector", .free = model_free, .quiesce = model_quiesce,
+	.index_member = "mmproj", .index_file = "mmproj.gguf",
+};
+
+tfs_model *tfs_model_gguf_view(const tfs_model *m)
+{
+	return tfs_model_attached(m, &tfs_gguf_view_attach);
+}
+
+const char *tfs_model_gguf_view_why(const tfs_model *m)
+{
+	return tfs_model_attached_why(m, &tfs_gguf_view_attach);
+}
+
+tfs_model *tfs_model_mmproj(const tfs_model *m)
+{
+	return tfs_model_attached(m, &tfs_mmproj_attach);
+}
+
+const char *tfs_model_mmproj_why(const tfs_model *m)
+{
+	return tfs_model_attached_why(m, &tfs_mmproj_attach);
+}
+
 /*
  * When m is a Hugging Face repo (a safetensors model opened from a directory holding a
  * config.json, or from a remote directory its scheme's row calls a repo), builds its GGUF
@@ -391,10 +427,8 @@ static int attach_at(tfs_model *m, const char *source, const tfs_scheme *s,
 		int there = cfg ? tfs_remote_exists(cfg, o, &why)
 				: tfs_error_set(&why, TFS_E_NOMEM, "out of memory");
 		free(cfg);
-		if (there < 0) {
-			tfs_model_set_gguf_view(m, NULL, why.msg);
-			return 0;
-		}
+		if (there < 0)
+			return tfs_model_attach(m, &tfs_gguf_view_attach, NULL, why.msg, err);
 		repo = there == 1;
 	}
 	if (!repo) {
@@ -408,16 +442,17 @@ static int attach_at(tfs_model *m, const char *source, const tfs_scheme *s,
 		return 0;
 	}
 	tfs_model *view = NULL;
-	if (make_view(&view, m, source, o, tfs_hf_plan_open, &why))
-		tfs_model_set_gguf_view(m, NULL, why.msg);
-	else
-		tfs_model_set_gguf_view(m, view, NULL);
+	int rc = make_view(&view, m, source, o, tfs_hf_plan_open, &why);
+	if ((rc = tfs_model_attach(m, &tfs_gguf_view_attach, rc ? NULL : view,
+				   rc ? why.msg : NULL, err)))
+		return rc;
 	/* the projector (mmproj.gguf) of a multimodal repo, whatever became of the text model */
 	tfs_model *mm = NULL;
-	int rc = make_view(&mm, m, source, o, tfs_hf_mmproj_open, &why);
-	if (rc != TFS_PASSTHROUGH)
-		tfs_model_set_mmproj(m, mm, rc ? why.msg : NULL);
-	return 0;
+	rc = make_view(&mm, m, source, o, tfs_hf_mmproj_open, &why);
+	if (rc == TFS_PASSTHROUGH)
+		return 0;
+	return tfs_model_attach(m, &tfs_mmproj_attach, rc ? NULL : mm, rc ? why.msg : NULL,
+				err);
 }
 
 static int view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
@@ -432,16 +467,17 @@ static int view_attach(tfs_model *m, const char *source, const tfs_open_opts *o,
 
 void tfs_model_drop_gguf_view(tfs_model *m, const char *why)
 {
-	tfs_model_set_gguf_view(m, NULL, why);
+	tfs_error err; /* (out of memory: dropped all the same, without the reason) */
+	tfs_model_attach(m, &tfs_gguf_view_attach, NULL, why, &err);
 	if (tfs_model_mmproj(m))
-		tfs_model_set_mmproj(m, NULL, why);
+		tfs_model_attach(m, &tfs_mmproj_attach, NULL, why, &err);
 }
 
 /* m's GGUF view as the model (it owns m from then on), or, when it has none, the reason
  * as an error (m freed). */
 static int view_take(tfs_model **out, tfs_model *m, tfs_error *err)
 {
-	tfs_model *view = tfs_model_take_gguf_view(m);
+	tfs_model *view = tfs_model_detach(m, &tfs_gguf_view_attach);
 	if (!view) {
 		const char *why = tfs_model_gguf_view_why(m);
 		int rc = tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: its GGUF view cannot be made: "

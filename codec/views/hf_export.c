@@ -138,6 +138,9 @@ static int parse_dtype(int *out, const char *v, tfs_error *err)
 
 /* ==== the view's row (registry.c) ==== */
 
+/* what the row attaches to the model: the repo (index.json does not list it: hf/ does) */
+const tfs_attach_kind tfs_hf_repo_attach = { .name = "the hf/ view", .free = repo_detach };
+
 int tfs_hf_repo_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
 			  tfs_error *err)
 {
@@ -153,12 +156,12 @@ int tfs_hf_repo_view_open(tfs_model **m, const char *source, const tfs_open_opts
 	r->refs = 1;
 	tfs_error why;
 	if ((rc = tfs_hf_export_open(&r->x, *m, dtype, &why)) || (rc = build(r, *m, &why))) {
-		tfs_model_set_hf_repo(*m, NULL, NULL, why.msg);
 		repo_detach(r);
-		return rc == TFS_E_NOMEM ? tfs_error_set(err, rc, "%s", why.msg) : 0;
+		if (rc == TFS_E_NOMEM)
+			return tfs_error_set(err, rc, "%s", why.msg);
+		return tfs_model_attach(*m, &tfs_hf_repo_attach, NULL, why.msg, err);
 	}
-	tfs_model_set_hf_repo(*m, r, repo_detach, NULL);
-	return 0;
+	return tfs_model_attach(*m, &tfs_hf_repo_attach, r, NULL, err);
 }
 
 /* hf_dtype=: bf16, f16 or f32 (the row's check: a usage error before anything opens) */
@@ -185,7 +188,7 @@ bool tfs_hf_repo_applies(const char *source)
 
 static const hf_repo *repo_of(const tfs_model *m)
 {
-	return tfs_model_hf_repo(m);
+	return tfs_model_attached(m, &tfs_hf_repo_attach);
 }
 
 const tfs_model *tfs_hf_repo_model(const tfs_model *m)
@@ -194,7 +197,10 @@ const tfs_model *tfs_hf_repo_model(const tfs_model *m)
 	return r ? r->st : NULL;
 }
 
-const char *tfs_hf_repo_why(const tfs_model *m) { return tfs_model_hf_repo_why(m); }
+const char *tfs_hf_repo_why(const tfs_model *m)
+{
+	return tfs_model_attached_why(m, &tfs_hf_repo_attach);
+}
 
 const char *tfs_hf_repo_tok_why(const tfs_model *m)
 {

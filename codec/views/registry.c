@@ -5,23 +5,31 @@
  */
 #include "registry.h"
 #include "view.h"
+#include "model_impl.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+static const tfs_attach_kind *const gguf_attaches[] = {
+	&tfs_gguf_view_attach, &tfs_mmproj_attach, NULL,
+};
+static const tfs_attach_kind *const hf_repo_attaches[] = { &tfs_hf_repo_attach, NULL };
+
 const tfs_view_kind tfs_view_table[] = {
 	/* a Hugging Face repo's GGUF view: views/hf.c (-o outtype=; rw,output=X.gguf) */
 	{ .name = "gguf", .what = "the GGUF view", .opts = tfs_hf_view_opts,
-	  .open = tfs_hf_view_open, .applies = tfs_hf_is_repo, .under_later = true },
+	  .open = tfs_hf_view_open, .applies = tfs_hf_is_repo, .under_later = true,
+	  .attaches = gguf_attaches },
 	/* the model quantized as llama-quantize writes it: views/quantize.c (-o quantize=) */
 	{ .name = "quantize", .what = "the quantized view", .opts = tfs_quant_view_opts,
 	  .open = tfs_quant_view_open },
 	/* whatever GGUF model the rows before made, as a Hugging Face repo: views/hf_export.c
 	 * (hf/; -o hf_dtype=) */
 	{ .name = "hf_repo", .what = "the hf/ view", .opts = tfs_hf_repo_view_opts,
-	  .open = tfs_hf_repo_view_open, .applies = tfs_hf_repo_applies },
+	  .open = tfs_hf_repo_view_open, .applies = tfs_hf_repo_applies,
+	  .attaches = hf_repo_attaches },
 };
 
 const size_t tfs_n_views = sizeof(tfs_view_table) / sizeof(tfs_view_table[0]);

@@ -3,7 +3,9 @@
  *
  * A view is a row of tfs_view_table: its name, the options it takes (the -o options of the
  * option table fs/cli/optable.c that are a view's, and the one output= decides), how it opens
- * on top of the model opened so far, and its journal record: which of its options decide the
+ * on top of the model opened so far and what it attaches to it (kinds of the model's generic
+ * attachments, model_impl.h: how each is freed, stopped and listed in index.json), and its
+ * journal record: which of its options decide the
  * model a staging journal's changes apply to, as journal/view_record.c writes them into
  * journal.json's "view" and checks them when the journal is opened again.  tfs_view_open
  * (open.c) walks the table in order: each view opens on what the rows before it made.
@@ -75,6 +77,10 @@ typedef struct {
 	/* the views after it are built on what it makes: its recorded options decide their
 	 * model too (a repo's GGUF view under the quantized view) */
 	bool under_later;
+	/* what open attaches to the model (model_impl.h: each a kind, which says how it is
+	 * freed and stopped and whether index.json lists it), NULL-terminated; NULL: nothing
+	 * (a view that replaces the model) */
+	const struct tfs_attach_kind *const *attaches;
 } tfs_view_kind;
 
 extern const tfs_view_kind tfs_view_table[];
@@ -115,10 +121,14 @@ unsigned tfs_view_opt_number(const tfs_open_opts *o, const char *name);
 
 /* The rows of hf.c and quantize.c. */
 extern const tfs_view_opt tfs_hf_view_opts[];
+/* hf.c: what its row attaches (a repo's GGUF view, index.json's "gguf_view"; its projector,
+ * "mmproj") */
+extern const struct tfs_attach_kind tfs_gguf_view_attach, tfs_mmproj_attach;
 int tfs_hf_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
 		     tfs_error *err);
 /* views/hf_export.c: a GGUF model as a Hugging Face repo (hf/) */
 extern const tfs_view_opt tfs_hf_repo_view_opts[];
+extern const struct tfs_attach_kind tfs_hf_repo_attach;
 int tfs_hf_repo_view_open(tfs_model **m, const char *source, const tfs_open_opts *o,
 			  tfs_error *err);
 bool tfs_hf_repo_applies(const char *source);

@@ -7,10 +7,14 @@
  *   - a Hugging Face repo (config.json + safetensors, a directory or hf://ORG/REPO) carries
  *     its GGUF view, as llama.cpp's convert_hf_to_gguf.py writes it (hf.c):
  *     tfs_model_gguf_view(m); when it cannot be made, tfs_model_gguf_view_why(m) says why
- *     and the model opens all the same;
+ *     and the model opens all the same; a multimodal repo its projector too,
+ *     tfs_model_mmproj(m);
+ *   - a GGUF model carries its Hugging Face form, hf/ (hf_export.c): tfs_hf_repo_model(m);
  *   - -o quantize=TYPE: the model opened IS the quantized view (quantize.h).
  * The views are the rows of one table (registry.h, registry.c): their options, how each
- * opens on the model, and what a staging journal records of them.
+ * opens on the model, what it attaches to it, and what a staging journal records of them.
+ * What a view attaches the model keeps without naming it (model_impl.h: tfs_model_attach,
+ * by the view's kinds); the functions below read it.
  */
 #ifndef TFS_VIEW_H
 #define TFS_VIEW_H
@@ -49,6 +53,16 @@ int tfs_view_option_check(const char *name, const char *value, tfs_error *err);
 /* Whether source is a Hugging Face repo: hf://ORG/REPO[@REV] (no path in it), or a directory
  * holding a config.json (views/hf.c).  Its GGUF view is attached when tfs_view_open opens it. */
 bool tfs_hf_is_repo(const char *source);
+
+/* hf.c: the GGUF a Hugging Face repo's model shows as too (model.gguf, as llama.cpp's
+ * converter writes it), owned by m, or NULL; then _why says why there is none (NULL: none
+ * was asked for: no repo). */
+tfs_model *tfs_model_gguf_view(const tfs_model *m);
+const char *tfs_model_gguf_view_why(const tfs_model *m);
+/* The projector a multimodal repo shows as mmproj.gguf (the converter's --mmproj), owned by
+ * m, or NULL; then _why says why there is none (NULL: the repo has none to show). */
+tfs_model *tfs_model_mmproj(const tfs_model *m);
+const char *tfs_model_mmproj_why(const tfs_model *m);
 
 /* Drops m's GGUF view and its projector (images of them being read keep what they read),
  * saying why. */

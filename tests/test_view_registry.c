@@ -4,15 +4,24 @@
  * models, marked as a view's there, and every option marked so is a registered view's; the
  * rows themselves are whole (a name, an open function, options with distinct fields and
  * names); and the one path of their values, by name: -o into tfsd_opts' list, then each into
- * tfs_open_opts by tfs_open_opts_set_view, unchanged ("auto" stays "auto").  (An unknown
- * view in a staging journal: test_journal_view.c.)
+ * tfs_open_opts by tfs_open_opts_set_view, unchanged ("auto" stays "auto").  And a new view
+ * made of its file and its row alone (adding_a_view_needs_only_its_file_and_row): what it
+ * attaches, the model keeps, stops, frees and lists in index.json by its kind, naming it
+ * nowhere.  (An unknown view in a staging journal: test_journal_view.c.)
  */
 #include <criterion/criterion.h>
 
+#include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "registry.h"
+#include "model_impl.h"
+#include "format.h"
+#include "open.h"
+#include "image.h"
+#include "index.h"
 
 static const tfsd_option *fs_option(const char *name)
 {
@@ -85,6 +94,141 @@ Test(view_registry, rows_are_whole)
 	/* every view's and scheme's option fits in tfs_open_opts' names at once (the schemes':
 	 * a few; s3:// has 2) */
 	cr_assert_lt(n_named + 8, TFS_NAMED_OPTS_MAX);
+	/* what the rows attach: whole kinds, each one row's, listed under distinct members */
+	size_t n_kinds = 0;
+	for (size_t i = 0; i < tfs_n_views; i++)
+		for (const tfs_attach_kind *const *k = tfs_view_table[i].attaches; k && *k; k++) {
+			cr_assert((*k)->name && (*k)->free, "row %s: a kind without a name or free",
+				  tfs_view_table[i].name);
+			for (size_t j = 0; j <= i; j++)
+				for (const tfs_attach_kind *const *l = tfs_view_table[j].attaches;
+				     l && *l && l != k; l++)
+					cr_assert((*l != *k) && (!(*k)->index_member ||
+						  !(*l)->index_member ||
+						  strcmp((*k)->index_member, (*l)->index_member)),
+						  "%s and %s", (*k)->name, (*l)->name);
+			n_kinds++;
+		}
+	cr_assert_geq(n_kinds, 3); /* the GGUF view, the projector, hf/ */
+}
+
+/* ==== a new view: its file (below, to the row) and its row, nothing else ====
+ * -o card: the model's "card", a GGUF model of its general.architecture key alone, attached
+ * to the model (index.json: "card", as card.gguf). */
+
+static unsigned card_frees, card_quiesces;
+static void card_free(void *v) { card_frees++; tfs_model_free(v); }
+static void card_quiesce(void *v) { card_quiesces++; tfs_model_quiesce(v); }
+
+static const tfs_attach_kind card_attach = {
+	.name = "the card", .free = card_free, .quiesce = card_quiesce,
+	.index_member = "card", .index_file = "card.gguf",
+};
+
+static int card_open(tfs_model **m, const char *source, const tfs_open_opts *o,
+		     tfs_error *err)
+{
+	(void)source;
+	if (!tfs_view_opt_on(o, "card"))
+		return 0;
+	long k = tfs_model_find_kv(*m, "general.architecture");
+	if (k < 0)
+		return tfs_model_attach(*m, &card_attach, NULL, "no general.architecture", err);
+	tfs_model *c;
+	int rc = tfs_model_new(&c, &tfs_gguf_format, tfs_model_path(*m), err);
+	if (rc)
+		return rc;
+	c->gguf_version = 3;
+	c->changed = true;
+	const tfs_kv *kv = &(*m)->kv[k];   /* (its payload borrowed: the card goes first) */
+	if ((rc = tfs_model_push_kv(c, kv->name, strlen(kv->name), kv->type, kv->data, kv->len,
+				    err))) {
+		tfs_model_free(c);
+		return rc;
+	}
+	return tfs_model_attach(*m, &card_attach, c, NULL, err);
+}
+
+static const tfs_view_opt card_opts[] = {
+	{ .name = "card", .kind = TFS_VOPT_STRING, .option = true, .none = "0" },
+	{ 0 },
+};
+
+static const tfs_attach_kind *const card_attaches[] = { &card_attach, NULL };
+
+/* its row (in registry.c's table it would be; here alone) */
+static const tfs_view_kind card_row = {
+	.name = "card", .what = "the card", .opts = card_opts, .open = card_open,
+	.attaches = card_attaches,
+};
+
+/* index.json of m, parsed */
+static json_t *index_of(const tfs_model *m)
+{
+	tfs_buf b = { 0 };
+	tfs_error err;
+	cr_assert_eq(tfs_model_index_json(&b, m, &err), 0, "%s", err.msg);
+	json_error_t je;
+	json_t *j = json_loadb(b.data, b.len, 0, &je);
+	cr_assert_not_null(j, "%s", je.text);
+	tfs_buf_free(&b);
+	return j;
+}
+
+Test(view_registry, adding_a_view_needs_only_its_file_and_row)
+{
+	const char *src = TFS_TESTDATA "/gguf/mixed_flat.gguf";
+	tfs_open_opts o = { 0 };
+	tfs_error err;
+	tfs_model *m = NULL;
+	cr_assert_eq(tfs_model_open(&m, src, &o, &err), 0, "%s", err.msg);
+	/* not asked for: nothing attached, index.json without it */
+	cr_assert_eq(card_row.open(&m, src, &o, &err), 0, "%s", err.msg);
+	cr_assert_null(tfs_model_attached(m, &card_attach));
+	json_t *j = index_of(m);
+	cr_assert_null(json_object_get(j, "card"));
+	json_decref(j);
+
+	/* asked for, as tfs_view_open opens a row: attached, listed, stopped with the model */
+	cr_assert_eq(tfs_open_opt_set(&o, "card", "1"), 0);
+	cr_assert_eq(card_row.open(&m, src, &o, &err), 0, "%s", err.msg);
+	const tfs_model *c = tfs_model_attached(m, &card_attach);
+	cr_assert_not_null(c);
+	cr_assert_null(tfs_model_attached_why(m, &card_attach));
+	uint64_t size;
+	cr_assert_eq(tfs_model_image_size(&size, c, &err), 0, "%s", err.msg);
+	j = index_of(m);
+	json_t *e = json_object_get(j, "card");
+	cr_assert_not_null(e, "index.json does not list the card");
+	cr_assert_str_eq(json_string_value(json_object_get(e, "name")), "card.gguf");
+	cr_assert_eq(json_integer_value(json_object_get(e, "size")), (json_int_t)size);
+	cr_assert_eq(json_integer_value(json_object_get(e, "keys")), 1);
+	cr_assert_eq(json_integer_value(json_object_get(e, "tensors")), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(e, "architecture")), "oracle-test");
+	json_decref(j);
+	card_quiesces = 0;
+	tfs_model_quiesce(m);
+	cr_assert_eq(card_quiesces, 1);
+
+	/* opened again: the new card replaces the old one (freed) */
+	card_frees = 0;
+	cr_assert_eq(card_row.open(&m, src, &o, &err), 0, "%s", err.msg);
+	cr_assert_eq(card_frees, 1);
+	cr_assert_not_null(tfs_model_attached(m, &card_attach));
+
+	/* one that cannot be made: the reason, listed as such */
+	cr_assert_eq(tfs_model_attach(m, &card_attach, NULL, "no card today", &err), 0);
+	cr_assert_eq(card_frees, 2);
+	cr_assert_str_eq(tfs_model_attached_why(m, &card_attach), "no card today");
+	j = index_of(m);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "card"),
+							   "unavailable")), "no card today");
+	json_decref(j);
+
+	/* freed with the model (first: its key's payload is the model's) */
+	cr_assert_eq(card_row.open(&m, src, &o, &err), 0, "%s", err.msg);
+	tfs_model_free(m);
+	cr_assert_eq(card_frees, 3);
 }
 
 /* Every view option of the option table goes to codec by name (tfs_open_opts_set_view), and

@@ -314,6 +314,8 @@ static int check_nvfp4(const tfs_hf_deq *d, const tfs_tensor *w, const tfs_tenso
  * whose config groups all are. */
 static bool ct_nvfp4(const char *format, json_t *groups)
 {
+	if (!format)
+		return false;
 	if (!strcmp(format, "nvfp4-pack-quantized"))
 		return true;
 	if (strcmp(format, "mixed-precision") || !json_object_size(groups))
@@ -392,7 +394,7 @@ static int mark_compressed(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 	if (!format || !json_is_object(groups) || !json_object_size(groups))
 		return refuse(d, "no format or config_groups", err);
 	if (ct_nvfp4(format, groups))
-		return mark_nvfp4(d, true, err);
+		return 0;   /* NVFP4: tfs_hf_deq_open marked its weights (mark_nvfp4) */
 	if (json_object_size(groups) > 1)
 		return refuse(d, "several config groups (the converter reads one)", err);
 	json_t *w = json_object_get(json_object_iter_value(json_object_iter(groups)), "weights");
@@ -423,32 +425,14 @@ static int mark_compressed(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 }
 
 
-/* Whether ModelOpt's config asks NVFP4 (prepare_tensors' _is_nvfp4: quant_algo NVFP4 or
- * W4A16_NVFP4, or a quantized_layers entry whose quant_algo ends in NVFP4). */
-static bool modelopt_nvfp4(json_t *qc)
-{
-	const char *algo = json_string_value(json_object_get(qc, "quant_algo"));
-	if (algo && (!strcmp(algo, "NVFP4") || !strcmp(algo, "W4A16_NVFP4")))
-		return true;
-	const char *k;
-	json_t *v;
-	json_object_foreach(json_object_get(qc, "quantized_layers"), k, v) {
-		const char *a = json_string_value(json_object_get(v, "quant_algo"));
-		if (a && ends_with(a, "NVFP4"))
-			return true;
-	}
-	return false;
-}
-
 /* quant_method "modelopt" (NVIDIA's ModelOpt FP8 releases): X.weight_scale (one value, or
  * per channel) scales X (dequant_simple, no blocks), FP8 weights are --fp8-as-q8's; a scale
- * without its weight, input, k and v scales dropped.  NVFP4 (quant_algo NVFP4): its weights
- * first (mark_nvfp4), then the FP8 ones of a mixed repo, if any scale is left. */
+ * without its weight, input, k and v scales dropped (NVFP4's weights and scales are marked
+ * before: those of a mixed repo's FP8 weights are left). */
 static int mark_modelopt(tfs_hf_deq *d, json_t *qc, tfs_error *err)
 {
-	int rc = modelopt_nvfp4(qc) ? mark_nvfp4(d, false, err) : 0;
-	if (rc || (d->nvfp4 && !scales_left(d)))
-		return rc;
+	(void)qc;
+	int rc = 0;
 	for (size_t i = 0; !rc && i < d->n; i++) {
 		const tfs_tensor *t = tfs_model_tensor(d->st, i);
 		if (t->deleted || d->role[i] == ROLE_DROP)
@@ -535,28 +519,96 @@ static int build(tfs_hf_deq *d, tfs_error *err)
 	return rc;
 }
 
-int tfs_hf_deq_open(tfs_hf_deq **out, const tfs_model *st, json_t *config, const char *where,
-		    tfs_error *err)
+/* What prepare_tensors reads of quantization_config, completed by hf_quant_config.json
+ * (ModelOpt's) when it has no quant_algo or no quantized_layers. */
+typedef struct {
+	const char *method;     /* hparams' quant_method (the producer's name where none) */
+	bool nvfp4, ct;         /* _is_nvfp4; compressed-tensors' (nvfp4_compressed_tensors) */
+	json_t *hf;             /* hf_quant_config.json (owned), or NULL */
+	char producer[64];
+} prepared;
+
+/* A non-empty JSON object or array (Python's truth of a dict or list). */
+static bool nonempty(json_t *v)
+{
+	return (json_is_object(v) && json_object_size(v)) || (json_is_array(v) && json_array_size(v));
+}
+
+static int prepare(prepared *q, json_t *qc, const tfs_hf_files *files, const char *where,
+		   tfs_error *err)
+{
+	const char *algo = json_string_value(json_object_get(qc, "quant_algo"));
+	const char *method = json_string_value(json_object_get(qc, "quant_method"));
+	const char *format = json_string_value(json_object_get(qc, "format"));
+	json_t *groups = json_object_get(qc, "config_groups");
+	json_t *layers = json_object_get(qc, "quantized_layers"), *v;
+	uint8_t *text = NULL;
+	uint64_t len = 0;
+	q->method = method;
+	int rc = (!algo || !*algo || !nonempty(layers)) && files
+		 ? tfs_hf_read_optional(files, "hf_quant_config.json", &text, &len, err) : 0;
+	if (!rc && text) {
+		json_error_t je;
+		q->hf = json_loadb((const char *)text, (size_t)len, 0, &je);
+		free(text);
+		if (!json_is_object(q->hf))
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: hf_quant_config.json: not a JSON "
+					     "object", where);
+		json_t *c = json_object_get(q->hf, "quantization");
+		const char *pn = json_string_value(json_object_get(json_object_get(q->hf,
+										"producer"), "name"));
+		size_t k = 0;
+		for (; pn && pn[k] && k + 1 < sizeof q->producer; k++)
+			q->producer[k] = (char)(pn[k] >= 'A' && pn[k] <= 'Z' ? pn[k] + 32 : pn[k]);
+		q->producer[k] = 0;
+		if (!method)
+			q->method = method = q->producer;
+		if ((v = json_object_get(c, "quant_algo")))
+			algo = json_string_value(v);
+		if ((v = json_object_get(c, "quant_method")))
+			method = json_string_value(v);
+		if ((v = json_object_get(c, "format")))
+			format = json_string_value(v);
+		if ((v = json_object_get(c, "config_groups")))
+			groups = v;
+		if ((v = json_object_get(c, "quantized_layers")))
+			layers = v;
+	}
+	q->ct = method && !strcmp(method, "compressed-tensors") && ct_nvfp4(format, groups);
+	q->nvfp4 = q->ct || (algo && (!strcmp(algo, "NVFP4") || !strcmp(algo, "W4A16_NVFP4")));
+	const char *k;
+	json_object_foreach(layers, k, v) {
+		const char *a = json_string_value(json_object_get(v, "quant_algo"));
+		q->nvfp4 |= a && ends_with(a, "NVFP4");
+	}
+	return rc;
+}
+
+int tfs_hf_deq_open(tfs_hf_deq **out, const tfs_model *st, json_t *config,
+		    const tfs_hf_files *files, const char *where, tfs_error *err)
 {
 	*out = NULL;
 	json_t *qc = json_object_get(config, "quantization_config");
-	const char *name = json_string_value(json_object_get(qc, "quant_method"));
-	if (!json_is_object(qc) || !name)
-		return 0;   /* the converter reads quantization_config only as such */
+	if (!json_is_object(qc))
+		qc = NULL;
+	prepared pq = { 0 };
+	int rc = prepare(&pq, qc, files, where, err);
+	const char *name = pq.method;
 	const quant_method *q = NULL;
-	for (size_t k = 0; k < sizeof methods / sizeof methods[0]; k++)
+	for (size_t k = 0; name && k < sizeof methods / sizeof methods[0]; k++)
 		if (strcmp(methods[k].name, name) == 0)
 			q = &methods[k];
-	if (!q)
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: quant method %s (tensor '%s') is "
-				     "not one the converter reads", where, name,
-				     first_quantized(st));
-	if (!q->mark)
-		return 0;
+	if (!rc && name && !q && !pq.nvfp4)
+		rc = tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: quant method %s (tensor '%s') is "
+				   "not one the converter reads", where, name, first_quantized(st));
+	json_decref(pq.hf);
+	if (rc || (!pq.nvfp4 && (!q || !q->mark)))
+		return rc;   /* none, or a method a class reads itself (GPT-OSS's mxfp4) */
 	tfs_hf_deq *d = calloc(1, sizeof *d);
 	size_t n = tfs_model_n_tensors(st);
 	if (d) {
-		*d = (tfs_hf_deq){ .st = st, .n = n, .method = q->name, .where = where };
+		*d = (tfs_hf_deq){ .st = st, .n = n, .method = q ? q->name : "(none)",
+				   .where = where };
 		d->role = calloc(n ? n : 1, 1);
 		d->fp8 = calloc(n ? n : 1, sizeof *d->fp8);
 		d->w = calloc(n ? n : 1, sizeof *d->w);
@@ -566,9 +618,14 @@ int tfs_hf_deq_open(tfs_hf_deq **out, const tfs_model *st, json_t *config, const
 		for (size_t i = 0; d->nv && i < n; i++)
 			d->nv[i] = (tfs_hf_nvfp4_src){ -1, -1, -1, false };
 	}
-	int rc = !d || !d->role || !d->fp8 || !d->w || !d->pk || !d->rename || !d->nv
-		 ? tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory")
-		 : q->mark(d, qc, err);
+	rc = !d || !d->role || !d->fp8 || !d->w || !d->pk || !d->rename || !d->nv
+	     ? tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory") : 0;
+	if (!rc && pq.nvfp4)   /* prepare_tensors: _generate_nvfp4_tensors first */
+		rc = mark_nvfp4(d, pq.ct, err);
+	/* dequant_model: nothing left to do after NVFP4 unless a weight scale is left */
+	if (!rc && (!pq.nvfp4 || scales_left(d)))
+		rc = !q ? (name ? refuse(d, "not one the converter reads", err) : 0)
+			: q->mark ? q->mark(d, qc, err) : 0;
 	if (!rc)
 		rc = build(d, err);
 	if (d)

@@ -19,18 +19,21 @@
 
 #include <jansson.h>
 
+#include "hf_keys.h"
 #include "model.h"
 
 typedef struct tfs_hf_deq tfs_hf_deq;
 
 /*
- * The dequantized model of st for config (config.json's root; where names it), or *out NULL
+ * The dequantized model of st for config (config.json's root; where names it; files: the
+ * repo's, for ModelOpt's hf_quant_config.json, which prepare_tensors reads where
+ * quantization_config has no quant_algo or quantized_layers; may be NULL), or *out NULL
  * when the converter dequantizes nothing (no quantization_config, or a method a class reads
  * itself: GPT-OSS's mxfp4).  st is borrowed and must outlive *out.  An error (one line
  * naming the method and the tensor) for what the converter refuses or cannot read.
  */
-int tfs_hf_deq_open(tfs_hf_deq **out, const tfs_model *st, json_t *config, const char *where,
-		    tfs_error *err);
+int tfs_hf_deq_open(tfs_hf_deq **out, const tfs_model *st, json_t *config,
+		    const tfs_hf_files *files, const char *where, tfs_error *err);
 void tfs_hf_deq_free(tfs_hf_deq *d);
 
 /* The model the plan reads: tensor i is st's tensor i, dequantized (or deleted). */

@@ -701,7 +701,7 @@ int tfs_hf_plan_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_mod
 		p->arch = h.arch->gguf;
 		p->ftype = tfs_hf_outtype_ftype(o->outtype);
 		p->fp8_as_q8 = o->fp8_as_q8;
-		rc = tfs_hf_deq_open(&p->deq, st, h.file, h.where, err);
+		rc = tfs_hf_deq_open(&p->deq, st, h.file, files, h.where, err);
 		if (p->deq)
 			p->st = tfs_hf_deq_model(p->deq);
 		if (!rc && !(rc = tfs_hf_hook_prepare(&h, p->st, err)))

@@ -30,6 +30,9 @@ with their quantization_config.
   16 values, F32 weight_scale_2 and input_scale (not 1: the converter writes them). The
   converter repacks them to ggml's NVFP4 (its file checked: type 40, ~10% of max|w| from
   the unquantized weights).
+- llama-modelopt-nvfp4: ModelOpt NVFP4 as its earlier exports (nvidia/Llama-3.3-70B-
+  Instruct-FP4) store it in a Llama: no quantization_config in config.json, the method in
+  hf_quant_config.json (its producer's name, quant_algo NVFP4), which the converter reads.
 - llama-ct-nvfp4: compressed-tensors nvfp4-pack-quantized (RedHatAI's *-NVFP4 releases) in
   a Llama class (LlamaModel permutes the q/k rows of NVFP4 weights and their block
   scales): weight_packed (U8), an F8_E4M3 weight_scale per 16 values, F32
@@ -175,6 +178,14 @@ VARIANTS = {
                             "type": "float"}}},
             "ignore": ["lm_head"], "producer": {"name": "modelopt", "version": "0.29.0"},
             "quant_algo": "NVFP4", "quant_method": "modelopt"})),
+    # ModelOpt NVFP4 described by hf_quant_config.json alone (nvidia/Llama-3.3-70B-Instruct-FP4)
+    "llama-modelopt-nvfp4": (make_model, dict(
+        arch="LlamaForCausalLM", dtype="BF16", shards=1, tied=False, tokens=True,
+        name_or_path="nvidia/Llama-3.3-70B-Instruct-FP4"),
+        dict(nvfp4=True, config=None, hf_quant_config={
+            "producer": {"name": "modelopt", "version": "0.23.0"},
+            "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": None,
+                             "group_size": 16, "exclude_modules": ["lm_head"]}})),
     # compressed-tensors NVFP4 (RedHatAI/Llama-3.1-8B-Instruct-NVFP4's quantization_config):
     # weight_packed, weight_scale (F8_E4M3), weight_global_scale and input_global_scale
     "llama-ct-nvfp4": (make_model, dict(
@@ -448,11 +459,15 @@ def quantize_repo(d, q):
                 (name + ("_scale" if q.get("channel") else "_scale_inv"), q["scale"], sshape,
                  sdata)]
     rewrite_repo(d, quantize, q["config"])
+    if q.get("hf_quant_config"):
+        with open(os.path.join(d, "hf_quant_config.json"), "w") as f:
+            json.dump(q["hf_quant_config"], f, indent=4)
 
 
 def rewrite_repo(d, tensor, config):
     """Each shard's tensors replaced by tensor(name, dtype, shape, bytes)'s list of them,
-    index.json's weight_map made again, config.json's quantization_config set."""
+    index.json's weight_map made again, config.json's quantization_config set (config not
+    None)."""
     wmap = {}
     for fn in sorted(f for f in os.listdir(d) if f.endswith(".safetensors")):
         items = [x for t in read_safetensors(os.path.join(d, fn)) for x in tensor(*t)]
@@ -468,7 +483,8 @@ def rewrite_repo(d, tensor, config):
     cfg = os.path.join(d, "config.json")
     with open(cfg) as f:
         c = json.load(f)
-    c["quantization_config"] = config
+    if config is not None:
+        c["quantization_config"] = config
     with open(cfg, "w") as f:
         json.dump(c, f, indent=2)
 

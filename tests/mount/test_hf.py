@@ -309,7 +309,8 @@ class Remote(TestCase):
                                           "special_tokens_map.json", "added_tokens.json",
                                           "generation_config.json", "merges.txt",
                                           "model.safetensors.index.json", "chat_template.jinja",
-                                          "chat_template.json", "vocab.json"), q)
+                                          "chat_template.json", "vocab.json",
+                                          "hf_quant_config.json"), q)
                 fetched = {q.uri.rsplit("/", 1)[-1] for q in log if q.status in (200, 206)}
                 self.assertIn("config.json", fetched)
                 self.assertIn("tokenizer.model", fetched)

@@ -32,6 +32,7 @@ extern const tfs_hf_arch tfs_hf_arch_cohere2;                             /* hf_
 extern const tfs_hf_arch tfs_hf_arch_glm4;                                /* hf_glm4.c */
 extern const tfs_hf_arch tfs_hf_arch_ernie4_5;                            /* hf_ernie.c */
 extern const tfs_hf_arch tfs_hf_arch_apertus;                             /* hf_apertus.c */
+extern const tfs_hf_arch tfs_hf_arch_hunyuan_dense;                       /* hf_hunyuan.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -66,6 +67,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_glm4,
 	&tfs_hf_arch_ernie4_5,
 	&tfs_hf_arch_apertus,
+	&tfs_hf_arch_hunyuan_dense,
 	NULL,
 };
 

@@ -697,6 +697,46 @@ int tfs_hf_special_vocab_ids(tfs_hf_kvs *out, const tfs_hf_files *files,
 	return rc;
 }
 
+int tfs_hf_special_vocab_types(tfs_hf_kvs *out, const tfs_hf_files *files,
+			       const tfs_hf_tok *tok, const json_t *cfg, bool load_merges,
+			       const char *const *types, size_t n, tfs_error *err)
+{
+	special_vocab sv;
+	sv_init(&sv, types, n, -1);
+	int rc = sv_load(&sv, files, tok, cfg, load_merges, err);
+	if (!rc)
+		rc = sv_write(out, &sv, err);
+	sv_free(&sv);
+	return rc;
+}
+
+int tfs_hf_hunyuan_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *config,
+		       tfs_error *err)
+{
+	long long id;
+	int rc = 0;
+	const json_t *v = json_object_get(config, "eod_token_id");
+	if (v && !json_is_null(v)) {
+		if (!tfs_hf_py_int(v, &id) || id < 0 || id > UINT32_MAX)
+			return tfs_error_set(err, TFS_E_FORMAT, "config.json: eod_token_id is not a "
+					     "32-bit unsigned integer");
+		rc = tfs_hf_put_u32(out, "tokenizer.ggml.eos_token_id", (uint32_t)id, err);
+	}
+	json_t *gen = NULL;
+	if (!rc)
+		rc = tfs_hf_read_json(files, "generation_config.json", &gen, err);
+	const json_t *eos = json_object_get(gen, "eos_token_id");
+	if (!rc && json_is_array(eos) && json_array_size(eos) >= 2) {
+		if (!tfs_hf_py_int(json_array_get(eos, 0), &id) || id < 0 || id > UINT32_MAX)
+			rc = tfs_error_set(err, TFS_E_FORMAT, "generation_config.json: eos_token_id[0] "
+					   "is not a 32-bit unsigned integer");
+		else
+			rc = tfs_hf_put_u32(out, "tokenizer.ggml.eot_token_id", (uint32_t)id, err);
+	}
+	json_decref(gen);
+	return rc;
+}
+
 /* SpecialVocab(special_token_types=types) with ids[k] set for types[k] after loading, as
  * CodeLlama's (prefix, suffix, middle, eot: 32007..32010) and CodeGemma's are. */
 int tfs_hf_fixed_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,

@@ -20,6 +20,9 @@
  *            model; hf_vocab_xlmr.c): "t5", the pieces in fairseq's order, the charsmap.
  *   glm      _set_vocab_glm: gpt2, then GLM's bos, eot, unk and eom ids.
  *   glm4     Glm4Model.set_vocab: gpt2, then GLM-4-0414's eos, eot, unk and bos ids.
+ *   hunyuan  HunYuanModel.set_vocab (tokenizer.json; its tiktoken file is not read): gpt2
+ *            (SpecialVocab without pad when pad_token_id < 0), then eod_token_id as the eos
+ *            id, generation_config.json's first eos id as the eot id when it lists two.
  *   ernie    Ernie4_5Model.set_vocab: tokenizer.model only, then tokenizer_config.json's
  *            add_prefix_space (any value, as its truth) when it has the key.
  *   own      the row's own_vocab hook (Gemma 4's, hf_gemma4.c).
@@ -502,7 +505,7 @@ static int glm_ids(long long ids[4], const glm_special *g, const json_t *added, 
 
 static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
 		      const json_t *cfg, const json_t *config, const glm_special *glm,
-		      tfs_error *err)
+		      const char *const *types, size_t ntypes, tfs_error *err)
 {
 	long long gid[4];
 	const json_t *model = json_object_get(tok->root, "model");
@@ -533,8 +536,10 @@ static int vocab_gpt2(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 	if (!rc && !(rc = tfs_hf_put_str(out, "tokenizer.ggml.model", "gpt2", 4, err)) &&
 	    !(rc = tfs_hf_put_str(out, "tokenizer.ggml.pre", pre, strlen(pre), err)) &&
 	    !(rc = put_tokens(out, &t, false, err)))
-		rc = tfs_hf_special_vocab_ids(out, files, tok, cfg, true, -1,
-					      glm ? glm->type : NULL, gid, glm ? 4 : 0, err);
+		rc = types ? tfs_hf_special_vocab_types(out, files, tok, cfg, true, types, ntypes,
+							err)
+			   : tfs_hf_special_vocab_ids(out, files, tok, cfg, true, -1,
+						      glm ? glm->type : NULL, gid, glm ? 4 : 0, err);
 	toks_free(&t);
 	return rc;
 }
@@ -613,7 +618,7 @@ enum {
 	V_LLAMA = TFS_HF_VOCAB_LLAMA, V_SPM_GPT2 = TFS_HF_VOCAB_SPM_GPT2, V_GPT2 = TFS_HF_VOCAB_GPT2,
 	V_GEMMA2 = TFS_HF_VOCAB_GEMMA2, V_GEMMA3 = TFS_HF_VOCAB_GEMMA3, V_PHI3 = TFS_HF_VOCAB_PHI3,
 	V_GLM = TFS_HF_VOCAB_GLM, V_BERT = TFS_HF_VOCAB_BERT, V_XLMR = TFS_HF_VOCAB_XLMR,
-	V_GLM4 = TFS_HF_VOCAB_GLM4, V_ERNIE = TFS_HF_VOCAB_ERNIE,
+	V_GLM4 = TFS_HF_VOCAB_GLM4, V_ERNIE = TFS_HF_VOCAB_ERNIE, V_HUNYUAN = TFS_HF_VOCAB_HUNYUAN,
 };
 
 /* LlamaModel.set_vocab's tail: CodeLlama's infill ids, add_bos_token false for 49152. */
@@ -693,7 +698,24 @@ static int vocab_json(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_file
 				     "style BPE (byte_fallback) without tokenizer.model: the "
 				     "converter reads it with transformers (LlamaHfVocab), which "
 				     "tensorfs does not reproduce");
-	return vocab_gpt2(out, files, f->tok, f->cfg, config, glm, err);
+	return vocab_gpt2(out, files, f->tok, f->cfg, config, glm, NULL, 0, err);
+}
+
+/* HunYuanModel.set_vocab with a tokenizer.json. */
+static int vocab_hunyuan(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_files *f,
+			 const json_t *config, tfs_error *err)
+{
+	static const char *const no_pad[] = { "bos", "eos", "unk", "sep", "cls", "mask" };
+	long long pad = 0;
+	const json_t *v = json_object_get(config, "pad_token_id");
+	if (!f->tok)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "no tokenizer.json: HunYuan's tiktoken "
+				     "tokenizer (its converter's other path) is not supported");
+	if (v && !json_is_null(v) && !tfs_hf_py_int(v, &pad))
+		return tfs_error_set(err, TFS_E_FORMAT, "config.json: pad_token_id is not an integer");
+	int rc = vocab_gpt2(out, files, f->tok, f->cfg, config, NULL, pad < 0 ? no_pad : NULL, 6,
+			    err);
+	return rc ? rc : tfs_hf_hunyuan_ids(out, files, config, err);
 }
 
 static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_files *f,
@@ -707,6 +729,8 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 		return vocab_bert(out, files, f->tok, f->cfg, config, err);
 	if (kind == V_XLMR)
 		return tfs_hf_xlmr_vocab(out, files, f->tok, f->cfg, config, err);   /* its file */
+	if (kind == V_HUNYUAN)
+		return vocab_hunyuan(out, files, f, config, err);
 	if (llama) {   /* add_prefix_space first; tekken.json alone: the Mistral format */
 		const json_t *aps = json_object_get(f->cfg, "add_prefix_space");
 		if (aps && !json_is_null(aps))

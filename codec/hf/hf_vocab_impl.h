@@ -34,6 +34,14 @@ int tfs_hf_special_vocab_ids(tfs_hf_kvs *out, const tfs_hf_files *files,
 			     const tfs_hf_tok *tok, const json_t *cfg, bool load_merges,
 			     long long n_vocab, const char *const *types, const long long *ids,
 			     size_t n, tfs_error *err);
+/* SpecialVocab(load_merges=load_merges, special_token_types=types): n types. */
+int tfs_hf_special_vocab_types(tfs_hf_kvs *out, const tfs_hf_files *files,
+			       const tfs_hf_tok *tok, const json_t *cfg, bool load_merges,
+			       const char *const *types, size_t n, tfs_error *err);
+/* HunYuanModel.set_vocab's fixes after SpecialVocab: config's eod_token_id as the eos id,
+ * generation_config.json's first eos id as the eot id when it lists two or more. */
+int tfs_hf_hunyuan_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const json_t *config,
+		       tfs_error *err);
 /* SpecialVocab(special_token_types=types) with ids[k] set for types[k] after loading (as
  * CodeLlama's prefix, suffix, middle, eot: 32007..32010), written into out. */
 int tfs_hf_fixed_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,

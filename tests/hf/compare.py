@@ -68,8 +68,9 @@ SHAPING = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"
            "sliding_window", "use_sliding_window", "max_window_layers", "query_pre_attn_scalar"}
 
 
-def omit_defaults(config):
-    """config.json's dict without the keys its config class would fill in (see SHAPING)."""
+def omit_defaults(config, keep=()):
+    """config.json's dict without the keys its config class would fill in (see SHAPING);
+    keep: keys left in all the same (a variant's omit_keep: those its converter asserts on)."""
     def strip(c):
         entry = defaults.CLASSES.get(c.get("model_type"))
         if entry is None:
@@ -82,7 +83,7 @@ def omit_defaults(config):
         if isinstance(out.get("text_config"), dict):
             out["text_config"] = strip(out["text_config"])
         for k in entry[0]:
-            if k not in out or k == "text_config":
+            if k not in out or k == "text_config" or k in keep:
                 continue
             if k in SHAPING:
                 trial = dict(out)
@@ -98,20 +99,25 @@ def omit_defaults(config):
     return strip(config)
 
 
+def omit_keep(models, v):
+    """The keys variant v's +omit keeps (make_model's spec omit_keep; other makers': none)."""
+    return make_model.VARIANTS.get(v, {}).get("omit_keep", ())
+
+
 def omit_adds_nothing(models, v):
     """Whether V+omit would be V itself: config.json has no key its class fills in (a
     model_type refconv/transformers/defaults.py does not mirror, as transformers 4.57 does not
     know it), so that V+omit's converter run would compare the same config again under
     another name (--omit-defaults leaves such a case out)."""
     cfg = json.load(open(os.path.join(models, v, "config.json"), encoding="utf-8"))
-    return omit_defaults(cfg) == cfg
+    return omit_defaults(cfg, omit_keep(models, v)) == cfg
 
 
 def make_omit_variant(models, v):
     """WORK/models/V+omit: V's files (hard links) with config.json's defaulted keys left out."""
     src, dst = os.path.join(models, v), os.path.join(models, v + OMIT)
     cfg = json.load(open(os.path.join(src, "config.json"), encoding="utf-8"))
-    text = json.dumps(omit_defaults(cfg), indent=2) + "\n"
+    text = json.dumps(omit_defaults(cfg, omit_keep(models, v)), indent=2) + "\n"
     p = os.path.join(dst, "config.json")
     if os.path.isdir(dst) and os.path.exists(p) and open(p, encoding="utf-8").read() == text \
             and os.path.getmtime(p) >= newest_mtime(src):

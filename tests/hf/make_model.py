@@ -194,6 +194,19 @@ VARIANTS = {
                                        "original_max_position_embeddings": 8192,
                                        "rope_type": "llama3"},
                          name_or_path="swiss-ai/Apertus-8B-Instruct-2509", tokens=True),
+    # Hunyuan dense (HunYuanDenseV1ForCausalLM, hunyuan-dense): q/k norms (query_layernorm,
+    # key_layernorm), tied, NTK-alpha rope scaling (type dynamic, alpha 1000: the base scaled,
+    # a 256K context), eod_token_id as eos and generation_config.json's first eos as eot;
+    # tencent/Hunyuan-7B-Instruct's keys, with a tokenizer.json (llama3_1's); +omit keeps
+    # max_position_embeddings (the converter asserts it is 32K or 256K)
+    "hunyuan-bf16": dict(arch="HunYuanDenseV1ForCausalLM", dtype="BF16", shards=1, tied=True,
+                         qk_norm=True, head_dim=16, ctx=32768, npm_tokenizer="llama3_1",
+                         vocab=128256,
+                         rope_scaling={"alpha": 1000.0, "beta_fast": 32, "beta_slow": 1,
+                                       "factor": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                                       "type": "dynamic"},
+                         name_or_path="tencent/Hunyuan-7B-Instruct", tokens=True,
+                         omit_keep=("max_position_embeddings",)),
     # Gemma 4 (E2B style): BF16, tied, per-layer embeddings (PLE), the last two layers sharing
     # the KV of earlier ones (no k/v projections) with double-wide MLPs, sliding/full layers
     # of different head sizes, proportional rope (a generated rope_freqs); Gemma 4's own
@@ -275,6 +288,7 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "SeedOssForCausalLM": "seed_oss", "Exaone4ForCausalLM": "exaone4",
                "Cohere2ForCausalLM": "cohere2", "Glm4ForCausalLM": "glm4",
                "Ernie4_5ForCausalLM": "ernie4_5", "ApertusForCausalLM": "apertus",
+               "HunYuanDenseV1ForCausalLM": "hunyuan_v1_dense",
                "Gemma4ForCausalLM": "gemma4_text",
                "Gemma4ForConditionalGeneration": "gemma4",
                "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5ForConditionalGeneration": "qwen3_5",
@@ -549,6 +563,9 @@ def tensor_shapes(s):
         if s["arch"] != "Glm4ForCausalLM":
             t[p + "mlp.up_proj.weight"] = (ff, h)
         t[p + "mlp.down_proj.weight"] = (h, ff)
+        if s["arch"] == "HunYuanDenseV1ForCausalLM":   # its q/k norms' names
+            t[p + "self_attn.query_layernorm.weight"] = t.pop(p + "self_attn.q_norm.weight")
+            t[p + "self_attn.key_layernorm.weight"] = t.pop(p + "self_attn.k_norm.weight")
         if s["arch"] == "ApertusForCausalLM":   # xIELU's parameters; its norms' own names
             t[p + "attention_layernorm.weight"] = t.pop(p + "input_layernorm.weight")
             t[p + "feedforward_layernorm.weight"] = t.pop(p + "post_attention_layernorm.weight")
@@ -896,6 +913,12 @@ def other_config(s, c):
         c.update(attention_bias=False, attention_dropout=0.0, hidden_act="xielu",
                  hidden_dropout=0.0, initializer_range=0.02, mlp_bias=False,
                  pad_token_id=3, post_norm=False, qk_norm=True, use_cache=True)
+    elif a == "HunYuanDenseV1ForCausalLM":   # as tencent/Hunyuan-7B-Instruct's
+        c.update(attention_bias=False, attention_dropout=0.0, attention_head_dim=s["head_dim"],
+                 eod_token_id=128009, eos_token_id=128001, initializer_range=0.02,
+                 mlp_bias=False, norm_type="rms", pad_id=128004, pad_token_id=128004,
+                 pretraining_tp=1, sep_token_id=128002, use_cache=True, use_qk_norm=True,
+                 use_rotary_pos_emb=True, bos_token_id=128000)
     elif a == "Mistral3ForConditionalGeneration":
         c = mistral3_config(s, c)
     return c
@@ -1015,6 +1038,10 @@ def make(outdir, name):
     if s.get("glm"):
         import make_moe   # it imports this module
         make_moe.glm_tokenizer(d)
+    if s["arch"] == "HunYuanDenseV1ForCausalLM":   # two eos ids: the first becomes eot
+        with open(os.path.join(d, "generation_config.json"), "w") as f:
+            json.dump({"bos_token_id": 128000, "eos_token_id": [128009, 128001],
+                       "pad_token_id": 128004, "do_sample": True}, f, indent=2)
     if s.get("readme"):
         with open(os.path.join(d, "README.md"), "w") as f:
             f.write(README)

@@ -431,6 +431,23 @@ _APERTUS = dict(vocab_size=131072, hidden_size=4096, intermediate_size=14336,
                 attention_bias=False, attention_dropout=0.0)
 
 
+# HunYuanDenseV1Config (a 4.x source: rope_theta / rope_scaling; head_dim None)
+_HUNYUAN_V1_DENSE = dict(vocab_size=290943, hidden_size=4096, intermediate_size=11008,
+                         num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=None,
+                         hidden_act="silu", max_position_embeddings=2048,
+                         initializer_range=0.02, rms_norm_eps=1e-5, use_cache=True,
+                         pad_token_id=0, bos_token_id=1, eos_token_id=2, eod_token_id=3,
+                         pretraining_tp=1, tie_word_embeddings=False, rope_theta=10000.0,
+                         rope_scaling=None, attention_bias=False, attention_dropout=0.0,
+                         use_qk_norm=False, use_rotary_pos_emb=True, norm_type="hf_rms",
+                         pad_id=-1, head_dim=None, sliding_window=None)
+
+
+def _hunyuan_head(c):
+    if c.get("attention_head_dim") is None:
+        c["attention_head_dim"] = c["hidden_size"] // c["num_attention_heads"]
+
+
 # XLMRobertaConfig (XLMRobertaModel: BGE-M3, multilingual-e5): BertConfig's but the ids
 _XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
@@ -468,6 +485,7 @@ CLASSES = {
     "glm4": (_GLM4, (_rope_type,)),
     "ernie4_5": (_ERNIE4_5, (_kv_heads, _head_dim, _rope_type)),
     "apertus": (_APERTUS, (_kv_heads, _rope_type)),
+    "hunyuan_v1_dense": (_HUNYUAN_V1_DENSE, (_kv_heads, _hunyuan_head)),
 }
 
 

@@ -146,6 +146,10 @@ static int push(builder *b, tfs_hf_nvfp4_item **o, tfs_error *err)
 	return 0;
 }
 
+/* A GGUF name's buffer: the size of the stack's (a longer name fails to map, instead of
+ * being cut when tensor() copies it; gcc's -Wformat-truncation under -fsanitize said so). */
+#define GNAME_MAX sizeof(((tfs_hf_stack *)0)->name)
+
 /* o's tensor: GGUF name gname, experts n (0: not stacked), one's [rows, cols] from weight
  * w's shape, sources parts (n weights, n scales) or weight w0 and scale s0. */
 static void tensor(tfs_hf_nvfp4_item *o, const tfs_model *st, const char *gname, size_t w,
@@ -192,7 +196,7 @@ static int single(builder *b, size_t k, const char *name, tfs_error *err)
 	const tfs_hf_arch *row = b->h->arch;
 	const tfs_hf_name *m = NULL;
 	long bid;
-	char gname[256];
+	char gname[GNAME_MAX];
 	if (!tfs_hf_map_name(gname, sizeof gname, name, row, b->h->n_layer, &m, &bid))
 		return unmapped(b, name, err);
 	uint32_t heads = m->xform == TFS_HF_XF_PERMUTE_Q ? (uint32_t)b->h->n_head
@@ -232,7 +236,7 @@ static bool stack_name(char *out, size_t cap, const tfs_hf_moe *moe, unsigned lo
 static int flush(builder *b, pending *p, tfs_error *err)
 {
 	tfs_hf_nvfp4_item *o;
-	char name[160], gname[256];
+	char name[160], gname[GNAME_MAX];
 	snprintf(name, sizeof name, "model.layers.%lu.mlp.experts.%s.weight", p->bid, p->proj);
 	if (!stack_name(gname, sizeof gname, b->h->arch->moe, p->bid, p->proj) ||
 	    (int64_t)p->bid >= b->h->n_layer)

@@ -23,13 +23,16 @@ else
 	bash scripts/setup.sh || exit 1
 fi
 
-# The normal run and the sanitizer run go side by side (two chains, each test one at a time
+# The normal run and the sanitizer run go side by side (three chains, each test one at a time
 # within its chain): most of their time is waiting (remote timeouts, kill trials, stress
 # readers), and one after the other they took 10+ minutes on 2 cores.  The normal build is
 # made first (setup.sh); the sanitizer and the clang builds are made in their chains, while
 # the other chain's tests run (the first minutes of the normal chain wait more than they
 # compute).  Each job's output goes to a log printed when all are done.
-#   chain 1: the tests on the normal build
+#   chain 1: the tests on the normal build but the reference comparisons (unit tests, real
+#            mounts, lint)
+#   chain 1b: the normal build's comparisons with the reference tools (suites hf and quant,
+#            CPU-bound Python: beside chain 1's waits; job_ref says more)
 #   chain 2: the sanitizer build, then the same tests under ASan + UBSan (gcc; the hf suite's
 #            Python comparisons left out), with the stress readers for 6 s (the normal
 #            run's 12 s are the stress test proper) and 4 kill trials per format (the normal
@@ -66,7 +69,8 @@ build_clang() {
 }
 
 # the summary counts what these runs write, never a log left by an earlier run
-rm -f build/meson-logs/testlog.json build-asan/meson-logs/testlog.json
+rm -f build/meson-logs/testlog.json build/meson-logs/testlog-ref.json \
+	build-asan/meson-logs/testlog.json
 fuzz_log=$(mktemp)
 # The sanitizer run leaves out the hf suite when no test is named: its cases compare with
 # llama.cpp's Python converter and tokenizers, time spent in Python; the C they drive runs
@@ -80,9 +84,23 @@ job_normal() {
 	if $quick; then
 		TFS_QUICK=1 TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-4} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-1} \
 			meson test -C build --print-errorlogs --num-processes 1 --suite quick "$@"
-	else
+	elif [ $# -gt 0 ]; then
 		meson test -C build --print-errorlogs --num-processes 1 "$@"
+	else
+		meson test -C build --print-errorlogs --num-processes 1 --no-rebuild --no-suite hf \
+			--no-suite quant
 	fi
+}
+# the normal build's comparisons with the reference tools (suites hf and quant: llama.cpp's
+# converter and llama_model_quantize, in Python), in a chain of their own beside the mount
+# tests: those wait (timeouts, kill trials, servers starting) and these compute, so side by
+# side they fill the two cores that one chain after the other left a third idle.  Its own
+# log (meson's --logbase): two runs of one build dir must not write one testlog.json.  An
+# input both chains convert is converted once: reference.py's cache holds a lock per key.
+job_ref() {
+	[ "$everything" = all ] || return 0
+	meson test -C build --print-errorlogs --num-processes 1 --no-rebuild --logbase testlog-ref \
+		--suite hf --suite quant
 }
 job_asan() {
 	$quick && return 0
@@ -142,6 +160,7 @@ else
 	echo "test: the normal and the sanitizer runs go side by side; their output follows when all are done"
 fi
 start normal "$@"
+start ref
 start asan
 # The clang build and then the fuzz harnesses' build start now, at the lowest CPU priority:
 # they take the CPU the two chains leave idle (their waits: timeouts, kill trials, servers
@@ -168,14 +187,19 @@ for next in clang fuzz; do
 	start $next
 done
 wait
-for name in normal asan clang fuzz; do
+for name in normal ref asan clang fuzz; do
 	[ "$(cat "$jobdir/$name.rc" 2>/dev/null)" = 0 ] || rc=1
 done
 # no log: no test ran there (a selection that matched nothing, a build that failed)
 [ -f build/meson-logs/testlog.json ] || rc=1
+[ "$everything" = all ] && { [ -f build/meson-logs/testlog-ref.json ] || rc=1; }
 $quick || [ -f build-asan/meson-logs/testlog.json ] || rc=1
 echo "==== the normal build"
 cat "$jobdir/normal.log"
+if [ "$everything" = all ]; then
+	echo "==== the normal build: the comparisons with the reference tools (suites hf, quant)"
+	cat "$jobdir/ref.log"
+fi
 if ! $quick; then
 	echo "==== the sanitizer build (ASan + UBSan)"
 	cat "$jobdir/asan.log"
@@ -198,9 +222,10 @@ fi
 # report into its work directory and fails the case) as a failure: a line per build, then
 # the total (CI reads that last line: keep its form).
 /usr/bin/python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json "$fuzz_log" \
-	"$reports" build-clang/meson-logs/testlog.json "$everything" "$quick" "$jobdir" <<'PY'
+	"$reports" build-clang/meson-logs/testlog.json "$everything" "$quick" "$jobdir" \
+	build/meson-logs/testlog-ref.json <<'PY'
 import json, os, re, sys
-normal_log, asan_log, fuzz_log, reports, clang_log, everything, quick, jobdir = sys.argv[1:9]
+normal_log, asan_log, fuzz_log, reports, clang_log, everything, quick, jobdir, ref_log = sys.argv[1:10]
 
 
 def count_meson(log):
@@ -238,6 +263,9 @@ def line(n):
 
 rows = []
 n = count_meson(normal_log) if os.path.exists(normal_log) else [0, 1, 0]
+if everything == "all":   # (its reference comparisons ran in a chain of their own)
+    r = count_meson(ref_log) if os.path.exists(ref_log) else [0, 1, 0]
+    n = [a + b for a, b in zip(n, r)]
 rows.append(("the normal build (gcc)", n, "" if os.path.exists(normal_log) else " (no test ran)"))
 if quick != "true":
     n = count_meson(asan_log) if os.path.exists(asan_log) else [0, 1, 0]  # it did not build

@@ -23,6 +23,7 @@ refconv-cache, TFS_REFCONV_CACHE; =0: none), so that two tests converting the sa
 (hf_convert and mount_hf, hf_moe and mount_hf_moe, the normal and the sanitizer build) run the
 converter once.
 """
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -283,13 +284,40 @@ def _cache_key(hfdir, extra):
     return h.hexdigest()
 
 
+def key_lock(path):
+    """An exclusive lock (flock) on path + ".lock", held until the returned file is closed.
+    scripts/test.sh runs several chains of tests side by side (the normal build's mount
+    tests, its reference comparisons, the sanitizer build's): two of them asking for the same
+    input (hf_moe and mount_hf_moe convert the same repos) then wait for one run instead of
+    making it twice.  None when the lock cannot be made (the cache only saves time)."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        f = open(path + ".lock", "a")
+    except OSError:
+        return None
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
 def convert(hfdir, outfile, *extra, timeout=900):
     """Runs the converter (or takes its file from the cache, see cache_dir()); None on
     success, else the last line it printed on stderr. The file is written under a temporary
     name and renamed, so a failed run leaves none."""
-    tmp = "%s.%d.tmp" % (outfile, os.getpid())   # (two runs of one outfile: two names)
     cache = cache_dir()
     hit = os.path.join(cache, _cache_key(hfdir, extra) + ".gguf") if cache else None
+    if hit:
+        _make_cache(cache)
+        lock = key_lock(hit)
+        try:
+            return _convert(hfdir, outfile, extra, timeout, hit)
+        finally:
+            if lock:
+                lock.close()
+    return _convert(hfdir, outfile, extra, timeout, None)
+
+
+def _convert(hfdir, outfile, extra, timeout, hit):
+    tmp = "%s.%d.tmp" % (outfile, os.getpid())   # (two runs of one outfile: two names)
     if hit and os.path.exists(hit):
         shutil.copyfile(hit, tmp)
         os.replace(tmp, outfile)
@@ -300,7 +328,6 @@ def convert(hfdir, outfile, *extra, timeout=900):
         return "converter failed: " + lines[-1]
     if hit:
         try:
-            _make_cache(cache)
             part = "%s.%d.%d.tmp" % (hit, os.getpid(), threading.get_ident())
             shutil.copyfile(tmp, part)
             os.replace(part, hit)

@@ -32,7 +32,9 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hf"))
 import llamacpp  # noqa: E402
+import reference  # noqa: E402  (its key_lock)
 
 
 class Params(C.Structure):
@@ -87,6 +89,8 @@ def cache_file(src, args):
             h.update(chunk)
     return os.path.join(d, h.hexdigest() + ".gguf")
 
+HELD = []   # the cache key's lock (reference.key_lock), released when the process ends
+
 
 def main():
     args = sys.argv[1:]
@@ -95,6 +99,8 @@ def main():
             hit = cache_file(args[0], args[2:])
         except OSError:
             hit = None
+        # (held until exit: a side-by-side chain asking for the same file waits for this one)
+        HELD.append(reference.key_lock(hit) if hit else None)
         if hit and os.path.exists(hit):
             tmp = "%s.%d.tmp" % (args[1], os.getpid())
             shutil.copyfile(hit, tmp)

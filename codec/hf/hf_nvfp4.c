@@ -346,6 +346,12 @@ int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
 	json_t *ne = tfs_hf_find(h->root, k_experts, NULL);
 	int64_t n_experts = json_is_integer(ne) ? json_integer_value(ne) : 0;
 	builder b = { .st = st, .deq = deq, .h = h, .w = w };
+	const char *arch = h->arch->gguf;
+	if (nw && (!strcmp(arch, "qwen35") || !strcmp(arch, "qwen35moe") ||
+		   !strcmp(arch, "gemma4")))   /* their own _repack / _generate_nvfp4_tensors */
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: NVFP4 weights of architecture %s "
+				     "(tensor '%s') are not read by the GGUF view yet",
+				     tfs_model_path(st), arch, names[0]);
 	pending *pend = NULL;   /* keys in first-seen order (a dict's) */
 	size_t np = 0, pcap = 0;
 	regex_t ex, ly;

@@ -544,6 +544,7 @@ static int add_nvfp4(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_re
 		if (it[k].slot >= 0)
 			seen[it[k].slot] = true;
 		rc = add_stacks(p, cap, h, &it[k].s, 1, tfs_model_path(p->base), rc, err);
+		it[k].s.parts = NULL;   /* the plan's now, or freed */
 		if (!rc && it[k].scale)
 			rc = add_vector(p, cap, it[k].s.name, ".scale", &it[k].scale, it[k].n_scale,
 					err);

@@ -189,6 +189,13 @@ static int fmt_scalar(tfs_buf *out, uint32_t type, const uint8_t *p, bool json)
 	return TFS_E_FORMAT;
 }
 
+static int too_large(tfs_cursor *c, uint64_t n)
+{
+	return tfs_error_set(c->err, TFS_E_UNSUPPORTED,
+			     "array of %llu elements is too large to show as text (over %llu MiB)",
+			     (unsigned long long)n, TFS_MAX_VALUE_TEXT >> 20);
+}
+
 /* Formats the value at the cursor; json: inside an array. */
 static int fmt_value(tfs_buf *out, tfs_cursor *c, uint32_t type, bool json, int depth)
 {
@@ -212,6 +219,11 @@ static int fmt_value(tfs_buf *out, tfs_cursor *c, uint32_t type, bool json, int 
 		return rc;
 	if (et >= TFS_GGUF_TYPE_COUNT)
 		return tfs_error_set(c->err, TFS_E_FORMAT, "invalid array element type %u", et);
+	/* each element is at least one character and ", ": an array whose shortest text is
+	 * over the cap is refused before formatting any of it (100 Mi bytes took seconds to
+	 * fail) */
+	if (n > (TFS_MAX_VALUE_TEXT + 1) / 3)
+		return too_large(c, n);
 	if ((rc = tfs_buf_append(out, "[", 1)))
 		return rc;
 	for (uint64_t i = 0; i < n; i++) {
@@ -220,9 +232,7 @@ static int fmt_value(tfs_buf *out, tfs_cursor *c, uint32_t type, bool json, int 
 		if ((rc = fmt_value(out, c, et, true, depth + 1)))
 			return rc;
 		if (out->len > TFS_MAX_VALUE_TEXT)
-			return tfs_error_set(c->err, TFS_E_UNSUPPORTED,
-					     "array of %llu elements is too large to show as text (over %llu MiB)",
-					     (unsigned long long)n, TFS_MAX_VALUE_TEXT >> 20);
+			return too_large(c, n);
 	}
 	return tfs_buf_append(out, "]", 1);
 }

@@ -99,7 +99,7 @@ enum tfs_hf_own_kind {
 	TFS_HF_OWN_T,
 	/* NVFP4 weights (hf_nvfp4.c) repacked to ggml's NVFP4: src (a stack: parts[0..n)) the
 	 * weights, src2 (a stack: parts[n..2n)) the block scales, width the heads of a q/k row
-	 * permutation (0: none) */
+	 * permutation (0: none), v a value-head reorder (v.dim 0: none) */
 	TFS_HF_OWN_NVFP4,
 };
 typedef struct {
@@ -108,6 +108,9 @@ typedef struct {
 	uint32_t first;
 	long src2;               /* MXFP4, NVFP4: the scales' tensor index */
 	uint32_t width;          /* TFS_HF_OWN_T: the source's B when not C x stride; 0: it is */
+	/* NVFP4, Qwen3.5's _reorder_v_heads (hf_nvfp4.c): rows from off (or, cols, the row's
+	 * blocks of 16 columns) in [k heads][per][dim] taken as [per][k][dim]; dim 0: none */
+	struct { uint32_t off, k, per, dim; bool cols; } v;
 } tfs_hf_own;
 
 /* A config class default: set when config.json lacks the key (or, for the computed kinds,

@@ -150,7 +150,8 @@ static int take_expert(const tfs_tensor *t, size_t idx, unsigned long b, const c
 		snprintf(name, sizeof name, "blk.%lu.ffn_%s_exps.%s", b, down ? "down" : proj[k],
 			 bias ? "bias" : "weight");
 		put(&out[k], t, (long)idx, name, ne, bias ? 2 : 3, (tfs_hf_own){
-		    down && bias ? TFS_HF_OWN_NONE : kind, down ? 1 : 2, (uint32_t)k, -1, 0 });
+		    .kind = down && bias ? TFS_HF_OWN_NONE : kind, .stride = down ? 1 : 2,
+		    .first = (uint32_t)k, .src2 = -1 });
 	}
 	*n = down ? 1 : 2;
 	return 0;
@@ -185,7 +186,7 @@ static int take(const hparams *h, const tfs_model *st, size_t idx, const char *w
 		return rc;
 	char name[128];
 	snprintf(name, sizeof name, "blk.%lu.attn_sinks.weight", b);
-	put(&out[0], t, (long)idx, name, t->ne, 1, (tfs_hf_own){ 0 });
+	put(&out[0], t, (long)idx, name, t->ne, 1, (tfs_hf_own){ .kind = TFS_HF_OWN_NONE });
 	*n = 1;
 	return 0;
 }
@@ -231,8 +232,9 @@ static int mxfp4_pair(const hparams *h, const tfs_model *st, long blocks, size_t
 	static const char *const proj[3] = { "down", "gate", "up" };
 	for (int k = down ? 0 : 1; k < (down ? 1 : 3); k++) {
 		snprintf(name, sizeof name, "blk.%lu.ffn_%s_exps.weight", b, proj[k]);
-		put(&out[(*n)++], bl, blocks, name, ne, 3, (tfs_hf_own){ TFS_HF_OWN_MXFP4,
-		    (uint8_t)(down ? 1 : 2), (uint32_t)(down ? 0 : k - 1), (long)sidx, 0 });
+		put(&out[(*n)++], bl, blocks, name, ne, 3, (tfs_hf_own){ .kind = TFS_HF_OWN_MXFP4,
+		    .stride = (uint8_t)(down ? 1 : 2), .first = (uint32_t)(down ? 0 : k - 1),
+		    .src2 = (long)sidx });
 	}
 	return 0;
 }

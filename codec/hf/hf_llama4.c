@@ -90,7 +90,8 @@ static void put(tfs_hf_stack *o, const tfs_tensor *t, size_t idx, unsigned long 
 	memset(o->shape.ne, 0, sizeof o->shape.ne);
 	o->shape.ne[0] = a, o->shape.ne[1] = c, o->shape.ne[2] = t->ne[2];
 	o->src = (long)idx;
-	o->own = (tfs_hf_own){ TFS_HF_OWN_T, 1, first, -1, width };
+	o->own = (tfs_hf_own){ .kind = TFS_HF_OWN_T, .stride = 1, .first = first,
+				 .src2 = -1, .width = width };
 }
 
 /* Llama4Model.modify_tensors: a layer's feed_forward.experts.gate_up_proj ([E, hidden,

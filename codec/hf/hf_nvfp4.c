@@ -168,7 +168,8 @@ static void tensor(tfs_hf_nvfp4_item *o, const tfs_model *st, const char *gname,
 	s->parts = parts;
 	s->n_parts = n;
 	s->src = parts ? parts[0] : w0;
-	s->own = (tfs_hf_own){ TFS_HF_OWN_NVFP4, 1, 0, parts ? -1 : s0, heads };
+	s->own = (tfs_hf_own){ .kind = TFS_HF_OWN_NVFP4, .stride = 1,
+				 .src2 = parts ? -1 : s0, .width = heads };
 }
 
 /* The refusal of a name the converter's map_tensor_name has none for. */
@@ -187,8 +188,80 @@ static void shape(const tfs_model *st, size_t w, uint64_t *rows, uint64_t *cols)
 	*cols = (uint64_t)t->ne[0] * 2;
 }
 
+static bool ends(const char *s, const char *sfx)
+{
+	size_t a = strlen(s), b = strlen(sfx);
+	return a >= b && !strcmp(s + a - b, sfx);
+}
+
+/* An integer hparams[key] (KeyError / not an integer: the converter fails). */
+static int need_int(const builder *b, const char *key, int64_t *v, tfs_error *err)
+{
+	json_t *j;
+	int rc = tfs_hf_need(&j, b->h, key, err);
+	if (!rc && (!json_is_integer(j) || json_integer_value(j) <= 0))
+		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: \"%s\" is no positive integer",
+				   b->h->where, key);
+	if (!rc)
+		*v = json_integer_value(j);
+	return rc;
+}
+
+/* Qwen3.5's _transform_nvfp4_weight of weight w named name (o->v: the reorder), or an
+ * error where the converter's reshape or assert fails. */
+static int v_reorder(const builder *b, size_t w, const char *name, tfs_hf_own *o,
+		     tfs_error *err)
+{
+	static const char *const sfx[] = {
+		".linear_attn.in_proj_qkv.weight", ".linear_attn.in_proj_z.weight",
+		".linear_attn.in_proj_a.weight", ".linear_attn.in_proj_b.weight",
+		".linear_attn.out_proj.weight",
+	};
+	const char *arch = b->h->arch->gguf;
+	int which = -1;
+	if (strcmp(arch, "qwen35") && strcmp(arch, "qwen35moe"))
+		return 0;
+	for (int i = 0; i < 5 && which < 0; i++)
+		if (ends(name, sfx[i]))
+			which = i;
+	if (which < 0)
+		return 0;
+	int64_t nk, nv, dk, dv;
+	int rc = need_int(b, "linear_num_key_heads", &nk, err);
+	if (!rc)
+		rc = need_int(b, "linear_num_value_heads", &nv, err);
+	if (!rc)
+		rc = need_int(b, "linear_key_head_dim", &dk, err);
+	if (!rc)
+		rc = need_int(b, "linear_value_head_dim", &dv, err);
+	if (rc)
+		return rc;
+	const tfs_tensor *t = tfs_model_tensor(b->st, w);
+	uint64_t rows = (uint64_t)t->ne[1], cols = (uint64_t)t->ne[0] * 2;
+	uint64_t per = (uint64_t)(nv / nk), off = which ? 0 : 2 * (uint64_t)(nk * dk);
+	uint64_t dim = which <= 1 || which == 4 ? (uint64_t)dv : 1;
+	uint64_t have = which == 4 ? cols : rows;
+	const char *bad = NULL;
+	if (have < off || have - off != (uint64_t)nk * per * dim)
+		bad = "the value heads' reshape";   /* reshape(..., k, per, dim) */
+	else if (which == 4 && dim % 16)
+		bad = "apply_col_perm's assert (value head dim not a multiple of 16)";
+	if (bad)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: NVFP4 tensor '%s' (%llu x %llu) of "
+				     "class %s: the converter's _transform_nvfp4_weight fails at %s",
+				     tfs_model_path(b->st), name, (unsigned long long)rows,
+				     (unsigned long long)cols, b->h->arch->classes[0], bad);
+	o->v.off = (uint32_t)off;
+	o->v.k = (uint32_t)nk;
+	o->v.per = (uint32_t)per;
+	o->v.dim = (uint32_t)(which == 4 ? dim / 16 : dim);
+	o->v.cols = which == 4;
+	return 0;
+}
+
 /* _repack_nvfp4: weight k written at once under its mapped name (LlamaModel: q/k rows
- * permuted as the row's name table says), with its scale tensors. */
+ * permuted as the row's name table says; Qwen3.5: value heads reordered), with its scale
+ * tensors. */
 static int single(builder *b, size_t k, const char *name, tfs_error *err)
 {
 	tfs_hf_nvfp4_item *o;
@@ -210,6 +283,8 @@ static int single(builder *b, size_t k, const char *name, tfs_error *err)
 	if (rc)
 		return rc;
 	tensor(o, b->st, gname, b->w[k], 0, NULL, (long)b->w[k], s->scale, heads);
+	if ((rc = v_reorder(b, b->w[k], name, &o->s.own, err)))
+		return rc;
 	o->slot = bid < 0 ? (long)(m - row->globals)
 			  : (long)(row->n_globals + (size_t)bid * row->n_blocks +
 				   (size_t)(m - row->blocks));
@@ -347,11 +422,13 @@ int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
 	int64_t n_experts = json_is_integer(ne) ? json_integer_value(ne) : 0;
 	builder b = { .st = st, .deq = deq, .h = h, .w = w };
 	const char *arch = h->arch->gguf;
-	if (nw && (!strcmp(arch, "qwen35") || !strcmp(arch, "qwen35moe") ||
-		   !strcmp(arch, "gemma4")))   /* their own _repack / _generate_nvfp4_tensors */
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: NVFP4 weights of architecture %s "
-				     "(tensor '%s') are not read by the GGUF view yet",
-				     tfs_model_path(st), arch, names[0]);
+	if (nw && !strcmp(arch, "gemma4"))   /* its own _generate_nvfp4_tensors */
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: NVFP4 weights (quant method %s) "
+				     "of class %s (tensor '%s'): Gemma4Model._generate_nvfp4_tensors "
+				     "(router.per_expert_scale folded into weight_scale_2) is not "
+				     "read by the GGUF view yet", tfs_model_path(st),
+				     tfs_hf_deq_nvfp4(deq, w[0])->inverse ? "compressed-tensors" :
+				     "modelopt", h->arch->classes[0], names[0]);
 	pending *pend = NULL;   /* keys in first-seen order (a dict's) */
 	size_t np = 0, pcap = 0;
 	regex_t ex, ly;
@@ -427,6 +504,17 @@ static int read_exact(const tfs_model *st, long i, uint64_t off, uint64_t len, u
 	return 0;
 }
 
+/* _reorder_v_heads: the source index of output index r ([k][per][dim] from v.off taken as
+ * [per][k][dim]). */
+static uint64_t v_src(uint64_t r, const tfs_hf_own *o)
+{
+	uint64_t k = o->v.k, d = o->v.dim;
+	if (!d || r < o->v.off)
+		return r;
+	r -= o->v.off;
+	return o->v.off + (r / d % k) * o->v.per * d + r / (k * d) * d + r % d;
+}
+
 /* LlamaModel.permute of R rows in `heads` heads: the source row of output row r. */
 static uint64_t src_row(uint64_t r, uint64_t R, uint32_t heads)
 {
@@ -455,31 +543,44 @@ static void pack_row(uint8_t *o, const uint8_t *w, const uint8_t *sc, uint64_t n
 }
 
 /* Output rows [g, g + n) (all of one expert) of an NVFP4 tensor ne into o. */
-static int rows_nvfp4(const tfs_model *st, const long *wt, const long *st2, uint32_t heads,
-		      const int64_t *ne, uint64_t g, uint64_t n, uint8_t *o, tfs_error *err)
+static int rows_nvfp4(const tfs_model *st, const long *wt, const long *st2,
+		      const tfs_hf_own *own, const int64_t *ne, uint64_t g, uint64_t n, uint8_t *o,
+		      tfs_error *err)
 {
 	uint64_t cols = (uint64_t)ne[0], R = (uint64_t)ne[1], nb = cols / 16;
 	uint64_t e = g / R, r0 = g % R, rb = nb / 4 * 36;
 	long w = wt[e], s = st2[e];
-	uint64_t run = heads ? 1 : n;   /* source rows read at once */
-	uint8_t *buf = malloc((size_t)(run * (nb * 8 + nb)));
+	uint32_t heads = own->width;
+	bool vrows = own->v.dim && !own->v.cols, vcols = own->v.dim && own->v.cols;
+	uint64_t run = heads || vrows ? 1 : n;   /* source rows read at once */
+	uint8_t *buf = malloc((size_t)(run * (nb * 8 + nb) + (vcols ? nb * 9 : 0)));
 	if (!buf)
 		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
-	uint8_t *sc = buf + run * nb * 8;
+	uint8_t *sc = buf + run * nb * 8, *tw = sc + run * nb, *ts = tw + nb * 8;
 	int rc = 0;
 	for (uint64_t i = 0; !rc && i < n; i += run) {
-		uint64_t sr = src_row(r0 + i, R, heads);
+		uint64_t sr = vrows ? v_src(r0 + i, own) : src_row(r0 + i, R, heads);
 		rc = read_exact(st, w, sr * nb * 8, run * nb * 8, buf, err);
 		if (!rc)
 			rc = read_exact(st, s, sr * nb, run * nb, sc, err);
-		for (uint64_t k = 0; !rc && k < run; k++)
-			pack_row(o + (i + k) * rb, buf + k * nb * 8, sc + k * nb, nb);
+		for (uint64_t k = 0; !rc && k < run; k++) {
+			const uint8_t *x = buf + k * nb * 8, *y = sc + k * nb;
+			if (vcols) {   /* apply_col_perm: blocks of 16 columns, with their scales */
+				for (uint64_t j = 0; j < nb; j++) {
+					uint64_t f = v_src(j, own);
+					memcpy(tw + j * 8, x + f * 8, 8);
+					ts[j] = y[f];
+				}
+				x = tw, y = ts;
+			}
+			pack_row(o + (i + k) * rb, x, y, nb);
+		}
 	}
 	free(buf);
 	return rc;
 }
 
-int tfs_hf_nvfp4_read(const tfs_model *st, const long *w, const long *s, uint32_t heads,
+int tfs_hf_nvfp4_read(const tfs_model *st, const long *w, const long *s, const tfs_hf_own *own,
 		      const int64_t *ne, uint64_t off, uint64_t end, uint8_t *o, tfs_error *err)
 {
 	uint64_t R = (uint64_t)ne[1], rb = (uint64_t)ne[0] / 64 * 36;
@@ -494,7 +595,7 @@ int tfs_hf_nvfp4_read(const tfs_model *st, const long *w, const long *s, uint32_
 			n = per;
 		if (n > R - g % R)   /* one expert a step */
 			n = R - g % R;
-		rc = rows_nvfp4(st, w, s, heads, ne, g, n, buf, err);
+		rc = rows_nvfp4(st, w, s, own, ne, g, n, buf, err);
 		uint64_t lo = g * rb, hi = (g + n) * rb;
 		uint64_t a = lo > off ? lo : off, b = hi < end ? hi : end;
 		if (!rc)

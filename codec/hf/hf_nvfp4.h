@@ -16,7 +16,11 @@
  * A row of an NVFP4 tensor is, per 64 values, 4 scale bytes (the E4M3 block scales' codes
  * without the sign bit: UE4M3) then 4 x 8 bytes, byte j of block b = value j | value j + 8
  * << 4 (the checkpoint's: value 2i low nibble, 2i + 1 high).  LlamaModel permutes q/k rows
- * (and their scales' rows) as for BF16.
+ * (and their scales' rows) as for BF16.  Qwen3.5 (dense and MoE, _LinearAttentionVReorderBase.
+ * _transform_nvfp4_weight) reorders the value heads of linear_attn's in_proj_qkv (its V
+ * rows), in_proj_z, in_proj_a, in_proj_b (rows, with their scales' rows) and out_proj (its
+ * columns, in blocks of 16 with their scales: linear_value_head_dim a multiple of 16, else
+ * the converter's assert and a refusal here).
  */
 #ifndef TFS_HF_NVFP4_H
 #define TFS_HF_NVFP4_H
@@ -47,9 +51,9 @@ int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
 void tfs_hf_nvfp4_items_free(tfs_hf_nvfp4_item *it, size_t n);
 
 /* Bytes [off, end) of an NVFP4 tensor of ne [cols, rows, experts] (ne[2] 0: one) into o,
- * from st's weights w[e] and block scales s[e], q/k rows permuted in `heads` heads (0: not),
- * in bounded steps of whole rows. */
-int tfs_hf_nvfp4_read(const tfs_model *st, const long *w, const long *s, uint32_t heads,
+ * from st's weights w[e] and block scales s[e], q/k rows permuted in own->width heads (0: not),
+ * value heads reordered as own->v says, in bounded steps of whole rows. */
+int tfs_hf_nvfp4_read(const tfs_model *st, const long *w, const long *s, const tfs_hf_own *own,
 		      const int64_t *ne, uint64_t off, uint64_t end, uint8_t *o, tfs_error *err);
 
 #endif

@@ -307,7 +307,7 @@ int64_t tfs_hf_tensor_read(const tfs_hf_plan *p, size_t i, uint64_t off, uint64_
 	}
 	int rc = t->own.kind == TFS_HF_OWN_NVFP4
 		 ? tfs_hf_nvfp4_read(p->base, t->n_parts ? t->parts : &t->src, t->n_parts ?
-				     t->parts + t->n_parts : &t->own.src2, t->own.width, t->ne, off,
+				     t->parts + t->n_parts : &t->own.src2, &t->own, t->ne, off,
 				     off + len, out, err)
 		 : t->own.kind ? tfs_hf_own_read(p->st, t, off, off + len, out, err)
 		 : t->recipe == TFS_HF_COPY ? read_copy(p, t, off, off + len, out, err)

@@ -37,6 +37,10 @@ with their quantization_config.
   a Llama class (LlamaModel permutes the q/k rows of NVFP4 weights and their block
   scales): weight_packed (U8), an F8_E4M3 weight_scale per 16 values, F32
   weight_global_scale and input_global_scale ([1], the reciprocals of ModelOpt's scales).
+- qwen35-nvfp4: ModelOpt NVFP4 in a Qwen3.5 dense (Qwen3_5ForCausalLM, 2 key / 4 value
+  heads of 16) with its linear-attention projections NVFP4 too (in_proj_qkv, in_proj_z,
+  in_proj_a, in_proj_b, out_proj): the converter's _transform_nvfp4_weight reorders their
+  value heads (rows, with their block scales; out_proj's columns in blocks of 16).
 - qwen3-bitnet: quant_method bitnet (BitNet b1.58's packing: U8 weights, four ternary
   values a byte along the rows, one BF16 weight_scale) in a Qwen3 class (the view has no
   BitnetForCausalLM row).
@@ -192,6 +196,20 @@ VARIANTS = {
         arch="LlamaForCausalLM", dtype="BF16", shards=1, tied=False, tokens=True,
         name_or_path="RedHatAI/Llama-3.1-8B-Instruct-NVFP4"),
         dict(nvfp4="ct", config=nvfp4_ct())),
+    # ModelOpt NVFP4 in a Qwen3.5 (nvidia's Qwen3.5 NVFP4 exports' quantization_config), the
+    # linear attention's projections NVFP4 as well (their value heads reordered)
+    "qwen35-nvfp4": (make_model, dict(
+        arch="Qwen3_5ForCausalLM", dtype="BF16", shards=1, tied=True, layers=4, head_dim=32,
+        npm_tokenizer="qwen3", vocab=151936, mtp=0, name_or_path="Qwen/Qwen3.5-0.8B"),
+        dict(nvfp4=True, linear=True, config={
+            "config_groups": {"group_0": {
+                "input_activations": {"dynamic": False, "group_size": 16, "num_bits": 4,
+                                      "type": "float"},
+                "targets": ["Linear"],
+                "weights": {"dynamic": False, "group_size": 16, "num_bits": 4,
+                            "type": "float"}}},
+            "ignore": ["lm_head"], "producer": {"name": "modelopt", "version": "0.37.0"},
+            "quant_algo": "NVFP4", "quant_method": "modelopt"})),
     # bitnet (microsoft/bitnet-b1.58-2B-4T's quantization_config and storage: U8 weights of
     # four ternary values a byte along the rows, one BF16 weight_scale), in a Qwen3 class
     "qwen3-bitnet": (make_model, QWEN3, dict(bitnet=True, config={
@@ -429,7 +447,8 @@ def quantize_repo(d, q):
     """The repo's shards rewritten with its linear weights quantized (q), config.json's
     quantization_config set, index.json's weight_map completed."""
     def quantize(name, dt, shape, data):
-        if dt != "BF16" or not quantized(name, shape):
+        linear = q.get("linear") and len(shape) == 2 and ".linear_attn.in_proj_" in name
+        if dt != "BF16" or not (quantized(name, shape) or linear):
             return [(name, dt, shape, data)]
         if q.get("nvfp4"):
             fn = quantize_nvfp4_ct if q["nvfp4"] == "ct" else quantize_nvfp4

@@ -18,7 +18,8 @@ A loaded float8 tensor keeps its codes (the file's bytes): `t.view(torch.uint8)`
 as the view of a real float8 tensor does (ModelOpt NVFP4's _nvfp4_pack reads its E4M3 block
 scales so; codes_view()), also after a method that only moves elements (reshape, swapaxes,
 transpose, permute, contiguous, index_select, indexing: LlamaModel.permute of an NVFP4
-weight's block scales), which moves the codes alike (carry_codes()).
+weight's block scales), which moves the codes alike (carry_codes()), and torch.cat of such
+tensors (Qwen3.5's value-head reorder of an NVFP4 weight's scales: cat_codes()).
 
 torch 1.13 also cannot compute the shape of `repeat_interleave` on a meta tensor without
 `output_size` (newer torch can), and the converter's lazy tensors run each operation on meta
@@ -101,6 +102,21 @@ def carry_codes(name):
     setattr(torch.Tensor, name, method)
 
 
+def cat_codes():
+    """torch.cat of loaded float8 tensors (Qwen3.5's _transform_nvfp4_weight joins the q, k
+    and reordered v rows of an NVFP4 weight's block scales): its result keeps their codes
+    joined alike."""
+    plain = torch.cat
+
+    def cat(tensors, *args, **kwargs):
+        out = plain(tensors, *args, **kwargs)
+        codes = [getattr(t, "_tfs_f8_codes", None) for t in tensors]
+        if codes and all(c is not None for c in codes):
+            out._tfs_f8_codes = plain(codes, *args, **kwargs)
+        return out
+    torch.cat = cat
+
+
 def install():
     """Makes LazyTorchTensor load F8_E4M3 / F8_E5M2 safetensors tensors as float32, where
     this torch has no such dtype (a torch that has them is left alone)."""
@@ -110,6 +126,7 @@ def install():
         return
     meta_repeat_interleave()
     codes_view()
+    cat_codes()
     from conversion.base import LazyTorchTensor
     tables = {f: table(f) for f in formats}
     plain = LazyTorchTensor.from_local_tensor.__func__

@@ -422,13 +422,17 @@ int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
 	int64_t n_experts = json_is_integer(ne) ? json_integer_value(ne) : 0;
 	builder b = { .st = st, .deq = deq, .h = h, .w = w };
 	const char *arch = h->arch->gguf;
-	if (nw && !strcmp(arch, "gemma4"))   /* its own _generate_nvfp4_tensors */
+	size_t fold = nw;   /* Gemma 4: an NVFP4 expert down_proj (its per_expert_scale folded) */
+	for (size_t k = 0; !strcmp(arch, "gemma4") && k < nw && fold == nw; k++)
+		if (strstr(names[k], ".experts.") && ends(names[k], ".down_proj.weight"))
+			fold = k;
+	if (fold < nw)   /* its own _generate_nvfp4_tensors */
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: NVFP4 weights (quant method %s) "
 				     "of class %s (tensor '%s'): Gemma4Model._generate_nvfp4_tensors "
 				     "(router.per_expert_scale folded into weight_scale_2) is not "
 				     "read by the GGUF view yet", tfs_model_path(st),
 				     tfs_hf_deq_nvfp4(deq, w[0])->inverse ? "compressed-tensors" :
-				     "modelopt", h->arch->classes[0], names[0]);
+				     "modelopt", h->arch->classes[0], names[fold]);
 	pending *pend = NULL;   /* keys in first-seen order (a dict's) */
 	size_t np = 0, pcap = 0;
 	regex_t ex, ly;

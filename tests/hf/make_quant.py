@@ -41,6 +41,9 @@ with their quantization_config.
   heads of 16) with its linear-attention projections NVFP4 too (in_proj_qkv, in_proj_z,
   in_proj_a, in_proj_b, out_proj): the converter's _transform_nvfp4_weight reorders their
   value heads (rows, with their block scales; out_proj's columns in blocks of 16).
+- gemma4-nvfp4: ModelOpt NVFP4 in a dense Gemma 4 (gemma4-bf16's shape): the converter's
+  Gemma4Model._generate_nvfp4_tensors has no expert to fold router.per_expert_scale into,
+  the generic path's tensors (a Gemma 4 MoE with NVFP4 experts is refused).
 - qwen3-bitnet: quant_method bitnet (BitNet b1.58's packing: U8 weights, four ternary
   values a byte along the rows, one BF16 weight_scale) in a Qwen3 class (the view has no
   BitnetForCausalLM row).
@@ -202,6 +205,21 @@ VARIANTS = {
         arch="Qwen3_5ForCausalLM", dtype="BF16", shards=1, tied=True, layers=4, head_dim=32,
         npm_tokenizer="qwen3", vocab=151936, mtp=0, name_or_path="Qwen/Qwen3.5-0.8B"),
         dict(nvfp4=True, linear=True, config={
+            "config_groups": {"group_0": {
+                "input_activations": {"dynamic": False, "group_size": 16, "num_bits": 4,
+                                      "type": "float"},
+                "targets": ["Linear"],
+                "weights": {"dynamic": False, "group_size": 16, "num_bits": 4,
+                            "type": "float"}}},
+            "ignore": ["lm_head"], "producer": {"name": "modelopt", "version": "0.37.0"},
+            "quant_algo": "NVFP4", "quant_method": "modelopt"})),
+    # ModelOpt NVFP4 in a dense Gemma 4 (no experts: Gemma4Model's fold of
+    # router.per_expert_scale into the experts' weight_scale_2 has nothing to fold)
+    "gemma4-nvfp4": (make_model, dict(
+        arch="Gemma4ForCausalLM", dtype="BF16", shards=1, tied=True, layers=4, head_dim=16,
+        global_head=32, sliding_window=64, ple=8, kv_shared=2, double_wide=True,
+        gemma4_tok="v5", name_or_path="nvidia/Gemma-4-31B-IT-NVFP4"),
+        dict(nvfp4=True, config={
             "config_groups": {"group_0": {
                 "input_activations": {"dynamic": False, "group_size": 16, "num_bits": 4,
                                       "type": "float"},

@@ -30,6 +30,11 @@ import unittest
 
 TENSORFS = os.environ.get("TENSORFS", os.path.join(os.path.dirname(__file__), "../../build/fs/tensorfs"))
 TESTDATA = os.environ.get("TFS_TESTDATA", os.path.join(os.path.dirname(__file__), "../data"))
+# The sanitizer run (scripts/test.sh's build-asan chain, which names a folder for the
+# reports): it checks the daemon's memory, not the reference's bytes again.  A module whose
+# matrix repeats one read path over many models or outtypes (test_hf_moe.py) takes one case
+# per path there; the normal run takes them all.
+SANITIZED = bool(os.environ.get("TFS_SANITIZER_REPORTS"))
 # llama.cpp's vocab-only GGUFs (no tensors; arrays of 30K-100K strings): models/ of the
 # reference llama.cpp clone scripts/setup.sh makes in build/llama.cpp (env TFS_LLAMA_CPP, set
 # by meson, names it; tests/hf/reference.py uses the same clone).  VOCAB_NAMES: the ones the

@@ -63,11 +63,16 @@ typedef enum {
  * group, are written the other way round (unit p x groups + g is the source's g x per + p:
  * Qwen3.5's value heads, grouped by key head, tiled).  kind 0: none. */
 enum { TFS_HF_GATHER_NONE, TFS_HF_GATHER_ROWS, TFS_HF_GATHER_COLS,
-       TFS_HF_GATHER_SPLIT };   /* SPLIT: each source row is `groups` output rows' worth; part
+       TFS_HF_GATHER_SPLIT,     /* SPLIT: each source row is `groups` output rows' worth; part
 				 * `skip` of it is the output's row (Qwen3.5-MoE's gate_up) */
+       TFS_HF_GATHER_SEGS };    /* SEGS: the source's rows are `groups` groups of `per` rows;
+				 * the output is segment 0 of every group, then segment 1, ...:
+				 * segment s is len[s] rows (0: none) from row skip + len[0] +
+				 * ... + len[s-1] of its group (Qwen3-Next's in_proj_qkvz) */
 typedef struct {
 	uint8_t kind;
 	uint64_t skip, groups, per, unit;
+	uint64_t len[3];
 } tfs_hf_gather;
 
 typedef struct {

@@ -21,10 +21,13 @@
  *     full_attention_interval, rope.dimension_count (head_dim x partial_rotary_factor).
  * Qwen3.5's model_type (qwen3_5_text) is unknown to transformers 4.57, whose AutoConfig the
  * converter tries first: config.json is read as written (no defaults).
+ * Qwen3NextModel's hooks (prepare, rename, fix with or without 3's reorder, keys but 5's
+ * sections) are exported for Qwen3-Next's row (hf_qwen3next.h, hf_qwen3next.c).
  */
 #include "hf_plan_impl.h"
 #include "hf_moe.h"
 #include "hf_qwen35.h"
+#include "hf_qwen3next.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -181,7 +184,7 @@ static int need_size(int64_t *out, const hparams *h, const char *key, tfs_error 
 }
 
 /* The linear attention's sizes: key heads, value heads, their head dims. */
-typedef struct { int64_t nk, nv, dk, dv; } lin_sizes;
+typedef struct { int64_t nk, nv, dk, dv; bool reorder; } lin_sizes;
 
 static int linear_sizes(lin_sizes *s, const hparams *h, tfs_error *err)
 {
@@ -218,7 +221,7 @@ static long mtp_layer(const char *name, const char **rest)
 
 /* _QwenMtpMixin.__init__: block_count = num_hidden_layers + mtp_num_hidden_layers, or (that
  * 0 or absent) the count of mtp.layers.K the tensors name; h->n_layer becomes the total. */
-static int q35_prepare(hparams *h, const tfs_model *st, tfs_error *err)
+int tfs_hf_qnext_prepare(hparams *h, const tfs_model *st, tfs_error *err)
 {
 	json_t *v = json_object_get(h->root, "mtp_num_hidden_layers");
 	int64_t n = 0, most = 0;
@@ -253,7 +256,7 @@ static int q35_prepare(hparams *h, const tfs_model *st, tfs_error *err)
  * model.layers.(N+K).x; mtp.fc/pre_fc_norm_embedding/pre_fc_norm_hidden/norm.<suffix> -> the
  * block after the trunk's eh_proj/enorm/hnorm/shared_head.norm; Qwen3NextModel's dt_bias ->
  * dt_proj.bias. */
-static bool q35_rename(char *name, size_t cap, const hparams *h)
+bool tfs_hf_qnext_rename(char *name, size_t cap, const hparams *h)
 {
 	static const char *const remap[][2] = {
 		{ "fc", "eh_proj" }, { "pre_fc_norm_embedding", "enorm" },
@@ -333,21 +336,23 @@ static int check_dims(const tfs_tensor *t, const char *shard, const int64_t *wan
 
 static void gather(tfs_hf_tensor *o, int kind, int64_t skip, const lin_sizes *s, int64_t unit)
 {
-	if (s->nk == s->nv)   /* _LinearAttentionVReorderBase: only when they differ */
+	if (s->nk == s->nv || !s->reorder)   /* _LinearAttentionVReorderBase: only when they
+					      * differ (Qwen3-Next has no such base) */
 		return;
 	o->gather = (tfs_hf_gather){ (uint8_t)kind, (uint64_t)skip, (uint64_t)s->nk,
-				     (uint64_t)(s->nv / s->nk), (uint64_t)unit };
+				     (uint64_t)(s->nv / s->nk), (uint64_t)unit, { 0, 0, 0 } };
 }
 
 /* The linear attention's tensors: shapes, the value heads' reorder, A_log's -exp, conv1d
  * squeezed and F32. */
 static int fix_linear(tfs_hf_tensor *o, const tfs_tensor *t, const char *g, const hparams *h,
-		      const char *shard, tfs_error *err)
+		      const char *shard, bool reorder, tfs_error *err)
 {
 	lin_sizes s;
 	int rc = linear_sizes(&s, h, err);
 	if (rc)
 		return rc;
+	s.reorder = reorder;
 	int64_t qk = 2 * s.nk * s.dk, v = s.nv * s.dv, hid = h->hidden;
 	int64_t w[2] = { 0, hid };
 	enum { R = TFS_HF_GATHER_ROWS, C = TFS_HF_GATHER_COLS };
@@ -416,7 +421,7 @@ static int fix_experts(tfs_hf_tensor *o, const tfs_tensor *t, const char *g, con
 	if (parts)
 		*parts = 2;
 	o->ne[1] = ff;
-	o->gather = (tfs_hf_gather){ TFS_HF_GATHER_SPLIT, part, 2, 0, 0 };
+	o->gather = (tfs_hf_gather){ TFS_HF_GATHER_SPLIT, part, 2, 0, 0, { 0, 0, 0 } };
 	char *dot = part ? strstr(o->name, ".ffn_gate_exps.") : NULL;
 	if (dot) {   /* ".ffn_gate_exps." -> ".ffn_up_exps." */
 		memmove(dot + 7, dot + 9, strlen(dot + 9) + 1);
@@ -427,8 +432,8 @@ static int fix_experts(tfs_hf_tensor *o, const tfs_tensor *t, const char *g, con
 
 /* The row's fix hook: full attention's gated q_proj, the MTP layer's eh_proj, the linear
  * attention's tensors, the experts stacked in the checkpoint. */
-static int q35_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m, const hparams *h,
-		   const char *shard, unsigned part, unsigned *parts, tfs_error *err)
+int tfs_hf_qnext_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m, const hparams *h,
+		     const char *shard, unsigned part, unsigned *parts, bool reorder, tfs_error *err)
 {
 	const char *g = m->gguf;
 	if (!strcmp(g, "ffn_gate_exps") || !strcmp(g, "ffn_down_exps"))
@@ -443,7 +448,13 @@ static int q35_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m, 
 	}
 	if (m->rows != TFS_HF_D_HOOK)
 		return 0;
-	return fix_linear(o, t, g, h, shard, err);
+	return fix_linear(o, t, g, h, shard, reorder, err);
+}
+
+static int q35_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m, const hparams *h,
+		   const char *shard, unsigned part, unsigned *parts, tfs_error *err)
+{
+	return tfs_hf_qnext_fix(o, t, m, h, shard, part, parts, true, err);
 }
 
 /* ==== keys ==== */
@@ -503,9 +514,9 @@ static int rope_dims(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	return add_u32(l, h, "rope.dimension_count", (int64_t)(dim * f), err);
 }
 
-/* Qwen2MoeModel's, _QwenMtpMixin's, Qwen3NextModel's and _Qwen35MRopeMixin's keys after
- * TextModel's (block_count rewritten in its place with the MTP layers). */
-static int q35_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+/* Qwen2MoeModel's, _QwenMtpMixin's and Qwen3NextModel's keys after TextModel's (block_count
+ * rewritten in its place with the MTP layers) */
+int tfs_hf_qnext_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	static const struct { const char *suffix, *key; } ssm[] = {
 		{ "ssm.conv_kernel", "linear_conv_kernel_dim" },
@@ -542,8 +553,16 @@ static int q35_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: \"full_attention_interval\" is not an "
 				     "integer", h->where);
 	x = v ? json_integer_value(v) : 4;
-	if ((rc = add_u32(l, h, "full_attention_interval", x, err)) ||
-	    (rc = rope_dims(l, h, err)) || json_object_get(h->rope, "mrope_section"))
+	if ((rc = add_u32(l, h, "full_attention_interval", x, err)))
+		return rc;
+	return rope_dims(l, h, err);
+}
+
+/* ... then _Qwen35MRopeMixin's */
+static int q35_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+{
+	int rc = tfs_hf_qnext_keys(l, h, err);
+	if (rc || json_object_get(h->rope, "mrope_section"))
 		return rc;
 	static const int32_t sections[] = { 11, 11, 10, 0 };   /* _Qwen35MRopeMixin's default */
 	char name[128];
@@ -554,7 +573,7 @@ static int q35_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 /* ==== the rows ==== */
 
 static const struct tfs_hf_hooks hooks = {
-	.prepare = q35_prepare, .rename = q35_rename, .fix = q35_fix,
+	.prepare = tfs_hf_qnext_prepare, .rename = tfs_hf_qnext_rename, .fix = q35_fix,
 };
 
 /* Qwen3.5's model_type (qwen3_5_text) is unknown to transformers 4.57: no config class */

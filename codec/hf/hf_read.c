@@ -101,6 +101,18 @@ static uint64_t src_elem(const tfs_hf_tensor *t, uint64_t e, uint64_t *run)
 		return t->perm_heads ? perm_row(r, rows, t->perm_heads) * inner + col
 				     : (r * g->groups + g->skip) * inner + col;
 	}
+	if (g->kind == TFS_HF_GATHER_SEGS) {
+		uint64_t at = g->skip, rr = r;
+		for (int s = 0; s < 3 && g->len[s]; s++) {
+			if (rr < g->groups * g->len[s] || s == 2 || !g->len[s + 1]) {
+				uint64_t grp = rr / g->len[s], j = rr % g->len[s];
+				*run = (g->len[s] - j) * inner - col;
+				return (grp * g->per + at + j) * inner + col;
+			}
+			rr -= g->groups * g->len[s];
+			at += g->len[s];
+		}
+	}
 	if (g->kind == TFS_HF_GATHER_ROWS && r >= g->skip && r - g->skip < span) {
 		uint64_t from = g->skip + gather_unit(g, r - g->skip, &left);
 		*run = left * inner - col;

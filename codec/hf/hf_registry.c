@@ -33,6 +33,7 @@ extern const tfs_hf_arch tfs_hf_arch_glm4;                                /* hf_
 extern const tfs_hf_arch tfs_hf_arch_ernie4_5;                            /* hf_ernie.c */
 extern const tfs_hf_arch tfs_hf_arch_apertus;                             /* hf_apertus.c */
 extern const tfs_hf_arch tfs_hf_arch_hunyuan_dense;                       /* hf_hunyuan.c */
+extern const tfs_hf_arch tfs_hf_arch_qwen3next;                           /* hf_qwen3next.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -68,6 +69,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_ernie4_5,
 	&tfs_hf_arch_apertus,
 	&tfs_hf_arch_hunyuan_dense,
+	&tfs_hf_arch_qwen3next,
 	NULL,
 };
 

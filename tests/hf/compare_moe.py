@@ -31,6 +31,9 @@ compare.SHAPING |= {"num_local_experts", "num_experts", "moe_intermediate_size",
 # DeepSeek's: the MLA sizes, the routed and shared experts' counts
 compare.SHAPING |= {"kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
                     "v_head_dim", "n_routed_experts", "n_shared_experts"}
+# Qwen3-Next's linear attention sizes
+compare.SHAPING |= {"linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
+                    "linear_num_key_heads", "linear_num_value_heads"}
 # Llama 4's: the dense layers' size and which layers are MoE
 compare.SHAPING |= {"intermediate_size_mlp", "interleave_moe_layer_step"}
 

@@ -98,6 +98,15 @@ VARIANTS = {
     "qwen35moe-f16": dict(arch="Qwen3_5MoeForCausalLM", dtype="F16", shards=1, tied=True,
                           layers=4, head_dim=32, moe_ff=64, shared_ff=32, bpe="qwen3",
                           vocab=151936, mtp=1, experts=8, interval=2, per_expert=True),
+    # Qwen3-Next (Qwen3NextForCausalLM): make_model.py's Qwen3.5 layers with q, k, v, z fused
+    # per key head (linear_attn.in_proj_qkvz) and b, a (in_proj_ba), two value heads a key
+    # head (kept in order: no reorder), every expert its own tensors, a shared expert and its
+    # gate, the MTP layer (mtp.*) counted from the tensors; config.json as
+    # Qwen/Qwen3-Next-80B-A3B-Instruct's (no layer_types: Qwen3NextConfig derives them)
+    "qwen3next-bf16": dict(arch="Qwen3NextForCausalLM", dtype="BF16", shards=2, tied=False,
+                           layers=4, head_dim=32, moe_ff=32, shared_ff=64, bpe="qwen3",
+                           vocab=151936, mtp=1, per_expert=True,
+                           name_or_path="Qwen/Qwen3-Next-80B-A3B-Instruct"),
     # GLM-4.7-Flash (Glm4MoeLiteForCausalLM: DeepseekV2Model, deepseek2): MLA with q_lora, a
     # dense first layer, a shared expert, the router's bias, the MTP layer kept (nextn.*);
     # config.json as written (glm4_moe_lite is unknown to transformers 4.57); GLM's tokens
@@ -136,7 +145,7 @@ MODEL_TYPES = {"MixtralForCausalLM": "mixtral", "Qwen2MoeForCausalLM": "qwen2_mo
                "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe",
                "GptOssForCausalLM": "gpt_oss",
                "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text", "MiniMaxM2ForCausalLM": "minimax_m2",
-               "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
+               "Glm4MoeLiteForCausalLM": "glm4_moe_lite", "Qwen3NextForCausalLM": "qwen3_next",
                "Llama4ForConditionalGeneration": "llama4", "Llama4ForCausalLM": "llama4_text"}
 LLAMA4 = ("Llama4ForConditionalGeneration", "Llama4ForCausalLM")
 
@@ -180,6 +189,21 @@ def qwen35moe_shapes(s):
     return t
 
 
+def qwen3next_shapes(s):
+    """Qwen3-Next: Qwen3.5-MoE's tensors with each linear attention's q, k, v, z fused per key
+    head (in_proj_qkvz: [q k v z] x key heads) and its b, a too (in_proj_ba)."""
+    nk, nv, dk, dv, _ = make_model.qwen35_linear(s)
+    t = {}
+    for n, shp in qwen35moe_shapes(s).items():
+        if n.endswith("linear_attn.in_proj_qkv.weight"):
+            p = n[:-len("in_proj_qkv.weight")]
+            t[p + "in_proj_qkvz.weight"] = (nk * (2 * dk + 2 * nv // nk * dv), shp[1])
+            t[p + "in_proj_ba.weight"] = (2 * nv, shp[1])
+        elif not n.endswith(("in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight")):
+            t[n] = shp
+    return t
+
+
 def tensor_shapes(s):
     """HF name -> numpy shape."""
     h, hd, arch = s["hidden"], head_dim(s), s["arch"]
@@ -189,6 +213,8 @@ def tensor_shapes(s):
         return glm_shapes(s)
     if arch == "Qwen3_5MoeForCausalLM":
         return qwen35moe_shapes(s)
+    if arch == "Qwen3NextForCausalLM":
+        return qwen3next_shapes(s)
     if arch in LLAMA4:
         return llama4_shapes(s)
     t = {"model.embed_tokens.weight": (s["vocab"], h), "model.norm.weight": (h,)}
@@ -572,6 +598,15 @@ def write_config(d, s):
                   "use_sliding_window", "qkv_bias"):
             del c[k]
         c = make_model.qwen35_config(s, c)
+    if arch == "Qwen3NextForCausalLM":   # as Qwen/Qwen3-Next-80B-A3B-Instruct's
+        nk, nv, dk, dv, kern = make_model.qwen35_linear(s)
+        for k in ("max_window_layers", "sliding_window", "qkv_bias"):
+            del c[k]
+        c.update(head_dim=head_dim(s), partial_rotary_factor=0.25, rope_theta=10000000,
+                 attention_bias=False, full_attention_interval=s.get("interval", 4),
+                 linear_conv_kernel_dim=kern, linear_key_head_dim=dk,
+                 linear_value_head_dim=dv, linear_num_key_heads=nk, linear_num_value_heads=nv,
+                 bos_token_id=151643, eos_token_id=151645)
     if "name_or_path" in s:
         c["_name_or_path"] = s["name_or_path"]
     with open(os.path.join(d, "config.json"), "w") as f:

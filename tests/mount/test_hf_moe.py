@@ -60,6 +60,10 @@ TOKENS += [("minimax-m2-bf16", "auto")]
 EQUAL += [("llama4-bf16", "auto"), ("llama4-text-f16", "q8_0")]
 # (not llama4-text-f16: all full attention, llama.cpp's llama4 asserts f_attn_temp_scale != 0)
 TOKENS += [("llama4-bf16", "auto"), ("llama4-bf16", "q8_0")]
+# Qwen3-Next (in_proj_qkvz split into attn_qkv and attn_gate by a gather of row segments on
+# read, its MTP layer counted from the tensors); the tokens case reads all of model.gguf
+# through the mount and compares its bytes with the converter's
+TOKENS += [("qwen3next-bf16", "auto")]
 
 if SANITIZED:
     # Under the sanitizers (harness.SANITIZED): each variant's read path once (its first

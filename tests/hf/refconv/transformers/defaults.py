@@ -126,6 +126,19 @@ _QWEN3_MOE = dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144,
                   num_experts=128, norm_topk_prob=False, output_router_logits=False,
                   router_aux_loss_coef=0.001, mlp_only_layers=None)
 
+_QWEN3_NEXT = dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632,
+                   num_hidden_layers=48, num_attention_heads=16, num_key_value_heads=2,
+                   hidden_act="silu", max_position_embeddings=32768, initializer_range=0.02,
+                   rms_norm_eps=1e-6, use_cache=True, tie_word_embeddings=False,
+                   rope_theta=10000.0, rope_scaling=None, partial_rotary_factor=0.25,
+                   attention_bias=False, attention_dropout=0.0, head_dim=256,
+                   linear_conv_kernel_dim=4, linear_key_head_dim=128, linear_value_head_dim=128,
+                   linear_num_key_heads=16, linear_num_value_heads=32, decoder_sparse_step=1,
+                   moe_intermediate_size=512, shared_expert_intermediate_size=512,
+                   num_experts_per_tok=10, num_experts=512, norm_topk_prob=True,
+                   output_router_logits=False, router_aux_loss_coef=0.001, mlp_only_layers=[],
+                   layer_types=None)
+
 _GPT_OSS = dict(num_hidden_layers=36, num_local_experts=128, vocab_size=201088,
                 hidden_size=2880, intermediate_size=2880, head_dim=64, num_attention_heads=64,
                 num_key_value_heads=8, sliding_window=128, rope_theta=150000.0,
@@ -262,6 +275,14 @@ def _moe_lists(c):
         c["mlp_only_layers"] = []
     if not c.get("use_sliding_window"):
         c["sliding_window"] = None
+
+
+def _qwen3_next_layers(c):
+    # every full_attention_interval-th layer full (a kwarg: 4 when absent)
+    if c.get("layer_types") is None:
+        k = c.get("full_attention_interval", 4)
+        c["layer_types"] = ["linear_attention" if (i + 1) % k else "full_attention"
+                            for i in range(c["num_hidden_layers"])]
 
 
 def _gpt_oss_layers(c):
@@ -470,6 +491,7 @@ CLASSES = {
     "mixtral": (_MIXTRAL, (_kv_heads, _head_dim)),
     "qwen2_moe": (_QWEN2_MOE, (_kv_heads, _moe_lists, _rope_type)),
     "qwen3_moe": (_QWEN3_MOE, (_kv_heads, _moe_lists, _rope_type)),
+    "qwen3_next": (_QWEN3_NEXT, (_rope_type, _qwen3_next_layers)),
     "gpt_oss": (_GPT_OSS, (_kv_heads, _gpt_oss_layers)),
     "deepseek_v2": (_DEEPSEEK_V2, (_kv_heads, _deepseek_heads, _rope_type)),
     "deepseek_v3": (_DEEPSEEK_V3, (_kv_heads, _deepseek_heads, _rope_type)),

@@ -15,6 +15,7 @@
 #include "hf_moe.h"
 #include "hf_qwen3next.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum { H = TFS_HF_D_HIDDEN, KV = TFS_HF_D_KV, Q = TFS_HF_D_Q, HD = TFS_HF_D_HEAD,
@@ -112,10 +113,17 @@ static int qn_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m, c
 		o->gather = (tfs_hf_gather){ TFS_HF_GATHER_SEGS, (uint64_t)(2 * dk + rv),
 					     (uint64_t)nk, (uint64_t)g, 0, { (uint64_t)rv, 0, 0 } };
 		o->ne[1] = nk * rv;
-		char *at = strstr(o->name, ".attn_qkv.");
-		if (at) {   /* ".attn_qkv." -> ".attn_gate." */
-			memmove(at + 10, at + 9, strlen(at + 9) + 1);
-			memcpy(at + 1, "attn_gate", 9);
+		char *at = strstr(o->name, ".attn_qkv."), *nn;
+		if (at) {   /* ".attn_qkv." -> ".attn_gate." (o->name is malloc'd, one byte
+			     * longer now) */
+			size_t pre = (size_t)(at - o->name), n = strlen(o->name);
+			if (!(nn = malloc(n + 2)))
+				return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", h->where);
+			memcpy(nn, o->name, pre);
+			memcpy(nn + pre, ".attn_gate", 10);
+			memcpy(nn + pre + 10, at + 9, n - pre - 9 + 1);
+			free(o->name);
+			o->name = nn;
 		}
 	}
 	return 0;

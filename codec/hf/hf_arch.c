@@ -246,8 +246,9 @@ static int gemma2_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	return rc ? rc : tfs_hf_add_needed(l, h, after, N(after), err);
 }
 
-/* Gemma3Model.set_gguf_parameters after TextModel's (keys written again keep their place) */
-static int gemma3_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+/* Gemma3Model.set_gguf_parameters after TextModel's (keys written again keep their place);
+ * EmbeddingGemma's too (hf_egemma.c) */
+int tfs_hf_gemma3_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	static const tfs_hf_needed k[] = {
 		{ "max_position_embeddings", "context_length", false },
@@ -431,7 +432,7 @@ static const tfs_hf_config_class gemma3_configs[] = {
 const tfs_hf_arch tfs_hf_arch_gemma3 = {
 	TFS_HF_CLASSES("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"), .gguf = "gemma3",
 	TFS_HF_NAMES(gemma_globals, gemma3_blocks), .flags = BASE | TFS_HF_ARCH_TRIM_EMBD,
-	.params = gemma3_keys, .configs = gemma3_configs, .vocab = TFS_HF_VOCAB_GEMMA3,
+	.params = tfs_hf_gemma3_keys, .configs = gemma3_configs, .vocab = TFS_HF_VOCAB_GEMMA3,
 };
 
 static const tfs_hf_config_class phi3_configs[] = {

@@ -251,6 +251,10 @@ int tfs_hf_add_f32(tfs_hf_kvs *l, const hparams *h, const char *suffix, const js
 		   const char *key, tfs_error *err);
 /* TextModel.set_gguf_parameters' keys (what TFS_HF_ARCH_BASE_PARAMS writes). */
 int tfs_hf_text_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
+/* Gemma3Model.set_gguf_parameters' keys (hf_arch.c); _try_set_pooling_type's pooling_type
+ * from sentence-transformers' modules.json (hf_bert.c). */
+int tfs_hf_gemma3_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
+int tfs_hf_pooling_key(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
 /* hparams[key] that must be there (Python's KeyError otherwise). */
 int tfs_hf_need(json_t **v, const hparams *h, const char *key, tfs_error *err);
 /* A class's keys of hparams that must be there, each written as ARCH.suffix: float32 when

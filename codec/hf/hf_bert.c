@@ -54,8 +54,9 @@ static const tfs_hf_name bert_blocks[] = {
 
 /* ==== keys ==== */
 
-/* _try_set_pooling_type: modules.json's first *Pooling module, its config.json's mode. */
-static int pooling_key(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+/* _try_set_pooling_type: modules.json's first *Pooling module, its config.json's mode
+ * (EmbeddingGemma's too, hf_egemma.c). */
+int tfs_hf_pooling_key(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	static const struct { const char *flag, *mode; uint32_t type; } modes[] = {
 		{ "pooling_mode_mean_tokens", "mean", 1 },   /* gguf.PoolingType.MEAN */
@@ -160,7 +161,7 @@ static int bert_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	snprintf(name, sizeof name, "%s.attention.causal", h->arch->gguf);
 	int rc = tfs_hf_kvs_add_bool(l, name, false, err);
 	if (!rc)
-		rc = pooling_key(l, h, err);
+		rc = tfs_hf_pooling_key(l, h, err);
 	return rc ? rc : labels_key(l, h, err);
 }
 

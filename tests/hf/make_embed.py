@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tiny random embedding models (BERT-family encoders: BERT, XLM-RoBERTa) for the GGUF view's
+"""Tiny random embedding models (BERT-family encoders: BERT, XLM-RoBERTa; EmbeddingGemma) for the GGUF view's
 tests: each variant
 is a directory with the tensor names and config.json keys of its class's real repos, which
 the reference converter (reference.py) can convert.
@@ -54,6 +54,12 @@ VARIANTS = {
     "xlmr-f16": dict(arch="XLMRobertaModel", dtype="F16", hidden=64, heads=4, layers=1, ff=64,
                      ctx=34, pooling="mean", types=1, prefix="roberta.",
                      name_or_path="intfloat/multilingual-e5-base"),
+    # EmbeddingGemma style (Gemma3TextModel, gemma-embedding): F32, the base model's names
+    # (no "model."), bidirectional, mean pooling, the Gemma 3 test model's SentencePiece
+    # tokenizer.model (make_model.py), a tiny window
+    "egemma-f32": dict(arch="Gemma3TextModel", dtype="F32", hidden=32, heads=2, kv_heads=1,
+                       head_dim=16, layers=6, ff=64, ctx=64, sliding_window=16,
+                       pooling="mean", name_or_path="google/embeddinggemma-300m"),
 }
 
 
@@ -281,6 +287,33 @@ def bert_config(s, vocab):
     return c
 
 
+def make_egemma(outdir, name, s, d):
+    """Gemma3TextModel: make_model.py's Gemma 3 text model with the base model's names and
+    embeddinggemma-300m's config.json keys."""
+    m = dict(make_model.BASE, **s)
+    m.update(arch="Gemma3ForCausalLM", shards=1, tied=True, qk_norm=True)
+    m.pop("name_or_path")
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    items = []
+    for n, shp in make_model.tensor_shapes(m).items():
+        items.append((n[len("model."):], "F32", shp, make_model.make_weights(m, n, shp, rng)))
+    make_model.write_safetensors(os.path.join(d, "model.safetensors"), items)
+    make_model.write_tokenizer(d, m, make_model.train_spm(outdir, m["vocab"]))
+    make_model.write_config(d, m)
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    n = s["layers"]
+    c.update(architectures=[s["arch"]], use_bidirectional_attention=True,
+             _name_or_path=s["name_or_path"], _sliding_window_pattern=6,
+             layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention"
+                          for i in range(n)])
+    c.pop("sliding_window_pattern", None)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+    write_pooling(d, s["pooling"])
+    return d
+
+
 def make(outdir, name):
     import shutil
     s = spec(name)
@@ -288,6 +321,8 @@ def make(outdir, name):
     if os.path.isdir(d):
         shutil.rmtree(d)
     os.makedirs(d)
+    if s["arch"] == "Gemma3TextModel":
+        return make_egemma(outdir, name, s, d)
     if s["arch"] == "XLMRobertaModel":
         spm_path = train_unigram(outdir)
         write_xlmr_tokenizer(d, spm_path, s["ctx"])

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Embedding models through a mount (issue 36): tests/hf/make_embed.py's tiny encoders (BERT:
 bge-small style with CLS pooling, all-MiniLM style with mean pooling, no pooling;
-XLM-RoBERTa: BGE-M3 style with CLS pooling, multilingual-e5 style with mean pooling), their
+XLM-RoBERTa: BGE-M3 style with CLS pooling, multilingual-e5 style with mean pooling;
+EmbeddingGemma: Gemma3TextModel with mean pooling), their
 model.gguf against llama.cpp's converter (tests/hf/reference.py):
 
 - model.gguf is cmp-equal to the converter's file;
@@ -34,9 +35,11 @@ WORK = os.environ.get("TFS_HF_EMBED_WORK") or os.path.join(tempfile.gettempdir()
                                                            "tfs-hf-embed-mount")
 # (variant, outtype, llama.cpp's pooling type: 0 none, 1 mean, 2 cls)
 CASES = [("bert-f32", "auto", 2), ("bert-f32", "q8_0", 2), ("bert-f16", "auto", 1),
-         ("bert-bf16", "bf16", 0), ("xlmr-f32", "auto", 2), ("xlmr-f16", "q8_0", 1)]
-# the ids encode puts around a text: BERT's [CLS] [SEP], XLM-R's <s> </s>
-ENDS = {"bert": (101, 102), "xlmr": (0, 2)}
+         ("bert-bf16", "bf16", 0), ("xlmr-f32", "auto", 2), ("xlmr-f16", "q8_0", 1),
+         ("egemma-f32", "auto", 1)]
+# the ids encode puts around a text: BERT's [CLS] [SEP], XLM-R's <s> </s>; EmbeddingGemma's
+# <bos> (config.json's bos_token_id 2) and no end
+ENDS = {"bert": (101, 102), "xlmr": (0, 2), "egemma": (2, None)}
 TEXTS = ["Hello, world!", "The tiny model embeds this sentence.",
          "naïve café: 3.14 tokens; ĀĒĪ 中文"]
 
@@ -83,8 +86,10 @@ class Embeddings(TestCase):
             self.assertEqual(got["pooling"], pooling, name)
             for w, g in zip(want["texts"], got["texts"]):
                 self.assertEqual(g["tokens"], w["tokens"], (name, g["text"]))
-                ends = ENDS[name.split("-")[0]]
-                self.assertEqual((g["tokens"][0], g["tokens"][-1]), ends, (name, g["text"]))
+                first, last = ENDS[name.split("-")[0]]
+                self.assertEqual(g["tokens"][0], first, (name, g["text"]))
+                if last is not None:
+                    self.assertEqual(g["tokens"][-1], last, (name, g["text"]))
                 self.assertEqual(g["embedding"], w["embedding"], (name, t, g["text"]))
                 flat = g["embedding"] if pooling else [x for row in g["embedding"] for x in row]
                 self.assertEqual(len(flat) % want["n_embd"], 0)
@@ -136,6 +141,19 @@ class BadInput(TestCase):
                 json.dump(tj, f)
         self.refused(self.variant_copy(change), "tokenizer.json",
                      "BERT's conversion reads a WordPiece vocabulary")
+
+    def test_embeddinggemma_without_sliding_window(self):
+        """EmbeddingGemma's converter reads config.json's own sliding_window (transformers
+        halves it): refused without one, as the converter does."""
+        def change(d):
+            p = os.path.join(d, "config.json")
+            c = json.loads(read(p))
+            os.unlink(p)
+            del c["sliding_window"]
+            with open(p, "w") as f:
+                json.dump(c, f)
+        self.refused(self.variant_copy(change, "egemma-f32"), "config.json",
+                     "sliding_window not found in model config")
 
     def test_xlmr_without_its_sentencepiece_model(self):
         """tokenizer.json alone: the converter reads it with transformers' tokenizer, which

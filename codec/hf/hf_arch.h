@@ -269,6 +269,10 @@ int tfs_hf_add_needed(tfs_hf_kvs *l, const hparams *h, const tfs_hf_needed *k, s
 /* hf_arch_gen.c: the rows' extra hooks. */
 int tfs_hf_llama3_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
 			const struct tfs_hf_params *h, tfs_error *err);
+/* The same with factor when the llama3 rope scaling names none (LlamaModel's 8; EXAONE 4's
+ * 16). */
+int tfs_hf_llama3_freqs_factor(tfs_hf_gen *gen, size_t *ngen, const struct tfs_hf_params *h,
+			       double factor, tfs_error *err);
 /* Phi-3's rotary dimensions: int(partial_rotary_factor * hidden_size) // heads. */
 int64_t tfs_hf_phi3_rope_dims(const struct tfs_hf_params *h);
 int tfs_hf_phi3_factors(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,

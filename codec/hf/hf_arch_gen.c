@@ -26,6 +26,13 @@ static const json_t *rope_params(const hparams *h)
 int tfs_hf_llama3_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early, const hparams *h,
 			tfs_error *err)
 {
+	(void)early;
+	return tfs_hf_llama3_freqs_factor(gen, ngen, h, 8.0, err);
+}
+
+int tfs_hf_llama3_freqs_factor(tfs_hf_gen *gen, size_t *ngen, const hparams *h,
+			       double factor, tfs_error *err)
+{
 	const json_t *rs = rope_params(h);
 	*ngen = 0;
 	/* a truthy rope_parameters whose rope_type, lowercased, is llama3 */
@@ -34,7 +41,7 @@ int tfs_hf_llama3_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early, const 
 	const char *rt = json_string_value(json_object_get(rs, "rope_type"));
 	if (!rt || strcasecmp(rt, "llama3") != 0)
 		return 0;
-	double v[5] = { 10000.0, 8.0, 1.0, 4.0, 8192 };   /* base, factor, lo, hi, old_ctx */
+	double v[5] = { 10000.0, factor, 1.0, 4.0, 8192 };   /* base, factor, lo, hi, old_ctx */
 	static const char *const keys[5] = { "rope_theta", "factor", "low_freq_factor",
 		"high_freq_factor", "original_max_position_embeddings" };
 	for (size_t i = 0; i < 5; i++) {

@@ -13,9 +13,6 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
-
-#include "hf_rope.h"
 
 enum { H = TFS_HF_D_HIDDEN, Q = TFS_HF_D_Q, KV = TFS_HF_D_KV, FF = TFS_HF_D_FF,
        HD = TFS_HF_D_HEAD, NO = TFS_HF_D_NONE, XN = TFS_HF_XF_NONE };
@@ -134,34 +131,7 @@ static int freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early, const hparams
 		 tfs_error *err)
 {
 	(void)early;
-	const json_t *rs = json_object_get(h->rope, "full_attention");
-	if (!json_is_object(rs))
-		rs = h->rope;
-	*ngen = 0;
-	if (json_object_size(rs) == 0)
-		return 0;
-	const char *rt = json_string_value(json_object_get(rs, "rope_type"));
-	if (!rt || strcasecmp(rt, "llama3") != 0)
-		return 0;
-	double v[5] = { 10000.0, 16.0, 1.0, 4.0, 8192 };   /* base, factor, lo, hi, old_ctx */
-	static const char *const k[5] = { "rope_theta", "factor", "low_freq_factor",
-		"high_freq_factor", "original_max_position_embeddings" };
-	for (size_t i = 0; i < 5; i++) {
-		json_t *x = json_object_get(rs, k[i]);
-		if (json_is_number(x))
-			v[i] = json_number_value(x);
-	}
-	if (!(v[0] > 0))
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: llama3 rope_scaling with rope_theta %g",
-				     h->where, v[0]);
-	size_t m = (size_t)(h->head_dim + 1) / 2;
-	float *f = malloc(m * sizeof *f);
-	if (!f)
-		return tfs_error_set(err, TFS_E_NOMEM, "rope_freqs: out of memory");
-	tfs_hf_llama3_rope(f, h->head_dim, v[0], v[1], v[2], v[3], v[4]);
-	gen[0] = (tfs_hf_gen){ "rope_freqs.weight", f, m };
-	*ngen = 1;
-	return 0;
+	return tfs_hf_llama3_freqs_factor(gen, ngen, h, 16.0, err);
 }
 
 const tfs_hf_arch tfs_hf_arch_exaone4 = {

@@ -77,18 +77,23 @@ fuzz_log=$(mktemp)
 # under the sanitizers in mount_hf, the hf unit tests and the fuzz harnesses.
 # Nor do the sanitizer and the clang runs repeat the lint suite (pyflakes, structure: they
 # read the sources, not a build).
+# TFS_CPU_LOG=FILE: each test's CPU-seconds (its daemons' included), wall seconds, name and
+# chain appended to FILE (scripts/bench/cpu-of.sh); `sort -rn FILE` ranks them
+wrap=()
+[ -n "${TFS_CPU_LOG:-}" ] && wrap=(--wrapper "$PWD/scripts/bench/cpu-of.sh" --logbase testlog)
 asan_sel=("$@")
 [ $# -eq 0 ] && asan_sel=(--no-suite hf --no-suite lint)
 jobdir=$(mktemp -d)
 job_normal() {
 	if $quick; then
 		TFS_QUICK=1 TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-4} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-1} \
-			meson test -C build --print-errorlogs --num-processes 1 --suite quick "$@"
+			TFS_CPU_TAG=quick meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 \
+			--suite quick "$@"
 	elif [ $# -gt 0 ]; then
-		meson test -C build --print-errorlogs --num-processes 1 "$@"
+		TFS_CPU_TAG=normal meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 "$@"
 	else
-		meson test -C build --print-errorlogs --num-processes 1 --no-rebuild --no-suite hf \
-			--no-suite quant
+		TFS_CPU_TAG=normal meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 \
+			--no-rebuild --no-suite hf --no-suite quant
 	fi
 }
 # the normal build's comparisons with the reference tools (suites hf and quant: llama.cpp's
@@ -99,8 +104,8 @@ job_normal() {
 # input both chains convert is converted once: reference.py's cache holds a lock per key.
 job_ref() {
 	[ "$everything" = all ] || return 0
-	meson test -C build --print-errorlogs --num-processes 1 --no-rebuild --logbase testlog-ref \
-		--suite hf --suite quant
+	TFS_CPU_TAG=ref meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 \
+		--no-rebuild --logbase testlog-ref --suite hf --suite quant   # (the last --logbase counts)
 }
 job_asan() {
 	$quick && return 0
@@ -113,7 +118,8 @@ job_asan() {
 	ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$reports/asan \
 	LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan \
-		meson test -C build-asan --print-errorlogs --num-processes 1 "${asan_sel[@]}"
+	TFS_CPU_TAG=asan \
+		meson test -C build-asan "${wrap[@]}" --print-errorlogs --num-processes 1 "${asan_sel[@]}"
 }
 # the clang build and its unit tests (its C is what differs: the reference comparisons of
 # the hf and quant suites run on the normal build and under the sanitizers), when no test is
@@ -128,8 +134,8 @@ job_clang() {
 		echo 1 >"$jobdir/clang.failed"
 		return 1
 	fi
-	meson test -C build-clang --print-errorlogs --num-processes 1 --no-suite mount --no-suite hf \
-		--no-suite quant --no-suite lint
+	TFS_CPU_TAG=clang meson test -C build-clang "${wrap[@]}" --print-errorlogs --num-processes 1 \
+		--no-suite mount --no-suite hf --no-suite quant --no-suite lint
 }
 # fuzzing: only when no test is named (and not in the quick tier); two harnesses at a time
 # (each runs for its seconds of wall time: when the other chain is done, fuzzing used one

@@ -408,6 +408,9 @@ class _TapResult(unittest.TestResult):
         print("# a sanitizer report during this case:", flush=True)
         for l in text.splitlines()[:200]:
             print("# " + l, flush=True)
+        print("FAILED %s: a sanitizer report during this case:\n%s"
+              % (test.id().split(".", 1)[-1], "\n".join(text.splitlines()[:200])),
+              file=sys.stderr, flush=True)
         return True
 
     def _line(self, ok, test, extra=""):
@@ -427,8 +430,12 @@ class _TapResult(unittest.TestResult):
         if not self._report(test):
             self.failed_n += 1
             self._line(False, test)
-        for l in self._exc_info_to_string(err, test).splitlines():
+        text = self._exc_info_to_string(err, test)
+        for l in text.splitlines():
             print("# " + l, flush=True)
+        # and on stderr: meson's --print-errorlogs shows a TAP test's stderr, not its
+        # comments (CI printed an empty "stderr:" for a failed stress case, no reason)
+        print("FAILED %s\n%s" % (test.id().split(".", 1)[-1], text), file=sys.stderr, flush=True)
 
     addError = addFailure
 
@@ -462,13 +469,15 @@ def main():
     # is not allowed, so a failure is reported as a failed exit and a diagnostic)
     left = outliving(None, wait=10.0)
     if left:
-        print("# FAILED: daemons outlived their mounts: %s" % describe(left), flush=True)
+        for f in (sys.stdout, sys.stderr):
+            print("# FAILED: daemons outlived their mounts: %s" % describe(left), file=f, flush=True)
         res.failed_n += 1
     late = reports.take()   # after the last case (a class's teardown, a late daemon)
     if late:
-        print("# FAILED: a sanitizer report after the last case:", flush=True)
-        for l in late.splitlines()[:200]:
-            print("# " + l, flush=True)
+        for f in (sys.stdout, sys.stderr):
+            print("# FAILED: a sanitizer report after the last case:", file=f, flush=True)
+            for l in late.splitlines()[:200]:
+                print("# " + l, file=f, flush=True)
         res.failed_n += 1
     reports.close()
     sys.exit(1 if res.failed_n else 0)

@@ -41,6 +41,9 @@ if LONG:
 SECONDS = float(os.environ.get("TFS_STRESS_SECONDS", "60" if LONG else "12"))
 SEED = int(os.environ.get("TFS_STRESS_SEED", str(int(time.time()) % 100000)))
 THREADS = 16
+MIN_READS = 100     # per reader thread, however long it takes (at most OVERTIME s more)
+MIN_WRITES = 21
+OVERTIME = 60
 
 MIXED = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
 TINY = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "tiny-llama.gguf")
@@ -152,6 +155,7 @@ class Reader(threading.Thread):
         self.files = files
         self.oracle = oracle
         self.deadline = deadline
+        self.min_reads = MIN_READS
         self.choices = choices or {}
         self.reads = 0
         self.bytes = 0
@@ -185,7 +189,7 @@ class Reader(threading.Thread):
     def run(self):
         fds = {}
         try:
-            while time.time() < self.deadline:
+            while keep_going(self.deadline, self.reads, self.min_reads):
                 path = self.rng.choice(self.files)
                 try:
                     if path in self.choices:
@@ -226,13 +230,31 @@ class Reader(threading.Thread):
                 os.close(fd)
 
 
-def run_readers(tc, files, oracle, seconds, seed, nthreads, choices=None, extra=()):
+def keep_going(deadline, done, floor):
+    """Whether a thread of a timed run goes on: until the deadline, and past it (by at most
+    OVERTIME s) until it has done `floor` operations.  A loaded machine or a sanitizer build
+    can be ten times slower than an idle one; the count, not the clock, says whether the run
+    meant anything (a fixed 1.5 s under ASan once ended with too few reads)."""
+    now = time.time()
+    return now < deadline or (done < floor and now < deadline + OVERTIME)
+
+
+def run_readers(tc, files, oracle, seconds, seed, nthreads, choices=None, writers=()):
+    """nthreads Readers until `seconds` have passed and each has done MIN_READS reads;
+    `writers` are functions called in threads with a `running()` that is true as long as a
+    reader runs, so that every read may race a write."""
     deadline = time.time() + seconds
     readers = [Reader(seed * 1000 + i, files, oracle, deadline, choices) for i in range(nthreads)]
-    for t in list(readers) + list(extra):
+
+    def running():
+        return time.time() < deadline or any(r.is_alive() for r in readers)
+
+    threads = list(readers) + [threading.Thread(target=w, args=(running,), daemon=True)
+                               for w in writers]
+    for t in threads:
         t.start()
-    for t in list(readers) + list(extra):
-        t.join(seconds + 120)
+    for t in threads:
+        t.join(seconds + OVERTIME + 120)
         tc.assertFalse(t.is_alive(), "a thread still runs 120 s after the deadline (hung mount?)")
     mism = [x for r in readers for x in r.mismatches]
     errs = [x for r in readers for x in r.errors]
@@ -244,7 +266,7 @@ def run_readers(tc, files, oracle, seconds, seed, nthreads, choices=None, extra=
         print("#   " + x, flush=True)
     tc.assertEqual(mism, [], "mismatches (replay with TFS_STRESS_SEED=%d)" % seed)
     tc.assertEqual(errs, [], "errors (replay with TFS_STRESS_SEED=%d)" % seed)
-    tc.assertGreater(reads, 100 * nthreads, "too few reads to mean anything")
+    tc.assertGreaterEqual(reads, MIN_READS * nthreads, "too few reads to mean anything")
     return reads
 
 
@@ -316,10 +338,9 @@ class Stress(TestCase):
             oracle.pop(m.p("index.json"))
             writes = []
             werrors = []
-            stop = time.time() + SECONDS / 2
 
-            def writer():
-                while time.time() < stop:
+            def writer(running):
+                while running() or (len(writes) < MIN_WRITES and len(werrors) < 5):
                     k = rng.choice(sorted(values))
                     v = rng.choice(values[k])
                     try:
@@ -339,11 +360,10 @@ class Stress(TestCase):
                         werrors.append("%s <- %r: %s" % (k, v[:40], e))
                     time.sleep(0.005)
 
-            w = threading.Thread(target=writer, daemon=True)
             files = sorted(oracle) + sorted(choices) * 8
-            run_readers(self, files, oracle, SECONDS / 2, seed, THREADS - 1, choices, [w])
+            run_readers(self, files, oracle, SECONDS / 2, seed, THREADS - 1, choices, [writer])
             self.assertEqual(werrors, [])
-            self.assertGreater(len(writes), 20)
+            self.assertGreaterEqual(len(writes), MIN_WRITES)
             print("# %d values written" % len(writes), flush=True)
             last = {}
             for k in values:
@@ -365,11 +385,10 @@ class Stress(TestCase):
             old = read(p)
             vals = [np.full(len(old) // 4, v, np.float32).tobytes() for v in (1.0, 2.0, 3.0)]
             choices = {p: set(vals) | {old}}
-            stop = time.time() + min(SECONDS / 4, 8)
 
-            def writer():
+            def writer(running):
                 i = 0
-                while time.time() < stop:
+                while running() or i < MIN_WRITES:
                     v = vals[i % 3]
                     i += 1
                     fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
@@ -380,8 +399,7 @@ class Stress(TestCase):
                     finally:
                         os.close(fd)
 
-            w = threading.Thread(target=writer, daemon=True)
-            run_readers(self, [p], {}, stop - time.time(), seed, THREADS - 1, choices, [w])
+            run_readers(self, [p], {}, min(SECONDS / 4, 8), seed, THREADS - 1, choices, [writer])
 
     def test_rw_tensor_readers_never_see_uncommitted(self):
         """One writer rewrites a tensor (open O_TRUNC, a poison value written whole, then the
@@ -403,7 +421,8 @@ class Stress(TestCase):
             bad, reads, writes = [], [0], [0]
 
             def writer():
-                while time.time() < stop:
+                while (keep_going(stop, writes[0], MIN_WRITES)
+                       or any(t.is_alive() for t in threads[1:])):
                     fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
                     try:
                         os.write(fd, poison)
@@ -414,7 +433,9 @@ class Stress(TestCase):
                     writes[0] += 1
 
             def reader():
-                while time.time() < stop and len(bad) < 20:
+                done = 0
+                while keep_going(stop, done, MIN_READS) and len(bad) < 20:
+                    done += 1
                     fd = os.open(p, os.O_RDONLY)
                     try:
                         got = os.pread(fd, 1 << 20, 0)
@@ -437,13 +458,13 @@ class Stress(TestCase):
             for t in threads:
                 t.start()
             for t in threads:
-                t.join(stop - time.time() + 120)
+                t.join(stop - time.time() + OVERTIME + 120)
                 self.assertFalse(t.is_alive(), "a thread still runs 120 s after the deadline")
             print("# %d reads, %d values written, %d bad (seed %d)"
                   % (reads[0], writes[0], len(bad), seed), flush=True)
             self.assertEqual(bad[:5], [])
-            self.assertGreater(writes[0], 20)
-            self.assertGreater(reads[0], 100 * (THREADS - 1))
+            self.assertGreaterEqual(writes[0], MIN_WRITES)
+            self.assertGreaterEqual(reads[0], MIN_READS * (THREADS - 1))
             # after the last close, a new reader sees the last value whole
             self.assertEqual(read(p), vals[(writes[0] - 1) % 3])
 

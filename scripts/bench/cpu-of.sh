@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# A `meson test --wrapper`: runs the test in a cgroup of its own and appends a line
+# "CPU-seconds wall-seconds test" to $TFS_CPU_LOG, the CPU of every process the test started,
+# its mount daemons included (a test's wall time says little when three chains share two
+# cores; the test command's budget is CPU).  cgroup v1's cpuacct or cgroup v2; as root.
+#   TFS_CPU_LOG=/tmp/cpu.txt meson test -C build --wrapper $PWD/scripts/bench/cpu-of.sh ...
+#   sort -rn /tmp/cpu.txt | head
+# scripts/test.sh passes it to every run when TFS_CPU_LOG is set.
+set -u
+name=$(basename "${!#}")
+if [ -d /sys/fs/cgroup/cpuacct ]; then
+	cg=/sys/fs/cgroup/cpuacct/tfs-test.$$
+	mkdir "$cg" && echo $$ >"$cg/cgroup.procs"
+	usage() { echo $(($(cat "$cg/cpuacct.usage") / 1000)); }
+else
+	cg=/sys/fs/cgroup/tfs-test.$$
+	[ -d /sys/fs/cgroup/unified ] && cg=/sys/fs/cgroup/unified/tfs-test.$$
+	mkdir "$cg" && echo $$ >"$cg/cgroup.procs"
+	usage() { awk '$1 == "usage_usec" { print $2 }' "$cg/cpu.stat"; }
+fi
+t0=$(date +%s.%N)
+"$@"
+rc=$?
+t1=$(date +%s.%N)
+echo "$(awk -v u="$(usage)" 'BEGIN { printf "%.1f", u / 1e6 }') $(awk -v a="$t0" -v b="$t1" \
+	'BEGIN { printf "%.1f", b - a }') $name ${TFS_CPU_TAG:-}" >>"${TFS_CPU_LOG:-/dev/stderr}"
+# leave the cgroup and remove it (it stays while a daemon the test left behind lives)
+echo $$ >"$(dirname "$cg")/cgroup.procs" && rmdir "$cg" 2>/dev/null
+exit $rc

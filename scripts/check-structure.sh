@@ -32,8 +32,8 @@
 #      shared helper has no
 #      second copy: the shape of its body found anywhere in codec/ or fs/ but its own file
 #      (HELPERS below: hex digits, the one-shot SHA-256 as hex, Python's truth value of a
-#      JSON value, an optional repo file, the search of sorted offsets, the importance
-#      matrix's lookup by name);
+#      JSON value, an optional repo file, the search of sorted offsets, a tensor's byte range
+#      read whole, the importance matrix's lookup by name);
 #   7. with BUILDDIR (an up-to-date build directory): circles of references between codec
 #      files (a call, or a function's or a row's address in a table), from the symbols each
 #      object file defines and uses (nm).  A circle among the files of codec/hf breaks the
@@ -374,6 +374,8 @@ HELPERS = [
      r'|!=\s*TFS_E_NOTFOUND\s*\)\s*return\s+rc\s*;\s*tfs_error_clear'),
     ('the search of sorted offsets (last at most)', 'codec/base/sorted.h',
      r'while\s*\(\s*hi\s*-\s*lo\s*>\s*1\s*\)\s*\{\s*size_t\s+mid'),
+    ("a tensor's byte range read whole (or an error naming where it ran out)",
+     'codec/model/model.c', r'"[^"]*short read at'),
     ("the importance matrix's lookup by name", 'codec/formats/imatrix.c',
      r'strcmp\s*\(\s*tfs_imatrix_entry\s*\(|\bbsearch\s*\([^;]*by_name'),
 ]

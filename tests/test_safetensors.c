@@ -382,6 +382,13 @@ static void check_set(const tfs_model *m)
 	tfs_error err = { 0 };
 	cr_expect_eq(tfs_tensor_read_raw(m, (size_t)c1, 0, 3, b, &err), 3, "%s", err.msg);
 	cr_expect(b[0] == 1 && b[1] == 2 && b[2] == 3);
+	/* read whole or an error naming the tensor and where its 3 bytes ran out */
+	memset(b, 0, sizeof(b));
+	cr_expect_eq(tfs_tensor_read_exact(m, (size_t)c1, 1, 2, b, &err), 0, "%s", err.msg);
+	cr_expect(b[0] == 2 && b[1] == 3);
+	cr_expect_eq(tfs_tensor_read_exact(m, (size_t)c1, 1, 3, b, &err), TFS_E_IO);
+	cr_expect(strstr(err.msg, "tensor 'c1': short read at 3"), "%s", err.msg);
+	tfs_error_clear(&err);
 	/* keys: index metadata (total_size an integer) + shard metadata, "format" once */
 	long ts = tfs_model_find_kv(m, "total_size"), fm = tfs_model_find_kv(m, "format");
 	cr_assert(ts >= 0 && fm >= 0);

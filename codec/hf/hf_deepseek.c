@@ -486,18 +486,6 @@ static int glm_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 
 /* ==== reading a slice ==== */
 
-static int read_exact(const tfs_model *st, long src, uint64_t off, uint64_t len, uint8_t *buf,
-		      tfs_error *err)
-{
-	int64_t got = tfs_tensor_read_raw(st, (size_t)src, off, len, buf, err);
-	if (got < 0)
-		return (int)got;
-	if ((uint64_t)got != len)
-		return tfs_error_set(err, TFS_E_IO, "%s: tensor '%s': short read at %llu",
-				     tfs_model_path(st), tfs_model_tensor(st, (size_t)src)->name,
-				     (unsigned long long)(off + (uint64_t)got));
-	return 0;
-}
 
 int tfs_hf_slice_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t e0, uint64_t cnt,
 		      uint8_t *buf, tfs_error *err)
@@ -513,8 +501,8 @@ int tfs_hf_slice_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t e0, 
 			uint64_t sr = r / s->n * s->group + s->off + r % s->n;
 			if (k > end - e)
 				k = end - e;
-			rc = read_exact(st, t->src, (sr * cols + c) * es, k * es, buf + (e - e0) * es,
-					err);
+			rc = tfs_tensor_read_exact(st, (size_t)t->src, (sr * cols + c) * es, k * es,
+						   buf + (e - e0) * es, err);
 			e += k;
 		}
 		return rc;
@@ -529,7 +517,7 @@ int tfs_hf_slice_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t e0, 
 	for (uint64_t e = e0; e < end && !rc;) {
 		uint64_t hd = e / per, stop = (hd + 1) * per < end ? (hd + 1) * per : end;
 		uint64_t r0 = hd * s->group + s->off;
-		rc = read_exact(st, t->src, r0 * cols * es, s->n * cols * es, tmp, err);
+		rc = tfs_tensor_read_exact(st, (size_t)t->src, r0 * cols * es, s->n * cols * es, tmp, err);
 		for (uint64_t x = e; x < stop && !rc; x++) {
 			uint64_t w = x - hd * per, c = w / s->n, j = w % s->n;
 			memcpy(buf + (x - e0) * es, tmp + (j * cols + c) * es, (size_t)es);

@@ -91,13 +91,9 @@ static int read_f32(const tfs_model *st, size_t i, uint64_t e0, uint64_t n, uint
 	const tfs_tensor *t = tfs_model_tensor(st, i);
 	const tfs_dtype_info *di = tfs_dtype(t->dtype);
 	uint64_t es = di->block_bytes;
-	int64_t got = tfs_tensor_read_raw(st, i, e0 * es, n * es, raw, err);
-	if (got < 0)
-		return (int)got;
-	if ((uint64_t)got != n * es)
-		return tfs_error_set(err, TFS_E_IO, "%s: tensor '%s': short read at %llu",
-				     tfs_model_path(st), t->name,
-				     (unsigned long long)(e0 * es + (uint64_t)got));
+	int rc = tfs_tensor_read_exact(st, i, e0 * es, n * es, raw, err);
+	if (rc)
+		return rc;
 	if (float_dtype(t->dtype))
 		tfs_hf_to_f32(f, raw, t->dtype, (size_t)n);
 	else

@@ -347,18 +347,6 @@ const tfs_hf_arch tfs_hf_arch_gptoss = {
 /* Output bytes computed per step (whole rows; at least one). */
 #define STEP_BYTES (256u << 10)
 
-static int read_src(const tfs_model *st, long src, uint64_t off, uint64_t len, void *buf,
-		    tfs_error *err)
-{
-	int64_t got = tfs_tensor_read_raw(st, (size_t)src, off, len, buf, err);
-	if (got < 0)
-		return (int)got;
-	if ((uint64_t)got != len)
-		return tfs_error_set(err, TFS_E_IO, "%s: tensor '%s': short read at %llu",
-				     tfs_model_path(st), tfs_model_tensor(st, (size_t)src)->name,
-				     (unsigned long long)(off + (uint64_t)got));
-	return 0;
-}
 
 /* An MXFP4 block's 16 code bytes from the checkpoint's (element 2i low, 2i + 1 high) to
  * ggml's (byte j: element j low, element j + 16 high). */
@@ -380,9 +368,9 @@ static int rows_mxfp4(const tfs_model *st, const tfs_hf_tensor *t, uint64_t g, u
 	if (!bl)
 		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 	uint8_t *sc = bl + nsr * nb * 16;
-	int rc = read_src(st, t->src, sr * nb * 16, nsr * nb * 16, bl, err);
+	int rc = tfs_tensor_read_exact(st, (size_t)t->src, sr * nb * 16, nsr * nb * 16, bl, err);
 	if (!rc)
-		rc = read_src(st, t->own.src2, sr * nb, nsr * nb, sc, err);
+		rc = tfs_tensor_read_exact(st, (size_t)t->own.src2, sr * nb, nsr * nb, sc, err);
 	for (uint64_t i = 0; !rc && i < n; i++) {
 		uint64_t r = i * t->own.stride;
 		for (uint64_t k = 0; k < nb; k++) {
@@ -407,8 +395,8 @@ static int rows_cols(const tfs_model *st, const tfs_hf_tensor *t, uint64_t g, ui
 	if (!sb)
 		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 	uint32_t *f = (uint32_t *)(sb + fo), *pick = f + sn;
-	int rc = read_src(st, t->src, (x0 * t->own.stride + t->own.first) * ses, sn * ses, sb,
-			  err);
+	int rc = tfs_tensor_read_exact(st, (size_t)t->src, (x0 * t->own.stride + t->own.first) * ses,
+				       sn * ses, sb, err);
 	if (!rc) {
 		tfs_hf_to_f32(f, sb, t->src_dtype, (size_t)sn);
 		for (uint64_t i = 0; i < cnt; i++)
@@ -441,7 +429,7 @@ static int rows_t(const tfs_model *st, const tfs_hf_tensor *t, uint64_t g, uint6
 		uint64_t m = c1 - c0, sp = (m - 1) * t->own.stride + 1;
 		for (uint64_t a = 0; !rc && a < A; a++) {
 			uint64_t at = (e * A + a) * B + c0 * t->own.stride + t->own.first;
-			if ((rc = read_src(st, t->src, at * ses, sp * ses, sb, err)))
+			if ((rc = tfs_tensor_read_exact(st, (size_t)t->src, at * ses, sp * ses, sb, err)))
 				break;
 			tfs_hf_to_f32(f, sb, t->src_dtype, (size_t)sp);
 			for (uint64_t c = 0; c < m; c++)

@@ -495,18 +495,6 @@ void tfs_hf_nvfp4_items_free(tfs_hf_nvfp4_item *it, size_t n)
 
 #define STEP_BYTES (256u << 10)   /* output bytes a step: whole rows, at least one */
 
-static int read_exact(const tfs_model *st, long i, uint64_t off, uint64_t len, uint8_t *buf,
-		      tfs_error *err)
-{
-	int64_t got = tfs_tensor_read_raw(st, (size_t)i, off, len, buf, err);
-	if (got < 0)
-		return (int)got;
-	if ((uint64_t)got != len)
-		return tfs_error_set(err, TFS_E_IO, "%s: tensor '%s': short read at %llu",
-				     tfs_model_path(st), tfs_model_tensor(st, (size_t)i)->name,
-				     (unsigned long long)(off + (uint64_t)got));
-	return 0;
-}
 
 /* _reorder_v_heads: the source index of output index r ([k][per][dim] from v.off taken as
  * [per][k][dim]). */
@@ -564,9 +552,9 @@ static int rows_nvfp4(const tfs_model *st, const long *wt, const long *st2,
 	int rc = 0;
 	for (uint64_t i = 0; !rc && i < n; i += run) {
 		uint64_t sr = vrows ? v_src(r0 + i, own) : src_row(r0 + i, R, heads);
-		rc = read_exact(st, w, sr * nb * 8, run * nb * 8, buf, err);
+		rc = tfs_tensor_read_exact(st, (size_t)w, sr * nb * 8, run * nb * 8, buf, err);
 		if (!rc)
-			rc = read_exact(st, s, sr * nb, run * nb, sc, err);
+			rc = tfs_tensor_read_exact(st, (size_t)s, sr * nb, run * nb, sc, err);
 		for (uint64_t k = 0; !rc && k < run; k++) {
 			const uint8_t *x = buf + k * nb * 8, *y = sc + k * nb;
 			if (vcols) {   /* apply_col_perm: blocks of 16 columns, with their scales */

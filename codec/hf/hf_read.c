@@ -165,26 +165,13 @@ static void quiet_bf16(uint8_t *p, size_t n)
 	}
 }
 
-static int read_part(const tfs_hf_plan *p, long src, uint64_t off, uint64_t len, void *buf,
-		     tfs_error *err)
-{
-	int64_t got = tfs_tensor_read_raw(p->st, (size_t)src, off, len, buf, err);
-	if (got < 0)
-		return (int)got;
-	if ((uint64_t)got != len)
-		return tfs_error_set(err, TFS_E_IO, "%s: tensor '%s': short read at %llu",
-				     tfs_model_path(p->st), tfs_model_tensor(p->st, (size_t)src)->name,
-				     (unsigned long long)(off + (uint64_t)got));
-	return 0;
-}
-
 /* Bytes [off, off+len) of t's source bytes; a stacked expert tensor's (MoE) are its parts'
  * one after another, read part by part. */
 static int read_src(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off, uint64_t len,
 		    void *buf, tfs_error *err)
 {
 	if (!t->n_parts)
-		return read_part(p, t->src, off, len, buf, err);
+		return tfs_tensor_read_exact(p->st, (size_t)t->src, off, len, buf, err);
 	uint64_t part = tfs_model_tensor(p->st, (size_t)t->parts[0])->nbytes;
 	for (uint64_t done = 0; done < len;) {
 		uint64_t k = (off + done) / part, in = (off + done) % part;
@@ -192,7 +179,8 @@ static int read_src(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off, 
 		if (k >= t->n_parts)
 			return tfs_error_set(err, TFS_E_IO, "GGUF view: tensor '%s': read past its "
 					     "experts", t->name);
-		int rc = read_part(p, t->parts[k], in, n, (uint8_t *)buf + done, err);
+		int rc = tfs_tensor_read_exact(p->st, (size_t)t->parts[k], in, n, (uint8_t *)buf + done,
+					       err);
 		if (rc)
 			return rc;
 		done += n;

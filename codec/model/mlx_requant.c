@@ -118,13 +118,7 @@ static int job_init(mlx_job *j, const tfs_model *m, size_t i, tfs_error *err)
 static int read_rows(const mlx_job *j, size_t idx, uint64_t rb, uint64_t r0, uint64_t nr,
 		     uint8_t *buf, tfs_error *err)
 {
-	int64_t got = tfs_tensor_read_raw(j->m, idx, r0 * rb, nr * rb, buf, err);
-
-	if (got < 0)
-		return (int)got;
-	return (uint64_t)got == nr * rb ? 0
-	       : tfs_error_set(err, TFS_E_FORMAT, "tensor '%s' ends early",
-			       tfs_model_tensor(j->m, idx)->name);
+	return tfs_tensor_read_exact(j->m, idx, r0 * rb, nr * rb, buf, err);
 }
 
 /* Rows [r0, r0 + nr): compares each group with what it dequantizes to, quantizes the

@@ -484,6 +484,18 @@ int64_t tfs_tensor_read_raw(const tfs_model *m, size_t i, uint64_t off, uint64_t
 	return rc ? rc : (int64_t)len;
 }
 
+int tfs_tensor_read_exact(const tfs_model *m, size_t i, uint64_t off, uint64_t len, void *out,
+			  tfs_error *err)
+{
+	int64_t got = tfs_tensor_read_raw(m, i, off, len, out, err);
+	if (got < 0)
+		return (int)got;
+	if ((uint64_t)got != len)
+		return tfs_error_set(err, TFS_E_IO, "%s: tensor '%s': short read at %llu", m->path,
+				     m->t[i].name, (unsigned long long)(off + (uint64_t)got));
+	return 0;
+}
+
 /* Product of ne[0..n) (already validated not to overflow at open). */
 static uint64_t n_elems(const tfs_tensor *t)
 {

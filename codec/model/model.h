@@ -108,6 +108,10 @@ long tfs_model_find_extra(const tfs_model *m, const char *name);
  * returns the count read or a negative tfs_code. */
 int64_t tfs_tensor_read_raw(const tfs_model *m, size_t i, uint64_t off, uint64_t len, void *out,
 			    tfs_error *err);
+/* The same, all len bytes or an error (TFS_E_IO) naming the file, the tensor and the offset
+ * where its bytes ran out: for readers whose plan says the range is inside the tensor. */
+int tfs_tensor_read_exact(const tfs_model *m, size_t i, uint64_t off, uint64_t len, void *out,
+			  tfs_error *err);
 
 /*
  * The f32 view: number of float32 values (0 when there is none: then *why, if

@@ -234,12 +234,10 @@ static int requant_chunk(const tfs_model *m, size_t i, int qtype, weights *qw, u
 	const tfs_tensor *t = tfs_model_tensor(m, i);
 	const tfs_dtype_info *d = tfs_dtype(qtype);
 	const size_t be = d->block_elems, bb = d->block_bytes;
-	int64_t got = tfs_tensor_read_raw(m, i, b0 * bb, nb * bb, raw, err);
+	int rc = tfs_tensor_read_exact(m, i, b0 * bb, nb * bb, raw, err);
 
-	if (got < 0)
-		return (int)got;
-	if ((uint64_t)got != nb * bb)
-		return tfs_error_set(err, TFS_E_FORMAT, "tensor '%s' ends early", t->name);
+	if (rc)
+		return rc;
 	d->to_f32(raw, old, nb);
 	for (uint64_t k = 0, end; k < nb; k = end) {
 		if (memcmp(vals + k * be, old + k * be, be * sizeof(float)) == 0) {
@@ -250,9 +248,8 @@ static int requant_chunk(const tfs_model *m, size_t i, int qtype, weights *qw, u
 		for (end = k + 1; end < nb && memcmp(vals + end * be, old + end * be,
 						     be * sizeof(float)) != 0; end++)
 			;
-		int rc = quantize_run(qw, raw + k * bb, qtype, vals + k * be, (end - k) * be,
-				      (b0 + k) * be, err);
-
+		rc = quantize_run(qw, raw + k * bb, qtype, vals + k * be, (end - k) * be,
+				  (b0 + k) * be, err);
 		if (rc) {
 			char msg[TFS_ERRMSG_MAX];
 

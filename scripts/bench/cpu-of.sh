@@ -7,7 +7,11 @@
 #   sort -rn /tmp/cpu.txt | head
 # scripts/test.sh passes it to every run when TFS_CPU_LOG is set.
 set -u
-name=$(basename "${!#}")
+name=$(basename "$1")
+for a in "$@"; do
+	case $a in *.py) name=$(basename "$a"); break ;; esac
+done
+case $name in compare*.py|tokenize_compare.py|vocab_gguf_pre.py|check.py) name="$name:$(basename -- "${!#}")" ;; esac
 if [ -d /sys/fs/cgroup/cpuacct ]; then
 	cg=/sys/fs/cgroup/cpuacct/tfs-test.$$
 	mkdir "$cg" && echo $$ >"$cg/cgroup.procs"

@@ -155,7 +155,9 @@ static int labels_key(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	return rc;
 }
 
-static int bert_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+/* BertModel.set_gguf_parameters after TextModel's (NomicBertModel's and ModernBertModel's
+ * too: hf_nomic.c, hf_modernbert.c) */
+int tfs_hf_bert_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	char name[128];
 	snprintf(name, sizeof name, "%s.attention.causal", h->arch->gguf);
@@ -181,8 +183,9 @@ static void drop_front(char *name, size_t n)
 	name[k] = 0;
 }
 
-/* BertModel.filter_tensors, then encoder.layer.N. as the plan's model.layers.N. */
-static bool bert_rename(char *name, size_t cap, const hparams *h)
+/* BertModel.filter_tensors, then encoder.layer.N. as the plan's model.layers.N. (the
+ * first part is the subclasses' too) */
+bool tfs_hf_bert_rename(char *name, size_t cap, const hparams *h)
 {
 	(void)h;
 	size_t n;
@@ -206,7 +209,7 @@ static bool bert_rename(char *name, size_t cap, const hparams *h)
 
 /* position_embd (max_position_embeddings rows) and token_types (type_vocab_size rows):
  * 2-D, hidden_size wide. */
-static int bert_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m,
+int tfs_hf_bert_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m,
 		    const hparams *h, const char *shard, unsigned part, unsigned *parts,
 		    tfs_error *err)
 {
@@ -220,7 +223,8 @@ static int bert_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m,
 	return 0;
 }
 
-static const struct tfs_hf_hooks bert_hooks = { .rename = bert_rename, .fix = bert_fix };
+static const struct tfs_hf_hooks bert_hooks = { .rename = tfs_hf_bert_rename,
+						.fix = tfs_hf_bert_fix };
 
 /* ==== XLM-RoBERTa (XLMRobertaModel: BGE-M3, multilingual-e5) ==== */
 
@@ -270,7 +274,7 @@ static bool xlmr_rename(char *name, size_t cap, const hparams *h)
 		if (n > 9 && strcmp(name + n - 9, ".original") == 0)
 			name[n - 9] = 0;
 	}
-	return bert_rename(name, cap, h);
+	return tfs_hf_bert_rename(name, cap, h);
 }
 
 /* BERT's checks; position_embd cut to its rows from the offset on (a slice read on the
@@ -279,7 +283,7 @@ static int xlmr_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m,
 		    const hparams *h, const char *shard, unsigned part, unsigned *parts,
 		    tfs_error *err)
 {
-	int rc = bert_fix(o, t, m, h, shard, part, parts, err);
+	int rc = tfs_hf_bert_fix(o, t, m, h, shard, part, parts, err);
 	long long off = xlmr_offset(h);
 	if (rc || off < 0 || strcmp(o->name, "position_embd.weight") != 0)
 		return rc;
@@ -316,13 +320,13 @@ static const tfs_hf_default xlmr_defaults[] = {
 
 const tfs_hf_arch tfs_hf_arch_bert = {
 	TFS_HF_CLASSES("BertModel"), .gguf = "bert", TFS_HF_NAMES(bert_globals, bert_blocks),
-	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = bert_keys,
+	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = tfs_hf_bert_keys,
 	TFS_HF_CONFIG("bert", bert_defaults), .vocab = TFS_HF_VOCAB_BERT, .hooks = &bert_hooks,
 };
 
 const tfs_hf_arch tfs_hf_arch_xlmr = {
 	TFS_HF_CLASSES("XLMRobertaModel"), .gguf = "bert", TFS_HF_NAMES(bert_globals, bert_blocks),
-	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = bert_keys,
+	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = tfs_hf_bert_keys,
 	TFS_HF_CONFIG("xlm-roberta", xlmr_defaults), .vocab = TFS_HF_VOCAB_XLMR,
 	.hooks = &xlmr_hooks,
 };

@@ -127,6 +127,15 @@ int tfs_hf_param_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
 int tfs_hf_slice_read(const tfs_model *st, const tfs_hf_tensor *t, uint64_t e0, uint64_t cnt,
 		      uint8_t *buf, tfs_error *err);
 
+/* hf_bert.c: BertModel's keys (causal false, pooling type, classifier labels), its
+ * filter_tensors (then BERT's encoder.layer.N. as model.layers.N.) and its check of
+ * position_embd / token_types; NomicBertModel and ModernBertModel subclass it. */
+int tfs_hf_bert_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
+bool tfs_hf_bert_rename(char *name, size_t cap, const hparams *h);
+int tfs_hf_bert_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m,
+		    const hparams *h, const char *shard, unsigned part, unsigned *parts,
+		    tfs_error *err);
+
 static inline uint64_t tfs_hf_pad(uint64_t x, uint64_t a)
 {
 	return (x + a - 1) / a * a;

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Tiny random embedding models (BERT-family encoders: BERT, XLM-RoBERTa; EmbeddingGemma) for the GGUF view's
+"""Tiny random embedding models (BERT-family encoders: BERT, XLM-RoBERTa, nomic-bert;
+EmbeddingGemma) for the GGUF view's
 tests: each variant
 is a directory with the tensor names and config.json keys of its class's real repos, which
 the reference converter (reference.py) can convert.
@@ -60,6 +61,12 @@ VARIANTS = {
     "egemma-f32": dict(arch="Gemma3TextModel", dtype="F32", hidden=32, heads=2, kv_heads=1,
                        head_dim=16, layers=6, ff=64, ctx=64, sliding_window=16,
                        pooling="mean", name_or_path="google/embeddinggemma-300m"),
+    # nomic-embed-text-v1.5 style (NomicBertModel, nomic-bert: its own code, config.json
+    # read as it is): F32, fused Wqkv, SwiGLU, rotary (no position embeddings), n_positions
+    # 8192 written as 2048, vocab_size padded to a multiple of 64 (6 [PADi] tokens), mean
+    # pooling
+    "nomic-f32": dict(arch="NomicBertModel", dtype="F32", hidden=32, heads=2, layers=2, ff=64,
+                      pooling="mean", name_or_path="nomic-ai/nomic-embed-text-v1.5"),
 }
 
 
@@ -253,11 +260,62 @@ def bert_shapes(s, vocab):
     return t
 
 
+def nomic_shapes(s, vocab):
+    """NomicBertModel's checkpoint (nomic-embed-text-v1.5's names)."""
+    h, ff = s["hidden"], s["ff"]
+    t = {"embeddings.word_embeddings.weight": (vocab, h),
+         "embeddings.token_type_embeddings.weight": (2, h),
+         "emb_ln.weight": (h,), "emb_ln.bias": (h,)}
+    for i in range(s["layers"]):
+        b = "encoder.layers.%d." % i
+        t[b + "attn.Wqkv.weight"] = (3 * h, h)
+        t[b + "attn.out_proj.weight"] = (h, h)
+        t[b + "mlp.fc11.weight"] = (ff, h)
+        t[b + "mlp.fc12.weight"] = (ff, h)
+        t[b + "mlp.fc2.weight"] = (h, ff)
+        for m in ("norm1", "norm2"):
+            t[b + m + ".weight"] = (h,)
+            t[b + m + ".bias"] = (h,)
+    return t
+
+
+def nomic_config(s, vocab):
+    """nomic-embed-text-v1.5's config.json (its own model_type and code)."""
+    return {"_name_or_path": "nomic-ai/nomic-bert-2048", "activation_function": "swiglu",
+            "architectures": [s["arch"]], "attn_pdrop": 0.0,
+            "auto_map": {"AutoConfig": "nomic-ai/nomic-bert-2048--configuration_hf_nomic_bert."
+                                       "NomicBertConfig",
+                         "AutoModel": "nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert."
+                                      "NomicBertModel"},
+            "bos_token_id": None, "causal": False, "dense_seq_output": True, "embd_pdrop": 0.0,
+            "eos_token_id": None, "fused_bias_fc": True, "fused_dropout_add_ln": True,
+            "initializer_range": 0.02, "layer_norm_epsilon": 1e-12,
+            "max_trained_positions": 2048, "mlp_fc1_bias": False, "mlp_fc2_bias": False,
+            "model_type": "nomic_bert", "n_embd": s["hidden"], "n_head": s["heads"],
+            "n_inner": s["ff"], "n_layer": s["layers"], "n_positions": 8192,
+            "pad_vocab_size_multiple": 64, "parallel_block": False,
+            "parallel_block_tied_norm": False, "prenorm": False, "qkv_proj_bias": False,
+            "reorder_and_upcast_attn": False, "resid_pdrop": 0.0, "rotary_emb_base": 1000,
+            "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": False,
+            "rotary_emb_scale_base": None, "rotary_scaling_factor": None,
+            "scale_attn_by_inverse_layer_idx": False, "scale_attn_weights": True,
+            "summary_activation": None, "summary_first_dropout": 0.0,
+            "summary_proj_to_labels": True, "summary_type": "cls_index",
+            "summary_use_proj": True, "torch_dtype": "float32",
+            "transformers_version": "4.34.0", "type_vocab_size": 2, "use_cache": True,
+            "use_flash_attn": True, "use_rms_norm": False, "use_xentropy": True,
+            "vocab_size": vocab}
+
+
 def write_weights(d, s, name, shapes):
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     items = []
     for n, shp in shapes.items():
-        w = make_model.make_weights(s, n.replace("LayerNorm.weight", "norm.weight"), shp, rng)
+        # norms near 1 (make_model's rule for names ending in norm.weight)
+        w = make_model.make_weights(s, n.replace("LayerNorm.weight", "norm.weight")
+                                    .replace("emb_ln.weight", "emb_norm.weight")
+                                    .replace("norm1.weight", "norm.weight")
+                                    .replace("norm2.weight", "norm.weight"), shp, rng)
         items.append((n, s["dtype"], shp, w))
     if s.get("position_ids"):
         items.append((s.get("prefix", "") + "embeddings.position_ids", "I64", (1, s["ctx"]),
@@ -329,11 +387,16 @@ def make(outdir, name):
         n_vocab = write_xlmr_tokenizer_json(d, spm_path)
     else:
         vocab = bge_vocab()
-        write_bert_tokenizer(d, vocab, s["ctx"])
+        write_bert_tokenizer(d, vocab, s.get("ctx", 512))
         n_vocab = len(vocab)
-    write_weights(d, s, name, bert_shapes(s, n_vocab))
+    if s["arch"] == "NomicBertModel":
+        n_vocab = (n_vocab + 63) // 64 * 64   # pad_vocab_size_multiple
+        shapes, config = nomic_shapes(s, n_vocab), nomic_config(s, n_vocab)
+    else:
+        shapes, config = bert_shapes(s, n_vocab), bert_config(s, n_vocab)
+    write_weights(d, s, name, shapes)
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(bert_config(s, n_vocab), f, indent=2)
+        json.dump(config, f, indent=2)
     if s.get("pooling"):
         write_pooling(d, s["pooling"])
     return d

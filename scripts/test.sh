@@ -70,7 +70,7 @@ build_clang() {
 
 # the summary counts what these runs write, never a log left by an earlier run
 rm -f build/meson-logs/testlog.json build/meson-logs/testlog-ref.json \
-	build-asan/meson-logs/testlog.json
+	build-asan/meson-logs/testlog.json build*/meson-logs/testlog*-cpu-of.sh.json
 fuzz_log=$(mktemp)
 # The sanitizer run leaves out the hf suite when no test is named: its cases compare with
 # llama.cpp's Python converter and tokenizers, time spent in Python; the C they drive runs
@@ -80,7 +80,7 @@ fuzz_log=$(mktemp)
 # TFS_CPU_LOG=FILE: each test's CPU-seconds (its daemons' included), wall seconds, name and
 # chain appended to FILE (scripts/bench/cpu-of.sh); `sort -rn FILE` ranks them
 wrap=()
-[ -n "${TFS_CPU_LOG:-}" ] && wrap=(--wrapper "$PWD/scripts/bench/cpu-of.sh" --logbase testlog)
+[ -n "${TFS_CPU_LOG:-}" ] && wrap=(--wrapper "$PWD/scripts/bench/cpu-of.sh")
 asan_sel=("$@")
 [ $# -eq 0 ] && asan_sel=(--no-suite hf --no-suite lint)
 jobdir=$(mktemp -d)
@@ -105,7 +105,7 @@ job_normal() {
 job_ref() {
 	[ "$everything" = all ] || return 0
 	TFS_CPU_TAG=ref meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 \
-		--no-rebuild --logbase testlog-ref --suite hf --suite quant   # (the last --logbase counts)
+		--no-rebuild --logbase testlog-ref --suite hf --suite quant
 }
 job_asan() {
 	$quick && return 0
@@ -196,6 +196,12 @@ wait
 for name in normal ref asan clang fuzz; do
 	[ "$(cat "$jobdir/$name.rc" 2>/dev/null)" = 0 ] || rc=1
 done
+# (meson names a wrapped run's log after its wrapper, whatever --logbase says)
+if [ ${#wrap[@]} -gt 0 ]; then
+	for f in build*/meson-logs/testlog*-cpu-of.sh.json; do
+		[ -f "$f" ] && mv "$f" "${f%-cpu-of.sh.json}.json"
+	done
+fi
 # no log: no test ran there (a selection that matched nothing, a build that failed)
 [ -f build/meson-logs/testlog.json ] || rc=1
 [ "$everything" = all ] && { [ -f build/meson-logs/testlog-ref.json ] || rc=1; }

@@ -68,6 +68,32 @@ def load_ggml_base():
     return base
 
 
+# CPU variants whose extra buffer type (AMX tiles) llama.cpp's scheduler trips over: on a
+# Sapphire Rapids machine the sapphirerapids variant aborts the decode of a DeepSeek-V3 MoE at
+# q8_0 ("ggml-backend.cpp:1294: GGML_ASSERT(*cur_backend_id != -1)"), the converter's own file
+# as well as the mount's; on the machines without AMX, ggml picks another variant anyway.
+AVOID = ("sapphirerapids",)
+
+
+def cpu_backend(d):
+    """The CPU backend library ggml_backend_load_all_from_path would pick (the highest
+    ggml_backend_score: the variant for this CPU's ISA), but for the AVOID variants;
+    TFS_LLAMA_CPU=NAME (haswell, x64, ...) names one."""
+    want = os.environ.get("TFS_LLAMA_CPU")
+    if want:
+        return os.path.join(d, "libggml-cpu-%s.so" % want)
+    best, best_score = None, 0
+    for path in sorted(glob.glob(os.path.join(d, "libggml-cpu-*.so"))):
+        if any(a in os.path.basename(path) for a in AVOID):
+            continue
+        lib = ctypes.CDLL(path)
+        lib.ggml_backend_score.restype = ctypes.c_int
+        score = lib.ggml_backend_score()   # 0: this CPU lacks an instruction it needs
+        if score > best_score:
+            best, best_score = path, score
+    return best
+
+
 def load_llama():
     """(libggml, libllama) with the CPU backends of the package loaded and logs silenced."""
     base = load_ggml_base()
@@ -77,9 +103,11 @@ def load_llama():
     llama.llama_log_set.argtypes = [LOG_CALLBACK, ctypes.c_void_p]
     llama.llama_log_set.restype = None
     llama.llama_log_set(_quiet, None)
-    ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
-    ggml.ggml_backend_load_all_from_path.restype = None
-    ggml.ggml_backend_load_all_from_path(os.fsencode(d))
+    ggml.ggml_backend_load.argtypes = [ctypes.c_char_p]
+    ggml.ggml_backend_load.restype = ctypes.c_void_p
+    cpu = cpu_backend(d)
+    if cpu:
+        ggml.ggml_backend_load(os.fsencode(cpu))
     ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
     if ggml.ggml_backend_reg_count() == 0:
         raise OSError("no ggml backend could be loaded from " + d)

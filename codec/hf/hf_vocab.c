@@ -25,6 +25,7 @@
  *            id, generation_config.json's first eos id as the eot id when it lists two.
  *   ernie    Ernie4_5Model.set_vocab: tokenizer.model only, then tokenizer_config.json's
  *            add_prefix_space (any value, as its truth) when it has the key.
+ *   modern-bert  ModernBertModel: add_bos, add_eos, add_sep true first, then gpt2.
  *   own      the row's own_vocab hook (Gemma 4's, hf_gemma4.c).
  * Each vocabulary ends with gguf-py's SpecialVocab (hf_special.c): merges, special ids,
  * add_bos/add_eos/add_sep, chat template, normalizer flags.  A key written twice keeps its
@@ -731,6 +732,11 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 		return tfs_hf_xlmr_vocab(out, files, f->tok, f->cfg, config, err);   /* its file */
 	if (kind == V_HUNYUAN)
 		return vocab_hunyuan(out, files, f, config, err);
+	if (kind == TFS_HF_VOCAB_MODERN_BERT)   /* SpecialVocab may set them again, in place */
+		return (rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_bos_token", true, err)) ||
+		       (rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_eos_token", true, err)) ||
+		       (rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_sep_token", true, err)) ? rc
+		       : vocab_json(out, files, f, config, false, NULL, err);
 	if (llama) {   /* add_prefix_space first; tekken.json alone: the Mistral format */
 		const json_t *aps = json_object_get(f->cfg, "add_prefix_space");
 		if (aps && !json_is_null(aps))

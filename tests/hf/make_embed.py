@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Tiny random embedding models (BERT-family encoders: BERT, XLM-RoBERTa, nomic-bert;
-EmbeddingGemma) for the GGUF view's
+"""Tiny random embedding models (BERT-family encoders: BERT, XLM-RoBERTa, nomic-bert,
+ModernBERT; EmbeddingGemma) for the GGUF view's
 tests: each variant
 is a directory with the tensor names and config.json keys of its class's real repos, which
 the reference converter (reference.py) can convert.
@@ -67,6 +67,13 @@ VARIANTS = {
     # pooling
     "nomic-f32": dict(arch="NomicBertModel", dtype="F32", hidden=32, heads=2, layers=2, ff=64,
                       pooling="mean", name_or_path="nomic-ai/nomic-embed-text-v1.5"),
+    # ModernBERT embedding style (ModernBertModel, modern-bert: nomic-ai/modernbert-embed-base,
+    # gte-modernbert): F32, no "model." (the base model saved), fused Wqkv, the GLU pair Wi,
+    # no attn_norm in layer 0, global attention every 3rd layer and a window of 8 tokens,
+    # GPT-NeoX's BPE with ModernBERT's special tokens, mean pooling
+    "modernbert-f32": dict(arch="ModernBertModel", dtype="F32", hidden=32, heads=2, layers=2,
+                           ff=64, window=8, pooling="mean",
+                           name_or_path="answerdotai/ModernBERT-base"),
 }
 
 
@@ -260,6 +267,104 @@ def bert_shapes(s, vocab):
     return t
 
 
+# ==== ModernBERT: GPT-NeoX's BPE with OLMo's and ModernBERT's tokens ====
+
+MODERNBERT_VOCAB = 50368
+
+
+def write_modernbert_tokenizer(d):
+    """ModernBERT's tokenizer.json (answerdotai/ModernBERT-base: GPT-NeoX-20B's BPE, OLMo's
+    PII tokens, [UNK] [CLS] [SEP] [PAD] [MASK] and [unusedN] up to 50368 ids, [CLS] $A [SEP])
+    rebuilt from the reference clone's models/ggml-vocab-gpt-neox.gguf (its tokens, types and
+    merges); HF tokenizers hashes its check text as the converter's modern-bert."""
+    import vocab_gguf_pre
+    kv = vocab_gguf_pre.read_gguf(os.path.join(reference.llama_cpp_dir(), "models",
+                                               "ggml-vocab-gpt-neox.gguf"))
+    toks = list(kv["tokenizer.ggml.tokens"][:50277])
+    types = list(kv["tokenizer.ggml.token_type"][:50277])
+    toks[0], types[0] = "|||IP_ADDRESS|||", 4   # OLMo's: <|endoftext|> moved to 50279
+    extra = [("|||EMAIL_ADDRESS|||", 4), ("|||PHONE_NUMBER|||", 4), ("<|endoftext|>", 3),
+             ("[UNK]", 3), ("[CLS]", 3), ("[SEP]", 3), ("[PAD]", 3), ("[MASK]", 3)]
+    extra += [("[unused%d]" % i, 3) for i in range(MODERNBERT_VOCAB - 50285)]
+    for t, ty in extra:
+        toks.append(t)
+        types.append(ty)
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": t == "[MASK]",
+              "rstrip": False, "normalized": types[i] == 4, "special": types[i] == 3}
+             for i, t in enumerate(toks) if types[i] in (3, 4)]
+    bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+          "use_regex": True}
+    cls, sep = toks.index("[CLS]"), toks.index("[SEP]")
+    post = {"type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 0}},
+                     {"Sequence": {"id": "B", "type_id": 1}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+            "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [cls], "tokens": ["[CLS]"]},
+                               "[SEP]": {"id": "[SEP]", "ids": [sep], "tokens": ["[SEP]"]}}}
+    tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+          "normalizer": {"type": "NFC"}, "pre_tokenizer": bl, "post_processor": post,
+          "decoder": dict(bl), "model": {
+              "type": "BPE", "dropout": None, "unk_token": None,
+              "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
+              "byte_fallback": False, "vocab": {t: i for i, t in enumerate(toks)},
+              "merges": kv["tokenizer.ggml.merges"]}}
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False)
+    tc = {"clean_up_tokenization_spaces": True, "cls_token": "[CLS]", "mask_token": "[MASK]",
+          "model_input_names": ["input_ids", "attention_mask"], "model_max_length": 8192,
+          "pad_token": "[PAD]", "sep_token": "[SEP]",
+          "tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]"}
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump(tc, f, indent=2)
+    with open(os.path.join(d, "special_tokens_map.json"), "w") as f:
+        json.dump({k: v for k, v in tc.items() if k.endswith("_token")}, f, indent=2)
+    return len(toks)
+
+
+def modernbert_shapes(s, vocab):
+    """ModernBertModel's checkpoint (the base model's names: no "model.")."""
+    h, ff = s["hidden"], s["ff"]
+    t = {"embeddings.tok_embeddings.weight": (vocab, h), "embeddings.norm.weight": (h,)}
+    for i in range(s["layers"]):
+        b = "layers.%d." % i
+        if i:   # layer 0's attn_norm is an identity
+            t[b + "attn_norm.weight"] = (h,)
+        t[b + "attn.Wqkv.weight"] = (3 * h, h)
+        t[b + "attn.Wo.weight"] = (h, h)
+        t[b + "mlp_norm.weight"] = (h,)
+        t[b + "mlp.Wi.weight"] = (2 * ff, h)
+        t[b + "mlp.Wo.weight"] = (h, ff)
+    t["final_norm.weight"] = (h,)
+    return t
+
+
+def modernbert_config(s, vocab):
+    """An embedding model's config.json on ModernBERT-base (nomic-ai/modernbert-embed-base)."""
+    return {"_name_or_path": s["name_or_path"], "architectures": [s["arch"]],
+            "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 50281,
+            "classifier_activation": "gelu", "classifier_bias": False,
+            "classifier_dropout": 0.0, "classifier_pooling": "mean", "cls_token_id": 50281,
+            "decoder_bias": True, "deterministic_flash_attn": False, "embedding_dropout": 0.0,
+            "eos_token_id": 50282, "global_attn_every_n_layers": 3,
+            "global_rope_theta": 160000.0, "gradient_checkpointing": False,
+            "hidden_activation": "gelu", "hidden_size": s["hidden"],
+            "initializer_cutoff_factor": 2.0, "initializer_range": 0.02,
+            "intermediate_size": s["ff"], "layer_norm_eps": 1e-05,
+            "local_attention": s["window"], "local_rope_theta": 10000.0,
+            "max_position_embeddings": 8192, "mlp_bias": False, "mlp_dropout": 0.0,
+            "model_type": "modernbert", "norm_bias": False, "norm_eps": 1e-05,
+            "num_attention_heads": s["heads"], "num_hidden_layers": s["layers"],
+            "pad_token_id": 50283, "position_embedding_type": "absolute",
+            "reference_compile": True, "sep_token_id": 50282, "sparse_pred_ignore_index": -100,
+            "sparse_prediction": False, "torch_dtype": "float32",
+            "transformers_version": "4.48.0", "vocab_size": vocab}
+
+
 def nomic_shapes(s, vocab):
     """NomicBertModel's checkpoint (nomic-embed-text-v1.5's names)."""
     h, ff = s["hidden"], s["ff"]
@@ -381,6 +486,13 @@ def make(outdir, name):
     os.makedirs(d)
     if s["arch"] == "Gemma3TextModel":
         return make_egemma(outdir, name, s, d)
+    if s["arch"] == "ModernBertModel":
+        n_vocab = write_modernbert_tokenizer(d)
+        write_weights(d, s, name, modernbert_shapes(s, n_vocab))
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(modernbert_config(s, n_vocab), f, indent=2)
+        write_pooling(d, s["pooling"])
+        return d
     if s["arch"] == "XLMRobertaModel":
         spm_path = train_unigram(outdir)
         write_xlmr_tokenizer(d, spm_path, s["ctx"])

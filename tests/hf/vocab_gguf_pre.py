@@ -13,8 +13,9 @@ with the regex llama.cpp's llama-vocab.cpp quotes as the original); then the con
 hash is computed twice, by hf_vocab_dump --pre (tensorfs, C) and by Hugging Face tokenizers
 (@anush008/tokenizers, as transformers would), and the name must be the GGUF's.  Then the
 rebuilt directory goes through tfs_hf_vocab_keys, whose tokens, token types and merges must
-equal the GGUF's.  A vocabulary whose added tokens occur in the check text cannot be hashed
-here and must be refused (mpt/gpt-neox: whitespace runs as added tokens).  deepseek-llm is
+equal the GGUF's.  A vocabulary whose added tokens occur in the check text is hashed with the
+table's split at them (mpt/gpt-neox: whitespace runs as added tokens); REFUSED lists those
+that must be refused (none now).  deepseek-llm is
 left out: its pre-tokenizer's long letter class was not available byte for byte, so neither
 hf_pre_table.h nor a rebuilt file has it (tensorfs refuses that tokenizer).  Gemma 4
 (ggml-vocab-gemma-4.gguf) has no pre name (Gemma4Model.set_vocab writes none: llama.cpp takes
@@ -65,13 +66,16 @@ FROM_NPM = {
                     "use_regex": False}]}),
 }
 
-REFUSED = ("mpt",)
+REFUSED = ()
 # models/ggml-vocab-qwen35.gguf holds Qwen2's vocabulary under the qwen35 name: rebuilt with
 # Qwen2's files and the qwen35 regex, the check hash is Qwen2's (HF tokenizers agrees), which
 # the converter names qwen2; the file it was made from (its hash is listed as qwen35) is not at
 # hand.  What is checked: the split of the check text under the qwen35 regex (the hash equals
 # HF tokenizers') and the tokens, types and merges.
-NAMED = {"qwen35": "qwen2"}
+# mpt (GPT-NeoX-20B's vocabulary and its added runs of spaces, split at first: hf_pre_table.h's
+# added) hashes as mosaicml/mpt-7b and allenai/OLMo-1.7-7B-hf do; the converter's table lists
+# both, the last (olmo) wins.
+NAMED = {"qwen35": "qwen2", "mpt": "olmo"}
 
 
 def originals(npm):

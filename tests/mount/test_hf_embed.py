@@ -3,13 +3,14 @@
 bge-small style with CLS pooling, all-MiniLM style with mean pooling, no pooling;
 XLM-RoBERTa: BGE-M3 style with CLS pooling, multilingual-e5 style with mean pooling;
 EmbeddingGemma: Gemma3TextModel with mean pooling; nomic-bert: NomicBertModel with mean
-pooling), their
+pooling; ModernBERT: ModernBertModel with mean pooling), their
 model.gguf against llama.cpp's converter (tests/hf/reference.py):
 
 - model.gguf is cmp-equal to the converter's file;
 - llama.cpp (libllama of npm @node-llama-cpp/linux-x64, tests/llama/embed.py) embeds a few
   texts from the mount's model.gguf exactly as from the converter's file: the same tokens
-  (bge's real WordPiece ids, nomic's too: [CLS] ... [SEP]; XLM-R's unigram pieces: <s> ... </s>) and the
+  (bge's real WordPiece ids, nomic's too: [CLS] ... [SEP]; ModernBERT's GPT-NeoX BPE ids:
+  [CLS] ... [SEP]; XLM-R's unigram pieces: <s> ... </s>) and the
   same vectors, pooled as the file's pooling_type says (CLS, mean) or per token (none);
 - bad input: a pooling mode the converter does not support, a tokenizer.json that is not
   WordPiece, nomic's n_positions the converter does not know: the mount works without model.gguf and says why, naming the file.
@@ -37,10 +38,12 @@ WORK = os.environ.get("TFS_HF_EMBED_WORK") or os.path.join(tempfile.gettempdir()
 # (variant, outtype, llama.cpp's pooling type: 0 none, 1 mean, 2 cls)
 CASES = [("bert-f32", "auto", 2), ("bert-f32", "q8_0", 2), ("bert-f16", "auto", 1),
          ("bert-bf16", "bf16", 0), ("xlmr-f32", "auto", 2), ("xlmr-f16", "q8_0", 1),
-         ("egemma-f32", "auto", 1), ("nomic-f32", "q8_0", 1)]
+         ("egemma-f32", "auto", 1), ("nomic-f32", "q8_0", 1),
+         ("modernbert-f32", "auto", 1)]
 # the ids encode puts around a text: BERT's [CLS] [SEP], XLM-R's <s> </s>; EmbeddingGemma's
 # <bos> (config.json's bos_token_id 2) and no end
-ENDS = {"bert": (101, 102), "xlmr": (0, 2), "egemma": (2, None), "nomic": (101, 102)}
+ENDS = {"bert": (101, 102), "xlmr": (0, 2), "egemma": (2, None), "nomic": (101, 102),
+        "modernbert": (50281, 50282)}
 TEXTS = ["Hello, world!", "The tiny model embeds this sentence.",
          "naïve café: 3.14 tokens; ĀĒĪ 中文"]
 

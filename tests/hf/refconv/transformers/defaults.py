@@ -473,6 +473,23 @@ def _hunyuan_head(c):
 _XLM_ROBERTA = dict(_BERT, pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
 
+# ModernBertConfig (ModernBertModel: ModernBERT and the embedding models on it), 4.57's
+# signature (global/local rope thetas and the pattern as parameters; to_dict drops
+# reference_compile)
+_MODERNBERT = dict(vocab_size=50368, hidden_size=768, intermediate_size=1152,
+                   num_hidden_layers=22, num_attention_heads=12, hidden_activation="gelu",
+                   max_position_embeddings=8192, initializer_range=0.02,
+                   initializer_cutoff_factor=2.0, norm_eps=1e-5, norm_bias=False,
+                   pad_token_id=50283, eos_token_id=50282, bos_token_id=50281,
+                   cls_token_id=50281, sep_token_id=50282, global_rope_theta=160000.0,
+                   attention_bias=False, attention_dropout=0.0, global_attn_every_n_layers=3,
+                   local_attention=128, local_rope_theta=10000.0, embedding_dropout=0.0,
+                   mlp_bias=False, mlp_dropout=0.0, decoder_bias=True, classifier_pooling="cls",
+                   classifier_dropout=0.0, classifier_bias=False, classifier_activation="gelu",
+                   deterministic_flash_attn=False, sparse_prediction=False,
+                   sparse_pred_ignore_index=-100, repad_logits_with_grad=False)
+
+
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {
     "llama": (_LLAMA, (_kv_heads, _head_dim, _rope_type)),
@@ -497,6 +514,7 @@ CLASSES = {
     "deepseek_v3": (_DEEPSEEK_V3, (_kv_heads, _deepseek_heads, _rope_type)),
     "bert": (_BERT, ()),
     "xlm-roberta": (_XLM_ROBERTA, ()),
+    "modernbert": (_MODERNBERT, ()),
     "mistral3": (_MISTRAL3, (_mistral3_text_config,)),
     "llama4_text": (_LLAMA4_TEXT, (_kv_heads, _head_dim, _rope_type, _llama4_text)),
     "llama4": (_LLAMA4, (_llama4_text_config,)),

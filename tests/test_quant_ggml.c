@@ -12,12 +12,16 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tensorfs.h"
+#include "base/hex.h"
 #include "num/testing.h"
 
 typedef size_t (*chunk_fn)(int type, const float *src, void *dst, int64_t start, int64_t nrows,
@@ -33,6 +37,7 @@ static struct {
 	half_fn fp16;
 	needs_imatrix_fn needs_imatrix;
 	char why[2304];
+	char lib_id[65];   /* SHA-256 of libggml-base.so: part of every cache key */
 } g;
 
 static bool load_ggml(void)
@@ -55,6 +60,15 @@ static bool load_ggml(void)
 	*(void **)&g.fp16 = dlsym(g.lib, "ggml_fp32_to_fp16");
 	*(void **)&g.needs_imatrix = dlsym(g.lib, "ggml_quantize_requires_imatrix");
 	cr_assert(g.chunk && g.q8_k && g.q8_1 && g.fp16 && g.needs_imatrix, "%s lacks a symbol", path);
+	FILE *f = fopen(path, "rb");
+	long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+	uint8_t *lib = n > 0 ? malloc((size_t)n) : NULL;
+
+	if (lib && fseek(f, 0, SEEK_SET) == 0 && fread(lib, 1, (size_t)n, f) == (size_t)n)
+		tfs_sha256_hex(g.lib_id, lib, (size_t)n);
+	free(lib);
+	if (f)
+		fclose(f);
 	return true;
 }
 
@@ -363,6 +377,65 @@ static bool ggml_aborts_on(const char *type, int dist, bool weighted)
 	return false;
 }
 
+/*
+ * ggml_quantize_chunk(id, x, dst, 0, nrows, n_per_row, qw) through a cache of its bytes in
+ * $TFS_GGML_CACHE (meson: build/refquant-cache/ggml, shared by the normal, sanitizer and
+ * clang builds), keyed by the SHA-256 of the library, the arguments and the input.  ggml
+ * builds an IQ type's grid tables the first time it quantizes to it (iq2xs_init_impl: a
+ * qsort of every grid point's neighbours), 85% of this test's 45 s of CPU; each build ran it
+ * again for the same bytes.  Without the variable (or the library's hash), no cache.
+ */
+static void ggml_chunk_cached(int id, const float *x, void *dst, int64_t nrows, int64_t n_per_row,
+			      const float *qw, size_t nbytes)
+{
+	const char *dir = getenv("TFS_GGML_CACHE");
+	size_t n = (size_t)(nrows * n_per_row), nw = qw ? (size_t)n_per_row : 0;
+	char key[65], path[4096];
+
+	if (dir && *dir && g.lib_id[0]) {
+		int64_t head[4] = { id, nrows, n_per_row, qw != NULL };
+		size_t kn = 64 + sizeof(head) + (n + nw) * sizeof(float);
+		uint8_t *k = malloc(kn);
+
+		cr_assert(k);
+		memcpy(k, g.lib_id, 64);
+		memcpy(k + 64, head, sizeof(head));
+		memcpy(k + 64 + sizeof(head), x, n * sizeof(float));
+		if (nw)
+			memcpy(k + 64 + sizeof(head) + n * sizeof(float), qw, nw * sizeof(float));
+		int hr = tfs_sha256_hex(key, k, kn);
+		free(k);
+		snprintf(path, sizeof(path), "%s/%s", dir, key);
+		int fd = hr == 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+		if (fd >= 0) {
+			ssize_t got = read(fd, dst, nbytes);
+			char extra;
+			bool whole = got == (ssize_t)nbytes && read(fd, &extra, 1) == 0;
+
+			close(fd);
+			if (whole)
+				return;
+		}
+		cr_assert_eq(g.chunk(id, x, dst, 0, nrows, n_per_row, qw), nbytes);
+		if (hr == 0) {   /* a temporary file renamed: a reader sees all of it or nothing */
+			char tmp[4200];
+
+			mkdir(dir, 0755);
+			snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+			fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			if (fd >= 0) {
+				bool ok = write(fd, dst, nbytes) == (ssize_t)nbytes;
+
+				ok = close(fd) == 0 && ok;
+				if (!ok || rename(tmp, path) != 0)
+					unlink(tmp);
+			}
+		}
+		return;
+	}
+	cr_assert_eq(g.chunk(id, x, dst, 0, nrows, n_per_row, qw), nbytes);
+}
+
 /* One input through ggml_quantize_chunk(id, ..., qw) and tfs_quantize_weighted, whole and
  * (with weights) from its second row on, as a part of a tensor is redone; returns the
  * blocks compared. */
@@ -388,7 +461,7 @@ static size_t compare_iq(int id, int dist, int64_t nrows, int64_t n_per_row, con
 		free(theirs);
 		return 0;
 	}
-	cr_assert_eq(g.chunk(id, x, theirs, 0, nrows, n_per_row, qw), nbytes);
+	ggml_chunk_cached(id, x, theirs, nrows, n_per_row, qw, nbytes);
 	for (int scalar = 0; scalar < 2; scalar++) {   /* the SIMD kernels (IQ4), the reference */
 		memset(ours, 0xa5, nbytes);
 		tfs_quantize_set_scalar(scalar);

@@ -34,11 +34,27 @@ OUTTYPES = ["auto", "f32", "f16", "bf16", "q8_0"]
 # linear rope, permuted biases, Qwen3, special values in F32 and BF16) and of the first
 # variant of each architecture class (quick_variants)
 QUICK = ("llama-f16-sharded", "llama-bias-f16", "qwen3-bf16", "edge-f32", "edge-bf16")
+# ... but a class's first variant with a real tokenizer (128K-250K tokens: make_model's
+# npm_tokenizer, which the converter needs to recognise its pre-tokenizer) at these only.  Its
+# converter runs cost 2-5 s of CPU each, most of it gguf-py packing the vocabulary, the same
+# at every outtype; auto (the checkpoint's own float type) and q8_0 (the tensors a class keeps
+# in F32 or F16, the list f16 and bf16 share) are where a class's own code differs by outtype;
+# f32, f16 and bf16 of a class are the shared dtype conversions, which the small-vocabulary
+# classes check at every outtype.  (hf_convert: 30 converter runs, about 75 s of CPU.)
+BIG_VOCAB_QUICK = ("auto", "q8_0")
 OMIT = "+omit"
 
 sys.path.insert(0, HERE)
 import make_model  # noqa: E402
 import reference  # noqa: E402
+
+
+def in_quick(maker, v, t):
+    """Whether --quick converts v (a variant with every outtype in --quick) at outtype t:
+    all of them, but only BIG_VOCAB_QUICK for one with a real tokenizer's vocabulary."""
+    sp = maker.spec(v[:-len(OMIT)] if v.endswith(OMIT) else v)
+    big = "npm_tokenizer" in sp or sp.get("vocab", 0) >= 32768
+    return not big or t in BIG_VOCAB_QUICK
 
 
 def quick_variants():
@@ -336,7 +352,7 @@ def main():
     # --quick: the +omit cases at auto only
     quick = quick_variants()
     pairs = [(v, t) for v in variants for t in outtypes
-             if not a.quick or t == "auto" or v in quick]
+             if not a.quick or t == "auto" or (v in quick and in_quick(make_model, v, t))]
     models, refdir, outdir = work_dirs(a.work)
     for v in base:
         if not os.path.isdir(os.path.join(models, v)):

@@ -74,7 +74,7 @@ def main(maker=make_moe, quick=QUICK):
         elif v != base:
             compare.make_omit_variant(models, base)
     pairs = [(v, t) for v in variants for t in outtypes
-             if not a.quick or t == "auto" or v in quick]
+             if not a.quick or t == "auto" or (v in quick and compare.in_quick(maker, v, t))]
     refs = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
         for v, t in pairs:

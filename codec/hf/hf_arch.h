@@ -157,6 +157,9 @@ enum {
 	TFS_HF_ARCH_SCALAR_WEIGHT = 1 << 5,
 	/* GLM-4.5: the num_nextn_predict_layers MTP layers after the others are layers too */
 	TFS_HF_ARCH_NEXTN_LAYERS = 1 << 6,
+	/* not shown by the reverse view (hf_export.h): its config.json would lack what the class
+	 * needs beyond TextModel's keys (Qwen2.5-VL's vision_config and M-RoPE sections) */
+	TFS_HF_ARCH_NO_EXPORT = 1 << 7,
 };
 
 /* The converter class's set_vocab (hf_vocab.c says what each does); 0: none known. */

@@ -11,8 +11,9 @@
  *  3. --outtype auto: as the text model's, over the tensors the class keeps;
  *  4. tensors in the text model's reading order (shards by name, then names), those the
  *     class's filter_tensors keeps ("language_model." ones never), BF16 widened, the class's
- *     transforms, the name mapped by gguf-py's TensorNameMap for MODEL_ARCH.MMPROJ with the
- *     tower's block count (a name it cannot map stops the converter);
+ *     transforms (a split into parts: each a gather of the source's elements), the name mapped by
+ *     gguf-py's TensorNameMap for MODEL_ARCH.MMPROJ with the tower's block count (a name it cannot
+ *     map stops the converter);
  *  5. the type: the class's tensor_force_quant, then MmprojModel's (patch_embd F16 at f16,
  *     else F32), 1-D and *_norm.weight F32, position embeddings and non-weights F32, else
  *     the file type's (Q8_0 rows that are not whole blocks: F16);
@@ -174,9 +175,11 @@ static int load(mm_ctx *c, const tfs_hf_files *files, tfs_error *err)
 	}
 	c->mm.where = c->where;
 	c->mm.pre_where = c->pre_where;
+	c->mm.file = c->file;
 	if ((rc = vision_config(c, err)) || (rc = text_width(c, err)) ||
 	    (rc = preprocessor(c, files, err)))
 		return rc;
+	/* the tower's block count is MmprojModel.__init__'s, before the class's own changes */
 	static const char *const k_block[] = { "n_layers", "num_hidden_layers", "n_layer",
 		"num_layers", "depth", "layers", "encoder_layers", "vt_num_hidden_layers", NULL };
 	json_t *nb = tfs_hf_find(c->mm.vision, k_block, NULL);
@@ -184,7 +187,7 @@ static int load(mm_ctx *c, const tfs_hf_files *files, tfs_error *err)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: vision_config has no block count "
 				     "(num_hidden_layers)", c->where);
 	c->n_block = (int64_t)json_integer_value(nb);
-	return 0;
+	return c->row->prepare ? c->row->prepare(&c->mm, err) : 0;
 }
 
 static void ctx_free(mm_ctx *c)
@@ -297,23 +300,21 @@ static int push_tensor(tfs_hf_plan *p, size_t *cap, tfs_hf_tensor **t, tfs_error
 	return 0;
 }
 
-/* Source tensor r as the converter writes it into the projector. */
-static int add_source(tfs_hf_plan *p, size_t *cap, const mm_ctx *c, const tfs_hf_src_ref *r,
+/* One output tensor of source tensor r (t): GGUF name gguf, the shape and gather of part (NULL:
+ * the source's own), name the filtered source name. */
+static int add_output(tfs_hf_plan *p, size_t *cap, const mm_ctx *c, const tfs_hf_src_ref *r,
+		      const char *name, const char *gguf, const tfs_hf_mm_part *part,
 		      tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(p->st, r->idx);
-	char name[512], gguf[256];
-	if (!keep(name, sizeof name, t->name, c) || ends_with(name, ".attention.masked_bias") ||
-	    ends_with(name, ".attention.bias") || ends_with(name, ".rotary_emb.inv_freq"))
-		return 0;
-	if (!map_name(gguf, sizeof gguf, name, c))
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has no GGUF name in the "
-				     "projector of %s (the converter cannot map it)", r->path,
-				     t->name, c->cls);
+	uint32_t n_dims = part ? part->n_dims : t->n_dims;
 	if (t->dtype != TFS_DT_F32 && t->dtype != TFS_DT_F16 && t->dtype != TFS_DT_BF16)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: tensor '%s' is %s; the projector "
 				     "converts F32, F16 and BF16 weights only", r->path, t->name,
 				     tfs_dtype(t->dtype) ? tfs_dtype(t->dtype)->name : "unknown");
+	if (n_dims > 4)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: tensor '%s' has %u dimensions; "
+				     "GGUF has at most 4", r->path, t->name, n_dims);
 	for (size_t j = 0; j < p->nt; j++)
 		if (!strcmp(p->t[j].name, gguf))
 			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is a second '%s'",
@@ -325,18 +326,51 @@ static int add_source(tfs_hf_plan *p, size_t *cap, const mm_ctx *c, const tfs_hf
 	if (!(o->name = strdup(gguf)))
 		return tfs_error_set(err, TFS_E_NOMEM, "mmproj: out of memory");
 	o->src = (long)r->idx;
-	o->n_dims = t->n_dims;
-	memcpy(o->ne, t->ne, sizeof o->ne);
+	o->n_dims = n_dims;
+	memcpy(o->ne, part ? part->ne : t->ne, sizeof o->ne);
+	if (part)
+		o->gather = part->gather;
 	o->src_dtype = t->dtype;
-	o->dtype = mm_dtype(c, name, gguf, t->n_dims, t->ne[0], p->ftype);
+	o->dtype = mm_dtype(c, name, gguf, o->n_dims, o->ne[0], p->ftype);
 	o->plus_one = c->row->plus_one && c->row->plus_one(name);
 	o->recipe = o->dtype == o->src_dtype && !o->plus_one ? TFS_HF_COPY : TFS_HF_CONVERT;
 	o->quiet_nans = o->recipe == TFS_HF_COPY && o->dtype == TFS_DT_BF16;
-	o->raw = o->recipe == TFS_HF_COPY;
+	o->raw = o->recipe == TFS_HF_COPY && !o->gather.kind;
 	uint64_t nel = 1;
 	for (uint32_t d = 0; d < o->n_dims; d++)
 		nel *= (uint64_t)o->ne[d];
 	return tfs_dtype_nbytes(&o->nbytes, o->dtype, nel, err);
+}
+
+/* Source tensor r as the converter writes it into the projector (modify_tensors: the class's
+ * split into parts, or the tensor under its mapped name). */
+static int add_source(tfs_hf_plan *p, size_t *cap, const mm_ctx *c, const tfs_hf_src_ref *r,
+		      tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(p->st, r->idx);
+	char name[512], gguf[256];
+	tfs_hf_mm_part parts[TFS_HF_MM_MAX_PARTS];
+	size_t n = 0;
+	if (!keep(name, sizeof name, t->name, c) || ends_with(name, ".attention.masked_bias") ||
+	    ends_with(name, ".attention.bias") || ends_with(name, ".rotary_emb.inv_freq"))
+		return 0;
+	int rc = c->row->split ? c->row->split(parts, &n, name, t, &c->mm, err) : 0;
+	for (size_t k = 0; !rc && k < n; k++) {
+		if (parts[k].gguf)
+			snprintf(gguf, sizeof gguf, "%.255s", parts[k].name);
+		else if (!map_name(gguf, sizeof gguf, parts[k].name, c))
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' (as '%s') has no "
+					     "GGUF name in the projector of %s (the converter cannot "
+					     "map it)", r->path, t->name, parts[k].name, c->cls);
+		rc = add_output(p, cap, c, r, name, gguf, &parts[k], err);
+	}
+	if (rc || n)
+		return rc;
+	if (!map_name(gguf, sizeof gguf, name, c))
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has no GGUF name in the "
+				     "projector of %s (the converter cannot map it)", r->path,
+				     t->name, c->cls);
+	return add_output(p, cap, c, r, name, gguf, NULL, err);
 }
 
 /* --outtype auto over the tensors the class keeps (the text model's rule). */

@@ -6,8 +6,8 @@
  * tfs_hf_tensor_locate, freed with tfs_hf_plan_free).
  *
  * The projector classes are one table of their own (tfs_hf_mmprojs[], hf_mmproj_registry.c),
- * one row each in a file of its own (hf_mmproj_gemma3.c): the converter's MmprojModel
- * subclass of the HF class.
+ * one row each in a file of its own (hf_mmproj_gemma3.c, hf_mmproj_qwen25vl.c): the converter's
+ * MmprojModel subclass of the HF class.
  */
 #ifndef TFS_HF_MMPROJ_H
 #define TFS_HF_MMPROJ_H
@@ -26,12 +26,25 @@ typedef struct {
 	const char *gguf;
 } tfs_hf_mm_name;
 
+/* One of the tensors the class's modify_tensors makes of a source tensor: its name (mapped
+ * as a source name is, or, with gguf, the GGUF name as it is), its shape (GGUF order) and
+ * where its elements are among the source's (hf_plan.h's gathers). */
+#define TFS_HF_MM_MAX_PARTS 4
+typedef struct {
+	char name[256];
+	bool gguf;
+	uint32_t n_dims;
+	int64_t ne[4];
+	tfs_hf_gather gather;
+} tfs_hf_mm_part;
+
 /* What the class's keys and choices read: the vision config (AutoConfig's to_dict of it,
  * the vision config class's defaults filled in), the preprocessor config (
  * preprocessor_config.json with processor_config.json merged over it), the file type. */
 typedef struct {
 	const char *where;         /* "dir/config.json" */
 	const char *pre_where;     /* "dir/preprocessor_config.json" */
+	const json_t *file;        /* config.json as written (global_config's top level) */
 	json_t *vision;            /* hparams_vision (owned) */
 	json_t *pre;               /* preprocessor_config (owned; an empty object when none) */
 	uint32_t ftype;            /* general.file_type: 0 F32, 1 F16, 7 Q8_0, 32 BF16 */
@@ -55,6 +68,12 @@ typedef struct {
 	bool (*plus_one)(const char *name);
 	/* set_gguf_parameters' keys after MmprojModel's */
 	int (*keys)(tfs_hf_kvs *l, const tfs_hf_mm *mm, tfs_error *err);
+	/* __init__'s changes to hparams_vision (mm->vision), after the defaults; NULL: none */
+	int (*prepare)(tfs_hf_mm *mm, tfs_error *err);
+	/* modify_tensors' splits of source tensor t (name filtered): *n parts (at most
+	 * TFS_HF_MM_MAX_PARTS) into parts, or *n 0 for the tensor as it is; NULL: none */
+	int (*split)(tfs_hf_mm_part *parts, size_t *n, const char *name, const tfs_tensor *t,
+		     const tfs_hf_mm *mm, tfs_error *err);
 } tfs_hf_mmproj_class;
 
 /* hf_mmproj_registry.c: the rows (one file each), NULL-terminated; the row of HF class cls

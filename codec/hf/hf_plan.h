@@ -64,7 +64,9 @@ typedef enum {
  * Qwen3.5's value heads, grouped by key head, tiled).  kind 0: none. */
 enum { TFS_HF_GATHER_NONE, TFS_HF_GATHER_ROWS, TFS_HF_GATHER_COLS,
        TFS_HF_GATHER_SPLIT,     /* SPLIT: each source row is `groups` output rows' worth; part
-				 * `skip` of it is the output's row (Qwen3.5-MoE's gate_up) */
+				 * `skip` of it is the output's row (Qwen3.5-MoE's gate_up); a
+				 * row is `unit` elements when unit is not 0 (Qwen2.5-VL's
+				 * temporal patches: each kernel, then its other half) */
        TFS_HF_GATHER_SEGS };    /* SEGS: the source's rows are `groups` groups of `per` rows;
 				 * the output is segment 0 of every group, then segment 1, ...:
 				 * segment s is len[s] rows (0: none) from row skip + len[0] +

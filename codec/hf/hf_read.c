@@ -92,9 +92,11 @@ static uint64_t gather_unit(const tfs_hf_gather *g, uint64_t x, uint64_t *left)
 static uint64_t src_elem(const tfs_hf_tensor *t, uint64_t e, uint64_t *run)
 {
 	uint64_t rows, inner, left;
-	row_shape(t, &rows, &inner);
-	uint64_t r = e / inner, col = e % inner;
 	const tfs_hf_gather *g = &t->gather;
+	row_shape(t, &rows, &inner);
+	if (g->kind == TFS_HF_GATHER_SPLIT && g->unit)
+		inner = g->unit;   /* rows of its own size (hf_plan.h) */
+	uint64_t r = e / inner, col = e % inner;
 	uint64_t span = g->groups * g->per * g->unit;
 	if (t->perm_heads || g->kind == TFS_HF_GATHER_SPLIT) {
 		*run = inner - col;

@@ -37,6 +37,7 @@ extern const tfs_hf_arch tfs_hf_arch_qwen3next;                           /* hf_
 extern const tfs_hf_arch tfs_hf_arch_gemma_embedding;                    /* hf_egemma.c */
 extern const tfs_hf_arch tfs_hf_arch_nomic_bert;                         /* hf_nomic.c */
 extern const tfs_hf_arch tfs_hf_arch_modern_bert;                       /* hf_modernbert.c */
+extern const tfs_hf_arch tfs_hf_arch_qwen2vl;                            /* hf_qwen2vl.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -76,6 +77,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_gemma_embedding,
 	&tfs_hf_arch_nomic_bert,
 	&tfs_hf_arch_modern_bert,
+	&tfs_hf_arch_qwen2vl,
 	NULL,
 };
 
@@ -126,6 +128,7 @@ const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf, const tfs_hf_arch *afte
 			r++;
 	for (r += after && *r ? 1 : 0; gguf && *r; r++)
 		if (!((*r)->moe && (*r)->moe->tensor) && !(*r)->hooks &&
+		    !((*r)->flags & TFS_HF_ARCH_NO_EXPORT) &&
 		    (*r)->vocab != TFS_HF_VOCAB_OWN && strcmp((*r)->gguf, gguf) == 0)
 			return *r;
 	return NULL;

@@ -81,7 +81,10 @@ SHAPING = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"
            "num_attention_heads", "num_key_value_heads", "head_dim", "tie_word_embeddings",
            "rope_scaling", "attention_bias", "mlp_bias", "layer_types", "no_rope_layers",
            "hidden_act", "hidden_activation", "partial_rotary_factor", "text_config",
-           "sliding_window", "use_sliding_window", "max_window_layers", "query_pre_attn_scalar"}
+           "sliding_window", "use_sliding_window", "max_window_layers", "query_pre_attn_scalar",
+           # a vision tower's (VISION)
+           "depth", "in_channels", "patch_size", "temporal_patch_size", "spatial_merge_size",
+           "out_hidden_size"}
 
 
 def omit_defaults(config, keep=()):
@@ -98,19 +101,32 @@ def omit_defaults(config, keep=()):
             return c
         if isinstance(out.get("text_config"), dict):
             out["text_config"] = strip(out["text_config"])
-        for k in entry[0]:
+        # a flat config.json (Qwen2.5-VL's): its text class's keys at the top, read there
+        flat = defaults.FLAT_TEXT.get(c.get("model_type"))
+        own = list(entry[0])
+        if flat and not isinstance(c.get("text_config"), dict):
+            own += [k for k in defaults.CLASSES[flat][0] if k not in entry[0]]
+
+        def value(d, k):
+            return d.get(k) if k in entry[0] else (d.get("text_config") or {}).get(k)
+        for k in own:
             if k not in out or k == "text_config" or k in keep:
                 continue
             if k in SHAPING:
                 trial = dict(out)
                 del trial[k]
                 try:
-                    same = defaults.complete(trial).get(k) == full.get(k)
+                    same = value(defaults.complete(trial), k) == value(full, k)
                 except Exception:   # AutoConfig fails without it: kept
                     same = False
                 if not same:
                     continue
             del out[k]
+        vd = defaults.VISION.get(c.get("model_type"))
+        if vd and isinstance(out.get("vision_config"), dict):   # its class's defaults too
+            out["vision_config"] = {k: v for k, v in out["vision_config"].items()
+                                    if k not in vd or k in keep or
+                                    (k in SHAPING and v != vd[k])}
         return out
     return strip(config)
 

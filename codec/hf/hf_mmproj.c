@@ -12,8 +12,8 @@
  *  4. tensors in the text model's reading order (shards by name, then names), those the
  *     class's filter_tensors keeps ("language_model." ones never), BF16 widened, the class's
  *     transforms (a split into parts: each a gather of the source's elements), the name mapped by
- *     gguf-py's TensorNameMap for MODEL_ARCH.MMPROJ with the tower's block count (a name it cannot
- *     map stops the converter);
+ *     gguf-py's TensorNameMap for MODEL_ARCH.MMPROJ with the tower's block count (or the
+ *     class's) and the class's extra suffixes (a name it cannot map stops the converter);
  *  5. the type: the class's tensor_force_quant, then MmprojModel's (patch_embd F16 at f16,
  *     else F32), 1-D and *_norm.weight F32, position embeddings and non-weights F32, else
  *     the file type's (Q8_0 rows that are not whole blocks: F16);
@@ -186,7 +186,7 @@ static int load(mm_ctx *c, const tfs_hf_files *files, tfs_error *err)
 	if (!json_is_integer(nb) || json_integer_value(nb) < 0)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: vision_config has no block count "
 				     "(num_hidden_layers)", c->where);
-	c->n_block = (int64_t)json_integer_value(nb);
+	c->n_block = c->row->block_count ? c->row->block_count : (int64_t)json_integer_value(nb);
 	return c->row->prepare ? c->row->prepare(&c->mm, err) : 0;
 }
 
@@ -229,27 +229,27 @@ static bool match(const char *name, size_t base, const char *p, int64_t n_block,
 	return b < n_block;
 }
 
-/* TensorNameMap.get_name(name, try_suffixes=(".weight", ".bias")): gguf (cap bytes), or
- * false. */
+/* TensorNameMap.get_name(name, try_suffixes=(".weight", ".bias", the class's)): the name
+ * itself first, then without each suffix it ends with; gguf (cap bytes), or false. */
 static bool map_name(char *gguf, size_t cap, const char *name, const mm_ctx *c)
 {
-	static const char *const suffixes[] = { ".weight", ".bias", "" };
-	for (size_t s = 0; s < 3; s++) {
-		if (!ends_with(name, suffixes[s]))
+	static const char *const own[] = { "", ".weight", ".bias" };
+	const char *const *more = c->row->suffixes;
+	for (size_t s = 0; s < 3 || (more && more[s - 3]); s++) {
+		const char *suffix = s < 3 ? own[s] : more[s - 3];
+		if (!ends_with(name, suffix))
 			continue;
-		size_t base = strlen(name) - strlen(suffixes[s]);
+		size_t base = strlen(name) - strlen(suffix);
 		for (size_t i = 0; i < c->row->n_names; i++) {
 			long bid = -1;
 			const tfs_hf_mm_name *m = &c->row->names[i];
 			if (!match(name, base, m->hf, c->n_block, &bid))
 				continue;
 			const char *at = strstr(m->gguf, "{bid}");
-			if (at)
-				snprintf(gguf, cap, "%.*s%ld%s%s", (int)(at - m->gguf), m->gguf, bid,
-					 at + 5, suffixes[s]);
-			else
-				snprintf(gguf, cap, "%s%s", m->gguf, suffixes[s]);
-			return true;
+			int n = at ? snprintf(gguf, cap, "%.*s%ld%s%s", (int)(at - m->gguf), m->gguf,
+					      bid, at + 5, suffix)
+				   : snprintf(gguf, cap, "%s%s", m->gguf, suffix);
+			return n >= 0 && (size_t)n < cap;
 		}
 	}
 	return false;

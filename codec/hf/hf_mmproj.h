@@ -6,7 +6,8 @@
  * tfs_hf_tensor_locate, freed with tfs_hf_plan_free).
  *
  * The projector classes are one table of their own (tfs_hf_mmprojs[], hf_mmproj_registry.c),
- * one row each in a file of its own (hf_mmproj_gemma3.c, hf_mmproj_qwen25vl.c): the converter's
+ * one row each in a file of its own (hf_mmproj_gemma3.c, hf_mmproj_gemma4.c,
+ * hf_mmproj_qwen25vl.c): the converter's
  * MmprojModel subclass of the HF class.
  */
 #ifndef TFS_HF_MMPROJ_H
@@ -58,6 +59,11 @@ typedef struct {
 	const tfs_hf_default *vision_defaults;
 	const tfs_hf_mm_name *names;
 	size_t n_names;
+	/* TensorNameMap's block count when the class fixes it (MmprojModel's 128 for a class
+	 * with both encoders), else 0: the vision config's */
+	int64_t block_count;
+	/* map_tensor_name's try_suffixes after ".weight" and ".bias" (NULL-ended), or NULL */
+	const char *const *suffixes;
 	/* filter_tensors: false when the class skips the tensor; else the name it maps (out,
 	 * cap bytes), "language_model." tensors already left out */
 	bool (*filter)(char *out, size_t cap, const char *name);

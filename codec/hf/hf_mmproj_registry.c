@@ -10,10 +10,12 @@
 #include <string.h>
 
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_gemma3;                   /* hf_mmproj_gemma3.c */
+extern const tfs_hf_mmproj_class tfs_hf_mmproj_gemma4;                   /* hf_mmproj_gemma4.c */
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_qwen25vl;               /* hf_mmproj_qwen25vl.c */
 
 const tfs_hf_mmproj_class *const tfs_hf_mmprojs[] = {
 	&tfs_hf_mmproj_gemma3,
+	&tfs_hf_mmproj_gemma4,
 	&tfs_hf_mmproj_qwen25vl,
 	NULL,
 };

@@ -35,6 +35,18 @@ QWEN25VL_PREPROCESSOR = {
     "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen2_5_VLProcessor"}
 QWEN25VL = "Qwen2_5_VLForConditionalGeneration"
 
+# Gemma 4's processor_config.json in transformers 5's form (no preprocessor_config.json: the
+# image processor nested, Gemma4ImageProcessor's values: pixels in [0, 1], mean 0, std 1)
+GEMMA4_PROCESSOR = {
+    "audio_ms_per_token": 40, "audio_seq_length": 750,
+    "image_processor": {
+        "do_convert_rgb": True, "do_normalize": False, "do_rescale": True, "do_resize": True,
+        "image_mean": [0.0, 0.0, 0.0], "image_processor_type": "Gemma4ImageProcessor",
+        "image_std": [1.0, 1.0, 1.0], "max_soft_tokens": 280, "patch_size": 16,
+        "pooling_kernel_size": 3, "resample": 3, "rescale_factor": 0.00392156862745098},
+    "image_seq_length": 280, "processor_class": "Gemma4Processor"}
+GEMMA4 = "Gemma4ForConditionalGeneration"
+
 # name: a make_model.py spec plus the vision tower's: vision (its config keys as published,
 # sizes made tiny), pre (preprocessor_config.json's changes), proc (processor_config.json)
 VARIANTS = {
@@ -79,6 +91,28 @@ VARIANTS = {
                                       spatial_patch_size=14, window_size=112,
                                       fullatt_block_indexes=[1, 3], tokens_per_second=2,
                                       temporal_patch_size=2)),
+    # Gemma 4 (E2B style vision keys, as transformers 5 writes Gemma4VisionConfig; the 31B's
+    # audio_config null): F16 in two shards, a 2-layer tower with clipped linears (scalar
+    # bounds) and the standardization (std_bias/std_scale), 12 heads (the class's default:
+    # +omit leaves it out), a down projection that is not whole Q8_0 blocks, the patch
+    # embedder's input projection reordered (a gather, spliced at f16)
+    "gemma4-vision-f16": dict(arch=GEMMA4, dtype="F16", shards=2, tied=True, head_dim=16,
+                              global_head=32, global_kv=1, k_eq_v=True, sliding_window=32,
+                              gemma4_tok="v5",
+                              vision=dict(attention_bias=False, attention_dropout=0.0,
+                                          default_output_length=280, head_dim=4,
+                                          hidden_activation="gelu_pytorch_tanh",
+                                          hidden_size=32, initializer_range=0.02,
+                                          intermediate_size=48,
+                                          max_position_embeddings=131072,
+                                          num_attention_heads=12, num_hidden_layers=2,
+                                          num_key_value_heads=12, patch_size=4,
+                                          pooling_kernel_size=3, position_embedding_size=16,
+                                          rms_norm_eps=1e-06,
+                                          rope_parameters={"rope_theta": 100.0,
+                                                           "rope_type": "default"},
+                                          standardize=True, use_clipped_linears=True),
+                              proc=GEMMA4_PROCESSOR),
 }
 
 # not compared with the converter (too slow for a test): the daemon's memory while a
@@ -150,6 +184,39 @@ def qwen25vl_shapes(s):
     return t
 
 
+def gemma4_vision_shapes(s):
+    """Gemma4ForConditionalGeneration's vision tower and projector, as published
+    (model.vision_tower.*: clipped linears' bounds are scalars; model.embed_vision.*)."""
+    v = s["vision"]
+    h, ff, p, hd = v["hidden_size"], v["intermediate_size"], v["patch_size"], v["head_dim"]
+    q, kv = v["num_attention_heads"] * hd, v["num_key_value_heads"] * hd
+    t = {}
+    e = "model.vision_tower.patch_embedder."
+    t[e + "input_proj.weight"] = (h, 3 * p * p)
+    t[e + "position_embedding_table"] = (2, v["position_embedding_size"], h)
+    for i in range(v["num_hidden_layers"]):
+        b = "model.vision_tower.encoder.layers.%d." % i
+        for n, shape in (("self_attn.q_proj", (q, h)), ("self_attn.k_proj", (kv, h)),
+                         ("self_attn.v_proj", (kv, h)), ("self_attn.o_proj", (h, q)),
+                         ("mlp.gate_proj", (ff, h)), ("mlp.up_proj", (ff, h)),
+                         ("mlp.down_proj", (h, ff))):
+            t[b + n + ".linear.weight"] = shape
+            if v.get("use_clipped_linears"):
+                for k in ("input_max", "input_min", "output_max", "output_min"):
+                    t[b + n + "." + k] = ()
+        t[b + "self_attn.q_norm.weight"] = (hd,)
+        t[b + "self_attn.k_norm.weight"] = (hd,)
+        for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                  "post_feedforward_layernorm"):
+            t[b + n + ".weight"] = (h,)
+        t[b + "layer_scalar"] = (1,)
+    if v.get("standardize"):
+        t["model.vision_tower.std_bias"] = (h,)
+        t["model.vision_tower.std_scale"] = (h,)
+    t["model.embed_vision.embedding_projection.weight"] = (s["hidden"], h)
+    return t
+
+
 _text_shapes = make_model.tensor_shapes
 _text_config = make_model.write_config
 
@@ -161,9 +228,9 @@ def tensor_shapes(s):
     if s["arch"] == QWEN25VL:   # the text model under model.*
         t.update(qwen25vl_shapes(s))
         return t
-    for k in [k for k in t if not k.startswith("language_model.") and k != "lm_head.weight"]:
-        del t[k]   # make_model.py's few stand-ins of the tower
-    t.update(siglip_shapes(s))
+    for k in [k for k in t if "language_model." not in k and k != "lm_head.weight"]:
+        del t[k]   # make_model.py's few stand-ins of the towers
+    t.update(gemma4_vision_shapes(s) if s["arch"] == GEMMA4 else siglip_shapes(s))
     return t
 
 
@@ -184,6 +251,14 @@ def write_config(d, s):
             json.dump(c, f, indent=2)
         with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
             json.dump(QWEN25VL_PREPROCESSOR, f, indent=2)
+        return
+    if s["arch"] == GEMMA4:   # a processor_config.json only (the variant's proc)
+        c.update(vision_config=dict(s["vision"], model_type="gemma4_vision"),
+                 audio_config=s.get("audio"))
+        with open(p, "w") as f:
+            json.dump(c, f, indent=2)
+        with open(os.path.join(d, "processor_config.json"), "w") as f:
+            json.dump(s["proc"], f, indent=2)
         return
     c["vision_config"] = dict(s["vision"], model_type="siglip_vision_model")
     with open(p, "w") as f:

@@ -3,8 +3,9 @@
 real reference (issue 37).
 
 - mmproj.gguf of a mount of tests/hf/make_mmproj.py's repos (Gemma 3 with its SigLIP tower,
-  BF16, F16 in two shards, F32) is `cmp`-equal to what llama.cpp's convert_hf_to_gguf.py
-  --mmproj writes (tests/hf/reference.py), for every outtype; model.gguf beside it is the
+  BF16, F16 in two shards, F32; Gemma 4's vision tower, F16 in two shards) is `cmp`-equal to
+  what llama.cpp's convert_hf_to_gguf.py --mmproj writes (tests/hf/reference.py), for every
+  outtype; model.gguf beside it is the
   converter's text model; both read whole and at random offsets; index.json ("mmproj") and
   `tensorfs info` (the summary's projector line, --mmproj) describe it; `tensorfs convert
   REPO OUT -o mmproj` writes the same file.

@@ -3,8 +3,9 @@ config classes of the tests' architectures: each class's __init__ defaults (fact
 transformers' src/transformers/models/*/configuration_*.py, v4.57) and the values it derives
 (head_dim, num_key_value_heads, ...). Keys present in config.json win, as in transformers. A
 model_type 4.57 does not know (qwen3_5, ...) makes real AutoConfig fail, and the converter
-then reads config.json as it is: the same here (no entry).  Gemma 4 (gemma4, gemma4_text) is
-transformers 5's Gemma4TextConfig/Gemma4Config: 4.57 cannot load a Gemma 4 repo's
+then reads config.json as it is: the same here (no entry).  Gemma 4 (gemma4, gemma4_text, and
+its towers' gemma4_vision, gemma4_audio) is transformers 5's Gemma4TextConfig/Gemma4Config
+(Gemma4VisionConfig, Gemma4AudioConfig): 4.57 cannot load a Gemma 4 repo's
 tokenizer_config.json, so the converter runs on Gemma 4 only with transformers 5.
 
 Only the class's own parameters are listed, not PretrainedConfig's generic ones (return_dict,
@@ -186,6 +187,24 @@ _GEMMA4_TEXT = dict(vocab_size=262144, hidden_size=2304, intermediate_size=9216,
                     moe_intermediate_size=None, global_head_dim=512,
                     num_global_key_value_heads=None)
 
+# transformers 5's Gemma4VisionConfig and Gemma4AudioConfig: Gemma4Config makes one of a
+# vision_config / audio_config dict (absent or null: none), and to_dict() has all their fields
+_GEMMA4_VISION = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=16,
+                      num_attention_heads=12, num_key_value_heads=12, head_dim=64,
+                      hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6,
+                      max_position_embeddings=131072, attention_bias=False,
+                      attention_dropout=0.0, rope_parameters=None, pooling_kernel_size=3,
+                      patch_size=16, position_embedding_size=10240, use_clipped_linears=False,
+                      standardize=False, initializer_range=0.02)
+
+_GEMMA4_AUDIO = dict(hidden_size=1024, num_hidden_layers=12, num_attention_heads=8,
+                     hidden_act="silu", subsampling_conv_channels=[128, 32], conv_kernel_size=5,
+                     residual_weight=0.5, attention_chunk_size=12, attention_context_left=13,
+                     attention_context_right=0, attention_logit_cap=50.0,
+                     attention_invalid_logits_value=-1.0e9, use_clipped_linears=True,
+                     rms_norm_eps=1e-6, gradient_clipping=1e10, output_proj_dims=1536,
+                     initializer_range=0.02)
+
 _GEMMA4 = dict(boi_token_id=255999, eoi_token_id=258882, image_token_id=258880,
                video_token_id=258884, boa_token_id=256000, eoa_token_index=258883,
                audio_token_id=258881, initializer_range=0.02, tie_word_embeddings=True)
@@ -249,8 +268,16 @@ def _gemma4_text(c):
                                "rope_theta": 1000000.0}}
 
 
-def _gemma4_text_config(c):
+def _gemma4_sub_configs(c):
     c["text_config"] = complete(dict(c.get("text_config") or {}, model_type="gemma4_text"))
+    for k, model_type in (("vision_config", "gemma4_vision"), ("audio_config", "gemma4_audio")):
+        if isinstance(c.get(k), dict):
+            c[k] = complete(dict(c[k], model_type=model_type))
+
+
+def _gemma4_vision(c):
+    if c.get("rope_parameters") is None:
+        c["rope_parameters"] = {"rope_type": "default", "rope_theta": 100.0}
 
 
 def _phi3_rope(c):
@@ -537,7 +564,7 @@ def _qwen2_5_vl_configs(c):
 # what a flat config.json of these classes holds of its text_config's class (compare.py's
 # omit_defaults leaves those keys out too), and the defaults of their vision_config
 FLAT_TEXT = {"qwen2_5_vl": "qwen2_5_vl_text"}
-VISION = {"qwen2_5_vl": _QWEN2_5_VL_VISION}
+VISION = {"qwen2_5_vl": _QWEN2_5_VL_VISION, "gemma4": _GEMMA4_VISION}
 
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {
@@ -549,7 +576,9 @@ CLASSES = {
     "gemma3_text": (_GEMMA3_TEXT, (_gemma3_layers, _rope_type)),
     "gemma3": (_GEMMA3, (_gemma3_text_config,)),
     "gemma4_text": (_GEMMA4_TEXT, (_gemma4_text,)),
-    "gemma4": (_GEMMA4, (_gemma4_text_config,)),
+    "gemma4": (_GEMMA4, (_gemma4_sub_configs,)),
+    "gemma4_vision": (_GEMMA4_VISION, (_gemma4_vision,)),
+    "gemma4_audio": (_GEMMA4_AUDIO, ()),
     "phi3": (_PHI3, (_kv_heads, _phi3_rope)),
     "smollm3": (_SMOLLM3, (_kv_heads, _smollm3_layers, _rope_type)),
     "granite": (_GRANITE, (_kv_heads, _rope_type)),

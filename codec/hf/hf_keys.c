@@ -155,6 +155,22 @@ int tfs_hf_kvs_add_arr_i32(tfs_hf_kvs *l, const char *name, const int32_t *v, si
 	return add_arr_fixed(l, name, TFS_GGUF_INT32, v, n, 4, err);
 }
 
+/* (one byte an element: add_arr_fixed reads 4 from each) */
+int tfs_hf_kvs_add_arr_bool(tfs_hf_kvs *l, const char *name, const bool *v, size_t n,
+			    tfs_error *err)
+{
+	if (n > SIZE_MAX - 12)
+		return nomem(err, name);
+	uint8_t *d = malloc(12 + n);
+	if (!d)
+		return nomem(err, name);
+	put_le(d, TFS_GGUF_BOOL, 4);
+	put_le(d + 4, n, 8);
+	for (size_t k = 0; k < n; k++)
+		d[12 + k] = v[k] ? 1 : 0;
+	return add_owned(l, name, TFS_GGUF_ARRAY, d, 12 + n, err);
+}
+
 int tfs_hf_kvs_add_arr_str(tfs_hf_kvs *l, const char *name, const char *const *s,
 			   const size_t *lens, size_t n, tfs_error *err)
 {

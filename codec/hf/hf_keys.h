@@ -60,6 +60,8 @@ int tfs_hf_kvs_add_arr_f32(tfs_hf_kvs *l, const char *name, const float *v, size
 			   tfs_error *err);
 int tfs_hf_kvs_add_arr_i32(tfs_hf_kvs *l, const char *name, const int32_t *v, size_t n,
 			   tfs_error *err);
+int tfs_hf_kvs_add_arr_bool(tfs_hf_kvs *l, const char *name, const bool *v, size_t n,
+			    tfs_error *err);
 /* Index of the key of that name, or -1. */
 long tfs_hf_kvs_find(const tfs_hf_kvs *l, const char *name);
 /* Frees every name and payload and the array; leaves *l empty (reusable). */

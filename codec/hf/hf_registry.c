@@ -38,6 +38,7 @@ extern const tfs_hf_arch tfs_hf_arch_gemma_embedding;                    /* hf_e
 extern const tfs_hf_arch tfs_hf_arch_nomic_bert;                         /* hf_nomic.c */
 extern const tfs_hf_arch tfs_hf_arch_modern_bert;                       /* hf_modernbert.c */
 extern const tfs_hf_arch tfs_hf_arch_qwen2vl;                            /* hf_qwen2vl.c */
+extern const tfs_hf_arch tfs_hf_arch_qwen3vl;                            /* hf_qwen3vl.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -78,6 +79,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_nomic_bert,
 	&tfs_hf_arch_modern_bert,
 	&tfs_hf_arch_qwen2vl,
+	&tfs_hf_arch_qwen3vl,
 	NULL,
 };
 

@@ -84,7 +84,7 @@ SHAPING = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"
            "sliding_window", "use_sliding_window", "max_window_layers", "query_pre_attn_scalar",
            # a vision tower's (VISION)
            "depth", "in_channels", "patch_size", "temporal_patch_size", "spatial_merge_size",
-           "out_hidden_size"}
+           "out_hidden_size", "num_position_embeddings", "deepstack_visual_indexes"}
 
 
 def omit_defaults(config, keep=()):

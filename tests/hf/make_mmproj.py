@@ -34,6 +34,13 @@ QWEN25VL_PREPROCESSOR = {
     "image_std": [0.26862954, 0.26130258, 0.27577711],
     "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen2_5_VLProcessor"}
 QWEN25VL = "Qwen2_5_VLForConditionalGeneration"
+# Qwen/Qwen3-VL-4B-Instruct's preprocessor_config.json
+QWEN3VL_PREPROCESSOR = {
+    "size": {"longest_edge": 16777216, "shortest_edge": 65536}, "patch_size": 16,
+    "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5], "processor_class": "Qwen3VLProcessor",
+    "image_processor_type": "Qwen2VLImageProcessorFast"}
+QWEN3VL = "Qwen3VLForConditionalGeneration"
 
 # Gemma 4's processor_config.json in transformers 5's form (no preprocessor_config.json: the
 # image processor nested, Gemma4ImageProcessor's values: pixels in [0, 1], mean 0, std 1)
@@ -113,6 +120,20 @@ VARIANTS = {
                                                            "rope_type": "default"},
                                           standardize=True, use_clipped_linears=True),
                               proc=GEMMA4_PROCESSOR),
+    # Qwen3-VL (4B-Instruct style): text_config (Qwen3: q/k norms, head_dim, interleaved
+    # M-RoPE, rope_theta an integer), model.language_model.* and model.visual.* names, BF16,
+    # tied, Qwen2's real tokenizer; a 4-block tower with deepstack mergers after blocks 1 and
+    # 2, learned position embeddings (the image size computed from their count)
+    "qwen3vl-bf16": dict(arch=QWEN3VL, dtype="BF16", shards=1, tied=True, head_dim=32,
+                         qk_norm=True, npm_tokenizer="qwen3", vocab=151936,
+                         rope_theta=5000000, mrope_section=[8, 4, 4],
+                         vision=dict(deepstack_visual_indexes=[1, 2], depth=4,
+                                     hidden_act="gelu_pytorch_tanh", hidden_size=32,
+                                     in_channels=3, initializer_range=0.02,
+                                     intermediate_size=48, model_type="qwen3_vl", num_heads=2,
+                                     num_position_embeddings=16, out_hidden_size=64,
+                                     patch_size=16, spatial_merge_size=2,
+                                     temporal_patch_size=2)),
 }
 
 # not compared with the converter (too slow for a test): the daemon's memory while a
@@ -217,6 +238,40 @@ def gemma4_vision_shapes(s):
     return t
 
 
+def qwen3vl_shapes(s):
+    """Qwen3VLForConditionalGeneration's vision tower, merger and deepstack mergers, as
+    published (model.visual.*)."""
+    v = s["vision"]
+    h, ff, p, m = v["hidden_size"], v["intermediate_size"], v["patch_size"], v["spatial_merge_size"]
+    hm, out = h * m * m, v["out_hidden_size"]
+    e = "model.visual."
+    t = {e + "patch_embed.proj.weight": (h, v["in_channels"], v["temporal_patch_size"], p, p),
+         e + "patch_embed.proj.bias": (h,), e + "pos_embed.weight": (v["num_position_embeddings"], h)}
+    for i in range(v["depth"]):
+        b = e + "blocks.%d." % i
+        for n in ("norm1", "norm2"):
+            t[b + n + ".weight"] = (h,)
+            t[b + n + ".bias"] = (h,)
+        t[b + "attn.qkv.weight"] = (3 * h, h)
+        t[b + "attn.qkv.bias"] = (3 * h,)
+        t[b + "attn.proj.weight"] = (h, h)
+        t[b + "attn.proj.bias"] = (h,)
+        t[b + "mlp.linear_fc1.weight"] = (ff, h)
+        t[b + "mlp.linear_fc1.bias"] = (ff,)
+        t[b + "mlp.linear_fc2.weight"] = (h, ff)
+        t[b + "mlp.linear_fc2.bias"] = (h,)
+    mergers = [(e + "merger.", h)] + [(e + "deepstack_merger_list.%d." % k, hm)
+                                      for k in range(len(v["deepstack_visual_indexes"]))]
+    for b, norm in mergers:
+        t[b + "norm.weight"] = (norm,)
+        t[b + "norm.bias"] = (norm,)
+        t[b + "linear_fc1.weight"] = (hm, hm)
+        t[b + "linear_fc1.bias"] = (hm,)
+        t[b + "linear_fc2.weight"] = (out, hm)
+        t[b + "linear_fc2.bias"] = (out,)
+    return t
+
+
 _text_shapes = make_model.tensor_shapes
 _text_config = make_model.write_config
 
@@ -227,6 +282,11 @@ def tensor_shapes(s):
         return t
     if s["arch"] == QWEN25VL:   # the text model under model.*
         t.update(qwen25vl_shapes(s))
+        return t
+    if s["arch"] == QWEN3VL:   # the text model under model.language_model.*
+        t = {("model.language_model." + k[6:] if k.startswith("model.") else k): x
+             for k, x in t.items()}
+        t.update(qwen3vl_shapes(s))
         return t
     for k in [k for k in t if "language_model." not in k and k != "lm_head.weight"]:
         del t[k]   # make_model.py's few stand-ins of the towers
@@ -260,6 +320,22 @@ def write_config(d, s):
         with open(os.path.join(d, "processor_config.json"), "w") as f:
             json.dump(s["proc"], f, indent=2)
         return
+    if s["arch"] == QWEN3VL:   # as Qwen/Qwen3-VL-4B-Instruct's config.json
+        top = {k: c.pop(k) for k in ("architectures", "transformers_version") if k in c}
+        c.update(attention_bias=False, attention_dropout=0.0, bos_token_id=151643,
+                 eos_token_id=151645, initializer_range=0.02, model_type="qwen3_vl_text",
+                 use_cache=True, dtype=c.pop("torch_dtype"),
+                 rope_scaling={"mrope_interleaved": True, "mrope_section": s["mrope_section"],
+                               "rope_type": "default"})
+        top.update(model_type="qwen3_vl", text_config=c, image_token_id=151655,
+                   video_token_id=151656, vision_start_token_id=151652,
+                   vision_end_token_id=151653, tie_word_embeddings=s["tied"],
+                   vision_config=dict(s["vision"]))
+        with open(p, "w") as f:
+            json.dump(top, f, indent=2)
+        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
+            json.dump(QWEN3VL_PREPROCESSOR, f, indent=2)
+        return
     c["vision_config"] = dict(s["vision"], model_type="siglip_vision_model")
     with open(p, "w") as f:
         json.dump(c, f, indent=2)
@@ -275,6 +351,7 @@ def write_config(d, s):
 
 
 make_model.MODEL_TYPES[QWEN25VL] = "qwen2_5_vl"
+make_model.MODEL_TYPES[QWEN3VL] = "qwen3_vl"
 make_model.tensor_shapes = tensor_shapes
 make_model.write_config = write_config
 make_model.VARIANTS.update(VARIANTS)

@@ -548,23 +548,52 @@ def _mrope(c):
         rs["rope_type"] = rs["type"]
 
 
-def _qwen2_5_vl_configs(c):
+def _vision_config(c, defaults, model_type):
     vc = dict(c.get("vision_config") or {})
-    for k, v in _QWEN2_5_VL_VISION.items():
+    for k, v in defaults.items():
         vc.setdefault(k, copy.deepcopy(v))
-    vc["model_type"] = "qwen2_5_vl"
+    vc["model_type"] = model_type
+    c["vision_config"] = vc
+
+
+def _qwen2_5_vl_configs(c):
+    _vision_config(c, _QWEN2_5_VL_VISION, "qwen2_5_vl")
     tc = c.get("text_config")
     if tc is None:
         tc = {k: copy.deepcopy(v) for k, v in c.items()
               if k not in ("text_config", "vision_config", "image_token_id", "video_token_id")}
     c["text_config"] = complete(dict(tc, model_type="qwen2_5_vl_text"))
-    c["vision_config"] = vc
+
+
+# Qwen3VLConfig (Qwen3-VL): text_config a Qwen3VLTextConfig (all defaults when absent),
+# vision_config a Qwen3VLVisionConfig
+_QWEN3_VL = dict(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
+                 vision_end_token_id=151653)
+
+_QWEN3_VL_TEXT = dict(vocab_size=151936, hidden_size=4096, intermediate_size=22016,
+                      num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+                      head_dim=128, hidden_act="silu", max_position_embeddings=128000,
+                      initializer_range=0.02, rms_norm_eps=1e-6, use_cache=True,
+                      tie_word_embeddings=False, rope_theta=5000000.0, rope_scaling=None,
+                      attention_bias=False, attention_dropout=0.0)
+
+_QWEN3_VL_VISION = dict(depth=27, hidden_size=1152, hidden_act="gelu_pytorch_tanh",
+                        intermediate_size=4304, num_heads=16, in_channels=3, patch_size=16,
+                        spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=3584,
+                        num_position_embeddings=2304, deepstack_visual_indexes=[8, 16, 24],
+                        initializer_range=0.02)
+
+
+def _qwen3_vl_configs(c):
+    _vision_config(c, _QWEN3_VL_VISION, "qwen3_vl")
+    c["text_config"] = complete(dict(c.get("text_config") or {}, model_type="qwen3_vl_text"))
 
 
 # what a flat config.json of these classes holds of its text_config's class (compare.py's
 # omit_defaults leaves those keys out too), and the defaults of their vision_config
 FLAT_TEXT = {"qwen2_5_vl": "qwen2_5_vl_text"}
-VISION = {"qwen2_5_vl": _QWEN2_5_VL_VISION, "gemma4": _GEMMA4_VISION}
+VISION = {"qwen2_5_vl": _QWEN2_5_VL_VISION, "gemma4": _GEMMA4_VISION,
+          "qwen3_vl": _QWEN3_VL_VISION}
 
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {
@@ -606,6 +635,8 @@ CLASSES = {
     "hunyuan_v1_dense": (_HUNYUAN_V1_DENSE, (_kv_heads, _hunyuan_head)),
     "qwen2_5_vl_text": (_QWEN2_5_VL_TEXT, (_kv_heads, _qwen_layers, _mrope)),
     "qwen2_5_vl": (_QWEN2_5_VL, (_qwen2_5_vl_configs,)),
+    "qwen3_vl_text": (_QWEN3_VL_TEXT, (_kv_heads, _rope_type)),
+    "qwen3_vl": (_QWEN3_VL, (_qwen3_vl_configs,)),
 
 }
 

@@ -14,6 +14,7 @@ real reference (issue 37).
   that have one); so does a repo without preprocessor_config.json, with a malformed one, or
   with a tower tensor the converter cannot name; a text model shows no mmproj.gguf and says
   nothing.
+- llama.cpp decodes the Qwen2.5-VL repo's model.gguf through the mount as the converter's.
 - Memory: the daemon's peak RSS while it reads the projector of a repo of about 100 MiB of
   F32 weights, at q8_0 (computed) and f32 (spliced), stays within 32 MiB (measured: 5-7 MiB).
 
@@ -30,8 +31,10 @@ from harness import TENSORFS, Mount, TestCase, main, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
+sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import compare  # noqa: E402  (tests/hf: the converter, GGUF reading)
 import hfutil  # noqa: E402
+import llamacpp  # noqa: E402
 import make_mmproj  # noqa: E402
 import reference  # noqa: E402
 
@@ -134,6 +137,27 @@ class Equal(TestCase):
         r = run([TENSORFS, "convert", model(name), out + "2", "-o", "mmproj,quantize=Q4_K_M"])
         self.assertEqual(r.returncode, 2)
         self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+
+class Llama(TestCase):
+    """llama.cpp (TFS_LLAMA_LIB's libllama knows qwen2vl) greedy-decodes the mount's
+    model.gguf of the Qwen2.5-VL repo as the converter's text file (hfutil.same_tokens).  Not
+    Qwen3-VL's: that runtime aborts on the converter's own file of the tiny model
+    (GGML_ASSERT(ggml_can_repeat(b, a)))."""
+    def setUp(self):
+        if llamacpp.lib_dir() is None:
+            self.skipTest(llamacpp.missing_reason())
+
+    def test_qwen25vl_text_model_decodes_as_the_converter(self):
+        def decode(path):
+            r = run(["/usr/bin/python3", os.path.join(HERE, "..", "llama", "generate.py"), path,
+                     "--n", "12"], timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return json.loads(r.stdout)
+        name = "qwen25vl-bf16"
+        ref = converted(self, name, "auto", mmproj=False)
+        with Mount(self, model(name), ["outtype=auto"]) as m:
+            hfutil.same_tokens(self, name, ref, m.p("model.gguf"), decode)
 
 
 class Absent(TestCase):

@@ -54,8 +54,10 @@ static int read_values(const tfs_model *st, long i, bool inverse, float **v, siz
 	return got < 0 ? (int)got : 0;
 }
 
-/* float(x.float().sum()) of a tensor (absent: torch.tensor(1.0)). */
-static int sum_of(const tfs_model *st, long i, bool inverse, float *s, tfs_error *err)
+/* float(x.float().sum()) of a tensor (absent: torch.tensor(1.0)); fold: x * factor first
+ * (Gemma 4's folded weight_scale_2, float32 products: gemma4_fold). */
+static int sum_of(const tfs_model *st, long i, bool inverse, const float *factor, float *s,
+		  tfs_error *err)
 {
 	float *v = NULL;
 	size_t n = 0;
@@ -66,7 +68,7 @@ static int sum_of(const tfs_model *st, long i, bool inverse, float *s, tfs_error
 	if (!rc) {
 		*s = 0.0f;
 		for (size_t k = 0; k < n; k++)
-			*s += v[k];
+			*s += factor ? v[k] * *factor : v[k];
 	}
 	free(v);
 	return rc;
@@ -128,6 +130,8 @@ typedef struct {
 	const tfs_hf_deq *deq;
 	const hparams *h;
 	const size_t *w;
+	float *factor;          /* per weight (w[]): Gemma 4's folded factor, where fold[k] */
+	bool *fold;
 } builder;
 
 static int push(builder *b, tfs_hf_nvfp4_item **o, tfs_error *err)
@@ -296,9 +300,19 @@ static int single(builder *b, size_t k, const char *name, tfs_error *err)
 
 /* The GGUF name of layer bid's stacked projection proj (map_tensor_name of
  * model.layers.B.mlp.experts.P.weight: the row's experts), or false. */
-static bool stack_name(char *out, size_t cap, const tfs_hf_moe *moe, unsigned long bid,
+static bool stack_name(char *out, size_t cap, const tfs_hf_arch *row, unsigned long bid,
 		       const char *proj)
 {
+	static const char *const hf[] = { "gate_proj", "up_proj", "down_proj" };
+	static const char *const gguf[] = { "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps" };
+	const tfs_hf_moe *moe = row->moe;
+	/* Gemma 4 (no stacking row: its checkpoints stack their experts): gguf-py's names of
+	 * model.layers.B.mlp.experts.P, which MODEL_ARCH.GEMMA4 has */
+	for (int k = 0; !moe && !strcmp(row->gguf, "gemma4") && k < 3; k++)
+		if (!strcmp(hf[k], proj)) {
+			snprintf(out, cap, "blk.%lu.%s.weight", bid, gguf[k]);
+			return true;
+		}
 	for (int k = 0; moe && !strcmp(moe->experts, "mlp.experts") && k < 3; k++)
 		if (!strcmp(moe->proj[k], proj)) {
 			snprintf(out, cap, "blk.%lu.%s.weight", bid, moe->gguf[k]);
@@ -313,7 +327,7 @@ static int flush(builder *b, pending *p, tfs_error *err)
 	tfs_hf_nvfp4_item *o;
 	char name[160], gname[GNAME_MAX];
 	snprintf(name, sizeof name, "model.layers.%lu.mlp.experts.%s.weight", p->bid, p->proj);
-	if (!stack_name(gname, sizeof gname, b->h->arch->moe, p->bid, p->proj) ||
+	if (!stack_name(gname, sizeof gname, b->h->arch, p->bid, p->proj) ||
 	    (int64_t)p->bid >= b->h->n_layer)
 		return unmapped(b, name, err);
 	int rc = push(b, &o, err);
@@ -353,9 +367,10 @@ static int flush(builder *b, pending *p, tfs_error *err)
 					     tfs_model_tensor(b->st, w)->name);
 		parts[j] = (long)w;
 		parts[p->n + j] = s->scale;
-		rc = sum_of(b->st, s->scale2, s->inverse, &o->scale[j], err);
+		const float *f = b->fold && b->fold[p->k[j]] ? &b->factor[p->k[j]] : NULL;
+		rc = sum_of(b->st, s->scale2, s->inverse, f, &o->scale[j], err);
 		if (!rc)
-			rc = sum_of(b->st, s->input, s->inverse, &o->input[j], err);
+			rc = sum_of(b->st, s->input, s->inverse, NULL, &o->input[j], err);
 	}
 	if (!rc) {
 		many_scales(&o->scale, &o->n_scale);
@@ -413,31 +428,126 @@ static int keep(pending **out, pending **pend, size_t *np, size_t *pcap, unsigne
 	return 0;
 }
 
-int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
-		       const tfs_hf_deq *deq, const hparams *h, const size_t *w,
-		       char *const *names, size_t nw, tfs_error *err)
+/* ==== Gemma 4's fold ==== */
+
+bool tfs_hf_nvfp4_fold_source(const hparams *h, const char *name)
 {
-	static const char *const k_experts[] = { "num_local_experts", "num_experts", NULL };
-	json_t *ne = tfs_hf_find(h->root, k_experts, NULL);
-	int64_t n_experts = json_is_integer(ne) ? json_integer_value(ne) : 0;
-	builder b = { .st = st, .deq = deq, .h = h, .w = w };
-	const char *arch = h->arch->gguf;
-	size_t fold = nw;   /* Gemma 4: an NVFP4 expert down_proj (its per_expert_scale folded) */
-	for (size_t k = 0; !strcmp(arch, "gemma4") && k < nw && fold == nw; k++)
-		if (strstr(names[k], ".experts.") && ends(names[k], ".down_proj.weight"))
-			fold = k;
-	if (fold < nw)   /* its own _generate_nvfp4_tensors */
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: NVFP4 weights (quant method %s) "
-				     "of class %s (tensor '%s'): Gemma4Model._generate_nvfp4_tensors "
-				     "(router.per_expert_scale folded into weight_scale_2) is not "
-				     "read by the GGUF view yet", tfs_model_path(st),
-				     tfs_hf_deq_nvfp4(deq, w[0])->inverse ? "compressed-tensors" :
-				     "modelopt", h->arch->classes[0], names[fold]);
+	return !strcmp(h->arch->gguf, "gemma4") && ends(name, ".router.per_expert_scale");
+}
+
+/* The length of name's prefix through its first `.layers.B.` (re.search's), or 0. */
+static size_t layer_prefix(const char *name)
+{
+	for (const char *p = strstr(name, ".layers."); p; p = strstr(p + 1, ".layers.")) {
+		const char *q = p + 8;
+		while (*q >= '0' && *q <= '9')
+			q++;
+		if (q > p + 8 && *q == '.')
+			return (size_t)(q + 1 - name);
+	}
+	return 0;
+}
+
+/* The expert e of name when it is prefix + "experts.{e}.down_proj.weight" (e as Python
+ * prints an int), else -1. */
+static int64_t down_expert(const char *name, const char *prefix, size_t plen)
+{
+	static const char sfx[] = ".down_proj.weight";
+	if (strncmp(name, prefix, plen) || strncmp(name + plen, "experts.", 8))
+		return -1;
+	const char *d = name + plen + 8, *q = d;
+	while (*q >= '0' && *q <= '9')
+		q++;
+	if (q == d || q - d > 18 || (*d == '0' && q - d > 1) || strcmp(q, sfx))
+		return -1;
+	return (int64_t)strtoll(d, NULL, 10);
+}
+
+/* Whether torch's s * r[e] is float32 (what the fold is read as here): s float32 (or
+ * compressed-tensors' reciprocal, float32), or a 0-d s promoted with r to float32. */
+static bool f32_product(const tfs_tensor *s, bool inverse, const tfs_tensor *r)
+{
+	if (inverse || s->dtype == TFS_DT_F32)
+		return true;
+	bool half = s->dtype == TFS_DT_BF16 || s->dtype == TFS_DT_F16;
+	return half && s->n_dims == 0 && (r->dtype == TFS_DT_F32 || r->dtype != s->dtype);
+}
+
+/*
+ * Gemma4Model._generate_nvfp4_tensors before the NVFP4 path: each router.per_expert_scale
+ * r (others o[j], named onames[j], in reading order) of a layer
+ * whose experts 0..n_experts-1 all have a down_proj weight_scale_2 (here: NVFP4 down_proj
+ * weights with one) is popped (popped[j]: not written as ffn_down_exps.scale) and expert
+ * e's weight_scale_2 becomes s * r[e] (b->fold, b->factor; float32 in the converter's dtypes
+ * here, else refused); some experts without: its assert ("partial NVFP4 quantization").
+ */
+static int gemma4_fold(builder *b, int64_t n_experts, char *const *names, size_t nw,
+		       const size_t *o, char *const *onames, size_t no, bool *popped,
+		       tfs_error *err)
+{
+	int rc = 0;
+	for (size_t j = 0; !rc && j < no; j++) {
+		size_t plen = layer_prefix(onames[j]), have = 0;
+		if (!plen || n_experts <= 0)
+			continue;
+		for (size_t k = 0; k < nw; k++) {
+			int64_t e = down_expert(names[k], onames[j], plen);
+			have += e >= 0 && e < n_experts &&
+				tfs_hf_deq_nvfp4(b->deq, b->w[k])->scale2 >= 0;
+		}
+		if (!have)
+			continue;
+		if ((int64_t)have < n_experts)
+			return tfs_error_set(err, TFS_E_FORMAT, "%s: '%s': %zu of %lld experts' "
+					     "down_proj have a weight_scale_2 (the converter's "
+					     "assert: partial NVFP4 quantization across experts)",
+					     tfs_model_path(b->st), onames[j], have,
+					     (long long)n_experts);
+		const tfs_tensor *rt = tfs_model_tensor(b->st, o[j]);
+		float *r = NULL;
+		size_t rn = 0;
+		if (rt->n_dims != 1 || (rt->dtype != TFS_DT_F32 && rt->dtype != TFS_DT_BF16 &&
+					rt->dtype != TFS_DT_F16))
+			return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: tensor '%s': a "
+					     "router.per_expert_scale that is not one F32, BF16 or "
+					     "F16 value an expert is not folded into NVFP4 scales by "
+					     "the GGUF view", tfs_model_path(b->st), rt->name);
+		if ((rc = read_values(b->st, (long)o[j], false, &r, &rn, err)))
+			return rc;
+		for (size_t k = 0; !rc && k < nw; k++) {
+			int64_t e = down_expert(names[k], onames[j], plen);
+			const tfs_hf_nvfp4_src *s = tfs_hf_deq_nvfp4(b->deq, b->w[k]);
+			if (e < 0 || e >= n_experts || s->scale2 < 0)
+				continue;
+			const tfs_tensor *st2 = tfs_model_tensor(b->st, (size_t)s->scale2);
+			if ((uint64_t)e >= rn)
+				rc = tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has %zu values, "
+						   "not one for expert %lld (the converter's fold "
+						   "fails: index out of range)", tfs_model_path(b->st),
+						   rt->name, rn, (long long)e);
+			else if (!f32_product(st2, s->inverse, rt))
+				rc = tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: tensor '%s' (%s) times "
+						   "'%s' (%s) is not float32 in torch: the GGUF view "
+						   "does not fold it", tfs_model_path(b->st),
+						   st2->name, tfs_dtype(st2->dtype)->name, rt->name,
+						   tfs_dtype(rt->dtype)->name);
+			else {
+				b->fold[k] = true;
+				b->factor[k] = r[e];
+			}
+		}
+		free(r);
+		popped[j] = true;
+	}
+	return rc;
+}
+
+/* _generate_nvfp4_tensors of ModelBase (the items, in b). */
+static int items(builder *b, int64_t n_experts, char *const *names, size_t nw, tfs_error *err)
+{
 	pending *pend = NULL;   /* keys in first-seen order (a dict's) */
 	size_t np = 0, pcap = 0;
 	regex_t ex, ly;
-	*out = NULL;
-	*n = 0;
 	if (regcomp(&ex, "\\.experts\\.([0-9]+)\\.(gate_proj|up_proj|down_proj)\\.weight$",
 		    REG_EXTENDED))
 		return tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
@@ -449,7 +559,7 @@ int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
 	for (size_t k = 0; !rc && k < nw; k++) {
 		regmatch_t m[3], l[2];
 		if (regexec(&ex, names[k], 3, m, 0)) {
-			rc = single(&b, k, names[k], err);
+			rc = single(b, k, names[k], err);
 			continue;
 		}
 		unsigned long xid = strtoul(names[k] + m[1].rm_so, NULL, 10);
@@ -464,14 +574,43 @@ int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
 		p->xid[p->n] = xid;
 		p->k[p->n++] = k;
 		if (n_experts > 0 && (int64_t)p->n >= n_experts)
-			rc = flush(&b, p, err);
+			rc = flush(b, p, err);
 	}
 	for (size_t j = 0; !rc && j < np; j++)   /* the fallback: what is left, in key order */
 		if (pend[j].n)
-			rc = flush(&b, &pend[j], err);
+			rc = flush(b, &pend[j], err);
 	pending_free(pend, np);
 	regfree(&ex);
 	regfree(&ly);
+	return rc;
+}
+
+int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
+		       const tfs_hf_deq *deq, const hparams *h, const size_t *w,
+		       char *const *names, size_t nw, const size_t *o, char *const *onames,
+		       size_t no, bool *popped, tfs_error *err)
+{
+	static const char *const k_experts[] = { "num_local_experts", "num_experts", NULL };
+	json_t *ne = tfs_hf_find(h->root, k_experts, NULL);
+	int64_t n_experts = json_is_integer(ne) ? json_integer_value(ne) : 0;
+	builder b = { .st = st, .deq = deq, .h = h, .w = w };
+	*out = NULL;
+	*n = 0;
+	if (no) {   /* Gemma 4: its own _generate_nvfp4_tensors first */
+		b.fold = calloc(nw ? nw : 1, sizeof *b.fold);
+		b.factor = calloc(nw ? nw : 1, sizeof *b.factor);
+		int rc = !b.fold || !b.factor ? tfs_error_set(err, TFS_E_NOMEM,
+							      "GGUF view: out of memory")
+		       : gemma4_fold(&b, n_experts, names, nw, o, onames, no, popped, err);
+		if (rc) {
+			free(b.fold);
+			free(b.factor);
+			return rc;
+		}
+	}
+	int rc = items(&b, n_experts, names, nw, err);
+	free(b.fold);
+	free(b.factor);
 	if (rc) {
 		tfs_hf_nvfp4_items_free(b.it, b.n);
 		return rc;

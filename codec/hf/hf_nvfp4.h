@@ -5,6 +5,9 @@
  * ggml's NVFP4 (type 40), before any other tensor.
  *
  * In the converter's reading order, each NVFP4 weight (hf_dequant.h, tfs_hf_nvfp4_src):
+ *  - Gemma 4 first (Gemma4Model._generate_nvfp4_tensors): a layer's router.per_expert_scale
+ *    r, when all num_experts experts' down_proj have a weight_scale_2 s, is folded into
+ *    them (expert e's: s * r[e], float32) and popped (no ffn_down_exps.scale of its own);
  *  - an expert's (its name matches `.experts.E.(gate_proj|up_proj|down_proj).weight`, its
  *    layer `.layers.B.`, else 0) is kept until its (layer, projection) has num_local_experts
  *    (num_experts) of them, then written stacked in expert order as
@@ -38,16 +41,24 @@ typedef struct {
 	size_t n_scale, n_input;
 } tfs_hf_nvfp4_item;
 
+/* Whether source tensor `name` (after filter_tensors) is one the NVFP4 path may take: Gemma
+ * 4's router.per_expert_scale (Gemma4Model._generate_nvfp4_tensors folds it into its
+ * layer's down_proj experts' weight_scale_2 and pops it). */
+bool tfs_hf_nvfp4_fold_source(const hparams *h, const char *name);
+
 /*
  * The NVFP4 tensors of the weights w[0..nw) (st's indices, in the converter's reading order;
  * names[k]: w[k]'s name after filter_tensors, X.weight), in the order the converter writes
- * them, named for h's row: *out (allocated, *n of them).  The scales' values are read here
- * (a few bytes a weight).  An error where the converter fails (a name it cannot map,
- * experts of different shapes).
+ * them, named for h's row: *out (allocated, *n of them).  o[0..no) (onames: their names) are
+ * the other tensors tfs_hf_nvfp4_fold_source takes, in reading order; popped[j] is set for
+ * each one the converter pops (its values folded into the experts' scales, not written).
+ * The scales' values are read here (a few bytes a weight).  An error where the converter
+ * fails (a name it cannot map, experts of different shapes, a partial fold).
  */
 int tfs_hf_nvfp4_items(tfs_hf_nvfp4_item **out, size_t *n, const tfs_model *st,
 		       const tfs_hf_deq *deq, const hparams *h, const size_t *w,
-		       char *const *names, size_t nw, tfs_error *err);
+		       char *const *names, size_t nw, const size_t *o, char *const *onames,
+		       size_t no, bool *popped, tfs_error *err);
 void tfs_hf_nvfp4_items_free(tfs_hf_nvfp4_item *it, size_t n);
 
 /* Bytes [off, end) of an NVFP4 tensor of ne [cols, rows, experts] (ne[2] 0: one) into o,

@@ -515,18 +515,30 @@ static int add_vector(tfs_hf_plan *p, size_t *cap, const char *weight, const cha
 }
 
 /* NVFP4 (hf_nvfp4.h): _generate_nvfp4_tensors' tensors, before any other; refs: the repo's
- * tensors in reading order. */
+ * tensors in reading order; *drop (allocated, *ndrop of them): the source tensors it pops
+ * (Gemma 4's folded router.per_expert_scale), which the plan then passes over. */
 static int add_nvfp4(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_ref *refs,
-		     size_t ns, bool *seen, tfs_error *err)
+		     size_t ns, bool *seen, size_t **drop, size_t *ndrop, tfs_error *err)
 {
-	size_t *w = malloc((ns ? ns : 1) * sizeof *w), nw = 0, nit = 0;
+	size_t *w = malloc((ns ? ns : 1) * sizeof *w), nw = 0, nit = 0, no = 0;
+	size_t *o = malloc((ns ? ns : 1) * sizeof *o);
 	char **names = calloc(ns ? ns : 1, sizeof *names), name[512];
+	char **onames = calloc(ns ? ns : 1, sizeof *onames);
+	bool *popped = calloc(ns ? ns : 1, sizeof *popped);
 	tfs_hf_nvfp4_item *it = NULL;
-	int rc = !w || !names ? tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory") : 0;
+	int rc = !w || !o || !names || !onames || !popped ?
+		 tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory") : 0;
 	for (size_t k = 0; !rc && k < ns; k++) {
-		if (!tfs_hf_deq_nvfp4(p->deq, refs[k].idx) ||
-		    !filter_name(name, sizeof name, refs[k].name, p->row, h))
+		if (!filter_name(name, sizeof name, refs[k].name, p->row, h))
 			continue;
+		if (!tfs_hf_deq_nvfp4(p->deq, refs[k].idx)) {
+			if (tfs_hf_nvfp4_fold_source(h, name) &&
+			    !(onames[no] = strdup(name)))
+				rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+			if (onames[no])
+				o[no++] = refs[k].idx;
+			continue;
+		}
 		if (ends_with(name, ".weight_packed"))   /* compressed-tensors: renamed */
 			name[strlen(name) - 7] = 0;
 		w[nw] = refs[k].idx;
@@ -534,7 +546,8 @@ static int add_nvfp4(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_re
 			rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
 	}
 	if (!rc)
-		rc = tfs_hf_nvfp4_items(&it, &nit, p->base, p->deq, h, w, names, nw, err);
+		rc = tfs_hf_nvfp4_items(&it, &nit, p->base, p->deq, h, w, names, nw, o, onames,
+					no, popped, err);
 	for (size_t k = 0; !rc && k < nit; k++) {
 		for (size_t j = 0; j < p->nt && !rc; j++)
 			if (strcmp(p->t[j].name, it[k].s.name) == 0)
@@ -552,11 +565,22 @@ static int add_nvfp4(tfs_hf_plan *p, size_t *cap, const hparams *h, const src_re
 			rc = add_vector(p, cap, it[k].s.name, ".input_scale", &it[k].input,
 					it[k].n_input, err);
 	}
+	for (size_t k = 0; !rc && k < no; k++)
+		if (popped[k])
+			o[(*ndrop)++] = o[k];
 	tfs_hf_nvfp4_items_free(it, nit);
 	for (size_t k = 0; k < nw; k++)
 		free(names[k]);
+	for (size_t k = 0; k < no; k++)
+		free(onames[k]);
 	free(names);
+	free(onames);
+	free(popped);
 	free(w);
+	if (rc)
+		free(o);
+	else
+		*drop = o;
 	return rc;
 }
 
@@ -573,8 +597,9 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 				    p->row->n_blocks;
 	if (!rc && !(seen = calloc(nseen ? nseen : 1, 1)))
 		rc = tfs_error_set(err, TFS_E_NOMEM, "GGUF view: out of memory");
+	size_t *drop = NULL, ndrop = 0;
 	if (!rc && tfs_hf_deq_is_nvfp4(p->deq))   /* NVFP4: its tensors before any other */
-		rc = add_nvfp4(p, &cap, h, refs, ns, seen, err);
+		rc = add_nvfp4(p, &cap, h, refs, ns, seen, &drop, &ndrop, err);
 	if (!rc && p->deq) {
 		free(refs);
 		refs = NULL;
@@ -594,8 +619,14 @@ static int plan_tensors(tfs_hf_plan *p, const hparams *h, tfs_error *err)
 		rc = tfs_error_set(err, TFS_E_FORMAT, "%s: %s says num_hidden_layers %lld, but the "
 				   "weights hold %zu tensors", tfs_model_path(p->st), h->where,
 				   (long long)h->n_layer, ns);
-	for (size_t k = 0; !rc && k < ns; k++)
-		rc = add_source_tensor(p, &cap, h, &refs[k], seen, err);
+	for (size_t k = 0; !rc && k < ns; k++) {
+		size_t j = 0;
+		while (j < ndrop && drop[j] != refs[k].idx)
+			j++;
+		if (j == ndrop)
+			rc = add_source_tensor(p, &cap, h, &refs[k], seen, err);
+	}
+	free(drop);
 	if (!rc)
 		rc = tfs_hf_moe_finish(&p->moe, p->st, err);
 	if (!rc)

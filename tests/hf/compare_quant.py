@@ -34,7 +34,8 @@ QUICK = {"deepseek3-fp8": ("auto", "f32", "q8_0", "auto+q8"),
          "llama-ct-nvfp4": ("auto", "f16", "q8_0"),
          "llama-modelopt-nvfp4": ("auto",),
          "qwen35-nvfp4": ("auto", "q8_0"),
-         "gemma4-nvfp4": ("auto", "q8_0")}
+         "gemma4-nvfp4": ("auto", "q8_0"),
+         "gemma4moe-nvfp4": ("auto", "q8_0")}
 
 
 # The converter's dequant_bitnet shifts a lazy (meta) tensor by a plain CPU one, which its

@@ -43,7 +43,12 @@ with their quantization_config.
   value heads (rows, with their block scales; out_proj's columns in blocks of 16).
 - gemma4-nvfp4: ModelOpt NVFP4 in a dense Gemma 4 (gemma4-bf16's shape): the converter's
   Gemma4Model._generate_nvfp4_tensors has no expert to fold router.per_expert_scale into,
-  the generic path's tensors (a Gemma 4 MoE with NVFP4 experts is refused).
+  the generic path's tensors.
+- gemma4moe-nvfp4: ModelOpt NVFP4 in a Gemma 4 MoE (gemma4-moe-bf16's shape, experts of 64
+  values: one NVFP4 super-block): the checkpoint's stacked experts stored one by one
+  (experts.E.gate_proj / up_proj / down_proj, the fused gate_up split in halves), each
+  NVFP4; Gemma4Model._generate_nvfp4_tensors folds router.per_expert_scale into the
+  down_proj experts' weight_scale_2 (ffn_down_exps.scale: s * r[e], float32) and drops it.
 - qwen3-bitnet: quant_method bitnet (BitNet b1.58's packing: U8 weights, four ternary
   values a byte along the rows, one BF16 weight_scale) in a Qwen3 class (the view has no
   BitnetForCausalLM row).
@@ -220,6 +225,21 @@ VARIANTS = {
         global_head=32, sliding_window=64, ple=8, kv_shared=2, double_wide=True,
         gemma4_tok="v5", name_or_path="nvidia/Gemma-4-31B-IT-NVFP4"),
         dict(nvfp4=True, config={
+            "config_groups": {"group_0": {
+                "input_activations": {"dynamic": False, "group_size": 16, "num_bits": 4,
+                                      "type": "float"},
+                "targets": ["Linear"],
+                "weights": {"dynamic": False, "group_size": 16, "num_bits": 4,
+                            "type": "float"}}},
+            "ignore": ["lm_head"], "producer": {"name": "modelopt", "version": "0.37.0"},
+            "quant_algo": "NVFP4", "quant_method": "modelopt"})),
+    # ModelOpt NVFP4 in a Gemma 4 MoE, its experts stored one by one (as ModelOpt exports
+    # them), NVFP4 too: router.per_expert_scale folded into the down_proj experts' scales
+    "gemma4moe-nvfp4": (make_model, dict(
+        arch="Gemma4ForCausalLM", dtype="BF16", shards=2, tied=True, layers=2, head_dim=16,
+        global_head=32, global_kv=1, k_eq_v=True, sliding_window=64, gemma4_tok="v5",
+        experts=4, top_k=2, ff_exp=64),
+        dict(nvfp4=True, split_experts=True, config={
             "config_groups": {"group_0": {
                 "input_activations": {"dynamic": False, "group_size": 16, "num_bits": 4,
                                       "type": "float"},
@@ -465,6 +485,9 @@ def quantize_repo(d, q):
     """The repo's shards rewritten with its linear weights quantized (q), config.json's
     quantization_config set, index.json's weight_map completed."""
     def quantize(name, dt, shape, data):
+        if q.get("split_experts") and name.endswith((".experts.gate_up_proj",
+                                                     ".experts.down_proj")):
+            return [x for t in split_experts(name, dt, shape, data) for x in quantize(*t)]
         linear = q.get("linear") and len(shape) == 2 and ".linear_attn.in_proj_" in name
         if dt != "BF16" or not (quantized(name, shape) or linear):
             return [(name, dt, shape, data)]
@@ -499,6 +522,23 @@ def quantize_repo(d, q):
     if q.get("hf_quant_config"):
         with open(os.path.join(d, "hf_quant_config.json"), "w") as f:
             json.dump(q["hf_quant_config"], f, indent=4)
+
+
+def split_experts(name, dt, shape, data):
+    """Gemma 4's stacked experts (experts.gate_up_proj [E, 2 x ff, hidden], experts.down_proj
+    [E, hidden, ff]) as ModelOpt exports them: experts.E.gate_proj.weight (the first ff rows),
+    experts.E.up_proj.weight, experts.E.down_proj.weight, 2-D each."""
+    base = name[:name.rindex(".experts.") + len(".experts.")]
+    w = np.frombuffer(data, dtype=np.uint16).reshape(shape)
+    out = []
+    for e in range(shape[0]):
+        if name.endswith("gate_up_proj"):
+            ff = shape[1] // 2
+            out += [(base + "%d.%s.weight" % (e, p), dt, (ff, shape[2]), x.tobytes())
+                    for p, x in (("gate_proj", w[e, :ff]), ("up_proj", w[e, ff:]))]
+        else:
+            out.append((base + "%d.down_proj.weight" % e, dt, shape[1:], w[e].tobytes()))
+    return out
 
 
 def rewrite_repo(d, tensor, config):

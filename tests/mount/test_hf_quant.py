@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Quantized Hugging Face repos through a mount (issue 38): tests/hf/make_quant.py's tiny FP8
-repos (DeepSeek-V3's block-wise FP8 MoE, a Qwen3-FP8 dense) and NVFP4 MoE (ModelOpt), their
+repos (DeepSeek-V3's block-wise FP8 MoE, a Qwen3-FP8 dense) and NVFP4 MoEs (ModelOpt: Qwen3-MoE,
+Gemma 4 with its router.per_expert_scale folded), their
 model.gguf against
 llama.cpp's converter (tests/hf/reference.py, float8 decoded by refconv/float8.py):
 
@@ -225,6 +226,14 @@ class Refused(TestCase):
                      "(tensor 'model.layers.0.mlp.down_proj.weight_packed'): several config "
                      "groups")
 
+    def test_gemma4_nvfp4_experts_partly_scaled(self):
+        """Gemma 4 with one expert more than its NVFP4 down_proj experts: the converter's
+        fold of router.per_expert_scale asserts that all experts have a weight_scale_2."""
+        d = self.variant(lambda c: c.update(num_experts=5), "gemma4moe-nvfp4")
+        self.refused(d, "'model.layers.0.router.per_expert_scale': 4 of 5 experts' down_proj "
+                        "have a weight_scale_2 (the converter's assert: partial NVFP4 "
+                        "quantization across experts)")
+
     def test_3_bit_gptq(self):
         """GPTQ's 3 bits: the converter raises NotImplementedError."""
         d = self.variant(lambda c: c["quantization_config"].update(bits=3), "qwen3-gptq-int4")
@@ -286,6 +295,16 @@ class Llama(TestCase):
                     self.assertEqual(os.pread(fd, n, off), want[off:off + n], (off, n))
             finally:
                 os.close(fd)
+
+    def test_gemma4_moe_nvfp4_same_tokens_as_from_the_converter(self):
+        """ModelOpt NVFP4 Gemma 4 MoE (auto): router.per_expert_scale folded into the down_proj
+        experts' scales, the mount's file is the converter's and decodes alike."""
+        name = "gemma4moe-nvfp4"
+        ref = converted(self, name, "auto")
+        with Mount(self, model(name), mount_options("auto")) as m:
+            same = hfutil.same_tokens(self, name, ref, m.p("model.gguf"),
+                                      lambda p: self.generate(p, "--n", "12"))
+        self.assertTrue(same, name)
 
 
 if __name__ == "__main__":

@@ -270,6 +270,10 @@ typedef struct {
 int tfs_hf_add_needed(tfs_hf_kvs *l, const hparams *h, const tfs_hf_needed *k, size_t n,
 		      tfs_error *err);
 
+/* hf_qwen3vl.c: Qwen3-VL's n_deepstack_layers, the count of vision_config's
+ * deepstack_visual_indexes (Qwen3VLVisionConfig's 3 when absent): its dense and MoE rows. */
+int tfs_hf_qwen3vl_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
+
 /* hf_arch_gen.c: the rows' extra hooks. */
 int tfs_hf_llama3_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
 			const struct tfs_hf_params *h, tfs_error *err);

@@ -221,7 +221,9 @@ static int q3_keys(tfs_hf_kvs *l, const tfs_hf_mm *mm, tfs_error *err)
 	return rc;
 }
 
-static const char *const q3_classes[] = { "Qwen3VLForConditionalGeneration", NULL };
+/* Qwen3VLMoeVisionConfig is Qwen3VLVisionConfig; the converter's class is the same */
+static const char *const q3_classes[] = { "Qwen3VLForConditionalGeneration",
+					  "Qwen3VLMoeForConditionalGeneration", NULL };
 
 const tfs_hf_mmproj_class tfs_hf_mmproj_qwen3vl = {
 	.classes = q3_classes,

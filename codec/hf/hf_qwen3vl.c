@@ -43,8 +43,9 @@ static const tfs_hf_default text_defaults[] = {
 	{ NULL, 0, 0 },
 };
 
-/* Qwen3VLTextModel.set_gguf_parameters' own: the deepstack layers' count */
-static int qwen3vl_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
+/* Qwen3VLTextModel.set_gguf_parameters' own: the deepstack layers' count (hf_arch.h; also
+ * Qwen3VLMoeTextModel's, hf_qwen3vlmoe.c) */
+int tfs_hf_qwen3vl_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	json_t *vc = json_object_get(h->root, "vision_config");
 	json_t *ds = json_object_get(vc, "deepstack_visual_indexes");
@@ -68,6 +69,6 @@ static const tfs_hf_config_class configs[] = {
 const tfs_hf_arch tfs_hf_arch_qwen3vl = {
 	TFS_HF_CLASSES("Qwen3VLForConditionalGeneration"), .gguf = "qwen3vl",
 	TFS_HF_NAMES(tfs_hf_globals, qwen3vl_blocks),
-	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_NO_EXPORT, .params = qwen3vl_keys,
+	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_NO_EXPORT, .params = tfs_hf_qwen3vl_keys,
 	.configs = configs, .vocab = TFS_HF_VOCAB_SPM_GPT2,
 };

@@ -39,6 +39,7 @@ extern const tfs_hf_arch tfs_hf_arch_nomic_bert;                         /* hf_n
 extern const tfs_hf_arch tfs_hf_arch_modern_bert;                       /* hf_modernbert.c */
 extern const tfs_hf_arch tfs_hf_arch_qwen2vl;                            /* hf_qwen2vl.c */
 extern const tfs_hf_arch tfs_hf_arch_qwen3vl;                            /* hf_qwen3vl.c */
+extern const tfs_hf_arch tfs_hf_arch_qwen3vlmoe;                      /* hf_qwen3vlmoe.c */
 
 const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_llama,
@@ -80,6 +81,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_modern_bert,
 	&tfs_hf_arch_qwen2vl,
 	&tfs_hf_arch_qwen3vl,
+	&tfs_hf_arch_qwen3vlmoe,
 	NULL,
 };
 

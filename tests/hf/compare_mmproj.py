@@ -30,6 +30,9 @@ import reference  # noqa: E402
 
 OUTTYPES = ("auto", "f32", "f16", "bf16", "q8_0")
 KINDS = (("mmproj", ("--mmproj",)), ("text", ()))
+# what +omit keeps besides compare.py's shaping keys (compare_moe.py's): the keys that size
+# the experts of a MoE text model (Qwen3-VL-MoE's)
+compare.SHAPING |= {"num_experts", "moe_intermediate_size"}
 
 
 def convert(model, outtype, out, extra):

@@ -41,6 +41,7 @@ QWEN3VL_PREPROCESSOR = {
     "image_std": [0.5, 0.5, 0.5], "processor_class": "Qwen3VLProcessor",
     "image_processor_type": "Qwen2VLImageProcessorFast"}
 QWEN3VL = "Qwen3VLForConditionalGeneration"
+QWEN3VLMOE = "Qwen3VLMoeForConditionalGeneration"
 
 # Gemma 4's processor_config.json in transformers 5's form (no preprocessor_config.json: the
 # image processor nested, Gemma4ImageProcessor's values: pixels in [0, 1], mean 0, std 1)
@@ -134,6 +135,21 @@ VARIANTS = {
                                      num_position_embeddings=16, out_hidden_size=64,
                                      patch_size=16, spatial_merge_size=2,
                                      temporal_patch_size=2)),
+    # Qwen3-VL-MoE (30B-A3B-Instruct style): Qwen3-VL's text_config with the MoE keys, the
+    # experts stacked as published (mlp.experts.gate_up_proj [experts, hidden, 2 ff] and
+    # down_proj [experts, ff, hidden]: transposed by the converter), untied; Qwen3-VL's
+    # projector (the same converter class) with 3 blocks, deepstack after blocks 0 and 2
+    "qwen3vlmoe-bf16": dict(arch=QWEN3VLMOE, dtype="BF16", shards=1, tied=False, head_dim=32,
+                            qk_norm=True, npm_tokenizer="qwen3", vocab=151936,
+                            rope_theta=5000000, mrope_section=[8, 4, 4], experts=4, used=2,
+                            moe_ff=32,
+                            vision=dict(deepstack_visual_indexes=[0, 2], depth=3,
+                                        hidden_act="gelu_pytorch_tanh", hidden_size=32,
+                                        in_channels=3, initializer_range=0.02,
+                                        intermediate_size=48, model_type="qwen3_vl_moe",
+                                        num_heads=2, num_position_embeddings=16,
+                                        out_hidden_size=64, patch_size=16,
+                                        spatial_merge_size=2, temporal_patch_size=2)),
 }
 
 # not compared with the converter (too slow for a test): the daemon's memory while a
@@ -283,9 +299,18 @@ def tensor_shapes(s):
     if s["arch"] == QWEN25VL:   # the text model under model.*
         t.update(qwen25vl_shapes(s))
         return t
-    if s["arch"] == QWEN3VL:   # the text model under model.language_model.*
+    if s["arch"] in (QWEN3VL, QWEN3VLMOE):   # the text model under model.language_model.*
         t = {("model.language_model." + k[6:] if k.startswith("model.") else k): x
              for k, x in t.items()}
+        if s["arch"] == QWEN3VLMOE:   # each MLP a router and the experts, stacked
+            h, e, ff = s["hidden"], s["experts"], s["moe_ff"]
+            for k in [k for k in t if ".mlp." in k]:
+                del t[k]
+            for i in range(s["layers"]):
+                p = "model.language_model.layers.%d.mlp." % i
+                t[p + "gate.weight"] = (e, h)
+                t[p + "experts.gate_up_proj"] = (e, h, 2 * ff)
+                t[p + "experts.down_proj"] = (e, ff, h)
         t.update(qwen3vl_shapes(s))
         return t
     for k in [k for k in t if "language_model." not in k and k != "lm_head.weight"]:
@@ -320,14 +345,21 @@ def write_config(d, s):
         with open(os.path.join(d, "processor_config.json"), "w") as f:
             json.dump(s["proc"], f, indent=2)
         return
-    if s["arch"] == QWEN3VL:   # as Qwen/Qwen3-VL-4B-Instruct's config.json
+    if s["arch"] in (QWEN3VL, QWEN3VLMOE):   # as Qwen/Qwen3-VL-4B-Instruct's config.json
         top = {k: c.pop(k) for k in ("architectures", "transformers_version") if k in c}
+        moe = s["arch"] == QWEN3VLMOE   # and Qwen/Qwen3-VL-30B-A3B-Instruct's text_config
         c.update(attention_bias=False, attention_dropout=0.0, bos_token_id=151643,
-                 eos_token_id=151645, initializer_range=0.02, model_type="qwen3_vl_text",
+                 eos_token_id=151645, initializer_range=0.02,
+                 model_type="qwen3_vl_moe_text" if moe else "qwen3_vl_text",
                  use_cache=True, dtype=c.pop("torch_dtype"),
                  rope_scaling={"mrope_interleaved": True, "mrope_section": s["mrope_section"],
                                "rope_type": "default"})
-        top.update(model_type="qwen3_vl", text_config=c, image_token_id=151655,
+        if moe:
+            c.update(decoder_sparse_step=1, mlp_only_layers=[], moe_intermediate_size=s["moe_ff"],
+                     norm_topk_prob=True, num_experts=s["experts"],
+                     num_experts_per_tok=s["used"])
+        top.update(model_type="qwen3_vl_moe" if moe else "qwen3_vl", text_config=c,
+                   image_token_id=151655,
                    video_token_id=151656, vision_start_token_id=151652,
                    vision_end_token_id=151653, tie_word_embeddings=s["tied"],
                    vision_config=dict(s["vision"]))
@@ -352,6 +384,7 @@ def write_config(d, s):
 
 make_model.MODEL_TYPES[QWEN25VL] = "qwen2_5_vl"
 make_model.MODEL_TYPES[QWEN3VL] = "qwen3_vl"
+make_model.MODEL_TYPES[QWEN3VLMOE] = "qwen3_vl_moe"
 make_model.tensor_shapes = tensor_shapes
 make_model.write_config = write_config
 make_model.VARIANTS.update(VARIANTS)

@@ -589,11 +589,37 @@ def _qwen3_vl_configs(c):
     c["text_config"] = complete(dict(c.get("text_config") or {}, model_type="qwen3_vl_text"))
 
 
+# Qwen3VLMoeConfig (Qwen3-VL-MoE): Qwen3VLConfig's, text_config a Qwen3VLMoeTextConfig,
+# vision_config a Qwen3VLMoeVisionConfig (Qwen3VLVisionConfig's defaults)
+_QWEN3_VL_MOE_TEXT = dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632,
+                          num_hidden_layers=24, num_attention_heads=16, num_key_value_heads=16,
+                          hidden_act="silu", max_position_embeddings=128000,
+                          initializer_range=0.02, rms_norm_eps=1e-6, use_cache=True,
+                          tie_word_embeddings=False, rope_theta=5000000.0, attention_bias=False,
+                          attention_dropout=0.0, decoder_sparse_step=1,
+                          moe_intermediate_size=1408, num_experts_per_tok=4, num_experts=60,
+                          norm_topk_prob=True, mlp_only_layers=None, rope_scaling=None,
+                          head_dim=None)
+
+
+def _vl_moe_text(c):
+    if not c.get("head_dim"):   # head_dim or hidden_size // num_attention_heads
+        c["head_dim"] = c["hidden_size"] // c["num_attention_heads"]
+    if c.get("mlp_only_layers") is None:
+        c["mlp_only_layers"] = []
+
+
+def _qwen3_vl_moe_configs(c):
+    _vision_config(c, _QWEN3_VL_VISION, "qwen3_vl_moe")
+    c["text_config"] = complete(dict(c.get("text_config") or {},
+                                     model_type="qwen3_vl_moe_text"))
+
+
 # what a flat config.json of these classes holds of its text_config's class (compare.py's
 # omit_defaults leaves those keys out too), and the defaults of their vision_config
 FLAT_TEXT = {"qwen2_5_vl": "qwen2_5_vl_text"}
 VISION = {"qwen2_5_vl": _QWEN2_5_VL_VISION, "gemma4": _GEMMA4_VISION,
-          "qwen3_vl": _QWEN3_VL_VISION}
+          "qwen3_vl": _QWEN3_VL_VISION, "qwen3_vl_moe": _QWEN3_VL_VISION}
 
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {
@@ -637,6 +663,8 @@ CLASSES = {
     "qwen2_5_vl": (_QWEN2_5_VL, (_qwen2_5_vl_configs,)),
     "qwen3_vl_text": (_QWEN3_VL_TEXT, (_kv_heads, _rope_type)),
     "qwen3_vl": (_QWEN3_VL, (_qwen3_vl_configs,)),
+    "qwen3_vl_moe_text": (_QWEN3_VL_MOE_TEXT, (_kv_heads, _vl_moe_text, _rope_type)),
+    "qwen3_vl_moe": (_QWEN3_VL, (_qwen3_vl_moe_configs,)),
 
 }
 

@@ -176,6 +176,7 @@ static int load(mm_ctx *c, const tfs_hf_files *files, tfs_error *err)
 	c->mm.where = c->where;
 	c->mm.pre_where = c->pre_where;
 	c->mm.file = c->file;
+	c->mm.files = files;
 	if ((rc = vision_config(c, err)) || (rc = text_width(c, err)) ||
 	    (rc = preprocessor(c, files, err)))
 		return rc;
@@ -328,14 +329,16 @@ static int add_output(tfs_hf_plan *p, size_t *cap, const mm_ctx *c, const tfs_hf
 	o->src = (long)r->idx;
 	o->n_dims = n_dims;
 	memcpy(o->ne, part ? part->ne : t->ne, sizeof o->ne);
-	if (part)
+	if (part) {
 		o->gather = part->gather;
+		o->perm_heads = part->perm_heads;
+	}
 	o->src_dtype = t->dtype;
 	o->dtype = mm_dtype(c, name, gguf, o->n_dims, o->ne[0], p->ftype);
 	o->plus_one = c->row->plus_one && c->row->plus_one(name);
 	o->recipe = o->dtype == o->src_dtype && !o->plus_one ? TFS_HF_COPY : TFS_HF_CONVERT;
 	o->quiet_nans = o->recipe == TFS_HF_COPY && o->dtype == TFS_DT_BF16;
-	o->raw = o->recipe == TFS_HF_COPY && !o->gather.kind;
+	o->raw = o->recipe == TFS_HF_COPY && !o->gather.kind && !o->perm_heads;
 	uint64_t nel = 1;
 	for (uint32_t d = 0; d < o->n_dims; d++)
 		nel *= (uint64_t)o->ne[d];

@@ -7,8 +7,8 @@
  *
  * The projector classes are one table of their own (tfs_hf_mmprojs[], hf_mmproj_registry.c),
  * one row each in a file of its own (hf_mmproj_gemma3.c, hf_mmproj_gemma4.c,
- * hf_mmproj_qwen25vl.c, hf_mmproj_qwen3vl.c): the converter's MmprojModel subclass of the HF
- * class.
+ * hf_mmproj_qwen25vl.c, hf_mmproj_qwen3vl.c, hf_mmproj_pixtral.c): the converter's
+ * MmprojModel subclass of the HF class.
  */
 #ifndef TFS_HF_MMPROJ_H
 #define TFS_HF_MMPROJ_H
@@ -37,6 +37,7 @@ typedef struct {
 	uint32_t n_dims;
 	int64_t ne[4];
 	tfs_hf_gather gather;
+	uint32_t perm_heads;       /* LlamaModel.permute's head count of its rows, or 0 */
 } tfs_hf_mm_part;
 
 /* What the class's keys and choices read: the vision config (AutoConfig's to_dict of it,
@@ -49,6 +50,7 @@ typedef struct {
 	json_t *vision;            /* hparams_vision (owned) */
 	json_t *pre;               /* preprocessor_config (owned; an empty object when none) */
 	uint32_t ftype;            /* general.file_type: 0 F32, 1 F16, 7 Q8_0, 32 BF16 */
+	const tfs_hf_files *files; /* the repo's files (a class reading its tokenizer's) */
 } tfs_hf_mm;
 
 /* A projector class (the converter's MmprojModel subclass). */

@@ -42,6 +42,17 @@ QWEN3VL_PREPROCESSOR = {
     "image_processor_type": "Qwen2VLImageProcessorFast"}
 QWEN3VL = "Qwen3VLForConditionalGeneration"
 QWEN3VLMOE = "Qwen3VLMoeForConditionalGeneration"
+# mistralai/Mistral-Small-3.1-24B-Instruct-2503's preprocessor_config.json
+MISTRAL3_PREPROCESSOR = {
+    "crop_size": None, "data_format": "channels_first", "default_to_square": True,
+    "device": None, "do_center_crop": None, "do_convert_rgb": True, "do_normalize": True,
+    "do_rescale": True, "do_resize": True, "image_mean": [0.48145466, 0.4578275, 0.40821073],
+    "image_processor_type": "PixtralImageProcessorFast",
+    "image_std": [0.26862954, 0.26130258, 0.27577711], "input_data_format": None,
+    "patch_size": 14, "processor_class": "PixtralProcessor", "resample": 3,
+    "rescale_factor": 0.00392156862745098, "return_tensors": None,
+    "size": {"longest_edge": 1540}}
+MISTRAL3 = "Mistral3ForConditionalGeneration"
 
 # Gemma 4's processor_config.json in transformers 5's form (no preprocessor_config.json: the
 # image processor nested, Gemma4ImageProcessor's values: pixels in [0, 1], mean 0, std 1)
@@ -150,6 +161,22 @@ VARIANTS = {
                                         num_heads=2, num_position_embeddings=16,
                                         out_hidden_size=64, patch_size=16,
                                         spatial_merge_size=2, temporal_patch_size=2)),
+    # Mistral Small 3.1 (Mistral3ForConditionalGeneration): make_model.py's mistral3-bf16 text
+    # model (language_model.*, SentencePiece) with [IMG_BREAK] among tokenizer_config.json's
+    # added tokens (the converter looks its id up); a 3-block Pixtral tower (fewer blocks than
+    # 2 leave mm.1/mm.2 unmapped: TensorNameMap's {bid} is below the block count), q/k rows
+    # permuted in 2 heads, a feed-forward width that is not whole Q8_0 blocks (F16), the
+    # projector's norm, patch merger and linear_1/linear_2 without biases
+    "mistral3-pixtral-bf16": dict(arch=MISTRAL3, dtype="BF16", shards=2, tied=False, heads=8,
+                                  kv_heads=2, head_dim=16, rope_theta=1e9, text_type="mistral",
+                                  name_or_path="mistralai/Mistral-Small-3.1-24B",
+                                  vision=dict(attention_dropout=0.0, head_dim=16,
+                                              hidden_act="silu", hidden_size=32,
+                                              image_size=16, initializer_range=0.02,
+                                              intermediate_size=48, model_type="pixtral",
+                                              num_attention_heads=2, num_channels=3,
+                                              num_hidden_layers=3, patch_size=4,
+                                              rope_theta=10000.0)),
 }
 
 # not compared with the converter (too slow for a test): the daemon's memory while a
@@ -288,6 +315,30 @@ def qwen3vl_shapes(s):
     return t
 
 
+def pixtral_shapes(s):
+    """Mistral3ForConditionalGeneration's Pixtral tower and projector, as published
+    (vision_tower.*, multi_modal_projector.*)."""
+    v = s["vision"]
+    h, ff, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    t = {"vision_tower.patch_conv.weight": (h, v["num_channels"], p, p),
+         "vision_tower.ln_pre.weight": (h,)}
+    for i in range(v["num_hidden_layers"]):
+        b = "vision_tower.transformer.layers.%d." % i
+        for n in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            t[b + "attention.%s.weight" % n] = (h, h)
+        t[b + "attention_norm.weight"] = (h,)
+        t[b + "ffn_norm.weight"] = (h,)
+        t[b + "feed_forward.gate_proj.weight"] = (ff, h)
+        t[b + "feed_forward.up_proj.weight"] = (ff, h)
+        t[b + "feed_forward.down_proj.weight"] = (h, ff)
+    m = "multi_modal_projector."
+    t[m + "norm.weight"] = (h,)
+    t[m + "patch_merger.merging_layer.weight"] = (h, h * 4)   # spatial_merge_size 2
+    t[m + "linear_1.weight"] = (s["hidden"], h)
+    t[m + "linear_2.weight"] = (s["hidden"], s["hidden"])
+    return t
+
+
 _text_shapes = make_model.tensor_shapes
 _text_config = make_model.write_config
 
@@ -315,7 +366,8 @@ def tensor_shapes(s):
         return t
     for k in [k for k in t if "language_model." not in k and k != "lm_head.weight"]:
         del t[k]   # make_model.py's few stand-ins of the towers
-    t.update(gemma4_vision_shapes(s) if s["arch"] == GEMMA4 else siglip_shapes(s))
+    t.update(gemma4_vision_shapes(s) if s["arch"] == GEMMA4
+             else pixtral_shapes(s) if s["arch"] == MISTRAL3 else siglip_shapes(s))
     return t
 
 
@@ -368,6 +420,13 @@ def write_config(d, s):
         with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
             json.dump(QWEN3VL_PREPROCESSOR, f, indent=2)
         return
+    if s["arch"] == MISTRAL3:   # make_model.py's config.json with the variant's tower
+        c["vision_config"] = dict(s["vision"])
+        with open(p, "w") as f:
+            json.dump(c, f, indent=2)
+        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
+            json.dump(MISTRAL3_PREPROCESSOR, f, indent=2)
+        return
     c["vision_config"] = dict(s["vision"], model_type="siglip_vision_model")
     with open(p, "w") as f:
         json.dump(c, f, indent=2)
@@ -385,6 +444,22 @@ def write_config(d, s):
 make_model.MODEL_TYPES[QWEN25VL] = "qwen2_5_vl"
 make_model.MODEL_TYPES[QWEN3VL] = "qwen3_vl"
 make_model.MODEL_TYPES[QWEN3VLMOE] = "qwen3_vl_moe"
+def write_tokenizer(d, s, spm_model):
+    _text_tokenizer(d, s, spm_model)
+    if s["arch"] != MISTRAL3 or "vision" not in s:
+        return
+    tp = os.path.join(d, "tokenizer_config.json")   # [IMG_BREAK] at Mistral's id 12
+    with open(tp) as f:
+        tc = json.load(f)
+    tc["added_tokens_decoder"] = {"12": {
+        "content": "[IMG_BREAK]", "lstrip": False, "normalized": False, "rstrip": False,
+        "single_word": False, "special": True}}
+    with open(tp, "w") as f:
+        json.dump(tc, f, indent=2)
+
+
+_text_tokenizer = make_model.write_tokenizer
+make_model.write_tokenizer = write_tokenizer
 make_model.tensor_shapes = tensor_shapes
 make_model.write_config = write_config
 make_model.VARIANTS.update(VARIANTS)

@@ -338,7 +338,20 @@ _MISTRAL3 = dict(image_token_index=10, projector_hidden_act="gelu", vision_featu
                  multimodal_projector_bias=False, spatial_merge_size=2)
 
 
+# PixtralVisionConfig (Mistral3Config's vision_config when it names no other model_type):
+# head_dim always hidden_size // num_attention_heads
+_PIXTRAL_VISION = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24,
+                       num_attention_heads=16, num_channels=3, image_size=1024, patch_size=16,
+                       hidden_act="gelu", attention_dropout=0.0, rope_theta=10000.0,
+                       initializer_range=0.02)
+
+
 def _mistral3_text_config(c):
+    vc = c.get("vision_config")
+    if isinstance(vc, dict) and vc.get("model_type", "pixtral") == "pixtral":
+        _vision_config(c, _PIXTRAL_VISION, "pixtral")
+        c["vision_config"]["head_dim"] = (c["vision_config"]["hidden_size"] //
+                                          c["vision_config"]["num_attention_heads"])
     tc = dict(c.get("text_config") or {})
     tc.setdefault("model_type", "mistral")
     if tc["model_type"] not in CLASSES:
@@ -619,7 +632,8 @@ def _qwen3_vl_moe_configs(c):
 # omit_defaults leaves those keys out too), and the defaults of their vision_config
 FLAT_TEXT = {"qwen2_5_vl": "qwen2_5_vl_text"}
 VISION = {"qwen2_5_vl": _QWEN2_5_VL_VISION, "gemma4": _GEMMA4_VISION,
-          "qwen3_vl": _QWEN3_VL_VISION, "qwen3_vl_moe": _QWEN3_VL_VISION}
+          "qwen3_vl": _QWEN3_VL_VISION, "qwen3_vl_moe": _QWEN3_VL_VISION,
+          "mistral3": _PIXTRAL_VISION}
 
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {

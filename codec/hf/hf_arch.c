@@ -226,19 +226,19 @@ static int phi3_post_init(json_t *obj, const char *where, tfs_error *err)
 static int gemma2_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	static const tfs_hf_needed k[] = {
-		{ "max_position_embeddings", "context_length", false },
-		{ "hidden_size", "embedding_length", false },
-		{ "num_hidden_layers", "block_count", false },
-		{ "intermediate_size", "feed_forward_length", false },
-		{ "num_attention_heads", "attention.head_count", false },
-		{ "num_key_value_heads", "attention.head_count_kv", false },
-		{ "rms_norm_eps", "attention.layer_norm_rms_epsilon", true },
-		{ "head_dim", "attention.key_length", false },
-		{ "head_dim", "attention.value_length", false },
+		{ "max_position_embeddings", "context_length", false, 0 },
+		{ "hidden_size", "embedding_length", false, 0 },
+		{ "num_hidden_layers", "block_count", false, 0 },
+		{ "intermediate_size", "feed_forward_length", false, 0 },
+		{ "num_attention_heads", "attention.head_count", false, 0 },
+		{ "num_key_value_heads", "attention.head_count_kv", false, 0 },
+		{ "rms_norm_eps", "attention.layer_norm_rms_epsilon", true, 0 },
+		{ "head_dim", "attention.key_length", false, 0 },
+		{ "head_dim", "attention.value_length", false, 0 },
 	}, after[] = {   /* after general.file_type */
-		{ "attn_logit_softcapping", "attn_logit_softcapping", true },
-		{ "final_logit_softcapping", "final_logit_softcapping", true },
-		{ "sliding_window", "attention.sliding_window", false },
+		{ "attn_logit_softcapping", "attn_logit_softcapping", true, 0 },
+		{ "final_logit_softcapping", "final_logit_softcapping", true, 0 },
+		{ "sliding_window", "attention.sliding_window", false, 0 },
 	};
 	int rc = tfs_hf_add_needed(l, h, k, N(k), err);
 	if (!rc)
@@ -251,11 +251,11 @@ static int gemma2_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 int tfs_hf_gemma3_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	static const tfs_hf_needed k[] = {
-		{ "max_position_embeddings", "context_length", false },
-		{ "num_attention_heads", "attention.head_count", false },
-		{ "rms_norm_eps", "attention.layer_norm_rms_epsilon", true },
-		{ "head_dim", "attention.key_length", false },
-		{ "head_dim", "attention.value_length", false },
+		{ "max_position_embeddings", "context_length", false, 0 },
+		{ "num_attention_heads", "attention.head_count", false, 0 },
+		{ "rms_norm_eps", "attention.layer_norm_rms_epsilon", true, 0 },
+		{ "head_dim", "attention.key_length", false, 0 },
+		{ "head_dim", "attention.value_length", false, 0 },
 	};
 	int rc = tfs_hf_add_needed(l, h, k, N(k), err);
 	if (rc)

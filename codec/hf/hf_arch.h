@@ -194,6 +194,20 @@ typedef struct {
 } tfs_hf_gen;
 #define TFS_HF_MAX_GEN 4
 
+/* A class's key of hparams that must be there, written as ARCH.suffix: float32 when f32,
+ * else uint32; kind says how (the reverse view, hf_export_json.c, undoes it). */
+enum tfs_hf_need_kind {
+	TFS_HF_NEED_AS_IS,
+	/* times hidden_size // num_attention_heads, truncated: Cohere's rotary_pct as the
+	 * rope dimensions */
+	TFS_HF_NEED_HEAD_RATIO,
+};
+typedef struct {
+	const char *key, *suffix;
+	bool f32;
+	uint8_t kind;            /* enum tfs_hf_need_kind */
+} tfs_hf_needed;
+
 typedef struct tfs_hf_arch {
 	const char *const *classes;        /* NULL-terminated */
 	const char *gguf;                  /* general.architecture */
@@ -219,6 +233,10 @@ typedef struct tfs_hf_arch {
 			 const json_t *cfg, tfs_error *err);
 	const struct tfs_hf_moe *moe;      /* its experts stacked (hf_moe.h); NULL: none */
 	const struct tfs_hf_hooks *hooks;  /* its own steps of the plan; NULL: none */
+	/* The hparams its params hook writes by tfs_hf_add_needed (the reverse view writes
+	 * config.json's keys back from them); NULL: none. */
+	const tfs_hf_needed *needed;
+	size_t n_needed;
 } tfs_hf_arch;
 
 /* Shorthands for a row's designated initializer: its class names; its name tables (arrays);
@@ -261,12 +279,7 @@ int tfs_hf_gemma3_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
 int tfs_hf_pooling_key(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
 /* hparams[key] that must be there (Python's KeyError otherwise). */
 int tfs_hf_need(json_t **v, const hparams *h, const char *key, tfs_error *err);
-/* A class's keys of hparams that must be there, each written as ARCH.suffix: float32 when
- * f32, else uint32. */
-typedef struct {
-	const char *key, *suffix;
-	bool f32;
-} tfs_hf_needed;
+/* A class's keys of hparams that must be there (its needed member, or its own list). */
 int tfs_hf_add_needed(tfs_hf_kvs *l, const hparams *h, const tfs_hf_needed *k, size_t n,
 		      tfs_error *err);
 

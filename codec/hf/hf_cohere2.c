@@ -45,28 +45,20 @@ static const tfs_hf_default defaults[] = {
 	{ NULL, 0, 0 },
 };
 
-/* Cohere2Model.set_gguf_parameters' own, after TextModel's. */
+/* Cohere2Model.set_gguf_parameters' own, after TextModel's: these, then rope scaling type
+ * none.  The rotary dimensions are int(rotary_pct * (hidden_size // heads)). */
+static const tfs_hf_needed needed[] = {
+	{ "logit_scale", "logit_scale", true, TFS_HF_NEED_AS_IS },
+	{ "sliding_window", "attention.sliding_window", false, TFS_HF_NEED_AS_IS },
+	{ "vocab_size", "vocab_size", false, TFS_HF_NEED_AS_IS },
+	{ "rotary_pct", "rope.dimension_count", false, TFS_HF_NEED_HEAD_RATIO },
+};
+
 static int keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
-	static const tfs_hf_needed k[] = {
-		{ "logit_scale", "logit_scale", true },
-		{ "sliding_window", "attention.sliding_window", false },
-		{ "vocab_size", "vocab_size", false },
-	};
-	json_t *pct;
 	char name[128];
-	int rc = tfs_hf_add_needed(l, h, k, sizeof k / sizeof k[0], err);
-	if (rc || (rc = tfs_hf_need(&pct, h, "rotary_pct", err)))
-		return rc;
-	if (!json_is_number(pct))
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: \"rotary_pct\" is not a number",
-				     h->where);
-	double dims = json_number_value(pct) * (double)(h->hidden / h->n_head);
-	if (!(dims >= 0 && dims < 4294967296.0))
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: rotary_pct gives %g rotary dimensions",
-				     h->where, dims);
-	snprintf(name, sizeof name, "%s.rope.dimension_count", h->arch->gguf);
-	if ((rc = tfs_hf_kvs_add_u32(l, name, (uint32_t)dims, err)))
+	int rc = tfs_hf_add_needed(l, h, h->arch->needed, h->arch->n_needed, err);
+	if (rc)
 		return rc;
 	snprintf(name, sizeof name, "%s.rope.scaling.type", h->arch->gguf);
 	return tfs_hf_kvs_add_str(l, name, "none", err);
@@ -86,10 +78,11 @@ static int no_bias(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m, 
 	return 0;
 }
 
-static const struct tfs_hf_hooks hooks = { .fix = no_bias };
+static const struct tfs_hf_hooks hooks = { .fix = no_bias, .keys_only = true };
 
 const tfs_hf_arch tfs_hf_arch_cohere2 = {
 	TFS_HF_CLASSES("Cohere2ForCausalLM"), .gguf = "cohere2",
 	TFS_HF_NAMES(globals, blocks), .flags = TFS_HF_ARCH_BASE_PARAMS, .params = keys,
 	TFS_HF_CONFIG("cohere2", defaults), .vocab = TFS_HF_VOCAB_GPT2, .hooks = &hooks,
+	.needed = needed, .n_needed = sizeof needed / sizeof needed[0],
 };

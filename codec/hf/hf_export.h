@@ -78,5 +78,30 @@ bool tfs_hf_xkv_arr(const tfs_hf_export *x, const char *name, uint32_t *type, ui
 		    const uint8_t **data, uint64_t *len);
 /* Lists the small files (hf_export_json.c). */
 int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err);
+/* hf_export_config.c: config.json; whether generation_config.json has anything, and it. */
+int tfs_hf_export_make_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err);
+bool tfs_hf_export_has_generation(const tfs_hf_export *x);
+int tfs_hf_export_make_generation(tfs_buf *b, const tfs_hf_export *x, tfs_error *err);
+
+/* hf_export_kv.c: gguf-py SpecialVocab's special token types in its order (bos, eos, unk,
+ * sep, pad, cls, mask) and the GGUF key of each id. */
+#define TFS_HF_N_SPECIAL 7
+extern const char *const tfs_hf_xspecial_types[TFS_HF_N_SPECIAL];
+extern const char *const tfs_hf_xspecial_keys[TFS_HF_N_SPECIAL];
+/* Where each special token id is written, so that the converter sets them in the GGUF's
+ * order: SpecialVocab sets those tokenizer_config.json names (tokenizer.json's added tokens)
+ * in its types' order, then config.json's *_token_id of the others in that order, then the
+ * class's set_vocab its own (Glm4Model: eos, eot, unk, bos, each unless set).  So the GGUF's
+ * special ids are up to two runs in that order and then the class's: the first run goes to
+ * both files (BOTH), the second to config.json alone (CONFIG), the rest to neither (NONE:
+ * the class finds them in the vocabulary again). */
+enum { TFS_HF_SP_NONE, TFS_HF_SP_BOTH, TFS_HF_SP_CONFIG };
+void tfs_hf_xspecial_places(const tfs_hf_export *x, uint8_t place[TFS_HF_N_SPECIAL]);
+/* JSON text: s[0..n) (or NUL-terminated) as a string; the shortest decimal that reads back
+ * as float32 f, with a '.' or an exponent; ",\n  \"key\": " (no comma after '{'). */
+int tfs_hf_xjstr(tfs_buf *b, const char *s, size_t n);
+int tfs_hf_xjcstr(tfs_buf *b, const char *s);
+int tfs_hf_xjf32(tfs_buf *b, float f);
+int tfs_hf_xmember(tfs_buf *b, const char *key);
 
 #endif

@@ -1,12 +1,10 @@
 /*
  * hf_export_json.c - the small files of a GGUF model's Hugging Face form (hf_export.h):
- * config.json, generation_config.json, tokenizer.json, tokenizer_config.json, from its keys.
+ * tokenizer.json, tokenizer.model, added_tokens.json, tokenizer_config.json, README.md from
+ * its keys, and the list of them (config.json and generation_config.json:
+ * hf_export_config.c).
  *
- * config.json holds what TextModel.set_gguf_parameters (hf_params.c) made the GGUF keys
- * from, read back: each "ARCH.<suffix>" key of `text_keys` under its config.json name (the
- * first name the converter's find_hparam tries), rope scaling, tied embeddings (no
- * output.weight), the special token ids; floats in the shortest text that reads back as the
- * same float32.  tokenizer.json is written for a byte-level BPE vocabulary (tokenizer.ggml.model
+ * tokenizer.json is written for a byte-level BPE vocabulary (tokenizer.ggml.model
  * "gpt2") whose tokenizer.ggml.pre the pre-tokenizer table (hf_pre_table.h, hf_bpe.c) has: the
  * NORMAL tokens as the BPE vocabulary, CONTROL and USER_DEFINED ones as added tokens (special
  * or not), the merges as they are; tokenizer_config.json names the special tokens and holds
@@ -14,7 +12,6 @@
  */
 #include "hf_export.h"
 #include "hf_vocab.h"
-#include "hf_moe.h"
 #include "dtype.h"
 
 #include <math.h>
@@ -22,216 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ==== JSON text ==== */
-
-/* s[0..n) as a JSON string */
-static int jstr(tfs_buf *b, const char *s, size_t n)
-{
-	int rc = tfs_buf_append(b, "\"", 1);
-	size_t run = 0;
-	for (size_t i = 0; !rc && i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		rc = tfs_buf_append(b, s + run, i - run);
-		run = i + 1;
-		if (!rc)
-			rc = c == '"' ? tfs_buf_append(b, "\\\"", 2) : c == '\\'
-			     ? tfs_buf_append(b, "\\\\", 2) : c == '\n' ? tfs_buf_append(b, "\\n", 2)
-			     : c == '\t' ? tfs_buf_append(b, "\\t", 2) : c == '\r'
-			     ? tfs_buf_append(b, "\\r", 2) : tfs_buf_printf(b, "\\u%04x", c);
-	}
-	if (!rc)
-		rc = tfs_buf_append(b, s + run, n - run);
-	return rc ? rc : tfs_buf_append(b, "\"", 1);
-}
-
-static int jcstr(tfs_buf *b, const char *s) { return jstr(b, s, strlen(s)); }
-
-/* the shortest decimal that reads back as float32 f, with a '.' or an exponent */
-static int jf32(tfs_buf *b, float f)
-{
-	char s[48];
-	if (!isfinite(f))
-		return tfs_buf_printf(b, "%s", isnan(f) ? "NaN" : f > 0 ? "Infinity" : "-Infinity");
-	for (int p = 1; p <= 9; p++) {
-		snprintf(s, sizeof s, "%.*g", p, (double)f);
-		if (strtof(s, NULL) == f)
-			break;
-	}
-	/* a whole number as Python writes it (10000.0, not 1e+04) */
-	if (strstr(s, "e+") && fabsf(f) < 1e16f && f == truncf(f))
-		snprintf(s, sizeof s, "%.1f", (double)f);
-	if (!strpbrk(s, ".en"))
-		strcat(s, ".0");
-	return tfs_buf_printf(b, "%s", s);
-}
-
-/* ",\n  \"key\": " (the first member without the comma) */
-static int member(tfs_buf *b, const char *key)
-{
-	bool first = b->len && b->data[b->len - 1] == '{';
-	int rc = tfs_buf_printf(b, "%s\n  ", first ? "" : ",");
-	return rc ? rc : (jcstr(b, key) || tfs_buf_append(b, ": ", 2));
-}
-
-/* ==== config.json ==== */
-
-/* The keys TextModel writes from config.json (hf_params.c), by their GGUF suffix. */
-static const struct { const char *gguf, *hf; bool f; } text_keys[] = {
-	{ ".vocab_size", "vocab_size", false },
-	{ ".embedding_length", "hidden_size", false },
-	{ ".feed_forward_length", "intermediate_size", false },
-	{ ".block_count", "num_hidden_layers", false },
-	{ ".attention.head_count", "num_attention_heads", false },
-	{ ".attention.head_count_kv", "num_key_value_heads", false },
-	{ ".attention.key_length", "head_dim", false },
-	{ ".context_length", "max_position_embeddings", false },
-	{ ".attention.layer_norm_rms_epsilon", "rms_norm_eps", true },
-	{ ".rope.freq_base", "rope_theta", true },
-	{ ".attention.sliding_window", "sliding_window", false },
-	{ ".attn_logit_softcapping", "attn_logit_softcapping", true },
-	{ ".final_logit_softcapping", "final_logit_softcapping", true },
-	/* the experts' (the count's name is the row's moe->n_keys[0]: make_config) */
-	{ ".expert_used_count", "num_experts_per_tok", false },
-	{ ".expert_feed_forward_length", "moe_intermediate_size", false },
-	{ ".expert_shared_feed_forward_length", "shared_expert_intermediate_size", false },
-	/* GraniteModel's: the multipliers as scales */
-	{ ".attention.scale", "attention_multiplier", true },
-	{ ".embedding_scale", "embedding_multiplier", true },
-	{ ".residual_scale", "residual_multiplier", true },
-	{ ".logit_scale", "logits_scaling", true },
-};
-
-/* gguf-py SpecialVocab's special token types, in its order, and the GGUF key of each id */
-static const char *const special_types[] = { "bos", "eos", "unk", "sep", "pad", "cls", "mask" };
-static const char *const special_keys[] = {
-	"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-	"tokenizer.ggml.unknown_token_id", "tokenizer.ggml.seperator_token_id",
-	"tokenizer.ggml.padding_token_id", "tokenizer.ggml.cls_token_id",
-	"tokenizer.ggml.mask_token_id",
-};
-#define N_SPECIAL (sizeof special_types / sizeof *special_types)
-
-/* The model_type of the row's class: its name before "For", lowercased (Qwen2ForCausalLM:
- * qwen2), as transformers' auto classes name it. */
-static void model_type(char *out, size_t cap, const tfs_hf_arch *row)
-{
-	const char *c = row->classes[0], *f = strstr(c, "For");
-	size_t n = f ? (size_t)(f - c) : strlen(c), k = 0;
-	for (; k < n && k + 1 < cap; k++)
-		out[k] = (char)(c[k] >= 'A' && c[k] <= 'Z' ? c[k] - 'A' + 'a' : c[k]);
-	out[k] = 0;
-	/* a class whose config is a text sub-config (Gemma3ForCausalLM: gemma3_text) */
-	const tfs_hf_config_class *cc = tfs_hf_config_class_find(out);
-	if (cc && cc->text_type)
-		snprintf(out, cap, "%s", cc->text_type);
-}
-
-static int rope_scaling(tfs_buf *b, const tfs_hf_export *x)
-{
-	size_t n;
-	const char *t = tfs_hf_xkv_str(x, ".rope.scaling.type", &n);
-	float factor;
-	double orig;
-	/* no scaling: the original context alone (Phi-3's, from config.json's top level) */
-	if (!t || (n == 4 && !memcmp(t, "none", 4)))
-		return tfs_hf_xkv_num(x, ".rope.scaling.original_context_length", &orig)
-		       ? member(b, "original_max_position_embeddings") ||
-			 tfs_buf_printf(b, "%.0f", orig) : 0;
-	int rc = member(b, "rope_scaling") || tfs_buf_append(b, "{\"rope_type\": ", 14) ||
-		 jstr(b, t, n);
-	if (!rc && tfs_hf_xkv_f32(x, ".rope.scaling.factor", &factor))
-		rc = tfs_buf_append(b, ", \"factor\": ", 12) || jf32(b, factor);
-	if (!rc && tfs_hf_xkv_num(x, ".rope.scaling.original_context_length", &orig))
-		rc = tfs_buf_printf(b, ", \"original_max_position_embeddings\": %.0f", orig);
-	return rc ? rc : tfs_buf_append(b, "}", 1);
-}
-
-static int make_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
-{
-	char mt[64];
-	double v, hidden = 0, heads = 0, dims;
-	uint32_t type;
-	uint64_t ntok = 0, len;
-	const uint8_t *data;
-	model_type(mt, sizeof mt, x->row);
-	int rc = tfs_buf_append(b, "{", 1) || member(b, "architectures") ||
-		 tfs_buf_append(b, "[", 1) || jcstr(b, x->row->classes[0]) ||
-		 tfs_buf_append(b, "]", 1) || member(b, "model_type") || jcstr(b, mt);
-	if (!rc && !tfs_hf_xkv_num(x, ".vocab_size", &v) &&
-	    tfs_hf_xkv_arr(x, "tokenizer.ggml.tokens", &type, &ntok, &data, &len))
-		rc = member(b, "vocab_size") || tfs_buf_printf(b, "%llu", (unsigned long long)ntok);
-	for (size_t i = 0; !rc && i < sizeof text_keys / sizeof *text_keys; i++) {
-		float f;
-		if (text_keys[i].f ? !tfs_hf_xkv_f32(x, text_keys[i].gguf, &f)
-				   : !tfs_hf_xkv_num(x, text_keys[i].gguf, &v))
-			continue;
-		rc = member(b, text_keys[i].hf) ||
-		     (text_keys[i].f ? jf32(b, f) : tfs_buf_printf(b, "%.0f", v));
-	}
-	if (!rc && x->row->moe && x->row->moe->n_keys && tfs_hf_xkv_num(x, ".expert_count", &v))
-		rc = member(b, x->row->moe->n_keys[0]) || tfs_buf_printf(b, "%.0f", v);
-	/* LlamaModel writes rope.dimension_count = head_dim: a head_dim config.json had */
-	tfs_hf_xkv_num(x, ".embedding_length", &hidden);
-	tfs_hf_xkv_num(x, ".attention.head_count", &heads);
-	if (!rc && (x->row->flags & TFS_HF_ARCH_LLAMA_PARAMS) &&
-	    !tfs_hf_xkv_num(x, ".attention.key_length", &v) &&
-	    tfs_hf_xkv_num(x, ".rope.dimension_count", &dims) && heads > 0 && dims != hidden / heads)
-		rc = member(b, "head_dim") || tfs_buf_printf(b, "%.0f", dims);
-	if (!rc)
-		rc = rope_scaling(b, x);
-	for (size_t i = 0; !rc && i < N_SPECIAL; i++) {
-		char name[64];
-		snprintf(name, sizeof name, "%s_token_id", special_types[i]);
-		if (tfs_hf_xkv_num(x, special_keys[i], &v))
-			rc = member(b, name) || tfs_buf_printf(b, "%.0f", v);
-	}
-	static const char *const dt[] = { "float32", "float16", "bfloat16" };
-	int d = x->dtype == TFS_DT_F32 ? 0 : x->dtype == TFS_DT_F16 ? 1 : 2;
-	if (!rc)
-		rc = member(b, "tie_word_embeddings") ||
-		     tfs_buf_printf(b, "%s", x->tied ? "true" : "false") ||
-		     member(b, "torch_dtype") || jcstr(b, dt[d]) || tfs_buf_append(b, "\n}\n", 3);
-	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
-}
-
-/* ==== generation_config.json ==== */
-
-static const struct { const char *gguf, *hf; } gen_keys[] = {
-		{ "tokenizer.ggml.bos_token_id", "bos_token_id" },
-		{ "tokenizer.ggml.eos_token_id", "eos_token_id" },
-		{ "tokenizer.ggml.padding_token_id", "pad_token_id" },
-		{ "general.sampling.top_k", "top_k" }, { "general.sampling.top_p", "top_p" },
-		{ "general.sampling.min_p", "min_p" }, { "general.sampling.temp", "temperature" },
-		{ "general.sampling.penalty_repeat", "repetition_penalty" },
-};
-#define N_GEN (sizeof gen_keys / sizeof *gen_keys)
-
-/* Whether the model has any key generation_config.json holds. */
-static bool has_generation(const tfs_hf_export *x)
-{
-	double v;
-	for (size_t i = 0; i < N_GEN; i++)
-		if (tfs_hf_xkv_num(x, gen_keys[i].gguf, &v))
-			return true;
-	return false;
-}
-
-static int make_generation(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
-{
-	int rc = tfs_buf_append(b, "{", 1);
-	for (size_t i = 0; !rc && i < N_GEN; i++) {
-		double v;
-		float f;
-		if (tfs_hf_xkv_f32(x, gen_keys[i].gguf, &f))
-			rc = member(b, gen_keys[i].hf) || jf32(b, f);
-		else if (tfs_hf_xkv_num(x, gen_keys[i].gguf, &v))
-			rc = member(b, gen_keys[i].hf) || tfs_buf_printf(b, "%.0f", v);
-	}
-	rc = rc || tfs_buf_append(b, "\n}\n", 3);
-	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
-}
+/* hf_export_kv.c's JSON text, by short names */
+static int jstr(tfs_buf *b, const char *s, size_t n) { return tfs_hf_xjstr(b, s, n); }
+static int jcstr(tfs_buf *b, const char *s) { return tfs_hf_xjcstr(b, s); }
+static int member(tfs_buf *b, const char *key) { return tfs_hf_xmember(b, key); }
 
 /* ==== the vocabulary ==== */
 
@@ -595,21 +386,23 @@ static int make_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *
 	vocab v;
 	double id, ctx;
 	size_t n;
+	uint8_t place[TFS_HF_N_SPECIAL];
 	if (!get_vocab(&v, x))
 		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.tokens: none, or malformed");
+	tfs_hf_xspecial_places(x, place);
 	int rc = tfs_buf_append(b, "{", 1);
-	for (size_t i = 0; !rc && i < N_SPECIAL; i++) {
+	for (size_t i = 0; !rc && i < TFS_HF_N_SPECIAL; i++) {
 		char key[64], name[64];
-		snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", special_types[i]);
-		snprintf(name, sizeof name, "add_%s_token", special_types[i]);
+		snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", tfs_hf_xspecial_types[i]);
+		snprintf(name, sizeof name, "add_%s_token", tfs_hf_xspecial_types[i]);
 		if (tfs_hf_xkv_num(x, key, &id))
 			rc = member(b, name) || tfs_buf_printf(b, "%s", id ? "true" : "false");
 	}
-	for (size_t i = 0; !rc && i < N_SPECIAL; i++) {
+	for (size_t i = 0; !rc && i < TFS_HF_N_SPECIAL; i++) {
 		char name[64];
 		const char *s;
-		snprintf(name, sizeof name, "%s_token", special_types[i]);
-		if (tfs_hf_xkv_num(x, special_keys[i], &id) &&
+		snprintf(name, sizeof name, "%s_token", tfs_hf_xspecial_types[i]);
+		if (place[i] == TFS_HF_SP_BOTH && tfs_hf_xkv_num(x, tfs_hf_xspecial_keys[i], &id) &&
 		    (s = token_text(&v, (uint64_t)id, &n)))
 			rc = member(b, name) || jstr(b, s, n);
 	}
@@ -686,10 +479,10 @@ int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err)
 	x->files[x->n_files] = "README.md";
 	x->make[x->n_files++] = make_readme;
 	x->files[x->n_files] = "config.json";
-	x->make[x->n_files++] = make_config;
-	if (has_generation(x)) {
+	x->make[x->n_files++] = tfs_hf_export_make_config;
+	if (tfs_hf_export_has_generation(x)) {
 		x->files[x->n_files] = "generation_config.json";
-		x->make[x->n_files++] = make_generation;
+		x->make[x->n_files++] = tfs_hf_export_make_generation;
 	}
 	if (bpe_pre(x, &nz, &pre)) {
 		x->files[x->n_files] = "tokenizer.json";

@@ -1,12 +1,15 @@
 /*
  * hf_export_kv.c - the GGUF keys of the model a Hugging Face export reads (hf_export.h's
- * tfs_hf_xkv_*): found by name, scalars as numbers, strings and arrays as their bytes.  Its
- * own file so that the export's tensors (hf_export.c) and its JSON files (hf_export_json.c)
- * both use it without calling each other.
+ * tfs_hf_xkv_*): found by name, scalars as numbers, strings and arrays as their bytes; the
+ * special token ids and where the files name them; JSON text.  Its own file so that the
+ * export's tensors (hf_export.c) and its files (hf_export_config.c, hf_export_json.c) all
+ * use it without calling each other.
  */
 #include "hf_export.h"
 
+#include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -86,4 +89,89 @@ bool tfs_hf_xkv_arr(const tfs_hf_export *x, const char *name, uint32_t *type, ui
 	*data = kv->data + 12;
 	*len = kv->len - 12;
 	return true;
+}
+
+/* gguf-py SpecialVocab's special token types, in its order, and the GGUF key of each id */
+const char *const tfs_hf_xspecial_types[] = { "bos", "eos", "unk", "sep", "pad", "cls", "mask" };
+const char *const tfs_hf_xspecial_keys[] = {
+	"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+	"tokenizer.ggml.unknown_token_id", "tokenizer.ggml.seperator_token_id",
+	"tokenizer.ggml.padding_token_id", "tokenizer.ggml.cls_token_id",
+	"tokenizer.ggml.mask_token_id",
+};
+
+void tfs_hf_xspecial_places(const tfs_hf_export *x, uint8_t place[TFS_HF_N_SPECIAL])
+{
+	const char *pre = "tokenizer.ggml.", *post = "_token_id";
+	size_t lp = strlen(pre), ls = strlen(post);
+	int run = 1, last = -1;
+	memset(place, TFS_HF_SP_NONE, TFS_HF_N_SPECIAL);
+	for (size_t i = 0; i < tfs_model_n_kv(x->m); i++) {
+		const tfs_kv *kv = tfs_model_kv(x->m, i);
+		size_t n = strlen(kv->name);
+		if (kv->deleted || n <= lp + ls || strncmp(kv->name, pre, lp) ||
+		    strcmp(kv->name + n - ls, post))
+			continue;
+		int k = -1;
+		for (size_t j = 0; j < TFS_HF_N_SPECIAL; j++)
+			if (!strcmp(kv->name, tfs_hf_xspecial_keys[j]))
+				k = (int)j;
+		if (k < 0 || (k <= last && ++run > 2))
+			return;
+		place[k] = run == 1 ? TFS_HF_SP_BOTH : TFS_HF_SP_CONFIG;
+		last = k;
+	}
+}
+
+/* ==== JSON text ==== */
+
+/* s[0..n) as a JSON string */
+int tfs_hf_xjstr(tfs_buf *b, const char *s, size_t n)
+{
+	int rc = tfs_buf_append(b, "\"", 1);
+	size_t run = 0;
+	for (size_t i = 0; !rc && i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		rc = tfs_buf_append(b, s + run, i - run);
+		run = i + 1;
+		if (!rc)
+			rc = c == '"' ? tfs_buf_append(b, "\\\"", 2) : c == '\\'
+			     ? tfs_buf_append(b, "\\\\", 2) : c == '\n' ? tfs_buf_append(b, "\\n", 2)
+			     : c == '\t' ? tfs_buf_append(b, "\\t", 2) : c == '\r'
+			     ? tfs_buf_append(b, "\\r", 2) : tfs_buf_printf(b, "\\u%04x", c);
+	}
+	if (!rc)
+		rc = tfs_buf_append(b, s + run, n - run);
+	return rc ? rc : tfs_buf_append(b, "\"", 1);
+}
+
+int tfs_hf_xjcstr(tfs_buf *b, const char *s) { return tfs_hf_xjstr(b, s, strlen(s)); }
+
+/* the shortest decimal that reads back as float32 f, with a '.' or an exponent */
+int tfs_hf_xjf32(tfs_buf *b, float f)
+{
+	char s[48];
+	if (!isfinite(f))
+		return tfs_buf_printf(b, "%s", isnan(f) ? "NaN" : f > 0 ? "Infinity" : "-Infinity");
+	for (int p = 1; p <= 9; p++) {
+		snprintf(s, sizeof s, "%.*g", p, (double)f);
+		if (strtof(s, NULL) == f)
+			break;
+	}
+	/* a whole number as Python writes it (10000.0, not 1e+04) */
+	if (strstr(s, "e+") && fabsf(f) < 1e16f && f == truncf(f))
+		snprintf(s, sizeof s, "%.1f", (double)f);
+	if (!strpbrk(s, ".en"))
+		strcat(s, ".0");
+	return tfs_buf_printf(b, "%s", s);
+}
+
+/* ",\n  \"key\": " (the first member without the comma) */
+int tfs_hf_xmember(tfs_buf *b, const char *key)
+{
+	bool first = b->len && b->data[b->len - 1] == '{';
+	int rc = tfs_buf_printf(b, "%s\n  ", first ? "" : ",");
+	return rc ? rc : (tfs_hf_xjcstr(b, key) || tfs_buf_append(b, ": ", 2));
 }

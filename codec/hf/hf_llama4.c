@@ -158,8 +158,8 @@ static const tfs_hf_moe experts = {
 static int l4_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	static const tfs_hf_needed k[] = {
-		{ "interleave_moe_layer_step", "interleave_moe_layer_step", false },
-		{ "intermediate_size_moe", "expert_feed_forward_length", false },
+		{ "interleave_moe_layer_step", "interleave_moe_layer_step", false, 0 },
+		{ "intermediate_size_moe", "expert_feed_forward_length", false, 0 },
 	};
 	int rc = tfs_hf_add_needed(l, h, k, sizeof k / sizeof k[0], err);
 	if (rc)

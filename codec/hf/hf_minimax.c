@@ -56,8 +56,8 @@ static bool mm_rename(char *name, size_t cap, const hparams *h)
 static int mm_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
 	static const tfs_hf_needed k[] = {
-		{ "intermediate_size", "expert_feed_forward_length", false },
-		{ "rotary_dim", "rope.dimension_count", false },
+		{ "intermediate_size", "expert_feed_forward_length", false, 0 },
+		{ "rotary_dim", "rope.dimension_count", false, 0 },
 	};
 	return tfs_hf_add_needed(l, h, k, sizeof k / sizeof k[0], err);
 }

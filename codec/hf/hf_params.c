@@ -107,8 +107,20 @@ int tfs_hf_add_needed(tfs_hf_kvs *l, const hparams *h, const tfs_hf_needed *k, s
 	for (size_t i = 0; i < n; i++) {
 		json_t *v;
 		int rc = tfs_hf_need(&v, h, k[i].key, err);
-		if (rc || (rc = k[i].f32 ? tfs_hf_add_f32(l, h, k[i].suffix, v, k[i].key, err)
-					 : tfs_hf_add_u32(l, h, k[i].suffix, v, k[i].key, err)))
+		if (!rc && k[i].kind == TFS_HF_NEED_HEAD_RATIO) {
+			char name[128];
+			double d = json_is_number(v) ? json_number_value(v) *
+				   (double)(h->hidden / h->n_head) : -1;
+			if (!(d >= 0 && d < 4294967296.0))
+				return tfs_error_set(err, TFS_E_FORMAT, "%s: \"%s\" is not a number "
+						     "of heads' dimensions", h->where, k[i].key);
+			snprintf(name, sizeof name, "%s.%s", h->arch->gguf, k[i].suffix);
+			rc = tfs_hf_kvs_add_u32(l, name, (uint32_t)d, err);
+		} else if (!rc) {
+			rc = k[i].f32 ? tfs_hf_add_f32(l, h, k[i].suffix, v, k[i].key, err)
+				      : tfs_hf_add_u32(l, h, k[i].suffix, v, k[i].key, err);
+		}
+		if (rc)
 			return rc;
 	}
 	return 0;

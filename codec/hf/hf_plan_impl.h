@@ -63,6 +63,11 @@ struct tfs_hf_hooks {
 	 * and its name for messages. */
 	int64_t (*dim)(int d, const hparams *h);
 	const char *(*dim_text)(int d);
+	/* The hooks above touch the hyperparameters only: they check tensors, or skip ones a
+	 * GGUF never holds (a tied lm_head), but rename, split or compute none the maps name;
+	 * so the row's maps read backwards are the checkpoint's, and the reverse view
+	 * (hf_export.h) shows the row. */
+	bool keys_only;
 };
 
 /* The hooks called, where a row has them (else: nothing changed, 0 / true). */

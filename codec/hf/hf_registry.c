@@ -7,6 +7,7 @@
 #include "hf_arch.h"
 #include "hf_moe.h"
 #include "hf_plan.h"
+#include "hf_plan_impl.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -122,8 +123,9 @@ const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)
 
 /* The reverse view (hf_export.c) maps names one to one, undoes the permutations and
  * Gemma's norm shift, and unstacks a row's experts (its moe member's names); it does not yet
- * undo a row's plan hooks (renames, slices) or a class's own expert handling (moe->tensor),
- * so rows with either are not offered for it.  The row after `after` (NULL: the first). */
+ * undo a row's plan hooks that rename or compute tensors (hooks not keys_only: renames,
+ * slices) or a class's own expert handling (moe->tensor), so rows with either are not
+ * offered for it.  The row after `after` (NULL: the first). */
 const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf, const tfs_hf_arch *after)
 {
 	const tfs_hf_arch *const *r = tfs_hf_archs;
@@ -131,7 +133,7 @@ const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf, const tfs_hf_arch *afte
 		while (*r && *r != after)
 			r++;
 	for (r += after && *r ? 1 : 0; gguf && *r; r++)
-		if (!((*r)->moe && (*r)->moe->tensor) && !(*r)->hooks &&
+		if (!((*r)->moe && (*r)->moe->tensor) && (!(*r)->hooks || (*r)->hooks->keys_only) &&
 		    !((*r)->flags & TFS_HF_ARCH_NO_EXPORT) &&
 		    (*r)->vocab != TFS_HF_VOCAB_OWN && strcmp((*r)->gguf, gguf) == 0)
 			return *r;

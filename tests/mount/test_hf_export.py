@@ -24,6 +24,7 @@ repos and the converter's files are kept in $TFS_HF_WORK, as test_hf.py's.
 """
 import json
 import os
+import shutil
 import struct
 import sys
 import tempfile
@@ -135,13 +136,33 @@ class HfExport(TestCase):
     def test_tensors_bf16(self):
         self.check_dtype("bf16")
 
-    def roundtrip(self, outtype, variant=BPE, repos=REPOS):
+    def roundtrip(self, outtype, variant=BPE, repos=REPOS, tensors=False):
+        """hf/ of G converts back to G; with tensors (G at f32), each hf/ tensor is R's
+        (of those the converter keeps: a tied lm_head is not shown)."""
         g = repos.converted(self, variant, outtype)
         out = os.path.join(self.tmpdir(), "back.gguf")
         with Mount(self, g, ["hf_dtype=f32"]) as m:
-            err = reference.convert(m.p("hf"), out, "--outtype", outtype)
+            hf = m.p("hf")
+            if tensors:   # (copied: the daemon computes hf/'s tensors once, not twice)
+                hf = os.path.join(self.tmpdir(), "hf")
+                shutil.copytree(m.p("hf"), hf)
+            err = reference.convert(hf, out, "--outtype", outtype)
+        got = safetensors(os.path.join(hf, "model.safetensors"))[0] if tensors else {}
         self.assertIsNone(err)
         self.assertEqual(read(out), read(g), "the converter's GGUF of hf/ differs from G")
+        ref = {}
+        d = repos.model(variant)
+        for f in sorted(os.listdir(d)) if tensors else ():
+            if f.endswith(".safetensors"):
+                ref.update(safetensors(os.path.join(d, f))[0])
+        for name, (_, a) in got.items():
+            # (a multimodal R's text model: hf/ shows it as the converter reads it, without
+            # "language_model.", and without the vision tower)
+            dt, r = ref.get(name) or ref["language_model." + name]
+            r = (r.astype(np.uint32) << 16).view(np.float32) if dt == "BF16" \
+                else r.astype(np.float32)
+            self.assertEqual(a.shape, r.shape, name)
+            self.assertTrue(np.array_equal(a.view(np.uint32), r.view(np.uint32)), name)
 
     def test_roundtrip_f32(self):
         """(Llama 3's 128K-token vocabulary at f32 only: f16 and bf16 GGUFs take the
@@ -229,7 +250,15 @@ ROUNDTRIPS = {
     "granite": ("granite-f16", ALL),         # the four multipliers as scales; SPM
     "olmo2": ("olmo2-bf16", ("bf16",)),      # q/k norms over all heads, post-norms; llama-bpe
     "smollm3": ("smollm3-bf16", ALL),        # LlamaModel's conversion, its own name; SPM
+    # (f32 only, and hf/'s tensors compared with R's: ROUNDTRIP_TENSORS)
+    "ernie4_5": ("ernie45-f32", ("f32",)),   # Llama's tensors unpermuted, head_dim; SPM
+    "olmo3": ("olmo3-f16", ("f32",)),        # OLMo 2's blocks, sliding window, layer_types
+    "seed_oss": ("seedoss-bf16", ("f32",)),  # q/k/v biases, post_attention_norm
+    "mistral3": ("mistral3-bf16", ("f32",)), # text_config's model, its class name
+    "glm4": ("glm4-bf16", ("f32",)),         # the class's own special ids (eot, unk, bos)
+    "cohere2": ("cohere2-f16", ("f32",)),    # plan hooks on keys only; logit_scale, rotary_pct
 }
+ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and
@@ -241,9 +270,9 @@ MOE_ROUNDTRIPS = {
 }
 
 
-def _roundtrip_case(variant, outtype, repos=REPOS):
+def _roundtrip_case(variant, outtype, repos=REPOS, tensors=False):
     def case(self):
-        self.roundtrip(outtype, variant, repos)
+        self.roundtrip(outtype, variant, repos, tensors)
     case.__doc__ = "%s: hf/ of the converter's %s GGUF converts back to it" % (variant, outtype)
     return case
 
@@ -251,7 +280,7 @@ def _roundtrip_case(variant, outtype, repos=REPOS):
 for _cls, (_variant, _outtypes) in ROUNDTRIPS.items():
     for _outtype in _outtypes:
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
-                _roundtrip_case(_variant, _outtype))
+                _roundtrip_case(_variant, _outtype, REPOS, _cls in ROUNDTRIP_TENSORS))
 for _cls, (_variant, _outtypes) in MOE_ROUNDTRIPS.items():
     for _outtype in _outtypes:
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),

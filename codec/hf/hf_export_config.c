@@ -1,0 +1,237 @@
+/*
+ * hf_export_config.c - config.json and generation_config.json of a GGUF model's Hugging Face
+ * form (hf_export.h), from its keys.
+ *
+ * config.json holds what TextModel.set_gguf_parameters (hf_params.c) made the GGUF keys
+ * from, read back: each "ARCH.<suffix>" key of `text_keys` under its config.json name (the
+ * first name the converter's find_hparam tries), or of the row's own `needed` keys (hf_arch.h)
+ * under theirs, rope scaling, tied embeddings (no output.weight), the special token ids
+ * (tfs_hf_xspecial_places: those gguf-py's SpecialVocab sets); floats in the shortest text
+ * that reads back as the same float32.
+ */
+#include "hf_export.h"
+#include "hf_moe.h"
+#include "dtype.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* hf_export_kv.c's JSON text, by short names */
+static int jstr(tfs_buf *b, const char *s, size_t n) { return tfs_hf_xjstr(b, s, n); }
+static int jcstr(tfs_buf *b, const char *s) { return tfs_hf_xjcstr(b, s); }
+static int jf32(tfs_buf *b, float f) { return tfs_hf_xjf32(b, f); }
+static int member(tfs_buf *b, const char *key) { return tfs_hf_xmember(b, key); }
+
+/* ==== config.json ==== */
+
+/* The keys TextModel writes from config.json (hf_params.c), by their GGUF suffix. */
+static const struct { const char *gguf, *hf; bool f; } text_keys[] = {
+	{ ".vocab_size", "vocab_size", false },
+	{ ".embedding_length", "hidden_size", false },
+	{ ".feed_forward_length", "intermediate_size", false },
+	{ ".block_count", "num_hidden_layers", false },
+	{ ".attention.head_count", "num_attention_heads", false },
+	{ ".attention.head_count_kv", "num_key_value_heads", false },
+	{ ".attention.key_length", "head_dim", false },
+	{ ".context_length", "max_position_embeddings", false },
+	{ ".attention.layer_norm_rms_epsilon", "rms_norm_eps", true },
+	{ ".rope.freq_base", "rope_theta", true },
+	{ ".attention.sliding_window", "sliding_window", false },
+	{ ".attn_logit_softcapping", "attn_logit_softcapping", true },
+	{ ".final_logit_softcapping", "final_logit_softcapping", true },
+	/* the experts' (the count's name is the row's moe->n_keys[0]: make_config) */
+	{ ".expert_used_count", "num_experts_per_tok", false },
+	{ ".expert_feed_forward_length", "moe_intermediate_size", false },
+	{ ".expert_shared_feed_forward_length", "shared_expert_intermediate_size", false },
+	/* GraniteModel's: the multipliers as scales */
+	{ ".attention.scale", "attention_multiplier", true },
+	{ ".embedding_scale", "embedding_multiplier", true },
+	{ ".residual_scale", "residual_multiplier", true },
+	{ ".logit_scale", "logits_scaling", true },
+};
+
+/* The row's own key (its needed member, hf_arch.h) written as GGUF suffix sfx (".x.y"), or
+ * NULL: it takes precedence over text_keys' name (Cohere2's logit_scale, Granite's
+ * logits_scaling). */
+static const tfs_hf_needed *row_needed(const tfs_hf_arch *row, const char *sfx)
+{
+	for (size_t i = 0; i < row->n_needed; i++)
+		if (sfx[0] == '.' && !strcmp(row->needed[i].suffix, sfx + 1))
+			return &row->needed[i];
+	return NULL;
+}
+
+/* the shortest decimal that reads back as double d, with a '.' or an exponent */
+static int jf64(tfs_buf *b, double d)
+{
+	char s[48];
+	for (int p = 1; p <= 17; p++) {
+		snprintf(s, sizeof s, "%.*g", p, d);
+		if (strtod(s, NULL) == d)
+			break;
+	}
+	if (!strpbrk(s, ".en"))
+		strcat(s, ".0");
+	return tfs_buf_printf(b, "%s", s);
+}
+
+/* The row's needed keys back into config.json: as they are, or (HEAD_RATIO) the ratio whose
+ * product with hidden_size // heads truncates to the GGUF's value. */
+static int needed_keys(tfs_buf *b, const tfs_hf_export *x, double hidden, double heads)
+{
+	int rc = 0;
+	for (size_t i = 0; !rc && i < x->row->n_needed; i++) {
+		const tfs_hf_needed *k = &x->row->needed[i];
+		char sfx[128];
+		double v;
+		float f;
+		snprintf(sfx, sizeof sfx, ".%s", k->suffix);
+		if (k->kind == TFS_HF_NEED_HEAD_RATIO) {
+			double per = heads > 0 ? floor(hidden / heads) : 0;
+			if (per <= 0 || !tfs_hf_xkv_num(x, sfx, &v))
+				continue;
+			double r = v / per;
+			while ((double)(uint32_t)(r * per) < v)
+				r = nextafter(r, INFINITY);
+			rc = member(b, k->key) || jf64(b, r);
+		} else if (k->f32 && tfs_hf_xkv_f32(x, sfx, &f)) {
+			rc = member(b, k->key) || jf32(b, f);
+		} else if (!k->f32 && tfs_hf_xkv_num(x, sfx, &v)) {
+			rc = member(b, k->key) || tfs_buf_printf(b, "%.0f", v);
+		}
+	}
+	return rc;
+}
+
+/* The model_type of the row's class: its name before "For", lowercased (Qwen2ForCausalLM:
+ * qwen2), as transformers' auto classes name it. */
+static void model_type(char *out, size_t cap, const tfs_hf_arch *row)
+{
+	const char *c = row->classes[0], *f = strstr(c, "For");
+	size_t n = f ? (size_t)(f - c) : strlen(c), k = 0;
+	for (; k < n && k + 1 < cap; k++)
+		out[k] = (char)(c[k] >= 'A' && c[k] <= 'Z' ? c[k] - 'A' + 'a' : c[k]);
+	out[k] = 0;
+	/* a class whose config is a text sub-config (Gemma3ForCausalLM: gemma3_text) */
+	const tfs_hf_config_class *cc = tfs_hf_config_class_find(out);
+	/* a name no config class has: the row's own config class (hunyuan_v1_dense) */
+	if (!cc && row->configs && row->configs[0].model_type) {
+		snprintf(out, cap, "%s", row->configs[0].model_type);
+		cc = &row->configs[0];
+	}
+	if (cc && cc->text_type)
+		snprintf(out, cap, "%s", cc->text_type);
+}
+
+static int rope_scaling(tfs_buf *b, const tfs_hf_export *x)
+{
+	size_t n;
+	const char *t = tfs_hf_xkv_str(x, ".rope.scaling.type", &n);
+	float factor;
+	double orig;
+	/* no scaling: the original context alone (Phi-3's, from config.json's top level) */
+	if (!t || (n == 4 && !memcmp(t, "none", 4)))
+		return tfs_hf_xkv_num(x, ".rope.scaling.original_context_length", &orig)
+		       ? member(b, "original_max_position_embeddings") ||
+			 tfs_buf_printf(b, "%.0f", orig) : 0;
+	int rc = member(b, "rope_scaling") || tfs_buf_append(b, "{\"rope_type\": ", 14) ||
+		 jstr(b, t, n);
+	if (!rc && tfs_hf_xkv_f32(x, ".rope.scaling.factor", &factor))
+		rc = tfs_buf_append(b, ", \"factor\": ", 12) || jf32(b, factor);
+	if (!rc && tfs_hf_xkv_num(x, ".rope.scaling.original_context_length", &orig))
+		rc = tfs_buf_printf(b, ", \"original_max_position_embeddings\": %.0f", orig);
+	return rc ? rc : tfs_buf_append(b, "}", 1);
+}
+
+int tfs_hf_export_make_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
+{
+	char mt[64];
+	double v, hidden = 0, heads = 0, dims;
+	uint32_t type;
+	uint64_t ntok = 0, len;
+	const uint8_t *data;
+	uint8_t place[TFS_HF_N_SPECIAL];
+	model_type(mt, sizeof mt, x->row);
+	tfs_hf_xspecial_places(x, place);
+	int rc = tfs_buf_append(b, "{", 1) || member(b, "architectures") ||
+		 tfs_buf_append(b, "[", 1) || jcstr(b, x->row->classes[0]) ||
+		 tfs_buf_append(b, "]", 1) || member(b, "model_type") || jcstr(b, mt);
+	if (!rc && !tfs_hf_xkv_num(x, ".vocab_size", &v) &&
+	    tfs_hf_xkv_arr(x, "tokenizer.ggml.tokens", &type, &ntok, &data, &len))
+		rc = member(b, "vocab_size") || tfs_buf_printf(b, "%llu", (unsigned long long)ntok);
+	for (size_t i = 0; !rc && i < sizeof text_keys / sizeof *text_keys; i++) {
+		float f;
+		if (row_needed(x->row, text_keys[i].gguf))
+			continue;
+		if (text_keys[i].f ? !tfs_hf_xkv_f32(x, text_keys[i].gguf, &f)
+				   : !tfs_hf_xkv_num(x, text_keys[i].gguf, &v))
+			continue;
+		rc = member(b, text_keys[i].hf) ||
+		     (text_keys[i].f ? jf32(b, f) : tfs_buf_printf(b, "%.0f", v));
+	}
+	if (!rc && x->row->moe && x->row->moe->n_keys && tfs_hf_xkv_num(x, ".expert_count", &v))
+		rc = member(b, x->row->moe->n_keys[0]) || tfs_buf_printf(b, "%.0f", v);
+	/* LlamaModel writes rope.dimension_count = head_dim: a head_dim config.json had */
+	tfs_hf_xkv_num(x, ".embedding_length", &hidden);
+	tfs_hf_xkv_num(x, ".attention.head_count", &heads);
+	if (!rc && (x->row->flags & TFS_HF_ARCH_LLAMA_PARAMS) &&
+	    !tfs_hf_xkv_num(x, ".attention.key_length", &v) &&
+	    tfs_hf_xkv_num(x, ".rope.dimension_count", &dims) && heads > 0 && dims != hidden / heads)
+		rc = member(b, "head_dim") || tfs_buf_printf(b, "%.0f", dims);
+	if (!rc)
+		rc = needed_keys(b, x, hidden, heads);
+	if (!rc)
+		rc = rope_scaling(b, x);
+	for (size_t i = 0; !rc && i < TFS_HF_N_SPECIAL; i++) {
+		char name[64];
+		snprintf(name, sizeof name, "%s_token_id", tfs_hf_xspecial_types[i]);
+		if (place[i] && tfs_hf_xkv_num(x, tfs_hf_xspecial_keys[i], &v))
+			rc = member(b, name) || tfs_buf_printf(b, "%.0f", v);
+	}
+	static const char *const dt[] = { "float32", "float16", "bfloat16" };
+	int d = x->dtype == TFS_DT_F32 ? 0 : x->dtype == TFS_DT_F16 ? 1 : 2;
+	if (!rc)
+		rc = member(b, "tie_word_embeddings") ||
+		     tfs_buf_printf(b, "%s", x->tied ? "true" : "false") ||
+		     member(b, "torch_dtype") || jcstr(b, dt[d]) || tfs_buf_append(b, "\n}\n", 3);
+	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}
+
+/* ==== generation_config.json ==== */
+
+static const struct { const char *gguf, *hf; } gen_keys[] = {
+		{ "tokenizer.ggml.bos_token_id", "bos_token_id" },
+		{ "tokenizer.ggml.eos_token_id", "eos_token_id" },
+		{ "tokenizer.ggml.padding_token_id", "pad_token_id" },
+		{ "general.sampling.top_k", "top_k" }, { "general.sampling.top_p", "top_p" },
+		{ "general.sampling.min_p", "min_p" }, { "general.sampling.temp", "temperature" },
+		{ "general.sampling.penalty_repeat", "repetition_penalty" },
+};
+#define N_GEN (sizeof gen_keys / sizeof *gen_keys)
+
+/* Whether the model has any key generation_config.json holds. */
+bool tfs_hf_export_has_generation(const tfs_hf_export *x)
+{
+	double v;
+	for (size_t i = 0; i < N_GEN; i++)
+		if (tfs_hf_xkv_num(x, gen_keys[i].gguf, &v))
+			return true;
+	return false;
+}
+
+int tfs_hf_export_make_generation(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
+{
+	int rc = tfs_buf_append(b, "{", 1);
+	for (size_t i = 0; !rc && i < N_GEN; i++) {
+		double v;
+		float f;
+		if (tfs_hf_xkv_f32(x, gen_keys[i].gguf, &f))
+			rc = member(b, gen_keys[i].hf) || jf32(b, f);
+		else if (tfs_hf_xkv_num(x, gen_keys[i].gguf, &v))
+			rc = member(b, gen_keys[i].hf) || tfs_buf_printf(b, "%.0f", v);
+	}
+	rc = rc || tfs_buf_append(b, "\n}\n", 3);
+	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}

@@ -31,8 +31,10 @@ import reference  # noqa: E402
 OUTTYPES = ("auto", "f32", "f16", "bf16", "q8_0")
 KINDS = (("mmproj", ("--mmproj",)), ("text", ()))
 # what +omit keeps besides compare.py's shaping keys (compare_moe.py's): the keys that size
-# the experts of a MoE text model (Qwen3-VL-MoE's)
-compare.SHAPING |= {"num_experts", "moe_intermediate_size"}
+# the experts of a MoE text model (Qwen3-VL-MoE's, Llama 4's: its dense layers' size, which are
+# MoE)
+compare.SHAPING |= {"num_experts", "moe_intermediate_size", "num_local_experts",
+                    "intermediate_size_mlp", "interleave_moe_layer_step"}
 
 
 def convert(model, outtype, out, extra):

@@ -53,6 +53,16 @@ MISTRAL3_PREPROCESSOR = {
     "rescale_factor": 0.00392156862745098, "return_tensors": None,
     "size": {"longest_edge": 1540}}
 MISTRAL3 = "Mistral3ForConditionalGeneration"
+# meta-llama/Llama-4-Scout-17B-16E-Instruct's preprocessor_config.json
+LLAMA4_PREPROCESSOR = {
+    "crop_size": None, "data_format": "channels_first", "default_to_square": True,
+    "device": None, "do_convert_rgb": True, "do_normalize": True, "do_rescale": True,
+    "do_resize": True, "image_mean": [0.5, 0.5, 0.5],
+    "image_processor_type": "Llama4ImageProcessorFast", "image_std": [0.5, 0.5, 0.5],
+    "input_data_format": None, "max_patches": 16, "resample": 2,
+    "rescale_factor": 0.00392156862745098, "resize_to_max_canvas": False,
+    "return_tensors": None, "size": {"height": 336, "width": 336}}
+LLAMA4 = "Llama4ForConditionalGeneration"
 
 # Gemma 4's processor_config.json in transformers 5's form (no preprocessor_config.json: the
 # image processor nested, Gemma4ImageProcessor's values: pixels in [0, 1], mean 0, std 1)
@@ -177,6 +187,24 @@ VARIANTS = {
                                               num_attention_heads=2, num_channels=3,
                                               num_hidden_layers=3, patch_size=4,
                                               rope_theta=10000.0)),
+    # Llama 4 (Scout style): make_moe.py's llama4-bf16 text model (interleaved MoE layers, the
+    # experts stacked as published, llama3_1's real tokenizer: the class's set_vocab is gpt2's)
+    # with a 3-block vision model (fewer leave the adapter's fc2 unmapped), biased attention
+    # and MLP, LayerNorms, the class and positional embeddings, a pixel-shuffle adapter, and
+    # a projector of a width that is not whole Q8_0 blocks (F16); Scout's vision_config keys
+    "llama4-vision-bf16": dict(arch=LLAMA4, moe="llama4-bf16", vocab=128256,
+                               vision=dict(attention_dropout=0.0, hidden_act="gelu",
+                                           hidden_size=32, image_size=16,
+                                           initializer_range=0.02, intermediate_size=128,
+                                           model_type="llama4_vision_model",
+                                           multi_modal_projector_bias=False, norm_eps=1e-05,
+                                           num_attention_heads=2, num_channels=3,
+                                           num_hidden_layers=3, patch_size=4,
+                                           pixel_shuffle_ratio=0.5, projector_dropout=0.0,
+                                           projector_input_dim=48, projector_output_dim=48,
+                                           rope_theta=10000, vision_feature_layer=-1,
+                                           vision_feature_select_strategy="default",
+                                           vision_output_dim=48)),
 }
 
 # not compared with the converter (too slow for a test): the daemon's memory while a
@@ -339,6 +367,37 @@ def pixtral_shapes(s):
     return t
 
 
+def llama4_vision_shapes(s, text_hidden):
+    """Llama4ForConditionalGeneration's vision model and projector, as published
+    (vision_model.*, multi_modal_projector.*)."""
+    v = s["vision"]
+    h, ff, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    e = "vision_model."
+    t = {e + "patch_embedding.linear.weight": (h, v["num_channels"] * p * p),
+         e + "class_embedding": (h,),
+         e + "positional_embedding_vlm": ((v["image_size"] // p) ** 2 + 1, h)}
+    for n in ("layernorm_pre", "layernorm_post"):
+        t[e + n + ".weight"] = (h,)
+        t[e + n + ".bias"] = (h,)
+    for i in range(v["num_hidden_layers"]):
+        b = e + "model.layers.%d." % i
+        for n in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            t[b + "self_attn.%s.weight" % n] = (h, h)
+            t[b + "self_attn.%s.bias" % n] = (h,)
+        for n in ("input_layernorm", "post_attention_layernorm"):
+            t[b + n + ".weight"] = (h,)
+            t[b + n + ".bias"] = (h,)
+        t[b + "mlp.fc1.weight"] = (ff, h)
+        t[b + "mlp.fc1.bias"] = (ff,)
+        t[b + "mlp.fc2.weight"] = (h, ff)
+        t[b + "mlp.fc2.bias"] = (h,)
+    t[e + "vision_adapter.mlp.fc1.weight"] = (v["projector_input_dim"], ff)
+    t[e + "vision_adapter.mlp.fc2.weight"] = (v["projector_output_dim"],
+                                              v["projector_output_dim"])
+    t["multi_modal_projector.linear_1.weight"] = (text_hidden, v["vision_output_dim"])
+    return t
+
+
 _text_shapes = make_model.tensor_shapes
 _text_config = make_model.write_config
 
@@ -467,7 +526,34 @@ make_model.VARIANTS.update(BIG)
 
 
 def make(outdir, name):
-    return make_model.make(outdir, name)
+    s = make_model.spec(name)
+    if "moe" not in s:
+        return make_model.make(outdir, name)
+    import make_moe   # a MoE text model (Llama 4's): make_moe.py's, the tower added here
+    make_moe.VARIANTS[name] = dict(make_moe.VARIANTS[s["moe"]], vision=s["vision"])
+    shapes, config = make_moe.tensor_shapes, make_moe.write_config
+
+    def tensor_shapes(ms):
+        t = {k: x for k, x in shapes(ms).items()
+             if "vision_model." not in k and "multi_modal_projector." not in k}
+        t.update(llama4_vision_shapes(ms, ms["hidden"]))
+        return t
+
+    def write_config(d, ms):
+        config(d, ms)
+        p = os.path.join(d, "config.json")
+        with open(p) as f:
+            c = json.load(f)
+        c["vision_config"] = dict(ms["vision"])
+        with open(p, "w") as f:
+            json.dump(c, f, indent=2)
+        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
+            json.dump(LLAMA4_PREPROCESSOR, f, indent=2)
+    make_moe.tensor_shapes, make_moe.write_config = tensor_shapes, write_config
+    try:
+        return make_moe.make(outdir, name)
+    finally:
+        make_moe.tensor_shapes, make_moe.write_config = shapes, config
 
 
 def main(argv):

@@ -390,7 +390,19 @@ def _llama4_text(c):
                             for r in c["no_rope_layers"]]
 
 
+# Llama4VisionConfig (Llama4Config's vision_config)
+_LLAMA4_VISION = dict(hidden_size=768, hidden_act="gelu", num_hidden_layers=34,
+                      num_attention_heads=16, num_channels=3, intermediate_size=5632,
+                      vision_output_dim=7680, image_size=448, patch_size=14, norm_eps=1e-5,
+                      vision_feature_layer=-1, vision_feature_select_strategy="default",
+                      initializer_range=0.02, pixel_shuffle_ratio=0.5,
+                      projector_input_dim=4096, projector_output_dim=4096,
+                      multi_modal_projector_bias=False, projector_dropout=0.0,
+                      attention_dropout=0.0, rope_theta=10000)
+
+
 def _llama4_text_config(c):
+    _vision_config(c, _LLAMA4_VISION, "llama4_vision_model")
     c["text_config"] = complete(dict(c.get("text_config") or {}, model_type="llama4_text"))
 
 
@@ -633,7 +645,7 @@ def _qwen3_vl_moe_configs(c):
 FLAT_TEXT = {"qwen2_5_vl": "qwen2_5_vl_text"}
 VISION = {"qwen2_5_vl": _QWEN2_5_VL_VISION, "gemma4": _GEMMA4_VISION,
           "qwen3_vl": _QWEN3_VL_VISION, "qwen3_vl_moe": _QWEN3_VL_VISION,
-          "mistral3": _PIXTRAL_VISION}
+          "mistral3": _PIXTRAL_VISION, "llama4": _LLAMA4_VISION}
 
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {

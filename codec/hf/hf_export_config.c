@@ -5,13 +5,15 @@
  * config.json holds what TextModel.set_gguf_parameters (hf_params.c) made the GGUF keys
  * from, read back: each "ARCH.<suffix>" key of `text_keys` under its config.json name (the
  * first name the converter's find_hparam tries), or of the row's own `needed` keys (hf_arch.h)
- * under theirs, rope scaling, tied embeddings (no output.weight), the special token ids
+ * under theirs, rope scaling (llama3's found again from rope_freqs.weight), tied embeddings
+ * (no output.weight), the special token ids
  * (tfs_hf_xspecial_places: those gguf-py's SpecialVocab sets); floats in the shortest text
  * that reads back as the same float32.
  */
 #include "hf_export.h"
 #include "hf_moe.h"
 #include "dtype.h"
+#include "hf_rope.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -125,12 +127,59 @@ static void model_type(char *out, size_t cap, const tfs_hf_arch *row)
 		snprintf(out, cap, "%s", cc->text_type);
 }
 
+/* llama3 rope scaling from the GGUF's rope_freqs.weight, which LlamaModel generated from it
+ * (no key holds it): factor is its largest value, and the low and high frequency factors and
+ * the original context are the first of the usual ones (1 and 4, or Llama 4's 1 and 1; a
+ * power of two) whose factors, as the GGUF view computes them (hf_rope.h, the converter's
+ * arithmetic bit for bit), are the tensor's; none: nothing written (hf/ without it). */
+static int llama3_scaling(tfs_buf *b, const tfs_hf_export *x)
+{
+	enum { MAX_F = 1024 };
+	long i = tfs_model_find_tensor(x->m, "rope_freqs.weight");
+	const tfs_tensor *t = i >= 0 ? tfs_model_tensor(x->m, (size_t)i) : NULL;
+	double base, dim = 0, hidden = 0, heads = 0;
+	float want[MAX_F], got[MAX_F];
+	tfs_error e;
+	if (!t || t->n_dims != 1 || t->ne[0] < 1 || t->ne[0] > MAX_F ||
+	    !tfs_hf_xkv_num(x, ".rope.freq_base", &base) || !(base > 0) ||
+	    tfs_tensor_read_f32(x->m, (size_t)i, 0, (uint64_t)t->ne[0], want, &e))
+		return 0;
+	/* the converter's head_dim: config.json's (key_length), else hidden_size // heads */
+	if (!tfs_hf_xkv_num(x, ".attention.key_length", &dim) &&
+	    tfs_hf_xkv_num(x, ".embedding_length", &hidden) &&
+	    tfs_hf_xkv_num(x, ".attention.head_count", &heads) && heads > 0)
+		dim = floor(hidden / heads);
+	size_t m = (size_t)t->ne[0];
+	if ((size_t)(((int64_t)dim + 1) / 2) != m)
+		return 0;
+	float factor = want[0];
+	for (size_t k = 1; k < m; k++)
+		factor = want[k] > factor ? want[k] : factor;
+	static const double lohi[][2] = { { 1, 4 }, { 1, 1 } };
+	for (size_t c = 0; c < sizeof lohi / sizeof lohi[0]; c++)
+		for (int q = 3; q <= 22; q++) {
+			double old = q == 3 ? 8192 : ldexp(1, q);
+			tfs_hf_llama3_rope(got, (int64_t)dim, base, factor, lohi[c][0], lohi[c][1], old);
+			if (memcmp(got, want, m * sizeof *got))
+				continue;
+			return member(b, "rope_scaling") ||
+			       tfs_buf_printf(b, "{\"rope_type\": \"llama3\", \"factor\": ") ||
+			       jf32(b, factor) ||
+			       tfs_buf_printf(b, ", \"low_freq_factor\": %.1f, \"high_freq_factor\": "
+					      "%.1f, \"original_max_position_embeddings\": %.0f}",
+					      lohi[c][0], lohi[c][1], old);
+		}
+	return 0;
+}
+
 static int rope_scaling(tfs_buf *b, const tfs_hf_export *x)
 {
 	size_t n;
 	const char *t = tfs_hf_xkv_str(x, ".rope.scaling.type", &n);
 	float factor;
 	double orig;
+	if (!t && tfs_model_find_tensor(x->m, "rope_freqs.weight") >= 0)
+		return llama3_scaling(b, x);
 	/* no scaling: the original context alone (Phi-3's, from config.json's top level) */
 	if (!t || (n == 4 && !memcmp(t, "none", 4)))
 		return tfs_hf_xkv_num(x, ".rope.scaling.original_context_length", &orig)

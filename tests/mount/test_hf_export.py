@@ -257,8 +257,12 @@ ROUNDTRIPS = {
     "mistral3": ("mistral3-bf16", ("f32",)), # text_config's model, its class name
     "glm4": ("glm4-bf16", ("f32",)),         # the class's own special ids (eot, unk, bos)
     "cohere2": ("cohere2-f16", ("f32",)),    # plan hooks on keys only; logit_scale, rotary_pct
+    # llama3 rope scaling found again from rope_freqs.weight
+    "llama32": ("llama32-bf16", ("f32",)),   # factor 32, Llama-3.2-1B's; 32 factors
+    "exaone4": ("exaone4-bf16", ("f32",)),   # EXAONE 4's (factor 16), no pre-norms
 }
-ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2")
+ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama32",
+                     "exaone4")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and

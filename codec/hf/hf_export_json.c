@@ -449,6 +449,37 @@ static int card_list(tfs_buf *b, const tfs_hf_export *x, const char *key, const 
 	return rc ? rc : tfs_buf_append(b, "]\n", 2);
 }
 
+/* general.base_model.N.* / general.dataset.N.* as a YAML flow list of maps: gguf-py's
+ * Metadata takes a map entry as it is (a repo id it would split into name and organization
+ * by its own rules), and writes its members in its own order. */
+static int card_entries(tfs_buf *b, const tfs_hf_export *x, const char *key, const char *card)
+{
+	static const char *const fields[] = { "name", "author", "version", "organization",
+		"description", "url", "doi", "uuid", "repo_url" };
+	char name[128];
+	double count;
+	snprintf(name, sizeof name, "%s.count", key);
+	if (!tfs_hf_xkv_num(x, name, &count) || count < 1 || count > 1024)
+		return 0;
+	int rc = tfs_buf_printf(b, "%s: [", card);
+	for (unsigned i = 0; !rc && i < (unsigned)count; i++) {
+		bool first = true;
+		rc = tfs_buf_printf(b, "%s{", i ? ", " : "");
+		for (size_t f = 0; !rc && f < sizeof fields / sizeof *fields; f++) {
+			size_t n;
+			snprintf(name, sizeof name, "%s.%u.%s", key, i, fields[f]);
+			const char *v = tfs_hf_xkv_str(x, name, &n);
+			if (!v)
+				continue;
+			rc = tfs_buf_printf(b, "%s\"%s\": ", first ? "" : ", ", fields[f]) ||
+			     jstr(b, v, n);
+			first = false;
+		}
+		rc = rc || tfs_buf_append(b, "}", 1);
+	}
+	return rc ? rc : tfs_buf_append(b, "]\n", 2);
+}
+
 static int make_readme(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 {
 	int rc = tfs_buf_append(b, "---\n", 4);
@@ -463,6 +494,8 @@ static int make_readme(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 	}
 	rc = rc || card_list(b, x, "general.tags", "tags") ||
 	     card_list(b, x, "general.languages", "language") ||
+	     card_entries(b, x, "general.base_model", "base_model") ||
+	     card_entries(b, x, "general.dataset", "datasets") ||
 	     tfs_buf_printf(b, "library_name: transformers\n---\n\nThe Hugging Face form of a "
 			    "GGUF model (%s), as tensorfs shows it: each tensor dequantized as ggml "
 			    "dequantizes it.\n", x->row->classes[0]);

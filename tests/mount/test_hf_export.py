@@ -258,11 +258,12 @@ ROUNDTRIPS = {
     "glm4": ("glm4-bf16", ("f32",)),         # the class's own special ids (eot, unk, bos)
     "cohere2": ("cohere2-f16", ("f32",)),    # plan hooks on keys only; logit_scale, rotary_pct
     # llama3 rope scaling found again from rope_freqs.weight
+    "llama3": ("llama3-f32", ("f32",)),      # original context 64; base_model, datasets
     "llama32": ("llama32-bf16", ("f32",)),   # factor 32, Llama-3.2-1B's; 32 factors
     "exaone4": ("exaone4-bf16", ("f32",)),   # EXAONE 4's (factor 16), no pre-norms
 }
-ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama32",
-                     "exaone4")
+ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
+                     "llama32", "exaone4")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and

@@ -185,6 +185,7 @@ struct tfs_hf_params;
 struct tfs_hf_moe;           /* hf_moe.h */
 struct tfs_hf_hooks;         /* hf_plan_impl.h */
 struct tfs_hf_tok;           /* hf_vocab.h */
+struct tfs_hf_export;        /* hf_export.h */
 
 /* A tensor a row generates (generate_extra_tensors): float32, 1-D, v malloc'd. */
 typedef struct {
@@ -237,6 +238,10 @@ typedef struct tfs_hf_arch {
 	 * config.json's keys back from them); NULL: none. */
 	const tfs_hf_needed *needed;
 	size_t n_needed;
+	/* The reverse view's (hf_export.h) undoing of what its hooks computed from config.json
+	 * or generation_config.json: members set or deleted in the export's config and
+	 * generation (either may be NULL); NULL: none. */
+	int (*xconfig)(json_t *config, json_t *generation, const struct tfs_hf_export *x);
 } tfs_hf_arch;
 
 /* Shorthands for a row's designated initializer: its class names; its name tables (arrays);

@@ -159,15 +159,17 @@ static int llama3_scaling(tfs_buf *b, const tfs_hf_export *x)
 	for (size_t c = 0; c < sizeof lohi / sizeof lohi[0]; c++)
 		for (int q = 3; q <= 22; q++) {
 			double old = q == 3 ? 8192 : ldexp(1, q);
-			tfs_hf_llama3_rope(got, (int64_t)dim, base, factor, lohi[c][0], lohi[c][1], old);
+			const double *lh = lohi[c];
+			tfs_hf_llama3_rope(got, (int64_t)dim, base, factor, lh[0], lh[1], old);
 			if (memcmp(got, want, m * sizeof *got))
 				continue;
 			return member(b, "rope_scaling") ||
 			       tfs_buf_printf(b, "{\"rope_type\": \"llama3\", \"factor\": ") ||
 			       jf32(b, factor) ||
-			       tfs_buf_printf(b, ", \"low_freq_factor\": %.1f, \"high_freq_factor\": "
-					      "%.1f, \"original_max_position_embeddings\": %.0f}",
-					      lohi[c][0], lohi[c][1], old);
+			       tfs_buf_printf(b, ", \"low_freq_factor\": %.1f, "
+					      "\"high_freq_factor\": %.1f, "
+					      "\"original_max_position_embeddings\": %.0f}",
+					      lh[0], lh[1], old);
 		}
 	return 0;
 }
@@ -194,8 +196,31 @@ static int rope_scaling(tfs_buf *b, const tfs_hf_export *x)
 	return rc ? rc : tfs_buf_append(b, "}", 1);
 }
 
+/* The row's xconfig hook on the JSON object b holds from start (config.json or, gen,
+ * generation_config.json), written again in its order; floats as the shortest text that
+ * reads back as the same double. */
+static int row_xconfig(tfs_buf *b, size_t start, const tfs_hf_export *x, bool gen,
+		       tfs_error *err)
+{
+	json_error_t je;
+	json_t *o = json_loadb(b->data + start, b->len - start, 0, &je);
+	if (!o)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: %s", gen ? "generation_config.json"
+				     : "config.json", je.text);
+	int rc = x->row->xconfig(gen ? NULL : o, gen ? o : NULL, x);
+	char *t = rc ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+	json_decref(o);
+	if (rc)
+		return rc;
+	b->len = start;
+	rc = t ? tfs_buf_printf(b, "%s\n", t) : TFS_E_NOMEM;
+	free(t);
+	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}
+
 int tfs_hf_export_make_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 {
+	size_t start = b->len;
 	char mt[64];
 	double v, hidden = 0, heads = 0, dims;
 	uint32_t type;
@@ -245,7 +270,9 @@ int tfs_hf_export_make_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err
 		rc = member(b, "tie_word_embeddings") ||
 		     tfs_buf_printf(b, "%s", x->tied ? "true" : "false") ||
 		     member(b, "torch_dtype") || jcstr(b, dt[d]) || tfs_buf_append(b, "\n}\n", 3);
-	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+	if (rc)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	return x->row->xconfig ? row_xconfig(b, start, x, false, err) : 0;
 }
 
 /* ==== generation_config.json ==== */
@@ -272,6 +299,7 @@ bool tfs_hf_export_has_generation(const tfs_hf_export *x)
 
 int tfs_hf_export_make_generation(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 {
+	size_t start = b->len;
 	int rc = tfs_buf_append(b, "{", 1);
 	for (size_t i = 0; !rc && i < N_GEN; i++) {
 		double v;
@@ -282,5 +310,7 @@ int tfs_hf_export_make_generation(tfs_buf *b, const tfs_hf_export *x, tfs_error 
 			rc = member(b, gen_keys[i].hf) || tfs_buf_printf(b, "%.0f", v);
 	}
 	rc = rc || tfs_buf_append(b, "\n}\n", 3);
-	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+	if (rc)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	return x->row->xconfig ? row_xconfig(b, start, x, true, err) : 0;
 }

@@ -10,10 +10,12 @@
  * (transformers 4.57).
  */
 #include "hf_arch.h"
+#include "hf_export.h"
 #include "hf_plan_impl.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { H = TFS_HF_D_HIDDEN, Q = TFS_HF_D_Q, KV = TFS_HF_D_KV, FF = TFS_HF_D_FF,
@@ -60,7 +62,8 @@ static bool drop_tied_head(char *name, size_t cap, const hparams *h)
 		 tfs_hf_py_true(json_object_get(h->root, "tie_word_embeddings")));
 }
 
-static const struct tfs_hf_hooks hooks = { .prepare = prepare, .rename = drop_tied_head };
+static const struct tfs_hf_hooks hooks = { .prepare = prepare, .rename = drop_tied_head,
+					    .keys_only = true };
 
 /* HunYuanModel.set_gguf_parameters' own: NTK-alpha rope scaling (dynamic). */
 static int keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
@@ -105,9 +108,50 @@ static int keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	return tfs_hf_kvs_add_u32(l, name, 256 * 1024, err);
 }
 
+/* The reverse view: eos back as eod_token_id and eot as generation_config.json's first eos
+ * (hf_special.c's tfs_hf_hunyuan_ids); the scaled rope base (rope scaling none, factor 1,
+ * original context 256K: what keys() writes for dynamic) back as rope_theta 10000 and
+ * NTK alpha, the shortest decimal alpha whose scaled base is the GGUF's float32. */
+static int xconfig(json_t *config, json_t *gen, const tfs_hf_export *x)
+{
+	double eos, eot, base, dim, orig, factor;
+	size_t n;
+	const char *t;
+	if (gen && tfs_hf_xkv_num(x, "tokenizer.ggml.eot_token_id", &eot) &&
+	    tfs_hf_xkv_num(x, "tokenizer.ggml.eos_token_id", &eos))
+		json_object_set_new(gen, "eos_token_id", json_pack("[II]", (json_int_t)eot,
+								   (json_int_t)eos));
+	if (!config)
+		return 0;
+	if (tfs_hf_xkv_num(x, "tokenizer.ggml.eos_token_id", &eos))
+		json_object_set_new(config, "eod_token_id", json_integer((json_int_t)eos));
+	if (!(t = tfs_hf_xkv_str(x, ".rope.scaling.type", &n)) || n != 4 || memcmp(t, "none", 4) ||
+	    !tfs_hf_xkv_num(x, ".rope.scaling.factor", &factor) || factor != 1 ||
+	    !tfs_hf_xkv_num(x, ".rope.scaling.original_context_length", &orig) ||
+	    orig != 256 * 1024 || !tfs_hf_xkv_num(x, ".rope.freq_base", &base) ||
+	    !tfs_hf_xkv_num(x, ".attention.key_length", &dim) || dim <= 2 || !(base > 10000.0))
+		return 0;
+	float want = (float)base;
+	double a = pow(base / 10000.0, (dim - 2) / dim);
+	char s[48];
+	for (int p = 1; p <= 17; p++) {
+		snprintf(s, sizeof s, "%.*g", p, a);
+		if ((float)(10000.0 * pow(strtod(s, NULL), dim / (dim - 2))) == want)
+			break;
+	}
+	double alpha = strtod(s, NULL);
+	if ((float)(10000.0 * pow(alpha, dim / (dim - 2))) != want)
+		return 0;
+	json_object_set_new(config, "rope_theta", json_real(10000.0));
+	json_object_set_new(config, "rope_scaling", json_pack("{sssf}", "type", "dynamic",
+							      "alpha", alpha));
+	json_object_del(config, "original_max_position_embeddings");
+	return 0;
+}
+
 const tfs_hf_arch tfs_hf_arch_hunyuan_dense = {
 	TFS_HF_CLASSES("HunYuanDenseV1ForCausalLM"), .gguf = "hunyuan-dense",
 	TFS_HF_NAMES(tfs_hf_globals, blocks), .flags = TFS_HF_ARCH_BASE_PARAMS, .params = keys,
 	TFS_HF_CONFIG("hunyuan_v1_dense", defaults), .vocab = TFS_HF_VOCAB_HUNYUAN,
-	.hooks = &hooks,
+	.hooks = &hooks, .xconfig = xconfig,
 };

@@ -261,9 +261,11 @@ ROUNDTRIPS = {
     "llama3": ("llama3-f32", ("f32",)),      # original context 64; base_model, datasets
     "llama32": ("llama32-bf16", ("f32",)),   # factor 32, Llama-3.2-1B's; 32 factors
     "exaone4": ("exaone4-bf16", ("f32",)),   # EXAONE 4's (factor 16), no pre-norms
+    # the row's xconfig hook: NTK alpha from the scaled base, eod_token_id, eot
+    "hunyuan": ("hunyuan-bf16", ("f32",)),
 }
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
-                     "llama32", "exaone4")
+                     "llama32", "exaone4", "hunyuan")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and

@@ -23,6 +23,7 @@
 
 #include "dtype.h"
 #include "hf_moe.h"
+#include "hf_plan_impl.h"
 #include "quant.h"
 
 /* ==== the tensor map, backwards ==== */
@@ -43,6 +44,29 @@ static bool generated(const char *name)
 	       !strcmp(name, "rope_factors_short.weight");
 }
 
+/* Whether the row's rename hook (struct tfs_hf_hooks renames_back) gives mapped name buf
+ * from buf with its suffix's '.' as '_' (MiniMax-M2's e_score_correction_bias, the name its
+ * checkpoints have: buf becomes that), or from buf itself; false: from neither. */
+static bool renamed_back(const tfs_hf_arch *row, char *buf)
+{
+	const struct tfs_hf_hooks *hk = row->hooks;
+	hparams h = { .arch = row };
+	char a[512], *dot = strrchr(buf, '.');
+	if (!hk || !hk->renames_back || !hk->rename || strlen(buf) >= sizeof a)
+		return true;
+	for (int k = 0; k < 2; k++) {
+		strcpy(a, buf);
+		if (k == 0 && dot)
+			a[dot - buf] = '_';
+		if ((k == 1 || dot) && hk->rename(a, sizeof a, &h) && !strcmp(a, buf)) {
+			if (k == 0)
+				*dot = '_';
+			return true;
+		}
+	}
+	return false;
+}
+
 /* The HF name of GGUF tensor name (allocated), and its map entry. */
 static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name **e)
 {
@@ -57,7 +81,7 @@ static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name
 		if (!(*e = by_gguf(row->blocks, row->n_blocks, base, (size_t)(suffix - base))))
 			return NULL;
 		snprintf(buf, sizeof buf, "model.layers.%u.%s%s", blk, (*e)->hf, suffix);
-		return strdup(buf);
+		return renamed_back(row, buf) ? strdup(buf) : NULL;
 	}
 	if (!(*e = by_gguf(row->globals, row->n_globals, name, (size_t)(suffix - name))))
 		return NULL;

@@ -47,6 +47,8 @@ static const struct { const char *gguf, *hf; bool f; } text_keys[] = {
 	{ ".expert_used_count", "num_experts_per_tok", false },
 	{ ".expert_feed_forward_length", "moe_intermediate_size", false },
 	{ ".expert_shared_feed_forward_length", "shared_expert_intermediate_size", false },
+	{ ".expert_group_count", "n_group", false },
+	{ ".expert_group_used_count", "topk_group", false },
 	/* GraniteModel's: the multipliers as scales */
 	{ ".attention.scale", "attention_multiplier", true },
 	{ ".embedding_scale", "embedding_multiplier", true },
@@ -237,7 +239,10 @@ int tfs_hf_export_make_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err
 		rc = member(b, "vocab_size") || tfs_buf_printf(b, "%llu", (unsigned long long)ntok);
 	for (size_t i = 0; !rc && i < sizeof text_keys / sizeof *text_keys; i++) {
 		float f;
-		if (row_needed(x->row, text_keys[i].gguf))
+		bool dup = false;
+		for (size_t k = 0; k < x->row->n_needed; k++)
+			dup |= !strcmp(x->row->needed[k].key, text_keys[i].hf);
+		if (dup || row_needed(x->row, text_keys[i].gguf))
 			continue;
 		if (text_keys[i].f ? !tfs_hf_xkv_f32(x, text_keys[i].gguf, &f)
 				   : !tfs_hf_xkv_num(x, text_keys[i].gguf, &v))
@@ -254,6 +259,11 @@ int tfs_hf_export_make_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err
 	    !tfs_hf_xkv_num(x, ".attention.key_length", &v) &&
 	    tfs_hf_xkv_num(x, ".rope.dimension_count", &dims) && heads > 0 && dims != hidden / heads)
 		rc = member(b, "head_dim") || tfs_buf_printf(b, "%.0f", dims);
+	/* ExpertGatingFuncType (1 + its index in the converter's list) as scoring_func */
+	static const char *const gating[] = { "softmax", "sigmoid", NULL, "sqrtsoftplus" };
+	if (!rc && tfs_hf_xkv_num(x, ".expert_gating_func", &v) && v >= 1 && v <= 4 &&
+	    gating[(int)v - 1])
+		rc = member(b, "scoring_func") || jcstr(b, gating[(int)v - 1]);
 	if (!rc)
 		rc = needed_keys(b, x, hidden, heads);
 	if (!rc)

@@ -53,19 +53,21 @@ static bool mm_rename(char *name, size_t cap, const hparams *h)
 }
 
 /* MiniMaxM2Model.set_gguf_parameters' own, after TextModel's */
+static const tfs_hf_needed needed[] = {
+	{ "intermediate_size", "expert_feed_forward_length", false, 0 },
+	{ "rotary_dim", "rope.dimension_count", false, 0 },
+};
+
 static int mm_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 {
-	static const tfs_hf_needed k[] = {
-		{ "intermediate_size", "expert_feed_forward_length", false, 0 },
-		{ "rotary_dim", "rope.dimension_count", false, 0 },
-	};
-	return tfs_hf_add_needed(l, h, k, sizeof k / sizeof k[0], err);
+	return tfs_hf_add_needed(l, h, h->arch->needed, h->arch->n_needed, err);
 }
 
-static const struct tfs_hf_hooks hooks = { .rename = mm_rename };
+static const struct tfs_hf_hooks hooks = { .rename = mm_rename, .renames_back = true };
 
 const tfs_hf_arch tfs_hf_arch_minimax_m2 = {
 	TFS_HF_CLASSES("MiniMaxM2ForCausalLM"), .gguf = "minimax-m2",
 	TFS_HF_NAMES(tfs_hf_globals, blocks), .flags = TFS_HF_ARCH_BASE_PARAMS,
 	.params = mm_keys, .vocab = TFS_HF_VOCAB_GPT2, .moe = &experts, .hooks = &hooks,
+	.needed = needed, .n_needed = sizeof needed / sizeof needed[0],
 };

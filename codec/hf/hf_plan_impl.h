@@ -68,6 +68,10 @@ struct tfs_hf_hooks {
 	 * so the row's maps read backwards are the checkpoint's, and the reverse view
 	 * (hf_export.h) shows the row. */
 	bool keys_only;
+	/* keys_only but for the rename hook, which gives a tensor the maps do not name its
+	 * mapped name ("x_bias" as "x.bias"): the reverse view names the tensor by the name
+	 * that renames to the mapped one (hf_export.c: it, or "x.bias" as "x_bias"). */
+	bool renames_back;
 };
 
 /* The hooks called, where a row has them (else: nothing changed, 0 / true). */

@@ -133,7 +133,8 @@ const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf, const tfs_hf_arch *afte
 		while (*r && *r != after)
 			r++;
 	for (r += after && *r ? 1 : 0; gguf && *r; r++)
-		if (!((*r)->moe && (*r)->moe->tensor) && (!(*r)->hooks || (*r)->hooks->keys_only) &&
+		if (!((*r)->moe && (*r)->moe->tensor) && (!(*r)->hooks || (*r)->hooks->keys_only ||
+							  (*r)->hooks->renames_back) &&
 		    !((*r)->flags & TFS_HF_ARCH_NO_EXPORT) &&
 		    (*r)->vocab != TFS_HF_VOCAB_OWN && strcmp((*r)->gguf, gguf) == 0)
 			return *r;

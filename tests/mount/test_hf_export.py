@@ -265,7 +265,7 @@ ROUNDTRIPS = {
     "hunyuan": ("hunyuan-bf16", ("f32",)),
 }
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
-                     "llama32", "exaone4", "hunyuan")
+                     "llama32", "exaone4", "hunyuan", "minimax_m2")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and
@@ -274,6 +274,8 @@ MOE_ROUNDTRIPS = {
     "mixtral": ("mixtral-f16", ALL),         # 8 experts w1/w2/w3 (Llama's GGUF architecture)
     "qwen2moe": ("qwen2moe-f16", ("f32",)),  # a shared expert and its gate, biases
     "qwen3moe": ("qwen3moe-bf16", ("f32",)), # q/k norms, moe_intermediate_size
+    # the router's e_score_correction_bias named back (renames_back), rotary_dim
+    "minimax_m2": ("minimax-m2-bf16", ("f32",)),
 }
 
 
@@ -291,7 +293,7 @@ for _cls, (_variant, _outtypes) in ROUNDTRIPS.items():
 for _cls, (_variant, _outtypes) in MOE_ROUNDTRIPS.items():
     for _outtype in _outtypes:
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
-                _roundtrip_case(_variant, _outtype, MOE_REPOS))
+                _roundtrip_case(_variant, _outtype, MOE_REPOS, _cls in ROUNDTRIP_TENSORS))
 
 
 # The release's vocab tests (llama.cpp models/ggml-vocab-NAME.gguf, .inp texts, .out ids of

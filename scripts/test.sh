@@ -36,11 +36,13 @@ fi
 #   chain 2: the sanitizer build, then the same tests under ASan + UBSan (gcc; the hf suite's
 #            Python comparisons left out), with the stress readers for 6 s (the normal
 #            run's 12 s are the stress test proper) and 4 kill trials per format (the normal
-#            run's 8: 32 in all)
-#   then, each in whichever chain is free first: the clang build and its unit tests, and
-#   fuzzing (which of the two chains ends first changes with the machine and the selection:
-#   a fixed order left one chain minutes behind the other); the clang and fuzz builds begin
-#   at the start, at the lowest CPU priority, in the CPU time the chains leave idle
+#            run's 8: 32 in all), but ASAN2's modules
+#   then, each in whichever chain is free first: ASAN2's modules on the sanitizer build (the
+#   longest of them: alone, the sanitizer chain ran on for minutes after the others, a core
+#   idle), the clang build and its unit tests, and fuzzing (which chain ends first changes
+#   with the machine and the selection: a fixed order left one chain minutes behind the
+#   other); the clang and fuzz builds begin at the start, at the lowest CPU priority, in the
+#   CPU time the chains leave idle
 rc=0
 
 # ==== the sanitizer build ====
@@ -52,8 +54,12 @@ rc=0
 # fails the run.  LeakSanitizer works in the daemon (it exits normally after the unmount);
 # tests/lsan.supp says what it forgives.
 reports=$PWD/build-asan/sanitizer-reports
-rm -rf "$reports"
-$quick || mkdir -p "$reports"
+reports2=$PWD/build-asan/sanitizer-reports-2   # (ASAN2's run: its reports apart)
+rm -rf "$reports" "$reports2"
+$quick || mkdir -p "$reports" "$reports2"
+# The sanitizer build's modules that run in a job of their own (job_asan2) when no test is
+# named: about a third of the sanitizer run's time (tests/README.md: "How long")
+ASAN2=(mount_hf_moe mount_hf mount_hf_export mount_quantize mount_imatrix quant_llama)
 build_asan() {
 	[ -f build-asan/build.ninja ] ||
 		meson setup build-asan -Db_sanitize=address,undefined -Dwerror=true >/dev/null || return 1
@@ -70,7 +76,8 @@ build_clang() {
 
 # the summary counts what these runs write, never a log left by an earlier run
 rm -f build/meson-logs/testlog.json build/meson-logs/testlog-ref.json \
-	build-asan/meson-logs/testlog.json build*/meson-logs/testlog*-cpu-of.sh.json
+	build-asan/meson-logs/testlog.json build-asan/meson-logs/testlog-asan2.json \
+	build*/meson-logs/testlog*-cpu-of.sh.json
 fuzz_log=$(mktemp)
 # The sanitizer run leaves out the hf suite when no test is named: its cases compare with
 # llama.cpp's Python converter and tokenizers, time spent in Python; the C they drive runs
@@ -107,19 +114,44 @@ job_ref() {
 	TFS_CPU_TAG=ref meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 \
 		--no-rebuild --logbase testlog-ref --suite hf --suite quant
 }
+# sanitized REPORTS TAG meson-test-arguments...: a run on the sanitizer build, its reports
+# in REPORTS
+sanitized() {
+	local r=$1 tag=$2
+	shift 2
+	TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-6} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-4} \
+	TFS_SANITIZER_REPORTS=$r \
+	ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$r/asan \
+	LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$r/ubsan \
+	TFS_CPU_TAG=$tag \
+		meson test -C build-asan "${wrap[@]}" --print-errorlogs --num-processes 1 --no-rebuild "$@"
+}
 job_asan() {
 	$quick && return 0
 	if ! build_asan; then
+		echo 1 >"$jobdir/asan.built"
 		echo "test: the sanitizer build failed"
 		return 1
 	fi
-	TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-6} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-4} \
-	TFS_SANITIZER_REPORTS=$reports \
-	ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$reports/asan \
-	LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 \
-	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan \
-	TFS_CPU_TAG=asan \
-		meson test -C build-asan "${wrap[@]}" --print-errorlogs --num-processes 1 "${asan_sel[@]}"
+	echo 0 >"$jobdir/asan.built"
+	if [ "$everything" = all ]; then   # all of the selection but ASAN2's modules
+		local sel=() t
+		while read -r t; do
+			t=${t##* / }
+			[[ " ${ASAN2[*]} " == *" $t "* ]] || sel+=("$t")
+		done < <(meson test -C build-asan --no-rebuild --list "${asan_sel[@]}" 2>/dev/null)
+		sanitized "$reports" asan "${sel[@]}"
+	else
+		sanitized "$reports" asan "${asan_sel[@]}"
+	fi
+}
+# ASAN2's modules, when the sanitizer build is made (its own log: --logbase)
+job_asan2() {
+	[ "$everything" = all ] || return 0
+	until [ -f "$jobdir/asan.built" ]; do sleep 1; done
+	[ "$(cat "$jobdir/asan.built")" = 0 ] || return 0   # (job_asan said why)
+	sanitized "$reports2" asan2 --logbase testlog-asan2 "${ASAN2[@]}"
 }
 # the clang build and its unit tests (its C is what differs: the reference comparisons of
 # the hf and quant suites run on the normal build and under the sanitizers), when no test is
@@ -188,12 +220,12 @@ if [ "$everything" = all ] && command -v clang >/dev/null 2>&1; then
 	exec 9>&- 8>&-
 fi
 # each waiting job starts when a chain is free (wait -n: the first job to end)
-for next in clang fuzz; do
+for next in asan2 clang fuzz; do
 	wait -n
 	start $next
 done
 wait
-for name in normal ref asan clang fuzz; do
+for name in normal ref asan asan2 clang fuzz; do
 	[ "$(cat "$jobdir/$name.rc" 2>/dev/null)" = 0 ] || rc=1
 done
 # (meson names a wrapped run's log after its wrapper, whatever --logbase says)
@@ -206,6 +238,7 @@ fi
 [ -f build/meson-logs/testlog.json ] || rc=1
 [ "$everything" = all ] && { [ -f build/meson-logs/testlog-ref.json ] || rc=1; }
 $quick || [ -f build-asan/meson-logs/testlog.json ] || rc=1
+[ "$everything" = all ] && { [ -f build-asan/meson-logs/testlog-asan2.json ] || rc=1; }
 echo "==== the normal build"
 cat "$jobdir/normal.log"
 if [ "$everything" = all ]; then
@@ -215,6 +248,10 @@ fi
 if ! $quick; then
 	echo "==== the sanitizer build (ASan + UBSan)"
 	cat "$jobdir/asan.log"
+	if [ "$everything" = all ]; then
+		echo "==== the sanitizer build: ${ASAN2[*]}"
+		cat "$jobdir/asan2.log"
+	fi
 fi
 if [ "$everything" = all ]; then
 	echo "==== the clang build's unit tests"
@@ -223,11 +260,13 @@ if [ "$everything" = all ]; then
 	cat "$fuzz_log"
 	cat "$jobdir/fuzz.log"
 fi
-if [ -d "$reports" ] && [ -n "$(ls -A "$reports")" ]; then
-	echo "test: sanitizer reports ($(ls "$reports" | wc -l)):" >&2
-	for f in "$reports"/*; do echo "--- $f" >&2; head -40 "$f" >&2; done
-	rc=1
-fi
+for r in "$reports" "$reports2"; do
+	if [ -d "$r" ] && [ -n "$(ls -A "$r")" ]; then
+		echo "test: sanitizer reports ($(ls "$r" | wc -l)):" >&2
+		for f in "$r"/*; do echo "--- $f" >&2; head -40 "$f" >&2; done
+		rc=1
+	fi
+done
 
 # meson counts test programs; count every TAP case instead, each fuzz harness as one case,
 # and each sanitizer report no test took as its own (tests/mount/harness.py moves a daemon's
@@ -235,9 +274,10 @@ fi
 # the total (CI reads that last line: keep its form).
 /usr/bin/python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json "$fuzz_log" \
 	"$reports" build-clang/meson-logs/testlog.json "$everything" "$quick" "$jobdir" \
-	build/meson-logs/testlog-ref.json <<'PY'
+	build/meson-logs/testlog-ref.json build-asan/meson-logs/testlog-asan2.json "$reports2" <<'PY'
 import json, os, re, sys
-normal_log, asan_log, fuzz_log, reports, clang_log, everything, quick, jobdir, ref_log = sys.argv[1:10]
+(normal_log, asan_log, fuzz_log, reports, clang_log, everything, quick, jobdir, ref_log,
+ asan2_log, reports2) = sys.argv[1:12]
 
 
 def count_meson(log):
@@ -281,7 +321,11 @@ if everything == "all":   # (its reference comparisons ran in a chain of their o
 rows.append(("the normal build (gcc)", n, "" if os.path.exists(normal_log) else " (no test ran)"))
 if quick != "true":
     n = count_meson(asan_log) if os.path.exists(asan_log) else [0, 1, 0]  # it did not build
-    left = len(os.listdir(reports))  # sanitizer reports no test took (a unit test's, a tool's)
+    if everything == "all":   # (ASAN2's modules ran in a job of their own)
+        r = count_meson(asan2_log) if os.path.exists(asan2_log) else [0, 1, 0]
+        n = [a + b for a, b in zip(n, r)]
+    # sanitizer reports no test took (a unit test's, a tool's)
+    left = sum(len(os.listdir(d)) for d in (reports, reports2) if os.path.isdir(d))
     n[1] += left
     rows.append(("the sanitizer build (ASan+UBSan)", n,
                  (" (%d sanitizer reports above)" % left if left else "")

@@ -68,6 +68,65 @@ def load_ggml_base():
     return base
 
 
+def quantize_chunk_cached(g, type_id, x, nrows, n_per_row, weights=None):
+    """ggml_quantize_chunk(type_id, x, dst, 0, nrows, n_per_row, weights) of libggml-base.so
+    g (its argtypes set: int, void*, void*, int64 x3, void*): the bytes, kept in
+    $TFS_GGML_CACHE (meson: build/refquant-cache/ggml, as tests/test_quant_ggml.c's) by the
+    SHA-256 of the library, the arguments and the input.  ggml builds an IQ type's grid
+    tables the first time it quantizes to it (iq2xs_init_impl, a qsort of every grid point's
+    neighbours): IQ1_S's took 12 s of CPU, for a few blocks, in the normal and again in the
+    sanitizer run.  x, weights: float32 numpy arrays (weights: n_per_row values or None)."""
+    import hashlib
+    import numpy as np
+    g.ggml_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
+    g.ggml_row_size.restype = ctypes.c_size_t
+    x = np.ascontiguousarray(x, np.float32)
+    w = None if weights is None else np.ascontiguousarray(weights, np.float32)
+    nbytes = g.ggml_row_size(type_id, n_per_row) * nrows
+    path = None
+    d = os.environ.get("TFS_GGML_CACHE")
+    if d:
+        h = hashlib.sha256(_lib_id(g, hashlib))
+        h.update(np.array([type_id, nrows, n_per_row, w is not None], np.int64).tobytes())
+        h.update(x.tobytes())
+        if w is not None:
+            h.update(w.tobytes())
+        path = os.path.join(d, "py-" + h.hexdigest())
+        try:
+            with open(path, "rb") as f:
+                b = f.read()
+            if len(b) == nbytes:
+                return b
+        except OSError:
+            pass
+    out = ctypes.create_string_buffer(nbytes)
+    n = g.ggml_quantize_chunk(type_id, x.ctypes.data, out, 0, nrows, n_per_row,
+                              None if w is None else w.ctypes.data)
+    if n != nbytes:
+        raise RuntimeError("ggml_quantize_chunk wrote %d bytes of %d" % (n, nbytes))
+    if path:   # a temporary file renamed: a reader sees all of it or nothing
+        try:
+            os.makedirs(d, exist_ok=True)
+            tmp = "%s.%d.tmp" % (path, os.getpid())
+            with open(tmp, "wb") as f:
+                f.write(out.raw)
+            os.rename(tmp, path)
+        except OSError:
+            pass
+    return out.raw
+
+
+_lib_ids = {}
+
+
+def _lib_id(g, hashlib):
+    """The SHA-256 of the library file g was loaded from."""
+    if g._name not in _lib_ids:
+        with open(g._name, "rb") as f:
+            _lib_ids[g._name] = hashlib.sha256(f.read()).digest()
+    return _lib_ids[g._name]
+
+
 # CPU variants whose extra buffer type (AMX tiles) llama.cpp's scheduler trips over: on a
 # Sapphire Rapids machine the sapphirerapids variant aborts the decode of a DeepSeek-V3 MoE at
 # q8_0 ("ggml-backend.cpp:1294: GGML_ASSERT(*cur_backend_id != -1)"), the converter's own file

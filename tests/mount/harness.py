@@ -162,9 +162,30 @@ def _mount_argv_mountpoint(argv):
     return os.path.realpath(pos[1]) if len(pos) >= 2 else None
 
 
+# Each run of a module marks the processes it starts (their environment, which a daemon
+# keeps): scripts/test.sh runs two modules of one build side by side (the sanitizer tests in
+# two jobs), and one module's end-of-run sweep (outliving) must not take the other's daemon
+# for a leftover while it is still mounting.  A daemon without the mark (started through
+# mount(8), which may clear the environment) is anyone's, as before.
+RUN_MARK = "TFS_HARNESS_RUN"
+os.environ[RUN_MARK] = "%d.%d" % (os.getpid(), time.time_ns())
+_MARK = ("%s=%s" % (RUN_MARK, os.environ[RUN_MARK])).encode()
+
+
+def _marked_by_another_run(pid):
+    try:
+        with open("/proc/%s/environ" % pid, "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return False
+    marks = [e for e in env if e.startswith(RUN_MARK.encode() + b"=")]
+    return bool(marks) and _MARK not in marks
+
+
 def daemons(mountpoint=None):
     """Live processes of this build's tensorfs mount daemons: [(pid, argv)], those of
-    mountpoint only when given (zombies are gone: they have exited)."""
+    mountpoint only when given (zombies are gone: they have exited), but those another run
+    of a module started (RUN_MARK)."""
     me = os.path.realpath(TENSORFS)
     want = os.path.realpath(mountpoint) if mountpoint else None
     out = []
@@ -178,7 +199,8 @@ def daemons(mountpoint=None):
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if state in ("Z", "X") or not argv or os.path.realpath(argv[0]) != me:
+        if state in ("Z", "X") or not argv or os.path.realpath(argv[0]) != me or \
+                _marked_by_another_run(d):
             continue
         mp = _mount_argv_mountpoint(argv)
         if mp and (want is None or mp == want):

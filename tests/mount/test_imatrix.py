@@ -140,14 +140,11 @@ class Imatrix(TestCase):
         x = np.ascontiguousarray(values, np.float32).ravel()
         out = []
         for e in range(x.size // per):
-            buf = ctypes.create_string_buffer(ggufgen.type_nbytes(dtype, per))
-            xe = np.ascontiguousarray(x[e * per:(e + 1) * per])
-            we = None if weights is None else np.ascontiguousarray(weights[e], np.float32)
-            n = self.g.ggml_quantize_chunk(ggufgen.GGML_TYPES[dtype][0], xe.ctypes.data, buf, 0,
-                                           per // ne[0], ne[0],
-                                           None if we is None else we.ctypes.data)
-            self.assertEqual(n, len(buf.raw))
-            out.append(buf.raw)
+            b = llamacpp.quantize_chunk_cached(self.g, ggufgen.GGML_TYPES[dtype][0],
+                                               x[e * per:(e + 1) * per], per // ne[0], ne[0],
+                                               None if weights is None else weights[e])
+            self.assertEqual(len(b), ggufgen.type_nbytes(dtype, per))
+            out.append(b)
         return b"".join(out)
 
     def make_model(self, path, tensors=TENSORS, data=None):

@@ -32,7 +32,7 @@ import unicodedata
 
 import numpy as np
 
-from harness import TENSORFS, VOCAB_DIR, Mount, TestCase, assert_reject, main, run
+from harness import SANITIZED, TENSORFS, VOCAB_DIR, Mount, TestCase, assert_reject, main, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
@@ -286,11 +286,17 @@ def _roundtrip_case(variant, outtype, repos=REPOS, tensors=False):
     return case
 
 
+# (under the sanitizers, harness.SANITIZED: each row at its first outtype, and Gemma 3's at
+# all three, the daemon's path of each dtype; the bytes of the others are the normal run's)
 for _cls, (_variant, _outtypes) in ROUNDTRIPS.items():
+    if SANITIZED and _cls != "gemma3":
+        _outtypes = _outtypes[:1]
     for _outtype in _outtypes:
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
                 _roundtrip_case(_variant, _outtype, REPOS, _cls in ROUNDTRIP_TENSORS))
 for _cls, (_variant, _outtypes) in MOE_ROUNDTRIPS.items():
+    if SANITIZED:
+        _outtypes = _outtypes[:1]
     for _outtype in _outtypes:
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
                 _roundtrip_case(_variant, _outtype, MOE_REPOS, _cls in ROUNDTRIP_TENSORS))

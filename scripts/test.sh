@@ -37,12 +37,14 @@ fi
 #            Python comparisons left out), with the stress readers for 6 s (the normal
 #            run's 12 s are the stress test proper) and 4 kill trials per format (the normal
 #            run's 8: 32 in all), but ASAN2's modules
-#   then, each in whichever chain is free first: ASAN2's modules on the sanitizer build (the
-#   longest of them: alone, the sanitizer chain ran on for minutes after the others, a core
-#   idle), the clang build and its unit tests, and fuzzing (which chain ends first changes
-#   with the machine and the selection: a fixed order left one chain minutes behind the
-#   other); the clang and fuzz builds begin at the start, at the lowest CPU priority, in the
-#   CPU time the chains leave idle
+#   chain 2b: ASAN2's modules on the sanitizer build, when chain 2 has made it (about half of
+#            the sanitizer tests' time: in one chain they ran on for minutes after the
+#            others, one core idle, and most of their wall time is waiting, which a fourth
+#            chain fills)
+#   then, each in whichever chain is free first: the clang build and its unit tests, and
+#   fuzzing (which chain ends first changes with the machine and the selection: a fixed
+#   order left one chain minutes behind the other); the clang and fuzz builds begin at the
+#   start, at the lowest CPU priority, in the CPU time the chains leave idle
 rc=0
 
 # ==== the sanitizer build ====
@@ -57,9 +59,10 @@ reports=$PWD/build-asan/sanitizer-reports
 reports2=$PWD/build-asan/sanitizer-reports-2   # (ASAN2's run: its reports apart)
 rm -rf "$reports" "$reports2"
 $quick || mkdir -p "$reports" "$reports2"
-# The sanitizer build's modules that run in a job of their own (job_asan2) when no test is
-# named: about a third of the sanitizer run's time (tests/README.md: "How long")
-ASAN2=(mount_hf_moe mount_hf mount_hf_export mount_quantize mount_imatrix quant_llama)
+# The sanitizer build's modules that run in a chain of their own (job_asan2) when no test is
+# named: about half of the sanitizer run's time (tests/README.md: "How long")
+ASAN2=(mount_hf_moe mount_hf mount_hf_export mount_quantize mount_imatrix quant_llama
+	mount_remote mount_reflink mount_hf_mmproj)
 build_asan() {
 	[ -f build-asan/build.ninja ] ||
 		meson setup build-asan -Db_sanitize=address,undefined -Dwerror=true >/dev/null || return 1
@@ -146,7 +149,7 @@ job_asan() {
 		sanitized "$reports" asan "${asan_sel[@]}"
 	fi
 }
-# ASAN2's modules, when the sanitizer build is made (its own log: --logbase)
+# ASAN2's modules, when job_asan has made the sanitizer build (its own log: --logbase)
 job_asan2() {
 	[ "$everything" = all ] || return 0
 	until [ -f "$jobdir/asan.built" ]; do sleep 1; done
@@ -200,6 +203,7 @@ fi
 start normal "$@"
 start ref
 start asan
+start asan2
 # The clang build and then the fuzz harnesses' build start now, at the lowest CPU priority:
 # they take the CPU the two chains leave idle (their waits: timeouts, kill trials, servers
 # starting), so that job_clang and job_fuzz have little left to build when a chain is free;
@@ -220,7 +224,7 @@ if [ "$everything" = all ] && command -v clang >/dev/null 2>&1; then
 	exec 9>&- 8>&-
 fi
 # each waiting job starts when a chain is free (wait -n: the first job to end)
-for next in asan2 clang fuzz; do
+for next in clang fuzz; do
 	wait -n
 	start $next
 done

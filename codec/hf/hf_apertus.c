@@ -12,6 +12,7 @@
  * defaults (transformers 4.57): llama3 rope scaling (factor 8 from 8192) with theta 1.2e7.
  */
 #include "hf_arch.h"
+#include "hf_export.h"
 #include "hf_plan_impl.h"
 
 #include <stdio.h>
@@ -132,7 +133,33 @@ static bool drop_act_fn(char *name, size_t cap, const hparams *h)
 	return !strstr(name, ".mlp.act_fn.");
 }
 
-static const struct tfs_hf_hooks hooks = { .prepare = prepare, .rename = drop_act_fn };
+/* The reverse view: each layer's act_fn.<kind> back from xielu.<kind> (shape [1], which
+ * .item() takes as the checkpoints' scalars) */
+static int xtensors(tfs_hf_export *x, tfs_error *err)
+{
+	int rc = 0;
+	for (size_t k = 0; !rc && k < sizeof kinds / sizeof *kinds; k++) {
+		char key[64], name[96];
+		snprintf(key, sizeof key, "xielu.%s", kinds[k]);
+		long i = tfs_model_find_kv(x->m, key);
+		if (i < 0)
+			continue;
+		for (uint64_t b = 0; !rc; b++) {
+			snprintf(name, sizeof name, "model.layers.%llu.mlp.act_fn.%s",
+				 (unsigned long long)b, kinds[k]);
+			rc = tfs_hf_export_add_kv(x, name, key, b, err);
+			if (rc == TFS_E_UNSUPPORTED && b > 0) {   /* the array's end */
+				tfs_error_clear(err);
+				rc = 0;
+				break;
+			}
+		}
+	}
+	return rc;
+}
+
+static const struct tfs_hf_hooks hooks = { .prepare = prepare, .rename = drop_act_fn,
+					    .keys_only = true };
 
 const tfs_hf_arch tfs_hf_arch_apertus = {
 	TFS_HF_CLASSES("ApertusForCausalLM"), .gguf = "apertus",
@@ -140,5 +167,5 @@ const tfs_hf_arch tfs_hf_arch_apertus = {
 	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_LLAMA_PARAMS, .extra = extra,
 	.configs = (const tfs_hf_config_class[]){ { "apertus", defaults, NULL, post_init, false },
 						  { NULL, NULL, NULL, NULL, false } },
-	.vocab = TFS_HF_VOCAB_LLAMA, .hooks = &hooks,
+	.vocab = TFS_HF_VOCAB_LLAMA, .hooks = &hooks, .xtensors = xtensors,
 };

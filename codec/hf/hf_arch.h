@@ -242,6 +242,9 @@ typedef struct tfs_hf_arch {
 	 * or generation_config.json: members set or deleted in the export's config and
 	 * generation (either may be NULL); NULL: none. */
 	int (*xconfig)(json_t *config, json_t *generation, const struct tfs_hf_export *x);
+	/* The reverse view's tensors that its hooks turned into keys (tfs_hf_export_add_kv);
+	 * NULL: none. */
+	int (*xtensors)(struct tfs_hf_export *x, tfs_error *err);
 } tfs_hf_arch;
 
 /* Shorthands for a row's designated initializer: its class names; its name tables (arrays);

@@ -89,20 +89,6 @@ static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name
 	return strdup(buf);
 }
 
-/* A free entry at the end of x->t (grown as mapped: a model refused early costs nothing). */
-static tfs_hf_xtensor *push(tfs_hf_export *x)
-{
-	if (x->n_t == x->cap_t) {
-		size_t cap = x->cap_t ? 2 * x->cap_t : 64;
-		tfs_hf_xtensor *p = realloc(x->t, cap * sizeof *p);
-		if (!p)
-			return NULL;
-		x->t = p;
-		x->cap_t = cap;
-	}
-	return &x->t[x->n_t];
-}
-
 /* A stacked expert tensor of the row's moe (blk.N.<moe->gguf[k]>.weight, ne [cols, rows,
  * n_expert]) as the class's checkpoints hold it: one 2-D tensor per expert,
  * model.layers.N.<moe->experts>.E.<moe->proj[k]>.weight, the expert's slice of the same
@@ -130,7 +116,7 @@ static int add_experts(tfs_hf_export *x, size_t i, tfs_error *err)
 	uint64_t per = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
 	for (int64_t e = 0; e < t->ne[2]; e++) {
 		char buf[512];
-		tfs_hf_xtensor *o = push(x);
+		tfs_hf_xtensor *o = tfs_hf_export_push(x);
 		snprintf(buf, sizeof buf, "model.layers.%u.%s.%lld.%s.weight", blk, moe->experts,
 			 (long long)e, moe->proj[k]);
 		char *name = o ? strdup(buf) : NULL;
@@ -158,7 +144,7 @@ static int add_tensor(tfs_hf_export *x, size_t i, tfs_error *err)
 							     "no Hugging Face name in the %s row",
 							     t->name, x->row->classes[0]);
 	}
-	if (!push(x)) {
+	if (!tfs_hf_export_push(x)) {
 		free(name);
 		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	}
@@ -223,6 +209,8 @@ int tfs_hf_export_open(tfs_hf_export **out, const tfs_model *m, int dtype, tfs_e
 		int rc = 0;
 		for (size_t i = 0; !rc && i < n; i++)
 			rc = add_tensor(x, i, err);
+		if (!rc && row->xtensors)
+			rc = row->xtensors(x, err);
 		if (!rc)
 			rc = tfs_hf_export_list_files(x, err);
 		if (!rc) {
@@ -295,8 +283,12 @@ int64_t tfs_hf_export_read(const tfs_hf_export *x, size_t i, uint64_t off, uint6
 			n = end - e;
 		if (n > CHUNK)
 			n = CHUNK;
-		int rc = tfs_tensor_read_f32(x->m, t->src, t->base + gguf_row(t, r) * t->cols + c,
-					     n, v, err);
+		int rc = 0;
+		if (t->from_kv)   /* (add_kv checked the array holds these) */
+			memcpy(v, tfs_model_kv(x->m, t->kv)->data + 12 + 4 * (t->base + e), 4 * n);
+		else
+			rc = tfs_tensor_read_f32(x->m, t->src,
+						 t->base + gguf_row(t, r) * t->cols + c, n, v, err);
 		if (rc)
 			return rc;
 		for (uint64_t k = 0; k < n; k++) {

@@ -31,6 +31,10 @@ typedef struct {
 	uint8_t xform;          /* enum tfs_hf_xform, undone on read */
 	uint32_t heads;         /* the permutation's heads (XF_PERMUTE_Q/K) */
 	uint64_t base;          /* its first element in src (an expert of a stacked tensor) */
+	/* from_kv: its values are elements base... of the float32 array key kv, not a
+	 * tensor's (a row's xtensors hook: Apertus's xIELU parameters) */
+	bool from_kv;
+	size_t kv;
 } tfs_hf_xtensor;
 
 /* The export of GGUF model m (borrowed: it must outlive the export) at dtype (TFS_DT_F32,
@@ -76,6 +80,13 @@ const char *tfs_hf_xkv_str(const tfs_hf_export *x, const char *name, size_t *len
 /* An array key: its element type, count and first element's bytes. */
 bool tfs_hf_xkv_arr(const tfs_hf_export *x, const char *name, uint32_t *type, uint64_t *n,
 		    const uint8_t **data, uint64_t *len);
+/* hf_export_kv.c: a free entry at the end of x->t (grown as mapped), or NULL; for a row's
+ * xtensors hook, a tensor of one value (shape [1]), name, that
+ * is element elem of the model's float32 array key `key` (TFS_E_UNSUPPORTED when it has
+ * no such element). */
+tfs_hf_xtensor *tfs_hf_export_push(tfs_hf_export *x);
+int tfs_hf_export_add_kv(tfs_hf_export *x, const char *name, const char *key, uint64_t elem,
+			 tfs_error *err);
 /* Lists the small files (hf_export_json.c). */
 int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err);
 /* hf_export_config.c: config.json; whether generation_config.json has anything, and it. */

@@ -1,15 +1,18 @@
 /*
  * hf_export_kv.c - the GGUF keys of the model a Hugging Face export reads (hf_export.h's
  * tfs_hf_xkv_*): found by name, scalars as numbers, strings and arrays as their bytes; the
- * special token ids and where the files name them; JSON text.  Its own file so that the
+ * special token ids and where the files name them; JSON text; the export's list of tensors
+ * grown, and a tensor made of a key's element (tfs_hf_export_add_kv).  Its own file so that the
  * export's tensors (hf_export.c) and its files (hf_export_config.c, hf_export_json.c) all
  * use it without calling each other.
  */
 #include "hf_export.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -174,4 +177,44 @@ int tfs_hf_xmember(tfs_buf *b, const char *key)
 	bool first = b->len && b->data[b->len - 1] == '{';
 	int rc = tfs_buf_printf(b, "%s\n  ", first ? "" : ",");
 	return rc ? rc : (tfs_hf_xjcstr(b, key) || tfs_buf_append(b, ": ", 2));
+}
+
+/* ==== the export's tensors ==== */
+
+/* A free entry at the end of x->t (grown as mapped: a model refused early costs nothing). */
+tfs_hf_xtensor *tfs_hf_export_push(tfs_hf_export *x)
+{
+	if (x->n_t == x->cap_t) {
+		size_t cap = x->cap_t ? 2 * x->cap_t : 64;
+		tfs_hf_xtensor *p = realloc(x->t, cap * sizeof *p);
+		if (!p)
+			return NULL;
+		x->t = p;
+		x->cap_t = cap;
+	}
+	return &x->t[x->n_t];
+}
+
+int tfs_hf_export_add_kv(tfs_hf_export *x, const char *name, const char *key, uint64_t elem,
+			 tfs_error *err)
+{
+	long k = tfs_model_find_kv(x->m, key);
+	const tfs_kv *kv = k >= 0 ? tfs_model_kv(x->m, (size_t)k) : NULL;
+	uint32_t type = 0;
+	uint64_t n = 0;
+	if (kv && !kv->deleted && kv->type == TFS_GGUF_ARRAY && kv->len >= 12) {
+		memcpy(&type, kv->data, 4);
+		memcpy(&n, kv->data + 4, 8);
+	}
+	if (type != TFS_GGUF_FLOAT32 || elem >= n || n > (kv->len - 12) / 4)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "key %s: no float32 element %" PRIu64,
+				     key, elem);
+	tfs_hf_xtensor *o = tfs_hf_export_push(x);
+	char *nm = o ? strdup(name) : NULL;
+	if (!nm)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	*o = (tfs_hf_xtensor){ .name = nm, .n_dims = 1, .ne = { 1 }, .cols = 1, .rows = 1,
+			       .base = elem, .from_kv = true, .kv = (size_t)k };
+	x->n_t++;
+	return 0;
 }

@@ -159,6 +159,8 @@ class HfExport(TestCase):
             # (a multimodal R's text model: hf/ shows it as the converter reads it, without
             # "language_model.", and without the vision tower)
             dt, r = ref.get(name) or ref["language_model." + name]
+            if r.ndim == 0:   # (a GGUF key keeps a scalar's value, not its shape: [1])
+                r = r.reshape(1)
             r = (r.astype(np.uint32) << 16).view(np.float32) if dt == "BF16" \
                 else r.astype(np.float32)
             self.assertEqual(a.shape, r.shape, name)
@@ -263,9 +265,11 @@ ROUNDTRIPS = {
     "exaone4": ("exaone4-bf16", ("f32",)),   # EXAONE 4's (factor 16), no pre-norms
     # the row's xconfig hook: NTK alpha from the scaled base, eod_token_id, eot
     "hunyuan": ("hunyuan-bf16", ("f32",)),
+    # the row's xtensors hook: the xIELU parameters back from the xielu.* keys; llama3 rope
+    "apertus": ("apertus-bf16", ("f32",)),
 }
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
-                     "llama32", "exaone4", "hunyuan", "minimax_m2")
+                     "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and

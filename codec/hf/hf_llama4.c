@@ -78,22 +78,6 @@ static const char *l4_dim_text(int d)
 	return "intermediate_size (the experts')";
 }
 
-/* A stacked expert tensor of source t (index idx): name, GGUF shape ne, transposed on read
- * (columns first, first + 1, ... of width-wide rows; width 0: as many as the output's). */
-static void put(tfs_hf_stack *o, const tfs_tensor *t, size_t idx, unsigned long b,
-		const char *proj, int64_t a, int64_t c, uint32_t first, uint32_t width)
-{
-	memset(o, 0, sizeof *o);
-	snprintf(o->name, sizeof o->name, "blk.%lu.ffn_%s_exps.weight", b, proj);
-	o->shape = *t;
-	o->shape.name = o->name;
-	memset(o->shape.ne, 0, sizeof o->shape.ne);
-	o->shape.ne[0] = a, o->shape.ne[1] = c, o->shape.ne[2] = t->ne[2];
-	o->src = (long)idx;
-	o->own = (tfs_hf_own){ .kind = TFS_HF_OWN_T, .stride = 1, .first = first,
-				 .src2 = -1, .width = width };
-}
-
 /* Llama4Model.modify_tensors: a layer's feed_forward.experts.gate_up_proj ([E, hidden,
  * 2 ff]: transposed, gate the first half of its rows, up the second) and down_proj ([E, ff,
  * hidden]: transposed); TFS_PASSTHROUGH for any other tensor. */
@@ -115,34 +99,8 @@ static int l4_experts(const hparams *h, const tfs_model *st, size_t idx, const c
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has no GGUF name for "
 				     "architecture llama4 (the converter cannot map it)", where,
 				     t->name);
-	int64_t e = tfs_hf_moe_dim(TFS_HF_D_EXPERTS, h), ff = l4_dim(D_MOE, h);
-	int64_t want[3] = { e, down ? ff : h->hidden, down ? h->hidden : (ff > 0 ? 2 * ff : -1) };
-	bool ok = t->n_dims == 3;
-	for (int i = 0; ok && i < 3; i++)
-		ok = want[i] < 0 || t->ne[2 - i] == want[i];
-	if (!ok)
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has shape [%lld, %lld, "
-				     "%lld] (%u dims), but %s says [%lld, %lld, %lld] (experts, %s)",
-				     where, t->name, (long long)t->ne[2], (long long)t->ne[1],
-				     (long long)t->ne[0], t->n_dims, h->where, (long long)want[0],
-				     (long long)want[1], (long long)want[2], down ? "intermediate_size, "
-				     "hidden_size" : "hidden_size, 2 x intermediate_size");
-	if (t->dtype != TFS_DT_F32 && t->dtype != TFS_DT_F16 && t->dtype != TFS_DT_BF16)
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: tensor '%s' is not F32, F16 or "
-				     "BF16; the GGUF view converts those only", where, t->name);
-	if (down) {   /* [E, ff, hidden] -> [E, hidden, ff] */
-		put(&out[0], t, idx, b, "down", t->ne[1], t->ne[0], 0, 0);
-		*n = 1;
-		return 0;
-	}
-	if (t->ne[0] % 2)
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': an odd count of gate/up "
-				     "columns", where, t->name);
-	uint32_t half = (uint32_t)(t->ne[0] / 2);
-	put(&out[0], t, idx, b, "gate", t->ne[1], half, 0, (uint32_t)t->ne[0]);
-	put(&out[1], t, idx, b, "up", t->ne[1], half, half, (uint32_t)t->ne[0]);
-	*n = 2;
-	return 0;
+	return tfs_hf_moe_transposed(h, st, idx, b, down, l4_dim(D_MOE, h), "intermediate_size",
+				     where, out, n, err);
 }
 
 static const char *const k_experts[] = { "num_local_experts", NULL };

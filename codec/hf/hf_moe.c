@@ -165,6 +165,61 @@ int64_t tfs_hf_moe_dim(int d, const hparams *h)
 	}
 }
 
+/* ==== stacked, transposed experts (Llama 4, Qwen3-VL-MoE) ==== */
+
+/* A stacked expert tensor of source t (index idx): name, GGUF shape {a, c, E}, transposed on
+ * read (columns first, first + 1, ... of width-wide rows; width 0: as many as the output's). */
+static void put_transposed(tfs_hf_stack *o, const tfs_tensor *t, size_t idx, unsigned long b,
+			   const char *proj, int64_t a, int64_t c, uint32_t first, uint32_t width)
+{
+	memset(o, 0, sizeof *o);
+	snprintf(o->name, sizeof o->name, "blk.%lu.ffn_%s_exps.weight", b, proj);
+	o->shape = *t;
+	o->shape.name = o->name;
+	memset(o->shape.ne, 0, sizeof o->shape.ne);
+	o->shape.ne[0] = a, o->shape.ne[1] = c, o->shape.ne[2] = t->ne[2];
+	o->src = (long)idx;
+	o->own = (tfs_hf_own){ .kind = TFS_HF_OWN_T, .stride = 1, .first = first,
+				 .src2 = -1, .width = width };
+}
+
+int tfs_hf_moe_transposed(const hparams *h, const tfs_model *st, size_t idx, unsigned long b,
+			  bool down, int64_t ff, const char *ff_keys, const char *where,
+			  tfs_hf_stack *out, size_t *n, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(st, idx);
+	int64_t e = tfs_hf_moe_dim(TFS_HF_D_EXPERTS, h);
+	int64_t want[3] = { e, down ? ff : h->hidden, down ? h->hidden : (ff > 0 ? 2 * ff : -1) };
+	bool ok = t->n_dims == 3;
+
+	*n = 0;
+	for (int i = 0; ok && i < 3; i++)
+		ok = want[i] < 0 || t->ne[2 - i] == want[i];
+	if (!ok)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has shape [%lld, %lld, "
+				     "%lld] (%u dims), but %s says [%lld, %lld, %lld] (experts, %s%s%s)",
+				     where, t->name, (long long)t->ne[2], (long long)t->ne[1],
+				     (long long)t->ne[0], t->n_dims, h->where, (long long)want[0],
+				     (long long)want[1], (long long)want[2], down ? ff_keys : "",
+				     down ? ", hidden_size" : "hidden_size, 2 x ", down ? "" : ff_keys);
+	if (t->dtype != TFS_DT_F32 && t->dtype != TFS_DT_F16 && t->dtype != TFS_DT_BF16)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: tensor '%s' is not F32, F16 or "
+				     "BF16; the GGUF view converts those only", where, t->name);
+	if (down) {   /* [E, ff, hidden] -> [E, hidden, ff] */
+		put_transposed(&out[0], t, idx, b, "down", t->ne[1], t->ne[0], 0, 0);
+		*n = 1;
+		return 0;
+	}
+	if (t->ne[0] % 2)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s': an odd count of gate/up "
+				     "columns", where, t->name);
+	uint32_t half = (uint32_t)(t->ne[0] / 2);
+	put_transposed(&out[0], t, idx, b, "gate", t->ne[1], half, 0, (uint32_t)t->ne[0]);
+	put_transposed(&out[1], t, idx, b, "up", t->ne[1], half, half, (uint32_t)t->ne[0]);
+	*n = 2;
+	return 0;
+}
+
 /* ==== stacking ==== */
 
 /* A layer's experts: parts[proj][expert] (source tensor index + 1; 0: not seen yet). */

@@ -54,6 +54,19 @@ bool tfs_hf_layer_of(const char *name, unsigned long *bid, const char **rest);
 int64_t tfs_hf_moe_dim(int d, const hparams *h);
 
 /*
+ * A checkpoint's stacked, transposed experts of layer b (Llama 4's and Qwen3-VL-MoE's
+ * modify_tensors): source tensor idx is gate_up_proj ([E, hidden, 2 ff]: gate the first half
+ * of its columns, up the second) or, when down, down_proj ([E, ff, hidden]); each becomes a
+ * blk.b.ffn_*_exps.weight transposed on read, in out (*n: 1 or 2).  ff: the experts'
+ * intermediate size (-1: the config does not say), ff_keys its keys for the shape error;
+ * arch names the GGUF architecture there.  An error for a shape the config contradicts, odd
+ * gate/up columns or a dtype the view does not convert.
+ */
+int tfs_hf_moe_transposed(const hparams *h, const tfs_model *st, size_t idx, unsigned long b,
+			  bool down, int64_t ff, const char *ff_keys, const char *where,
+			  tfs_hf_stack *out, size_t *n, tfs_error *err);
+
+/*
  * Source tensor idx (HF name `name` after the class's filter_tensors, of shard `where`) of a
  * MoE row: when it is an expert's
  * tensor, it is kept (the state made on first use, in *state) and, once its layer has all

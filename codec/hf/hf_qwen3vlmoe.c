@@ -37,22 +37,6 @@ static const tfs_hf_name blocks[] = {
 	{ "mlp.gate", "ffn_gate_inp", EX, H, XN, true },
 };
 
-/* A stacked expert tensor of source t (index idx): name, GGUF shape {a, c, E}, transposed on
- * read (columns first, first + 1, ... of width-wide rows; width 0: as many as the output's). */
-static void put(tfs_hf_stack *o, const tfs_tensor *t, size_t idx, unsigned long b,
-		const char *proj, int64_t a, int64_t c, uint32_t first, uint32_t width)
-{
-	memset(o, 0, sizeof *o);
-	snprintf(o->name, sizeof o->name, "blk.%lu.ffn_%s_exps.weight", b, proj);
-	o->shape = *t;
-	o->shape.name = o->name;
-	memset(o->shape.ne, 0, sizeof o->shape.ne);
-	o->shape.ne[0] = a, o->shape.ne[1] = c, o->shape.ne[2] = t->ne[2];
-	o->src = (long)idx;
-	o->own = (tfs_hf_own){ .kind = TFS_HF_OWN_T, .stride = 1, .first = first,
-				 .src2 = -1, .width = width };
-}
-
 /* Qwen3VLMoeTextModel.modify_tensors: a layer's mlp.experts.gate_up_proj ([E, hidden, 2 ff]:
  * permute(0, 2, 1) of each half, gate the first) and down_proj ([E, ff, hidden]: permuted),
  * with or without ".weight"; TFS_PASSTHROUGH for any other tensor. */
@@ -79,31 +63,8 @@ static int vlmoe_experts(const hparams *h, const tfs_model *st, size_t idx, cons
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has no GGUF name for "
 				     "architecture qwen3vlmoe (the converter cannot map it)", where,
 				     t->name);
-	int64_t e = tfs_hf_moe_dim(TFS_HF_D_EXPERTS, h), ff = tfs_hf_moe_dim(FE, h);
-	int64_t want[3] = { e, down ? ff : h->hidden, down ? h->hidden : (ff > 0 ? 2 * ff : -1) };
-	bool ok = t->n_dims == 3;
-	for (int i = 0; ok && i < 3; i++)
-		ok = want[i] < 0 || t->ne[2 - i] == want[i];
-	if (!ok)
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' has shape [%lld, %lld, "
-				     "%lld] (%u dims), but %s says [%lld, %lld, %lld] (experts, %s)",
-				     where, t->name, (long long)t->ne[2], (long long)t->ne[1],
-				     (long long)t->ne[0], t->n_dims, h->where, (long long)want[0],
-				     (long long)want[1], (long long)want[2], down ? "moe_intermediate"
-				     "_size, hidden_size" : "hidden_size, 2 x moe_intermediate_size");
-	if (t->dtype != TFS_DT_F32 && t->dtype != TFS_DT_F16 && t->dtype != TFS_DT_BF16)
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: tensor '%s' is not F32, F16 or "
-				     "BF16; the GGUF view converts those only", where, t->name);
-	if (down) {   /* [E, ff, hidden] -> [E, hidden, ff] */
-		put(&out[0], t, idx, b, "down", t->ne[1], t->ne[0], 0, 0);
-		*n = 1;
-		return 0;
-	}
-	uint32_t half = (uint32_t)(t->ne[0] / 2);   /* (even: 2 x moe_intermediate_size) */
-	put(&out[0], t, idx, b, "gate", t->ne[1], half, 0, (uint32_t)t->ne[0]);
-	put(&out[1], t, idx, b, "up", t->ne[1], half, half, (uint32_t)t->ne[0]);
-	*n = 2;
-	return 0;
+	return tfs_hf_moe_transposed(h, st, idx, b, down, tfs_hf_moe_dim(FE, h),
+				     "moe_intermediate_size", where, out, n, err);
 }
 
 static const char *const k_experts[] = { "num_local_experts", "num_experts", NULL };

@@ -112,6 +112,16 @@ def gptq(bits, desc_act, sym):
             "true_sequential": True}
 
 
+def nvfp4_modelopt(version):
+    """ModelOpt's NVFP4 quantization_config (nvidia's *-NVFP4 exports): FP4 weights and
+    activations in groups of 16, lm_head left out; version: the producer's."""
+    fp4 = {"dynamic": False, "group_size": 16, "num_bits": 4, "type": "float"}
+    return {"config_groups": {"group_0": {"input_activations": dict(fp4), "targets": ["Linear"],
+                                          "weights": dict(fp4)}},
+            "ignore": ["lm_head"], "producer": {"name": "modelopt", "version": version},
+            "quant_algo": "NVFP4", "quant_method": "modelopt"}
+
+
 def nvfp4_ct():
     """compressed-tensors nvfp4-pack-quantized (RedHatAI's *-NVFP4 releases): one config group,
     FP4 weights and activations in groups of 16 (tensor_group), a global scale each."""
@@ -181,15 +191,7 @@ VARIANTS = {
         arch="Qwen3MoeForCausalLM", dtype="BF16", shards=2, tied=True, hidden=128,
         head_dim=32, moe_ff=64, layers=2, experts=4, bpe="qwen3", vocab=151936,
         name_or_path="nvidia/Qwen3-30B-A3B-NVFP4"),
-        dict(nvfp4=True, config={
-            "config_groups": {"group_0": {
-                "input_activations": {"dynamic": False, "group_size": 16, "num_bits": 4,
-                                      "type": "float"},
-                "targets": ["Linear"],
-                "weights": {"dynamic": False, "group_size": 16, "num_bits": 4,
-                            "type": "float"}}},
-            "ignore": ["lm_head"], "producer": {"name": "modelopt", "version": "0.29.0"},
-            "quant_algo": "NVFP4", "quant_method": "modelopt"})),
+        dict(nvfp4=True, config=nvfp4_modelopt("0.29.0"))),
     # ModelOpt NVFP4 described by hf_quant_config.json alone (nvidia/Llama-3.3-70B-Instruct-FP4)
     "llama-modelopt-nvfp4": (make_model, dict(
         arch="LlamaForCausalLM", dtype="BF16", shards=1, tied=False, tokens=True,
@@ -209,45 +211,21 @@ VARIANTS = {
     "qwen35-nvfp4": (make_model, dict(
         arch="Qwen3_5ForCausalLM", dtype="BF16", shards=1, tied=True, layers=4, head_dim=32,
         npm_tokenizer="qwen3", vocab=151936, mtp=0, name_or_path="Qwen/Qwen3.5-0.8B"),
-        dict(nvfp4=True, linear=True, config={
-            "config_groups": {"group_0": {
-                "input_activations": {"dynamic": False, "group_size": 16, "num_bits": 4,
-                                      "type": "float"},
-                "targets": ["Linear"],
-                "weights": {"dynamic": False, "group_size": 16, "num_bits": 4,
-                            "type": "float"}}},
-            "ignore": ["lm_head"], "producer": {"name": "modelopt", "version": "0.37.0"},
-            "quant_algo": "NVFP4", "quant_method": "modelopt"})),
+        dict(nvfp4=True, linear=True, config=nvfp4_modelopt("0.37.0"))),
     # ModelOpt NVFP4 in a dense Gemma 4 (no experts: Gemma4Model's fold of
     # router.per_expert_scale into the experts' weight_scale_2 has nothing to fold)
     "gemma4-nvfp4": (make_model, dict(
         arch="Gemma4ForCausalLM", dtype="BF16", shards=1, tied=True, layers=4, head_dim=16,
         global_head=32, sliding_window=64, ple=8, kv_shared=2, double_wide=True,
         gemma4_tok="v5", name_or_path="nvidia/Gemma-4-31B-IT-NVFP4"),
-        dict(nvfp4=True, config={
-            "config_groups": {"group_0": {
-                "input_activations": {"dynamic": False, "group_size": 16, "num_bits": 4,
-                                      "type": "float"},
-                "targets": ["Linear"],
-                "weights": {"dynamic": False, "group_size": 16, "num_bits": 4,
-                            "type": "float"}}},
-            "ignore": ["lm_head"], "producer": {"name": "modelopt", "version": "0.37.0"},
-            "quant_algo": "NVFP4", "quant_method": "modelopt"})),
+        dict(nvfp4=True, config=nvfp4_modelopt("0.37.0"))),
     # ModelOpt NVFP4 in a Gemma 4 MoE, its experts stored one by one (as ModelOpt exports
     # them), NVFP4 too: router.per_expert_scale folded into the down_proj experts' scales
     "gemma4moe-nvfp4": (make_model, dict(
         arch="Gemma4ForCausalLM", dtype="BF16", shards=2, tied=True, layers=2, head_dim=16,
         global_head=32, global_kv=1, k_eq_v=True, sliding_window=64, gemma4_tok="v5",
         experts=4, top_k=2, ff_exp=64),
-        dict(nvfp4=True, split_experts=True, config={
-            "config_groups": {"group_0": {
-                "input_activations": {"dynamic": False, "group_size": 16, "num_bits": 4,
-                                      "type": "float"},
-                "targets": ["Linear"],
-                "weights": {"dynamic": False, "group_size": 16, "num_bits": 4,
-                            "type": "float"}}},
-            "ignore": ["lm_head"], "producer": {"name": "modelopt", "version": "0.37.0"},
-            "quant_algo": "NVFP4", "quant_method": "modelopt"})),
+        dict(nvfp4=True, split_experts=True, config=nvfp4_modelopt("0.37.0"))),
     # bitnet (microsoft/bitnet-b1.58-2B-4T's quantization_config and storage: U8 weights of
     # four ternary values a byte along the rows, one BF16 weight_scale), in a Qwen3 class
     "qwen3-bitnet": (make_model, QWEN3, dict(bitnet=True, config={

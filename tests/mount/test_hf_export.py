@@ -14,7 +14,8 @@ through real mounts, against the reference converter and gguf-py.
 - Quantized: tensorfs's Q4_K_M and Q8_0 of G (llama-q-f32: widths of whole K-quant blocks)
   written to a file and mounted: every tensor of hf/ at f32 equals gguf-py's dequantization of
   the file's tensor (gguf.quants, numpy), un-permuted; at bf16 those values rounded to nearest
-  even.
+  even.  IQ4_XS and MXFP4 GGUFs made by ggml (ggml_quantize_chunk through ctypes): every
+  tensor of hf/ at f32 equals ggml's own dequantization (its type traits' to_float).
 - What cannot be shown: a GGUF whose architecture the table lacks mounts as before, without
   hf/, and `tensorfs info` says why in one line; a bad -o hf_dtype= fails the mount with one
   line.
@@ -22,6 +23,7 @@ through real mounts, against the reference converter and gguf-py.
 Without the reference converter or the npm tokenizers, the tests needing them SKIP.  The
 repos and the converter's files are kept in $TFS_HF_WORK, as test_hf.py's.
 """
+import ctypes
 import json
 import os
 import shutil
@@ -38,6 +40,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
 import ggufgen  # noqa: E402
 import hfutil  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "llama"))
+import llamacpp  # noqa: E402
 import make_model  # noqa: E402
 import make_moe  # noqa: E402
 import reference  # noqa: E402
@@ -412,24 +416,116 @@ for _name in VOCAB_BPE + VOCAB_SPM:
             _vocab_case(_name, _name in VOCAB_SPM))
 
 
-def make_model_names(rd):
-    """GGUF tensor name -> the HF name make_model.py gave it (the llama row, read here by
-    hand as an independent oracle)."""
+# Quantized GGUFs against ggml's own dequantization (libggml-base.so's type traits,
+# to_float): a one-layer Llama GGUF (hidden 256, 4 heads, 2 KV heads, FF 512, 8 tokens) whose
+# 2-D weights ggml_quantize_chunk made (cached by content, tests/llama/llamacpp.py), norms F32.
+GGML_SHAPES = [("token_embd.weight", (8, 256)), ("output_norm.weight", (256,)),
+               ("output.weight", (8, 256)), ("blk.0.attn_norm.weight", (256,)),
+               ("blk.0.attn_q.weight", (256, 256)), ("blk.0.attn_k.weight", (128, 256)),
+               ("blk.0.attn_v.weight", (128, 256)), ("blk.0.attn_output.weight", (256, 256)),
+               ("blk.0.ffn_norm.weight", (256,)), ("blk.0.ffn_gate.weight", (512, 256)),
+               ("blk.0.ffn_up.weight", (512, 256)), ("blk.0.ffn_down.weight", (256, 512))]
+
+
+class _Traits(ctypes.Structure):
+    """ggml.h's struct ggml_type_traits (the release's layout)."""
+    _fields_ = [("type_name", ctypes.c_char_p), ("blck_size", ctypes.c_int64),
+                ("blck_size_interleave", ctypes.c_int64), ("type_size", ctypes.c_size_t),
+                ("is_quantized", ctypes.c_bool),
+                ("to_float", ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,
+                                              ctypes.c_int64)),
+                ("from_float_ref", ctypes.c_void_p)]
+
+
+class HfExportGgml(TestCase):
+    """hf/ at f32 of an IQ4_XS and an MXFP4 GGUF: every tensor ggml's dequantization of the
+    file's bytes (its type traits' to_float), element for element, Q/K un-permuted; at bf16
+    those values rounded to nearest even as torch rounds them."""
+
+    def setUp(self):
+        if llamacpp.lib_dir() is None:
+            self.skipTest(llamacpp.missing_reason())
+        g = llamacpp.load_ggml_base()
+        g.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                          ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                          ctypes.c_void_p]
+        g.ggml_quantize_chunk.restype = ctypes.c_size_t
+        g.ggml_get_type_traits.argtypes = [ctypes.c_int]
+        g.ggml_get_type_traits.restype = ctypes.POINTER(_Traits)
+        self.g = g
+
+    def dequantize(self, dtype, raw, n):
+        tr = self.g.ggml_get_type_traits(ggufgen.GGML_TYPES[dtype][0]).contents
+        self.assertEqual(tr.type_name.decode(), dtype.lower())
+        src = ctypes.create_string_buffer(bytes(raw), len(raw))
+        out = np.empty(n, np.float32)
+        tr.to_float(ctypes.cast(src, ctypes.c_void_p), out.ctypes.data, n)
+        return out
+
+    def check(self, dtype):
+        rng = np.random.default_rng(39)
+        w = ggufgen.GGUFWriter()
+        w.add_kv("general.architecture", ggufgen.STRING, "llama")
+        for k, v in (("block_count", 1), ("context_length", 64), ("embedding_length", 256),
+                     ("feed_forward_length", 512), ("attention.head_count", 4),
+                     ("attention.head_count_kv", 2), ("vocab_size", 8)):
+            w.add_kv("llama." + k, ggufgen.UINT32, v)
+        w.add_kv("llama.attention.layer_norm_rms_epsilon", ggufgen.FLOAT32, 1e-5)
+        want = {}
+        for name, shape in GGML_SHAPES:
+            x = rng.standard_normal(shape).astype(np.float32)
+            if len(shape) == 1:
+                w.add_tensor(name, "F32", x)
+                want[name] = x
+                continue
+            b = llamacpp.quantize_chunk_cached(self.g, ggufgen.GGML_TYPES[dtype][0], x,
+                                               shape[0], shape[1])
+            w.add_tensor(name, dtype, b, ne=[shape[1], shape[0]])
+            v = self.dequantize(dtype, b, x.size).reshape(shape)
+            self.assertFalse(np.array_equal(v, x), name)   # (quantized: not the input)
+            if ".attn_q." in name or ".attn_k." in name:
+                v = unpermute(v, 4 if ".attn_q." in name else 2)
+            want[name] = v
+        path = os.path.join(self.tmpdir(), dtype + ".gguf")
+        w.write(path)
+        with Mount(self, path, ["hf_dtype=f32"]) as m:
+            f32, _ = safetensors(m.p("hf", "model.safetensors"))
+        with Mount(self, path) as m:
+            bf16, _ = safetensors(m.p("hf", "model.safetensors"))
+        names = {n: make_model_names_of(n) for n, _ in GGML_SHAPES}
+        self.assertEqual(sorted(f32), sorted(names.values()))
+        for name, v in want.items():
+            dt, got = f32[names[name]]
+            self.assertEqual(dt, "F32", name)
+            self.assertTrue(np.array_equal(got.view(np.uint32), v.view(np.uint32)), name)
+            self.assertTrue(np.array_equal(bf16[names[name]][1], torch_bf16(v)), name)
+
+    def test_iq4_xs(self):
+        self.check("IQ4_XS")
+
+    def test_mxfp4(self):
+        self.check("MXFP4")
+
+
+def make_model_names_of(name):
+    """The HF name make_model.py gives GGUF tensor name (the llama row, read here by hand as
+    an independent oracle)."""
     glob = {"token_embd": "model.embed_tokens", "output_norm": "model.norm",
             "output": "lm_head"}
     blk = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj",
            "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
            "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
            "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
-    out = {}
-    for t in rd.tensors:
-        base, suffix = t.name.rsplit(".", 1)
-        if base.startswith("blk."):
-            _, n, rest = base.split(".", 2)
-            out[t.name] = "model.layers.%s.%s.%s" % (n, blk[rest], suffix)
-        else:
-            out[t.name] = "%s.%s" % (glob[base], suffix)
-    return out
+    base, suffix = name.rsplit(".", 1)
+    if base.startswith("blk."):
+        _, n, rest = base.split(".", 2)
+        return "model.layers.%s.%s.%s" % (n, blk[rest], suffix)
+    return "%s.%s" % (glob[base], suffix)
+
+
+def make_model_names(rd):
+    """GGUF tensor name -> the HF name make_model.py gave it, for each tensor of rd."""
+    return {t.name: make_model_names_of(t.name) for t in rd.tensors}
 
 
 if __name__ == "__main__":

@@ -158,7 +158,7 @@ enum {
 	/* GLM-4.5: the num_nextn_predict_layers MTP layers after the others are layers too */
 	TFS_HF_ARCH_NEXTN_LAYERS = 1 << 6,
 	/* not shown by the reverse view (hf_export.h): its config.json would lack what the class
-	 * needs beyond TextModel's keys (Qwen2.5-VL's vision_config and M-RoPE sections) */
+	 * needs beyond TextModel's keys (Qwen3-VL-MoE's: not yet round-tripped) */
 	TFS_HF_ARCH_NO_EXPORT = 1 << 7,
 };
 
@@ -240,7 +240,7 @@ typedef struct tfs_hf_arch {
 	size_t n_needed;
 	/* The reverse view's (hf_export.h) undoing of what its hooks computed from config.json
 	 * or generation_config.json: members set or deleted in the export's config and
-	 * generation (either may be NULL); NULL: none. */
+	 * generation (either may be NULL); 0, or TFS_E_NOMEM; NULL: none. */
 	int (*xconfig)(json_t *config, json_t *generation, const struct tfs_hf_export *x);
 	/* The reverse view's tensors that its hooks turned into keys (tfs_hf_export_add_kv);
 	 * NULL: none. */

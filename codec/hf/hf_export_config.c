@@ -15,6 +15,7 @@
 #include "dtype.h"
 #include "hf_rope.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,12 +177,37 @@ static int llama3_scaling(tfs_buf *b, const tfs_hf_export *x)
 	return 0;
 }
 
+/* M-RoPE's sections (TextModel's rope.dimension_sections: rope_parameters' mrope_section
+ * padded with zeros to 4) as rope_scaling's mrope_section, the trailing zeros left out: the
+ * converter pads them again.  1: written, 0: the model has none, or an error. */
+static int mrope_scaling(tfs_buf *b, const tfs_hf_export *x)
+{
+	uint32_t type;
+	uint64_t n, len;
+	const uint8_t *d;
+	int32_t v[4];
+	if (!tfs_hf_xkv_arr(x, ".rope.dimension_sections", &type, &n, &d, &len) ||
+	    (type != TFS_GGUF_INT32 && type != TFS_GGUF_UINT32) || n != 4 || len < 16)
+		return 0;
+	memcpy(v, d, sizeof v);
+	while (n > 0 && v[n - 1] == 0)
+		n--;
+	int rc = member(b, "rope_scaling") ||
+		 tfs_buf_printf(b, "{\"rope_type\": \"default\", \"mrope_section\": [");
+	for (uint64_t i = 0; !rc && i < n; i++)
+		rc = tfs_buf_printf(b, "%s%" PRId32, i ? ", " : "", v[i]);
+	return rc || tfs_buf_append(b, "]}", 2) ? -1 : 1;
+}
+
 static int rope_scaling(tfs_buf *b, const tfs_hf_export *x)
 {
 	size_t n;
 	const char *t = tfs_hf_xkv_str(x, ".rope.scaling.type", &n);
 	float factor;
 	double orig;
+	int rc = mrope_scaling(b, x);
+	if (rc)
+		return rc < 0 ? rc : 0;
 	if (!t && tfs_model_find_tensor(x->m, "rope_freqs.weight") >= 0)
 		return llama3_scaling(b, x);
 	/* no scaling: the original context alone (Phi-3's, from config.json's top level) */
@@ -189,8 +215,8 @@ static int rope_scaling(tfs_buf *b, const tfs_hf_export *x)
 		return tfs_hf_xkv_num(x, ".rope.scaling.original_context_length", &orig)
 		       ? member(b, "original_max_position_embeddings") ||
 			 tfs_buf_printf(b, "%.0f", orig) : 0;
-	int rc = member(b, "rope_scaling") || tfs_buf_append(b, "{\"rope_type\": ", 14) ||
-		 jstr(b, t, n);
+	rc = member(b, "rope_scaling") || tfs_buf_append(b, "{\"rope_type\": ", 14) ||
+	     jstr(b, t, n);
 	if (!rc && tfs_hf_xkv_f32(x, ".rope.scaling.factor", &factor))
 		rc = tfs_buf_append(b, ", \"factor\": ", 12) || jf32(b, factor);
 	if (!rc && tfs_hf_xkv_num(x, ".rope.scaling.original_context_length", &orig))
@@ -212,8 +238,8 @@ static int row_xconfig(tfs_buf *b, size_t start, const tfs_hf_export *x, bool ge
 	int rc = x->row->xconfig(gen ? NULL : o, gen ? o : NULL, x);
 	char *t = rc ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
 	json_decref(o);
-	if (rc)
-		return rc;
+	if (rc)   /* (a hook fails only out of memory) */
+		return tfs_error_set(err, rc, "out of memory");
 	b->len = start;
 	rc = t ? tfs_buf_printf(b, "%s\n", t) : TFS_E_NOMEM;
 	free(t);

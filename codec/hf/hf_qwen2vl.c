@@ -71,6 +71,6 @@ static const tfs_hf_config_class configs[] = {
 const tfs_hf_arch tfs_hf_arch_qwen2vl = {
 	TFS_HF_CLASSES("Qwen2_5_VLForConditionalGeneration"), .gguf = "qwen2vl",
 	TFS_HF_NAMES(tfs_hf_globals, qwen2vl_blocks),
-	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_NO_EXPORT,
+	.flags = TFS_HF_ARCH_BASE_PARAMS,
 	.configs = configs, .vocab = TFS_HF_VOCAB_SPM_GPT2,
 };

@@ -11,6 +11,7 @@
  * absent).  Its projector is hf_mmproj_qwen3vl.c's.
  */
 #include "hf_arch.h"
+#include "hf_export.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +61,27 @@ int tfs_hf_qwen3vl_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	return tfs_hf_kvs_add_u32(l, name, (uint32_t)n, err);
 }
 
+/* The reverse view: the deepstack layers' count back as vision_config's
+ * deepstack_visual_indexes, of which the converter's text model reads the length only (the
+ * GGUF does not keep which blocks they follow: written 0, 1, ...).  Always written: the
+ * text config the view names (qwen3_vl_text) has no vision defaults to fall back on. */
+static int xconfig(json_t *config, json_t *gen, const tfs_hf_export *x)
+{
+	(void)gen;
+	double n;
+	json_t *ds = json_array();
+	if (!config || !tfs_hf_xkv_num(x, ".n_deepstack_layers", &n) || n < 0 || n > 1024) {
+		json_decref(ds);
+		return 0;
+	}
+	for (json_int_t i = 0; ds && i < (json_int_t)n; i++)
+		if (json_array_append_new(ds, json_integer(i)))
+			return json_decref(ds), TFS_E_NOMEM;
+	return !ds || json_object_set_new(config, "vision_config",
+					  json_pack("{so}", "deepstack_visual_indexes", ds))
+	       ? TFS_E_NOMEM : 0;
+}
+
 static const tfs_hf_config_class configs[] = {
 	{ "qwen3_vl", (const tfs_hf_default[]){ { NULL, 0, 0 } }, "qwen3_vl_text", NULL, false },
 	{ "qwen3_vl_text", text_defaults, NULL, NULL, false },
@@ -69,6 +91,6 @@ static const tfs_hf_config_class configs[] = {
 const tfs_hf_arch tfs_hf_arch_qwen3vl = {
 	TFS_HF_CLASSES("Qwen3VLForConditionalGeneration"), .gguf = "qwen3vl",
 	TFS_HF_NAMES(tfs_hf_globals, qwen3vl_blocks),
-	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_NO_EXPORT, .params = tfs_hf_qwen3vl_keys,
-	.configs = configs, .vocab = TFS_HF_VOCAB_SPM_GPT2,
+	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = tfs_hf_qwen3vl_keys,
+	.configs = configs, .vocab = TFS_HF_VOCAB_SPM_GPT2, .xconfig = xconfig,
 };

@@ -207,6 +207,13 @@ VARIANTS = {
                                            vision_output_dim=48)),
 }
 
+# Qwen2.5-VL and Qwen3-VL with make_model.py's small SentencePiece vocabulary instead of
+# Qwen's (Qwen2Model's set_vocab reads tokenizer.model first): their text models' round trip
+# through hf/ (tests/mount/test_hf_export.py) without converter runs of a 152K-token vocabulary
+for _v in ("qwen25vl", "qwen3vl"):
+    VARIANTS[_v + "-spm-bf16"] = {k: x for k, x in VARIANTS[_v + "-bf16"].items()
+                                  if k not in ("npm_tokenizer", "vocab")}
+
 # not compared with the converter (too slow for a test): the daemon's memory while a
 # projector larger than its bound is read (about 100 MiB of F32 weights in the tower)
 BIG = {

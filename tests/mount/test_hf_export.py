@@ -43,6 +43,7 @@ import hfutil  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import llamacpp  # noqa: E402
 import make_model  # noqa: E402
+import make_mmproj  # noqa: E402   (its variants added to make_model's, as it says)
 import make_moe  # noqa: E402
 import reference  # noqa: E402
 
@@ -161,8 +162,10 @@ class HfExport(TestCase):
                 ref.update(safetensors(os.path.join(d, f))[0])
         for name, (_, a) in got.items():
             # (a multimodal R's text model: hf/ shows it as the converter reads it, without
-            # "language_model.", and without the vision tower)
-            dt, r = ref.get(name) or ref["language_model." + name]
+            # "language_model." (Qwen3-VL's model.language_model.*: model.*), and without
+            # the vision tower)
+            dt, r = ref.get(name) or ref.get("language_model." + name) or \
+                ref["model.language_model." + name[len("model."):]]
             if r.ndim == 0:   # (a GGUF key keeps a scalar's value, not its shape: [1])
                 r = r.reshape(1)
             r = (r.astype(np.uint32) << 16).view(np.float32) if dt == "BF16" \
@@ -273,7 +276,8 @@ ROUNDTRIPS = {
     "apertus": ("apertus-bf16", ("f32",)),
 }
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
-                     "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus")
+                     "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "qwen2vl",
+                     "qwen3vl")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and
@@ -285,6 +289,15 @@ MOE_ROUNDTRIPS = {
     # the router's e_score_correction_bias named back (renames_back), rotary_dim
     "minimax_m2": ("minimax-m2-bf16", ("f32",)),
 }
+
+# The text models of multimodal repos (make_mmproj.py, small SentencePiece vocabularies): hf/
+# is the text model as the converter reads it (model_type the text config's), the vision
+# tower left out as the converter's text model leaves it.
+VL_ROUNDTRIPS = {
+    "qwen2vl": ("qwen25vl-spm-bf16", ("f32",)),  # M-RoPE sections back as mrope_section
+    "qwen3vl": ("qwen3vl-spm-bf16", ("f32",)),   # and the deepstack layers' count
+}
+VL_REPOS = hfutil.Repos(WORK, make_mmproj)
 
 
 def _roundtrip_case(variant, outtype, repos=REPOS, tensors=False):
@@ -308,6 +321,10 @@ for _cls, (_variant, _outtypes) in MOE_ROUNDTRIPS.items():
     for _outtype in _outtypes:
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
                 _roundtrip_case(_variant, _outtype, MOE_REPOS, _cls in ROUNDTRIP_TENSORS))
+for _cls, (_variant, _outtypes) in VL_ROUNDTRIPS.items():
+    for _outtype in _outtypes:
+        setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
+                _roundtrip_case(_variant, _outtype, VL_REPOS, _cls in ROUNDTRIP_TENSORS))
 
 
 # The release's vocab tests (llama.cpp models/ggml-vocab-NAME.gguf, .inp texts, .out ids of

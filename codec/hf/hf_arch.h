@@ -158,8 +158,12 @@ enum {
 	/* GLM-4.5: the num_nextn_predict_layers MTP layers after the others are layers too */
 	TFS_HF_ARCH_NEXTN_LAYERS = 1 << 6,
 	/* not shown by the reverse view (hf_export.h): its config.json would lack what the class
-	 * needs beyond TextModel's keys (Qwen3-VL-MoE's: not yet round-tripped) */
+	 * needs beyond TextModel's keys (none now: the flag for a row not yet round-tripped) */
 	TFS_HF_ARCH_NO_EXPORT = 1 << 7,
+	/* its moe->tensor hook passes experts saved one by one (EXPERTS.E.PROJ.weight) through
+	 * to the ordinary stacking: the reverse view's unstacked experts convert back as they
+	 * are, so the row is offered there despite its own expert handling (Qwen3-VL-MoE) */
+	TFS_HF_ARCH_PASSES_EXPERTS = 1 << 8,
 };
 
 /* The converter class's set_vocab (hf_vocab.c says what each does); 0: none known. */
@@ -294,6 +298,8 @@ int tfs_hf_add_needed(tfs_hf_kvs *l, const hparams *h, const tfs_hf_needed *k, s
 /* hf_qwen3vl.c: Qwen3-VL's n_deepstack_layers, the count of vision_config's
  * deepstack_visual_indexes (Qwen3VLVisionConfig's 3 when absent): its dense and MoE rows. */
 int tfs_hf_qwen3vl_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
+/* and the reverse view's: the count back as vision_config's deepstack_visual_indexes */
+int tfs_hf_qwen3vl_xconfig(json_t *config, json_t *gen, const struct tfs_hf_export *x);
 
 /* hf_arch_gen.c: the rows' extra hooks. */
 int tfs_hf_llama3_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,

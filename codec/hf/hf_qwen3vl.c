@@ -64,8 +64,9 @@ int tfs_hf_qwen3vl_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 /* The reverse view: the deepstack layers' count back as vision_config's
  * deepstack_visual_indexes, of which the converter's text model reads the length only (the
  * GGUF does not keep which blocks they follow: written 0, 1, ...).  Always written: the
- * text config the view names (qwen3_vl_text) has no vision defaults to fall back on. */
-static int xconfig(json_t *config, json_t *gen, const tfs_hf_export *x)
+ * text config the view names (qwen3_vl_text) has no vision defaults to fall back on.  (Also
+ * Qwen3-VL-MoE's, hf_qwen3vlmoe.c.) */
+int tfs_hf_qwen3vl_xconfig(json_t *config, json_t *gen, const tfs_hf_export *x)
 {
 	(void)gen;
 	double n;
@@ -92,5 +93,5 @@ const tfs_hf_arch tfs_hf_arch_qwen3vl = {
 	TFS_HF_CLASSES("Qwen3VLForConditionalGeneration"), .gguf = "qwen3vl",
 	TFS_HF_NAMES(tfs_hf_globals, qwen3vl_blocks),
 	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = tfs_hf_qwen3vl_keys,
-	.configs = configs, .vocab = TFS_HF_VOCAB_SPM_GPT2, .xconfig = xconfig,
+	.configs = configs, .vocab = TFS_HF_VOCAB_SPM_GPT2, .xconfig = tfs_hf_qwen3vl_xconfig,
 };

@@ -8,7 +8,8 @@
  *    mlp.experts.gate_up_proj [E, hidden, 2 ff] transposed and cut in halves into
  *    ffn_gate_exps and ffn_up_exps, mlp.experts.down_proj [E, ff, hidden] transposed into
  *    ffn_down_exps (each computed on read, tfs_hf_own TFS_HF_OWN_T, as Llama 4's); experts
- *    saved one by one (mlp.experts.E.*) are stacked as Qwen3-MoE's;
+ *    saved one by one (mlp.experts.E.*) are stacked as Qwen3-MoE's (so the reverse view shows
+ *    them one by one, as it does Qwen3-MoE's: passes_experts);
  *  - TextModel's keys (M-RoPE's sections), Qwen2MoeModel's expert feed-forward lengths, then
  *    n_deepstack_layers (hf_qwen3vl.c's);
  *  - TextModel's tokenizer (gpt2).
@@ -114,6 +115,7 @@ static const tfs_hf_config_class configs[] = {
 const tfs_hf_arch tfs_hf_arch_qwen3vlmoe = {
 	TFS_HF_CLASSES("Qwen3VLMoeForConditionalGeneration"), .gguf = "qwen3vlmoe",
 	TFS_HF_NAMES(tfs_hf_globals, blocks),
-	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_NO_EXPORT, .params = vlmoe_keys,
+	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_PASSES_EXPERTS, .params = vlmoe_keys,
 	.configs = configs, .vocab = TFS_HF_VOCAB_GPT2, .moe = &experts,
+	.xconfig = tfs_hf_qwen3vl_xconfig,
 };

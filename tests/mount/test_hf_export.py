@@ -296,6 +296,10 @@ MOE_ROUNDTRIPS = {
 VL_ROUNDTRIPS = {
     "qwen2vl": ("qwen25vl-spm-bf16", ("f32",)),  # M-RoPE sections back as mrope_section
     "qwen3vl": ("qwen3vl-spm-bf16", ("f32",)),   # and the deepstack layers' count
+    # its stacked, transposed experts shown one by one (the converter stacks them as
+    # Qwen3-MoE's); TextModel's tokenizer (byte-level BPE only): Qwen's real one, 4 s of CPU
+    # a converter run (not under the sanitizers: its daemon path is Qwen3-MoE's unstacking)
+    "qwen3vlmoe": ("qwen3vlmoe-bf16", ("f32",)),
 }
 VL_REPOS = hfutil.Repos(WORK, make_mmproj)
 
@@ -322,7 +326,7 @@ for _cls, (_variant, _outtypes) in MOE_ROUNDTRIPS.items():
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
                 _roundtrip_case(_variant, _outtype, MOE_REPOS, _cls in ROUNDTRIP_TENSORS))
 for _cls, (_variant, _outtypes) in VL_ROUNDTRIPS.items():
-    for _outtype in _outtypes:
+    for _outtype in _outtypes if not (SANITIZED and _cls == "qwen3vlmoe") else ():
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
                 _roundtrip_case(_variant, _outtype, VL_REPOS, _cls in ROUNDTRIP_TENSORS))
 

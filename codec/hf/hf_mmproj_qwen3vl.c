@@ -12,6 +12,12 @@
  *    (hf_mmproj_qwen25vl.c), its bias as v.patch_embd.bias;
  *  - keys: projector type qwen3vl_merger, use_gelu, spatial_merge_size, text_config's
  *    rms_norm_eps (1e-6) as the norm epsilon, is_deepstack_layers (one bool per block).
+ * Qwen3.5 and Qwen3.5-MoE (Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration)
+ * are the same converter class, their tower Qwen3-VL's without deepstack mergers: a row of
+ * their own only because transformers 4.57 (the converter's) does not know model_type qwen3_5,
+ * so that the converter reads config.json as written: no vision config class's defaults, and
+ * the class's own .get() defaults (deepstack_visual_indexes [], num_position_embeddings 2304,
+ * patch_size 16) where a key is absent.
  */
 #include "hf_mmproj.h"
 
@@ -63,22 +69,30 @@ static bool q3_filter(char *out, size_t cap, const char *name)
 	return true;
 }
 
-/* Qwen3VLVisionModel.__init__'s changes to hparams_vision */
-static int q3_prepare(tfs_hf_mm *mm, tfs_error *err)
+/* Qwen3VLVisionModel.__init__'s changes to hparams_vision; ds: deepstack_visual_indexes when
+ * absent (the vision config class's, or the .get() default []) */
+static int prepare(tfs_hf_mm *mm, json_t *ds, tfs_error *err)
 {
 	json_t *v = mm->vision;
-	json_t *ds = json_pack("[iii]", 8, 16, 24);
 	int bad = !ds || (!json_object_get(v, "deepstack_visual_indexes") &&
 			  json_object_set(v, "deepstack_visual_indexes", ds));
 	json_decref(ds);
 	if (!bad && !json_object_get(v, "image_size")) {
 		json_t *np = json_object_get(v, "num_position_embeddings");
 		json_t *ps = json_object_get(v, "patch_size");
-		if (!json_is_number(np) || !json_is_number(ps) || json_number_value(np) < 0)
+		json_t *np_def = json_integer(2304), *ps_def = json_integer(16);   /* .get()'s */
+		if (!np)
+			np = np_def;
+		if (!ps)
+			ps = ps_def;
+		bool ok = json_is_number(np) && json_is_number(ps) && json_number_value(np) >= 0;
+		double size = ok ? pow(json_number_value(np), 0.5) * json_number_value(ps) : 0;
+		json_decref(np_def);
+		json_decref(ps_def);
+		if (!ok)
 			return tfs_error_set(err, TFS_E_FORMAT, "%s: vision_config's "
 					     "num_position_embeddings and patch_size cannot give the "
 					     "image size", mm->where);
-		double size = pow(json_number_value(np), 0.5) * json_number_value(ps);
 		bad = json_object_set_new(v, "image_size", json_integer((json_int_t)size));
 	}
 	static const char *const from[][2] = { { "num_attention_heads", "num_heads" },
@@ -88,6 +102,16 @@ static int q3_prepare(tfs_hf_mm *mm, tfs_error *err)
 		bad = json_object_set_new(v, from[i][0], x ? json_deep_copy(x) : json_null());
 	}
 	return bad ? tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", mm->where) : 0;
+}
+
+static int q3_prepare(tfs_hf_mm *mm, tfs_error *err)
+{
+	return prepare(mm, json_pack("[iii]", 8, 16, 24), err);   /* Qwen3VLVisionConfig's */
+}
+
+static int q35_prepare(tfs_hf_mm *mm, tfs_error *err)
+{
+	return prepare(mm, json_array(), err);
 }
 
 /* One part, the source tensor unchanged, whose GGUF name the caller writes into p->name. */
@@ -232,6 +256,20 @@ const tfs_hf_mmproj_class tfs_hf_mmproj_qwen3vl = {
 	.n_names = sizeof q3_names / sizeof q3_names[0],
 	.filter = q3_filter,
 	.prepare = q3_prepare,
+	.split = q3_split,
+	.keys = q3_keys,
+};
+
+static const char *const q35_classes[] = { "Qwen3_5ForConditionalGeneration",
+					   "Qwen3_5MoeForConditionalGeneration", NULL };
+
+/* Qwen3.5's: config.json as written (no vision_defaults) */
+const tfs_hf_mmproj_class tfs_hf_mmproj_qwen35 = {
+	.classes = q35_classes,
+	.names = q3_names,
+	.n_names = sizeof q3_names / sizeof q3_names[0],
+	.filter = q3_filter,
+	.prepare = q35_prepare,
 	.split = q3_split,
 	.keys = q3_keys,
 };

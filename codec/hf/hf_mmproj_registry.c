@@ -13,6 +13,7 @@ extern const tfs_hf_mmproj_class tfs_hf_mmproj_gemma3;                   /* hf_m
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_gemma4;                   /* hf_mmproj_gemma4.c */
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_qwen25vl;               /* hf_mmproj_qwen25vl.c */
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_qwen3vl;                 /* hf_mmproj_qwen3vl.c */
+extern const tfs_hf_mmproj_class tfs_hf_mmproj_qwen35;                  /* hf_mmproj_qwen3vl.c */
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_pixtral;                 /* hf_mmproj_pixtral.c */
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_llama4;                   /* hf_mmproj_llama4.c */
 
@@ -21,6 +22,7 @@ const tfs_hf_mmproj_class *const tfs_hf_mmprojs[] = {
 	&tfs_hf_mmproj_gemma4,
 	&tfs_hf_mmproj_qwen25vl,
 	&tfs_hf_mmproj_qwen3vl,
+	&tfs_hf_mmproj_qwen35,
 	&tfs_hf_mmproj_pixtral,
 	&tfs_hf_mmproj_llama4,
 	NULL,

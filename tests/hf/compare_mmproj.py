@@ -9,11 +9,13 @@ model of the same repo (the converter without --mmproj, hf_dump without it).
 
 --quick converts the text model of a variant with a real tokenizer's vocabulary (Qwen2.5-VL's:
 2-5 s of CPU a run, gguf-py packing it) at compare.py's BIG_VOCAB_QUICK outtypes only (its
-+omit case at auto only, as compare.py's --quick); its projector, which has no vocabulary, at
-every outtype.
++omit case at auto only, as compare.py's --quick), and a lean variant's not at all
+(make_mmproj.text_in_quick); its projector, which has no vocabulary, at every outtype.
 --omit-defaults adds VARIANT+omit: config.json without the keys transformers' config classes
 would fill in (compare.py's omit_defaults), so that the view's mirror of those defaults is
-compared too.  Prints a table: variant x outtype, "equal" when both files are, else which one
+compared too; left out where that is VARIANT's config.json again (a model_type transformers
+4.57 does not know, such as Qwen3.5's, whose config.json the converter reads as written).
+Prints a table: variant x outtype, "equal" when both files are, else which one
 differs (its first difference below).
 """
 import argparse
@@ -65,13 +67,18 @@ def main():
         variants = [x for v in variants for x in (v, v + compare.OMIT)]
     outtypes = a.outtypes.split(",")
     models, refdir, outdir = compare.work_dirs(a.work)
-    compare.make_variants(models, variants, make_mmproj)
-    def text_in_quick(v, t):   # a real tokenizer's: V+omit at auto only, as compare.py's
-        if compare.in_quick(make_mmproj.make_model, v, "f32"):
-            return True   # a small vocabulary: every outtype
-        return t == "auto" or (t in compare.BIG_VOCAB_QUICK and not v.endswith(compare.OMIT))
+    compare.make_variants(models, [v for v in variants if not v.endswith(compare.OMIT)],
+                          make_mmproj)
+    for v in [v for v in variants if v.endswith(compare.OMIT)]:
+        base = v[:-len(compare.OMIT)]
+        if v not in a.variants and compare.omit_adds_nothing(models, base):
+            variants.remove(v)   # (Qwen3.5's config.json, read as written: base's again)
+            if a.tap:
+                print("# %s left out: its config.json has no class-defaulted key" % v)
+        else:
+            compare.make_omit_variant(models, base)
     cases = [(v, t, k) for v in variants for t in outtypes for k, _ in KINDS
-             if k == "mmproj" or not a.quick or text_in_quick(v, t)]
+             if k == "mmproj" or not a.quick or make_mmproj.text_in_quick(v, t)]
     refs = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
         for v, t, k in cases:

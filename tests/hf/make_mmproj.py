@@ -42,6 +42,16 @@ QWEN3VL_PREPROCESSOR = {
     "image_processor_type": "Qwen2VLImageProcessorFast"}
 QWEN3VL = "Qwen3VLForConditionalGeneration"
 QWEN3VLMOE = "Qwen3VLMoeForConditionalGeneration"
+# Qwen/Qwen3.5-*'s preprocessor_config.json is Qwen3-VL's
+QWEN35 = "Qwen3_5ForConditionalGeneration"
+QWEN35MOE = "Qwen3_5MoeForConditionalGeneration"
+# Qwen/Qwen3.5-9B's vision_config (model_type qwen3_5: unknown to transformers 4.57, so that
+# the converter reads config.json as written), sizes made tiny: no deepstack layers
+QWEN35_VISION = dict(deepstack_visual_indexes=[], depth=2, hidden_act="gelu_pytorch_tanh",
+                     hidden_size=32, in_channels=3, initializer_range=0.02,
+                     intermediate_size=48, model_type="qwen3_5", num_heads=2,
+                     num_position_embeddings=16, out_hidden_size=32, patch_size=16,
+                     spatial_merge_size=2, temporal_patch_size=2)
 # mistralai/Mistral-Small-3.1-24B-Instruct-2503's preprocessor_config.json
 MISTRAL3_PREPROCESSOR = {
     "crop_size": None, "data_format": "channels_first", "default_to_square": True,
@@ -205,6 +215,26 @@ VARIANTS = {
                                            rope_theta=10000, vision_feature_layer=-1,
                                            vision_feature_select_strategy="default",
                                            vision_output_dim=48)),
+    # Qwen3.5 (Qwen/Qwen3.5-9B style): make_model.py's qwen35-mm-bf16 text model (hybrid
+    # layers under model.language_model., text_config, the MTP layer at the top, Qwen2's real
+    # tokenizer) with its whole tower: Qwen3-VL's without deepstack mergers (is_deepstack_layers
+    # all false), 2 blocks, config.json as written (no vision config defaults: +omit is the
+    # variant itself).  lean: the text model (a real tokenizer's: 4-5 CPU-s a converter run)
+    # compared without --quick only, the mount test at auto only (the projector's bytes are
+    # compare_mmproj.py's at every outtype): hf_convert's qwen35-mm-bf16 compares this class's
+    # text model
+    "qwen35-vision-bf16": dict(arch=QWEN35, dtype="BF16", shards=2, tied=True, layers=4,
+                               hidden=32, head_dim=32, npm_tokenizer="qwen3", vocab=151936, mtp=1,
+                               lin_k_heads=4, lin_v_heads=4, mrope_section=[2, 1, 1],
+                               vision=QWEN35_VISION, lean=True),
+    # Qwen3.5-MoE (Qwen/Qwen3.5-35B-A3B style): make_moe.py's qwen35moe-bf16 (stacked experts,
+    # a shared expert, the MTP layer; moe_spec: its changes, smaller) under
+    # model.language_model., its keys in text_config, and the same tower with 1 block; lean
+    # (its text model: hf_qwen35.c's MoE row with the dense one's names and text_config,
+    # compared without --quick)
+    "qwen35moe-vision-bf16": dict(arch=QWEN35MOE, moe="qwen35moe-bf16", vocab=151936,
+                                  moe_spec=dict(hidden=32, tied=True),
+                                  vision=dict(QWEN35_VISION, depth=1), lean=True),
 }
 
 # Qwen2.5-VL and Qwen3-VL with make_model.py's small SentencePiece vocabulary instead of
@@ -416,6 +446,10 @@ def tensor_shapes(s):
     if s["arch"] == QWEN25VL:   # the text model under model.*
         t.update(qwen25vl_shapes(s))
         return t
+    if s["arch"] == QWEN35:   # make_model's few stand-ins of the tower replaced
+        t = {k: x for k, x in t.items() if not k.startswith("model.visual.")}
+        t.update(qwen3vl_shapes(s))
+        return t
     if s["arch"] in (QWEN3VL, QWEN3VLMOE):   # the text model under model.language_model.*
         t = {("model.language_model." + k[6:] if k.startswith("model.") else k): x
              for k, x in t.items()}
@@ -462,6 +496,13 @@ def write_config(d, s):
             json.dump(c, f, indent=2)
         with open(os.path.join(d, "processor_config.json"), "w") as f:
             json.dump(s["proc"], f, indent=2)
+        return
+    if s["arch"] == QWEN35:   # make_model's config.json (text_config) with the tower's keys
+        c["vision_config"] = dict(s["vision"])
+        with open(p, "w") as f:
+            json.dump(c, f, indent=2)
+        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
+            json.dump(QWEN3VL_PREPROCESSOR, f, indent=2)
         return
     if s["arch"] in (QWEN3VL, QWEN3VLMOE):   # as Qwen/Qwen3-VL-4B-Instruct's config.json
         top = {k: c.pop(k) for k in ("architectures", "transformers_version") if k in c}
@@ -532,15 +573,41 @@ make_model.VARIANTS.update(VARIANTS)
 make_model.VARIANTS.update(BIG)
 
 
+def is_lean(v):
+    """A variant whose text model --quick leaves out and that the mount test mounts at auto
+    only (spec key lean)."""
+    return bool(make_model.spec(v).get("lean"))
+
+
+def text_in_quick(v, t):
+    """Whether --quick (and the mount test) compares variant v's text model at outtype t:
+    never for a lean variant, every outtype for a small vocabulary, compare.py's
+    BIG_VOCAB_QUICK for a real tokenizer's (V+omit's at auto only, as compare.py's --quick)."""
+    import compare
+    omit = v.endswith(compare.OMIT)
+    if is_lean(v[:-len(compare.OMIT)] if omit else v):
+        return False
+    if compare.in_quick(make_model, v, "f32"):
+        return True   # a small vocabulary: every outtype
+    return t == "auto" or (t in compare.BIG_VOCAB_QUICK and not omit)
+
+
 def make(outdir, name):
     s = make_model.spec(name)
     if "moe" not in s:
         return make_model.make(outdir, name)
-    import make_moe   # a MoE text model (Llama 4's): make_moe.py's, the tower added here
-    make_moe.VARIANTS[name] = dict(make_moe.VARIANTS[s["moe"]], vision=s["vision"])
+    import make_moe   # a MoE text model (Llama 4's, Qwen3.5's): make_moe.py's, the tower here
+    make_moe.VARIANTS[name] = dict(make_moe.VARIANTS[s["moe"]], vision=s["vision"],
+                                   **s.get("moe_spec", {}))
     shapes, config = make_moe.tensor_shapes, make_moe.write_config
+    qwen35 = s["arch"] == QWEN35MOE
 
     def tensor_shapes(ms):
+        if qwen35:   # the text model under model.language_model.* (mtp.*, lm_head as they are)
+            t = {("model.language_model." + k[6:] if k.startswith("model.") else k): x
+                 for k, x in shapes(ms).items()}
+            t.update(qwen3vl_shapes(ms))
+            return t
         t = {k: x for k, x in shapes(ms).items()
              if "vision_model." not in k and "multi_modal_projector." not in k}
         t.update(llama4_vision_shapes(ms, ms["hidden"]))
@@ -551,11 +618,20 @@ def make(outdir, name):
         p = os.path.join(d, "config.json")
         with open(p) as f:
             c = json.load(f)
+        if qwen35:   # as Qwen/Qwen3.5-35B-A3B's: the text keys in text_config
+            top = {k: c.pop(k) for k in ("architectures", "torch_dtype", "transformers_version",
+                                         "_name_or_path") if k in c}
+            c["model_type"] = "qwen3_5_moe_text"
+            top.update(architectures=[QWEN35MOE], model_type="qwen3_5_moe", text_config=c,
+                       image_token_id=248056, video_token_id=248057,
+                       vision_start_token_id=248053, vision_end_token_id=248054,
+                       tie_word_embeddings=c["tie_word_embeddings"])
+            c = top
         c["vision_config"] = dict(ms["vision"])
         with open(p, "w") as f:
             json.dump(c, f, indent=2)
         with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
-            json.dump(LLAMA4_PREPROCESSOR, f, indent=2)
+            json.dump(QWEN3VL_PREPROCESSOR if qwen35 else LLAMA4_PREPROCESSOR, f, indent=2)
     make_moe.tensor_shapes, make_moe.write_config = tensor_shapes, write_config
     try:
         return make_moe.make(outdir, name)

@@ -249,6 +249,13 @@ typedef struct tfs_hf_arch {
 	/* The reverse view's tensors that its hooks turned into keys (tfs_hf_export_add_kv);
 	 * NULL: none. */
 	int (*xtensors)(struct tfs_hf_export *x, tfs_error *err);
+	/* The reverse view's undoing of what its hooks did to tensors (they renamed, split or
+	 * computed them: GPT-OSS's experts, DeepSeek's kv_b_proj): the model's tensor i as the
+	 * class's checkpoint holds it (tfs_hf_export_push, tfs_hf_export_add_mix), before the
+	 * maps are read backwards: 1 when taken (tensors added, or none: a tensor taken with
+	 * another), 0 when the maps name it, or an error.  With it the row is shown whatever
+	 * its plan hooks; NULL: none. */
+	int (*xtensor)(struct tfs_hf_export *x, size_t i, tfs_error *err);
 } tfs_hf_arch;
 
 /* Shorthands for a row's designated initializer: its class names; its name tables (arrays);

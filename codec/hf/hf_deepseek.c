@@ -18,6 +18,7 @@
  */
 #include "hf_moe.h"
 #include "hf_plan_impl.h"
+#include "hf_export.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -540,6 +541,93 @@ static int lite_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 	return put_u32(l, h, "nextn_predict_layers", h->n_layer - trunk, err);
 }
 
+/* ==== the reverse view (hf_export.h) ==== */
+
+/* What tensor_of() made, as the checkpoint holds it: attn_k_b [heads, kv_lora, nope] and
+ * attn_v_b [heads, v, kv_lora] as kv_b_proj [heads x (nope + v), kv_lora], each head's nope
+ * rows k_b's transposed back, then its v rows (the exact inverse of the converter's view,
+ * split and transpose: every element kept); exp_probs_b.bias as the router's
+ * e_score_correction_bias. */
+static int ds_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(x->m, i);
+	unsigned b;
+	int pos = 0;
+	if (sscanf(t->name, "blk.%u.%n", &b, &pos) != 1 || pos <= 0)
+		return 0;
+	const char *r = t->name + pos;
+	char name[160], other[160];
+	if (!strcmp(r, "exp_probs_b.bias")) {
+		snprintf(name, sizeof name, "model.layers.%u.mlp.gate.e_score_correction_bias", b);
+		int rc = tfs_hf_export_add_mix(x, name, &i, 1, false, err);
+		return rc ? rc : 1;
+	}
+	bool kb = !strcmp(r, "attn_k_b.weight");
+	if (!kb && strcmp(r, "attn_v_b.weight"))
+		return 0;
+	/* the pair: found by attn_k_b, attn_v_b taken with it (each needs the other) */
+	snprintf(other, sizeof other, "blk.%u.%s.weight", b, kb ? "attn_v_b" : "attn_k_b");
+	long j = tfs_model_find_tensor(x->m, other);
+	if (j < 0 || tfs_model_tensor(x->m, (size_t)j)->deleted)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: no %s to make kv_b_proj "
+				     "of", t->name, other);
+	if (!kb)
+		return 1;
+	snprintf(name, sizeof name, "model.layers.%u.self_attn.kv_b_proj.weight", b);
+	int rc = tfs_hf_export_add_groups(x, name, i, (size_t)j, err);
+	return rc ? rc : 1;
+}
+
+/* config.json back from ds_keys' keys: num_key_value_heads (written as 1: MLA as MQA; the
+ * split of kv_b_proj needs the heads, which MLA's K/V have as many of as Q), the MLA ranks
+ * and lengths (qk_nope_head_dim: key_length_mla - the rope dimensions), the leading dense
+ * layers, the shared experts, the experts' scale and norm, mscale_all_dim (the shortest
+ * decimal m whose float32 of 0.1 x m is the yarn log multiplier). */
+static int ds_xconfig(json_t *config, json_t *gen, const tfs_hf_export *x)
+{
+	static const struct { const char *gguf, *hf; } as_is[] = {
+		{ ".leading_dense_block_count", "first_k_dense_replace" },
+		{ ".attention.q_lora_rank", "q_lora_rank" },
+		{ ".attention.kv_lora_rank", "kv_lora_rank" },
+		{ ".attention.value_length_mla", "v_head_dim" },
+		{ ".rope.dimension_count", "qk_rope_head_dim" },
+		{ ".expert_shared_count", "n_shared_experts" },
+	};
+	double v, rope, mla;
+	float f;
+	(void)gen;
+	if (!config)
+		return 0;
+	if (tfs_hf_xkv_num(x, ".attention.head_count", &v))
+		json_object_set_new(config, "num_key_value_heads", json_integer((json_int_t)v));
+	for (size_t k = 0; k < N(as_is); k++)
+		if (tfs_hf_xkv_num(x, as_is[k].gguf, &v))
+			json_object_set_new(config, as_is[k].hf, json_integer((json_int_t)v));
+	/* (the converter reads q_lora_rank null as q_proj's MLA: V2-Lite) */
+	if (!json_object_get(config, "q_lora_rank"))
+		json_object_set_new(config, "q_lora_rank", json_null());
+	if (tfs_hf_xkv_num(x, ".attention.key_length_mla", &mla) &&
+	    tfs_hf_xkv_num(x, ".rope.dimension_count", &rope))
+		json_object_set_new(config, "qk_nope_head_dim",
+				    json_integer((json_int_t)(mla - rope)));
+	if (tfs_hf_xkv_f32(x, ".expert_weights_scale", &f))
+		json_object_set_new(config, "routed_scaling_factor", json_real(f));
+	if (tfs_hf_xkv_num(x, ".expert_weights_norm", &v))
+		json_object_set_new(config, "norm_topk_prob", json_boolean(v != 0));
+	json_t *rs = json_object_get(config, "rope_scaling");
+	if (json_is_object(rs) && tfs_hf_xkv_f32(x, ".rope.scaling.yarn_log_multiplier", &f)) {
+		char t[48];
+		double m = f / 0.1;
+		for (int p = 1; p <= 17; p++) {
+			snprintf(t, sizeof t, "%.*g", p, m);
+			if ((float)(0.1 * strtod(t, NULL)) == f)
+				break;
+		}
+		json_object_set_new(rs, "mscale_all_dim", json_real(strtod(t, NULL)));
+	}
+	return 0;
+}
+
 /* ==== the rows ==== */
 
 static const struct tfs_hf_hooks hooks = { .dim = ds_dim, .dim_text = ds_dim_text };
@@ -548,7 +636,8 @@ static const struct tfs_hf_hooks hooks = { .dim = ds_dim, .dim_text = ds_dim_tex
 const tfs_hf_arch tfs_hf_arch_deepseek2 = {
 	TFS_HF_CLASSES("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"), .gguf = "deepseek2",
 	TFS_HF_NAMES(tfs_hf_globals, blocks), .params = ds_keys, .configs = config_classes,
-	.vocab = TFS_HF_VOCAB_GPT2, .moe = &ds_moe, .hooks = &hooks,
+	.vocab = TFS_HF_VOCAB_GPT2, .moe = &ds_moe, .hooks = &hooks, .xconfig = ds_xconfig,
+	.xtensor = ds_xtensor,
 };
 
 const tfs_hf_arch tfs_hf_arch_glm4moe = {

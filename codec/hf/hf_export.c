@@ -137,6 +137,9 @@ static int add_tensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	const char *why = NULL;
 	if (t->deleted || generated(t->name))
 		return 0;
+	int own = x->row->xtensor ? x->row->xtensor(x, i, err) : 0;
+	if (own)
+		return own < 0 ? own : 0;
 	char *name = hf_name(x->row, t->name, &e);
 	if (!name) {
 		int rc = add_experts(x, i, err);
@@ -265,6 +268,105 @@ static uint16_t torch_bf16(float f)
 
 #define CHUNK 4096
 
+/* Elements v[0..n) (element e of tensor t onwards) at the export's dtype, the part of them
+ * inside bytes [off, off + len) copied into buf (which holds those bytes). */
+static void emit(const tfs_hf_export *x, const tfs_hf_xtensor *t, const float *v, uint64_t e,
+		 uint64_t n, uint64_t off, uint64_t len, void *buf)
+{
+	uint64_t es = tfs_dtype(x->dtype)->block_bytes;
+	uint8_t o[CHUNK * 4];
+	for (uint64_t done = 0; done < n;) {
+		uint64_t m = n - done < CHUNK ? n - done : CHUNK;
+		for (uint64_t k = 0; k < m; k++) {
+			float f = t->xform == TFS_HF_XF_PLUS_ONE ? v[done + k] - 1.0f : v[done + k];
+			uint16_t h = x->dtype == TFS_DT_BF16 ? torch_bf16(f) : tfs_f32_to_f16(f);
+			if (x->dtype == TFS_DT_F32)
+				memcpy(o + 4 * k, &f, 4);
+			else
+				memcpy(o + 2 * k, &h, 2);
+		}
+		/* the part of elements [e + done, e + done + m) inside [off, off + len) */
+		uint64_t s = (e + done) * es, a = s > off ? s : off, b = s + m * es;
+		if (b > off + len)
+			b = off + len;
+		if (a < b)
+			memcpy((uint8_t *)buf + (a - off), o + (a - s), b - a);
+		done += m;
+	}
+}
+
+/* Whole rows [r0, r0 + nr) of a mixed tensor (tfs_hf_xtensor's n_src) into v, from its
+ * sources: per row, n_src reads of a row's columns; transposed (rows of one outer index),
+ * per source row, n_src reads of nr elements; grouped (rows of one segment), src2's rows
+ * read as they are, or src's transposed segment as a transposed tensor's rows.  tmp holds
+ * cols (or nr) floats. */
+static int mix_rows(const tfs_hf_export *x, const tfs_hf_xtensor *t, uint64_t r0, uint64_t nr,
+		    float *v, float *tmp, tfs_error *err)
+{
+	uint64_t s = t->n_src, per = t->cols / s;
+	size_t src[2] = { t->src, t->src2 };
+	int rc = 0;
+	uint64_t inner = t->inner ? t->inner : 1, outer = r0 / inner, a0 = r0 % inner;
+	if (t->seg_t + t->seg_n) {   /* (rows of one segment: mix_read) */
+		uint64_t g = r0 / (t->seg_t + t->seg_n), j = r0 % (t->seg_t + t->seg_n);
+		if (j >= t->seg_t) {
+			uint64_t at = (g * t->seg_n + j - t->seg_t) * t->cols;
+			return tfs_tensor_read_f32(x->m, t->src2, at, nr * t->cols, v, err);
+		}
+		s = 1, per = t->cols, outer = g, a0 = j, inner = t->seg_t;
+	} else if (!t->transposed) {
+		for (uint64_t r = r0; !rc && r < r0 + nr; r++)
+			for (uint64_t k = 0; !rc && k < s; k++) {
+				rc = tfs_tensor_read_f32(x->m, src[k], r * per, per, tmp, err);
+				for (uint64_t w = 0; !rc && w < per; w++)
+					v[(r - r0) * t->cols + w * s + k] = tmp[w];
+			}
+		return rc;
+	}
+	for (uint64_t j = 0; !rc && j < per; j++)
+		for (uint64_t k = 0; !rc && k < s; k++) {
+			rc = tfs_tensor_read_f32(x->m, src[k], (outer * per + j) * inner + a0, nr,
+						 tmp, err);
+			for (uint64_t i = 0; !rc && i < nr; i++)
+				v[i * t->cols + j * s + k] = tmp[i];
+		}
+	return rc;
+}
+
+/* Bytes [off, off + len) of a mixed tensor: whole rows computed, a bounded block at a time
+ * (of one outer index when transposed). */
+#define MIX_FLOATS 65536
+
+static int64_t mix_read(const tfs_hf_export *x, const tfs_hf_xtensor *t, uint64_t off,
+			uint64_t len, void *buf, tfs_error *err)
+{
+	uint64_t es = tfs_dtype(x->dtype)->block_bytes;
+	uint64_t e = off / es, end = (off + len + es - 1) / es;
+	uint64_t rows = MIX_FLOATS / t->cols ? MIX_FLOATS / t->cols : 1;
+	uint64_t tmpn = t->transposed || t->seg_t ? rows : t->cols / t->n_src;
+	float *v = malloc((rows * t->cols + tmpn) * sizeof *v);
+	if (!v)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	int rc = 0;
+	for (uint64_t r = e / t->cols; !rc && r * t->cols < end;) {
+		uint64_t nr = (end - r * t->cols + t->cols - 1) / t->cols;
+		if (nr > rows)
+			nr = rows;
+		if (t->transposed && nr > t->inner - r % t->inner)
+			nr = t->inner - r % t->inner;
+		uint64_t grp = t->seg_t + t->seg_n, j = grp ? r % grp : 0;
+		uint64_t seg = j < t->seg_t ? t->seg_t - j : grp - j;
+		if (grp && nr > seg)
+			nr = seg;
+		rc = mix_rows(x, t, r, nr, v, v + rows * t->cols, err);
+		if (!rc)
+			emit(x, t, v, r * t->cols, nr * t->cols, off, len, buf);
+		r += nr;
+	}
+	free(v);
+	return rc ? rc : (int64_t)len;
+}
+
 int64_t tfs_hf_export_read(const tfs_hf_export *x, size_t i, uint64_t off, uint64_t len,
 			   void *buf, tfs_error *err)
 {
@@ -274,8 +376,9 @@ int64_t tfs_hf_export_read(const tfs_hf_export *x, size_t i, uint64_t off, uint6
 		return 0;
 	if (len > total - off)
 		len = total - off;
+	if (t->n_src)
+		return mix_read(x, t, off, len, buf, err);
 	float v[CHUNK];
-	uint8_t o[CHUNK * 4];
 	uint64_t e = off / es, end = (off + len + es - 1) / es;
 	while (e < end) {
 		uint64_t r = e / t->cols, c = e % t->cols, n = t->cols - c;
@@ -291,19 +394,7 @@ int64_t tfs_hf_export_read(const tfs_hf_export *x, size_t i, uint64_t off, uint6
 						 t->base + gguf_row(t, r) * t->cols + c, n, v, err);
 		if (rc)
 			return rc;
-		for (uint64_t k = 0; k < n; k++) {
-			float f = t->xform == TFS_HF_XF_PLUS_ONE ? v[k] - 1.0f : v[k];
-			uint16_t h = x->dtype == TFS_DT_BF16 ? torch_bf16(f) : tfs_f32_to_f16(f);
-			if (x->dtype == TFS_DT_F32)
-				memcpy(o + 4 * k, &f, 4);
-			else
-				memcpy(o + 2 * k, &h, 2);
-		}
-		/* the part of elements [e, e + n) inside [off, off + len) */
-		uint64_t a = e * es > off ? e * es : off, b = (e + n) * es;
-		if (b > off + len)
-			b = off + len;
-		memcpy((uint8_t *)buf + (a - off), o + (a - e * es), b - a);
+		emit(x, t, v, e, n, off, len, buf);
 		e += n;
 	}
 	return (int64_t)len;

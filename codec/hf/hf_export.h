@@ -35,6 +35,21 @@ typedef struct {
 	 * tensor's (a row's xtensors hook: Apertus's xIELU parameters) */
 	bool from_kv;
 	size_t kv;
+	/* mixed (n_src > 0: a row's xtensor hook, tfs_hf_export_add_mix): its values are
+	 * n_src GGUF tensors' (src, src2) interleaved by columns, column w of a row being
+	 * column w / n_src of source w % n_src (GPT-OSS's gate_up_proj: even columns gate, odd
+	 * up); transposed: each source is [outer][cols / n_src][inner] and row r of the
+	 * export's [outer][inner][cols] is (r / inner, r % inner) (GGUF's [E, out, in] experts
+	 * as a checkpoint's [E, in, out]) */
+	uint8_t n_src;
+	bool transposed;
+	size_t src2;
+	uint64_t inner;
+	/* grouped (seg_t + seg_n > 0, n_src 2: tfs_hf_export_add_groups): rows in groups of
+	 * seg_t + seg_n, the first seg_t of group g the columns of src's [g][cols][seg_t]
+	 * (transposed), the next seg_n src2's [g][seg_n][cols] (DeepSeek's kv_b_proj: per head
+	 * attn_k_b transposed, then attn_v_b) */
+	uint32_t seg_t, seg_n;
 } tfs_hf_xtensor;
 
 /* The export of GGUF model m (borrowed: it must outlive the export) at dtype (TFS_DT_F32,
@@ -87,6 +102,17 @@ bool tfs_hf_xkv_arr(const tfs_hf_export *x, const char *name, uint32_t *type, ui
 tfs_hf_xtensor *tfs_hf_export_push(tfs_hf_export *x);
 int tfs_hf_export_add_kv(tfs_hf_export *x, const char *name, const char *key, uint64_t elem,
 			 tfs_error *err);
+/* For a row's xtensor hook: tensor name made of the model's tensors src[0..n_src) (1 or 2,
+ * of one shape, with a float form) as tfs_hf_xtensor's n_src and transposed say: without
+ * transposed, the sources' shape with ne[0] x n_src; transposed (3-D sources [E, J, A] in
+ * torch's order), [E, A, J x n_src].  TFS_E_UNSUPPORTED when the sources do not fit. */
+int tfs_hf_export_add_mix(tfs_hf_export *x, const char *name, const size_t *src, unsigned n_src,
+			  bool transposed, tfs_error *err);
+/* For a row's xtensor hook: tensor name [groups x (seg_t + seg_n), cols] (torch's order)
+ * made of src_t ([groups, cols, seg_t]) transposed and src_n ([groups, seg_n, cols]) as
+ * tfs_hf_xtensor's seg_t and seg_n say.  TFS_E_UNSUPPORTED when they do not fit. */
+int tfs_hf_export_add_groups(tfs_hf_export *x, const char *name, size_t src_t, size_t src_n,
+			     tfs_error *err);
 /* Lists the small files (hf_export_json.c). */
 int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err);
 /* hf_export_config.c: config.json; whether generation_config.json has anything, and it. */

@@ -221,6 +221,16 @@ static int rope_scaling(tfs_buf *b, const tfs_hf_export *x)
 		rc = tfs_buf_append(b, ", \"factor\": ", 12) || jf32(b, factor);
 	if (!rc && tfs_hf_xkv_num(x, ".rope.scaling.original_context_length", &orig))
 		rc = tfs_buf_printf(b, ", \"original_max_position_embeddings\": %.0f", orig);
+	/* YaRN's own (TextModel writes each the config has) */
+	static const char *const yarn[][2] = {
+		{ ".rope.scaling.yarn_ext_factor", "extrapolation_factor" },
+		{ ".rope.scaling.yarn_attn_factor", "attention_factor" },
+		{ ".rope.scaling.yarn_beta_fast", "beta_fast" },
+		{ ".rope.scaling.yarn_beta_slow", "beta_slow" },
+	};
+	for (size_t i = 0; !rc && i < sizeof yarn / sizeof *yarn; i++)
+		if (tfs_hf_xkv_f32(x, yarn[i][0], &factor))
+			rc = tfs_buf_printf(b, ", \"%s\": ", yarn[i][1]) || jf32(b, factor);
 	return rc ? rc : tfs_buf_append(b, "}", 1);
 }
 
@@ -276,8 +286,10 @@ int tfs_hf_export_make_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err
 		rc = member(b, text_keys[i].hf) ||
 		     (text_keys[i].f ? jf32(b, f) : tfs_buf_printf(b, "%.0f", v));
 	}
-	if (!rc && x->row->moe && x->row->moe->n_keys && tfs_hf_xkv_num(x, ".expert_count", &v))
-		rc = member(b, x->row->moe->n_keys[0]) || tfs_buf_printf(b, "%.0f", v);
+	/* (a row without its own count keys: TextModel's first, num_local_experts) */
+	if (!rc && x->row->moe && tfs_hf_xkv_num(x, ".expert_count", &v))
+		rc = member(b, x->row->moe->n_keys ? x->row->moe->n_keys[0] : "num_local_experts")
+		     || tfs_buf_printf(b, "%.0f", v);
 	/* LlamaModel writes rope.dimension_count = head_dim: a head_dim config.json had */
 	tfs_hf_xkv_num(x, ".embedding_length", &hidden);
 	tfs_hf_xkv_num(x, ".attention.head_count", &heads);

@@ -164,10 +164,13 @@ static int bpe_model(tfs_buf *b, const vocab *v, bool ignore_merges)
 	return rc ? rc : tfs_buf_append(b, "]}", 2);
 }
 
-/* The post-processor: the BOS template when the GGUF adds one (as Llama 3's file has it) */
+/* The post-processor: the BOS template when the GGUF adds one (as Llama 3's file has it);
+ * its pair template with a BOS between A and B only when the GGUF has add_sep_token (false:
+ * SpecialVocab reads such a pair as no separator, and writes the key), else A B (no key, as
+ * from a tokenizer_config.json's add_bos_token alone: DeepSeek-V3's) */
 static int post_processor(tfs_buf *b, const tfs_hf_export *x, const vocab *v)
 {
-	double add = 0, bos;
+	double add = 0, bos, sep;
 	size_t n;
 	const char *s;
 	const char *bl = "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": "
@@ -176,17 +179,21 @@ static int post_processor(tfs_buf *b, const tfs_hf_export *x, const vocab *v)
 	    !tfs_hf_xkv_num(x, "tokenizer.ggml.bos_token_id", &bos) ||
 	    !(s = token_text(v, (uint64_t)bos, &n)))
 		return tfs_buf_printf(b, "%s", bl);
-	tfs_buf q = { 0 };
+	tfs_buf q = { 0 }, mid = { 0 };
+	bool has_sep = tfs_hf_xkv_num(x, "tokenizer.ggml.add_sep_token", &sep);
 	int rc = jstr(&q, s, n) ||
+		 (has_sep && tfs_buf_printf(&mid, "{\"SpecialToken\": {\"id\": %s, \"type_id\": "
+					    "1}}, ", q.data)) ||
 		 tfs_buf_printf(b, "{\"type\": \"Sequence\", \"processors\": [%s, {\"type\": "
 				"\"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": %s, "
 				"\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], "
 				"\"pair\": [{\"SpecialToken\": {\"id\": %s, \"type_id\": 0}}, "
-				"{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": "
-				"{\"id\": %s, \"type_id\": 1}}, {\"Sequence\": {\"id\": \"B\", "
+				"{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, %s"
+				"{\"Sequence\": {\"id\": \"B\", "
 				"\"type_id\": 1}}], \"special_tokens\": {%s: {\"id\": %s, \"ids\": "
-				"[%.0f], \"tokens\": [%s]}}}]}", bl, q.data, q.data, q.data, q.data,
-				q.data, bos, q.data);
+				"[%.0f], \"tokens\": [%s]}}}]}", bl, q.data, q.data,
+				mid.data ? mid.data : "", q.data, q.data, bos, q.data);
+	tfs_buf_free(&mid);
 	tfs_buf_free(&q);
 	return rc;
 }

@@ -218,3 +218,68 @@ int tfs_hf_export_add_kv(tfs_hf_export *x, const char *name, const char *key, ui
 	x->n_t++;
 	return 0;
 }
+
+int tfs_hf_export_add_mix(tfs_hf_export *x, const char *name, const size_t *src, unsigned n_src,
+			  bool transposed, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(x->m, src[0]);
+	const char *why = NULL;
+	for (unsigned k = 0; k < n_src; k++) {
+		const tfs_tensor *u = tfs_model_tensor(x->m, src[k]);
+		if (!tfs_tensor_has_f32(x->m, src[k], &why) || u->n_dims != t->n_dims ||
+		    memcmp(u->ne, t->ne, sizeof u->ne))
+			return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: %s", u->name,
+					     why ? why : "not of its partner's shape");
+	}
+	if (n_src < 1 || n_src > 2 || t->n_dims < 1 || t->n_dims > 3 ||
+	    (transposed && t->n_dims != 3))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: no float form of its "
+				     "shape", t->name);
+	tfs_hf_xtensor *o = tfs_hf_export_push(x);
+	char *nm = o ? strdup(name) : NULL;
+	if (!nm)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	*o = (tfs_hf_xtensor){ .name = nm, .src = src[0], .n_dims = t->n_dims,
+			       .n_src = (uint8_t)n_src, .transposed = transposed,
+			       .src2 = src[n_src - 1] };
+	memcpy(o->ne, t->ne, sizeof o->ne);
+	if (transposed) {   /* [A, J, E] -> [J x n, A, E] */
+		o->ne[0] = t->ne[1] * n_src;
+		o->ne[1] = t->ne[0];
+		o->inner = (uint64_t)t->ne[0];
+	} else {
+		o->ne[0] = t->ne[0] * n_src;
+	}
+	o->cols = (uint64_t)o->ne[0];
+	o->rows = 1;
+	for (uint32_t d = 1; d < t->n_dims; d++)
+		o->rows *= (uint64_t)o->ne[d];
+	x->n_t++;
+	return 0;
+}
+
+int tfs_hf_export_add_groups(tfs_hf_export *x, const char *name, size_t src_t, size_t src_n,
+			     tfs_error *err)
+{
+	const tfs_tensor *a = tfs_model_tensor(x->m, src_t), *b = tfs_model_tensor(x->m, src_n);
+	const char *why = NULL;
+	if (!tfs_tensor_has_f32(x->m, src_t, &why) || !tfs_tensor_has_f32(x->m, src_n, &why))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: %s", a->name, why);
+	/* a: ne [seg_t, cols, groups]; b: ne [cols, seg_n, groups] */
+	if (a->n_dims != 3 || b->n_dims != 3 || a->ne[1] != b->ne[0] || a->ne[2] != b->ne[2] ||
+	    a->ne[0] > UINT32_MAX || b->ne[1] > UINT32_MAX)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensors %s and %s: not of one "
+				     "[groups, cols, rows] and [groups, rows, cols]", a->name,
+				     b->name);
+	tfs_hf_xtensor *o = tfs_hf_export_push(x);
+	char *nm = o ? strdup(name) : NULL;
+	if (!nm)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	*o = (tfs_hf_xtensor){ .name = nm, .src = src_t, .src2 = src_n, .n_dims = 2, .n_src = 2,
+			       .seg_t = (uint32_t)a->ne[0], .seg_n = (uint32_t)b->ne[1],
+			       .ne = { a->ne[1], (a->ne[0] + b->ne[1]) * a->ne[2] } };
+	o->cols = (uint64_t)o->ne[0];
+	o->rows = (uint64_t)o->ne[1];
+	x->n_t++;
+	return 0;
+}

@@ -8,6 +8,7 @@
 #include "hf_moe.h"
 #include "hf_convert.h"
 #include "hf_plan_impl.h"
+#include "hf_export.h"
 #include "source.h"
 
 #include <stdio.h>
@@ -334,12 +335,66 @@ static int post_init(json_t *obj, const char *where, tfs_error *err)
 
 static const struct tfs_hf_hooks hooks = { .first = first };
 
+static int taken(int rc)
+{
+	return rc ? rc : 1;
+}
+
+/* The reverse view (hf_export.h): what take() and first() made, as the dequantized
+ * checkpoint holds it: blk.N.attn_sinks.weight as self_attn.sinks; ffn_gate_exps and
+ * ffn_up_exps ([E, ff, hidden], whatever their GGUF type: MXFP4 is shown dequantized) as
+ * mlp.experts.gate_up_proj [E, hidden, 2 ff], gate the even columns and up the odd ones,
+ * and their biases as gate_up_proj_bias [E, 2 ff] so; ffn_down_exps as down_proj
+ * [E, ff, hidden] and its bias as down_proj_bias.  The exact inverses of the converter's
+ * transpose and [::2] / [1::2]. */
+static int xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(x->m, i);
+	unsigned b;
+	int pos = 0;
+	if (sscanf(t->name, "blk.%u.%n", &b, &pos) != 1 || pos <= 0)
+		return 0;
+	const char *r = t->name + pos, *suf = strrchr(r, '.');
+	char name[160], other[160];
+	size_t src[2] = { i, i };
+	if (!strcmp(r, "attn_sinks.weight")) {
+		snprintf(name, sizeof name, "model.layers.%u.self_attn.sinks", b);
+		return taken(tfs_hf_export_add_mix(x, name, src, 1, false, err));
+	}
+	bool bias = suf && !strcmp(suf, ".bias");
+	if (!suf || (!bias && strcmp(suf, ".weight")))
+		return 0;
+	size_t n = (size_t)(suf - r);
+	bool gate = n == 13 && !strncmp(r, "ffn_gate_exps", n);
+	bool up = n == 11 && !strncmp(r, "ffn_up_exps", n);
+	if (n == 13 && !strncmp(r, "ffn_down_exps", n)) {
+		snprintf(name, sizeof name, "model.layers.%u.mlp.experts.down_proj%s", b,
+			 bias ? "_bias" : "");
+		return taken(tfs_hf_export_add_mix(x, name, src, 1, !bias, err));
+	}
+	if (!gate && !up)
+		return 0;
+	/* the pair: found by the gate, its up taken with it (each needs the other) */
+	snprintf(other, sizeof other, "blk.%u.%s%s", b, gate ? "ffn_up_exps" : "ffn_gate_exps",
+		 suf);
+	long j = tfs_model_find_tensor(x->m, other);
+	if (j < 0 || tfs_model_tensor(x->m, (size_t)j)->deleted)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: no %s to make "
+				     "gate_up_proj of", t->name, other);
+	if (up)
+		return 1;
+	src[1] = (size_t)j;
+	snprintf(name, sizeof name, "model.layers.%u.mlp.experts.gate_up_proj%s", b,
+		 bias ? "_bias" : "");
+	return taken(tfs_hf_export_add_mix(x, name, src, 2, !bias, err));
+}
+
 const tfs_hf_arch tfs_hf_arch_gptoss = {
 	TFS_HF_CLASSES("GptOssForCausalLM"), .gguf = "gpt-oss", TFS_HF_NAMES(tfs_hf_globals, layer),
 	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = gptoss_keys,
 	.configs = (const tfs_hf_config_class[]){ { "gpt_oss", defaults, NULL, post_init, false },
 						  { NULL, NULL, NULL, NULL, false } },
-	.vocab = TFS_HF_VOCAB_GPT2, .moe = &experts, .hooks = &hooks,
+	.vocab = TFS_HF_VOCAB_GPT2, .moe = &experts, .hooks = &hooks, .xtensor = xtensor,
 };
 
 /* ==== reading ==== */

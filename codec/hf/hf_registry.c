@@ -122,11 +122,11 @@ const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)
 }
 
 /* The reverse view (hf_export.c) maps names one to one, undoes the permutations and
- * Gemma's norm shift, and unstacks a row's experts (its moe member's names); it does not yet
- * undo a row's plan hooks that rename or compute tensors (hooks not keys_only: renames,
- * slices) or a class's own expert handling (moe->tensor, but for one that passes experts
- * saved one by one through: TFS_HF_ARCH_PASSES_EXPERTS), so rows with either are not
- * offered.  The row after `after` (NULL: the first). */
+ * Gemma's norm shift, and unstacks a row's experts (its moe member's names); a row's plan
+ * hooks that rename or compute tensors (hooks not keys_only: renames, slices) or its own
+ * expert handling (moe->tensor, but for one that passes experts saved one by one through:
+ * TFS_HF_ARCH_PASSES_EXPERTS) are undone only by the row's xtensor hook, so rows with
+ * either and without it are not offered.  The row after `after` (NULL: the first). */
 const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf, const tfs_hf_arch *after)
 {
 	const tfs_hf_arch *const *r = tfs_hf_archs;
@@ -134,9 +134,10 @@ const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf, const tfs_hf_arch *afte
 		while (*r && *r != after)
 			r++;
 	for (r += after && *r ? 1 : 0; gguf && *r; r++)
-		if (!((*r)->moe && (*r)->moe->tensor &&
-		      !((*r)->flags & TFS_HF_ARCH_PASSES_EXPERTS)) &&
-		    (!(*r)->hooks || (*r)->hooks->keys_only || (*r)->hooks->renames_back) &&
+		if (((*r)->xtensor ||
+		     (!((*r)->moe && (*r)->moe->tensor &&
+			!((*r)->flags & TFS_HF_ARCH_PASSES_EXPERTS)) &&
+		      (!(*r)->hooks || (*r)->hooks->keys_only || (*r)->hooks->renames_back))) &&
 		    !((*r)->flags & TFS_HF_ARCH_NO_EXPORT) &&
 		    (*r)->vocab != TFS_HF_VOCAB_OWN && strcmp((*r)->gguf, gguf) == 0)
 			return *r;

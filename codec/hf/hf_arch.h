@@ -330,6 +330,9 @@ const tfs_hf_arch *tfs_hf_arch_find(const char *cls);
  * classes in that order: the first whose maps name every tensor is the class named), or
  * NULL. */
 const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf, const tfs_hf_arch *after);
+/* The first row of GGUF architecture gguf (*row; NULL: the table has none) and what of it
+ * the reverse view does not undo yet, in a few words (NULL: nothing, or no row). */
+const char *tfs_hf_arch_not_shown(const char *gguf, const tfs_hf_arch **row);
 /* The config class of model_type among the rows' (the first), or NULL (real AutoConfig
  * fails on a model_type it does not know, and the converter then reads config.json as
  * written). */

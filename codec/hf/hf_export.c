@@ -194,7 +194,12 @@ int tfs_hf_export_open(tfs_hf_export **out, const tfs_model *m, int dtype, tfs_e
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "no general.architecture");
 	memcpy(arch, a, alen);
 	arch[alen] = 0;
-	const tfs_hf_arch *row = tfs_hf_arch_of_gguf(arch, NULL);
+	const tfs_hf_arch *row = tfs_hf_arch_of_gguf(arch, NULL), *first_row;
+	const char *why = row ? NULL : tfs_hf_arch_not_shown(arch, &first_row);
+	if (why)   /* (the table has the class: say what is missing, not that it is absent) */
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "architecture %s (%s): the Hugging "
+				     "Face view does not yet undo %s", arch,
+				     first_row->classes[0], why);
 	if (!row)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "architecture %s has no Hugging Face "
 				     "class in the table", arch);

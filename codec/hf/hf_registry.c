@@ -121,6 +121,20 @@ const tfs_hf_config_class *tfs_hf_config_class_find(const char *model_type)
 	return NULL;
 }
 
+/* Why the reverse view does not show row r (NULL: it does). */
+static const char *not_shown(const tfs_hf_arch *r)
+{
+	if (!r->xtensor && r->moe && r->moe->tensor && !(r->flags & TFS_HF_ARCH_PASSES_EXPERTS))
+		return "its own handling of the experts";
+	if (!r->xtensor && r->hooks && !r->hooks->keys_only && !r->hooks->renames_back)
+		return "its plan hooks, which rename, split or compute tensors";
+	if (r->vocab == TFS_HF_VOCAB_OWN)
+		return "its own tokenizer (its set_vocab hook)";
+	if (r->flags & TFS_HF_ARCH_NO_EXPORT)
+		return "what its config.json needs beyond TextModel's keys";
+	return NULL;
+}
+
 /* The reverse view (hf_export.c) maps names one to one, undoes the permutations and
  * Gemma's norm shift, and unstacks a row's experts (its moe member's names); a row's plan
  * hooks that rename or compute tensors (hooks not keys_only: renames, slices) or its own
@@ -134,12 +148,18 @@ const tfs_hf_arch *tfs_hf_arch_of_gguf(const char *gguf, const tfs_hf_arch *afte
 		while (*r && *r != after)
 			r++;
 	for (r += after && *r ? 1 : 0; gguf && *r; r++)
-		if (((*r)->xtensor ||
-		     (!((*r)->moe && (*r)->moe->tensor &&
-			!((*r)->flags & TFS_HF_ARCH_PASSES_EXPERTS)) &&
-		      (!(*r)->hooks || (*r)->hooks->keys_only || (*r)->hooks->renames_back))) &&
-		    !((*r)->flags & TFS_HF_ARCH_NO_EXPORT) &&
-		    (*r)->vocab != TFS_HF_VOCAB_OWN && strcmp((*r)->gguf, gguf) == 0)
+		if (!not_shown(*r) && strcmp((*r)->gguf, gguf) == 0)
 			return *r;
+	return NULL;
+}
+
+const char *tfs_hf_arch_not_shown(const char *gguf, const tfs_hf_arch **row)
+{
+	for (const tfs_hf_arch *const *r = tfs_hf_archs; gguf && *r; r++)
+		if (strcmp((*r)->gguf, gguf) == 0) {
+			*row = *r;
+			return not_shown(*r);
+		}
+	*row = NULL;
 	return NULL;
 }

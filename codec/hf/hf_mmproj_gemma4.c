@@ -6,7 +6,8 @@
  * optional standardization) and its projector into the text model
  * (model.embed_vision.embedding_projection); transformers 5's Gemma4VisionConfig defaults.
  * Both encoders make MmprojModel's block count 128; the audio tower (audio_config) is not
- * in the view yet: such a repo is refused.
+ * in the view yet: such a repo is refused.  (Its per_dim_scale tensors are torch's softplus,
+ * by SLEEF over runs of 16 values and glibc's libm for the rest: docs/hf-view.md.)
  */
 #include "hf_mmproj.h"
 

@@ -20,6 +20,7 @@
 #include "hf_plan_impl.h"
 #include "hf_export.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -578,20 +579,45 @@ static int ds_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	return rc ? rc : 1;
 }
 
-/* config.json back from ds_keys' keys: num_key_value_heads (written as 1: MLA as MQA; the
- * split of kv_b_proj needs the heads, which MLA's K/V have as many of as Q), the MLA ranks
- * and lengths (qk_nope_head_dim: key_length_mla - the rope dimensions), the leading dense
- * layers, the shared experts, the experts' scale and norm, mscale_all_dim (the shortest
- * decimal m whose float32 of 0.1 x m is the yarn log multiplier). */
-static int ds_xconfig(json_t *config, json_t *gen, const tfs_hf_export *x)
+/* What DeepSeek's and GLM-4.5's keys share, back into config.json: the leading dense
+ * layers, the shared experts, the experts' scale and norm, and the MTP layers that
+ * GLM-4.5's and GLM-4.7-Flash's block count holds after num_hidden_layers. */
+static void moe_xconfig(json_t *config, const tfs_hf_export *x)
 {
 	static const struct { const char *gguf, *hf; } as_is[] = {
 		{ ".leading_dense_block_count", "first_k_dense_replace" },
+		{ ".expert_shared_count", "n_shared_experts" },
+	};
+	double v, nl, mtp;
+	float f;
+	for (size_t k = 0; k < N(as_is); k++)
+		if (tfs_hf_xkv_num(x, as_is[k].gguf, &v))
+			json_object_set_new(config, as_is[k].hf, json_integer((json_int_t)v));
+	if (tfs_hf_xkv_f32(x, ".expert_weights_scale", &f))
+		json_object_set_new(config, "routed_scaling_factor", json_real(f));
+	if (tfs_hf_xkv_num(x, ".expert_weights_norm", &v))
+		json_object_set_new(config, "norm_topk_prob", json_boolean(v != 0));
+	if (tfs_hf_xkv_num(x, ".nextn_predict_layers", &mtp) &&
+	    tfs_hf_xkv_num(x, ".block_count", &nl) && mtp < nl) {
+		json_object_set_new(config, "num_hidden_layers",
+				    json_integer((json_int_t)(nl - mtp)));
+		json_object_set_new(config, "num_nextn_predict_layers",
+				    json_integer((json_int_t)mtp));
+	}
+}
+
+/* config.json back from ds_keys' keys: num_key_value_heads (written as 1: MLA as MQA; the
+ * split of kv_b_proj needs the heads, which MLA's K/V have as many of as Q), the MLA ranks
+ * and lengths (qk_nope_head_dim: key_length_mla - the rope dimensions), mscale_all_dim (the
+ * shortest decimal m whose float32 of 0.1 x m is the yarn log multiplier), and
+ * moe_xconfig's. */
+static int ds_xconfig(json_t *config, json_t *gen, const tfs_hf_export *x)
+{
+	static const struct { const char *gguf, *hf; } as_is[] = {
 		{ ".attention.q_lora_rank", "q_lora_rank" },
 		{ ".attention.kv_lora_rank", "kv_lora_rank" },
 		{ ".attention.value_length_mla", "v_head_dim" },
 		{ ".rope.dimension_count", "qk_rope_head_dim" },
-		{ ".expert_shared_count", "n_shared_experts" },
 	};
 	double v, rope, mla;
 	float f;
@@ -610,10 +636,12 @@ static int ds_xconfig(json_t *config, json_t *gen, const tfs_hf_export *x)
 	    tfs_hf_xkv_num(x, ".rope.dimension_count", &rope))
 		json_object_set_new(config, "qk_nope_head_dim",
 				    json_integer((json_int_t)(mla - rope)));
-	if (tfs_hf_xkv_f32(x, ".expert_weights_scale", &f))
-		json_object_set_new(config, "routed_scaling_factor", json_real(f));
-	if (tfs_hf_xkv_num(x, ".expert_weights_norm", &v))
-		json_object_set_new(config, "norm_topk_prob", json_boolean(v != 0));
+	/* no head_dim: TextModel would write key_length (kv_lora + rope) at its place, where
+	 * only DeepseekV2Config's head_dim (qk_rope_head_dim, ds_post_init) puts one; a row
+	 * without config classes (GLM-4.7-Flash: config.json as written) has none */
+	if (!x->row->configs)
+		json_object_del(config, "head_dim");
+	moe_xconfig(config, x);
 	json_t *rs = json_object_get(config, "rope_scaling");
 	if (json_is_object(rs) && tfs_hf_xkv_f32(x, ".rope.scaling.yarn_log_multiplier", &f)) {
 		char t[48];
@@ -624,6 +652,34 @@ static int ds_xconfig(json_t *config, json_t *gen, const tfs_hf_export *x)
 				break;
 		}
 		json_object_set_new(rs, "mscale_all_dim", json_real(strtod(t, NULL)));
+	}
+	return 0;
+}
+
+/* GLM-4.5's keys (glm_keys) back: moe_xconfig's, partial_rotary_factor (the shortest
+ * decimal whose product with head_dim truncates to the rope dimensions), and no
+ * scoring_func (glm_keys writes the gating itself: from config.json TextModel would write
+ * it first too). */
+static int glm_xconfig(json_t *config, json_t *gen, const tfs_hf_export *x)
+{
+	double dims, hd = 0, hidden, heads;
+	(void)gen;
+	if (!config)
+		return 0;
+	moe_xconfig(config, x);
+	json_object_del(config, "scoring_func");
+	if (!tfs_hf_xkv_num(x, ".attention.key_length", &hd) &&
+	    tfs_hf_xkv_num(x, ".embedding_length", &hidden) &&
+	    tfs_hf_xkv_num(x, ".attention.head_count", &heads) && heads > 0)
+		hd = floor(hidden / heads);
+	if (tfs_hf_xkv_num(x, ".rope.dimension_count", &dims) && hd > 0) {
+		char t[48];
+		for (int p = 1; p <= 17; p++) {
+			snprintf(t, sizeof t, "%.*g", p, dims / hd);
+			if ((double)(int64_t)(hd * strtod(t, NULL)) == dims)
+				break;
+		}
+		json_object_set_new(config, "partial_rotary_factor", json_real(strtod(t, NULL)));
 	}
 	return 0;
 }
@@ -644,7 +700,8 @@ const tfs_hf_arch tfs_hf_arch_glm4moe = {
 	TFS_HF_CLASSES("Glm4MoeForCausalLM"), .gguf = "glm4moe",
 	TFS_HF_NAMES(tfs_hf_globals, glm_blocks),
 	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_NEXTN_LAYERS, .params = glm_keys,
-	.vocab = TFS_HF_VOCAB_GLM, .moe = &glm_moe, .hooks = &hooks,
+	.vocab = TFS_HF_VOCAB_GLM, .moe = &glm_moe, .hooks = &hooks, .xconfig = glm_xconfig,
+	.xtensor = ds_xtensor,
 };
 
 /* GLM-4.7-Flash: DeepseekV2Model with GLM's tokenizer and its MTP layers kept; its
@@ -653,4 +710,5 @@ const tfs_hf_arch tfs_hf_arch_glm4moe_lite = {
 	TFS_HF_CLASSES("Glm4MoeLiteForCausalLM"), .gguf = "deepseek2",
 	TFS_HF_NAMES(tfs_hf_globals, lite_blocks), .flags = TFS_HF_ARCH_NEXTN_LAYERS,
 	.params = lite_keys, .vocab = TFS_HF_VOCAB_GLM, .moe = &ds_moe, .hooks = &hooks,
+	.xconfig = ds_xconfig, .xtensor = ds_xtensor,
 };

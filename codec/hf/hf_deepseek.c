@@ -560,7 +560,7 @@ static int ds_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	char name[160], other[160];
 	if (!strcmp(r, "exp_probs_b.bias")) {
 		snprintf(name, sizeof name, "model.layers.%u.mlp.gate.e_score_correction_bias", b);
-		int rc = tfs_hf_export_add_mix(x, name, &i, 1, false, err);
+		int rc = tfs_hf_export_add_mix(x, name, &i, 1, false, false, err);
 		return rc ? rc : 1;
 	}
 	bool kb = !strcmp(r, "attn_k_b.weight");

@@ -323,8 +323,9 @@ static int mix_rows(const tfs_hf_export *x, const tfs_hf_xtensor *t, uint64_t r0
 		for (uint64_t r = r0; !rc && r < r0 + nr; r++)
 			for (uint64_t k = 0; !rc && k < s; k++) {
 				rc = tfs_tensor_read_f32(x->m, src[k], r * per, per, tmp, err);
+				float *row = v + (r - r0) * t->cols;
 				for (uint64_t w = 0; !rc && w < per; w++)
-					v[(r - r0) * t->cols + w * s + k] = tmp[w];
+					row[t->halves ? k * per + w : w * s + k] = tmp[w];
 			}
 		return rc;
 	}
@@ -332,8 +333,9 @@ static int mix_rows(const tfs_hf_export *x, const tfs_hf_xtensor *t, uint64_t r0
 		for (uint64_t k = 0; !rc && k < s; k++) {
 			rc = tfs_tensor_read_f32(x->m, src[k], (outer * per + j) * inner + a0, nr,
 						 tmp, err);
+			uint64_t col = t->halves ? k * per + j : j * s + k;
 			for (uint64_t i = 0; !rc && i < nr; i++)
-				v[i * t->cols + j * s + k] = tmp[i];
+				v[i * t->cols + col] = tmp[i];
 		}
 	return rc;
 }

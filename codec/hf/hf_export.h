@@ -43,6 +43,9 @@ typedef struct {
 	 * as a checkpoint's [E, in, out]) */
 	uint8_t n_src;
 	bool transposed;
+	/* halves: column w is column w % (cols / n_src) of source w / (cols / n_src) instead
+	 * (Llama 4's gate_up_proj: gate the first half of the columns, up the second) */
+	bool halves;
 	size_t src2;
 	uint64_t inner;
 	/* grouped (seg_t + seg_n > 0, n_src 2: tfs_hf_export_add_groups): rows in groups of
@@ -103,11 +106,11 @@ tfs_hf_xtensor *tfs_hf_export_push(tfs_hf_export *x);
 int tfs_hf_export_add_kv(tfs_hf_export *x, const char *name, const char *key, uint64_t elem,
 			 tfs_error *err);
 /* For a row's xtensor hook: tensor name made of the model's tensors src[0..n_src) (1 or 2,
- * of one shape, with a float form) as tfs_hf_xtensor's n_src and transposed say: without
+ * of one shape, with a float form) as tfs_hf_xtensor's n_src, transposed and halves say: without
  * transposed, the sources' shape with ne[0] x n_src; transposed (3-D sources [E, J, A] in
  * torch's order), [E, A, J x n_src].  TFS_E_UNSUPPORTED when the sources do not fit. */
 int tfs_hf_export_add_mix(tfs_hf_export *x, const char *name, const size_t *src, unsigned n_src,
-			  bool transposed, tfs_error *err);
+			  bool transposed, bool halves, tfs_error *err);
 /* For a row's xtensor hook: tensor name [groups x (seg_t + seg_n), cols] (torch's order)
  * made of src_t ([groups, cols, seg_t]) transposed and src_n ([groups, seg_n, cols]) as
  * tfs_hf_xtensor's seg_t and seg_n say.  TFS_E_UNSUPPORTED when they do not fit. */

@@ -220,7 +220,7 @@ int tfs_hf_export_add_kv(tfs_hf_export *x, const char *name, const char *key, ui
 }
 
 int tfs_hf_export_add_mix(tfs_hf_export *x, const char *name, const size_t *src, unsigned n_src,
-			  bool transposed, tfs_error *err)
+			  bool transposed, bool halves, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(x->m, src[0]);
 	const char *why = NULL;
@@ -240,7 +240,7 @@ int tfs_hf_export_add_mix(tfs_hf_export *x, const char *name, const size_t *src,
 	if (!nm)
 		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
 	*o = (tfs_hf_xtensor){ .name = nm, .src = src[0], .n_dims = t->n_dims,
-			       .n_src = (uint8_t)n_src, .transposed = transposed,
+			       .n_src = (uint8_t)n_src, .transposed = transposed, .halves = halves,
 			       .src2 = src[n_src - 1] };
 	memcpy(o->ne, t->ne, sizeof o->ne);
 	if (transposed) {   /* [A, J, E] -> [J x n, A, E] */

@@ -359,7 +359,7 @@ static int xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	size_t src[2] = { i, i };
 	if (!strcmp(r, "attn_sinks.weight")) {
 		snprintf(name, sizeof name, "model.layers.%u.self_attn.sinks", b);
-		return taken(tfs_hf_export_add_mix(x, name, src, 1, false, err));
+		return taken(tfs_hf_export_add_mix(x, name, src, 1, false, false, err));
 	}
 	bool bias = suf && !strcmp(suf, ".bias");
 	if (!suf || (!bias && strcmp(suf, ".weight")))
@@ -370,7 +370,7 @@ static int xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	if (n == 13 && !strncmp(r, "ffn_down_exps", n)) {
 		snprintf(name, sizeof name, "model.layers.%u.mlp.experts.down_proj%s", b,
 			 bias ? "_bias" : "");
-		return taken(tfs_hf_export_add_mix(x, name, src, 1, !bias, err));
+		return taken(tfs_hf_export_add_mix(x, name, src, 1, !bias, false, err));
 	}
 	if (!gate && !up)
 		return 0;
@@ -386,7 +386,7 @@ static int xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	src[1] = (size_t)j;
 	snprintf(name, sizeof name, "model.layers.%u.mlp.experts.gate_up_proj%s", b,
 		 bias ? "_bias" : "");
-	return taken(tfs_hf_export_add_mix(x, name, src, 2, !bias, err));
+	return taken(tfs_hf_export_add_mix(x, name, src, 2, !bias, false, err));
 }
 
 const tfs_hf_arch tfs_hf_arch_gptoss = {

@@ -20,6 +20,7 @@
  */
 #include "hf_moe.h"
 #include "hf_plan_impl.h"
+#include "hf_export.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -206,10 +207,78 @@ static const tfs_hf_config_class configs[] = {
 static const struct tfs_hf_hooks hooks = { .prepare = l4_prepare, .dim = l4_dim,
 					   .dim_text = l4_dim_text };
 
+/* The reverse view (hf_export.h): l4_experts' tensors as the checkpoint stacks them:
+ * ffn_gate_exps and ffn_up_exps ([E, ff, hidden]) transposed back into
+ * feed_forward.experts.gate_up_proj [E, hidden, 2 ff], gate the first half of its columns
+ * and up the second; ffn_down_exps into down_proj [E, ff, hidden].  The exact inverses of
+ * the converter's transpose and split. */
+static int l4_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(x->m, i);
+	unsigned b;
+	int pos = 0;
+	if (sscanf(t->name, "blk.%u.%n", &b, &pos) != 1 || pos <= 0)
+		return 0;
+	const char *r = t->name + pos;
+	char name[160], other[160];
+	size_t src[2] = { i, i };
+	int rc;
+	if (!strcmp(r, "ffn_down_exps.weight")) {
+		snprintf(name, sizeof name, "model.layers.%u.feed_forward.experts.down_proj", b);
+		rc = tfs_hf_export_add_mix(x, name, src, 1, true, false, err);
+		return rc ? rc : 1;
+	}
+	bool gate = !strcmp(r, "ffn_gate_exps.weight");
+	if (!gate && strcmp(r, "ffn_up_exps.weight"))
+		return 0;
+	/* the pair: found by the gate, its up taken with it (each needs the other) */
+	snprintf(other, sizeof other, "blk.%u.%s", b, gate ? "ffn_up_exps.weight" :
+		 "ffn_gate_exps.weight");
+	long j = tfs_model_find_tensor(x->m, other);
+	if (j < 0 || tfs_model_tensor(x->m, (size_t)j)->deleted)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: no %s to make "
+				     "gate_up_proj of", t->name, other);
+	if (!gate)
+		return 1;
+	src[1] = (size_t)j;
+	snprintf(name, sizeof name, "model.layers.%u.feed_forward.experts.gate_up_proj", b);
+	rc = tfs_hf_export_add_mix(x, name, src, 2, true, true, err);
+	return rc ? rc : 1;
+}
+
+/* config.json back from Llama4Model's keys: intermediate_size_mlp is feed_forward_length
+ * (l4_prepare swapped them) and intermediate_size the experts'; interleave_moe_layer_step;
+ * a sliding window of 0 (every layer full attention: MobileLLM) as layer_types. */
+static int l4_xconfig(json_t *config, json_t *gen, const tfs_hf_export *x)
+{
+	double v, nl;
+	(void)gen;
+	if (!config)
+		return 0;
+	json_t *mlp = json_object_get(config, "intermediate_size");
+	if (mlp)
+		json_object_set(config, "intermediate_size_mlp", mlp);
+	if (tfs_hf_xkv_num(x, ".expert_feed_forward_length", &v))
+		json_object_set_new(config, "intermediate_size", json_integer((json_int_t)v));
+	json_object_del(config, "moe_intermediate_size");
+	if (tfs_hf_xkv_num(x, ".interleave_moe_layer_step", &v))
+		json_object_set_new(config, "interleave_moe_layer_step",
+				    json_integer((json_int_t)v));
+	if (tfs_hf_xkv_num(x, ".attention.sliding_window", &v) && v == 0 &&
+	    tfs_hf_xkv_num(x, ".block_count", &nl)) {
+		json_t *lt = json_array();
+		for (double k = 0; lt && k < nl; k++)
+			json_array_append_new(lt, json_string("full_attention"));
+		json_object_set_new(config, "layer_types", lt);
+		json_object_del(config, "sliding_window");
+	}
+	return 0;
+}
+
 const tfs_hf_arch tfs_hf_arch_llama4 = {
 	TFS_HF_CLASSES("Llama4ForConditionalGeneration", "Llama4ForCausalLM"), .gguf = "llama4",
 	TFS_HF_NAMES(tfs_hf_globals, blocks),
 	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_LLAMA_PARAMS, .params = l4_keys,
 	.extra = tfs_hf_llama3_freqs, .configs = configs, .vocab = TFS_HF_VOCAB_GPT2,
-	.moe = &experts, .hooks = &hooks,
+	.moe = &experts, .hooks = &hooks, .xconfig = l4_xconfig, .xtensor = l4_xtensor,
 };

@@ -146,9 +146,9 @@ class HfExport(TestCase):
         converter keeps: a tied lm_head is not shown), at f16 R's or R's rounded to F16."""
         g = repos.converted(self, variant, outtype)
         out = os.path.join(self.tmpdir(), "back.gguf")
-        # (auto: a BF16 R's G, the file mount_hf_moe converts too; hf/ is F32, which auto
-        # would make F16: converted back at bf16, what auto chose for R)
-        back = "bf16" if outtype == "auto" else outtype
+        # (auto: the file mount_hf_moe converts too; hf/ is F32, which auto would make F16:
+        # converted back at what auto chose for R's BF16 or F16)
+        back = outtype if outtype != "auto" else "bf16" if variant.endswith("bf16") else "f16"
         with Mount(self, g, ["hf_dtype=f32"]) as m:
             hf = m.p("hf")
             if tensors:   # (copied: the daemon computes hf/'s tensors once, not twice)
@@ -326,6 +326,10 @@ MOE_ROUNDTRIPS = {
     # GLM-4.5: the router's bias (the same hook), its MTP layer, partial rotary, the
     # gating written by the class
     "glm4moe": ("glm4moe-bf16", ("auto",)),
+    # Llama 4's text model (Scout's shape: dense and MoE layers interleaved, llama3 rope
+    # from rope_freqs): stacked experts transposed back, gate and up as halves,
+    # intermediate_size_mlp (llama4-text-f16, all layers full attention, passes by hand)
+    "llama4": ("llama4-bf16", ("auto",)),
 }
 
 # The text models of multimodal repos (make_mmproj.py, small SentencePiece vocabularies): hf/

@@ -305,6 +305,8 @@ int tfs_hf_add_needed(tfs_hf_kvs *l, const hparams *h, const tfs_hf_needed *k, s
 /* hf_qwen3vl.c: Qwen3-VL's n_deepstack_layers, the count of vision_config's
  * deepstack_visual_indexes (Qwen3VLVisionConfig's 3 when absent): its dense and MoE rows. */
 int tfs_hf_qwen3vl_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err);
+/* hf_gemma4_x.c: Gemma 4's row's xconfig hook (the reverse view's config.json keys). */
+int tfs_hf_gemma4_xconfig(json_t *config, json_t *gen, const struct tfs_hf_export *x);
 /* and the reverse view's: the count back as vision_config's deepstack_visual_indexes */
 int tfs_hf_qwen3vl_xconfig(json_t *config, json_t *gen, const struct tfs_hf_export *x);
 

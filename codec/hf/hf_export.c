@@ -80,7 +80,12 @@ static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name
 		const char *base = name + pos;
 		if (!(*e = by_gguf(row->blocks, row->n_blocks, base, (size_t)(suffix - base))))
 			return NULL;
-		snprintf(buf, sizeof buf, "model.layers.%u.%s%s", blk, (*e)->hf, suffix);
+		size_t hn = strlen((*e)->hf);
+		/* Gemma 4's layer_scalar buffer: no ".weight" in its checkpoints (the
+		 * converter adds it, TFS_HF_ARCH_SCALAR_WEIGHT) */
+		bool bare = (row->flags & TFS_HF_ARCH_SCALAR_WEIGHT) && hn >= 12 &&
+			    !strcmp((*e)->hf + hn - 12, "layer_scalar") && !strcmp(suffix, ".weight");
+		snprintf(buf, sizeof buf, "model.layers.%u.%s%s", blk, (*e)->hf, bare ? "" : suffix);
 		return renamed_back(row, buf) ? strdup(buf) : NULL;
 	}
 	if (!(*e = by_gguf(row->globals, row->n_globals, name, (size_t)(suffix - name))))

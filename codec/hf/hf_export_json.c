@@ -234,6 +234,141 @@ static int make_tokenizer(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
 }
 
+/* ==== tokenizer.json: Gemma 4's vocabulary (tokenizer.ggml.model "gemma4") ==== */
+
+/* Gemma4Model.set_vocab read back (hf_gemma4.c): gguf-py's LlamaHfVocab over a
+ * SentencePiece-style BPE tokenizer.json (byte fallback, spaces as U+2581), every token
+ * scored -1000 and typed BYTE (<0xXX>), CONTROL (transformers' all_special_tokens), NORMAL,
+ * or USER_DEFINED (its few visible tokens); merges from SpecialVocab.  So: every token in
+ * the BPE model's vocabulary at its id, the CONTROL and USER_DEFINED ones as added tokens,
+ * and the CONTROL ones special in tokenizer_config.json (the named ones by their ids, the
+ * rest extra_special_tokens). */
+static bool is_gemma4(const tfs_hf_export *x)
+{
+	size_t n;
+	const char *m = tfs_hf_xkv_str(x, "tokenizer.ggml.model", &n);
+	return m && n == 6 && !memcmp(m, "gemma4", 6);
+}
+
+static int make_g4_tokenizer(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
+{
+	vocab v;
+	double id;
+	size_t n;
+	const char *unk = NULL, *bos = NULL;
+	size_t unk_n = 0, bos_n = 0;
+	if (!get_vocab(&v, x))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.*: a malformed vocabulary");
+	if (tfs_hf_xkv_num(x, "tokenizer.ggml.unknown_token_id", &id))
+		unk = token_text(&v, (uint64_t)id, &unk_n);
+	double add = 0;
+	if (tfs_hf_xkv_num(x, "tokenizer.ggml.add_bos_token", &add) && add &&
+	    tfs_hf_xkv_num(x, "tokenizer.ggml.bos_token_id", &id))
+		bos = token_text(&v, (uint64_t)id, &bos_n);
+	int rc = tfs_buf_printf(b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  "
+				"\"padding\": null,\n  \"added_tokens\": ") ||
+		 added_tokens(b, &v) ||
+		 tfs_buf_printf(b, ",\n  \"normalizer\": {\"type\": \"Replace\", \"pattern\": "
+				"{\"String\": \" \"}, \"content\": \"\u2581\"},\n  \"pre_tokenizer\": "
+				"{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": "
+				"\"MergedWithPrevious\", \"invert\": false},\n  \"post_processor\": ");
+	if (!rc && bos) {
+		tfs_buf q = { 0 };
+		rc = jstr(&q, bos, bos_n) ||
+		     tfs_buf_printf(b, "{\"type\": \"TemplateProcessing\", \"single\": "
+				    "[{\"SpecialToken\": {\"id\": %s, \"type_id\": 0}}, {\"Sequence\": "
+				    "{\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"SpecialToken\": "
+				    "{\"id\": %s, \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", "
+				    "\"type_id\": 0}}, {\"SpecialToken\": {\"id\": %s, \"type_id\": 1}}, "
+				    "{\"Sequence\": {\"id\": \"B\", \"type_id\": 1}}], "
+				    "\"special_tokens\": {%s: {\"id\": %s, \"ids\": [%.0f], "
+				    "\"tokens\": [%s]}}}", q.data, q.data, q.data, q.data, q.data, id,
+				    q.data);
+		tfs_buf_free(&q);
+	} else if (!rc) {
+		rc = tfs_buf_printf(b, "null");
+	}
+	rc = rc || tfs_buf_printf(b, ",\n  \"decoder\": {\"type\": \"Sequence\", \"decoders\": "
+				  "[{\"type\": \"Replace\", \"pattern\": {\"String\": \"\u2581\"}, "
+				  "\"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": "
+				  "\"Fuse\"}]},\n  \"model\": {\"type\": \"BPE\", \"dropout\": null, "
+				  "\"unk_token\": ");
+	rc = rc || (unk ? jstr(b, unk, unk_n) : tfs_buf_printf(b, "null")) ||
+	     tfs_buf_printf(b, ", \"continuing_subword_prefix\": null, \"end_of_word_suffix\": "
+			    "null, \"fuse_unk\": true, \"byte_fallback\": true, \"ignore_merges\": "
+			    "false, \"vocab\": {");
+	const uint8_t *p = v.tok;
+	uint64_t left = v.tok_len;
+	for (uint64_t i = 0; !rc && i < v.n; i++) {
+		const char *t = next_str(&p, &left, &n);
+		rc = !t || tfs_buf_append(b, i ? ",\n    " : "\n    ", i ? 6 : 5) ||
+		     jstr(b, t, n) || tfs_buf_printf(b, ": %llu", (unsigned long long)i);
+	}
+	rc = rc || tfs_buf_append(b, "}, \"merges\": [", 14);
+	p = v.merges;
+	left = v.merges_len;
+	for (uint64_t i = 0; !rc && i < v.n_merges; i++) {
+		const char *t = next_str(&p, &left, &n);
+		rc = !t || tfs_buf_append(b, i ? ",\n    " : "\n    ", i ? 6 : 5) || jstr(b, t, n);
+	}
+	rc = rc || tfs_buf_append(b, "]}\n}\n", 5);
+	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}
+
+static int make_g4_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
+{
+	static const char *const named[][2] = {
+		{ "bos_token", "tokenizer.ggml.bos_token_id" },
+		{ "eos_token", "tokenizer.ggml.eos_token_id" },
+		{ "unk_token", "tokenizer.ggml.unknown_token_id" },
+		{ "pad_token", "tokenizer.ggml.padding_token_id" },
+		{ "mask_token", "tokenizer.ggml.mask_token_id" },
+	};
+	vocab v;
+	double id;
+	size_t n;
+	int64_t ids[5];
+	if (!get_vocab(&v, x))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.tokens: none, or malformed");
+	int rc = tfs_buf_printf(b, "{\n  \"tokenizer_class\": \"GemmaTokenizer\"");
+	for (size_t k = 0; !rc && k < 5; k++) {
+		const char *t = NULL;
+		ids[k] = -1;
+		if (tfs_hf_xkv_num(x, named[k][1], &id) && (t = token_text(&v, (uint64_t)id, &n)))
+			ids[k] = (int64_t)id;
+		/* (null: none, where GemmaTokenizer's default would name one) */
+		rc = member(b, named[k][0]) || (t ? jstr(b, t, n) : tfs_buf_printf(b, "null"));
+	}
+	/* SpecialVocab's add_*_token but those the post-processor gives (bos, sep) */
+	for (size_t i = 0; !rc && i < TFS_HF_N_SPECIAL; i++) {
+		char key[64], name[64];
+		const char *ty = tfs_hf_xspecial_types[i];
+		snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", ty);
+		snprintf(name, sizeof name, "add_%s_token", ty);
+		if (strcmp(ty, "bos") && strcmp(ty, "sep") && tfs_hf_xkv_num(x, key, &id))
+			rc = member(b, name) || tfs_buf_printf(b, "%s", id ? "true" : "false");
+	}
+	const char *tmpl = tfs_hf_xkv_str(x, "tokenizer.chat_template", &n);
+	if (!rc && tmpl)
+		rc = member(b, "chat_template") || jstr(b, tmpl, n);
+	rc = rc || member(b, "extra_special_tokens") || tfs_buf_append(b, "[", 1);
+	const uint8_t *p = v.tok;
+	uint64_t left = v.tok_len;
+	bool first = true;
+	for (uint64_t i = 0; !rc && i < v.n; i++) {
+		const char *t = next_str(&p, &left, &n);
+		bool is_named = false;
+		for (size_t k = 0; k < 5; k++)
+			is_named |= ids[k] == (int64_t)i;
+		if (!t || tok_type(&v, i) != TOK_CONTROL || is_named)
+			continue;
+		rc = tfs_buf_append(b, first ? "" : ", ", first ? 0 : 2) || jstr(b, t, n);
+		first = false;
+	}
+	rc = rc || tfs_buf_append(b, "]\n}\n", 4);
+	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}
+
 /* ==== tokenizer.model: a SentencePiece vocabulary (tokenizer.ggml.model "llama") ==== */
 
 /* The GGUF's vocabulary as SentencePiece's ModelProto (the fields hf_spm.c reads, the
@@ -524,7 +659,12 @@ int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err)
 		x->files[x->n_files] = "generation_config.json";
 		x->make[x->n_files++] = tfs_hf_export_make_generation;
 	}
-	if (bpe_pre(x, &nz, &pre)) {
+	if (is_gemma4(x)) {
+		x->files[x->n_files] = "tokenizer.json";
+		x->make[x->n_files++] = make_g4_tokenizer;
+		x->files[x->n_files] = "tokenizer_config.json";
+		x->make[x->n_files++] = make_g4_tokenizer_config;
+	} else if (bpe_pre(x, &nz, &pre)) {
 		x->files[x->n_files] = "tokenizer.json";
 		x->make[x->n_files++] = make_tokenizer;
 		x->files[x->n_files] = "tokenizer_config.json";

@@ -703,5 +703,5 @@ const tfs_hf_arch tfs_hf_arch_gemma4 = {
 	TFS_HF_NAMES(g4_globals, g4_blocks),
 	.flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_TRIM_EMBD | TFS_HF_ARCH_SCALAR_WEIGHT,
 	.params = g4_keys, .extra = g4_rope_freqs, .configs = g4_classes,
-	.vocab = TFS_HF_VOCAB_OWN, .own_vocab = g4_set_vocab,
+	.vocab = TFS_HF_VOCAB_OWN, .own_vocab = g4_set_vocab, .xconfig = tfs_hf_gemma4_xconfig,
 };

@@ -128,7 +128,9 @@ static const char *not_shown(const tfs_hf_arch *r)
 		return "its own handling of the experts";
 	if (!r->xtensor && r->hooks && !r->hooks->keys_only && !r->hooks->renames_back)
 		return "its plan hooks, which rename, split or compute tensors";
-	if (r->vocab == TFS_HF_VOCAB_OWN)
+	/* (an own vocabulary with a reverse: hf_export_json.c's by tokenizer.ggml.model, the
+	 * row's xconfig for the rest: Gemma 4) */
+	if (r->vocab == TFS_HF_VOCAB_OWN && !r->xconfig)
 		return "its own tokenizer (its set_vocab hook)";
 	if (r->flags & TFS_HF_ARCH_NO_EXPORT)
 		return "what its config.json needs beyond TextModel's keys";

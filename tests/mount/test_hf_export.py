@@ -298,10 +298,18 @@ ROUNDTRIPS = {
     "hunyuan": ("hunyuan-bf16", ("f32",)),
     # the row's xtensors hook: the xIELU parameters back from the xielu.* keys; llama3 rope
     "apertus": ("apertus-bf16", ("f32",)),
+    # Gemma 4: the row's xconfig hook (layer types, the two head sizes, proportional rope from
+    # rope_freqs.weight), its tokenizer.json (LlamaHfVocab's types back); layer_scalar
+    "gemma4": ("gemma4-sparse-f32", ("f32",)),
+    # per-layer embeddings, KV shared by the last two layers, double-wide MLPs there
+    "gemma4_ple": ("gemma4-bf16", ("f32",)),
+    # the multimodal repo's text model: keys equal to values, fewer KV heads on the full
+    # layers, soft-capping, transformers 4's tokenizer_config.json (add_eos_token)
+    "gemma4_mm": ("gemma4-mm-f16", ("f32",)),
 }
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
                      "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "qwen2vl",
-                     "qwen3vl", "gptoss", "deepseek3")
+                     "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple", "gemma4_mm")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and

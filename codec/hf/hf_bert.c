@@ -20,6 +20,7 @@
  * fairseq's order, the precompiled charsmap).  jina-embeddings-v3's LoRA adapters are refused.
  */
 #include "hf_plan_impl.h"
+#include "hf_export.h"
 #include "hf_vocab_impl.h"
 
 #include <errno.h>
@@ -300,6 +301,74 @@ static int xlmr_fix(tfs_hf_tensor *o, const tfs_tensor *t, const tfs_hf_name *m,
 static const struct tfs_hf_hooks xlmr_hooks = { .prepare = xlmr_prepare, .rename = xlmr_rename,
 						.fix = xlmr_fix };
 
+/* ==== the reverse view (hf_export.h): BertModel's ==== */
+
+/* A layer's tensor blk.N.X as BertModel's checkpoints name it, encoder.layer.N.<hf> (the
+ * rename hook's model.layers.N. undone; the globals' names are the maps'): 1 when taken. */
+static int bert_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(x->m, i);
+	const char *sfx = strrchr(t->name, '.');
+	unsigned blk;
+	int pos = 0;
+	if (sscanf(t->name, "blk.%u.%n", &blk, &pos) != 1 || pos <= 0 || !sfx)
+		return 0;
+	const char *base = t->name + pos;
+	for (size_t k = 0; k < N(bert_blocks); k++) {
+		const tfs_hf_name *e = &bert_blocks[k];
+		size_t bn = (size_t)(sfx - base);
+		if (strlen(e->gguf) != bn || memcmp(e->gguf, base, bn))
+			continue;
+		char buf[256];
+		snprintf(buf, sizeof buf, "encoder.layer.%u.%s%s", blk, e->hf, sfx);
+		tfs_hf_xtensor *o = tfs_hf_export_push(x);
+		char *nm = o ? strdup(buf) : NULL;
+		if (!nm)
+			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		*o = (tfs_hf_xtensor){ .name = nm, .src = i, .n_dims = t->n_dims };
+		memcpy(o->ne, t->ne, sizeof o->ne);
+		o->cols = t->n_dims >= 2 ? (uint64_t)t->ne[0] : 1;
+		o->rows = 1;
+		for (uint32_t d = 0; d < t->n_dims; d++)
+			o->rows *= (uint64_t)t->ne[d];
+		o->rows /= o->cols;
+		x->n_t++;
+		return 1;
+	}
+	return 0;
+}
+
+/* What only the view cannot give back: sentence-transformers' pooling (modules.json and
+ * its module's folder: hf/ has no folders yet), said instead of leaving it out. */
+static int bert_xtensors(tfs_hf_export *x, tfs_error *err)
+{
+	double v;
+	if (tfs_hf_xkv_num(x, ".pooling_type", &v))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "bert.pooling_type: the Hugging Face "
+				     "view has no sentence-transformers form (modules.json and a "
+				     "pooling folder) yet");
+	if (tfs_model_find_kv(x->m, "bert.classifier.output_labels") >= 0)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "bert.classifier.output_labels: not "
+				     "read back yet");
+	return 0;
+}
+
+/* BertModel's keys back: TextModel's layer norm epsilon, the token type count. */
+static int bert_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
+{
+	(void)gen;
+	float eps;
+	double n;
+	if (!c)
+		return 0;
+	int bad = 0;
+	if (tfs_hf_xkv_f32(x, ".attention.layer_norm_epsilon", &eps))
+		bad |= json_object_set_new(c, "layer_norm_eps", json_real((double)eps));
+	if (tfs_hf_xkv_num(x, "tokenizer.ggml.token_type_count", &n))
+		bad |= json_object_set_new(c, "type_vocab_size", json_integer((json_int_t)n));
+	return bad ? TFS_E_NOMEM : 0;
+}
+
 /* ==== the rows and their config classes ==== */
 
 enum { DI = TFS_HF_DEF_INT, DR = TFS_HF_DEF_REAL, DN = TFS_HF_DEF_NULL };
@@ -322,6 +391,7 @@ const tfs_hf_arch tfs_hf_arch_bert = {
 	TFS_HF_CLASSES("BertModel"), .gguf = "bert", TFS_HF_NAMES(bert_globals, bert_blocks),
 	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = tfs_hf_bert_keys,
 	TFS_HF_CONFIG("bert", bert_defaults), .vocab = TFS_HF_VOCAB_BERT, .hooks = &bert_hooks,
+	.xtensor = bert_xtensor, .xtensors = bert_xtensors, .xconfig = bert_xconfig,
 };
 
 const tfs_hf_arch tfs_hf_arch_xlmr = {

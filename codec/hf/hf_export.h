@@ -116,6 +116,8 @@ int tfs_hf_export_add_mix(tfs_hf_export *x, const char *name, const size_t *src,
  * tfs_hf_xtensor's seg_t and seg_n say.  TFS_E_UNSUPPORTED when they do not fit. */
 int tfs_hf_export_add_groups(tfs_hf_export *x, const char *name, size_t src_t, size_t src_n,
 			     tfs_error *err);
+/* hf_export_card.c: README.md. */
+int tfs_hf_export_make_readme(tfs_buf *b, const tfs_hf_export *x, tfs_error *err);
 /* Lists the small files (hf_export_json.c). */
 int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err);
 /* hf_export_config.c: config.json; whether generation_config.json has anything, and it. */

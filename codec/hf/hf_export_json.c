@@ -1,14 +1,15 @@
 /*
  * hf_export_json.c - the small files of a GGUF model's Hugging Face form (hf_export.h):
- * tokenizer.json, tokenizer.model, added_tokens.json, tokenizer_config.json, README.md from
- * its keys, and the list of them (config.json and generation_config.json:
- * hf_export_config.c).
+ * tokenizer.json, tokenizer.model, added_tokens.json, tokenizer_config.json from its keys,
+ * and the list of them (config.json and generation_config.json: hf_export_config.c;
+ * README.md: hf_export_card.c).
  *
  * tokenizer.json is written for a byte-level BPE vocabulary (tokenizer.ggml.model
  * "gpt2") whose tokenizer.ggml.pre the pre-tokenizer table (hf_pre_table.h, hf_bpe.c) has: the
  * NORMAL tokens as the BPE vocabulary, CONTROL and USER_DEFINED ones as added tokens (special
  * or not), the merges as they are; tokenizer_config.json names the special tokens and holds
- * the chat template.  Another vocabulary has no tokenizer files (tfs_hf_export's tok_why).
+ * the chat template.  Gemma 4's ("gemma4") and WordPiece ("bert") vocabularies have theirs
+ * (below).  Another vocabulary has no tokenizer files (tfs_hf_export's tok_why).
  */
 #include "hf_export.h"
 #include "hf_vocab.h"
@@ -369,6 +370,133 @@ static int make_g4_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_erro
 	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
 }
 
+/* ==== tokenizer.json: a WordPiece vocabulary (tokenizer.ggml.model "bert") ==== */
+
+/* BertModel.set_vocab read back (hf_vocab.c's "bert"): get_vocab_base's tokens in phantom
+ * space form, CONTROL ones as they are, "##x" as "x", any other "x" as "\u2581x": so
+ * "\u2581x" is "x" again, another "x" "##x"; the [PADn] fillers of its holes left out (it
+ * makes them again).  A BERT tokenizer.json (BertNormalizer, lowercase as the GGUF says; its
+ * [CLS] A [SEP] template when the GGUF adds both) and BertTokenizer's tokenizer_config.json
+ * with the special tokens by the GGUF's ids. */
+static bool is_bert(const tfs_hf_export *x)
+{
+	size_t n;
+	const char *m = tfs_hf_xkv_str(x, "tokenizer.ggml.model", &n);
+	return m && n == 4 && !memcmp(m, "bert", 4);
+}
+
+static const char *tok_of(const vocab *v, const tfs_hf_export *x, const char *key, size_t *n)
+{
+	double id;
+	return tfs_hf_xkv_num(x, key, &id) ? token_text(v, (uint64_t)id, n) : NULL;
+}
+
+static int make_wpm_tokenizer(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
+{
+	vocab v;
+	double lc = 1, ab = 0, ae = 0, id;
+	size_t n, cn = 0, sn = 0, un = 0;
+	if (!get_vocab(&v, x))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.*: a malformed vocabulary");
+	tfs_hf_xkv_num(x, "tokenizer.ggml.normalizer.lowercase", &lc);
+	tfs_hf_xkv_num(x, "tokenizer.ggml.add_bos_token", &ab);
+	tfs_hf_xkv_num(x, "tokenizer.ggml.add_eos_token", &ae);
+	const char *cls = tok_of(&v, x, "tokenizer.ggml.bos_token_id", &cn);
+	const char *sep = tok_of(&v, x, "tokenizer.ggml.seperator_token_id", &sn);
+	const char *unk = tok_of(&v, x, "tokenizer.ggml.unknown_token_id", &un);
+	int rc = tfs_buf_printf(b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  "
+				"\"padding\": null,\n  \"added_tokens\": ") ||
+		 added_tokens(b, &v) ||
+		 tfs_buf_printf(b, ",\n  \"normalizer\": {\"type\": \"BertNormalizer\", "
+				"\"clean_text\": true, \"handle_chinese_chars\": true, "
+				"\"strip_accents\": null, \"lowercase\": %s},\n  \"pre_tokenizer\": "
+				"{\"type\": \"BertPreTokenizer\"},\n  \"post_processor\": ",
+				lc ? "true" : "false");
+	if (!rc && ab && ae && cls && sep) {
+		tfs_buf c = { 0 }, s = { 0 };
+		double ci = 0, si = 0;
+		tfs_hf_xkv_num(x, "tokenizer.ggml.bos_token_id", &ci);
+		tfs_hf_xkv_num(x, "tokenizer.ggml.seperator_token_id", &si);
+		rc = jstr(&c, cls, cn) || jstr(&s, sep, sn) ||
+		     tfs_buf_printf(b, "{\"type\": \"TemplateProcessing\", \"single\": "
+				    "[{\"SpecialToken\": {\"id\": %s, \"type_id\": 0}}, {\"Sequence\": "
+				    "{\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": %s, "
+				    "\"type_id\": 0}}], \"pair\": [{\"SpecialToken\": {\"id\": %s, "
+				    "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "
+				    "{\"SpecialToken\": {\"id\": %s, \"type_id\": 0}}, {\"Sequence\": "
+				    "{\"id\": \"B\", \"type_id\": 1}}, {\"SpecialToken\": {\"id\": %s, "
+				    "\"type_id\": 1}}], \"special_tokens\": {%s: {\"id\": %s, \"ids\": "
+				    "[%.0f], \"tokens\": [%s]}, %s: {\"id\": %s, \"ids\": [%.0f], "
+				    "\"tokens\": [%s]}}}", c.data, s.data, c.data, s.data, s.data, c.data,
+				    c.data, ci, c.data, s.data, s.data, si, s.data);
+		tfs_buf_free(&c);
+		tfs_buf_free(&s);
+	} else if (!rc) {
+		rc = tfs_buf_printf(b, "null");
+	}
+	rc = rc || tfs_buf_printf(b, ",\n  \"decoder\": {\"type\": \"WordPiece\", \"prefix\": "
+				  "\"##\", \"cleanup\": true},\n  \"model\": {\"type\": "
+				  "\"WordPiece\", \"unk_token\": ");
+	rc = rc || (unk ? jstr(b, unk, un) : tfs_buf_printf(b, "\"[UNK]\"")) ||
+	     tfs_buf_printf(b, ", \"continuing_subword_prefix\": \"##\", "
+			    "\"max_input_chars_per_word\": 100, \"vocab\": {");
+	const uint8_t *p = v.tok;
+	uint64_t left = v.tok_len;
+	bool first = true;
+	(void)id;
+	for (uint64_t i = 0; !rc && i < v.n; i++) {
+		const char *t = next_str(&p, &left, &n);
+		int32_t ty = tok_type(&v, i);
+		if (!t)
+			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.tokens: malformed");
+		if (ty == TOK_UNUSED && is_pad_filler(t, n, i))
+			continue;
+		rc = tfs_buf_append(b, first ? "\n    " : ",\n    ", first ? 5 : 6);
+		first = false;
+		if (ty == TOK_CONTROL)
+			rc = rc || jstr(b, t, n);
+		else if (n >= 3 && !memcmp(t, "\xe2\x96\x81", 3))
+			rc = rc || jstr(b, t + 3, n - 3);
+		else {
+			tfs_buf q = { 0 };
+			rc = rc || tfs_buf_append(&q, "##", 2) || tfs_buf_append(&q, t, n) ||
+			     jstr(b, q.data, q.len);
+			tfs_buf_free(&q);
+		}
+		rc = rc || tfs_buf_printf(b, ": %llu", (unsigned long long)i);
+	}
+	rc = rc || tfs_buf_append(b, "}}\n}\n", 5);
+	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}
+
+static int make_wpm_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
+{
+	static const char *const named[][2] = {
+		{ "cls_token", "tokenizer.ggml.bos_token_id" },
+		{ "mask_token", "tokenizer.ggml.mask_token_id" },
+		{ "pad_token", "tokenizer.ggml.padding_token_id" },
+		{ "sep_token", "tokenizer.ggml.seperator_token_id" },
+		{ "unk_token", "tokenizer.ggml.unknown_token_id" },
+	};
+	vocab v;
+	double lc = 1, ctx;
+	size_t n;
+	if (!get_vocab(&v, x))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.tokens: none, or malformed");
+	tfs_hf_xkv_num(x, "tokenizer.ggml.normalizer.lowercase", &lc);
+	int rc = tfs_buf_printf(b, "{\n  \"tokenizer_class\": \"BertTokenizer\"") ||
+		 member(b, "do_lower_case") || tfs_buf_printf(b, "%s", lc ? "true" : "false");
+	for (size_t k = 0; !rc && k < 5; k++) {
+		const char *t = tok_of(&v, x, named[k][1], &n);
+		if (t)
+			rc = member(b, named[k][0]) || jstr(b, t, n);
+	}
+	if (!rc && tfs_hf_xkv_num(x, ".context_length", &ctx))
+		rc = member(b, "model_max_length") || tfs_buf_printf(b, "%.0f", ctx);
+	rc = rc || tfs_buf_append(b, "\n}\n", 3);
+	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
+}
+
 /* ==== tokenizer.model: a SentencePiece vocabulary (tokenizer.ggml.model "llama") ==== */
 
 /* The GGUF's vocabulary as SentencePiece's ModelProto (the fields hf_spm.c reads, the
@@ -563,103 +691,25 @@ static int make_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *
 }
 
 
-/* ==== README.md: the model card, whose front matter holds the general.* keys ==== */
-
-/* The converter's Metadata reads these model card keys (gguf-py metadata.py) into the
- * general.* keys of the same name. */
-static const char *const card_keys[] = {
-	"name", "author", "version", "organization", "description", "finetune", "basename",
-	"size_label", "license", "license_name", "license_link",
-};
-
-/* a general.* array of strings as a YAML flow list (JSON strings) */
-static int card_list(tfs_buf *b, const tfs_hf_export *x, const char *key, const char *card)
-{
-	uint32_t t;
-	uint64_t n, len;
-	const uint8_t *p;
-	if (!tfs_hf_xkv_arr(x, key, &t, &n, &p, &len) || t != TFS_GGUF_STRING)
-		return 0;
-	int rc = tfs_buf_printf(b, "%s: [", card);
-	for (uint64_t i = 0; !rc && i < n; i++) {
-		size_t k;
-		const char *s = next_str(&p, &len, &k);
-		if (!s)
-			break;
-		rc = tfs_buf_printf(b, "%s", i ? ", " : "") || jstr(b, s, k);
-	}
-	return rc ? rc : tfs_buf_append(b, "]\n", 2);
-}
-
-/* general.base_model.N.* / general.dataset.N.* as a YAML flow list of maps: gguf-py's
- * Metadata takes a map entry as it is (a repo id it would split into name and organization
- * by its own rules), and writes its members in its own order. */
-static int card_entries(tfs_buf *b, const tfs_hf_export *x, const char *key, const char *card)
-{
-	static const char *const fields[] = { "name", "author", "version", "organization",
-		"description", "url", "doi", "uuid", "repo_url" };
-	char name[128];
-	double count;
-	snprintf(name, sizeof name, "%s.count", key);
-	if (!tfs_hf_xkv_num(x, name, &count) || count < 1 || count > 1024)
-		return 0;
-	int rc = tfs_buf_printf(b, "%s: [", card);
-	for (unsigned i = 0; !rc && i < (unsigned)count; i++) {
-		bool first = true;
-		rc = tfs_buf_printf(b, "%s{", i ? ", " : "");
-		for (size_t f = 0; !rc && f < sizeof fields / sizeof *fields; f++) {
-			size_t n;
-			snprintf(name, sizeof name, "%s.%u.%s", key, i, fields[f]);
-			const char *v = tfs_hf_xkv_str(x, name, &n);
-			if (!v)
-				continue;
-			rc = tfs_buf_printf(b, "%s\"%s\": ", first ? "" : ", ", fields[f]) ||
-			     jstr(b, v, n);
-			first = false;
-		}
-		rc = rc || tfs_buf_append(b, "}", 1);
-	}
-	return rc ? rc : tfs_buf_append(b, "]\n", 2);
-}
-
-static int make_readme(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
-{
-	int rc = tfs_buf_append(b, "---\n", 4);
-	for (size_t i = 0; !rc && i < sizeof card_keys / sizeof *card_keys; i++) {
-		char key[64];
-		size_t n;
-		snprintf(key, sizeof key, "general.%s", card_keys[i]);
-		const char *s = tfs_hf_xkv_str(x, key, &n);
-		if (s)
-			rc = tfs_buf_printf(b, "%s: ", card_keys[i]) || jstr(b, s, n) ||
-			     tfs_buf_append(b, "\n", 1);
-	}
-	rc = rc || card_list(b, x, "general.tags", "tags") ||
-	     card_list(b, x, "general.languages", "language") ||
-	     card_entries(b, x, "general.base_model", "base_model") ||
-	     card_entries(b, x, "general.dataset", "datasets") ||
-	     tfs_buf_printf(b, "library_name: transformers\n---\n\nThe Hugging Face form of a "
-			    "GGUF model (%s), as tensorfs shows it: each tensor dequantized as ggml "
-			    "dequantizes it.\n", x->row->classes[0]);
-	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
-}
-
-/* ==== the list ==== */
-
 int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err)
 {
 	const char *nz, *pre;
 	(void)err;
 	x->n_files = 0;
 	x->files[x->n_files] = "README.md";
-	x->make[x->n_files++] = make_readme;
+	x->make[x->n_files++] = tfs_hf_export_make_readme;
 	x->files[x->n_files] = "config.json";
 	x->make[x->n_files++] = tfs_hf_export_make_config;
 	if (tfs_hf_export_has_generation(x)) {
 		x->files[x->n_files] = "generation_config.json";
 		x->make[x->n_files++] = tfs_hf_export_make_generation;
 	}
-	if (is_gemma4(x)) {
+	if (is_bert(x)) {
+		x->files[x->n_files] = "tokenizer.json";
+		x->make[x->n_files++] = make_wpm_tokenizer;
+		x->files[x->n_files] = "tokenizer_config.json";
+		x->make[x->n_files++] = make_wpm_tokenizer_config;
+	} else if (is_gemma4(x)) {
 		x->files[x->n_files] = "tokenizer.json";
 		x->make[x->n_files++] = make_g4_tokenizer;
 		x->files[x->n_files] = "tokenizer_config.json";

@@ -43,6 +43,7 @@ import hfutil  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import llamacpp  # noqa: E402
 import make_model  # noqa: E402
+import make_embed  # noqa: E402
 import make_mmproj  # noqa: E402   (its variants added to make_model's, as it says)
 import make_moe  # noqa: E402
 import reference  # noqa: E402
@@ -166,9 +167,9 @@ class HfExport(TestCase):
         for name, (_, a) in got.items():
             # (a multimodal R's text model: hf/ shows it as the converter reads it, without
             # "language_model." (Qwen3-VL's model.language_model.*: model.*), and without
-            # the vision tower)
+            # the vision tower; BERT's without "bert.")
             dt, r = ref.get(name) or ref.get("language_model." + name) or \
-                ref["model.language_model." + name[len("model."):]]
+                ref.get("bert." + name) or ref["model.language_model." + name[len("model."):]]
             if r.ndim == 0:   # (a GGUF key keeps a scalar's value, not its shape: [1])
                 r = r.reshape(1)
             r = (r.astype(np.uint32) << 16).view(np.float32) if dt == "BF16" \
@@ -241,22 +242,34 @@ class HfExport(TestCase):
         self.assertEqual(len(lines), 1, r.stdout)
         self.assertIn("architecture nosucharch has no Hugging Face class in the table", lines[0])
 
-    def test_class_not_shown(self):
-        """A GGUF of an architecture whose class the table has but whose conversion the view
-        does not undo yet (BERT's renames): no hf/, and `tensorfs info` says which class and
-        what, not that the table lacks it."""
+    def info_line(self, arch, keys=()):
+        """`tensorfs info`'s HF view line of a GGUF of arch (and keys), whose mount has no
+        hf/."""
         w = ggufgen.GGUFWriter()
-        w.add_kv("general.architecture", ggufgen.STRING, "bert")
+        w.add_kv("general.architecture", ggufgen.STRING, arch)
+        for k, t, v in keys:
+            w.add_kv(k, t, v)
         w.add_tensor("token_embd.weight", "F32", np.zeros((4, 8), np.float32))
-        path = os.path.join(self.tmpdir(), "b.gguf")
+        path = os.path.join(self.tmpdir(), arch + ".gguf")
         w.write(path)
         with Mount(self, path) as m:
             self.assertNotIn("hf", os.listdir(m.path))
         r = run([TENSORFS, "info", path])
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("HF view")]
         self.assertEqual(len(lines), 1, r.stdout)
-        self.assertIn("architecture bert (BertModel): the Hugging Face view does not yet undo "
-                      "its plan hooks, which rename, split or compute tensors", lines[0])
+        return lines[0]
+
+    def test_class_not_shown(self):
+        """A GGUF of an architecture whose class the table has but whose conversion the view
+        does not undo yet (Qwen3.5's renames and computed tensors): no hf/, and `tensorfs
+        info` says which class and what, not that the table lacks it; a BERT GGUF with a
+        pooling type (sentence-transformers' modules.json and folder: none in hf/ yet)."""
+        self.assertIn("architecture qwen35 (Qwen3_5ForCausalLM): the Hugging Face view does "
+                      "not yet undo its plan hooks, which rename, split or compute tensors",
+                      self.info_line("qwen35"))
+        self.assertIn("bert.pooling_type: the Hugging Face view has no sentence-transformers "
+                      "form", self.info_line("bert", [("bert.pooling_type", ggufgen.UINT32,
+                                                       2)]))
 
     def test_bad_dtype(self):
         w = ggufgen.GGUFWriter()
@@ -309,7 +322,8 @@ ROUNDTRIPS = {
 }
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
                      "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "qwen2vl",
-                     "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple", "gemma4_mm")
+                     "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple", "gemma4_mm",
+                     "bert")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and
@@ -353,6 +367,15 @@ VL_ROUNDTRIPS = {
 }
 VL_REPOS = hfutil.Repos(WORK, make_mmproj)
 
+# The encoders (make_embed.py): BERT without sentence-transformers' pooling (hf/ has no
+# folder for it yet: a GGUF with a pooling type is refused, said in one line)
+EMBED_ROUNDTRIPS = {
+    # encoder.layer.N.* back by the row's xtensor hook; WordPiece's tokenizer.json from the
+    # phantom-space tokens; checkpoint names with "bert." in R
+    "bert": ("bert-bf16", ("f32",)),
+}
+EMBED_REPOS = hfutil.Repos(WORK, make_embed)
+
 
 def _roundtrip_case(variant, outtype, repos=REPOS, tensors=False):
     def case(self):
@@ -378,6 +401,10 @@ for _cls, (_variant, _outtypes) in MOE_ROUNDTRIPS.items():
     for _outtype in _outtypes:
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
                 _roundtrip_case(_variant, _outtype, MOE_REPOS, _cls in ROUNDTRIP_TENSORS))
+for _cls, (_variant, _outtypes) in EMBED_ROUNDTRIPS.items():
+    for _outtype in _outtypes:
+        setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
+                _roundtrip_case(_variant, _outtype, EMBED_REPOS, _cls in ROUNDTRIP_TENSORS))
 for _cls, (_variant, _outtypes) in VL_ROUNDTRIPS.items():
     for _outtype in _outtypes if not (SANITIZED and _cls == "qwen3vlmoe") else ():
         setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),

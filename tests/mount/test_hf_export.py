@@ -413,11 +413,13 @@ for _cls, (_variant, _outtypes) in VL_ROUNDTRIPS.items():
 
 # The release's vocab tests (llama.cpp models/ggml-vocab-NAME.gguf, .inp texts, .out ids of
 # llama.cpp's tokenizer without special tokens) of the vocabularies hf/ writes a tokenizer
-# for: byte-level BPE whose tokenizer.ggml.pre the view writes (llama-bpe, qwen2, qwen35),
-# read by both npm tokenizers; SentencePiece (tokenizer.model), read by sentencepiece.  The
+# for: byte-level BPE whose tokenizer.ggml.pre the view writes (llama-bpe, qwen2, qwen35) and
+# WordPiece (bert-bge: BERT's tokenizer.json), read by both npm tokenizers; SentencePiece
+# (tokenizer.model), read by sentencepiece.  (gemma-4's tokenizer.json passes too, by hand:
+# 6 s of CPU, its 262K tokens loaded by both npm tokenizers.)  The
 # one difference allowed: a text NFC changes, where tokenizer.json has Hugging Face's NFC
 # normalizer (qwen2, qwen35) and llama.cpp does not normalize (qwen35's "e\u0301").
-VOCAB_BPE = ("llama-bpe", "qwen2", "qwen35")
+VOCAB_BPE = ("llama-bpe", "qwen2", "qwen35", "bert-bge")
 VOCAB_SPM = ("llama-spm", "phi-3")
 
 

@@ -70,10 +70,15 @@ build_asan() {
 }
 
 # ==== the same sources built by clang, warnings as errors (its unit tests, in a chain) ====
-# (the fuzz build compiles only what the harnesses use; this compiles everything)
+# (the fuzz build compiles only what the harnesses use; this compiles everything).  At -O1
+# without debug information: clang's warnings come from its front end, whatever the level;
+# the build took 85 s of CPU at meson's default -O0 -g and 64 s so, and the unit tests run
+# faster.
 rm -f build-clang/meson-logs/testlog.json
 build_clang() {
-	[ -f build-clang/build.ninja ] || CC=clang meson setup build-clang -Dwerror=true >/dev/null || return 1
+	[ -f build-clang/build.ninja ] ||
+		CC=clang meson setup build-clang -Dwerror=true -Doptimization=1 -Ddebug=false \
+			>/dev/null || return 1
 	ninja -C build-clang >/dev/null
 }
 

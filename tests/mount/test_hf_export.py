@@ -176,7 +176,7 @@ class HfExport(TestCase):
                 else r.astype(np.float32)
             self.assertEqual(a.shape, r.shape, name)
             same = np.array_equal(a.view(np.uint32), r.view(np.uint32))
-            if not same and outtype == "f16":   # (a tensor G holds as F16: R's rounded so)
+            if not same and back == "f16":   # (a tensor G holds as F16: R's rounded so)
                 r16 = r.astype(np.float16).astype(np.float32)
                 same = np.array_equal(a.view(np.uint32), r16.view(np.uint32))
             self.assertTrue(same, name)
@@ -283,34 +283,37 @@ class HfExport(TestCase):
 # The dense rows' round trips: a tiny repo of make_model.py per class (what it exercises),
 # at the outtypes checked.  The GGUF's vocabulary decides the tokenizer files: byte-level BPE
 # (tokenizer.json) for Qwen2, Qwen3 and OLMo 2; SentencePiece (tokenizer.model) for the
-# rest.  (The rows of a 128K-152K-token vocabulary at one outtype: each converter run of it
-# is 4-9 s of CPU, and f16/bf16 take the tensors' path the SentencePiece rows check at all
-# three.)
+# rest.  (The rows of a real tokenizer's 128K-200K-token vocabulary at one outtype, "auto":
+# each converter run of such a vocabulary is 4-9 s of CPU, and auto's GGUF (the checkpoint's
+# F16 or BF16, F16 of an F32 one) is the file mount_hf, hf_convert or mount_hf_moe converts
+# too, where f32's was one more run for this module alone (about 60 s of CPU over these
+# rows); hf/ at F32 is converted back at that dtype.  f32, f16 and bf16 each take the
+# tensors' path the small-vocabulary rows check at all three.)
 ALL = ("f32", "f16", "bf16")
 ROUNDTRIPS = {
-    "qwen2": ("qwen2-bpe-f32", ("f32",)),    # q/k/v biases, no permutation; qwen2 pre, NFC
-    "qwen3": ("qwen3-bpe-f32", ("f32",)),    # q_norm/k_norm, head_dim != hidden/heads
+    "qwen2": ("qwen2-bpe-f32", ("auto",)),   # q/k/v biases, no permutation; qwen2 pre, NFC
+    "qwen3": ("qwen3-bpe-f32", ("auto",)),   # q_norm/k_norm, head_dim != hidden/heads
     "gemma2": ("gemma2-bf16", ALL),          # norms - 1, soft-capping, sliding window; SPM
     "gemma3": ("gemma3-f16", ALL),           # norms - 1 of an F16 source, q/k norms; SPM
     "phi3": ("phi3-bf16", ALL),              # fused qkv / gate_up, original context; SPM
     "granite": ("granite-f16", ALL),         # the four multipliers as scales; SPM
-    "olmo2": ("olmo2-bf16", ("bf16",)),      # q/k norms over all heads, post-norms; llama-bpe
+    "olmo2": ("olmo2-bf16", ("auto",)),      # q/k norms over all heads, post-norms; llama-bpe
     "smollm3": ("smollm3-bf16", ALL),        # LlamaModel's conversion, its own name; SPM
-    # (f32 only, and hf/'s tensors compared with R's: ROUNDTRIP_TENSORS)
+    # (one outtype, and hf/'s tensors compared with R's: ROUNDTRIP_TENSORS)
     "ernie4_5": ("ernie45-f32", ("f32",)),   # Llama's tensors unpermuted, head_dim; SPM
-    "olmo3": ("olmo3-f16", ("f32",)),        # OLMo 2's blocks, sliding window, layer_types
-    "seed_oss": ("seedoss-bf16", ("f32",)),  # q/k/v biases, post_attention_norm
+    "olmo3": ("olmo3-f16", ("auto",)),       # OLMo 2's blocks, sliding window, layer_types
+    "seed_oss": ("seedoss-bf16", ("auto",)), # q/k/v biases, post_attention_norm
     "mistral3": ("mistral3-bf16", ("f32",)), # text_config's model, its class name
-    "glm4": ("glm4-bf16", ("f32",)),         # the class's own special ids (eot, unk, bos)
-    "cohere2": ("cohere2-f16", ("f32",)),    # plan hooks on keys only; logit_scale, rotary_pct
+    "glm4": ("glm4-bf16", ("auto",)),        # the class's own special ids (eot, unk, bos)
+    "cohere2": ("cohere2-f16", ("auto",)),   # plan hooks on keys only; logit_scale, rotary_pct
     # llama3 rope scaling found again from rope_freqs.weight
     "llama3": ("llama3-f32", ("f32",)),      # original context 64; base_model, datasets
     "llama32": ("llama32-bf16", ("f32",)),   # factor 32, Llama-3.2-1B's; 32 factors
-    "exaone4": ("exaone4-bf16", ("f32",)),   # EXAONE 4's (factor 16), no pre-norms
+    "exaone4": ("exaone4-bf16", ("auto",)),  # EXAONE 4's (factor 16), no pre-norms
     # the row's xconfig hook: NTK alpha from the scaled base, eod_token_id, eot
-    "hunyuan": ("hunyuan-bf16", ("f32",)),
+    "hunyuan": ("hunyuan-bf16", ("auto",)),
     # the row's xtensors hook: the xIELU parameters back from the xielu.* keys; llama3 rope
-    "apertus": ("apertus-bf16", ("f32",)),
+    "apertus": ("apertus-bf16", ("auto",)),
     # Gemma 4: the row's xconfig hook (layer types, the two head sizes, proportional rope from
     # rope_freqs.weight), its tokenizer.json (LlamaHfVocab's types back); layer_scalar
     "gemma4": ("gemma4-sparse-f32", ("f32",)),
@@ -330,10 +333,10 @@ ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "coher
 # projection, as the class's checkpoints hold them (the row's moe member's names).
 MOE_ROUNDTRIPS = {
     "mixtral": ("mixtral-f16", ALL),         # 8 experts w1/w2/w3 (Llama's GGUF architecture)
-    "qwen2moe": ("qwen2moe-f16", ("f32",)),  # a shared expert and its gate, biases
-    "qwen3moe": ("qwen3moe-bf16", ("f32",)), # q/k norms, moe_intermediate_size
+    "qwen2moe": ("qwen2moe-f16", ("auto",)), # a shared expert and its gate, biases
+    "qwen3moe": ("qwen3moe-bf16", ("auto",)), # q/k norms, moe_intermediate_size
     # the router's e_score_correction_bias named back (renames_back), rotary_dim
-    "minimax_m2": ("minimax-m2-bf16", ("f32",)),
+    "minimax_m2": ("minimax-m2-bf16", ("auto",)),
     # the row's xtensor hook: the experts transposed back, gate_up and its bias
     # interleaved, sinks; f16, the GGUF mount_hf_moe converts too (a 200K vocabulary)
     "gptoss": ("gptoss-bf16", ("f16",)),
@@ -363,7 +366,7 @@ VL_ROUNDTRIPS = {
     # its stacked, transposed experts shown one by one (the converter stacks them as
     # Qwen3-MoE's); TextModel's tokenizer (byte-level BPE only): Qwen's real one, 4 s of CPU
     # a converter run (not under the sanitizers: its daemon path is Qwen3-MoE's unstacking)
-    "qwen3vlmoe": ("qwen3vlmoe-bf16", ("f32",)),
+    "qwen3vlmoe": ("qwen3vlmoe-bf16", ("auto",)),
 }
 VL_REPOS = hfutil.Repos(WORK, make_mmproj)
 

@@ -310,10 +310,9 @@ static int bert_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
 	const char *sfx = strrchr(t->name, '.');
 	unsigned blk;
-	int pos = 0;
-	if (sscanf(t->name, "blk.%u.%n", &blk, &pos) != 1 || pos <= 0 || !sfx)
+	const char *base;
+	if (!tfs_hf_gguf_block_of(t->name, &blk, &base) || !sfx)
 		return 0;
-	const char *base = t->name + pos;
 	for (size_t k = 0; k < N(bert_blocks); k++) {
 		const tfs_hf_name *e = &bert_blocks[k];
 		size_t bn = (size_t)(sfx - base);

@@ -553,10 +553,9 @@ static int ds_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
 	unsigned b;
-	int pos = 0;
-	if (sscanf(t->name, "blk.%u.%n", &b, &pos) != 1 || pos <= 0)
+	const char *r;
+	if (!tfs_hf_gguf_block_of(t->name, &b, &r))
 		return 0;
-	const char *r = t->name + pos;
 	char name[160], other[160];
 	if (!strcmp(r, "exp_probs_b.bias")) {
 		snprintf(name, sizeof name, "model.layers.%u.mlp.gate.e_score_correction_bias", b);

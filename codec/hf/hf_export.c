@@ -75,9 +75,8 @@ static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name
 		return NULL;
 	char buf[512];
 	unsigned blk;
-	int pos = 0;
-	if (sscanf(name, "blk.%u.%n", &blk, &pos) == 1 && pos > 0) {
-		const char *base = name + pos;
+	const char *base;
+	if (tfs_hf_gguf_block_of(name, &blk, &base)) {
 		if (!(*e = by_gguf(row->blocks, row->n_blocks, base, (size_t)(suffix - base))))
 			return NULL;
 		size_t hn = strlen((*e)->hf);
@@ -103,10 +102,9 @@ static int add_experts(tfs_hf_export *x, size_t i, tfs_error *err)
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
 	const tfs_hf_moe *moe = x->row->moe;
 	unsigned blk;
-	int pos = 0;
-	if (!moe || sscanf(t->name, "blk.%u.%n", &blk, &pos) != 1 || pos <= 0)
+	const char *base;
+	if (!moe || !tfs_hf_gguf_block_of(t->name, &blk, &base))
 		return 0;
-	const char *base = t->name + pos;
 	int k = -1;
 	for (int j = 0; j < 3; j++) {
 		size_t n = moe->gguf[j] ? strlen(moe->gguf[j]) : 0;

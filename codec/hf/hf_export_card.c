@@ -11,23 +11,6 @@
 /* hf_export_kv.c's JSON text, by short names */
 static int jstr(tfs_buf *b, const char *s, size_t n) { return tfs_hf_xjstr(b, s, n); }
 
-/* The next string of an array of strings at *p (len bytes left); NULL at a bad one (as
- * hf_export_json.c's). */
-static const char *next_str(const uint8_t **p, uint64_t *left, size_t *n)
-{
-	uint64_t k;
-	if (*left < 8)
-		return NULL;
-	memcpy(&k, *p, 8);
-	if (k > *left - 8)
-		return NULL;
-	const char *s = (const char *)*p + 8;
-	*p += 8 + k;
-	*left -= 8 + k;
-	*n = (size_t)k;
-	return s;
-}
-
 /* ==== README.md: the model card, whose front matter holds the general.* keys ==== */
 
 /* The converter's Metadata reads these model card keys (gguf-py metadata.py) into the
@@ -48,7 +31,7 @@ static int card_list(tfs_buf *b, const tfs_hf_export *x, const char *key, const 
 	int rc = tfs_buf_printf(b, "%s: [", card);
 	for (uint64_t i = 0; !rc && i < n; i++) {
 		size_t k;
-		const char *s = next_str(&p, &len, &k);
+		const char *s = tfs_hf_xnext_str(&p, &len, &k);
 		if (!s)
 			break;
 		rc = tfs_buf_printf(b, "%s", i ? ", " : "") || jstr(b, s, k);

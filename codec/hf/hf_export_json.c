@@ -35,22 +35,6 @@ typedef struct {
 	uint32_t type_t;
 } vocab;
 
-/* The next string of an array of strings at *p (len bytes left); NULL at a bad one. */
-static const char *next_str(const uint8_t **p, uint64_t *left, size_t *n)
-{
-	uint64_t k;
-	if (*left < 8)
-		return NULL;
-	memcpy(&k, *p, 8);
-	if (k > *left - 8)
-		return NULL;
-	const char *s = (const char *)*p + 8;
-	*p += 8 + k;
-	*left -= 8 + k;
-	*n = (size_t)k;
-	return s;
-}
-
 static bool get_vocab(vocab *v, const tfs_hf_export *x)
 {
 	uint32_t t, mt;
@@ -70,12 +54,12 @@ static bool get_vocab(vocab *v, const tfs_hf_export *x)
 	uint64_t left = v->tok_len;
 	size_t n;
 	for (uint64_t i = 0; i < v->n; i++)
-		if (!next_str(&p, &left, &n))
+		if (!tfs_hf_xnext_str(&p, &left, &n))
 			return false;
 	p = v->merges;
 	left = v->merges_len;
 	for (uint64_t i = 0; i < v->n_merges; i++)
-		if (!next_str(&p, &left, &n))
+		if (!tfs_hf_xnext_str(&p, &left, &n))
 			return false;
 	return true;
 }
@@ -95,7 +79,7 @@ static const char *token_text(const vocab *v, uint64_t id, size_t *n)
 	uint64_t left = v->tok_len;
 	const char *s = NULL;
 	for (uint64_t i = 0; i <= id && i < v->n; i++)
-		if (!(s = next_str(&p, &left, n)))
+		if (!(s = tfs_hf_xnext_str(&p, &left, n)))
 			return NULL;
 	return id < v->n ? s : NULL;
 }
@@ -115,7 +99,7 @@ static int added_tokens(tfs_buf *b, const vocab *v)
 	int rc = tfs_buf_append(b, "[", 1);
 	for (uint64_t i = 0; !rc && i < v->n; i++) {
 		size_t n;
-		const char *s = next_str(&p, &left, &n);
+		const char *s = tfs_hf_xnext_str(&p, &left, &n);
 		int32_t t = tok_type(v, i);
 		if (!s)
 			return TFS_E_FORMAT;
@@ -142,7 +126,7 @@ static int bpe_model(tfs_buf *b, const vocab *v, bool ignore_merges)
 				"%s, \"vocab\": {", ignore_merges ? "true" : "false");
 	for (uint64_t i = 0; !rc && i < v->n; i++) {
 		size_t n;
-		const char *s = next_str(&p, &left, &n);
+		const char *s = tfs_hf_xnext_str(&p, &left, &n);
 		int32_t t = tok_type(v, i);
 		if (!s)
 			return TFS_E_FORMAT;
@@ -157,7 +141,7 @@ static int bpe_model(tfs_buf *b, const vocab *v, bool ignore_merges)
 	left = v->merges_len;
 	for (uint64_t i = 0; !rc && i < v->n_merges; i++) {
 		size_t n;
-		const char *s = next_str(&p, &left, &n);
+		const char *s = tfs_hf_xnext_str(&p, &left, &n);
 		if (!s)
 			return TFS_E_FORMAT;
 		rc = tfs_buf_append(b, i ? ",\n    " : "\n    ", i ? 6 : 5) || jstr(b, s, n);
@@ -301,7 +285,7 @@ static int make_g4_tokenizer(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 	const uint8_t *p = v.tok;
 	uint64_t left = v.tok_len;
 	for (uint64_t i = 0; !rc && i < v.n; i++) {
-		const char *t = next_str(&p, &left, &n);
+		const char *t = tfs_hf_xnext_str(&p, &left, &n);
 		rc = !t || tfs_buf_append(b, i ? ",\n    " : "\n    ", i ? 6 : 5) ||
 		     jstr(b, t, n) || tfs_buf_printf(b, ": %llu", (unsigned long long)i);
 	}
@@ -309,7 +293,7 @@ static int make_g4_tokenizer(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 	p = v.merges;
 	left = v.merges_len;
 	for (uint64_t i = 0; !rc && i < v.n_merges; i++) {
-		const char *t = next_str(&p, &left, &n);
+		const char *t = tfs_hf_xnext_str(&p, &left, &n);
 		rc = !t || tfs_buf_append(b, i ? ",\n    " : "\n    ", i ? 6 : 5) || jstr(b, t, n);
 	}
 	rc = rc || tfs_buf_append(b, "]}\n}\n", 5);
@@ -357,7 +341,7 @@ static int make_g4_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_erro
 	uint64_t left = v.tok_len;
 	bool first = true;
 	for (uint64_t i = 0; !rc && i < v.n; i++) {
-		const char *t = next_str(&p, &left, &n);
+		const char *t = tfs_hf_xnext_str(&p, &left, &n);
 		bool is_named = false;
 		for (size_t k = 0; k < 5; k++)
 			is_named |= ids[k] == (int64_t)i;
@@ -445,7 +429,7 @@ static int make_wpm_tokenizer(tfs_buf *b, const tfs_hf_export *x, tfs_error *err
 	bool first = true;
 	(void)id;
 	for (uint64_t i = 0; !rc && i < v.n; i++) {
-		const char *t = next_str(&p, &left, &n);
+		const char *t = tfs_hf_xnext_str(&p, &left, &n);
 		int32_t ty = tok_type(&v, i);
 		if (!t)
 			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.tokens: malformed");
@@ -567,7 +551,7 @@ static int make_spm(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 	int rc = 0;
 	for (uint64_t i = 0; !rc && i < v.n; i++) {
 		size_t n = 0;
-		const char *s = next_str(&p, &left, &n);
+		const char *s = tfs_hf_xnext_str(&p, &left, &n);
 		int32_t t = tok_type(&v, i);
 		float f = 0;
 		if (sc.score)
@@ -640,7 +624,7 @@ static int make_added_tokens(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 	int rc = tfs_buf_append(b, "{", 1);
 	for (uint64_t i = 0; !rc && i < v.n; i++) {
 		size_t n = 0;
-		const char *s = next_str(&p, &left, &n);
+		const char *s = tfs_hf_xnext_str(&p, &left, &n);
 		if (tok_type(&v, i) != TOK_USER)
 			continue;
 		rc = tfs_buf_append(b, first ? "\n  " : ",\n  ", first ? 3 : 4) || jstr(b, s, n) ||

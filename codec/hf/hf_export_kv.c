@@ -8,7 +8,9 @@
  */
 #include "hf_export.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -124,6 +126,43 @@ void tfs_hf_xspecial_places(const tfs_hf_export *x, uint8_t place[TFS_HF_N_SPECI
 		place[k] = run == 1 ? TFS_HF_SP_BOTH : TFS_HF_SP_CONFIG;
 		last = k;
 	}
+}
+
+/* ==== tensor names and array keys ==== */
+
+/* The next string of an array key's strings at *p (*left bytes left: each a uint64 length,
+ * then its bytes), its length in *n; NULL at one that overruns. */
+const char *tfs_hf_xnext_str(const uint8_t **p, uint64_t *left, size_t *n)
+{
+	uint64_t k;
+	if (*left < 8)
+		return NULL;
+	memcpy(&k, *p, 8);
+	if (k > *left - 8)
+		return NULL;
+	const char *s = (const char *)*p + 8;
+	*p += 8 + k;
+	*left -= 8 + k;
+	*n = (size_t)k;
+	return s;
+}
+
+bool tfs_hf_gguf_block_of(const char *name, unsigned *blk, const char **rest)
+{
+	static const char prefix[] = "blk.";
+	if (strncmp(name, prefix, sizeof prefix - 1))
+		return false;
+	const char *p = name + sizeof prefix - 1;
+	char *end;
+	if (*p < '0' || *p > '9')
+		return false;
+	errno = 0;
+	unsigned long b = strtoul(p, &end, 10);
+	if (errno || *end != '.' || b > UINT_MAX)
+		return false;
+	*blk = (unsigned)b;
+	*rest = end + 1;
+	return true;
 }
 
 /* ==== JSON text ==== */

@@ -351,10 +351,10 @@ static int xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
 	unsigned b;
-	int pos = 0;
-	if (sscanf(t->name, "blk.%u.%n", &b, &pos) != 1 || pos <= 0)
+	const char *r;
+	if (!tfs_hf_gguf_block_of(t->name, &b, &r))
 		return 0;
-	const char *r = t->name + pos, *suf = strrchr(r, '.');
+	const char *suf = strrchr(r, '.');
 	char name[160], other[160];
 	size_t src[2] = { i, i };
 	if (!strcmp(r, "attn_sinks.weight")) {

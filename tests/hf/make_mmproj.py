@@ -471,6 +471,12 @@ def tensor_shapes(s):
     return t
 
 
+def _dump(d, name, obj):
+    """obj as d/name, JSON indented by 2 (as the published repos' files)."""
+    with open(os.path.join(d, name), "w") as f:
+        json.dump(obj, f, indent=2)
+
+
 def write_config(d, s):
     _text_config(d, s)
     if "vision" not in s:
@@ -484,25 +490,19 @@ def write_config(d, s):
                  initializer_range=0.02, max_window_layers=s["layers"], sliding_window=32768,
                  use_cache=True, use_sliding_window=False, vision_config=dict(s["vision"]),
                  rope_scaling={"type": "mrope", "mrope_section": s["mrope_section"]})
-        with open(p, "w") as f:
-            json.dump(c, f, indent=2)
-        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
-            json.dump(QWEN25VL_PREPROCESSOR, f, indent=2)
+        _dump(d, "config.json", c)
+        _dump(d, "preprocessor_config.json", QWEN25VL_PREPROCESSOR)
         return
     if s["arch"] == GEMMA4:   # a processor_config.json only (the variant's proc)
         c.update(vision_config=dict(s["vision"], model_type="gemma4_vision"),
                  audio_config=s.get("audio"))
-        with open(p, "w") as f:
-            json.dump(c, f, indent=2)
-        with open(os.path.join(d, "processor_config.json"), "w") as f:
-            json.dump(s["proc"], f, indent=2)
+        _dump(d, "config.json", c)
+        _dump(d, "processor_config.json", s["proc"])
         return
     if s["arch"] == QWEN35:   # make_model's config.json (text_config) with the tower's keys
         c["vision_config"] = dict(s["vision"])
-        with open(p, "w") as f:
-            json.dump(c, f, indent=2)
-        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
-            json.dump(QWEN3VL_PREPROCESSOR, f, indent=2)
+        _dump(d, "config.json", c)
+        _dump(d, "preprocessor_config.json", QWEN3VL_PREPROCESSOR)
         return
     if s["arch"] in (QWEN3VL, QWEN3VLMOE):   # as Qwen/Qwen3-VL-4B-Instruct's config.json
         top = {k: c.pop(k) for k in ("architectures", "transformers_version") if k in c}
@@ -522,30 +522,23 @@ def write_config(d, s):
                    video_token_id=151656, vision_start_token_id=151652,
                    vision_end_token_id=151653, tie_word_embeddings=s["tied"],
                    vision_config=dict(s["vision"]))
-        with open(p, "w") as f:
-            json.dump(top, f, indent=2)
-        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
-            json.dump(QWEN3VL_PREPROCESSOR, f, indent=2)
+        _dump(d, "config.json", top)
+        _dump(d, "preprocessor_config.json", QWEN3VL_PREPROCESSOR)
         return
     if s["arch"] == MISTRAL3:   # make_model.py's config.json with the variant's tower
         c["vision_config"] = dict(s["vision"])
-        with open(p, "w") as f:
-            json.dump(c, f, indent=2)
-        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
-            json.dump(MISTRAL3_PREPROCESSOR, f, indent=2)
+        _dump(d, "config.json", c)
+        _dump(d, "preprocessor_config.json", MISTRAL3_PREPROCESSOR)
         return
     c["vision_config"] = dict(s["vision"], model_type="siglip_vision_model")
-    with open(p, "w") as f:
-        json.dump(c, f, indent=2)
+    _dump(d, "config.json", c)
     pre = dict(GEMMA3_PREPROCESSOR)
     pre.update(s.get("pre", {}))
     size = s["vision"]["image_size"]
     pre["size"] = {"height": size, "width": size}
-    with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
-        json.dump(pre, f, indent=2)
+    _dump(d, "preprocessor_config.json", pre)
     if "proc" in s:
-        with open(os.path.join(d, "processor_config.json"), "w") as f:
-            json.dump(s["proc"], f, indent=2)
+        _dump(d, "processor_config.json", s["proc"])
 
 
 make_model.MODEL_TYPES[QWEN25VL] = "qwen2_5_vl"
@@ -628,10 +621,9 @@ def make(outdir, name):
                        tie_word_embeddings=c["tie_word_embeddings"])
             c = top
         c["vision_config"] = dict(ms["vision"])
-        with open(p, "w") as f:
-            json.dump(c, f, indent=2)
-        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
-            json.dump(QWEN3VL_PREPROCESSOR if qwen35 else LLAMA4_PREPROCESSOR, f, indent=2)
+        _dump(d, "config.json", c)
+        _dump(d, "preprocessor_config.json",
+              QWEN3VL_PREPROCESSOR if qwen35 else LLAMA4_PREPROCESSOR)
     make_moe.tensor_shapes, make_moe.write_config = tensor_shapes, write_config
     try:
         return make_moe.make(outdir, name)

@@ -161,6 +161,8 @@ typedef struct {
 
 /* Whether path (absolute, resolved) is a mount point; out gets the newest mount there. */
 bool tfsd_find_mount(const char *path, tfsd_mount_entry *out);
+/* Whether err (of a call on a FUSE mount) says its daemon is gone. */
+bool tfsd_dead_errno(int err);
 /* Whether the FUSE mount at mp has lost its daemon. */
 bool tfsd_dead_mount(const char *mp);
 /* Sets the mount's request size (the readahead of its device number). */

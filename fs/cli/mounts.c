@@ -92,12 +92,20 @@ void tfsd_set_readahead(const char *mountpoint, int kb)
 	}
 }
 
+/* Whether err is what a FUSE mount without its daemon answers: ENOTCONN once the kernel has
+ * seen the daemon's /dev/fuse closed, ECONNABORTED for a request that was under way when it
+ * was (seen in CI right after a SIGKILL). */
+bool tfsd_dead_errno(int err)
+{
+	return err == ENOTCONN || err == ECONNABORTED;
+}
+
 /* Whether the FUSE mount at mp has lost its daemon.  statfs always asks the daemon (a
  * stat() may be answered from the kernel's cache). */
 bool tfsd_dead_mount(const char *mp)
 {
 	struct statvfs sv;
-	return statvfs(mp, &sv) < 0 && errno == ENOTCONN;
+	return statvfs(mp, &sv) < 0 && tfsd_dead_errno(errno);
 }
 
 /* Refuses a mount point that is not an empty directory of its own (a mount there would
@@ -108,7 +116,7 @@ int tfsd_check_mountpoint(const tfsd_opts *o, const char *prog)
 	struct stat st;
 	tfsd_mount_entry me;
 	if (stat(mp, &st) < 0 || tfsd_dead_mount(mp)) {
-		if (errno == ENOTCONN)
+		if (tfsd_dead_errno(errno))
 			fprintf(stderr, "%s: %s: a dead mount is in the way (its daemon is gone); "
 				"`tensorfs unmount %s` clears it\n", prog, mp, mp);
 		else if (errno == ENOENT)

@@ -253,7 +253,7 @@ int tfsd_unmount_main(int argc, char **argv)
 			me.fstype, me.source);
 		goto out;
 	}
-	if (stat_errno == ENOTCONN || tfsd_dead_mount(mp)) {
+	if (tfsd_dead_errno(stat_errno) || tfsd_dead_mount(mp)) {
 		ret = unmount_dead(mp, arg, &me);
 		goto out;
 	}

@@ -59,6 +59,23 @@ def free_port():
     return port
 
 
+def listens(pid, port):
+    """Whether process pid has a socket listening on 127.0.0.1:port (/proc/net/tcp's LISTEN
+    rows, state 0A, and the process's open sockets)."""
+    want = "0100007F:%04X" % port
+    try:
+        with open("/proc/net/tcp") as f:
+            inodes = {l.split()[9] for l in f.readlines()[1:]
+                      if l.split()[1] == want and l.split()[3] == "0A"}
+        if not inodes:
+            return False
+        fds = "/proc/%d/fd" % pid
+        return any(os.readlink(os.path.join(fds, fd))[8:-1] in inodes
+                   for fd in os.listdir(fds))
+    except OSError:
+        return False
+
+
 CONF = """[global]
 fsid = {fsid}
 mon host = v2:127.0.0.1:{mon_port}
@@ -109,8 +126,7 @@ class Rgw:
             r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=log, timeout=timeout, text=True)
         if r.returncode != 0:
-            raise RuntimeError("%s failed (%d): see %s/commands.log" %
-                               (" ".join(argv[:3]), r.returncode, self.dir))
+            raise RuntimeError("%s failed (%d)" % (" ".join(argv[:3]), r.returncode))
         return r.stdout
 
     def _daemon(self, name, argv):
@@ -122,10 +138,37 @@ class Rgw:
         with open(os.path.join(self.dir, name + ".pid"), "w") as f:
             f.write("%d\n" % p.pid)
 
-    def start(self, timeout=60):
+    def start(self, timeout=60, attempts=3):
+        """Starts the cluster; again (new ports, a new cluster) when an attempt fails, up to
+        attempts times: a port free_port found may be taken before a daemon binds it (by a
+        connection's ephemeral port, on a machine running other tests), and on a loaded one
+        the mon can be slow to answer.  The last failure raises with the logs' ends."""
         why = available()
         if why:
             raise RuntimeError(why)
+        for attempt in range(1, attempts + 1):
+            try:
+                self._start_once(timeout)
+                return self
+            except BaseException as e:
+                tail = self._log_tails()
+                stop_pids(self.dir, self.procs)
+                self.procs = {}
+                if attempt == attempts or not isinstance(e, (RuntimeError, OSError,
+                                                             subprocess.TimeoutExpired)):
+                    if self.own_dir:
+                        shutil.rmtree(self.dir, ignore_errors=True)
+                    if isinstance(e, (RuntimeError, subprocess.TimeoutExpired)):
+                        raise RuntimeError("radosgw: %s (attempt %d of %d)\n%s" %
+                                           (e, attempt, attempts, tail)) from e
+                    raise
+                print("# radosgw: attempt %d failed (%s); again on new ports" % (attempt, e),
+                      file=sys.stderr, flush=True)
+                for n in os.listdir(self.dir):   # a cluster of its own: a new fsid, a new mon
+                    p = os.path.join(self.dir, n)
+                    shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+
+    def _start_once(self, timeout):
         os.makedirs(os.path.join(self.dir, "run"), exist_ok=True)
         for d in ("mon", "osd", "rgw"):
             os.makedirs(os.path.join(self.dir, d), exist_ok=True)
@@ -137,40 +180,62 @@ class Rgw:
             f.write(CONF.format(fsid=fsid, mon_port=mon_port, rgw_port=self.port, dir=self.dir,
                                 store_bytes=self.store_bytes))
         c = ["-c", conf]
-        try:
-            self._run(["monmaptool", "--create", "--add", "a", "v2:127.0.0.1:%d" % mon_port,
-                       "--fsid", fsid, os.path.join(self.dir, "monmap")] + c)
-            self._run(["ceph-mon", "--mkfs", "-i", "a", "--monmap",
-                       os.path.join(self.dir, "monmap")] + c)
-            self._daemon("mon", ["ceph-mon", "-f", "-i", "a"] + c)
-            osd_id = self._run(["ceph", "--connect-timeout", "20", "osd", "create"] + c).strip()
-            self._run(["ceph-osd", "-i", osd_id, "--mkfs"] + c)
-            self._daemon("osd", ["ceph-osd", "-f", "-i", osd_id] + c)
-            self._daemon("rgw", ["radosgw", "-f", "-n", "client.rgw"] + c)
-            deadline = time.time() + timeout
-            # the user: radosgw-admin waits for the OSD (the pools radosgw creates) itself
-            self._run(["radosgw-admin", "user", "create", "--uid", "tfs", "--display-name",
-                       "tensorfs tests", "--access-key", self.key_id, "--secret-key",
-                       self.secret] + c, timeout=timeout)
-            cl = self.client()
-            while True:  # radosgw answering signed requests
-                try:
-                    if cl.request("GET", "/")[0] == 200:
-                        break
-                except OSError:
-                    pass
-                if time.time() > deadline:
-                    raise RuntimeError("radosgw did not answer within %d s (see %s)" %
-                                       (timeout, self.dir))
-                for name, p in self.procs.items():
-                    if p.poll() is not None:
-                        raise RuntimeError("%s exited (%d): see %s/%s.out and its log" %
-                                           (name, p.returncode, self.dir, name))
-                time.sleep(0.05)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        deadline = time.time() + timeout
+        self._run(["monmaptool", "--create", "--add", "a", "v2:127.0.0.1:%d" % mon_port,
+                   "--fsid", fsid, os.path.join(self.dir, "monmap")] + c)
+        self._run(["ceph-mon", "--mkfs", "-i", "a", "--monmap",
+                   os.path.join(self.dir, "monmap")] + c)
+        self._daemon("mon", ["ceph-mon", "-f", "-i", "a"] + c)
+        self._wait_listening("mon", mon_port, deadline)
+        osd_id = self._run(["ceph", "--connect-timeout", str(timeout), "osd", "create"] + c,
+                           timeout=timeout + 10).strip()
+        self._run(["ceph-osd", "-i", osd_id, "--mkfs"] + c)
+        self._daemon("osd", ["ceph-osd", "-f", "-i", osd_id] + c)
+        self._daemon("rgw", ["radosgw", "-f", "-n", "client.rgw"] + c)
+        # the user: radosgw-admin waits for the OSD (the pools radosgw creates) itself
+        self._run(["radosgw-admin", "user", "create", "--uid", "tfs", "--display-name",
+                   "tensorfs tests", "--access-key", self.key_id, "--secret-key",
+                   self.secret] + c, timeout=timeout)
+        cl = self.client()
+        while True:  # radosgw answering signed requests
+            try:
+                if cl.request("GET", "/")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("radosgw did not answer within %d s" % timeout)
+            for name, p in self.procs.items():
+                if p.poll() is not None:
+                    raise RuntimeError("%s exited (%d)" % (name, p.returncode))
+            time.sleep(0.05)
+
+    def _wait_listening(self, name, port, deadline):
+        """Until the daemon name listens on port (its own socket: another process may have
+        taken the port); an error when it exits or at the deadline."""
+        p = self.procs[name]
+        while True:
+            if listens(p.pid, port):
+                return
+            if p.poll() is not None:
+                raise RuntimeError("%s exited (%d)" % (name, p.returncode))
+            if time.time() > deadline:
+                raise RuntimeError("%s did not listen on port %d in time" % (name, port))
+            time.sleep(0.05)
+
+    def _log_tails(self, lines=8):
+        """The last lines of the commands' and the daemons' logs (for an error: the directory
+        may be gone when it is read)."""
+        out = []
+        for n in ("commands.log", "mon.out", "osd.out", "rgw.out", "mon.a.log", "client.rgw.log"):
+            try:
+                with open(os.path.join(self.dir, n), errors="replace") as f:
+                    t = f.read().splitlines()[-lines:]
+            except OSError:
+                continue
+            if t:
+                out.append("--- %s:\n%s" % (n, "\n".join(l[:300] for l in t)))
+        return "\n".join(out) or "(no logs in %s)" % self.dir
 
     def stop(self):
         stop_pids(self.dir, self.procs)

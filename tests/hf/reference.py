@@ -28,10 +28,13 @@ import hashlib
 import importlib.util
 import json
 import os
+import resource
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -155,6 +158,7 @@ class _Server:
             with self.lock:
                 w = self.waiting.pop(msg["id"])
             w[1] = msg["status"]
+            w.append(msg.get("cpu"))
             w[0].set()
         with self.lock:   # the server is gone: every run still waiting failed
             self.ok = False
@@ -163,7 +167,8 @@ class _Server:
             self.waiting.clear()
 
     def run(self, argv, timeout):
-        """(status, stdout, stderr) of one run; status None when the server is gone."""
+        """(status, stdout, stderr, CPU seconds) of one run; status None when the server is
+        gone."""
         fd_o, out = tempfile.mkstemp(prefix="refconv-", suffix=".out")
         fd_e, err = tempfile.mkstemp(prefix="refconv-", suffix=".err")
         os.close(fd_o)
@@ -172,7 +177,7 @@ class _Server:
             w = [threading.Event(), None]
             with self.lock:
                 if not self.ok:
-                    return None, "", ""
+                    return None, "", "", None
                 self.next_id += 1
                 self.waiting[self.next_id] = w
                 self.proc.stdin.write(json.dumps({"id": self.next_id, "argv": argv, "out": out,
@@ -180,7 +185,7 @@ class _Server:
                 self.proc.stdin.flush()
             w[0].wait()
             with open(out, errors="replace") as fo, open(err, errors="replace") as fe:
-                return w[1], fo.read(), fe.read()
+                return w[1], fo.read(), fe.read(), (w[2] if len(w) > 2 else None)
         finally:
             os.unlink(out)
             os.unlink(err)
@@ -219,13 +224,37 @@ def run_converter(hfdir, outfile, *extra, timeout=900):
         except OSError:
             pass
     srv = _the_server()
+    t0 = time.time()
     if srv is not None:
-        status, out, err = srv.run(argv[4:], timeout)
+        status, out, err, cpu = srv.run(argv[4:], timeout)
         if status == "timeout":
             raise subprocess.TimeoutExpired(argv, timeout)
         if status is not None:
+            log_run("convert", hfdir, extra, cpu, time.time() - t0)
             return subprocess.CompletedProcess(argv, status, out, err)
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    c0 = _children_cpu()
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    log_run("convert", hfdir, extra, _children_cpu() - c0, time.time() - t0)
+    return r
+
+
+def _children_cpu():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def log_run(tool, what, args, cpu, wall):
+    """TFS_REF_LOG=FILE: a JSON line per run of a reference tool (the converter, llamaq.py)
+    appended to FILE: which, on what, its CPU and wall seconds, the test and chain asking
+    (scripts/bench/ref-runs.py sums them)."""
+    path = os.environ.get("TFS_REF_LOG")
+    if not path:
+        return
+    rec = {"tool": tool, "what": os.path.basename(os.path.normpath(str(what))),
+           "args": [str(a) for a in args], "cpu": round(cpu or 0, 3), "wall": round(wall, 3),
+           "test": os.path.basename(sys.argv[0]), "chain": os.environ.get("TFS_CPU_TAG", "")}
+    with open(path, "a") as f:   # (one write of a short line: appends do not interleave)
+        f.write(json.dumps(rec) + "\n")
 
 
 _stamp = []

@@ -28,8 +28,10 @@ function and only the fields named here are written.
 import ctypes as C
 import hashlib
 import os
+import resource
 import shutil
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llama"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hf"))
@@ -106,7 +108,11 @@ def main():
             shutil.copyfile(hit, tmp)
             os.replace(tmp, args[1])
             sys.exit(0)
+        t0 = time.time()
         quantize(args)
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        reference.log_run("llamaq", args[0], args[2:], ru.ru_utime + ru.ru_stime,
+                          time.time() - t0)
         if hit:
             try:
                 os.makedirs(os.path.dirname(hit), exist_ok=True)

@@ -13,8 +13,8 @@ and for each forks a child that runs the converter's main() with those arguments
 `run.py` would, its stdout and stderr going to the files "out" and "err".  The fork makes
 each run start from the same freshly imported state (the converter changes class attributes
 and logging on the way) and keeps a crash of one run to itself.  When the run ends, one line
-goes to stdout: {"id": N, "status": EXIT-STATUS} (negative: killed by that signal; "timeout":
-killed after S seconds).  Runs may overlap: each has a waiting process of its own.  The
+goes to stdout: {"id": N, "status": EXIT-STATUS, "cpu": SECONDS} (status negative: killed by
+that signal; "timeout": killed after S seconds; cpu: the run's CPU time, its children's too).  Runs may overlap: each has a waiting process of its own.  The
 server ends at the end of its input.  reference.py starts it and speaks this protocol.
 """
 import json
@@ -86,10 +86,11 @@ def waiter(script, main, req):
         os.kill(pid, signal.SIGKILL)
     signal.signal(signal.SIGALRM, expire)
     signal.alarm(max(1, int(req.get("timeout") or 900)))
-    _, status = os.waitpid(pid, 0)
+    _, status, ru = os.wait4(pid, 0)
     signal.alarm(0)
     st = "timeout" if timed_out else os.waitstatus_to_exitcode(status)
-    os.write(1, (json.dumps({"id": req["id"], "status": st}) + "\n").encode())
+    os.write(1, (json.dumps({"id": req["id"], "status": st,
+                             "cpu": round(ru.ru_utime + ru.ru_stime, 3)}) + "\n").encode())
     os._exit(0)
 
 

@@ -254,7 +254,8 @@ void tfsd_list_users(const char *dir, char *buf, size_t cap)
 			more++;
 			continue;
 		}
-		char path[64], comm[64] = "?";
+		/* (d_name's size: gcc at -O1 sees no bound on its digits) */
+		char path[sizeof("/proc//comm") + sizeof(de->d_name)], comm[64] = "?";
 		snprintf(path, sizeof(path), "/proc/%s/comm", de->d_name);
 		FILE *f = fopen(path, "r");
 		if (f) {

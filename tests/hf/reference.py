@@ -14,10 +14,10 @@ runs unmodified with the stand-ins of tests/hf/refconv/ (see its README) on Debi
     reference.vocab_dir()                     # models/ with ggml-vocab-*.gguf, .inp, .out
 
 Speed (the tests run the converter a few hundred times): run_converter() and convert() ask
-refconv/server.py, one process per test process that imported torch, gguf-py and the
-converter once and forks a fresh copy of itself for each run (a run of a tiny model then takes
-a fraction of a second instead of the seconds of imports; TFS_REFCONV_SERVER=0 runs a process
-per run instead).  convert() also keeps what the converter wrote in a cache keyed by the
+refconv/server.py, a fork server (forkserver.py) that every test process shares,
+which imported torch, gguf-py and the converter once and forks a fresh copy of itself for each
+run (a run of a tiny model then takes a fraction of a second instead of the seconds of
+imports; TFS_REFCONV_SERVER=0 runs a process per run instead).  convert() also keeps what the converter wrote in a cache keyed by the
 reference, the options and the bytes of every file of the model (cache_dir(): build/
 refconv-cache, TFS_REFCONV_CACHE; =0: none), so that two tests converting the same model
 (hf_convert and mount_hf, hf_moe and mount_hf_moe, the normal and the sanitizer build) run the
@@ -36,12 +36,16 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import forkserver  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 COMMIT = "de3ff815ea7d559ee917f063901b8986f038abc6"
 PYTHON = "/usr/bin/python3"   # Debian's python3-torch & co. are installed for it
 RUNNER = os.path.join(HERE, "refconv", "run.py")
 SERVER = os.path.join(HERE, "refconv", "server.py")
+FORKSERVER = os.path.join(HERE, "forkserver.py")
 # Debian packages the converter imports (python3-torch, -numpy, -sentencepiece, -yaml, -tqdm,
 # -protobuf: XLM-RoBERTa's sentencepiece_model_pb2) and the tokenizer stand-in's regex
 # (python3-regex)
@@ -137,77 +141,38 @@ def converter_argv(hfdir, outfile, *extra):
         [str(x) for x in extra]
 
 
-class _Server:
-    """refconv/server.py: the converter imported once, a forked run per request (see its
-    doc for the protocol)."""
-
-    def __init__(self):
-        self.proc = subprocess.Popen([PYTHON, SERVER, llama_cpp_dir(), npm_dir()],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, bufsize=1)
-        self.lock = threading.Lock()
-        self.waiting = {}   # id -> [threading.Event, status]
-        self.next_id = 0
-        self.ok = self.proc.stdout.readline().strip() == "ready"
-        if self.ok:
-            threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            msg = json.loads(line)
-            with self.lock:
-                w = self.waiting.pop(msg["id"])
-            w[1] = msg["status"]
-            w.append(msg.get("cpu"))
-            w[0].set()
-        with self.lock:   # the server is gone: every run still waiting failed
-            self.ok = False
-            for w in self.waiting.values():
-                w[0].set()
-            self.waiting.clear()
-
-    def run(self, argv, timeout):
-        """(status, stdout, stderr, CPU seconds) of one run; status None when the server is
-        gone."""
-        fd_o, out = tempfile.mkstemp(prefix="refconv-", suffix=".out")
-        fd_e, err = tempfile.mkstemp(prefix="refconv-", suffix=".err")
-        os.close(fd_o)
-        os.close(fd_e)
-        try:
-            w = [threading.Event(), None]
-            with self.lock:
-                if not self.ok:
-                    return None, "", "", None
-                self.next_id += 1
-                self.waiting[self.next_id] = w
-                self.proc.stdin.write(json.dumps({"id": self.next_id, "argv": argv, "out": out,
-                                                  "err": err, "timeout": timeout}) + "\n")
-                self.proc.stdin.flush()
-            w[0].wait()
-            with open(out, errors="replace") as fo, open(err, errors="replace") as fe:
-                return w[1], fo.read(), fe.read(), (w[2] if len(w) > 2 else None)
-        finally:
-            os.unlink(out)
-            os.unlink(err)
+def _server_name():
+    """The converter's fork server's socket name: it changes with the reference, the
+    stand-ins, the server's code and the npm folder."""
+    h = hashlib.sha256(stamp().encode())
+    for f in (SERVER, FORKSERVER):
+        with open(f, "rb") as fp:
+            h.update(fp.read())
+    h.update(npm_dir().encode() + b"\0" + (llama_cpp_dir() or "").encode())
+    return "tfs-refconv-%d-%s" % (os.getuid(), h.hexdigest()[:16])
 
 
-_server = None
-_server_lock = threading.Lock()
-
-
-def _the_server():
-    """This process's server (started on first use), or None (TFS_REFCONV_SERVER=0, or it
-    did not start: then each run is a process of its own, which says what is wrong)."""
-    global _server
+def _server_run(argv, timeout):
+    """(status, stdout, stderr, CPU seconds) of a run by the converter's fork server
+    (refconv/server.py, one for every test process, started when none answers); status None
+    when there is none (TFS_REFCONV_SERVER=0, or it did not start)."""
     if os.environ.get("TFS_REFCONV_SERVER", "1") == "0":
-        return None
-    with _server_lock:
-        if _server is None:
-            try:
-                _server = _Server()
-            except OSError:
-                _server = False
-        return _server if _server and _server.ok else None
+        return None, "", "", None
+    fd_o, out = tempfile.mkstemp(prefix="refconv-", suffix=".out")
+    fd_e, err = tempfile.mkstemp(prefix="refconv-", suffix=".err")
+    os.close(fd_o)
+    os.close(fd_e)
+    try:
+        name = _server_name()
+        r = forkserver.call(name, [PYTHON, SERVER, name, llama_cpp_dir(), npm_dir()],
+                            {"argv": argv, "out": out, "err": err}, timeout)
+        if r is None:
+            return None, "", "", None
+        with open(out, errors="replace") as fo, open(err, errors="replace") as fe:
+            return r["status"], fo.read(), fe.read(), r.get("cpu")
+    finally:
+        os.unlink(out)
+        os.unlink(err)
 
 
 def run_converter(hfdir, outfile, *extra, timeout=900):
@@ -223,15 +188,13 @@ def run_converter(hfdir, outfile, *extra, timeout=900):
             os.environ["TFS_REFCONV_TOKCACHE"] = os.path.join(cache, "tokenizer")
         except OSError:
             pass
-    srv = _the_server()
     t0 = time.time()
-    if srv is not None:
-        status, out, err, cpu = srv.run(argv[4:], timeout)
+    status, out, err, cpu = _server_run(argv[4:], timeout)
+    if status is not None:
         if status == "timeout":
             raise subprocess.TimeoutExpired(argv, timeout)
-        if status is not None:
-            log_run("convert", hfdir, extra, cpu, time.time() - t0)
-            return subprocess.CompletedProcess(argv, status, out, err)
+        log_run("convert", hfdir, extra, cpu, time.time() - t0)
+        return subprocess.CompletedProcess(argv, status, out, err)
     c0 = _children_cpu()
     r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     log_run("convert", hfdir, extra, _children_cpu() - c0, time.time() - t0)

@@ -172,24 +172,18 @@ def train_unigram(outdir):
     <s> 1, </s> 2, then the pieces), trained once (python3-sentencepiece) into
     OUTDIR/_xlmr_spm from make_model's word list, with the default NFKC normalization (a
     precompiled_charsmap, as XLM-R's has)."""
-    import sentencepiece as spm
     d = os.path.join(outdir, "_xlmr_spm")
     path = os.path.join(d, "sentencepiece.bpe.model")
     if os.path.exists(path):
         return path
-    os.makedirs(d, exist_ok=True)
     rng = np.random.default_rng(4321)
-    corpus = os.path.join(d, "corpus.txt")
-    with open(corpus, "w", encoding="utf-8") as f:
-        for _ in range(2000):
-            n = int(rng.integers(4, 14))
-            words = make_model.WORDS
-            f.write(" ".join(words[int(i)] for i in rng.integers(0, len(words), n)))
-            f.write(" naïve café %d.\n" % int(rng.integers(0, 1000)))
-    spm.SentencePieceTrainer.train(
-        input=corpus, model_prefix=os.path.join(d, "sentencepiece.bpe"), vocab_size=250,
-        model_type="unigram", character_coverage=1.0, unk_id=0, bos_id=1, eos_id=2,
-        pad_id=-1, num_threads=1, minloglevel=2)
+    corpus = []
+    for _ in range(2000):
+        n = int(rng.integers(4, 14))
+        words = make_model.WORDS
+        corpus.append(" ".join(words[int(i)] for i in rng.integers(0, len(words), n)) +
+                      " naïve café %d." % int(rng.integers(0, 1000)))
+    make_model.spm_train(corpus, path, vocab_size=250, model_type="unigram")
     return path
 
 

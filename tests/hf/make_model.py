@@ -312,24 +312,35 @@ WORDS = ("the of and to in is was for on that with as by at from it an be this a
 
 
 def train_spm(outdir, vocab):
-    import sentencepiece as spm
     d = os.path.join(outdir, "_spm")
     model = os.path.join(d, "tokenizer.model")
     if os.path.exists(model):
         return model
-    os.makedirs(d, exist_ok=True)
     rng = np.random.default_rng(1234)
-    corpus = os.path.join(d, "corpus.txt")
-    with open(corpus, "w", encoding="utf-8") as f:
-        for _ in range(3000):
-            n = int(rng.integers(4, 14))
-            f.write(" ".join(WORDS[int(i)] for i in rng.integers(0, len(WORDS), n)))
-            f.write(" %d.\n" % int(rng.integers(0, 1000)))
-    spm.SentencePieceTrainer.train(
-        input=corpus, model_prefix=os.path.join(d, "tokenizer"), vocab_size=vocab,
-        model_type="bpe", byte_fallback=True, character_coverage=1.0,
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)
+    corpus = []
+    for _ in range(3000):
+        n = int(rng.integers(4, 14))
+        corpus.append(" ".join(WORDS[int(i)] for i in rng.integers(0, len(WORDS), n)) +
+                      " %d." % int(rng.integers(0, 1000)))
+    spm_train(corpus, model, vocab_size=vocab, model_type="bpe", byte_fallback=True)
     return model
+
+
+def spm_train(corpus, path, **kw):
+    """A SentencePiece model of the lines of corpus written to path (trained from memory:
+    trained from a file, the model keeps the corpus's and its own path in its trainer_spec,
+    so that each work folder's repos differed and the converter's cache, keyed by the bytes,
+    missed across tests: one variant converted again by each of them)."""
+    import io
+    import sentencepiece as spm
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus), model_writer=out,
+                                   character_coverage=1.0, unk_id=0, bos_id=1, eos_id=2,
+                                   pad_id=-1, num_threads=1, minloglevel=2, **kw)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "wb") as f:
+        f.write(out.getvalue())
+    os.replace(path + ".tmp", path)
 
 
 CHAT_TEMPLATE = ("{% for message in messages %}{{ '<s>' + message['role'] + '\\n' + "

@@ -52,9 +52,37 @@ import reference  # noqa: E402
 def in_quick(maker, v, t):
     """Whether --quick converts v (a variant with every outtype in --quick) at outtype t:
     all of them, but only BIG_VOCAB_QUICK for one with a real tokenizer's vocabulary."""
+    return not is_big(maker, v) or t in BIG_VOCAB_QUICK
+
+
+def is_big(maker, v):
+    """Whether variant v (or v+omit) has a real tokenizer's vocabulary."""
     sp = maker.spec(v[:-len(OMIT)] if v.endswith(OMIT) else v)
-    big = "npm_tokenizer" in sp or sp.get("vocab", 0) >= 32768
-    return not big or t in BIG_VOCAB_QUICK
+    return "npm_tokenizer" in sp or sp.get("vocab", 0) >= 32768
+
+
+def quick_pairs(maker, variants, outtypes, quick):
+    """--quick's (variant, outtype) pairs: every variant at auto, quick's variants at every
+    outtype (in_quick), the +omit ones at auto; but a real tokenizer's variant V with V+omit
+    among variants: V at auto and V+omit at q8_0, where V, V+omit and V at q8_0 were three
+    runs of 3-8 s of CPU each (gguf-py packing the vocabulary).  What V at q8_0 checked, the
+    tensors a class keeps out of Q8_0, V+omit's q8_0 checks (config.json's defaulted keys
+    do not choose tensor types: SHAPING's are left out only where the class fills in the
+    same value), and its defaulted keys are still compared, at q8_0."""
+    merged = {v for v in variants if v + OMIT in variants and v in quick and
+              is_big(maker, v) and "q8_0" in outtypes and in_quick(maker, v, "q8_0")}
+    pairs = []
+    for v in variants:
+        base = v[:-len(OMIT)] if v.endswith(OMIT) else v
+        for t in outtypes:
+            if v.endswith(OMIT):
+                want = t == ("q8_0" if base in merged else "auto")
+            else:
+                want = t == "auto" or (v in quick and in_quick(maker, v, t) and
+                                       not (v in merged and t == "q8_0"))
+            if want:
+                pairs.append((v, t))
+    return pairs
 
 
 def quick_variants():
@@ -345,7 +373,8 @@ def main():
     ap.add_argument("--tap", action="store_true")
     ap.add_argument("--outtypes", default=",".join(OUTTYPES))
     ap.add_argument("--quick", action="store_true",
-                    help="every variant at auto, the other outtypes on quick_variants() only")
+                    help="every variant at auto, the other outtypes on quick_variants() only (see "
+                    "quick_pairs)")
     ap.add_argument("--omit-defaults", action="store_true",
                     help="also VARIANT+omit: config.json without the class-defaulted keys")
     ap.add_argument("--status", help="also write the table to this file")
@@ -365,10 +394,7 @@ def main():
         if (a.omit_defaults and not a.variants) or v + OMIT in a.variants:
             variants.append(v + OMIT)
     outtypes = a.outtypes.split(",")
-    # --quick: the +omit cases at auto only
     quick = quick_variants()
-    pairs = [(v, t) for v in variants for t in outtypes
-             if not a.quick or t == "auto" or (v in quick and in_quick(make_model, v, t))]
     models, refdir, outdir = work_dirs(a.work)
     for v in base:
         if not os.path.isdir(os.path.join(models, v)):
@@ -379,7 +405,8 @@ def main():
                 print("# %s%s left out: its config.json has no class-defaulted key" % (v, OMIT))
         if any(x == v + OMIT for x in variants):
             make_omit_variant(models, v)
-    pairs = [p for p in pairs if p[0] in variants]
+    pairs = quick_pairs(make_model, variants, outtypes, quick) if a.quick else \
+        [(v, t) for v in variants for t in outtypes]
     # the converter's runs first, one per core (each is mostly one busy Python process)
     refs = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:

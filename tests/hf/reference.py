@@ -14,14 +14,14 @@ runs unmodified with the stand-ins of tests/hf/refconv/ (see its README) on Debi
     reference.vocab_dir()                     # models/ with ggml-vocab-*.gguf, .inp, .out
 
 Speed (the tests run the converter a few hundred times): run_converter() and convert() ask
-refconv/server.py, a fork server (forkserver.py) that every test process shares,
-which imported torch, gguf-py and the converter once and forks a fresh copy of itself for each
-run (a run of a tiny model then takes a fraction of a second instead of the seconds of
-imports; TFS_REFCONV_SERVER=0 runs a process per run instead).  convert() also keeps what the converter wrote in a cache keyed by the
-reference, the options and the bytes of every file of the model (cache_dir(): build/
-refconv-cache, TFS_REFCONV_CACHE; =0: none), so that two tests converting the same model
-(hf_convert and mount_hf, hf_moe and mount_hf_moe, the normal and the sanitizer build) run the
-converter once.
+refconv/server.py, a fork server (forkserver.py) that every test process shares, which
+imported torch, gguf-py and the converter once and forks a fresh copy of itself for each run
+(a run of a tiny model then takes a fraction of a second instead of the seconds of imports;
+TFS_REFCONV_SERVER=0 runs a process per run instead).  convert() also keeps what the
+converter wrote in a cache keyed by the reference, the options and the bytes of every file of
+the model (cache_dir(): build/refconv-cache, TFS_REFCONV_CACHE; =0: none), so that two tests
+converting the same model (hf_convert and mount_hf, hf_moe and mount_hf_moe, the normal and
+the sanitizer build) run the converter once.
 """
 import fcntl
 import hashlib

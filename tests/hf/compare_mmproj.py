@@ -8,9 +8,11 @@ model of the same repo (the converter without --mmproj, hf_dump without it).
                     [--status F] [--omit-defaults] [VARIANT...]
 
 --quick converts the text model of a variant with a real tokenizer's vocabulary (Qwen2.5-VL's:
-2-5 s of CPU a run, gguf-py packing it) at compare.py's BIG_VOCAB_QUICK outtypes only (its
-+omit case at auto only, as compare.py's --quick), and a lean variant's not at all
-(make_mmproj.text_in_quick); its projector, which has no vocabulary, at every outtype.
+2-5 s of CPU a run, gguf-py packing it) at compare.py's BIG_VOCAB_QUICK outtypes only, at auto
+only when a small-vocabulary twin of its class has the others (qwen25vl-spm-bf16), and a lean
+variant's not at all (make_mmproj.text_in_quick); its projector, which has no vocabulary, at
+every outtype; a VARIANT+omit (below) at auto only (without its text model where the twin's
++omit has it).
 --omit-defaults adds VARIANT+omit: config.json without the keys transformers' config classes
 would fill in (compare.py's omit_defaults), so that the view's mirror of those defaults is
 compared too; left out where that is VARIANT's config.json again (a model_type transformers
@@ -77,8 +79,12 @@ def main():
                 print("# %s left out: its config.json has no class-defaulted key" % v)
         else:
             compare.make_omit_variant(models, base)
+    # (--quick: VARIANT+omit at auto only, its projector too: the keys it leaves out are read
+    # by the same code at every outtype, in the view as in the converter; VARIANT's own
+    # files at every outtype are the outtypes' paths)
     cases = [(v, t, k) for v in variants for t in outtypes for k, _ in KINDS
-             if k == "mmproj" or not a.quick or make_mmproj.text_in_quick(v, t)]
+             if not (a.quick and v.endswith(compare.OMIT) and t != "auto") and
+             (k == "mmproj" or not a.quick or make_mmproj.text_in_quick(v, t))]
     refs = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
         for v, t, k in cases:
@@ -111,7 +117,8 @@ def main():
         cells = []
         for t in outtypes:
             bad = [k for k, _ in KINDS if results.get((v, t, k)) is not None]
-            done = "equal" if (v, t, "text") in results else "equal (mm)"
+            done = "equal" if (v, t, "text") in results else "equal (mm)" \
+                if (v, t, "mmproj") in results else "-"
             cells.append("%-11s" % (done if not bad else "DIFF " + "+".join(bad)))
         lines.append("%-*s  %s" % (width, v, "  ".join(cells)))
     table = "\n".join(lines)

@@ -572,16 +572,32 @@ def is_lean(v):
     return bool(make_model.spec(v).get("lean"))
 
 
+def has_small_twin(v):
+    """Whether another variant of v's class has a small vocabulary (the -spm ones)."""
+    import compare
+    arch = make_model.spec(v)["arch"]
+    return any(make_model.spec(x)["arch"] == arch and x != v and not is_lean(x) and
+               compare.in_quick(make_model, x, "f32") for x in VARIANTS)
+
+
 def text_in_quick(v, t):
     """Whether --quick (and the mount test) compares variant v's text model at outtype t:
     never for a lean variant, every outtype for a small vocabulary, compare.py's
-    BIG_VOCAB_QUICK for a real tokenizer's (V+omit's at auto only, as compare.py's --quick)."""
+    BIG_VOCAB_QUICK for a real tokenizer's (V+omit's at auto only, as compare.py's --quick).
+    A real tokenizer's variant whose class has a small-vocabulary twin (qwen25vl-bf16:
+    qwen25vl-spm-bf16) at auto only, and not as V+omit: its vocabulary's path is the one
+    run that needs it (2-5 s of CPU, gguf-py packing the vocabulary); the class's text
+    model at q8_0 and its config.json without the defaulted keys are the twin's to
+    compare, the same code in the view and in the converter."""
     import compare
     omit = v.endswith(compare.OMIT)
-    if is_lean(v[:-len(compare.OMIT)] if omit else v):
+    base = v[:-len(compare.OMIT)] if omit else v
+    if is_lean(base):
         return False
     if compare.in_quick(make_model, v, "f32"):
         return True   # a small vocabulary: every outtype
+    if has_small_twin(base):
+        return t == "auto" and not omit
     return t == "auto" or (t in compare.BIG_VOCAB_QUICK and not omit)
 
 

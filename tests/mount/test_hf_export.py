@@ -469,6 +469,10 @@ class HfTokenizer(TestCase):
                     o.write(read(m.p("hf", f)))
         with open(os.path.join(d, "tokenizer.json")) as f:
             nz = json.dumps(json.load(f)["normalizer"])
+        if SANITIZED:
+            # (the daemon's path is the mount's above; the npm tokenizers' encoding of the
+            # same bytes is the normal run's to compare: 4-9 s of node's CPU a vocabulary)
+            return
         r = run(["node", os.path.join(HERE, "..", "hf", "hf_tokenize.js"), npm, d],
                 input=json.dumps(texts), timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)

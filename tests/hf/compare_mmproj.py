@@ -9,10 +9,11 @@ model of the same repo (the converter without --mmproj, hf_dump without it).
 
 --quick converts the text model of a variant with a real tokenizer's vocabulary (Qwen2.5-VL's:
 2-5 s of CPU a run, gguf-py packing it) at compare.py's BIG_VOCAB_QUICK outtypes only, at auto
-only when a small-vocabulary twin of its class has the others (qwen25vl-spm-bf16), and a lean
-variant's not at all (make_mmproj.text_in_quick); its projector, which has no vocabulary, at
-every outtype; a VARIANT+omit (below) at auto only (without its text model where the twin's
-+omit has it).
+only when a small-vocabulary twin of its class (qwen25vl-spm-bf16) or the MoE row whose text
+model it is (llama4-vision-bf16: llama4-bf16, hf_moe's and mount_hf_moe's) has the others,
+and a lean variant's not at all (make_mmproj.text_in_quick); its projector, which has no
+vocabulary, at every outtype; a VARIANT+omit (below) at auto only (without its text model
+where the twin's +omit has it).
 --omit-defaults adds VARIANT+omit: config.json without the keys transformers' config classes
 would fill in (compare.py's omit_defaults), so that the view's mirror of those defaults is
 compared too; left out where that is VARIANT's config.json again (a model_type transformers

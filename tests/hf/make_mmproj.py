@@ -573,11 +573,14 @@ def is_lean(v):
 
 
 def has_small_twin(v):
-    """Whether another variant of v's class has a small vocabulary (the -spm ones)."""
+    """Whether another variant of v's class has a small vocabulary (the -spm ones), or v's
+    text model is a make_moe.py row's (spec key moe: Llama 4's), which hf_moe and
+    mount_hf_moe compare at the other outtypes and as +omit."""
     import compare
     arch = make_model.spec(v)["arch"]
-    return any(make_model.spec(x)["arch"] == arch and x != v and not is_lean(x) and
-               compare.in_quick(make_model, x, "f32") for x in VARIANTS)
+    return "moe" in make_model.spec(v) or \
+        any(make_model.spec(x)["arch"] == arch and x != v and not is_lean(x) and
+            compare.in_quick(make_model, x, "f32") for x in VARIANTS)
 
 
 def text_in_quick(v, t):
@@ -585,10 +588,11 @@ def text_in_quick(v, t):
     never for a lean variant, every outtype for a small vocabulary, compare.py's
     BIG_VOCAB_QUICK for a real tokenizer's (V+omit's at auto only, as compare.py's --quick).
     A real tokenizer's variant whose class has a small-vocabulary twin (qwen25vl-bf16:
-    qwen25vl-spm-bf16) at auto only, and not as V+omit: its vocabulary's path is the one
-    run that needs it (2-5 s of CPU, gguf-py packing the vocabulary); the class's text
-    model at q8_0 and its config.json without the defaulted keys are the twin's to
-    compare, the same code in the view and in the converter."""
+    qwen25vl-spm-bf16) or whose text model is a MoE row's (llama4-vision-bf16:
+    llama4-bf16) at auto only, and not as V+omit: its vocabulary's path is the one run that
+    needs it (2-5 s of CPU, gguf-py packing the vocabulary); the class's text model at q8_0
+    and its config.json without the defaulted keys are the twin's to compare, the same
+    code in the view and in the converter."""
     import compare
     omit = v.endswith(compare.OMIT)
     base = v[:-len(compare.OMIT)] if omit else v

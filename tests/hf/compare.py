@@ -20,6 +20,8 @@ exits 1 when any differs. SKIPs when reference.missing_reason() says the convert
 """
 import argparse
 import concurrent.futures
+import glob
+import hashlib
 import importlib.util
 import json
 import os
@@ -214,13 +216,71 @@ def work_dirs(work):
     return dirs
 
 
+def copy_tree(src, dst):
+    """src copied to dst (a new folder), reflinked where the file system can: made under a
+    temporary name, then renamed."""
+    tmp = "%s.%d.tmp" % (dst, os.getpid())
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    r = subprocess.run(["cp", "-r", "--reflink=auto", src, tmp], capture_output=True)
+    if r.returncode:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src, tmp)
+    shutil.rmtree(dst, ignore_errors=True)
+    os.rename(tmp, dst)
+
+
+def cached_repo(maker, name):
+    """The variant's repo in the converter's cache folder (reference.cache_dir()/repos), made
+    there once for every module and chain: they make the same bytes (seeded weights, the
+    same tokenizers), and making one is up to 2.5 s of CPU (numpy's weights, a real
+    tokenizer's 11 MB of JSON read and written).  Keyed by the generators' sources, the
+    variant's spec and the npm folder; None without a cache."""
+    cache = reference.cache_dir()
+    if not cache:
+        return None
+    h = hashlib.sha256()
+    for f in sorted(glob.glob(os.path.join(HERE, "make_*.py"))):
+        with open(f, "rb") as fp:
+            h.update(os.path.basename(f).encode() + b"\0" + fp.read())
+    specs = (getattr(maker, "VARIANTS", {}).get(name), make_model.VARIANTS.get(name))
+    h.update(repr((maker.__name__, name, specs, reference.npm_dir())).encode())
+    top = os.path.join(cache, "repos", h.hexdigest()[:32])
+    d = os.path.join(top, name)
+    if os.path.exists(os.path.join(d, "config.json")):
+        return d
+    try:
+        reference._make_cache(cache)
+        os.makedirs(top, exist_ok=True)
+    except OSError:
+        return None
+    lock = reference.key_lock(top)
+    try:
+        if not os.path.exists(os.path.join(d, "config.json")):
+            # (made in one folder for all, where the generators keep what their variants
+            # share: make_model.py's SentencePiece model, trained once)
+            made = os.path.join(cache, "repos", "made")
+            shutil.rmtree(os.path.join(made, name), ignore_errors=True)
+            maker.make(made, name)
+            shutil.rmtree(d, ignore_errors=True)
+            os.rename(os.path.join(made, name), d)
+    finally:
+        if lock:
+            lock.close()
+    return d
+
+
 def make_variants(models, variants, maker):
-    """Each variant's repo in models (maker.make(models, name), once), and each VARIANT+omit's
-    (make_omit_variant)."""
+    """Each variant's repo in models (maker.make(models, name), once, or a copy of
+    cached_repo()'s), and each VARIANT+omit's (make_omit_variant)."""
     for v in variants:
         base = v[:-len(OMIT)] if v.endswith(OMIT) else v
         if not os.path.isdir(os.path.join(models, base)):
-            maker.make(models, base)
+            src = cached_repo(maker, base)
+            if src is None:
+                maker.make(models, base)
+            else:
+                copy_tree(src, os.path.join(models, base))
         if v != base:
             make_omit_variant(models, base)
 

@@ -26,10 +26,15 @@ class Repos:
         self.why = reference.missing_reason()   # None, or why the converter cannot run
 
     def model(self, name):
-        """The repo directory of the generator's variant (made once)."""
+        """The repo directory of the generator's variant (made once; copied from
+        compare.cached_repo(), which a module or chain before may have made)."""
         d = os.path.join(self.work, "models", name)
         if not os.path.exists(os.path.join(d, "config.json")):
-            self.maker.make(os.path.join(self.work, "models"), name)
+            src = compare.cached_repo(self.maker, name)
+            if src is None:
+                self.maker.make(os.path.join(self.work, "models"), name)
+            else:
+                compare.copy_tree(src, d)
         return d
 
     def converted(self, tc, name, outtype):

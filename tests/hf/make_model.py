@@ -338,9 +338,10 @@ def spm_train(corpus, path, **kw):
                                    character_coverage=1.0, unk_id=0, bos_id=1, eos_id=2,
                                    pad_id=-1, num_threads=1, minloglevel=2, **kw)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "wb") as f:
+    tmp = "%s.%d.tmp" % (path, os.getpid())   # (two processes may make it at once)
+    with open(tmp, "wb") as f:
         f.write(out.getvalue())
-    os.replace(path + ".tmp", path)
+    os.replace(tmp, path)
 
 
 CHAT_TEMPLATE = ("{% for message in messages %}{{ '<s>' + message['role'] + '\\n' + "

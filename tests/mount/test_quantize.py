@@ -23,6 +23,7 @@ kill -9, `tensorfs repack` without the view options takes those the journal reco
 journal, and so is a record naming an option no view takes.  No source file is ever written.
 """
 import concurrent.futures as cf
+import hashlib
 import json
 import os
 import struct
@@ -35,6 +36,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "quant"))
 sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import ggufgen as G  # noqa: E402
 import llamacpp  # noqa: E402
+from llamaq import cache_dir as llamaq_cache  # noqa: E402
 import qgen  # noqa: E402
 from harness import SANITIZED, TENSORFS, Mount, TestCase, is_mounted, kill_daemon, main, quick, run, sha256  # noqa: E402
 
@@ -123,6 +125,26 @@ def write_imatrix(path, names, n):
             f.write(struct.pack("<i", len(b)) + b + struct.pack("<ii", 1, n))
             f.write(struct.pack("<%df" % n, *[0.5 + ((i * 7 + k) % 13) / 8 for i in range(n)]))
         f.write(struct.pack("<ii", 1, 4) + b"test")
+
+
+def stable_path(body, d, name):
+    """A file holding body, where the normal and the sanitizer runs both find it: in
+    llamaq.py's cache, named by its content (else d/name).  Its path is in the output
+    (quantize.imatrix.file), and so in llamaq.py's cache key: in a temporary directory, each
+    run quantized again what the other had."""
+    cache = llamaq_cache()
+    if cache is None:
+        path = os.path.join(d, name)
+    else:
+        path = os.path.join(cache, "imatrix", hashlib.sha256(body).hexdigest() + ".dat")
+        if os.path.exists(path):
+            return path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "wb") as f:
+        f.write(body)
+    os.replace(tmp, path)
+    return path
 
 
 def llamaq(src, dst, ftype):
@@ -347,12 +369,11 @@ class Quantize(TestCase):
                         n[x["name"]] = shape[-1]
             rng = np.random.default_rng(len(names))
             vals = {k: rng.uniform(0.05, 3.0, n[k]).astype(np.float32) for k in names}
-            dat, npz = os.path.join(d, m + ".dat"), os.path.join(d, m + ".npz")
-            with open(dat, "wb") as f:
-                f.write(struct.pack("<i", len(names)))
-                for k in names:
-                    f.write(struct.pack("<i", len(k)) + k.encode() + struct.pack("<ii", 1, n[k]))
-                    f.write(vals[k].tobytes())
+            body = struct.pack("<i", len(names))
+            for k in names:
+                body += struct.pack("<i", len(k)) + k.encode() + struct.pack("<ii", 1, n[k])
+                body += vals[k].tobytes()
+            dat, npz = stable_path(body, d, m + ".dat"), os.path.join(d, m + ".npz")
             np.savez(npz, **vals)
             ref = os.path.join(d, "%s.%s.ref.gguf" % (m, t))
             # (and the keys the llama-quantize program adds: no dataset or chunks in this .dat)

@@ -187,9 +187,14 @@ class Case:
             extra_ref = ["--imatrix", npz]
             if self.imatrix == "keys" or VIA:
                 # the keys llama-quantize adds through kv_overrides when given an imatrix (a
-                # mount adds them as it does: the file as given, the .dat's trailer)
-                extra_tfs += ["--imatrix-keys", dat, "qgen", "1"]
-                extra_ref += ["--kv", "quantize.imatrix.file=str:" + dat,
+                # mount adds them as it does: the file as given, the .dat's trailer).  The
+                # file's name as a path relative to the case's directory: the output holds it,
+                # and a temporary directory's name in it made llamaq.py's cache key differ in
+                # each run (the sanitizer run quantized again what the normal run had); a
+                # mount gives the absolute path, which it then must have
+                shown = dat if VIA else os.path.basename(dat)
+                extra_tfs += ["--imatrix-keys", shown, "qgen", "1"]
+                extra_ref += ["--kv", "quantize.imatrix.file=str:" + shown,
                               "--kv", "quantize.imatrix.dataset=str:qgen",
                               "--kv", "quantize.imatrix.entries_count=int:%d" % len(entries),
                               "--kv", "quantize.imatrix.chunks_count=int:1"]

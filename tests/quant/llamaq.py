@@ -65,11 +65,17 @@ class ImatrixEntry(C.Structure):
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def cache_file(src, args):
-    """Where the cache keeps the output of `llamaq.py SRC DST ARGS` (None: no cache)."""
+def cache_dir():
+    """The cache's directory (None: no cache)."""
     d = os.environ.get("TFS_REFQUANT_CACHE",
                        os.path.join(HERE, "..", "..", "build", "refquant-cache"))
-    if d in ("", "0"):
+    return None if d in ("", "0") else os.path.abspath(d)
+
+
+def cache_file(src, args):
+    """Where the cache keeps the output of `llamaq.py SRC DST ARGS` (None: no cache)."""
+    d = cache_dir()
+    if d is None:
         return None
     h = hashlib.sha256(("%s@%s\0" % (llamacpp.PACKAGE, llamacpp.VERSION)).encode())
     with open(os.path.abspath(__file__), "rb") as f:

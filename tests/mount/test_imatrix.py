@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Tensors written as numbers with an importance matrix (-o imatrix=FILE, issue 12).
 
-A generated GGUF holds IQ2_XXS, IQ2_XS (a 3-expert MoE tensor), IQ3_S, IQ3_XXS, IQ1_S and
-IQ4_XS tensors; an imatrix in llama.cpp's GGUF format (NAME.in_sum2 / NAME.counts, one expert never
+A generated GGUF holds IQ2_XXS (two tensors), IQ2_XS (a 3-expert MoE tensor), IQ3_S, IQ3_XXS
+and IQ4_XS tensors (not IQ1_S, whose grid ggml builds in 18 CPU-s of each process: it takes
+the IQ2 tensors' way through the view, and its quantizer is compared with ggml's, with these
+weights and others, whole and from a row on, in quant_ggml); an imatrix in llama.cpp's GGUF
+format (NAME.in_sum2 / NAME.counts, one expert never
 called) or in its legacy .dat format gives their column weights.  New values go in through
 npy/ and f32/ of a rw mount and user.tensorfs.convert; after the repack every tensor must
 hold exactly what ggml_quantize_chunk(type, ..., imatrix) of libggml-base.so (the npm
@@ -44,7 +47,7 @@ TENSORS = [
     ("blk.0.ffn_down_exps.weight", "IQ2_XS", [256, 2, 3], [5.0, 0.0, 2.0]),
     ("blk.0.attn_k.weight", "IQ3_S", [256, 3], [3.0]),
     ("blk.0.attn_v.weight", "IQ3_XXS", [256, 2], None),
-    ("blk.0.ffn_up.weight", "IQ1_S", [512, 1], [1.0]),
+    ("blk.0.ffn_up.weight", "IQ2_XXS", [512, 1], [1.0]),
     ("blk.0.ffn_gate.weight", "IQ4_XS", [256, 2], [2.0]),
 ]
 

@@ -1306,6 +1306,13 @@ static const enc_iq_fn k_iq_encoders[TFS_DT_GGML_COUNT] = {
 	[TFS_DT_IQ1_M] = tfs_enc_iq1_m,
 };
 
+/* (testing.h) the encoders above call no kernel of g_simd: one that comes to must be
+ * left out here */
+bool tfs_quantize_has_simd(int id)
+{
+	return !(id >= 0 && id < TFS_DT_GGML_COUNT && k_iq_encoders[id]);
+}
+
 bool tfs_quantize_takes_imatrix(int id)
 {
 	return (id >= 0 && id < TFS_DT_GGML_COUNT && k_iq_encoders[id]) || id == TFS_DT_IQ4_NL ||

@@ -154,14 +154,16 @@ class Case:
         self.name = tag
         self.dir = os.path.join(work, tag)
         self.result, self.why = None, ""
+        self.prepared = None   # prepare()'s answer, when main() asked for it
 
     def label(self):
         return self.name
 
-    def run(self, qw):
+    def prepare(self, qw):
+        """The importance matrix the case needs, written; (qplan_write's extra arguments,
+        llamaq.py's, the .dat or None)."""
         import numpy as np
         os.makedirs(self.dir, exist_ok=True)
-        ref, out = os.path.join(self.dir, "ref.gguf"), os.path.join(self.dir, "tfs.gguf")
         dat = npz = None
         extra_tfs, extra_ref = [], []
         if self.imatrix in OPTIONS:
@@ -198,8 +200,21 @@ class Case:
                               "--kv", "quantize.imatrix.dataset=str:qgen",
                               "--kv", "quantize.imatrix.entries_count=int:%d" % len(entries),
                               "--kv", "quantize.imatrix.chunks_count=int:1"]
-        r = run([PY, os.path.join(HERE, "llamaq.py"), self.src, ref, str(FTYPES[self.ftype])]
-                + extra_ref)
+        return extra_tfs, extra_ref, dat
+
+    def ref_args(self, extra_ref):
+        return [self.src, os.path.join(self.dir, "ref.gguf"), str(FTYPES[self.ftype])] + \
+            extra_ref
+
+    def run(self, qw, batch=None):
+        """batch: the process of llamaq.py making this case's reference with others (its
+        file then in llamaq.py's cache)."""
+        out = os.path.join(self.dir, "tfs.gguf")
+        extra_tfs, extra_ref, dat = self.prepared or self.prepare(qw)
+        if batch:
+            batch.wait()
+        r = run([PY, os.path.join(HERE, "llamaq.py")] + self.ref_args(extra_ref))
+        ref = self.ref_args(extra_ref)[1]
         if r.returncode == 2:
             raise RuntimeError("llamaq.py: " + r.stderr.decode())
         if VIA:
@@ -450,6 +465,31 @@ def cases(mode, work, only):
     return out
 
 
+# Cases whose llama_model_quantize runs build one IQ grid in ggml (iq2xs_init_impl, once per
+# process): IQ2_M and IQ3_XXS both make tensors IQ2_S here, a grid of 8 CPU-s.  Their
+# references are made by one llamaq.py process (into its cache, where each case's own run
+# finds them), the grid built once.
+GRID_BATCH = [{"l12-tied-IQ2_M+iq", "moe8-IQ3_XXS+iq"}]
+
+
+def batch_grids(todo, qw):
+    """(the llamaq.py process making GRID_BATCH's references, the cases waiting for it), or
+    (None, ()) when there is no such pair or no cache to keep them in."""
+    import llamaq
+    for names in GRID_BATCH:
+        group = [c for c in todo if c.name in names]
+        if len(group) < 2 or llamaq.cache_dir() is None:
+            continue
+        argv = []
+        for c in group:
+            c.prepared = c.prepare(qw)
+            argv += (["---"] if argv else []) + c.ref_args(c.prepared[1])
+        p = subprocess.Popen([PY, os.path.join(HERE, "llamaq.py")] + argv,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return p, group
+    return None, ()
+
+
 def main():
     args = sys.argv[1:]
     mode = "full" if "--full" in args else "quick"
@@ -475,8 +515,9 @@ def main():
             qgen.write(os.path.join(work, m + ".gguf"), qgen.spec(m))
         print("1..%d" % len(todo), flush=True)
         failed = 0
+        batch, shared = batch_grids(todo, qw)
         with cf.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:
-            futs = [ex.submit(c.run, qw) for c in todo]
+            futs = [ex.submit(c.run, qw, batch if c in shared else None) for c in todo]
             for n, (c, fu) in enumerate(zip(todo, futs), 1):
                 try:
                     ok = fu.result()
@@ -486,6 +527,8 @@ def main():
                 note = "" if c.result == "equal" else " # " + c.why
                 print("%s %d - %s: %s%s" % ("ok" if ok else "not ok", n, c.label(), c.result,
                                            note), flush=True)
+        if batch:
+            batch.wait()
         if "--markdown" in args:
             print_matrix(todo)
         return 1 if failed else 0

@@ -7,8 +7,11 @@ Usage: llamaq.py SRC DST FTYPE [--threads N] [--imatrix FILE.npz] [--leave-outpu
   (llama_model_imatrix_data entries).  --kv: kv_overrides, as llama-quantize passes them
   (struct llama_model_kv_override: int32 tag @0, char key[128] @4, the value @136
   (int64, or char[128]); 264 bytes; the list ends with an empty key).
+       llamaq.py JOB --- JOB ...   (JOB: SRC DST FTYPE [options]) the jobs one after the other
+  in one process: ggml builds an IQ type's grid tables once per process (8 CPU-s for
+  IQ2_S's), so jobs that share a grid share its building (tests/quant/check.py GRID_BATCH).
 Exits 0 when DST was written, 1 when llama.cpp refused (its error log on stderr), 2 when the
-libraries are missing.  Run it as its own process: ggml aborts the process on input it does
+libraries are missing (of jobs: the largest status).  Run it as its own process: ggml aborts the process on input it does
 not expect.
 
 The files it writes are kept in a cache keyed by the bytes of SRC (and of the --imatrix file),
@@ -98,10 +101,30 @@ def cache_file(src, args):
     return os.path.join(d, h.hexdigest() + ".gguf")
 
 HELD = []   # the cache key's lock (reference.key_lock), released when the process ends
+LOADED = []   # libllama, loaded and initialized by the first job of the process
 
 
 def main():
     args = sys.argv[1:]
+    if "---" in args:
+        # jobs one after the other in this process: ggml builds an IQ grid once
+        jobs, rc = [[]], 0
+        for a in args:
+            if a == "---":
+                jobs.append([])
+            else:
+                jobs[-1].append(a)
+        for job in jobs:
+            try:
+                one(job)
+            except SystemExit as e:
+                rc = max(rc, e.code if isinstance(e.code, int) else 1)
+        sys.exit(rc)
+    one(args)
+
+
+def one(args):
+    """`llamaq.py ARGS`, through the cache; exits (SystemExit) with the status."""
     if len(args) >= 3 and llamacpp.lib_dir() is not None:
         try:
             hit = cache_file(args[0], args[2:])
@@ -114,11 +137,11 @@ def main():
             shutil.copyfile(hit, tmp)
             os.replace(tmp, args[1])
             sys.exit(0)
-        t0 = time.time()
+        t0, ru0, first = time.time(), resource.getrusage(resource.RUSAGE_SELF), not LOADED
         quantize(args)
         ru = resource.getrusage(resource.RUSAGE_SELF)
-        reference.log_run("llamaq", args[0], args[2:], ru.ru_utime + ru.ru_stime,
-                          time.time() - t0)
+        reference.log_run("llamaq", args[0], args[2:], ru.ru_utime + ru.ru_stime -
+                          (0 if first else ru0.ru_utime + ru0.ru_stime), time.time() - t0)
         if hit:
             try:
                 os.makedirs(os.path.dirname(hit), exist_ok=True)
@@ -165,16 +188,19 @@ def quantize(args):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         sys.exit(2)
     src, dst, ftype = args[0], args[1], int(args[2])
-    try:
-        _, llama = llamacpp.load_llama()
-    except OSError as e:
-        print("llamaq: %s" % e, file=sys.stderr)
-        sys.exit(2)
-    llama.llama_backend_init.restype = None
-    llama.llama_model_quantize_default_params.restype = Params
-    llama.llama_model_quantize.restype = C.c_uint32
-    llama.llama_model_quantize.argtypes = [C.c_char_p, C.c_char_p, C.POINTER(Params)]
-    llama.llama_backend_init()
+    if not LOADED:
+        try:
+            _, llama = llamacpp.load_llama()
+        except OSError as e:
+            print("llamaq: %s" % e, file=sys.stderr)
+            sys.exit(2)
+        llama.llama_backend_init.restype = None
+        llama.llama_model_quantize_default_params.restype = Params
+        llama.llama_model_quantize.restype = C.c_uint32
+        llama.llama_model_quantize.argtypes = [C.c_char_p, C.c_char_p, C.POINTER(Params)]
+        llama.llama_backend_init()
+        LOADED.append(llama)
+    llama = LOADED[0]
     p = llama.llama_model_quantize_default_params()
     if (p.ftype, p.output_tensor_type, p.quantize_output_tensor) != (7, 43, True):
         print("llamaq: llama_model_quantize_params does not look as expected: not the "

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Tensors written as numbers with an importance matrix (-o imatrix=FILE, issue 12).
 
-A generated GGUF holds IQ2_XXS (two tensors), IQ2_XS (a 3-expert MoE tensor), IQ3_S, IQ3_XXS
-and IQ4_XS tensors (not IQ1_S, whose grid ggml builds in 18 CPU-s of each process: it takes
-the IQ2 tensors' way through the view, and its quantizer is compared with ggml's, with these
+A generated GGUF holds IQ2_XXS (three tensors, one of 3 experts), IQ3_S, IQ3_XXS and IQ4_XS
+tensors (not IQ1_S or IQ2_XS, whose grids ggml builds in 18 and 4 CPU-s of each process: they
+take IQ2_XXS's way through the view, and their quantizers are compared with ggml's, with these
 weights and others, whole and from a row on, in quant_ggml); an imatrix in llama.cpp's GGUF
 format (NAME.in_sum2 / NAME.counts, one expert never
 called) or in its legacy .dat format gives their column weights.  New values go in through
@@ -44,7 +44,7 @@ import llamacpp  # noqa: E402
 # name, type, ne (GGUF order), counts of the imatrix entry (None: no entry)
 TENSORS = [
     ("blk.0.attn_q.weight", "IQ2_XXS", [512, 2], [7.0]),
-    ("blk.0.ffn_down_exps.weight", "IQ2_XS", [256, 2, 3], [5.0, 0.0, 2.0]),
+    ("blk.0.ffn_down_exps.weight", "IQ2_XXS", [256, 2, 3], [5.0, 0.0, 2.0]),
     ("blk.0.attn_k.weight", "IQ3_S", [256, 3], [3.0]),
     ("blk.0.attn_v.weight", "IQ3_XXS", [256, 2], None),
     ("blk.0.ffn_up.weight", "IQ2_XXS", [512, 1], [1.0]),

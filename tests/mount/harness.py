@@ -405,6 +405,22 @@ class SanitizerReports:
             shutil.rmtree(self.work, True)
 
 
+def _cgroup_cpu():
+    """The CPU-seconds of this process's cgroup v1 cpuacct group so far (its daemons' and
+    every other child's too), when scripts/bench/cpu-of.sh made one for the test; else None.
+    Each case's TAP line then says its CPU besides its time."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            path = next(l.split(":", 2)[2].strip() for l in f
+                        if "cpuacct" in l.split(":", 2)[1].split(","))
+        if not path.startswith("/tfs-test."):
+            return None
+        with open("/sys/fs/cgroup/cpuacct%s/cpuacct.usage" % path) as f:
+            return int(f.read()) / 1e9
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
 class _TapResult(unittest.TestResult):
     def __init__(self, reports=None):
         super().__init__()
@@ -417,6 +433,7 @@ class _TapResult(unittest.TestResult):
     def startTest(self, test):
         super().startTest(test)
         self.started = time.monotonic()
+        self.cpu0 = _cgroup_cpu()
         if self.reports:
             self.reports.take()   # (what came before this case was said then)
 
@@ -439,8 +456,13 @@ class _TapResult(unittest.TestResult):
         # each case's time in the description, as Criterion's TAP has it: "(2.47s)"
         self.n += 1
         took = time.monotonic() - getattr(self, "started", time.monotonic())
-        print("%s %d - %s (%.2fs)%s" % ("ok" if ok else "not ok", self.n,
-                                       test.id().split(".", 1)[-1], took, extra), flush=True)
+        cpu0, cpu = getattr(self, "cpu0", None), _cgroup_cpu()
+        if cpu0 is not None and cpu is not None:
+            took = "%.2fs, %.1f CPU-s" % (took, cpu - cpu0)
+        else:
+            took = "%.2fs" % took
+        print("%s %d - %s (%s)%s" % ("ok" if ok else "not ok", self.n,
+                                     test.id().split(".", 1)[-1], took, extra), flush=True)
 
     def addSuccess(self, test):
         if self._report(test):

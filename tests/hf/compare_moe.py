@@ -24,6 +24,16 @@ import reference  # noqa: E402
 
 OUTTYPES = ("auto", "f32", "f16", "bf16", "q8_0")
 QUICK = ("mixtral-bf16", "qwen3moe-bf16")
+# --quick: the outtype these are compared at instead of auto.  mount_hf_moe
+# (tests/mount/test_hf_moe.py) mounts them at that outtype, so that one converter run of a
+# real tokenizer's vocabulary (2-10 s of CPU each: 8-10 s for GPT-OSS's 200K tokens) serves
+# both tests through reference.py's cache keyed by content.  A +omit twin takes it where its
+# base is compared at auto (the class-defaulted keys are the same at every outtype); of
+# qwen35moe-f16, auto's F16 experts kept as they are is qwen2moe-f16's path, and q8_0 adds
+# the quantization of the stacked per-expert tensors
+QUICK_AT = {"gptoss-mxfp4+omit": "q8_0", "gptoss-bf16+omit": "q8_0",
+            "deepseek2-lite-f16+omit": "f32", "llama4-bf16+omit": "q8_0",
+            "llama4-text-f16+omit": "q8_0", "qwen35moe-f16": "q8_0"}
 # what +omit keeps besides compare.py's shaping keys: the keys that size the experts (left
 # out, the class's default would disagree with the weights, and the converter would stop)
 compare.SHAPING |= {"num_local_experts", "num_experts", "moe_intermediate_size",
@@ -38,9 +48,12 @@ compare.SHAPING |= {"linear_conv_kernel_dim", "linear_key_head_dim", "linear_val
 compare.SHAPING |= {"intermediate_size_mlp", "interleave_moe_layer_step"}
 
 
-def main(maker=make_moe, quick=QUICK):
+def main(maker=make_moe, quick=QUICK, quick_at=None):
     """maker: the generator of the variants (make_moe, or another with VARIANTS and make);
-    quick: the variants --quick runs at every outtype."""
+    quick: the variants --quick runs at every outtype; quick_at: variant -> the outtype
+    --quick runs it at instead of auto (make_moe's: QUICK_AT)."""
+    if quick_at is None:
+        quick_at = QUICK_AT if maker is make_moe else {}
     ap = argparse.ArgumentParser()
     ap.add_argument("--hf-dump", required=True)
     ap.add_argument("--work", default="/tmp/tfs-hf-moe")
@@ -48,8 +61,9 @@ def main(maker=make_moe, quick=QUICK):
     ap.add_argument("--outtypes", default=",".join(OUTTYPES))
     ap.add_argument("--status", help="also write the table to this file")
     ap.add_argument("--quick", action="store_true",
-                    help="every outtype for QUICK's variants, auto for the others (and the "
-                    "+omit ones); not the -q variants (made for the quantized view)")
+                    help="every outtype for QUICK's variants, auto (QUICK_AT's outtype for "
+                    "some) for the others and the +omit ones; not the -q variants (made for "
+                    "the quantized view)")
     ap.add_argument("--omit-defaults", action="store_true",
                     help="also VARIANT+omit: config.json without the class-defaulted keys")
     ap.add_argument("variants", nargs="*")
@@ -66,7 +80,8 @@ def main(maker=make_moe, quick=QUICK):
     for v in list(variants):
         base = v[:-len(compare.OMIT)] if v.endswith(compare.OMIT) else v
         if not os.path.isdir(os.path.join(models, base)):
-            maker.make(models, base)
+            # (made once for mount_hf_moe too: compare.cached_repo)
+            compare.make_variants(models, [base], maker)
         if v != base and v not in a.variants and compare.omit_adds_nothing(models, base):
             variants.remove(v)   # (the same config as base's: nothing more to compare)
             if a.tap:
@@ -74,7 +89,8 @@ def main(maker=make_moe, quick=QUICK):
         elif v != base:
             compare.make_omit_variant(models, base)
     pairs = [(v, t) for v in variants for t in outtypes
-             if not a.quick or t == "auto" or (v in quick and compare.in_quick(maker, v, t))]
+             if not a.quick or t == quick_at.get(v, "auto")
+             or (v in quick and compare.in_quick(maker, v, t))]
     refs = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
         for v, t in pairs:

@@ -27,8 +27,15 @@ class Repos:
 
     def model(self, name):
         """The repo directory of the generator's variant (made once; copied from
-        compare.cached_repo(), which a module or chain before may have made)."""
+        compare.cached_repo(), which a module or chain before may have made); V+omit: V's
+        files with config.json's class-defaulted keys left out (compare.make_omit_variant), as
+        the --omit-defaults runs of tests/hf make it."""
         d = os.path.join(self.work, "models", name)
+        if name.endswith(compare.OMIT):
+            v = name[:-len(compare.OMIT)]
+            self.model(v)
+            compare.make_omit_variant(os.path.join(self.work, "models"), v)
+            return d
         if not os.path.exists(os.path.join(d, "config.json")):
             src = compare.cached_repo(self.maker, name)
             if src is None:

@@ -31,24 +31,33 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
 sys.path.insert(0, os.path.join(HERE, "..", "llama"))
 import compare  # noqa: E402
+import compare_moe  # noqa: E402  (its +omit keeps compare_moe's keys: the same config.json)
 import hfutil  # noqa: E402
 import llamacpp  # noqa: E402
 import make_moe  # noqa: E402
 
 WORK = os.environ.get("TFS_HF_MOE_WORK") or os.path.join(tempfile.gettempdir(), "tfs-hf-moe-mount")
+# A name V+omit is V with config.json's class-defaulted keys left out, as hf_moe
+# (tests/hf/compare_moe.py --quick) compares it at the outtype here (its QUICK_AT): the
+# converter's file, of a real tokenizer's vocabulary (2-10 s of CPU a run), is then made once
+# for both tests (reference.py's cache keyed by content), the view's bytes at that outtype
+# being the same code whatever the config's defaulted keys.  (Not every one decodes: the
+# classes' defaults of Qwen3-MoE and DeepSeek-V3 say 8 experts used of the 4 there, which
+# llama.cpp refuses; the tokens cases take V+omit of GPT-OSS and Llama 4 only.)
 EQUAL = [("mixtral-bf16", "auto"), ("mixtral-bf16", "f16"), ("mixtral-bf16", "q8_0"),
          ("qwen3moe-bf16", "auto"), ("qwen2moe-f16", "auto")]
-TOKENS = [("mixtral-bf16", "auto"), ("mixtral-f16", "q8_0"), ("qwen3moe-bf16", "bf16"),
+TOKENS = [("mixtral-bf16", "auto"), ("mixtral-f16", "q8_0"), ("qwen3moe-bf16", "q8_0"),
           ("qwen2moe-f16", "auto"), ("qwen35moe-bf16", "auto"), ("qwen35moe-f16", "q8_0")]
 # DeepSeek (MLA: attn_k_b / attn_v_b computed from kv_b_proj on read)
-EQUAL += [("deepseek3-bf16", "auto"), ("deepseek3-bf16", "q8_0"), ("deepseek2-lite-f16", "f32")]
+EQUAL += [("deepseek3-bf16", "auto"), ("deepseek3-bf16", "q8_0"),
+          ("deepseek2-lite-f16+omit", "f32")]
 TOKENS += [("deepseek3-bf16", "auto"), ("deepseek3-bf16", "q8_0"), ("deepseek2-lite-f16", "auto")]
 # GLM-4.5 (its MTP layer kept: nextn.* tensors)
 EQUAL += [("glm4moe-bf16", "auto")]
 TOKENS += [("glm4moe-bf16", "auto")]
 # GPT-OSS (MXFP4 experts repacked on read; dequantized ones transposed on read)
-EQUAL += [("gptoss-mxfp4", "auto"), ("gptoss-mxfp4", "q8_0"), ("gptoss-bf16", "f16")]
-TOKENS += [("gptoss-mxfp4", "auto"), ("gptoss-bf16", "q8_0")]
+EQUAL += [("gptoss-mxfp4", "auto"), ("gptoss-mxfp4+omit", "q8_0"), ("gptoss-bf16", "f16")]
+TOKENS += [("gptoss-mxfp4", "auto"), ("gptoss-bf16+omit", "q8_0")]
 # GLM-4.7-Flash (DeepSeek V2's MLA and experts, its MTP layer kept)
 EQUAL += [("glm4moelite-bf16", "auto")]
 TOKENS += [("glm4moelite-bf16", "auto")]
@@ -57,20 +66,31 @@ EQUAL += [("minimax-m2-bf16", "auto")]
 TOKENS += [("minimax-m2-bf16", "auto")]
 # Llama 4 (interleaved dense and MoE layers; its stacked gate_up_proj / down_proj
 # transposed and split on read)
-EQUAL += [("llama4-bf16", "auto"), ("llama4-text-f16", "q8_0")]
+EQUAL += [("llama4-bf16", "auto"), ("llama4-text-f16+omit", "q8_0")]
 # (not llama4-text-f16: all full attention, llama.cpp's llama4 asserts f_attn_temp_scale != 0)
-TOKENS += [("llama4-bf16", "auto"), ("llama4-bf16", "q8_0")]
+TOKENS += [("llama4-bf16", "auto"), ("llama4-bf16+omit", "q8_0")]
 # Qwen3-Next (in_proj_qkvz split into attn_qkv and attn_gate by a gather of row segments on
 # read, its MTP layer counted from the tensors); the tokens case reads all of model.gguf
 # through the mount and compares its bytes with the converter's
 TOKENS += [("qwen3next-bf16", "auto")]
+
+
+def base(name):
+    """The variant whose repo name is (V of V+omit)."""
+    return name[:-len(compare.OMIT)] if name.endswith(compare.OMIT) else name
+
+
+for _name, _t in EQUAL + TOKENS:
+    if base(_name) != _name:   # (each one compare_moe.py --quick converts too)
+        assert compare_moe.QUICK_AT[_name] == _t, (_name, _t)
 
 if SANITIZED:
     # Under the sanitizers (harness.SANITIZED): each variant's read path once (its first
     # outtype of EQUAL), and llama.cpp's mmap reads through the daemon for two families
     # (dense-and-MoE interleaved, MXFP4 repacked); the bytes of every pair are the normal
     # run's to compare.  (All of them were mount_hf_moe's 158 s there.)
-    EQUAL = [p for i, p in enumerate(EQUAL) if p[0] not in [q[0] for q in EQUAL[:i]]]
+    EQUAL = [p for i, p in enumerate(EQUAL)
+             if base(p[0]) not in [base(q[0]) for q in EQUAL[:i]]]
     TOKENS = [("llama4-bf16", "auto"), ("gptoss-mxfp4", "auto")]
 
 
@@ -495,7 +515,7 @@ def _same_tokens(name, t):
 
 for _name, _t in TOKENS:
     setattr(Llama, "test_same_tokens_as_from_the_converter_%s_%s" % (
-        _name.replace("-", "_"), _t), _same_tokens(_name, _t))
+        _name.replace("-", "_").replace("+", "_"), _t), _same_tokens(_name, _t))
 
 
 if __name__ == "__main__":

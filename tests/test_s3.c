@@ -497,7 +497,7 @@ Test(s3, options_by_name)
 	cr_expect_null(tfs_open_opt(NULL, "endpoint"));
 	cr_expect_eq(tfs_open_opt_set(&o, "endpoint", NULL), 0);
 	cr_expect_eq(o.n_named, 0);
-	static char names[TFS_NAMED_OPTS_MAX + 1][8];
+	static char names[TFS_NAMED_OPTS_MAX + 1][16];   /* (room for any int: gcc -O1 checks) */
 	for (int i = 0; i <= TFS_NAMED_OPTS_MAX; i++)
 		snprintf(names[i], sizeof(names[i]), "n%d", i);
 	o = (tfs_open_opts){ 0 };

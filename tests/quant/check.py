@@ -211,10 +211,13 @@ class Case:
         file then in llamaq.py's cache)."""
         out = os.path.join(self.dir, "tfs.gguf")
         extra_tfs, extra_ref, dat = self.prepared or self.prepare(qw)
-        if batch:
-            batch.wait()
-        r = run([PY, os.path.join(HERE, "llamaq.py")] + self.ref_args(extra_ref))
+        if not VIA:   # (while the batch runs)
+            t = run([qw, self.src, self.ftype, out] + extra_tfs)
         ref = self.ref_args(extra_ref)[1]
+        if batch and batch.made(self):   # (its file written; else the case's own run says why)
+            r = subprocess.CompletedProcess([], 0, b"", b"")
+        else:
+            r = run([PY, os.path.join(HERE, "llamaq.py")] + self.ref_args(extra_ref))
         if r.returncode == 2:
             raise RuntimeError("llamaq.py: " + r.stderr.decode())
         if VIA:
@@ -226,8 +229,6 @@ class Case:
                     "refuses" if t.returncode else "is made", VIA,
                     "works" if v.returncode == 0 else "fails", v.stderr.decode().strip())
                 return False
-        else:
-            t = run([qw, self.src, self.ftype, out] + extra_tfs)
         ref_ok, tfs_ok = r.returncode == 0, t.returncode == 0
         ref_err = _llama_error(r.stderr.decode())
         tfs_err = t.stderr.decode().strip().split("\n")[0]
@@ -466,28 +467,55 @@ def cases(mode, work, only):
 
 
 # Cases whose llama_model_quantize runs build one IQ grid in ggml (iq2xs_init_impl, once per
-# process): IQ2_M and IQ3_XXS both make tensors IQ2_S here, a grid of 8 CPU-s.  Their
-# references are made by one llamaq.py process (into its cache, where each case's own run
-# finds them), the grid built once.
-GRID_BATCH = [{"l12-tied-IQ2_M+iq", "moe8-IQ3_XXS+iq"}]
+# process): IQ2_M and IQ3_XXS both make tensors IQ2_S here, a grid of 8 CPU-s
+GRID_BATCH = {"l12-tied-IQ2_M+iq", "moe8-IQ3_XXS+iq"}
 
 
-def batch_grids(todo, qw):
-    """(the llamaq.py process making GRID_BATCH's references, the cases waiting for it), or
-    (None, ()) when there is no such pair or no cache to keep them in."""
-    import llamaq
-    for names in GRID_BATCH:
-        group = [c for c in todo if c.name in names]
-        if len(group) < 2 or llamaq.cache_dir() is None:
-            continue
+class Batch:
+    """A llamaq.py process making the references of cases one after the other."""
+
+    def __init__(self, cases, qw):
+        import threading
+        self.cases, self.lock, self.status = cases, threading.Lock(), None
         argv = []
-        for c in group:
+        for c in cases:
             c.prepared = c.prepare(qw)
             argv += (["---"] if argv else []) + c.ref_args(c.prepared[1])
-        p = subprocess.Popen([PY, os.path.join(HERE, "llamaq.py")] + argv,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return p, group
-    return None, ()
+        self.p = subprocess.Popen([PY, os.path.join(HERE, "llamaq.py")] + argv,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def made(self, case):
+        """Whether the batch wrote case's reference (it waits for the batch to end)."""
+        with self.lock:
+            if self.status is None:
+                out = self.p.communicate()[0].decode()
+                self.status = {}
+                for line in out.splitlines():
+                    n, st = line.split()[1].rstrip(":"), line.split()[2]
+                    self.status[self.cases[int(n)]] = int(st)
+        return self.status.get(case) == 0
+
+
+def batch_refs(todo, qw):
+    """{case: the Batch making its reference}: two processes (one per core) make all the
+    references one after the other (one process per case cost 0.1-0.2 CPU-s of Python and
+    libllama's loading each, and built each IQ grid again), GRID_BATCH's in the first, into
+    llamaq.py's cache too.  {} when llamaq.py keeps no cache (the cases run it, as with
+    --only).  A job that kills its process leaves the rest of its batch to the cases' own
+    runs."""
+    import llamaq
+    if llamaq.cache_dir() is None or len(todo) < 2:
+        return {}
+    parts = [[c for c in todo if c.name in GRID_BATCH], []]
+    for c in todo:   # (a grid's case weighs as ten others)
+        if c.name not in GRID_BATCH:
+            min(parts, key=lambda p: sum(10 if x.name in GRID_BATCH else 1 for x in p)).append(c)
+    out = {}
+    for part in parts:
+        if part:
+            b = Batch(part, qw)
+            out.update({c: b for c in part})
+    return out
 
 
 def main():
@@ -515,9 +543,9 @@ def main():
             qgen.write(os.path.join(work, m + ".gguf"), qgen.spec(m))
         print("1..%d" % len(todo), flush=True)
         failed = 0
-        batch, shared = batch_grids(todo, qw)
+        batch = batch_refs(todo, qw)
         with cf.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:
-            futs = [ex.submit(c.run, qw, batch if c in shared else None) for c in todo]
+            futs = [ex.submit(c.run, qw, batch.get(c)) for c in todo]
             for n, (c, fu) in enumerate(zip(todo, futs), 1):
                 try:
                     ok = fu.result()
@@ -527,8 +555,8 @@ def main():
                 note = "" if c.result == "equal" else " # " + c.why
                 print("%s %d - %s: %s%s" % ("ok" if ok else "not ok", n, c.label(), c.result,
                                            note), flush=True)
-        if batch:
-            batch.wait()
+        for b in set(batch.values()):
+            b.made(None)
         if "--markdown" in args:
             print_matrix(todo)
         return 1 if failed else 0

@@ -9,7 +9,8 @@ Usage: llamaq.py SRC DST FTYPE [--threads N] [--imatrix FILE.npz] [--leave-outpu
   (int64, or char[128]); 264 bytes; the list ends with an empty key).
        llamaq.py JOB --- JOB ...   (JOB: SRC DST FTYPE [options]) the jobs one after the other
   in one process: ggml builds an IQ type's grid tables once per process (8 CPU-s for
-  IQ2_S's), so jobs that share a grid share its building (tests/quant/check.py GRID_BATCH).
+  IQ2_S's), so jobs that share a grid share its building (tests/quant/check.py GRID_BATCH);
+  a line "job N: STATUS" on stdout as each ends.
 Exits 0 when DST was written, 1 when llama.cpp refused (its error log on stderr), 2 when the
 libraries are missing (of jobs: the largest status).  Run it as its own process: ggml aborts the process on input it does
 not expect.
@@ -114,11 +115,14 @@ def main():
                 jobs.append([])
             else:
                 jobs[-1].append(a)
-        for job in jobs:
+        for i, job in enumerate(jobs):
             try:
                 one(job)
+                st = 0
             except SystemExit as e:
-                rc = max(rc, e.code if isinstance(e.code, int) else 1)
+                st = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            print("job %d: %d" % (i, st), flush=True)
+            rc = max(rc, st)
         sys.exit(rc)
     one(args)
 

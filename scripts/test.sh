@@ -32,8 +32,7 @@ fi
 #   chain 1: the tests on the normal build but the reference comparisons (unit tests, real
 #            mounts, lint)
 #   chain 1b: the normal build's comparisons with the reference tools (suites hf and quant,
-#            CPU-bound Python: beside chain 1's waits; job_ref says more), and mount_hf
-#            (suite hf too, tests/meson.build: chain 1 was the longest)
+#            CPU-bound Python: beside chain 1's waits; job_ref says more)
 #   chain 2: the sanitizer build, then the same tests under ASan + UBSan (gcc; the hf suite's
 #            Python comparisons left out), with the stress readers for 6 s (the normal
 #            run's 12 s are the stress test proper) and 4 kill trials per format (the normal

@@ -20,6 +20,7 @@
  * fairseq's order, the precompiled charsmap).  jina-embeddings-v3's LoRA adapters are refused.
  */
 #include "hf_plan_impl.h"
+#include "hf_names.h"
 #include "hf_export.h"
 #include "hf_vocab_impl.h"
 
@@ -309,9 +310,9 @@ static int bert_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
 	const char *sfx = strrchr(t->name, '.');
-	unsigned blk;
+	unsigned long blk;
 	const char *base;
-	if (!tfs_hf_gguf_block_of(t->name, &blk, &base) || !sfx)
+	if (!tfs_hf_index_of(t->name, "blk.", &blk, &base) || !sfx)
 		return 0;
 	for (size_t k = 0; k < N(bert_blocks); k++) {
 		const tfs_hf_name *e = &bert_blocks[k];
@@ -319,7 +320,7 @@ static int bert_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 		if (strlen(e->gguf) != bn || memcmp(e->gguf, base, bn))
 			continue;
 		char buf[256];
-		snprintf(buf, sizeof buf, "encoder.layer.%u.%s%s", blk, e->hf, sfx);
+		snprintf(buf, sizeof buf, "encoder.layer.%lu.%s%s", blk, e->hf, sfx);
 		tfs_hf_xtensor *o = tfs_hf_export_push(x);
 		char *nm = o ? strdup(buf) : NULL;
 		if (!nm)

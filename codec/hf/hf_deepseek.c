@@ -17,6 +17,7 @@
  *    expert counts, scale and norm, the yarn log multiplier (0.1 x mscale_all_dim).
  */
 #include "hf_moe.h"
+#include "hf_names.h"
 #include "hf_plan_impl.h"
 #include "hf_export.h"
 
@@ -317,7 +318,7 @@ static int tensor_of(const hparams *h, const tfs_model *st, size_t idx, const ch
 	if (ds && tied && (!strcmp(t->name, "lm_head.weight") ||
 			   !strcmp(t->name, "model.lm_head.weight")))
 		return 0;   /* tied: token_embd serves */
-	if (!tfs_hf_layer_of(t->name, &bid, &rest))
+	if (!tfs_hf_index_of(t->name, "model.layers.", &bid, &rest))
 		return TFS_PASSTHROUGH;
 	if (ds && (int64_t)bid >= h->n_layer)
 		return 0;   /* a multi-token-prediction layer (skip_mtp) */
@@ -552,13 +553,13 @@ static int lite_keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 static int ds_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
-	unsigned b;
+	unsigned long b;
 	const char *r;
-	if (!tfs_hf_gguf_block_of(t->name, &b, &r))
+	if (!tfs_hf_index_of(t->name, "blk.", &b, &r))
 		return 0;
 	char name[160], other[160];
 	if (!strcmp(r, "exp_probs_b.bias")) {
-		snprintf(name, sizeof name, "model.layers.%u.mlp.gate.e_score_correction_bias", b);
+		snprintf(name, sizeof name, "model.layers.%lu.mlp.gate.e_score_correction_bias", b);
 		int rc = tfs_hf_export_add_mix(x, name, &i, 1, false, false, err);
 		return rc ? rc : 1;
 	}
@@ -566,14 +567,14 @@ static int ds_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	if (!kb && strcmp(r, "attn_v_b.weight"))
 		return 0;
 	/* the pair: found by attn_k_b, attn_v_b taken with it (each needs the other) */
-	snprintf(other, sizeof other, "blk.%u.%s.weight", b, kb ? "attn_v_b" : "attn_k_b");
+	snprintf(other, sizeof other, "blk.%lu.%s.weight", b, kb ? "attn_v_b" : "attn_k_b");
 	long j = tfs_model_find_tensor(x->m, other);
 	if (j < 0 || tfs_model_tensor(x->m, (size_t)j)->deleted)
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: no %s to make kv_b_proj "
 				     "of", t->name, other);
 	if (!kb)
 		return 1;
-	snprintf(name, sizeof name, "model.layers.%u.self_attn.kv_b_proj.weight", b);
+	snprintf(name, sizeof name, "model.layers.%lu.self_attn.kv_b_proj.weight", b);
 	int rc = tfs_hf_export_add_groups(x, name, i, (size_t)j, err);
 	return rc ? rc : 1;
 }

@@ -23,6 +23,7 @@
 
 #include "dtype.h"
 #include "hf_moe.h"
+#include "hf_names.h"
 #include "hf_plan_impl.h"
 #include "quant.h"
 
@@ -74,9 +75,9 @@ static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name
 	if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias")))
 		return NULL;
 	char buf[512];
-	unsigned blk;
+	unsigned long blk;
 	const char *base;
-	if (tfs_hf_gguf_block_of(name, &blk, &base)) {
+	if (tfs_hf_index_of(name, "blk.", &blk, &base)) {
 		if (!(*e = by_gguf(row->blocks, row->n_blocks, base, (size_t)(suffix - base))))
 			return NULL;
 		size_t hn = strlen((*e)->hf);
@@ -84,7 +85,8 @@ static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name
 		 * converter adds it, TFS_HF_ARCH_SCALAR_WEIGHT) */
 		bool bare = (row->flags & TFS_HF_ARCH_SCALAR_WEIGHT) && hn >= 12 &&
 			    !strcmp((*e)->hf + hn - 12, "layer_scalar") && !strcmp(suffix, ".weight");
-		snprintf(buf, sizeof buf, "model.layers.%u.%s%s", blk, (*e)->hf, bare ? "" : suffix);
+		snprintf(buf, sizeof buf, "model.layers.%lu.%s%s", blk, (*e)->hf,
+			 bare ? "" : suffix);
 		return renamed_back(row, buf) ? strdup(buf) : NULL;
 	}
 	if (!(*e = by_gguf(row->globals, row->n_globals, name, (size_t)(suffix - name))))
@@ -101,9 +103,9 @@ static int add_experts(tfs_hf_export *x, size_t i, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
 	const tfs_hf_moe *moe = x->row->moe;
-	unsigned blk;
+	unsigned long blk;
 	const char *base;
-	if (!moe || !tfs_hf_gguf_block_of(t->name, &blk, &base))
+	if (!moe || !tfs_hf_index_of(t->name, "blk.", &blk, &base))
 		return 0;
 	int k = -1;
 	for (int j = 0; j < 3; j++) {
@@ -120,7 +122,7 @@ static int add_experts(tfs_hf_export *x, size_t i, tfs_error *err)
 	for (int64_t e = 0; e < t->ne[2]; e++) {
 		char buf[512];
 		tfs_hf_xtensor *o = tfs_hf_export_push(x);
-		snprintf(buf, sizeof buf, "model.layers.%u.%s.%lld.%s.weight", blk, moe->experts,
+		snprintf(buf, sizeof buf, "model.layers.%lu.%s.%lld.%s.weight", blk, moe->experts,
 			 (long long)e, moe->proj[k]);
 		char *name = o ? strdup(buf) : NULL;
 		if (!name)

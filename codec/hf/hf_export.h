@@ -142,9 +142,6 @@ void tfs_hf_xspecial_places(const tfs_hf_export *x, uint8_t place[TFS_HF_N_SPECI
 /* The next string of an array key's strings at *p (*left bytes left: tfs_hf_xkv_arr's
  * data and len), its length in *n; NULL at one that overruns. */
 const char *tfs_hf_xnext_str(const uint8_t **p, uint64_t *left, size_t *n);
-/* hf_export_kv.c: "blk.B.REST" (a GGUF block tensor's name): B and REST (in name); false for another name
- * (the reverse view's twin of hf_moe.h's tfs_hf_layer_of). */
-bool tfs_hf_gguf_block_of(const char *name, unsigned *blk, const char **rest);
 /* JSON text: s[0..n) (or NUL-terminated) as a string; the shortest decimal that reads back
  * as float32 f, with a '.' or an exponent; ",\n  \"key\": " (no comma after '{'). */
 int tfs_hf_xjstr(tfs_buf *b, const char *s, size_t n);

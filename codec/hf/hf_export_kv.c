@@ -8,9 +8,7 @@
  */
 #include "hf_export.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -145,24 +143,6 @@ const char *tfs_hf_xnext_str(const uint8_t **p, uint64_t *left, size_t *n)
 	*left -= 8 + k;
 	*n = (size_t)k;
 	return s;
-}
-
-bool tfs_hf_gguf_block_of(const char *name, unsigned *blk, const char **rest)
-{
-	static const char prefix[] = "blk.";
-	if (strncmp(name, prefix, sizeof prefix - 1))
-		return false;
-	const char *p = name + sizeof prefix - 1;
-	char *end;
-	if (*p < '0' || *p > '9')
-		return false;
-	errno = 0;
-	unsigned long b = strtoul(p, &end, 10);
-	if (errno || *end != '.' || b > UINT_MAX)
-		return false;
-	*blk = (unsigned)b;
-	*rest = end + 1;
-	return true;
 }
 
 /* ==== JSON text ==== */

@@ -6,6 +6,7 @@
  */
 #include "hf_gptoss.h"
 #include "hf_moe.h"
+#include "hf_names.h"
 #include "hf_convert.h"
 #include "hf_plan_impl.h"
 #include "hf_export.h"
@@ -167,7 +168,7 @@ static int take(const hparams *h, const tfs_model *st, size_t idx, const char *w
 	unsigned long b;
 	const char *rest;
 	*n = 0;
-	if (!tfs_hf_layer_of(t->name, &b, &rest))
+	if (!tfs_hf_index_of(t->name, "model.layers.", &b, &rest))
 		return TFS_PASSTHROUGH;
 	bool sinks = strcmp(rest, "self_attn.sinks") == 0;
 	if (!sinks && strncmp(rest, "mlp.experts.", 12))
@@ -274,7 +275,8 @@ static int first(const hparams *h, const tfs_model *st, tfs_hf_stack **out,
 		const tfs_tensor *t = tfs_model_tensor(st, order[k]);
 		unsigned long b;
 		const char *rest;
-		if (!tfs_hf_layer_of(t->name, &b, &rest) || strncmp(rest, "mlp.experts.", 12))
+		if (!tfs_hf_index_of(t->name, "model.layers.", &b, &rest) ||
+		    strncmp(rest, "mlp.experts.", 12))
 			continue;
 		const char *x = rest + 12;
 		if (!strcmp(x, "down_proj_blocks") || !strcmp(x, "gate_up_proj_blocks")) {
@@ -350,15 +352,15 @@ static int taken(int rc)
 static int xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
-	unsigned b;
+	unsigned long b;
 	const char *r;
-	if (!tfs_hf_gguf_block_of(t->name, &b, &r))
+	if (!tfs_hf_index_of(t->name, "blk.", &b, &r))
 		return 0;
 	const char *suf = strrchr(r, '.');
 	char name[160], other[160];
 	size_t src[2] = { i, i };
 	if (!strcmp(r, "attn_sinks.weight")) {
-		snprintf(name, sizeof name, "model.layers.%u.self_attn.sinks", b);
+		snprintf(name, sizeof name, "model.layers.%lu.self_attn.sinks", b);
 		return taken(tfs_hf_export_add_mix(x, name, src, 1, false, false, err));
 	}
 	bool bias = suf && !strcmp(suf, ".bias");
@@ -368,14 +370,14 @@ static int xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	bool gate = n == 13 && !strncmp(r, "ffn_gate_exps", n);
 	bool up = n == 11 && !strncmp(r, "ffn_up_exps", n);
 	if (n == 13 && !strncmp(r, "ffn_down_exps", n)) {
-		snprintf(name, sizeof name, "model.layers.%u.mlp.experts.down_proj%s", b,
+		snprintf(name, sizeof name, "model.layers.%lu.mlp.experts.down_proj%s", b,
 			 bias ? "_bias" : "");
 		return taken(tfs_hf_export_add_mix(x, name, src, 1, !bias, false, err));
 	}
 	if (!gate && !up)
 		return 0;
 	/* the pair: found by the gate, its up taken with it (each needs the other) */
-	snprintf(other, sizeof other, "blk.%u.%s%s", b, gate ? "ffn_up_exps" : "ffn_gate_exps",
+	snprintf(other, sizeof other, "blk.%lu.%s%s", b, gate ? "ffn_up_exps" : "ffn_gate_exps",
 		 suf);
 	long j = tfs_model_find_tensor(x->m, other);
 	if (j < 0 || tfs_model_tensor(x->m, (size_t)j)->deleted)
@@ -384,7 +386,7 @@ static int xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	if (up)
 		return 1;
 	src[1] = (size_t)j;
-	snprintf(name, sizeof name, "model.layers.%u.mlp.experts.gate_up_proj%s", b,
+	snprintf(name, sizeof name, "model.layers.%lu.mlp.experts.gate_up_proj%s", b,
 		 bias ? "_bias" : "");
 	return taken(tfs_hf_export_add_mix(x, name, src, 2, !bias, false, err));
 }

@@ -19,6 +19,7 @@
  * what its __init__ derives: no_rope_layers, moe_layers, layer_types).
  */
 #include "hf_moe.h"
+#include "hf_names.h"
 #include "hf_plan_impl.h"
 #include "hf_export.h"
 
@@ -92,7 +93,7 @@ static int l4_experts(const hparams *h, const tfs_model *st, size_t idx, const c
 	*n = 0;
 	if (!strncmp(name, lm, sizeof lm - 1))
 		name += sizeof lm - 1;
-	if (!tfs_hf_layer_of(name, &b, &rest) || strncmp(rest, ex, sizeof ex - 1))
+	if (!tfs_hf_index_of(name, "model.layers.", &b, &rest) || strncmp(rest, ex, sizeof ex - 1))
 		return TFS_PASSTHROUGH;
 	const char *x = rest + sizeof ex - 1;
 	bool down = !strcmp(x, "down_proj");
@@ -215,15 +216,15 @@ static const struct tfs_hf_hooks hooks = { .prepare = l4_prepare, .dim = l4_dim,
 static int l4_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
-	unsigned b;
+	unsigned long b;
 	const char *r;
-	if (!tfs_hf_gguf_block_of(t->name, &b, &r))
+	if (!tfs_hf_index_of(t->name, "blk.", &b, &r))
 		return 0;
 	char name[160], other[160];
 	size_t src[2] = { i, i };
 	int rc;
 	if (!strcmp(r, "ffn_down_exps.weight")) {
-		snprintf(name, sizeof name, "model.layers.%u.feed_forward.experts.down_proj", b);
+		snprintf(name, sizeof name, "model.layers.%lu.feed_forward.experts.down_proj", b);
 		rc = tfs_hf_export_add_mix(x, name, src, 1, true, false, err);
 		return rc ? rc : 1;
 	}
@@ -231,7 +232,7 @@ static int l4_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	if (!gate && strcmp(r, "ffn_up_exps.weight"))
 		return 0;
 	/* the pair: found by the gate, its up taken with it (each needs the other) */
-	snprintf(other, sizeof other, "blk.%u.%s", b, gate ? "ffn_up_exps.weight" :
+	snprintf(other, sizeof other, "blk.%lu.%s", b, gate ? "ffn_up_exps.weight" :
 		 "ffn_gate_exps.weight");
 	long j = tfs_model_find_tensor(x->m, other);
 	if (j < 0 || tfs_model_tensor(x->m, (size_t)j)->deleted)
@@ -240,7 +241,7 @@ static int l4_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	if (!gate)
 		return 1;
 	src[1] = (size_t)j;
-	snprintf(name, sizeof name, "model.layers.%u.feed_forward.experts.gate_up_proj", b);
+	snprintf(name, sizeof name, "model.layers.%lu.feed_forward.experts.gate_up_proj", b);
 	rc = tfs_hf_export_add_mix(x, name, src, 2, true, true, err);
 	return rc ? rc : 1;
 }

@@ -4,8 +4,8 @@
  * experts' tensors every MoE row uses (its `moe` member).
  */
 #include "hf_moe.h"
+#include "hf_names.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,43 +246,19 @@ void tfs_hf_moe_state_free(struct tfs_hf_moe_state *s)
 
 /* "model.layers.B.<experts>.E.<proj>.weight": B, E and the projection's slot; false when
  * name is not of that form (another tensor). */
-bool tfs_hf_layer_of(const char *name, unsigned long *bid, const char **rest)
-{
-	static const char prefix[] = "model.layers.";
-	if (strncmp(name, prefix, sizeof prefix - 1))
-		return false;
-	const char *p = name + sizeof prefix - 1;
-	char *end;
-	if (*p < '0' || *p > '9')
-		return false;
-	errno = 0;
-	*bid = strtoul(p, &end, 10);
-	if (errno || *end != '.')
-		return false;
-	*rest = end + 1;
-	return true;
-}
-
 static bool parse_expert(const char *name, const tfs_hf_moe *moe, unsigned long *bid,
 			 unsigned long *xid, int *proj)
 {
-	const char *rest;
-	char *end;
+	const char *rest, *p;
 	size_t el = strlen(moe->experts);
-	if (!tfs_hf_layer_of(name, bid, &rest) || strncmp(rest, moe->experts, el) ||
-	    rest[el] != '.')
-		return false;
-	const char *p = rest + el + 1;
-	if (*p < '0' || *p > '9')
-		return false;
-	errno = 0;
-	*xid = strtoul(p, &end, 10);
-	if (errno || *end != '.')
+	if (!tfs_hf_index_of(name, "model.layers.", bid, &rest) ||
+	    strncmp(rest, moe->experts, el) || rest[el] != '.' ||
+	    !tfs_hf_index_of(rest + el + 1, "", xid, &p))
 		return false;
 	*proj = -1;
 	for (int k = 0; k < 3; k++) {
 		size_t pl = strlen(moe->proj[k]);
-		if (!strncmp(end + 1, moe->proj[k], pl) && !strcmp(end + 1 + pl, ".weight"))
+		if (!strncmp(p, moe->proj[k], pl) && !strcmp(p + pl, ".weight"))
 			*proj = k;
 	}
 	return true;

@@ -46,9 +46,6 @@ struct tfs_hf_stack {
 	tfs_hf_own own;            /* computed by hf_gptoss.c's reader, or kind 0 */
 };
 
-/* "model.layers.B.REST": B and REST (in name); false for another name. */
-bool tfs_hf_layer_of(const char *name, unsigned long *bid, const char **rest);
-
 /* The size of an axis kind of the MoE rows (TFS_HF_D_EXPERTS, _FF_EXP, _FF_SHEXP, _ONE); 0
  * for any other (-1: the config does not say). */
 int64_t tfs_hf_moe_dim(int d, const hparams *h);

@@ -9,6 +9,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool tfs_hf_index_of(const char *name, const char *prefix, unsigned long *n, const char **rest)
+{
+	size_t pl = strlen(prefix);
+	if (strncmp(name, prefix, pl))
+		return false;
+	const char *p = name + pl;
+	char *end;
+	if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
+		return false;
+	errno = 0;
+	unsigned long v = strtoul(p, &end, 10);
+	if (errno || *end != '.')
+		return false;
+	*n = v;
+	*rest = end + 1;
+	return true;
+}
+
 /* Maps a HF tensor name to its GGUF name (gguf_out) as TensorNameMap does for the row's
  * architecture; *m gets the table entry, *bid the block (-1 for a global tensor).
  * false when the converter has no name for it. */
@@ -33,18 +51,11 @@ bool tfs_hf_map_name(char *gguf_out, size_t cap, const char *name, const tfs_hf_
 			return true;
 		}
 	}
-	static const char prefix[] = "model.layers.";
-	if (strncmp(name, prefix, sizeof prefix - 1))
+	unsigned long b;
+	const char *rest;
+	if (!tfs_hf_index_of(name, "model.layers.", &b, &rest) || n_layer < 0 ||
+	    b >= (uint64_t)n_layer)
 		return false;
-	const char *p = name + sizeof prefix - 1;
-	char *end;
-	if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
-		return false;
-	errno = 0;
-	unsigned long b = strtoul(p, &end, 10);
-	if (errno || *end != '.' || (int64_t)b >= n_layer)
-		return false;
-	const char *rest = end + 1;
 	size_t rlen = (size_t)(name + base - rest);
 	for (size_t i = 0; i < row->n_blocks; i++) {
 		const tfs_hf_name *k = &row->blocks[i];

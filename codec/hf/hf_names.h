@@ -12,6 +12,11 @@
 
 #include "hf_arch.h"
 
+/* name as PREFIX, a decimal index (no sign, no leading zero) and '.': the index in *n and
+ * what follows the dot in *rest; false for another name.  The one parse of a block's
+ * "model.layers.B.", a GGUF block's "blk.B." and an expert's "E.". */
+bool tfs_hf_index_of(const char *name, const char *prefix, unsigned long *n, const char **rest);
+
 /* Name's GGUF name (gguf_out, cap bytes) for row: a global's, or a block's below n_layer; *m
  * gets the table entry, *bid the block (-1 for a global tensor).  false when the converter
  * has no name for it. */

@@ -17,6 +17,7 @@
  * when absent).  Its projector is Qwen3-VL's (hf_mmproj_qwen3vl.c: the same converter class).
  */
 #include "hf_moe.h"
+#include "hf_names.h"
 #include "hf_plan_impl.h"
 
 #include <stdio.h>
@@ -54,7 +55,7 @@ static int vlmoe_experts(const hparams *h, const tfs_model *st, size_t idx, cons
 		snprintf(name, sizeof name, "model.%s", t->name + sizeof lm - 1);
 	else
 		snprintf(name, sizeof name, "%s", t->name);
-	if (!tfs_hf_layer_of(name, &b, &rest) || strncmp(rest, ex, sizeof ex - 1))
+	if (!tfs_hf_index_of(name, "model.layers.", &b, &rest) || strncmp(rest, ex, sizeof ex - 1))
 		return TFS_PASSTHROUGH;
 	const char *x = rest + sizeof ex - 1;
 	bool down = !strcmp(x, "down_proj") || !strcmp(x, "down_proj.weight");

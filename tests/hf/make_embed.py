@@ -131,7 +131,7 @@ def write_bert_tokenizer(d, vocab, ctx):
                     "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
                     "vocab": ids}}
     with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
-        json.dump(tj, f, ensure_ascii=False)
+        f.write(json.dumps(tj, ensure_ascii=False))
     tc = {"clean_up_tokenization_spaces": True, "cls_token": "[CLS]", "do_basic_tokenize": True,
           "do_lower_case": True, "mask_token": "[MASK]", "model_max_length": ctx,
           "never_split": None, "pad_token": "[PAD]", "sep_token": "[SEP]",
@@ -232,7 +232,7 @@ def write_xlmr_tokenizer_json(d, spm_path):
                       "split": True},
           "model": {"type": "Unigram", "unk_id": 3, "vocab": vocab, "byte_fallback": False}}
     with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
-        json.dump(tj, f, ensure_ascii=False)
+        f.write(json.dumps(tj, ensure_ascii=False))
     return len(vocab)
 
 
@@ -308,7 +308,7 @@ def write_modernbert_tokenizer(d):
               "byte_fallback": False, "vocab": {t: i for i, t in enumerate(toks)},
               "merges": kv["tokenizer.ggml.merges"]}}
     with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
-        json.dump(tj, f, ensure_ascii=False)
+        f.write(json.dumps(tj, ensure_ascii=False))
     tc = {"clean_up_tokenization_spaces": True, "cls_token": "[CLS]", "mask_token": "[MASK]",
           "model_input_names": ["input_ids", "attention_mask"], "model_max_length": 8192,
           "pad_token": "[PAD]", "sep_token": "[SEP]",

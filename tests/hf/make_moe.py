@@ -452,7 +452,9 @@ def glm_tokenizer(d):
                                    "lstrip": False, "rstrip": False, "normalized": False,
                                    "special": True})
     with open(p, "w", encoding="utf-8") as f:
-        json.dump(tj, f, ensure_ascii=False)
+        # (json.dumps: the C encoder, the same bytes; json.dump to a file is the
+        # pure-Python one: 0.68 s of CPU for a 150K-token tokenizer.json, not 0.34 s)
+        f.write(json.dumps(tj, ensure_ascii=False))
 
 
 def deepseek_config(s, c):

@@ -139,7 +139,8 @@ def rebuild(kv, orig, d):
                     "fuse_unk": False, "byte_fallback": False, "vocab": vocab,
                     "merges": kv["tokenizer.ggml.merges"]}}
     os.makedirs(d, exist_ok=True)
-    json.dump(tj, open(os.path.join(d, "tokenizer.json"), "w"), ensure_ascii=False)
+    with open(os.path.join(d, "tokenizer.json"), "w") as f:
+        f.write(json.dumps(tj, ensure_ascii=False))
     json.dump(cfg, open(os.path.join(d, "tokenizer_config.json"), "w"), ensure_ascii=False)
     json.dump({"architectures": ["LlamaForCausalLM"], "vocab_size": len(toks)},
               open(os.path.join(d, "config.json"), "w"))
@@ -198,7 +199,8 @@ def gemma4_case(dump, vdir, work, n):
                     "merges": kv["tokenizer.ggml.merges"]}}
     d = os.path.join(work, "vocab-gemma-4")
     os.makedirs(d, exist_ok=True)
-    json.dump(tj, open(os.path.join(d, "tokenizer.json"), "w"), ensure_ascii=False)
+    with open(os.path.join(d, "tokenizer.json"), "w") as f:
+        f.write(json.dumps(tj, ensure_ascii=False))
     json.dump(GEMMA4_CONFIG, open(os.path.join(d, "tokenizer_config.json"), "w"))
     json.dump({"architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text",
                "vocab_size": len(toks)}, open(os.path.join(d, "config.json"), "w"))

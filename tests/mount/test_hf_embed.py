@@ -142,7 +142,7 @@ class BadInput(TestCase):
             os.unlink(p)
             tj["model"]["type"] = "WordLevel"
             with open(p, "w") as f:
-                json.dump(tj, f)
+                f.write(json.dumps(tj))
         self.refused(self.variant_copy(change), "tokenizer.json",
                      "BERT's conversion reads a WordPiece vocabulary")
 

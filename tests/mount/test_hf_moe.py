@@ -398,7 +398,7 @@ class BadGlm(TestCase):
         tj = json.loads(read(os.path.join(src, "tokenizer.json")))
         tj["added_tokens"] = [t for t in tj["added_tokens"] if t["content"] != "[gMASK]"]
         with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
-            json.dump(tj, f, ensure_ascii=False)
+            f.write(json.dumps(tj, ensure_ascii=False))
         self.refused(d, "tokenizer.json: no added token \"[gMASK]\"")
 
 

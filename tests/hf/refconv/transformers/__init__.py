@@ -11,6 +11,7 @@ process (tokenize.js), which is what transformers' fast tokenizers call too.
 """
 import hashlib
 import json
+import marshal
 import os
 import subprocess
 import tempfile
@@ -27,6 +28,52 @@ def _read_json(d, name):
         return None
     with open(p, encoding="utf-8") as f:
         return json.load(f)
+
+
+_parsed = {}   # tokenizer.json's identity -> (its JSON, the SHA-256 of its bytes, whole)
+
+
+def _read_tokenizer_json(d, whole):
+    """tokenizer.json's JSON (shared: not to be changed) and the SHA-256 of its bytes; whole
+    False: only model.type, model.vocab and added_tokens, what the stand-in reads of it.
+    Read once per process and file (the converter may load the tokenizer more than once a
+    run), and the parts kept in TFS_REFCONV_TOKCACHE by the file's digest as marshal data:
+    parsing a real tokenizer's 11-28 MB of JSON cost 0.4-1 s of CPU in each converter run,
+    loading its vocabulary from marshal 0.1-0.2 s."""
+    p = os.path.join(str(d), "tokenizer.json")
+    st = os.stat(p)
+    key = (os.path.realpath(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key in _parsed and (_parsed[key][2] or not whole):
+        return _parsed[key][:2]
+    with open(p, "rb") as f:
+        data = f.read()
+    digest = hashlib.sha256(data).hexdigest()
+    kept = os.environ.get("TFS_REFCONV_TOKCACHE")
+    part = os.path.join(kept, digest + ".parts.marshal") if kept else None
+    tj = None
+    if part and not whole:
+        try:
+            with open(part, "rb") as f:
+                tj = marshal.load(f)
+        except (OSError, ValueError, EOFError, TypeError):
+            tj = None
+    if tj is None:
+        tj = json.loads(data.decode("utf-8"))
+        if part and not os.path.exists(part):
+            model = tj.get("model") or {}
+            parts = {"model": {"type": model.get("type"), "vocab": model.get("vocab")},
+                     "added_tokens": tj.get("added_tokens")}
+            try:
+                os.makedirs(kept, exist_ok=True)
+                tmp = "%s.%d.tmp" % (part, os.getpid())
+                with open(tmp, "wb") as f:
+                    marshal.dump(parts, f)
+                os.replace(tmp, part)
+            except (OSError, ValueError):
+                pass
+        whole = True
+    _parsed[key] = (tj, digest, whole)
+    return tj, digest
 
 
 class _Config:
@@ -127,13 +174,13 @@ class _Bridge:
     150K-token tokenizer.json costs about a second of CPU per run.  node starts only when a
     question has no kept answer."""
 
-    def __init__(self, tokenizer_json):
+    def __init__(self, tokenizer_json, digest):
+        """digest: the SHA-256 (hex) of tokenizer_json's bytes."""
         self.path, self.p = tokenizer_json, None
         self.kept, self.file = {}, None
         d = os.environ.get("TFS_REFCONV_TOKCACHE")
         if d:
-            with open(tokenizer_json, "rb") as f:
-                self.file = os.path.join(d, hashlib.sha256(f.read()).hexdigest() + ".json")
+            self.file = os.path.join(d, digest + ".json")
             try:
                 with open(self.file, encoding="utf-8") as f:
                     self.kept = json.load(f)
@@ -188,8 +235,9 @@ class _FastTokenizer:
     is_fast = True
 
     def __init__(self, d):
-        tj = _read_json(d, "tokenizer.json")
         cfg = _read_json(d, "tokenizer_config.json") or {}
+        cls = cfg.get("tokenizer_class")
+        tj, digest = _read_tokenizer_json(d, cls in _REBUILT_POST_PROCESSOR)
         model = tj.get("model") or {}
         if model.get("type") not in ("BPE", "WordPiece", "WordLevel") and \
                 not isinstance(model.get("vocab"), dict):
@@ -208,21 +256,21 @@ class _FastTokenizer:
         self.all_special_ids = [self.vocab[t] for t in self.all_special_tokens
                                 if t in self.vocab]
         self._cleanup = bool(cfg.get("clean_up_tokenization_spaces", False))
-        cls = cfg.get("tokenizer_class")
         self._tmp = None
         path = os.path.join(d, "tokenizer.json")
         if cls in _REBUILT_POST_PROCESSOR:
             bos_default, eos_default = _REBUILT_POST_PROCESSOR[cls]
+            tj = dict(tj)   # (a copy: the parsed file is shared)
             tj["post_processor"] = self._template(
                 tj, cfg, cfg.get("add_bos_token", bos_default), cfg.get("add_eos_token", eos_default))
-            self._tmp = tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8",
-                                                    delete=False)
+            self._tmp = tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False)
             # (json.dumps: the C encoder; json.dump's Python one took half a minute for a
             # 262K-token tokenizer.json)
-            self._tmp.write(json.dumps(tj, ensure_ascii=False))
+            data = json.dumps(tj, ensure_ascii=False).encode("utf-8")
+            self._tmp.write(data)
             self._tmp.close()
-            path = self._tmp.name
-        self._bridge = _Bridge(path)
+            path, digest = self._tmp.name, hashlib.sha256(data).hexdigest()
+        self._bridge = _Bridge(path, digest)
         # the converter encodes and decodes back each added token that is not normalized, one
         # by one: thousands of round trips to node.  Its first such encode asks node for all
         # of them at once (_prefetch); the answers are the ones each call would get.

@@ -457,8 +457,8 @@ def main():
     quick = quick_variants()
     models, refdir, outdir = work_dirs(a.work)
     for v in base:
-        if not os.path.isdir(os.path.join(models, v)):
-            make_model.make(models, v)
+        # (through cached_repo: made once for mount_hf and mount_hf_export too, in each chain)
+        make_variants(models, [v], make_model)
         if v + OMIT in variants and v + OMIT not in a.variants and omit_adds_nothing(models, v):
             variants.remove(v + OMIT)
             if a.tap:

@@ -70,7 +70,10 @@ build_asan() {
 	[ -f build-asan/build.ninja ] ||
 		meson setup build-asan -Db_sanitize=address,undefined -Dwerror=true \
 			-Doptimization=1 >/dev/null || return 1
-	ninja -C build-asan >/dev/null
+	# (at a lower CPU priority: the first minutes' CPU goes first to the normal chain and the
+	# reference comparisons, the run's longest chains: in a run where the build took its
+	# even share, the normal chain ended last, alone for minutes with the cores partly idle)
+	nice -n 5 ninja -C build-asan >/dev/null
 }
 
 # ==== the same sources built by clang, warnings as errors (its unit tests, in a chain) ====

@@ -18,8 +18,9 @@ meanwhile gives up at once) and listens when loaded; it ends when no request cam
 seconds.
 
 A request is a JSON object on one line, with "out" and "err" (the files the run's stdout and
-stderr go to), "env" and "cwd" (the client's: the run sees them) and "timeout" (seconds; then
-the run is killed), and what the tool needs.  The reply, one line: {"status": EXIT-STATUS,
+stderr go to), "env" and "cwd" (the client's: the run sees them), "nice" and "cgroups" (the
+client's priority and measuring cgroups: the run takes them, _charge), "timeout" (seconds;
+then the run is killed), and what the tool needs.  The reply, one line: {"status": EXIT-STATUS,
 "cpu": SECONDS} (status negative: killed by that signal; "timeout": killed for it; cpu: the
 run's, its children's too).  call() returns None when no server could be had (then the
 caller runs the tool as a process of its own, which says what is wrong).
@@ -91,6 +92,7 @@ def _child(req, run):
         nul = os.open(os.devnull, os.O_RDONLY)
         os.dup2(nul, 0)
         os.close(nul)
+        _charge(req)
         os.environ.clear()
         os.environ.update(req.get("env") or {})
         if req.get("cwd"):
@@ -108,6 +110,46 @@ def _child(req, run):
         sys.stderr.flush()
     finally:
         os._exit(code if isinstance(code, int) else 1)
+
+
+def _charge(req):
+    """The run as its client's: at the client's CPU priority (a chain of scripts/test.sh runs
+    at a lower one), and in the client's measuring cgroups (scripts/bench/cpu-of.sh's
+    tfs-test.*: the test's CPU includes its runs).  Best effort: raising a priority needs
+    root."""
+    if "nice" in req:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, int(req["nice"]))
+        except (OSError, ValueError, TypeError):
+            pass
+    for d in req.get("cgroups") or ():
+        if os.path.basename(str(d)).startswith("tfs-test."):
+            try:
+                with open(os.path.join(d, "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError:
+                pass
+
+
+def _own_cgroups():
+    """The directories of this process's scripts/bench/cpu-of.sh cgroups (v1: per
+    controller, v2: the unified one), for _charge."""
+    found = []
+    try:
+        lines = open("/proc/self/cgroup").read().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        _, ctl, path = line.split(":", 2)
+        if not os.path.basename(path).startswith("tfs-test."):
+            continue
+        roots = ["/sys/fs/cgroup/" + c for c in ctl.split(",")] if ctl else \
+            ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        for r in roots:
+            d = r + path
+            if os.path.isdir(d) and d not in found:
+                found.append(d)
+    return found
 
 
 def _waiter(conn, req, run):
@@ -167,7 +209,8 @@ def _start(name, server_argv):
 def call(name, server_argv, req, timeout):
     """Runs req on name's server (started with server_argv when none answers): the reply, or
     None when no server could be had.  Fills in env and cwd."""
-    req = dict(req, env=dict(os.environ), cwd=os.getcwd(), timeout=timeout)
+    req = dict(req, env=dict(os.environ), cwd=os.getcwd(), timeout=timeout,
+               nice=os.getpriority(os.PRIO_PROCESS, 0), cgroups=_own_cgroups())
     data = (json.dumps(req) + "\n").encode()
     for _ in range(2):   # (a server ending for idleness may drop a request it had not read)
         s = _start(name, server_argv)

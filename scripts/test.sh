@@ -14,13 +14,25 @@
 #       one real mount per feature; see tests/README.md
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# measure KIND NAME COMMAND...: COMMAND; with TFS_CPU_LOG=FILE, its CPU-seconds on a line
+# "CPU wall NAME KIND" of FILE, as each test's (below): setup, builds and fuzzing too, so
+# that the file's lines add up to the run's CPU
+measure() {
+	local kind=$1 name=$2
+	shift 2
+	if [ -n "${TFS_CPU_LOG:-}" ]; then
+		TFS_CPU_TAG=$kind TFS_CPU_NAME=$name bash scripts/bench/cpu-of.sh "$@"
+	else
+		"$@"
+	fi
+}
 quick=false
 if [ "${1:-}" = --quick ]; then
 	quick=true
 	shift
 	ninja -C build >/dev/null || exit 1
 else
-	bash scripts/setup.sh || exit 1
+	measure setup setup bash scripts/setup.sh || exit 1
 fi
 
 # The normal run and the sanitizer run go side by side (three chains, each test one at a time
@@ -73,7 +85,7 @@ build_asan() {
 	# (at a lower CPU priority: the first minutes' CPU goes first to the normal chain and the
 	# reference comparisons, the run's longest chains: in a run where the build took its
 	# even share, the normal chain ended last, alone for minutes with the cores partly idle)
-	nice -n 5 ninja -C build-asan >/dev/null
+	measure build build-asan nice -n 5 ninja -C build-asan >/dev/null
 }
 
 # ==== the same sources built by clang, warnings as errors (its unit tests, in a chain) ====
@@ -86,7 +98,7 @@ build_clang() {
 	[ -f build-clang/build.ninja ] ||
 		CC=clang meson setup build-clang -Dwerror=true -Doptimization=1 -Ddebug=false \
 			>/dev/null || return 1
-	ninja -C build-clang >/dev/null
+	measure build build-clang ninja -C build-clang >/dev/null
 }
 
 # the summary counts what these runs write, never a log left by an earlier run
@@ -191,7 +203,8 @@ job_fuzz() {
 	{ [ "$everything" = all ] && ! $quick; } || return 0
 	exec 8>"$jobdir/fuzz.lock"   # (after the early build below)
 	flock 8
-	TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-2} bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" >"$fuzz_log" 2>&1
+	TFS_FUZZ_JOBS=${TFS_FUZZ_JOBS:-2} measure fuzz fuzz bash scripts/fuzz.sh "${TFS_FUZZ_SECONDS:-5}" \
+		>"$fuzz_log" 2>&1
 }
 # start NAME ARGS...: job_NAME in the background, its output in $jobdir/NAME.log, its exit
 # status in $jobdir/NAME.rc; how long it took in the log's last line
@@ -230,7 +243,7 @@ if [ "$everything" = all ] && command -v clang >/dev/null 2>&1; then
 			renice -n 19 "$BASHPID" >/dev/null 2>&1
 			build_clang >/dev/null 2>&1
 			exec 9>&-
-			TFS_FUZZ_BUILD_ONLY=1 bash scripts/fuzz.sh >/dev/null 2>&1
+			TFS_FUZZ_BUILD_ONLY=1 measure build build-fuzz bash scripts/fuzz.sh >/dev/null 2>&1
 		) &
 	)
 	exec 9>&- 8>&-

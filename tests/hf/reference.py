@@ -262,6 +262,23 @@ def _make_cache(cache):
         os.makedirs(cache, exist_ok=True)
 
 
+_digests = {}   # a file's identity (device, inode, size, mtime, ctime) -> SHA-256 of its bytes
+
+
+def _file_digest(p):
+    """The SHA-256 of p's bytes, hashed once per process and file: a test converts a model
+    at several outtypes, and V+omit's files but config.json are V's hard links (a MoE
+    repo's 30-90 MB were hashed again each time)."""
+    st = os.stat(p)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    d = _digests.get(key)
+    if d is None:
+        with open(p, "rb") as fp:
+            d = hashlib.sha256(fp.read()).digest()
+        _digests[key] = d
+    return d
+
+
 def _cache_key(hfdir, extra):
     # (the converter names the model after its directory: general.name and the like)
     h = hashlib.sha256(repr([os.path.basename(os.path.normpath(str(hfdir)))] +
@@ -271,8 +288,7 @@ def _cache_key(hfdir, extra):
         for f in sorted(files):
             p = os.path.join(root, f)
             h.update(os.path.relpath(p, hfdir).encode() + b"\0")
-            with open(p, "rb") as fp:
-                h.update(hashlib.sha256(fp.read()).digest())
+            h.update(_file_digest(p))
     return h.hexdigest()
 
 

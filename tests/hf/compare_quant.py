@@ -86,7 +86,8 @@ def main():
     models, refdir, outdir = compare.work_dirs(a.work)
     for v in variants:
         if not os.path.exists(os.path.join(models, v, "config.json")):
-            make_quant.make(models, v)
+            # (through compare.cached_repo: made once for mount_hf_quant too)
+            compare.make_variants(models, [v], make_quant)
     pairs = [(v, t) for v in variants for t in outtypes
              if not a.quick or v not in QUICK or t in QUICK[v]]
     refs = {}

@@ -243,8 +243,10 @@ def cached_repo(maker, name):
     for f in sorted(glob.glob(os.path.join(HERE, "make_*.py"))):
         with open(f, "rb") as fp:
             h.update(os.path.basename(f).encode() + b"\0" + fp.read())
+    h.update(repr((maker.__name__, reference.npm_dir())).encode())
+    made = os.path.join(cache, "repos", "made-" + h.hexdigest()[:16])
     specs = (getattr(maker, "VARIANTS", {}).get(name), make_model.VARIANTS.get(name))
-    h.update(repr((maker.__name__, name, specs, reference.npm_dir())).encode())
+    h.update(repr((name, specs)).encode())
     top = os.path.join(cache, "repos", h.hexdigest()[:32])
     d = os.path.join(top, name)
     if os.path.exists(os.path.join(d, "config.json")):
@@ -257,9 +259,10 @@ def cached_repo(maker, name):
     lock = reference.key_lock(top)
     try:
         if not os.path.exists(os.path.join(d, "config.json")):
-            # (made in one folder for all, where the generators keep what their variants
-            # share: make_model.py's SentencePiece model, trained once)
-            made = os.path.join(cache, "repos", "made")
+            # (made in one folder for all the variants of these generators, where they keep
+            # what their variants share: make_model.py's SentencePiece model, trained once;
+            # not for other sources, makers or npm folders: two checkouts sharing the cache
+            # made a variant there at once, one removing the other's files)
             shutil.rmtree(os.path.join(made, name), ignore_errors=True)
             maker.make(made, name)
             shutil.rmtree(d, ignore_errors=True)

@@ -23,7 +23,7 @@ import os
 import sys
 import tempfile
 
-from harness import TENSORFS, Mount, TestCase, main, quick, run
+from harness import SANITIZED, TENSORFS, Mount, TestCase, main, quick, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
@@ -82,7 +82,10 @@ class Embeddings(TestCase):
             self.skipTest(llamacpp.missing_reason())
 
     def test_same_embeddings_as_from_the_converter(self):
-        for name, t, pooling in CASES:
+        # (under the sanitizers, harness.SANITIZED, the first case: llama.cpp's mmap reads
+        # through the daemon; the others' bytes are Equal's to compare there, their
+        # embeddings the normal run's: llama.cpp's 18 runs, not the daemon's code)
+        for name, t, pooling in CASES if not SANITIZED else CASES[:1]:
             want = embed(self, converted(self, name, t))
             with Mount(self, model(name), ["outtype=" + t]) as m:
                 got = embed(self, m.p("model.gguf"))

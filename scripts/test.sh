@@ -54,8 +54,9 @@ fi
 #            others, one core idle, and most of their wall time is waiting, which a fourth
 #            chain fills)
 #   then, each in whichever chain is free first: NORMAL2's modules of chain 1 (its last ones,
-#   which otherwise ran alone at the end), the clang build and its unit tests, and fuzzing (which chain ends first changes with the machine and the selection: a fixed
-#   order left one chain minutes behind the other); the clang and fuzz builds begin at the
+#   which otherwise ran alone at the end), the clang build and its unit tests, and fuzzing
+#   (which chain ends first changes with the machine and the selection: a fixed order left
+#   one chain minutes behind the other); the clang and fuzz builds begin at the
 #   start, at the lowest CPU priority, in the CPU time the chains leave idle
 rc=0
 
@@ -128,6 +129,21 @@ wrap=()
 asan_sel=("$@")
 [ $# -eq 0 ] && asan_sel=(--no-suite hf --no-suite lint)
 jobdir=$(mktemp -d)
+# all_but DIR NAME... -- SELECTION...: the tests of meson's SELECTION in build DIR but those
+# NAMEs, one name a line (the normal chain's but NORMAL2's, the sanitizer chain's but ASAN2's)
+all_but() {
+	local dir=$1 skip=() t
+	shift
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		skip+=("$1")
+		shift
+	done
+	shift
+	meson test -C "$dir" --no-rebuild --list "$@" 2>/dev/null | while read -r t; do
+		t=${t##* / }
+		[[ " ${skip[*]} " == *" $t "* ]] || echo "$t"
+	done
+}
 job_normal() {
 	if $quick; then
 		TFS_QUICK=1 TFS_STRESS_SECONDS=${TFS_STRESS_SECONDS:-4} TFS_CRASH_KILLS=${TFS_CRASH_KILLS:-1} \
@@ -136,11 +152,8 @@ job_normal() {
 	elif [ $# -gt 0 ]; then
 		TFS_CPU_TAG=normal meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 "$@"
 	else   # all of the selection but NORMAL2's modules
-		local sel=() t
-		while read -r t; do
-			t=${t##* / }
-			[[ " ${NORMAL2[*]} " == *" $t "* ]] || sel+=("$t")
-		done < <(meson test -C build --no-rebuild --list --no-suite hf --no-suite quant 2>/dev/null)
+		local sel
+		mapfile -t sel < <(all_but build "${NORMAL2[@]}" -- --no-suite hf --no-suite quant)
 		TFS_CPU_TAG=normal meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 \
 			--no-rebuild "${sel[@]}"
 	fi
@@ -184,11 +197,8 @@ job_asan() {
 	fi
 	echo 0 >"$jobdir/asan.built"
 	if [ "$everything" = all ]; then   # all of the selection but ASAN2's modules
-		local sel=() t
-		while read -r t; do
-			t=${t##* / }
-			[[ " ${ASAN2[*]} " == *" $t "* ]] || sel+=("$t")
-		done < <(meson test -C build-asan --no-rebuild --list "${asan_sel[@]}" 2>/dev/null)
+		local sel
+		mapfile -t sel < <(all_but build-asan "${ASAN2[@]}" -- "${asan_sel[@]}")
 		sanitized "$reports" asan "${sel[@]}"
 	else
 		sanitized "$reports" asan "${asan_sel[@]}"

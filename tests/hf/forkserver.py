@@ -208,7 +208,7 @@ def _start(name, server_argv):
 
 def call(name, server_argv, req, timeout):
     """Runs req on name's server (started with server_argv when none answers): the reply, or
-    None when no server could be had.  Fills in env and cwd."""
+    None when no server could be had.  Fills in env, cwd, nice and cgroups."""
     req = dict(req, env=dict(os.environ), cwd=os.getcwd(), timeout=timeout,
                nice=os.getpriority(os.PRIO_PROCESS, 0), cgroups=_own_cgroups())
     data = (json.dumps(req) + "\n").encode()

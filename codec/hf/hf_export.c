@@ -68,31 +68,31 @@ static bool renamed_back(const tfs_hf_arch *row, char *buf)
 	return false;
 }
 
-/* The HF name of GGUF tensor name (allocated), and its map entry. */
+/* The HF name of GGUF tensor name (allocated), and its map entry: a block's or a global's
+ * with its suffix (.weight, .bias); a parameter's, whose GGUF name the table holds whole
+ * (Gemma 4's router scales, "ffn_gate_inp.scale"), without one; so too a weight the
+ * converter named so from a parameter (tfs_hf_named_as_weight: Gemma 4's layer_scalar and
+ * stacked experts). */
 static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name **e)
 {
-	const char *suffix = strrchr(name, '.');
-	if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias")))
+	const char *suffix = strrchr(name, '.'), *base = name;
+	unsigned long blk;
+	bool block = tfs_hf_index_of(name, "blk.", &blk, &base);
+	const tfs_hf_name *map = block ? row->blocks : row->globals;
+	size_t n = block ? row->n_blocks : row->n_globals;
+	if ((*e = by_gguf(map, n, base, strlen(base))))
+		suffix = "";
+	else if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias")) ||
+		 !(*e = by_gguf(map, n, base, (size_t)(suffix - base))))
 		return NULL;
 	char buf[512];
-	unsigned long blk;
-	const char *base;
-	if (tfs_hf_index_of(name, "blk.", &blk, &base)) {
-		if (!(*e = by_gguf(row->blocks, row->n_blocks, base, (size_t)(suffix - base))))
-			return NULL;
-		size_t hn = strlen((*e)->hf);
-		/* Gemma 4's layer_scalar buffer: no ".weight" in its checkpoints (the
-		 * converter adds it, TFS_HF_ARCH_SCALAR_WEIGHT) */
-		bool bare = (row->flags & TFS_HF_ARCH_SCALAR_WEIGHT) && hn >= 12 &&
-			    !strcmp((*e)->hf + hn - 12, "layer_scalar") && !strcmp(suffix, ".weight");
-		snprintf(buf, sizeof buf, "model.layers.%lu.%s%s", blk, (*e)->hf,
-			 bare ? "" : suffix);
-		return renamed_back(row, buf) ? strdup(buf) : NULL;
-	}
-	if (!(*e = by_gguf(row->globals, row->n_globals, name, (size_t)(suffix - name))))
+	int k = block ? snprintf(buf, sizeof buf, "model.layers.%lu.%s", blk, (*e)->hf)
+		      : snprintf(buf, sizeof buf, "%s", (*e)->hf);
+	if (k < 0 || (size_t)k + strlen(suffix) >= sizeof buf)
 		return NULL;
-	snprintf(buf, sizeof buf, "%s%s", (*e)->hf, suffix);
-	return strdup(buf);
+	if (strcmp(suffix, ".weight") || !tfs_hf_named_as_weight(row, buf))
+		strcat(buf, suffix);
+	return !block || renamed_back(row, buf) ? strdup(buf) : NULL;
 }
 
 /* A stacked expert tensor of the row's moe (blk.N.<moe->gguf[k]>.weight, ne [cols, rows,

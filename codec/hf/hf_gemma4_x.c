@@ -4,8 +4,8 @@
  * converter's Gemma4Model.set_gguf_parameters) and its rope_freqs.weight were made of.
  * Its tokenizer (tokenizer.ggml.model "gemma4") is hf_export_json.c's; its layer_scalar
  * keeps its checkpoints' name without ".weight" (hf_export.c, TFS_HF_ARCH_SCALAR_WEIGHT).
- * The mixture of experts (the router's and experts' scales) is not read back: such a GGUF
- * is refused for its tensor ffn_down_exps.scale.
+ * Its mixture of experts keeps the checkpoints' names (hf_export.c's hf_name: the router's
+ * scales, parameters; the stacked experts without ".weight") and its config.json's keys.
  */
 #include "hf_arch.h"
 #include "hf_export.h"
@@ -144,6 +144,16 @@ int tfs_hf_gemma4_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
 			k_eq_v = true;
 	if (k_eq_v)
 		bad |= json_object_set_new(c, "attention_k_eq_v", json_true());
+	/* the mixture of experts beside the MLP under Gemma4TextConfig's names (the common
+	 * writer's num_experts_per_tok is TextModel's first choice, top_k_experts its last) */
+	double n_exp, n_used;
+	if (tfs_hf_xkv_num(x, ".expert_count", &n_exp) &&
+	    tfs_hf_xkv_num(x, ".expert_used_count", &n_used)) {
+		json_object_del(c, "num_experts_per_tok");
+		bad |= json_object_set_new(c, "enable_moe_block", json_true());
+		bad |= json_object_set_new(c, "num_experts", json_integer((json_int_t)n_exp));
+		bad |= json_object_set_new(c, "top_k_experts", json_integer((json_int_t)n_used));
+	}
 	bad |= g4_xrope(c, x, hd_full, hd_swa);
 	return bad ? TFS_E_NOMEM : 0;
 }

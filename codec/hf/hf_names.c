@@ -68,3 +68,20 @@ bool tfs_hf_map_name(char *gguf_out, size_t cap, const char *name, const tfs_hf_
 	}
 	return false;
 }
+
+static bool ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), k = strlen(tail);
+	return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+bool tfs_hf_named_as_weight(const tfs_hf_arch *row, const char *name)
+{
+	if (!(row->flags & TFS_HF_ARCH_SCALAR_WEIGHT))
+		return false;
+	/* (the experts' quantization scales of a pre-quantized checkpoint are not) */
+	return ends_with(name, "layer_scalar") ||
+	       (strstr(name, ".experts.") && !ends_with(name, ".weight") &&
+		!ends_with(name, ".weight_scale") && !ends_with(name, ".weight_scale_2") &&
+		!ends_with(name, ".input_scale"));
+}

@@ -283,11 +283,7 @@ static bool filter_name(char *out, size_t cap, const char *name, const tfs_hf_ar
 	}
 	out[k] = 0;
 	/* Gemma4Model.filter_tensors: the buffer and the experts named as weights */
-	bool experts = strstr(out, ".experts.") && !ends_with(out, ".weight") &&
-		       !ends_with(out, ".weight_scale") && !ends_with(out, ".weight_scale_2") &&
-		       !ends_with(out, ".input_scale");
-	if ((row->flags & TFS_HF_ARCH_SCALAR_WEIGHT) && (ends_with(out, "layer_scalar") ||
-							 experts) && k + 8 <= cap)
+	if (tfs_hf_named_as_weight(row, out) && k + 8 <= cap)
 		memcpy(out + k, ".weight", 8);
 	return tfs_hf_hook_rename(row, out, cap, h);
 }

@@ -332,11 +332,14 @@ ROUNDTRIPS = {
     # the multimodal repo's text model: keys equal to values, fewer KV heads on the full
     # layers, soft-capping, transformers 4's tokenizer_config.json (add_eos_token)
     "gemma4_mm": ("gemma4-mm-f16", ("f32",)),
+    # the mixture of experts beside the MLP: the router's scales (parameters, no ".weight"),
+    # the experts stacked as the checkpoint has them, Gemma4TextConfig's MoE keys
+    "gemma4_moe": ("gemma4-moe-bf16", ("f32",)),
 }
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
                      "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "qwen2vl",
                      "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple", "gemma4_mm",
-                     "bert")
+                     "gemma4_moe", "bert")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and

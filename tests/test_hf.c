@@ -15,7 +15,7 @@
 
 #include "tensorfs.h"
 #include "hf_plan.h"
-#include "hf_qwen35.h"
+#include "hf_sleef.h"
 
 /* ==== writing a tiny model ==== */
 
@@ -874,6 +874,32 @@ Test(hf, qwen35_neg_exp_as_torch)
 	for (size_t i = 0; i < n; i++)
 		cr_expect_eq(f[i], cases[i][1], "-exp(0x%08x): 0x%08x, torch 0x%08x", cases[i][0],
 			     f[i], cases[i][1]);
+}
+
+/* Gemma 4's per_dim_scale -> softplus(x) bit for bit as torch 1.13 computes it on a float32
+ * tensor of 20 elements: the first 16 by SLEEF's log1pf_u10(expf_u10(x)), the last 4 by
+ * glibc's log1pf(expf(x)) (the same three values give other bits there), x itself above 20;
+ * zeros, -104.5, infinities, a NaN.  Expected values: torch's. */
+Test(hf, gemma4_softplus_as_torch)
+{
+	static const uint32_t cases[][2] = {
+		{ 0x3f12b914, 0x3f8296c5 }, { 0x3fbd413f, 0x3fd78a7d }, { 0x3fe217a5, 0x3ff64b1e },
+		{ 0x80000000, 0x3f317218 }, { 0x00000000, 0x3f317218 }, { 0x41a00000, 0x41a00000 },
+		{ 0x41c80000, 0x41c80000 }, { 0xc2d10000, 0x00000000 }, { 0xc0400000, 0x3d470388 },
+		{ 0x3f800000, 0x3fa818f5 }, { 0x7f800000, 0x7f800000 }, { 0xff800000, 0x00000000 },
+		{ 0x7fc00000, 0x7fc00000 }, { 0x3e800000, 0x3f5370c4 }, { 0xbfc00000, 0x3e4e3f49 },
+		{ 0x40e00000, 0x40e00778 }, { 0x3f12b914, 0x3f8296c6 }, { 0x3fbd413f, 0x3fd78a7c },
+		{ 0x3fe217a5, 0x3ff64b1f }, { 0x41a80000, 0x41a80000 },
+	};
+	enum { N = sizeof cases / sizeof cases[0] };
+	uint32_t f[N];
+	for (size_t i = 0; i < N; i++)
+		f[i] = cases[i][0];
+	tfs_hf_softplus(f, 10, 0, N);   /* in two reads, as the reader's chunks */
+	tfs_hf_softplus(f + 10, N - 10, 10, N);
+	for (size_t i = 0; i < N; i++)
+		cr_expect_eq(f[i], cases[i][1], "softplus(0x%08x) at %zu: 0x%08x, torch 0x%08x",
+			     cases[i][0], i, f[i], cases[i][1]);
 }
 
 /* A Qwen3.5 config (write_config's sizes and the linear attention's: 2 key, 4 value heads of

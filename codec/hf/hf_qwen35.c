@@ -14,8 +14,9 @@
  *  3. with fewer key heads than value heads, the value heads reordered from grouped by key
  *     head to tiled (_reorder_v_heads): the V rows of in_proj_qkv and conv1d, the rows of
  *     in_proj_z/b/a, dt_bias, A_log, the columns of out_proj (a gather, hf_plan.h);
- *  4. A_log -> ssm_a = -exp(A_log) in float32 (tfs_hf_neg_exp); dt_bias -> ssm_dt.bias;
- *     conv1d squeezed to 2-D and kept F32; every *norm.weight but linear_attn.norm's + 1;
+ *  4. A_log -> ssm_a = -exp(A_log) in float32 (tfs_hf_neg_exp, hf_sleef.h); dt_bias ->
+ *     ssm_dt.bias; conv1d squeezed to 2-D and kept F32; every *norm.weight but
+ *     linear_attn.norm's + 1;
  *  5. keys: block_count with the MTP layers, rope.dimension_sections (mrope_section, else
  *     [11, 11, 10, 0]), nextn_predict_layers, ssm.*, attention.recurrent_layers,
  *     full_attention_interval, rope.dimension_count (head_dim x partial_rotary_factor).
@@ -26,7 +27,6 @@
  */
 #include "hf_plan_impl.h"
 #include "hf_moe.h"
-#include "hf_qwen35.h"
 #include "hf_qwen3next.h"
 
 #include <math.h>
@@ -40,53 +40,6 @@ enum { H = TFS_HF_D_HIDDEN, Q = TFS_HF_D_Q, KV = TFS_HF_D_KV, FF = TFS_HF_D_FF,
        HD = TFS_HF_D_HEAD, VOC = TFS_HF_D_VOCAB, NO = TFS_HF_D_NONE, HK = TFS_HF_D_HOOK,
        EX = TFS_HF_D_EXPERTS, FE = TFS_HF_D_FF_EXP, FS = TFS_HF_D_FF_SHEXP, ONE = TFS_HF_D_ONE };
 enum { XN = TFS_HF_XF_NONE, X1 = TFS_HF_XF_PLUS_ONE };
-
-/* ==== -exp(x) as torch computes it ==== */
-
-/* 2^q for q in [-126, 127], from its exponent bits */
-static float pow2i(int q)
-{
-	uint32_t b = (uint32_t)(q + 0x7f) << 23;
-	float f;
-	memcpy(&f, &b, 4);
-	return f;
-}
-
-/* SLEEF's expf_u10 (the algorithm of its documentation: x = q ln2 + s with q = rint(x / ln2),
- * ln2 split in two parts; a degree-6 polynomial in s by fused multiply-adds; scaled by 2^q
- * in two halves; below -104 zero, above 100 infinity). */
-static float sleef_expf(float d)
-{
-	if (isnan(d))
-		return d + d;   /* quieted, as the polynomial's arithmetic passes it on */
-	int q = (int)rintf(d * 1.442695040888963407359924681001892137426645954152985934135449406931f);
-	float s = fmaf((float)q, -0.693145751953125f, d);
-	s = fmaf((float)q, -1.428606765330187045e-06f, s);
-	float u = 0.000198527617612853646278381f;
-	u = fmaf(u, s, 0.00139304355252534151077271f);
-	u = fmaf(u, s, 0.00833336077630519866943359f);
-	u = fmaf(u, s, 0.0416664853692054748535156f);
-	u = fmaf(u, s, 0.166666671633720397949219f);
-	u = fmaf(u, s, 0.5f);
-	u = 1.0f + fmaf(s * s, u, s);
-	u = u * pow2i(q >> 1) * pow2i(q - (q >> 1));
-	if (d < -104.0f)
-		u = 0.0f;
-	if (d > 100.0f)
-		u = INFINITY;
-	return u;
-}
-
-void tfs_hf_neg_exp(uint32_t *f, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		float x;
-		memcpy(&x, &f[i], 4);
-		x = sleef_expf(x);
-		memcpy(&f[i], &x, 4);
-		f[i] ^= 0x80000000u;   /* torch's neg flips the sign bit, NaN's too */
-	}
-}
 
 /* ==== tensor names ==== */
 

@@ -7,7 +7,7 @@
 #include "hf_convert.h"
 #include "hf_gptoss.h"
 #include "hf_nvfp4.h"
-#include "hf_qwen35.h"
+#include "hf_sleef.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -33,6 +33,10 @@
 
 /* ==== the configs ==== */
 
+/* MmprojModel.n_block_keys */
+static const char *const K_BLOCK[] = { "n_layers", "num_hidden_layers", "n_layer", "num_layers",
+	"depth", "layers", "encoder_layers", "vt_num_hidden_layers", NULL };
+
 typedef struct {
 	char where[1024], pre_where[1024];
 	json_t *file;              /* config.json */
@@ -75,24 +79,39 @@ static const char *mm_class(const json_t *file)
 	return json_string_value(json_array_get(av, 0));
 }
 
-/* hparams_vision: vision_config with the vision config class's defaults where it has no
- * value (all of them when it is absent or null, as the class's __init__ makes one). */
-static int vision_config(mm_ctx *c, tfs_error *err)
+/* *out: config.json's sub-config cfg (an empty object when it is absent or null) with the
+ * config class's defaults where it has no value, as the class's __init__ makes one. */
+static int sub_config(json_t **out, const mm_ctx *c, const json_t *cfg,
+		      const tfs_hf_default *defaults, tfs_error *err)
 {
-	json_t *vc = json_object_get(c->file, "vision_config");
-	c->mm.vision = json_is_object(vc) ? json_deep_copy(vc) : json_object();
-	if (!c->mm.vision)
+	*out = json_is_object(cfg) ? json_deep_copy(cfg) : json_object();
+	if (!*out)
 		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", c->where);
-	for (const tfs_hf_default *d = c->row->vision_defaults; d && d->key; d++) {
-		if (json_object_get(c->mm.vision, d->key))
+	for (const tfs_hf_default *d = defaults; d && d->key; d++) {
+		if (json_object_get(*out, d->key))
 			continue;
 		json_t *v = d->kind == TFS_HF_DEF_INT ? json_integer((json_int_t)d->v)
 			  : d->kind == TFS_HF_DEF_BOOL ? json_boolean(d->v != 0)
 			  : d->kind == TFS_HF_DEF_NULL ? json_null() : json_real(d->v);
-		if (json_object_set_new(c->mm.vision, d->key, v))
+		if (json_object_set_new(*out, d->key, v))
 			return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", c->where);
 	}
 	return 0;
+}
+
+/* hparams_vision; hparams_audio (get_audio_config: whisper_config when config.json has one,
+ * else audio_config) when the class has an audio encoder and it is an object (a non-empty
+ * dict once its config class is made: AutoConfig's to_dict()). */
+static int tower_configs(mm_ctx *c, tfs_error *err)
+{
+	int rc = sub_config(&c->mm.vision, c, json_object_get(c->file, "vision_config"),
+			    c->row->vision_defaults, err);
+	json_t *ac = json_object_get(c->file, "whisper_config");
+	if (!ac)
+		ac = json_object_get(c->file, "audio_config");
+	if (rc || !c->row->audio_defaults || !json_is_object(ac))
+		return rc;
+	return sub_config(&c->mm.audio, c, ac, c->row->audio_defaults, err);
 }
 
 /* n_embd_text: {**hparams, **hparams["text_config"]}'s hidden_size (or n_embd), hparams being
@@ -177,13 +196,11 @@ static int load(mm_ctx *c, const tfs_hf_files *files, tfs_error *err)
 	c->mm.pre_where = c->pre_where;
 	c->mm.file = c->file;
 	c->mm.files = files;
-	if ((rc = vision_config(c, err)) || (rc = text_width(c, err)) ||
+	if ((rc = tower_configs(c, err)) || (rc = text_width(c, err)) ||
 	    (rc = preprocessor(c, files, err)))
 		return rc;
 	/* the tower's block count is MmprojModel.__init__'s, before the class's own changes */
-	static const char *const k_block[] = { "n_layers", "num_hidden_layers", "n_layer",
-		"num_layers", "depth", "layers", "encoder_layers", "vt_num_hidden_layers", NULL };
-	json_t *nb = tfs_hf_find(c->mm.vision, k_block, NULL);
+	json_t *nb = tfs_hf_find(c->mm.vision, K_BLOCK, NULL);
 	if (!json_is_integer(nb) || json_integer_value(nb) < 0)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: vision_config has no block count "
 				     "(num_hidden_layers)", c->where);
@@ -195,6 +212,7 @@ static void ctx_free(mm_ctx *c)
 {
 	json_decref(c->file);
 	json_decref(c->mm.vision);
+	json_decref(c->mm.audio);
 	json_decref(c->mm.pre);
 }
 
@@ -336,7 +354,9 @@ static int add_output(tfs_hf_plan *p, size_t *cap, const mm_ctx *c, const tfs_hf
 	o->src_dtype = t->dtype;
 	o->dtype = mm_dtype(c, name, gguf, o->n_dims, o->ne[0], p->ftype);
 	o->plus_one = c->row->plus_one && c->row->plus_one(name);
-	o->recipe = o->dtype == o->src_dtype && !o->plus_one ? TFS_HF_COPY : TFS_HF_CONVERT;
+	o->softplus = part && part->softplus;
+	o->recipe = o->dtype == o->src_dtype && !o->plus_one && !o->softplus ? TFS_HF_COPY
+										: TFS_HF_CONVERT;
 	o->quiet_nans = o->recipe == TFS_HF_COPY && o->dtype == TFS_DT_BF16;
 	o->raw = o->recipe == TFS_HF_COPY && !o->gather.kind && !o->perm_heads;
 	uint64_t nel = 1;
@@ -409,15 +429,31 @@ static int mm_tensors(tfs_hf_plan *p, const mm_ctx *c, uint32_t ftype, tfs_error
 
 /* ==== the keys ==== */
 
-/* MmprojModel.set_gguf_parameters (a vision tower: the only kind the rows have yet). */
+/* MmprojModel.set_gguf_parameters' audio encoder keys (after the vision encoder's). */
+static int audio_keys(tfs_hf_kvs *l, const mm_ctx *c, tfs_error *err)
+{
+	static const char *const k_embd[] = { "hidden_size", NULL };
+	static const char *const k_ff[] = { "intermediate_size", NULL };
+	static const char *const k_head[] = { "num_attention_heads", NULL };
+	const tfs_hf_mm *mm = &c->mm;
+	int rc;
+	if ((rc = tfs_hf_kvs_add_bool(l, "clip.has_audio_encoder", true, err)) ||
+	    (rc = tfs_hf_kvs_add_u32(l, "clip.audio.projection_dim", (uint32_t)c->n_embd_text,
+				     err)) ||
+	    (rc = tfs_hf_mm_aparam(l, mm, "audio.embedding_length", k_embd, err)) ||
+	    (rc = tfs_hf_mm_aparam(l, mm, "audio.feed_forward_length", k_ff, err)) ||
+	    (rc = tfs_hf_mm_aparam(l, mm, "audio.block_count", K_BLOCK, err)))
+		return rc;
+	return tfs_hf_mm_aparam(l, mm, "audio.attention.head_count", k_head, err);
+}
+
+/* MmprojModel.set_gguf_parameters (every row's class has a vision encoder). */
 static int base_keys(tfs_hf_kvs *l, const mm_ctx *c, tfs_error *err)
 {
 	static const char *const k_size[] = { "image_size", NULL };
 	static const char *const k_patch[] = { "patch_size", NULL };
 	static const char *const k_embd[] = { "hidden_size", "width", "vt_hidden_size", NULL };
 	static const char *const k_ff[] = { "intermediate_size", "vt_intermediate_size", NULL };
-	static const char *const k_block[] = { "n_layers", "num_hidden_layers", "n_layer",
-		"num_layers", "depth", "layers", "encoder_layers", "vt_num_hidden_layers", NULL };
 	static const char *const k_head[] = { "num_attention_heads", "num_heads", "heads",
 		"vt_num_attention_heads", NULL };
 	const tfs_hf_mm *mm = &c->mm;
@@ -430,14 +466,16 @@ static int base_keys(tfs_hf_kvs *l, const mm_ctx *c, tfs_error *err)
 	    (rc = tfs_hf_mm_vparam(l, mm, "vision.patch_size", k_patch, err)) ||
 	    (rc = tfs_hf_mm_vparam(l, mm, "vision.embedding_length", k_embd, err)) ||
 	    (rc = tfs_hf_mm_vparam(l, mm, "vision.feed_forward_length", k_ff, err)) ||
-	    (rc = tfs_hf_mm_vparam(l, mm, "vision.block_count", k_block, err)) ||
+	    (rc = tfs_hf_mm_vparam(l, mm, "vision.block_count", K_BLOCK, err)) ||
 	    (rc = tfs_hf_mm_vparam(l, mm, "vision.attention.head_count", k_head, err)))
 		return rc;
 	if ((rc = tfs_hf_mm_numbers(l, mm, "clip.vision.image_mean",
 				    json_object_get(mm->pre, "image_mean"), "image_mean", err)))
 		return rc;
-	return tfs_hf_mm_numbers(l, mm, "clip.vision.image_std",
-				 json_object_get(mm->pre, "image_std"), "image_std", err);
+	if ((rc = tfs_hf_mm_numbers(l, mm, "clip.vision.image_std",
+				    json_object_get(mm->pre, "image_std"), "image_std", err)))
+		return rc;
+	return mm->audio ? audio_keys(l, c, err) : 0;
 }
 
 static int mm_keys(tfs_hf_plan *p, const mm_ctx *c, const tfs_hf_files *files,

@@ -38,16 +38,19 @@ typedef struct {
 	int64_t ne[4];
 	tfs_hf_gather gather;
 	uint32_t perm_heads;       /* LlamaModel.permute's head count of its rows, or 0 */
+	bool softplus;             /* its values softplus(x) (float32: hf_plan.h) */
 } tfs_hf_mm_part;
 
 /* What the class's keys and choices read: the vision config (AutoConfig's to_dict of it,
- * the vision config class's defaults filled in), the preprocessor config (
+ * the vision config class's defaults filled in), the audio config (the same, of a class
+ * with an audio encoder whose config.json has one), the preprocessor config (
  * preprocessor_config.json with processor_config.json merged over it), the file type. */
 typedef struct {
 	const char *where;         /* "dir/config.json" */
 	const char *pre_where;     /* "dir/preprocessor_config.json" */
 	const json_t *file;        /* config.json as written (global_config's top level) */
 	json_t *vision;            /* hparams_vision (owned) */
+	json_t *audio;             /* hparams_audio (owned), or NULL: no audio encoder */
 	json_t *pre;               /* preprocessor_config (owned; an empty object when none) */
 	uint32_t ftype;            /* general.file_type: 0 F32, 1 F16, 7 Q8_0, 32 BF16 */
 	const tfs_hf_files *files; /* the repo's files (a class reading its tokenizer's) */
@@ -59,6 +62,9 @@ typedef struct {
 	/* the vision config class's defaults for keys vision_config lacks (or, when it is
 	 * absent or null, all of them) */
 	const tfs_hf_default *vision_defaults;
+	/* the audio config class's defaults, likewise; NULL: the class has no audio encoder
+	 * (has_audio_encoder), else it has one when config.json's audio_config is an object */
+	const tfs_hf_default *audio_defaults;
 	const tfs_hf_mm_name *names;
 	size_t n_names;
 	/* TensorNameMap's block count when the class fixes it (MmprojModel's 128 for a class
@@ -76,7 +82,8 @@ typedef struct {
 	bool (*plus_one)(const char *name);
 	/* set_gguf_parameters' keys after MmprojModel's */
 	int (*keys)(tfs_hf_kvs *l, const tfs_hf_mm *mm, tfs_error *err);
-	/* __init__'s changes to hparams_vision (mm->vision), after the defaults; NULL: none */
+	/* __init__'s changes to hparams_vision and hparams_audio (mm->vision, mm->audio), after
+	 * the defaults; NULL: none */
 	int (*prepare)(tfs_hf_mm *mm, tfs_error *err);
 	/* modify_tensors' splits of source tensor t (name filtered): *n parts (at most
 	 * TFS_HF_MM_MAX_PARTS) into parts, or *n 0 for the tensor as it is; NULL: none */
@@ -104,10 +111,13 @@ int tfs_hf_mmproj_open(tfs_hf_plan **out, const tfs_hf_files *files, const tfs_m
  * messages). */
 void tfs_hf_mmproj_list(char *out, size_t cap);
 
-/* hf_mmproj_keys.c, for the rows: clip.KEY from the vision config's first key of keys
- * (required: its absence is the converter's KeyError), and a clip.* array of the numbers of
- * preprocessor value v (float32, or int32 when all are integers, as gguf-py types them). */
+/* hf_mmproj_keys.c, for the rows: clip.KEY from the vision (audio) config's first key of
+ * keys (required: its absence is the converter's KeyError), and a clip.* array of the
+ * numbers of preprocessor value v (float32, or int32 when all are integers, as gguf-py types
+ * them). */
 int tfs_hf_mm_vparam(tfs_hf_kvs *l, const tfs_hf_mm *mm, const char *key,
+		     const char *const *keys, tfs_error *err);
+int tfs_hf_mm_aparam(tfs_hf_kvs *l, const tfs_hf_mm *mm, const char *key,
 		     const char *const *keys, tfs_error *err);
 int tfs_hf_mm_numbers(tfs_hf_kvs *l, const tfs_hf_mm *mm, const char *key, const json_t *v,
 		      const char *what, tfs_error *err);

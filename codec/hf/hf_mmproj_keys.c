@@ -1,7 +1,7 @@
 /*
  * hf_mmproj_keys.c - the projector's keys from its configs, as gguf-py's writer types them:
- * the vision config's sizes (add_uint32: struct.pack("I")), the preprocessor's numbers
- * (add_array: float32 elements, int32 when all are integers).
+ * the vision and audio configs' sizes (add_uint32: struct.pack("I")), the preprocessor's
+ * numbers (add_array: float32 elements, int32 when all are integers).
  */
 #include "hf_mmproj.h"
 
@@ -11,16 +11,28 @@
 /* the rows' keys are "clip.*": tfs_hf_add_u32 names them after the row's gguf */
 static const tfs_hf_arch clip_arch = { .gguf = "clip" };
 
+static int param(tfs_hf_kvs *l, const tfs_hf_mm *mm, json_t *cfg, const char *what,
+		 const char *key, const char *const *keys, tfs_error *err)
+{
+	hparams h = { .where = mm->where, .arch = &clip_arch, .root = cfg };
+	const char *which = keys[0];
+	json_t *v = tfs_hf_find(cfg, keys, &which);
+	if (!v)
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: %s has no \"%s\" (the converter "
+				     "needs it for the projector)", mm->where, what, keys[0]);
+	return tfs_hf_add_u32(l, &h, key, v, which, err);
+}
+
 int tfs_hf_mm_vparam(tfs_hf_kvs *l, const tfs_hf_mm *mm, const char *key,
 		     const char *const *keys, tfs_error *err)
 {
-	hparams h = { .where = mm->where, .arch = &clip_arch, .root = mm->vision };
-	const char *which = keys[0];
-	json_t *v = tfs_hf_find(mm->vision, keys, &which);
-	if (!v)
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: vision_config has no \"%s\" (the "
-				     "converter needs it for the projector)", mm->where, keys[0]);
-	return tfs_hf_add_u32(l, &h, key, v, which, err);
+	return param(l, mm, mm->vision, "vision_config", key, keys, err);
+}
+
+int tfs_hf_mm_aparam(tfs_hf_kvs *l, const tfs_hf_mm *mm, const char *key,
+		     const char *const *keys, tfs_error *err)
+{
+	return param(l, mm, mm->audio, "audio_config", key, keys, err);
 }
 
 int tfs_hf_mm_numbers(tfs_hf_kvs *l, const tfs_hf_mm *mm, const char *key, const json_t *v,

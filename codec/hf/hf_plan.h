@@ -111,6 +111,9 @@ typedef struct {
 	 * A_log's -exp(x), in float32 as torch computes it (always CONVERT) */
 	tfs_hf_gather gather;
 	bool neg_exp;
+	/* Gemma 4's per_dim_scale (hf_mmproj_gemma4.c): softplus(x) in float32 as torch's kernel
+	 * computes it on the whole tensor (tfs_hf_softplus, hf_sleef.h; always CONVERT) */
+	bool softplus;
 } tfs_hf_tensor;
 
 typedef struct tfs_hf_plan tfs_hf_plan;

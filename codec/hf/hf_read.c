@@ -248,6 +248,14 @@ static void plus_one(uint32_t *f, int src_dtype, size_t n)
 	}
 }
 
+static uint64_t tensor_elems(const tfs_hf_tensor *t)
+{
+	uint64_t n = 1;
+	for (uint32_t d = 0; d < t->n_dims; d++)
+		n *= (uint64_t)t->ne[d];
+	return n;
+}
+
 /* A converted tensor: whole output blocks, never across a permuted row, CHUNK_ELEMS at a
  * time through float32. */
 static int read_convert(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t off,
@@ -281,6 +289,8 @@ static int read_convert(const tfs_hf_plan *p, const tfs_hf_tensor *t, uint64_t o
 		tfs_hf_to_f32(fbuf, sbuf, t->src_dtype, (size_t)(n * ob));
 		if (t->neg_exp)
 			tfs_hf_neg_exp(fbuf, (size_t)(n * ob));
+		if (t->softplus)   /* which values SLEEF computes: their place in the tensor */
+			tfs_hf_softplus(fbuf, (size_t)(n * ob), e, tensor_elems(t));
 		if (t->plus_one)
 			plus_one(fbuf, t->src_dtype, (size_t)(n * ob));
 		tfs_hf_from_f32(obuf, t->dtype, fbuf, (size_t)(n * ob));

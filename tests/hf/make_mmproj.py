@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+import numpy as np
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_model  # noqa: E402
@@ -85,6 +87,30 @@ GEMMA4_PROCESSOR = {
         "pooling_kernel_size": 3, "resample": 3, "rescale_factor": 0.00392156862745098},
     "image_seq_length": 280, "processor_class": "Gemma4Processor"}
 GEMMA4 = "Gemma4ForConditionalGeneration"
+# google/gemma-4-E2B-it's processor_config.json: the image processor's, and the audio feature
+# extractor's (the converter reads none of its keys: the audio keys are config.json's)
+GEMMA4_AUDIO_PROCESSOR = dict(GEMMA4_PROCESSOR, feature_extractor={
+    "dither": 0.0, "feature_extractor_type": "Gemma4AudioFeatureExtractor",
+    "feature_size": 128, "fft_length": 512, "fft_overdrive": False, "frame_length": 320,
+    "hop_length": 160, "input_scale_factor": 1.0, "max_frequency": 8000.0,
+    "mel_floor": 0.001, "min_frequency": 0.0, "padding_side": "right", "padding_value": 0.0,
+    "per_bin_mean": None, "per_bin_stddev": None, "preemphasis": 0.0,
+    "preemphasis_htk_flavor": True, "return_attention_mask": True, "sampling_rate": 16000})
+# google/gemma-4-E2B-it's audio_config (transformers 5's to_dict(): the generic keys too),
+# sizes made tiny: a 1-layer conformer of width 40, 2 heads of 20 (per_dim_scale: 16 values
+# through torch's vector loop, 4 through its scalar one), 8 and 4 subsampling channels
+GEMMA4_AUDIO = {
+    "_name_or_path": "", "architectures": None, "attention_chunk_size": 12,
+    "attention_context_left": 13, "attention_context_right": 0,
+    "attention_invalid_logits_value": -1000000000.0, "attention_logit_cap": 50.0,
+    "chunk_size_feed_forward": 0, "conv_kernel_size": 5, "dtype": "bfloat16",
+    "gradient_clipping": 10000000000.0, "hidden_act": "silu", "hidden_size": 40,
+    "id2label": {"0": "LABEL_0", "1": "LABEL_1"}, "initializer_range": 0.02,
+    "is_encoder_decoder": False, "label2id": {"LABEL_0": 0, "LABEL_1": 1},
+    "model_type": "gemma4_audio", "num_attention_heads": 2, "num_hidden_layers": 1,
+    "output_attentions": False, "output_hidden_states": False, "output_proj_dims": 48,
+    "problem_type": None, "residual_weight": 0.5, "return_dict": True, "rms_norm_eps": 1e-06,
+    "subsampling_conv_channels": [8, 4], "use_clipped_linears": True}
 
 # name: a make_model.py spec plus the vision tower's: vision (its config keys as published,
 # sizes made tiny), pre (preprocessor_config.json's changes), proc (processor_config.json)
@@ -152,6 +178,29 @@ VARIANTS = {
                                                            "rope_type": "default"},
                                           standardize=True, use_clipped_linears=True),
                               proc=GEMMA4_PROCESSOR),
+    # Gemma 4 E2B style: gemma4-vision-f16's text model and tower (1 layer) in BF16 (E2B's
+    # dtype; an F16 per_dim_scale fails the converter: torch 1.13 has no softplus for Half)
+    # with the audio tower (GEMMA4_AUDIO: subsampling convolutions F32, clipped linears'
+    # bounds, per_dim_scale as its softplus, the depthwise convolution reshaped, a feed-forward
+    # width that is not whole Q8_0 blocks) and model.embed_audio.  lean: the text model is
+    # gemma4-vision-f16's class path, compared there
+    "gemma4-audio-bf16": dict(arch=GEMMA4, dtype="BF16", shards=1, tied=True, head_dim=16,
+                              global_head=32, global_kv=1, k_eq_v=True, sliding_window=32,
+                              gemma4_tok="v5", lean=True,
+                              vision=dict(attention_bias=False, attention_dropout=0.0,
+                                          default_output_length=280, head_dim=4,
+                                          hidden_activation="gelu_pytorch_tanh",
+                                          hidden_size=32, initializer_range=0.02,
+                                          intermediate_size=48,
+                                          max_position_embeddings=131072,
+                                          num_attention_heads=8, num_hidden_layers=1,
+                                          num_key_value_heads=8, patch_size=4,
+                                          pooling_kernel_size=3, position_embedding_size=16,
+                                          rms_norm_eps=1e-06,
+                                          rope_parameters={"rope_theta": 100.0,
+                                                           "rope_type": "default"},
+                                          standardize=False, use_clipped_linears=True),
+                              audio=GEMMA4_AUDIO, proc=GEMMA4_AUDIO_PROCESSOR),
     # Qwen3-VL (4B-Instruct style): text_config (Qwen3: q/k norms, head_dim, interleaved
     # M-RoPE, rope_theta an integer), model.language_model.* and model.visual.* names, BF16,
     # tied, Qwen2's real tokenizer; a 4-block tower with deepstack mergers after blocks 1 and
@@ -255,6 +304,9 @@ BIG = {
                                               num_hidden_layers=8, patch_size=8,
                                               vision_use_head=False)),
 }
+# nor this one, which the converter refuses (RuntimeError: "softplus_cpu" not implemented
+# for 'Half': torch 1.13's softplus of the F16 per_dim_scale): the view refuses its projector
+BIG["gemma4-audio-f16"] = dict(VARIANTS["gemma4-audio-bf16"], dtype="F16")
 
 
 def siglip_shapes(s):
@@ -344,6 +396,59 @@ def gemma4_vision_shapes(s):
         t["model.vision_tower.std_scale"] = (h,)
     t["model.embed_vision.embedding_projection.weight"] = (s["hidden"], h)
     return t
+
+
+def gemma4_audio_shapes(s):
+    """Gemma4ForConditionalGeneration's audio tower and its projector, as published
+    (model.audio_tower.*: clipped linears' bounds are scalars; model.embed_audio.*)."""
+    a = s["audio"]
+    h, (c0, c1) = a["hidden_size"], a["subsampling_conv_channels"]
+    e = "model.audio_tower."
+    t = {e + "subsample_conv_projection.layer0.conv.weight": (c0, 1, 3, 3),
+         e + "subsample_conv_projection.layer0.norm.weight": (c0,),
+         e + "subsample_conv_projection.layer1.conv.weight": (c1, c0, 3, 3),
+         e + "subsample_conv_projection.layer1.norm.weight": (c1,),
+         e + "subsample_conv_projection.input_proj_linear.weight": (h, c0 // 4 * c1)}
+    for i in range(a["num_hidden_layers"]):
+        b = e + "layers.%d." % i
+        linears = [("self_attn." + n, (h, h)) for n in ("q_proj", "k_proj", "v_proj", "post")]
+        for f in ("feed_forward1.", "feed_forward2."):
+            linears += [(f + "ffw_layer_1", (4 * h, h)), (f + "ffw_layer_2", (h, 4 * h))]
+            t[b + f + "pre_layer_norm.weight"] = (h,)
+            t[b + f + "post_layer_norm.weight"] = (h,)
+        linears += [("lconv1d.linear_start", (2 * h, h)), ("lconv1d.linear_end", (h, h))]
+        for n, shape in linears:
+            t[b + n + ".linear.weight"] = shape
+            for k in ("input_max", "input_min", "output_max", "output_min"):
+                t[b + n + "." + k] = ()
+        t[b + "self_attn.relative_k_proj.weight"] = (h, h)
+        t[b + "self_attn.per_dim_scale"] = (h // a["num_attention_heads"],)
+        t[b + "lconv1d.depthwise_conv1d.weight"] = (h, 1, a["conv_kernel_size"])
+        for n in ("lconv1d.pre_layer_norm", "lconv1d.conv_norm", "norm_pre_attn",
+                  "norm_post_attn", "norm_out"):
+            t[b + n + ".weight"] = (h,)
+    t[e + "output_proj.weight"] = (a["output_proj_dims"], h)
+    t[e + "output_proj.bias"] = (a["output_proj_dims"],)
+    t["model.embed_audio.embedding_projection.weight"] = (s["hidden"], a["output_proj_dims"])
+    return t
+
+
+# bfloat16 values whose softplus SLEEF and glibc round apart (torch's vector and scalar loops)
+SOFTPLUS_APART = (0.76171875, 1.5703125, -0.93359375)
+
+
+def make_weights(s, name, shape, rng):
+    """make_model.py's, but an audio per_dim_scale: values in [-3, 3] and above softplus's
+    threshold (20), SOFTPLUS_APART at the start and again in the scalar loop's last 4."""
+    if not name.endswith(".per_dim_scale"):
+        return _text_weights(s, name, shape, rng)
+    n = int(np.prod(shape))
+    x = rng.uniform(-3.0, 3.0, n).astype(np.float32)
+    x[:3] = x[n - 4:n - 1] = SOFTPLUS_APART
+    x[5], x[n - 1], x[7] = 20.0, 21.5, 25.0
+    x = x.astype(np.float16) if s["dtype"] == "F16" else \
+        (x.view(np.uint32) >> 16).astype(np.uint16) if s["dtype"] == "BF16" else x
+    return x.reshape(shape).tobytes()
 
 
 def qwen3vl_shapes(s):
@@ -437,6 +542,7 @@ def llama4_vision_shapes(s, text_hidden):
 
 _text_shapes = make_model.tensor_shapes
 _text_config = make_model.write_config
+_text_weights = make_model.make_weights
 
 
 def tensor_shapes(s):
@@ -468,6 +574,8 @@ def tensor_shapes(s):
         del t[k]   # make_model.py's few stand-ins of the towers
     t.update(gemma4_vision_shapes(s) if s["arch"] == GEMMA4
              else pixtral_shapes(s) if s["arch"] == MISTRAL3 else siglip_shapes(s))
+    if "audio" in s:
+        t.update(gemma4_audio_shapes(s))
     return t
 
 
@@ -561,6 +669,7 @@ def write_tokenizer(d, s, spm_model):
 _text_tokenizer = make_model.write_tokenizer
 make_model.write_tokenizer = write_tokenizer
 make_model.tensor_shapes = tensor_shapes
+make_model.make_weights = make_weights
 make_model.write_config = write_config
 make_model.VARIANTS.update(VARIANTS)
 make_model.VARIANTS.update(BIG)

@@ -3,7 +3,8 @@
 real reference (issue 37).
 
 - mmproj.gguf of a mount of tests/hf/make_mmproj.py's repos (Gemma 3 with its SigLIP tower,
-  BF16, F16 in two shards, F32; Gemma 4's vision tower, F16 in two shards) is `cmp`-equal to
+  BF16, F16 in two shards, F32; Gemma 4's vision tower, F16 in two shards, and with its audio
+  tower, BF16) is `cmp`-equal to
   what llama.cpp's convert_hf_to_gguf.py --mmproj writes (tests/hf/reference.py), at auto,
   and at every outtype for each source dtype's first repo (compare_mmproj.py compares every
   repo x outtype without a mount); model.gguf beside it is the converter's text model; both read whole and at random offsets; index.json ("mmproj") and
@@ -12,8 +13,8 @@ real reference (issue 37).
 - A repo whose class has no projector row but a vision_config (LlamaForCausalLM with one)
   shows its text model and no mmproj.gguf, and says why in one line (the class, the classes
   that have one); so does a repo without preprocessor_config.json, with a malformed one, or
-  with a tower tensor the converter cannot name; a text model shows no mmproj.gguf and says
-  nothing.
+  with a tower tensor the converter cannot name, and Gemma 4's F16 audio tower (the
+  converter's softplus fails on Half); a text model shows no mmproj.gguf and says nothing.
 - llama.cpp decodes the Qwen2.5-VL repo's model.gguf through the mount as the converter's.
 - Memory: the daemon's peak RSS while it reads the projector of a repo of about 100 MiB of
   F32 weights, at q8_0 (computed) and f32 (spliced), stays within 32 MiB (measured: 5-7 MiB).
@@ -253,6 +254,19 @@ class Absent(TestCase):
                 self.assertRegex(index(m)["mmproj"]["unavailable"], pattern)
             r = run([TENSORFS, "info", d, "--no-tensors"])
             self.assertRegex(r.stdout, "projector +none: .*" + pattern)
+
+    def test_gemma4_f16_audio_refused_as_the_converter(self):
+        """Gemma 4 with its audio tower in F16: the converter fails (torch 1.13 has no
+        softplus for Half, which per_dim_scale takes); the mount shows model.gguf and says so
+        in one line."""
+        d = model("gemma4-audio-f16")
+        with Mount(self, d, allow_stderr=True) as m:
+            said = m.mount_stderr.strip().splitlines()
+            self.assertEqual(len(said), 1, m.mount_stderr)
+            self.assertRegex(said[0], r"no mmproj\.gguf: .*per_dim_scale' is F16, whose "
+                             r"softplus the converter cannot take")
+            self.assertNotIn("mmproj.gguf", os.listdir(m.path))
+            self.assertIn("model.gguf", os.listdir(m.path))
 
     def test_text_model_has_none_and_says_nothing(self):
         import make_model

@@ -27,6 +27,8 @@ $demo || pkgs+=(
       # python3-protobuf: its XLM-RoBERTa vocabulary reads sentencepiece_model_pb2)
       python3-torch python3-sentencepiece python3-yaml python3-tqdm python3-regex
       python3-protobuf git
+      # libmtmd, built from the reference clone's tools/mtmd (tests/llama/mtmd_embed.py)
+      g++
       # a single-node Ceph (memstore) with its S3 gateway: the s3:// tests (tests/s3)
       radosgw ceph-mon ceph-osd)
 missing=()
@@ -115,6 +117,9 @@ fetch_tests_deps() {
 	# the clone is there. TFS_LLAMA_CPP names another clone for the tests (not made here).
 	ref_commit=de3ff815ea7d559ee917f063901b8986f038abc6
 	ref_dir=build/llama.cpp
+	# the source of libmtmd (the runtime ships none: tests/llama/mtmd_embed.py builds it
+	# against the runtime's libraries) and the headers of those
+	ref_mtmd="tools/mtmd include ggml/include"
 	if [ ! -d "$ref_dir/.git" ]; then
 		# npm pack: the package's tarball alone (checked against the registry's integrity), of
 		# which only the bundle is unpacked; an install of it unpacked its 90 dependencies too
@@ -137,10 +142,11 @@ fetch_tests_deps() {
 		if [ -f "$bundle" ]; then
 			# only what the tests read: the converter (the top-level files, conversion/), gguf-py
 			# and models/ (its vocab GGUFs, chat templates): 77 of 210 MB, 1 s of CPU less, and
-			# the git status each converter test runs (reference.py) reads a third of the index
+			# the git status each converter test runs (reference.py) reads a third of the index;
+			# and $ref_mtmd (3 MB)
 			rm -rf "$ref_dir.tmp"
 			git clone -q --no-checkout "$bundle" "$ref_dir.tmp" &&
-				git -C "$ref_dir.tmp" sparse-checkout set conversion gguf-py models &&
+				git -C "$ref_dir.tmp" sparse-checkout set conversion gguf-py models $ref_mtmd &&
 				git -C "$ref_dir.tmp" -c advice.detachedHead=false checkout -q "$ref_commit" &&
 				mv "$ref_dir.tmp" "$ref_dir"
 		fi
@@ -150,6 +156,11 @@ fetch_tests_deps() {
 		if [ "$head" != "$ref_commit" ]; then
 			echo "setup: $ref_dir is at $head, not $ref_commit (node-llama-cpp 3.22.1's); remove it and run again" >&2
 			return 1
+		fi
+		# (a clone made before tools/mtmd was in the sparse checkout: added, from its objects)
+		if [ ! -f "$ref_dir/tools/mtmd/clip.cpp" ] &&
+			[ "$(git -C "$ref_dir" config --bool core.sparseCheckout)" = true ]; then
+			git -C "$ref_dir" sparse-checkout add $ref_mtmd
 		fi
 		if [ -n "$(git -C "$ref_dir" status --porcelain --untracked-files=no)" ]; then
 			echo "setup: $ref_dir has local changes; the reference must be unmodified (git -C $ref_dir checkout .)" >&2

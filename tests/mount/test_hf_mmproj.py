@@ -15,7 +15,10 @@ real reference (issue 37).
   that have one); so does a repo without preprocessor_config.json, with a malformed one, or
   with a tower tensor the converter cannot name, and Gemma 4's F16 audio tower (the
   converter's softplus fails on Half); a text model shows no mmproj.gguf and says nothing.
-- llama.cpp decodes the Qwen2.5-VL repo's model.gguf through the mount as the converter's.
+- llama.cpp decodes the Qwen2.5-VL repo's model.gguf through the mount as the converter's;
+  its libmtmd (built from the reference's tools/mtmd: tests/llama/mtmd_embed.py) encodes an
+  image through the mount's mmproj.gguf of Gemma 3, Qwen2.5-VL and Qwen3-VL into the
+  embeddings it gets from the converter's file, bit for bit.
 - Memory: the daemon's peak RSS while it reads the projector of a repo of about 100 MiB of
   F32 weights, at q8_0 (computed) and f32 (spliced), stays within 32 MiB (measured: 5-7 MiB).
 
@@ -37,6 +40,7 @@ import compare  # noqa: E402  (tests/hf: the converter, GGUF reading)
 import hfutil  # noqa: E402
 import llamacpp  # noqa: E402
 import make_mmproj  # noqa: E402
+import mtmd_embed  # noqa: E402  (tests/llama: libmtmd, built from the reference's source)
 import reference  # noqa: E402
 
 WORK = os.environ.get("TFS_HF_MMPROJ_WORK") or os.path.join(tempfile.gettempdir(),
@@ -184,6 +188,51 @@ class Llama(TestCase):
         ref = converted(self, name, "auto", mmproj=False)
         with Mount(self, model(name), ["outtype=auto"]) as m:
             hfutil.same_tokens(self, name, ref, m.p("model.gguf"), decode)
+
+
+class Mtmd(TestCase):
+    """llama.cpp's multimodal library (libmtmd: tools/mtmd of the reference clone, built
+    against the npm runtime's libggml and libllama by tests/llama/mtmd_embed.py, cached in
+    build/refmtmd-cache) loads the mount's model.gguf and mmproj.gguf and encodes one
+    generated image (29x23 seeded pixels) with it: its embeddings are, to the bit, those of
+    the converter's mmproj.gguf.  Gemma 3's BF16 repo at q8_0 (the daemon's Q8_0 tower, 1
+    image token pooled from 4x4 patches) and its F16 one at auto (two shards, F16 kept, 4
+    tokens: the scale factor key); Qwen2.5-VL (window attention, the Conv3D patch
+    embedding) and Qwen3-VL (deepstack mergers) at auto, BF16, M-RoPE, their
+    small-vocabulary twins (libllama loads a 151936-token vocabulary in a second).  Not under
+    the sanitizers: llama.cpp's code, unsanitized, on files whose bytes the normal run
+    compares.  (Not Gemma 4's tiny tower: 12 heads of 4 over a width of 32, and clip.cpp,
+    without a head_dim key, takes a head as width / heads: a reshape aborts; nor Mistral 3's:
+    the converter leaves out v.token_embd.img_break, which clip.cpp requires, so that its own
+    file does not load.)"""
+    CASES = (("gemma3-vision-bf16", "q8_0"), ("gemma3-vision-f16", "auto"),
+             ("qwen25vl-spm-bf16", "auto"), ("qwen3vl-spm-bf16", "auto"))
+
+    def setUp(self):
+        if SANITIZED:
+            self.skipTest("llama.cpp's library, not tensorfs: the normal run's")
+        why = REPOS.why or mtmd_embed.missing_reason()
+        if why:
+            self.skipTest(why)
+        mtmd_embed.build()   # (once, cached: before a mount waits on it)
+
+    def test_image_embeddings_equal_the_converters_file(self):
+        for name, t in self.CASES:
+            ref = converted(self, name, t)
+            with Mount(self, model(name), ["outtype=" + t]) as m:
+                r = run(["/usr/bin/python3", mtmd_embed.__file__, m.p("model.gguf"),
+                         m.p("mmproj.gguf"), ref], timeout=120)
+                self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+            j = json.loads(r.stdout)
+            got, want = j["results"]
+            for x in (got, want):
+                self.assertEqual(x["status"], 0, "%s %s: %s" % (name, x["mmproj"],
+                                                                j["warnings"]))
+                self.assertGreater(x["n_tokens"] * x["n_embd"], 0, name)
+                self.assertTrue(x["finite"], name)
+                self.assertEqual(x["nonzero"], x["n_tokens"] * x["n_embd"], name)
+            self.assertEqual({k: got[k] for k in got if k != "mmproj"},
+                             {k: want[k] for k in want if k != "mmproj"}, name)
 
 
 class Absent(TestCase):

@@ -25,9 +25,10 @@
 
 #include "tensorfs.h"
 
-/* Directories of the mount, in the order they are listed. */
+/* Directories of the mount, in the order they are listed; D_HFSUB is a folder of hf/ (its
+ * name the hf/ files': sentence-transformers' 1_Pooling), the others are the root's. */
 typedef enum {
-	D_ROOT = 0, D_METADATA, D_TENSORS, D_F32, D_NPY, D_LAYERS, D_HF, D_COUNT
+	D_ROOT = 0, D_METADATA, D_TENSORS, D_F32, D_NPY, D_LAYERS, D_HF, D_HFSUB, D_COUNT
 } tfsd_dir;
 
 typedef enum {

@@ -122,10 +122,12 @@ static bool in_dir(const tfsd_node *n, tfsd_node *dir)
 {
 	if (n->deleted)
 		return false;
+	if (n->kind == N_DIR)   /* (hf/'s folder in hf/, the others in the root) */
+		return n->dir != D_ROOT && tfsd_dir_parent(n->dir) == dir->dir;
 	if (dir->dir == D_ROOT)
-		return (n->kind == N_DIR && n->dir != D_ROOT) || (n->dir == D_ROOT &&
-		       (n->kind == N_INDEX || n->kind == N_MODEL || n->kind == N_CONFIG));
-	return n->kind != N_DIR && n->dir == dir->dir && n->kind != N_INDEX &&
+		return n->dir == D_ROOT &&
+		       (n->kind == N_INDEX || n->kind == N_MODEL || n->kind == N_CONFIG);
+	return n->dir == dir->dir && n->kind != N_INDEX &&
 	       (n->kind == N_SCRATCH || n->kind == N_HFFILE || n->item < 0);
 }
 

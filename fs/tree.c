@@ -23,7 +23,13 @@
 static const char *const dir_names[D_COUNT] = {
 	[D_ROOT] = "", [D_METADATA] = "metadata", [D_TENSORS] = "tensors",
 	[D_F32] = "f32", [D_NPY] = "npy", [D_LAYERS] = "layers", [D_HF] = "hf",
+	[D_HFSUB] = "", /* (named by the hf/ files in it: tfsd_tree_build) */
 };
+
+tfsd_dir tfsd_dir_parent(tfsd_dir d)
+{
+	return d == D_HFSUB ? D_HF : D_ROOT;
+}
 
 static size_t hash_of(tfsd_dir dir, const char *s)
 {
@@ -152,13 +158,11 @@ tfsd_node *tfsd_tree_lookup(tfsd_fs *fs, tfsd_dir dir, const char *fname)
 	for (tfsd_node *n = fs->hash[k]; n; n = n->hnext)
 		if (n->dir == dir && n->kind != N_DIR && strcmp(n->fname, fname) == 0)
 			return n;
-	/* directories are looked up in the root */
-	if (dir == D_ROOT)
-		for (int d = 1; d < D_COUNT; d++)
-			if (strcmp(dir_names[d], fname) == 0) {
-				tfsd_node *n = fs->nodes[d];
-				return n && !n->deleted ? n : NULL;
-			}
+	/* directories are looked up in their parent (the first nodes: slot d is directory d) */
+	for (int d = 1; d < D_COUNT; d++)
+		if (tfsd_dir_parent((tfsd_dir)d) == dir && fs->nodes[d]->dir == (tfsd_dir)d &&
+		    strcmp(fs->nodes[d]->fname, fname) == 0)
+			return fs->nodes[d]->deleted ? NULL : fs->nodes[d];
 	return NULL;
 }
 
@@ -314,7 +318,7 @@ static const tfsd_node_kind dir_kinds[D_COUNT] = {
 /* (names.c gives the default names; a node, or a scratch file hiding the item, wins) */
 long tfsd_tree_unmade_item(tfsd_fs *fs, tfsd_dir dir, const char *fname)
 {
-	if (dir == D_ROOT || dir == D_HF || dir >= D_COUNT)
+	if (dir == D_ROOT || dir == D_HF || dir == D_HFSUB || dir >= D_COUNT)
 		return -1;
 	tfs_buf name = { 0 }, b = { 0 };
 	long i = -1;
@@ -374,6 +378,25 @@ int tfsd_tree_add_tensor(tfsd_fs *fs, long i, bool with_raw)
 	return rc;
 }
 
+/* hf/'s file i, in hf/ or (a name "DIR/file") in its folder DIR, D_HFSUB: named by the
+ * first such file (the export lists those of one folder only). */
+static int add_hf_file(tfsd_fs *fs, size_t i)
+{
+	const char *name = tfs_hf_repo_file_name(fs->model, i), *slash = strchr(name, '/');
+	tfsd_node *sub = fs->nodes[D_HFSUB];
+	if (!slash)
+		return tfsd_tree_add(fs, N_HFFILE, D_HF, (long)i, name) ? 0 : -ENOMEM;
+	if (sub->deleted) {
+		char *dn = strndup(name, (size_t)(slash - name));
+		if (!dn)
+			return -ENOMEM;
+		free(sub->fname);
+		sub->fname = dn;
+		sub->deleted = false;
+	}
+	return tfsd_tree_add(fs, N_HFFILE, D_HFSUB, (long)i, slash + 1) ? 0 : -ENOMEM;
+}
+
 int tfsd_tree_build(tfsd_fs *fs, tfs_error *err)
 {
 	tfs_model *m = fs->model;
@@ -403,8 +426,9 @@ int tfsd_tree_build(tfsd_fs *fs, tfs_error *err)
 	 * opened): its small files and model.safetensors */
 	bool hf = !fs->opts.rw && tfs_hf_repo_model(m);
 	fs->nodes[D_HF]->deleted = !hf;
+	fs->nodes[D_HFSUB]->deleted = true;
 	for (size_t i = 0; hf && i < tfs_hf_repo_n_files(m); i++)
-		if (!tfsd_tree_add(fs, N_HFFILE, D_HF, (long)i, tfs_hf_repo_file_name(m, i)))
+		if (add_hf_file(fs, i))
 			goto nomem;
 	if (hf && !tfsd_tree_add(fs, N_MODEL, D_HF, TFSD_HF_IMAGE, "model.safetensors"))
 		goto nomem;

@@ -19,6 +19,8 @@ fuse_ino_t tfsd_node_ino(const tfsd_node *n);
 tfsd_node *tfsd_live_node(tfsd_fs *fs, fuse_ino_t ino);
 /* The node named fname in dir, if it has one (no node is made). */
 tfsd_node *tfsd_tree_lookup(tfsd_fs *fs, tfsd_dir dir, const char *fname);
+/* The directory holding directory d (D_ROOT, or hf/ for its folder). */
+tfsd_dir tfsd_dir_parent(tfsd_dir d);
 /* The item of dir listed by its default name fname without a node yet, or -1. */
 long tfsd_tree_unmade_item(tfsd_fs *fs, tfsd_dir dir, const char *fname);
 /* The node named fname in dir, made now if an item is listed by that name without one

@@ -338,22 +338,15 @@ static int bert_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	return 0;
 }
 
-/* What only the view cannot give back: sentence-transformers' pooling (modules.json and
- * its module's folder: hf/ has no folders yet), said instead of leaving it out. */
+/* Classifier labels the converter would drop (hf_export_st.c); the pooling module is the
+ * export's (modules.json, 1_Pooling/). */
 static int bert_xtensors(tfs_hf_export *x, tfs_error *err)
 {
-	double v;
-	if (tfs_hf_xkv_num(x, ".pooling_type", &v))
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "bert.pooling_type: the Hugging Face "
-				     "view has no sentence-transformers form (modules.json and a "
-				     "pooling folder) yet");
-	if (tfs_model_find_kv(x->m, "bert.classifier.output_labels") >= 0)
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "bert.classifier.output_labels: not "
-				     "read back yet");
-	return 0;
+	return tfs_hf_xlabels_check(x, err);
 }
 
-/* BertModel's keys back: TextModel's layer norm epsilon, the token type count. */
+/* BertModel's keys back: TextModel's layer norm epsilon, the token type count, the
+ * classifier's labels. */
 static int bert_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
 {
 	(void)gen;
@@ -366,7 +359,7 @@ static int bert_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
 		bad |= json_object_set_new(c, "layer_norm_eps", json_real((double)eps));
 	if (tfs_hf_xkv_num(x, "tokenizer.ggml.token_type_count", &n))
 		bad |= json_object_set_new(c, "type_vocab_size", json_integer((json_int_t)n));
-	return bad ? TFS_E_NOMEM : 0;
+	return bad ? TFS_E_NOMEM : tfs_hf_xlabels(c, x);
 }
 
 /* ==== the rows and their config classes ==== */

@@ -85,9 +85,9 @@ struct tfs_hf_export {
 	size_t n_t, cap_t;
 	bool tied;               /* no output.weight: tie_word_embeddings */
 	char tok_why[192];       /* why there is no tokenizer.json ("": there is one) */
-	const char *files[8];    /* the small files listed */
+	const char *files[12];   /* the small files listed ("DIR/name": in folder DIR of hf/) */
 	size_t n_files;
-	int (*make[8])(tfs_buf *out, const tfs_hf_export *x, tfs_error *err);
+	int (*make[12])(tfs_buf *out, const tfs_hf_export *x, tfs_error *err);
 };
 
 /* The model's key name (or "ARCH.name" when name starts with '.') as a number, string or
@@ -120,6 +120,15 @@ int tfs_hf_export_add_groups(tfs_hf_export *x, const char *name, size_t src_t, s
 int tfs_hf_export_make_readme(tfs_buf *b, const tfs_hf_export *x, tfs_error *err);
 /* Lists the small files (hf_export_json.c). */
 int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err);
+/* hf_export_st.c: sentence-transformers' form of a model with ARCH.pooling_type, listed:
+ * modules.json and TFS_HF_ST_POOLING/config.json (TFS_E_UNSUPPORTED: a pooling type the
+ * converter does not write).  A classifier's labels (ARCH.classifier.output_labels): whether
+ * config.json's id2label gives them back (TFS_E_UNSUPPORTED: not), and that id2label and
+ * label2id set in config c (0, or TFS_E_NOMEM). */
+#define TFS_HF_ST_POOLING "1_Pooling"
+int tfs_hf_export_list_st(tfs_hf_export *x, tfs_error *err);
+int tfs_hf_xlabels_check(const tfs_hf_export *x, tfs_error *err);
+int tfs_hf_xlabels(json_t *c, const tfs_hf_export *x);
 /* hf_export_config.c: config.json; whether generation_config.json has anything, and it. */
 int tfs_hf_export_make_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err);
 bool tfs_hf_export_has_generation(const tfs_hf_export *x);

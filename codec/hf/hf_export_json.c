@@ -678,7 +678,6 @@ static int make_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *
 int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err)
 {
 	const char *nz, *pre;
-	(void)err;
 	x->n_files = 0;
 	x->files[x->n_files] = "README.md";
 	x->make[x->n_files++] = tfs_hf_export_make_readme;
@@ -720,7 +719,7 @@ int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err)
 			 "%.*s (pre %.*s) has no tokenizer.json or tokenizer.model form here",
 			 m ? (int)n : 4, m ? m : "none", p ? (int)pn : 4, p ? p : "none");
 	}
-	return 0;
+	return tfs_hf_export_list_st(x, err);
 }
 
 size_t tfs_hf_export_n_files(const tfs_hf_export *x) { return x->n_files; }

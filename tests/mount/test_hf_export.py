@@ -263,13 +263,14 @@ class HfExport(TestCase):
         """A GGUF of an architecture whose class the table has but whose conversion the view
         does not undo yet (Qwen3.5's renames and computed tensors): no hf/, and `tensorfs
         info` says which class and what, not that the table lacks it; a BERT GGUF with a
-        pooling type (sentence-transformers' modules.json and folder: none in hf/ yet)."""
+        pooling type the converter does not write (4, rank: sentence-transformers' modules
+        give mean, cls and last only)."""
         self.assertIn("architecture qwen35 (Qwen3_5ForCausalLM): the Hugging Face view does "
                       "not yet undo its plan hooks, which rename, split or compute tensors",
                       self.info_line("qwen35"))
-        self.assertIn("bert.pooling_type: the Hugging Face view has no sentence-transformers "
-                      "form", self.info_line("bert", [("bert.pooling_type", ggufgen.UINT32,
-                                                       2)]))
+        self.assertIn("bert.pooling_type 4: the converter writes mean (1), cls (2) and last "
+                      "(3) only", self.info_line("bert", [("bert.pooling_type",
+                                                           ggufgen.UINT32, 4)]))
 
     def test_bad_dtype(self):
         w = ggufgen.GGUFWriter()
@@ -339,7 +340,7 @@ ROUNDTRIPS = {
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
                      "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "qwen2vl",
                      "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple", "gemma4_mm",
-                     "gemma4_moe", "bert")
+                     "gemma4_moe", "bert", "bert_pooling")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and
@@ -384,12 +385,14 @@ VL_ROUNDTRIPS = {
 }
 VL_REPOS = hfutil.Repos(WORK, make_mmproj)
 
-# The encoders (make_embed.py): BERT without sentence-transformers' pooling (hf/ has no
-# folder for it yet: a GGUF with a pooling type is refused, said in one line)
+# The encoders (make_embed.py), at auto: the GGUFs mount_hf_embed converts too.  A pooling
+# type comes back as sentence-transformers' modules.json and 1_Pooling/config.json.
 EMBED_ROUNDTRIPS = {
     # encoder.layer.N.* back by the row's xtensor hook; WordPiece's tokenizer.json from the
-    # phantom-space tokens; checkpoint names with "bert." in R
-    "bert": ("bert-bf16", ("auto",)),       # (auto: the GGUF hf_embed converts too)
+    # phantom-space tokens; checkpoint names with "bert." in R; no pooling
+    "bert": ("bert-bf16", ("auto",)),
+    # CLS pooling (modules.json, 1_Pooling/), a classifier label (id2label)
+    "bert_pooling": ("bert-f32", ("auto",)),
 }
 EMBED_REPOS = hfutil.Repos(WORK, make_embed)
 

@@ -11,8 +11,14 @@
  *    halves it for a bidirectional model; the converter writes the original back, in place, and
  *    refuses a config.json without it), then pooling_type from modules.json;
  *  - config: Gemma3TextConfig (model_type gemma3_text, hf_arch.c's row); vocabulary gemma3's.
+ * The reverse view (hf_export.h): the maps' names without "model." (the base model's, as
+ * embeddinggemma's checkpoints hold them), sliding_window, and the pooling module
+ * (hf_export_st.c).
  */
 #include "hf_plan_impl.h"
+#include "hf_export.h"
+
+#include <stdlib.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -73,8 +79,42 @@ static bool egemma_rename(char *name, size_t cap, const hparams *h)
 
 static const struct tfs_hf_hooks hooks = { .rename = egemma_rename };
 
+/* ==== the reverse view ==== */
+
+/* Tensor i under the maps' name less "model." (the rename hook undone): 1 when taken. */
+static int egemma_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
+{
+	const tfs_hf_name *e;
+	char *name = tfs_hf_export_mapped_name(x, i, &e);
+	if (!name)
+		return 0;   /* (hf_export.c says it has no name) */
+	if (strncmp(name, "model.", 6) == 0)
+		for (size_t k = 0; (name[k] = name[k + 6]); k++)
+			;
+	int rc = tfs_hf_export_add_as(x, i, name, e, err);
+	return rc ? rc : 1;
+}
+
+/* Gemma3TextConfig's model_type (the class name's would be none), the sliding layers' rope
+ * base (its default is gemma3_text's: written as the GGUF has it), bidirectional attention
+ * (what makes transformers' Gemma3TextModel an encoder; the converter reads the window from
+ * config.json itself). */
+static int egemma_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
+{
+	(void)gen;
+	float swa;
+	if (!c)
+		return 0;
+	int bad = json_object_set_new(c, "model_type", json_string("gemma3_text")) ||
+		  json_object_set_new(c, "use_bidirectional_attention", json_true());
+	if (!bad && tfs_hf_xkv_f32(x, ".rope.freq_base_swa", &swa))
+		bad = json_object_set_new(c, "rope_local_base_freq", json_real((double)swa));
+	return bad ? TFS_E_NOMEM : 0;
+}
+
 const tfs_hf_arch tfs_hf_arch_gemma_embedding = {
 	TFS_HF_CLASSES("Gemma3TextModel"), .gguf = "gemma-embedding",
 	TFS_HF_NAMES(globals, blocks), .flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_TRIM_EMBD,
-	.params = keys, .vocab = TFS_HF_VOCAB_GEMMA3, .hooks = &hooks,
+	.params = keys, .vocab = TFS_HF_VOCAB_GEMMA3, .hooks = &hooks, .xtensor = egemma_xtensor,
+	.xconfig = egemma_xconfig,
 };

@@ -27,72 +27,13 @@
 #include "hf_plan_impl.h"
 #include "quant.h"
 
-/* ==== the tensor map, backwards ==== */
-
-/* The entry of map[0..n) whose GGUF name is gguf[0..len), or NULL. */
-static const tfs_hf_name *by_gguf(const tfs_hf_name *map, size_t n, const char *gguf, size_t len)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strlen(map[i].gguf) == len && !memcmp(map[i].gguf, gguf, len))
-			return &map[i];
-	return NULL;
-}
+/* ==== the tensor map, backwards (hf_export_kv.c: each tensor's name) ==== */
 
 /* Tensors the converter generates from config.json: not the checkpoint's. */
 static bool generated(const char *name)
 {
 	return !strcmp(name, "rope_freqs.weight") || !strcmp(name, "rope_factors_long.weight") ||
 	       !strcmp(name, "rope_factors_short.weight");
-}
-
-/* Whether the row's rename hook (struct tfs_hf_hooks renames_back) gives mapped name buf
- * from buf with its suffix's '.' as '_' (MiniMax-M2's e_score_correction_bias, the name its
- * checkpoints have: buf becomes that), or from buf itself; false: from neither. */
-static bool renamed_back(const tfs_hf_arch *row, char *buf)
-{
-	const struct tfs_hf_hooks *hk = row->hooks;
-	hparams h = { .arch = row };
-	char a[512], *dot = strrchr(buf, '.');
-	if (!hk || !hk->renames_back || !hk->rename || strlen(buf) >= sizeof a)
-		return true;
-	for (int k = 0; k < 2; k++) {
-		strcpy(a, buf);
-		if (k == 0 && dot)
-			a[dot - buf] = '_';
-		if ((k == 1 || dot) && hk->rename(a, sizeof a, &h) && !strcmp(a, buf)) {
-			if (k == 0)
-				*dot = '_';
-			return true;
-		}
-	}
-	return false;
-}
-
-/* The HF name of GGUF tensor name (allocated), and its map entry: a block's or a global's
- * with its suffix (.weight, .bias); a parameter's, whose GGUF name the table holds whole
- * (Gemma 4's router scales, "ffn_gate_inp.scale"), without one; so too a weight the
- * converter named so from a parameter (tfs_hf_named_as_weight: Gemma 4's layer_scalar and
- * stacked experts). */
-static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name **e)
-{
-	const char *suffix = strrchr(name, '.'), *base = name;
-	unsigned long blk;
-	bool block = tfs_hf_index_of(name, "blk.", &blk, &base);
-	const tfs_hf_name *map = block ? row->blocks : row->globals;
-	size_t n = block ? row->n_blocks : row->n_globals;
-	if ((*e = by_gguf(map, n, base, strlen(base))))
-		suffix = "";
-	else if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias")) ||
-		 !(*e = by_gguf(map, n, base, (size_t)(suffix - base))))
-		return NULL;
-	char buf[512];
-	int k = block ? snprintf(buf, sizeof buf, "model.layers.%lu.%s", blk, (*e)->hf)
-		      : snprintf(buf, sizeof buf, "%s", (*e)->hf);
-	if (k < 0 || (size_t)k + strlen(suffix) >= sizeof buf)
-		return NULL;
-	if (strcmp(suffix, ".weight") || !tfs_hf_named_as_weight(row, buf))
-		strcat(buf, suffix);
-	return !block || renamed_back(row, buf) ? strdup(buf) : NULL;
 }
 
 /* A stacked expert tensor of the row's moe (blk.N.<moe->gguf[k]>.weight, ne [cols, rows,
@@ -139,52 +80,19 @@ static int add_tensor(tfs_hf_export *x, size_t i, tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
 	const tfs_hf_name *e = NULL;
-	const char *why = NULL;
 	if (t->deleted || generated(t->name))
 		return 0;
 	int own = x->row->xtensor ? x->row->xtensor(x, i, err) : 0;
 	if (own)
 		return own < 0 ? own : 0;
-	char *name = hf_name(x->row, t->name, &e);
+	char *name = tfs_hf_export_mapped_name(x, i, &e);
 	if (!name) {
 		int rc = add_experts(x, i, err);
 		return rc < 0 ? rc : rc ? 0 : tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s has "
 							     "no Hugging Face name in the %s row",
 							     t->name, x->row->classes[0]);
 	}
-	if (!tfs_hf_export_push(x)) {
-		free(name);
-		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	}
-	if (!tfs_tensor_has_f32(x->m, i, &why) || t->n_dims == 0 || t->n_dims > 4) {
-		free(name);
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: %s", t->name,
-				     why ? why : "no float form of its shape");
-	}
-	tfs_hf_xtensor *o = &x->t[x->n_t];
-	*o = (tfs_hf_xtensor){ .name = name, .src = i, .n_dims = t->n_dims, .xform = e->xform };
-	memcpy(o->ne, t->ne, sizeof(o->ne));
-	o->cols = t->n_dims >= 2 ? (uint64_t)t->ne[0] : 1;
-	o->rows = 1;
-	for (uint32_t d = 0; d < t->n_dims; d++)
-		o->rows *= (uint64_t)t->ne[d];
-	o->rows /= o->cols;
-	x->n_t++; /* (its name is freed with the export from here on) */
-	if (e->xform == TFS_HF_XF_PERMUTE_Q || e->xform == TFS_HF_XF_PERMUTE_K) {
-		double h = 0, kv = 0;
-		tfs_hf_xkv_num(x, ".attention.head_count", &h);
-		if (e->xform == TFS_HF_XF_PERMUTE_K && tfs_hf_xkv_num(x, ".attention.head_count_kv",
-								      &kv) && kv > 0)
-			h = kv;
-		o->heads = h >= 1 && h <= (double)o->rows ? (uint32_t)h : 0;
-		if (!o->heads || o->rows % (2 * (uint64_t)o->heads))
-			return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: %" PRIu64 " rows are "
-					     "not %u heads of an even size", t->name, o->rows,
-					     o->heads);
-	}
-	if (!strcmp(t->name, "output.weight"))
-		x->tied = false;
-	return 0;
+	return tfs_hf_export_add_as(x, i, name, e, err);
 }
 
 /* The first row whose GGUF architecture is arch (the converter's registry: the first class

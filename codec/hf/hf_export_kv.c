@@ -2,11 +2,15 @@
  * hf_export_kv.c - the GGUF keys of the model a Hugging Face export reads (hf_export.h's
  * tfs_hf_xkv_*): found by name, scalars as numbers, strings and arrays as their bytes; the
  * special token ids and where the files name them; JSON text; the export's list of tensors
- * grown, and a tensor made of a key's element (tfs_hf_export_add_kv).  Its own file so that the
- * export's tensors (hf_export.c) and its files (hf_export_config.c, hf_export_json.c) all
- * use it without calling each other.
+ * grown, a tensor made of a key's element (tfs_hf_export_add_kv), and each tensor's name
+ * by the row's maps read backwards (tfs_hf_export_mapped_name, tfs_hf_export_add_as).  Its
+ * own file so that the export's tensors (hf_export.c), its files (hf_export_config.c,
+ * hf_export_json.c) and the rows' xtensor hooks all use it without calling each other (a
+ * row may call nothing that reaches the registry).
  */
 #include "hf_export.h"
+#include "hf_names.h"
+#include "hf_plan_impl.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -302,3 +306,110 @@ int tfs_hf_export_add_groups(tfs_hf_export *x, const char *name, size_t src_t, s
 	x->n_t++;
 	return 0;
 }
+
+/* ==== the tensor map, backwards: a tensor's name, and the tensor added ==== */
+
+/* The entry of map[0..n) whose GGUF name is gguf[0..len), or NULL. */
+static const tfs_hf_name *by_gguf(const tfs_hf_name *map, size_t n, const char *gguf, size_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strlen(map[i].gguf) == len && !memcmp(map[i].gguf, gguf, len))
+			return &map[i];
+	return NULL;
+}
+
+/* Whether the row's rename hook (struct tfs_hf_hooks renames_back) gives mapped name buf
+ * from buf with its suffix's '.' as '_' (MiniMax-M2's e_score_correction_bias, the name its
+ * checkpoints have: buf becomes that), or from buf itself; false: from neither. */
+static bool renamed_back(const tfs_hf_arch *row, char *buf)
+{
+	const struct tfs_hf_hooks *hk = row->hooks;
+	hparams h = { .arch = row };
+	char a[512], *dot = strrchr(buf, '.');
+	if (!hk || !hk->renames_back || !hk->rename || strlen(buf) >= sizeof a)
+		return true;
+	for (int k = 0; k < 2; k++) {
+		strcpy(a, buf);
+		if (k == 0 && dot)
+			a[dot - buf] = '_';
+		if ((k == 1 || dot) && hk->rename(a, sizeof a, &h) && !strcmp(a, buf)) {
+			if (k == 0)
+				*dot = '_';
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The HF name of GGUF tensor name (allocated), and its map entry: a block's or a global's
+ * with its suffix (.weight, .bias); a parameter's, whose GGUF name the table holds whole
+ * (Gemma 4's router scales, "ffn_gate_inp.scale"), without one; so too a weight the
+ * converter named so from a parameter (tfs_hf_named_as_weight: Gemma 4's layer_scalar and
+ * stacked experts). */
+static char *hf_name(const tfs_hf_arch *row, const char *name, const tfs_hf_name **e)
+{
+	const char *suffix = strrchr(name, '.'), *base = name;
+	unsigned long blk;
+	bool block = tfs_hf_index_of(name, "blk.", &blk, &base);
+	const tfs_hf_name *map = block ? row->blocks : row->globals;
+	size_t n = block ? row->n_blocks : row->n_globals;
+	if ((*e = by_gguf(map, n, base, strlen(base))))
+		suffix = "";
+	else if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias")) ||
+		 !(*e = by_gguf(map, n, base, (size_t)(suffix - base))))
+		return NULL;
+	char buf[512];
+	int k = block ? snprintf(buf, sizeof buf, "model.layers.%lu.%s", blk, (*e)->hf)
+		      : snprintf(buf, sizeof buf, "%s", (*e)->hf);
+	if (k < 0 || (size_t)k + strlen(suffix) >= sizeof buf)
+		return NULL;
+	if (strcmp(suffix, ".weight") || !tfs_hf_named_as_weight(row, buf))
+		strcat(buf, suffix);
+	return !block || renamed_back(row, buf) ? strdup(buf) : NULL;
+}
+
+char *tfs_hf_export_mapped_name(const tfs_hf_export *x, size_t i, const tfs_hf_name **e)
+{
+	return hf_name(x->row, tfs_model_tensor(x->m, i)->name, e);
+}
+
+int tfs_hf_export_add_as(tfs_hf_export *x, size_t i, char *name, const tfs_hf_name *e,
+			 tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(x->m, i);
+	const char *why = NULL;
+	if (!tfs_hf_export_push(x)) {
+		free(name);
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	}
+	if (!tfs_tensor_has_f32(x->m, i, &why) || t->n_dims == 0 || t->n_dims > 4) {
+		free(name);
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: %s", t->name,
+				     why ? why : "no float form of its shape");
+	}
+	tfs_hf_xtensor *o = &x->t[x->n_t];
+	*o = (tfs_hf_xtensor){ .name = name, .src = i, .n_dims = t->n_dims, .xform = e->xform };
+	memcpy(o->ne, t->ne, sizeof(o->ne));
+	o->cols = t->n_dims >= 2 ? (uint64_t)t->ne[0] : 1;
+	o->rows = 1;
+	for (uint32_t d = 0; d < t->n_dims; d++)
+		o->rows *= (uint64_t)t->ne[d];
+	o->rows /= o->cols;
+	x->n_t++; /* (its name is freed with the export from here on) */
+	if (e->xform == TFS_HF_XF_PERMUTE_Q || e->xform == TFS_HF_XF_PERMUTE_K) {
+		double h = 0, kv = 0;
+		tfs_hf_xkv_num(x, ".attention.head_count", &h);
+		if (e->xform == TFS_HF_XF_PERMUTE_K && tfs_hf_xkv_num(x, ".attention.head_count_kv",
+								      &kv) && kv > 0)
+			h = kv;
+		o->heads = h >= 1 && h <= (double)o->rows ? (uint32_t)h : 0;
+		if (!o->heads || o->rows % (2 * (uint64_t)o->heads))
+			return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: %" PRIu64 " rows are "
+					     "not %u heads of an even size", t->name, o->rows,
+					     o->heads);
+	}
+	if (!strcmp(t->name, "output.weight"))
+		x->tied = false;
+	return 0;
+}
+

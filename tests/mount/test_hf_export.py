@@ -187,6 +187,9 @@ class HfExport(TestCase):
             if not same and back == "f16":   # (a tensor G holds as F16: R's rounded so)
                 r16 = r.astype(np.float16).astype(np.float32)
                 same = np.array_equal(a.view(np.uint32), r16.view(np.uint32))
+            if not same and "norm" in name:   # (Gemma's norms: G holds w + 1, hf/ (w + 1) - 1)
+                r1 = (r + np.float32(1)) - np.float32(1)
+                same = np.array_equal(a.view(np.uint32), r1.view(np.uint32))
             self.assertTrue(same, name)
 
     def test_roundtrip_auto(self):
@@ -340,7 +343,7 @@ ROUNDTRIPS = {
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
                      "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "qwen2vl",
                      "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple", "gemma4_mm",
-                     "gemma4_moe", "bert", "bert_pooling")
+                     "gemma4_moe", "bert", "bert_pooling", "egemma")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and
@@ -393,6 +396,9 @@ EMBED_ROUNDTRIPS = {
     "bert": ("bert-bf16", ("auto",)),
     # CLS pooling (modules.json, 1_Pooling/), a classifier label (id2label)
     "bert_pooling": ("bert-f32", ("auto",)),
+    # EmbeddingGemma (Gemma3TextModel): the base model's names (no "model."), Gemma 3's norms
+    # - 1, sliding_window; mean pooling; SentencePiece
+    "egemma": ("egemma-f32", ("auto",)),
 }
 EMBED_REPOS = hfutil.Repos(WORK, make_embed)
 

@@ -408,7 +408,10 @@ def gemma4_audio_shapes(s):
          e + "subsample_conv_projection.layer0.norm.weight": (c0,),
          e + "subsample_conv_projection.layer1.conv.weight": (c1, c0, 3, 3),
          e + "subsample_conv_projection.layer1.norm.weight": (c1,),
-         e + "subsample_conv_projection.input_proj_linear.weight": (h, c0 // 4 * c1)}
+         # (the mel bins, a quarter after the two stride-2 convolutions, times c1: as E2B's
+         # 1024, and as llama.cpp's clip.cpp reads a sound; c0 // 4 * c1 aborted it)
+         e + "subsample_conv_projection.input_proj_linear.weight":
+             (h, a.get("input_feat_size", 128) // 4 * c1)}
     for i in range(a["num_hidden_layers"]):
         b = e + "layers.%d." % i
         linears = [("self_attn." + n, (h, h)) for n in ("q_proj", "k_proj", "v_proj", "post")]

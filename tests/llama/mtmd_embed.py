@@ -1,19 +1,23 @@
 #!/usr/bin/python3
-"""llama.cpp's multimodal library (libmtmd) encoding an image with a projector (mmproj.gguf).
+"""llama.cpp's multimodal library (libmtmd) encoding an image or a sound with a projector
+(mmproj.gguf).
 
-Usage: mtmd_embed.py MODEL MMPROJ [MMPROJ...] [--size WxH] [--seed N]
+Usage: mtmd_embed.py MODEL MMPROJ [MMPROJ...] [--size WxH] [--seed N] [--min-tokens N]
+                     [--max-tokens N] [--audio SAMPLES]
 Loads the text model MODEL with libllama, then each projector with libmtmd, and encodes one
-generated image (WxH RGB pixels drawn from random.Random(N)) with it; prints one JSON object:
-per projector its step's status (mtmd_embed.c: 0, or the step that failed), the image's
-tokens, the embedding width, the SHA-256 of the embeddings' float32 bytes, a few of their
-values, whether all are finite, and what llama.cpp logged as warnings or errors.  Exits 2 with
-a message on stderr when a library or the model cannot be loaded.  Run it as its own process:
-ggml aborts the process on a broken file.
+generated image with it (WxH RGB pixels drawn from random.Random(N), in as many tokens as
+llama-mtmd-cli's --image-min-tokens and --image-max-tokens allow), and with --audio a sound
+too (SAMPLES PCM samples at 16 kHz, uniform in [-0.5, 0.5), from the same seed); prints one
+JSON object: per projector and medium the step's status (mtmd_embed.c: 0, or the step that
+failed), the tokens, the embedding width, the SHA-256 of the embeddings' float32 bytes, a few
+of their values, whether all are finite and how many are not 0, and what llama.cpp logged as
+warnings or errors.  Exits 2 with a message on stderr when a library or the model cannot be
+loaded.  Run it as its own process: ggml aborts the process on a broken file.
 
 The npm runtime (tests/llama/llamacpp.py) ships no libmtmd; build() compiles it from the
 reference clone's source (tools/mtmd of build/llama.cpp: the source the runtime was built
 from, so the runtime's libggml and libllama are its ABI) with tests/llama/mtmd_embed.c, into
-$TFS_MTMD_CACHE (meson: build/refmtmd-cache; default there too; "0": a temporary folder), keyed
+$TFS_MTMD_CACHE (default build/refmtmd-cache; "0": a temporary folder), keyed
 by the bytes of the sources, the compiler and the command.  One translation unit at -O0: the
 library's 48 files compiled one by one took 67 s of CPU at -O0, the same in one unit 11 s
 (most of it is the headers every file includes again), and -O1 added 6 s to an encode of a
@@ -24,6 +28,7 @@ import ctypes as C
 import glob
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -150,6 +155,12 @@ def image(nx, ny, seed):
     return random.Random(seed).randbytes(nx * ny * 3)
 
 
+def sound(n, seed):
+    """n PCM samples (float32), uniform in [-0.5, 0.5), random.Random(seed)'s."""
+    rng = random.Random(seed)
+    return (C.c_float * n)(*(rng.random() - 0.5 for _ in range(n)))
+
+
 def die(msg):
     print("mtmd_embed: " + msg, file=sys.stderr)
     if llamacpp.logged():
@@ -163,6 +174,9 @@ def main():
     ap.add_argument("mmproj", nargs="+")
     ap.add_argument("--size", default="29x23")
     ap.add_argument("--seed", type=int, default=37)
+    ap.add_argument("--min-tokens", type=int, default=0)
+    ap.add_argument("--max-tokens", type=int, default=0)
+    ap.add_argument("--audio", type=int, default=0)
     a = ap.parse_args()
     nx, ny = (int(x) for x in a.size.split("x"))
 
@@ -181,35 +195,40 @@ def main():
     mtmd.mtmd_log_set.restype = None
     mtmd.mtmd_log_set(llamacpp._quiet, None)
     P = C.c_void_p
-    mtmd.tfs_mtmd_embed.argtypes = [P, C.c_char_p, C.c_uint32, C.c_uint32, C.c_char_p, C.c_int,
-                                    C.POINTER(C.c_float), C.c_size_t, C.POINTER(C.c_size_t),
-                                    C.POINTER(C.c_int32)]
+    mtmd.tfs_mtmd_embed.argtypes = [P, C.c_char_p, C.c_int, C.c_uint32, C.c_uint32, P, C.c_int,
+                                    C.c_int, C.c_int, C.POINTER(C.c_float), C.c_size_t,
+                                    C.POINTER(C.c_size_t), C.POINTER(C.c_int32)]
     mtmd.tfs_mtmd_embed.restype = C.c_int
     llama.llama_backend_init()
     model = llama.llama_model_load_from_file(os.fsencode(a.model),
                                              llama.llama_model_default_params())
     if not model:
         die("%s: llama.cpp could not load the model" % a.model)
-    rgb = image(nx, ny, a.seed)
+    media = {"image": (0, nx, ny, C.c_char_p(image(nx, ny, a.seed)))}
+    if a.audio:
+        media["audio"] = (1, a.audio, 0, sound(a.audio, a.seed))
     cap = 1 << 22
     out = (C.c_float * cap)()
     results = []
     for p in a.mmproj:
-        n_tokens, n_embd = C.c_size_t(0), C.c_int32(0)
-        # one thread: the same sums in the same order whatever the machine
-        rc = mtmd.tfs_mtmd_embed(model, os.fsencode(p), nx, ny, rgb, 1, out, cap,
-                                 C.byref(n_tokens), C.byref(n_embd))
-        n = n_tokens.value * n_embd.value if rc == 0 else 0
-        raw = bytes(C.string_at(out, n * 4))
-        vals = out[:n]
-        results.append({"mmproj": p, "status": rc, "n_tokens": n_tokens.value,
-                        "n_embd": n_embd.value, "sha256": hashlib.sha256(raw).hexdigest(),
-                        "head": vals[:4], "finite": all(v == v and abs(v) != float("inf")
-                                                        for v in vals),
-                        "nonzero": sum(1 for v in vals if v != 0)})
+        r = {"mmproj": p}
+        for what, (audio, n1, n2, data) in media.items():
+            n_tokens, n_embd = C.c_size_t(0), C.c_int32(0)
+            # one thread: the same sums in the same order whatever the machine
+            rc = mtmd.tfs_mtmd_embed(model, os.fsencode(p), audio, n1, n2,
+                                     C.cast(data, C.c_void_p), a.min_tokens, a.max_tokens, 1, out,
+                                     cap,
+                                     C.byref(n_tokens), C.byref(n_embd))
+            n = n_tokens.value * n_embd.value if rc == 0 else 0
+            vals = out[:n]
+            r[what] = {"status": rc, "n_tokens": n_tokens.value, "n_embd": n_embd.value,
+                       "sha256": hashlib.sha256(C.string_at(out, n * 4)).hexdigest(),
+                       "head": vals[:4], "finite": all(math.isfinite(v) for v in vals),
+                       "nonzero": sum(1 for v in vals if v != 0)}
+        results.append(r)
     llama.llama_model_free(model)
     llama.llama_backend_free()
-    print(json.dumps({"image": [nx, ny, a.seed], "results": results,
+    print(json.dumps({"image": [nx, ny, a.seed], "audio": a.audio, "results": results,
                       "warnings": llamacpp.logged()}))
 
 

@@ -17,8 +17,9 @@ real reference (issue 37).
   converter's softplus fails on Half); a text model shows no mmproj.gguf and says nothing.
 - llama.cpp decodes the Qwen2.5-VL repo's model.gguf through the mount as the converter's;
   its libmtmd (built from the reference's tools/mtmd: tests/llama/mtmd_embed.py) encodes an
-  image through the mount's mmproj.gguf of Gemma 3, Qwen2.5-VL and Qwen3-VL into the
-  embeddings it gets from the converter's file, bit for bit.
+  image through the mount's mmproj.gguf of Gemma 3, Qwen2.5-VL, Qwen3-VL and Gemma 4, and a
+  sound through Gemma 4's, into the embeddings it gets from the converter's file, bit for
+  bit.
 - Memory: the daemon's peak RSS while it reads the projector of a repo of about 100 MiB of
   F32 weights, at q8_0 (computed) and f32 (spliced), stays within 32 MiB (measured: 5-7 MiB).
 
@@ -199,14 +200,19 @@ class Mtmd(TestCase):
     image token pooled from 4x4 patches) and its F16 one at auto (two shards, F16 kept, 4
     tokens: the scale factor key); Qwen2.5-VL (window attention, the Conv3D patch
     embedding) and Qwen3-VL (deepstack mergers) at auto, BF16, M-RoPE, their
-    small-vocabulary twins (libllama loads a 151936-token vocabulary in a second).  Not under
-    the sanitizers: llama.cpp's code, unsanitized, on files whose bytes the normal run
-    compares.  (Not Gemma 4's tiny tower: 12 heads of 4 over a width of 32, and clip.cpp,
-    without a head_dim key, takes a head as width / heads: a reshape aborts; nor Mistral 3's:
-    the converter leaves out v.token_embd.img_break, which clip.cpp requires, so that its own
-    file does not load.)"""
-    CASES = (("gemma3-vision-bf16", "q8_0"), ("gemma3-vision-f16", "auto"),
-             ("qwen25vl-spm-bf16", "auto"), ("qwen3vl-spm-bf16", "auto"))
+    small-vocabulary twins (libllama loads a 151936-token vocabulary in a second); Gemma 4
+    E2B's vision and audio towers at auto, the image in 1-16 tokens (as llama-mtmd-cli's
+    --image-min-tokens/--image-max-tokens: the default 70 or more would index past the tiny
+    tower's 16 positions) and a sound too (0.5 s of seeded 16 kHz samples: 13 tokens).  Not
+    under the sanitizers: llama.cpp's code, unsanitized, on files whose bytes the normal run
+    compares.  (Not gemma4-vision-f16's tower: 12 heads of 4 over a width of 32, and
+    clip.cpp, without a head_dim key, takes a head as width / heads: a reshape aborts; nor
+    Mistral 3's: the converter leaves out v.token_embd.img_break, which clip.cpp requires, so
+    that its own file does not load.)"""
+    CASES = (("gemma3-vision-bf16", "q8_0", ()), ("gemma3-vision-f16", "auto", ()),
+             ("qwen25vl-spm-bf16", "auto", ()), ("qwen3vl-spm-bf16", "auto", ()),
+             ("gemma4-audio-bf16", "auto",
+              ("--min-tokens", "1", "--max-tokens", "16", "--audio", "8000")))
 
     def setUp(self):
         if SANITIZED:
@@ -216,23 +222,27 @@ class Mtmd(TestCase):
             self.skipTest(why)
         mtmd_embed.build()   # (once, cached: before a mount waits on it)
 
-    def test_image_embeddings_equal_the_converters_file(self):
-        for name, t in self.CASES:
+    def test_embeddings_equal_the_converters_file(self):
+        for name, t, args in self.CASES:
             ref = converted(self, name, t)
             with Mount(self, model(name), ["outtype=" + t]) as m:
                 r = run(["/usr/bin/python3", mtmd_embed.__file__, m.p("model.gguf"),
-                         m.p("mmproj.gguf"), ref], timeout=120)
+                         m.p("mmproj.gguf"), ref, *args], timeout=120)
                 self.assertEqual(r.returncode, 0, r.stderr[-3000:])
             j = json.loads(r.stdout)
             got, want = j["results"]
+            media = ["image", "audio"] if j["audio"] else ["image"]
             for x in (got, want):
-                self.assertEqual(x["status"], 0, "%s %s: %s" % (name, x["mmproj"],
-                                                                j["warnings"]))
-                self.assertGreater(x["n_tokens"] * x["n_embd"], 0, name)
-                self.assertTrue(x["finite"], name)
-                self.assertEqual(x["nonzero"], x["n_tokens"] * x["n_embd"], name)
-            self.assertEqual({k: got[k] for k in got if k != "mmproj"},
-                             {k: want[k] for k in want if k != "mmproj"}, name)
+                self.assertEqual(sorted(x), sorted(media + ["mmproj"]))
+                for what in media:
+                    e, where = x[what], (name, x["mmproj"], what)
+                    self.assertEqual(e["status"], 0, "%s: %s" % (where, j["warnings"]))
+                    n = e["n_tokens"] * e["n_embd"]
+                    self.assertGreater(n, 0, where)
+                    self.assertTrue(e["finite"], where)
+                    self.assertGreater(e["nonzero"], n // 2, where)   # (not a zeroed buffer)
+            for what in media:
+                self.assertEqual(got[what], want[what], (name, what))
 
 
 class Absent(TestCase):

@@ -433,7 +433,10 @@ static int make_wpm_tokenizer(tfs_buf *b, const tfs_hf_export *x, tfs_error *err
 		int32_t ty = tok_type(&v, i);
 		if (!t)
 			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.tokens: malformed");
-		if (ty == TOK_UNUSED && is_pad_filler(t, n, i))
+		/* (a filler in phantom-space form: the converter's BertModel prefixes it too) */
+		bool ph = n > 3 && !memcmp(t, "\xe2\x96\x81", 3);
+		if (ty == TOK_UNUSED && (is_pad_filler(t, n, i) || (ph && is_pad_filler(t + 3, n - 3,
+											  i))))
 			continue;
 		rc = tfs_buf_append(b, first ? "\n    " : ",\n    ", first ? 5 : 6);
 		first = false;

@@ -16,10 +16,17 @@
  *    vocab_size (30528: a multiple of 64).
  * The MoE variant (nomic-embed-text-v2-moe: nomic-bert-moe, its XLM-R Unigram tokenizer.json
  * read by transformers) is refused.
+ * The reverse view (hf_export.h): encoder.layers.N.* again, config.json as nomic's own code
+ * names its keys (n_embd, n_positions 8192 for a trained 2048, the settings the converter
+ * asserts, auto_map to its code), the pooling module (hf_export_st.c).
  */
 #include "hf_plan_impl.h"
 #include "hf_vocab_impl.h"
+#include "hf_export.h"
+#include "hf_names.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { H = TFS_HF_D_HIDDEN, Q = TFS_HF_D_Q, QKV = TFS_HF_D_QKV, FF = TFS_HF_D_FF,
@@ -117,8 +124,87 @@ static bool nomic_rename(char *name, size_t cap, const hparams *h)
 static const struct tfs_hf_hooks hooks = { .prepare = nomic_prepare, .rename = nomic_rename,
 					   .fix = tfs_hf_bert_fix };
 
+/* ==== the reverse view ==== */
+
+/* A layer's tensor under encoder.layers.N. (the rename hook's model.layers.N. undone): 1
+ * when taken. */
+static int nomic_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
+{
+	const tfs_hf_name *e;
+	char *name = tfs_hf_export_mapped_name(x, i, &e);
+	if (!name || strncmp(name, "model.layers.", 13) != 0) {
+		free(name);
+		return 0;   /* (a global: the maps' name) */
+	}
+	char *nm = malloc(strlen(name) + 3);
+	if (nm)
+		snprintf(nm, strlen(name) + 3, "encoder.layers.%s", name + 13);
+	free(name);
+	if (!nm)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	int rc = tfs_hf_export_add_as(x, i, nm, e, err);
+	return rc ? rc : 1;
+}
+
+/* config.json's keys by TextModel's names moved to nomic's own, and what NomicBertModel
+ * asserts: n_positions 8192 with max_trained_positions 2048 for a context of 2048 (the
+ * converter's only other pair, 2048 and 2048, is 512: the MoE variant's) */
+static int nomic_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
+{
+	static const char *const moved[][2] = {
+		{ "hidden_size", "n_embd" }, { "num_attention_heads", "n_head" },
+		{ "intermediate_size", "n_inner" }, { "num_hidden_layers", "n_layer" },
+		{ "rope_theta", "rotary_emb_base" }, { "layer_norm_eps", "layer_norm_epsilon" },
+	};
+	(void)gen;
+	float eps;
+	double ctx = 0;
+	if (!c)
+		return 0;
+	int bad = 0;
+	for (size_t k = 0; !bad && k < sizeof moved / sizeof moved[0]; k++) {
+		json_t *v = json_object_get(c, moved[k][0]);
+		if (v)
+			bad = json_object_set(c, moved[k][1], v) || json_object_del(c, moved[k][0]);
+	}
+	if (!bad && tfs_hf_xkv_f32(x, ".attention.layer_norm_epsilon", &eps))
+		bad = json_object_set_new(c, "layer_norm_epsilon", json_real((double)eps));
+	tfs_hf_xkv_num(x, ".context_length", &ctx);
+	json_object_del(c, "max_position_embeddings");
+	json_object_del(c, "num_key_value_heads");
+	bad = bad || json_object_set_new(c, "model_type", json_string("nomic_bert")) ||
+	      json_object_set_new(c, "n_positions", json_integer(ctx == 512 ? 2048 : 8192)) ||
+	      json_object_set_new(c, "max_trained_positions", json_integer(2048)) ||
+	      json_object_set_new(c, "activation_function", json_string("swiglu")) ||
+	      json_object_set_new(c, "causal", json_false()) ||
+	      json_object_set_new(c, "qkv_proj_bias", json_false()) ||
+	      json_object_set_new(c, "mlp_fc1_bias", json_false()) ||
+	      json_object_set_new(c, "mlp_fc2_bias", json_false()) ||
+	      json_object_set_new(c, "prenorm", json_false()) ||
+	      json_object_set_new(c, "rotary_emb_fraction", json_real(1.0)) ||
+	      json_object_set_new(c, "rotary_emb_interleaved", json_false()) ||
+	      json_object_set_new(c, "rotary_emb_scale_base", json_null());
+	/* (the code transformers runs for it, trust_remote_code: nomic-embed-text-v1.5's) */
+	json_t *am = bad ? NULL : json_pack("{s:s, s:s}", "AutoConfig", "nomic-ai/nomic-bert-2048"
+					    "--configuration_hf_nomic_bert.NomicBertConfig",
+					    "AutoModel", "nomic-ai/nomic-bert-2048--modeling_hf_nomic_"
+					    "bert.NomicBertModel");
+	bad = bad || !am || json_object_set_new(c, "auto_map", am);
+	double n;
+	if (!bad && tfs_hf_xkv_num(x, "tokenizer.ggml.token_type_count", &n))
+		bad = json_object_set_new(c, "type_vocab_size", json_integer((json_int_t)n));
+	return bad ? TFS_E_NOMEM : tfs_hf_xlabels(c, x);
+}
+
+/* classifier labels the converter would drop (hf_export_st.c) */
+static int nomic_xtensors(tfs_hf_export *x, tfs_error *err)
+{
+	return tfs_hf_xlabels_check(x, err);
+}
+
 const tfs_hf_arch tfs_hf_arch_nomic_bert = {
 	TFS_HF_CLASSES("NomicBertModel"), .gguf = "nomic-bert", TFS_HF_NAMES(globals, blocks),
 	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = tfs_hf_bert_keys,
-	.vocab = TFS_HF_VOCAB_BERT, .hooks = &hooks,
+	.vocab = TFS_HF_VOCAB_BERT, .hooks = &hooks, .xtensor = nomic_xtensor,
+	.xtensors = nomic_xtensors, .xconfig = nomic_xconfig,
 };

@@ -343,7 +343,7 @@ ROUNDTRIPS = {
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
                      "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "qwen2vl",
                      "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple", "gemma4_mm",
-                     "gemma4_moe", "bert", "bert_pooling", "egemma")
+                     "gemma4_moe", "bert", "bert_pooling", "egemma", "nomic")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and
@@ -399,6 +399,9 @@ EMBED_ROUNDTRIPS = {
     # EmbeddingGemma (Gemma3TextModel): the base model's names (no "model."), Gemma 3's norms
     # - 1, sliding_window; mean pooling; SentencePiece
     "egemma": ("egemma-f32", ("auto",)),
+    # nomic-embed-text v1.5 (NomicBertModel): encoder.layers.N.*, config.json by nomic's own
+    # names (n_embd, n_positions 8192 for 2048); vocab_size padded to 64 ([PADi] again)
+    "nomic": ("nomic-f32", ("auto",)),
 }
 EMBED_REPOS = hfutil.Repos(WORK, make_embed)
 

@@ -106,6 +106,13 @@ typedef struct {
 	bool unchanged_too;      /* written even when nothing changed (tensorfs convert) */
 } tfs_write_opts;
 
+/* ==== test hooks ==== */
+
+/* TFS_TEST_CRASH_AT=<where> makes the process die there, as a kill -9 would (commit.c:
+ * "before_rename", "mid_rename"; the recovery's "after_rename"; the daemon's
+ * "before_repack", after its FUSE unmount). */
+void tfs_test_crash_point(const char *where);
+
 /* ==== paths ==== */
 
 /* The basename of path (no allocation). */

@@ -23,8 +23,5 @@ int tfs_commit_get(const tfs_commit *c, size_t i, const char **tmp, const char *
 int tfs_commit_apply(tfs_commit *c, tfs_error *err);
 void tfs_commit_abort(tfs_commit *c);
 void tfs_commit_free(tfs_commit *c);
-/* Test hook: TFS_TEST_CRASH_AT=<where> makes the process die there, as a kill -9 would
- * (commit.c: "before_rename", "mid_rename"; the recovery has its own points). */
-void tfs_test_crash_point(const char *where);
 
 #endif

@@ -42,6 +42,8 @@ int tfsd_repack_staged(tfsd_fs *fs, tfs_session *s)
 		}
 		return 0;
 	}
+	/* (the FUSE mount is gone, the status file says nothing yet: mount_crash's case) */
+	tfs_test_crash_point("before_repack");
 	/* (not given: the journal's output, else the source) */
 	const char *out = fs->opts.output ? fs->opts.output : tfs_staging_output(fs->staging);
 	FILE *st = fs->status_path ? fopen(fs->status_path, "a") : NULL;

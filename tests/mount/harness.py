@@ -103,6 +103,24 @@ def fuse_abort_all_for(mountpoint):
     subprocess.run(["umount", "-l", mountpoint], capture_output=True)
 
 
+class env_set:
+    """with env_set(VAR=value): the daemon started inside inherits VAR."""
+
+    def __init__(self, **kw):
+        self.kw = kw
+
+    def __enter__(self):
+        self.old = {k: os.environ.get(k) for k in self.kw}
+        os.environ.update(self.kw)
+
+    def __exit__(self, *a):
+        for k, v in self.old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def is_mounted(mountpoint):
     mp = os.path.realpath(mountpoint)
     with open("/proc/self/mountinfo") as f:

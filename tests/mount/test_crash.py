@@ -23,7 +23,7 @@ import numpy as np
 
 import ggufgen as gg
 from stgen import st_header
-from harness import TENSORFS, Mount, TestCase, is_mounted, main, quick, run
+from harness import TENSORFS, Mount, TestCase, env_set, is_mounted, main, quick, run
 
 SEED = int(os.environ.get("TFS_CRASH_SEED", str(int(time.time()) % 100000)))
 KILLS_PER_FORMAT = int(os.environ.get("TFS_CRASH_KILLS", "8"))
@@ -410,37 +410,27 @@ class Crash(TestCase):
 
     @quick
     def test_unmount_reports_kill_before_repack(self):
-        """The daemon killed after the FUSE unmount and before it starts the repack: the
-        changes are staged, not written; `tensorfs unmount` must not exit 0 (it does:
-        tfsd_unmount_main reports a dead daemon only when the status file says the repack
-        started, and the daemon writes nothing to it before then)."""
+        """The daemon dead after the FUSE unmount and before it starts the repack (as a kill
+        -9 there: TFS_TEST_CRASH_AT=before_repack; killing it at random landed there in few
+        runs): the changes are staged, not written; `tensorfs unmount` must not exit 0 (it
+        did: tfsd_unmount_main reported a dead daemon only when the status file said the
+        repack started, and the daemon writes nothing to it before then)."""
         root = self.tmpdir()
         fmt = GGUF(root)
         fmt.setup()
         old = fmt.snapshot()
-        for attempt in range(20):
-            staging = os.path.join(root, "staging-%d" % attempt)
-            m, pid, status, um = start_repack(self, fmt, staging)
-            try:
-                # (not at once: is_mounted's stat of the mountpoint would make it busy)
-                time.sleep(0.01)
-                while is_mounted(m.path) and um.poll() is None:
-                    pass
-                os.kill(pid, signal.SIGSTOP)   # the mount is gone: catch the daemon
-                hit = "repacking" not in read(status)
-                os.kill(pid, signal.SIGKILL)
-                out, err = um.communicate(timeout=60)
-            finally:
-                m.__exit__(None, None, None)
-            if hit and "could not unmount" not in err:
-                break
-            fmt.restore()
-        else:
-            self.skipTest("the daemon always began the repack before it could be stopped")
+        staging = os.path.join(root, "staging")
+        with env_set(TFS_TEST_CRASH_AT="before_repack"):
+            m, _, _, um = start_repack(self, fmt, staging)
+        try:
+            err = um.communicate(timeout=60)[1]
+        finally:
+            m.__exit__(None, None, None)
         self.assertEqual(fmt.snapshot(), old)
         self.assertTrue(os.path.exists(os.path.join(staging, "journal.json")))
         self.assertNotEqual(um.returncode, 0, "tensorfs unmount exited 0 (stderr %r) but the "
                             "changes were not written" % err)
+        self.assertIn("exited before it repacked the changes", err)
 
 
     def test_kill_after_temporaries_named(self):

@@ -15,10 +15,10 @@ import subprocess
 
 import numpy as np
 
-from harness import TESTDATA, Mount, TestCase, main, quick
+from harness import TESTDATA, Mount, TestCase, env_set, main, quick
 from test_editors import gguf_parse
-from test_rw import (MANIFEST, OLLAMA_SRC, env_set, hf_gguf, read, st_bytes, st_parse,
-                     unmount_ok, write, write_file)
+from test_rw import (MANIFEST, OLLAMA_SRC, hf_gguf, read, st_bytes, st_parse, unmount_ok, write,
+                     write_file)
 
 GGUF_SRC = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
 SAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "tiny-llama.gguf")

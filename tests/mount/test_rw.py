@@ -20,7 +20,8 @@ import time
 import numpy as np
 
 from stgen import st_raw
-from harness import TENSORFS, TESTDATA, Mount, TestCase, is_mounted, kill_daemon, main, quick, run, sha256
+from harness import (TENSORFS, TESTDATA, Mount, TestCase, env_set, is_mounted, kill_daemon, main,
+                     quick, run, sha256)
 
 GGUF_SRC = os.path.join(TESTDATA, "gguf", "mixed_flat.gguf")
 OLLAMA_SRC = os.path.join(TESTDATA, "ollama", "models")
@@ -130,24 +131,6 @@ def kill9_daemon(tc, m):
         os.unlink(status)
     except OSError:
         pass
-
-
-class env_set:
-    """with env_set(VAR=value): the daemon started inside inherits VAR."""
-
-    def __init__(self, **kw):
-        self.kw = kw
-
-    def __enter__(self):
-        self.old = {k: os.environ.get(k) for k in self.kw}
-        os.environ.update(self.kw)
-
-    def __exit__(self, *a):
-        for k, v in self.old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 # ---- writing test models ----

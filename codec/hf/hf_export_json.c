@@ -153,6 +153,31 @@ static int bpe_model(tfs_buf *b, const vocab *v, bool ignore_merges)
  * its pair template with a BOS between A and B only when the GGUF has add_sep_token (false:
  * SpecialVocab reads such a pair as no separator, and writes the key), else A B (no key, as
  * from a tokenizer_config.json's add_bos_token alone: DeepSeek-V3's) */
+/* BERT's [CLS] A [SEP] template over bos and eos (ModernBERT's), pair [CLS] A [SEP] B [SEP]:
+ * SpecialVocab reads add_bos and add_eos from it, and add_sep false (the pair's separator is
+ * the trailing token's). */
+static int bos_eos_template(tfs_buf *b, const char *bl, const vocab *v, double bos, double eos)
+{
+	size_t bn, en;
+	const char *bt = token_text(v, (uint64_t)bos, &bn), *et = token_text(v, (uint64_t)eos, &en);
+	tfs_buf c = { 0 }, s = { 0 };
+	int rc = jstr(&c, bt, bn) || jstr(&s, et, en) ||
+		 tfs_buf_printf(b, "{\"type\": \"Sequence\", \"processors\": [%s, {\"type\": "
+				"\"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": %s, "
+				"\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "
+				"{\"SpecialToken\": {\"id\": %s, \"type_id\": 0}}], \"pair\": "
+				"[{\"SpecialToken\": {\"id\": %s, \"type_id\": 0}}, {\"Sequence\": "
+				"{\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": %s, "
+				"\"type_id\": 0}}, {\"Sequence\": {\"id\": \"B\", \"type_id\": 1}}, "
+				"{\"SpecialToken\": {\"id\": %s, \"type_id\": 1}}], \"special_tokens\": "
+				"{%s: {\"id\": %s, \"ids\": [%.0f], \"tokens\": [%s]}, %s: {\"id\": %s, "
+				"\"ids\": [%.0f], \"tokens\": [%s]}}}]}", bl, c.data, s.data, c.data,
+				s.data, s.data, c.data, c.data, bos, c.data, s.data, s.data, eos, s.data);
+	tfs_buf_free(&c);
+	tfs_buf_free(&s);
+	return rc;
+}
+
 static int post_processor(tfs_buf *b, const tfs_hf_export *x, const vocab *v)
 {
 	double add = 0, bos, sep;
@@ -166,6 +191,12 @@ static int post_processor(tfs_buf *b, const tfs_hf_export *x, const vocab *v)
 		return tfs_buf_printf(b, "%s", bl);
 	tfs_buf q = { 0 }, mid = { 0 };
 	bool has_sep = tfs_hf_xkv_num(x, "tokenizer.ggml.add_sep_token", &sep);
+	double eos;
+	const char *e;
+	if (tfs_hf_xkv_num(x, "tokenizer.ggml.add_eos_token", &add) && add &&
+	    tfs_hf_xkv_num(x, "tokenizer.ggml.eos_token_id", &eos) &&
+	    (e = token_text(v, (uint64_t)eos, &n)))
+		return bos_eos_template(b, bl, v, bos, eos);
 	int rc = jstr(&q, s, n) ||
 		 (has_sep && tfs_buf_printf(&mid, "{\"SpecialToken\": {\"id\": %s, \"type_id\": "
 					    "1}}, ", q.data)) ||

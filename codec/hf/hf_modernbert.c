@@ -15,9 +15,16 @@
  *  - vocabulary: hf_vocab.c's "modern-bert": add_bos, add_eos, add_sep true, then gpt2 (a
  *    GPT-NeoX-style BPE tokenizer.json: its added runs of spaces split at first, hf_bpe.c);
  *  - defaults: transformers 4.57's ModernBertConfig (what the converter reads of it).
+ * The reverse view (hf_export.h): the base model's names again (layers.N.*, no "model."),
+ * config.json by ModernBertConfig's names (global_rope_theta, local_rope_theta, norm_eps,
+ * layer_norm_eps, local_attention, global_attn_every_n_layers, hidden_activation), the
+ * pooling module (hf_export_st.c); its tokenizer.json GPT-NeoX's with the [CLS] A [SEP]
+ * template (hf_export_json.c).
  */
 #include "hf_plan_impl.h"
+#include "hf_export.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum { H = TFS_HF_D_HIDDEN, Q = TFS_HF_D_Q, QKV = TFS_HF_D_QKV, FF = TFS_HF_D_FF,
@@ -92,6 +99,62 @@ static bool mb_rename(char *name, size_t cap, const hparams *h)
 
 static const struct tfs_hf_hooks hooks = { .rename = mb_rename, .fix = tfs_hf_bert_fix };
 
+/* ==== the reverse view ==== */
+
+/* Tensor i under the maps' name less "model." (the rename hook undone): 1 when taken. */
+static int mb_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
+{
+	const tfs_hf_name *e;
+	char *name = tfs_hf_export_mapped_name(x, i, &e);
+	if (!name)
+		return 0;   /* (hf_export.c says it has no name) */
+	if (strncmp(name, "model.", 6) == 0)
+		for (size_t k = 0; (name[k] = name[k + 6]); k++)
+			;
+	int rc = tfs_hf_export_add_as(x, i, name, e, err);
+	return rc ? rc : 1;
+}
+
+/* TextModel's names moved to ModernBertConfig's (whose defaults would otherwise win: its
+ * global_rope_theta is read before rope_theta), TextModel's other epsilon, the sliding
+ * window's rope base and pattern, the activation. */
+static int mb_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
+{
+	static const char *const moved[][2] = {
+		{ "rope_theta", "global_rope_theta" }, { "rms_norm_eps", "norm_eps" },
+		{ "sliding_window", "local_attention" },
+	};
+	(void)gen;
+	float f;
+	double n;
+	size_t len;
+	if (!c)
+		return 0;
+	int bad = 0;
+	for (size_t k = 0; !bad && k < sizeof moved / sizeof moved[0]; k++) {
+		json_t *v = json_object_get(c, moved[k][0]);
+		if (v)
+			bad = json_object_set(c, moved[k][1], v) || json_object_del(c, moved[k][0]);
+	}
+	if (!bad && tfs_hf_xkv_f32(x, ".attention.layer_norm_epsilon", &f))
+		bad = json_object_set_new(c, "layer_norm_eps", json_real((double)f));
+	if (!bad && tfs_hf_xkv_f32(x, ".rope.freq_base_swa", &f))
+		bad = json_object_set_new(c, "local_rope_theta", json_real((double)f));
+	if (!bad && tfs_hf_xkv_num(x, ".attention.sliding_window_pattern", &n))
+		bad = json_object_set_new(c, "global_attn_every_n_layers",
+					  json_integer((json_int_t)n));
+	const char *act = tfs_hf_xkv_str(x, ".hidden_activation", &len);
+	if (!bad && act)
+		bad = json_object_set_new(c, "hidden_activation", json_stringn(act, len));
+	return bad ? TFS_E_NOMEM : tfs_hf_xlabels(c, x);
+}
+
+/* classifier labels the converter would drop (hf_export_st.c) */
+static int mb_xtensors(tfs_hf_export *x, tfs_error *err)
+{
+	return tfs_hf_xlabels_check(x, err);
+}
+
 enum { DI = TFS_HF_DEF_INT, DR = TFS_HF_DEF_REAL };
 
 /* ModernBertConfig (4.57): what the converter reads of it (hidden_activation: post_init) */
@@ -120,5 +183,6 @@ const tfs_hf_arch tfs_hf_arch_modern_bert = {
 	.configs = (const tfs_hf_config_class[]){ { "modernbert", defaults, NULL, post_init,
 						    false },
 						  { NULL, NULL, NULL, NULL, false } },
-	.vocab = TFS_HF_VOCAB_MODERN_BERT, .hooks = &hooks,
+	.vocab = TFS_HF_VOCAB_MODERN_BERT, .hooks = &hooks, .xtensor = mb_xtensor,
+	.xtensors = mb_xtensors, .xconfig = mb_xconfig,
 };

@@ -128,7 +128,10 @@ const char *tfs_hf_pre_known(const char *hex)
  * the configuration whose splits give tokenizer.ggml.pre (llama-bpe is Llama 3's). */
 bool tfs_hf_pre_json(const char *ggml_pre, const char **normalizer, const char **pre)
 {
-	const char *name = !strcmp(ggml_pre, "llama-bpe") ? "llama3" : ggml_pre;
+	/* (ModernBERT's: GPT-NeoX's configuration, its added runs of spaces split first: the
+	 * added tokens tokenizer.json lists) */
+	const char *name = !strcmp(ggml_pre, "llama-bpe") ? "llama3"
+			   : !strcmp(ggml_pre, "modern-bert") ? "gpt-neox" : ggml_pre;
 	for (size_t i = 0; i < sizeof hf_pre_configs / sizeof *hf_pre_configs; i++)
 		if (!strcmp(hf_pre_configs[i].name, name) && hf_pre_configs[i].byte_level) {
 			*normalizer = hf_pre_configs[i].normalizer;

@@ -343,7 +343,7 @@ ROUNDTRIPS = {
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
                      "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "qwen2vl",
                      "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple", "gemma4_mm",
-                     "gemma4_moe", "bert", "bert_pooling", "egemma", "nomic")
+                     "gemma4_moe", "bert", "bert_pooling", "egemma", "nomic", "modernbert")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and
@@ -402,6 +402,10 @@ EMBED_ROUNDTRIPS = {
     # nomic-embed-text v1.5 (NomicBertModel): encoder.layers.N.*, config.json by nomic's own
     # names (n_embd, n_positions 8192 for 2048); vocab_size padded to 64 ([PADi] again)
     "nomic": ("nomic-f32", ("auto",)),
+    # ModernBERT (ModernBertModel): layers.N.* (no "model."), ModernBertConfig's names (global
+    # and local rope bases, the window and its pattern), no attn_norm in layer 0; GPT-NeoX's
+    # BPE with ModernBERT's [CLS] ... [SEP]
+    "modernbert": ("modernbert-f32", ("auto",)),
 }
 EMBED_REPOS = hfutil.Repos(WORK, make_embed)
 

@@ -27,7 +27,8 @@ $demo || pkgs+=(
       # python3-protobuf: its XLM-RoBERTa vocabulary reads sentencepiece_model_pb2)
       python3-torch python3-sentencepiece python3-yaml python3-tqdm python3-regex
       python3-protobuf git
-      # libmtmd, built from the reference clone's tools/mtmd (tests/llama/mtmd_embed.py)
+      # libmtmd, built from the reference clone's tools/mtmd (tests/llama/mtmd_embed.py) by
+      # clang (below) or, without it, by g++
       g++
       # a single-node Ceph (memstore) with its S3 gateway: the s3:// tests (tests/s3)
       radosgw ceph-mon ceph-osd)
@@ -37,8 +38,9 @@ for p in "${pkgs[@]}"; do
 done
 # the independent GGUF reader used by the write tests comes from npm
 $demo || command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
-# clang and its libFuzzer/sanitizer runtimes, for scripts/fuzz.sh only: the build is gcc's,
-# and without clang the fuzz harnesses are skipped (so a non-root setup does not need them)
+# clang and its libFuzzer/sanitizer runtimes, for scripts/fuzz.sh (and libmtmd's build, which
+# clang compiles in half gcc's CPU): the build is gcc's, and without clang the fuzz harnesses
+# are skipped (so a non-root setup does not need them)
 $demo || for p in clang libclang-rt-14-dev; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
 		if [ "$(id -u)" = 0 ]; then

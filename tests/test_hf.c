@@ -16,6 +16,7 @@
 #include "tensorfs.h"
 #include "hf_plan.h"
 #include "hf_sleef.h"
+#include "hf_qwen35_x.h"
 
 /* ==== writing a tiny model ==== */
 
@@ -900,6 +901,51 @@ Test(hf, gemma4_softplus_as_torch)
 	for (size_t i = 0; i < N; i++)
 		cr_expect_eq(f[i], cases[i][1], "softplus(0x%08x) at %zu: 0x%08x, torch 0x%08x",
 			     cases[i][0], i, f[i], cases[i][1]);
+}
+
+/* Its inverse (the reverse view's A_log): each value above's -exp back to an x whose -exp is
+ * it bit for bit; a BF16 x back as it was (the one of fewest significant bits of those that
+ * give its value); values no x gives (positive, a signalling NaN, between two neighbours'
+ * values where exp's steps are wider than an ulp) refused. */
+Test(hf, qwen35_neg_exp_inverse)
+{
+	static const uint32_t a[] = {
+		0xb120b86a, 0xbed66e7e, 0xc2278f34, 0xbf800000, 0xbebc5ab2, 0xff7a37fc, 0xff800000,
+		0x806cb2bc, 0x80000001, 0x80000000, 0xc1800000, 0xffc00000, 0x7fc00000,
+	};
+	for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+		float v, x;
+		memcpy(&v, &a[i], 4);
+		cr_assert(tfs_hf_neg_exp_inverse(v, &x), "0x%08x", a[i]);
+		uint32_t b;
+		memcpy(&b, &x, 4);
+		tfs_hf_neg_exp(&b, 1);
+		cr_expect_eq(b, a[i], "-exp(inverse(0x%08x)): 0x%08x", a[i], b);
+	}
+	static const uint16_t bf16[] = { 0x3f80, 0xbf31, 0x4005, 0xc0a3, 0x3e9a, 0xbc23, 0x4120 };
+	for (size_t i = 0; i < sizeof bf16 / sizeof bf16[0]; i++) {
+		uint32_t b = (uint32_t)bf16[i] << 16, back;
+		float v, x;
+		tfs_hf_neg_exp(&b, 1);
+		memcpy(&v, &b, 4);
+		cr_assert(tfs_hf_neg_exp_inverse(v, &x));
+		memcpy(&back, &x, 4);
+		cr_expect_eq(back, (uint32_t)bf16[i] << 16, "bf16 0x%04x back as 0x%08x", bf16[i],
+			     back);
+	}
+	/* exp's values at 80 and its next float are about 80 ulps apart: the ulp after the
+	 * first is no float's -exp */
+	uint32_t b = 0x42a00000;
+	tfs_hf_neg_exp(&b, 1);
+	b += 1;
+	float v, x;
+	memcpy(&v, &b, 4);
+	cr_expect(!tfs_hf_neg_exp_inverse(v, &x), "0x%08x has no preimage", b);
+	static const uint32_t none[] = { 0x3f800000, 0x00000000, 0xff800001 };
+	for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+		memcpy(&v, &none[i], 4);
+		cr_expect(!tfs_hf_neg_exp_inverse(v, &x), "0x%08x has no preimage", none[i]);
+	}
 }
 
 /* A Qwen3.5 config (write_config's sizes and the linear attention's: 2 key, 4 value heads of

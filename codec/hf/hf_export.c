@@ -154,8 +154,10 @@ void tfs_hf_export_free(tfs_hf_export *x)
 {
 	if (!x)
 		return;
-	for (size_t i = 0; i < x->n_t; i++)
+	for (size_t i = 0; i < x->n_t; i++) {
 		free(x->t[i].name);
+		free(x->t[i].vals);
+	}
 	free(x->t);
 	free(x);
 }
@@ -169,9 +171,40 @@ const tfs_hf_xtensor *tfs_hf_export_tensor(const tfs_hf_export *x, size_t i)
 
 /* ==== reading ==== */
 
-/* The GGUF row holding HF row r of a permuted tensor of `heads` heads. */
-static uint64_t gguf_row(const tfs_hf_xtensor *t, uint64_t r)
+/* The source's index of HF index k (a row, or a column of a tensor tiled by columns) of a
+ * tiled tensor; *run: how many indices from k on follow it there (within its unit). */
+static uint64_t untile(const tfs_hf_xtensor *t, uint64_t k, uint64_t *run)
 {
+	uint64_t u = t->tile_unit, span = t->tile_groups * t->tile_per * u;
+	if (k < t->tile_skip || k - t->tile_skip >= span) {
+		*run = k < t->tile_skip ? t->tile_skip - k : UINT64_MAX;
+		return k;
+	}
+	uint64_t j = (k - t->tile_skip) / u, o = (k - t->tile_skip) % u;
+	uint64_t g = j / t->tile_per, p = j % t->tile_per;
+	*run = u - o;
+	return t->tile_skip + (p * t->tile_groups + g) * u + o;
+}
+
+/* The GGUF tensor (*src) and row holding HF row r: of a permuted tensor of `heads` heads,
+ * of a tiled one, of a part of a tensor made of parts. */
+static uint64_t gguf_row(const tfs_hf_xtensor *t, uint64_t r, size_t *src)
+{
+	uint64_t run;
+	*src = t->src;
+	if (t->n_part) {
+		uint64_t group = 0;
+		for (unsigned k = 0; k < t->n_part; k++)
+			group += t->part_len[k];
+		uint64_t g = r / group, j = r % group;
+		unsigned k = 0;
+		while (j >= t->part_len[k])
+			j -= t->part_len[k++];
+		*src = t->part_src[k];
+		return t->part_base[k] + g * t->part_len[k] + j;
+	}
+	if (t->tile_unit && !t->tile_cols)
+		return untile(t, r, &run);
 	if (t->xform != TFS_HF_XF_PERMUTE_Q && t->xform != TFS_HF_XF_PERMUTE_K)
 		return r;
 	uint64_t d = t->rows / t->heads, half = d / 2, h = r / d, k = r % d;
@@ -307,11 +340,19 @@ int64_t tfs_hf_export_read(const tfs_hf_export *x, size_t i, uint64_t off, uint6
 		if (n > CHUNK)
 			n = CHUNK;
 		int rc = 0;
-		if (t->from_kv)   /* (add_kv checked the array holds these) */
+		size_t src;
+		uint64_t row = gguf_row(t, r, &src), run, col = c;
+		if (t->tile_unit && t->tile_cols) {   /* (a run within one unit) */
+			col = untile(t, c, &run);
+			n = n > run ? run : n;
+		}
+		if (t->vals)
+			memcpy(v, t->vals + e, 4 * n);
+		else if (t->from_kv)   /* (add_kv checked the array holds these) */
 			memcpy(v, tfs_model_kv(x->m, t->kv)->data + 12 + 4 * (t->base + e), 4 * n);
 		else
-			rc = tfs_tensor_read_f32(x->m, t->src,
-						 t->base + gguf_row(t, r) * t->cols + c, n, v, err);
+			rc = tfs_tensor_read_f32(x->m, src, t->base + row * t->cols + col, n, v,
+						 err);
 		if (rc)
 			return rc;
 		emit(x, t, v, e, n, off, len, buf);

@@ -53,6 +53,23 @@ typedef struct {
 	 * (transposed), the next seg_n src2's [g][seg_n][cols] (DeepSeek's kv_b_proj: per head
 	 * attn_k_b transposed, then attn_v_b) */
 	uint32_t seg_t, seg_n;
+	/* parts (n_part > 0: tfs_hf_export_add_parts): the rows are groups of part_len[0] +
+	 * ... + part_len[n_part - 1] rows, part k of group g being rows part_base[k] + g x
+	 * part_len[k] onwards of GGUF tensor part_src[k], each of cols columns (Qwen3-Next's
+	 * in_proj_qkvz: per key head its q, k and v rows of attn_qkv, then its z of attn_gate;
+	 * Qwen3.5-MoE's gate_up_proj: per expert its gate rows, then its up rows) */
+	uint8_t n_part;
+	size_t part_src[4];
+	uint64_t part_len[4], part_base[4];
+	/* tiled (tile_unit > 0): from row (tile_cols: column) tile_skip on, tile_groups x
+	 * tile_per units of tile_unit rows (columns), unit g x tile_per + p of the export being
+	 * unit p x tile_groups + g of the source (Qwen3.5's value heads: the GGUF's tiled order
+	 * back to grouped by key head) */
+	bool tile_cols;
+	uint64_t tile_skip, tile_groups, tile_per, tile_unit;
+	/* vals (owned, rows x cols floats): its values, computed when the export was made
+	 * (Qwen3.5's A_log, whose -exp the GGUF holds) */
+	float *vals;
 } tfs_hf_xtensor;
 
 /* The export of GGUF model m (borrowed: it must outlive the export) at dtype (TFS_DT_F32,
@@ -122,6 +139,19 @@ int tfs_hf_export_add_groups(tfs_hf_export *x, const char *name, size_t src_t, s
 char *tfs_hf_export_mapped_name(const tfs_hf_export *x, size_t i, const tfs_hf_name **e);
 int tfs_hf_export_add_as(tfs_hf_export *x, size_t i, char *name, const tfs_hf_name *e,
 			 tfs_error *err);
+/* For a row's xtensor hook: tensor name, the model's tensor src as it is (its shape), xform
+ * undone on read: the entry added, for the hook to give it another shape of the same
+ * element count or a reorder (tiled, vals), or NULL (err set: TFS_E_UNSUPPORTED when src
+ * has no float form). */
+tfs_hf_xtensor *tfs_hf_export_add_src(tfs_hf_export *x, const char *name, size_t src,
+				      uint8_t xform, tfs_error *err);
+/* For a row's xtensor hook: tensor name of n_dims dims ne (the export's order) made of
+ * n_part (1 to 4) parts as tfs_hf_xtensor's part_* say, in groups of the parts' rows: the
+ * sources of one row width with a float form, each holding the rows its part reads.
+ * TFS_E_UNSUPPORTED when they do not fit. */
+int tfs_hf_export_add_parts(tfs_hf_export *x, const char *name, uint32_t n_dims,
+			    const int64_t *ne, unsigned n_part, const size_t *src,
+			    const uint64_t *len, const uint64_t *base, tfs_error *err);
 /* hf_export_card.c: README.md. */
 int tfs_hf_export_make_readme(tfs_buf *b, const tfs_hf_export *x, tfs_error *err);
 /* Lists the small files (hf_export_json.c). */

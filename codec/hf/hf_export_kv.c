@@ -413,3 +413,71 @@ int tfs_hf_export_add_as(tfs_hf_export *x, size_t i, char *name, const tfs_hf_na
 	return 0;
 }
 
+tfs_hf_xtensor *tfs_hf_export_add_src(tfs_hf_export *x, const char *name, size_t src,
+				      uint8_t xform, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(x->m, src);
+	const char *why = NULL;
+	if (!tfs_tensor_has_f32(x->m, src, &why) || t->n_dims == 0 || t->n_dims > 4) {
+		tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: %s", t->name,
+			      why ? why : "no float form of its shape");
+		return NULL;
+	}
+	tfs_hf_xtensor *o = tfs_hf_export_push(x);
+	char *nm = o ? strdup(name) : NULL;
+	if (!nm) {
+		tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	*o = (tfs_hf_xtensor){ .name = nm, .src = src, .n_dims = t->n_dims, .xform = xform };
+	memcpy(o->ne, t->ne, sizeof o->ne);
+	o->cols = t->n_dims >= 2 ? (uint64_t)t->ne[0] : 1;
+	o->rows = 1;
+	for (uint32_t d = 0; d < t->n_dims; d++)
+		o->rows *= (uint64_t)t->ne[d];
+	o->rows /= o->cols;
+	x->n_t++;
+	return o;
+}
+
+int tfs_hf_export_add_parts(tfs_hf_export *x, const char *name, uint32_t n_dims,
+			    const int64_t *ne, unsigned n_part, const size_t *src,
+			    const uint64_t *len, const uint64_t *base, tfs_error *err)
+{
+	uint64_t cols = n_dims >= 2 ? (uint64_t)ne[0] : 1, rows = 1, group = 0;
+	for (uint32_t d = 0; d < n_dims && d < TFS_MAX_DIMS; d++)
+		rows *= (uint64_t)ne[d];
+	rows /= cols ? cols : 1;
+	for (unsigned k = 0; k < n_part && k < 4; k++)
+		group += len[k];
+	uint64_t groups = group ? rows / group : 0;
+	bool fit = n_part >= 1 && n_part <= 4 && n_dims >= 1 && n_dims <= TFS_MAX_DIMS && cols &&
+		   groups && groups * group == rows;
+	for (unsigned k = 0; fit && k < n_part; k++) {
+		const tfs_tensor *t = tfs_model_tensor(x->m, src[k]);
+		uint64_t n = 1;
+		for (uint32_t d = 0; d < t->n_dims; d++)
+			n *= (uint64_t)t->ne[d];
+		fit = tfs_tensor_has_f32(x->m, src[k], NULL) && t->n_dims >= 2 &&
+		      (uint64_t)t->ne[0] == cols && base[k] + groups * len[k] <= n / cols;
+	}
+	if (!fit)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: %s has no float form or "
+				     "not the rows it is made of", name,
+				     tfs_model_tensor(x->m, src[0])->name);
+	tfs_hf_xtensor *o = tfs_hf_export_push(x);
+	char *nm = o ? strdup(name) : NULL;
+	if (!nm)
+		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	*o = (tfs_hf_xtensor){ .name = nm, .src = src[0], .n_dims = n_dims, .cols = cols,
+			       .rows = rows, .n_part = (uint8_t)n_part };
+	for (uint32_t d = 0; d < TFS_MAX_DIMS; d++)
+		o->ne[d] = d < n_dims ? ne[d] : 1;
+	for (unsigned k = 0; k < n_part; k++) {
+		o->part_src[k] = src[k];
+		o->part_len[k] = len[k];
+		o->part_base[k] = base[k];
+	}
+	x->n_t++;
+	return 0;
+}

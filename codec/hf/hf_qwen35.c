@@ -23,10 +23,12 @@
  * Qwen3.5's model_type (qwen3_5_text) is unknown to transformers 4.57, whose AutoConfig the
  * converter tries first: config.json is read as written (no defaults).
  * Qwen3NextModel's hooks (prepare, rename, fix with or without 3's reorder, keys but 5's
- * sections) are exported for Qwen3-Next's row (hf_qwen3next.h, hf_qwen3next.c).
+ * sections) are exported for Qwen3-Next's row (hf_qwen3next.h, hf_qwen3next.c).  The
+ * rows' reverse (hf_export.h): hf_qwen35_x.c.
  */
 #include "hf_plan_impl.h"
 #include "hf_moe.h"
+#include "hf_qwen35_x.h"
 #include "hf_qwen3next.h"
 
 #include <math.h>
@@ -534,10 +536,12 @@ const tfs_hf_arch tfs_hf_arch_qwen35 = {
 	TFS_HF_CLASSES("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"),
 	.gguf = "qwen35", TFS_HF_NAMES(globals, blocks), .flags = TFS_HF_ARCH_BASE_PARAMS,
 	.params = q35_keys, .vocab = TFS_HF_VOCAB_GPT2, .hooks = &hooks,
+	.xtensor = tfs_hf_qwen35_xtensor, .xconfig = tfs_hf_qnext_xconfig,
 };
 
 const tfs_hf_arch tfs_hf_arch_qwen35moe = {
 	TFS_HF_CLASSES("Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration"),
 	.gguf = "qwen35moe", TFS_HF_NAMES(globals, moe_blocks), .flags = TFS_HF_ARCH_BASE_PARAMS,
 	.params = q35_keys, .vocab = TFS_HF_VOCAB_GPT2, .moe = &experts, .hooks = &hooks,
+	.xtensor = tfs_hf_qwen35_xtensor, .xconfig = tfs_hf_qnext_xconfig,
 };

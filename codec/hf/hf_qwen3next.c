@@ -14,6 +14,7 @@
  */
 #include "hf_moe.h"
 #include "hf_qwen3next.h"
+#include "hf_qwen35_x.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -178,4 +179,5 @@ const tfs_hf_arch tfs_hf_arch_qwen3next = {
 	.configs = (const tfs_hf_config_class[]){ { "qwen3_next", defaults, NULL, post_init, false },
 						  { NULL, NULL, NULL, NULL, false } },
 	.vocab = TFS_HF_VOCAB_GPT2, .moe = &experts, .hooks = &hooks,
+	.xtensor = tfs_hf_qwen3next_xtensor, .xconfig = tfs_hf_qnext_xconfig,
 };

@@ -16,6 +16,7 @@ extern const tfs_hf_mmproj_class tfs_hf_mmproj_qwen3vl;                 /* hf_mm
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_qwen35;                  /* hf_mmproj_qwen3vl.c */
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_pixtral;                 /* hf_mmproj_pixtral.c */
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_llama4;                   /* hf_mmproj_llama4.c */
+extern const tfs_hf_mmproj_class tfs_hf_mmproj_smolvlm;                 /* hf_mmproj_smolvlm.c */
 
 const tfs_hf_mmproj_class *const tfs_hf_mmprojs[] = {
 	&tfs_hf_mmproj_gemma3,
@@ -25,6 +26,7 @@ const tfs_hf_mmproj_class *const tfs_hf_mmprojs[] = {
 	&tfs_hf_mmproj_qwen35,
 	&tfs_hf_mmproj_pixtral,
 	&tfs_hf_mmproj_llama4,
+	&tfs_hf_mmproj_smolvlm,
 	NULL,
 };
 

@@ -23,6 +23,7 @@ extern const tfs_hf_arch tfs_hf_arch_gptoss;                              /* hf_
 extern const tfs_hf_arch tfs_hf_arch_qwen35, tfs_hf_arch_qwen35moe;      /* hf_qwen35.c */
 extern const tfs_hf_arch tfs_hf_arch_bert, tfs_hf_arch_xlmr;             /* hf_bert.c */
 extern const tfs_hf_arch tfs_hf_arch_mistral3;                            /* hf_mistral3.c */
+extern const tfs_hf_arch tfs_hf_arch_vllama3;                             /* hf_smolvlm.c */
 extern const tfs_hf_arch tfs_hf_arch_minimax_m2;                          /* hf_minimax.c */
 extern const tfs_hf_arch tfs_hf_arch_glm4moe_lite;                        /* hf_deepseek.c */
 extern const tfs_hf_arch tfs_hf_arch_llama4;                              /* hf_llama4.c */
@@ -83,6 +84,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_qwen2vl,
 	&tfs_hf_arch_qwen3vl,
 	&tfs_hf_arch_qwen3vlmoe,
+	&tfs_hf_arch_vllama3,
 	NULL,
 };
 

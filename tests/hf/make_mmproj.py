@@ -76,6 +76,18 @@ LLAMA4_PREPROCESSOR = {
     "return_tensors": None, "size": {"height": 336, "width": 336}}
 LLAMA4 = "Llama4ForConditionalGeneration"
 
+# HuggingFaceTB/SmolVLM2-256M-Video-Instruct's preprocessor_config.json and
+# processor_config.json (the converter reads size.longest_edge, the mean and the std)
+SMOLVLM2_PREPROCESSOR = {
+    "do_convert_rgb": True, "do_image_splitting": True, "do_normalize": True, "do_pad": True,
+    "do_rescale": True, "do_resize": True, "image_mean": [0.5, 0.5, 0.5],
+    "image_processor_type": "SmolVLMImageProcessor", "image_std": [0.5, 0.5, 0.5],
+    "max_image_size": {"longest_edge": 512}, "processor_class": "SmolVLMProcessor",
+    "resample": 1, "rescale_factor": 0.00392156862745098, "size": {"longest_edge": 2048},
+    "video_sampling": {"fps": 1, "max_frames": 64, "video_size": {"longest_edge": 512}}}
+SMOLVLM2_PROCESSOR = {"image_seq_len": 64, "processor_class": "SmolVLMProcessor"}
+SMOLVLM = "SmolVLMForConditionalGeneration"
+
 # Gemma 4's processor_config.json in transformers 5's form (no preprocessor_config.json: the
 # image processor nested, Gemma4ImageProcessor's values: pixels in [0, 1], mean 0, std 1)
 GEMMA4_PROCESSOR = {
@@ -264,6 +276,29 @@ VARIANTS = {
                                            rope_theta=10000, vision_feature_layer=-1,
                                            vision_feature_select_strategy="default",
                                            vision_output_dim=48)),
+    # SmolVLM2 (HuggingFaceTB/SmolVLM2-256M-Video-Instruct style): F32 as published, the text
+    # model a Llama (VLlama3ForCausalLM in text_config, model.text_model.* names, untied,
+    # make_model.py's small SentencePiece vocabulary) of 1 layer; the tower's vision_config
+    # keys as published (no intermediate_size nor layer count there: 3072 and 12 by the
+    # class's defaults, here given tiny), 1 block, a feed-forward width that is not whole
+    # Q8_0 blocks (F16), a connector after a pixel shuffle of scale_factor 4 as published;
+    # the preprocessor's sizes scaled as the tower's (published: 2048 = 4 x 512, whose
+    # resize of a test image to 2048 pixels took libmtmd seconds): 1 token per 16x16 slice
+    "smolvlm2-vision-f32": dict(arch=SMOLVLM, dtype="F32", shards=1, tied=False, layers=1,
+                                head_dim=16, rope_theta=100000, scale_factor=4,
+                                pre={"max_image_size": {"longest_edge": 16},
+                                     "size": {"longest_edge": 64},
+                                     "video_sampling": {"fps": 1, "max_frames": 64,
+                                                        "video_size": {"longest_edge": 16}}},
+                                proc={"image_seq_len": 1},
+                                vision=dict(hidden_size=32, image_size=16,
+                                            intermediate_size=48,
+                                            max_image_size={"longest_edge": 16},
+                                            model_type="smolvlm_vision",
+                                            num_attention_heads=2, num_hidden_layers=1,
+                                            patch_size=4, size={"longest_edge": 16},
+                                            tie_word_embeddings=False,
+                                            use_base_siglip=False)),
     # Qwen3.5 (Qwen/Qwen3.5-9B style): make_model.py's qwen35-mm-bf16 text model (hybrid
     # layers under model.language_model., text_config, the MTP layer at the top, Qwen2's real
     # tokenizer) with its whole tower: Qwen3-VL's without deepstack mergers (is_deepstack_layers
@@ -512,6 +547,34 @@ def pixtral_shapes(s):
     return t
 
 
+def smolvlm_shapes(s):
+    """SmolVLMForConditionalGeneration's vision model and connector, as published
+    (model.vision_model.*, model.connector.*)."""
+    v = s["vision"]
+    h, ff, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    e = "model.vision_model."
+    t = {e + "embeddings.patch_embedding.weight": (h, 3, p, p),
+         e + "embeddings.patch_embedding.bias": (h,),
+         e + "embeddings.position_embedding.weight": ((v["image_size"] // p) ** 2, h)}
+    for i in range(v["num_hidden_layers"]):
+        b = e + "encoder.layers.%d." % i
+        for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            t[b + "self_attn.%s.weight" % n] = (h, h)
+            t[b + "self_attn.%s.bias" % n] = (h,)
+        for n in ("layer_norm1", "layer_norm2"):
+            t[b + n + ".weight"] = (h,)
+            t[b + n + ".bias"] = (h,)
+        t[b + "mlp.fc1.weight"] = (ff, h)
+        t[b + "mlp.fc1.bias"] = (ff,)
+        t[b + "mlp.fc2.weight"] = (h, ff)
+        t[b + "mlp.fc2.bias"] = (h,)
+    t[e + "post_layernorm.weight"] = (h,)
+    t[e + "post_layernorm.bias"] = (h,)
+    t["model.connector.modality_projection.proj.weight"] = (s["hidden"],
+                                                            h * s["scale_factor"] ** 2)
+    return t
+
+
 def llama4_vision_shapes(s, text_hidden):
     """Llama4ForConditionalGeneration's vision model and projector, as published
     (vision_model.*, multi_modal_projector.*)."""
@@ -572,6 +635,11 @@ def tensor_shapes(s):
                 t[p + "experts.gate_up_proj"] = (e, h, 2 * ff)
                 t[p + "experts.down_proj"] = (e, ff, h)
         t.update(qwen3vl_shapes(s))
+        return t
+    if s["arch"] == SMOLVLM:   # the text model under model.text_model.*
+        t = {("model.text_model." + k[6:] if k.startswith("model.") else k): x
+             for k, x in t.items()}
+        t.update(smolvlm_shapes(s))
         return t
     for k in [k for k in t if "language_model." not in k and k != "lm_head.weight"]:
         del t[k]   # make_model.py's few stand-ins of the towers
@@ -636,6 +704,21 @@ def write_config(d, s):
         _dump(d, "config.json", top)
         _dump(d, "preprocessor_config.json", QWEN3VL_PREPROCESSOR)
         return
+    if s["arch"] == SMOLVLM:   # as HuggingFaceTB/SmolVLM2-256M-Video-Instruct's config.json
+        top = {k: c.pop(k) for k in ("architectures", "torch_dtype", "transformers_version")}
+        c.pop("tie_word_embeddings")
+        c.update(architectures=["VLlama3ForCausalLM"], model_type="llama",
+                 initializer_range=0.041666666666666664, is_llama_config=True,
+                 pad_token_id=2, pixel_shuffle_factor=s["scale_factor"],
+                 rope_interleaved=False, torch_dtype="bfloat16", use_resampler=False)
+        top.update(image_token_id=s["vocab"] - 1, model_type="smolvlm",
+                   scale_factor=s["scale_factor"], text_config=c,
+                   tie_word_embeddings=s["tied"], use_cache=True,
+                   vision_config=dict(s["vision"]), vocab_size=s["vocab"])
+        _dump(d, "config.json", top)
+        _dump(d, "preprocessor_config.json", dict(SMOLVLM2_PREPROCESSOR, **s.get("pre", {})))
+        _dump(d, "processor_config.json", dict(SMOLVLM2_PROCESSOR, **s.get("proc", {})))
+        return
     if s["arch"] == MISTRAL3:   # make_model.py's config.json with the variant's tower
         c["vision_config"] = dict(s["vision"])
         _dump(d, "config.json", c)
@@ -655,6 +738,7 @@ def write_config(d, s):
 make_model.MODEL_TYPES[QWEN25VL] = "qwen2_5_vl"
 make_model.MODEL_TYPES[QWEN3VL] = "qwen3_vl"
 make_model.MODEL_TYPES[QWEN3VLMOE] = "qwen3_vl_moe"
+make_model.MODEL_TYPES[SMOLVLM] = "smolvlm"
 def write_tokenizer(d, s, spm_model):
     _text_tokenizer(d, s, spm_model)
     if s["arch"] != MISTRAL3 or "vision" not in s:

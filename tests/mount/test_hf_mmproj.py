@@ -4,7 +4,8 @@ real reference (issue 37).
 
 - mmproj.gguf of a mount of tests/hf/make_mmproj.py's repos (Gemma 3 with its SigLIP tower,
   BF16, F16 in two shards, F32; Gemma 4's vision tower, F16 in two shards, and with its audio
-  tower, BF16) is `cmp`-equal to
+  tower, BF16; and the others of its list: Qwen2.5-VL, Qwen3-VL, Mistral 3, Llama 4,
+  Qwen3.5, SmolVLM2) is `cmp`-equal to
   what llama.cpp's convert_hf_to_gguf.py --mmproj writes (tests/hf/reference.py), at auto,
   and at every outtype for each source dtype's first repo (compare_mmproj.py compares every
   repo x outtype without a mount); model.gguf beside it is the converter's text model; both read whole and at random offsets; index.json ("mmproj") and
@@ -17,9 +18,9 @@ real reference (issue 37).
   converter's softplus fails on Half); a text model shows no mmproj.gguf and says nothing.
 - llama.cpp decodes the Qwen2.5-VL repo's model.gguf through the mount as the converter's;
   its libmtmd (built from the reference's tools/mtmd: tests/llama/mtmd_embed.py) encodes an
-  image through the mount's mmproj.gguf of Gemma 3, Qwen2.5-VL, Qwen3-VL and Gemma 4, and a
-  sound through Gemma 4's, into the embeddings it gets from the converter's file, bit for
-  bit.
+  image through the mount's mmproj.gguf of Gemma 3, Qwen2.5-VL, Qwen3-VL, Gemma 4 and
+  SmolVLM2, and a sound through Gemma 4's, into the embeddings it gets from the converter's
+  file, bit for bit.
 - Memory: the daemon's peak RSS while it reads the projector of a repo of about 100 MiB of
   F32 weights, at q8_0 (computed) and f32 (spliced), stays within 32 MiB (measured: 5-7 MiB).
 
@@ -203,7 +204,8 @@ class Mtmd(TestCase):
     small-vocabulary twins (libllama loads a 151936-token vocabulary in a second); Gemma 4
     E2B's vision and audio towers at auto, the image in 1-16 tokens (as llama-mtmd-cli's
     --image-min-tokens/--image-max-tokens: the default 70 or more would index past the tiny
-    tower's 16 positions) and a sound too (0.5 s of seeded 16 kHz samples: 13 tokens).  Not
+    tower's 16 positions) and a sound too (0.5 s of seeded 16 kHz samples: 13 tokens);
+    SmolVLM2's F32 repo at auto (idefics3: 4x4 patches pixel-shuffled into 1 token).  Not
     under the sanitizers: llama.cpp's code, unsanitized, on files whose bytes the normal run
     compares.  (Not gemma4-vision-f16's tower: 12 heads of 4 over a width of 32, and
     clip.cpp, without a head_dim key, takes a head as width / heads: a reshape aborts; nor
@@ -212,7 +214,8 @@ class Mtmd(TestCase):
     CASES = (("gemma3-vision-bf16", "q8_0", ()), ("gemma3-vision-f16", "auto", ()),
              ("qwen25vl-spm-bf16", "auto", ()), ("qwen3vl-spm-bf16", "auto", ()),
              ("gemma4-audio-bf16", "auto",
-              ("--min-tokens", "1", "--max-tokens", "16", "--audio", "8000")))
+              ("--min-tokens", "1", "--max-tokens", "16", "--audio", "8000")),
+             ("smolvlm2-vision-f32", "auto", ()))
 
     def setUp(self):
         if SANITIZED:

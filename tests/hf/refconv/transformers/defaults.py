@@ -640,12 +640,37 @@ def _qwen3_vl_moe_configs(c):
                                      model_type="qwen3_vl_moe_text"))
 
 
+# SmolVLMConfig and Idefics3Config (SmolVLM, SmolVLM2, Idefics3): text_config a CONFIG_MAPPING
+# class by its model_type (llama when it has none), vision_config a SmolVLMVisionConfig
+# (Idefics3VisionConfig: the same defaults)
+_SMOLVLM = dict(use_cache=True, image_token_id=128257, tie_word_embeddings=False,
+                scale_factor=2, pad_token_id=128002)
+
+_SMOLVLM_VISION = dict(hidden_size=1152, intermediate_size=3072, num_hidden_layers=12,
+                       num_attention_heads=16, num_channels=3, image_size=224, patch_size=32,
+                       hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6,
+                       attention_dropout=0.0, initializer_range=0.02)
+
+
+def _smolvlm_configs(vision_type):
+    def f(c):
+        _vision_config(c, _SMOLVLM_VISION, vision_type)
+        tc = dict(c.get("text_config") or {"rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+                                            "pad_token_id": c["pad_token_id"]})
+        tc.setdefault("model_type", "llama")
+        if tc["model_type"] not in CLASSES:
+            raise KeyError(tc["model_type"])
+        c["text_config"] = complete(tc)
+    return f
+
+
 # what a flat config.json of these classes holds of its text_config's class (compare.py's
 # omit_defaults leaves those keys out too), and the defaults of their vision_config
 FLAT_TEXT = {"qwen2_5_vl": "qwen2_5_vl_text"}
 VISION = {"qwen2_5_vl": _QWEN2_5_VL_VISION, "gemma4": _GEMMA4_VISION,
           "qwen3_vl": _QWEN3_VL_VISION, "qwen3_vl_moe": _QWEN3_VL_VISION,
-          "mistral3": _PIXTRAL_VISION, "llama4": _LLAMA4_VISION}
+          "mistral3": _PIXTRAL_VISION, "llama4": _LLAMA4_VISION,
+          "smolvlm": _SMOLVLM_VISION, "idefics3": _SMOLVLM_VISION}
 
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {
@@ -691,6 +716,8 @@ CLASSES = {
     "qwen3_vl": (_QWEN3_VL, (_qwen3_vl_configs,)),
     "qwen3_vl_moe_text": (_QWEN3_VL_MOE_TEXT, (_kv_heads, _vl_moe_text, _rope_type)),
     "qwen3_vl_moe": (_QWEN3_VL, (_qwen3_vl_moe_configs,)),
+    "smolvlm": (_SMOLVLM, (_smolvlm_configs("smolvlm_vision"),)),
+    "idefics3": (_SMOLVLM, (_smolvlm_configs("idefics3_vision"),)),
 
 }
 

@@ -17,6 +17,7 @@ extern const tfs_hf_mmproj_class tfs_hf_mmproj_qwen35;                  /* hf_mm
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_pixtral;                 /* hf_mmproj_pixtral.c */
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_llama4;                   /* hf_mmproj_llama4.c */
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_smolvlm;                 /* hf_mmproj_smolvlm.c */
+extern const tfs_hf_mmproj_class tfs_hf_mmproj_lfm2vl;                   /* hf_mmproj_lfm2vl.c */
 
 const tfs_hf_mmproj_class *const tfs_hf_mmprojs[] = {
 	&tfs_hf_mmproj_gemma3,
@@ -27,6 +28,7 @@ const tfs_hf_mmproj_class *const tfs_hf_mmprojs[] = {
 	&tfs_hf_mmproj_pixtral,
 	&tfs_hf_mmproj_llama4,
 	&tfs_hf_mmproj_smolvlm,
+	&tfs_hf_mmproj_lfm2vl,
 	NULL,
 };
 

@@ -83,9 +83,11 @@ def main():
     # (--quick: VARIANT+omit at auto only, its projector too: the keys it leaves out are read
     # by the same code at every outtype, in the view as in the converter; VARIANT's own
     # files at every outtype are the outtypes' paths)
+    # (a variant whose text model the view does not show: its projector only)
     cases = [(v, t, k) for v in variants for t in outtypes for k, _ in KINDS
              if not (a.quick and v.endswith(compare.OMIT) and t != "auto") and
-             (k == "mmproj" or not a.quick or make_mmproj.text_in_quick(v, t))]
+             (k == "mmproj" or (not make_mmproj.has_no_text(v.split(compare.OMIT)[0]) and
+                                (not a.quick or make_mmproj.text_in_quick(v, t))))]
     refs = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
         for v, t, k in cases:

@@ -88,6 +88,17 @@ SMOLVLM2_PREPROCESSOR = {
 SMOLVLM2_PROCESSOR = {"image_seq_len": 64, "processor_class": "SmolVLMProcessor"}
 SMOLVLM = "SmolVLMForConditionalGeneration"
 
+# LiquidAI/LFM2-VL-450M's preprocessor_config.json (the converter reads the mean and the std)
+LFM2VL_PREPROCESSOR = {
+    "do_image_splitting": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
+    "downsample_factor": 2, "encoder_patch_size": 16, "image_mean": [0.5, 0.5, 0.5],
+    "image_processor_type": "Lfm2VlImageProcessorFast", "image_std": [0.5, 0.5, 0.5],
+    "max_image_tokens": 256, "max_num_patches": 1024, "max_pixels_tolerance": 2.0,
+    "max_tiles": 10, "min_image_tokens": 64, "min_tiles": 2,
+    "processor_class": "Lfm2VlProcessor", "resample": 2,
+    "rescale_factor": 0.00392156862745098, "tile_size": 512, "use_thumbnail": True}
+LFM2VL = "Lfm2VlForConditionalGeneration"
+
 # Gemma 4's processor_config.json in transformers 5's form (no preprocessor_config.json: the
 # image processor nested, Gemma4ImageProcessor's values: pixels in [0, 1], mean 0, std 1)
 GEMMA4_PROCESSOR = {
@@ -299,6 +310,23 @@ VARIANTS = {
                                             patch_size=4, size={"longest_edge": 16},
                                             tie_word_embeddings=False,
                                             use_base_siglip=False)),
+    # LFM2-VL (LiquidAI/LFM2-VL-450M style): BF16 as published, its config.json's keys
+    # (text_config an LFM2, whose text model the view does not show: no_text, a few stand-in
+    # tensors under model.language_model.), a 3-block SigLIP2 NaFlex tower (fewer leave
+    # linear_2 unmapped: TensorNameMap's {bid} is below the block count) with its linear
+    # patch embedding of 16 x 16 x 3 inputs (the converter's fixed view), 16 position
+    # embeddings, a feed-forward width that is not whole Q8_0 blocks (F16), the projector's
+    # LayerNorm and linear_1/linear_2 with biases after a downsample factor of 2
+    "lfm2vl-vision-bf16": dict(arch=LFM2VL, dtype="BF16", shards=1, tied=True, layers=1,
+                               no_text=True, projector_hidden=64,
+                               vision=dict(attention_dropout=0.0,
+                                           hidden_act="gelu_pytorch_tanh", hidden_size=32,
+                                           intermediate_size=48, layer_norm_eps=1e-06,
+                                           model_type="siglip2_vision_model",
+                                           num_attention_heads=2, num_channels=3,
+                                           num_hidden_layers=3, num_patches=16,
+                                           patch_size=16, torch_dtype="bfloat16",
+                                           vision_use_head=False)),
     # Qwen3.5 (Qwen/Qwen3.5-9B style): make_model.py's qwen35-mm-bf16 text model (hybrid
     # layers under model.language_model., text_config, the MTP layer at the top, Qwen2's real
     # tokenizer) with its whole tower: Qwen3-VL's without deepstack mergers (is_deepstack_layers
@@ -575,6 +603,41 @@ def smolvlm_shapes(s):
     return t
 
 
+def lfm2vl_shapes(s):
+    """Lfm2VlForConditionalGeneration's tower and projector, as published
+    (model.vision_tower.*, model.multi_modal_projector.*), and a few text stand-ins."""
+    v = s["vision"]
+    h, ff, p, d = v["hidden_size"], v["intermediate_size"], v["patch_size"], 2
+    t = {"model.language_model.embed_tokens.weight": (s["vocab"], s["hidden"]),
+         "model.language_model.embedding_norm.weight": (s["hidden"],)}
+    e = "model.vision_tower.vision_model."
+    t[e + "embeddings.patch_embedding.weight"] = (h, 3 * p * p)
+    t[e + "embeddings.patch_embedding.bias"] = (h,)
+    t[e + "embeddings.position_embedding.weight"] = (v["num_patches"], h)
+    for i in range(v["num_hidden_layers"]):
+        b = e + "encoder.layers.%d." % i
+        for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            t[b + "self_attn.%s.weight" % n] = (h, h)
+            t[b + "self_attn.%s.bias" % n] = (h,)
+        for n in ("layer_norm1", "layer_norm2"):
+            t[b + n + ".weight"] = (h,)
+            t[b + n + ".bias"] = (h,)
+        t[b + "mlp.fc1.weight"] = (ff, h)
+        t[b + "mlp.fc1.bias"] = (ff,)
+        t[b + "mlp.fc2.weight"] = (h, ff)
+        t[b + "mlp.fc2.bias"] = (h,)
+    t[e + "post_layernorm.weight"] = (h,)
+    t[e + "post_layernorm.bias"] = (h,)
+    m, hp = "model.multi_modal_projector.", s["projector_hidden"]
+    t[m + "layer_norm.weight"] = (h * d * d,)
+    t[m + "layer_norm.bias"] = (h * d * d,)
+    t[m + "linear_1.weight"] = (hp, h * d * d)
+    t[m + "linear_1.bias"] = (hp,)
+    t[m + "linear_2.weight"] = (s["hidden"], hp)
+    t[m + "linear_2.bias"] = (s["hidden"],)
+    return t
+
+
 def llama4_vision_shapes(s, text_hidden):
     """Llama4ForConditionalGeneration's vision model and projector, as published
     (vision_model.*, multi_modal_projector.*)."""
@@ -636,6 +699,8 @@ def tensor_shapes(s):
                 t[p + "experts.down_proj"] = (e, ff, h)
         t.update(qwen3vl_shapes(s))
         return t
+    if s["arch"] == LFM2VL:   # an LFM2 text model the view does not show: stand-ins
+        return lfm2vl_shapes(s)
     if s["arch"] == SMOLVLM:   # the text model under model.text_model.*
         t = {("model.text_model." + k[6:] if k.startswith("model.") else k): x
              for k, x in t.items()}
@@ -704,6 +769,31 @@ def write_config(d, s):
         _dump(d, "config.json", top)
         _dump(d, "preprocessor_config.json", QWEN3VL_PREPROCESSOR)
         return
+    if s["arch"] == LFM2VL:   # as LiquidAI/LFM2-VL-450M's config.json
+        n = s["layers"]
+        text = dict(architectures=["Lfm2ForCausalLM"], block_auto_adjust_ff_dim=True,
+                    block_dim=s["hidden"], block_ff_dim=s["ff"], block_ffn_dim_multiplier=1.0,
+                    block_multiple_of=256, block_norm_eps=1e-05, bos_token_id=1,
+                    conv_L_cache=3, conv_bias=False, conv_dim=s["hidden"], eos_token_id=7,
+                    hidden_size=s["hidden"], initializer_range=0.02,
+                    intermediate_size=s["ff"], layer_types=["full_attention"] * n,
+                    max_position_embeddings=128000, model_type="lfm2", norm_eps=1e-05,
+                    num_attention_heads=s["heads"], num_heads=s["heads"],
+                    num_hidden_layers=n, num_key_value_heads=s["kv_heads"],
+                    rope_theta=1000000.0, torch_dtype="bfloat16", use_cache=True,
+                    use_pos_enc=True, vocab_size=s["vocab"])
+        top = dict(architectures=[LFM2VL], do_image_splitting=True, downsample_factor=2,
+                   encoder_patch_size=16, image_token_index=396, max_image_tokens=256,
+                   max_num_patches=1024, max_pixels_tolerance=2.0, max_tiles=10,
+                   min_image_tokens=64, min_tiles=2, model_type="lfm2-vl", projector_bias=True,
+                   projector_hidden_act="gelu", projector_hidden_size=s["projector_hidden"],
+                   text_config=text, tile_size=512, torch_dtype="bfloat16",
+                   transformers_version="4.55.0.dev0", use_image_special_tokens=True,
+                   use_thumbnail=True, vision_config=dict(s["vision"]),
+                   vision_feature_layer=-1)
+        _dump(d, "config.json", top)
+        _dump(d, "preprocessor_config.json", LFM2VL_PREPROCESSOR)
+        return
     if s["arch"] == SMOLVLM:   # as HuggingFaceTB/SmolVLM2-256M-Video-Instruct's config.json
         top = {k: c.pop(k) for k in ("architectures", "torch_dtype", "transformers_version")}
         c.pop("tie_word_embeddings")
@@ -739,6 +829,7 @@ make_model.MODEL_TYPES[QWEN25VL] = "qwen2_5_vl"
 make_model.MODEL_TYPES[QWEN3VL] = "qwen3_vl"
 make_model.MODEL_TYPES[QWEN3VLMOE] = "qwen3_vl_moe"
 make_model.MODEL_TYPES[SMOLVLM] = "smolvlm"
+make_model.MODEL_TYPES[LFM2VL] = "lfm2-vl"
 def write_tokenizer(d, s, spm_model):
     _text_tokenizer(d, s, spm_model)
     if s["arch"] != MISTRAL3 or "vision" not in s:
@@ -768,6 +859,12 @@ def is_lean(v):
     return bool(make_model.spec(v).get("lean"))
 
 
+def has_no_text(v):
+    """A variant whose text model the view does not show (spec key no_text: LFM2-VL's, an
+    LFM2 text model): only its projector is compared."""
+    return bool(make_model.spec(v).get("no_text"))
+
+
 def has_small_twin(v):
     """Whether another variant of v's class has a small vocabulary (the -spm ones), or v's
     text model is a make_moe.py row's (spec key moe: Llama 4's), which hf_moe and
@@ -792,7 +889,7 @@ def text_in_quick(v, t):
     import compare
     omit = v.endswith(compare.OMIT)
     base = v[:-len(compare.OMIT)] if omit else v
-    if is_lean(base):
+    if is_lean(base) or has_no_text(base):
         return False
     if compare.in_quick(make_model, v, "f32"):
         return True   # a small vocabulary: every outtype

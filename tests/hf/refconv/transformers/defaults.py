@@ -664,13 +664,36 @@ def _smolvlm_configs(vision_type):
     return f
 
 
+# Lfm2VlConfig (LFM2-VL): vision_config a Siglip2VisionConfig (its model_type given, as
+# published); text_config an Lfm2Config, not mirrored (the projector reads its hidden_size
+# only, which config.json has)
+_LFM2_VL = dict(image_token_id=396, projector_hidden_act="gelu", projector_hidden_size=2560,
+                projector_bias=True, downsample_factor=2, vision_feature_layer=-1,
+                min_image_tokens=64, max_image_tokens=256, encoder_patch_size=16,
+                use_image_special_tokens=True, do_image_splitting=True, min_tiles=2,
+                max_tiles=10, tile_size=512, max_pixels_tolerance=2.0, use_thumbnail=True)
+
+_SIGLIP2_VISION = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                       num_attention_heads=12, num_channels=3, num_patches=256, patch_size=16,
+                       hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6,
+                       attention_dropout=0.0)
+
+
+def _lfm2_vl_configs(c):
+    vc = c.get("vision_config")
+    if not isinstance(vc, dict) or vc.get("model_type") != "siglip2_vision_model":
+        raise KeyError("lfm2-vl's vision_config: only siglip2_vision_model is mirrored")
+    _vision_config(c, _SIGLIP2_VISION, "siglip2_vision_model")
+
+
 # what a flat config.json of these classes holds of its text_config's class (compare.py's
 # omit_defaults leaves those keys out too), and the defaults of their vision_config
 FLAT_TEXT = {"qwen2_5_vl": "qwen2_5_vl_text"}
 VISION = {"qwen2_5_vl": _QWEN2_5_VL_VISION, "gemma4": _GEMMA4_VISION,
           "qwen3_vl": _QWEN3_VL_VISION, "qwen3_vl_moe": _QWEN3_VL_VISION,
           "mistral3": _PIXTRAL_VISION, "llama4": _LLAMA4_VISION,
-          "smolvlm": _SMOLVLM_VISION, "idefics3": _SMOLVLM_VISION}
+          "smolvlm": _SMOLVLM_VISION, "idefics3": _SMOLVLM_VISION,
+          "lfm2-vl": _SIGLIP2_VISION}
 
 # model_type -> (defaults, derivations in the order the class's __init__ makes them)
 CLASSES = {
@@ -718,6 +741,7 @@ CLASSES = {
     "qwen3_vl_moe": (_QWEN3_VL, (_qwen3_vl_moe_configs,)),
     "smolvlm": (_SMOLVLM, (_smolvlm_configs("smolvlm_vision"),)),
     "idefics3": (_SMOLVLM, (_smolvlm_configs("idefics3_vision"),)),
+    "lfm2-vl": (_LFM2_VL, (_lfm2_vl_configs,)),
 
 }
 

@@ -31,11 +31,26 @@ static bool smolvlm_rename(char *name, size_t cap, const hparams *h)
 
 static const struct tfs_hf_hooks hooks = { .rename = smolvlm_rename };
 
+/* LlamaConfig's num_attention_heads (32) in a llama text_config without one, which the
+ * llama config class here leaves to config.json (SmolVLM2's config.json may lack it, and
+ * the converter's LlamaConfig then has 32: its VLlama3 fix of that is the same 32) */
+static int text_heads(json_t *obj, const char *where, tfs_error *err)
+{
+	json_t *tc = json_object_get(obj, "text_config");
+	const char *mt = json_string_value(json_object_get(tc, "model_type"));
+	if (!json_is_object(tc) || (mt && strcmp(mt, "llama")) ||
+	    json_object_get(tc, "num_attention_heads"))
+		return 0;
+	if (json_object_set_new(tc, "num_attention_heads", json_integer(32)))
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", where);
+	return 0;
+}
+
 /* SmolVLMConfig and Idefics3Config (their own keys: none the text model reads) */
 static const tfs_hf_default no_defaults[] = { { NULL, 0, 0 } };
 static const tfs_hf_config_class configs[] = {
-	{ "smolvlm", no_defaults, "llama", NULL, true },
-	{ "idefics3", no_defaults, "llama", NULL, true },
+	{ "smolvlm", no_defaults, "llama", text_heads, true },
+	{ "idefics3", no_defaults, "llama", text_heads, true },
 	{ NULL, NULL, NULL, NULL, false },
 };
 

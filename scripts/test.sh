@@ -53,8 +53,9 @@ fi
 #            the sanitizer tests' time: in one chain they ran on for minutes after the
 #            others, one core idle, and most of their wall time is waiting, which a fourth
 #            chain fills)
-#   then, each in whichever chain is free first: NORMAL2's modules of chain 1 (its last ones,
-#   which otherwise ran alone at the end), the clang build and its unit tests, and fuzzing
+#   then, each in whichever chain is free first: NORMAL2's and NORMAL3's modules of chain 1
+#   (its last ones, which otherwise ran alone at the end), fuzzing, and the clang build's unit
+#   tests
 #   (which chain ends first changes with the machine and the selection: a fixed order left
 #   one chain minutes behind the other); the clang and fuzz builds begin at the
 #   start, at the lowest CPU priority, in the CPU time the chains leave idle
@@ -76,12 +77,15 @@ $quick || mkdir -p "$reports" "$reports2"
 # named: about half of the sanitizer run's time (tests/README.md: "How long")
 ASAN2=(mount_hf_moe mount_hf mount_hf_export mount_quantize mount_imatrix quant_llama
 	mount_hf_mmproj)
-# The normal build's modules that run as a job of their own when no test is named (job_normal2),
-# started in whichever chain is free first: the last of the normal chain's, which ran on alone
-# for minutes after the sanitizer chain had ended (a fresh-clone run, 1405 s: the normal chain
-# 1356 s, the sanitizer's 839; the cores 62% and then 25% busy in its last minutes)
-NORMAL2=(mount_cli mount_stress mount_crash mount_hostile mount_remote mount_s3 mount_quantize
-	mount_quantize_cache mount_shrink)
+# The normal build's modules that run as two jobs of their own when no test is named
+# (job_normal2, job_normal3), each started in whichever chain is free first: the last of the
+# normal chain's, which ran on alone for minutes after the sanitizer chain had ended (a
+# fresh-clone run, 1405 s: the normal chain 1356 s, the sanitizer's 839; the cores 62% and
+# then 25% busy in its last minutes).  As one job (217 s) it ended the run alone 63 s after
+# the others (910 s in all); halved, by the modules' wall time (mount_remote mostly waits on
+# its timeouts), the halves start in the first two chains to end.
+NORMAL2=(mount_remote mount_crash mount_s3 mount_cli mount_shrink)
+NORMAL3=(mount_stress mount_hostile mount_quantize mount_quantize_cache)
 # At -O1 (with debug information, for the reports' stacks): the build took 258 s of CPU at
 # meson's -O2 and 172 s so, and the sanitizer tests ran as fast (mount_quantize 34 -> 39 s,
 # mount_hf_export 95 -> 81 s of CPU: noise of a loaded machine either way).  Its debug
@@ -113,7 +117,7 @@ build_clang() {
 
 # the summary counts what these runs write, never a log left by an earlier run
 rm -f build/meson-logs/testlog.json build/meson-logs/testlog-ref.json \
-	build/meson-logs/testlog-normal2.json \
+	build/meson-logs/testlog-normal2.json build/meson-logs/testlog-normal3.json \
 	build-asan/meson-logs/testlog.json build-asan/meson-logs/testlog-asan2.json \
 	build*/meson-logs/testlog*-cpu-of.sh.json
 fuzz_log=$(mktemp)
@@ -154,18 +158,24 @@ job_normal() {
 			--suite quick "$@"
 	elif [ $# -gt 0 ]; then
 		TFS_CPU_TAG=normal meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 "$@"
-	else   # all of the selection but NORMAL2's modules
+	else   # all of the selection but NORMAL2's and NORMAL3's modules
 		local sel
-		mapfile -t sel < <(all_but build "${NORMAL2[@]}" -- --no-suite hf --no-suite quant)
+		mapfile -t sel < <(all_but build "${NORMAL2[@]}" "${NORMAL3[@]}" -- --no-suite hf \
+			--no-suite quant)
 		TFS_CPU_TAG=normal meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 \
 			--no-rebuild "${sel[@]}"
 	fi
 }
-# NORMAL2's modules (its own log: --logbase)
+# NORMAL2's and NORMAL3's modules (each its own log: --logbase)
 job_normal2() {
 	[ "$everything" = all ] || return 0
 	TFS_CPU_TAG=normal2 meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 \
 		--no-rebuild --logbase testlog-normal2 "${NORMAL2[@]}"
+}
+job_normal3() {
+	[ "$everything" = all ] || return 0
+	TFS_CPU_TAG=normal3 meson test -C build "${wrap[@]}" --print-errorlogs --num-processes 1 \
+		--no-rebuild --logbase testlog-normal3 "${NORMAL3[@]}"
 }
 # the normal build's comparisons with the reference tools (suites hf and quant: llama.cpp's
 # converter and llama_model_quantize, in Python), in a chain of their own beside the mount
@@ -282,13 +292,15 @@ if [ "$everything" = all ] && command -v clang >/dev/null 2>&1; then
 	)
 	exec 9>&- 8>&-
 fi
-# each waiting job starts when a chain is free (wait -n: the first job to end)
-for next in normal2 clang fuzz; do
+# each waiting job starts when a chain is free (wait -n: the first job to end); fuzzing (five
+# seconds a harness, 40 s) and the clang build's tests (40 s) after NORMAL3 (about 100 s), so
+# that the longer ones start first
+for next in normal2 normal3 fuzz clang; do
 	wait -n
 	start $next
 done
 wait
-for name in normal normal2 ref asan asan2 clang fuzz; do
+for name in normal normal2 normal3 ref asan asan2 clang fuzz; do
 	[ "$(cat "$jobdir/$name.rc" 2>/dev/null)" = 0 ] || rc=1
 done
 # (meson names a wrapped run's log after its wrapper, whatever --logbase says)
@@ -301,6 +313,7 @@ fi
 [ -f build/meson-logs/testlog.json ] || rc=1
 [ "$everything" = all ] && { [ -f build/meson-logs/testlog-ref.json ] || rc=1; }
 [ "$everything" = all ] && { [ -f build/meson-logs/testlog-normal2.json ] || rc=1; }
+[ "$everything" = all ] && { [ -f build/meson-logs/testlog-normal3.json ] || rc=1; }
 $quick || [ -f build-asan/meson-logs/testlog.json ] || rc=1
 [ "$everything" = all ] && { [ -f build-asan/meson-logs/testlog-asan2.json ] || rc=1; }
 echo "==== the normal build"
@@ -308,6 +321,8 @@ cat "$jobdir/normal.log"
 if [ "$everything" = all ]; then
 	echo "==== the normal build: ${NORMAL2[*]}"
 	cat "$jobdir/normal2.log"
+	echo "==== the normal build: ${NORMAL3[*]}"
+	cat "$jobdir/normal3.log"
 	echo "==== the normal build: the comparisons with the reference tools (suites hf, quant)"
 	cat "$jobdir/ref.log"
 fi
@@ -341,10 +356,10 @@ done
 /usr/bin/python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json "$fuzz_log" \
 	"$reports" build-clang/meson-logs/testlog.json "$everything" "$quick" "$jobdir" \
 	build/meson-logs/testlog-ref.json build-asan/meson-logs/testlog-asan2.json "$reports2" \
-	build/meson-logs/testlog-normal2.json <<'PY'
+	build/meson-logs/testlog-normal2.json build/meson-logs/testlog-normal3.json <<'PY'
 import json, os, re, sys
 (normal_log, asan_log, fuzz_log, reports, clang_log, everything, quick, jobdir, ref_log,
- asan2_log, reports2, normal2_log) = sys.argv[1:13]
+ asan2_log, reports2, normal2_log, normal3_log) = sys.argv[1:14]
 
 
 def count_meson(log):
@@ -382,8 +397,8 @@ def line(n):
 
 rows = []
 n = count_meson(normal_log) if os.path.exists(normal_log) else [0, 1, 0]
-if everything == "all":   # (its reference comparisons and NORMAL2 ran in jobs of their own)
-    for log in (ref_log, normal2_log):
+if everything == "all":   # (its reference comparisons, NORMAL2 and NORMAL3: jobs of their own)
+    for log in (ref_log, normal2_log, normal3_log):
         r = count_meson(log) if os.path.exists(log) else [0, 1, 0]
         n = [a + b for a, b in zip(n, r)]
 rows.append(("the normal build (gcc)", n, "" if os.path.exists(normal_log) else " (no test ran)"))

@@ -205,11 +205,12 @@ VARIANTS = {
     # dtype; an F16 per_dim_scale fails the converter: torch 1.13 has no softplus for Half)
     # with the audio tower (GEMMA4_AUDIO: subsampling convolutions F32, clipped linears'
     # bounds, per_dim_scale as its softplus, the depthwise convolution reshaped, a feed-forward
-    # width that is not whole Q8_0 blocks) and model.embed_audio.  lean: the text model is
-    # gemma4-vision-f16's class path, compared there
+    # width that is not whole Q8_0 blocks) and model.embed_audio.  Its text model compared
+    # too (a small vocabulary): the converter's TextModel leaves out the audio tower's
+    # tensors and embed_audio
     "gemma4-audio-bf16": dict(arch=GEMMA4, dtype="BF16", shards=1, tied=True, head_dim=16,
                               global_head=32, global_kv=1, k_eq_v=True, sliding_window=32,
-                              gemma4_tok="v5", lean=True,
+                              gemma4_tok="v5",
                               vision=dict(attention_bias=False, attention_dropout=0.0,
                                           default_output_length=280, head_dim=4,
                                           hidden_activation="gelu_pytorch_tanh",

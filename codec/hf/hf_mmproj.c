@@ -119,19 +119,27 @@ static int tower_configs(mm_ctx *c, tfs_error *err)
 static int text_width(mm_ctx *c, tfs_error *err)
 {
 	hparams h = { .where = c->where };
-	const json_t *root = c->file;
-	json_t *tc = json_object_get(c->file, "text_config");
+	/* load_hparams' rename: InternVL's llm_config is its text_config */
+	json_t *file = json_copy(c->file);
+	json_t *llm = json_object_get(c->file, "llm_config");
+	if (!file || (llm && json_object_set(file, "text_config", llm))) {
+		json_decref(file);
+		return tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", c->where);
+	}
+	const json_t *root = file;
+	json_t *tc = json_object_get(file, "text_config");
 	const char *tcls = json_string_value(json_array_get(json_object_get(tc, "architectures"),
 							    0));
 	h.arch = tfs_hf_arch_find(tcls ? tcls : c->cls);
-	if (h.arch && (h.file = json_incref(c->file)) && tfs_hf_read_hparams(&h, err) == 0)
+	if (h.arch && (h.file = json_incref(file)) && tfs_hf_read_hparams(&h, err) == 0)
 		root = h.root;
 	static const char *const keys[] = { "hidden_size", "n_embd", NULL };
 	json_t *v = tfs_hf_find(root, keys, NULL);
-	if (root == c->file && json_is_object(tc) && tfs_hf_find(tc, keys, NULL))
+	if (root == file && json_is_object(tc) && tfs_hf_find(tc, keys, NULL))
 		v = tfs_hf_find(tc, keys, NULL);
 	c->n_embd_text = json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
 	tfs_hf_hparams_free(&h);
+	json_decref(file);
 	if (c->n_embd_text <= 0)   /* the converter's assert */
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: no text hidden_size (the projector's "
 				     "width into the text model)", c->where);

@@ -8,8 +8,8 @@
  * The projector classes are one table of their own (tfs_hf_mmprojs[], hf_mmproj_registry.c),
  * one row each in a file of its own (hf_mmproj_gemma3.c, hf_mmproj_gemma4.c,
  * hf_mmproj_qwen25vl.c, hf_mmproj_qwen3vl.c, hf_mmproj_pixtral.c, hf_mmproj_llama4.c,
- * hf_mmproj_smolvlm.c, hf_mmproj_lfm2vl.c): the converter's MmprojModel subclass of the HF
- * class.
+ * hf_mmproj_smolvlm.c, hf_mmproj_lfm2vl.c, hf_mmproj_internvl.c): the converter's
+ * MmprojModel subclass of the HF class.
  */
 #ifndef TFS_HF_MMPROJ_H
 #define TFS_HF_MMPROJ_H

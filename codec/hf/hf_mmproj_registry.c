@@ -18,6 +18,7 @@ extern const tfs_hf_mmproj_class tfs_hf_mmproj_pixtral;                 /* hf_mm
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_llama4;                   /* hf_mmproj_llama4.c */
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_smolvlm;                 /* hf_mmproj_smolvlm.c */
 extern const tfs_hf_mmproj_class tfs_hf_mmproj_lfm2vl;                   /* hf_mmproj_lfm2vl.c */
+extern const tfs_hf_mmproj_class tfs_hf_mmproj_internvl;               /* hf_mmproj_internvl.c */
 
 const tfs_hf_mmproj_class *const tfs_hf_mmprojs[] = {
 	&tfs_hf_mmproj_gemma3,
@@ -29,6 +30,7 @@ const tfs_hf_mmproj_class *const tfs_hf_mmprojs[] = {
 	&tfs_hf_mmproj_llama4,
 	&tfs_hf_mmproj_smolvlm,
 	&tfs_hf_mmproj_lfm2vl,
+	&tfs_hf_mmproj_internvl,
 	NULL,
 };
 

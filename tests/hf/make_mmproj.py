@@ -99,6 +99,13 @@ LFM2VL_PREPROCESSOR = {
     "rescale_factor": 0.00392156862745098, "tile_size": 512, "use_thumbnail": True}
 LFM2VL = "Lfm2VlForConditionalGeneration"
 
+# OpenGVLab/InternVL3-1B's preprocessor_config.json (the mean and std the converter reads)
+INTERNVL_PREPROCESSOR = {
+    "crop_size": 448, "do_center_crop": True, "do_normalize": True, "do_resize": True,
+    "feature_extractor_type": "CLIPFeatureExtractor", "image_mean": [0.485, 0.456, 0.406],
+    "image_std": [0.229, 0.224, 0.225], "resample": 3, "size": 448}
+INTERNVL = "InternVLChatModel"
+
 # Gemma 4's processor_config.json in transformers 5's form (no preprocessor_config.json: the
 # image processor nested, Gemma4ImageProcessor's values: pixels in [0, 1], mean 0, std 1)
 GEMMA4_PROCESSOR = {
@@ -328,6 +335,27 @@ VARIANTS = {
                                            num_hidden_layers=3, num_patches=16,
                                            patch_size=16, torch_dtype="bfloat16",
                                            vision_use_head=False)),
+    # InternVL 3 (OpenGVLab/InternVL3-1B style): BF16 as published, its config.json's keys
+    # (remote code: the converter reads it as written; llm_config a Qwen2, the converter's
+    # text_config, whose text model the view does not show: no_text, stand-ins under
+    # language_model.), vision_config's architectures InternVisionModel (the converter's
+    # class), a 4-block InternViT (fewer leave mlp1.3 unmapped: TensorNameMap's {bid} is below
+    # the block count) with the class embedding, 17 position embeddings, fused qkv with
+    # biases, layer scales ls1/ls2, a feed-forward width that is not whole Q8_0 blocks (F16),
+    # the mlp1 projector after a downsample ratio of 0.5, min/max_dynamic_patch
+    "internvl-vision-bf16": dict(arch=INTERNVL, dtype="BF16", shards=1, tied=False, layers=1,
+                                 no_text=True,
+                                 vision=dict(architectures=["InternVisionModel"],
+                                             attention_dropout=0.0, drop_path_rate=0.0,
+                                             dropout=0.0, hidden_act="gelu", hidden_size=32,
+                                             image_size=56, initializer_factor=1.0,
+                                             initializer_range=0.02, intermediate_size=48,
+                                             layer_norm_eps=1e-06, model_type="intern_vit_6b",
+                                             norm_type="layer_norm", num_attention_heads=2,
+                                             num_channels=3, num_hidden_layers=4,
+                                             patch_size=14, qk_normalization=False,
+                                             qkv_bias=True, torch_dtype="bfloat16",
+                                             use_flash_attn=True)),
     # Qwen3.5 (Qwen/Qwen3.5-9B style): make_model.py's qwen35-mm-bf16 text model (hybrid
     # layers under model.language_model., text_config, the MTP layer at the top, Qwen2's real
     # tokenizer) with its whole tower: Qwen3-VL's without deepstack mergers (is_deepstack_layers
@@ -639,6 +667,45 @@ def lfm2vl_shapes(s):
     return t
 
 
+def internvl_shapes(s):
+    """InternVLChatModel's tower and projector, as published (vision_model.*, mlp1.*), and a
+    few text stand-ins under language_model."""
+    v = s["vision"]
+    h, ff, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    n_pos = (v["image_size"] // p) ** 2 + 1
+    t = {"language_model.model.embed_tokens.weight": (s["vocab"], s["hidden"]),
+         "language_model.model.norm.weight": (s["hidden"],),
+         "language_model.lm_head.weight": (s["vocab"], s["hidden"])}
+    e = "vision_model."
+    t[e + "embeddings.class_embedding"] = (1, 1, h)
+    t[e + "embeddings.patch_embedding.weight"] = (h, 3, p, p)
+    t[e + "embeddings.patch_embedding.bias"] = (h,)
+    t[e + "embeddings.position_embedding"] = (1, n_pos, h)
+    for i in range(v["num_hidden_layers"]):
+        b = e + "encoder.layers.%d." % i
+        t[b + "ls1"] = (h,)
+        t[b + "ls2"] = (h,)
+        t[b + "attn.qkv.weight"] = (3 * h, h)
+        t[b + "attn.qkv.bias"] = (3 * h,)
+        t[b + "attn.proj.weight"] = (h, h)
+        t[b + "attn.proj.bias"] = (h,)
+        t[b + "mlp.fc1.weight"] = (ff, h)
+        t[b + "mlp.fc1.bias"] = (ff,)
+        t[b + "mlp.fc2.weight"] = (h, ff)
+        t[b + "mlp.fc2.bias"] = (h,)
+        for n in ("norm1", "norm2"):
+            t[b + n + ".weight"] = (h,)
+            t[b + n + ".bias"] = (h,)
+    d, th = 4, s["hidden"]   # (1 / downsample_ratio)^2 tokens merged into one
+    t["mlp1.0.weight"] = (h * d,)
+    t["mlp1.0.bias"] = (h * d,)
+    t["mlp1.1.weight"] = (th, h * d)
+    t["mlp1.1.bias"] = (th,)
+    t["mlp1.3.weight"] = (th, th)
+    t["mlp1.3.bias"] = (th,)
+    return t
+
+
 def llama4_vision_shapes(s, text_hidden):
     """Llama4ForConditionalGeneration's vision model and projector, as published
     (vision_model.*, multi_modal_projector.*)."""
@@ -702,6 +769,8 @@ def tensor_shapes(s):
         return t
     if s["arch"] == LFM2VL:   # an LFM2 text model the view does not show: stand-ins
         return lfm2vl_shapes(s)
+    if s["arch"] == INTERNVL:   # a Qwen2 text model the view does not show: stand-ins
+        return internvl_shapes(s)
     if s["arch"] == SMOLVLM:   # the text model under model.text_model.*
         t = {("model.text_model." + k[6:] if k.startswith("model.") else k): x
              for k, x in t.items()}
@@ -795,6 +864,34 @@ def write_config(d, s):
         _dump(d, "config.json", top)
         _dump(d, "preprocessor_config.json", LFM2VL_PREPROCESSOR)
         return
+    if s["arch"] == INTERNVL:   # as OpenGVLab/InternVL3-1B's config.json
+        n = s["layers"]
+        llm = dict(architectures=["Qwen2ForCausalLM"], attention_dropout=0.0,
+                   bos_token_id=151643, eos_token_id=151645, hidden_act="silu",
+                   hidden_size=s["hidden"], initializer_range=0.02,
+                   intermediate_size=s["ff"], max_position_embeddings=32768,
+                   max_window_layers=n, model_type="qwen2",
+                   num_attention_heads=s["heads"], num_hidden_layers=n,
+                   num_key_value_heads=s["kv_heads"], rms_norm_eps=1e-06,
+                   rope_scaling={"factor": 2.0, "rope_type": "dynamic", "type": "dynamic"},
+                   rope_theta=1000000.0, sliding_window=None, torch_dtype="bfloat16",
+                   use_bfloat16=True, use_cache=False, use_sliding_window=False,
+                   vocab_size=s["vocab"])
+        top = {"_commit_hash": None, "architectures": [INTERNVL],
+               "auto_map": {"AutoConfig": "configuration_internvl_chat.InternVLChatConfig",
+                            "AutoModel": "modeling_internvl_chat.InternVLChatModel",
+                            "AutoModelForCausalLM": "modeling_internvl_chat.InternVLChatModel"},
+               "downsample_ratio": 0.5, "dynamic_image_size": True,
+               "force_image_size": s["vision"]["image_size"], "image_fold": None,
+               "llm_config": llm, "max_dynamic_patch": 12, "min_dynamic_patch": 1,
+               "model_type": "internvl_chat", "ps_version": "v2", "select_layer": -1,
+               "template": "internvl2_5", "tie_word_embeddings": False,
+               "torch_dtype": "bfloat16", "transformers_version": None,
+               "use_backbone_lora": 0, "use_llm_lora": 0, "use_thumbnail": True,
+               "vision_config": dict(s["vision"])}
+        _dump(d, "config.json", top)
+        _dump(d, "preprocessor_config.json", INTERNVL_PREPROCESSOR)
+        return
     if s["arch"] == SMOLVLM:   # as HuggingFaceTB/SmolVLM2-256M-Video-Instruct's config.json
         top = {k: c.pop(k) for k in ("architectures", "torch_dtype", "transformers_version")}
         c.pop("tie_word_embeddings")
@@ -831,6 +928,7 @@ make_model.MODEL_TYPES[QWEN3VL] = "qwen3_vl"
 make_model.MODEL_TYPES[QWEN3VLMOE] = "qwen3_vl_moe"
 make_model.MODEL_TYPES[SMOLVLM] = "smolvlm"
 make_model.MODEL_TYPES[LFM2VL] = "lfm2-vl"
+make_model.MODEL_TYPES[INTERNVL] = "internvl_chat"
 def write_tokenizer(d, s, spm_model):
     _text_tokenizer(d, s, spm_model)
     if s["arch"] != MISTRAL3 or "vision" not in s:
@@ -862,7 +960,8 @@ def is_lean(v):
 
 def has_no_text(v):
     """A variant whose text model the view does not show (spec key no_text: LFM2-VL's, an
-    LFM2 text model): only its projector is compared."""
+    LFM2 text model; InternVL's, a Qwen2 under llm_config): only its projector is
+    compared."""
     return bool(make_model.spec(v).get("no_text"))
 
 

@@ -5,12 +5,12 @@ real reference (issue 37).
 - mmproj.gguf of a mount of tests/hf/make_mmproj.py's repos (Gemma 3 with its SigLIP tower,
   BF16, F16 in two shards, F32; Gemma 4's vision tower, F16 in two shards, and with its audio
   tower, BF16; and the others of its list: Qwen2.5-VL, Qwen3-VL, Mistral 3, Llama 4,
-  Qwen3.5, SmolVLM2, LFM2-VL) is `cmp`-equal to
+  Qwen3.5, SmolVLM2, LFM2-VL, InternVL 3) is `cmp`-equal to
   what llama.cpp's convert_hf_to_gguf.py --mmproj writes (tests/hf/reference.py), at auto,
   and at every outtype for each source dtype's first repo (compare_mmproj.py compares every
   repo x outtype without a mount); model.gguf beside it is the converter's text model (LFM2-VL's
-  LFM2 text model is not shown: the mount says so in one line); both read whole and at random
-  offsets; index.json ("mmproj") and
+  LFM2 text model and InternVL's Qwen2 are not shown: the mount says so in one line); both
+  read whole and at random offsets; index.json ("mmproj") and
   `tensorfs info` (the summary's projector line, --mmproj) describe it; `tensorfs convert
   REPO OUT -o mmproj` writes the same file.
 - A repo whose class has no projector row but a vision_config (LlamaForCausalLM with one)
@@ -127,7 +127,7 @@ class Equal(TestCase):
                 no_text = make_mmproj.has_no_text(name)
                 with Mount(self, model(name), ["outtype=" + t], allow_stderr=no_text) as m:
                     self.assertIn("mmproj.gguf", os.listdir(m.path))
-                    if no_text:   # (LFM2-VL's LFM2: the text view's one line, its class)
+                    if no_text:   # (LFM2-VL's, InternVL's: the text view's one line)
                         said = m.mount_stderr.strip().splitlines()
                         self.assertEqual(len(said), 1, m.mount_stderr)
                         self.assertRegex(said[0], r"no model\.gguf: .*architecture "

@@ -81,19 +81,7 @@ static const struct tfs_hf_hooks hooks = { .rename = egemma_rename };
 
 /* ==== the reverse view ==== */
 
-/* Tensor i under the maps' name less "model." (the rename hook undone): 1 when taken. */
-static int egemma_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
-{
-	const tfs_hf_name *e;
-	char *name = tfs_hf_export_mapped_name(x, i, &e);
-	if (!name)
-		return 0;   /* (hf_export.c says it has no name) */
-	if (strncmp(name, "model.", 6) == 0)
-		for (size_t k = 0; (name[k] = name[k + 6]); k++)
-			;
-	int rc = tfs_hf_export_add_as(x, i, name, e, err);
-	return rc ? rc : 1;
-}
+/* (its tensors: tfs_hf_export_xtensor_unprefixed, the rename hook undone) */
 
 /* Gemma3TextConfig's model_type (the class name's would be none), the sliding layers' rope
  * base (its default is gemma3_text's: written as the GGUF has it), bidirectional attention
@@ -115,6 +103,6 @@ static int egemma_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
 const tfs_hf_arch tfs_hf_arch_gemma_embedding = {
 	TFS_HF_CLASSES("Gemma3TextModel"), .gguf = "gemma-embedding",
 	TFS_HF_NAMES(globals, blocks), .flags = TFS_HF_ARCH_BASE_PARAMS | TFS_HF_ARCH_TRIM_EMBD,
-	.params = keys, .vocab = TFS_HF_VOCAB_GEMMA3, .hooks = &hooks, .xtensor = egemma_xtensor,
+	.params = keys, .vocab = TFS_HF_VOCAB_GEMMA3, .hooks = &hooks, .xtensor = tfs_hf_export_xtensor_unprefixed,
 	.xconfig = egemma_xconfig,
 };

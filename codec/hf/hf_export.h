@@ -139,6 +139,14 @@ int tfs_hf_export_add_groups(tfs_hf_export *x, const char *name, size_t src_t, s
 char *tfs_hf_export_mapped_name(const tfs_hf_export *x, size_t i, const tfs_hf_name **e);
 int tfs_hf_export_add_as(tfs_hf_export *x, size_t i, char *name, const tfs_hf_name *e,
 			 tfs_error *err);
+/* An xtensor hook (hf_export_kv.c) for a row whose rename hook puts "model." in front of
+ * its checkpoints' names (EmbeddingGemma's, ModernBERT's): tensor i under the maps' name
+ * less "model.".  1 when taken, 0 when the maps have no name for it, or an error. */
+int tfs_hf_export_xtensor_unprefixed(tfs_hf_export *x, size_t i, tfs_error *err);
+/* For a row's xconfig hook (hf_export_kv.c): each key moved[k][0] of config c renamed
+ * moved[k][1] (the class's own names, where TextModel's common ones would lose to its
+ * defaults); absent ones left out.  0, or TFS_E_NOMEM. */
+int tfs_hf_xconfig_move_keys(json_t *c, const char *const (*moved)[2], size_t n);
 /* For a row's xtensor hook: tensor name, the model's tensor src as it is (its shape), xform
  * undone on read: the entry added, for the hook to give it another shape of the same
  * element count or a reorder (tiled, vals), or NULL (err set: TFS_E_UNSUPPORTED when src

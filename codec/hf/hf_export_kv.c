@@ -373,6 +373,29 @@ char *tfs_hf_export_mapped_name(const tfs_hf_export *x, size_t i, const tfs_hf_n
 	return hf_name(x->row, tfs_model_tensor(x->m, i)->name, e);
 }
 
+int tfs_hf_export_xtensor_unprefixed(tfs_hf_export *x, size_t i, tfs_error *err)
+{
+	const tfs_hf_name *e;
+	char *name = tfs_hf_export_mapped_name(x, i, &e);
+	if (!name)
+		return 0;   /* (hf_export.c says it has no name) */
+	if (strncmp(name, "model.", 6) == 0)
+		for (size_t k = 0; (name[k] = name[k + 6]); k++)
+			;
+	int rc = tfs_hf_export_add_as(x, i, name, e, err);
+	return rc ? rc : 1;
+}
+
+int tfs_hf_xconfig_move_keys(json_t *c, const char *const (*moved)[2], size_t n)
+{
+	for (size_t k = 0; k < n; k++) {
+		json_t *v = json_object_get(c, moved[k][0]);
+		if (v && (json_object_set(c, moved[k][1], v) || json_object_del(c, moved[k][0])))
+			return TFS_E_NOMEM;
+	}
+	return 0;
+}
+
 int tfs_hf_export_add_as(tfs_hf_export *x, size_t i, char *name, const tfs_hf_name *e,
 			 tfs_error *err)
 {

@@ -101,19 +101,7 @@ static const struct tfs_hf_hooks hooks = { .rename = mb_rename, .fix = tfs_hf_be
 
 /* ==== the reverse view ==== */
 
-/* Tensor i under the maps' name less "model." (the rename hook undone): 1 when taken. */
-static int mb_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
-{
-	const tfs_hf_name *e;
-	char *name = tfs_hf_export_mapped_name(x, i, &e);
-	if (!name)
-		return 0;   /* (hf_export.c says it has no name) */
-	if (strncmp(name, "model.", 6) == 0)
-		for (size_t k = 0; (name[k] = name[k + 6]); k++)
-			;
-	int rc = tfs_hf_export_add_as(x, i, name, e, err);
-	return rc ? rc : 1;
-}
+/* (its tensors: tfs_hf_export_xtensor_unprefixed, the rename hook's "model." undone) */
 
 /* TextModel's names moved to ModernBertConfig's (whose defaults would otherwise win: its
  * global_rope_theta is read before rope_theta), TextModel's other epsilon, the sliding
@@ -130,12 +118,7 @@ static int mb_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
 	size_t len;
 	if (!c)
 		return 0;
-	int bad = 0;
-	for (size_t k = 0; !bad && k < sizeof moved / sizeof moved[0]; k++) {
-		json_t *v = json_object_get(c, moved[k][0]);
-		if (v)
-			bad = json_object_set(c, moved[k][1], v) || json_object_del(c, moved[k][0]);
-	}
+	int bad = tfs_hf_xconfig_move_keys(c, moved, sizeof moved / sizeof moved[0]);
 	if (!bad && tfs_hf_xkv_f32(x, ".attention.layer_norm_epsilon", &f))
 		bad = json_object_set_new(c, "layer_norm_eps", json_real((double)f));
 	if (!bad && tfs_hf_xkv_f32(x, ".rope.freq_base_swa", &f))
@@ -183,6 +166,6 @@ const tfs_hf_arch tfs_hf_arch_modern_bert = {
 	.configs = (const tfs_hf_config_class[]){ { "modernbert", defaults, NULL, post_init,
 						    false },
 						  { NULL, NULL, NULL, NULL, false } },
-	.vocab = TFS_HF_VOCAB_MODERN_BERT, .hooks = &hooks, .xtensor = mb_xtensor,
+	.vocab = TFS_HF_VOCAB_MODERN_BERT, .hooks = &hooks, .xtensor = tfs_hf_export_xtensor_unprefixed,
 	.xtensors = mb_xtensors, .xconfig = mb_xconfig,
 };

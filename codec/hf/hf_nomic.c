@@ -161,12 +161,7 @@ static int nomic_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
 	double ctx = 0;
 	if (!c)
 		return 0;
-	int bad = 0;
-	for (size_t k = 0; !bad && k < sizeof moved / sizeof moved[0]; k++) {
-		json_t *v = json_object_get(c, moved[k][0]);
-		if (v)
-			bad = json_object_set(c, moved[k][1], v) || json_object_del(c, moved[k][0]);
-	}
+	int bad = tfs_hf_xconfig_move_keys(c, moved, sizeof moved / sizeof moved[0]);
 	if (!bad && tfs_hf_xkv_f32(x, ".attention.layer_norm_epsilon", &eps))
 		bad = json_object_set_new(c, "layer_norm_epsilon", json_real((double)eps));
 	tfs_hf_xkv_num(x, ".context_length", &ctx);

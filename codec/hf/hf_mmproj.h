@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "hf_names.h"
 #include "hf_plan.h"
 
 /* A tensor name of a projector class: the HF name after the class's filter, without its
@@ -122,5 +123,13 @@ int tfs_hf_mm_aparam(tfs_hf_kvs *l, const tfs_hf_mm *mm, const char *key,
 		     const char *const *keys, tfs_error *err);
 int tfs_hf_mm_numbers(tfs_hf_kvs *l, const tfs_hf_mm *mm, const char *key, const json_t *v,
 		      const char *what, tfs_error *err);
+
+/* hf_mmproj_parts.c, for a row's split hook: a fused qkv weight or bias t (1-D or 2-D, its
+ * rows 3 x n) as three parts of n rows, named name with `from` replaced by to[0..2] (the
+ * converters' modify_tensors: Qwen2.5-VL's, InternVL's); *n = 3.  An error naming the
+ * tensor when its rows are not three equal parts (the converters assert it). */
+int tfs_hf_mm_split_qkv(tfs_hf_mm_part *parts, size_t *n, const char *name,
+			const tfs_tensor *t, const tfs_hf_mm *mm, const char *from,
+			const char *const to[3], tfs_error *err);
 
 #endif

@@ -56,16 +56,7 @@ static bool gemma3_filter(char *out, size_t cap, const char *name)
 		ours |= !strncmp(name, prefixes[i], strlen(prefixes[i]));
 	if (!ours)
 		return false;
-	size_t k = 0;
-	for (const char *s = name; *s && k + 1 < cap;) {
-		if (!strncmp(s, "_weight", 7) && k + 7 < cap) {
-			memcpy(out + k, ".weight", 7);
-			k += 7, s += 7;
-			continue;
-		}
-		out[k++] = *s++;
-	}
-	out[k] = 0;
+	tfs_hf_replace(out, cap, name, "_weight", ".weight");
 	return true;
 }
 

@@ -145,36 +145,21 @@ static bool gemma4_filter(char *out, size_t cap, const char *name)
 	return (size_t)snprintf(out, cap, "%s", name) < cap;
 }
 
-/* s with every `from` replaced by `to` (str.replace), into out (cap bytes) */
-static void replace_all(char *out, size_t cap, const char *s, const char *from, const char *to)
-{
-	size_t k = 0, nf = strlen(from), nt = strlen(to);
-	while (*s && k + 1 < cap) {
-		if (!strncmp(s, from, nf) && k + nt < cap) {
-			memcpy(out + k, to, nt);
-			k += nt, s += nf;
-			continue;
-		}
-		out[k++] = *s++;
-	}
-	out[k] = 0;
-}
-
 /* modify_tensors' renames (the audio tower's per_dim_scale tensors gain ".weight" too) */
 static void gemma4_rename(char *out, size_t cap, const char *name)
 {
 	char tmp[512];
 	if (is_audio(name)) {
-		replace_all(tmp, sizeof tmp, name, "model.audio_tower.", "conformer.");
-		replace_all(out, cap, tmp, ".linear.", ".");
+		tfs_hf_replace(tmp, sizeof tmp, name, "model.audio_tower.", "conformer.");
+		tfs_hf_replace(out, cap, tmp, ".linear.", ".");
 		if (ends_with(out, "per_dim_key_scale") || ends_with(out, "per_dim_scale")) {
 			size_t n = strlen(out);
 			snprintf(out + n, cap - n, ".weight");
 		}
 		return;
 	}
-	replace_all(tmp, sizeof tmp, name, "model.vision_tower.encoder.", "vision_model.model.");
-	replace_all(out, cap, tmp, ".linear.weight", ".weight");
+	tfs_hf_replace(tmp, sizeof tmp, name, "model.vision_tower.encoder.", "vision_model.model.");
+	tfs_hf_replace(out, cap, tmp, ".linear.weight", ".weight");
 	if (ends_with(out, "layer_scalar") || ends_with(out, "position_embedding_table")) {
 		size_t n = strlen(out);
 		snprintf(out + n, cap - n, ".weight");

@@ -116,48 +116,16 @@ static int internvl_prepare(tfs_hf_mm *mm, tfs_error *err)
 	return 0;
 }
 
-/* name with "attn.qkv" replaced by what (Python's str.replace) */
-static void replace_qkv(char *out, size_t cap, const char *name, const char *what)
-{
-	size_t k = 0;
-	for (const char *s = name; *s && k + 1 < cap;) {
-		if (!strncmp(s, "attn.qkv", 8)) {
-			int n = snprintf(out + k, cap - k, "%s", what);
-			k = n < 0 || (size_t)n >= cap - k ? cap - 1 : k + (size_t)n;
-			s += 8;
-			continue;
-		}
-		out[k++] = *s++;
-	}
-	out[k < cap ? k : cap - 1] = 0;
-}
-
 /* modify_tensors: qkv (weight and bias) split in three equal row ranges */
 static int internvl_split(tfs_hf_mm_part *parts, size_t *n, const char *name,
 			  const tfs_tensor *t, const tfs_hf_mm *mm, tfs_error *err)
 {
+	static const char *const qkv[] = { "self_attn.q_proj", "self_attn.k_proj",
+		"self_attn.v_proj" };
 	*n = 0;
 	if (!strstr(name, ".qkv."))
 		return 0;
-	uint32_t d = t->n_dims;
-	int64_t c3 = d ? t->ne[d - 1] : 0;
-	if (d < 1 || d > 2 || c3 % 3)
-		return tfs_error_set(err, TFS_E_FORMAT, "%s: '%s' is not 3 equal parts (the "
-				     "converter asserts it)", mm->where, name);
-	static const char *const qkv[] = { "self_attn.q_proj", "self_attn.k_proj",
-		"self_attn.v_proj" };
-	for (int k = 0; k < 3; k++) {
-		tfs_hf_mm_part *p = &parts[k];
-		memset(p, 0, sizeof *p);
-		replace_qkv(p->name, sizeof p->name, name, qkv[k]);
-		p->n_dims = d;
-		memcpy(p->ne, t->ne, sizeof p->ne);
-		p->ne[d - 1] = c3 / 3;
-		p->gather = (tfs_hf_gather){ TFS_HF_GATHER_SEGS, (uint64_t)(k * (c3 / 3)), 1,
-					     (uint64_t)c3, 0, { (uint64_t)(c3 / 3), 0, 0 } };
-	}
-	*n = 3;
-	return 0;
+	return tfs_hf_mm_split_qkv(parts, n, name, t, mm, "attn.qkv", qkv, err);
 }
 
 /* config.json's key k as a tile count when it is an integer above 0 (0: not written) */

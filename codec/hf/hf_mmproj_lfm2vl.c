@@ -56,27 +56,12 @@ static const tfs_hf_mm_name lfm2_names[] = {
 	{ "multi_modal_projector.linear_{bid}", "mm.{bid}" },
 };
 
-/* name.replace(from, to) into out (cap bytes) */
-static void replace(char *out, size_t cap, const char *name, const char *from, const char *to)
-{
-	size_t k = 0, nf = strlen(from), nt = strlen(to);
-	for (const char *s = name; *s && k + 1 < cap;) {
-		if (!strncmp(s, from, nf) && k + nt < cap) {
-			memcpy(out + k, to, nt);
-			k += nt, s += nf;
-			continue;
-		}
-		out[k++] = *s++;
-	}
-	out[k] = 0;
-}
-
 /* LFM2VLModel.filter_tensors */
 static bool lfm2_filter(char *out, size_t cap, const char *name)
 {
 	char tmp[512];
-	replace(tmp, sizeof tmp, name, "model.vision_tower.", "vision_tower.");
-	replace(out, cap, tmp, "model.multi_modal_projector.", "multi_modal_projector.");
+	tfs_hf_replace(tmp, sizeof tmp, name, "model.vision_tower.", "vision_tower.");
+	tfs_hf_replace(out, cap, tmp, "model.multi_modal_projector.", "multi_modal_projector.");
 	return true;
 }
 

@@ -95,45 +95,14 @@ static int q25_prepare(tfs_hf_mm *mm, tfs_error *err)
 	return bad ? tfs_error_set(err, TFS_E_NOMEM, "%s: out of memory", mm->where) : 0;
 }
 
-/* name with every "qkv" replaced by what (Python's str.replace) */
-static void replace_qkv(char *out, size_t cap, const char *name, const char *what)
-{
-	size_t k = 0;
-	for (const char *s = name; *s && k + 1 < cap;) {
-		if (!strncmp(s, "qkv", 3)) {
-			k += (size_t)snprintf(out + k, cap - k, "%s", what);
-			s += 3;
-			continue;
-		}
-		out[k++] = *s++;
-	}
-	out[k < cap ? k : cap - 1] = 0;
-}
-
 /* modify_tensors: qkv split in three, the Conv3D patch embedding in two */
 static int q25_split(tfs_hf_mm_part *parts, size_t *n, const char *name, const tfs_tensor *t,
 		     const tfs_hf_mm *mm, tfs_error *err)
 {
 	*n = 0;
 	if (strstr(name, ".qkv.")) {
-		uint32_t d = t->n_dims;
-		int64_t c3 = d ? t->ne[d - 1] : 0;
-		if (d < 1 || d > 2 || c3 % 3)
-			return tfs_error_set(err, TFS_E_FORMAT, "%s: '%s' is not 3 equal parts "
-					     "(the converter asserts it)", mm->where, name);
 		static const char *const qkv[] = { "q", "k", "v" };
-		for (int k = 0; k < 3; k++) {
-			tfs_hf_mm_part *p = &parts[k];
-			memset(p, 0, sizeof *p);
-			replace_qkv(p->name, sizeof p->name, name, qkv[k]);
-			p->n_dims = d;
-			memcpy(p->ne, t->ne, sizeof p->ne);
-			p->ne[d - 1] = c3 / 3;
-			p->gather = (tfs_hf_gather){ TFS_HF_GATHER_SEGS, (uint64_t)(k * (c3 / 3)), 1,
-						     (uint64_t)c3, 0, { (uint64_t)(c3 / 3), 0, 0 } };
-		}
-		*n = 3;
-		return 0;
+		return tfs_hf_mm_split_qkv(parts, n, name, t, mm, "qkv", qkv, err);
 	}
 	if (!strstr(name, "patch_embed.proj.weight"))
 		return 0;

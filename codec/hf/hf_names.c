@@ -85,3 +85,19 @@ bool tfs_hf_named_as_weight(const tfs_hf_arch *row, const char *name)
 		!ends_with(name, ".weight_scale") && !ends_with(name, ".weight_scale_2") &&
 		!ends_with(name, ".input_scale"));
 }
+
+void tfs_hf_replace(char *out, size_t cap, const char *s, const char *from, const char *to)
+{
+	size_t k = 0, nf = strlen(from), nt = strlen(to);
+	if (!cap)
+		return;
+	while (*s && k + 1 < cap) {
+		if (nf && !strncmp(s, from, nf) && k + nt < cap) {
+			memcpy(out + k, to, nt);
+			k += nt, s += nf;
+			continue;
+		}
+		out[k++] = *s++;
+	}
+	out[k] = 0;
+}

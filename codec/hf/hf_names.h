@@ -23,6 +23,10 @@ bool tfs_hf_index_of(const char *name, const char *prefix, unsigned long *n, con
 bool tfs_hf_map_name(char *gguf_out, size_t cap, const char *name, const tfs_hf_arch *row,
 		     int64_t n_layer, const tfs_hf_name **m, long *bid);
 
+/* s.replace(from, to), Python's: every from in s as to, into out (cap bytes, cut short
+ * where it does not fit).  The converters' renames of tensor names. */
+void tfs_hf_replace(char *out, size_t cap, const char *s, const char *from, const char *to);
+
 /* Whether the converter names checkpoint parameter name (no ".weight") as a weight, adding
  * ".weight" to it: a TFS_HF_ARCH_SCALAR_WEIGHT row's layer_scalar buffer and stacked experts
  * (Gemma4Model.filter_tensors).  The plan's rule, and the reverse view's (hf_export.c). */

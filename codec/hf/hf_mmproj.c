@@ -256,28 +256,62 @@ static bool match(const char *name, size_t base, const char *p, int64_t n_block,
 	return b < n_block;
 }
 
+/* gguf-py's TensorNameMap entries of MODEL_ARCH.MMPROJ for a SigLIP vision model's own
+ * names (after the class's prefix, tfs_hf_mmproj_class.siglip): Gemma 3's, SmolVLM's and
+ * LFM2-VL's towers */
+static const tfs_hf_mm_name siglip_names[] = {
+	{ "embeddings.patch_embedding", "v.patch_embd" },
+	{ "embeddings.position_embedding", "v.position_embd" },
+	{ "encoder.layers.{bid}.self_attn.q_proj", "v.blk.{bid}.attn_q" },
+	{ "encoder.layers.{bid}.self_attn.k_proj", "v.blk.{bid}.attn_k" },
+	{ "encoder.layers.{bid}.self_attn.v_proj", "v.blk.{bid}.attn_v" },
+	{ "encoder.layers.{bid}.self_attn.out_proj", "v.blk.{bid}.attn_out" },
+	{ "encoder.layers.{bid}.layer_norm1", "v.blk.{bid}.ln1" },
+	{ "encoder.layers.{bid}.layer_norm2", "v.blk.{bid}.ln2" },
+	{ "encoder.layers.{bid}.mlp.fc1", "v.blk.{bid}.ffn_up" },
+	{ "encoder.layers.{bid}.mlp.fc2", "v.blk.{bid}.ffn_down" },
+	{ "post_layernorm", "v.post_ln" },
+};
+
+/* The GGUF name (cap bytes) of name (base bytes without suffix) by the n entries of names,
+ * or false. */
+static bool map_by(char *gguf, size_t cap, const char *name, size_t base, const char *suffix,
+		   const tfs_hf_mm_name *names, size_t n_names, int64_t n_block)
+{
+	for (size_t i = 0; i < n_names; i++) {
+		long bid = -1;
+		const tfs_hf_mm_name *m = &names[i];
+		if (!match(name, base, m->hf, n_block, &bid))
+			continue;
+		const char *at = strstr(m->gguf, "{bid}");
+		int n = at ? snprintf(gguf, cap, "%.*s%ld%s%s", (int)(at - m->gguf), m->gguf, bid,
+				      at + 5, suffix)
+			   : snprintf(gguf, cap, "%s%s", m->gguf, suffix);
+		return n >= 0 && (size_t)n < cap;
+	}
+	return false;
+}
+
 /* TensorNameMap.get_name(name, try_suffixes=(".weight", ".bias", the class's)): the name
  * itself first, then without each suffix it ends with; gguf (cap bytes), or false. */
 static bool map_name(char *gguf, size_t cap, const char *name, const mm_ctx *c)
 {
 	static const char *const own[] = { "", ".weight", ".bias" };
 	const char *const *more = c->row->suffixes;
+	const char *tower = c->row->siglip;
+	size_t tn = tower ? strlen(tower) : 0;
 	for (size_t s = 0; s < 3 || (more && more[s - 3]); s++) {
 		const char *suffix = s < 3 ? own[s] : more[s - 3];
 		if (!ends_with(name, suffix))
 			continue;
 		size_t base = strlen(name) - strlen(suffix);
-		for (size_t i = 0; i < c->row->n_names; i++) {
-			long bid = -1;
-			const tfs_hf_mm_name *m = &c->row->names[i];
-			if (!match(name, base, m->hf, c->n_block, &bid))
-				continue;
-			const char *at = strstr(m->gguf, "{bid}");
-			int n = at ? snprintf(gguf, cap, "%.*s%ld%s%s", (int)(at - m->gguf), m->gguf,
-					      bid, at + 5, suffix)
-				   : snprintf(gguf, cap, "%s%s", m->gguf, suffix);
-			return n >= 0 && (size_t)n < cap;
-		}
+		if (map_by(gguf, cap, name, base, suffix, c->row->names, c->row->n_names,
+			   c->n_block))
+			return true;
+		if (tower && base > tn && !strncmp(name, tower, tn) &&
+		    map_by(gguf, cap, name + tn, base - tn, suffix, siglip_names,
+			   sizeof siglip_names / sizeof siglip_names[0], c->n_block))
+			return true;
 	}
 	return false;
 }

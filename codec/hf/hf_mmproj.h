@@ -69,6 +69,11 @@ typedef struct {
 	const tfs_hf_default *audio_defaults;
 	const tfs_hf_mm_name *names;
 	size_t n_names;
+	/* where a SigLIP vision tower's own names begin in the checkpoint's
+	 * ("vision_tower.vision_model."), or NULL: none.  Its names (patch and position
+	 * embeddings, encoder layers, post_layernorm) are one table (hf_mmproj.c's), tried
+	 * after names */
+	const char *siglip;
 	/* TensorNameMap's block count when the class fixes it (MmprojModel's 128 for a class
 	 * with both encoders), else 0: the vision config's */
 	int64_t block_count;

@@ -25,21 +25,10 @@ static const tfs_hf_default siglip_defaults[] = {
 };
 
 #define VM "vision_tower.vision_model."
-#define LAYER VM "encoder.layers.{bid}."
 
-/* gguf-py's TensorNameMap entries of MODEL_ARCH.MMPROJ for these names */
-static const tfs_hf_mm_name siglip_names[] = {
-	{ VM "embeddings.patch_embedding", "v.patch_embd" },
-	{ VM "embeddings.position_embedding", "v.position_embd" },
-	{ LAYER "self_attn.q_proj", "v.blk.{bid}.attn_q" },
-	{ LAYER "self_attn.k_proj", "v.blk.{bid}.attn_k" },
-	{ LAYER "self_attn.v_proj", "v.blk.{bid}.attn_v" },
-	{ LAYER "self_attn.out_proj", "v.blk.{bid}.attn_out" },
-	{ LAYER "layer_norm1", "v.blk.{bid}.ln1" },
-	{ LAYER "layer_norm2", "v.blk.{bid}.ln2" },
-	{ LAYER "mlp.fc1", "v.blk.{bid}.ffn_up" },
-	{ LAYER "mlp.fc2", "v.blk.{bid}.ffn_down" },
-	{ VM "post_layernorm", "v.post_ln" },
+/* gguf-py's TensorNameMap entries of MODEL_ARCH.MMPROJ for the projector's names (the
+ * tower's: .siglip) */
+static const tfs_hf_mm_name gemma3_names[] = {
 	{ "multi_modal_projector.mm_input_projection", "mm.input_projection" },
 	{ "multi_modal_projector.mm_soft_emb_norm", "mm.soft_emb_norm" },
 };
@@ -118,8 +107,9 @@ static const char *const gemma3_classes[] = { "Gemma3ForConditionalGeneration", 
 const tfs_hf_mmproj_class tfs_hf_mmproj_gemma3 = {
 	.classes = gemma3_classes,
 	.vision_defaults = siglip_defaults,
-	.names = siglip_names,
-	.n_names = sizeof siglip_names / sizeof siglip_names[0],
+	.names = gemma3_names,
+	.n_names = sizeof gemma3_names / sizeof gemma3_names[0],
+	.siglip = VM,
 	.filter = gemma3_filter,
 	.force = gemma3_force,
 	.plus_one = gemma3_plus_one,

@@ -37,21 +37,10 @@ static const tfs_hf_default vision_defaults[] = {
 };
 
 #define VM "vision_tower.vision_model."
-#define LAYER VM "encoder.layers.{bid}."
 
-/* gguf-py's TensorNameMap entries of MODEL_ARCH.MMPROJ for these names */
+/* gguf-py's TensorNameMap entries of MODEL_ARCH.MMPROJ for the projector's names (the
+ * tower's: .siglip) */
 static const tfs_hf_mm_name lfm2_names[] = {
-	{ VM "embeddings.patch_embedding", "v.patch_embd" },
-	{ VM "embeddings.position_embedding", "v.position_embd" },
-	{ LAYER "self_attn.q_proj", "v.blk.{bid}.attn_q" },
-	{ LAYER "self_attn.k_proj", "v.blk.{bid}.attn_k" },
-	{ LAYER "self_attn.v_proj", "v.blk.{bid}.attn_v" },
-	{ LAYER "self_attn.out_proj", "v.blk.{bid}.attn_out" },
-	{ LAYER "layer_norm1", "v.blk.{bid}.ln1" },
-	{ LAYER "layer_norm2", "v.blk.{bid}.ln2" },
-	{ LAYER "mlp.fc1", "v.blk.{bid}.ffn_up" },
-	{ LAYER "mlp.fc2", "v.blk.{bid}.ffn_down" },
-	{ VM "post_layernorm", "v.post_ln" },
 	{ "multi_modal_projector.layer_norm", "mm.input_norm" },
 	{ "multi_modal_projector.linear_{bid}", "mm.{bid}" },
 };
@@ -143,6 +132,7 @@ const tfs_hf_mmproj_class tfs_hf_mmproj_lfm2vl = {
 	.vision_defaults = vision_defaults,
 	.names = lfm2_names,
 	.n_names = sizeof lfm2_names / sizeof lfm2_names[0],
+	.siglip = VM,
 	.filter = lfm2_filter,
 	.prepare = lfm2_prepare,
 	.split = lfm2_split,

@@ -17,6 +17,7 @@
  */
 #include "hf_plan_impl.h"
 #include "hf_export.h"
+#include "hf_names.h"
 
 #include <stdlib.h>
 
@@ -67,13 +68,8 @@ static int keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
 static bool egemma_rename(char *name, size_t cap, const hparams *h)
 {
 	(void)h;
-	size_t n = strlen(name);
-	if (strncmp(name, "model.", 6) == 0 || n + 7 > cap)
-		return true;
-	for (size_t k = n + 1; k-- > 0;)   /* a loop: gcc -O2 with sanitizers warns on memmove */
-		name[k + 6] = name[k];
-	for (size_t k = 0; k < 6; k++)
-		name[k] = "model."[k];
+	if (strncmp(name, "model.", 6) != 0)
+		tfs_hf_prepend(name, cap, "model.");   /* (one that does not fit maps to none) */
 	return true;
 }
 

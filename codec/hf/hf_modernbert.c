@@ -23,6 +23,7 @@
  */
 #include "hf_plan_impl.h"
 #include "hf_export.h"
+#include "hf_names.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -80,20 +81,16 @@ static int keys(tfs_hf_kvs *l, const hparams *h, tfs_error *err)
  * plan's model.layers.N. */
 static bool mb_rename(char *name, size_t cap, const hparams *h)
 {
-	size_t n, k;
 	if (strncmp(name, "model.", 6) == 0) {
+		size_t k;
 		for (k = 0; name[k + 6]; k++)   /* a loop: gcc -O2 with sanitizers warns on memmove */
 			name[k] = name[k + 6];
 		name[k] = 0;
 	}
 	if (!tfs_hf_bert_rename(name, cap, h))
 		return false;
-	n = strlen(name);
-	if (strncmp(name, "layers.", 7) == 0 && n + 7 < cap) {
-		for (k = n + 1; k-- > 0;)
-			name[k + 6] = name[k];
-		memcpy(name, "model.", 6);
-	}
+	if (strncmp(name, "layers.", 7) == 0)
+		tfs_hf_prepend(name, cap, "model.");   /* (one that does not fit maps to none) */
 	return true;
 }
 

@@ -101,3 +101,14 @@ void tfs_hf_replace(char *out, size_t cap, const char *s, const char *from, cons
 	}
 	out[k] = 0;
 }
+
+bool tfs_hf_prepend(char *name, size_t cap, const char *prefix)
+{
+	size_t n = strlen(name), np = strlen(prefix);
+	if (n + np + 1 > cap)
+		return false;
+	for (size_t k = n + 1; k-- > 0;)   /* a loop: gcc -O2 with sanitizers warns on memmove */
+		name[k + np] = name[k];
+	memcpy(name, prefix, np);
+	return true;
+}

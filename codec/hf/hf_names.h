@@ -27,6 +27,10 @@ bool tfs_hf_map_name(char *gguf_out, size_t cap, const char *name, const tfs_hf_
  * where it does not fit).  The converters' renames of tensor names. */
 void tfs_hf_replace(char *out, size_t cap, const char *s, const char *from, const char *to);
 
+/* name (cap bytes) with prefix put in front of it, in place; false, name unchanged, when it
+ * does not fit.  The converters' "model." of a base model's names. */
+bool tfs_hf_prepend(char *name, size_t cap, const char *prefix);
+
 /* Whether the converter names checkpoint parameter name (no ".weight") as a weight, adding
  * ".weight" to it: a TFS_HF_ARCH_SCALAR_WEIGHT row's layer_scalar buffer and stacked experts
  * (Gemma4Model.filter_tensors).  The plan's rule, and the reverse view's (hf_export.c). */

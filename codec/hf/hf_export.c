@@ -211,37 +211,45 @@ static uint64_t gguf_row(const tfs_hf_xtensor *t, uint64_t r, size_t *src)
 	return h * d + 2 * (k % half) + k / half;
 }
 
-/* torch's float32 -> bfloat16 (c10::BFloat16's round_to_nearest_even) */
-static uint16_t torch_bf16(float f)
-{
-	return isnan(f) ? 0x7fc0 : tfs_f32_to_bf16(f);
-}
-
 #define CHUNK 4096
 
 /* Elements v[0..n) (element e of tensor t onwards) at the export's dtype, the part of them
- * inside bytes [off, off + len) copied into buf (which holds those bytes). */
+ * inside bytes [off, off + len) copied into buf (which holds those bytes).  F16 and BF16 by
+ * tfs_quantize (vector code where the CPU has it: a scalar conversion per element made
+ * reading hf/ 130 MB/s); BF16 as torch rounds (c10::BFloat16's round_to_nearest_even, a NaN
+ * as 0x7FC0). */
 static void emit(const tfs_hf_export *x, const tfs_hf_xtensor *t, const float *v, uint64_t e,
 		 uint64_t n, uint64_t off, uint64_t len, void *buf)
 {
 	uint64_t es = tfs_dtype(x->dtype)->block_bytes;
+	float f[CHUNK];
 	uint8_t o[CHUNK * 4];
 	for (uint64_t done = 0; done < n;) {
 		uint64_t m = n - done < CHUNK ? n - done : CHUNK;
-		for (uint64_t k = 0; k < m; k++) {
-			float f = t->xform == TFS_HF_XF_PLUS_ONE ? v[done + k] - 1.0f : v[done + k];
-			uint16_t h = x->dtype == TFS_DT_BF16 ? torch_bf16(f) : tfs_f32_to_f16(f);
-			if (x->dtype == TFS_DT_F32)
-				memcpy(o + 4 * k, &f, 4);
-			else
-				memcpy(o + 2 * k, &h, 2);
-		}
 		/* the part of elements [e + done, e + done + m) inside [off, off + len) */
 		uint64_t s = (e + done) * es, a = s > off ? s : off, b = s + m * es;
 		if (b > off + len)
 			b = off + len;
-		if (a < b)
-			memcpy((uint8_t *)buf + (a - off), o + (a - s), b - a);
+		if (a >= b) {
+			done += m;
+			continue;
+		}
+		const float *src = v + done;
+		if (t->xform == TFS_HF_XF_PLUS_ONE) {
+			for (uint64_t k = 0; k < m; k++)
+				f[k] = src[k] - 1.0f;
+			src = f;
+		}
+		if (x->dtype == TFS_DT_F32) {
+			memcpy(o, src, m * 4);
+		} else {
+			tfs_error qe = { 0 };
+			(void)tfs_quantize(o, x->dtype, src, m, &qe);   /* (F16, BF16: no error) */
+			for (uint64_t k = 0; x->dtype == TFS_DT_BF16 && k < m; k++)
+				if (isnan(src[k]))
+					memcpy(o + 2 * k, &(uint16_t){ 0x7fc0 }, 2);
+		}
+		memcpy((uint8_t *)buf + (a - off), o + (a - s), b - a);
 		done += m;
 	}
 }
@@ -320,6 +328,10 @@ static int64_t mix_read(const tfs_hf_export *x, const tfs_hf_xtensor *t, uint64_
 	return rc ? rc : (int64_t)len;
 }
 
+/* Values read from the GGUF at a time (64 KiB on the stack): each read of a source checks it
+ * and advises the kernel, three system calls, which cost more than converting 16 KiB. */
+#define READ_FLOATS 16384
+
 int64_t tfs_hf_export_read(const tfs_hf_export *x, size_t i, uint64_t off, uint64_t len,
 			   void *buf, tfs_error *err)
 {
@@ -331,20 +343,29 @@ int64_t tfs_hf_export_read(const tfs_hf_export *x, size_t i, uint64_t off, uint6
 		len = total - off;
 	if (t->n_src)
 		return mix_read(x, t, off, len, buf, err);
-	float v[CHUNK];
+	float v[READ_FLOATS];
 	uint64_t e = off / es, end = (off + len + es - 1) / es;
 	while (e < end) {
 		uint64_t r = e / t->cols, c = e % t->cols, n = t->cols - c;
 		if (n > end - e)
 			n = end - e;
-		if (n > CHUNK)
-			n = CHUNK;
+		if (n > READ_FLOATS)
+			n = READ_FLOATS;
 		int rc = 0;
 		size_t src;
 		uint64_t row = gguf_row(t, r, &src), run, col = c;
 		if (t->tile_unit && t->tile_cols) {   /* (a run within one unit) */
 			col = untile(t, c, &run);
 			n = n > run ? run : n;
+		} else if (!t->vals && !t->from_kv) {
+			/* the next rows too while the GGUF holds them next (one read of the
+			 * source for many narrow rows: a read's checks and advice cost more
+			 * than a row of 64 values) */
+			size_t src2;
+			for (uint64_t k = 1; c + n == t->cols * k && n + t->cols <= READ_FLOATS &&
+					     e + n < end && gguf_row(t, r + k, &src2) == row + k &&
+					     src2 == src; k++)
+				n += end - e - n < t->cols ? end - e - n : t->cols;
 		}
 		if (t->vals)
 			memcpy(v, t->vals + e, 4 * n);

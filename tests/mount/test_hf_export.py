@@ -86,6 +86,13 @@ def torch_bf16(x):
     return np.where(np.isnan(x), np.uint16(0x7FC0), r)
 
 
+def auto_outtype(variant):
+    """The converter's --outtype auto for a repo of make_*.py's variant: its guess from the
+    first matrix's dtype (ModelBase.prepare_tensors), bf16 for a BF16 repo (-bf16 in the
+    name: "mistral-bf16-sharded"), f16 for the others (F16, and F32 too)."""
+    return "bf16" if "-bf16" in variant else "f16"
+
+
 def unpermute(w, heads):
     """The inverse of the converter's LlamaModel.permute (rows of `heads` heads)."""
     shape = w.shape
@@ -152,7 +159,7 @@ class HfExport(TestCase):
         out = os.path.join(self.tmpdir(), "back.gguf")
         # (auto: the file mount_hf_moe converts too; hf/ is F32, which auto would make F16:
         # converted back at what auto chose for R's BF16 or F16)
-        back = outtype if outtype != "auto" else "bf16" if variant.endswith("bf16") else "f16"
+        back = outtype if outtype != "auto" else auto_outtype(variant)
         # (under the sanitizers hf/ is read once, by the converter's cache key: the same bytes
         # as the normal run's hf/ when it hits, whose tensors that run compared with R's; a
         # different hf/ misses and is converted, and must still give G)
@@ -307,6 +314,9 @@ for _twin, _v in (("qwen3-spm-f32", "qwen3-bpe-f32"), ("apertus-spm-bf16", "aper
     make_model.VARIANTS[_twin] = {k: x for k, x in make_model.VARIANTS[_v].items()
                                   if k not in ("npm_tokenizer", "vocab", "tokens")}
 ROUNDTRIPS = {
+    # Mistral's GGUF is Llama's (no key tells them apart): shown as LlamaForCausalLM, which the
+    # converter turns into the same file; three shards in R, one file in hf/
+    "mistral": ("mistral-bf16-sharded", ("auto",)),
     "qwen2": ("qwen2-bpe-f32", ("auto",)),   # q/k/v biases, no permutation; qwen2 pre, NFC
     "qwen3": ("qwen3-spm-f32", ("auto",)),   # q_norm/k_norm, head_dim != hidden/heads
     "gemma2": ("gemma2-bf16", ALL),          # norms - 1, soft-capping, sliding window; SPM
@@ -395,6 +405,8 @@ MOE_ROUNDTRIPS = {
 VL_ROUNDTRIPS = {
     "qwen2vl": ("qwen25vl-spm-bf16", ("f32",)),  # M-RoPE sections back as mrope_section
     "qwen3vl": ("qwen3vl-spm-bf16", ("f32",)),   # and the deepstack layers' count
+    # SmolVLM2's text model (VLlama3ForCausalLM): a llama GGUF, shown as LlamaForCausalLM
+    "smolvlm": ("smolvlm2-vision-f32", ("f32",)),
     # its stacked, transposed experts shown one by one (the converter stacks them as
     # Qwen3-MoE's); TextModel's tokenizer (byte-level BPE only): Qwen's real one, 4 s of CPU
     # a converter run (not under the sanitizers: its daemon path is Qwen3-MoE's unstacking)
@@ -434,10 +446,8 @@ def _roundtrip_case(variant, outtype, repos=REPOS, tensors=False):
 def _all_outtypes(variant, first):
     """first, then the others of f32, f16 and bf16: every row round-trips at all three.  A
     row's first outtype is where its GGUF is shared with another test (auto: hf_convert's,
-    mount_hf_moe's); auto is the converter's guess from R's first matrix, bf16 for a BF16 R
-    and f16 else (ModelBase.prepare_tensors: the same file as that --outtype)."""
-    auto = "bf16" if variant.endswith("-bf16") else "f16"
-    done = auto if first == "auto" else first
+    mount_hf_moe's); auto is the same file as --outtype auto_outtype(variant)."""
+    done = auto_outtype(variant) if first == "auto" else first
     return (first,) + tuple(t for t in ALL if t != done and t not in (first,))
 
 

@@ -18,6 +18,9 @@
  * pad_token_id + 1 on (read as a slice) and the context length max_position_embeddings less
  * that; the vocabulary is sentencepiece.bpe.model's (hf_vocab.c's "xlmr": "t5" tokens in
  * fairseq's order, the precompiled charsmap).  jina-embeddings-v3's LoRA adapters are refused.
+ * The reverse view (hf_export.h): each row's names back; BERT's refuses a "t5" vocabulary,
+ * XLM-R's takes only that one, puts the position rows the converter cut back as zeros (their
+ * values are not in the GGUF) and writes pad_token_id and max_position_embeddings back.
  */
 #include "hf_plan_impl.h"
 #include "hf_names.h"
@@ -338,10 +341,20 @@ static int bert_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 	return 0;
 }
 
+static bool is_t5(const tfs_hf_export *x)
+{
+	size_t n;
+	const char *m = tfs_hf_xkv_str(x, "tokenizer.ggml.model", &n);
+	return m && n == 2 && !memcmp(m, "t5", 2);
+}
+
 /* Classifier labels the converter would drop (hf_export_st.c); the pooling module is the
- * export's (modules.json, 1_Pooling/). */
+ * export's (modules.json, 1_Pooling/).  A "t5" vocabulary is XLM-RoBERTa's: its row's. */
 static int bert_xtensors(tfs_hf_export *x, tfs_error *err)
 {
+	if (is_t5(x))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tokenizer.ggml.model t5: "
+				     "XLM-RoBERTa's vocabulary, not BertModel's");
 	return tfs_hf_xlabels_check(x, err);
 }
 
@@ -360,6 +373,78 @@ static int bert_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
 	if (tfs_hf_xkv_num(x, "tokenizer.ggml.token_type_count", &n))
 		bad |= json_object_set_new(c, "type_vocab_size", json_integer((json_int_t)n));
 	return bad ? TFS_E_NOMEM : tfs_hf_xlabels(c, x);
+}
+
+/* ==== the reverse view: XLMRobertaModel's ==== */
+
+/* The GGUF's offset of the positions, pad_token_id + 1 (its padding token id: config.json's
+ * pad_token_id, which SpecialVocab wrote it from); 0 without one (config.json's pad_token_id
+ * null then: no offset).  -1: not a token id. */
+static long long xlmr_xoffset(const tfs_hf_export *x)
+{
+	double pad, n = 0;
+	uint32_t type;
+	uint64_t ntok = 0, len;
+	const uint8_t *data;
+	if (!tfs_hf_xkv_num(x, "tokenizer.ggml.padding_token_id", &pad))
+		return 0;
+	if (tfs_hf_xkv_arr(x, "tokenizer.ggml.tokens", &type, &ntok, &data, &len))
+		n = (double)ntok;
+	return pad >= 0 && pad < n ? (long long)pad + 1 : -1;
+}
+
+/* BertModel's names, without the "roberta." some checkpoints have (the converter drops it:
+ * BGE-M3's XLMRobertaModel has none); position_embd with the rows the converter cut before
+ * pad_token_id + 1 put back as zeros (the GGUF has not their values; the converter cuts them
+ * again). */
+static int xlmr_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
+{
+	const tfs_tensor *t = tfs_model_tensor(x->m, i);
+	if (strcmp(t->name, "position_embd.weight"))
+		return bert_xtensor(x, i, err);
+	long long off = xlmr_xoffset(x);
+	if (off < 0 || t->n_dims != 2)
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: %s", t->name, off < 0 ?
+				     "tokenizer.ggml.padding_token_id is not a token id, so the "
+				     "positions' offset is unknown" : "not a matrix");
+	tfs_hf_xtensor *o = tfs_hf_export_add_src(x, "embeddings.position_embeddings.weight", i,
+						  XN, err);
+	if (!o)
+		return err->code;
+	o->ne[1] += off;
+	o->rows += (uint64_t)off;
+	o->zero_rows = (uint64_t)off;
+	return 1;
+}
+
+/* A "t5" vocabulary only (XLM-RoBERTa's); a classifier's labels as BERT's. */
+static int xlmr_xtensors(tfs_hf_export *x, tfs_error *err)
+{
+	if (!is_t5(x))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "not XLM-RoBERTa's \"t5\" vocabulary");
+	return tfs_hf_xlabels_check(x, err);
+}
+
+/* BertModel's keys, and the offset of the positions: pad_token_id (the GGUF's padding
+ * token, else null: none) and max_position_embeddings the context length plus the offset
+ * (the converter subtracts it). */
+static int xlmr_xconfig(json_t *c, json_t *gen, const tfs_hf_export *x)
+{
+	double pad, ctx;
+	int rc = bert_xconfig(c, gen, x);
+	if (rc || !c)
+		return rc;
+	if (!tfs_hf_xkv_num(x, "tokenizer.ggml.padding_token_id", &pad))
+		return json_object_set_new(c, "pad_token_id", json_null()) ? TFS_E_NOMEM : 0;
+	long long off = xlmr_xoffset(x);
+	/* (the special ids' pad_token_id, unless the GGUF's order left it to the class: the
+	 * offset needs it all the same) */
+	if (off > 0 && json_object_set_new(c, "pad_token_id", json_integer(off - 1)))
+		return TFS_E_NOMEM;
+	if (off > 0 && tfs_hf_xkv_num(x, ".context_length", &ctx) &&
+	    json_object_set_new(c, "max_position_embeddings", json_integer((json_int_t)ctx + off)))
+		return TFS_E_NOMEM;
+	return 0;
 }
 
 /* ==== the rows and their config classes ==== */
@@ -391,5 +476,6 @@ const tfs_hf_arch tfs_hf_arch_xlmr = {
 	TFS_HF_CLASSES("XLMRobertaModel"), .gguf = "bert", TFS_HF_NAMES(bert_globals, bert_blocks),
 	.flags = TFS_HF_ARCH_BASE_PARAMS, .params = tfs_hf_bert_keys,
 	TFS_HF_CONFIG("xlm-roberta", xlmr_defaults), .vocab = TFS_HF_VOCAB_XLMR,
-	.hooks = &xlmr_hooks,
+	.hooks = &xlmr_hooks, .xtensor = xlmr_xtensor, .xtensors = xlmr_xtensors,
+	.xconfig = xlmr_xconfig,
 };

@@ -6,7 +6,9 @@
  * tensor keeps its layout; what the converter did to its values is undone on read:
  *   - Q/K rows: LlamaModel.permute put row h*d + j*(d/2) + i of head h at h*d + 2i + j;
  *     the export reads HF row h*d + j*(d/2) + i from GGUF row h*d + 2i + j;
- *   - Gemma's norms: GGUF holds w + 1; the export shows (w + 1) - 1 in float32.
+ *   - Gemma's norms: GGUF holds w + 1; the export shows (w + 1) - 1 in float32;
+ *   - XLM-R's position embeddings: the rows before pad_token_id + 1, which the converter
+ *     cuts (their values are not in the GGUF), as zeros (tfs_hf_xtensor's zero_rows).
  * The values are ggml's dequantization (the model's f32 view, tfs_tensor_read_f32, bit-exact
  * with ggml for every GGML type), rounded to the export's dtype as torch rounds a float32
  * tensor: nearest even (a NaN becomes torch's 0x7FC0 in bfloat16).  Tensors the converter
@@ -353,6 +355,15 @@ int64_t tfs_hf_export_read(const tfs_hf_export *x, size_t i, uint64_t off, uint6
 			n = READ_FLOATS;
 		int rc = 0;
 		size_t src;
+		if (r < t->zero_rows) {   /* (zeros up to the source's first row) */
+			uint64_t z = (t->zero_rows - r) * t->cols - c;
+			n = n > z ? z : n;
+			memset(v, 0, 4 * n);
+			emit(x, t, v, e, n, off, len, buf);
+			e += n;
+			continue;
+		}
+		r -= t->zero_rows;
 		uint64_t row = gguf_row(t, r, &src), run, col = c;
 		if (t->tile_unit && t->tile_cols) {   /* (a run within one unit) */
 			col = untile(t, c, &run);

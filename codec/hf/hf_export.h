@@ -70,6 +70,9 @@ typedef struct {
 	/* vals (owned, rows x cols floats): its values, computed when the export was made
 	 * (Qwen3.5's A_log, whose -exp the GGUF holds) */
 	float *vals;
+	/* zero_rows: its first rows are zeros, row zero_rows + r the source's row r (XLM-R's
+	 * position embeddings: the rows before pad_token_id + 1, which the converter cuts) */
+	uint64_t zero_rows;
 } tfs_hf_xtensor;
 
 /* The export of GGUF model m (borrowed: it must outlive the export) at dtype (TFS_DT_F32,
@@ -192,6 +195,29 @@ extern const char *const tfs_hf_xspecial_keys[TFS_HF_N_SPECIAL];
  * the class finds them in the vocabulary again). */
 enum { TFS_HF_SP_NONE, TFS_HF_SP_BOTH, TFS_HF_SP_CONFIG };
 void tfs_hf_xspecial_places(const tfs_hf_export *x, uint8_t place[TFS_HF_N_SPECIAL]);
+/* hf_export_kv.c: the vocabulary's arrays (tokenizer.ggml.tokens, token_type, merges), each
+ * string checked to lie inside its key (false: no tokens, or malformed); token i's type
+ * (SentencePiece's numbers; NORMAL without types); token id's text (NULL: none). */
+typedef struct {
+	const uint8_t *tok, *type, *merges;   /* the arrays' elements */
+	uint64_t n, n_type, n_merges, tok_len, type_len, merges_len;
+	uint32_t type_t;
+} tfs_hf_xvocab;
+bool tfs_hf_xvocab_get(tfs_hf_xvocab *v, const tfs_hf_export *x);
+int32_t tfs_hf_xvocab_type(const tfs_hf_xvocab *v, uint64_t i);
+const char *tfs_hf_xvocab_text(const tfs_hf_xvocab *v, uint64_t id, size_t *n);
+/* hf_export_spm.c: a SentencePiece vocabulary's files.  Its kind: Llama's (tokenizer.ggml.model
+ * "llama": tokenizer.model) or XLM-R's ("t5" of the XLMRobertaModel row, in the converter's
+ * fairseq order: sentencepiece.bpe.model), or 0 (neither).  The ModelProto of either
+ * (tokenizer.model or sentencepiece.bpe.model), whether there are USER_DEFINED tokens and
+ * added_tokens.json of them (Llama's), and XLM-R's tokenizer_config.json. */
+enum { TFS_HF_XSPM_LLAMA = 1, TFS_HF_XSPM_XLMR = 2 };
+int tfs_hf_xspm_kind(const tfs_hf_export *x);
+int tfs_hf_export_make_spm(tfs_buf *b, const tfs_hf_export *x, tfs_error *err);
+bool tfs_hf_xspm_has_user_tokens(const tfs_hf_export *x);
+int tfs_hf_export_make_added_tokens(tfs_buf *b, const tfs_hf_export *x, tfs_error *err);
+int tfs_hf_export_make_xlmr_tokenizer_config(tfs_buf *b, const tfs_hf_export *x,
+					     tfs_error *err);
 /* The next string of an array key's strings at *p (*left bytes left: tfs_hf_xkv_arr's
  * data and len), its length in *n; NULL at one that overruns. */
 const char *tfs_hf_xnext_str(const uint8_t **p, uint64_t *left, size_t *n);

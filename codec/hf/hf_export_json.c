@@ -1,8 +1,9 @@
 /*
  * hf_export_json.c - the small files of a GGUF model's Hugging Face form (hf_export.h):
- * tokenizer.json, tokenizer.model, added_tokens.json, tokenizer_config.json from its keys,
- * and the list of them (config.json and generation_config.json: hf_export_config.c;
- * README.md: hf_export_card.c).
+ * tokenizer.json and tokenizer_config.json from its keys, and the list of them with the
+ * others (config.json and generation_config.json: hf_export_config.c; README.md:
+ * hf_export_card.c; a SentencePiece vocabulary's tokenizer.model or sentencepiece.bpe.model
+ * and added_tokens.json: hf_export_spm.c).
  *
  * tokenizer.json is written for a byte-level BPE vocabulary (tokenizer.ggml.model
  * "gpt2") whose tokenizer.ggml.pre the pre-tokenizer table (hf_pre_table.h, hf_bpe.c) has: the
@@ -29,59 +30,13 @@ static int member(tfs_buf *b, const char *key) { return tfs_hf_xmember(b, key); 
 
 enum { TOK_NORMAL = 1, TOK_CONTROL = 3, TOK_USER = 4, TOK_UNUSED = 5 };
 
-typedef struct {
-	const uint8_t *tok, *type, *merges;   /* the arrays' elements */
-	uint64_t n, n_type, n_merges, tok_len, type_len, merges_len;
-	uint32_t type_t;
-} vocab;
+typedef tfs_hf_xvocab vocab;
 
-static bool get_vocab(vocab *v, const tfs_hf_export *x)
-{
-	uint32_t t, mt;
-	memset(v, 0, sizeof *v);
-	if (!tfs_hf_xkv_arr(x, "tokenizer.ggml.tokens", &t, &v->n, &v->tok, &v->tok_len) ||
-	    t != TFS_GGUF_STRING)
-		return false;
-	if (tfs_hf_xkv_arr(x, "tokenizer.ggml.token_type", &v->type_t, &v->n_type, &v->type,
-			   &v->type_len) && (v->type_t != TFS_GGUF_INT32 || v->n_type != v->n ||
-					     v->type_len < 4 * v->n))
-		return false;
-	if (tfs_hf_xkv_arr(x, "tokenizer.ggml.merges", &mt, &v->n_merges, &v->merges,
-			   &v->merges_len) && mt != TFS_GGUF_STRING)
-		return false;
-	/* every string inside its key: the walks below need not check again */
-	const uint8_t *p = v->tok;
-	uint64_t left = v->tok_len;
-	size_t n;
-	for (uint64_t i = 0; i < v->n; i++)
-		if (!tfs_hf_xnext_str(&p, &left, &n))
-			return false;
-	p = v->merges;
-	left = v->merges_len;
-	for (uint64_t i = 0; i < v->n_merges; i++)
-		if (!tfs_hf_xnext_str(&p, &left, &n))
-			return false;
-	return true;
-}
-
-static int32_t tok_type(const vocab *v, uint64_t i)
-{
-	int32_t t = TOK_NORMAL;
-	if (v->type)
-		memcpy(&t, v->type + 4 * i, 4);
-	return t;
-}
-
-/* The text of token id (its bytes in the tokens array), or NULL. */
+static bool get_vocab(vocab *v, const tfs_hf_export *x) { return tfs_hf_xvocab_get(v, x); }
+static int32_t tok_type(const vocab *v, uint64_t i) { return tfs_hf_xvocab_type(v, i); }
 static const char *token_text(const vocab *v, uint64_t id, size_t *n)
 {
-	const uint8_t *p = v->tok;
-	uint64_t left = v->tok_len;
-	const char *s = NULL;
-	for (uint64_t i = 0; i <= id && i < v->n; i++)
-		if (!(s = tfs_hf_xnext_str(&p, &left, n)))
-			return NULL;
-	return id < v->n ? s : NULL;
+	return tfs_hf_xvocab_text(v, id, n);
 }
 
 static bool is_pad_filler(const char *s, size_t n, uint64_t id)
@@ -515,159 +470,7 @@ static int make_wpm_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_err
 	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
 }
 
-/* ==== tokenizer.model: a SentencePiece vocabulary (tokenizer.ggml.model "llama") ==== */
-
-/* The GGUF's vocabulary as SentencePiece's ModelProto (the fields hf_spm.c reads, the
- * converter's _create_vocab_sentencepiece reads back): every token a piece with its text,
- * score and type (the GGUF's token types are SentencePiece's numbers), trainer_spec a BPE
- * model (llama.cpp's SPM tokenizer merges by score as SentencePiece's BPE does) with
- * byte_fallback when there are BYTE pieces and the special pieces' ids, normalizer_spec
- * "identity" with add_dummy_prefix from tokenizer.ggml.add_space_prefix and no
- * whitespace folding (llama.cpp's SPM tokenizer does neither more nor less). */
-
-typedef struct {
-	const uint8_t *score;
-	uint64_t n_score, score_len;
-} spm_scores;
-
-static bool is_spm(const tfs_hf_export *x, spm_scores *sc)
-{
-	size_t n;
-	uint32_t t;
-	const char *model = tfs_hf_xkv_str(x, "tokenizer.ggml.model", &n);
-	vocab v;
-	if (!model || n != 5 || memcmp(model, "llama", 5) || !get_vocab(&v, x))
-		return false;
-	spm_scores dummy;
-	sc = sc ? sc : &dummy;
-	memset(sc, 0, sizeof *sc);
-	return !tfs_hf_xkv_arr(x, "tokenizer.ggml.scores", &t, &sc->n_score, &sc->score,
-			       &sc->score_len) ||
-	       (t == TFS_GGUF_FLOAT32 && sc->n_score == v.n && sc->score_len >= 4 * v.n);
-}
-
-static int pb_varint(tfs_buf *b, uint64_t v)
-{
-	uint8_t o[10];
-	size_t k = 0;
-	do {
-		o[k] = (uint8_t)(v & 0x7f);
-		v >>= 7;
-		if (v)
-			o[k] |= 0x80;
-		k++;
-	} while (v);
-	return tfs_buf_append(b, o, k);
-}
-
-static int pb_bytes(tfs_buf *b, unsigned num, const void *p, size_t n)
-{
-	return pb_varint(b, (uint64_t)num << 3 | 2) || pb_varint(b, n) || tfs_buf_append(b, p, n);
-}
-
-/* an int32 field (negative: ten bytes, as protobuf writes it) */
-static int pb_int(tfs_buf *b, unsigned num, int64_t v)
-{
-	return pb_varint(b, (uint64_t)num << 3) || pb_varint(b, (uint64_t)v);
-}
-
-static int make_spm(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
-{
-	vocab v;
-	spm_scores sc;
-	if (!is_spm(x, &sc) || !get_vocab(&v, x))
-		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.*: malformed vocabulary");
-	const uint8_t *p = v.tok;
-	uint64_t left = v.tok_len;
-	bool bytes = false;
-	unsigned unk = 0;
-	tfs_buf piece = { 0 }, spec = { 0 };
-	int rc = 0;
-	for (uint64_t i = 0; !rc && i < v.n; i++) {
-		size_t n = 0;
-		const char *s = tfs_hf_xnext_str(&p, &left, &n);
-		int32_t t = tok_type(&v, i);
-		float f = 0;
-		if (sc.score)
-			memcpy(&f, sc.score + 4 * i, 4);
-		if (t < 1 || t > 6)
-			t = TOK_NORMAL;
-		/* SentencePiece has one UNKNOWN piece: the first; any other (an older
-		 * converter's [PADn] fillers) is UNUSED, which neither tokenizer produces */
-		if (t == 2 && unk++)
-			t = TOK_UNUSED;
-		bytes |= t == 6;
-		piece.len = 0;
-		uint8_t fb[5] = { 2 << 3 | 5 };
-		memcpy(fb + 1, &f, 4);
-		rc = pb_bytes(&piece, 1, s, n) || tfs_buf_append(&piece, fb, 5) ||
-		     pb_int(&piece, 3, t) || pb_bytes(b, 1, piece.data, piece.len);
-	}
-	/* trainer_spec: model_type BPE, vocab_size, byte_fallback, the special pieces */
-	static const struct { const char *key; unsigned id, piece; } sp[] = {
-		{ "tokenizer.ggml.unknown_token_id", 40, 45 },
-		{ "tokenizer.ggml.bos_token_id", 41, 46 },
-		{ "tokenizer.ggml.eos_token_id", 42, 47 },
-		{ "tokenizer.ggml.padding_token_id", 43, 48 },
-	};
-	rc = rc || pb_int(&spec, 3, 2) || pb_int(&spec, 4, (int64_t)v.n) ||
-	     (bytes && pb_int(&spec, 35, 1));
-	for (size_t i = 0; !rc && i < sizeof sp / sizeof *sp; i++) {
-		double id;
-		size_t n;
-		const char *s;
-		if (tfs_hf_xkv_num(x, sp[i].key, &id) && id >= 0 &&
-		    (s = token_text(&v, (uint64_t)id, &n)))
-			rc = pb_int(&spec, sp[i].id, (int64_t)id) || pb_bytes(&spec, sp[i].piece, s, n);
-		else
-			rc = pb_int(&spec, sp[i].id, -1);
-	}
-	rc = rc || pb_bytes(b, 2, spec.data, spec.len);
-	/* normalizer_spec: identity, add_dummy_prefix, no whitespace folding, escaping */
-	double dummy = 1;
-	tfs_hf_xkv_num(x, "tokenizer.ggml.add_space_prefix", &dummy);
-	spec.len = 0;
-	rc = rc || pb_bytes(&spec, 1, "identity", 8) || pb_int(&spec, 3, dummy != 0) ||
-	     pb_int(&spec, 4, 0) || pb_int(&spec, 5, 1) || pb_bytes(b, 3, spec.data, spec.len);
-	tfs_buf_free(&piece);
-	tfs_buf_free(&spec);
-	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
-}
-
-/* added_tokens.json: the USER_DEFINED tokens, which the converter reads back as such (score
- * -1000, the score its readers give every added token) */
-static bool has_user_tokens(const tfs_hf_export *x)
-{
-	vocab v;
-	if (!get_vocab(&v, x) || !v.type)
-		return false;
-	for (uint64_t i = 0; i < v.n; i++)
-		if (tok_type(&v, i) == TOK_USER)
-			return true;
-	return false;
-}
-
-static int make_added_tokens(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
-{
-	vocab v;
-	if (!get_vocab(&v, x))
-		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.*: malformed vocabulary");
-	const uint8_t *p = v.tok;
-	uint64_t left = v.tok_len;
-	bool first = true;
-	int rc = tfs_buf_append(b, "{", 1);
-	for (uint64_t i = 0; !rc && i < v.n; i++) {
-		size_t n = 0;
-		const char *s = tfs_hf_xnext_str(&p, &left, &n);
-		if (tok_type(&v, i) != TOK_USER)
-			continue;
-		rc = tfs_buf_append(b, first ? "\n  " : ",\n  ", first ? 3 : 4) || jstr(b, s, n) ||
-		     tfs_buf_printf(b, ": %llu", (unsigned long long)i);
-		first = false;
-	}
-	rc = rc || tfs_buf_append(b, "\n}\n", 3);
-	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
-}
+/* ==== tokenizer_config.json of a byte-level BPE or Llama's SentencePiece vocabulary ==== */
 
 static int make_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 {
@@ -703,7 +506,8 @@ static int make_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *
 		rc = member(b, "model_max_length") || tfs_buf_printf(b, "%.0f", ctx);
 	rc = rc || member(b, "clean_up_tokenization_spaces") || tfs_buf_printf(b, "false") ||
 	     member(b, "tokenizer_class") ||
-	     jcstr(b, is_spm(x, NULL) ? "LlamaTokenizer" : "PreTrainedTokenizerFast") ||
+	     jcstr(b, tfs_hf_xspm_kind(x) == TFS_HF_XSPM_LLAMA ? "LlamaTokenizer"
+		   : "PreTrainedTokenizerFast") ||
 	     tfs_buf_append(b, "\n}\n", 3);
 	return rc ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
 }
@@ -712,6 +516,7 @@ static int make_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *
 int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err)
 {
 	const char *nz, *pre;
+	int spm;
 	x->n_files = 0;
 	x->files[x->n_files] = "README.md";
 	x->make[x->n_files++] = tfs_hf_export_make_readme;
@@ -736,15 +541,18 @@ int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err)
 		x->make[x->n_files++] = make_tokenizer;
 		x->files[x->n_files] = "tokenizer_config.json";
 		x->make[x->n_files++] = make_tokenizer_config;
-	} else if (is_spm(x, NULL)) {
-		if (has_user_tokens(x)) {
+	} else if ((spm = tfs_hf_xspm_kind(x))) {
+		if (spm == TFS_HF_XSPM_LLAMA && tfs_hf_xspm_has_user_tokens(x)) {
 			x->files[x->n_files] = "added_tokens.json";
-			x->make[x->n_files++] = make_added_tokens;
+			x->make[x->n_files++] = tfs_hf_export_make_added_tokens;
 		}
-		x->files[x->n_files] = "tokenizer.model";
-		x->make[x->n_files++] = make_spm;
+		/* (XLMRobertaModel reads sentencepiece.bpe.model, its repos' name) */
+		x->files[x->n_files] = spm == TFS_HF_XSPM_LLAMA ? "tokenizer.model"
+							     : "sentencepiece.bpe.model";
+		x->make[x->n_files++] = tfs_hf_export_make_spm;
 		x->files[x->n_files] = "tokenizer_config.json";
-		x->make[x->n_files++] = make_tokenizer_config;
+		x->make[x->n_files++] = spm == TFS_HF_XSPM_LLAMA ? make_tokenizer_config
+					: tfs_hf_export_make_xlmr_tokenizer_config;
 	} else {
 		size_t n = 0, pn = 0;
 		const char *m = tfs_hf_xkv_str(x, "tokenizer.ggml.model", &n);

@@ -149,6 +149,57 @@ const char *tfs_hf_xnext_str(const uint8_t **p, uint64_t *left, size_t *n)
 	return s;
 }
 
+/* ==== the vocabulary ==== */
+
+bool tfs_hf_xvocab_get(tfs_hf_xvocab *v, const tfs_hf_export *x)
+{
+	uint32_t t, mt;
+	memset(v, 0, sizeof *v);
+	if (!tfs_hf_xkv_arr(x, "tokenizer.ggml.tokens", &t, &v->n, &v->tok, &v->tok_len) ||
+	    t != TFS_GGUF_STRING)
+		return false;
+	if (tfs_hf_xkv_arr(x, "tokenizer.ggml.token_type", &v->type_t, &v->n_type, &v->type,
+			   &v->type_len) && (v->type_t != TFS_GGUF_INT32 || v->n_type != v->n ||
+					     v->type_len < 4 * v->n))
+		return false;
+	if (tfs_hf_xkv_arr(x, "tokenizer.ggml.merges", &mt, &v->n_merges, &v->merges,
+			   &v->merges_len) && mt != TFS_GGUF_STRING)
+		return false;
+	/* every string inside its key: the walks of its users need not check again */
+	const uint8_t *p = v->tok;
+	uint64_t left = v->tok_len;
+	size_t n;
+	for (uint64_t i = 0; i < v->n; i++)
+		if (!tfs_hf_xnext_str(&p, &left, &n))
+			return false;
+	p = v->merges;
+	left = v->merges_len;
+	for (uint64_t i = 0; i < v->n_merges; i++)
+		if (!tfs_hf_xnext_str(&p, &left, &n))
+			return false;
+	return true;
+}
+
+int32_t tfs_hf_xvocab_type(const tfs_hf_xvocab *v, uint64_t i)
+{
+	int32_t t = 1;   /* NORMAL */
+	if (v->type)
+		memcpy(&t, v->type + 4 * i, 4);
+	return t;
+}
+
+/* (its bytes in the tokens array) */
+const char *tfs_hf_xvocab_text(const tfs_hf_xvocab *v, uint64_t id, size_t *n)
+{
+	const uint8_t *p = v->tok;
+	uint64_t left = v->tok_len;
+	const char *s = NULL;
+	for (uint64_t i = 0; i <= id && i < v->n; i++)
+		if (!(s = tfs_hf_xnext_str(&p, &left, n)))
+			return NULL;
+	return id < v->n ? s : NULL;
+}
+
 /* ==== JSON text ==== */
 
 /* s[0..n) as a JSON string */

@@ -227,5 +227,8 @@ int tfs_hf_xjstr(tfs_buf *b, const char *s, size_t n);
 int tfs_hf_xjcstr(tfs_buf *b, const char *s);
 int tfs_hf_xjf32(tfs_buf *b, float f);
 int tfs_hf_xmember(tfs_buf *b, const char *key);
+/* tokenizer_config.json's add_bos_token, add_eos_token, ...: a member each of the GGUF's
+ * tokenizer.ggml.add_X_token keys (true or false), into the object b holds open. */
+int tfs_hf_xadd_token_flags(tfs_buf *b, const tfs_hf_export *x);
 
 #endif

@@ -481,14 +481,7 @@ static int make_tokenizer_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *
 	if (!get_vocab(&v, x))
 		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.ggml.tokens: none, or malformed");
 	tfs_hf_xspecial_places(x, place);
-	int rc = tfs_buf_append(b, "{", 1);
-	for (size_t i = 0; !rc && i < TFS_HF_N_SPECIAL; i++) {
-		char key[64], name[64];
-		snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", tfs_hf_xspecial_types[i]);
-		snprintf(name, sizeof name, "add_%s_token", tfs_hf_xspecial_types[i]);
-		if (tfs_hf_xkv_num(x, key, &id))
-			rc = member(b, name) || tfs_buf_printf(b, "%s", id ? "true" : "false");
-	}
+	int rc = tfs_buf_append(b, "{", 1) || tfs_hf_xadd_token_flags(b, x);
 	for (size_t i = 0; !rc && i < TFS_HF_N_SPECIAL; i++) {
 		char name[64];
 		const char *s;

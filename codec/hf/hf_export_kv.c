@@ -253,6 +253,20 @@ int tfs_hf_xmember(tfs_buf *b, const char *key)
 	return rc ? rc : (tfs_hf_xjcstr(b, key) || tfs_buf_append(b, ": ", 2));
 }
 
+int tfs_hf_xadd_token_flags(tfs_buf *b, const tfs_hf_export *x)
+{
+	int rc = 0;
+	double v;
+	for (size_t i = 0; !rc && i < TFS_HF_N_SPECIAL; i++) {
+		char key[64], name[64];
+		snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", tfs_hf_xspecial_types[i]);
+		snprintf(name, sizeof name, "add_%s_token", tfs_hf_xspecial_types[i]);
+		if (tfs_hf_xkv_num(x, key, &v))
+			rc = tfs_hf_xmember(b, name) || tfs_buf_printf(b, "%s", v ? "true" : "false");
+	}
+	return rc;
+}
+
 /* ==== the export's tensors ==== */
 
 /* A free entry at the end of x->t (grown as mapped: a model refused early costs nothing). */

@@ -324,19 +324,7 @@ static int bert_xtensor(tfs_hf_export *x, size_t i, tfs_error *err)
 			continue;
 		char buf[256];
 		snprintf(buf, sizeof buf, "encoder.layer.%lu.%s%s", blk, e->hf, sfx);
-		tfs_hf_xtensor *o = tfs_hf_export_push(x);
-		char *nm = o ? strdup(buf) : NULL;
-		if (!nm)
-			return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-		*o = (tfs_hf_xtensor){ .name = nm, .src = i, .n_dims = t->n_dims };
-		memcpy(o->ne, t->ne, sizeof o->ne);
-		o->cols = t->n_dims >= 2 ? (uint64_t)t->ne[0] : 1;
-		o->rows = 1;
-		for (uint32_t d = 0; d < t->n_dims; d++)
-			o->rows *= (uint64_t)t->ne[d];
-		o->rows /= o->cols;
-		x->n_t++;
-		return 1;
+		return tfs_hf_export_add_src(x, buf, i, XN, err) ? 1 : err->code;
 	}
 	return 0;
 }

@@ -137,8 +137,8 @@ int tfs_hf_export_add_mix(tfs_hf_export *x, const char *name, const size_t *src,
 int tfs_hf_export_add_groups(tfs_hf_export *x, const char *name, size_t src_t, size_t src_n,
 			     tfs_error *err);
 /* hf_export_kv.c, for hf_export.c and a row's xtensor hook: the HF name the row's maps give the model's tensor
- * i (allocated; NULL: none) and its map entry; tensor i shown as name (taken over, freed
- * with the export or on failure) with e's transform, as a tensor the maps name is. */
+ * i (allocated; NULL: none) and its map entry; tensor i shown as name (taken over: freed
+ * here, the export keeps a copy) with e's transform, as a tensor the maps name is. */
 char *tfs_hf_export_mapped_name(const tfs_hf_export *x, size_t i, const tfs_hf_name **e);
 int tfs_hf_export_add_as(tfs_hf_export *x, size_t i, char *name, const tfs_hf_name *e,
 			 tfs_error *err);

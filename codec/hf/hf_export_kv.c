@@ -465,25 +465,10 @@ int tfs_hf_export_add_as(tfs_hf_export *x, size_t i, char *name, const tfs_hf_na
 			 tfs_error *err)
 {
 	const tfs_tensor *t = tfs_model_tensor(x->m, i);
-	const char *why = NULL;
-	if (!tfs_hf_export_push(x)) {
-		free(name);
-		return tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	}
-	if (!tfs_tensor_has_f32(x->m, i, &why) || t->n_dims == 0 || t->n_dims > 4) {
-		free(name);
-		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tensor %s: %s", t->name,
-				     why ? why : "no float form of its shape");
-	}
-	tfs_hf_xtensor *o = &x->t[x->n_t];
-	*o = (tfs_hf_xtensor){ .name = name, .src = i, .n_dims = t->n_dims, .xform = e->xform };
-	memcpy(o->ne, t->ne, sizeof(o->ne));
-	o->cols = t->n_dims >= 2 ? (uint64_t)t->ne[0] : 1;
-	o->rows = 1;
-	for (uint32_t d = 0; d < t->n_dims; d++)
-		o->rows *= (uint64_t)t->ne[d];
-	o->rows /= o->cols;
-	x->n_t++; /* (its name is freed with the export from here on) */
+	tfs_hf_xtensor *o = tfs_hf_export_add_src(x, name, i, e->xform, err);
+	free(name);   /* (add_src keeps a copy) */
+	if (!o)
+		return err->code;
 	if (e->xform == TFS_HF_XF_PERMUTE_Q || e->xform == TFS_HF_XF_PERMUTE_K) {
 		double h = 0, kv = 0;
 		tfs_hf_xkv_num(x, ".attention.head_count", &h);

@@ -216,6 +216,15 @@ def work_dirs(work):
     return dirs
 
 
+def done_with(work, ok):
+    """Removes a module's work folder (models/, ref/, out/) when all its cases passed,
+    unless TFS_KEEP_WORK=1: its repos are copies of cached_repo()'s and its ref/ links of
+    the converter's cache, made again in seconds, and the modules' folders kept 19 GB of a
+    fresh-clone run's 30 (a CI machine ran out of disk).  A failure keeps it to look at."""
+    if ok and os.environ.get("TFS_KEEP_WORK") != "1":
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def copy_tree(src, dst):
     """src copied to dst (a new folder), reflinked where the file system can: made under a
     temporary name, then renamed."""
@@ -522,7 +531,9 @@ def main():
     if a.status:
         with open(a.status, "w") as f:
             f.write("\n".join(lines) + "\n")
-    return 0 if all(e is None or e.startswith("SKIP ") for e in results.values()) else 1
+    ok = all(e is None or e.startswith("SKIP ") for e in results.values())
+    done_with(a.work, ok)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -134,6 +134,7 @@ def main():
         with open(a.status, "w") as f:
             f.write(table + "\n")
     bad = sum(e is not None for e in results.values())
+    compare.done_with(a.work, not bad)
     return 0 if a.tap or not bad else 1
 
 

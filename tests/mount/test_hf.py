@@ -512,4 +512,4 @@ class Edits(TestCase):
 
 
 if __name__ == "__main__":
-    main()
+    main(work=WORK)

@@ -184,4 +184,4 @@ class BadInput(TestCase):
 
 
 if __name__ == "__main__":
-    main()
+    main(work=WORK)

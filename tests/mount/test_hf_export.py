@@ -711,4 +711,4 @@ def make_model_names(rd):
 
 
 if __name__ == "__main__":
-    main()
+    main(work=WORK)

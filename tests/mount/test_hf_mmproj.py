@@ -368,4 +368,4 @@ class Memory(TestCase):
 
 
 if __name__ == "__main__":
-    main()
+    main(work=WORK)

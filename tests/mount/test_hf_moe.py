@@ -524,4 +524,4 @@ for _name, _t in TOKENS:
 
 
 if __name__ == "__main__":
-    main()
+    main(work=WORK)

@@ -308,4 +308,4 @@ class Llama(TestCase):
 
 
 if __name__ == "__main__":
-    main()
+    main(work=WORK)

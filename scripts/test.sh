@@ -26,6 +26,17 @@ measure() {
 		"$@"
 	fi
 }
+# Disk: a fresh clone's full run peaked at 9.6 GB in the clone and 11 GB of the file system
+# (mounts' files in /tmp too): the converter's cache (build/refconv-cache, 6.8 GB, kept for
+# the next run), the builds (1.5 GB with build/npm), the modules' work folders while they
+# run.  Less than that free makes failures that say only ENOSPC (a CI run did): said first.
+need_mb=12000
+free_mb=$(df -Pm . | awk 'NR == 2 { print $4 }')
+if [ $# -eq 0 ] && [ -n "$free_mb" ] && [ "$free_mb" -lt "$need_mb" ] &&
+	[ ! -d build/refconv-cache ]; then
+	echo "test: warning: $free_mb MB free on $(df -P . | awk 'NR == 2 { print $6 }');" \
+		"a run of every test from a fresh clone needs about $need_mb MB" >&2
+fi
 quick=false
 if [ "${1:-}" = --quick ]; then
 	quick=true

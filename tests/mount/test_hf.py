@@ -28,8 +28,8 @@
 
 Without the reference (reference.missing_reason(): the clone, the converter's Debian
 packages), llama.cpp's library or the npm tokenizers, the tests needing them SKIP.  The models
-and the converter's files are kept in $TFS_HF_WORK (meson: the build directory), made again
-when missing.
+and the converter's files are made in $TFS_HF_WORK (meson: the build directory), from the
+caches of tests/hf/reference.py and compare.cached_repo, and removed when every case passed.
 """
 import json
 import os

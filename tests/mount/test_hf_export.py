@@ -22,7 +22,7 @@ through real mounts, against the reference converter and gguf-py.
   line.
 
 Without the reference converter or the npm tokenizers, the tests needing them SKIP.  The
-repos and the converter's files are kept in $TFS_HF_WORK, as test_hf.py's.
+repos and the converter's files are made in $TFS_HF_WORK, as test_hf.py's.
 """
 import ctypes
 import json

@@ -133,7 +133,11 @@ _SPECIAL_ATTRIBUTES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_
                        "cls_token", "mask_token")
 # the special tokens a tokenizer class's __init__ defaults (GemmaTokenizerFast's)
 _CLASS_SPECIALS = {"GemmaTokenizer": {"bos_token": "<bos>", "eos_token": "<eos>",
-                                      "unk_token": "<unk>", "pad_token": "<pad>"}}
+                                      "unk_token": "<unk>", "pad_token": "<pad>"},
+                   "XLMRobertaTokenizer": {"bos_token": "<s>", "eos_token": "</s>",
+                                           "sep_token": "</s>", "cls_token": "<s>",
+                                           "unk_token": "<unk>", "pad_token": "<pad>",
+                                           "mask_token": "<mask>"}}
 
 
 def _special_tokens(d, cfg):
@@ -239,11 +243,16 @@ class _FastTokenizer:
         cls = cfg.get("tokenizer_class")
         tj, digest = _read_tokenizer_json(d, cls in _REBUILT_POST_PROCESSOR)
         model = tj.get("model") or {}
+        unigram = model.get("type") == "Unigram" and isinstance(model.get("vocab"), list)
         if model.get("type") not in ("BPE", "WordPiece", "WordLevel") and \
-                not isinstance(model.get("vocab"), dict):
+                not isinstance(model.get("vocab"), dict) and not unigram:
             raise NotImplementedError("tokenizer stand-in: %s model in %s/tokenizer.json"
                                       % (model.get("type"), d))
-        self.vocab = dict(model["vocab"])
+        # a Unigram model's vocab is a list of [piece, score], the piece's id its index
+        # (XLM-R's tokenizer.json read by _xlmroberta_set_vocab: nomic-embed-text-v2-moe)
+        self._pieces = [p for p, _ in model["vocab"]] if unigram else None
+        self.vocab = {p: i for i, p in enumerate(self._pieces)} if unigram else \
+            dict(model["vocab"])
         self.added_tokens_decoder = {}
         for t in tj.get("added_tokens") or []:
             self.vocab[t["content"]] = t["id"]
@@ -256,6 +265,12 @@ class _FastTokenizer:
         self.all_special_ids = [self.vocab[t] for t in self.all_special_tokens
                                 if t in self.vocab]
         self._cleanup = bool(cfg.get("clean_up_tokenization_spaces", False))
+        # PreTrainedTokenizerBase's attribute (the kwarg, else 4.57's default False), and
+        # PreTrainedTokenizerFast's add_prefix_space (kwargs.get("add_prefix_space", False):
+        # tokenizer_config.json's, whatever tokenizer.json's pre-tokenizer says); both as
+        # tokenizer_config.json has them (_xlmroberta_set_vocab writes them as keys)
+        self.clean_up_tokenization_spaces = cfg.get("clean_up_tokenization_spaces", False)
+        self.add_prefix_space = cfg.get("add_prefix_space", False)
         self._tmp = None
         path = os.path.join(d, "tokenizer.json")
         if cls in _REBUILT_POST_PROCESSOR:
@@ -298,6 +313,19 @@ class _FastTokenizer:
 
     def get_vocab(self):
         return dict(self.vocab)
+
+    def _convert_id_to_token(self, index):
+        """tokenizers' id_to_token: an added token's content, else the model's token (None
+        past both)."""
+        index = int(index)
+        if index in self.added_tokens_decoder:
+            return self.added_tokens_decoder[index].content
+        if self._pieces is not None:
+            return self._pieces[index] if 0 <= index < len(self._pieces) else None
+        for t, i in self.vocab.items():
+            if i == index:
+                return t
+        return None
 
     def get_added_vocab(self):
         return {t.content: i for i, t in sorted(self.added_tokens_decoder.items())}

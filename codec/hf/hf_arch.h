@@ -182,6 +182,9 @@ enum tfs_hf_vocab_kind {
 	TFS_HF_VOCAB_ERNIE,      /* Ernie4_5Model: sentencepiece, then add_prefix_space */
 	TFS_HF_VOCAB_HUNYUAN,    /* HunYuanModel: tokenizer.json's gpt2, eos from eod_token_id */
 	TFS_HF_VOCAB_MODERN_BERT, /* ModernBertModel: add_bos/add_eos/add_sep true, then gpt2 */
+	/* NomicBertModel's MoE variant: _xlmroberta_set_vocab over tokenizer.json (a Unigram
+	 * model read through transformers; hf_vocab_xlmr.c) */
+	TFS_HF_VOCAB_XLMR_JSON,
 	TFS_HF_VOCAB_OWN,        /* the row's vocab hook */
 };
 
@@ -256,6 +259,10 @@ typedef struct tfs_hf_arch {
 	 * another), 0 when the maps name it, or an error.  With it the row is shown whatever
 	 * its plan hooks; NULL: none. */
 	int (*xtensor)(struct tfs_hf_export *x, size_t i, tfs_error *err);
+	/* A class the converter writes as one of two architectures by config.json
+	 * (NomicBertModel: nomic-bert, or nomic-bert-moe with moe_every_n_layers): whether
+	 * this row is the one for config (tfs_hf_arch_find_for); NULL: every config. */
+	bool (*takes)(const json_t *config);
 } tfs_hf_arch;
 
 /* Shorthands for a row's designated initializer: its class names; its name tables (arrays);
@@ -327,6 +334,8 @@ int tfs_hf_phi3_factors(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early,
 extern const tfs_hf_arch *const tfs_hf_archs[];
 /* The row of HF class name cls, or NULL. */
 const tfs_hf_arch *tfs_hf_arch_find(const char *cls);
+/* The row of HF class name cls that takes config (its takes hook), or NULL. */
+const tfs_hf_arch *tfs_hf_arch_find_for(const char *cls, const json_t *config);
 /* The first row after `after` (NULL: from the start) whose GGUF architecture is gguf and
  * that the reverse view (hf_export.h) can show (the converter registers a GGUF architecture's
  * classes in that order: the first whose maps name every tensor is the class named), or

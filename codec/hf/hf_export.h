@@ -218,6 +218,13 @@ bool tfs_hf_xspm_has_user_tokens(const tfs_hf_export *x);
 int tfs_hf_export_make_added_tokens(tfs_buf *b, const tfs_hf_export *x, tfs_error *err);
 int tfs_hf_export_make_xlmr_tokenizer_config(tfs_buf *b, const tfs_hf_export *x,
 					     tfs_error *err);
+/* hf_export_unigram.c: a "t5" vocabulary read from a Unigram tokenizer.json through
+ * transformers (the TFS_HF_VOCAB_XLMR_JSON row's: nomic-bert-moe): whether it has that form
+ * back (false: why says why not, cap bytes), and its tokenizer.json and
+ * tokenizer_config.json. */
+bool tfs_hf_xunigram_form(const tfs_hf_export *x, char *why, size_t cap);
+int tfs_hf_export_make_unigram(tfs_buf *b, const tfs_hf_export *x, tfs_error *err);
+int tfs_hf_export_make_unigram_config(tfs_buf *b, const tfs_hf_export *x, tfs_error *err);
 /* The next string of an array key's strings at *p (*left bytes left: tfs_hf_xkv_arr's
  * data and len), its length in *n; NULL at one that overruns. */
 const char *tfs_hf_xnext_str(const uint8_t **p, uint64_t *left, size_t *n);

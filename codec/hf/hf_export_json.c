@@ -534,6 +534,14 @@ int tfs_hf_export_list_files(tfs_hf_export *x, tfs_error *err)
 		x->make[x->n_files++] = make_tokenizer;
 		x->files[x->n_files] = "tokenizer_config.json";
 		x->make[x->n_files++] = make_tokenizer_config;
+	} else if (x->row->vocab == TFS_HF_VOCAB_XLMR_JSON) {
+		/* (nomic-bert-moe's: the converter reads a Unigram tokenizer.json) */
+		if (tfs_hf_xunigram_form(x, x->tok_why, sizeof x->tok_why)) {
+			x->files[x->n_files] = "tokenizer.json";
+			x->make[x->n_files++] = tfs_hf_export_make_unigram;
+			x->files[x->n_files] = "tokenizer_config.json";
+			x->make[x->n_files++] = tfs_hf_export_make_unigram_config;
+		}
 	} else if ((spm = tfs_hf_xspm_kind(x))) {
 		if (spm == TFS_HF_XSPM_LLAMA && tfs_hf_xspm_has_user_tokens(x)) {
 			x->files[x->n_files] = "added_tokens.json";

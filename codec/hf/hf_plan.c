@@ -687,7 +687,7 @@ static int load_config(hparams *h, const char **cls, const tfs_hf_files *files, 
 				     "the model's class)", h->where);
 	/* the classes are too many for a message (TFS_ERRMSG_MAX): their count, and where
 	 * they are listed */
-	if (!(h->arch = tfs_hf_arch_find(*cls)))
+	if (!(h->arch = tfs_hf_arch_find_for(*cls, h->file)))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "%s: architecture %s is not supported "
 				     "for the GGUF view (%zu model classes are: tensorfs(1) and "
 				     "docs/hf-view.md list them)", h->where, *cls,

@@ -37,7 +37,7 @@ extern const tfs_hf_arch tfs_hf_arch_apertus;                             /* hf_
 extern const tfs_hf_arch tfs_hf_arch_hunyuan_dense;                       /* hf_hunyuan.c */
 extern const tfs_hf_arch tfs_hf_arch_qwen3next;                           /* hf_qwen3next.c */
 extern const tfs_hf_arch tfs_hf_arch_gemma_embedding;                    /* hf_egemma.c */
-extern const tfs_hf_arch tfs_hf_arch_nomic_bert;                         /* hf_nomic.c */
+extern const tfs_hf_arch tfs_hf_arch_nomic_bert, tfs_hf_arch_nomic_bert_moe; /* hf_nomic.c */
 extern const tfs_hf_arch tfs_hf_arch_modern_bert;                       /* hf_modernbert.c */
 extern const tfs_hf_arch tfs_hf_arch_qwen2vl;                            /* hf_qwen2vl.c */
 extern const tfs_hf_arch tfs_hf_arch_qwen3vl;                            /* hf_qwen3vl.c */
@@ -80,6 +80,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_qwen3next,
 	&tfs_hf_arch_gemma_embedding,
 	&tfs_hf_arch_nomic_bert,
+	&tfs_hf_arch_nomic_bert_moe,
 	&tfs_hf_arch_modern_bert,
 	&tfs_hf_arch_qwen2vl,
 	&tfs_hf_arch_qwen3vl,
@@ -97,11 +98,21 @@ const tfs_hf_arch *tfs_hf_arch_find(const char *cls)
 	return NULL;
 }
 
+const tfs_hf_arch *tfs_hf_arch_find_for(const char *cls, const json_t *config)
+{
+	for (const tfs_hf_arch *const *r = tfs_hf_archs; cls && *r; r++)
+		for (const char *const *c = (*r)->classes; *c; c++)
+			if (strcmp(*c, cls) == 0 && (!(*r)->takes || (*r)->takes(config)))
+				return *r;
+	return NULL;
+}
+
+/* (a class of two rows, by config.json: NomicBertModel's, listed once, by its first) */
 const char *tfs_hf_class_name(size_t i)
 {
 	for (const tfs_hf_arch *const *r = tfs_hf_archs; *r; r++)
 		for (const char *const *c = (*r)->classes; *c; c++)
-			if (i-- == 0)
+			if (tfs_hf_arch_find(*c) == *r && i-- == 0)
 				return *c;
 	return NULL;
 }

@@ -16,8 +16,8 @@
  *            and tokenizer.json, without the others' special-looking rule).
  *   bert     BertModel: get_vocab_base over a WordPiece tokenizer.json, the tokens in
  *            phantom-space form, tokenizer.ggml.model "bert", token_type_count first.
- *   xlmr     XLMRobertaModel: _xlmroberta_set_vocab over sentencepiece.bpe.model (a unigram
- *            model; hf_vocab_xlmr.c): "t5", the pieces in fairseq's order, the charsmap.
+ *   xlmr     XLMRobertaModel: _xlmroberta_set_vocab over sentencepiece.bpe.model ("t5",
+ *            fairseq's order, the charsmap; xlmr-json: a tokenizer.json's; hf_vocab_xlmr.c).
  *   glm      _set_vocab_glm: gpt2, then GLM's bos, eot, unk and eom ids.
  *   glm4     Glm4Model.set_vocab: gpt2, then GLM-4-0414's eos, eot, unk and bos ids.
  *   hunyuan  HunYuanModel.set_vocab (tokenizer.json; its tiktoken file is not read): gpt2
@@ -728,8 +728,8 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 		return row->own_vocab(out, files, f->tok, f->cfg, err);
 	if (kind == V_BERT)
 		return vocab_bert(out, files, f->tok, f->cfg, config, err);
-	if (kind == V_XLMR)
-		return tfs_hf_xlmr_vocab(out, files, f->tok, f->cfg, config, err);   /* its file */
+	if (kind == V_XLMR || kind == TFS_HF_VOCAB_XLMR_JSON)   /* its file */
+		return tfs_hf_xlmr_vocab(out, files, f->tok, f->cfg, config, kind != V_XLMR, err);
 	if (kind == V_HUNYUAN)
 		return vocab_hunyuan(out, files, f, config, err);
 	if (kind == TFS_HF_VOCAB_MODERN_BERT)   /* SpecialVocab may set them again, in place */
@@ -778,7 +778,7 @@ static int vocab_by_kind(tfs_hf_kvs *out, const tfs_hf_files *files, const tok_f
 static int vocab_keys(tfs_hf_kvs *out, const tfs_hf_files *files, const char *arch,
 		      const json_t *config, tfs_error *err)
 {
-	const tfs_hf_arch *row = tfs_hf_arch_find(arch);
+	const tfs_hf_arch *row = tfs_hf_arch_find_for(arch, config);
 	if (!row || row->vocab == TFS_HF_VOCAB_NONE ||
 	    (row->vocab == TFS_HF_VOCAB_OWN && !row->own_vocab))
 		return tfs_error_set(err, TFS_E_UNSUPPORTED, "architecture %s: no tokenizer "

@@ -48,9 +48,10 @@ int tfs_hf_fixed_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_to
 		     const json_t *cfg, const char *const *types, const long long *ids, size_t n,
 		     tfs_error *err);
 
-/* hf_vocab_xlmr.c: XLMRobertaModel's _xlmroberta_set_vocab (sentencepiece.bpe.model);
- * config: the hparams. */
+/* hf_vocab_xlmr.c: XLMRobertaModel's _xlmroberta_set_vocab (sentencepiece.bpe.model), or
+ * with json NomicBertModel's MoE variant's (a Unigram tokenizer.json read through
+ * transformers); config: the hparams. */
 int tfs_hf_xlmr_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
-		      const json_t *cfg, const json_t *config, tfs_error *err);
+		      const json_t *cfg, const json_t *config, bool json, tfs_error *err);
 
 #endif

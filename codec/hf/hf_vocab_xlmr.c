@@ -10,7 +10,17 @@
  *    remove_extra_whitespaces, the precompiled charsmap (bytes: an array of UINT8) when there
  *    is one, then gguf-py's SpecialVocab.
  * Without sentencepiece.bpe.model the converter reads tokenizer.json through transformers'
- * tokenizer (add_prefix_space, its ids): refused here.
+ * tokenizer: refused for XLMRobertaModel; NomicBertModel's MoE variant
+ * (nomic-embed-text-v2-moe ships tokenizer.json alone) has it (json_vocab):
+ *  - XLMRobertaTokenizerFast over a Unigram model.vocab ([piece, score] by id, no fairseq
+ *    shift): vocab_size = max(hparams' vocab_size, the pieces), "[PADi]" past them;
+ *  - a token's text is its added token's content when one has its id (tokenizers'
+ *    id_to_token), else its piece; its score the piece's; its type UNKNOWN for the unk id
+ *    (tokenizer_config.json's unk_token among the added tokens, else model.unk_id, else 3),
+ *    CONTROL for all_special_ids, USER_DEFINED for another added token, else NORMAL;
+ *  - add_space_prefix is tokenizer_config.json's add_prefix_space and
+ *    remove_extra_whitespaces its clean_up_tokenization_spaces (the tokenizer's attributes:
+ *    both false by default), the charsmap normalizer.precompiled_charsmap's base64.
  */
 #include "hf_vocab_impl.h"
 
@@ -108,8 +118,8 @@ static int count_of(const json_t *config, const char *key, long long dflt, long 
 	return 0;
 }
 
-static int put_keys(tfs_hf_kvs *out, const tokens *t, const tfs_spm_model *sp,
-		    long long ntypes, tfs_error *err)
+static int put_keys(tfs_hf_kvs *out, const tokens *t, bool prefix, bool remove_ws,
+		    const uint8_t *charsmap, size_t charsmap_len, long long ntypes, tfs_error *err)
 {
 	int rc;
 	if ((rc = tfs_hf_put_str(out, "tokenizer.ggml.model", "t5", 2, err)) ||
@@ -117,19 +127,35 @@ static int put_keys(tfs_hf_kvs *out, const tokens *t, const tfs_spm_model *sp,
 	    (rc = tfs_hf_kvs_add_arr_str(out, "tokenizer.ggml.tokens", t->s, t->len, t->n, err)) ||
 	    (rc = tfs_hf_kvs_add_arr_f32(out, "tokenizer.ggml.scores", t->score, t->n, err)) ||
 	    (rc = tfs_hf_kvs_add_arr_i32(out, "tokenizer.ggml.token_type", t->type, t->n, err)) ||
-	    (rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_space_prefix", sp->add_dummy_prefix,
-				  err)) ||
+	    (rc = tfs_hf_put_bool(out, "tokenizer.ggml.add_space_prefix", prefix, err)) ||
 	    (rc = tfs_hf_put_u32(out, "tokenizer.ggml.token_type_count", (uint32_t)ntypes,
 				 err)) ||
-	    (rc = tfs_hf_put_bool(out, "tokenizer.ggml.remove_extra_whitespaces",
-				  sp->remove_extra_whitespaces, err)))
+	    (rc = tfs_hf_put_bool(out, "tokenizer.ggml.remove_extra_whitespaces", remove_ws,
+				  err)))
 		return rc;
-	return sp->charsmap_len ? put_charsmap(out, sp->charsmap, sp->charsmap_len, err) : 0;
+	return charsmap_len ? put_charsmap(out, charsmap, charsmap_len, err) : 0;
 }
 
+static int json_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
+		      const json_t *cfg, const json_t *config, tfs_error *err);
+
 int tfs_hf_xlmr_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
-		      const json_t *cfg, const json_t *config, tfs_error *err)
+		      const json_t *cfg, const json_t *config, bool json, tfs_error *err)
 {
+	if (json) {
+		/* with sentencepiece.bpe.model the converter reads that instead, and for
+		 * nomic-bert-moe then sets token 250001 to <mask> (an IndexError below that) */
+		uint8_t *d = NULL;
+		uint64_t n = 0;
+		int rc = tfs_hf_read_optional(files, "sentencepiece.bpe.model", &d, &n, err);
+		bool has = d != NULL;
+		free(d);
+		if (!rc && has)
+			rc = tfs_error_set(err, TFS_E_UNSUPPORTED, "sentencepiece.bpe.model: "
+					   "nomic-bert-moe's vocabulary from it (token 250001 made "
+					   "<mask>) is not supported; tokenizer.json alone is");
+		return rc ? rc : json_vocab(out, files, tok, cfg, config, err);
+	}
 	uint8_t *data = NULL;
 	uint64_t len = 0;
 	tfs_spm_model sp = { 0 };
@@ -154,10 +180,338 @@ int tfs_hf_xlmr_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 		rc = tfs_error_set(err, TFS_E_FORMAT, "sentencepiece.bpe.model: %lld tokens, fewer "
 				   "than XLM-R's four special ones", vs);
 	if (!rc && !(rc = xlmr_tokens(&t, &sp, (size_t)vs, err)) &&
-	    !(rc = put_keys(out, &t, &sp, ntypes, err)))
+	    !(rc = put_keys(out, &t, sp.add_dummy_prefix, sp.remove_extra_whitespaces,
+			    sp.charsmap, sp.charsmap_len, ntypes, err)))
 		rc = tfs_hf_special_vocab(out, files, tok, cfg, false, (long long)t.n, err);
 	tokens_free(&t);
 	tfs_spm_free(&sp);
 	free(data);
+	return rc;
+}
+
+/* ==== tokenizer.json through transformers (NomicBertModel's MoE variant) ==== */
+
+/* transformers' named special tokens and XLMRobertaTokenizerFast's defaults for them */
+static const char *const named_keys[] = { "bos_token", "eos_token", "unk_token", "sep_token",
+	"pad_token", "cls_token", "mask_token" };
+static const char *const xlmr_named[] = { "<s>", "</s>", "<unk>", "</s>", "<pad>", "<s>",
+	"<mask>" };
+#define N_NAMED (sizeof named_keys / sizeof named_keys[0])
+
+static const json_t *token_text(const json_t *t)
+{
+	return json_is_object(t) ? json_object_get(t, "content") : t;
+}
+
+static int add_special(json_t *set, const json_t *t, tfs_error *err)
+{
+	if (!json_is_string(t) || !json_string_length(t))
+		return 0;
+	if (json_object_setn_new(set, json_string_value(t), json_string_length(t), json_true()))
+		return tfs_error_set(err, TFS_E_NOMEM, "tokenizer_config.json: out of memory");
+	return 0;
+}
+
+/* all_special_tokens, a set (the keys of *out), as tests/hf/refconv's transformers has it:
+ * the named tokens (the class's defaults, tokenizer_config.json over them,
+ * special_tokens_map.json over both), every other top-level "*_token" string of
+ * tokenizer_config.json, additional_special_tokens (special_tokens_map.json's when it has
+ * some), extra_special_tokens (a list's entries or a dict's values). */
+static int special_set(json_t **out, const tfs_hf_files *files, const json_t *cfg,
+		       tfs_error *err)
+{
+	json_t *stm = NULL, *set = json_object();
+	int rc = set ? tfs_hf_read_json(files, "special_tokens_map.json", &stm, err)
+		     : tfs_error_set(err, TFS_E_NOMEM, "tokenizer_config.json: out of memory");
+	for (size_t i = 0; !rc && i < N_NAMED; i++) {
+		const json_t *v = json_object_get(stm, named_keys[i]);
+		if (!v)
+			v = json_object_get(cfg, named_keys[i]);
+		if (v)
+			rc = add_special(set, token_text(v), err);
+		else if (json_object_setn_new(set, xlmr_named[i], strlen(xlmr_named[i]),
+					      json_true()))
+			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
+	}
+	const char *k;
+	json_t *tv;
+	json_object_foreach((json_t *)cfg, k, tv) {
+		size_t n = strlen(k);
+		bool is_named = false;
+		for (size_t j = 0; j < N_NAMED; j++)
+			is_named |= strcmp(k, named_keys[j]) == 0;
+		if (!rc && !is_named && n > 6 && strcmp(k + n - 6, "_token") == 0 &&
+		    json_is_string(tv))
+			rc = add_special(set, tv, err);
+	}
+	const json_t *add = json_object_get(stm, "additional_special_tokens"), *t;
+	if (!json_is_array(add) || !json_array_size(add))
+		add = json_object_get(cfg, "additional_special_tokens");
+	size_t i;
+	json_array_foreach(add, i, t)
+		if (!rc)
+			rc = add_special(set, token_text(t), err);
+	const json_t *e = json_object_get(cfg, "extra_special_tokens");
+	json_array_foreach(e, i, t)
+		if (!rc)
+			rc = add_special(set, token_text(t), err);
+	json_object_foreach((json_t *)e, k, tv)
+		if (!rc)
+			rc = add_special(set, token_text(tv), err);
+	json_decref(stm);
+	if (rc)
+		json_decref(set);
+	else
+		*out = set;
+	return rc;
+}
+
+/* tokenizer.json's added token of id (the last given: tokenizers' added vocabulary), or
+ * NULL. */
+static const json_t *added_of(const json_t *added, long long id)
+{
+	const json_t *found = NULL, *a;
+	size_t i;
+	json_array_foreach(added, i, a) {
+		long long k;
+		if (tfs_hf_py_int(json_object_get(a, "id"), &k) && k == id)
+			found = a;
+	}
+	return found;
+}
+
+/* The id transformers gives token text s (n bytes): its vocab, the pieces' ids under the
+ * added tokens' (a later entry over an earlier one); -1: none. */
+static long long id_of(const json_t *pieces, const json_t *added, const char *s, size_t n)
+{
+	const json_t *a;
+	size_t i;
+	long long id = -1;
+	json_array_foreach(added, i, a) {
+		const json_t *c = json_object_get(a, "content");
+		long long k;
+		if (json_is_string(c) && json_string_length(c) == n &&
+		    !memcmp(json_string_value(c), s, n) && tfs_hf_py_int(json_object_get(a, "id"), &k))
+			id = k;
+	}
+	for (i = json_array_size(pieces); id < 0 && i-- > 0;) {
+		const json_t *c = json_array_get(json_array_get(pieces, i), 0);
+		if (json_string_length(c) == n && !memcmp(json_string_value(c), s, n))
+			id = (long long)i;
+	}
+	return id;
+}
+
+/* Whether id is among get_added_vocab()'s values ({content: id}: the highest id of a
+ * content). */
+static bool added_value(const json_t *added, long long id)
+{
+	const json_t *mine = json_object_get(added_of(added, id), "content"), *a;
+	size_t i;
+	if (!json_is_string(mine))
+		return false;
+	json_array_foreach(added, i, a) {
+		long long k;
+		const json_t *c = json_object_get(a, "content");
+		if (tfs_hf_py_int(json_object_get(a, "id"), &k) && k > id && json_equal(c, mine) &&
+		    json_equal(json_object_get(added_of(added, k), "content"), mine))
+			return false;
+	}
+	return true;
+}
+
+/* Python's base64.b64decode of an ASCII string (validate=False): characters outside the
+ * alphabet dropped, then whole quads (padded with '='); *out malloc'd. */
+static int b64_decode(const char *s, size_t n, uint8_t **out, size_t *out_n, tfs_error *err)
+{
+	static const char abc[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	uint8_t *o = malloc(n / 4 * 3 + 3);
+	uint32_t acc = 0;
+	size_t q = 0, k = 0, pad = 0;
+	if (!o)
+		return tfs_error_set(err, TFS_E_NOMEM, "tokenizer.json: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const char *c = s[i] ? strchr(abc, s[i]) : NULL;
+		if (s[i] == '=') {
+			pad++;
+			continue;
+		}
+		if (!c)
+			continue;
+		if (pad) {   /* data after padding: binascii says "Excess data after padding" */
+			free(o);
+			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: normalizer."
+					     "precompiled_charsmap: data after the base64 padding");
+		}
+		acc = acc << 6 | (uint32_t)(c - abc);
+		if (++q == 4) {
+			o[k++] = (uint8_t)(acc >> 16), o[k++] = (uint8_t)(acc >> 8);
+			o[k++] = (uint8_t)acc;
+			q = 0, acc = 0;
+		}
+	}
+	if (q == 1 || (q && pad < 4 - q)) {
+		free(o);
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: normalizer."
+				     "precompiled_charsmap: incorrect base64 padding");
+	}
+	if (q == 2)
+		o[k++] = (uint8_t)(acc >> 4);
+	else if (q == 3)
+		o[k++] = (uint8_t)(acc >> 10), o[k++] = (uint8_t)(acc >> 2);
+	*out = o;
+	*out_n = k;
+	return 0;
+}
+
+/* The tokens of a Unigram tokenizer.json read as _xlmroberta_set_vocab reads them through
+ * transformers (vs tokens: the pieces, then [PADi]). */
+static int json_tokens(tokens *t, const json_t *pieces, const json_t *added, long long unk_id,
+		       const json_t *special, size_t vs, tfs_error *err)
+{
+	size_t np = json_array_size(pieces);
+	*t = (tokens){ .n = vs };
+	t->s = calloc(vs, sizeof *t->s);
+	t->len = calloc(vs, sizeof *t->len);
+	t->score = calloc(vs, sizeof *t->score);
+	t->type = calloc(vs, sizeof *t->type);
+	t->owned = calloc(vs, sizeof *t->owned);
+	bool *sp = calloc(np + 1, sizeof *sp);
+	int rc = 0;
+	if (!t->s || !t->len || !t->score || !t->type || !t->owned || !sp) {
+		free(sp);
+		return tfs_error_set(err, TFS_E_NOMEM, "tokenizer: out of memory for %zu tokens", vs);
+	}
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)special, k, v) {   /* all_special_ids */
+		long long id = id_of(pieces, added, k, strlen(k));
+		if (id >= 0 && (size_t)id < np)
+			sp[id] = true;
+	}
+	for (size_t i = 0; !rc && i < vs; i++) {
+		if (i >= np) {
+			char pad[32];
+			int pn = snprintf(pad, sizeof pad, "[PAD%zu]", i);
+			if (!(t->owned[i] = strdup(pad))) {
+				rc = tfs_error_set(err, TFS_E_NOMEM, "tokenizer: out of memory");
+				break;
+			}
+			t->s[i] = t->owned[i];
+			t->len[i] = (size_t)pn;
+			t->score[i] = -10000.0f;
+			t->type[i] = TFS_TOK_UNUSED;
+			continue;
+		}
+		const json_t *e = json_array_get(pieces, i), *a = added_of(added, (long long)i);
+		const json_t *text = a ? json_object_get(a, "content") : json_array_get(e, 0);
+		const json_t *score = json_array_get(e, 1);
+		if (!json_is_string(text) || !json_is_number(score)) {
+			rc = tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: model.vocab[%zu] is not "
+					   "a [piece, score] pair", i);
+			break;
+		}
+		/* (an integer score: gguf-py types the scores' array by its items, and refuses
+		 * one of mixed types; all integers would be an INT32 array) */
+		if (!json_is_real(score)) {
+			rc = tfs_error_set(err, TFS_E_UNSUPPORTED, "tokenizer.json: model.vocab[%zu]'s "
+					   "score is an integer (not a float: the converter's array "
+					   "of scores is then not FLOAT32, or refused for mixed types)",
+					   i);
+			break;
+		}
+		t->s[i] = json_string_value(text);
+		t->len[i] = json_string_length(text);
+		t->score[i] = (float)json_number_value(score);
+		t->type[i] = (long long)i == unk_id ? TFS_TOK_UNKNOWN
+			: sp[i] ? TFS_TOK_CONTROL
+			: a && added_value(added, (long long)i) ? TFS_TOK_USER_DEFINED
+			: TFS_TOK_NORMAL;
+	}
+	free(sp);
+	return rc;
+}
+
+/* The unk id: tokenizer_config.json's unk_token among get_added_vocab(), else model.unk_id
+ * (3 when absent; None: no token is UNKNOWN, -1). */
+static int unk_id_of(long long *out, const json_t *cfg, const json_t *model,
+		     const json_t *added, tfs_error *err)
+{
+	const json_t *u = json_object_get(cfg, "unk_token"), *d = json_object_get(model, "unk_id");
+	if (u && !json_is_string(u) && !json_is_null(u))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer_config.json: unk_token is not "
+				     "a string (the converter looks it up as a key: unhashable)");
+	*out = 3;
+	if (d && !json_is_null(d) && !tfs_hf_py_int(d, out))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: model.unk_id is not an "
+				     "integer");
+	if (d && json_is_null(d))
+		*out = -1;
+	const json_t *a;
+	size_t i;
+	long long best = -1, k;
+	json_array_foreach(added, i, a) {   /* {content: id} in id order: the highest id */
+		if (u && json_equal(json_object_get(a, "content"), u) &&
+		    tfs_hf_py_int(json_object_get(a, "id"), &k) && k > best &&
+		    json_equal(json_object_get(added_of(added, k), "content"), u))
+			best = k;
+	}
+	if (best >= 0)
+		*out = best;
+	return 0;
+}
+
+static int json_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_tok *tok,
+		      const json_t *cfg, const json_t *config, tfs_error *err)
+{
+	if (!tok)
+		return tfs_error_set(err, TFS_E_NOTFOUND, "tokenizer.json: no such file (the "
+				     "converter reads XLM-R's vocabulary from it without "
+				     "sentencepiece.bpe.model)");
+	const json_t *model = json_object_get(tok->root, "model");
+	const json_t *pieces = json_object_get(model, "vocab");
+	const json_t *added = json_object_get(tok->root, "added_tokens");
+	const json_t *nz = json_object_get(tok->root, "normalizer");
+	const json_t *pcm = json_object_get(nz, "precompiled_charsmap");
+	const char *cls = json_string_value(json_object_get(cfg, "tokenizer_class"));
+	if (!json_is_array(pieces) || tok->has_vocab)
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: model.vocab is not a "
+				     "Unigram model's list of [piece, score]");
+	if (!json_is_string(pcm))
+		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: no normalizer."
+				     "precompiled_charsmap (the converter reads it)");
+	if (!cls || (strcmp(cls, "XLMRobertaTokenizer") && strcmp(cls, "XLMRobertaTokenizerFast")))
+		return tfs_error_set(err, TFS_E_UNSUPPORTED, "tokenizer_config.json: tokenizer_class "
+				     "%s%s%s: the GGUF view reproduces transformers' "
+				     "XLMRobertaTokenizer(Fast) here", cls ? "'" : "",
+				     cls ? cls : "absent", cls ? "'" : "");
+	long long vs = 0, ntypes = 1, unk;
+	json_t *special = NULL;
+	uint8_t *map = NULL;
+	size_t map_n = 0;
+	tokens t = { 0 };
+	int rc = count_of(config, "vocab_size", 0, 1ll << 31, &vs, err);
+	if (!rc)
+		rc = count_of(config, "type_vocab_size", 1, UINT32_MAX, &ntypes, err);
+	if (vs < (long long)json_array_size(pieces))
+		vs = (long long)json_array_size(pieces);
+	if (!rc)
+		rc = unk_id_of(&unk, cfg, model, added, err);
+	if (!rc)
+		rc = b64_decode(json_string_value(pcm), json_string_length(pcm), &map, &map_n, err);
+	if (!rc)
+		rc = special_set(&special, files, cfg, err);
+	if (!rc)
+		rc = json_tokens(&t, pieces, added, unk, special, (size_t)vs, err);
+	if (!rc)
+		rc = put_keys(out, &t, tfs_hf_py_true(json_object_get(cfg, "add_prefix_space")),
+			      tfs_hf_py_true(json_object_get(cfg, "clean_up_tokenization_spaces")),
+			      map, map_n, ntypes, err);
+	if (!rc)
+		rc = tfs_hf_special_vocab(out, files, tok, cfg, false, (long long)t.n, err);
+	tokens_free(&t);
+	json_decref(special);
+	free(map);
 	return rc;
 }

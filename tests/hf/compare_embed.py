@@ -16,7 +16,7 @@ import compare_moe  # noqa: E402
 import make_embed  # noqa: E402
 
 # --quick: every outtype for these, auto for the others
-QUICK = ("bert-f32", "nomic-f32", "modernbert-f32")
+QUICK = ("bert-f32", "nomic-f32", "nomic-moe-f32", "modernbert-f32")
 
 if __name__ == "__main__":
     sys.exit(compare_moe.main(make_embed, QUICK))

@@ -15,8 +15,10 @@ converter wrote them: "##x" as "x", a word start "x" as U+2581 "x", control toke
 into the tokenizer.json bge-small ships (BertNormalizer lowercasing, BertPreTokenizer,
 [CLS] $A [SEP]); its check hash is then bge's ("bert-bge").  Nothing of it is kept in the
 repository.  XLM-RoBERTa's vocabulary is a SentencePiece unigram model trained once at test
-time (python3-sentencepiece), laid out as XLM-R's sentencepiece.bpe.model.  Weights are
-deterministic (seeded by the variant's name).
+time (python3-sentencepiece), laid out as XLM-R's sentencepiece.bpe.model; nomic-bert-moe's
+(nomic-embed-text-v2-moe ships tokenizer.json alone) is that model's tokenizer.json with its
+Precompiled normalizer, without the model file.  Weights are deterministic (seeded by the
+variant's name).
 """
 import json
 import os
@@ -67,6 +69,14 @@ VARIANTS = {
     # pooling
     "nomic-f32": dict(arch="NomicBertModel", dtype="F32", hidden=32, heads=2, layers=2, ff=64,
                       pooling="mean", name_or_path="nomic-ai/nomic-embed-text-v1.5"),
+    # nomic-embed-text-v2-moe style (NomicBertModel with moe_every_n_layers: nomic-bert-moe):
+    # F32, gelu with biases, layer 1 of 2 a mixture of 4 experts (top 2: router.layer, the
+    # experts' w1/w2 stacked as [E x ff, hidden], their bias dropped), n_positions 2048
+    # written as 512, XLM-R's Unigram tokenizer.json alone (read through transformers), vocab
+    # padded to a multiple of 64 with [PADi], mean pooling
+    "nomic-moe-f32": dict(arch="NomicBertModel", dtype="F32", hidden=32, heads=2, layers=2,
+                          ff=64, experts=4, top_k=2, every=2, pooling="mean",
+                          name_or_path="nomic-ai/nomic-embed-text-v2-moe"),
     # ModernBERT embedding style (ModernBertModel, modern-bert: nomic-ai/modernbert-embed-base,
     # gte-modernbert): F32, no "model." (the base model saved), fused Wqkv, the GLU pair Wi,
     # no attn_norm in layer 0, global attention every 3rd layer and a window of 8 tokens,
@@ -197,10 +207,11 @@ def write_xlmr_tokenizer(d, spm_path, ctx):
         json.dump({k: v for k, v in tc.items() if k.endswith("_token")}, f, indent=2)
 
 
-def write_xlmr_tokenizer_json(d, spm_path):
+def write_xlmr_tokenizer_json(d, spm_path, precompiled=False):
     """tokenizer.json as XLM-R repos ship it beside the SentencePiece model (the converter reads
     the model; gguf-py's SpecialVocab reads this file's added tokens and <s> $A </s>), without
-    the Precompiled normalizer (nothing here reads it)."""
+    the Precompiled normalizer (nothing here reads it); precompiled: with it (the model's
+    precompiled_charsmap, base64), as nomic-embed-text-v2-moe's, read without the model."""
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_file=spm_path)
     vocab = [[t, 0.0] for t in XLMR_SPECIALS] + [[sp.IdToPiece(i), sp.GetScore(i)]
@@ -229,6 +240,14 @@ def write_xlmr_tokenizer_json(d, spm_path):
           "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
                       "split": True},
           "model": {"type": "Unigram", "unk_id": 3, "vocab": vocab, "byte_fallback": False}}
+    if precompiled:
+        import base64
+        from sentencepiece import sentencepiece_model_pb2 as pb
+        m = pb.ModelProto()
+        with open(spm_path, "rb") as f:
+            m.ParseFromString(f.read())
+        tj["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(
+            m.normalizer_spec.precompiled_charsmap).decode("ascii")}
     with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
         f.write(json.dumps(tj, ensure_ascii=False))
     return len(vocab)
@@ -404,6 +423,50 @@ def nomic_config(s, vocab):
             "vocab_size": vocab}
 
 
+def nomic_moe_shapes(s, vocab):
+    """nomic-embed-text-v2-moe's checkpoint: biases everywhere, fc1/fc2 in the dense layers,
+    in every `every`-th (i % every == 1, as its code picks them) the router and the experts
+    stacked ([E x ff, hidden] both, w2 transposed by the converter) with their shared bias."""
+    h, ff, e = s["hidden"], s["ff"], s["experts"]
+    t = {"embeddings.word_embeddings.weight": (vocab, h),
+         "embeddings.token_type_embeddings.weight": (1, h),
+         "emb_ln.weight": (h,), "emb_ln.bias": (h,)}
+    for i in range(s["layers"]):
+        b = "encoder.layers.%d." % i
+        t[b + "attn.Wqkv.weight"] = (3 * h, h)
+        t[b + "attn.Wqkv.bias"] = (3 * h,)
+        t[b + "attn.out_proj.weight"] = (h, h)
+        t[b + "attn.out_proj.bias"] = (h,)
+        if i % s["every"] == 1:
+            t[b + "mlp.router.layer.weight"] = (e, h)
+            t[b + "mlp.experts.mlp.w1"] = (e * ff, h)
+            t[b + "mlp.experts.mlp.w2"] = (e * ff, h)
+            t[b + "mlp.experts.bias"] = (h,)
+        else:
+            t[b + "mlp.fc1.weight"] = (ff, h)
+            t[b + "mlp.fc1.bias"] = (ff,)
+            t[b + "mlp.fc2.weight"] = (h, ff)
+            t[b + "mlp.fc2.bias"] = (h,)
+        for m in ("norm1", "norm2"):
+            t[b + m + ".weight"] = (h,)
+            t[b + m + ".bias"] = (h,)
+    return t
+
+
+def nomic_moe_config(s, vocab):
+    """nomic-embed-text-v2-moe's config.json keys (nomic_bert with the MoE settings)."""
+    c = nomic_config(s, vocab)
+    c.update(_name_or_path="nomic-ai/nomic-xlm-2048", activation_function="gelu",
+             n_positions=2048, max_trained_positions=2048, qkv_proj_bias=True,
+             mlp_fc1_bias=True, mlp_fc2_bias=True, layer_norm_epsilon=1e-05,
+             rotary_emb_base=10000, pad_token_id=1, type_vocab_size=1, use_rms_norm=None,
+             moe_every_n_layers=s["every"], moe_top_k=s["top_k"], num_experts=s["experts"],
+             num_shared_experts=0, moe_impl="megablocks", moe_normalize_expert_weights=False,
+             moe_resid_pdrop=0.0, router_aux_loss_coef=0.1, expert_choice_router=False,
+             ffn_div=1, transformers_version="4.47.0")
+    return c
+
+
 def write_weights(d, s, name, shapes):
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     items = []
@@ -489,6 +552,11 @@ def make(outdir, name):
         spm_path = train_unigram(outdir)
         write_xlmr_tokenizer(d, spm_path, s["ctx"])
         n_vocab = write_xlmr_tokenizer_json(d, spm_path)
+    elif "experts" in s:   # tokenizer.json (with its Precompiled normalizer) alone
+        spm_path = train_unigram(outdir)
+        write_xlmr_tokenizer(d, spm_path, 512)
+        os.unlink(os.path.join(d, "sentencepiece.bpe.model"))
+        n_vocab = write_xlmr_tokenizer_json(d, spm_path, precompiled=True)
     else:
         vocab = bge_vocab()
         write_bert_tokenizer(d, vocab, s.get("ctx", 512))
@@ -496,6 +564,8 @@ def make(outdir, name):
     if s["arch"] == "NomicBertModel":
         n_vocab = (n_vocab + 63) // 64 * 64   # pad_vocab_size_multiple
         shapes, config = nomic_shapes(s, n_vocab), nomic_config(s, n_vocab)
+        if "experts" in s:
+            shapes, config = nomic_moe_shapes(s, n_vocab), nomic_moe_config(s, n_vocab)
     else:
         shapes, config = bert_shapes(s, n_vocab), bert_config(s, n_vocab)
     write_weights(d, s, name, shapes)

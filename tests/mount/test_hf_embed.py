@@ -3,17 +3,19 @@
 bge-small style with CLS pooling, all-MiniLM style with mean pooling, no pooling;
 XLM-RoBERTa: BGE-M3 style with CLS pooling, multilingual-e5 style with mean pooling;
 EmbeddingGemma: Gemma3TextModel with mean pooling; nomic-bert: NomicBertModel with mean
-pooling; ModernBERT: ModernBertModel with mean pooling), their
+pooling, and its MoE variant nomic-bert-moe (nomic-embed-text-v2-moe style: XLM-R's Unigram
+tokenizer.json alone); ModernBERT: ModernBertModel with mean pooling), their
 model.gguf against llama.cpp's converter (tests/hf/reference.py):
 
 - model.gguf is cmp-equal to the converter's file;
 - llama.cpp (libllama of npm @node-llama-cpp/linux-x64, tests/llama/embed.py) embeds a few
   texts from the mount's model.gguf exactly as from the converter's file: the same tokens
   (bge's real WordPiece ids, nomic's too: [CLS] ... [SEP]; ModernBERT's GPT-NeoX BPE ids:
-  [CLS] ... [SEP]; XLM-R's unigram pieces: <s> ... </s>) and the
+  [CLS] ... [SEP]; XLM-R's unigram pieces, nomic-bert-moe's too: <s> ... </s>) and the
   same vectors, pooled as the file's pooling_type says (CLS, mean) or per token (none);
 - bad input: a pooling mode the converter does not support, a tokenizer.json that is not
-  WordPiece, nomic's n_positions the converter does not know: the mount works without model.gguf and says why, naming the file.
+  WordPiece, nomic's n_positions the converter does not know, nomic-bert-moe's swiglu or
+  sentencepiece.bpe.model: the mount works without model.gguf and says why, naming the file.
 
 Without the converter's packages or llama.cpp's library the tests that need them SKIP.
 """
@@ -38,12 +40,12 @@ WORK = os.environ.get("TFS_HF_EMBED_WORK") or os.path.join(tempfile.gettempdir()
 # (variant, outtype, llama.cpp's pooling type: 0 none, 1 mean, 2 cls)
 CASES = [("bert-f32", "auto", 2), ("bert-f32", "q8_0", 2), ("bert-f16", "auto", 1),
          ("bert-bf16", "bf16", 0), ("xlmr-f32", "auto", 2), ("xlmr-f16", "q8_0", 1),
-         ("egemma-f32", "auto", 1), ("nomic-f32", "q8_0", 1),
+         ("egemma-f32", "auto", 1), ("nomic-f32", "q8_0", 1), ("nomic-moe-f32", "auto", 1),
          ("modernbert-f32", "auto", 1)]
 # the ids encode puts around a text: BERT's [CLS] [SEP], XLM-R's <s> </s>; EmbeddingGemma's
 # <bos> (config.json's bos_token_id 2) and no end
 ENDS = {"bert": (101, 102), "xlmr": (0, 2), "egemma": (2, None), "nomic": (101, 102),
-        "modernbert": (50281, 50282)}
+        "nomic-moe": (0, 2), "modernbert": (50281, 50282)}
 TEXTS = ["Hello, world!", "The tiny model embeds this sentence.",
          "naïve café: 3.14 tokens; ĀĒĪ 中文"]
 
@@ -93,7 +95,7 @@ class Embeddings(TestCase):
             self.assertEqual(got["pooling"], pooling, name)
             for w, g in zip(want["texts"], got["texts"]):
                 self.assertEqual(g["tokens"], w["tokens"], (name, g["text"]))
-                first, last = ENDS[name.split("-")[0]]
+                first, last = ENDS[name.rsplit("-", 1)[0]]
                 self.assertEqual(g["tokens"][0], first, (name, g["text"]))
                 if last is not None:
                     self.assertEqual(g["tokens"][-1], last, (name, g["text"]))
@@ -174,6 +176,27 @@ class BadInput(TestCase):
                 json.dump(c, f)
         self.refused(self.variant_copy(change, "nomic-f32"), "config.json",
                      "unrecognized parameters: n_positions=4096")
+
+    def test_nomic_moe_what_it_refuses(self):
+        """nomic-bert-moe: the dense model's swiglu is refused as the converter's assert
+        refuses it; a sentencepiece.bpe.model beside tokenizer.json, which the converter
+        would read instead (then setting token 250001 to <mask>), by tensorfs."""
+        def swiglu(d):
+            p = os.path.join(d, "config.json")
+            c = json.loads(read(p))
+            os.unlink(p)
+            c["activation_function"] = "swiglu"
+            with open(p, "w") as f:
+                json.dump(c, f)
+        self.refused(self.variant_copy(swiglu, "nomic-moe-f32"), "config.json",
+                     "activation_function: the converter supports nomic-bert-moe with "
+                     "\"gelu\" only")
+
+        def spm(d):
+            with open(os.path.join(d, "sentencepiece.bpe.model"), "wb") as f:
+                f.write(b"\n")
+        self.refused(self.variant_copy(spm, "nomic-moe-f32"), "sentencepiece.bpe.model",
+                     "nomic-bert-moe's vocabulary from it")
 
     def test_xlmr_without_its_sentencepiece_model(self):
         """tokenizer.json alone: the converter reads it with transformers' tokenizer, which

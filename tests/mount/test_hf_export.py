@@ -366,7 +366,8 @@ ROUNDTRIPS = {
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
                      "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "qwen2vl",
                      "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple", "gemma4_mm",
-                     "gemma4_moe", "bert", "bert_pooling", "egemma", "nomic", "modernbert",
+                     "gemma4_moe", "bert", "bert_pooling", "egemma", "nomic", "nomic_moe",
+                     "modernbert",
                      "xlmr", "qwen35", "qwen35moe", "qwen3next")
 
 
@@ -434,6 +435,12 @@ EMBED_ROUNDTRIPS = {
     # nomic-embed-text v1.5 (NomicBertModel): encoder.layers.N.*, config.json by nomic's own
     # names (n_embd, n_positions 8192 for 2048); vocab_size padded to 64 ([PADi] again)
     "nomic": ("nomic-f32", ("auto",)),
+    # nomic-embed-text-v2-moe (NomicBertModel, nomic-bert-moe): the experts' w1 / w2 back as
+    # the checkpoint's [E x n_inner, n_embd] (w2 transposed back per expert), the router,
+    # the biases (not the experts' own, which the converter drops); config.json's gelu,
+    # moe_every_n_layers, moe_top_k; XLM-R's Unigram tokenizer.json (its charsmap, [PADi]
+    # left to vocab_size) with XLMRobertaTokenizer's tokenizer_config.json
+    "nomic_moe": ("nomic-moe-f32", ("auto",)),
     # ModernBERT (ModernBertModel): layers.N.* (no "model."), ModernBertConfig's names (global
     # and local rope bases, the window and its pattern), no attn_norm in layer 0; GPT-NeoX's
     # BPE with ModernBERT's [CLS] ... [SEP]

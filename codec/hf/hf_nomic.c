@@ -39,6 +39,7 @@
 #include "hf_moe.h"
 #include "hf_names.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +224,9 @@ static int moe_tensor(const hparams *h, const tfs_model *st, size_t idx, const c
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: no %s (the experts' view needs it)",
 				     h->where, e < 0 ? "num_local_experts or num_experts" :
 				     "n_inner");
+	if (e > INT64_MAX / ff)   /* (config.json's count is any positive integer) */
+		return tfs_error_set(err, TFS_E_FORMAT, "%s: %lld experts of n_inner %lld: too "
+				     "many", h->where, (long long)e, (long long)ff);
 	if (t->n_dims != 2 || t->ne[0] != h->hidden || t->ne[1] != e * ff)
 		return tfs_error_set(err, TFS_E_FORMAT, "%s: tensor '%s' is not [%lld, %lld] "
 				     "(experts x n_inner, n_embd)", where, t->name,

@@ -20,6 +20,7 @@
  */
 #include "hf_export.h"
 
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,18 +149,16 @@ bool tfs_hf_xunigram_form(const tfs_hf_export *x, char *why, size_t cap)
 	return get_form(&f, x, why, cap);
 }
 
-/* Python's base64.b64encode of n bytes */
+/* Python's base64.b64encode of n bytes (OpenSSL's EVP_EncodeBlock: the same alphabet and
+ * '=' padding, no newlines), in pieces of whole triples */
 static int b64(tfs_buf *b, const uint8_t *s, uint64_t n)
 {
-	static const char abc[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	enum { IN = 3 * 1024 };
+	unsigned char q[IN / 3 * 4 + 1];
 	int rc = 0;
-	for (uint64_t i = 0; !rc && i < n; i += 3) {
-		uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) |
-			     (i + 2 < n ? s[i + 2] : 0);
-		char q[4] = { abc[v >> 18], abc[v >> 12 & 63], i + 1 < n ? abc[v >> 6 & 63] : '=',
-			      i + 2 < n ? abc[v & 63] : '=' };
-		rc = tfs_buf_append(b, q, 4);
+	for (uint64_t i = 0; !rc && i < n; i += IN) {
+		int k = (int)(n - i < IN ? n - i : IN);
+		rc = tfs_buf_append(b, q, (size_t)EVP_EncodeBlock(q, s + i, k));
 	}
 	return rc;
 }

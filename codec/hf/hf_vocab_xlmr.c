@@ -24,6 +24,8 @@
  */
 #include "hf_vocab_impl.h"
 
+#include <openssl/evp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,48 +322,42 @@ static bool added_value(const json_t *added, long long id)
 	return true;
 }
 
-/* Python's base64.b64decode of an ASCII string (validate=False): characters outside the
- * alphabet dropped, then whole quads (padded with '='); *out malloc'd. */
+/* Python's base64.b64decode of an ASCII string (validate=False) as CPython's binascii reads
+ * it: characters outside the alphabet skipped, a quad's '=' padding ends the input (what
+ * follows is ignored), a quad left open refused; the characters taken are decoded by
+ * OpenSSL's EVP_DecodeBlock.  *out malloc'd. */
 static int b64_decode(const char *s, size_t n, uint8_t **out, size_t *out_n, tfs_error *err)
 {
-	static const char abc[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *in = malloc(n + 4);
 	uint8_t *o = malloc(n / 4 * 3 + 3);
-	uint32_t acc = 0;
-	size_t q = 0, k = 0, pad = 0;
-	if (!o)
+	size_t q = 0, pads = 0;
+	bool done = false;
+	if (!in || !o) {
+		free(in), free(o);
 		return tfs_error_set(err, TFS_E_NOMEM, "tokenizer.json: out of memory");
-	for (size_t i = 0; i < n; i++) {
-		const char *c = s[i] ? strchr(abc, s[i]) : NULL;
-		if (s[i] == '=') {
-			pad++;
-			continue;
-		}
-		if (!c)
-			continue;
-		if (pad) {   /* data after padding: binascii says "Excess data after padding" */
-			free(o);
-			return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: normalizer."
-					     "precompiled_charsmap: data after the base64 padding");
-		}
-		acc = acc << 6 | (uint32_t)(c - abc);
-		if (++q == 4) {
-			o[k++] = (uint8_t)(acc >> 16), o[k++] = (uint8_t)(acc >> 8);
-			o[k++] = (uint8_t)acc;
-			q = 0, acc = 0;
-		}
 	}
-	if (q == 1 || (q && pad < 4 - q)) {
+	for (size_t i = 0; i < n && !done; i++) {
+		char c = s[i];
+		if (c == '=')   /* (binascii: pads counted from a quad's third character) */
+			done = q % 4 >= 2 && q % 4 + ++pads >= 4;
+		else if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			 (c >= '0' && c <= '9') || c == '+' || c == '/')
+			in[q++] = c, pads = 0;
+	}
+	size_t tail = (4 - q % 4) % 4;
+	const char *why = done || !tail ? NULL : tail == 3 ? "a data character 1 more than a "
+		"multiple of 4" : "incorrect base64 padding";
+	memset(in + q, '=', tail);
+	int k = why || q + tail > INT32_MAX ? -1 : EVP_DecodeBlock(o, (unsigned char *)in,
+								   (int)(q + tail));
+	free(in);
+	if (k < 0) {
 		free(o);
 		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: normalizer."
-				     "precompiled_charsmap: incorrect base64 padding");
+				     "precompiled_charsmap: %s", why ? why : "not base64");
 	}
-	if (q == 2)
-		o[k++] = (uint8_t)(acc >> 4);
-	else if (q == 3)
-		o[k++] = (uint8_t)(acc >> 10), o[k++] = (uint8_t)(acc >> 2);
 	*out = o;
-	*out_n = k;
+	*out_n = (size_t)k - tail;   /* (EVP_DecodeBlock counts the padding's zero bytes) */
 	return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * fuzz_hf_vocab.c - libFuzzer harness: the input is a Hugging Face repo's tokenizer file, read
  * by tfs_hf_vocab_keys: a tokenizer.model (SentencePiece protobuf) when the first byte is even,
- * else a tokenizer.json (the rest of the input either way).
+ * else a tokenizer.json (the rest of the input either way), for LlamaForCausalLM,
+ * Qwen2ForCausalLM or NomicBertModel's MoE variant (its bits 1-2).
  *
  * Each run must succeed or fail with a message.  A tokenizer.model that parses must hold
  * what SentencePiece's loader checks (non-empty pieces inside the input, known types, one
@@ -21,19 +22,23 @@ typedef struct {
 	const char *name;
 	const uint8_t *data;
 	size_t size;
+	const char *config;   /* tokenizer_config.json's text, or NULL: none */
 } one_file;
 
 static int read_one(void *ctx, const char *name, uint8_t **data, uint64_t *len, tfs_error *err)
 {
 	const one_file *f = ctx;
-	if (strcmp(name, f->name) != 0)
+	bool cfg = f->config && strcmp(name, "tokenizer_config.json") == 0;
+	if (!cfg && strcmp(name, f->name) != 0)
 		return tfs_error_set(err, TFS_E_NOTFOUND, "%s: no such file", name);
-	*data = malloc(f->size + 1);
+	const uint8_t *src = cfg ? (const uint8_t *)f->config : f->data;
+	size_t size = cfg ? strlen(f->config) : f->size;
+	*data = malloc(size + 1);
 	if (!*data)
 		fz_fail("out of memory");
-	memcpy(*data, f->data, f->size);
-	(*data)[f->size] = 0;
-	*len = f->size;
+	memcpy(*data, src, size);
+	(*data)[size] = 0;
+	*len = size;
 	return 0;
 }
 
@@ -88,17 +93,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size == 0)
 		return 0;
-	one_file f = { (data[0] & 1) ? "tokenizer.json" : "tokenizer.model", data + 1, size - 1 };
+	one_file f = { (data[0] & 1) ? "tokenizer.json" : "tokenizer.model", data + 1, size - 1,
+		       NULL };
 	if (!(data[0] & 1))
 		check_spm(f.data, f.size);
 	else
 		check_tokjson(f.data, f.size);
 	tfs_hf_files files = { .read = read_one, .ctx = &f, .where = "repo" };
+	/* the class by the first byte's next bits: Llama's and Qwen2's vocabularies, and
+	 * nomic-bert-moe's (a Unigram tokenizer.json read as transformers does) */
+	static const char *const classes[] = { "LlamaForCausalLM", "Qwen2ForCausalLM",
+					       "NomicBertModel", "NomicBertModel" };
+	const char *cls = classes[(data[0] >> 1) & 3];
 	json_t *config = json_pack("{s:i}", "vocab_size", 512);
+	if (strcmp(cls, "NomicBertModel") == 0) {   /* (its tokenizer class: the one it reads) */
+		json_object_set_new(config, "moe_every_n_layers", json_integer(1));
+		f.config = "{\"tokenizer_class\": \"XLMRobertaTokenizer\"}";
+	}
 	tfs_hf_kvs out = { 0 };
 	tfs_error e = { 0 };
-	int rc = tfs_hf_vocab_keys(&out, &files, (data[0] & 2) ? "Qwen2ForCausalLM" :
-				   "LlamaForCausalLM", config, &e);
+	int rc = tfs_hf_vocab_keys(&out, &files, cls, config, &e);
 	if (rc != 0 && !e.msg[0])
 		fz_fail("tfs_hf_vocab_keys failed (%d) without a message", rc);
 	if (rc == 0 && tfs_hf_kvs_find(&out, "tokenizer.ggml.model") < 0)

@@ -367,6 +367,12 @@ static size_t cache_files(const char *dir, cfile *f, size_t cap, uint64_t *bytes
 	return n;
 }
 
+static int smaller_first(const void *a, const void *b)
+{
+	const cfile *x = a, *y = b;
+	return x->bytes != y->bytes ? (x->bytes < y->bytes ? -1 : 1) : strcmp(x->name, y->name);
+}
+
 static tfs_model *view_capped(const char *path, const char *type, const char *cache,
 			      uint64_t cap)
 {
@@ -429,6 +435,13 @@ Test(quantize, cache_size_removes_least_recently_used, .init = setup, .fini = te
 	cfile old[64], now[128];
 	size_t n_old = cache_files(qdir, old, 64, &old_bytes);
 	cr_assert(n_old > 4 && n_old <= 64, "%zu files", n_old);
+	/* stamped by size, the largest the oldest (the last gets the earliest stamp): the
+	 * files' names (keys) change from run to run, and stamped in readdir's order, which
+	 * of them went first did too, and so how many had to go to make room for Q4_K_M's (1
+	 * to 9 of 10 in 25 runs; all 10 once, in a loaded fresh-clone run, which left none
+	 * kept to compare below).  So the largest (278528 bytes of 655360) goes first, then
+	 * the next largest. */
+	qsort(old, n_old, sizeof(old[0]), smaller_first);
 	for (size_t i = 0; i < n_old; i++) {
 		char p[512];
 		struct timespec ts[2] = { { (time_t)(1000000 + 7 * (n_old - i)), 0 } };

@@ -34,6 +34,7 @@ extern const tfs_hf_arch tfs_hf_arch_cohere2;                             /* hf_
 extern const tfs_hf_arch tfs_hf_arch_glm4;                                /* hf_glm4.c */
 extern const tfs_hf_arch tfs_hf_arch_ernie4_5;                            /* hf_ernie.c */
 extern const tfs_hf_arch tfs_hf_arch_apertus;                             /* hf_apertus.c */
+extern const tfs_hf_arch tfs_hf_arch_arcee;                               /* hf_arcee.c */
 extern const tfs_hf_arch tfs_hf_arch_hunyuan_dense;                       /* hf_hunyuan.c */
 extern const tfs_hf_arch tfs_hf_arch_qwen3next;                           /* hf_qwen3next.c */
 extern const tfs_hf_arch tfs_hf_arch_gemma_embedding;                    /* hf_egemma.c */
@@ -76,6 +77,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_glm4,
 	&tfs_hf_arch_ernie4_5,
 	&tfs_hf_arch_apertus,
+	&tfs_hf_arch_arcee,
 	&tfs_hf_arch_hunyuan_dense,
 	&tfs_hf_arch_qwen3next,
 	&tfs_hf_arch_gemma_embedding,

@@ -194,6 +194,15 @@ VARIANTS = {
                                        "original_max_position_embeddings": 8192,
                                        "rope_type": "llama3"},
                          name_or_path="swiss-ai/Apertus-8B-Instruct-2509", tokens=True),
+    # Arcee (ArceeForCausalLM, arcee): LlamaModel's conversion (Q/K permuted) with an up/down
+    # MLP (ReLU², no gate_proj), yarn rope scaling; BF16, untied, GQA, the small SentencePiece
+    # vocabulary; arcee-ai/AFM-4.5B's keys
+    "arcee-bf16": dict(arch="ArceeForCausalLM", dtype="BF16", shards=1, tied=False,
+                       head_dim=16, ctx=1024,
+                       rope_scaling={"beta_fast": 32.0, "beta_slow": 1.0, "factor": 4.0,
+                                     "mscale": 1.0, "original_max_position_embeddings": 256,
+                                     "rope_type": "yarn"},
+                       name_or_path="arcee-ai/AFM-4.5B", tokens=True),
     # Hunyuan dense (HunYuanDenseV1ForCausalLM, hunyuan-dense): q/k norms (query_layernorm,
     # key_layernorm), tied, NTK-alpha rope scaling (type dynamic, alpha 1000: the base scaled,
     # a 256K context), eod_token_id as eos and generation_config.json's first eos as eot;
@@ -288,6 +297,7 @@ MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                "SeedOssForCausalLM": "seed_oss", "Exaone4ForCausalLM": "exaone4",
                "Cohere2ForCausalLM": "cohere2", "Glm4ForCausalLM": "glm4",
                "Ernie4_5ForCausalLM": "ernie4_5", "ApertusForCausalLM": "apertus",
+               "ArceeForCausalLM": "arcee",
                "HunYuanDenseV1ForCausalLM": "hunyuan_v1_dense",
                "Gemma4ForCausalLM": "gemma4_text",
                "Gemma4ForConditionalGeneration": "gemma4",
@@ -570,7 +580,7 @@ def tensor_shapes(s):
             t[p + "self_attn.k_norm.weight"] = (hd,)
         if s["arch"] != "Cohere2ForCausalLM":   # one norm: attention and MLP in parallel
             t[p + "post_attention_layernorm.weight"] = (h,)
-        if s["arch"] not in ("Glm4ForCausalLM", "ApertusForCausalLM"):
+        if s["arch"] not in ("Glm4ForCausalLM", "ApertusForCausalLM", "ArceeForCausalLM"):
             t[p + "mlp.gate_proj.weight"] = (ff, h)
         if s["arch"] != "Glm4ForCausalLM":
             t[p + "mlp.up_proj.weight"] = (ff, h)
@@ -925,6 +935,9 @@ def other_config(s, c):
         c.update(attention_bias=False, attention_dropout=0.0, hidden_act="xielu",
                  hidden_dropout=0.0, initializer_range=0.02, mlp_bias=False,
                  pad_token_id=3, post_norm=False, qk_norm=True, use_cache=True)
+    elif a == "ArceeForCausalLM":   # as arcee-ai/AFM-4.5B's
+        c.update(attention_bias=False, attention_dropout=0.0, hidden_act="relu2",
+                 initializer_range=0.02, mlp_bias=False, pad_token_id=0, use_cache=True)
     elif a == "HunYuanDenseV1ForCausalLM":   # as tencent/Hunyuan-7B-Instruct's
         c.update(attention_bias=False, attention_dropout=0.0, attention_head_dim=s["head_dim"],
                  eod_token_id=128009, eos_token_id=128001, initializer_range=0.02,

@@ -346,6 +346,8 @@ ROUNDTRIPS = {
     "hunyuan": ("hunyuan-bf16", ("auto",)),
     # the row's xtensors hook: the xIELU parameters back from the xielu.* keys; llama3 rope
     "apertus": ("apertus-spm-bf16", ("auto",)),
+    # LlamaModel's conversion with an up/down MLP (no gate), Q/K unpermuted back; yarn
+    "arcee": ("arcee-bf16", ("auto",)),
     # Gemma 4: the row's xconfig hook (layer types, the two head sizes, proportional rope from
     # rope_freqs.weight), its tokenizer.json (LlamaHfVocab's types back); layer_scalar
     "gemma4": ("gemma4-sparse-f32", ("f32",)),
@@ -364,11 +366,10 @@ ROUNDTRIPS = {
     "qwen35": ("qwen35-bf16", ("auto",)),
 }
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
-                     "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "qwen2vl",
-                     "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple", "gemma4_mm",
-                     "gemma4_moe", "bert", "bert_pooling", "egemma", "nomic", "nomic_moe",
-                     "modernbert",
-                     "xlmr", "qwen35", "qwen35moe", "qwen3next")
+                     "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "arcee",
+                     "qwen2vl", "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple",
+                     "gemma4_mm", "gemma4_moe", "bert", "bert_pooling", "egemma", "nomic",
+                     "nomic_moe", "modernbert", "xlmr", "qwen35", "qwen35moe", "qwen3next")
 
 
 # The MoE rows (make_moe.py): the GGUF's stacked experts shown one tensor per expert and

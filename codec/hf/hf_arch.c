@@ -1,5 +1,5 @@
 /*
- * hf_arch.c - the dense rows of the first classes (Llama, Mistral, Qwen2, Qwen3, Gemma 2,
+ * hf_arch.c - the dense rows of the first classes (Llama, Mistral, Qwen2, Gemma 2,
  * Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), as llama.cpp's converter (release de3ff81)
  * writes them, and the global tensors most rows share (tfs_hf_globals); tfs_hf_archs[]
  * (hf_registry.c) lists them.  Defaults are transformers 4.57's config classes (the version the
@@ -60,15 +60,6 @@ const tfs_hf_name tfs_hf_llama_blocks[TFS_HF_N_LLAMA_BLOCKS] = {
 static const tfs_hf_name qwen2_blocks[] = {
 	{ "input_layernorm", "attn_norm", H, NO, XN, true },
 	ATTN(XN, XN),
-	{ "post_attention_layernorm", "ffn_norm", H, NO, XN, true },
-	MLP,
-};
-
-static const tfs_hf_name qwen3_blocks[] = {
-	{ "input_layernorm", "attn_norm", H, NO, XN, true },
-	ATTN(XN, XN),
-	{ "self_attn.q_norm", "attn_q_norm", HD, NO, XN, true },
-	{ "self_attn.k_norm", "attn_k_norm", HD, NO, XN, true },
 	{ "post_attention_layernorm", "ffn_norm", H, NO, XN, true },
 	MLP,
 };
@@ -140,14 +131,6 @@ static const tfs_hf_default qwen2_defaults[] = {
 	{ "vocab_size", DI, 151936 }, { "num_key_value_heads", DKV, 32 },
 	{ "max_position_embeddings", DI, 32768 }, { "rms_norm_eps", DR, 1e-6 },
 	{ "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 },
-	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
-};
-
-/* Qwen3Config */
-static const tfs_hf_default qwen3_defaults[] = {
-	{ "vocab_size", DI, 151936 }, { "num_key_value_heads", DKV, 32 },
-	{ "head_dim", DI, 128 }, { "max_position_embeddings", DI, 32768 },
-	{ "rms_norm_eps", DR, 1e-6 }, { "rope_theta", DR, 10000.0 }, { "rope_scaling", DN, 0 },
 	{ "tie_word_embeddings", DB, 0 }, { NULL, 0, 0 },
 };
 
@@ -407,12 +390,6 @@ const tfs_hf_arch tfs_hf_arch_qwen2 = {
 	TFS_HF_CLASSES("Qwen2ForCausalLM"), .gguf = "qwen2",
 	TFS_HF_NAMES(tfs_hf_globals, qwen2_blocks), .flags = BASE,
 	TFS_HF_CONFIG("qwen2", qwen2_defaults), .vocab = TFS_HF_VOCAB_SPM_GPT2,
-};
-
-const tfs_hf_arch tfs_hf_arch_qwen3 = {
-	TFS_HF_CLASSES("Qwen3ForCausalLM"), .gguf = "qwen3",
-	TFS_HF_NAMES(tfs_hf_globals, qwen3_blocks), .flags = BASE,
-	TFS_HF_CONFIG("qwen3", qwen3_defaults), .vocab = TFS_HF_VOCAB_SPM_GPT2,
 };
 
 const tfs_hf_arch tfs_hf_arch_gemma2 = {

@@ -13,8 +13,9 @@
 #include <string.h>
 
 extern const tfs_hf_arch tfs_hf_arch_llama, tfs_hf_arch_mistral, tfs_hf_arch_qwen2,
-	tfs_hf_arch_qwen3, tfs_hf_arch_gemma2, tfs_hf_arch_gemma3, tfs_hf_arch_phi3,
+	tfs_hf_arch_gemma2, tfs_hf_arch_gemma3, tfs_hf_arch_phi3,
 	tfs_hf_arch_smollm3, tfs_hf_arch_granite, tfs_hf_arch_olmo2;          /* hf_arch.c */
+extern const tfs_hf_arch tfs_hf_arch_qwen3, tfs_hf_arch_qwen3_base;     /* hf_qwen3.c */
 extern const tfs_hf_arch tfs_hf_arch_gemma4;                              /* hf_gemma4.c */
 extern const tfs_hf_arch tfs_hf_arch_mixtral, tfs_hf_arch_qwen2moe,
 	tfs_hf_arch_qwen3moe;                                                 /* hf_moe.c */
@@ -49,6 +50,7 @@ const tfs_hf_arch *const tfs_hf_archs[] = {
 	&tfs_hf_arch_mistral,
 	&tfs_hf_arch_qwen2,
 	&tfs_hf_arch_qwen3,
+	&tfs_hf_arch_qwen3_base,
 	&tfs_hf_arch_gemma2,
 	&tfs_hf_arch_gemma3,
 	&tfs_hf_arch_phi3,

@@ -72,6 +72,12 @@ VARIANTS = {
     # Qwen3: BF16, q_norm/k_norm, head_dim != hidden/heads, tied
     "qwen3-bf16": dict(arch="Qwen3ForCausalLM", dtype="BF16", shards=1, tied=True,
                        head_dim=32, qk_norm=True, name_or_path="Qwen/Qwen3-0.6B"),
+    # Qwen3-Embedding style (Qwen3Model): Qwen3's shapes, the base model's names (no "model."
+    # in front), no lm_head, sentence-transformers' modules.json with last-token pooling
+    # (Qwen2Model's _try_set_pooling_type: qwen3.pooling_type); F32
+    "qwen3emb-f32": dict(arch="Qwen3Model", dtype="F32", shards=1, tied=True, head_dim=32,
+                         qk_norm=True, base_names=True, pooling="lasttoken",
+                         name_or_path="Qwen/Qwen3-Embedding-0.6B"),
     # widths that are not whole Q8_0 blocks (q8_0 falls back to F16 for those tensors), and
     # special values: NaN (signalling and quiet, with payloads), infinities, values too large
     # for F16, F16 and BF16 subnormals, exact rounding ties
@@ -289,7 +295,7 @@ VARIANTS = {
 
 # model_type of each class (config.json)
 MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
-               "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
+               "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3", "Qwen3Model": "qwen3",
                "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
                "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
                "SmolLM3ForCausalLM": "smollm3", "GraniteForCausalLM": "granite",
@@ -538,6 +544,8 @@ def tensor_shapes(s):
     m = "language_model.model." if mm else "model."
     if s["arch"] == "Qwen3_5ForConditionalGeneration" or s.get("text_type") == "ministral3":
         m = "model.language_model."
+    if s.get("base_names"):   # a base model's checkpoint (Qwen3-Embedding's)
+        m = ""
     t = {m + "embed_tokens.weight": (s["vocab"], h)}
     for i in range(s["layers"]):
         p = m + "layers.%d." % i
@@ -1070,7 +1078,28 @@ def make(outdir, name):
     if s.get("readme"):
         with open(os.path.join(d, "README.md"), "w") as f:
             f.write(README)
+    if s.get("pooling"):
+        write_st_pooling(d, s["pooling"])
     return d
+
+
+def write_st_pooling(d, mode):
+    """sentence-transformers' modules.json and 1_Pooling/config.json (mode: mean, cls or
+    lasttoken), as Qwen/Qwen3-Embedding-0.6B's."""
+    mods = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling",
+             "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Normalize",
+             "type": "sentence_transformers.models.Normalize"}]
+    with open(os.path.join(d, "modules.json"), "w") as f:
+        json.dump(mods, f, indent=2)
+    os.makedirs(os.path.join(d, "1_Pooling"), exist_ok=True)
+    pc = {"word_embedding_dimension": 0, "pooling_mode_cls_token": mode == "cls",
+          "pooling_mode_mean_tokens": mode == "mean", "pooling_mode_max_tokens": False,
+          "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False,
+          "pooling_mode_lasttoken": mode == "lasttoken", "include_prompt": True}
+    with open(os.path.join(d, "1_Pooling", "config.json"), "w") as f:
+        json.dump(pc, f, indent=2)
 
 
 def make_bench(outdir, gib):

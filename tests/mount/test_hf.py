@@ -342,7 +342,9 @@ def drop_tensor(path, name):
 class Bad(TestCase):
     def repo(self, how):
         d = os.path.join(self.tmpdir(), "bad-repo")
-        shutil.copytree(model("llama-bf16"), d)
+        # (a Qwen3 reranker: Qwen3-Embedding's repo with Qwen3-Reranker's model card heading,
+        # which the converter makes a rank model of)
+        shutil.copytree(model("qwen3emb-f32" if how == "reranker" else "llama-bf16"), d)
         cfg = os.path.join(d, "config.json")
         c = json.load(open(cfg))
         if how == "malformed":
@@ -355,6 +357,9 @@ class Bad(TestCase):
         elif how == "architecture":
             c["architectures"] = ["FalconMambaForCausalLM"]
             json.dump(c, open(cfg, "w"))
+        elif how == "reranker":
+            with open(os.path.join(d, "README.md"), "w") as f:
+                f.write("---\nlicense: apache-2.0\n---\n# Qwen3-Reranker-0.6B\n")
         elif how == "tokenizer":
             os.unlink(os.path.join(d, "tokenizer.model"))
             json.dump({"version": "1.0", "model": {"type": "WordPiece", "vocab": {"a": 0}}},
@@ -364,7 +369,7 @@ class Bad(TestCase):
     CASES = {"malformed": "config.json", "missing tensor": "up_proj|ffn_up|missing",
              "shape": "intermediate_size|shape|128|96",
              "architecture": "FalconMambaForCausalLM is not supported",
-             "tokenizer": "tokenizer"}
+             "tokenizer": "tokenizer", "reranker": "a Qwen3 reranker .*not supported"}
 
     def test_view_absent_with_the_reason(self):
         for how, pattern in self.CASES.items():

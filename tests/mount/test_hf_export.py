@@ -181,9 +181,11 @@ class HfExport(TestCase):
         for name, (_, a) in got.items():
             # (a multimodal R's text model: hf/ shows it as the converter reads it, without
             # "language_model." (Qwen3-VL's model.language_model.*: model.*), and without
-            # the vision tower; BERT's without "bert.")
+            # the vision tower; BERT's without "bert."; a base model's (Qwen3Model's) R
+            # without "model.")
             dt, r = ref.get(name) or ref.get("language_model." + name) or \
-                ref.get("bert." + name) or ref["model.language_model." + name[len("model."):]]
+                ref.get("bert." + name) or ref.get(name[len("model."):]) or \
+                ref["model.language_model." + name[len("model."):]]
             if r.ndim == 0:   # (a GGUF key keeps a scalar's value, not its shape: [1])
                 r = r.reshape(1)
             if name == "embeddings.position_embeddings.weight" and variant.startswith("xlmr"):
@@ -325,6 +327,9 @@ ROUNDTRIPS = {
     "mistral": ("mistral-bf16-sharded", ("auto",)),
     "qwen2": ("qwen2-bpe-f32", ("auto",)),   # q/k/v biases, no permutation; qwen2 pre, NFC
     "qwen3": ("qwen3-spm-f32", ("auto",)),   # q_norm/k_norm, head_dim != hidden/heads
+    # Qwen3-Embedding (Qwen3Model: names without "model.", no lm_head) shown as
+    # Qwen3ForCausalLM, the same file back; its last-token pooling as modules.json
+    "qwen3emb": ("qwen3emb-f32", ("auto",)),
     "gemma2": ("gemma2-bf16", ALL),          # norms - 1, soft-capping, sliding window; SPM
     "gemma3": ("gemma3-f16", ALL),           # norms - 1 of an F16 source, q/k norms; SPM
     "phi3": ("phi3-bf16", ALL),              # fused qkv / gate_up, original context; SPM
@@ -366,7 +371,7 @@ ROUNDTRIPS = {
     "qwen35": ("qwen35-bf16", ("auto",)),
 }
 ROUNDTRIP_TENSORS = ("ernie4_5", "olmo3", "seed_oss", "mistral3", "glm4", "cohere2", "llama3",
-                     "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "arcee",
+                     "llama32", "exaone4", "hunyuan", "minimax_m2", "apertus", "arcee", "qwen3emb",
                      "qwen2vl", "qwen3vl", "gptoss", "deepseek3", "gemma4", "gemma4_ple",
                      "gemma4_mm", "gemma4_moe", "bert", "bert_pooling", "egemma", "nomic",
                      "nomic_moe", "modernbert", "xlmr", "qwen35", "qwen35moe", "qwen3next")

@@ -422,84 +422,15 @@ static int g4_rope_freqs(tfs_hf_gen *gen, size_t *ngen, tfs_hf_kvs *early, const
 
 /* ==== the tokenizer: LlamaHfVocab ==== */
 
-/* transformers' special-token attributes and GemmaTokenizerFast's defaults for them */
-static const char *const named_keys[] = { "bos_token", "eos_token", "unk_token", "sep_token",
-	"pad_token", "cls_token", "mask_token" };
-static const char *const gemma_named[] = { "<bos>", "<eos>", "<unk>", NULL, "<pad>", NULL,
-	NULL };
+/* GemmaTokenizerFast's defaults of bos, eos, unk, sep, pad, cls and mask; the set is
+ * all_special_tokens as transformers 5 has it (4.57 cannot load a Gemma 4 repo's
+ * tokenizer_config.json: 'list' object has no attribute 'keys'), which is what the release's
+ * own models/ggml-vocab-gemma-4.gguf shows for google/gemma-4's files */
+static const char *const gemma_named[TFS_HF_SPECIAL_ATTRS] = { "<bos>", "<eos>", "<unk>",
+	NULL, "<pad>", NULL, NULL };
 /* Gemma4Model.set_vocab: always rendered (user-defined) */
 static const char *const visible[] = { "<|channel>", "<channel|>", "<|tool_call>",
 	"<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>" };
-
-static const json_t *token_text(const json_t *t)
-{
-	return json_is_object(t) ? json_object_get(t, "content") : t;
-}
-
-static int add_special(json_t *set, const json_t *t, tfs_error *err)
-{
-	t = token_text(t);
-	if (!json_is_string(t) || !json_string_length(t))
-		return 0;
-	if (json_object_setn_new(set, json_string_value(t), json_string_length(t), json_true()))
-		return tfs_error_set(err, TFS_E_NOMEM, "tokenizer_config.json: out of memory");
-	return 0;
-}
-
-/* all_special_tokens as transformers 5 has it (4.57 cannot load a Gemma 4 repo's
- * tokenizer_config.json: 'list' object has no attribute 'keys'), a set (keys of *out): the
- * named tokens (the class's defaults, tokenizer_config.json, special_tokens_map.json over
- * them), every other top-level "*_token" of tokenizer_config.json,
- * additional_special_tokens, extra_special_tokens (a list's entries or a dict's values).
- * That is what the release's own models/ggml-vocab-gemma-4.gguf shows for google/gemma-4's
- * files. */
-static int special_set(json_t **out, const tfs_hf_files *files, const json_t *cfg,
-		       tfs_error *err)
-{
-	json_t *stm = NULL, *set = json_object();
-	int rc = set ? tfs_hf_read_json(files, "special_tokens_map.json", &stm, err)
-		     : tfs_error_set(err, TFS_E_NOMEM, "tokenizer_config.json: out of memory");
-	for (size_t i = 0; !rc && i < N(named_keys); i++) {
-		const json_t *v = json_object_get(stm, named_keys[i]);
-		if (!v)
-			v = json_object_get(cfg, named_keys[i]);
-		rc = v ? add_special(set, v, err) : 0;
-		if (!rc && !v && gemma_named[i])
-			rc = json_object_set_new(set, gemma_named[i], json_true())
-			     ? tfs_error_set(err, TFS_E_NOMEM, "out of memory") : 0;
-	}
-	const json_t *add = json_object_get(stm, "additional_special_tokens"), *e, *t;
-	if (!add || !json_array_size(add))
-		add = json_object_get(cfg, "additional_special_tokens");
-	size_t i;
-	json_array_foreach(add, i, t)
-		if (!rc)
-			rc = add_special(set, t, err);
-	e = json_object_get(cfg, "extra_special_tokens");
-	const char *k;
-	json_t *tv;
-	json_object_foreach((json_t *)cfg, k, tv) {
-		size_t n = strlen(k);
-		bool is_named = false;
-		for (size_t j = 0; j < N(named_keys); j++)
-			is_named |= strcmp(k, named_keys[j]) == 0;
-		if (!rc && !is_named && n > 6 && strcmp(k + n - 6, "_token") == 0 &&
-		    json_is_string(tv))
-			rc = add_special(set, tv, err);
-	}
-	json_array_foreach(e, i, t)
-		if (!rc)
-			rc = add_special(set, t, err);
-	json_object_foreach((json_t *)e, k, tv)
-		if (!rc)
-			rc = add_special(set, tv, err);
-	json_decref(stm);
-	if (rc)
-		json_decref(set);
-	else
-		*out = set;
-	return rc;
-}
 
 static bool is_byte_token(const char *s, size_t n)
 {
@@ -679,7 +610,7 @@ static int g4_set_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf
 	json_t *special = NULL;
 	if (v.added && !json_is_array(v.added))
 		return tfs_error_set(err, TFS_E_FORMAT, "tokenizer.json: added_tokens is not a list");
-	if (!(rc = vocab_texts(&v, tok, err)) && !(rc = special_set(&special, files, cfg, err)))
+	if (!(rc = vocab_texts(&v, tok, err)) && !(rc = tfs_hf_all_special(&special, files, cfg, gemma_named, err)))
 		rc = specials_known(special, tok, v.added, err);
 	if (!rc)
 		vocab_types(&v, special);

@@ -48,6 +48,16 @@ int tfs_hf_fixed_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_to
 		     const json_t *cfg, const char *const *types, const long long *ids, size_t n,
 		     tfs_error *err);
 
+/* hf_special.c: all_special_tokens of a fast tokenizer, a set (the keys of *out, a new
+ * object): the named tokens (bos, eos, unk, sep, pad, cls, mask: special_tokens_map.json's
+ * over tokenizer_config.json's, else defaults[i], the tokenizer class's, NULL for none), every
+ * other top-level "*_token" string of tokenizer_config.json, additional_special_tokens
+ * (special_tokens_map.json's when it has some), extra_special_tokens (a list's entries or a
+ * dict's values); an added token's object by its content. */
+enum { TFS_HF_SPECIAL_ATTRS = 7 };
+int tfs_hf_all_special(json_t **out, const tfs_hf_files *files, const json_t *cfg,
+		       const char *const *defaults, tfs_error *err);
+
 /* hf_vocab_xlmr.c: XLMRobertaModel's _xlmroberta_set_vocab (sentencepiece.bpe.model), or
  * with json NomicBertModel's MoE variant's (a Unigram tokenizer.json read through
  * transformers); config: the hparams. */

@@ -193,80 +193,10 @@ int tfs_hf_xlmr_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 
 /* ==== tokenizer.json through transformers (NomicBertModel's MoE variant) ==== */
 
-/* transformers' named special tokens and XLMRobertaTokenizerFast's defaults for them */
-static const char *const named_keys[] = { "bos_token", "eos_token", "unk_token", "sep_token",
-	"pad_token", "cls_token", "mask_token" };
-static const char *const xlmr_named[] = { "<s>", "</s>", "<unk>", "</s>", "<pad>", "<s>",
-	"<mask>" };
-#define N_NAMED (sizeof named_keys / sizeof named_keys[0])
-
-static const json_t *token_text(const json_t *t)
-{
-	return json_is_object(t) ? json_object_get(t, "content") : t;
-}
-
-static int add_special(json_t *set, const json_t *t, tfs_error *err)
-{
-	if (!json_is_string(t) || !json_string_length(t))
-		return 0;
-	if (json_object_setn_new(set, json_string_value(t), json_string_length(t), json_true()))
-		return tfs_error_set(err, TFS_E_NOMEM, "tokenizer_config.json: out of memory");
-	return 0;
-}
-
-/* all_special_tokens, a set (the keys of *out), as tests/hf/refconv's transformers has it:
- * the named tokens (the class's defaults, tokenizer_config.json over them,
- * special_tokens_map.json over both), every other top-level "*_token" string of
- * tokenizer_config.json, additional_special_tokens (special_tokens_map.json's when it has
- * some), extra_special_tokens (a list's entries or a dict's values). */
-static int special_set(json_t **out, const tfs_hf_files *files, const json_t *cfg,
-		       tfs_error *err)
-{
-	json_t *stm = NULL, *set = json_object();
-	int rc = set ? tfs_hf_read_json(files, "special_tokens_map.json", &stm, err)
-		     : tfs_error_set(err, TFS_E_NOMEM, "tokenizer_config.json: out of memory");
-	for (size_t i = 0; !rc && i < N_NAMED; i++) {
-		const json_t *v = json_object_get(stm, named_keys[i]);
-		if (!v)
-			v = json_object_get(cfg, named_keys[i]);
-		if (v)
-			rc = add_special(set, token_text(v), err);
-		else if (json_object_setn_new(set, xlmr_named[i], strlen(xlmr_named[i]),
-					      json_true()))
-			rc = tfs_error_set(err, TFS_E_NOMEM, "out of memory");
-	}
-	const char *k;
-	json_t *tv;
-	json_object_foreach((json_t *)cfg, k, tv) {
-		size_t n = strlen(k);
-		bool is_named = false;
-		for (size_t j = 0; j < N_NAMED; j++)
-			is_named |= strcmp(k, named_keys[j]) == 0;
-		if (!rc && !is_named && n > 6 && strcmp(k + n - 6, "_token") == 0 &&
-		    json_is_string(tv))
-			rc = add_special(set, tv, err);
-	}
-	const json_t *add = json_object_get(stm, "additional_special_tokens"), *t;
-	if (!json_is_array(add) || !json_array_size(add))
-		add = json_object_get(cfg, "additional_special_tokens");
-	size_t i;
-	json_array_foreach(add, i, t)
-		if (!rc)
-			rc = add_special(set, token_text(t), err);
-	const json_t *e = json_object_get(cfg, "extra_special_tokens");
-	json_array_foreach(e, i, t)
-		if (!rc)
-			rc = add_special(set, token_text(t), err);
-	json_object_foreach((json_t *)e, k, tv)
-		if (!rc)
-			rc = add_special(set, token_text(tv), err);
-	json_decref(stm);
-	if (rc)
-		json_decref(set);
-	else
-		*out = set;
-	return rc;
-}
+/* XLMRobertaTokenizerFast's defaults of bos, eos, unk, sep, pad, cls and mask (as the
+ * tests' transformers stand-in has them: tests/hf/refconv) */
+static const char *const xlmr_named[TFS_HF_SPECIAL_ATTRS] = { "<s>", "</s>", "<unk>", "</s>",
+	"<pad>", "<s>", "<mask>" };
 
 /* tokenizer.json's added token of id (the last given: tokenizers' added vocabulary), or
  * NULL. */
@@ -497,7 +427,7 @@ static int json_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 	if (!rc)
 		rc = b64_decode(json_string_value(pcm), json_string_length(pcm), &map, &map_n, err);
 	if (!rc)
-		rc = special_set(&special, files, cfg, err);
+		rc = tfs_hf_all_special(&special, files, cfg, xlmr_named, err);
 	if (!rc)
 		rc = json_tokens(&t, pieces, added, unk, special, (size_t)vs, err);
 	if (!rc)

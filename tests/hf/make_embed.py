@@ -154,20 +154,8 @@ def write_bert_tokenizer(d, vocab, ctx):
 
 
 def write_pooling(d, mode):
-    """sentence-transformers' modules.json and 1_Pooling/config.json."""
-    mods = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {"idx": 1, "name": "1", "path": "1_Pooling",
-             "type": "sentence_transformers.models.Pooling"},
-            {"idx": 2, "name": "2", "path": "2_Normalize",
-             "type": "sentence_transformers.models.Normalize"}]
-    with open(os.path.join(d, "modules.json"), "w") as f:
-        json.dump(mods, f, indent=2)
-    os.makedirs(os.path.join(d, "1_Pooling"), exist_ok=True)
-    pc = {"word_embedding_dimension": 0, "pooling_mode_cls_token": mode == "cls",
-          "pooling_mode_mean_tokens": mode == "mean", "pooling_mode_max_tokens": False,
-          "pooling_mode_mean_sqrt_len_tokens": False}
-    with open(os.path.join(d, "1_Pooling", "config.json"), "w") as f:
-        json.dump(pc, f, indent=2)
+    """sentence-transformers' modules.json and 1_Pooling/config.json (make_model.py's)."""
+    make_model.write_st_pooling(d, mode)
 
 
 # ==== XLM-RoBERTa: a SentencePiece unigram model (sentencepiece.bpe.model) ====

@@ -48,7 +48,7 @@ int tfs_hf_fixed_ids(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_to
 		     const json_t *cfg, const char *const *types, const long long *ids, size_t n,
 		     tfs_error *err);
 
-/* hf_special.c: all_special_tokens of a fast tokenizer, a set (the keys of *out, a new
+/* hf_special_tokens.c: all_special_tokens of a fast tokenizer, a set (the keys of *out, a new
  * object): the named tokens (bos, eos, unk, sep, pad, cls, mask: special_tokens_map.json's
  * over tokenizer_config.json's, else defaults[i], the tokenizer class's, NULL for none), every
  * other top-level "*_token" string of tokenizer_config.json, additional_special_tokens

@@ -198,58 +198,95 @@ int tfs_hf_xlmr_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 static const char *const xlmr_named[TFS_HF_SPECIAL_ATTRS] = { "<s>", "</s>", "<unk>", "</s>",
 	"<pad>", "<s>", "<mask>" };
 
-/* tokenizer.json's added token of id (the last given: tokenizers' added vocabulary), or
- * NULL. */
-static const json_t *added_of(const json_t *added, long long id)
+/* tokenizer.json's added tokens and the Unigram pieces, indexed once: how many there are is
+ * the file's to choose, and a scan of them for each token, each special token and each
+ * added one was a hang for a large list (cubic in the added tokens) */
+typedef struct {
+	json_t *by_id;       /* "ID": the last entry given that id (tokenizers' added vocabulary) */
+	json_t *added_ids;   /* content: the highest id whose entry (by_id) has it
+			      * (get_added_vocab's {content: id}) */
+	json_t *listed;      /* content: the id of the last entry in the list that has it */
+	json_t *pieces;      /* piece: its last index in model.vocab */
+} vocab_index;
+
+static void index_free(vocab_index *x)
 {
-	const json_t *found = NULL, *a;
-	size_t i;
-	json_array_foreach(added, i, a) {
-		long long k;
-		if (tfs_hf_py_int(json_object_get(a, "id"), &k) && k == id)
-			found = a;
-	}
-	return found;
+	json_decref(x->by_id);
+	json_decref(x->added_ids);
+	json_decref(x->listed);
+	json_decref(x->pieces);
 }
 
-/* The id transformers gives token text s (n bytes): its vocab, the pieces' ids under the
- * added tokens' (a later entry over an earlier one); -1: none. */
-static long long id_of(const json_t *pieces, const json_t *added, const char *s, size_t n)
+/* the entry's content, or NULL when it has no string */
+static const json_t *content_of(const json_t *a)
 {
-	const json_t *a;
+	const json_t *c = json_object_get(a, "content");
+	return json_is_string(c) ? c : NULL;
+}
+
+/* t[c] = id (keep: only when above the id there) */
+static int set_id(json_t *t, const json_t *c, long long id, bool keep_highest)
+{
+	json_t *cur = json_object_getn(t, json_string_value(c), json_string_length(c));
+	if (keep_highest && cur && json_integer_value(cur) >= id)
+		return 0;
+	return json_object_setn_new(t, json_string_value(c), json_string_length(c),
+				    json_integer(id));
+}
+
+static int index_vocab(vocab_index *x, const json_t *pieces, const json_t *added,
+		       tfs_error *err)
+{
+	const json_t *a, *c;
 	size_t i;
-	long long id = -1;
+	char key[24];
+	long long k;
+	int bad = !(x->by_id = json_object()) || !(x->added_ids = json_object()) ||
+		  !(x->listed = json_object()) || !(x->pieces = json_object());
 	json_array_foreach(added, i, a) {
-		const json_t *c = json_object_get(a, "content");
-		long long k;
-		if (json_is_string(c) && json_string_length(c) == n &&
-		    !memcmp(json_string_value(c), s, n) && tfs_hf_py_int(json_object_get(a, "id"), &k))
-			id = k;
+		if (bad || !tfs_hf_py_int(json_object_get(a, "id"), &k))
+			continue;
+		snprintf(key, sizeof key, "%lld", k);
+		bad = json_object_set(x->by_id, key, (json_t *)a) ||
+		      ((c = content_of(a)) && set_id(x->listed, c, k, false));
 	}
-	for (i = json_array_size(pieces); id < 0 && i-- > 0;) {
-		const json_t *c = json_array_get(json_array_get(pieces, i), 0);
-		if (json_string_length(c) == n && !memcmp(json_string_value(c), s, n))
-			id = (long long)i;
-	}
-	return id;
+	const char *id;
+	json_t *e;
+	json_object_foreach(x->by_id, id, e)
+		if (!bad && (c = content_of(e)))
+			bad = set_id(x->added_ids, c, strtoll(id, NULL, 10), true);
+	json_array_foreach(pieces, i, e)
+		if (!bad && json_is_string(c = json_array_get(e, 0)))
+			bad = set_id(x->pieces, c, (long long)i, false);
+	return bad ? tfs_error_set(err, TFS_E_NOMEM, "tokenizer.json: out of memory") : 0;
+}
+
+/* The added token of id (the last given), or NULL. */
+static const json_t *added_of(const vocab_index *x, long long id)
+{
+	char key[24];
+	snprintf(key, sizeof key, "%lld", id);
+	return json_object_get(x->by_id, key);
+}
+
+/* The id transformers gives token text s: the last added entry's that has it, else the
+ * last piece's; -1: none. */
+static long long id_of(const vocab_index *x, const char *s)
+{
+	const json_t *v = json_object_get(x->listed, s);
+	if (!v)
+		v = json_object_get(x->pieces, s);
+	return v ? json_integer_value(v) : -1;
 }
 
 /* Whether id is among get_added_vocab()'s values ({content: id}: the highest id of a
  * content). */
-static bool added_value(const json_t *added, long long id)
+static bool added_value(const vocab_index *x, long long id)
 {
-	const json_t *mine = json_object_get(added_of(added, id), "content"), *a;
-	size_t i;
-	if (!json_is_string(mine))
-		return false;
-	json_array_foreach(added, i, a) {
-		long long k;
-		const json_t *c = json_object_get(a, "content");
-		if (tfs_hf_py_int(json_object_get(a, "id"), &k) && k > id && json_equal(c, mine) &&
-		    json_equal(json_object_get(added_of(added, k), "content"), mine))
-			return false;
-	}
-	return true;
+	const json_t *c = content_of(added_of(x, id));
+	const json_t *v = c ? json_object_getn(x->added_ids, json_string_value(c),
+					       json_string_length(c)) : NULL;
+	return v && json_integer_value(v) == id;
 }
 
 /* Python's base64.b64decode of an ASCII string (validate=False) as CPython's binascii reads
@@ -293,7 +330,7 @@ static int b64_decode(const char *s, size_t n, uint8_t **out, size_t *out_n, tfs
 
 /* The tokens of a Unigram tokenizer.json read as _xlmroberta_set_vocab reads them through
  * transformers (vs tokens: the pieces, then [PADi]). */
-static int json_tokens(tokens *t, const json_t *pieces, const json_t *added, long long unk_id,
+static int json_tokens(tokens *t, const json_t *pieces, const vocab_index *x, long long unk_id,
 		       const json_t *special, size_t vs, tfs_error *err)
 {
 	size_t np = json_array_size(pieces);
@@ -312,7 +349,7 @@ static int json_tokens(tokens *t, const json_t *pieces, const json_t *added, lon
 	const char *k;
 	json_t *v;
 	json_object_foreach((json_t *)special, k, v) {   /* all_special_ids */
-		long long id = id_of(pieces, added, k, strlen(k));
+		long long id = id_of(x, k);
 		if (id >= 0 && (size_t)id < np)
 			sp[id] = true;
 	}
@@ -330,7 +367,7 @@ static int json_tokens(tokens *t, const json_t *pieces, const json_t *added, lon
 			t->type[i] = TFS_TOK_UNUSED;
 			continue;
 		}
-		const json_t *e = json_array_get(pieces, i), *a = added_of(added, (long long)i);
+		const json_t *e = json_array_get(pieces, i), *a = added_of(x, (long long)i);
 		const json_t *text = a ? json_object_get(a, "content") : json_array_get(e, 0);
 		const json_t *score = json_array_get(e, 1);
 		if (!json_is_string(text) || !json_is_number(score)) {
@@ -352,7 +389,7 @@ static int json_tokens(tokens *t, const json_t *pieces, const json_t *added, lon
 		t->score[i] = (float)json_number_value(score);
 		t->type[i] = (long long)i == unk_id ? TFS_TOK_UNKNOWN
 			: sp[i] ? TFS_TOK_CONTROL
-			: a && added_value(added, (long long)i) ? TFS_TOK_USER_DEFINED
+			: a && added_value(x, (long long)i) ? TFS_TOK_USER_DEFINED
 			: TFS_TOK_NORMAL;
 	}
 	free(sp);
@@ -362,7 +399,7 @@ static int json_tokens(tokens *t, const json_t *pieces, const json_t *added, lon
 /* The unk id: tokenizer_config.json's unk_token among get_added_vocab(), else model.unk_id
  * (3 when absent; None: no token is UNKNOWN, -1). */
 static int unk_id_of(long long *out, const json_t *cfg, const json_t *model,
-		     const json_t *added, tfs_error *err)
+		     const vocab_index *x, tfs_error *err)
 {
 	const json_t *u = json_object_get(cfg, "unk_token"), *d = json_object_get(model, "unk_id");
 	if (u && !json_is_string(u) && !json_is_null(u))
@@ -374,17 +411,10 @@ static int unk_id_of(long long *out, const json_t *cfg, const json_t *model,
 				     "integer");
 	if (d && json_is_null(d))
 		*out = -1;
-	const json_t *a;
-	size_t i;
-	long long best = -1, k;
-	json_array_foreach(added, i, a) {   /* {content: id} in id order: the highest id */
-		if (u && json_equal(json_object_get(a, "content"), u) &&
-		    tfs_hf_py_int(json_object_get(a, "id"), &k) && k > best &&
-		    json_equal(json_object_get(added_of(added, k), "content"), u))
-			best = k;
-	}
-	if (best >= 0)
-		*out = best;
+	const json_t *best = json_is_string(u) ? json_object_getn(x->added_ids,
+		json_string_value(u), json_string_length(u)) : NULL;   /* {content: id} */
+	if (best && json_integer_value(best) >= 0)
+		*out = json_integer_value(best);
 	return 0;
 }
 
@@ -417,19 +447,22 @@ static int json_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 	uint8_t *map = NULL;
 	size_t map_n = 0;
 	tokens t = { 0 };
+	vocab_index x = { 0 };
 	int rc = count_of(config, "vocab_size", 0, 1ll << 31, &vs, err);
 	if (!rc)
 		rc = count_of(config, "type_vocab_size", 1, UINT32_MAX, &ntypes, err);
 	if (vs < (long long)json_array_size(pieces))
 		vs = (long long)json_array_size(pieces);
 	if (!rc)
-		rc = unk_id_of(&unk, cfg, model, added, err);
+		rc = index_vocab(&x, pieces, added, err);
+	if (!rc)
+		rc = unk_id_of(&unk, cfg, model, &x, err);
 	if (!rc)
 		rc = b64_decode(json_string_value(pcm), json_string_length(pcm), &map, &map_n, err);
 	if (!rc)
 		rc = tfs_hf_all_special(&special, files, cfg, xlmr_named, err);
 	if (!rc)
-		rc = json_tokens(&t, pieces, added, unk, special, (size_t)vs, err);
+		rc = json_tokens(&t, pieces, &x, unk, special, (size_t)vs, err);
 	if (!rc)
 		rc = put_keys(out, &t, tfs_hf_py_true(json_object_get(cfg, "add_prefix_space")),
 			      tfs_hf_py_true(json_object_get(cfg, "clean_up_tokenization_spaces")),
@@ -437,6 +470,7 @@ static int json_vocab(tfs_hf_kvs *out, const tfs_hf_files *files, const tfs_hf_t
 	if (!rc)
 		rc = tfs_hf_special_vocab(out, files, tok, cfg, false, (long long)t.n, err);
 	tokens_free(&t);
+	index_free(&x);
 	json_decref(special);
 	free(map);
 	return rc;

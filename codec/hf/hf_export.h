@@ -206,6 +206,10 @@ typedef struct {
 bool tfs_hf_xvocab_get(tfs_hf_xvocab *v, const tfs_hf_export *x);
 int32_t tfs_hf_xvocab_type(const tfs_hf_xvocab *v, uint64_t i);
 const char *tfs_hf_xvocab_text(const tfs_hf_xvocab *v, uint64_t id, size_t *n);
+/* tokenizer.json's "added_tokens" list of the vocabulary's tokens below end:
+ * the CONTROL ones (special) and USER_DEFINED ones (not), with unknown the UNKNOWN one too
+ * (special).  0, TFS_E_FORMAT or the buffer's error. */
+int tfs_hf_xadded_tokens(tfs_buf *b, const tfs_hf_xvocab *v, uint64_t end, bool unknown);
 /* hf_export_spm.c: a SentencePiece vocabulary's files.  Its kind: Llama's (tokenizer.ggml.model
  * "llama": tokenizer.model) or XLM-R's ("t5" of the XLMRobertaModel row, in the converter's
  * fairseq order: sentencepiece.bpe.model), or 0 (neither).  The ModelProto of either

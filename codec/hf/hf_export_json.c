@@ -46,30 +46,6 @@ static bool is_pad_filler(const char *s, size_t n, uint64_t id)
 	return (size_t)k == n && !memcmp(s, f, n);
 }
 
-static int added_tokens(tfs_buf *b, const vocab *v)
-{
-	const uint8_t *p = v->tok;
-	uint64_t left = v->tok_len;
-	bool first = true;
-	int rc = tfs_buf_append(b, "[", 1);
-	for (uint64_t i = 0; !rc && i < v->n; i++) {
-		size_t n;
-		const char *s = tfs_hf_xnext_str(&p, &left, &n);
-		int32_t t = tok_type(v, i);
-		if (!s)
-			return TFS_E_FORMAT;
-		if (t != TOK_CONTROL && t != TOK_USER)
-			continue;
-		rc = tfs_buf_printf(b, "%s\n    {\"id\": %llu, \"content\": ", first ? "" : ",",
-				    (unsigned long long)i) || jstr(b, s, n) ||
-		     tfs_buf_printf(b, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": "
-				    "false, \"normalized\": false, \"special\": %s}",
-				    t == TOK_CONTROL ? "true" : "false");
-		first = false;
-	}
-	return rc ? rc : tfs_buf_append(b, "\n  ]", 4);
-}
-
 static int bpe_model(tfs_buf *b, const vocab *v, bool ignore_merges)
 {
 	const uint8_t *p = v->tok;
@@ -195,7 +171,7 @@ static int make_tokenizer(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 	bool im = !strcmp(name, "llama-bpe") || !strcmp(name, "tekken");
 	int rc = tfs_buf_printf(b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  "
 				"\"padding\": null,\n  \"added_tokens\": ") ||
-		 added_tokens(b, &v);
+		 tfs_hf_xadded_tokens(b, &v, v.n, false);
 	rc = rc || tfs_buf_printf(b, ",\n  \"normalizer\": %s,\n  \"pre_tokenizer\": %s,\n  "
 				  "\"post_processor\": ", nz, pre) ||
 	     post_processor(b, x, &v) ||
@@ -238,7 +214,7 @@ static int make_g4_tokenizer(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 		bos = token_text(&v, (uint64_t)id, &bos_n);
 	int rc = tfs_buf_printf(b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  "
 				"\"padding\": null,\n  \"added_tokens\": ") ||
-		 added_tokens(b, &v) ||
+		 tfs_hf_xadded_tokens(b, &v, v.n, false) ||
 		 tfs_buf_printf(b, ",\n  \"normalizer\": {\"type\": \"Replace\", \"pattern\": "
 				"{\"String\": \" \"}, \"content\": \"\u2581\"},\n  \"pre_tokenizer\": "
 				"{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": "
@@ -376,7 +352,7 @@ static int make_wpm_tokenizer(tfs_buf *b, const tfs_hf_export *x, tfs_error *err
 	const char *unk = tok_of(&v, x, "tokenizer.ggml.unknown_token_id", &un);
 	int rc = tfs_buf_printf(b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  "
 				"\"padding\": null,\n  \"added_tokens\": ") ||
-		 added_tokens(b, &v) ||
+		 tfs_hf_xadded_tokens(b, &v, v.n, false) ||
 		 tfs_buf_printf(b, ",\n  \"normalizer\": {\"type\": \"BertNormalizer\", "
 				"\"clean_text\": true, \"handle_chinese_chars\": true, "
 				"\"strip_accents\": null, \"lowercase\": %s},\n  \"pre_tokenizer\": "

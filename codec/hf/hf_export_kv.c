@@ -11,6 +11,7 @@
 #include "hf_export.h"
 #include "hf_names.h"
 #include "hf_plan_impl.h"
+#include "hf_vocab.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -198,6 +199,31 @@ const char *tfs_hf_xvocab_text(const tfs_hf_xvocab *v, uint64_t id, size_t *n)
 		if (!(s = tfs_hf_xnext_str(&p, &left, n)))
 			return NULL;
 	return id < v->n ? s : NULL;
+}
+
+int tfs_hf_xadded_tokens(tfs_buf *b, const tfs_hf_xvocab *v, uint64_t end, bool unknown)
+{
+	const uint8_t *p = v->tok;
+	uint64_t left = v->tok_len;
+	bool first = true;
+	int rc = tfs_buf_append(b, "[", 1);
+	for (uint64_t i = 0; !rc && i < end && i < v->n; i++) {
+		size_t n;
+		const char *s = tfs_hf_xnext_str(&p, &left, &n);
+		int32_t t = tfs_hf_xvocab_type(v, i);
+		if (!s)
+			return TFS_E_FORMAT;
+		if (t != TFS_TOK_CONTROL && t != TFS_TOK_USER_DEFINED &&
+		    !(unknown && t == TFS_TOK_UNKNOWN))
+			continue;
+		rc = tfs_buf_printf(b, "%s\n    {\"id\": %llu, \"content\": ", first ? "" : ",",
+				    (unsigned long long)i) || tfs_hf_xjstr(b, s, n) ||
+		     tfs_buf_printf(b, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": "
+				    "false, \"normalized\": false, \"special\": %s}",
+				    t == TFS_TOK_USER_DEFINED ? "false" : "true");
+		first = false;
+	}
+	return rc ? rc : tfs_buf_append(b, "\n  ]", 4);
 }
 
 /* ==== JSON text ==== */

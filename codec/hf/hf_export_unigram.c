@@ -163,28 +163,6 @@ static int b64(tfs_buf *b, const uint8_t *s, uint64_t n)
 	return rc;
 }
 
-static int added_list(tfs_buf *b, const uform *f)
-{
-	const uint8_t *p = f->v.tok;
-	uint64_t left = f->v.tok_len;
-	size_t n;
-	bool first = true;
-	int rc = tfs_buf_append(b, "[", 1);
-	for (uint64_t i = 0; !rc && i < f->end; i++) {
-		const char *s = tfs_hf_xnext_str(&p, &left, &n);
-		int32_t t = tfs_hf_xvocab_type(&f->v, i);
-		if (!is_added(t))
-			continue;
-		rc = tfs_buf_printf(b, "%s\n    {\"id\": %llu, \"content\": ", first ? "" : ",",
-				    (unsigned long long)i) || tfs_hf_xjstr(b, s, n) ||
-		     tfs_buf_printf(b, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": "
-				    "false, \"normalized\": false, \"special\": %s}",
-				    t == TOK_USER ? "false" : "true");
-		first = false;
-	}
-	return rc ? rc : tfs_buf_append(b, "\n  ]", 4);
-}
-
 int tfs_hf_export_make_unigram(tfs_buf *b, const tfs_hf_export *x, tfs_error *err)
 {
 	uform f;
@@ -201,7 +179,7 @@ int tfs_hf_export_make_unigram(tfs_buf *b, const tfs_hf_export *x, tfs_error *er
 	const char *ms = f.prefix ? "always" : "never";
 	int rc = tfs_buf_printf(b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  "
 				"\"padding\": null,\n  \"added_tokens\": ") ||
-		 added_list(b, &f) ||
+		 tfs_hf_xadded_tokens(b, &f.v, f.end, true) ||
 		 tfs_buf_printf(b, ",\n  \"normalizer\": {\"type\": \"Precompiled\", "
 				"\"precompiled_charsmap\": \"") ||
 		 b64(b, map, map ? cn : 0) ||

@@ -351,11 +351,7 @@ def _store(tmp, hit):
     hit is a link of."""
     src = tmp
     if os.path.getsize(tmp) >= 1 << 20:
-        h = hashlib.sha256()
-        with open(tmp, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 22), b""):
-                h.update(chunk)
-        blob = os.path.join(os.path.dirname(hit), "blobs", h.hexdigest() + ".gguf")
+        blob = os.path.join(os.path.dirname(hit), "blobs", _file_digest(tmp).hex() + ".gguf")
         if not os.path.exists(blob):
             os.makedirs(os.path.dirname(blob), exist_ok=True)
             _place(tmp, blob)
